@@ -1,0 +1,105 @@
+/* eng_data.c - token files and the llm.c-order batch cursor (see eng_data.h). */
+#include "eng_data.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "eng_mem.h"
+
+int eng_data_open(eng_data *d, const char *path, eng_data_format fmt, int vocab, int B, int T,
+	eng_err *err)
+{
+	memset(d, 0, sizeof *d);
+	int rc = -1;
+	uint8_t *raw = NULL;
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		eng_errf(err, "cannot open data file '%s': %s", path, strerror(errno));
+		goto out;
+	}
+	struct stat st;
+	if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
+		eng_errf(err, "data file '%s' is not a regular file", path);
+		goto out;
+	}
+	size_t size = (size_t)st.st_size, ntok, skip = 0;
+	if (fmt == ENG_DATA_LLMC) {
+		int32_t hdr[ENG_LLMC_HEADER_INTS];
+		if (size < sizeof hdr || fread(hdr, sizeof hdr, 1, f) != 1) {
+			eng_errf(err, "data file '%s': shorter than the llmc header (%zu bytes)", path,
+				sizeof hdr);
+			goto out;
+		}
+		if (hdr[0] != ENG_LLMC_MAGIC || hdr[1] != 1) {
+			eng_errf(err, "data file '%s': not an llmc token file (magic %d version %d, "
+				      "expected %d version 1); use \"format\": \"bytes\" for raw text",
+				path, hdr[0], hdr[1], ENG_LLMC_MAGIC);
+			goto out;
+		}
+		skip = sizeof hdr;
+		if (hdr[2] < 0 || (size_t)hdr[2] != (size - skip) / 2 || (size - skip) % 2) {
+			eng_errf(err, "data file '%s': header says %d tokens but the file holds %zu "
+				      "bytes of tokens", path, hdr[2], size - skip);
+			goto out;
+		}
+		ntok = (size_t)hdr[2];
+	} else {
+		ntok = size;
+	}
+	if (ntok < (size_t)B * T + 1) {
+		eng_errf(err, "data file '%s': %zu tokens, fewer than one batch needs (%d x %d + 1)",
+			path, ntok, B, T);
+		goto out;
+	}
+	size_t nbytes = size - skip;
+	raw = malloc(nbytes);
+	d->tok = eng_mem_alloc(ENG_MEM_DATA, ntok * sizeof(uint16_t));
+	if (!raw || !d->tok) {
+		eng_errf(err, "data file '%s': out of memory for %zu tokens", path, ntok);
+		goto out;
+	}
+	if (fread(raw, 1, nbytes, f) != nbytes) {
+		eng_errf(err, "data file '%s': read failed: %s", path,
+			ferror(f) ? strerror(errno) : "file shrank");
+		goto out;
+	}
+	for (size_t i = 0; i < ntok; i++) {
+		unsigned t = fmt == ENG_DATA_LLMC ? (unsigned)(raw[2 * i] | raw[2 * i + 1] << 8)
+						  : raw[i];
+		if (t >= (unsigned)vocab) {
+			eng_errf(err, "data file '%s': token %zu is %u, out of range for vocab_size %d",
+				path, i, t, vocab);
+			goto out;
+		}
+		d->tok[i] = (uint16_t)t;
+	}
+	d->ntok = ntok;
+	d->B = B;
+	d->T = T;
+	rc = 0;
+out:
+	free(raw);
+	if (f)
+		fclose(f);
+	if (rc < 0)
+		eng_data_close(d);
+	return rc;
+}
+
+void eng_data_close(eng_data *d)
+{
+	eng_mem_free(d->tok);
+	memset(d, 0, sizeof *d);
+}
+
+void eng_data_next(eng_data *d, uint16_t *inp, uint16_t *tgt)
+{
+	size_t n = (size_t)d->B * d->T;
+	memcpy(inp, d->tok + d->cursor, n * sizeof(uint16_t));
+	memcpy(tgt, d->tok + d->cursor + 1, n * sizeof(uint16_t));
+	d->cursor += n;
+	if (d->cursor + n + 1 > d->ntok)
+		d->cursor = 0;
+}

@@ -1,0 +1,35 @@
+/* eng_err.h - error messages returned by the engine.
+ *
+ * Engine functions that can fail on outside input (job spec, checkpoint files, data files,
+ * hyperparameters) return 0 on success and -1 on failure, and write one line into an
+ * eng_err owned by the caller. Messages follow git's style: lower case, no full stop,
+ * problem first ("cannot open checkpoint 'x': No such file or directory").
+ * Internal invariants are checked with ENG_ASSERT, which stays on in release builds.
+ */
+#ifndef ENG_ERR_H
+#define ENG_ERR_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define ENG_ERR_LEN 512 /* longest message kept; longer ones are cut */
+
+typedef struct eng_err {
+	char msg[ENG_ERR_LEN]; /* the last error, NUL-terminated; "" when none */
+} eng_err;
+
+/* Formats a message into err (err may be NULL) and returns -1, so callers write
+ * `return eng_errf(err, "bad %s", x);`. */
+int eng_errf(eng_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Internal invariant: prints file:line and aborts. Never used on outside input. */
+#define ENG_ASSERT(cond)                                                                   \
+	do {                                                                                   \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "BUG: %s:%d: assertion '%s' failed\n", __FILE__, __LINE__,     \
+				#cond);                                                                    \
+			abort();                                                                       \
+		}                                                                                  \
+	} while (0)
+
+#endif

@@ -1,0 +1,209 @@
+/* eng_hfconfig.c - Hugging Face GPT-2 config.json (see eng_hfconfig.h). */
+#include "eng_hfconfig.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LN_EPS 1e-5       /* the LayerNorm epsilon the engine uses (DESIGN §5) */
+#define LN_EPS_TOL 1e-12  /* how far a config's layer_norm_epsilon may be from it */
+
+/* Formats "invalid config '<path>': <problem>" into err; returns -1. */
+static int bad(eng_err *err, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int bad(eng_err *err, const char *path, const char *fmt, ...)
+{
+	char what[ENG_ERR_LEN];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	return eng_errf(err, "invalid config '%s': %s", path, what);
+}
+
+/* root[key] as an int: -1 with a message when missing (and required), not an integer or
+ * outside int; 1 when missing and optional; 0 when found. */
+static int get_int(const char *path, json_t *root, const char *key, int required, int *out,
+		   eng_err *err)
+{
+	json_t *v = json_object_get(root, key); /* borrowed */
+	if (!v) {
+		if (required)
+			return bad(err, path, "missing key '%s'", key);
+		return 1;
+	}
+	if (!json_is_integer(v))
+		return bad(err, path, "'%s' is not an integer", key);
+	json_int_t x = json_integer_value(v);
+	if (x < INT_MIN || x > INT_MAX)
+		return bad(err, path, "'%s' %lld is out of range", key, (long long)x);
+	*out = (int)x;
+	return 0;
+}
+
+/* root[key], when present, must be the boolean want. */
+static int check_bool(const char *path, json_t *root, const char *key, int want,
+		      eng_err *err)
+{
+	json_t *v = json_object_get(root, key); /* borrowed */
+	if (!v)
+		return 0;
+	if (!json_is_boolean(v))
+		return bad(err, path, "'%s' is not a boolean", key);
+	if (json_is_true(v) != want)
+		return bad(err, path, "'%s' must be %s: the engine only implements that", key,
+			   want ? "true" : "false");
+	return 0;
+}
+
+int eng_hfconfig_read(const char *path, eng_config *cfg, eng_err *err)
+{
+	FILE *fp = NULL;
+	json_t *root = NULL, *v;
+	json_error_t jerr;
+	eng_config c;
+	char what[ENG_ERR_LEN];
+
+	memset(&c, 0, sizeof c);
+	fp = fopen(path, "rb");
+	if (!fp) {
+		eng_errf(err, "cannot open '%s': %s", path, strerror(errno));
+		goto fail;
+	}
+	root = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		bad(err, path, "not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+		    jerr.column);
+		goto fail;
+	}
+	if (!json_is_object(root)) {
+		bad(err, path, "not a JSON object");
+		goto fail;
+	}
+
+	v = json_object_get(root, "model_type");
+	if (v && (!json_is_string(v) || strcmp(json_string_value(v), "gpt2") != 0)) {
+		bad(err, path, "'model_type' must be \"gpt2\"");
+		goto fail;
+	}
+	if (get_int(path, root, "n_layer", 1, &c.n_layer, err) < 0 ||
+	    get_int(path, root, "n_embd", 1, &c.n_embd, err) < 0 ||
+	    get_int(path, root, "n_head", 1, &c.n_head, err) < 0 ||
+	    get_int(path, root, "vocab_size", 1, &c.vocab_size, err) < 0)
+		goto fail;
+	int rc = get_int(path, root, "n_positions", 0, &c.n_positions, err);
+	if (rc == 1)
+		rc = get_int(path, root, "n_ctx", 0, &c.n_positions, err);
+	if (rc == 1)
+		bad(err, path, "missing key 'n_positions' (nor 'n_ctx')");
+	if (rc != 0)
+		goto fail;
+
+	v = json_object_get(root, "activation_function");
+	if (v && (!json_is_string(v) || (strcmp(json_string_value(v), "gelu_new") != 0 &&
+					  strcmp(json_string_value(v), "gelu_pytorch_tanh") != 0))) {
+		bad(err, path, "'activation_function' must be \"gelu_new\" or "
+		    "\"gelu_pytorch_tanh\" (the tanh GELU the engine computes)");
+		goto fail;
+	}
+	v = json_object_get(root, "n_inner");
+	if (v && !json_is_null(v) &&
+	    (!json_is_integer(v) || json_integer_value(v) != 4 * (json_int_t)c.n_embd)) {
+		bad(err, path, "'n_inner' must be null or 4*n_embd (%lld)",
+		    4 * (long long)c.n_embd);
+		goto fail;
+	}
+	v = json_object_get(root, "layer_norm_epsilon");
+	if (v && (!json_is_number(v) || !(fabs(json_number_value(v) - LN_EPS) <= LN_EPS_TOL))) {
+		bad(err, path, "'layer_norm_epsilon' must be 1e-05");
+		goto fail;
+	}
+	/* these change the computation; the engine implements Hugging Face's defaults */
+	if (check_bool(path, root, "tie_word_embeddings", 1, err) != 0 ||
+	    check_bool(path, root, "scale_attn_weights", 1, err) != 0 ||
+	    check_bool(path, root, "scale_attn_by_inverse_layer_idx", 0, err) != 0 ||
+	    check_bool(path, root, "add_cross_attention", 0, err) != 0)
+		goto fail;
+
+	snprintf(what, sizeof what, "invalid config '%s'", path);
+	if (eng_config_validate(&c, what, err) != 0)
+		goto fail;
+	json_decref(root);
+	fclose(fp);
+	*cfg = c;
+	return 0;
+fail:
+	json_decref(root);
+	if (fp)
+		fclose(fp);
+	return -1;
+}
+
+int eng_hfconfig_write(const char *path, const eng_config *cfg, eng_err *err)
+{
+	json_t *root = NULL;
+	FILE *fp = NULL;
+	int created = 0;
+	char what[ENG_ERR_LEN];
+
+	snprintf(what, sizeof what, "cannot write config '%s'", path);
+	if (eng_config_validate(cfg, what, err) != 0)
+		goto fail;
+	/* json_pack keeps the order given here; JSON_PRESERVE_ORDER below keeps it on output.
+	 * Keys and values as transformers' GPT2Config.to_json_string writes them. */
+	root = json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:n, s:s, s:f, s:f, s:f, s:f, "
+			 "s:f, s:b, s:i, s:i, s:s}",
+			 "architectures", "GPT2LMHeadModel",
+			 "model_type", "gpt2",
+			 "vocab_size", cfg->vocab_size,
+			 "n_positions", cfg->n_positions,
+			 "n_embd", cfg->n_embd,
+			 "n_layer", cfg->n_layer,
+			 "n_head", cfg->n_head,
+			 "n_inner",
+			 "activation_function", "gelu_new",
+			 "layer_norm_epsilon", LN_EPS,
+			 "resid_pdrop", 0.0,
+			 "embd_pdrop", 0.0,
+			 "attn_pdrop", 0.0,
+			 "initializer_range", 0.02,
+			 "tie_word_embeddings", 1,
+			 "bos_token_id", cfg->vocab_size - 1,
+			 "eos_token_id", cfg->vocab_size - 1,
+			 "torch_dtype", "float32");
+	if (!root) {
+		eng_errf(err, "cannot write '%s': out of memory", path);
+		goto fail;
+	}
+	fp = fopen(path, "wb");
+	if (!fp) {
+		eng_errf(err, "cannot open '%s' for writing: %s", path, strerror(errno));
+		goto fail;
+	}
+	created = 1;
+	/* 15 significant digits print 1e-05 and 0.02 as written, not 1.0000000000000001e-05 */
+	if (json_dumpf(root, fp, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+			       JSON_REAL_PRECISION(15)) != 0 ||
+	    fputc('\n', fp) == EOF || fflush(fp) != 0 || fsync(fileno(fp)) != 0)
+		goto write_error;
+	int rc = fclose(fp);
+	fp = NULL;
+	if (rc != 0)
+		goto write_error;
+	json_decref(root);
+	return 0;
+write_error:
+	eng_errf(err, "cannot write '%s': %s", path, strerror(errno));
+fail:
+	if (fp)
+		fclose(fp);
+	if (created)
+		unlink(path); /* never leave a half-written config behind */
+	json_decref(root);
+	return -1;
+}

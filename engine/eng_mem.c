@@ -1,0 +1,128 @@
+/* eng_mem.c - the tracking allocator (see eng_mem.h).
+ *
+ * Each allocation is one anonymous mmap: a 64-byte header (size, category, mapping length)
+ * followed by the user's bytes, so the user pointer is 64-byte aligned and munmap gives the
+ * pages back to the kernel immediately. glibc's malloc would keep large freed blocks once
+ * its mmap threshold has adapted upwards, and RSS would not drop after a policy change.
+ */
+#include "eng_mem.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "eng_err.h"
+
+#define MEM_HEADER 64         /* header bytes before the user pointer; keeps 64-byte alignment */
+#define MEM_MAGIC 0x72656d6174ULL /* "remat": catches frees of foreign pointers */
+
+typedef struct mem_header {
+	uint64_t magic;   /* MEM_MAGIC while the block is live */
+	size_t bytes;     /* asked for */
+	size_t mapped;    /* length of the mapping, header included */
+	int cat;          /* eng_mem_cat */
+} mem_header;
+
+static atomic_size_t mem_current[ENG_MEM_NCAT];
+static atomic_size_t mem_peak[ENG_MEM_NCAT];
+static atomic_size_t mem_peak_reset[ENG_MEM_NCAT];
+static atomic_size_t mem_total, mem_total_peak, mem_total_peak_reset;
+
+static void peak_raise(atomic_size_t *peak, size_t value)
+{
+	size_t old = atomic_load(peak);
+	while (value > old && !atomic_compare_exchange_weak(peak, &old, value))
+		;
+}
+
+void *eng_mem_alloc(eng_mem_cat cat, size_t bytes)
+{
+	ENG_ASSERT(cat >= 0 && cat < ENG_MEM_NCAT);
+	if (bytes == 0 || bytes > SIZE_MAX - 2 * MEM_HEADER)
+		return NULL;
+	size_t mapped = bytes + MEM_HEADER;
+	void *base = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (base == MAP_FAILED)
+		return NULL;
+	mem_header *h = base;
+	h->magic = MEM_MAGIC;
+	h->bytes = bytes;
+	h->mapped = mapped;
+	h->cat = cat;
+	size_t now = atomic_fetch_add(&mem_current[cat], bytes) + bytes;
+	peak_raise(&mem_peak[cat], now);
+	peak_raise(&mem_peak_reset[cat], now);
+	size_t tot = atomic_fetch_add(&mem_total, bytes) + bytes;
+	peak_raise(&mem_total_peak, tot);
+	peak_raise(&mem_total_peak_reset, tot);
+	return (char *)base + MEM_HEADER;
+}
+
+void eng_mem_free(void *p)
+{
+	if (!p)
+		return;
+	mem_header *h = (mem_header *)((char *)p - MEM_HEADER);
+	ENG_ASSERT(h->magic == MEM_MAGIC);
+	h->magic = 0;
+	atomic_fetch_sub(&mem_current[h->cat], h->bytes);
+	atomic_fetch_sub(&mem_total, h->bytes);
+	munmap(h, h->mapped);
+}
+
+size_t eng_mem_size(const void *p)
+{
+	if (!p)
+		return 0;
+	const mem_header *h = (const mem_header *)((const char *)p - MEM_HEADER);
+	ENG_ASSERT(h->magic == MEM_MAGIC);
+	return h->bytes;
+}
+
+/* Reads "VmRSS:" and "VmHWM:" (kB) from /proc/self/status; zeros when unreadable. */
+static void mem_read_rss(size_t *rss, size_t *hwm)
+{
+	*rss = *hwm = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+	if (!f)
+		return;
+	char line[256];
+	unsigned long kb;
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, "VmRSS: %lu kB", &kb) == 1)
+			*rss = (size_t)kb * 1024;
+		else if (sscanf(line, "VmHWM: %lu kB", &kb) == 1)
+			*hwm = (size_t)kb * 1024;
+	}
+	fclose(f);
+}
+
+void eng_mem_get_stats(eng_mem_stats *st)
+{
+	memset(st, 0, sizeof *st);
+	for (int c = 0; c < ENG_MEM_NCAT; c++) {
+		st->current[c] = atomic_load(&mem_current[c]);
+		st->peak[c] = atomic_load(&mem_peak[c]);
+		st->peak_reset[c] = atomic_load(&mem_peak_reset[c]);
+	}
+	st->total_current = atomic_load(&mem_total);
+	st->total_peak = atomic_load(&mem_total_peak);
+	st->total_peak_reset = atomic_load(&mem_total_peak_reset);
+	mem_read_rss(&st->rss, &st->rss_peak);
+}
+
+void eng_mem_reset_peak(void)
+{
+	for (int c = 0; c < ENG_MEM_NCAT; c++)
+		atomic_store(&mem_peak_reset[c], atomic_load(&mem_current[c]));
+	atomic_store(&mem_total_peak_reset, atomic_load(&mem_total));
+}
+
+const char *eng_mem_cat_name(eng_mem_cat cat)
+{
+	static const char *names[ENG_MEM_NCAT] = {"params",    "grads",     "optimizer", "activations",
+						  "recompute", "workspace", "data"};
+	return (cat >= 0 && cat < ENG_MEM_NCAT) ? names[cat] : "unknown";
+}

@@ -1,0 +1,55 @@
+/* eng_mem.h - the engine's one tracking allocator.
+ *
+ * Every engine allocation goes through here, tagged with a category (DESIGN §4). Each
+ * allocation is its own anonymous mapping, 64-byte aligned and zero-filled, so freeing it
+ * returns the pages to the operating system at once (RSS drops when a policy change frees
+ * activations). Counters are atomics: the control thread may read them while the training
+ * thread allocates. Bytes counted are the bytes asked for, not the page-rounded mapping, so
+ * they can be compared with the analytic predictor; RSS shows the rest.
+ *
+ * Not a general-purpose malloc: meant for tensors and large buffers, a few hundred at most.
+ */
+#ifndef ENG_MEM_H
+#define ENG_MEM_H
+
+#include <stddef.h>
+
+typedef enum eng_mem_cat {
+	ENG_MEM_PARAMS,      /* model weights */
+	ENG_MEM_GRADS,       /* their gradients */
+	ENG_MEM_OPTIMIZER,   /* AdamW moments */
+	ENG_MEM_ACTIVATIONS, /* saved for backward, per section */
+	ENG_MEM_RECOMPUTE,   /* transient buffers of dropped activations, shared by sections */
+	ENG_MEM_WORKSPACE,   /* gradient scratch and other step temporaries */
+	ENG_MEM_DATA,        /* token buffers */
+	ENG_MEM_NCAT
+} eng_mem_cat;
+
+typedef struct eng_mem_stats {
+	size_t current[ENG_MEM_NCAT];   /* bytes allocated now */
+	size_t peak[ENG_MEM_NCAT];      /* highest since the process started */
+	size_t peak_reset[ENG_MEM_NCAT]; /* highest since the last eng_mem_reset_peak */
+	size_t total_current, total_peak, total_peak_reset; /* all categories together */
+	size_t rss, rss_peak;           /* from /proc/self/status (VmRSS, VmHWM); 0 if unknown */
+} eng_mem_stats;
+
+/* Returns a zeroed, 64-byte-aligned buffer of `bytes` (> 0), or NULL when the system has no
+ * memory. Free with eng_mem_free. */
+void *eng_mem_alloc(eng_mem_cat cat, size_t bytes);
+
+/* Frees a buffer from eng_mem_alloc and returns its pages to the system. NULL is a no-op. */
+void eng_mem_free(void *p);
+
+/* Bytes asked for by the allocation p (0 for NULL). */
+size_t eng_mem_size(const void *p);
+
+/* Fills *st with a consistent-enough snapshot (each counter read atomically). */
+void eng_mem_get_stats(eng_mem_stats *st);
+
+/* Starts a new "since reset" peak window at the current values. */
+void eng_mem_reset_peak(void);
+
+/* Name of a category as used in the protocol: "params", "grads", ... */
+const char *eng_mem_cat_name(eng_mem_cat cat);
+
+#endif

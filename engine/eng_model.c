@@ -1,0 +1,571 @@
+/* eng_model.c - GPT-2 forward and backward with per-section activation checkpointing.
+ *
+ * Legend: B batch, T time, C channels, NH heads, V vocab, L layers, N = B*T rows.
+ *
+ * One step: encoder, L blocks, head (ln_f, tied lm_head, cross-entropy) forward; then the
+ * head, the blocks from L-1 down to 0, and the encoder backward. A block's activations live
+ * in its own buffers (`saved`) or, when its mode drops them, in the pool shared by all
+ * blocks. Before a block's backward, dropped activations are rebuilt into the pool by the
+ * very same kernels the forward ran, on buffers of the same alignment: that, and kernels
+ * whose results do not depend on thread timing, is why every policy gives the same bits.
+ * Recompute never writes into a saved buffer; it writes only into the pool.
+ *
+ * The head works in chunks of chunk_rows rows under both of its modes (the dwte sum is
+ * taken chunk by chunk either way, so the bits agree): `off` keeps every chunk's logits from
+ * forward to backward, `chunked` keeps only the log-sum-exp and recomputes a chunk's logits
+ * into one buffer when its backward comes.
+ */
+#include "eng_model.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "eng_mem.h"
+#include "kn.h"
+
+#define ALIGN_FLOATS 16 /* 64 bytes: every tensor and chunk starts on a cache line */
+
+static size_t round_up(size_t n, size_t a)
+{
+	return (n + a - 1) / a * a;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* ---- parameter table ---- */
+
+static void add_tensor(eng_model *m, size_t *off, const char *name, int ndim, int64_t d0,
+	int64_t d1, int decay)
+{
+	eng_ptensor *t = &m->tensors[m->ntensors++];
+	snprintf(t->name, sizeof t->name, "%s", name);
+	t->ndim = ndim;
+	t->shape[0] = d0;
+	t->shape[1] = ndim == 2 ? d1 : 0;
+	t->numel = (size_t)d0 * (ndim == 2 ? (size_t)d1 : 1);
+	t->offset = *off;
+	t->decay = decay;
+	*off = round_up(*off + t->numel, ALIGN_FLOATS);
+}
+
+static void build_table(eng_model *m)
+{
+	const eng_config *c = &m->cfg;
+	int64_t C = c->n_embd;
+	size_t off = 0;
+	char name[ENG_NAME_MAX];
+	add_tensor(m, &off, "transformer.wte.weight", 2, c->vocab_size, C, 1);
+	add_tensor(m, &off, "transformer.wpe.weight", 2, c->n_positions, C, 1);
+	for (int l = 0; l < c->n_layer; l++) {
+		static const struct {
+			const char *suffix;
+			int ndim, d0, d1, decay; /* dims in multiples of C */
+		} lt[] = {
+			{"ln_1.weight", 1, 1, 0, 0},     {"ln_1.bias", 1, 1, 0, 0},
+			{"attn.c_attn.weight", 2, 1, 3, 1}, {"attn.c_attn.bias", 1, 3, 0, 0},
+			{"attn.c_proj.weight", 2, 1, 1, 1}, {"attn.c_proj.bias", 1, 1, 0, 0},
+			{"ln_2.weight", 1, 1, 0, 0},     {"ln_2.bias", 1, 1, 0, 0},
+			{"mlp.c_fc.weight", 2, 1, 4, 1}, {"mlp.c_fc.bias", 1, 4, 0, 0},
+			{"mlp.c_proj.weight", 2, 4, 1, 1}, {"mlp.c_proj.bias", 1, 1, 0, 0},
+		};
+		for (size_t k = 0; k < sizeof lt / sizeof lt[0]; k++) {
+			snprintf(name, sizeof name, "transformer.h.%d.%s", l, lt[k].suffix);
+			add_tensor(m, &off, name, lt[k].ndim, lt[k].d0 * C, lt[k].d1 * C,
+				lt[k].decay);
+		}
+	}
+	add_tensor(m, &off, "transformer.ln_f.weight", 1, C, 0, 0);
+	add_tensor(m, &off, "transformer.ln_f.bias", 1, C, 0, 0);
+	m->nfloats = off;
+}
+
+/* Points w's fields at the tensors of `base` (params or grads), in table order. */
+static void bind_weights(const eng_model *m, float *base, eng_weights *w)
+{
+	const eng_ptensor *t = m->tensors;
+	w->wte = base + t[0].offset;
+	w->wpe = base + t[1].offset;
+	for (int l = 0; l < m->cfg.n_layer; l++) {
+		const eng_ptensor *lt = t + 2 + 12 * l;
+		eng_layer_w *h = &w->h[l];
+		h->ln1w = base + lt[0].offset;
+		h->ln1b = base + lt[1].offset;
+		h->qkvw = base + lt[2].offset;
+		h->qkvb = base + lt[3].offset;
+		h->attprojw = base + lt[4].offset;
+		h->attprojb = base + lt[5].offset;
+		h->ln2w = base + lt[6].offset;
+		h->ln2b = base + lt[7].offset;
+		h->fcw = base + lt[8].offset;
+		h->fcb = base + lt[9].offset;
+		h->fcprojw = base + lt[10].offset;
+		h->fcprojb = base + lt[11].offset;
+	}
+	w->lnfw = base + t[m->ntensors - 2].offset;
+	w->lnfb = base + t[m->ntensors - 1].offset;
+}
+
+const eng_ptensor *eng_model_find(const eng_model *m, const char *name)
+{
+	for (int i = 0; i < m->ntensors; i++)
+		if (strcmp(m->tensors[i].name, name) == 0)
+			return &m->tensors[i];
+	return NULL;
+}
+
+/* ---- activation fields and which modes keep them ---- */
+
+enum { SZ_NC, SZ_N, SZ_3NC, SZ_4NC, SZ_ATT };
+#define KEEP_OFF (1 << ENG_MODE_OFF)
+#define KEEP_SEL (1 << ENG_MODE_SELECTIVE)
+#define KEEP_ALL (KEEP_OFF | KEEP_SEL | (1 << ENG_MODE_FULL))
+
+static const struct act_field {
+	size_t offset; /* of the float* in eng_block_acts */
+	int size;      /* SZ_* */
+	int keep;      /* modes whose blocks keep it saved */
+} act_fields[] = {
+	{offsetof(eng_block_acts, x), SZ_NC, KEEP_ALL},
+	{offsetof(eng_block_acts, ln1), SZ_NC, KEEP_OFF},
+	{offsetof(eng_block_acts, ln1_mean), SZ_N, KEEP_OFF | KEEP_SEL},
+	{offsetof(eng_block_acts, ln1_rstd), SZ_N, KEEP_OFF | KEEP_SEL},
+	{offsetof(eng_block_acts, qkv), SZ_3NC, KEEP_OFF | KEEP_SEL},
+	{offsetof(eng_block_acts, att), SZ_ATT, KEEP_OFF},
+	{offsetof(eng_block_acts, atty), SZ_NC, KEEP_OFF | KEEP_SEL},
+	{offsetof(eng_block_acts, res2), SZ_NC, KEEP_OFF | KEEP_SEL},
+	{offsetof(eng_block_acts, ln2), SZ_NC, KEEP_OFF},
+	{offsetof(eng_block_acts, ln2_mean), SZ_N, KEEP_OFF | KEEP_SEL},
+	{offsetof(eng_block_acts, ln2_rstd), SZ_N, KEEP_OFF | KEEP_SEL},
+	{offsetof(eng_block_acts, fch), SZ_4NC, KEEP_OFF | KEEP_SEL},
+	{offsetof(eng_block_acts, gelu), SZ_4NC, KEEP_OFF},
+};
+#define NFIELDS (sizeof act_fields / sizeof act_fields[0])
+
+static float **field(eng_block_acts *a, size_t k)
+{
+	return (float **)((char *)a + act_fields[k].offset);
+}
+
+static size_t field_bytes(const eng_model *m, int size)
+{
+	size_t N = (size_t)m->B * m->T, C = m->cfg.n_embd;
+	switch (size) {
+	case SZ_NC:
+		return 4 * N * C;
+	case SZ_N:
+		return 4 * N;
+	case SZ_3NC:
+		return 12 * N * C;
+	case SZ_4NC:
+		return 16 * N * C;
+	default:
+		return 4 * (size_t)m->B * m->cfg.n_head * m->T * m->T;
+	}
+}
+
+/* Bytes of logits under head=off: one 64-byte-aligned slot per chunk, so a chunk sits at the
+ * same alignment whether it is kept or recomputed. */
+static size_t chunk_stride(const eng_model *m)
+{
+	return round_up((size_t)m->chunk_rows * m->cfg.vocab_size, ALIGN_FLOATS);
+}
+
+static size_t logits_bytes(const eng_model *m)
+{
+	size_t N = (size_t)m->B * m->T;
+	size_t nchunks = (N + m->chunk_rows - 1) / m->chunk_rows;
+	return 4 * nchunks * chunk_stride(m);
+}
+
+/* ---- lifetime ---- */
+
+int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_rows,
+	eng_err *err)
+{
+	memset(m, 0, sizeof *m);
+	if (eng_config_validate(cfg, "model", err) < 0)
+		return -1;
+	if (B < 1 || T < 1 || T > cfg->n_positions)
+		return eng_errf(err, "batch %d x seq_len %d does not fit the model (n_positions %d)",
+			B, T, cfg->n_positions);
+	m->cfg = *cfg;
+	m->B = B;
+	m->T = T;
+	size_t N = (size_t)B * T, C = cfg->n_embd;
+	m->chunk_rows = chunk_rows > 0 ? chunk_rows : eng_plan_chunk_rows(cfg, B, T);
+	if ((size_t)m->chunk_rows > N)
+		m->chunk_rows = (int)N;
+	m->tensors = calloc(2 + 12 * (size_t)cfg->n_layer + 2, sizeof *m->tensors);
+	if (!m->tensors)
+		goto oom;
+	build_table(m);
+	size_t pbytes = m->nfloats * sizeof(float);
+	m->params = eng_mem_alloc(ENG_MEM_PARAMS, pbytes);
+	m->grads = eng_mem_alloc(ENG_MEM_GRADS, pbytes);
+	m->m = eng_mem_alloc(ENG_MEM_OPTIMIZER, pbytes);
+	m->v = eng_mem_alloc(ENG_MEM_OPTIMIZER, pbytes);
+	if (!m->params || !m->grads || !m->m || !m->v)
+		goto oom;
+	bind_weights(m, m->params, &m->w);
+	bind_weights(m, m->grads, &m->g);
+
+	m->losses = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * N);
+	m->tmp = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * N * C);
+	m->dres = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * N * C);
+	m->dbuf = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * N * C);
+	m->dbig = eng_mem_alloc(ENG_MEM_WORKSPACE, 16 * N * C);
+	m->dqkv = eng_mem_alloc(ENG_MEM_WORKSPACE, 12 * N * C);
+	m->scratch_threads = kn_get_threads();
+	m->att_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * kn_attention_scratch_floats(T));
+	if (!m->losses || !m->tmp || !m->dres || !m->dbuf || !m->dbig || !m->dqkv ||
+		!m->att_scratch)
+		goto oom;
+	/* The head's fixed activations: last block's output, ln_f output and statistics. */
+	m->xf = eng_mem_alloc(ENG_MEM_ACTIVATIONS, 4 * N * C);
+	m->lnf = eng_mem_alloc(ENG_MEM_ACTIVATIONS, 4 * N * C);
+	m->lnf_mean = eng_mem_alloc(ENG_MEM_ACTIVATIONS, 4 * N);
+	m->lnf_rstd = eng_mem_alloc(ENG_MEM_ACTIVATIONS, 4 * N);
+	m->lse = eng_mem_alloc(ENG_MEM_ACTIVATIONS, 4 * N);
+	if (!m->xf || !m->lnf || !m->lnf_mean || !m->lnf_rstd || !m->lse)
+		goto oom;
+	/* No activations laid out yet: policy.n_layer = 0 marks "nothing allocated". */
+	m->policy.n_layer = 0;
+	return 0;
+oom:
+	eng_model_free(m);
+	return eng_errf(err, "out of memory allocating a model of %zu parameters for batch %d x %d",
+		eng_config_num_params(cfg), B, T);
+}
+
+static void free_acts(eng_block_acts *a)
+{
+	for (size_t k = 0; k < NFIELDS; k++) {
+		eng_mem_free(*field(a, k));
+		*field(a, k) = NULL;
+	}
+}
+
+void eng_model_free(eng_model *m)
+{
+	for (int l = 0; l < ENG_MAX_LAYERS; l++)
+		free_acts(&m->saved[l]);
+	free_acts(&m->pool);
+	float *bufs[] = {m->params, m->grads, m->m, m->v, m->losses, m->tmp, m->dres, m->dbuf,
+		m->dbig, m->dqkv, m->att_scratch, m->xf, m->lnf, m->lnf_mean, m->lnf_rstd,
+		m->logits, m->lse, m->chunk};
+	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+		eng_mem_free(bufs[i]);
+	free(m->tensors);
+	memset(m, 0, sizeof *m);
+}
+
+/* splitmix64: a small, well-mixed generator; the state is the seed plus a counter. */
+static uint64_t splitmix64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static double uniform01(uint64_t *s)
+{
+	return ((splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+void eng_model_init_weights(eng_model *m, uint64_t seed)
+{
+	uint64_t s = seed;
+	double proj_std = 0.02 / sqrt(2.0 * m->cfg.n_layer);
+	memset(m->params, 0, m->nfloats * sizeof(float));
+	for (int i = 0; i < m->ntensors; i++) {
+		const eng_ptensor *t = &m->tensors[i];
+		float *p = m->params + t->offset;
+		if (t->ndim == 1) {
+			int is_ln_w = strstr(t->name, "ln_") && strstr(t->name, ".weight");
+			for (size_t j = 0; j < t->numel; j++)
+				p[j] = is_ln_w ? 1.0f : 0.0f;
+			continue;
+		}
+		double std = strstr(t->name, "c_proj.weight") ? proj_std : 0.02;
+		for (size_t j = 0; j < t->numel; j += 2) {
+			/* Box-Muller: two normals per pair of uniforms */
+			double u1 = uniform01(&s), u2 = uniform01(&s);
+			double r = sqrt(-2.0 * log(u1));
+			p[j] = (float)(std * r * cos(2 * M_PI * u2));
+			if (j + 1 < t->numel)
+				p[j + 1] = (float)(std * r * sin(2 * M_PI * u2));
+		}
+	}
+}
+
+/* ---- policy: activation layout ---- */
+
+/* Pool fields a block in mode `mode` needs: the ones it does not keep. */
+static int pool_needs(eng_mode mode, size_t k)
+{
+	return !(act_fields[k].keep & (1 << mode));
+}
+
+int eng_model_set_policy(eng_model *m, const eng_policy *p, eng_err *err)
+{
+	int L = m->cfg.n_layer;
+	ENG_ASSERT(p->n_layer == L);
+	eng_block_acts nsaved[ENG_MAX_LAYERS], npool;
+	memset(nsaved, 0, sizeof nsaved);
+	memset(&npool, 0, sizeof npool);
+	float *nlogits = NULL, *nchunk = NULL;
+
+	/* Allocate what the new policy needs and the old layout lacks, reuse the rest. */
+	for (int l = 0; l < L; l++) {
+		for (size_t k = 0; k < NFIELDS; k++) {
+			if (!(act_fields[k].keep & (1 << p->block[l])))
+				continue;
+			float *old = *field(&m->saved[l], k);
+			*field(&nsaved[l], k) =
+				old ? old : eng_mem_alloc(ENG_MEM_ACTIVATIONS,
+						    field_bytes(m, act_fields[k].size));
+			if (!*field(&nsaved[l], k))
+				goto oom;
+		}
+	}
+	for (size_t k = 0; k < NFIELDS; k++) {
+		int need = 0;
+		for (int l = 0; l < L; l++)
+			need |= pool_needs(p->block[l], k);
+		if (!need)
+			continue;
+		float *old = *field(&m->pool, k);
+		*field(&npool, k) = old ? old : eng_mem_alloc(ENG_MEM_RECOMPUTE,
+							field_bytes(m, act_fields[k].size));
+		if (!*field(&npool, k))
+			goto oom;
+	}
+	if (p->head == ENG_MODE_OFF) {
+		nlogits = m->logits ? m->logits : eng_mem_alloc(ENG_MEM_ACTIVATIONS, logits_bytes(m));
+		if (!nlogits)
+			goto oom;
+	} else {
+		nchunk = m->chunk ? m->chunk
+				  : eng_mem_alloc(ENG_MEM_RECOMPUTE, 4 * chunk_stride(m));
+		if (!nchunk)
+			goto oom;
+	}
+
+	/* Commit: free what the new layout does not reuse. */
+	for (int l = 0; l < L; l++)
+		for (size_t k = 0; k < NFIELDS; k++)
+			if (*field(&m->saved[l], k) != *field(&nsaved[l], k))
+				eng_mem_free(*field(&m->saved[l], k));
+	for (size_t k = 0; k < NFIELDS; k++)
+		if (*field(&m->pool, k) != *field(&npool, k))
+			eng_mem_free(*field(&m->pool, k));
+	if (m->logits != nlogits)
+		eng_mem_free(m->logits);
+	if (m->chunk != nchunk)
+		eng_mem_free(m->chunk);
+	memcpy(m->saved, nsaved, sizeof nsaved);
+	m->pool = npool;
+	m->logits = nlogits;
+	m->chunk = nchunk;
+	m->policy = *p;
+	return 0;
+oom:
+	/* Roll back: free only what this call allocated. */
+	for (int l = 0; l < L; l++)
+		for (size_t k = 0; k < NFIELDS; k++)
+			if (*field(&nsaved[l], k) != *field(&m->saved[l], k))
+				eng_mem_free(*field(&nsaved[l], k));
+	for (size_t k = 0; k < NFIELDS; k++)
+		if (*field(&npool, k) != *field(&m->pool, k))
+			eng_mem_free(*field(&npool, k));
+	if (nlogits != m->logits)
+		eng_mem_free(nlogits);
+	if (nchunk != m->chunk)
+		eng_mem_free(nchunk);
+	return eng_errf(err, "out of memory laying out activations for the new policy; "
+			     "the previous policy stays");
+}
+
+size_t eng_model_saved_bytes(const eng_model *m, int i)
+{
+	size_t total = 0;
+	if (i < m->cfg.n_layer) {
+		eng_block_acts a = m->saved[i];
+		for (size_t k = 0; k < NFIELDS; k++)
+			total += eng_mem_size(*field(&a, k));
+		return total;
+	}
+	float *head[] = {m->xf, m->lnf, m->lnf_mean, m->lnf_rstd, m->lse, m->logits};
+	for (size_t k = 0; k < sizeof head / sizeof head[0]; k++)
+		total += eng_mem_size(head[k]);
+	return total;
+}
+
+/* ---- forward and backward ---- */
+
+/* Block l's activations for this step: its saved buffers, the pool for the rest. */
+static eng_block_acts block_view(const eng_model *m, int l)
+{
+	eng_block_acts a = m->saved[l];
+	eng_block_acts pool = m->pool;
+	for (size_t k = 0; k < NFIELDS; k++)
+		if (!*field(&a, k))
+			*field(&a, k) = *field(&pool, k);
+	return a;
+}
+
+/* Block forward from a->x; writes the block output into `out`, or stops before the MLP's
+ * c_proj when out is NULL (full recompute: backward never needs that product). */
+static void block_forward(eng_model *m, int l, eng_block_acts *a, float *out)
+{
+	int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
+	const eng_layer_w *w = &m->w.h[l];
+	kn_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1w, w->ln1b, N, C);
+	kn_linear_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
+	kn_attention_probs(a->att, a->qkv, B, T, C, NH);
+	kn_attention_apply(a->atty, a->att, a->qkv, B, T, C, NH);
+	kn_linear_forward(m->tmp, a->atty, w->attprojw, w->attprojb, N, C, C);
+	kn_residual_forward(a->res2, a->x, m->tmp, (size_t)N * C);
+	kn_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N, C);
+	kn_linear_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, 4 * C);
+	kn_gelu_forward(a->gelu, a->fch, (size_t)N * 4 * C);
+	if (!out)
+		return;
+	kn_linear_forward(m->tmp, a->gelu, w->fcprojw, w->fcprojb, N, 4 * C, C);
+	kn_residual_forward(out, a->res2, m->tmp, (size_t)N * C);
+}
+
+/* Selective recompute: rebuild the dropped LayerNorm outputs, attention probabilities and
+ * GELU output from what the block kept, with the forward's own kernels. */
+static void block_recompute_selective(eng_model *m, int l, eng_block_acts *a)
+{
+	int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
+	const eng_layer_w *w = &m->w.h[l];
+	kn_layernorm_apply(a->ln1, a->x, a->ln1_mean, a->ln1_rstd, w->ln1w, w->ln1b, N, C);
+	kn_attention_probs(a->att, a->qkv, B, T, C, NH);
+	kn_layernorm_apply(a->ln2, a->res2, a->ln2_mean, a->ln2_rstd, w->ln2w, w->ln2b, N, C);
+	kn_gelu_forward(a->gelu, a->fch, (size_t)N * 4 * C);
+}
+
+/* dres holds dL/d(block output) on entry and dL/d(block input) on return. */
+static void block_backward(eng_model *m, int l, const eng_block_acts *a)
+{
+	int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
+	const eng_layer_w *w = &m->w.h[l];
+	eng_layer_w *g = &m->g.h[l];
+	kn_linear_backward(m->dbig, g->fcprojw, g->fcprojb, m->dres, a->gelu, w->fcprojw, N,
+		4 * C, C);
+	kn_gelu_backward(m->dbig, a->fch, m->dbig, (size_t)N * 4 * C);
+	kn_linear_backward(m->dbuf, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, 4 * C);
+	kn_layernorm_backward(m->dres, g->ln2w, g->ln2b, m->dbuf, a->res2, a->ln2_mean,
+		a->ln2_rstd, w->ln2w, N, C);
+	kn_linear_backward(m->dbuf, g->attprojw, g->attprojb, m->dres, a->atty, w->attprojw, N,
+		C, C);
+	kn_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->att, B, T, C, NH);
+	kn_linear_backward(m->dbuf, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
+	kn_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dbuf, a->x, a->ln1_mean,
+		a->ln1_rstd, w->ln1w, N, C);
+}
+
+/* Logits of rows [r0, r0+rows) into buf (rows, V) */
+static void head_logits(eng_model *m, float *buf, int r0, int rows)
+{
+	int C = m->cfg.n_embd, V = m->cfg.vocab_size;
+	kn_sgemm(0, 1, rows, V, C, 1.0f, m->lnf + (size_t)r0 * C, C, m->w.wte, C, 0.0f, buf, V);
+}
+
+static float *chunk_buf(eng_model *m, int k)
+{
+	return m->logits ? m->logits + (size_t)k * chunk_stride(m) : m->chunk;
+}
+
+static float forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt)
+{
+	int B = m->B, T = m->T, C = m->cfg.n_embd, V = m->cfg.vocab_size, L = m->cfg.n_layer;
+	int N = B * T, R = m->chunk_rows;
+	ENG_ASSERT(m->policy.n_layer == L);
+	kn_encoder_forward(m->saved[0].x, inp, m->w.wte, m->w.wpe, B, T, C);
+	for (int l = 0; l < L; l++) {
+		eng_block_acts a = block_view(m, l);
+		block_forward(m, l, &a, l + 1 < L ? m->saved[l + 1].x : m->xf);
+	}
+	kn_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, m->xf, m->w.lnfw, m->w.lnfb, N, C);
+	for (int r0 = 0, k = 0; r0 < N; r0 += R, k++) {
+		int rows = N - r0 < R ? N - r0 : R;
+		float *buf = chunk_buf(m, k);
+		head_logits(m, buf, r0, rows);
+		if (m->logits_tap)
+			memcpy(m->logits_tap + (size_t)r0 * V, buf, sizeof(float) * rows * V);
+		kn_crossentropy_forward(m->lse + r0, m->losses + r0, buf, tgt + r0, rows, V);
+	}
+	double sum = 0.0;
+	for (int r = 0; r < N; r++)
+		sum += m->losses[r];
+	return (float)(sum / N);
+}
+
+float eng_model_loss(eng_model *m, const uint16_t *inp, const uint16_t *tgt)
+{
+	return forward(m, inp, tgt);
+}
+
+float eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt)
+{
+	int B = m->B, T = m->T, C = m->cfg.n_embd, V = m->cfg.vocab_size, L = m->cfg.n_layer;
+	int N = B * T, R = m->chunk_rows;
+	double rc_ms = 0.0, t0;
+	if (m->scratch_threads != kn_get_threads()) {
+		/* The thread count changed since init: resize the per-thread attention scratch. */
+		eng_mem_free(m->att_scratch);
+		m->scratch_threads = kn_get_threads();
+		m->att_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * kn_attention_scratch_floats(T));
+		ENG_ASSERT(m->att_scratch != NULL);
+	}
+	memset(m->grads, 0, m->nfloats * sizeof(float));
+	float loss = forward(m, inp, tgt);
+
+	/* head: per chunk, dlogits in place, then dlnf rows and dwte */
+	for (int r0 = 0, k = 0; r0 < N; r0 += R, k++) {
+		int rows = N - r0 < R ? N - r0 : R;
+		float *buf = chunk_buf(m, k);
+		if (!m->logits) {
+			t0 = now_ms();
+			head_logits(m, buf, r0, rows);
+			rc_ms += now_ms() - t0;
+		}
+		kn_crossentropy_backward(buf, buf, m->lse + r0, tgt + r0, 1.0f / N, rows, V);
+		kn_sgemm(0, 0, rows, C, V, 1.0f, buf, V, m->w.wte, C, 0.0f, m->dbuf + (size_t)r0 * C,
+			C);
+		kn_sgemm(1, 0, V, C, rows, 1.0f, buf, V, m->lnf + (size_t)r0 * C, C, 1.0f, m->g.wte,
+			C);
+	}
+	memset(m->dres, 0, sizeof(float) * N * C);
+	kn_layernorm_backward(m->dres, m->g.lnfw, m->g.lnfb, m->dbuf, m->xf, m->lnf_mean,
+		m->lnf_rstd, m->w.lnfw, N, C);
+
+	for (int l = L - 1; l >= 0; l--) {
+		eng_block_acts a = block_view(m, l);
+		if (m->policy.block[l] == ENG_MODE_SELECTIVE) {
+			t0 = now_ms();
+			block_recompute_selective(m, l, &a);
+			rc_ms += now_ms() - t0;
+		} else if (m->policy.block[l] == ENG_MODE_FULL) {
+			t0 = now_ms();
+			block_forward(m, l, &a, NULL);
+			rc_ms += now_ms() - t0;
+		}
+		block_backward(m, l, &a);
+	}
+	kn_encoder_backward(m->g.wte, m->g.wpe, m->dres, inp, B, T, C);
+	m->recompute_ms = rc_ms;
+	return loss;
+}

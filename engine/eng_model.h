@@ -1,0 +1,129 @@
+/* eng_model.h - the GPT-2 model on the CPU: parameters, activations per section, one
+ * training step (forward + backward) under a replaceable recompute policy.
+ *
+ * Layout follows llm.c: parameters, gradients and AdamW moments are each one block of
+ * floats with a table of named tensors into it (Hugging Face names, Conv1D [in, out]
+ * weights, every tensor 64-byte aligned). Activations are allocated per section as the
+ * policy asks (eng_model_set_policy), so switching a block to `full` frees its buffers.
+ *
+ * Not here: the optimizer loop, data, files (eng_train.c, eng_data.c, eng_ckpt.c).
+ */
+#ifndef ENG_MODEL_H
+#define ENG_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eng_config.h"
+#include "eng_err.h"
+#include "eng_plan.h"
+#include "eng_policy.h"
+
+#define ENG_NAME_MAX 64 /* longest tensor name, with its NUL */
+
+typedef struct eng_ptensor {
+	char name[ENG_NAME_MAX]; /* "transformer.h.3.attn.c_attn.weight" */
+	int ndim;                /* 1 or 2 */
+	int64_t shape[2];
+	size_t offset;           /* floats from the start of the block; multiple of 16 */
+	size_t numel;
+	int decay;               /* 1 for 2-D weights (wte, wpe, linear weights) */
+} eng_ptensor;
+
+/* Pointers into one block of parameters (or of gradients, or of a moment). */
+typedef struct eng_layer_w {
+	float *ln1w, *ln1b;         /* (C) */
+	float *qkvw, *qkvb;         /* (C, 3C), (3C) */
+	float *attprojw, *attprojb; /* (C, C), (C) */
+	float *ln2w, *ln2b;         /* (C) */
+	float *fcw, *fcb;           /* (C, 4C), (4C) */
+	float *fcprojw, *fcprojb;   /* (4C, C), (C) */
+} eng_layer_w;
+
+typedef struct eng_weights {
+	float *wte;                  /* (V, C), also the lm_head */
+	float *wpe;                  /* (P, C) */
+	eng_layer_w h[ENG_MAX_LAYERS];
+	float *lnfw, *lnfb;          /* (C) */
+} eng_weights;
+
+/* A block's activations. In `saved`, NULL means the policy drops it; in a view for one
+ * forward/backward, dropped ones point into the shared recompute pool. */
+typedef struct eng_block_acts {
+	float *x;                    /* (B,T,C) block input, always kept */
+	float *ln1;                  /* (B,T,C) */
+	float *ln1_mean, *ln1_rstd;  /* (B,T) */
+	float *qkv;                  /* (B,T,3C) */
+	float *att;                  /* (B,NH,T,T) probabilities */
+	float *atty;                 /* (B,T,C) attention output before c_proj */
+	float *res2;                 /* (B,T,C) residual after attention */
+	float *ln2;                  /* (B,T,C) */
+	float *ln2_mean, *ln2_rstd;  /* (B,T) */
+	float *fch;                  /* (B,T,4C) before GELU */
+	float *gelu;                 /* (B,T,4C) */
+} eng_block_acts;
+
+typedef struct eng_model {
+	eng_config cfg;
+	int B, T;                    /* batch and sequence length the buffers are sized for */
+	int chunk_rows;              /* rows per logits chunk (same under off and chunked) */
+
+	eng_ptensor *tensors;        /* ntensors entries, Hugging Face order */
+	int ntensors;
+	size_t nfloats;              /* floats in each of params/grads/m/v, padding included */
+	float *params, *grads, *m, *v;
+	eng_weights w, g;            /* pointer tables into params and grads */
+
+	eng_policy policy;           /* what the buffers are laid out for now */
+	eng_block_acts saved[ENG_MAX_LAYERS];
+	/* head */
+	float *xf;                   /* (B,T,C) output of the last block, input of ln_f */
+	float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
+	float *logits;               /* (B,T,V) under head=off, else NULL */
+	float *lse;                  /* (B,T) log-sum-exp per row */
+	/* shared recompute pool (ENG_MEM_RECOMPUTE), sized for the most demanding mode */
+	eng_block_acts pool;
+	float *chunk;                /* (chunk_rows, V) under head=chunked */
+	/* workspace (ENG_MEM_WORKSPACE) */
+	float *losses;               /* (B,T) per-row loss */
+	float *tmp;                  /* (B,T,C) linear outputs before the residual add */
+	float *dres;                 /* (B,T,C) gradient of the residual stream */
+	float *dbuf;                 /* (B,T,C) */
+	float *dbig;                 /* (B,T,4C) */
+	float *dqkv;                 /* (B,T,3C) */
+	float *att_scratch;          /* threads * T * T */
+	int scratch_threads;         /* threads att_scratch was sized for */
+
+	float *logits_tap;           /* tests: when set, (B,T,V) receives every chunk's logits */
+	double recompute_ms;         /* time spent recomputing in the last backward */
+} eng_model;
+
+/* Builds the tensor table and allocates parameters, gradients and moments (zeroed) and the
+ * workspace, for batches of B x T; activations follow with eng_model_set_policy. chunk_rows
+ * 0 picks eng_plan_chunk_rows. */
+int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_rows,
+	eng_err *err);
+void eng_model_free(eng_model *m); /* safe on a zeroed or failed model */
+
+/* GPT-2 initialisation from a seed: N(0, 0.02) weights, c_proj weights N(0, 0.02/sqrt(2L)),
+ * zero biases, LayerNorm weight 1. Deterministic for a seed. */
+void eng_model_init_weights(eng_model *m, uint64_t seed);
+
+/* Lays out activation buffers for policy p: allocates what it needs first, then frees what
+ * it no longer needs (returned to the OS). On failure the old layout is untouched. */
+int eng_model_set_policy(eng_model *m, const eng_policy *p, eng_err *err);
+
+/* One forward and backward over inp/tgt (B*T tokens each): gradients overwritten, returns
+ * the mean cross-entropy. */
+float eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt);
+
+/* Forward only: the mean loss, no gradient. */
+float eng_model_loss(eng_model *m, const uint16_t *inp, const uint16_t *tgt);
+
+/* Measured bytes of saved activations of block i (i < L) or of the head (i == L). */
+size_t eng_model_saved_bytes(const eng_model *m, int i);
+
+/* Tensor by name, NULL when none. */
+const eng_ptensor *eng_model_find(const eng_model *m, const char *name);
+
+#endif

@@ -1,0 +1,233 @@
+/* eng_policy.c - selectors and recompute modes (see eng_policy.h). No allocation. */
+#include "eng_policy.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *mode_names[] = {"off", "selective", "full", "chunked"};
+
+const char *eng_mode_name(eng_mode m)
+{
+	return (m >= ENG_MODE_OFF && m <= ENG_MODE_CHUNKED) ? mode_names[m] : "unknown";
+}
+
+int eng_mode_parse(const char *s, eng_mode *m, eng_err *err)
+{
+	for (int i = 0; i <= ENG_MODE_CHUNKED; i++) {
+		if (strcmp(s, mode_names[i]) == 0) {
+			*m = (eng_mode)i;
+			return 0;
+		}
+	}
+	return eng_errf(err, "unknown mode '%.32s' (modes: off, selective, full for blocks; "
+			     "off, chunked for head)", s);
+}
+
+void eng_policy_init(eng_policy *p, int n_layer)
+{
+	memset(p, 0, sizeof *p);
+	p->n_layer = n_layer;
+	for (int i = 0; i < ENG_MAX_LAYERS; i++)
+		p->block[i] = ENG_MODE_OFF;
+	p->head = ENG_MODE_OFF;
+}
+
+/* What a built-in selector names: blocks lo..hi (none when lo > hi) and maybe the head. */
+typedef struct sel_range {
+	int lo, hi;
+	int head;
+} sel_range;
+
+/* Parses a non-negative decimal layer index that fills s[0..n); -1 when not one. */
+static int parse_index(const char *s, size_t n)
+{
+	if (n == 0 || n > 6)
+		return -1;
+	int v = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)s[i]))
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v;
+}
+
+static int parse_builtin(const char *sel, int n_layer, sel_range *r, eng_err *err)
+{
+	r->lo = 0;
+	r->hi = -1;
+	r->head = 0;
+	if (strcmp(sel, "all") == 0) {
+		r->hi = n_layer - 1;
+		r->head = 1;
+		return 0;
+	}
+	if (strcmp(sel, "blocks") == 0) {
+		r->hi = n_layer - 1;
+		return 0;
+	}
+	if (strcmp(sel, "head") == 0) {
+		r->head = 1;
+		return 0;
+	}
+	if (strncmp(sel, "h.", 2) != 0)
+		return eng_errf(err, "unknown section '%.64s' (sections: h.N, h.N-M, blocks, head, "
+				     "all, or an alias of the job)", sel);
+	const char *s = sel + 2;
+	const char *dash = strchr(s, '-');
+	int lo, hi;
+	if (dash) {
+		lo = parse_index(s, (size_t)(dash - s));
+		hi = parse_index(dash + 1, strlen(dash + 1));
+	} else {
+		lo = hi = parse_index(s, strlen(s));
+	}
+	if (lo < 0 || hi < 0)
+		return eng_errf(err, "malformed section '%.64s' (expected h.N or h.N-M)", sel);
+	if (lo > hi)
+		return eng_errf(err, "empty section range '%.64s' (%d > %d)", sel, lo, hi);
+	if (hi >= n_layer)
+		return eng_errf(err, "unknown section '%.64s': the model has blocks h.0-%d", sel,
+			n_layer - 1);
+	r->lo = lo;
+	r->hi = hi;
+	return 0;
+}
+
+static int is_builtin_name(const char *name)
+{
+	return strcmp(name, "all") == 0 || strcmp(name, "blocks") == 0 ||
+	       strcmp(name, "head") == 0 || strncmp(name, "h.", 2) == 0;
+}
+
+int eng_aliases_add(eng_aliases *al, const char *name, const char *selector, int n_layer,
+	eng_err *err)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n >= ENG_ALIAS_LEN)
+		return eng_errf(err, "alias name '%.64s' must have 1 to %d characters", name,
+			ENG_ALIAS_LEN - 1);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)name[i];
+		if (!isalnum(c) && c != '_' && c != '-')
+			return eng_errf(err, "alias name '%.64s' may only use letters, digits, "
+					     "'_' and '-'", name);
+	}
+	if (is_builtin_name(name))
+		return eng_errf(err, "alias name '%.64s' is a built-in section name", name);
+	for (int i = 0; i < al->n; i++)
+		if (strcmp(al->a[i].name, name) == 0)
+			return eng_errf(err, "alias '%.64s' defined twice", name);
+	if (al->n >= ENG_MAX_ALIASES)
+		return eng_errf(err, "too many aliases (at most %d)", ENG_MAX_ALIASES);
+	if (strlen(selector) >= ENG_SELECTOR_LEN)
+		return eng_errf(err, "alias '%s': selector too long", name);
+	sel_range r;
+	eng_err e2;
+	if (parse_builtin(selector, n_layer, &r, &e2) < 0)
+		return eng_errf(err, "alias '%s': %s", name, e2.msg);
+	snprintf(al->a[al->n].name, ENG_ALIAS_LEN, "%s", name);
+	snprintf(al->a[al->n].selector, ENG_SELECTOR_LEN, "%s", selector);
+	al->n++;
+	return 0;
+}
+
+int eng_policy_apply(eng_policy *p, const eng_aliases *al, const char *selector,
+	const char *mode, eng_err *err)
+{
+	const char *sel = selector;
+	if (al) {
+		for (int i = 0; i < al->n; i++) {
+			if (strcmp(al->a[i].name, selector) == 0) {
+				sel = al->a[i].selector;
+				break;
+			}
+		}
+	}
+	sel_range r;
+	if (parse_builtin(sel, p->n_layer, &r, err) < 0)
+		return -1;
+	eng_mode m = ENG_MODE_OFF;
+	if (eng_mode_parse(mode, &m, err) < 0)
+		return -1;
+	int blocks = r.lo <= r.hi;
+	int block_ok = blocks && m != ENG_MODE_CHUNKED;
+	int head_ok = r.head && (m == ENG_MODE_OFF || m == ENG_MODE_CHUNKED);
+	if (!block_ok && !head_ok) {
+		if (r.head && !blocks)
+			return eng_errf(err, "mode '%s' does not apply to the head (off, chunked)",
+				mode);
+		return eng_errf(err, "mode '%s' does not apply to blocks (off, selective, full)",
+			mode);
+	}
+	if (block_ok)
+		for (int i = r.lo; i <= r.hi; i++)
+			p->block[i] = m;
+	if (head_ok)
+		p->head = m;
+	return 0;
+}
+
+int eng_policy_parse(eng_policy *p, const eng_aliases *al, const char *text, eng_err *err)
+{
+	eng_policy tmp = *p;
+	char buf[1024];
+	if (strlen(text) >= sizeof buf)
+		return eng_errf(err, "policy text too long");
+	snprintf(buf, sizeof buf, "%s", text);
+	int n = 0;
+	char *save = NULL;
+	for (char *item = strtok_r(buf, ";", &save); item; item = strtok_r(NULL, ";", &save)) {
+		char *eq = strchr(item, '=');
+		n++;
+		if (!eq) { /* a bare mode: all=MODE */
+			if (eng_policy_apply(&tmp, al, "all", item, err) < 0)
+				return -1;
+			continue;
+		}
+		if (eq == item || eq[1] == '\0')
+			return eng_errf(err, "malformed policy item '%.64s' (expected SECTION=MODE)",
+				item);
+		*eq = '\0';
+		if (eng_policy_apply(&tmp, al, item, eq + 1, err) < 0)
+			return -1;
+	}
+	if (n == 0)
+		return eng_errf(err, "empty policy (expected MODE or SECTION=MODE[;...])");
+	*p = tmp;
+	return 0;
+}
+
+int eng_policy_format(const eng_policy *p, char *buf, size_t len)
+{
+	size_t used = 0;
+	int total = 0;
+	for (int i = 0; i < p->n_layer;) {
+		int j = i;
+		while (j + 1 < p->n_layer && p->block[j + 1] == p->block[i])
+			j++;
+		int w = (i == j) ? snprintf(buf + used, used < len ? len - used : 0, "h.%d=%s ", i,
+					  eng_mode_name(p->block[i]))
+				 : snprintf(buf + used, used < len ? len - used : 0, "h.%d-%d=%s ",
+					   i, j, eng_mode_name(p->block[i]));
+		total += w;
+		used = used + (size_t)w < len ? used + (size_t)w : len;
+		i = j + 1;
+	}
+	int w = snprintf(buf + used, used < len ? len - used : 0, "head=%s",
+		eng_mode_name(p->head));
+	return total + w;
+}
+
+int eng_policy_equal(const eng_policy *a, const eng_policy *b)
+{
+	if (a->n_layer != b->n_layer || a->head != b->head)
+		return 0;
+	for (int i = 0; i < a->n_layer; i++)
+		if (a->block[i] != b->block[i])
+			return 0;
+	return 1;
+}

@@ -1,0 +1,75 @@
+/* eng_policy.h - sections, selectors and recompute modes (DESIGN §3).
+ *
+ * A policy gives each block h.0 .. h.{L-1} a mode (off, selective, full) and the head a mode
+ * (off, chunked). It is a small value type: the training loop swaps a whole policy in
+ * between two steps. Selectors: "h.3", "h.0-5" (inclusive), "blocks", "head", "all", and
+ * aliases a job spec defines ("embed" -> "h.0-1"). A selector that covers blocks and head
+ * ("all") takes a mode for whichever part the mode is valid for: "all=off" sets both,
+ * "all=full" sets the blocks, "all=chunked" sets the head.
+ *
+ * Nothing here allocates; errors name the bad selector or mode.
+ */
+#ifndef ENG_POLICY_H
+#define ENG_POLICY_H
+
+#include "eng_config.h"
+#include "eng_err.h"
+
+typedef enum eng_mode {
+	ENG_MODE_OFF,       /* keep every activation backward needs */
+	ENG_MODE_SELECTIVE, /* block: drop LayerNorm outputs, GELU output, attention probs */
+	ENG_MODE_FULL,      /* block: keep only the block input, rerun its forward in backward */
+	ENG_MODE_CHUNKED,   /* head: never hold more than one chunk of logits */
+} eng_mode;
+
+#define ENG_MAX_ALIASES 32  /* aliases one job may define */
+#define ENG_ALIAS_LEN 48    /* longest alias name, with its NUL */
+#define ENG_SELECTOR_LEN 64 /* longest selector text, with its NUL */
+
+typedef struct eng_alias {
+	char name[ENG_ALIAS_LEN];         /* "embed" */
+	char selector[ENG_SELECTOR_LEN];  /* "h.0-1": a built-in selector, never another alias */
+} eng_alias;
+
+typedef struct eng_aliases {
+	int n;                           /* entries used in a[] */
+	eng_alias a[ENG_MAX_ALIASES];
+} eng_aliases;
+
+typedef struct eng_policy {
+	int n_layer;                   /* L; block[] entries past it are unused */
+	eng_mode block[ENG_MAX_LAYERS]; /* ENG_MODE_OFF, _SELECTIVE or _FULL */
+	eng_mode head;                 /* ENG_MODE_OFF or _CHUNKED */
+} eng_policy;
+
+/* "off", "selective", "full", "chunked". */
+const char *eng_mode_name(eng_mode m);
+/* Parses a mode name; -1 with a message listing the modes when unknown. */
+int eng_mode_parse(const char *s, eng_mode *m, eng_err *err);
+
+/* All blocks and the head off. */
+void eng_policy_init(eng_policy *p, int n_layer);
+
+/* Adds an alias after checking its name (not a built-in selector, not "h.*", unique,
+ * [A-Za-z0-9_-]+) and that its selector is a valid built-in one for n_layer blocks. */
+int eng_aliases_add(eng_aliases *al, const char *name, const char *selector, int n_layer,
+	eng_err *err);
+
+/* Sets the sections the selector names to mode. Checks the selector (range within the
+ * model, alias known) and that the mode fits at least one part it names ("h.3=chunked" is
+ * an error). On error *p is unchanged. al may be NULL. */
+int eng_policy_apply(eng_policy *p, const eng_aliases *al, const char *selector,
+	const char *mode, eng_err *err);
+
+/* Parses items separated by ';', each "SEL=MODE" or a bare "MODE" (same as all=MODE), and
+ * applies them in order on top of *p: "full;head=chunked". On error *p is unchanged. */
+int eng_policy_parse(eng_policy *p, const eng_aliases *al, const char *text, eng_err *err);
+
+/* Writes a compact description, runs of equal blocks merged: "h.0-1=full h.2-11=off
+ * head=chunked". Returns the length snprintf would have written. */
+int eng_policy_format(const eng_policy *p, char *buf, size_t len);
+
+/* 1 when both give every section the same mode. */
+int eng_policy_equal(const eng_policy *a, const eng_policy *b);
+
+#endif

@@ -1,0 +1,654 @@
+/* eng_spec.c - the job spec (DESIGN §5): JSON text to a checked eng_spec (see eng_spec.h).
+ *
+ * What it is: jansson parsing, a refusal of every key it does not know (named with its path,
+ * "optim.betas", and the keys that object does know), the defaults, and a type and range
+ * check of every value. Nothing from outside can make it crash or overflow a buffer.
+ *
+ * What it is not: it opens no data file and no checkpoint, and it does not carry out the
+ * remat policy. Selectors and aliases are only checked in eng_spec_finish, once the layer
+ * count is known (a checkpoint named by init_from may be what decides it).
+ */
+#include "eng_spec.h"
+
+#include <errno.h>
+#include <float.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SPEC_MAX_BATCH 65536          /* B: far past any CPU or one-GPU batch */
+#define SPEC_MAX_SEQ 65536            /* T: as long as ENG_MAX_POSITIONS */
+#define SPEC_MAX_STEPS 1000000000     /* steps, save.every and schedule.warmup */
+#define SPEC_MAX_LR 10.0              /* a larger learning rate is a typo, not a choice */
+#define SPEC_MAX_CHUNK_ROWS (1 << 20) /* remat.chunk_rows */
+#define SPEC_MAX_THREADS 256          /* threads; also caps the default */
+#define SPEC_DEFAULT_SEQ 256          /* seq_len when the spec gives none (or n_positions) */
+#define SPEC_MAX_FILE (64 << 20)      /* a spec file larger than this is a wrong path */
+#define SPEC_KEY_SHOW 64              /* characters of an outside key quoted in a message */
+#define SPEC_PATH_LEN 64              /* "schedule.min_lr_frac": our own keys only */
+
+static const char *const root_keys[] = {"name", "model", "data", "batch", "seq_len", "steps",
+	"seed", "optim", "schedule", "remat", "save", "threads", "device", NULL};
+static const char *const model_keys[] = {"preset", "n_layer", "n_embd", "n_head",
+	"n_positions", "vocab_size", "init_from", "resume", NULL};
+static const char *const data_keys[] = {"train", "format", "val", NULL};
+static const char *const optim_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay",
+	"grad_clip", NULL};
+static const char *const schedule_keys[] = {"kind", "warmup", "min_lr_frac", NULL};
+static const char *const remat_keys[] = {"default", "sections", "aliases", "chunk_rows", NULL};
+static const char *const save_keys[] = {"dir", "every", "keep", NULL};
+
+/* "optim" + "lr" -> "optim.lr"; "" + "batch" -> "batch". Only for the keys above. */
+static const char *field(char buf[SPEC_PATH_LEN], const char *prefix, const char *key)
+{
+	snprintf(buf, SPEC_PATH_LEN, "%s%s%s", prefix, *prefix ? "." : "", key);
+	return buf;
+}
+
+/* Refuses any key of obj that is not in known (NULL-terminated); the message lists known. */
+static int check_keys(json_t *obj, const char *prefix, const char *const *known, eng_err *err)
+{
+	const char *key;
+	json_t *v;
+	json_object_foreach(obj, key, v)
+	{
+		int ok = 0;
+		for (int i = 0; known[i] && !ok; i++)
+			ok = strcmp(key, known[i]) == 0;
+		if (ok)
+			continue;
+		char list[256] = "";
+		size_t used = 0;
+		for (int i = 0; known[i] && used < sizeof list; i++)
+			used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",
+				i ? ", " : "", known[i]);
+		return eng_errf(err, "unknown key '%s%s%.*s' (known: %s)", prefix,
+			*prefix ? "." : "", SPEC_KEY_SHOW, key, list);
+	}
+	return 0;
+}
+
+/* The object under key, or NULL when absent (*out NULL, return 0); -1 when not an object. */
+static int get_object(json_t *obj, const char *key, json_t **out, eng_err *err)
+{
+	*out = json_object_get(obj, key);
+	if (*out && !json_is_object(*out))
+		return eng_errf(err, "'%s' must be an object", key);
+	return 0;
+}
+
+/* Integer fields. Return 1 when present and set, 0 when absent (*out untouched), -1. */
+static int get_int64(json_t *obj, const char *prefix, const char *key, long long lo,
+	long long hi, long long *out, eng_err *err)
+{
+	char p[SPEC_PATH_LEN];
+	json_t *v = json_object_get(obj, key);
+	if (!v)
+		return 0;
+	if (!json_is_integer(v))
+		return eng_errf(err, "'%s' must be an integer", field(p, prefix, key));
+	long long x = (long long)json_integer_value(v);
+	if (x < lo || x > hi)
+		return eng_errf(err, "'%s' %lld out of range %lld..%lld", field(p, prefix, key), x,
+			lo, hi);
+	*out = x;
+	return 1;
+}
+
+static int get_int(json_t *obj, const char *prefix, const char *key, int lo, int hi, int *out,
+	eng_err *err)
+{
+	long long x;
+	int rc = get_int64(obj, prefix, key, lo, hi, &x, err);
+	if (rc == 1)
+		*out = (int)x;
+	return rc;
+}
+
+/* A number (integers accepted) stored as a float; the range is checked on the float, so a
+ * beta1 that rounds to 1 or an eps that rounds to 0 is refused. hi = INFINITY: no bound. */
+static int get_float(json_t *obj, const char *prefix, const char *key, double lo, int lo_open,
+	double hi, int hi_open, float *out, eng_err *err)
+{
+	char p[SPEC_PATH_LEN];
+	json_t *v = json_object_get(obj, key);
+	if (!v)
+		return 0;
+	if (!json_is_number(v))
+		return eng_errf(err, "'%s' must be a number", field(p, prefix, key));
+	double d = json_number_value(v);
+	/* jansson refuses overflowing reals and JSON has no NaN; checked anyway, and a double
+	 * past FLT_MAX must not reach the (undefined) conversion to float */
+	int bad = !isfinite(d) || fabs(d) > FLT_MAX;
+	float f = bad ? 0.0f : (float)d;
+	bad = bad || (lo_open ? f <= lo : f < lo);
+	bad = bad || (isinf(hi) ? 0 : hi_open ? f >= hi : f > hi);
+	if (!bad) {
+		*out = f;
+		return 1;
+	}
+	field(p, prefix, key);
+	if (isinf(hi))
+		return eng_errf(err, "'%s' %g out of range (must be finite and %s %g)", p, d,
+			lo_open ? ">" : ">=", lo);
+	return eng_errf(err, "'%s' %g out of range %c%g, %g%c", p, d, lo_open ? '(' : '[', lo,
+		hi, hi_open ? ')' : ']');
+}
+
+/* A string copied into dst[cap]; empty strings are refused. 1 present, 0 absent, -1. */
+static int get_str(json_t *obj, const char *prefix, const char *key, char *dst, size_t cap,
+	eng_err *err)
+{
+	char p[SPEC_PATH_LEN];
+	json_t *v = json_object_get(obj, key);
+	if (!v)
+		return 0;
+	if (!json_is_string(v))
+		return eng_errf(err, "'%s' must be a string", field(p, prefix, key));
+	size_t n = json_string_length(v);
+	if (n == 0)
+		return eng_errf(err, "'%s' must not be empty", field(p, prefix, key));
+	if (n >= cap)
+		return eng_errf(err, "'%s' is too long (%zu bytes, at most %zu)",
+			field(p, prefix, key), n, cap - 1);
+	memcpy(dst, json_string_value(v), n + 1);
+	return 1;
+}
+
+/* A string that must be one of names[] (NULL-terminated); *out is its index. */
+static int get_choice(json_t *v, const char *path, const char *const *names, int *out,
+	eng_err *err)
+{
+	if (json_is_string(v)) {
+		for (int i = 0; names[i]; i++) {
+			if (strcmp(json_string_value(v), names[i]) == 0) {
+				*out = i;
+				return 0;
+			}
+		}
+	}
+	char list[128] = "";
+	size_t used = 0;
+	for (int i = 0; names[i] && used < sizeof list; i++)
+		used += (size_t)snprintf(list + used, sizeof list - used, "%s\"%s\"",
+			i == 0 ? "" : names[i + 1] ? ", " : " or ", names[i]);
+	if (!json_is_string(v))
+		return eng_errf(err, "'%s' must be %s", path, list);
+	return eng_errf(err, "'%s' must be %s, not '%.*s'", path, list, SPEC_KEY_SHOW,
+		json_string_value(v));
+}
+
+static void spec_defaults(eng_spec *s)
+{
+	memset(s, 0, sizeof *s);
+	snprintf(s->name, sizeof s->name, "job");
+	s->data_format = ENG_DATA_LLMC;
+	s->batch = 4;
+	s->seq_len = 0; /* min(SPEC_DEFAULT_SEQ, n_positions), set by eng_spec_finish */
+	s->steps = 1000;
+	s->seed = 1337;
+	s->lr = 3e-4f;
+	s->beta1 = 0.9f;
+	s->beta2 = 0.95f;
+	s->eps = 1e-8f;
+	s->weight_decay = 0.1f;
+	s->grad_clip = 1.0f;
+	s->sched = ENG_SCHED_COSINE;
+	s->warmup = 0;
+	s->min_lr_frac = 0.1f;
+	snprintf(s->remat_default, sizeof s->remat_default, "off");
+	s->chunk_rows = 0;
+	s->save_every = 0;
+	s->save_keep = 3;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	s->threads = n < 1 ? 1 : n > SPEC_MAX_THREADS ? SPEC_MAX_THREADS : (int)n;
+	s->device = ENG_DEVICE_CPU;
+}
+
+static int parse_name(eng_spec *s, json_t *root, eng_err *err)
+{
+	if (get_str(root, "", "name", s->name, sizeof s->name, err) < 0)
+		return -1;
+	/* the name lands in log lines and file names: no control characters */
+	for (const char *c = s->name; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			return eng_errf(err, "'name' must not contain control characters");
+	return 0;
+}
+
+static int parse_data(eng_spec *s, json_t *root, eng_err *err)
+{
+	static const char *const formats[] = {"llmc", "bytes", NULL};
+	json_t *d;
+	if (get_object(root, "data", &d, err) < 0)
+		return -1;
+	if (!d)
+		return eng_errf(err, "missing 'data': give at least data.train, the token file");
+	if (check_keys(d, "data", data_keys, err) < 0)
+		return -1;
+	int rc = get_str(d, "data", "train", s->train_path, sizeof s->train_path, err);
+	if (rc < 0)
+		return -1;
+	if (rc == 0)
+		return eng_errf(err, "missing 'data.train': the training token file");
+	if (get_str(d, "data", "val", s->val_path, sizeof s->val_path, err) < 0)
+		return -1;
+	json_t *f = json_object_get(d, "format");
+	int k = 0;
+	if (f && get_choice(f, "data.format", formats, &k, err) < 0)
+		return -1;
+	s->data_format = k == 1 ? ENG_DATA_BYTES : ENG_DATA_LLMC;
+	return 0;
+}
+
+/* The shape from preset and fields, or init_from alone; needs s->data_format (bytes). */
+static int parse_model(eng_spec *s, json_t *root, eng_err *err)
+{
+	json_t *m;
+	eng_config c = {0};
+	struct {
+		const char *key;
+		int *dst;
+		int max;
+	} shape[] = {
+		{"n_layer", &c.n_layer, ENG_MAX_LAYERS},
+		{"n_embd", &c.n_embd, ENG_MAX_EMBD},
+		{"n_head", &c.n_head, ENG_MAX_EMBD},
+		{"n_positions", &c.n_positions, ENG_MAX_POSITIONS},
+		{"vocab_size", &c.vocab_size, ENG_MAX_VOCAB},
+	};
+	const int nshape = (int)(sizeof shape / sizeof shape[0]);
+
+	if (get_object(root, "model", &m, err) < 0)
+		return -1;
+	if (!m)
+		return eng_errf(err, "missing 'model': give a preset, a shape or init_from");
+	if (check_keys(m, "model", model_keys, err) < 0)
+		return -1;
+	json_t *r = json_object_get(m, "resume");
+	if (r && !json_is_boolean(r))
+		return eng_errf(err, "'model.resume' must be true or false");
+	s->resume = r && json_is_true(r);
+	int rc = get_str(m, "model", "init_from", s->init_from, sizeof s->init_from, err);
+	if (rc < 0)
+		return -1;
+	if (rc == 1) {
+		/* model_keys[0 .. nshape]: the preset, then the shape fields */
+		for (int i = 0; i <= nshape; i++)
+			if (json_object_get(m, model_keys[i]))
+				return eng_errf(err, "'model.init_from' cannot be combined with "
+						     "'model.%s': the checkpoint's config decides "
+						     "the shape", model_keys[i]);
+		return 0;
+	}
+	if (s->resume)
+		return eng_errf(err, "'model.resume' needs 'model.init_from'");
+
+	json_t *p = json_object_get(m, "preset");
+	if (p) {
+		eng_err e;
+		if (!json_is_string(p))
+			return eng_errf(err, "'model.preset' must be a string");
+		if (eng_config_preset(json_string_value(p), &c, &e) < 0)
+			return eng_errf(err, "'model.preset': %s", e.msg);
+	}
+	int vocab_given = 0;
+	for (int i = 0; i < nshape; i++) {
+		rc = get_int(m, "model", shape[i].key, 1, shape[i].max, shape[i].dst, err);
+		if (rc < 0)
+			return -1;
+		vocab_given |= rc == 1 && shape[i].dst == &c.vocab_size;
+	}
+	/* a byte-level model, even over a preset's GPT-2 vocabulary */
+	if (s->data_format == ENG_DATA_BYTES && !vocab_given)
+		c.vocab_size = 256;
+	char missing[128] = "";
+	size_t used = 0;
+	for (int i = 0; i < nshape; i++)
+		if (*shape[i].dst == 0 && used < sizeof missing)
+			used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%s",
+				used ? ", " : "", shape[i].key);
+	if (used)
+		return eng_errf(err, "'model' shape is incomplete, missing %s (give model.preset, "
+				     "all five shape fields, or model.init_from)", missing);
+	if (eng_config_validate(&c, "'model'", err) < 0)
+		return -1;
+	s->cfg = c;
+	s->has_shape = 1;
+	return 0;
+}
+
+static int parse_optim(eng_spec *s, json_t *root, eng_err *err)
+{
+	/* open: the bound itself is refused; hi INFINITY: finite is the only upper bound */
+	const struct {
+		const char *key;
+		double lo;
+		int lo_open;
+		double hi;
+		int hi_open;
+		float *dst;
+	} fields[] = {
+		{"lr", 0, 1, SPEC_MAX_LR, 0, &s->lr},
+		{"beta1", 0, 0, 1, 1, &s->beta1},
+		{"beta2", 0, 0, 1, 1, &s->beta2},
+		{"eps", 0, 1, INFINITY, 0, &s->eps},
+		{"weight_decay", 0, 0, INFINITY, 0, &s->weight_decay},
+		{"grad_clip", 0, 0, INFINITY, 0, &s->grad_clip},
+	};
+	json_t *o;
+	if (get_object(root, "optim", &o, err) < 0)
+		return -1;
+	if (!o)
+		return 0;
+	if (check_keys(o, "optim", optim_keys, err) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+		if (get_float(o, "optim", fields[i].key, fields[i].lo, fields[i].lo_open,
+			    fields[i].hi, fields[i].hi_open, fields[i].dst, err) < 0)
+			return -1;
+	return 0;
+}
+
+/* Needs s->steps: warmup may not pass the end of the run. */
+static int parse_schedule(eng_spec *s, json_t *root, eng_err *err)
+{
+	static const char *const kinds[] = {"cosine", "constant", NULL};
+	json_t *v = json_object_get(root, "schedule");
+	int k = 0;
+	if (!v)
+		return 0;
+	if (json_is_string(v)) {
+		if (get_choice(v, "schedule", kinds, &k, err) < 0)
+			return -1;
+	} else if (json_is_object(v)) {
+		json_t *kind = json_object_get(v, "kind");
+		if (check_keys(v, "schedule", schedule_keys, err) < 0)
+			return -1;
+		if (kind && get_choice(kind, "schedule.kind", kinds, &k, err) < 0)
+			return -1;
+		if (get_int(v, "schedule", "warmup", 0, SPEC_MAX_STEPS, &s->warmup, err) < 0)
+			return -1;
+		if (s->warmup > s->steps)
+			return eng_errf(err, "'schedule.warmup' %d out of range 0..steps (%d)",
+				s->warmup, s->steps);
+		if (get_float(v, "schedule", "min_lr_frac", 0, 0, 1, 0, &s->min_lr_frac, err) < 0)
+			return -1;
+	} else {
+		return eng_errf(err, "'schedule' must be an object or a string (\"cosine\" or "
+				     "\"constant\")");
+	}
+	s->sched = k == 1 ? ENG_SCHED_CONSTANT : ENG_SCHED_COSINE;
+	return 0;
+}
+
+/* remat.sections: selector -> mode, kept in the order written. */
+static int parse_sections(eng_spec *s, json_t *sec, eng_err *err)
+{
+	const char *key;
+	json_t *v;
+	eng_err e;
+	eng_mode m;
+	if (!json_is_object(sec))
+		return eng_errf(err, "'remat.sections' must be an object (selector: mode)");
+	if (json_object_size(sec) > ENG_MAX_ASSIGN)
+		return eng_errf(err, "'remat.sections' has %zu entries, at most %d",
+			json_object_size(sec), ENG_MAX_ASSIGN);
+	json_object_foreach(sec, key, v)
+	{
+		size_t n = strlen(key);
+		if (n == 0)
+			return eng_errf(err, "'remat.sections' has an empty selector");
+		if (n >= ENG_SELECTOR_LEN)
+			return eng_errf(err, "'remat.sections.%.*s...': selector too long (at most "
+					     "%d characters)", SPEC_KEY_SHOW, key,
+				ENG_SELECTOR_LEN - 1);
+		if (!json_is_string(v))
+			return eng_errf(err, "'remat.sections.%s' must be a mode string", key);
+		if (eng_mode_parse(json_string_value(v), &m, &e) < 0)
+			return eng_errf(err, "'remat.sections.%s': %s", key, e.msg);
+		eng_assign *a = &s->assign[s->n_assign++];
+		memcpy(a->selector, key, n + 1);
+		snprintf(a->mode, sizeof a->mode, "%s", eng_mode_name(m));
+	}
+	return 0;
+}
+
+/* remat.aliases: name -> built-in selector, kept in the order written. */
+static int parse_aliases(eng_spec *s, json_t *al, eng_err *err)
+{
+	const char *key;
+	json_t *v;
+	if (!json_is_object(al))
+		return eng_errf(err, "'remat.aliases' must be an object (name: selector)");
+	if (json_object_size(al) > ENG_MAX_ALIASES)
+		return eng_errf(err, "'remat.aliases' has %zu entries, at most %d",
+			json_object_size(al), ENG_MAX_ALIASES);
+	json_object_foreach(al, key, v)
+	{
+		size_t n = strlen(key);
+		if (n == 0)
+			return eng_errf(err, "'remat.aliases' has an empty alias name");
+		if (n >= ENG_ALIAS_LEN)
+			return eng_errf(err, "'remat.aliases.%.*s...': alias name too long "
+					     "(at most %d characters)", SPEC_KEY_SHOW, key,
+				ENG_ALIAS_LEN - 1);
+		if (!json_is_string(v))
+			return eng_errf(err, "'remat.aliases.%s' must be a selector string", key);
+		size_t sn = json_string_length(v);
+		if (sn == 0 || sn >= ENG_SELECTOR_LEN)
+			return eng_errf(err, "'remat.aliases.%s': selector must have 1 to %d "
+					     "characters", key, ENG_SELECTOR_LEN - 1);
+		eng_alias *a = &s->alias[s->n_alias++];
+		memcpy(a->name, key, n + 1);
+		memcpy(a->selector, json_string_value(v), sn + 1);
+	}
+	return 0;
+}
+
+static int parse_remat(eng_spec *s, json_t *root, eng_err *err)
+{
+	json_t *r, *v;
+	eng_err e;
+	eng_mode m;
+	if (get_object(root, "remat", &r, err) < 0)
+		return -1;
+	if (!r)
+		return 0;
+	if (check_keys(r, "remat", remat_keys, err) < 0)
+		return -1;
+	if ((v = json_object_get(r, "default"))) {
+		if (!json_is_string(v))
+			return eng_errf(err, "'remat.default' must be a mode string");
+		if (eng_mode_parse(json_string_value(v), &m, &e) < 0)
+			return eng_errf(err, "'remat.default': %s", e.msg);
+		if (m == ENG_MODE_CHUNKED)
+			return eng_errf(err, "'remat.default' must be off, selective or full, not "
+					     "chunked (the head's mode goes in remat.sections)");
+		snprintf(s->remat_default, sizeof s->remat_default, "%s", eng_mode_name(m));
+	}
+	if ((v = json_object_get(r, "sections")) && parse_sections(s, v, err) < 0)
+		return -1;
+	if ((v = json_object_get(r, "aliases")) && parse_aliases(s, v, err) < 0)
+		return -1;
+	if (get_int(r, "remat", "chunk_rows", 1, SPEC_MAX_CHUNK_ROWS, &s->chunk_rows, err) < 0)
+		return -1;
+	return 0;
+}
+
+static int parse_save(eng_spec *s, json_t *root, eng_err *err)
+{
+	json_t *v;
+	if (get_object(root, "save", &v, err) < 0)
+		return -1;
+	if (!v)
+		return 0;
+	if (check_keys(v, "save", save_keys, err) < 0 ||
+		get_str(v, "save", "dir", s->save_dir, sizeof s->save_dir, err) < 0 ||
+		get_int(v, "save", "every", 0, SPEC_MAX_STEPS, &s->save_every, err) < 0 ||
+		get_int(v, "save", "keep", 1, INT_MAX, &s->save_keep, err) < 0)
+		return -1;
+	return 0;
+}
+
+/* B*T tokens per step (and B*T*V logits) are counted in int further on. */
+static int check_tokens(const eng_spec *s, eng_err *err)
+{
+	if ((long long)s->batch * s->seq_len > INT_MAX)
+		return eng_errf(err, "'batch' * 'seq_len' = %lld tokens per step, at most %d",
+			(long long)s->batch * s->seq_len, INT_MAX);
+	return 0;
+}
+
+/* The fields in a fixed order, so the first problem reported does not depend on key order
+ * (beyond unknown keys, which come first). data before model: bytes decides the vocab. */
+static int parse_root(eng_spec *s, json_t *root, eng_err *err)
+{
+	static const char *const devices[] = {"cpu", "cuda", NULL};
+	long long seed = (long long)s->seed;
+	int dev = 0;
+	json_t *v;
+	if (!json_is_object(root))
+		return eng_errf(err, "a job spec must be a JSON object, not %s",
+			json_is_array(root) ? "an array" : "a scalar");
+	if (check_keys(root, "", root_keys, err) < 0 || parse_name(s, root, err) < 0 ||
+		parse_data(s, root, err) < 0 || parse_model(s, root, err) < 0 ||
+		get_int(root, "", "batch", 1, SPEC_MAX_BATCH, &s->batch, err) < 0 ||
+		get_int(root, "", "seq_len", 1, SPEC_MAX_SEQ, &s->seq_len, err) < 0 ||
+		get_int(root, "", "steps", 1, SPEC_MAX_STEPS, &s->steps, err) < 0 ||
+		get_int64(root, "", "seed", 0, INT64_MAX, &seed, err) < 0 ||
+		check_tokens(s, err) < 0 || parse_optim(s, root, err) < 0 ||
+		parse_schedule(s, root, err) < 0 || parse_remat(s, root, err) < 0 ||
+		parse_save(s, root, err) < 0 ||
+		get_int(root, "", "threads", 1, SPEC_MAX_THREADS, &s->threads, err) < 0)
+		return -1;
+	s->seed = (uint64_t)seed;
+	v = json_object_get(root, "device");
+	if (v && get_choice(v, "device", devices, &dev, err) < 0)
+		return -1;
+	s->device = dev == 1 ? ENG_DEVICE_CUDA : ENG_DEVICE_CPU;
+	return 0;
+}
+
+int eng_spec_parse(eng_spec *spec, const char *json_text, eng_err *err)
+{
+	json_error_t je;
+	ENG_ASSERT(spec != NULL);
+	spec_defaults(spec);
+	if (!json_text)
+		return eng_errf(err, "no job spec text");
+	json_t *root = json_loads(json_text, JSON_REJECT_DUPLICATES, &je);
+	if (!root)
+		return eng_errf(err, "invalid JSON at line %d:%d: %s", je.line, je.column, je.text);
+	int rc = parse_root(spec, root, err);
+	json_decref(root);
+	return rc;
+}
+
+int eng_spec_load(eng_spec *spec, const char *path, eng_err *err)
+{
+	FILE *f = NULL;
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	json_t *root = NULL;
+	json_error_t je;
+	eng_err e;
+	int rc = -1;
+
+	ENG_ASSERT(spec != NULL && path != NULL);
+	spec_defaults(spec);
+	f = fopen(path, "rb");
+	if (!f) {
+		eng_errf(err, "cannot read job spec '%s': %s", path, strerror(errno));
+		goto fail;
+	}
+	for (;;) {
+		if (len == cap) {
+			/* one byte past the limit tells "exactly the limit" from "larger" */
+			if (cap > SPEC_MAX_FILE) {
+				eng_errf(err, "job spec '%s' is larger than %d MiB", path,
+					SPEC_MAX_FILE >> 20);
+				goto fail;
+			}
+			size_t ncap = cap ? 2 * cap : 4096;
+			ncap = ncap > (size_t)SPEC_MAX_FILE + 1 ? (size_t)SPEC_MAX_FILE + 1 : ncap;
+			char *nbuf = realloc(buf, ncap);
+			if (!nbuf) {
+				eng_errf(err, "cannot read job spec '%s': out of memory", path);
+				goto fail;
+			}
+			buf = nbuf;
+			cap = ncap;
+		}
+		size_t n = fread(buf + len, 1, cap - len, f);
+		len += n;
+		if (n == 0) {
+			if (ferror(f)) {
+				eng_errf(err, "cannot read job spec '%s': %s", path,
+					strerror(errno));
+				goto fail;
+			}
+			break;
+		}
+	}
+	/* json_loadb, not json_loads: a NUL byte in the file is an error, not an end */
+	root = json_loadb(buf ? buf : "", len, JSON_REJECT_DUPLICATES, &je);
+	if (!root) {
+		eng_errf(err, "job spec '%s': invalid JSON at line %d:%d: %s", path, je.line,
+			je.column, je.text);
+		goto fail;
+	}
+	if (parse_root(spec, root, &e) < 0) {
+		eng_errf(err, "job spec '%s': %s", path, e.msg);
+		goto fail;
+	}
+	rc = 0;
+fail:
+	json_decref(root);
+	free(buf);
+	if (f)
+		fclose(f);
+	return rc;
+}
+
+int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
+{
+	eng_aliases al;
+	eng_policy p;
+	eng_err e;
+
+	ENG_ASSERT(spec != NULL && cfg != NULL);
+	/* a checkpoint's config.json is outside input too, and eng_policy holds
+	 * ENG_MAX_LAYERS blocks */
+	if (eng_config_validate(cfg, "model", err) < 0)
+		return -1;
+	spec->cfg = *cfg;
+	if (spec->seq_len == 0)
+		spec->seq_len = cfg->n_positions < SPEC_DEFAULT_SEQ ? cfg->n_positions
+								    : SPEC_DEFAULT_SEQ;
+	if (spec->seq_len > cfg->n_positions)
+		return eng_errf(err, "'seq_len' %d out of range 1..n_positions (%d)", spec->seq_len,
+			cfg->n_positions);
+	if (check_tokens(spec, err) < 0)
+		return -1;
+	if (spec->data_format == ENG_DATA_BYTES && cfg->vocab_size < 256)
+		return eng_errf(err, "'data.format' is \"bytes\" but the model's vocab_size is %d "
+				     "(bytes need at least 256)", cfg->vocab_size);
+
+	al.n = 0;
+	for (int i = 0; i < spec->n_alias; i++)
+		if (eng_aliases_add(&al, spec->alias[i].name, spec->alias[i].selector,
+			    cfg->n_layer, &e) < 0)
+			return eng_errf(err, "'remat.aliases.%s': %s", spec->alias[i].name, e.msg);
+	eng_policy_init(&p, cfg->n_layer);
+	if (eng_policy_apply(&p, &al, "all", spec->remat_default, &e) < 0)
+		return eng_errf(err, "'remat.default': %s", e.msg);
+	for (int i = 0; i < spec->n_assign; i++)
+		if (eng_policy_apply(&p, &al, spec->assign[i].selector, spec->assign[i].mode,
+			    &e) < 0)
+			return eng_errf(err, "'remat.sections.%s': %s", spec->assign[i].selector,
+				e.msg);
+	return 0;
+}

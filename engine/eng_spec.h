@@ -1,0 +1,96 @@
+/* eng_spec.h - the job spec (DESIGN §5): parsing, defaults and validation.
+ *
+ * A job spec is a JSON object. Every field but data.train and the model's shape has a
+ * default; unknown keys anywhere are refused with an error that names them with their path
+ * ("unknown key 'optim.betas'"); every bad value gets a message naming the field and the
+ * accepted range. The spec only holds text for the remat policy; the engine checks the
+ * selectors once the model's layer count is known (init_from may decide it).
+ */
+#ifndef ENG_SPEC_H
+#define ENG_SPEC_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#include "eng_config.h"
+#include "eng_err.h"
+#include "eng_policy.h"
+
+#define ENG_PATH_LEN 4096      /* longest path kept from a spec */
+#define ENG_NAME_LEN 64        /* longest job name */
+#define ENG_MAX_ASSIGN 64      /* remat.sections entries one spec may give */
+
+typedef enum { ENG_DATA_LLMC, ENG_DATA_BYTES } eng_data_format;
+typedef enum { ENG_SCHED_COSINE, ENG_SCHED_CONSTANT } eng_sched_kind;
+typedef enum { ENG_DEVICE_CPU, ENG_DEVICE_CUDA } eng_device;
+
+typedef struct eng_assign {
+	char selector[ENG_SELECTOR_LEN]; /* as written: "h.0-5", "trunk", "head" */
+	char mode[16];                   /* as written: "full" */
+} eng_assign;
+
+typedef struct eng_spec {
+	char name[ENG_NAME_LEN];          /* "name", default "job" */
+
+	/* model */
+	eng_config cfg;                   /* the shape: from preset, then explicit fields
+					   * override; all zero when init_from gives it */
+	int has_shape;                    /* 1 when preset or fields gave a complete shape */
+	char init_from[ENG_PATH_LEN];     /* "" or a directory with model.safetensors +
+					   * config.json */
+	int resume;                       /* model.resume, default 0 */
+
+	/* data */
+	char train_path[ENG_PATH_LEN];    /* data.train, required */
+	char val_path[ENG_PATH_LEN];      /* data.val, "" when absent */
+	eng_data_format data_format;      /* data.format, default llmc */
+
+	int batch;                        /* B, default 4 */
+	int seq_len;                      /* T, default min(256, n_positions) (0 until the
+					   * shape is known: see eng_spec_finish) */
+	int steps;                        /* the step the run ends at, default 1000 */
+	uint64_t seed;                    /* default 1337 */
+
+	/* optim */
+	float lr;                         /* default 3e-4, > 0 */
+	float beta1, beta2;               /* defaults 0.9, 0.95; in [0, 1) */
+	float eps;                        /* default 1e-8, > 0 */
+	float weight_decay;               /* default 0.1, >= 0 */
+	float grad_clip;                  /* default 1.0; 0 disables clipping */
+
+	/* schedule: an object, or the string "cosine"/"constant" for the kind alone */
+	eng_sched_kind sched;             /* default cosine */
+	int warmup;                       /* default 0, 0 <= warmup <= steps */
+	float min_lr_frac;                /* default 0.1, in [0, 1] */
+
+	/* remat */
+	char remat_default[16];           /* default "off" */
+	int n_assign;                     /* remat.sections in the order written */
+	eng_assign assign[ENG_MAX_ASSIGN];
+	int n_alias;                      /* remat.aliases in the order written */
+	eng_alias alias[ENG_MAX_ALIASES];
+	int chunk_rows;                   /* remat.chunk_rows: head chunk, 0 = engine's choice */
+
+	/* save */
+	char save_dir[ENG_PATH_LEN];      /* "" = no saving */
+	int save_every;                   /* default 0 = only at the end */
+	int save_keep;                    /* default 3, >= 1 */
+
+	int threads;                      /* default: online CPUs */
+	eng_device device;                /* default cpu */
+} eng_spec;
+
+/* Parses JSON text into *spec (zeroed first, then defaults). Returns 0, or -1 with a message
+ * for the first problem found. */
+int eng_spec_parse(eng_spec *spec, const char *json_text, eng_err *err);
+
+/* Reads and parses a file; the message names the file. */
+int eng_spec_load(eng_spec *spec, const char *path, eng_err *err);
+
+/* Called once the model shape is known (from the spec or from init_from's config.json):
+ * sets it into spec->cfg, fills defaults that depend on it (seq_len) and checks what
+ * depends on it: seq_len <= n_positions, data format versus vocab (bytes needs vocab >=
+ * 256), aliases and selectors valid for n_layer. */
+int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err);
+
+#endif

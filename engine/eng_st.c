@@ -1,0 +1,638 @@
+/* eng_st.c - safetensors read and write (see eng_st.h).
+ *
+ * The reader checks, in this order: the 8-byte length, the header length against the file,
+ * the JSON (jansson, duplicates rejected), each entry (keys, dtype, shape, offsets, size),
+ * then that the tensors tile the data section with no gap, overlap or trailing byte. Every
+ * length is compared with the real file size before it is used, so a bogus length never
+ * causes a large allocation; the only allocation sized by the file is the file itself.
+ */
+#include "eng_st.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* F32 data is memcpy'd between file and memory: the format is little-endian. */
+#if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "eng_st assumes a little-endian host");
+#endif
+_Static_assert(sizeof(float) == 4, "eng_st assumes 4-byte IEEE floats");
+
+#define SHAPE_STR_LEN 96 /* "[a, b, c, d]" with four 19-digit numbers fits */
+
+static size_t dtype_size(eng_st_dtype d)
+{
+	return d == ENG_ST_F32 ? 4 : 2;
+}
+
+const char *eng_st_dtype_name(eng_st_dtype d)
+{
+	switch (d) {
+	case ENG_ST_F32:
+		return "F32";
+	case ENG_ST_F16:
+		return "F16";
+	case ENG_ST_BF16:
+		return "BF16";
+	}
+	return "?";
+}
+
+size_t eng_st_numel(const eng_st_tensor *t)
+{
+	size_t n = 1;
+	for (int i = 0; i < t->ndim; i++)
+		n *= (size_t)t->shape[i];
+	return n;
+}
+
+/* "[1000, 64]"; "[]" for a scalar. */
+static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
+{
+	size_t len = 0;
+	len += (size_t)snprintf(buf, cap, "[");
+	for (int i = 0; i < ndim && len < cap; i++)
+		len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "",
+					(long long)shape[i]);
+	if (len < cap)
+		snprintf(buf + len, cap - len, "]");
+}
+
+/* Formats "invalid safetensors file '<path>': <problem>" into err; returns -1. */
+static int bad(eng_err *err, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int bad(eng_err *err, const char *path, const char *fmt, ...)
+{
+	char what[ENG_ERR_LEN];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	return eng_errf(err, "invalid safetensors file '%s': %s", path, what);
+}
+
+/* Reads the whole regular file at path into a malloc'd buffer. */
+static int read_whole(const char *path, uint8_t **out, size_t *out_len, eng_err *err)
+{
+	int fd = -1;
+	uint8_t *buf = NULL;
+	struct stat st;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		eng_errf(err, "cannot open '%s': %s", path, strerror(errno));
+		goto fail;
+	}
+	if (fstat(fd, &st) != 0) {
+		eng_errf(err, "cannot stat '%s': %s", path, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		eng_errf(err, "cannot read '%s': not a regular file", path);
+		goto fail;
+	}
+	if ((unsigned long long)st.st_size > SIZE_MAX) {
+		eng_errf(err, "cannot read '%s': file too large", path);
+		goto fail;
+	}
+	size_t len = (size_t)st.st_size;
+	buf = malloc(len ? len : 1);
+	if (!buf) {
+		eng_errf(err, "cannot read '%s': out of memory (%zu bytes)", path, len);
+		goto fail;
+	}
+	size_t got = 0;
+	while (got < len) {
+		ssize_t r = read(fd, buf + got, len - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			eng_errf(err, "cannot read '%s': %s", path, strerror(errno));
+			goto fail;
+		}
+		if (r == 0) {
+			/* someone truncated the file under us; the length we checked is stale */
+			eng_errf(err, "cannot read '%s': file shrank while being read", path);
+			goto fail;
+		}
+		got += (size_t)r;
+	}
+	close(fd);
+	*out = buf;
+	*out_len = len;
+	return 0;
+fail:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+static int parse_dtype(const char *s, eng_st_dtype *d)
+{
+	if (strcmp(s, "F32") == 0)
+		*d = ENG_ST_F32;
+	else if (strcmp(s, "F16") == 0)
+		*d = ENG_ST_F16;
+	else if (strcmp(s, "BF16") == 0)
+		*d = ENG_ST_BF16;
+	else
+		return -1;
+	return 0;
+}
+
+/* Checks one header entry {"dtype", "shape", "data_offsets"} and fills *t (not its name).
+ * v is borrowed from the header object. */
+static int parse_entry(const char *path, const char *name, json_t *v, size_t data_len,
+		       eng_st_tensor *t, eng_err *err)
+{
+	const char *key, *dt;
+	json_t *val, *shape, *offs;
+	json_error_t jerr;
+
+	if (!json_is_object(v))
+		return bad(err, path, "tensor '%s': entry is not a JSON object", name);
+	json_object_foreach(v, key, val)
+	{
+		if (strcmp(key, "dtype") != 0 && strcmp(key, "shape") != 0 &&
+		    strcmp(key, "data_offsets") != 0)
+			return bad(err, path,
+				   "tensor '%s': unknown key '%s' (expected dtype, shape, "
+				   "data_offsets)",
+				   name, key);
+	}
+	/* strict: all three present with the right JSON types (s: a string, o: borrowed) */
+	if (json_unpack_ex(v, &jerr, JSON_STRICT, "{s:s, s:o, s:o}", "dtype", &dt, "shape",
+			   &shape, "data_offsets", &offs) != 0)
+		return bad(err, path, "tensor '%s': %s", name, jerr.text);
+	if (parse_dtype(dt, &t->dtype) != 0)
+		return bad(err, path, "tensor '%s': unsupported dtype '%s' (F32, F16 or BF16)",
+			   name, dt);
+
+	if (!json_is_array(shape))
+		return bad(err, path, "tensor '%s': shape is not an array", name);
+	size_t nd = json_array_size(shape);
+	if (nd > ENG_ST_MAX_NDIM)
+		return bad(err, path, "tensor '%s': shape has %zu dimensions, at most %d supported",
+			   name, nd, ENG_ST_MAX_NDIM);
+	t->ndim = (int)nd;
+	uint64_t numel = 1;
+	int too_big = 0;
+	for (size_t i = 0; i < nd; i++) {
+		json_t *d = json_array_get(shape, i);
+		if (!json_is_integer(d) || json_integer_value(d) < 0)
+			return bad(err, path, "tensor '%s': shape[%zu] is not a non-negative integer",
+				   name, i);
+		t->shape[i] = (int64_t)json_integer_value(d);
+		uint64_t di = (uint64_t)t->shape[i];
+		/* keep multiplying after an overflow only to spot a later zero dimension */
+		if (di != 0 && numel > UINT64_MAX / di)
+			too_big = 1;
+		else
+			numel *= di;
+		if (di == 0) {
+			too_big = 0;
+			numel = 0;
+		}
+	}
+	size_t item = dtype_size(t->dtype);
+	char shp[SHAPE_STR_LEN];
+	shape_str(shp, sizeof shp, t->ndim, t->shape);
+	if (too_big || numel > SIZE_MAX / item)
+		return bad(err, path, "tensor '%s': shape %s is too large", name, shp);
+	size_t bytes = (size_t)numel * item;
+
+	if (!json_is_array(offs) || json_array_size(offs) != 2 ||
+	    !json_is_integer(json_array_get(offs, 0)) ||
+	    !json_is_integer(json_array_get(offs, 1)))
+		return bad(err, path, "tensor '%s': data_offsets is not two integers", name);
+	json_int_t b = json_integer_value(json_array_get(offs, 0));
+	json_int_t e = json_integer_value(json_array_get(offs, 1));
+	if (b < 0 || e < b)
+		return bad(err, path, "tensor '%s': data_offsets [%lld, %lld] are not 0 <= begin "
+			   "<= end", name, (long long)b, (long long)e);
+	if ((unsigned long long)e > data_len)
+		return bad(err, path,
+			   "tensor '%s': data_offsets [%lld, %lld] run past the end of the data "
+			   "section (%zu bytes)",
+			   name, (long long)b, (long long)e, data_len);
+	t->begin = (size_t)b;
+	t->end = (size_t)e;
+	if (t->end - t->begin != bytes)
+		return bad(err, path,
+			   "tensor '%s': data_offsets [%zu, %zu] hold %zu bytes, but shape %s of "
+			   "%s needs %zu",
+			   name, t->begin, t->end, t->end - t->begin, shp, dt, bytes);
+	return 0;
+}
+
+/* The optional "__metadata__": an object whose values are all strings. */
+static int check_metadata(const char *path, json_t *meta, eng_err *err)
+{
+	const char *key;
+	json_t *val;
+
+	if (!json_is_object(meta))
+		return bad(err, path, "__metadata__ is not a JSON object");
+	json_object_foreach(meta, key, val)
+	{
+		if (!json_is_string(val))
+			return bad(err, path, "__metadata__ '%s' is not a string", key);
+	}
+	return 0;
+}
+
+/* qsort order for the tiling check: by begin, then end (empty tensors first). */
+static int cmp_offsets(const void *pa, const void *pb)
+{
+	const eng_st_tensor *a = *(const eng_st_tensor *const *)pa;
+	const eng_st_tensor *b = *(const eng_st_tensor *const *)pb;
+	if (a->begin != b->begin)
+		return a->begin < b->begin ? -1 : 1;
+	if (a->end != b->end)
+		return a->end < b->end ? -1 : 1;
+	return 0;
+}
+
+/* Sorted by offsets, the tensors must follow each other from 0 to the end of the data. */
+static int check_tiling(const eng_st_file *f, eng_err *err)
+{
+	const eng_st_tensor **order = NULL;
+	size_t pos = 0;
+
+	if (f->n > 0) {
+		order = malloc((size_t)f->n * sizeof *order);
+		if (!order) {
+			eng_errf(err, "cannot read '%s': out of memory", f->path);
+			goto fail;
+		}
+	}
+	for (int i = 0; i < f->n; i++)
+		order[i] = &f->t[i];
+	if (f->n > 1)
+		qsort(order, (size_t)f->n, sizeof *order, cmp_offsets);
+	for (int i = 0; i < f->n; i++) {
+		const eng_st_tensor *t = order[i];
+		if (t->begin < pos) {
+			/* pos > 0 means i > 0: the previous tensor ends after t begins */
+			bad(err, f->path, "tensors '%s' [%zu, %zu] and '%s' [%zu, %zu] overlap",
+			    order[i - 1]->name, order[i - 1]->begin, order[i - 1]->end, t->name,
+			    t->begin, t->end);
+			goto fail;
+		}
+		if (t->begin > pos) {
+			bad(err, f->path, "gap of %zu bytes in the data section before tensor '%s' "
+			    "at offset %zu", t->begin - pos, t->name, t->begin);
+			goto fail;
+		}
+		pos = t->end;
+	}
+	if (pos != f->data_len) {
+		bad(err, f->path, "%zu trailing bytes after the last tensor (data section %zu "
+		    "bytes, tensors end at %zu)", f->data_len - pos, f->data_len, pos);
+		goto fail;
+	}
+	free(order);
+	return 0;
+fail:
+	free(order);
+	return -1;
+}
+
+int eng_st_read(eng_st_file *f, const char *path, eng_err *err)
+{
+	json_t *root = NULL;
+	json_error_t jerr;
+	const char *key;
+	json_t *val;
+
+	memset(f, 0, sizeof *f);
+	f->path = strdup(path);
+	if (!f->path) {
+		eng_errf(err, "cannot read '%s': out of memory", path);
+		goto fail;
+	}
+	if (read_whole(path, &f->buf, &f->buf_len, err) != 0)
+		goto fail;
+	if (f->buf_len < 8) {
+		bad(err, path, "file is %zu bytes, shorter than the 8-byte header length",
+		    f->buf_len);
+		goto fail;
+	}
+	uint64_t hlen = 0;
+	for (int i = 0; i < 8; i++)
+		hlen |= (uint64_t)f->buf[i] << (8 * i);
+	if (hlen == 0) {
+		bad(err, path, "header length is 0");
+		goto fail;
+	}
+	if (hlen > ENG_ST_MAX_HEADER) {
+		bad(err, path, "header length %llu exceeds the limit of %zu bytes",
+		    (unsigned long long)hlen, ENG_ST_MAX_HEADER);
+		goto fail;
+	}
+	if (hlen > f->buf_len - 8) {
+		bad(err, path, "header length %llu runs past the end of the file (%zu bytes)",
+		    (unsigned long long)hlen, f->buf_len);
+		goto fail;
+	}
+	root = json_loadb((const char *)f->buf + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		bad(err, path, "header is not valid JSON: %s (at byte %d of the header)", jerr.text,
+		    jerr.position);
+		goto fail;
+	}
+	if (!json_is_object(root)) {
+		bad(err, path, "header is not a JSON object");
+		goto fail;
+	}
+	f->data = f->buf + 8 + hlen;
+	f->data_len = f->buf_len - 8 - (size_t)hlen;
+
+	/* the header bounds the entry count: at most ENG_ST_MAX_HEADER / 2 keys */
+	size_t cap = json_object_size(root);
+	f->t = calloc(cap ? cap : 1, sizeof *f->t);
+	if (!f->t) {
+		eng_errf(err, "cannot read '%s': out of memory", path);
+		goto fail;
+	}
+	/* jansson iterates objects in the order of the text (it keeps insertion order) */
+	json_object_foreach(root, key, val)
+	{
+		if (strcmp(key, "__metadata__") == 0) {
+			if (check_metadata(path, val, err) != 0)
+				goto fail;
+			continue;
+		}
+		eng_st_tensor *t = &f->t[f->n];
+		if (parse_entry(path, key, val, f->data_len, t, err) != 0)
+			goto fail;
+		t->name = strdup(key);
+		if (!t->name) {
+			eng_errf(err, "cannot read '%s': out of memory", path);
+			goto fail;
+		}
+		f->n++;
+	}
+	if (check_tiling(f, err) != 0)
+		goto fail;
+	json_decref(root);
+	return 0;
+fail:
+	json_decref(root);
+	eng_st_free(f);
+	return -1;
+}
+
+void eng_st_free(eng_st_file *f)
+{
+	if (!f)
+		return;
+	if (f->t) {
+		for (int i = 0; i < f->n; i++)
+			free(f->t[i].name);
+	}
+	free(f->t);
+	free(f->buf);
+	free(f->path);
+	memset(f, 0, sizeof *f);
+}
+
+const eng_st_tensor *eng_st_find(const eng_st_file *f, const char *name)
+{
+	for (int i = 0; i < f->n; i++) {
+		if (strcmp(f->t[i].name, name) == 0)
+			return &f->t[i];
+	}
+	return NULL;
+}
+
+/* IEEE binary16 to binary32, exact (every half is a float), subnormals and NaN kept. */
+static float half_to_float(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h >> 15) << 31;
+	uint32_t exp = (h >> 10) & 0x1f;
+	uint32_t mant = h & 0x3ff;
+	uint32_t bits;
+
+	if (exp == 0 && mant == 0) {
+		bits = sign;
+	} else if (exp == 0) {
+		/* subnormal half: normalise, it becomes a normal float */
+		int e = 127 - 15 + 1;
+		while (!(mant & 0x400)) {
+			mant <<= 1;
+			e--;
+		}
+		bits = sign | ((uint32_t)e << 23) | ((mant & 0x3ff) << 13);
+	} else if (exp == 31) {
+		bits = sign | 0x7f800000u | (mant << 13);
+	} else {
+		bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+	}
+	float x;
+	memcpy(&x, &bits, sizeof x);
+	return x;
+}
+
+int eng_st_get_f32(const eng_st_file *f, const char *name, int ndim, const int64_t *shape,
+		   float *out, eng_err *err)
+{
+	const eng_st_tensor *t = eng_st_find(f, name);
+	char want[SHAPE_STR_LEN], got[SHAPE_STR_LEN];
+
+	if (!t)
+		return eng_errf(err, "tensor '%s' not found in '%s'", name, f->path);
+	if (ndim < 0 || ndim > ENG_ST_MAX_NDIM)
+		return eng_errf(err, "tensor '%s' in '%s': asked for %d dimensions", name, f->path,
+				ndim);
+	int same = t->ndim == ndim;
+	for (int i = 0; same && i < ndim; i++)
+		same = t->shape[i] == shape[i];
+	if (!same) {
+		shape_str(want, sizeof want, ndim, shape);
+		shape_str(got, sizeof got, t->ndim, t->shape);
+		return eng_errf(err, "tensor '%s' in '%s' has shape %s, expected %s", name,
+				f->path, got, want);
+	}
+	size_t n = eng_st_numel(t);
+	const uint8_t *p = f->data + t->begin;
+	switch (t->dtype) {
+	case ENG_ST_F32:
+		if (n)
+			memcpy(out, p, n * sizeof *out);
+		break;
+	case ENG_ST_F16:
+		for (size_t i = 0; i < n; i++)
+			out[i] = half_to_float((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
+		break;
+	case ENG_ST_BF16:
+		/* bfloat16 is the top half of a float32 */
+		for (size_t i = 0; i < n; i++) {
+			uint32_t bits = ((uint32_t)p[2 * i] | ((uint32_t)p[2 * i + 1] << 8)) << 16;
+			memcpy(&out[i], &bits, sizeof bits);
+		}
+		break;
+	}
+	return 0;
+}
+
+/* Builds {"dtype":"F32","shape":[...],"data_offsets":[begin,end]} (a new reference).
+ * The arrays are attached first and filled through borrowed pointers, so that on failure
+ * one decref of the entry frees everything. */
+static json_t *entry_json(const eng_st_entry *e, size_t begin, size_t end)
+{
+	json_t *ent = json_object();
+	json_t *shp, *offs;
+
+	/* set_new steals its value even when it fails (a NULL value only fails), so the
+	 * values created inline here never leak */
+	if (!ent || json_object_set_new(ent, "dtype", json_string("F32")) != 0 ||
+	    json_object_set_new(ent, "shape", json_array()) != 0 ||
+	    json_object_set_new(ent, "data_offsets", json_array()) != 0)
+		goto fail;
+	shp = json_object_get(ent, "shape");         /* borrowed */
+	offs = json_object_get(ent, "data_offsets"); /* borrowed */
+	for (int i = 0; i < e->ndim; i++) {
+		if (json_array_append_new(shp, json_integer((json_int_t)e->shape[i])) != 0)
+			goto fail;
+	}
+	if (json_array_append_new(offs, json_integer((json_int_t)begin)) != 0 ||
+	    json_array_append_new(offs, json_integer((json_int_t)end)) != 0)
+		goto fail;
+	return ent;
+fail:
+	json_decref(ent);
+	return NULL;
+}
+
+int eng_st_write(const char *path, const eng_st_entry *e, int n, eng_err *err)
+{
+	static const char spaces[8] = "        ";
+	json_t *root = NULL;
+	char *hdr = NULL;
+	FILE *fp = NULL;
+	int created = 0;
+	size_t off = 0;
+
+	if (n < 0 || (n > 0 && !e)) {
+		eng_errf(err, "cannot write '%s': bad tensor list", path);
+		goto fail;
+	}
+	root = json_object();
+	/* set_new steals the pack's result (also on failure); a NULL value makes it fail */
+	if (!root || json_object_set_new(root, "__metadata__",
+					 json_pack("{s:s}", "format", "pt")) != 0) {
+		eng_errf(err, "cannot write '%s': out of memory", path);
+		goto fail;
+	}
+	for (int i = 0; i < n; i++) {
+		const eng_st_entry *t = &e[i];
+		char shp[SHAPE_STR_LEN];
+		if (!t->name) {
+			eng_errf(err, "cannot write '%s': tensor %d has no name", path, i);
+			goto fail;
+		}
+		if (t->ndim < 0 || t->ndim > ENG_ST_MAX_NDIM) {
+			eng_errf(err, "cannot write '%s': tensor '%s' has %d dimensions (0..%d)",
+				 path, t->name, t->ndim, ENG_ST_MAX_NDIM);
+			goto fail;
+		}
+		shape_str(shp, sizeof shp, t->ndim, t->shape);
+		size_t numel = 1;
+		int too_big = 0;
+		for (int d = 0; d < t->ndim; d++) {
+			if (t->shape[d] < 0) {
+				eng_errf(err, "cannot write '%s': tensor '%s' has shape %s", path,
+					 t->name, shp);
+				goto fail;
+			}
+			size_t di = (size_t)t->shape[d];
+			if (di != 0 && numel > SIZE_MAX / di)
+				too_big = 1;
+			else
+				numel *= di;
+			if (di == 0) {
+				too_big = 0;
+				numel = 0;
+			}
+		}
+		if (too_big || numel > (LLONG_MAX - off) / sizeof(float)) {
+			eng_errf(err, "cannot write '%s': tensor '%s' shape %s is too large", path,
+				 t->name, shp);
+			goto fail;
+		}
+		size_t bytes = numel * sizeof(float);
+		if (bytes && !t->data) {
+			eng_errf(err, "cannot write '%s': tensor '%s' has no data", path, t->name);
+			goto fail;
+		}
+		/* json_object_set_new would silently replace an earlier tensor of that name */
+		if (json_object_get(root, t->name)) {
+			eng_errf(err, "cannot write '%s': duplicate tensor name '%s'", path,
+				 t->name);
+			goto fail;
+		}
+		json_t *ent = entry_json(t, off, off + bytes);
+		if (!ent || json_object_set_new(root, t->name, ent) != 0) {
+			eng_errf(err, "cannot write '%s': cannot add tensor '%s' to the header "
+				 "(name not valid UTF-8, or out of memory)", path, t->name);
+			goto fail;
+		}
+		off += bytes;
+	}
+	/* insertion order: __metadata__ first, then the tensors as given */
+	hdr = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	if (!hdr) {
+		eng_errf(err, "cannot write '%s': cannot encode the header", path);
+		goto fail;
+	}
+	size_t hlen = strlen(hdr);
+	size_t padded = (hlen + 7) & ~(size_t)7;
+	uint8_t lenb[8];
+	for (int i = 0; i < 8; i++)
+		lenb[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+
+	fp = fopen(path, "wb");
+	if (!fp) {
+		eng_errf(err, "cannot open '%s' for writing: %s", path, strerror(errno));
+		goto fail;
+	}
+	created = 1;
+	if (fwrite(lenb, 1, 8, fp) != 8 || fwrite(hdr, 1, hlen, fp) != hlen ||
+	    fwrite(spaces, 1, padded - hlen, fp) != padded - hlen)
+		goto write_error;
+	for (int i = 0; i < n; i++) {
+		size_t numel = 1;
+		for (int d = 0; d < e[i].ndim; d++)
+			numel *= (size_t)e[i].shape[d];
+		if (numel && fwrite(e[i].data, sizeof(float), numel, fp) != numel)
+			goto write_error;
+	}
+	if (fflush(fp) != 0 || fsync(fileno(fp)) != 0)
+		goto write_error;
+	int rc = fclose(fp);
+	fp = NULL;
+	if (rc != 0)
+		goto write_error;
+	free(hdr);
+	json_decref(root);
+	return 0;
+write_error:
+	eng_errf(err, "cannot write '%s': %s", path, strerror(errno));
+fail:
+	if (fp)
+		fclose(fp);
+	if (created)
+		unlink(path); /* never leave a half-written file that looks like a checkpoint */
+	free(hdr);
+	json_decref(root);
+	return -1;
+}

@@ -1,0 +1,92 @@
+/* eng_st.h - safetensors files: a strict reader and a deterministic float32 writer.
+ *
+ * The format (https://github.com/huggingface/safetensors): 8 bytes, the header length N as
+ * a little-endian uint64; N bytes of JSON, an object mapping tensor names to
+ * {"dtype", "shape", "data_offsets": [begin, end]} plus an optional "__metadata__" object of
+ * strings; then the data section, which the tensors tile exactly (offsets relative to it).
+ *
+ * What this module is: the reader of checkpoints and reference data (DESIGN §6), which
+ * trusts nothing in the file and reports every inconsistency as an error naming the file,
+ * and the writer of model.safetensors / optimizer.safetensors, whose output depends only on
+ * the tensors given (same input, same bytes).
+ * What it is not: a general safetensors library. It reads F32, F16 and BF16 and converts
+ * them to float32; it writes F32 only; it keeps the whole file in memory (read(2), no mmap),
+ * which is fine for the GPT-2 sizes this engine trains.
+ *
+ * Byte order: the format is little-endian. The header length and F16/BF16 values are
+ * decoded byte by byte; F32 data is copied as is, so this module assumes a little-endian
+ * host (checked at compile time where the compiler says).
+ */
+#ifndef ENG_ST_H
+#define ENG_ST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eng_err.h"
+
+#define ENG_ST_MAX_NDIM 4                      /* most dimensions a tensor may have here */
+#define ENG_ST_MAX_HEADER ((size_t)100 << 20) /* longest JSON header accepted (100 MiB) */
+
+typedef enum { ENG_ST_F32, ENG_ST_F16, ENG_ST_BF16 } eng_st_dtype;
+
+typedef struct eng_st_tensor {
+	char *name;                     /* malloc'd, owned by the eng_st_file */
+	eng_st_dtype dtype;             /* element type in the file */
+	int ndim;                       /* 0..ENG_ST_MAX_NDIM; 0 is a scalar (one element) */
+	int64_t shape[ENG_ST_MAX_NDIM]; /* the first ndim entries are used, each >= 0 */
+	size_t begin, end;              /* byte offsets into the data section, end - begin
+					 * == numel * item size (checked) */
+} eng_st_tensor;
+
+typedef struct eng_st_file {
+	char *path;           /* malloc'd copy, used in messages */
+	eng_st_tensor *t;     /* n tensors, in the header's order; "__metadata__" excluded */
+	int n;                /* number of tensors */
+	uint8_t *buf;         /* the whole file, malloc'd */
+	size_t buf_len;       /* its length in bytes */
+	const uint8_t *data;  /* the data section inside buf (not aligned in general) */
+	size_t data_len;      /* its length; the tensors tile it exactly */
+} eng_st_file;
+
+/* Reads and validates the safetensors file at path into *f, which it initialises (f need not
+ * be zeroed before). Returns 0, or -1 with a message naming the file and the problem; on
+ * failure *f is left zeroed, so eng_st_free is harmless. Free with eng_st_free. */
+int eng_st_read(eng_st_file *f, const char *path, eng_err *err);
+
+/* Frees what eng_st_read allocated and zeroes *f. Safe on a zeroed or failed struct. */
+void eng_st_free(eng_st_file *f);
+
+/* The tensor called name, or NULL. Borrowed: lives as long as *f. Linear search. */
+const eng_st_tensor *eng_st_find(const eng_st_file *f, const char *name);
+
+/* Number of elements of t (1 for a scalar, 0 if any dimension is 0). Fits in size_t for
+ * every tensor eng_st_read accepted. */
+size_t eng_st_numel(const eng_st_tensor *t);
+
+/* "F32", "F16" or "BF16". */
+const char *eng_st_dtype_name(eng_st_dtype dtype);
+
+/* Copies tensor name into out (numel floats, caller's storage) as float32, converting
+ * F16/BF16 exactly. The tensor must exist and its shape must equal (ndim, shape) exactly;
+ * the message names the file, the tensor, the expected and the found shape. 0 or -1. */
+int eng_st_get_f32(const eng_st_file *f, const char *name, int ndim, const int64_t *shape,
+		   float *out, eng_err *err);
+
+/* One float32 tensor to write. Borrowed pointers: nothing is copied or freed. */
+typedef struct eng_st_entry {
+	const char *name;               /* unique, valid UTF-8, not "__metadata__" */
+	int ndim;                       /* 0..ENG_ST_MAX_NDIM */
+	int64_t shape[ENG_ST_MAX_NDIM]; /* each >= 0 */
+	const float *data;              /* numel floats; may be NULL when numel is 0 */
+} eng_st_entry;
+
+/* Writes the n tensors e[0..n) as F32 to path (created or truncated). The header is compact
+ * JSON: "__metadata__":{"format":"pt"} first, then the tensors in the given order with
+ * contiguous offsets from 0; it is padded with spaces to a multiple of 8 bytes so the data
+ * starts 8-aligned. The file is flushed and fsync'd before it is closed. The bytes depend
+ * only on the entries. Returns 0, or -1 with a message; on failure the partial file is
+ * removed. Does not fsync the directory: the checkpoint writer does that after renaming. */
+int eng_st_write(const char *path, const eng_st_entry *e, int n, eng_err *err);
+
+#endif

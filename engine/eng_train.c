@@ -1,0 +1,320 @@
+/* eng_train.c - a training run (see eng_train.h): init, step, optimizer, schedule, the
+ * weights-only save of the foreground runner. Not here: the model's maths (eng_model.c),
+ * the control protocol (later), full checkpoints with optimizer state (later). */
+#include "eng_train.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "eng_hfconfig.h"
+#include "eng_mem.h"
+#include "eng_st.h"
+#include "kn.h"
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Tensors a Hugging Face GPT-2 file may carry that this engine does not keep: the tied
+ * lm_head and the causal-mask buffers older transformers versions saved. */
+static int skippable(const char *name)
+{
+	size_t n = strlen(name);
+	return strcmp(name, "lm_head.weight") == 0 ||
+	       (n > 9 && strcmp(name + n - 9, ".attn.bias") == 0) ||
+	       (n > 16 && strcmp(name + n - 16, ".attn.masked_bias") == 0);
+}
+
+int eng_model_load_safetensors(eng_model *m, const char *path, eng_err *err)
+{
+	eng_st_file f;
+	int rc = -1;
+	if (eng_st_read(&f, path, err) < 0)
+		return -1;
+	for (int i = 0; i < f.n; i++) {
+		if (!eng_model_find(m, f.t[i].name) && !skippable(f.t[i].name)) {
+			eng_errf(err, "'%s': unexpected tensor '%.80s' for a GPT-2 of %d layers",
+				path, f.t[i].name, m->cfg.n_layer);
+			goto out;
+		}
+	}
+	for (int i = 0; i < m->ntensors; i++) {
+		const eng_ptensor *t = &m->tensors[i];
+		if (eng_st_get_f32(&f, t->name, t->ndim, t->shape, m->params + t->offset, err) < 0)
+			goto out;
+	}
+	rc = 0;
+out:
+	eng_st_free(&f);
+	return rc;
+}
+
+int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
+{
+	memset(tr, 0, sizeof *tr);
+	tr->spec = *spec;
+	eng_spec *s = &tr->spec;
+	eng_config cfg = s->cfg;
+	char path[ENG_PATH_LEN + 32];
+	if (s->device != ENG_DEVICE_CPU) {
+		eng_errf(err, "device 'cuda' is not available: this build has the cpu backend only");
+		goto fail;
+	}
+	if (s->init_from[0]) {
+		snprintf(path, sizeof path, "%s/config.json", s->init_from);
+		if (eng_hfconfig_read(path, &cfg, err) < 0)
+			goto fail;
+	}
+	if (eng_spec_finish(s, &cfg, err) < 0)
+		goto fail;
+	kn_set_threads(s->threads);
+	if (eng_model_init(&tr->model, &s->cfg, s->batch, s->seq_len, s->chunk_rows, err) < 0)
+		goto fail;
+	if (s->init_from[0]) {
+		snprintf(path, sizeof path, "%s/model.safetensors", s->init_from);
+		if (eng_model_load_safetensors(&tr->model, path, err) < 0)
+			goto fail;
+	} else {
+		eng_model_init_weights(&tr->model, s->seed);
+	}
+	for (int i = 0; i < s->n_alias; i++)
+		if (eng_aliases_add(&tr->aliases, s->alias[i].name, s->alias[i].selector,
+			    s->cfg.n_layer, err) < 0)
+			goto fail;
+	eng_policy p;
+	eng_policy_init(&p, s->cfg.n_layer);
+	if (eng_policy_apply(&p, &tr->aliases, "all", s->remat_default, err) < 0)
+		goto fail;
+	for (int i = 0; i < s->n_assign; i++)
+		if (eng_policy_apply(&p, &tr->aliases, s->assign[i].selector, s->assign[i].mode,
+			    err) < 0)
+			goto fail;
+	if (eng_model_set_policy(&tr->model, &p, err) < 0)
+		goto fail;
+	if (eng_data_open(&tr->train, s->train_path, s->data_format, s->cfg.vocab_size, s->batch,
+		    s->seq_len, err) < 0)
+		goto fail;
+	if (s->val_path[0] && eng_data_open(&tr->val, s->val_path, s->data_format,
+				      s->cfg.vocab_size, s->batch, s->seq_len, err) < 0)
+		goto fail;
+	size_t n = (size_t)s->batch * s->seq_len * sizeof(uint16_t);
+	tr->inp = eng_mem_alloc(ENG_MEM_DATA, n);
+	tr->tgt = eng_mem_alloc(ENG_MEM_DATA, n);
+	if (!tr->inp || !tr->tgt) {
+		eng_errf(err, "out of memory for the batch buffers");
+		goto fail;
+	}
+	return 0;
+fail:
+	eng_trainer_free(tr);
+	return -1;
+}
+
+void eng_trainer_free(eng_trainer *tr)
+{
+	eng_mem_free(tr->inp);
+	eng_mem_free(tr->tgt);
+	eng_data_close(&tr->val);
+	eng_data_close(&tr->train);
+	eng_model_free(&tr->model);
+	memset(tr, 0, sizeof *tr);
+}
+
+float eng_lr_at(const eng_spec *s, int i)
+{
+	if (s->warmup > 0 && i < s->warmup)
+		return s->lr * (float)(i + 1) / (float)s->warmup;
+	if (s->sched == ENG_SCHED_CONSTANT || s->steps <= s->warmup)
+		return s->lr;
+	double ratio = (double)(i - s->warmup) / (double)(s->steps - s->warmup);
+	if (ratio > 1.0)
+		ratio = 1.0;
+	double min_lr = (double)s->lr * s->min_lr_frac;
+	return (float)(min_lr + 0.5 * (1.0 + cos(M_PI * ratio)) * (s->lr - min_lr));
+}
+
+int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)
+{
+	eng_model *m = &tr->model;
+	const eng_spec *s = &tr->spec;
+	double t0 = now_ms();
+	eng_data_next(&tr->train, tr->inp, tr->tgt);
+	float loss = eng_model_step(m, tr->inp, tr->tgt);
+	double norm = sqrt(kn_sumsq(m->grads, m->nfloats));
+	if (!isfinite(loss) || !isfinite(norm))
+		return eng_errf(err, "step %d: loss %g, gradient norm %g: not finite; weights left "
+				     "as they were after step %d", tr->step + 1, loss, norm, tr->step);
+	if (s->grad_clip > 0) {
+		/* torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6), at most 1 */
+		double coef = s->grad_clip / (norm + 1e-6);
+		if (coef < 1.0)
+			kn_scale(m->grads, (float)coef, m->nfloats);
+	}
+	float lr = eng_lr_at(s, tr->step);
+	int t = tr->step + 1;
+	double bc1 = 1.0 - pow(s->beta1, t), bc2 = 1.0 - pow(s->beta2, t);
+	for (int i = 0; i < m->ntensors; i++) {
+		const eng_ptensor *pt = &m->tensors[i];
+		kn_adamw_update(m->params + pt->offset, m->m + pt->offset, m->v + pt->offset,
+			m->grads + pt->offset, pt->numel, lr, s->beta1, s->beta2, s->eps,
+			pt->decay ? s->weight_decay : 0.0f, bc1, bc2);
+	}
+	tr->step = t;
+	double ms = now_ms() - t0;
+	eng_mem_stats ms_now;
+	eng_mem_get_stats(&ms_now);
+	memset(st, 0, sizeof *st);
+	st->step = t;
+	st->loss = loss;
+	st->lr = lr;
+	st->grad_norm = (float)norm;
+	st->step_ms = ms;
+	st->recompute_ms = m->recompute_ms;
+	st->tokens_per_s = ms > 0 ? (double)s->batch * s->seq_len / (ms / 1e3) : 0.0;
+	st->activation_bytes = ms_now.current[ENG_MEM_ACTIVATIONS];
+	st->peak_bytes = ms_now.total_current;
+	return 0;
+}
+
+int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy *out,
+	eng_err *err)
+{
+	*out = tr->model.policy;
+	return eng_policy_parse(out, &tr->aliases, text, err);
+}
+
+int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err)
+{
+	return eng_model_set_policy(&tr->model, p, err);
+}
+
+float eng_trainer_val_loss(eng_trainer *tr, int batches)
+{
+	if (!tr->val.tok)
+		return NAN;
+	eng_data *d = &tr->val;
+	size_t per = (size_t)d->B * d->T;
+	int fit = (int)((d->ntok - 1) / per);
+	if (batches <= 0 || batches > fit)
+		batches = fit;
+	size_t saved = d->cursor;
+	d->cursor = 0;
+	double sum = 0.0;
+	for (int i = 0; i < batches; i++) {
+		eng_data_next(d, tr->inp, tr->tgt);
+		sum += eng_model_loss(&tr->model, tr->inp, tr->tgt);
+	}
+	d->cursor = saved;
+	return (float)(sum / batches);
+}
+
+/* fsyncs a directory so a rename inside it is durable */
+static int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY);
+	if (fd < 0)
+		return -1;
+	int rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+/* buf = a + b; -1 when it does not fit (a path is never silently cut) */
+static int join(char *buf, size_t n, const char *a, const char *b)
+{
+	int w = snprintf(buf, n, "%s%s", a, b);
+	return (w < 0 || (size_t)w >= n) ? -1 : 0;
+}
+
+/* Removes a directory holding only files we write (a stale .tmp of our own). */
+static void remove_tmp_dir(const char *dir)
+{
+	static const char *files[] = {"/model.safetensors", "/config.json"};
+	char p[ENG_PATH_LEN + 128];
+	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+		if (join(p, sizeof p, dir, files[i]) == 0)
+			unlink(p);
+	rmdir(dir);
+}
+
+int eng_trainer_save(eng_trainer *tr, char *out, size_t outlen, eng_err *err)
+{
+	const char *dir = tr->spec.save_dir;
+	eng_model *m = &tr->model;
+	char name[32], final[ENG_PATH_LEN + 64], tmp[ENG_PATH_LEN + 64], p[ENG_PATH_LEN + 128];
+	eng_st_entry *e = NULL;
+	int rc = -1;
+	if (mkdir(dir, 0777) < 0 && errno != EEXIST) {
+		eng_errf(err, "cannot create save directory '%s': %s", dir, strerror(errno));
+		goto out;
+	}
+	snprintf(name, sizeof name, "/step_%08d", tr->step);
+	if (join(final, sizeof final, dir, name) < 0 || join(tmp, sizeof tmp, final, ".tmp") < 0) {
+		eng_errf(err, "save directory path too long");
+		goto out;
+	}
+	remove_tmp_dir(tmp);
+	if (mkdir(tmp, 0777) < 0) {
+		eng_errf(err, "cannot create '%s': %s", tmp, strerror(errno));
+		goto out;
+	}
+	e = calloc((size_t)m->ntensors, sizeof *e);
+	if (!e) {
+		eng_errf(err, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < m->ntensors; i++) {
+		const eng_ptensor *t = &m->tensors[i];
+		e[i].name = t->name;
+		e[i].ndim = t->ndim;
+		e[i].shape[0] = t->shape[0];
+		e[i].shape[1] = t->shape[1];
+		e[i].data = m->params + t->offset;
+	}
+	join(p, sizeof p, tmp, "/model.safetensors");
+	if (eng_st_write(p, e, m->ntensors, err) < 0)
+		goto out;
+	join(p, sizeof p, tmp, "/config.json");
+	if (eng_hfconfig_write(p, &m->cfg, err) < 0)
+		goto out;
+	if (fsync_dir(tmp) < 0) {
+		eng_errf(err, "cannot fsync '%s': %s", tmp, strerror(errno));
+		goto out;
+	}
+	remove_tmp_dir(final); /* a save of the same step again replaces it */
+	if (rename(tmp, final) < 0) {
+		eng_errf(err, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno));
+		goto out;
+	}
+	fsync_dir(dir);
+	/* latest: written to a temporary name, fsynced, renamed over the old one */
+	join(p, sizeof p, dir, "/latest.tmp");
+	FILE *f = fopen(p, "w");
+	if (!f || fprintf(f, "%s\n", name + 1) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
+		eng_errf(err, "cannot write '%s': %s", p, strerror(errno));
+		if (f)
+			fclose(f);
+		goto out;
+	}
+	fclose(f);
+	join(tmp, sizeof tmp, dir, "/latest");
+	if (rename(p, tmp) < 0) {
+		eng_errf(err, "cannot rename '%s': %s", p, strerror(errno));
+		goto out;
+	}
+	fsync_dir(dir);
+	snprintf(out, outlen, "%s", final);
+	rc = 0;
+out:
+	free(e);
+	return rc;
+}

@@ -1,0 +1,73 @@
+/* eng_train.h - a training run: spec, model, data, optimizer, schedule and policy.
+ *
+ * The trainer owns everything a run needs and takes one step at a time. Policy changes are
+ * made between steps (eng_trainer_set_policy); the step counter counts completed steps, and
+ * a change made when `step` is k applies to step k+1. Used by remat-train in the foreground
+ * and, later, by its control thread.
+ */
+#ifndef ENG_TRAIN_H
+#define ENG_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eng_data.h"
+#include "eng_err.h"
+#include "eng_model.h"
+#include "eng_policy.h"
+#include "eng_spec.h"
+
+typedef struct eng_step_stats {
+	int step;                /* 1-based number of the step just taken */
+	float loss;              /* mean cross-entropy before the update */
+	float lr;                /* learning rate used */
+	float grad_norm;         /* global gradient norm before clipping */
+	double step_ms;          /* forward + backward + optimizer */
+	double recompute_ms;     /* of which recomputation */
+	double tokens_per_s;     /* B*T / step time */
+	size_t activation_bytes; /* saved for backward during the step */
+	size_t peak_bytes;       /* all categories during the step (nothing is allocated inside
+				  * a step, so the step's peak is the total at its end) */
+} eng_step_stats;
+
+typedef struct eng_trainer {
+	eng_spec spec;
+	eng_model model;
+	eng_data train, val;     /* val.tok NULL when the spec has no val file */
+	eng_aliases aliases;
+	int step;                /* completed steps */
+	uint16_t *inp, *tgt;     /* (B,T) current batch (ENG_MEM_DATA) */
+} eng_trainer;
+
+/* Builds the run: shape from the spec or init_from's config.json, weights from init_from or
+ * the seed, data opened and checked, the spec's remat policy applied. */
+int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err);
+void eng_trainer_free(eng_trainer *tr); /* safe on a zeroed or failed trainer */
+
+/* Learning rate of the step with 0-based index s (warm-up, then cosine or constant). */
+float eng_lr_at(const eng_spec *spec, int s);
+
+/* Takes step tr->step + 1. Fails (weights untouched) when the loss or gradient norm is
+ * not finite. */
+int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err);
+
+/* Parses "MODE" or "SEL=MODE;..." with the job's aliases on top of the current policy. */
+int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy *out,
+	eng_err *err);
+/* Replaces the policy from the next step on. */
+int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err);
+
+/* Mean loss over `batches` batches of the val file from its start (0 batches: all that fit
+ * once); NAN when there is no val file. */
+float eng_trainer_val_loss(eng_trainer *tr, int batches);
+
+/* Copies tensors from a model.safetensors into m, checking names and shapes against m's
+ * table; lm_head.weight (tied) and GPT-2's attention-mask buffers are skipped. */
+int eng_model_load_safetensors(eng_model *m, const char *path, eng_err *err);
+
+/* Writes <dir>/step_XXXXXXXX/{model.safetensors,config.json} through a .tmp directory and
+ * a rename, then <dir>/latest; the path written goes to out. Weights only: the transient
+ * recompute policy is never written. */
+int eng_trainer_save(eng_trainer *tr, char *out, size_t outlen, eng_err *err);
+
+#endif

@@ -1,0 +1,55 @@
+/* kn_adamw.c - global-norm reduction, scaling, and the AdamW update.
+ *
+ * Legend: N elements of one tensor. kn_sumsq splits its input into a fixed number of
+ * slices whatever the thread count and adds their partial sums in slice order, so the
+ * gradient norm, and with it the clipping, is the same for 1 or 2 threads.
+ */
+#include "kn.h"
+
+#include <math.h>
+
+#define SUMSQ_SLICES 64 /* fixed partition of kn_sumsq */
+
+double kn_sumsq(const float *x, size_t N)
+{
+	double part[SUMSQ_SLICES];
+#pragma omp parallel for schedule(static)
+	for (int s = 0; s < SUMSQ_SLICES; s++) {
+		size_t i0 = N * s / SUMSQ_SLICES, i1 = N * (s + 1) / SUMSQ_SLICES;
+		double acc = 0.0;
+		for (size_t i = i0; i < i1; i++)
+			acc += (double)x[i] * x[i];
+		part[s] = acc;
+	}
+	double total = 0.0;
+	for (int s = 0; s < SUMSQ_SLICES; s++)
+		total += part[s];
+	return total;
+}
+
+/* x(N) *= s */
+void kn_scale(float *x, float s, size_t N)
+{
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < N; i++)
+		x[i] *= s;
+}
+
+/* param, m, v (N) updated as torch.optim.AdamW (decoupled decay, bias correction) */
+void kn_adamw_update(float *param, float *m, float *v, const float *grad, size_t N, float lr,
+	float beta1, float beta2, float eps, float weight_decay, double bc1, double bc2)
+{
+	float decay = 1.0f - lr * weight_decay;
+	float step_size = (float)(lr / bc1);
+	float bc2_sqrt = (float)sqrt(bc2);
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < N; i++) {
+		float g = grad[i];
+		float p = param[i] * decay;
+		float mi = beta1 * m[i] + (1.0f - beta1) * g;
+		float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+		m[i] = mi;
+		v[i] = vi;
+		param[i] = p - step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
+	}
+}

@@ -1,0 +1,43 @@
+/* kn_head.c - softmax cross-entropy over the vocabulary, row by row.
+ *
+ * Legend: N rows (a chunk of B*T), V vocab; row-major float32. Per-row work only, so the
+ * engine can feed the whole logits matrix or one chunk of rows and get the same bits: the
+ * basis of the chunked head. Sums in double: V is 50257 for GPT-2.
+ */
+#include "kn.h"
+
+#include <math.h>
+
+/* lse(N) = log sum exp logits[r]; loss(N) = lse - logits[r, target[r]] */
+void kn_crossentropy_forward(float *lse, float *loss, const float *logits,
+	const uint16_t *target, int N, int V)
+{
+#pragma omp parallel for schedule(static)
+	for (int r = 0; r < N; r++) {
+		const float *l = logits + (size_t)r * V;
+		float mx = l[0];
+		for (int j = 1; j < V; j++)
+			mx = l[j] > mx ? l[j] : mx;
+		double s = 0.0;
+		for (int j = 0; j < V; j++)
+			s += expf(l[j] - mx);
+		double z = mx + log(s);
+		lse[r] = (float)z;
+		loss[r] = (float)(z - l[target[r]]);
+	}
+}
+
+/* dlogits(N,V) = (exp(logits - lse) - onehot(target)) * scale; in place allowed */
+void kn_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+	const uint16_t *target, float scale, int N, int V)
+{
+#pragma omp parallel for schedule(static)
+	for (int r = 0; r < N; r++) {
+		const float *l = logits + (size_t)r * V;
+		float *d = dlogits + (size_t)r * V;
+		float z = lse[r];
+		for (int j = 0; j < V; j++)
+			d[j] = expf(l[j] - z) * scale;
+		d[target[r]] -= scale;
+	}
+}

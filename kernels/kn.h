@@ -1,0 +1,111 @@
+/* kn.h - the compute kernels behind the engine (CPU backend: kernels/cpu/).
+ *
+ * Legend: B batch, T time, C channels, NH heads, hs = C/NH, V vocab, N rows (= B*T unless
+ * said otherwise), OC output channels; every tensor row-major and float32. Linear weights
+ * are stored [in, out] (Hugging Face's Conv1D layout), so y = x W + b is a plain NN product.
+ * Each kernel states its outputs with `=` (overwritten) or `+=` (accumulated into).
+ *
+ * Determinism: for a fixed thread count every kernel gives bitwise identical results run to
+ * run and for any 64-byte-aligned buffers: OpenMP loops use schedule(static), no float
+ * reduction depends on thread timing, and the sgemm wrapper is the only matmul. What the
+ * engine relies on for its "same numbers under every policy" guarantee.
+ *
+ * These functions trust their arguments (the engine checks shapes); token ids must be in
+ * range, which the data loader checks.
+ */
+#ifndef KN_H
+#define KN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- threads and the matmul library ---- */
+
+/* Sets the thread count of OpenMP regions and of the BLAS library (>= 1). */
+void kn_set_threads(int n);
+int kn_get_threads(void);
+/* "OpenBLAS 0.3.21 (kernel Haswell, openmp)": the library behind kn_sgemm. */
+const char *kn_blas_describe(void);
+
+/* C(M,N) = alpha * op(A) op(B) + beta * C, row-major; op(X) = X or X^T per trans flag.
+ * lda/ldb/ldc are row strides of the matrices as stored. The one matmul of the engine.
+ * Called inside an OpenMP parallel region it runs on the calling thread only. */
+void kn_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+	int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* ---- embedding ---- */
+
+/* out(B,T,C) = wte[tok[b,t]] + wpe[t] */
+void kn_encoder_forward(float *out, const uint16_t *tok, const float *wte, const float *wpe,
+	int B, int T, int C);
+/* dwte(V,C) += scatter of dout by tok; dwpe(T',C) += sum over b of dout */
+void kn_encoder_backward(float *dwte, float *dwpe, const float *dout, const uint16_t *tok,
+	int B, int T, int C);
+
+/* ---- LayerNorm (eps 1e-5) ---- */
+
+/* out(N,C) =, mean(N) =, rstd(N) = */
+void kn_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+	const float *w, const float *b, int N, int C);
+/* out(N,C) = from saved mean and rstd: bitwise what kn_layernorm_forward wrote */
+void kn_layernorm_apply(float *out, const float *inp, const float *mean, const float *rstd,
+	const float *w, const float *b, int N, int C);
+/* dinp(N,C) +=, dw(C) +=, db(C) += */
+void kn_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+	const float *inp, const float *mean, const float *rstd, const float *w, int N, int C);
+
+/* ---- linear y = x W + b ---- */
+
+/* out(N,OC) = inp(N,C) w(C,OC) + b(OC); b may be NULL */
+void kn_linear_forward(float *out, const float *inp, const float *w, const float *b, int N,
+	int C, int OC);
+/* dinp(N,C) = dout w^T (when dinp != NULL), dw(C,OC) += inp^T dout, db(OC) += colsum dout */
+void kn_linear_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+	const float *w, int N, int C, int OC);
+
+/* ---- attention (causal, scale 1/sqrt(hs)) ---- */
+
+/* att(B,NH,T,T) = softmax(q k^T * scale) over the causal past, zeros above the diagonal;
+ * q, k, v are the column blocks of qkv(B,T,3C) */
+void kn_attention_probs(float *att, const float *qkv, int B, int T, int C, int NH);
+/* out(B,T,C) = att v, heads side by side */
+void kn_attention_apply(float *out, const float *att, const float *qkv, int B, int T, int C,
+	int NH);
+/* dqkv(B,T,3C) = from dout(B,T,C); scratch holds nthreads * T*T floats */
+void kn_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+	const float *att, int B, int T, int C, int NH);
+/* floats of scratch kn_attention_backward needs for T with the current thread count */
+size_t kn_attention_scratch_floats(int T);
+
+/* ---- pointwise ---- */
+
+/* out(N) = gelu_tanh(inp) */
+void kn_gelu_forward(float *out, const float *inp, size_t N);
+/* dinp(N) = gelu_tanh'(inp) * dout; dinp may alias dout */
+void kn_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
+/* out(N) = a + b */
+void kn_residual_forward(float *out, const float *a, const float *b, size_t N);
+
+/* ---- head: softmax cross-entropy ---- */
+
+/* For each row r of logits(N,V): lse(r) = log sum exp, loss(r) = lse - logits[r, target[r]] */
+void kn_crossentropy_forward(float *lse, float *loss, const float *logits,
+	const uint16_t *target, int N, int V);
+/* dlogits(N,V) = (softmax(logits) - onehot(target)) * scale, from the saved lse; may be
+ * computed in place (dlogits == logits) */
+void kn_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
+	const uint16_t *target, float scale, int N, int V);
+
+/* ---- optimizer ---- */
+
+/* Sum of squares of x(N) in double, in an order fixed by N alone (not by threads). */
+double kn_sumsq(const float *x, size_t N);
+/* x(N) *= s */
+void kn_scale(float *x, float s, size_t N);
+/* One AdamW step (PyTorch semantics) on a tensor: param(N), m(N), v(N) updated from grad;
+ * lr_t already includes the schedule; bc1 = 1 - beta1^t, bc2 = 1 - beta2^t; decay 0 for
+ * tensors that take none */
+void kn_adamw_update(float *param, float *m, float *v, const float *grad, size_t N, float lr,
+	float beta1, float beta2, float eps, float weight_decay, double bc1, double bc2);
+
+#endif

@@ -1,0 +1,32 @@
+#!/bin/sh
+# Installs the Debian packages remat builds and tests with, when any is missing.
+# Called by the Makefile before every build; does nothing when all are present.
+# Not a general installer: Debian 12 (apt) only; as root, or through sudo.
+set -eu
+
+pkgs="build-essential pkg-config libuv1-dev libjansson-dev check libopenblas-openmp-dev"
+
+missing=""
+for p in $pkgs; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "deps: installing missing Debian packages:$missing" >&2
+if ! command -v apt-get >/dev/null 2>&1; then
+	echo "deps: apt-get not found; install these by hand:$missing" >&2
+	exit 1
+fi
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+	if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+		echo "deps: not root and no sudo; install these by hand:$missing" >&2
+		exit 1
+	fi
+fi
+# On a fresh machine the package lists can be empty: update once, then install.
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+# shellcheck disable=SC2086
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null

@@ -1,0 +1,33 @@
+/* tests.h - the suites of the one Check runner (tests/unit/main.c) and shared helpers.
+ *
+ * Each test runs in its own process (Check's fork mode) with a timeout. Tests find their
+ * inputs through the environment that `make test` sets:
+ *   REMAT_TRAIN     absolute path of the remat-train binary under test
+ *   REMAT_TESTDATA  absolute path of tests/data (reference data copied from PyTorch)
+ *   REMAT_TMP       a scratch directory, emptied by `make test` before the run
+ */
+#ifndef TESTS_H
+#define TESTS_H
+
+#include <check.h>
+
+Suite *suite_policy(void);
+Suite *suite_spec(void);
+Suite *suite_st(void);
+Suite *suite_kernels(void);
+Suite *suite_model(void);
+Suite *suite_reference(void);
+Suite *suite_cli(void);
+
+/* getenv(name), failing the test with a clear message when it is unset. */
+const char *t_env(const char *name);
+
+/* Writes text to REMAT_TMP/<name> and returns the full path (static storage per call site
+ * is not shared: the result is malloc'd and left to the process to free). */
+char *t_write_tmp(const char *name, const char *text);
+
+/* Runs argv (argv[0] a path) with stdout+stderr captured into *out (malloc'd, NUL
+ * terminated); returns the exit status (0..255), or 128+signal when killed. */
+int t_run(char *const argv[], char **out);
+
+#endif
