@@ -1,0 +1,44 @@
+/* t_util.c - helpers shared by the engine tests (see t_util.h). */
+#include "t_util.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests.h"
+
+void t_trainer(eng_trainer *tr, const char *fmt, ...)
+{
+	char text[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	eng_spec spec;
+	eng_err err;
+	ck_assert_msg(eng_spec_parse(&spec, text, &err) == 0, "spec: %s\n%s", err.msg, text);
+	ck_assert_msg(eng_trainer_init(tr, &spec, &err) == 0, "trainer: %s", err.msg);
+}
+
+double t_rel_l2(const float *a, const float *b, size_t n)
+{
+	double num = 0.0, den = 0.0;
+	for (size_t i = 0; i < n; i++) {
+		double d = (double)a[i] - b[i];
+		num += d * d;
+		den += (double)b[i] * b[i];
+	}
+	return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+char *t_data(const char *rel)
+{
+	const char *dir = t_env("REMAT_TESTDATA");
+	size_t n = strlen(dir) + strlen(rel) + 2;
+	char *p = malloc(n);
+	ck_assert_ptr_nonnull(p);
+	snprintf(p, n, "%s/%s", dir, rel);
+	return p;
+}

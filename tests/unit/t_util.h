@@ -1,0 +1,20 @@
+/* t_util.h - helpers shared by the engine tests: building a trainer from JSON text,
+ * comparing tensors with a relative L2 error, and reading the reference files. */
+#ifndef T_UTIL_H
+#define T_UTIL_H
+
+#include <stddef.h>
+
+#include "eng_st.h"
+#include "eng_train.h"
+
+/* Parses spec JSON text (printf-style) and builds a trainer; fails the test on error. */
+void t_trainer(eng_trainer *tr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ||a - b|| / ||b|| in double */
+double t_rel_l2(const float *a, const float *b, size_t n);
+
+/* Absolute path of a file under REMAT_TESTDATA (malloc'd). */
+char *t_data(const char *rel);
+
+#endif

@@ -1,0 +1,256 @@
+/* test_model.c - the engine's invariants under recompute policies (DESIGN §3, §4):
+ *  - bitwise: the same job under every policy, and under policies changed between steps,
+ *    gives identical losses, gradients, weights and AdamW moments (memcmp), 2 threads;
+ *  - memory: saved bytes full < selective < off for every block, measured bytes within 5 %
+ *    of the analytic plan per section, the chunked head never holding more than one chunk
+ *    of logits, nothing allocated inside a step, and RSS dropping when a policy change
+ *    frees activations. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eng_mem.h"
+#include "t_util.h"
+#include "tests.h"
+
+#define GPL "/usr/share/common-licenses/GPL-3"
+#define STEPS 5
+
+/* 3 layers, C 48, 4 heads (hs 12), byte vocabulary; B*T = 96 rows in chunks of 20, so
+ * the head's last chunk is a short one. */
+static void small_trainer(eng_trainer *tr)
+{
+	t_trainer(tr, "{\"model\":{\"n_layer\":3,\"n_embd\":48,\"n_head\":4,\"n_positions\":64},"
+		      "\"data\":{\"train\":\"" GPL "\",\"format\":\"bytes\"},\"batch\":3,"
+		      "\"seq_len\":32,\"steps\":%d,\"threads\":2,\"seed\":5,"
+		      "\"optim\":{\"lr\":3e-3,\"grad_clip\":0.5},"
+		      "\"schedule\":{\"kind\":\"cosine\",\"warmup\":2},"
+		      "\"remat\":{\"chunk_rows\":20,\"aliases\":{\"trunk\":\"h.1-2\"}}}",
+		STEPS);
+}
+
+typedef struct run_result {
+	float loss[STEPS];
+	size_t nfloats;
+	float *params, *grads, *m, *v;
+} run_result;
+
+/* Runs STEPS steps; schedule[s] (may be NULL) is applied before step s+1. */
+static void run(const char *const schedule[STEPS], run_result *r)
+{
+	eng_trainer tr;
+	eng_err err;
+	small_trainer(&tr);
+	for (int s = 0; s < STEPS; s++) {
+		if (schedule[s]) {
+			eng_policy p;
+			ck_assert_msg(eng_trainer_parse_policy(&tr, schedule[s], &p, &err) == 0,
+				"%s", err.msg);
+			ck_assert_msg(eng_trainer_set_policy(&tr, &p, &err) == 0, "%s", err.msg);
+		}
+		eng_step_stats st;
+		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+		r->loss[s] = st.loss;
+	}
+	size_t bytes = tr.model.nfloats * sizeof(float);
+	r->nfloats = tr.model.nfloats;
+	r->params = malloc(bytes);
+	r->grads = malloc(bytes);
+	r->m = malloc(bytes);
+	r->v = malloc(bytes);
+	memcpy(r->params, tr.model.params, bytes);
+	memcpy(r->grads, tr.model.grads, bytes);
+	memcpy(r->m, tr.model.m, bytes);
+	memcpy(r->v, tr.model.v, bytes);
+	eng_trainer_free(&tr);
+}
+
+static void assert_same(const run_result *a, const run_result *b, const char *what)
+{
+	for (int s = 0; s < STEPS; s++)
+		ck_assert_msg(memcmp(&a->loss[s], &b->loss[s], sizeof(float)) == 0,
+			"%s: step %d loss %.9g != %.9g", what, s + 1, a->loss[s], b->loss[s]);
+	size_t bytes = a->nfloats * sizeof(float);
+	ck_assert_msg(memcmp(a->grads, b->grads, bytes) == 0, "%s: gradients differ", what);
+	ck_assert_msg(memcmp(a->params, b->params, bytes) == 0, "%s: weights differ", what);
+	ck_assert_msg(memcmp(a->m, b->m, bytes) == 0, "%s: exp_avg differs", what);
+	ck_assert_msg(memcmp(a->v, b->v, bytes) == 0, "%s: exp_avg_sq differs", what);
+}
+
+static void free_result(run_result *r)
+{
+	free(r->params);
+	free(r->grads);
+	free(r->m);
+	free(r->v);
+}
+
+START_TEST(test_model_step_bitwise_every_policy)
+{
+	static const char *const fixed[] = {
+		"selective", "full", "head=chunked", "full;head=chunked",
+		"h.0=full;h.1=selective;h.2=off;head=chunked", "trunk=full",
+	};
+	const char *const base_sched[STEPS] = {"off"};
+	run_result base, other;
+	run(base_sched, &base);
+	for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+		const char *const sched[STEPS] = {fixed[i]};
+		run(sched, &other);
+		assert_same(&other, &base, fixed[i]);
+		free_result(&other);
+	}
+	free_result(&base);
+}
+END_TEST
+
+START_TEST(test_model_step_bitwise_policy_changed_mid_run)
+{
+	const char *const base_sched[STEPS] = {"off"};
+	const char *const changing[][STEPS] = {
+		{"off", "full", NULL, "selective;head=chunked", "h.1=off;head=off"},
+		{"full;head=chunked", "off", "h.0=selective", "h.2=full", "trunk=selective"},
+	};
+	run_result base, other;
+	run(base_sched, &base);
+	for (size_t i = 0; i < sizeof changing / sizeof changing[0]; i++) {
+		run(changing[i], &other);
+		assert_same(&other, &base, changing[i][0]);
+		free_result(&other);
+	}
+	free_result(&base);
+}
+END_TEST
+
+static void set(eng_trainer *tr, const char *text)
+{
+	eng_policy p;
+	eng_err err;
+	ck_assert_msg(eng_trainer_parse_policy(tr, text, &p, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_trainer_set_policy(tr, &p, &err) == 0, "%s", err.msg);
+}
+
+START_TEST(test_model_saved_bytes_order_and_plan)
+{
+	eng_trainer tr;
+	small_trainer(&tr);
+	eng_model *m = &tr.model;
+	int L = m->cfg.n_layer;
+	size_t bytes[3][ENG_MAX_LAYERS];
+	static const char *modes[] = {"off", "selective", "full"};
+	for (int k = 0; k < 3; k++) {
+		set(&tr, modes[k]);
+		for (int l = 0; l < L; l++)
+			bytes[k][l] = eng_model_saved_bytes(m, l);
+	}
+	for (int l = 0; l < L; l++)
+		ck_assert_msg(bytes[2][l] < bytes[1][l] && bytes[1][l] < bytes[0][l],
+			"block %d: full %zu, selective %zu, off %zu", l, bytes[2][l], bytes[1][l],
+			bytes[0][l]);
+
+	/* measured against the analytic plan, per section, for several policies */
+	static const char *policies[] = {"off", "selective", "full;head=chunked",
+		"h.0=full;h.1=selective;head=chunked", "h.2=full"};
+	for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
+		set(&tr, "off;head=off");
+		set(&tr, policies[i]);
+		eng_plan plan;
+		eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, &m->policy, &plan);
+		size_t sum = 0;
+		for (int s = 0; s <= L; s++) {
+			size_t meas = eng_model_saved_bytes(m, s);
+			size_t pred = s < L ? plan.block[s].saved_bytes : plan.head.saved_bytes;
+			double rel = fabs((double)meas - (double)pred) / (double)pred;
+			ck_assert_msg(rel <= 0.05, "%s: section %d measured %zu, planned %zu (%.2f%%)",
+				policies[i], s, meas, pred, 100 * rel);
+			sum += meas;
+		}
+		eng_mem_stats ms;
+		eng_mem_get_stats(&ms);
+		ck_assert_msg(ms.current[ENG_MEM_ACTIVATIONS] == sum,
+			"%s: activations category %zu != sum of sections %zu", policies[i],
+			ms.current[ENG_MEM_ACTIVATIONS], sum);
+		double rel = fabs((double)ms.current[ENG_MEM_RECOMPUTE] - plan.recompute_bytes) /
+			     (plan.recompute_bytes ? plan.recompute_bytes : 1);
+		ck_assert_msg(rel <= 0.05, "%s: recompute pool %zu, planned %zu", policies[i],
+			ms.current[ENG_MEM_RECOMPUTE], plan.recompute_bytes);
+	}
+	eng_trainer_free(&tr);
+}
+END_TEST
+
+START_TEST(test_model_chunked_head_holds_one_chunk)
+{
+	eng_trainer tr;
+	small_trainer(&tr);
+	eng_model *m = &tr.model;
+	set(&tr, "off;head=chunked");
+	size_t N = (size_t)m->B * m->T, V = m->cfg.vocab_size;
+	size_t one_chunk = (size_t)m->chunk_rows * V * sizeof(float);
+	ck_assert_msg((size_t)m->chunk_rows < N, "the test needs more than one chunk");
+	ck_assert_ptr_null(m->logits);
+	eng_mem_stats before, after;
+	eng_mem_get_stats(&before);
+	eng_mem_reset_peak();
+	eng_step_stats st;
+	eng_err err;
+	ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+	eng_mem_get_stats(&after);
+	/* nothing is allocated inside a step: the step's peak is what was there before */
+	ck_assert_uint_eq(after.peak_reset[ENG_MEM_ACTIVATIONS], before.current[ENG_MEM_ACTIVATIONS]);
+	ck_assert_uint_eq(after.peak_reset[ENG_MEM_RECOMPUTE], before.current[ENG_MEM_RECOMPUTE]);
+	/* the only logits buffer is one chunk (rounded to a 64-byte slot) in the pool */
+	ck_assert_msg(eng_mem_size(m->chunk) >= one_chunk && eng_mem_size(m->chunk) < one_chunk + 64,
+		"chunk buffer %zu bytes for %zu", eng_mem_size(m->chunk), one_chunk);
+	ck_assert_msg(after.peak_reset[ENG_MEM_RECOMPUTE] < N * V * sizeof(float),
+		"recompute pool %zu holds as much as all logits", after.peak_reset[ENG_MEM_RECOMPUTE]);
+	ck_assert_msg(eng_model_saved_bytes(m, m->cfg.n_layer) < N * V * sizeof(float),
+		"head keeps %zu bytes", eng_model_saved_bytes(m, m->cfg.n_layer));
+	set(&tr, "head=off");
+	ck_assert_ptr_nonnull(m->logits);
+	ck_assert_ptr_null(m->chunk);
+	ck_assert_uint_ge(eng_model_saved_bytes(m, m->cfg.n_layer), N * V * sizeof(float));
+	eng_trainer_free(&tr);
+}
+END_TEST
+
+START_TEST(test_model_set_policy_returns_memory_to_os)
+{
+	/* 4 blocks of C 256 at 8 x 128: about 19 MiB saved per block under off */
+	eng_trainer tr;
+	t_trainer(&tr, "{\"model\":{\"n_layer\":4,\"n_embd\":256,\"n_head\":4,\"n_positions\":128},"
+		       "\"data\":{\"train\":\"" GPL "\",\"format\":\"bytes\"},\"batch\":8,"
+		       "\"seq_len\":128,\"steps\":2,\"threads\":2}");
+	eng_step_stats st;
+	eng_err err;
+	ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+	eng_mem_stats before, after;
+	eng_mem_get_stats(&before);
+	set(&tr, "full");
+	eng_mem_get_stats(&after);
+	size_t freed = before.current[ENG_MEM_ACTIVATIONS] - after.current[ENG_MEM_ACTIVATIONS];
+	ck_assert_msg(freed > 60u << 20, "only %zu bytes of activations freed", freed);
+	ck_assert_msg(after.rss + freed / 2 < before.rss,
+		"RSS %zu -> %zu after freeing %zu bytes of activations", before.rss, after.rss,
+		freed);
+	/* and the run goes on under the new policy */
+	ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+	ck_assert(st.activation_bytes == after.current[ENG_MEM_ACTIVATIONS]);
+	eng_trainer_free(&tr);
+}
+END_TEST
+
+Suite *suite_model(void)
+{
+	Suite *s = suite_create("model");
+	TCase *tc = tcase_create("policy");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_model_step_bitwise_every_policy);
+	tcase_add_test(tc, test_model_step_bitwise_policy_changed_mid_run);
+	tcase_add_test(tc, test_model_saved_bytes_order_and_plan);
+	tcase_add_test(tc, test_model_chunked_head_holds_one_chunk);
+	tcase_add_test(tc, test_model_set_policy_returns_memory_to_os);
+	suite_add_tcase(s, tc);
+	return s;
+}

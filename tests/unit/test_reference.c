@@ -1,0 +1,165 @@
+/* test_reference.c - the engine against PyTorch (tests/data/reference, float64 results
+ * from float32 weights; see its README): losses of every step, step-1 logits and
+ * gradients, final weights, under every policy, including one changed between steps.
+ * Tolerances per tensor, relative L2: loss 1e-5, logits and gradients 1e-4, weights 3e-4.
+ * A failure names the worst tensor and its error. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "t_util.h"
+#include "tests.h"
+
+typedef struct ref_case {
+	const char *dir;    /* under reference/ */
+	int B, T, steps;
+	double lr, wd, clip;
+} ref_case;
+
+static const ref_case cases[] = {
+	{"tiny", 2, 32, 3, 1e-3, 0.1, 0.0},
+	{"odd", 3, 24, 2, 3e-3, 0.05, 0.5},
+};
+
+/* Policies, as remat-train's --remat-schedule texts applied before step 1 and, for the
+ * last one, changed before step 2. */
+static const char *policies[] = {
+	"off", "selective", "full", "head=chunked", "h.0=full;h.1=selective;head=chunked",
+};
+#define NPOL (int)(sizeof policies / sizeof policies[0])
+
+static void run_case(const ref_case *c, const char *policy, const char *policy2)
+{
+	char rel[256];
+	snprintf(rel, sizeof rel, "reference/%s", c->dir);
+	char *dir = t_data(rel);
+	eng_trainer tr;
+	/* chunk_rows 16 puts several chunks in the head, so chunking is exercised for real */
+	t_trainer(&tr,
+		"{\"model\":{\"init_from\":\"%s\"},\"data\":{\"train\":\"%s/train.bin\"},"
+		"\"batch\":%d,\"seq_len\":%d,\"steps\":%d,\"threads\":2,"
+		"\"optim\":{\"lr\":%g,\"beta1\":0.9,\"beta2\":0.95,\"eps\":1e-8,"
+		"\"weight_decay\":%g,\"grad_clip\":%g},\"schedule\":\"constant\","
+		"\"remat\":{\"chunk_rows\":16}}",
+		dir, dir, c->B, c->T, c->steps, c->lr, c->wd, c->clip);
+	eng_policy p;
+	eng_err err;
+	ck_assert_msg(eng_trainer_parse_policy(&tr, policy, &p, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_trainer_set_policy(&tr, &p, &err) == 0, "%s", err.msg);
+
+	snprintf(rel, sizeof rel, "reference/%s/expected.safetensors", c->dir);
+	char *exp_path = t_data(rel);
+	eng_st_file ex;
+	ck_assert_msg(eng_st_read(&ex, exp_path, &err) == 0, "%s", err.msg);
+
+	eng_model *m = &tr.model;
+	size_t N = (size_t)c->B * c->T, V = m->cfg.vocab_size;
+	float *logits = malloc(N * V * sizeof(float)), *ref = malloc(N * V * sizeof(float));
+	ck_assert(logits && ref);
+
+	/* step 1, forward and backward only: logits and gradients before clipping */
+	uint16_t *inp = malloc(N * 2), *tgt = malloc(N * 2);
+	memcpy(inp, tr.train.tok, N * 2);
+	memcpy(tgt, tr.train.tok + 1, N * 2);
+	m->logits_tap = logits;
+	eng_model_step(m, inp, tgt);
+	m->logits_tap = NULL;
+	int64_t lshape[3] = {c->B, c->T, (int64_t)V};
+	ck_assert_msg(eng_st_get_f32(&ex, "logits", 3, lshape, ref, &err) == 0, "%s", err.msg);
+	double e = t_rel_l2(logits, ref, N * V);
+	ck_assert_msg(e < 1e-4, "%s [%s]: logits rel err %.3g", c->dir, policy, e);
+	double worst = 0;
+	const char *worst_name = "";
+	for (int i = 0; i < m->ntensors; i++) {
+		const eng_ptensor *t = &m->tensors[i];
+		char name[128];
+		snprintf(name, sizeof name, "grad.%s", t->name);
+		float *r = malloc(t->numel * sizeof(float));
+		ck_assert_msg(eng_st_get_f32(&ex, name, t->ndim, t->shape, r, &err) == 0, "%s",
+			err.msg);
+		double ei = t_rel_l2(m->grads + t->offset, r, t->numel);
+		if (ei > worst) {
+			worst = ei;
+			worst_name = t->name;
+		}
+		free(r);
+	}
+	ck_assert_msg(worst < 1e-4, "%s [%s]: worst gradient %s rel err %.3g", c->dir, policy,
+		worst_name, worst);
+
+	/* the real run: every step's loss, then the weights */
+	for (int s = 1; s <= c->steps; s++) {
+		if (s == 2 && policy2) {
+			ck_assert_msg(eng_trainer_parse_policy(&tr, policy2, &p, &err) == 0, "%s",
+				err.msg);
+			ck_assert_msg(eng_trainer_set_policy(&tr, &p, &err) == 0, "%s", err.msg);
+		}
+		eng_step_stats st;
+		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+		char name[32];
+		float rl;
+		snprintf(name, sizeof name, "loss.step%d", s);
+		ck_assert_msg(eng_st_get_f32(&ex, name, 0, NULL, &rl, &err) == 0, "%s", err.msg);
+		double el = fabs(st.loss - rl) / fabs(rl);
+		ck_assert_msg(el < 1e-5, "%s [%s]: step %d loss %.9g vs %.9g (rel %.3g)", c->dir,
+			policy, s, st.loss, rl, el);
+	}
+	worst = 0;
+	for (int i = 0; i < m->ntensors; i++) {
+		const eng_ptensor *t = &m->tensors[i];
+		char name[128];
+		snprintf(name, sizeof name, "param.%s", t->name);
+		float *r = malloc(t->numel * sizeof(float));
+		ck_assert_msg(eng_st_get_f32(&ex, name, t->ndim, t->shape, r, &err) == 0, "%s",
+			err.msg);
+		double ei = t_rel_l2(m->params + t->offset, r, t->numel);
+		if (ei > worst) {
+			worst = ei;
+			worst_name = t->name;
+		}
+		free(r);
+	}
+	ck_assert_msg(worst < 3e-4, "%s [%s]: worst weight %s rel err %.3g", c->dir, policy,
+		worst_name, worst);
+	free(inp);
+	free(tgt);
+	free(logits);
+	free(ref);
+	eng_st_free(&ex);
+	eng_trainer_free(&tr);
+	free(exp_path);
+	free(dir);
+}
+
+/* _i: the loop index of tcase_add_loop_test, one policy each */
+START_TEST(test_reference_tiny_policy)
+{
+	run_case(&cases[0], policies[_i], NULL);
+}
+END_TEST
+
+START_TEST(test_reference_odd_policy)
+{
+	run_case(&cases[1], policies[_i], NULL);
+}
+END_TEST
+
+START_TEST(test_reference_policy_changed_between_steps)
+{
+	run_case(&cases[0], "off", "full;head=chunked");
+	run_case(&cases[1], "h.0-1=full;head=chunked", "h.0=off;h.1=selective;head=off");
+}
+END_TEST
+
+Suite *suite_reference(void)
+{
+	Suite *s = suite_create("reference");
+	TCase *tc = tcase_create("pytorch");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, test_reference_tiny_policy, 0, NPOL);
+	tcase_add_loop_test(tc, test_reference_odd_policy, 0, NPOL);
+	tcase_add_test(tc, test_reference_policy_changed_between_steps);
+	suite_add_tcase(s, tc);
+	return s;
+}
