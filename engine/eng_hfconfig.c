@@ -10,12 +10,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#define LN_EPS 1e-5       /* the LayerNorm epsilon the engine uses (DESIGN §5) */
-#define LN_EPS_TOL 1e-12  /* how far a config's layer_norm_epsilon may be from it */
+#define LN_EPS	   1e-5	 /* the LayerNorm epsilon the engine uses (DESIGN §5) */
+#define LN_EPS_TOL 1e-12 /* how far a config's layer_norm_epsilon may be from it */
 
 /* Formats "invalid config '<path>': <problem>" into err; returns -1. */
 static int bad(eng_err *err, const char *path, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static int bad(eng_err *err, const char *path, const char *fmt, ...)
 {
 	char what[ENG_ERR_LEN];
@@ -47,8 +47,7 @@ static int get_int(const char *path, json_t *root, const char *key, int required
 }
 
 /* root[key], when present, must be the boolean want. */
-static int check_bool(const char *path, json_t *root, const char *key, int want,
-		      eng_err *err)
+static int check_bool(const char *path, json_t *root, const char *key, int want, eng_err *err)
 {
 	json_t *v = json_object_get(root, key); /* borrowed */
 	if (!v)
@@ -105,9 +104,10 @@ int eng_hfconfig_read(const char *path, eng_config *cfg, eng_err *err)
 		goto fail;
 
 	v = json_object_get(root, "activation_function");
-	if (v && (!json_is_string(v) || (strcmp(json_string_value(v), "gelu_new") != 0 &&
-					  strcmp(json_string_value(v), "gelu_pytorch_tanh") != 0))) {
-		bad(err, path, "'activation_function' must be \"gelu_new\" or "
+	const char *act = json_is_string(v) ? json_string_value(v) : "";
+	if (v && strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0) {
+		bad(err, path,
+		    "'activation_function' must be \"gelu_new\" or "
 		    "\"gelu_pytorch_tanh\" (the tanh GELU the engine computes)");
 		goto fail;
 	}
@@ -156,6 +156,7 @@ int eng_hfconfig_write(const char *path, const eng_config *cfg, eng_err *err)
 		goto fail;
 	/* json_pack keeps the order given here; JSON_PRESERVE_ORDER below keeps it on output.
 	 * Keys and values as transformers' GPT2Config.to_json_string writes them. */
+	/* clang-format off */
 	root = json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:n, s:s, s:f, s:f, s:f, s:f, "
 			 "s:f, s:b, s:i, s:i, s:s}",
 			 "architectures", "GPT2LMHeadModel",
@@ -176,6 +177,7 @@ int eng_hfconfig_write(const char *path, const eng_config *cfg, eng_err *err)
 			 "bos_token_id", cfg->vocab_size - 1,
 			 "eos_token_id", cfg->vocab_size - 1,
 			 "torch_dtype", "float32");
+	/* clang-format on */
 	if (!root) {
 		eng_errf(err, "cannot write '%s': out of memory", path);
 		goto fail;
@@ -186,10 +188,11 @@ int eng_hfconfig_write(const char *path, const eng_config *cfg, eng_err *err)
 		goto fail;
 	}
 	created = 1;
-	/* 15 significant digits print 1e-05 and 0.02 as written, not 1.0000000000000001e-05 */
-	if (json_dumpf(root, fp, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
-			       JSON_REAL_PRECISION(15)) != 0 ||
-	    fputc('\n', fp) == EOF || fflush(fp) != 0 || fsync(fileno(fp)) != 0)
+	/* 15 significant digits: 1e-5 and 0.02, not 1.0000000000000001e-05 (jansson drops the
+	 * exponent's leading zero that Python writes; both parse to the same double) */
+	size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15);
+	if (json_dumpf(root, fp, flags) != 0 || fputc('\n', fp) == EOF || fflush(fp) != 0 ||
+	    fsync(fileno(fp)) != 0)
 		goto write_error;
 	int rc = fclose(fp);
 	fp = NULL;

@@ -67,7 +67,7 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
 
 /* Formats "invalid safetensors file '<path>': <problem>" into err; returns -1. */
 static int bad(eng_err *err, const char *path, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 static int bad(eng_err *err, const char *path, const char *fmt, ...)
 {
 	char what[ENG_ERR_LEN];
@@ -169,8 +169,8 @@ static int parse_entry(const char *path, const char *name, json_t *v, size_t dat
 				   name, key);
 	}
 	/* strict: all three present with the right JSON types (s: a string, o: borrowed) */
-	if (json_unpack_ex(v, &jerr, JSON_STRICT, "{s:s, s:o, s:o}", "dtype", &dt, "shape",
-			   &shape, "data_offsets", &offs) != 0)
+	if (json_unpack_ex(v, &jerr, JSON_STRICT, "{s:s, s:o, s:o}", "dtype", &dt, "shape", &shape,
+			   "data_offsets", &offs) != 0)
 		return bad(err, path, "tensor '%s': %s", name, jerr.text);
 	if (parse_dtype(dt, &t->dtype) != 0)
 		return bad(err, path, "tensor '%s': unsupported dtype '%s' (F32, F16 or BF16)",
@@ -188,8 +188,9 @@ static int parse_entry(const char *path, const char *name, json_t *v, size_t dat
 	for (size_t i = 0; i < nd; i++) {
 		json_t *d = json_array_get(shape, i);
 		if (!json_is_integer(d) || json_integer_value(d) < 0)
-			return bad(err, path, "tensor '%s': shape[%zu] is not a non-negative integer",
-				   name, i);
+			return bad(err, path,
+				   "tensor '%s': shape[%zu] is not a non-negative integer", name,
+				   i);
 		t->shape[i] = (int64_t)json_integer_value(d);
 		uint64_t di = (uint64_t)t->shape[i];
 		/* keep multiplying after an overflow only to spot a later zero dimension */
@@ -210,14 +211,15 @@ static int parse_entry(const char *path, const char *name, json_t *v, size_t dat
 	size_t bytes = (size_t)numel * item;
 
 	if (!json_is_array(offs) || json_array_size(offs) != 2 ||
-	    !json_is_integer(json_array_get(offs, 0)) ||
-	    !json_is_integer(json_array_get(offs, 1)))
+	    !json_is_integer(json_array_get(offs, 0)) || !json_is_integer(json_array_get(offs, 1)))
 		return bad(err, path, "tensor '%s': data_offsets is not two integers", name);
 	json_int_t b = json_integer_value(json_array_get(offs, 0));
 	json_int_t e = json_integer_value(json_array_get(offs, 1));
 	if (b < 0 || e < b)
-		return bad(err, path, "tensor '%s': data_offsets [%lld, %lld] are not 0 <= begin "
-			   "<= end", name, (long long)b, (long long)e);
+		return bad(err, path,
+			   "tensor '%s': data_offsets [%lld, %lld] are not 0 <= begin "
+			   "<= end",
+			   name, (long long)b, (long long)e);
 	if ((unsigned long long)e > data_len)
 		return bad(err, path,
 			   "tensor '%s': data_offsets [%lld, %lld] run past the end of the data "
@@ -288,15 +290,19 @@ static int check_tiling(const eng_st_file *f, eng_err *err)
 			goto fail;
 		}
 		if (t->begin > pos) {
-			bad(err, f->path, "gap of %zu bytes in the data section before tensor '%s' "
-			    "at offset %zu", t->begin - pos, t->name, t->begin);
+			bad(err, f->path,
+			    "gap of %zu bytes in the data section before tensor '%s' "
+			    "at offset %zu",
+			    t->begin - pos, t->name, t->begin);
 			goto fail;
 		}
 		pos = t->end;
 	}
 	if (pos != f->data_len) {
-		bad(err, f->path, "%zu trailing bytes after the last tensor (data section %zu "
-		    "bytes, tensors end at %zu)", f->data_len - pos, f->data_len, pos);
+		bad(err, f->path,
+		    "%zu trailing bytes after the last tensor (data section %zu "
+		    "bytes, tensors end at %zu)",
+		    f->data_len - pos, f->data_len, pos);
 		goto fail;
 	}
 	free(order);
@@ -459,8 +465,8 @@ int eng_st_get_f32(const eng_st_file *f, const char *name, int ndim, const int64
 	if (!same) {
 		shape_str(want, sizeof want, ndim, shape);
 		shape_str(got, sizeof got, t->ndim, t->shape);
-		return eng_errf(err, "tensor '%s' in '%s' has shape %s, expected %s", name,
-				f->path, got, want);
+		return eng_errf(err, "tensor '%s' in '%s' has shape %s, expected %s", name, f->path,
+				got, want);
 	}
 	size_t n = eng_st_numel(t);
 	const uint8_t *p = f->data + t->begin;
@@ -498,7 +504,7 @@ static json_t *entry_json(const eng_st_entry *e, size_t begin, size_t end)
 	    json_object_set_new(ent, "shape", json_array()) != 0 ||
 	    json_object_set_new(ent, "data_offsets", json_array()) != 0)
 		goto fail;
-	shp = json_object_get(ent, "shape");         /* borrowed */
+	shp = json_object_get(ent, "shape");	     /* borrowed */
 	offs = json_object_get(ent, "data_offsets"); /* borrowed */
 	for (int i = 0; i < e->ndim; i++) {
 		if (json_array_append_new(shp, json_integer((json_int_t)e->shape[i])) != 0)
@@ -528,8 +534,8 @@ int eng_st_write(const char *path, const eng_st_entry *e, int n, eng_err *err)
 	}
 	root = json_object();
 	/* set_new steals the pack's result (also on failure); a NULL value makes it fail */
-	if (!root || json_object_set_new(root, "__metadata__",
-					 json_pack("{s:s}", "format", "pt")) != 0) {
+	if (!root ||
+	    json_object_set_new(root, "__metadata__", json_pack("{s:s}", "format", "pt")) != 0) {
 		eng_errf(err, "cannot write '%s': out of memory", path);
 		goto fail;
 	}
@@ -582,8 +588,10 @@ int eng_st_write(const char *path, const eng_st_entry *e, int n, eng_err *err)
 		}
 		json_t *ent = entry_json(t, off, off + bytes);
 		if (!ent || json_object_set_new(root, t->name, ent) != 0) {
-			eng_errf(err, "cannot write '%s': cannot add tensor '%s' to the header "
-				 "(name not valid UTF-8, or out of memory)", path, t->name);
+			eng_errf(err,
+				 "cannot write '%s': cannot add tensor '%s' to the header "
+				 "(name not valid UTF-8, or out of memory)",
+				 path, t->name);
 			goto fail;
 		}
 		off += bytes;

@@ -25,28 +25,28 @@
 
 #include "eng_err.h"
 
-#define ENG_ST_MAX_NDIM 4                      /* most dimensions a tensor may have here */
+#define ENG_ST_MAX_NDIM	  4		      /* most dimensions a tensor may have here */
 #define ENG_ST_MAX_HEADER ((size_t)100 << 20) /* longest JSON header accepted (100 MiB) */
 
 typedef enum { ENG_ST_F32, ENG_ST_F16, ENG_ST_BF16 } eng_st_dtype;
 
 typedef struct eng_st_tensor {
-	char *name;                     /* malloc'd, owned by the eng_st_file */
-	eng_st_dtype dtype;             /* element type in the file */
-	int ndim;                       /* 0..ENG_ST_MAX_NDIM; 0 is a scalar (one element) */
+	char *name;			/* malloc'd, owned by the eng_st_file */
+	eng_st_dtype dtype;		/* element type in the file */
+	int ndim;			/* 0..ENG_ST_MAX_NDIM; 0 is a scalar (one element) */
 	int64_t shape[ENG_ST_MAX_NDIM]; /* the first ndim entries are used, each >= 0 */
-	size_t begin, end;              /* byte offsets into the data section, end - begin
+	size_t begin, end;		/* byte offsets into the data section, end - begin
 					 * == numel * item size (checked) */
 } eng_st_tensor;
 
 typedef struct eng_st_file {
-	char *path;           /* malloc'd copy, used in messages */
-	eng_st_tensor *t;     /* n tensors, in the header's order; "__metadata__" excluded */
-	int n;                /* number of tensors */
-	uint8_t *buf;         /* the whole file, malloc'd */
-	size_t buf_len;       /* its length in bytes */
-	const uint8_t *data;  /* the data section inside buf (not aligned in general) */
-	size_t data_len;      /* its length; the tensors tile it exactly */
+	char *path;	     /* malloc'd copy, used in messages */
+	eng_st_tensor *t;    /* n tensors, in the header's order; "__metadata__" excluded */
+	int n;		     /* number of tensors */
+	uint8_t *buf;	     /* the whole file, malloc'd */
+	size_t buf_len;	     /* its length in bytes */
+	const uint8_t *data; /* the data section inside buf (not aligned in general) */
+	size_t data_len;     /* its length; the tensors tile it exactly */
 } eng_st_file;
 
 /* Reads and validates the safetensors file at path into *f, which it initialises (f need not
@@ -75,10 +75,10 @@ int eng_st_get_f32(const eng_st_file *f, const char *name, int ndim, const int64
 
 /* One float32 tensor to write. Borrowed pointers: nothing is copied or freed. */
 typedef struct eng_st_entry {
-	const char *name;               /* unique, valid UTF-8, not "__metadata__" */
-	int ndim;                       /* 0..ENG_ST_MAX_NDIM */
+	const char *name;		/* unique, valid UTF-8, not "__metadata__" */
+	int ndim;			/* 0..ENG_ST_MAX_NDIM */
 	int64_t shape[ENG_ST_MAX_NDIM]; /* each >= 0 */
-	const float *data;              /* numel floats; may be NULL when numel is 0 */
+	const float *data;		/* numel floats; may be NULL when numel is 0 */
 } eng_st_entry;
 
 /* Writes the n tensors e[0..n) as F32 to path (created or truncated). The header is compact
