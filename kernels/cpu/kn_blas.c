@@ -15,7 +15,7 @@ extern char *openblas_get_corename(void);
 extern char *openblas_get_config(void);
 extern int openblas_get_parallel(void);
 
-static int kn_threads = 1;
+static int kn_threads; /* 0 until kn_set_threads: then OpenMP's own default applies */
 
 void kn_set_threads(int n)
 {
@@ -30,7 +30,9 @@ void kn_set_threads(int n)
 
 int kn_get_threads(void)
 {
-	return kn_threads;
+	/* Before kn_set_threads, a parallel region gets omp_get_max_threads() threads, and
+	 * per-thread scratch must be sized for that many. */
+	return kn_threads ? kn_threads : omp_get_max_threads();
 }
 
 const char *kn_blas_describe(void)

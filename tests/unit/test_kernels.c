@@ -1,0 +1,934 @@
+/* test_kernels.c - the CPU kernels of kernels/kn.h, against finite differences and against
+ * their own promises.
+ *
+ * How: every backward is checked against its forward by central differences. Small odd
+ * shapes, a fixed seed, the scalar loss L = sum(out * r) for a fixed random r summed in
+ * double (so dout = r; the mean loss for cross-entropy), every input coordinate moved by
+ * +-FD_H in float, and the analytic gradient compared with the numeric one tensor by tensor
+ * (relative L2 error). Outputs documented as `=` are prefilled with garbage, outputs
+ * documented as `+=` start at zero and have their own accumulation tests.
+ * Then the bitwise promises the engine builds on: kn_layernorm_apply redoes the forward
+ * exactly (selective recompute), attention probabilities are causal and repeatable, kernels
+ * whose reductions are partitioned independently of the thread count give the same bits for
+ * 1 and 2 threads, and the rest (kn_sgemm) the same bits run to run. Last, kn_adamw_update
+ * against PyTorch's AdamW step and kn_sumsq against a loop, both in double.
+ * Not a benchmark: each test takes milliseconds (`make bench` times the kernels).
+ */
+#include "tests.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kn.h"
+
+#define TIMEOUT 60 /* seconds per test; each takes milliseconds */
+#define SEED 0x5eed2024u
+
+/* Finite differences. With FD_H = 1e-2 the measured relative L2 errors are: layernorm dinp
+ * 2.0e-5, dw 1.7e-6, db 3.6e-7; linear dinp 5.1e-6, dw 4.4e-6, db 5.2e-7; attention dq
+ * 1.7e-5, dk 2.9e-5, dv 2.7e-6; gelu 1.0e-5; cross-entropy 3.1e-5; encoder dwte 6.1e-7, dwpe
+ * 5.0e-7. They are float rounding of the loss divided by the step (FD_H = 1e-3 gives 3e-4
+ * on cross-entropy), not truncation, hence the large step. Backwards broken on purpose
+ * (a term dropped, a factor or transpose wrong, `=` for `+=`) measured 2.2e-2 (gelu' with
+ * 0.044715 for 3 * 0.044715) to 2.2 (attention without the softmax's rowsum term), so
+ * FD_TOL sits between the two: 30x above the worst correct error, 20x below the subtlest
+ * broken one. */
+#define FD_H 1e-2f
+#define FD_TOL 1e-3
+
+/* Shapes of the finite-difference checks: odd, several rows per reduction. */
+#define FD_N 6   /* rows */
+#define FD_C 12  /* channels */
+#define FD_OC 20 /* output channels of the linear */
+#define FD_B 2   /* batch */
+#define FD_T 5   /* time */
+#define FD_NH 3  /* heads: hs = 4 */
+#define FD_V 17  /* vocabulary */
+
+/* Shapes of the thread tests: wider than one 64-column task, so that two threads split
+ * the column blocks, with a ragged last block. */
+#define TH_N 37
+#define TH_C 200
+#define TH_OC 150
+
+#define GARBAGE 12345.0f  /* prefill of `=` outputs: a kernel that accumulates shows */
+#define ADAM_TOL 1e-6     /* relative L2 error of one AdamW step against double */
+#define SUMSQ_TOL 1e-12   /* kn_sumsq against a double loop in another order */
+#define SGEMM_TOL 1e-6    /* kn_sgemm against a double loop */
+#define ACCUM_TOL 1e-6    /* second backward into the first one's result: twice it */
+
+/* ---- helpers ---------------------------------------------------------------------------- */
+
+static uint64_t rng_state;
+
+static void rng_seed(uint64_t s)
+{
+	rng_state = s;
+}
+
+/* splitmix64 */
+static uint64_t rng_next(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+/* uniform in [lo, hi) */
+static float rng_uniform(float lo, float hi)
+{
+	return lo + (hi - lo) * (float)((double)(rng_next() >> 40) / 16777216.0);
+}
+
+static void fill(float *x, size_t n, float lo, float hi)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = rng_uniform(lo, hi);
+}
+
+static void fill_const(float *x, size_t n, float v)
+{
+	for (size_t i = 0; i < n; i++)
+		x[i] = v;
+}
+
+static void fill_tokens(uint16_t *tok, size_t n, int V)
+{
+	for (size_t i = 0; i < n; i++)
+		tok[i] = (uint16_t)(rng_next() % (uint64_t)V);
+}
+
+/* n zeroed floats, 64-byte aligned as the kernels' determinism promise assumes; freed with
+ * free() */
+static float *fnew(size_t n)
+{
+	size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+	float *p = aligned_alloc(64, bytes ? bytes : 64);
+	ck_assert_ptr_nonnull(p);
+	memset(p, 0, bytes);
+	return p;
+}
+
+static float *fdup(const float *x, size_t n)
+{
+	float *p = fnew(n);
+	memcpy(p, x, n * sizeof(float));
+	return p;
+}
+
+static double dotd(const float *a, const float *b, size_t n)
+{
+	double s = 0.0;
+	for (size_t i = 0; i < n; i++)
+		s += (double)a[i] * b[i];
+	return s;
+}
+
+/* ||a - b|| / ||b|| over a rows x cols block of two matrices of row stride ld, in double */
+static double rel_l2_block(const float *a, const float *b, size_t rows, size_t cols, size_t ld)
+{
+	double num = 0.0, den = 0.0;
+	for (size_t i = 0; i < rows; i++)
+		for (size_t j = 0; j < cols; j++) {
+			double d = (double)a[i * ld + j] - b[i * ld + j];
+			num += d * d;
+			den += (double)b[i * ld + j] * b[i * ld + j];
+		}
+	if (num == 0.0)
+		return 0.0;
+	return sqrt(num / den); /* inf when b is all zero: the check then fails */
+}
+
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+	return rel_l2_block(a, b, 1, n, n);
+}
+
+/* Fails unless the analytic gradient got is within FD_TOL of the numeric one want. */
+static void expect_grad(const char *kernel, const char *tensor, const float *got,
+	const float *want, size_t n)
+{
+	double err = rel_l2(got, want, n);
+	ck_assert_msg(err < FD_TOL,
+		"%s: %s off the finite differences by relative L2 error %.3e (limit %.0e)",
+		kernel, tensor, err, FD_TOL);
+}
+
+/* Fails unless a and b hold the same bits; names the first difference. */
+static void expect_bitwise(const char *kernel, const char *tensor, const char *when,
+	const float *a, const float *b, size_t n)
+{
+	size_t i = 0;
+	while (i < n && memcmp(&a[i], &b[i], sizeof(float)) == 0)
+		i++;
+	ck_assert_msg(i == n, "%s: %s not bitwise identical %s: first difference at [%zu], "
+		"%.9g vs %.9g", kernel, tensor, when, i, i < n ? a[i] : 0.0f,
+		i < n ? b[i] : 0.0f);
+}
+
+/* A scalar loss of the inputs a finite-difference check perturbs. */
+typedef double (*fd_loss)(void *ctx);
+
+/* g(n) = central differences of loss over x(n), each x[i] moved in place and restored.
+ * Divides by the step the floats actually took, not by 2 FD_H. */
+static void fd_grad(float *g, float *x, size_t n, fd_loss loss, void *ctx)
+{
+	for (size_t i = 0; i < n; i++) {
+		float x0 = x[i], xp = x0 + FD_H, xm = x0 - FD_H;
+		x[i] = xp;
+		double lp = loss(ctx);
+		x[i] = xm;
+		double lm = loss(ctx);
+		x[i] = x0;
+		g[i] = (float)((lp - lm) / ((double)xp - xm));
+	}
+}
+
+/* ---- finite differences ----------------------------------------------------------------- */
+
+struct ln_ctx {
+	float *inp, *w, *b;       /* (N,C), (C), (C): perturbed */
+	float *out, *mean, *rstd; /* (N,C), (N), (N) */
+	const float *r;           /* (N,C) dout */
+	int N, C;
+};
+
+static double ln_loss(void *p)
+{
+	struct ln_ctx *c = p;
+	kn_layernorm_forward(c->out, c->mean, c->rstd, c->inp, c->w, c->b, c->N, c->C);
+	return dotd(c->out, c->r, (size_t)c->N * c->C);
+}
+
+START_TEST(test_kn_layernorm_backward_fd)
+{
+	int N = FD_N, C = FD_C;
+	size_t nc = (size_t)N * C;
+	rng_seed(SEED);
+	kn_set_threads(2);
+	struct ln_ctx c = {fnew(nc), fnew(C), fnew(C), fnew(nc), fnew(N), fnew(N), NULL, N, C};
+	float *r = fnew(nc);
+	fill(c.inp, nc, -1.0f, 3.0f); /* off-centre, so the mean term matters */
+	fill(c.w, C, -1.5f, 1.5f);
+	fill(c.b, C, -1.0f, 1.0f);
+	fill(r, nc, -1.0f, 1.0f);
+	c.r = r;
+
+	float *dinp = fnew(nc), *dw = fnew(C), *db = fnew(C);
+	ln_loss(&c);
+	kn_layernorm_backward(dinp, dw, db, r, c.inp, c.mean, c.rstd, c.w, N, C);
+
+	float *ninp = fnew(nc), *nw = fnew(C), *nb = fnew(C);
+	fd_grad(ninp, c.inp, nc, ln_loss, &c);
+	fd_grad(nw, c.w, C, ln_loss, &c);
+	fd_grad(nb, c.b, C, ln_loss, &c);
+	expect_grad("kn_layernorm_backward", "dinp", dinp, ninp, nc);
+	expect_grad("kn_layernorm_backward", "dw", dw, nw, C);
+	expect_grad("kn_layernorm_backward", "db", db, nb, C);
+
+	free(nb), free(nw), free(ninp), free(db), free(dw), free(dinp), free(r);
+	free(c.rstd), free(c.mean), free(c.out), free(c.b), free(c.w), free(c.inp);
+}
+END_TEST
+
+struct lin_ctx {
+	float *inp, *w, *b; /* (N,C), (C,OC), (OC): perturbed */
+	float *out;         /* (N,OC) */
+	const float *r;     /* (N,OC) dout */
+	int N, C, OC;
+};
+
+static double lin_loss(void *p)
+{
+	struct lin_ctx *c = p;
+	kn_linear_forward(c->out, c->inp, c->w, c->b, c->N, c->C, c->OC);
+	return dotd(c->out, c->r, (size_t)c->N * c->OC);
+}
+
+START_TEST(test_kn_linear_backward_fd)
+{
+	int N = FD_N, C = FD_C, OC = FD_OC;
+	size_t nc = (size_t)N * C, no = (size_t)N * OC, co = (size_t)C * OC;
+	rng_seed(SEED);
+	kn_set_threads(2);
+	struct lin_ctx c = {fnew(nc), fnew(co), fnew(OC), fnew(no), NULL, N, C, OC};
+	float *r = fnew(no);
+	fill(c.inp, nc, -1.0f, 1.0f);
+	fill(c.w, co, -1.0f, 1.0f);
+	fill(c.b, OC, -1.0f, 1.0f);
+	fill(r, no, -1.0f, 1.0f);
+	c.r = r;
+
+	float *dinp = fnew(nc), *dw = fnew(co), *db = fnew(OC);
+	fill_const(dinp, nc, GARBAGE); /* dinp is `=` */
+	kn_linear_backward(dinp, dw, db, r, c.inp, c.w, N, C, OC);
+
+	float *ninp = fnew(nc), *nw = fnew(co), *nb = fnew(OC);
+	fd_grad(ninp, c.inp, nc, lin_loss, &c);
+	fd_grad(nw, c.w, co, lin_loss, &c);
+	fd_grad(nb, c.b, OC, lin_loss, &c);
+	expect_grad("kn_linear_backward", "dinp", dinp, ninp, nc);
+	expect_grad("kn_linear_backward", "dw", dw, nw, co);
+	expect_grad("kn_linear_backward", "db", db, nb, OC);
+
+	free(nb), free(nw), free(ninp), free(db), free(dw), free(dinp), free(r);
+	free(c.out), free(c.b), free(c.w), free(c.inp);
+}
+END_TEST
+
+struct att_ctx {
+	float *qkv;     /* (B,T,3C): perturbed */
+	float *att;     /* (B,NH,T,T) */
+	float *out;     /* (B,T,C) */
+	const float *r; /* (B,T,C) dout */
+	int B, T, C, NH;
+};
+
+static double att_loss(void *p)
+{
+	struct att_ctx *c = p;
+	kn_attention_probs(c->att, c->qkv, c->B, c->T, c->C, c->NH);
+	kn_attention_apply(c->out, c->att, c->qkv, c->B, c->T, c->C, c->NH);
+	return dotd(c->out, c->r, (size_t)c->B * c->T * c->C);
+}
+
+START_TEST(test_kn_attention_backward_fd)
+{
+	int B = FD_B, T = FD_T, C = FD_C, NH = FD_NH;
+	size_t bt = (size_t)B * T, nqkv = bt * 3 * C, natt = (size_t)B * NH * T * T;
+	rng_seed(SEED);
+	kn_set_threads(2);
+	struct att_ctx c = {fnew(nqkv), fnew(natt), fnew(bt * C), NULL, B, T, C, NH};
+	float *r = fnew(bt * C);
+	/* Wide enough that the softmax is far from uniform and dq, dk are not small. */
+	fill(c.qkv, nqkv, -2.0f, 2.0f);
+	fill(r, bt * C, -1.0f, 1.0f);
+	c.r = r;
+
+	float *dqkv = fnew(nqkv), *scratch = fnew(kn_attention_scratch_floats(T));
+	fill_const(dqkv, nqkv, GARBAGE); /* dqkv is `=` */
+	att_loss(&c);
+	kn_attention_backward(dqkv, scratch, r, c.qkv, c.att, B, T, C, NH);
+
+	float *n = fnew(nqkv);
+	fd_grad(n, c.qkv, nqkv, att_loss, &c);
+	/* q, k and v apart: dv is the largest and would hide an error in the others. */
+	static const char *name[3] = {"dq", "dk", "dv"};
+	for (int part = 0; part < 3; part++) {
+		double err = rel_l2_block(dqkv + part * C, n + part * C, bt, C, 3 * C);
+		ck_assert_msg(err < FD_TOL, "kn_attention_backward: %s off the finite differences "
+			"by relative L2 error %.3e (limit %.0e)", name[part], err, FD_TOL);
+	}
+
+	free(n), free(scratch), free(dqkv), free(r), free(c.out), free(c.att), free(c.qkv);
+}
+END_TEST
+
+struct gelu_ctx {
+	float *x;       /* (n): perturbed */
+	float *out;     /* (n) */
+	const float *r; /* (n) dout */
+	size_t n;
+};
+
+static double gelu_loss(void *p)
+{
+	struct gelu_ctx *c = p;
+	kn_gelu_forward(c->out, c->x, c->n);
+	return dotd(c->out, c->r, c->n);
+}
+
+START_TEST(test_kn_gelu_backward_fd)
+{
+	size_t n = (size_t)FD_N * FD_C;
+	rng_seed(SEED);
+	kn_set_threads(2);
+	struct gelu_ctx c = {fnew(n), fnew(n), NULL, n};
+	float *r = fnew(n);
+	fill(c.x, n, -4.0f, 4.0f); /* both tails and the bend */
+	fill(r, n, -1.0f, 1.0f);
+	c.r = r;
+
+	float *dx = fnew(n);
+	fill_const(dx, n, GARBAGE);
+	kn_gelu_backward(dx, c.x, r, n);
+	float *nx = fnew(n);
+	fd_grad(nx, c.x, n, gelu_loss, &c);
+	expect_grad("kn_gelu_backward", "dinp", dx, nx, n);
+
+	/* dinp may alias dout: the same bits in place */
+	float *inplace = fdup(r, n);
+	kn_gelu_backward(inplace, c.x, inplace, n);
+	expect_bitwise("kn_gelu_backward", "dinp", "in place and out of place", inplace, dx, n);
+
+	free(inplace), free(nx), free(dx), free(r), free(c.out), free(c.x);
+}
+END_TEST
+
+struct ce_ctx {
+	float *logits;          /* (N,V): perturbed */
+	float *lse, *loss;      /* (N), (N) */
+	const uint16_t *target; /* (N) */
+	int N, V;
+};
+
+/* mean cross-entropy over the rows, as the trainer reports it */
+static double ce_loss(void *p)
+{
+	struct ce_ctx *c = p;
+	kn_crossentropy_forward(c->lse, c->loss, c->logits, c->target, c->N, c->V);
+	double s = 0.0;
+	for (int i = 0; i < c->N; i++)
+		s += c->loss[i];
+	return s / c->N;
+}
+
+START_TEST(test_kn_crossentropy_backward_fd)
+{
+	int N = FD_N, V = FD_V;
+	size_t nv = (size_t)N * V;
+	uint16_t target[FD_N];
+	rng_seed(SEED);
+	kn_set_threads(2);
+	fill_tokens(target, N, V);
+	struct ce_ctx c = {fnew(nv), fnew(N), fnew(N), target, N, V};
+	fill(c.logits, nv, -3.0f, 3.0f);
+
+	float *d = fnew(nv);
+	fill_const(d, nv, GARBAGE);
+	ce_loss(&c);
+	kn_crossentropy_backward(d, c.logits, c.lse, target, 1.0f / N, N, V);
+	float *n = fnew(nv);
+	fd_grad(n, c.logits, nv, ce_loss, &c);
+	expect_grad("kn_crossentropy_backward", "dlogits", d, n, nv);
+
+	/* in place (dlogits == logits): the same bits, from the lse of the unperturbed logits
+	 * (fd_grad left the last perturbed row's in c.lse) */
+	ce_loss(&c);
+	float *inplace = fdup(c.logits, nv);
+	kn_crossentropy_backward(inplace, inplace, c.lse, target, 1.0f / N, N, V);
+	expect_bitwise("kn_crossentropy_backward", "dlogits", "in place and out of place",
+		inplace, d, nv);
+
+	free(inplace), free(n), free(d), free(c.loss), free(c.lse), free(c.logits);
+}
+END_TEST
+
+struct enc_ctx {
+	float *wte, *wpe;    /* (V,C), (T,C): perturbed */
+	float *out;          /* (B,T,C) */
+	const float *r;      /* (B,T,C) dout */
+	const uint16_t *tok; /* (B,T) */
+	int B, T, C;
+};
+
+static double enc_loss(void *p)
+{
+	struct enc_ctx *c = p;
+	kn_encoder_forward(c->out, c->tok, c->wte, c->wpe, c->B, c->T, c->C);
+	return dotd(c->out, c->r, (size_t)c->B * c->T * c->C);
+}
+
+START_TEST(test_kn_encoder_backward_fd)
+{
+	int B = FD_B, T = FD_T, C = FD_C, V = FD_V;
+	size_t btc = (size_t)B * T * C, vc = (size_t)V * C, tc = (size_t)T * C;
+	uint16_t tok[FD_B * FD_T];
+	rng_seed(SEED);
+	kn_set_threads(2);
+	fill_tokens(tok, (size_t)B * T, V);
+	tok[7] = tok[2]; /* a token seen twice: its dwte row must sum both */
+	struct enc_ctx c = {fnew(vc), fnew(tc), fnew(btc), NULL, tok, B, T, C};
+	float *r = fnew(btc);
+	fill(c.wte, vc, -1.0f, 1.0f);
+	fill(c.wpe, tc, -1.0f, 1.0f);
+	fill(r, btc, -1.0f, 1.0f);
+	c.r = r;
+
+	float *dwte = fnew(vc), *dwpe = fnew(tc);
+	kn_encoder_backward(dwte, dwpe, r, tok, B, T, C);
+	float *nwte = fnew(vc), *nwpe = fnew(tc);
+	fd_grad(nwte, c.wte, vc, enc_loss, &c);
+	fd_grad(nwpe, c.wpe, tc, enc_loss, &c);
+	expect_grad("kn_encoder_backward", "dwte", dwte, nwte, vc);
+	expect_grad("kn_encoder_backward", "dwpe", dwpe, nwpe, tc);
+
+	free(nwpe), free(nwte), free(dwpe), free(dwte), free(r);
+	free(c.out), free(c.wpe), free(c.wte);
+}
+END_TEST
+
+/* ---- accumulation: `+=` outputs, called twice, hold twice the gradient -------------------- */
+
+/* Fails unless got == 2 * once within ACCUM_TOL. */
+static void expect_twice(const char *kernel, const char *tensor, const float *got,
+	const float *once, size_t n)
+{
+	float *want = fnew(n);
+	for (size_t i = 0; i < n; i++)
+		want[i] = 2.0f * once[i];
+	double err = rel_l2(got, want, n);
+	ck_assert_msg(err < ACCUM_TOL, "%s: %s does not accumulate (+=): second call gives "
+		"relative L2 error %.3e from twice the first", kernel, tensor, err);
+	free(want);
+}
+
+START_TEST(test_kn_layernorm_backward_accumulates)
+{
+	int N = FD_N, C = FD_C;
+	size_t nc = (size_t)N * C;
+	rng_seed(SEED);
+	kn_set_threads(2);
+	float *inp = fnew(nc), *w = fnew(C), *b = fnew(C), *r = fnew(nc);
+	float *out = fnew(nc), *mean = fnew(N), *rstd = fnew(N);
+	fill(inp, nc, -1.0f, 3.0f), fill(w, C, -1.5f, 1.5f), fill(b, C, -1.0f, 1.0f);
+	fill(r, nc, -1.0f, 1.0f);
+	kn_layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+	float *dinp = fnew(nc), *dw = fnew(C), *db = fnew(C);
+	kn_layernorm_backward(dinp, dw, db, r, inp, mean, rstd, w, N, C);
+	float *dinp1 = fdup(dinp, nc), *dw1 = fdup(dw, C), *db1 = fdup(db, C);
+	kn_layernorm_backward(dinp, dw, db, r, inp, mean, rstd, w, N, C);
+	expect_twice("kn_layernorm_backward", "dinp", dinp, dinp1, nc);
+	expect_twice("kn_layernorm_backward", "dw", dw, dw1, C);
+	expect_twice("kn_layernorm_backward", "db", db, db1, C);
+	free(db1), free(dw1), free(dinp1), free(db), free(dw), free(dinp);
+	free(rstd), free(mean), free(out), free(r), free(b), free(w), free(inp);
+}
+END_TEST
+
+START_TEST(test_kn_linear_backward_accumulates)
+{
+	int N = FD_N, C = FD_C, OC = FD_OC;
+	size_t nc = (size_t)N * C, no = (size_t)N * OC, co = (size_t)C * OC;
+	rng_seed(SEED);
+	kn_set_threads(2);
+	float *inp = fnew(nc), *w = fnew(co), *r = fnew(no);
+	fill(inp, nc, -1.0f, 1.0f), fill(w, co, -1.0f, 1.0f), fill(r, no, -1.0f, 1.0f);
+	float *dinp = fnew(nc), *dw = fnew(co), *db = fnew(OC);
+	kn_linear_backward(dinp, dw, db, r, inp, w, N, C, OC);
+	float *dinp1 = fdup(dinp, nc), *dw1 = fdup(dw, co), *db1 = fdup(db, OC);
+	/* dinp NULL: only the parameter gradients, which accumulate; dinp is left alone */
+	kn_linear_backward(NULL, dw, db, r, inp, w, N, C, OC);
+	expect_twice("kn_linear_backward", "dw", dw, dw1, co);
+	expect_twice("kn_linear_backward", "db", db, db1, OC);
+	/* dinp is `=`: a second call overwrites */
+	kn_linear_backward(dinp, dw, db, r, inp, w, N, C, OC);
+	expect_bitwise("kn_linear_backward", "dinp", "on a second call (it is `=`)", dinp, dinp1,
+		nc);
+	free(db1), free(dw1), free(dinp1), free(db), free(dw), free(dinp);
+	free(r), free(w), free(inp);
+}
+END_TEST
+
+START_TEST(test_kn_encoder_backward_accumulates)
+{
+	int B = FD_B, T = FD_T, C = FD_C, V = FD_V;
+	size_t btc = (size_t)B * T * C, vc = (size_t)V * C, tc = (size_t)T * C;
+	uint16_t tok[FD_B * FD_T];
+	rng_seed(SEED);
+	kn_set_threads(2);
+	fill_tokens(tok, (size_t)B * T, V);
+	tok[7] = tok[2];
+	float *r = fnew(btc), *dwte = fnew(vc), *dwpe = fnew(tc);
+	fill(r, btc, -1.0f, 1.0f);
+	kn_encoder_backward(dwte, dwpe, r, tok, B, T, C);
+	float *dwte1 = fdup(dwte, vc), *dwpe1 = fdup(dwpe, tc);
+	kn_encoder_backward(dwte, dwpe, r, tok, B, T, C);
+	expect_twice("kn_encoder_backward", "dwte", dwte, dwte1, vc);
+	expect_twice("kn_encoder_backward", "dwpe", dwpe, dwpe1, tc);
+	free(dwpe1), free(dwte1), free(dwpe), free(dwte), free(r);
+}
+END_TEST
+
+/* ---- recompute: the same bits from saved statistics -------------------------------------- */
+
+START_TEST(test_kn_layernorm_apply_bitwise)
+{
+	int N = TH_N, C = TH_C;
+	size_t nc = (size_t)N * C;
+	rng_seed(SEED);
+	kn_set_threads(2);
+	float *inp = fnew(nc), *w = fnew(C), *b = fnew(C);
+	float *out = fnew(nc), *mean = fnew(N), *rstd = fnew(N), *again = fnew(nc);
+	fill(inp, nc, -1.0f, 3.0f), fill(w, C, -1.5f, 1.5f), fill(b, C, -1.0f, 1.0f);
+	kn_layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+	fill_const(again, nc, GARBAGE);
+	kn_layernorm_apply(again, inp, mean, rstd, w, b, N, C);
+	ck_assert_msg(memcmp(again, out, nc * sizeof(float)) == 0, "kn_layernorm_apply: out "
+		"differs from kn_layernorm_forward's (relative L2 %.3e): selective recompute would "
+		"not be exact", rel_l2(again, out, nc));
+	free(again), free(rstd), free(mean), free(out), free(b), free(w), free(inp);
+}
+END_TEST
+
+START_TEST(test_kn_attention_probs_causal)
+{
+	int B = FD_B, T = 9, C = 24, NH = FD_NH;
+	size_t nqkv = (size_t)B * T * 3 * C, natt = (size_t)B * NH * T * T;
+	rng_seed(SEED);
+	kn_set_threads(2);
+	float *qkv = fnew(nqkv), *att = fnew(natt);
+	fill(qkv, nqkv, -2.0f, 2.0f);
+	fill_const(att, natt, GARBAGE);
+	kn_attention_probs(att, qkv, B, T, C, NH);
+	for (int bh = 0; bh < B * NH; bh++)
+		for (int t = 0; t < T; t++) {
+			const float *row = att + ((size_t)bh * T + t) * T;
+			double s = 0.0;
+			for (int u = 0; u <= t; u++) {
+				ck_assert_msg(row[u] > 0.0f && row[u] <= 1.0f, "kn_attention_probs: "
+					"att[%d,%d,%d] = %g outside (0, 1]", bh, t, u, row[u]);
+				s += row[u];
+			}
+			ck_assert_msg(fabs(s - 1.0) < 1e-5, "kn_attention_probs: row [%d,%d] sums "
+				"to %.9g, not 1 (error %.3e)", bh, t, s, fabs(s - 1.0));
+			for (int u = t + 1; u < T; u++)
+				ck_assert_msg(row[u] == 0.0f && !signbit(row[u]), "kn_attention_probs: "
+					"att[%d,%d,%d] = %g above the diagonal, not +0", bh, t, u,
+					row[u]);
+		}
+	free(att), free(qkv);
+}
+END_TEST
+
+START_TEST(test_kn_attention_probs_repeatable)
+{
+	int B = FD_B, T = 9, C = 24, NH = FD_NH;
+	size_t nqkv = (size_t)B * T * 3 * C, natt = (size_t)B * NH * T * T;
+	rng_seed(SEED);
+	kn_set_threads(2);
+	float *qkv = fnew(nqkv), *a1 = fnew(natt), *a2 = fnew(natt);
+	fill(qkv, nqkv, -2.0f, 2.0f);
+	fill_const(a2, natt, GARBAGE);
+	kn_attention_probs(a1, qkv, B, T, C, NH);
+	/* another buffer for the input too: the promise holds for any aligned buffers */
+	float *qkv2 = fdup(qkv, nqkv);
+	kn_attention_probs(a2, qkv2, B, T, C, NH);
+	expect_bitwise("kn_attention_probs", "att", "on a second call", a2, a1, natt);
+	free(qkv2), free(a2), free(a1), free(qkv);
+}
+END_TEST
+
+/* ---- thread counts: partitions fixed by the shape give the same bits for 1 and 2 ------------ */
+
+START_TEST(test_kn_layernorm_backward_threads)
+{
+	int N = TH_N, C = TH_C;
+	size_t nc = (size_t)N * C;
+	rng_seed(SEED);
+	float *inp = fnew(nc), *w = fnew(C), *b = fnew(C), *r = fnew(nc);
+	float *out = fnew(nc), *mean = fnew(N), *rstd = fnew(N);
+	fill(inp, nc, -1.0f, 3.0f), fill(w, C, -1.5f, 1.5f), fill(b, C, -1.0f, 1.0f);
+	fill(r, nc, -1.0f, 1.0f);
+	float *dinp[2], *dw[2], *db[2];
+	for (int k = 0; k < 2; k++) {
+		kn_set_threads(k + 1);
+		kn_layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+		dinp[k] = fnew(nc), dw[k] = fnew(C), db[k] = fnew(C);
+		kn_layernorm_backward(dinp[k], dw[k], db[k], r, inp, mean, rstd, w, N, C);
+	}
+	const char *when = "for 1 and 2 threads";
+	expect_bitwise("kn_layernorm_backward", "dinp", when, dinp[1], dinp[0], nc);
+	expect_bitwise("kn_layernorm_backward", "dw", when, dw[1], dw[0], C);
+	expect_bitwise("kn_layernorm_backward", "db", when, db[1], db[0], C);
+	for (int k = 0; k < 2; k++)
+		free(db[k]), free(dw[k]), free(dinp[k]);
+	free(rstd), free(mean), free(out), free(r), free(b), free(w), free(inp);
+}
+END_TEST
+
+START_TEST(test_kn_linear_backward_threads)
+{
+	/* db only: dinp and dw come from kn_sgemm, which promises nothing across counts */
+	int N = TH_N, C = FD_C, OC = TH_OC;
+	size_t nc = (size_t)N * C, no = (size_t)N * OC, co = (size_t)C * OC;
+	rng_seed(SEED);
+	float *inp = fnew(nc), *w = fnew(co), *r = fnew(no);
+	fill(inp, nc, -1.0f, 1.0f), fill(w, co, -1.0f, 1.0f), fill(r, no, -1.0f, 1.0f);
+	float *dw = fnew(co), *db[2];
+	for (int k = 0; k < 2; k++) {
+		kn_set_threads(k + 1);
+		db[k] = fnew(OC);
+		kn_linear_backward(NULL, dw, db[k], r, inp, w, N, C, OC);
+	}
+	expect_bitwise("kn_linear_backward", "db", "for 1 and 2 threads", db[1], db[0], OC);
+	free(db[1]), free(db[0]), free(dw), free(r), free(w), free(inp);
+}
+END_TEST
+
+START_TEST(test_kn_encoder_backward_threads)
+{
+	int B = 3, T = 7, C = TH_C, V = FD_V;
+	size_t btc = (size_t)B * T * C, vc = (size_t)V * C, tc = (size_t)T * C;
+	uint16_t tok[3 * 7];
+	rng_seed(SEED);
+	fill_tokens(tok, (size_t)B * T, V); /* 21 tokens of 17: repeats */
+	float *r = fnew(btc), *dwte[2], *dwpe[2];
+	fill(r, btc, -1.0f, 1.0f);
+	for (int k = 0; k < 2; k++) {
+		kn_set_threads(k + 1);
+		dwte[k] = fnew(vc), dwpe[k] = fnew(tc);
+		kn_encoder_backward(dwte[k], dwpe[k], r, tok, B, T, C);
+	}
+	const char *when = "for 1 and 2 threads";
+	expect_bitwise("kn_encoder_backward", "dwte", when, dwte[1], dwte[0], vc);
+	expect_bitwise("kn_encoder_backward", "dwpe", when, dwpe[1], dwpe[0], tc);
+	for (int k = 0; k < 2; k++)
+		free(dwpe[k]), free(dwte[k]);
+	free(r);
+}
+END_TEST
+
+START_TEST(test_kn_attention_backward_threads)
+{
+	/* kn_attention.c: one (b, h) per task, its matmuls on that thread alone */
+	int B = FD_B, T = 9, C = 24, NH = FD_NH;
+	size_t btc = (size_t)B * T * C, nqkv = btc * 3, natt = (size_t)B * NH * T * T;
+	rng_seed(SEED);
+	float *qkv = fnew(nqkv), *r = fnew(btc), *att[2], *out[2], *dqkv[2];
+	fill(qkv, nqkv, -2.0f, 2.0f), fill(r, btc, -1.0f, 1.0f);
+	for (int k = 0; k < 2; k++) {
+		kn_set_threads(k + 1);
+		att[k] = fnew(natt), out[k] = fnew(btc), dqkv[k] = fnew(nqkv);
+		float *scratch = fnew(kn_attention_scratch_floats(T));
+		kn_attention_probs(att[k], qkv, B, T, C, NH);
+		kn_attention_apply(out[k], att[k], qkv, B, T, C, NH);
+		kn_attention_backward(dqkv[k], scratch, r, qkv, att[k], B, T, C, NH);
+		free(scratch);
+	}
+	const char *when = "for 1 and 2 threads";
+	expect_bitwise("kn_attention_probs", "att", when, att[1], att[0], natt);
+	expect_bitwise("kn_attention_apply", "out", when, out[1], out[0], btc);
+	expect_bitwise("kn_attention_backward", "dqkv", when, dqkv[1], dqkv[0], nqkv);
+	for (int k = 0; k < 2; k++)
+		free(dqkv[k]), free(out[k]), free(att[k]);
+	free(r), free(qkv);
+}
+END_TEST
+
+static const size_t sumsq_sizes[] = {0, 1, 5, 63, 64, 65, 1000, 100003};
+#define N_SUMSQ_SIZES (sizeof sumsq_sizes / sizeof sumsq_sizes[0])
+
+START_TEST(test_kn_sumsq_threads)
+{
+	size_t n = sumsq_sizes[_i];
+	rng_seed(SEED);
+	float *x = fnew(n);
+	fill(x, n, -1.0f, 1.0f);
+	double s[2];
+	for (int k = 0; k < 2; k++) {
+		kn_set_threads(k + 1);
+		s[k] = kn_sumsq(x, n);
+	}
+	ck_assert_msg(memcmp(&s[0], &s[1], sizeof(double)) == 0, "kn_sumsq: N=%zu gives "
+		"%.17g with 1 thread, %.17g with 2: the gradient norm would depend on threads", n,
+		s[0], s[1]);
+	free(x);
+}
+END_TEST
+
+/* ---- run to run with the same thread count: kn_sgemm and what calls it -------------------- */
+
+START_TEST(test_kn_sgemm_repeatable)
+{
+	/* big enough for OpenBLAS to split the product over the threads */
+	int M = 131, N = 97, K = 75;
+	int threads = _i + 1;
+	rng_seed(SEED);
+	kn_set_threads(threads);
+	float *A = fnew((size_t)M * K), *B = fnew((size_t)K * N);
+	float *C1 = fnew((size_t)M * N), *C2 = fnew((size_t)M * N);
+	fill(A, (size_t)M * K, -1.0f, 1.0f), fill(B, (size_t)K * N, -1.0f, 1.0f);
+	fill_const(C2, (size_t)M * N, GARBAGE);
+	kn_sgemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, C1, N);
+	float *A2 = fdup(A, (size_t)M * K), *B2 = fdup(B, (size_t)K * N);
+	kn_sgemm(0, 0, M, N, K, 1.0f, A2, K, B2, N, 0.0f, C2, N);
+	expect_bitwise("kn_sgemm", "C", threads == 1 ? "run to run (1 thread)" :
+		"run to run (2 threads)", C2, C1, (size_t)M * N);
+	free(B2), free(A2), free(C2), free(C1), free(B), free(A);
+}
+END_TEST
+
+START_TEST(test_kn_linear_forward_repeatable)
+{
+	int N = TH_N, C = 75, OC = TH_OC;
+	size_t nc = (size_t)N * C, co = (size_t)C * OC, no = (size_t)N * OC;
+	int threads = _i + 1;
+	rng_seed(SEED);
+	kn_set_threads(threads);
+	float *inp = fnew(nc), *w = fnew(co), *b = fnew(OC), *o1 = fnew(no), *o2 = fnew(no);
+	fill(inp, nc, -1.0f, 1.0f), fill(w, co, -1.0f, 1.0f), fill(b, OC, -1.0f, 1.0f);
+	fill_const(o2, no, GARBAGE);
+	kn_linear_forward(o1, inp, w, b, N, C, OC);
+	float *inp2 = fdup(inp, nc), *w2 = fdup(w, co);
+	kn_linear_forward(o2, inp2, w2, b, N, C, OC);
+	expect_bitwise("kn_linear_forward", "out", threads == 1 ? "run to run (1 thread)" :
+		"run to run (2 threads)", o2, o1, no);
+	free(w2), free(inp2), free(o2), free(o1), free(b), free(w), free(inp);
+}
+END_TEST
+
+/* ---- against double loops --------------------------------------------------------------- */
+
+START_TEST(test_kn_sgemm_transposes)
+{
+	/* every op() pair, padded strides, alpha and beta both at work */
+	int M = 7, N = 5, K = 9, pad = 3;
+	float alpha = 0.5f, beta = -2.0f;
+	int ta = _i & 1, tb = _i >> 1;
+	rng_seed(SEED + (uint64_t)_i);
+	kn_set_threads(2);
+	int arows = ta ? K : M, acols = ta ? M : K, brows = tb ? N : K, bcols = tb ? K : N;
+	int lda = acols + pad, ldb = bcols + pad, ldc = N + pad;
+	float *A = fnew((size_t)arows * lda), *B = fnew((size_t)brows * ldb);
+	float *C = fnew((size_t)M * ldc), *want = fnew((size_t)M * ldc);
+	fill(A, (size_t)arows * lda, -1.0f, 1.0f), fill(B, (size_t)brows * ldb, -1.0f, 1.0f);
+	fill(C, (size_t)M * ldc, -1.0f, 1.0f);
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < ldc; j++) {
+			if (j >= N) { /* padding is left alone */
+				want[i * ldc + j] = C[i * ldc + j];
+				continue;
+			}
+			double s = 0.0;
+			for (int k = 0; k < K; k++)
+				s += (double)(ta ? A[k * lda + i] : A[i * lda + k]) *
+				     (tb ? B[j * ldb + k] : B[k * ldb + j]);
+			want[i * ldc + j] = (float)(alpha * s + (double)beta * C[i * ldc + j]);
+		}
+	kn_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+	double err = rel_l2(C, want, (size_t)M * ldc);
+	ck_assert_msg(err < SGEMM_TOL, "kn_sgemm: C (trans_a %d, trans_b %d) off a double loop "
+		"by relative L2 error %.3e (limit %.0e)", ta, tb, err, SGEMM_TOL);
+	free(want), free(C), free(B), free(A);
+}
+END_TEST
+
+START_TEST(test_kn_sumsq_double)
+{
+	size_t n = sumsq_sizes[_i];
+	rng_seed(SEED);
+	kn_set_threads(2);
+	float *x = fnew(n);
+	fill(x, n, -1.0f, 1.0f);
+	double want = 0.0;
+	for (size_t i = n; i-- > 0;) /* backwards: another order than the kernel's */
+		want += (double)x[i] * x[i];
+	double got = kn_sumsq(x, n);
+	double err = n ? fabs(got - want) / want : fabs(got);
+	ck_assert_msg(err < SUMSQ_TOL, "kn_sumsq: N=%zu gives %.17g, a double loop %.17g "
+		"(relative error %.3e, limit %.0e)", n, got, want, err, SUMSQ_TOL);
+	free(x);
+}
+END_TEST
+
+#define ADAM_N 7
+#define ADAM_STEPS 3
+
+/* One hyperparameter set of the AdamW test. */
+struct adam_case {
+	float lr, beta1, beta2, eps, wd;
+};
+
+START_TEST(test_kn_adamw_update_torch)
+{
+	/* GPT-2's settings with decay; then no decay, an eps that the tiny gradients of
+	 * element 5 make count, and beta2 close to 1 so that the bias corrections are large. */
+	static const struct adam_case cases[] = {
+		{1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f},
+		{3e-4f, 0.8f, 0.999f, 1e-6f, 0.0f},
+	};
+	/* a zero gradient at step 1 (0 / (0 + eps) = 0, not NaN), signs that flip, a large
+	 * one, tiny ones */
+	static const float grads[ADAM_STEPS][ADAM_N] = {
+		{0.0f, 0.3f, -0.2f, 5.0f, 1e-3f, 2e-6f, -0.7f},
+		{0.1f, -0.4f, -0.1f, 4.0f, -2e-3f, 1e-6f, 0.6f},
+		{-0.2f, 0.2f, 0.3f, -3.0f, 1e-3f, -3e-6f, 0.5f},
+	};
+	static const float p0[ADAM_N] = {0.5f, -1.25f, 2.0f, 0.75f, -0.3f, 1.5f, -2.0f};
+	struct adam_case k = cases[_i];
+	kn_set_threads(2);
+	float p[ADAM_N], m[ADAM_N] = {0}, v[ADAM_N] = {0};
+	memcpy(p, p0, sizeof p);
+	for (int t = 1; t <= ADAM_STEPS; t++) {
+		const float *g = grads[t - 1];
+		double bc1 = 1.0 - pow(k.beta1, t), bc2 = 1.0 - pow(k.beta2, t);
+		/* torch.optim.AdamW in double, from the float state before the step */
+		float wp[ADAM_N], wm[ADAM_N], wv[ADAM_N];
+		for (int i = 0; i < ADAM_N; i++) {
+			double pi = p[i] * (1.0 - (double)k.lr * k.wd);
+			double mi = k.beta1 * (double)m[i] + (1.0 - k.beta1) * (double)g[i];
+			double vi = k.beta2 * (double)v[i] +
+				    (1.0 - k.beta2) * (double)g[i] * g[i];
+			double denom = sqrt(vi) / sqrt(bc2) + k.eps;
+			wp[i] = (float)(pi - (double)k.lr / bc1 * mi / denom);
+			wm[i] = (float)mi;
+			wv[i] = (float)vi;
+		}
+		kn_adamw_update(p, m, v, g, ADAM_N, k.lr, k.beta1, k.beta2, k.eps, k.wd, bc1,
+			bc2);
+		const float *got[3] = {p, m, v}, *want[3] = {wp, wm, wv};
+		static const char *name[3] = {"param", "m", "v"};
+		for (int j = 0; j < 3; j++) {
+			double err = rel_l2(got[j], want[j], ADAM_N);
+			ck_assert_msg(err < ADAM_TOL, "kn_adamw_update: %s at step %d (case %d) off "
+				"PyTorch's AdamW in double by relative L2 error %.3e (limit %.0e)",
+				name[j], t, _i, err, ADAM_TOL);
+		}
+	}
+}
+END_TEST
+
+/* ---- the suite -------------------------------------------------------------------------- */
+
+Suite *suite_kernels(void)
+{
+	Suite *s = suite_create("kernels");
+
+	TCase *tc = tcase_create("finite_differences");
+	tcase_set_timeout(tc, TIMEOUT);
+	tcase_add_test(tc, test_kn_layernorm_backward_fd);
+	tcase_add_test(tc, test_kn_linear_backward_fd);
+	tcase_add_test(tc, test_kn_attention_backward_fd);
+	tcase_add_test(tc, test_kn_gelu_backward_fd);
+	tcase_add_test(tc, test_kn_crossentropy_backward_fd);
+	tcase_add_test(tc, test_kn_encoder_backward_fd);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("accumulation");
+	tcase_set_timeout(tc, TIMEOUT);
+	tcase_add_test(tc, test_kn_layernorm_backward_accumulates);
+	tcase_add_test(tc, test_kn_linear_backward_accumulates);
+	tcase_add_test(tc, test_kn_encoder_backward_accumulates);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("recompute");
+	tcase_set_timeout(tc, TIMEOUT);
+	tcase_add_test(tc, test_kn_layernorm_apply_bitwise);
+	tcase_add_test(tc, test_kn_attention_probs_causal);
+	tcase_add_test(tc, test_kn_attention_probs_repeatable);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("determinism");
+	tcase_set_timeout(tc, TIMEOUT);
+	tcase_add_test(tc, test_kn_layernorm_backward_threads);
+	tcase_add_test(tc, test_kn_linear_backward_threads);
+	tcase_add_test(tc, test_kn_encoder_backward_threads);
+	tcase_add_test(tc, test_kn_attention_backward_threads);
+	tcase_add_loop_test(tc, test_kn_sumsq_threads, 0, (int)N_SUMSQ_SIZES);
+	tcase_add_loop_test(tc, test_kn_sgemm_repeatable, 0, 2);
+	tcase_add_loop_test(tc, test_kn_linear_forward_repeatable, 0, 2);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("reference");
+	tcase_set_timeout(tc, TIMEOUT);
+	tcase_add_loop_test(tc, test_kn_sgemm_transposes, 0, 4);
+	tcase_add_loop_test(tc, test_kn_sumsq_double, 0, (int)N_SUMSQ_SIZES);
+	tcase_add_loop_test(tc, test_kn_adamw_update_torch, 0, 2);
+	suite_add_tcase(s, tc);
+
+	return s;
+}
