@@ -58,6 +58,33 @@ out:
 	return rc;
 }
 
+/* mkdir -p, then a check that files can be created there: a save directory that cannot
+ * be used is an error before training, not after it. */
+static int make_dirs(const char *dir, eng_err *err)
+{
+	char p[ENG_PATH_LEN];
+	snprintf(p, sizeof p, "%s", dir);
+	for (char *c = p + 1;; c++) {
+		if (*c == '/' || *c == '\0') {
+			char keep = *c;
+			*c = '\0';
+			if (mkdir(p, 0777) < 0 && errno != EEXIST)
+				return eng_errf(err, "cannot create save directory '%s': %s", p,
+					strerror(errno));
+			*c = keep;
+			if (!keep)
+				break;
+		}
+	}
+	struct stat st;
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return eng_errf(err, "save directory '%s' is not a directory", dir);
+	if (access(dir, W_OK | X_OK) < 0)
+		return eng_errf(err, "save directory '%s' is not writable: %s", dir,
+			strerror(errno));
+	return 0;
+}
+
 int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 {
 	memset(tr, 0, sizeof *tr);
@@ -105,6 +132,8 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		goto fail;
 	if (s->val_path[0] && eng_data_open(&tr->val, s->val_path, s->data_format,
 				      s->cfg.vocab_size, s->batch, s->seq_len, err) < 0)
+		goto fail;
+	if (s->save_dir[0] && make_dirs(s->save_dir, err) < 0)
 		goto fail;
 	size_t n = (size_t)s->batch * s->seq_len * sizeof(uint16_t);
 	tr->inp = eng_mem_alloc(ENG_MEM_DATA, n);
@@ -253,10 +282,8 @@ int eng_trainer_save(eng_trainer *tr, char *out, size_t outlen, eng_err *err)
 	char name[32], final[ENG_PATH_LEN + 64], tmp[ENG_PATH_LEN + 64], p[ENG_PATH_LEN + 128];
 	eng_st_entry *e = NULL;
 	int rc = -1;
-	if (mkdir(dir, 0777) < 0 && errno != EEXIST) {
-		eng_errf(err, "cannot create save directory '%s': %s", dir, strerror(errno));
+	if (make_dirs(dir, err) < 0)
 		goto out;
-	}
 	snprintf(name, sizeof name, "/step_%08d", tr->step);
 	if (join(final, sizeof final, dir, name) < 0 || join(tmp, sizeof tmp, final, ".tmp") < 0) {
 		eng_errf(err, "save directory path too long");
@@ -290,12 +317,21 @@ int eng_trainer_save(eng_trainer *tr, char *out, size_t outlen, eng_err *err)
 		eng_errf(err, "cannot fsync '%s': %s", tmp, strerror(errno));
 		goto out;
 	}
-	remove_tmp_dir(final); /* a save of the same step again replaces it */
+	/* A save of the same step again replaces it: the old one is moved aside first and
+	 * removed last, so a crash in between leaves a complete directory under one name. */
+	char old[ENG_PATH_LEN + 128];
+	join(old, sizeof old, final, ".old");
+	remove_tmp_dir(old);
+	int had_old = rename(final, old) == 0;
 	if (rename(tmp, final) < 0) {
 		eng_errf(err, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno));
+		if (had_old)
+			rename(old, final);
 		goto out;
 	}
 	fsync_dir(dir);
+	if (had_old)
+		remove_tmp_dir(old);
 	/* latest: written to a temporary name, fsynced, renamed over the old one */
 	join(p, sizeof p, dir, "/latest.tmp");
 	FILE *f = fopen(p, "w");

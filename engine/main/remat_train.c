@@ -163,6 +163,22 @@ int main(int argc, char **argv)
 		fprintf(stderr, "remat-train: %s\n", err.msg);
 		return 1;
 	}
+	/* Check every schedule entry now, not hours into the run when it is reached. */
+	eng_policy chk = tr.model.policy;
+	for (int i = 0; i < nsched; i++) {
+		if (sched[i].at >= tr.spec.steps) {
+			fprintf(stderr, "remat-train: --remat-schedule step %d is at or past the end of "
+					"the run (steps %d)\n", sched[i].at, tr.spec.steps);
+			rc = 2;
+			goto out;
+		}
+		if (eng_policy_parse(&chk, &tr.aliases, sched[i].text, &err) < 0) {
+			fprintf(stderr, "remat-train: --remat-schedule '%s': %s\n", sched[i].text,
+				err.msg);
+			rc = 2;
+			goto out;
+		}
+	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	setvbuf(stdout, NULL, _IOLBF, 0);

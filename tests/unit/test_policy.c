@@ -1,0 +1,871 @@
+/* test_policy.c - tests of sections, selectors and recompute modes (engine/eng_policy.c) and
+ * of the analytic memory and FLOP counts (engine/eng_plan.c).
+ *
+ * What it covers: mode names, every selector form and its errors (each error leaves the
+ * policy as it was), aliases and their errors, the "SEL=MODE;..." text form, the compact
+ * format and equality; the plan's ordering of modes by saved bytes and recomputed FLOPs,
+ * and eng_plan_fit against an exhaustive search over policies.
+ * What it does not: whether the model allocates what the plan counts (test_model.c does).
+ */
+#include "tests.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "eng_plan.h"
+#include "eng_policy.h"
+
+#define L12 12 /* layers of the GPT-2 small shape, the one most selectors are tried on */
+
+static const eng_config tiny = {2, 64, 4, 256, 256};
+static const eng_config gpt2_small = {12, 768, 12, 1024, 50257};
+static const eng_config four = {4, 128, 4, 256, 50257}; /* small enough to enumerate */
+
+/* A policy with a bit of everything, so "unchanged" means something. */
+static void mixed_policy(eng_policy *p)
+{
+	eng_policy_init(p, L12);
+	p->block[1] = ENG_MODE_FULL;
+	p->block[2] = ENG_MODE_SELECTIVE;
+	p->block[11] = ENG_MODE_FULL;
+	p->head = ENG_MODE_CHUNKED;
+}
+
+/* Applies a selector that must be refused; the message must contain needle and the
+ * policy must be untouched (bytewise, not just by eng_policy_equal). */
+static void apply_bad(const eng_aliases *al, const char *sel, const char *mode,
+	const char *needle)
+{
+	eng_policy p, before;
+	eng_err e = {""};
+	mixed_policy(&p);
+	before = p;
+	int rc = eng_policy_apply(&p, al, sel, mode, &e);
+	ck_assert_msg(rc == -1, "'%s=%s' accepted", sel, mode);
+	ck_assert_msg(strstr(e.msg, needle) != NULL, "'%s=%s': message '%s' lacks '%s'", sel,
+		mode, e.msg, needle);
+	ck_assert_msg(memcmp(&p, &before, sizeof p) == 0, "'%s=%s' changed the policy", sel,
+		mode);
+}
+
+static void apply_ok(eng_policy *p, const eng_aliases *al, const char *sel, const char *mode)
+{
+	eng_err e = {""};
+	int rc = eng_policy_apply(p, al, sel, mode, &e);
+	ck_assert_msg(rc == 0, "'%s=%s' refused: %s", sel, mode, e.msg);
+}
+
+/* Checks blocks [lo, hi] have mode m and every other block has `other`. */
+static void check_blocks(const eng_policy *p, int lo, int hi, eng_mode m, eng_mode other)
+{
+	for (int i = 0; i < p->n_layer; i++) {
+		eng_mode want = (i >= lo && i <= hi) ? m : other;
+		ck_assert_msg(p->block[i] == want, "block %d is %s, want %s", i,
+			eng_mode_name(p->block[i]), eng_mode_name(want));
+	}
+}
+
+static void parse_bad(const char *text, const char *needle)
+{
+	eng_policy p, before;
+	eng_err e = {""};
+	mixed_policy(&p);
+	before = p;
+	ck_assert_msg(eng_policy_parse(&p, NULL, text, &e) == -1, "policy '%s' accepted", text);
+	ck_assert_msg(strstr(e.msg, needle) != NULL, "policy '%s': message '%s' lacks '%s'",
+		text, e.msg, needle);
+	ck_assert_msg(memcmp(&p, &before, sizeof p) == 0, "policy '%s' changed *p", text);
+}
+
+static void alias_bad(eng_aliases *al, const char *name, const char *sel, const char *needle)
+{
+	eng_err e = {""};
+	eng_aliases before = *al;
+	ck_assert_msg(eng_aliases_add(al, name, sel, L12, &e) == -1, "alias '%s' -> '%s' accepted",
+		name, sel);
+	ck_assert_msg(strstr(e.msg, needle) != NULL, "alias '%s': message '%s' lacks '%s'", name,
+		e.msg, needle);
+	ck_assert_msg(memcmp(al, &before, sizeof *al) == 0, "refused alias '%s' changed the list",
+		name);
+}
+
+START_TEST(test_eng_mode_parse_names)
+{
+	static const char *names[] = {"off", "selective", "full", "chunked"};
+	static const eng_mode modes[] = {ENG_MODE_OFF, ENG_MODE_SELECTIVE, ENG_MODE_FULL,
+		ENG_MODE_CHUNKED};
+	eng_err e = {""};
+	for (int i = 0; i < 4; i++) {
+		eng_mode m = (eng_mode)-1;
+		ck_assert_int_eq(eng_mode_parse(names[i], &m, &e), 0);
+		ck_assert_int_eq(m, modes[i]);
+		ck_assert_str_eq(eng_mode_name(modes[i]), names[i]);
+	}
+	ck_assert_str_eq(eng_mode_name((eng_mode)42), "unknown");
+}
+END_TEST
+
+START_TEST(test_eng_mode_parse_unknown)
+{
+	static const char *bad[] = {"", "Full", "fulll", "on", "off ", "chunk", "none"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		eng_err e = {""};
+		eng_mode m = ENG_MODE_SELECTIVE;
+		ck_assert_int_eq(eng_mode_parse(bad[i], &m, &e), -1);
+		ck_assert_int_eq(m, ENG_MODE_SELECTIVE);
+		ck_assert_msg(strstr(e.msg, "unknown mode") != NULL, "'%s': '%s'", bad[i], e.msg);
+		/* the message lists what is accepted */
+		ck_assert_msg(strstr(e.msg, "selective") && strstr(e.msg, "chunked"), "%s", e.msg);
+	}
+}
+END_TEST
+
+START_TEST(test_eng_policy_init_all_off)
+{
+	eng_policy p;
+	eng_policy_init(&p, L12);
+	ck_assert_int_eq(p.n_layer, L12);
+	check_blocks(&p, 0, -1, ENG_MODE_OFF, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_OFF);
+}
+END_TEST
+
+START_TEST(test_eng_policy_apply_single)
+{
+	eng_policy p;
+	eng_policy_init(&p, L12);
+	apply_ok(&p, NULL, "h.3", "full");
+	check_blocks(&p, 3, 3, ENG_MODE_FULL, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_OFF);
+	apply_ok(&p, NULL, "h.0", "selective");
+	apply_ok(&p, NULL, "h.11", "selective");
+	ck_assert_int_eq(p.block[0], ENG_MODE_SELECTIVE);
+	ck_assert_int_eq(p.block[3], ENG_MODE_FULL);
+	ck_assert_int_eq(p.block[11], ENG_MODE_SELECTIVE);
+	ck_assert_int_eq(p.block[10], ENG_MODE_OFF);
+}
+END_TEST
+
+START_TEST(test_eng_policy_apply_range_inclusive)
+{
+	eng_policy p;
+	eng_policy_init(&p, L12);
+	apply_ok(&p, NULL, "h.0-5", "full");
+	check_blocks(&p, 0, 5, ENG_MODE_FULL, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_OFF);
+	apply_ok(&p, NULL, "h.6-11", "selective");
+	check_blocks(&p, 6, 11, ENG_MODE_SELECTIVE, ENG_MODE_FULL);
+	apply_ok(&p, NULL, "h.4-4", "off"); /* a one-block range */
+	ck_assert_int_eq(p.block[3], ENG_MODE_FULL);
+	ck_assert_int_eq(p.block[4], ENG_MODE_OFF);
+	ck_assert_int_eq(p.block[5], ENG_MODE_FULL);
+}
+END_TEST
+
+START_TEST(test_eng_policy_apply_blocks)
+{
+	eng_policy p;
+	mixed_policy(&p);
+	apply_ok(&p, NULL, "blocks", "selective");
+	check_blocks(&p, 0, L12 - 1, ENG_MODE_SELECTIVE, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_CHUNKED); /* blocks never touches the head */
+	apply_ok(&p, NULL, "blocks", "off");
+	check_blocks(&p, 0, L12 - 1, ENG_MODE_OFF, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_CHUNKED);
+}
+END_TEST
+
+START_TEST(test_eng_policy_apply_head)
+{
+	eng_policy p, blocks_before;
+	mixed_policy(&p);
+	blocks_before = p;
+	apply_ok(&p, NULL, "head", "off");
+	ck_assert_int_eq(p.head, ENG_MODE_OFF);
+	apply_ok(&p, NULL, "head", "chunked");
+	ck_assert_int_eq(p.head, ENG_MODE_CHUNKED);
+	ck_assert(memcmp(p.block, blocks_before.block, sizeof p.block) == 0);
+}
+END_TEST
+
+START_TEST(test_eng_policy_apply_all)
+{
+	eng_policy p;
+	/* off: both the blocks and the head */
+	mixed_policy(&p);
+	apply_ok(&p, NULL, "all", "off");
+	check_blocks(&p, 0, -1, ENG_MODE_OFF, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_OFF);
+	/* full and selective: the blocks only */
+	mixed_policy(&p);
+	apply_ok(&p, NULL, "all", "full");
+	check_blocks(&p, 0, L12 - 1, ENG_MODE_FULL, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_CHUNKED);
+	eng_policy_init(&p, L12);
+	apply_ok(&p, NULL, "all", "selective");
+	check_blocks(&p, 0, L12 - 1, ENG_MODE_SELECTIVE, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_OFF);
+	/* chunked: the head only */
+	mixed_policy(&p);
+	apply_ok(&p, NULL, "all", "off");
+	apply_ok(&p, NULL, "all", "chunked");
+	check_blocks(&p, 0, -1, ENG_MODE_OFF, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_CHUNKED);
+}
+END_TEST
+
+START_TEST(test_eng_policy_apply_alias)
+{
+	eng_aliases al = {0};
+	eng_err e = {""};
+	eng_policy p;
+	ck_assert_int_eq(eng_aliases_add(&al, "embed", "h.0-1", L12, &e), 0);
+	ck_assert_int_eq(eng_aliases_add(&al, "trunk", "h.2-11", L12, &e), 0);
+	ck_assert_int_eq(eng_aliases_add(&al, "out", "head", L12, &e), 0);
+	ck_assert_int_eq(eng_aliases_add(&al, "every_thing", "all", L12, &e), 0);
+	ck_assert_int_eq(al.n, 4);
+	ck_assert_str_eq(al.a[1].name, "trunk");
+	ck_assert_str_eq(al.a[1].selector, "h.2-11");
+
+	eng_policy_init(&p, L12);
+	apply_ok(&p, &al, "trunk", "full");
+	check_blocks(&p, 2, 11, ENG_MODE_FULL, ENG_MODE_OFF);
+	apply_ok(&p, &al, "embed", "selective");
+	check_blocks(&p, 0, 1, ENG_MODE_SELECTIVE, ENG_MODE_FULL);
+	apply_ok(&p, &al, "out", "chunked");
+	ck_assert_int_eq(p.head, ENG_MODE_CHUNKED);
+	apply_ok(&p, &al, "every_thing", "off");
+	check_blocks(&p, 0, -1, ENG_MODE_OFF, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_OFF);
+	/* built-in selectors still work next to aliases */
+	apply_ok(&p, &al, "h.5", "full");
+	check_blocks(&p, 5, 5, ENG_MODE_FULL, ENG_MODE_OFF);
+	/* an alias's mode must still fit what it names */
+	apply_bad(&al, "out", "full", "does not apply to the head");
+	apply_bad(&al, "trunk", "chunked", "does not apply to blocks");
+	/* without the alias table an alias is just an unknown section */
+	apply_bad(NULL, "trunk", "full", "unknown section 'trunk'");
+}
+END_TEST
+
+START_TEST(test_eng_policy_apply_later_overrides)
+{
+	eng_policy p;
+	eng_policy_init(&p, L12);
+	apply_ok(&p, NULL, "blocks", "full");
+	apply_ok(&p, NULL, "h.3-5", "off");
+	apply_ok(&p, NULL, "h.4", "selective");
+	ck_assert_int_eq(p.block[2], ENG_MODE_FULL);
+	ck_assert_int_eq(p.block[3], ENG_MODE_OFF);
+	ck_assert_int_eq(p.block[4], ENG_MODE_SELECTIVE);
+	ck_assert_int_eq(p.block[5], ENG_MODE_OFF);
+	ck_assert_int_eq(p.block[6], ENG_MODE_FULL);
+	apply_ok(&p, NULL, "head", "chunked");
+	apply_ok(&p, NULL, "all", "off");
+	check_blocks(&p, 0, -1, ENG_MODE_OFF, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_OFF);
+}
+END_TEST
+
+START_TEST(test_eng_policy_apply_out_of_range)
+{
+	/* the message names the blocks the model does have */
+	apply_bad(NULL, "h.12", "full", "h.0-11");
+	apply_bad(NULL, "h.12", "full", "h.12");
+	apply_bad(NULL, "h.0-12", "full", "h.0-11");
+	apply_bad(NULL, "h.999999", "off", "h.0-11");
+
+	eng_policy p;
+	eng_err e = {""};
+	eng_policy_init(&p, 2);
+	ck_assert_int_eq(eng_policy_apply(&p, NULL, "h.2", "full", &e), -1);
+	ck_assert_msg(strstr(e.msg, "h.0-1") != NULL, "%s", e.msg);
+	ck_assert_int_eq(eng_policy_apply(&p, NULL, "h.1", "full", &e), 0);
+}
+END_TEST
+
+START_TEST(test_eng_policy_apply_malformed)
+{
+	apply_bad(NULL, "h.5-3", "full", "h.5-3"); /* an empty range is an error, not a no-op */
+	apply_bad(NULL, "h.x", "full", "h.x");
+	apply_bad(NULL, "h.", "full", "malformed");
+	apply_bad(NULL, "h.1-", "full", "malformed");
+	apply_bad(NULL, "h.-1", "full", "malformed");
+	apply_bad(NULL, "h.1-2-3", "full", "malformed");
+	apply_bad(NULL, "h.+1", "full", "malformed");
+	apply_bad(NULL, "h. 1", "full", "malformed");
+	apply_bad(NULL, "h.1234567", "full", "h.1234567");
+	apply_bad(NULL, "foo", "full", "unknown section 'foo'");
+	apply_bad(NULL, "", "full", "unknown section");
+	apply_bad(NULL, "H.1", "full", "unknown section");
+	apply_bad(NULL, "Blocks", "full", "unknown section");
+	apply_bad(NULL, "h1", "full", "unknown section");
+}
+END_TEST
+
+START_TEST(test_eng_policy_apply_mode_mismatch)
+{
+	apply_bad(NULL, "head", "full", "does not apply to the head");
+	apply_bad(NULL, "head", "selective", "does not apply to the head");
+	apply_bad(NULL, "h.0", "chunked", "does not apply to blocks");
+	apply_bad(NULL, "h.0-11", "chunked", "does not apply to blocks");
+	apply_bad(NULL, "blocks", "chunked", "does not apply to blocks");
+	/* a bad mode is named, a bad selector first */
+	apply_bad(NULL, "h.0", "fast", "unknown mode 'fast'");
+	apply_bad(NULL, "head", "", "unknown mode");
+	apply_bad(NULL, "h.99", "fast", "h.99");
+}
+END_TEST
+
+START_TEST(test_eng_aliases_add_errors)
+{
+	eng_aliases al = {0};
+	eng_err e = {""};
+	ck_assert_int_eq(eng_aliases_add(&al, "trunk", "h.2-11", L12, &e), 0);
+
+	alias_bad(&al, "all", "h.0", "built-in");
+	alias_bad(&al, "head", "h.0", "built-in");
+	alias_bad(&al, "blocks", "h.0", "built-in");
+	alias_bad(&al, "h.1", "h.0", "h.1"); /* '.' is not allowed either */
+	alias_bad(&al, "trunk", "h.0", "twice");
+	alias_bad(&al, "", "h.0", "1 to");
+	alias_bad(&al, "a b", "h.0", "letters, digits");
+	alias_bad(&al, "a/b", "h.0", "letters, digits");
+	alias_bad(&al, "a=b", "h.0", "letters, digits");
+	alias_bad(&al, "a;b", "h.0", "letters, digits");
+	alias_bad(&al, "caf\xc3\xa9", "h.0", "letters, digits");
+	char long_name[ENG_ALIAS_LEN + 1];
+	memset(long_name, 'a', ENG_ALIAS_LEN);
+	long_name[ENG_ALIAS_LEN] = '\0';
+	alias_bad(&al, long_name, "h.0", "1 to");
+	/* the selector: a valid built-in one for this model, never another alias */
+	alias_bad(&al, "x", "h.12", "h.0-11");
+	alias_bad(&al, "x", "h.5-3", "h.5-3");
+	alias_bad(&al, "x", "h.", "malformed");
+	alias_bad(&al, "x", "trunk", "unknown section");
+	alias_bad(&al, "x", "", "unknown section");
+	char long_sel[ENG_SELECTOR_LEN + 8];
+	memset(long_sel, '1', sizeof long_sel - 1);
+	memcpy(long_sel, "h.", 2);
+	long_sel[sizeof long_sel - 1] = '\0';
+	alias_bad(&al, "x", long_sel, "too long");
+	ck_assert_int_eq(al.n, 1);
+}
+END_TEST
+
+START_TEST(test_eng_aliases_add_too_many)
+{
+	eng_aliases al = {0};
+	eng_err e = {""};
+	char name[16];
+	for (int i = 0; i < ENG_MAX_ALIASES; i++) {
+		snprintf(name, sizeof name, "a%d", i);
+		ck_assert_msg(eng_aliases_add(&al, name, "h.0", L12, &e) == 0, "%s: %s", name,
+			e.msg);
+	}
+	ck_assert_int_eq(al.n, ENG_MAX_ALIASES);
+	alias_bad(&al, "one_more", "h.0", "too many");
+	ck_assert_int_eq(al.n, ENG_MAX_ALIASES);
+}
+END_TEST
+
+START_TEST(test_eng_policy_parse_forms)
+{
+	eng_policy p, want;
+	eng_err e = {""};
+
+	/* a bare mode is all=MODE: full sets the blocks, leaves the head */
+	mixed_policy(&p);
+	ck_assert_int_eq(eng_policy_parse(&p, NULL, "full", &e), 0);
+	check_blocks(&p, 0, L12 - 1, ENG_MODE_FULL, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_CHUNKED);
+	ck_assert_int_eq(eng_policy_parse(&p, NULL, "off", &e), 0);
+	check_blocks(&p, 0, -1, ENG_MODE_OFF, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_OFF);
+
+	eng_policy_init(&p, L12);
+	ck_assert_msg(eng_policy_parse(&p, NULL, "h.0-1=full;head=chunked", &e) == 0, "%s", e.msg);
+	check_blocks(&p, 0, 1, ENG_MODE_FULL, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_CHUNKED);
+
+	eng_policy_init(&p, L12);
+	ck_assert_msg(eng_policy_parse(&p, NULL, "full;head=chunked", &e) == 0, "%s", e.msg);
+	check_blocks(&p, 0, L12 - 1, ENG_MODE_FULL, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_CHUNKED);
+
+	/* in order, later items win; on top of what *p held */
+	ck_assert_int_eq(eng_policy_parse(&p, NULL, "h.0-5=selective;h.5=off", &e), 0);
+	eng_policy_init(&want, L12);
+	for (int i = 0; i < L12; i++)
+		want.block[i] = i < 5 ? ENG_MODE_SELECTIVE : i == 5 ? ENG_MODE_OFF : ENG_MODE_FULL;
+	want.head = ENG_MODE_CHUNKED;
+	ck_assert(eng_policy_equal(&p, &want));
+
+	/* empty items between separators are skipped */
+	eng_policy_init(&p, L12);
+	ck_assert_int_eq(eng_policy_parse(&p, NULL, "h.1=full;;head=chunked;", &e), 0);
+	check_blocks(&p, 1, 1, ENG_MODE_FULL, ENG_MODE_OFF);
+	ck_assert_int_eq(p.head, ENG_MODE_CHUNKED);
+
+	/* aliases */
+	eng_aliases al = {0};
+	ck_assert_int_eq(eng_aliases_add(&al, "trunk", "h.2-11", L12, &e), 0);
+	eng_policy_init(&p, L12);
+	ck_assert_int_eq(eng_policy_parse(&p, &al, "trunk=full;h.2=selective", &e), 0);
+	ck_assert_int_eq(p.block[1], ENG_MODE_OFF);
+	ck_assert_int_eq(p.block[2], ENG_MODE_SELECTIVE);
+	ck_assert_int_eq(p.block[3], ENG_MODE_FULL);
+	ck_assert_int_eq(p.block[11], ENG_MODE_FULL);
+}
+END_TEST
+
+START_TEST(test_eng_policy_parse_errors)
+{
+	parse_bad("=full", "malformed");
+	parse_bad("h.0=", "malformed");
+	parse_bad(";", "empty policy");
+	parse_bad(";;;", "empty policy");
+	parse_bad("", "empty policy");
+	parse_bad("fast", "unknown mode 'fast'");
+	parse_bad("h.0=full=off", "unknown mode");
+	parse_bad("h.12=full", "h.0-11");
+	parse_bad("head=full", "does not apply to the head");
+	/* a later bad item: the good items before it must not have been applied either */
+	parse_bad("h.0-11=full;head=off;h.3=chunked", "does not apply to blocks");
+	parse_bad("blocks=off;head=off;=full", "malformed");
+	parse_bad("off;trunk=full", "unknown section 'trunk'");
+
+	char big[2048];
+	memset(big, ';', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	memcpy(big, "full", 4);
+	parse_bad(big, "too long");
+}
+END_TEST
+
+START_TEST(test_eng_policy_format_runs)
+{
+	eng_policy p;
+	char buf[256];
+	eng_policy_init(&p, L12);
+	p.block[0] = p.block[1] = ENG_MODE_FULL;
+	p.head = ENG_MODE_CHUNKED;
+	const char *want = "h.0-1=full h.2-11=off head=chunked";
+	int n = eng_policy_format(&p, buf, sizeof buf);
+	ck_assert_str_eq(buf, want);
+	ck_assert_int_eq(n, (int)strlen(want));
+
+	eng_policy_init(&p, L12);
+	n = eng_policy_format(&p, buf, sizeof buf);
+	ck_assert_str_eq(buf, "h.0-11=off head=off");
+	ck_assert_int_eq(n, (int)strlen(buf));
+
+	/* one-block runs print as h.N */
+	mixed_policy(&p);
+	eng_policy_format(&p, buf, sizeof buf);
+	ck_assert_str_eq(buf, "h.0=off h.1=full h.2=selective h.3-10=off h.11=full head=chunked");
+
+	eng_policy_init(&p, 1);
+	eng_policy_format(&p, buf, sizeof buf);
+	ck_assert_str_eq(buf, "h.0=off head=off");
+}
+END_TEST
+
+START_TEST(test_eng_policy_format_truncated)
+{
+	eng_policy p;
+	char full[512], small[12];
+	mixed_policy(&p);
+	int n = eng_policy_format(&p, full, sizeof full);
+	ck_assert_int_eq(n, (int)strlen(full));
+	/* snprintf's contract: the length it needed, a NUL-terminated prefix */
+	memset(small, 'X', sizeof small);
+	ck_assert_int_eq(eng_policy_format(&p, small, sizeof small), n);
+	ck_assert_int_eq(small[sizeof small - 1], '\0');
+	ck_assert(strncmp(small, full, sizeof small - 1) == 0);
+	/* nothing written at all with len 0 */
+	char one = 'X';
+	ck_assert_int_eq(eng_policy_format(&p, &one, 0), n);
+	ck_assert_int_eq(one, 'X');
+
+	/* the longest format: every block different from its neighbour */
+	eng_policy_init(&p, ENG_MAX_LAYERS);
+	for (int i = 0; i < ENG_MAX_LAYERS; i++)
+		p.block[i] = i % 2 ? ENG_MODE_SELECTIVE : ENG_MODE_FULL;
+	char big[8192];
+	n = eng_policy_format(&p, big, sizeof big);
+	ck_assert_int_eq(n, (int)strlen(big));
+	ck_assert(strstr(big, "h.127=selective head=off") != NULL);
+}
+END_TEST
+
+START_TEST(test_eng_policy_format_parse_round_trip)
+{
+	/* the format is "SEL=MODE" items separated by spaces; with ';' it parses back */
+	eng_policy p, q;
+	eng_err e = {""};
+	char buf[512];
+	mixed_policy(&p);
+	eng_policy_format(&p, buf, sizeof buf);
+	for (char *c = buf; *c; c++)
+		if (*c == ' ')
+			*c = ';';
+	eng_policy_init(&q, L12);
+	ck_assert_msg(eng_policy_parse(&q, NULL, buf, &e) == 0, "'%s': %s", buf, e.msg);
+	ck_assert(eng_policy_equal(&p, &q));
+}
+END_TEST
+
+START_TEST(test_eng_policy_equal_cases)
+{
+	eng_policy a, b;
+	mixed_policy(&a);
+	mixed_policy(&b);
+	ck_assert_int_eq(eng_policy_equal(&a, &b), 1);
+	b.block[7] = ENG_MODE_SELECTIVE;
+	ck_assert_int_eq(eng_policy_equal(&a, &b), 0);
+	mixed_policy(&b);
+	b.head = ENG_MODE_OFF;
+	ck_assert_int_eq(eng_policy_equal(&a, &b), 0);
+	mixed_policy(&b);
+	b.n_layer = L12 - 1;
+	ck_assert_int_eq(eng_policy_equal(&a, &b), 0);
+	/* entries past n_layer are unused and do not count */
+	mixed_policy(&b);
+	b.block[L12 + 3] = ENG_MODE_FULL;
+	ck_assert_int_eq(eng_policy_equal(&a, &b), 1);
+	ck_assert_int_eq(eng_policy_equal(&a, &a), 1);
+}
+END_TEST
+
+/* --- eng_plan ------------------------------------------------------------------------- */
+
+typedef struct plan_shape {
+	const char *name;
+	const eng_config *cfg;
+	int B, T;
+} plan_shape;
+
+static const plan_shape shapes[] = {
+	{"tiny", &tiny, 4, 64},
+	{"gpt2-small", &gpt2_small, 8, 1024},
+	{"gpt2-small B1 T128", &gpt2_small, 1, 128},
+	{"four", &four, 2, 128},
+};
+#define NSHAPES ((int)(sizeof shapes / sizeof shapes[0]))
+
+static size_t plan_bytes(const eng_plan *pl)
+{
+	return pl->saved_bytes + pl->recompute_bytes;
+}
+
+START_TEST(test_eng_plan_block_order)
+{
+	for (int k = 0; k < NSHAPES; k++) {
+		const plan_shape *s = &shapes[k];
+		eng_plan_section off, sel, full;
+		eng_plan_block(s->cfg, s->B, s->T, ENG_MODE_OFF, &off);
+		eng_plan_block(s->cfg, s->B, s->T, ENG_MODE_SELECTIVE, &sel);
+		eng_plan_block(s->cfg, s->B, s->T, ENG_MODE_FULL, &full);
+		ck_assert_msg(full.saved_bytes < sel.saved_bytes &&
+				sel.saved_bytes < off.saved_bytes,
+			"%s: saved full %zu selective %zu off %zu", s->name, full.saved_bytes,
+			sel.saved_bytes, off.saved_bytes);
+		/* full keeps exactly the block input, B*T*C floats */
+		ck_assert_uint_eq(full.saved_bytes, 4 * (size_t)s->B * s->T * s->cfg->n_embd);
+		ck_assert(off.extra_flops == 0 && off.workspace_bytes == 0);
+		ck_assert_msg(0 < sel.extra_flops && sel.extra_flops < full.extra_flops,
+			"%s: flops selective %g full %g", s->name, sel.extra_flops,
+			full.extra_flops);
+		ck_assert(0 < sel.workspace_bytes && sel.workspace_bytes <= full.workspace_bytes);
+		/* recompute never costs more than the block's own forward FLOPs */
+		eng_config one = *s->cfg;
+		one.n_layer = 1;
+		eng_plan pl;
+		eng_policy p;
+		eng_policy_init(&p, 1);
+		eng_plan_policy(&one, s->B, s->T, 64, &p, &pl);
+		ck_assert(full.extra_flops < pl.model_flops);
+	}
+}
+END_TEST
+
+START_TEST(test_eng_plan_head_order)
+{
+	for (int k = 0; k < NSHAPES; k++) {
+		const plan_shape *s = &shapes[k];
+		int rows = eng_plan_chunk_rows(s->cfg, s->B, s->T);
+		eng_plan_section off, ch;
+		eng_plan_head(s->cfg, s->B, s->T, rows, ENG_MODE_OFF, &off);
+		eng_plan_head(s->cfg, s->B, s->T, rows, ENG_MODE_CHUNKED, &ch);
+		ck_assert_msg(ch.saved_bytes < off.saved_bytes, "%s: chunked %zu off %zu", s->name,
+			ch.saved_bytes, off.saved_bytes);
+		/* off holds the B*T*V logits */
+		ck_assert_uint_eq(off.saved_bytes - ch.saved_bytes,
+			4 * (size_t)s->B * s->T * s->cfg->vocab_size);
+		ck_assert_uint_eq(ch.workspace_bytes, 4 * (size_t)rows * s->cfg->vocab_size);
+		ck_assert(off.extra_flops == 0 && off.workspace_bytes == 0 && ch.extra_flops > 0);
+	}
+}
+END_TEST
+
+START_TEST(test_eng_plan_chunk_rows_bounds)
+{
+	for (int k = 0; k < NSHAPES; k++) {
+		const plan_shape *s = &shapes[k];
+		int r = eng_plan_chunk_rows(s->cfg, s->B, s->T);
+		int N = s->B * s->T;
+		ck_assert_msg(r >= (N < 64 ? N : 64) && r <= N, "%s: %d rows of %d", s->name, r, N);
+	}
+	/* fewer than 64 rows in all: one chunk of all of them */
+	ck_assert_int_eq(eng_plan_chunk_rows(&gpt2_small, 1, 16), 16);
+	/* about one hidden state's worth: rows * V ~ B*T*C */
+	ck_assert_int_eq(eng_plan_chunk_rows(&gpt2_small, 8, 1024), 8 * 1024 * 768 / 50257);
+}
+END_TEST
+
+START_TEST(test_eng_plan_policy_sums)
+{
+	const plan_shape *s = &shapes[1];
+	int rows = eng_plan_chunk_rows(s->cfg, s->B, s->T);
+	eng_policy p;
+	eng_plan pl;
+	eng_err e = {""};
+	eng_policy_init(&p, s->cfg->n_layer);
+	ck_assert_int_eq(eng_policy_parse(&p, NULL, "h.0-3=full;h.4-7=selective;head=chunked", &e),
+		0);
+	eng_plan_policy(s->cfg, s->B, s->T, rows, &p, &pl);
+	size_t saved = pl.head.saved_bytes, pool = 0;
+	double flops = pl.head.extra_flops;
+	for (int i = 0; i < s->cfg->n_layer; i++) {
+		eng_plan_section want;
+		eng_plan_block(s->cfg, s->B, s->T, p.block[i], &want);
+		ck_assert_uint_eq(pl.block[i].saved_bytes, want.saved_bytes);
+		saved += want.saved_bytes;
+		flops += want.extra_flops;
+		pool = want.workspace_bytes > pool ? want.workspace_bytes : pool;
+	}
+	ck_assert_uint_eq(pl.saved_bytes, saved);
+	ck_assert_uint_eq(pl.recompute_bytes, pool + pl.head.workspace_bytes);
+	ck_assert(fabs(pl.extra_flops - flops) <= 1e-9 * flops);
+	/* model FLOPs: about 6 per parameter and token, plus attention */
+	double approx = 6.0 * s->B * s->T * (double)eng_config_num_params(s->cfg);
+	ck_assert_msg(pl.model_flops > 0.8 * approx && pl.model_flops < 1.6 * approx, "%g vs %g",
+		pl.model_flops, approx);
+}
+END_TEST
+
+/* The cheapest policy under budget by brute force: every one of the 3^L * 2 policies. */
+static int brute_fit(const plan_shape *s, int rows, size_t budget, double *best_flops)
+{
+	int L = s->cfg->n_layer, found = 0, total = 2;
+	for (int i = 0; i < L; i++)
+		total *= 3;
+	for (int code = 0; code < total; code++) {
+		eng_policy p;
+		eng_plan pl;
+		int c = code;
+		eng_policy_init(&p, L);
+		p.head = (c % 2) ? ENG_MODE_CHUNKED : ENG_MODE_OFF;
+		c /= 2;
+		for (int i = 0; i < L; i++, c /= 3)
+			p.block[i] = (eng_mode)(c % 3); /* off, selective, full */
+		eng_plan_policy(s->cfg, s->B, s->T, rows, &p, &pl);
+		if (plan_bytes(&pl) <= budget && (!found || pl.extra_flops < *best_flops)) {
+			found = 1;
+			*best_flops = pl.extra_flops;
+		}
+	}
+	return found;
+}
+
+START_TEST(test_eng_plan_fit_huge_budget)
+{
+	for (int k = 0; k < NSHAPES; k++) {
+		const plan_shape *s = &shapes[k];
+		int rows = eng_plan_chunk_rows(s->cfg, s->B, s->T);
+		eng_policy p, off;
+		eng_plan pl;
+		ck_assert_int_eq(eng_plan_fit(s->cfg, s->B, s->T, rows, SIZE_MAX, &p, &pl), 0);
+		eng_policy_init(&off, s->cfg->n_layer);
+		ck_assert_msg(eng_policy_equal(&p, &off), "%s: not all off", s->name);
+		ck_assert(pl.extra_flops == 0);
+	}
+}
+END_TEST
+
+START_TEST(test_eng_plan_fit_tiny_budget)
+{
+	for (int k = 0; k < NSHAPES; k++) {
+		const plan_shape *s = &shapes[k];
+		int rows = eng_plan_chunk_rows(s->cfg, s->B, s->T);
+		eng_policy p, want;
+		eng_plan pl, want_pl;
+		eng_err e = {""};
+		ck_assert_int_eq(eng_plan_fit(s->cfg, s->B, s->T, rows, 1024, &p, &pl), -1);
+		/* what it returns then: the smallest policy there is, and its counts */
+		eng_policy_init(&want, s->cfg->n_layer);
+		ck_assert_int_eq(eng_policy_parse(&want, NULL, "full;head=chunked", &e), 0);
+		ck_assert_msg(eng_policy_equal(&p, &want), "%s: not every block full", s->name);
+		eng_plan_policy(s->cfg, s->B, s->T, rows, &want, &want_pl);
+		ck_assert_uint_eq(plan_bytes(&pl), plan_bytes(&want_pl));
+		/* one byte short of that smallest policy still does not fit */
+		ck_assert_int_eq(eng_plan_fit(s->cfg, s->B, s->T, rows, plan_bytes(&want_pl) - 1,
+					 &p, &pl), -1);
+		ck_assert_int_eq(eng_plan_fit(s->cfg, s->B, s->T, rows, plan_bytes(&want_pl), &p,
+					 &pl), 0);
+	}
+}
+END_TEST
+
+START_TEST(test_eng_plan_fit_between)
+{
+	for (int k = 0; k < NSHAPES; k++) {
+		const plan_shape *s = &shapes[k];
+		int rows = eng_plan_chunk_rows(s->cfg, s->B, s->T);
+		eng_policy p, off, full;
+		eng_plan pl, off_pl, full_pl;
+		eng_err e = {""};
+		eng_policy_init(&off, s->cfg->n_layer);
+		eng_plan_policy(s->cfg, s->B, s->T, rows, &off, &off_pl);
+		eng_policy_init(&full, s->cfg->n_layer);
+		ck_assert_int_eq(eng_policy_parse(&full, NULL, "full;head=chunked", &e), 0);
+		eng_plan_policy(s->cfg, s->B, s->T, rows, &full, &full_pl);
+		/* just under all-off: something cheap must fit, far from everything full */
+		size_t budget = plan_bytes(&off_pl) - 1;
+		ck_assert_int_eq(eng_plan_fit(s->cfg, s->B, s->T, rows, budget, &p, &pl), 0);
+		ck_assert_msg(plan_bytes(&pl) <= budget, "%s: %zu > %zu", s->name, plan_bytes(&pl),
+			budget);
+		ck_assert(!eng_policy_equal(&p, &off) && !eng_policy_equal(&p, &full));
+		ck_assert_msg(pl.extra_flops > 0 && pl.extra_flops < full_pl.extra_flops,
+			"%s: %g recomputed, everything full is %g", s->name, pl.extra_flops,
+			full_pl.extra_flops);
+		/* *out holds the counts of *p */
+		eng_plan again;
+		eng_plan_policy(s->cfg, s->B, s->T, rows, &p, &again);
+		ck_assert_uint_eq(plan_bytes(&again), plan_bytes(&pl));
+		ck_assert(again.extra_flops == pl.extra_flops);
+	}
+}
+END_TEST
+
+START_TEST(test_eng_plan_fit_minimal)
+{
+	/* against brute force over every policy, at budgets spread from the smallest
+	 * policy to all off; tiny (2 layers) and four (4 layers): 18 and 162 policies */
+	const plan_shape *cases[] = {&shapes[0], &shapes[3]};
+	for (int k = 0; k < 2; k++) {
+		const plan_shape *s = cases[k];
+		int rows = eng_plan_chunk_rows(s->cfg, s->B, s->T);
+		eng_policy p;
+		eng_plan lo_pl, hi_pl, pl;
+		eng_err e = {""};
+		eng_policy_init(&p, s->cfg->n_layer);
+		eng_plan_policy(s->cfg, s->B, s->T, rows, &p, &hi_pl);
+		ck_assert_int_eq(eng_policy_parse(&p, NULL, "full;head=chunked", &e), 0);
+		eng_plan_policy(s->cfg, s->B, s->T, rows, &p, &lo_pl);
+		size_t lo = plan_bytes(&lo_pl), hi = plan_bytes(&hi_pl);
+		const int steps = 200;
+		for (int i = 0; i <= steps; i++) {
+			size_t budget = lo + (size_t)((double)(hi - lo) * i / steps);
+			double want = 0;
+			ck_assert(brute_fit(s, rows, budget, &want));
+			int rc = eng_plan_fit(s->cfg, s->B, s->T, rows, budget, &p, &pl);
+			ck_assert_int_eq(rc, 0);
+			ck_assert_msg(plan_bytes(&pl) <= budget, "%s budget %zu: %zu", s->name,
+				budget, plan_bytes(&pl));
+			ck_assert_msg(fabs(pl.extra_flops - want) <= 1e-9 * (want + 1),
+				"%s budget %zu: %g FLOPs recomputed, %g possible", s->name, budget,
+				pl.extra_flops, want);
+		}
+	}
+}
+END_TEST
+
+START_TEST(test_eng_plan_fit_gpt2_small)
+{
+	/* 12 layers, 3^12 * 2 policies: too many for brute force, but blocks of one model
+	 * cost the same, so counts of full and selective blocks (in any positions) cover
+	 * every distinct cost */
+	const plan_shape *s = &shapes[1];
+	int L = s->cfg->n_layer, rows = eng_plan_chunk_rows(s->cfg, s->B, s->T);
+	eng_policy p, q;
+	eng_plan pl, ql;
+	eng_policy_init(&q, L);
+	eng_plan_policy(s->cfg, s->B, s->T, rows, &q, &ql);
+	size_t hi = plan_bytes(&ql); /* all off */
+	for (int frac = 1; frac < 10; frac++) {
+		size_t budget = hi / 10 * frac;
+		int rc = eng_plan_fit(s->cfg, s->B, s->T, rows, budget, &p, &pl);
+		double best = 0;
+		int found = 0;
+		for (int h = 0; h < 2; h++)
+			for (int nf = 0; nf <= L; nf++)
+				for (int ns = 0; nf + ns <= L; ns++) {
+					eng_policy_init(&q, L);
+					/* selective first this time: positions do not matter */
+					for (int i = 0; i < ns; i++)
+						q.block[i] = ENG_MODE_SELECTIVE;
+					for (int i = ns; i < ns + nf; i++)
+						q.block[i] = ENG_MODE_FULL;
+					q.head = h ? ENG_MODE_CHUNKED : ENG_MODE_OFF;
+					eng_plan_policy(s->cfg, s->B, s->T, rows, &q, &ql);
+					if (plan_bytes(&ql) <= budget &&
+						(!found || ql.extra_flops < best)) {
+						found = 1;
+						best = ql.extra_flops;
+					}
+				}
+		ck_assert_int_eq(rc, found ? 0 : -1);
+		if (!found)
+			continue;
+		ck_assert(plan_bytes(&pl) <= budget);
+		ck_assert_msg(fabs(pl.extra_flops - best) <= 1e-9 * best, "budget %zu: %g vs %g",
+			budget, pl.extra_flops, best);
+	}
+}
+END_TEST
+
+Suite *suite_policy(void)
+{
+	Suite *s = suite_create("policy");
+	TCase *tc = tcase_create("selectors");
+	tcase_set_timeout(tc, 10);
+	tcase_add_test(tc, test_eng_mode_parse_names);
+	tcase_add_test(tc, test_eng_mode_parse_unknown);
+	tcase_add_test(tc, test_eng_policy_init_all_off);
+	tcase_add_test(tc, test_eng_policy_apply_single);
+	tcase_add_test(tc, test_eng_policy_apply_range_inclusive);
+	tcase_add_test(tc, test_eng_policy_apply_blocks);
+	tcase_add_test(tc, test_eng_policy_apply_head);
+	tcase_add_test(tc, test_eng_policy_apply_all);
+	tcase_add_test(tc, test_eng_policy_apply_alias);
+	tcase_add_test(tc, test_eng_policy_apply_later_overrides);
+	tcase_add_test(tc, test_eng_policy_apply_out_of_range);
+	tcase_add_test(tc, test_eng_policy_apply_malformed);
+	tcase_add_test(tc, test_eng_policy_apply_mode_mismatch);
+	tcase_add_test(tc, test_eng_aliases_add_errors);
+	tcase_add_test(tc, test_eng_aliases_add_too_many);
+	tcase_add_test(tc, test_eng_policy_parse_forms);
+	tcase_add_test(tc, test_eng_policy_parse_errors);
+	tcase_add_test(tc, test_eng_policy_format_runs);
+	tcase_add_test(tc, test_eng_policy_format_truncated);
+	tcase_add_test(tc, test_eng_policy_format_parse_round_trip);
+	tcase_add_test(tc, test_eng_policy_equal_cases);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("plan");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_eng_plan_block_order);
+	tcase_add_test(tc, test_eng_plan_head_order);
+	tcase_add_test(tc, test_eng_plan_chunk_rows_bounds);
+	tcase_add_test(tc, test_eng_plan_policy_sums);
+	tcase_add_test(tc, test_eng_plan_fit_huge_budget);
+	tcase_add_test(tc, test_eng_plan_fit_tiny_budget);
+	tcase_add_test(tc, test_eng_plan_fit_between);
+	tcase_add_test(tc, test_eng_plan_fit_minimal);
+	tcase_add_test(tc, test_eng_plan_fit_gpt2_small);
+	suite_add_tcase(s, tc);
+	return s;
+}
