@@ -4,6 +4,7 @@
 #   make test     build, then run every test (one Check runner, one closing line)
 #   make asan     the same tests under AddressSanitizer + UBSan, in build-asan/
 #   make demo     train a small byte-level model, switching checkpointing mid-run
+#   make fuzz     the protocol fuzz target for longer than make test runs it
 #
 # CPU-only: the CUDA backend is a later piece of work.
 
@@ -17,30 +18,43 @@ BLAS_INC  = /usr/include/x86_64-linux-gnu/openblas-openmp
 BLAS_LIBS = -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas
 
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -fopenmp \
-	-I. -Iengine -Ikernels -I$(BLAS_INC)
+	-I. -Iengine -Ikernels -Iproto -I$(BLAS_INC)
 CFLAGS  ?= $(OPT)
 ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS) $(EXTRA_CFLAGS)
-LDLIBS  = $(BLAS_LIBS) -ljansson -lm -fopenmp $(EXTRA_LDFLAGS)
+LDLIBS  = $(BLAS_LIBS) -luv -ljansson -lm -lpthread -fopenmp $(EXTRA_LDFLAGS)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread)
 
 ENGINE_SRC = $(wildcard engine/eng_*.c)
 KERNEL_SRC = $(wildcard kernels/cpu/kn_*.c)
-LIB_SRC    = $(ENGINE_SRC) $(KERNEL_SRC)
+PROTO_SRC  = $(wildcard proto/proto_*.c)
+LIB_SRC    = $(ENGINE_SRC) $(KERNEL_SRC) $(PROTO_SRC)
 LIB_OBJ    = $(LIB_SRC:%.c=$(BUILD)/%.o)
+TRAIN_SRC  = $(wildcard engine/main/*.c)
+TRAIN_OBJ  = $(TRAIN_SRC:%.c=$(BUILD)/%.o)
+DAEMON_SRC = $(wildcard daemon/*.c)
+DAEMON_OBJ = $(DAEMON_SRC:%.c=$(BUILD)/%.o)
+CLIENT_SRC = $(wildcard client/*.c)
+CLIENT_OBJ = $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC   = $(wildcard tests/unit/*.c)
 TEST_OBJ   = $(TEST_SRC:%.c=$(BUILD)/%.o)
+HELPER_SRC = $(wildcard tests/e2e/*.c)
 
 TRAIN   = $(BUILD)/bin/remat-train
+DAEMON  = $(BUILD)/bin/rematd
+CLIENT  = $(BUILD)/bin/rematctl
 TESTS   = $(BUILD)/bin/remat-tests
+HELPERS = $(HELPER_SRC:tests/e2e/%.c=$(BUILD)/bin/%)
+FUZZ    = $(BUILD)/bin/fuzz-proto
+FUZZ_RUNS ?= 20000
 
-.PHONY: all deps binaries test asan demo bench clean format
+.PHONY: all deps binaries test asan demo bench fuzz clean format
 all: deps
 	@$(MAKE) --no-print-directory binaries
 
 deps:
 	@sh scripts/deps.sh
 
-binaries: $(TRAIN) $(TESTS)
+binaries: $(TRAIN) $(TESTS) $(if $(DAEMON_SRC),$(DAEMON)) $(if $(CLIENT_SRC),$(CLIENT)) $(HELPERS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -50,9 +64,27 @@ $(BUILD)/libremat.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(TRAIN): $(BUILD)/engine/main/remat_train.o $(BUILD)/libremat.a
+$(TRAIN): $(TRAIN_OBJ) $(BUILD)/libremat.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(DAEMON): $(DAEMON_OBJ) $(BUILD)/libremat.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(CLIENT): $(CLIENT_OBJ) $(BUILD)/libremat.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/%: tests/e2e/%.c $(BUILD)/libremat.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+# libFuzzer needs clang; the target links proto/ alone (no I/O there).
+$(FUZZ): tests/fuzz/fuzz_proto.c $(PROTO_SRC)
+	@mkdir -p $(dir $@)
+	clang -g -O1 -std=c11 -D_GNU_SOURCE -Iproto -fsanitize=fuzzer,address,undefined \
+		-o $@ $^ -ljansson
 
 $(TESTS): $(TEST_OBJ) $(BUILD)/libremat.a
 	@mkdir -p $(dir $@)
@@ -60,11 +92,22 @@ $(TESTS): $(TEST_OBJ) $(BUILD)/libremat.a
 
 # The tests find the binary under test and the data through the environment.
 TEST_ENV = REMAT_TRAIN=$(abspath $(TRAIN)) REMAT_TESTDATA=$(abspath tests/data) \
-	REMAT_TMP=$(abspath $(BUILD)/tmp)
+	REMAT_TMP=$(abspath $(BUILD)/tmp) REMATD=$(abspath $(DAEMON)) \
+	REMATCTL=$(abspath $(CLIENT)) REMAT_BIN=$(abspath $(BUILD)/bin)
 
 test: all
 	@rm -rf $(BUILD)/tmp && mkdir -p $(BUILD)/tmp
+	@if [ -f tests/fuzz/fuzz_proto.c ]; then \
+		$(MAKE) --no-print-directory $(FUZZ) && \
+		mkdir -p $(BUILD)/tmp/corpus && \
+		$(FUZZ) -runs=$(FUZZ_RUNS) -seed=1 -max_len=4096 $(BUILD)/tmp/corpus tests/fuzz/corpus \
+			2>$(BUILD)/tmp/fuzz.log && echo "fuzz-proto: $(FUZZ_RUNS) runs, no crash" || \
+			{ tail -40 $(BUILD)/tmp/fuzz.log; exit 1; }; fi
 	$(TEST_ENV) $(TESTS)
+
+fuzz: all $(FUZZ)
+	@mkdir -p $(BUILD)/corpus
+	$(FUZZ) -max_total_time=300 -max_len=65536 $(BUILD)/corpus tests/fuzz/corpus
 
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" \
@@ -78,6 +121,13 @@ clean:
 	rm -rf build build-asan
 
 format:
-	clang-format -i $(LIB_SRC) $(wildcard engine/*.h kernels/*.h engine/main/*.c) $(TEST_SRC)
+	clang-format -i $(LIB_SRC) $(wildcard */*.h engine/main/*.c) $(DAEMON_SRC) $(CLIENT_SRC) \
+		$(TEST_SRC)
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(BUILD)/engine/main/remat_train.d
+-include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TRAIN_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) \
+	$(CLIENT_OBJ:.o=.d)
+
+# Performance is measured here, never by timed tests (issue 5 grows this into the full
+# table). Defaults: the gpt2-small shape at batch 4 x 256, 2 threads.
+bench: all
+	@sh bench/steps.sh $(abspath $(TRAIN))

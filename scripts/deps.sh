@@ -4,7 +4,9 @@
 # Not a general installer: Debian 12 (apt) only; as root, or through sudo.
 set -eu
 
-pkgs="build-essential pkg-config libuv1-dev libjansson-dev check libopenblas-openmp-dev"
+# clang and its runtime: the protocol fuzz target (libFuzzer) that make test runs briefly.
+pkgs="build-essential pkg-config libuv1-dev libjansson-dev check libopenblas-openmp-dev
+      clang libclang-rt-14-dev"
 
 missing=""
 for p in $pkgs; do

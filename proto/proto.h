@@ -1,0 +1,140 @@
+/* proto.h - the control protocol of remat (DESIGN §2): framing, requests, replies, events,
+ * error classes, and strict validation of every command's arguments.
+ *
+ * Newline-delimited JSON, one compact object per line, UTF-8, a trailing '\r' tolerated,
+ * shaped like QEMU's QMP. Shared by the daemon (rematd), the worker (remat-train's control
+ * thread) and the client (rematctl). No I/O and no libuv here, so it can be fuzzed: callers
+ * feed bytes in and get lines and JSON out. docs/protocol.md is the full reference.
+ *
+ * Ownership: json_t pointers returned by parsers are new references the caller releases
+ * with json_decref; builders take borrowed references and return a malloc'd, NUL-terminated
+ * line ending in '\n' that the caller frees.
+ */
+#ifndef PROTO_H
+#define PROTO_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#define PROTO_VERSION "0.1.0"
+#define PROTO_PROTOCOL 1
+
+/* Limits (DESIGN §2), shared by every peer. */
+#define PROTO_MAX_LINE (1u << 20)      /* longest line accepted, newline excluded */
+#define PROTO_MAX_INFLIGHT 8           /* requests awaiting a reply per connection */
+#define PROTO_MAX_OUTQ (8u << 20)      /* bytes queued for one connection before it is dropped */
+#define PROTO_MAX_CONNECTIONS 64       /* clients served at once by one daemon or worker */
+#define PROTO_DESC_LEN 512             /* longest error description kept */
+#define PROTO_MAX_DEPTH 32             /* deepest JSON nesting accepted in a request */
+
+typedef enum proto_errclass {
+	PROTO_ERR_PARSE_ERROR,
+	PROTO_ERR_INVALID_REQUEST,
+	PROTO_ERR_COMMAND_NOT_FOUND,
+	PROTO_ERR_INVALID_PARAMETER,
+	PROTO_ERR_JOB_NOT_FOUND,
+	PROTO_ERR_INVALID_STATE,
+	PROTO_ERR_BUSY,
+	PROTO_ERR_IO_ERROR,
+	PROTO_ERR_PERMISSION_DENIED,
+	PROTO_ERR_MESSAGE_TOO_LARGE,
+	PROTO_ERR_INTERNAL,
+} proto_errclass;
+
+/* "ParseError", "InvalidRequest", ... as on the wire. */
+const char *proto_errclass_name(proto_errclass c);
+
+/* ---- framing ---- */
+
+typedef struct proto_framer {
+	char *buf;    /* bytes of the line being assembled (malloc'd, grows to PROTO_MAX_LINE) */
+	size_t len;   /* bytes in buf */
+	size_t cap;   /* allocated */
+} proto_framer;
+
+/* Called once per complete line: line[0..len) without the '\n' and without a trailing
+ * '\r'; NUL-terminated for convenience (line[len] == 0). Return 0 to go on, non-zero to
+ * stop feeding (the rest of the input is kept for the next call). */
+typedef int (*proto_line_cb)(const char *line, size_t len, void *ud);
+
+void proto_framer_init(proto_framer *f);
+void proto_framer_free(proto_framer *f);
+/* Splits data into lines, any number per call, partial lines kept across calls. Returns
+ * 0; 1 when a callback asked to stop; -1 when a line grows past PROTO_MAX_LINE (the caller
+ * replies MessageTooLarge and closes the connection; the framer is then unusable). */
+int proto_framer_feed(proto_framer *f, const char *data, size_t n, proto_line_cb cb, void *ud);
+
+/* ---- requests ---- */
+
+typedef struct proto_request {
+	char execute[64]; /* command name */
+	json_t *args;     /* the arguments object (an empty object when absent); new ref */
+	json_t *id;       /* any JSON value, or NULL when absent; new ref */
+} proto_request;
+
+/* Parses one request line: an object with "execute" (string), optional "arguments"
+ * (object) and optional "id" (any value), nothing else. On failure returns -1 with the
+ * class (ParseError when the line is not JSON, InvalidRequest for a bad shape) and a
+ * description; req->id is still set when the line was an object carrying an id, so the
+ * error reply can echo it. Always release with proto_request_free. */
+int proto_request_parse(const char *line, size_t len, proto_request *req, proto_errclass *ec,
+	char *desc, size_t desclen);
+void proto_request_free(proto_request *req);
+
+/* ---- commands ---- */
+
+typedef enum proto_scope {
+	PROTO_SCOPE_DAEMON, /* answered by rematd itself */
+	PROTO_SCOPE_JOB,    /* carries "job"; rematd forwards it to that job's worker */
+	PROTO_SCOPE_CONN,   /* subscribe / unsubscribe: state of the connection */
+} proto_scope;
+
+typedef struct proto_command {
+	const char *name;   /* "remat-set" */
+	proto_scope scope;
+	int deferred;       /* 1 when the reply waits for the step boundary (job-stop, ckpt-save) */
+} proto_command;
+
+/* The command called name, or NULL (CommandNotFound). */
+const proto_command *proto_command_find(const char *name);
+/* All commands, NULL-name terminated. */
+const proto_command *proto_commands(void);
+
+/* Checks args strictly against the command's schema (docs/protocol.md): required keys,
+ * types, ranges, enumerations, and no unknown key. Returns 0, or -1 with class
+ * InvalidParameter and a description naming the argument. */
+int proto_args_validate(const proto_command *cmd, const json_t *args, char *desc,
+	size_t desclen);
+
+/* Event names: "STEP", "REMAT_APPLIED", "CHECKPOINT_SAVED", "JOB_STATE_CHANGED", "MEMORY". */
+int proto_event_known(const char *name);
+
+/* ---- building lines ---- */
+
+/* {"remat":{"version":..,"protocol":1,"capabilities":["events"],"role":role[,"job":job]}} */
+char *proto_greeting(const char *role, const char *job);
+/* {"execute":name,"arguments":args,"id":id}; args and id may be NULL (omitted) */
+char *proto_request_line(const char *name, const json_t *args, const json_t *id);
+/* {"return":ret,"id":id}; ret NULL means {}; id NULL omits it */
+char *proto_reply_line(const json_t *ret, const json_t *id);
+/* {"error":{"class":..,"desc":..},"id":id}; id NULL omits it */
+char *proto_error_line(proto_errclass c, const char *desc, const json_t *id);
+/* {"event":name,"data":data,"timestamp":{"seconds":s,"microseconds":us}} with the current
+ * wall-clock time */
+char *proto_event_line(const char *name, const json_t *data);
+
+/* ---- reading lines (client side, and the daemon reading its workers) ---- */
+
+typedef enum proto_kind {
+	PROTO_KIND_GREETING,
+	PROTO_KIND_RETURN,
+	PROTO_KIND_ERROR,
+	PROTO_KIND_EVENT,
+} proto_kind;
+
+/* Parses a line a server sent. Returns 0 with *obj (new ref) and *kind, or -1 with desc when
+ * it is none of the four shapes. */
+int proto_message_parse(const char *line, size_t len, json_t **obj, proto_kind *kind,
+	char *desc, size_t desclen);
+
+#endif
