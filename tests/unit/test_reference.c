@@ -1,6 +1,7 @@
 /* test_reference.c - the engine against PyTorch (tests/data/reference, float64 results
- * from float32 weights; see its README): losses of every step, step-1 logits and
- * gradients, final weights, under every policy, including one changed between steps.
+ * from float32 weights; see its README, and tests/data/GENERATED.md for wide/ and deep/):
+ * losses of every step, step-1 logits and gradients, final weights, under every policy,
+ * including one changed between steps.
  * Tolerances per tensor, relative L2: loss 1e-5, logits and gradients 1e-4, weights 3e-4.
  * A failure names the worst tensor and its error. */
 #include <math.h>
@@ -15,18 +16,29 @@ typedef struct ref_case {
 	const char *dir;    /* under reference/ */
 	int B, T, steps;
 	double lr, wd, clip;
+	const char *sched;  /* schedule.kind: "constant" or "cosine" */
+	int warmup;         /* schedule.warmup, in steps */
+	double min_lr_frac; /* schedule.min_lr_frac (cosine only) */
+	const char *mixed;  /* a policy mixing modes across blocks and head, valid for the
+			     * case's layer count */
 } ref_case;
 
+/* As each folder's job.json says. wide: one layer, hs 12, T 45, clipping that engages,
+ * cosine with warm-up, a data cursor that wraps; deep: five layers of one head each, T =
+ * n_positions, constant with warm-up. */
 static const ref_case cases[] = {
-	{"tiny", 2, 32, 3, 1e-3, 0.1, 0.0},
-	{"odd", 3, 24, 2, 3e-3, 0.05, 0.5},
+	{"tiny", 2, 32, 3, 1e-3, 0.1, 0.0, "constant", 0, 0.1,
+		"h.0=full;h.1=selective;head=chunked"},
+	{"odd", 3, 24, 2, 3e-3, 0.05, 0.5, "constant", 0, 0.1,
+		"h.0=full;h.1=selective;head=chunked"},
+	{"wide", 2, 45, 4, 2e-3, 0.1, 1.0, "cosine", 2, 0.2, "h.0=selective;head=chunked"},
+	{"deep", 4, 20, 3, 5e-3, 0.0, 0.0, "constant", 2, 0.1,
+		"h.0=full;h.1-2=selective;h.4=full;head=chunked"},
 };
 
-/* Policies, as remat-train's --remat-schedule texts applied before step 1 and, for the
- * last one, changed before step 2. */
-static const char *policies[] = {
-	"off", "selective", "full", "head=chunked", "h.0=full;h.1=selective;head=chunked",
-};
+/* Policies, as remat-train's --remat-schedule texts applied before step 1; NULL stands for
+ * the case's own mixed policy. */
+static const char *policies[] = {"off", "selective", "full", "head=chunked", NULL};
 #define NPOL (int)(sizeof policies / sizeof policies[0])
 
 static void run_case(const ref_case *c, const char *policy, const char *policy2)
@@ -40,9 +52,11 @@ static void run_case(const ref_case *c, const char *policy, const char *policy2)
 		"{\"model\":{\"init_from\":\"%s\"},\"data\":{\"train\":\"%s/train.bin\"},"
 		"\"batch\":%d,\"seq_len\":%d,\"steps\":%d,\"threads\":2,"
 		"\"optim\":{\"lr\":%g,\"beta1\":0.9,\"beta2\":0.95,\"eps\":1e-8,"
-		"\"weight_decay\":%g,\"grad_clip\":%g},\"schedule\":\"constant\","
+		"\"weight_decay\":%g,\"grad_clip\":%g},"
+		"\"schedule\":{\"kind\":\"%s\",\"warmup\":%d,\"min_lr_frac\":%g},"
 		"\"remat\":{\"chunk_rows\":16}}",
-		dir, dir, c->B, c->T, c->steps, c->lr, c->wd, c->clip);
+		dir, dir, c->B, c->T, c->steps, c->lr, c->wd, c->clip, c->sched, c->warmup,
+		c->min_lr_frac);
 	eng_policy p;
 	eng_err err;
 	ck_assert_msg(eng_trainer_parse_policy(&tr, policy, &p, &err) == 0, "%s", err.msg);
@@ -132,16 +146,33 @@ static void run_case(const ref_case *c, const char *policy, const char *policy2)
 	free(dir);
 }
 
-/* _i: the loop index of tcase_add_loop_test, one policy each */
+/* Loop index i (tcase_add_loop_test's _i): one policy each, the last the case's own mix */
+static void run_policy(const ref_case *c, int i)
+{
+	run_case(c, policies[i] ? policies[i] : c->mixed, NULL);
+}
+
 START_TEST(test_reference_tiny_policy)
 {
-	run_case(&cases[0], policies[_i], NULL);
+	run_policy(&cases[0], _i);
 }
 END_TEST
 
 START_TEST(test_reference_odd_policy)
 {
-	run_case(&cases[1], policies[_i], NULL);
+	run_policy(&cases[1], _i);
+}
+END_TEST
+
+START_TEST(test_reference_wide_policy)
+{
+	run_policy(&cases[2], _i);
+}
+END_TEST
+
+START_TEST(test_reference_deep_policy)
+{
+	run_policy(&cases[3], _i);
 }
 END_TEST
 
@@ -149,6 +180,8 @@ START_TEST(test_reference_policy_changed_between_steps)
 {
 	run_case(&cases[0], "off", "full;head=chunked");
 	run_case(&cases[1], "h.0-1=full;head=chunked", "h.0=off;h.1=selective;head=off");
+	run_case(&cases[2], "full", "selective;head=chunked");
+	run_case(&cases[3], "h.0-2=full;head=chunked", "h.0=off;h.1-4=selective;head=off");
 }
 END_TEST
 
@@ -159,6 +192,8 @@ Suite *suite_reference(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_reference_tiny_policy, 0, NPOL);
 	tcase_add_loop_test(tc, test_reference_odd_policy, 0, NPOL);
+	tcase_add_loop_test(tc, test_reference_wide_policy, 0, NPOL);
+	tcase_add_loop_test(tc, test_reference_deep_policy, 0, NPOL);
 	tcase_add_test(tc, test_reference_policy_changed_between_steps);
 	suite_add_tcase(s, tc);
 	return s;
