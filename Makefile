@@ -86,7 +86,10 @@ $(FUZZ): tests/fuzz/fuzz_proto.c $(PROTO_SRC)
 	clang -g -O1 -std=c11 -D_GNU_SOURCE -Iproto -fsanitize=fuzzer,address,undefined \
 		-o $@ $^ -ljansson
 
-$(TESTS): $(TEST_OBJ) $(BUILD)/libremat.a
+# The client's pure helpers (formatting, argument parsing) are unit-tested too.
+CLIENT_TESTED = $(BUILD)/client/cli_fmt.o
+
+$(TESTS): $(TEST_OBJ) $(CLIENT_TESTED) $(BUILD)/libremat.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) $(CHECK_LIBS)
 

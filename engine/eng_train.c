@@ -275,16 +275,20 @@ static void remove_tmp_dir(const char *dir)
 	rmdir(dir);
 }
 
-int eng_trainer_save(eng_trainer *tr, char *out, size_t outlen, eng_err *err)
+int eng_trainer_save(eng_trainer *tr, const char *ckpt_name, char *out, size_t outlen,
+	size_t *bytes, eng_err *err)
 {
 	const char *dir = tr->spec.save_dir;
 	eng_model *m = &tr->model;
-	char name[32], final[ENG_PATH_LEN + 64], tmp[ENG_PATH_LEN + 64], p[ENG_PATH_LEN + 128];
+	char name[40], final[ENG_PATH_LEN + 64], tmp[ENG_PATH_LEN + 64], p[ENG_PATH_LEN + 128];
 	eng_st_entry *e = NULL;
 	int rc = -1;
 	if (make_dirs(dir, err) < 0)
 		goto out;
-	snprintf(name, sizeof name, "/step_%08d", tr->step);
+	if (ckpt_name && ckpt_name[0])
+		snprintf(name, sizeof name, "/%.30s", ckpt_name);
+	else
+		snprintf(name, sizeof name, "/step_%08d", tr->step);
 	if (join(final, sizeof final, dir, name) < 0 || join(tmp, sizeof tmp, final, ".tmp") < 0) {
 		eng_errf(err, "save directory path too long");
 		goto out;
@@ -349,6 +353,16 @@ int eng_trainer_save(eng_trainer *tr, char *out, size_t outlen, eng_err *err)
 	}
 	fsync_dir(dir);
 	snprintf(out, outlen, "%s", final);
+	if (bytes) {
+		struct stat st;
+		*bytes = 0;
+		join(p, sizeof p, final, "/model.safetensors");
+		if (stat(p, &st) == 0)
+			*bytes += (size_t)st.st_size;
+		join(p, sizeof p, final, "/config.json");
+		if (stat(p, &st) == 0)
+			*bytes += (size_t)st.st_size;
+	}
 	rc = 0;
 out:
 	free(e);

@@ -65,9 +65,11 @@ float eng_trainer_val_loss(eng_trainer *tr, int batches);
  * table; lm_head.weight (tied) and GPT-2's attention-mask buffers are skipped. */
 int eng_model_load_safetensors(eng_model *m, const char *path, eng_err *err);
 
-/* Writes <dir>/step_XXXXXXXX/{model.safetensors,config.json} through a .tmp directory and
- * a rename, then <dir>/latest; the path written goes to out. Weights only: the transient
- * recompute policy is never written. */
-int eng_trainer_save(eng_trainer *tr, char *out, size_t outlen, eng_err *err);
+/* Writes <dir>/step_XXXXXXXX/{model.safetensors,config.json} (or <dir>/<name>/ when name is
+ * given: [A-Za-z0-9._-], checked by the caller) through a .tmp directory and a rename, then
+ * <dir>/latest; the path written goes to out, the bytes written to *bytes (may be NULL).
+ * Weights only: the transient recompute policy is never written. */
+int eng_trainer_save(eng_trainer *tr, const char *name, char *out, size_t outlen,
+	size_t *bytes, eng_err *err);
 
 #endif

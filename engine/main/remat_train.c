@@ -1,6 +1,7 @@
-/* remat_train.c - remat-train: one training job in the foreground.
+/* remat_train.c - remat-train: one training job, in the foreground or under control.
  *
- *   remat-train [--json] [--remat-schedule STEP:POLICY,...] JOB.json
+ *   remat-train [--json] [--remat-schedule STEP:POLICY,...] [--control PATH |
+ *               --control-fd N] [--job-id ID] JOB.json
  *
  * Validates the job spec, builds the run, trains to `steps` printing one line per step (or
  * one JSON object per step with --json), and saves the weights at the end when save.dir is
@@ -8,14 +9,20 @@
  * "0:off,5:full,9:h.0-1=selective;head=chunked": an entry S:P applies once S steps are done,
  * so it governs step S+1 onwards; each entry applies on top of the policy before it.
  * SIGINT/SIGTERM stop the run after the current step (saving when save.dir is set).
- * Exit status: 0 done, 1 bad input or a failed run, 2 bad usage, 130 interrupted.
+ * --control PATH listens on a socket of its own for rematctl; --control-fd N speaks to
+ * rematd over an inherited socketpair (eng_ctl.c): both take the protocol's commands,
+ * applied here at step boundaries.
+ * Exit status: 0 done (finished or stopped), 1 bad input or a failed run, 2 bad usage,
+ * 130 interrupted by a signal.
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "eng_ctl.h"
 #include "eng_mem.h"
 #include "eng_spec.h"
 #include "eng_train.h"
@@ -23,6 +30,7 @@
 
 #define REMAT_VERSION "0.1.0"
 #define MAX_SCHEDULE 64 /* entries of --remat-schedule */
+#define PAUSE_POLL_MS 200 /* while paused, how often signals are looked at */
 
 typedef struct sched_entry {
 	int at;          /* completed steps when it applies */
@@ -38,8 +46,8 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: remat-train [--json] [--remat-schedule STEP:POLICY[,STEP:POLICY...]] "
-		   "JOB.json\n"
+	fprintf(f, "usage: remat-train [--json] [--remat-schedule STEP:POLICY[,STEP:POLICY...]]\n"
+		   "                   [--control PATH | --control-fd N] [--job-id ID] JOB.json\n"
 		   "       remat-train --version\n"
 		   "POLICY is a mode (off, selective, full, chunked) or SECTION=MODE[;SECTION=MODE]\n"
 		   "with sections h.N, h.N-M, blocks, head, all or an alias of the job.\n");
@@ -84,24 +92,16 @@ out:
 	return rc;
 }
 
-/* "h.0-1=full h.2=off head=off" as a JSON object {"h.0-1":"full",...} */
-static void print_policy_json(const eng_policy *p)
+static void print_policy(const eng_trainer *tr, int json)
 {
+	if (json)
+		return;
 	char buf[8192];
-	eng_policy_format(p, buf, sizeof buf);
-	printf("{");
-	char *save = NULL;
-	int first = 1;
-	for (char *it = strtok_r(buf, " ", &save); it; it = strtok_r(NULL, " ", &save)) {
-		char *eq = strchr(it, '=');
-		*eq = '\0';
-		printf("%s\"%s\":\"%s\"", first ? "" : ",", it, eq + 1);
-		first = 0;
-	}
-	printf("}");
+	eng_policy_format(&tr->model.policy, buf, sizeof buf);
+	printf("remat: from step %d: %s\n", tr->step + 1, buf);
 }
 
-static int apply_text(eng_trainer *tr, const char *text, int json)
+static int apply_text(eng_trainer *tr, eng_ctl *c, const char *text, int json)
 {
 	eng_err err;
 	eng_policy p;
@@ -110,18 +110,89 @@ static int apply_text(eng_trainer *tr, const char *text, int json)
 		fprintf(stderr, "remat-train: --remat-schedule '%s': %s\n", text, err.msg);
 		return -1;
 	}
-	if (!json) {
-		char buf[8192];
-		eng_policy_format(&p, buf, sizeof buf);
-		printf("remat: from step %d: %s\n", tr->step + 1, buf);
-	}
+	eng_ctl_policy_applied(c, tr->step + 1);
+	print_policy(tr, json);
 	return 0;
+}
+
+/* What the control side asked for, accumulated over boundaries. */
+typedef struct run_ctl {
+	int paused;
+	int stop, stop_save;
+	eng_ctl_cmd *stops;   /* job-stop requests, answered when the run has stopped */
+} run_ctl;
+
+/* Saves under name (NULL: step_XXXXXXXX), announcing it; -1 with err on failure. */
+static int save_now(eng_trainer *tr, eng_ctl *c, const char *name, json_t **ret, int json,
+	eng_err *err)
+{
+	char path[ENG_PATH_LEN + 64];
+	size_t bytes = 0;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (eng_trainer_save(tr, name, path, sizeof path, &bytes, err) < 0)
+		return -1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+	eng_ctl_event_saved(c, path, tr->step, bytes);
+	if (!json)
+		printf("saved %s\n", path);
+	if (ret)
+		*ret = json_pack("{s:s,s:i,s:I,s:f}", "path", path, "step", tr->step, "bytes",
+			(json_int_t)bytes, "ms", ms);
+	return 0;
+}
+
+/* Applies commands taken at a boundary; keeps job-stop requests in rc->stops. */
+static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *rc, int json)
+{
+	eng_err err;
+	while (cmds) {
+		eng_ctl_cmd *cmd = cmds;
+		cmds = cmds->next;
+		cmd->next = NULL;
+		switch (cmd->op) {
+		case CTL_OP_POLICY:
+			if (eng_trainer_set_policy(tr, &cmd->policy, &err) < 0) {
+				fprintf(stderr, "remat-train: remat-set: %s\n", err.msg);
+				break;
+			}
+			eng_ctl_policy_applied(c, tr->step + 1);
+			print_policy(tr, json);
+			break;
+		case CTL_OP_PAUSE:
+			rc->paused = 1;
+			eng_ctl_set_state(c, CTL_PAUSED, "job-pause");
+			break;
+		case CTL_OP_RESUME:
+			rc->paused = 0;
+			eng_ctl_set_state(c, CTL_RUNNING, "job-resume");
+			break;
+		case CTL_OP_STOP:
+			rc->stop = 1;
+			rc->stop_save |= cmd->save;
+			cmd->next = rc->stops;
+			rc->stops = cmd;
+			continue; /* answered at the end */
+		case CTL_OP_SAVE: {
+			json_t *ret = NULL;
+			if (save_now(tr, c, cmd->name[0] ? cmd->name : NULL, &ret, json, &err) < 0)
+				eng_ctl_reply_error(c, cmd, PROTO_ERR_IO_ERROR, err.msg);
+			else
+				eng_ctl_reply(c, cmd, ret);
+			break;
+		}
+		}
+		eng_ctl_cmd_free(cmd);
+	}
 }
 
 int main(int argc, char **argv)
 {
-	int json = 0, nsched = 0, rc = 1;
-	const char *job = NULL, *sched_arg = NULL;
+	int json = 0, nsched = 0, rc = 1, ctl_fd = -1;
+	const char *job = NULL, *sched_arg = NULL, *ctl_path = NULL, *job_id = "job";
+	eng_ctl *c = NULL;
+	run_ctl run = {0};
 	static sched_entry sched[MAX_SCHEDULE];
 	eng_trainer tr;
 	eng_err err;
@@ -133,6 +204,18 @@ int main(int argc, char **argv)
 			sched_arg = argv[++i];
 		} else if (strncmp(argv[i], "--remat-schedule=", 17) == 0) {
 			sched_arg = argv[i] + 17;
+		} else if (strcmp(argv[i], "--control") == 0 && i + 1 < argc) {
+			ctl_path = argv[++i];
+		} else if (strcmp(argv[i], "--control-fd") == 0 && i + 1 < argc) {
+			char *end;
+			long v = strtol(argv[++i], &end, 10);
+			if (*end || v < 0 || v > 65535) {
+				usage(stderr);
+				return 2;
+			}
+			ctl_fd = (int)v;
+		} else if (strcmp(argv[i], "--job-id") == 0 && i + 1 < argc) {
+			job_id = argv[++i];
 		} else if (strcmp(argv[i], "--version") == 0) {
 			kn_set_threads(1);
 			printf("remat-train %s\nbackend cpu: %s\n", REMAT_VERSION, kn_blas_describe());
@@ -154,14 +237,22 @@ int main(int argc, char **argv)
 	if (sched_arg && parse_schedule(sched_arg, sched, &nsched) < 0)
 		return 2;
 
-	eng_spec spec;
-	if (eng_spec_load(&spec, job, &err) < 0) {
-		fprintf(stderr, "remat-train: %s\n", err.msg);
-		return 1;
+	if (ctl_fd >= 0 && ctl_path) {
+		usage(stderr);
+		return 2;
 	}
-	if (eng_trainer_init(&tr, &spec, &err) < 0) {
-		fprintf(stderr, "remat-train: %s\n", err.msg);
+	/* jansson's hash seed is set before the control thread exists (it is not thread-safe
+	 * to let both threads initialise it lazily). */
+	json_object_seed(0);
+	signal(SIGPIPE, SIG_IGN);
+	if ((ctl_fd >= 0 || ctl_path) && !(c = eng_ctl_start(ctl_fd, ctl_path, job_id, NULL)))
 		return 1;
+
+	eng_spec spec;
+	if (eng_spec_load(&spec, job, &err) < 0 || eng_trainer_init(&tr, &spec, &err) < 0) {
+		fprintf(stderr, "remat-train: %s\n", err.msg);
+		eng_ctl_set_state(c, CTL_FAILED, err.msg);
+		goto out;
 	}
 	/* Check every schedule entry now, not hours into the run when it is reached. */
 	eng_policy chk = tr.model.policy;
@@ -188,25 +279,40 @@ int main(int argc, char **argv)
 		       "x %d, %d threads, %s\n", REMAT_VERSION, s->name,
 			eng_config_num_params(&s->cfg), s->cfg.n_layer, s->cfg.n_embd, s->cfg.n_head,
 			s->cfg.vocab_size, s->batch, s->seq_len, s->threads, kn_blas_describe());
+	eng_ctl_attach(c, &tr);
 
-	int next = 0;
-	while (tr.step < s->steps && !stop_signal) {
+	int next = 0, failed = 0;
+	for (;;) {
 		for (; next < nsched && sched[next].at <= tr.step; next++)
-			if (apply_text(&tr, sched[next].text, json) < 0)
+			if (apply_text(&tr, c, sched[next].text, json) < 0)
 				goto out;
+		apply_cmds(&tr, c, eng_ctl_take(c), &run, json);
+		if (run.stop || stop_signal || tr.step >= s->steps)
+			break;
+		if (run.paused) {
+			apply_cmds(&tr, c, eng_ctl_wait(c, PAUSE_POLL_MS), &run, json);
+			continue;
+		}
+		if (!eng_ctl_begin_step(c))
+			continue; /* a command came in since the take: apply it first */
 		eng_step_stats st;
 		if (eng_trainer_step(&tr, &st, &err) < 0) {
 			fprintf(stderr, "remat-train: %s\n", err.msg);
-			goto out;
+			failed = 1;
+			break;
 		}
+		eng_ctl_end_step(c, &st);
 		if (json) {
-			printf("{\"step\":%d,\"loss\":%.9g,\"lr\":%.9g,\"tokens_per_s\":%.1f,"
-			       "\"step_ms\":%.3f,\"recompute_ms\":%.3f,\"activation_bytes\":%zu,"
-			       "\"peak_bytes\":%zu,\"grad_norm\":%.9g,\"policy\":",
-				st.step, st.loss, st.lr, st.tokens_per_s, st.step_ms, st.recompute_ms,
-				st.activation_bytes, st.peak_bytes, st.grad_norm);
-			print_policy_json(&tr.model.policy);
-			printf("}\n");
+			json_t *o = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:f,s:o}", "step",
+				st.step, "loss", (double)st.loss, "lr", (double)st.lr, "tokens_per_s",
+				st.tokens_per_s, "step_ms", st.step_ms, "recompute_ms", st.recompute_ms,
+				"activation_bytes", (json_int_t)st.activation_bytes, "peak_bytes",
+				(json_int_t)st.peak_bytes, "grad_norm", (double)st.grad_norm, "policy",
+				eng_ctl_policy_json(&tr.model.policy));
+			char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+			printf("%s\n", line);
+			free(line);
+			json_decref(o);
 		} else {
 			printf("step %6d/%d | loss %.6f | lr %.3e | %8.0f tok/s | %9.1f ms "
 			       "(recompute %.1f) | act %.1f MiB\n", st.step, s->steps, st.loss, st.lr,
@@ -214,24 +320,51 @@ int main(int argc, char **argv)
 				st.activation_bytes / 1048576.0);
 		}
 	}
+	if (failed) {
+		eng_ctl_set_state(c, CTL_FAILED, err.msg);
+		goto out;
+	}
 	if (tr.val.tok && !json)
 		printf("val loss %.6f\n", eng_trainer_val_loss(&tr, 0));
-	if (s->save_dir[0]) {
-		char path[ENG_PATH_LEN + 64];
-		if (eng_trainer_save(&tr, path, sizeof path, &err) < 0) {
+
+	/* The end: finished, stopped by job-stop, or interrupted by a signal. A stop saves only
+	 * when asked; the end of the run and a signal save whenever save.dir is set. */
+	int want_save = run.stop ? run.stop_save : s->save_dir[0] != 0;
+	char ckpt[ENG_PATH_LEN + 64] = "";
+	if (run.stop)
+		eng_ctl_set_state(c, CTL_STOPPING, "job-stop");
+	if (want_save) {
+		json_t *ret = NULL;
+		if (!s->save_dir[0]) {
+			eng_errf(&err, "the job has no save.dir");
+		} else if (save_now(&tr, c, NULL, &ret, json, &err) == 0) {
+			snprintf(ckpt, sizeof ckpt, "%s", json_string_value(json_object_get(ret, "path")));
+			json_decref(ret);
+		}
+		if (!ckpt[0]) {
 			fprintf(stderr, "remat-train: %s\n", err.msg);
+			for (eng_ctl_cmd *k = run.stops; k; k = k->next)
+				eng_ctl_reply_error(c, k, PROTO_ERR_IO_ERROR, err.msg);
+			eng_ctl_set_state(c, CTL_FAILED, err.msg);
 			goto out;
 		}
-		if (!json)
-			printf("saved %s\n", path);
 	}
-	if (stop_signal) {
+	for (eng_ctl_cmd *k = run.stops; k; k = k->next)
+		eng_ctl_reply(c, k, json_pack("{s:i,s:s?}", "step", tr.step, "checkpoint",
+					    ckpt[0] ? ckpt : NULL));
+	if (run.stop || stop_signal)
+		eng_ctl_set_state(c, CTL_STOPPED, run.stop ? "job-stop" : "signal");
+	else
+		eng_ctl_set_state(c, CTL_FINISHED, "reached the last step");
+	if (stop_signal && !run.stop) {
 		fprintf(stderr, "remat-train: interrupted after step %d\n", tr.step);
 		rc = 130;
 		goto out;
 	}
 	rc = 0;
 out:
+	eng_ctl_cmd_free(run.stops);
+	eng_ctl_stop(c);
 	eng_trainer_free(&tr);
 	return rc;
 }

@@ -1,0 +1,975 @@
+/* eng_ctl.c - remat-train's control thread (see eng_ctl.h).
+ *
+ * Two threads share `struct eng_ctl`: the training thread (remat_train.c) and the control
+ * thread (a libuv loop here). Everything below `mu` is guarded by it. The control thread
+ * owns the connections; the training thread never touches libuv: it appends lines to the
+ * outbox and wakes the loop with uv_async_send, which may coalesce wake-ups, so each
+ * wake-up drains the whole outbox.
+ */
+#include "eng_ctl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "eng_mem.h"
+#include "kn.h"
+
+#define CTL_MAX_CONN PROTO_MAX_CONNECTIONS
+#define CTL_MEMORY_MS 2000   /* MEMORY events while running */
+#define CTL_STEP_MIN_MS 50   /* STEP events to a direct client: at most 20 a second */
+#define CTL_FLUSH_MS 2000    /* at exit, how long peers get to read what is queued */
+#define CTL_EV_ALL 0x1f      /* every event bit */
+
+static const char *const ev_names[] = {"STEP", "REMAT_APPLIED", "CHECKPOINT_SAVED",
+	"JOB_STATE_CHANGED", "MEMORY"};
+enum { EV_STEP = 1, EV_APPLIED = 2, EV_SAVED = 4, EV_STATE = 8, EV_MEMORY = 16 };
+
+static const char *const state_names[] = {"starting", "running", "paused", "stopping",
+	"finished", "stopped", "failed"};
+
+typedef struct ctl_out {
+	char *line;            /* malloc'd, ends in '\n' */
+	int conn;              /* target connection handle, or -1 for an event */
+	int event;             /* EV_* bit of an event, 0 for a reply */
+	int deferred;          /* a deferred reply: frees an in-flight slot when sent */
+	struct ctl_out *next;
+} ctl_out;
+
+typedef struct ctl_conn {
+	uv_pipe_t pipe;        /* the connection; first member so the handle maps back */
+	struct eng_ctl *ctl;
+	int used;              /* slot in use (until its close callback) */
+	int closing;           /* uv_close called */
+	unsigned gen;          /* bumped per use, so stale handles never reach a new client */
+	proto_framer fr;       /* partial input */
+	int inflight;          /* deferred requests awaiting their reply */
+	unsigned events;       /* subscribed EV_* bits */
+	int link;              /* rematd's socketpair: all events, no rate limit */
+	uint64_t last_step_ms; /* when the last STEP event went out (rate limit) */
+} ctl_conn;
+
+struct eng_ctl {
+	pthread_t thread;
+	uv_loop_t loop;
+	uv_async_t async;      /* wakes the loop: outbox or stop */
+	uv_pipe_t listener;    /* --control PATH */
+	uv_timer_t mem_timer;  /* MEMORY events */
+	int listening;
+	int link_fd;           /* --control-fd, or -1 */
+	char path[108];        /* listening socket path, "" when none */
+	char job[72];          /* job id in events and arguments */
+	char name[72];         /* job name */
+	double started;        /* CLOCK_MONOTONIC seconds at start */
+	ctl_conn conns[CTL_MAX_CONN];
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;     /* signalled when a command is queued */
+	/* --- guarded by mu --- */
+	eng_trainer *tr;       /* NULL until attach; read only by the training thread after */
+	eng_ctl_state state;
+	char reason[256];      /* why the state last changed */
+	int step, steps;       /* completed steps, and the step the run ends at */
+	int in_step;           /* a step is running */
+	eng_step_stats last;   /* figures of the last step */
+	int has_last;
+	eng_policy policy;     /* in force */
+	eng_policy pending;    /* in force once queued changes apply */
+	int pause_pending;     /* a job-pause queued and not yet applied */
+	size_t saved[ENG_MAX_LAYERS + 1]; /* measured saved bytes per section */
+	char last_ckpt[ENG_PATH_LEN + 64];
+	eng_ctl_cmd *q_head, *q_tail;     /* commands for the training thread */
+	ctl_out *o_head, *o_tail;         /* lines for the control thread */
+	int quit;              /* eng_ctl_stop asked the loop to finish */
+};
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---- helpers usable from both threads ---- */
+
+json_t *eng_ctl_policy_json(const eng_policy *p)
+{
+	char buf[8192];
+	eng_policy_format(p, buf, sizeof buf);
+	json_t *o = json_object();
+	char *save = NULL;
+	for (char *it = strtok_r(buf, " ", &save); it; it = strtok_r(NULL, " ", &save)) {
+		char *eq = strchr(it, '=');
+		if (!eq)
+			continue;
+		*eq = '\0';
+		json_object_set_new(o, it, json_string(eq + 1));
+	}
+	return o;
+}
+
+/* Appends a line to the outbox (takes line) and wakes the loop. Caller holds no lock. */
+static void out_push(struct eng_ctl *c, char *line, int conn, int event, int deferred)
+{
+	if (!line)
+		return;
+	ctl_out *o = calloc(1, sizeof *o);
+	if (!o) {
+		free(line);
+		return;
+	}
+	o->line = line;
+	o->conn = conn;
+	o->event = event;
+	o->deferred = deferred;
+	pthread_mutex_lock(&c->mu);
+	if (c->o_tail)
+		c->o_tail->next = o;
+	else
+		c->o_head = o;
+	c->o_tail = o;
+	pthread_mutex_unlock(&c->mu);
+	uv_async_send(&c->async);
+}
+
+static void emit(struct eng_ctl *c, int ev, json_t *data)
+{
+	const char *name = ev == EV_STEP ? "STEP" : ev == EV_APPLIED ? "REMAT_APPLIED" :
+		ev == EV_SAVED ? "CHECKPOINT_SAVED" : ev == EV_STATE ? "JOB_STATE_CHANGED" : "MEMORY";
+	json_object_set_new(data, "job", json_string(c->job));
+	out_push(c, proto_event_line(name, data), -1, ev, 0);
+	json_decref(data);
+}
+
+static int conn_handle(const ctl_conn *k, int idx)
+{
+	return (int)((k->gen << 8) | (unsigned)idx);
+}
+
+/* ---- training-thread API ---- */
+
+void eng_ctl_attach(eng_ctl *c, eng_trainer *tr)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->tr = tr;
+	c->step = tr->step;
+	c->steps = tr->spec.steps;
+	c->policy = c->pending = tr->model.policy;
+	for (int i = 0; i <= tr->model.cfg.n_layer; i++)
+		c->saved[i] = eng_model_saved_bytes(&tr->model, i);
+	snprintf(c->name, sizeof c->name, "%s", tr->spec.name);
+	pthread_mutex_unlock(&c->mu);
+	eng_ctl_set_state(c, CTL_RUNNING, "training");
+}
+
+eng_ctl_cmd *eng_ctl_take(eng_ctl *c)
+{
+	if (!c)
+		return NULL;
+	pthread_mutex_lock(&c->mu);
+	eng_ctl_cmd *q = c->q_head;
+	c->q_head = c->q_tail = NULL;
+	pthread_mutex_unlock(&c->mu);
+	return q;
+}
+
+eng_ctl_cmd *eng_ctl_wait(eng_ctl *c, int ms)
+{
+	if (!c)
+		return NULL;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&c->mu);
+	while (!c->q_head)
+		if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT)
+			break;
+	eng_ctl_cmd *q = c->q_head;
+	c->q_head = c->q_tail = NULL;
+	pthread_mutex_unlock(&c->mu);
+	return q;
+}
+
+int eng_ctl_begin_step(eng_ctl *c)
+{
+	if (!c)
+		return 1;
+	pthread_mutex_lock(&c->mu);
+	int ok = c->q_head == NULL;
+	if (ok)
+		c->in_step = 1;
+	pthread_mutex_unlock(&c->mu);
+	return ok;
+}
+
+void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->last = *st;
+	c->has_last = 1;
+	c->step = st->step;
+	c->in_step = 0;
+	pthread_mutex_unlock(&c->mu);
+	json_t *d = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I}", "step", st->step, "loss",
+		(double)st->loss, "lr", (double)st->lr, "tokens_per_s", st->tokens_per_s, "step_ms",
+		st->step_ms, "recompute_ms", st->recompute_ms, "activation_bytes",
+		(json_int_t)st->activation_bytes, "peak_bytes", (json_int_t)st->peak_bytes);
+	emit(c, EV_STEP, d);
+}
+
+void eng_ctl_policy_applied(eng_ctl *c, int first_step)
+{
+	if (!c)
+		return;
+	eng_trainer *tr = c->tr;
+	pthread_mutex_lock(&c->mu);
+	c->policy = tr->model.policy;
+	for (int i = 0; i <= tr->model.cfg.n_layer; i++)
+		c->saved[i] = eng_model_saved_bytes(&tr->model, i);
+	pthread_mutex_unlock(&c->mu);
+	json_t *d = json_pack("{s:i,s:o}", "step", first_step, "policy",
+		eng_ctl_policy_json(&tr->model.policy));
+	emit(c, EV_APPLIED, d);
+}
+
+void eng_ctl_cmd_free(eng_ctl_cmd *cmds)
+{
+	while (cmds) {
+		eng_ctl_cmd *n = cmds->next;
+		json_decref(cmds->id);
+		free(cmds);
+		cmds = n;
+	}
+}
+
+void eng_ctl_set_state(eng_ctl *c, eng_ctl_state to, const char *reason)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	eng_ctl_state from = c->state;
+	c->state = to;
+	if (to == CTL_PAUSED || to == CTL_RUNNING)
+		c->pause_pending = 0;
+	snprintf(c->reason, sizeof c->reason, "%s", reason ? reason : "");
+	pthread_mutex_unlock(&c->mu);
+	json_t *d = json_pack("{s:s,s:s,s:s,s:n}", "from", state_names[from], "to",
+		state_names[to], "reason", reason ? reason : "", "exit_status");
+	emit(c, EV_STATE, d);
+}
+
+void eng_ctl_event_saved(eng_ctl *c, const char *path, int step, size_t bytes)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	snprintf(c->last_ckpt, sizeof c->last_ckpt, "%s", path);
+	pthread_mutex_unlock(&c->mu);
+	emit(c, EV_SAVED, json_pack("{s:s,s:i,s:I}", "path", path, "step", step, "bytes",
+				  (json_int_t)bytes));
+}
+
+void eng_ctl_reply(eng_ctl *c, const eng_ctl_cmd *cmd, json_t *ret)
+{
+	if (!c || cmd->conn < 0) {
+		json_decref(ret);
+		return;
+	}
+	out_push(c, proto_reply_line(ret, cmd->id), cmd->conn, 0, 1);
+	json_decref(ret);
+}
+
+void eng_ctl_reply_error(eng_ctl *c, const eng_ctl_cmd *cmd, proto_errclass cls,
+	const char *desc)
+{
+	if (!c || cmd->conn < 0)
+		return;
+	out_push(c, proto_error_line(cls, desc, cmd->id), cmd->conn, 0, 1);
+}
+
+/* ---- control thread: connections ---- */
+
+static ctl_conn *conn_get(struct eng_ctl *c, int handle)
+{
+	int idx = handle & 0xff;
+	if (handle < 0 || idx >= CTL_MAX_CONN)
+		return NULL;
+	ctl_conn *k = &c->conns[idx];
+	if (!k->used || k->closing || conn_handle(k, idx) != handle)
+		return NULL;
+	return k;
+}
+
+static void on_conn_closed(uv_handle_t *h)
+{
+	ctl_conn *k = (ctl_conn *)h;
+	proto_framer_free(&k->fr);
+	k->used = 0; /* memory of the slot is reused only after libuv is done with it */
+}
+
+static void conn_close(ctl_conn *k)
+{
+	if (!k->used || k->closing)
+		return;
+	k->closing = 1;
+	uv_close((uv_handle_t *)&k->pipe, on_conn_closed);
+}
+
+static void on_written(uv_write_t *w, int status)
+{
+	(void)status; /* a failed write shows up as a read error or EOF, which closes */
+	free(w->data);
+	free(w);
+}
+
+static void conn_send(ctl_conn *k, char *line)
+{
+	if (!line)
+		return;
+	if (!k->used || k->closing) {
+		free(line);
+		return;
+	}
+	/* A client that does not read is dropped, never waited for. */
+	if (uv_stream_get_write_queue_size((uv_stream_t *)&k->pipe) > PROTO_MAX_OUTQ) {
+		fprintf(stderr, "remat-train: control: dropping a client that stopped reading\n");
+		free(line);
+		conn_close(k);
+		return;
+	}
+	uv_write_t *w = malloc(sizeof *w);
+	if (!w) {
+		free(line);
+		return;
+	}
+	w->data = line;
+	uv_buf_t b = uv_buf_init(line, (unsigned)strlen(line));
+	if (uv_write(w, (uv_stream_t *)&k->pipe, &b, 1, on_written) < 0) {
+		free(line);
+		free(w);
+		conn_close(k);
+	}
+}
+
+static void send_error(ctl_conn *k, proto_errclass cls, const char *desc, const json_t *id)
+{
+	conn_send(k, proto_error_line(cls, desc, id));
+}
+
+/* ---- control thread: commands ---- */
+
+static json_t *sections_json(struct eng_ctl *c, const eng_policy *p, const eng_plan *plan,
+	int measured)
+{
+	json_t *a = json_array();
+	int L = p->n_layer;
+	for (int i = 0; i <= L; i++) {
+		char name[16];
+		if (i < L)
+			snprintf(name, sizeof name, "h.%d", i);
+		else
+			snprintf(name, sizeof name, "head");
+		const eng_plan_section *s = i < L ? &plan->block[i] : &plan->head;
+		json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:I,s:I,s:f}", "name", name, "kind",
+			i < L ? "block" : "head", "mode", eng_mode_name(i < L ? p->block[i] : p->head),
+			"saved_bytes", (json_int_t)(measured ? c->saved[i] : s->saved_bytes),
+			"workspace_bytes", (json_int_t)s->workspace_bytes, "extra_flops",
+			s->extra_flops));
+	}
+	return a;
+}
+
+static void plan_for(struct eng_ctl *c, const eng_policy *p, eng_plan *plan)
+{
+	const eng_model *m = &c->tr->model;
+	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, p, plan);
+}
+
+static json_t *cmd_status(struct eng_ctl *c)
+{
+	json_t *r = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i}", "job", c->job, "name", c->name,
+		"state", state_names[c->state], "step", c->step, "steps", c->steps, "pid",
+		(int)getpid());
+	json_object_set_new(r, "loss", c->has_last ? json_real(c->last.loss) : json_null());
+	json_object_set_new(r, "lr", c->has_last ? json_real(c->last.lr) : json_null());
+	json_object_set_new(r, "tokens_per_s", json_real(c->has_last ? c->last.tokens_per_s : 0));
+	json_object_set_new(r, "step_ms", json_real(c->has_last ? c->last.step_ms : 0));
+	json_object_set_new(r, "policy", c->tr ? eng_ctl_policy_json(&c->policy) : json_object());
+	json_object_set_new(r, "last_checkpoint",
+		c->last_ckpt[0] ? json_string(c->last_ckpt) : json_null());
+	json_object_set_new(r, "reason", json_string(c->reason));
+	json_object_set_new(r, "exit_status", json_null());
+	return r;
+}
+
+static json_t *cmd_mem(struct eng_ctl *c)
+{
+	eng_mem_stats ms;
+	eng_mem_get_stats(&ms);
+	json_t *cats = json_object();
+	for (int i = 0; i < ENG_MEM_NCAT; i++)
+		json_object_set_new(cats, eng_mem_cat_name(i), json_pack("{s:I,s:I,s:I}", "current",
+			(json_int_t)ms.current[i], "peak", (json_int_t)ms.peak[i], "peak_since_reset",
+			(json_int_t)ms.peak_reset[i]));
+	eng_plan plan;
+	plan_for(c, &c->policy, &plan);
+	json_t *secs = sections_json(c, &c->policy, &plan, 1);
+	size_t i;
+	json_t *s;
+	json_array_foreach(secs, i, s) json_object_del(s, "extra_flops");
+	return json_pack("{s:o,s:{s:I,s:I,s:I},s:o,s:I,s:I,s:i}", "categories", cats, "total",
+		"current", (json_int_t)ms.total_current, "peak", (json_int_t)ms.total_peak,
+		"peak_since_reset", (json_int_t)ms.total_peak_reset, "sections", secs, "rss",
+		(json_int_t)ms.rss, "rss_peak", (json_int_t)ms.rss_peak, "step", c->step);
+}
+
+/* Applies "default" then "sections" of args on top of *p; -1 with desc on error. */
+static int policy_from_args(struct eng_ctl *c, const json_t *args, eng_policy *p, char *desc,
+	size_t n)
+{
+	eng_err err;
+	json_t *def = json_object_get(args, "default");
+	if (def && eng_policy_apply(p, &c->tr->aliases, "all", json_string_value(def), &err) < 0)
+		goto fail;
+	const char *sel;
+	json_t *mode;
+	json_object_foreach((json_t *)json_object_get(args, "sections"), sel, mode) {
+		if (eng_policy_apply(p, &c->tr->aliases, sel, json_string_value(mode), &err) < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	snprintf(desc, n, "%s", err.msg);
+	return -1;
+}
+
+static void enqueue(struct eng_ctl *c, eng_ctl_cmd *cmd)
+{
+	if (c->q_tail)
+		c->q_tail->next = cmd;
+	else
+		c->q_head = cmd;
+	c->q_tail = cmd;
+	pthread_cond_signal(&c->cv);
+}
+
+static int is_final(eng_ctl_state s)
+{
+	return s == CTL_FINISHED || s == CTL_STOPPED || s == CTL_FAILED;
+}
+
+/* Handles one validated request; called with mu held. Returns the reply's return object,
+ * or NULL after queueing a deferred command or sending an error. */
+static json_t *dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,
+	json_t *args, json_t *id)
+{
+	char desc[PROTO_DESC_LEN];
+	if (strcmp(name, "job-status") == 0)
+		return cmd_status(c);
+	if (strcmp(name, "job-list") == 0) {
+		json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i}", "job", c->job, "name", c->name,
+			"state", state_names[c->state], "step", c->step, "steps", c->steps);
+		json_object_set_new(j, "loss", c->has_last ? json_real(c->last.loss) : json_null());
+		return json_pack("{s:[o]}", "jobs", j);
+	}
+	if (strcmp(name, "daemon-info") == 0)
+		return json_pack("{s:s,s:i,s:f,s:s,s:s?,s:n,s:[s],s:s,s:i,s:i}", "version",
+			PROTO_VERSION, "pid", (int)getpid(), "uptime_s", mono_s() - c->started, "role",
+			"worker", "socket", c->path[0] ? c->path : NULL, "state_dir", "backends", "cpu",
+			"blas", kn_blas_describe(), "max_jobs", 1, "jobs_running",
+			is_final(c->state) ? 0 : 1);
+	if (strcmp(name, "subscribe") == 0 || strcmp(name, "unsubscribe") == 0) {
+		unsigned bits = 0;
+		json_t *evs = json_object_get(args, "events"), *e;
+		size_t i;
+		if (!evs)
+			bits = CTL_EV_ALL;
+		json_array_foreach(evs, i, e) {
+			for (int b = 0; b < 5; b++)
+				if (strcmp(json_string_value(e), ev_names[b]) == 0)
+					bits |= 1u << b;
+		}
+		if (name[0] == 's')
+			k->events |= bits;
+		else
+			k->events &= ~bits;
+		return json_object();
+	}
+	if (strcmp(name, "job-start") == 0 || strcmp(name, "daemon-shutdown") == 0) {
+		send_error(k, PROTO_ERR_COMMAND_NOT_FOUND,
+			"this is a worker (remat-train); job-start and daemon-shutdown are rematd's", id);
+		return NULL;
+	}
+	if (!c->tr) {
+		send_error(k, PROTO_ERR_INVALID_STATE, "the job is starting", id);
+		return NULL;
+	}
+	if (strcmp(name, "mem-stats") == 0)
+		return cmd_mem(c);
+	if (strcmp(name, "mem-reset-peak") == 0) {
+		eng_mem_reset_peak();
+		return json_object();
+	}
+	if (strcmp(name, "remat-get") == 0) {
+		eng_plan plan;
+		plan_for(c, &c->policy, &plan);
+		json_t *al = json_object();
+		for (int i = 0; i < c->tr->aliases.n; i++)
+			json_object_set_new(al, c->tr->aliases.a[i].name,
+				json_string(c->tr->aliases.a[i].selector));
+		json_t *secs = sections_json(c, &c->policy, &plan, 1);
+		size_t i;
+		json_t *s;
+		json_array_foreach(secs, i, s) json_object_del(s, "extra_flops");
+		return json_pack("{s:o,s:o,s:o}", "policy", eng_ctl_policy_json(&c->policy),
+			"sections", secs, "aliases", al);
+	}
+	if (strcmp(name, "remat-plan") == 0) {
+		eng_policy p = c->pending;
+		eng_plan plan;
+		json_t *budget = json_object_get(args, "budget_bytes");
+		int has_pol = json_object_get(args, "sections") || json_object_get(args, "default");
+		int fits = 1;
+		if (policy_from_args(c, args, &p, desc, sizeof desc) < 0) {
+			send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
+			return NULL;
+		}
+		const eng_model *m = &c->tr->model;
+		if (budget && !has_pol)
+			fits = eng_plan_fit(&m->cfg, m->B, m->T, m->chunk_rows,
+				       (size_t)json_integer_value(budget), &p, &plan) == 0;
+		else
+			plan_for(c, &p, &plan);
+		if (budget && has_pol)
+			fits = plan.saved_bytes + plan.recompute_bytes <=
+			       (size_t)json_integer_value(budget);
+		json_t *r = json_pack("{s:o,s:o,s:I,s:I,s:f,s:f}", "policy", eng_ctl_policy_json(&p),
+			"sections", sections_json(c, &p, &plan, 0), "saved_bytes",
+			(json_int_t)plan.saved_bytes, "recompute_bytes", (json_int_t)plan.recompute_bytes,
+			"extra_flops", plan.extra_flops, "model_flops", plan.model_flops);
+		if (budget)
+			json_object_set_new(r, "fits", json_boolean(fits));
+		return r;
+	}
+	if (is_final(c->state) || c->state == CTL_STOPPING) {
+		snprintf(desc, sizeof desc, "job %s is %s", c->job, state_names[c->state]);
+		send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+		return NULL;
+	}
+	eng_ctl_cmd *cmd = calloc(1, sizeof *cmd);
+	if (!cmd) {
+		send_error(k, PROTO_ERR_INTERNAL, "out of memory", id);
+		return NULL;
+	}
+	cmd->conn = -1;
+	int applies = c->step + 1 + c->in_step;
+	if (strcmp(name, "remat-set") == 0) {
+		eng_policy p = c->pending;
+		if (policy_from_args(c, args, &p, desc, sizeof desc) < 0) {
+			free(cmd);
+			send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
+			return NULL;
+		}
+		cmd->op = CTL_OP_POLICY;
+		cmd->policy = c->pending = p;
+		enqueue(c, cmd);
+		return json_pack("{s:i,s:o}", "applies_at_step", applies, "policy",
+			eng_ctl_policy_json(&p));
+	}
+	if (strcmp(name, "job-pause") == 0) {
+		if (c->state == CTL_PAUSED || c->pause_pending) {
+			free(cmd);
+			snprintf(desc, sizeof desc, "job %s is already paused", c->job);
+			send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+			return NULL;
+		}
+		cmd->op = CTL_OP_PAUSE;
+		c->pause_pending = 1;
+		enqueue(c, cmd);
+		return json_pack("{s:s,s:i,s:i}", "state", "paused", "step", c->step,
+			"applies_at_step", applies);
+	}
+	if (strcmp(name, "job-resume") == 0) {
+		if (c->state != CTL_PAUSED && !c->pause_pending) {
+			free(cmd);
+			snprintf(desc, sizeof desc, "job %s is not paused", c->job);
+			send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+			return NULL;
+		}
+		cmd->op = CTL_OP_RESUME;
+		c->pause_pending = 0;
+		enqueue(c, cmd);
+		return json_pack("{s:s,s:i}", "state", "running", "step", c->step);
+	}
+	/* deferred: job-stop, ckpt-save */
+	if (strcmp(name, "ckpt-save") == 0 && !c->tr->spec.save_dir[0]) {
+		free(cmd);
+		send_error(k, PROTO_ERR_INVALID_STATE, "the job has no save.dir", id);
+		return NULL;
+	}
+	cmd->conn = handle;
+	cmd->id = json_incref(id);
+	k->inflight++;
+	if (strcmp(name, "job-stop") == 0) {
+		cmd->op = CTL_OP_STOP;
+		cmd->save = json_is_true(json_object_get(args, "save"));
+	} else {
+		cmd->op = CTL_OP_SAVE;
+		json_t *n = json_object_get(args, "name");
+		if (n)
+			snprintf(cmd->name, sizeof cmd->name, "%s", json_string_value(n));
+	}
+	enqueue(c, cmd);
+	return NULL;
+}
+
+static int on_line(const char *line, size_t len, void *ud)
+{
+	ctl_conn *k = ud;
+	struct eng_ctl *c = k->ctl;
+	int idx = (int)(k - c->conns);
+	proto_request req;
+	proto_errclass ec;
+	char desc[PROTO_DESC_LEN];
+	if (proto_request_parse(line, len, &req, &ec, desc, sizeof desc) < 0) {
+		send_error(k, ec, desc, req.id);
+		goto out;
+	}
+	const proto_command *cmd = proto_command_find(req.execute);
+	if (!cmd) {
+		snprintf(desc, sizeof desc, "unknown command '%.64s'", req.execute);
+		send_error(k, PROTO_ERR_COMMAND_NOT_FOUND, desc, req.id);
+		goto out;
+	}
+	if (proto_args_validate_ex(cmd, req.args, 1, desc, sizeof desc) < 0) {
+		send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, req.id);
+		goto out;
+	}
+	json_t *job = json_object_get(req.args, "job");
+	if (job && strcmp(json_string_value(job), c->job) != 0) {
+		snprintf(desc, sizeof desc, "no job '%.64s' here (this worker runs '%s')",
+			json_string_value(job), c->job);
+		send_error(k, PROTO_ERR_JOB_NOT_FOUND, desc, req.id);
+		goto out;
+	}
+	if (cmd->deferred && k->inflight >= PROTO_MAX_INFLIGHT) {
+		send_error(k, PROTO_ERR_BUSY, "too many requests in flight", req.id);
+		goto out;
+	}
+	pthread_mutex_lock(&c->mu);
+	json_t *ret = dispatch(c, k, conn_handle(k, idx), req.execute, req.args, req.id);
+	pthread_mutex_unlock(&c->mu);
+	if (ret) {
+		conn_send(k, proto_reply_line(ret, req.id));
+		json_decref(ret);
+	}
+out:
+	proto_request_free(&req);
+	return k->closing; /* stop feeding a connection being closed */
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	(void)h;
+	buf->base = malloc(suggested);
+	buf->len = buf->base ? suggested : 0;
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	ctl_conn *k = (ctl_conn *)s;
+	if (n < 0) {
+		if (k->link) /* rematd is gone: stop the run at the next step boundary, saved */
+			fprintf(stderr, "remat-train: control link closed by rematd\n");
+		conn_close(k);
+		if (k->link) {
+			pthread_mutex_lock(&k->ctl->mu);
+			eng_ctl_cmd *cmd = calloc(1, sizeof *cmd);
+			if (cmd && !is_final(k->ctl->state)) {
+				cmd->op = CTL_OP_STOP;
+				cmd->save = 1;
+				cmd->conn = -1;
+				enqueue(k->ctl, cmd);
+			} else {
+				free(cmd);
+			}
+			pthread_mutex_unlock(&k->ctl->mu);
+		}
+	} else if (n > 0 && proto_framer_feed(&k->fr, buf->base, (size_t)n, on_line, k) < 0) {
+		send_error(k, PROTO_ERR_MESSAGE_TOO_LARGE, "line longer than 1 MiB", NULL);
+		conn_close(k);
+	}
+	free(buf->base);
+}
+
+static ctl_conn *conn_new(struct eng_ctl *c)
+{
+	for (int i = 0; i < CTL_MAX_CONN; i++) {
+		ctl_conn *k = &c->conns[i];
+		if (!k->used) {
+			unsigned gen = k->gen + 1;
+			memset(k, 0, sizeof *k);
+			k->gen = gen & 0xffffff;
+			k->used = 1;
+			k->ctl = c;
+			proto_framer_init(&k->fr);
+			return k;
+		}
+	}
+	return NULL;
+}
+
+static void on_overflow_closed(uv_handle_t *h)
+{
+	free(h);
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	struct eng_ctl *c = server->data;
+	if (status < 0)
+		return;
+	ctl_conn *k = conn_new(c);
+	if (!k) {
+		/* No slot: the greeting and one Busy, written now if the socket takes them
+		 * (a few hundred bytes always fit a fresh socket's buffer), then close. */
+		uv_pipe_t *p = malloc(sizeof *p);
+		if (!p)
+			return;
+		uv_pipe_init(&c->loop, p, 0);
+		if (uv_accept(server, (uv_stream_t *)p) == 0) {
+			char *g = proto_greeting("worker", c->job);
+			char *e = proto_error_line(PROTO_ERR_BUSY, "too many connections", NULL);
+			uv_buf_t b[2] = {uv_buf_init(g, (unsigned)strlen(g)),
+				uv_buf_init(e, (unsigned)strlen(e))};
+			uv_try_write((uv_stream_t *)p, b, 2);
+			free(g);
+			free(e);
+		}
+		uv_close((uv_handle_t *)p, on_overflow_closed);
+		return;
+	}
+	uv_pipe_init(&c->loop, &k->pipe, 0);
+	if (uv_accept(server, (uv_stream_t *)&k->pipe) < 0) {
+		conn_close(k);
+		return;
+	}
+	conn_send(k, proto_greeting("worker", c->job));
+	uv_read_start((uv_stream_t *)&k->pipe, on_alloc, on_read);
+}
+
+/* ---- control thread: outbox, timers, lifetime ---- */
+
+static void deliver(struct eng_ctl *c, ctl_out *o)
+{
+	if (o->conn >= 0) {
+		ctl_conn *k = conn_get(c, o->conn);
+		if (k) {
+			if (o->deferred && k->inflight > 0)
+				k->inflight--;
+			conn_send(k, o->line);
+			o->line = NULL;
+		}
+		return;
+	}
+	uint64_t now = uv_now(&c->loop);
+	for (int i = 0; i < CTL_MAX_CONN; i++) {
+		ctl_conn *k = &c->conns[i];
+		if (!k->used || k->closing || !(k->events & (unsigned)o->event))
+			continue;
+		if (o->event == EV_STEP && !k->link) {
+			if (now - k->last_step_ms < CTL_STEP_MIN_MS)
+				continue;
+			k->last_step_ms = now;
+		}
+		conn_send(k, strdup(o->line));
+	}
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+	(void)status;
+	conn_close((ctl_conn *)req->handle);
+	free(req);
+}
+
+static void on_force_close(uv_timer_t *t)
+{
+	struct eng_ctl *c = t->data;
+	for (int i = 0; i < CTL_MAX_CONN; i++)
+		conn_close(&c->conns[i]);
+	uv_close((uv_handle_t *)t, NULL);
+}
+
+static void on_async(uv_async_t *a)
+{
+	struct eng_ctl *c = a->data;
+	pthread_mutex_lock(&c->mu);
+	ctl_out *o = c->o_head;
+	c->o_head = c->o_tail = NULL;
+	int quit = c->quit;
+	pthread_mutex_unlock(&c->mu);
+	while (o) {
+		ctl_out *n = o->next;
+		deliver(c, o);
+		free(o->line);
+		free(o);
+		o = n;
+	}
+	if (!quit || uv_is_closing((uv_handle_t *)&c->async))
+		return;
+	/* Finish: shut each connection down once its queued lines are written; a peer that
+	 * never reads cannot hold the process: the timer closes whatever is left. */
+	for (int i = 0; i < CTL_MAX_CONN; i++) {
+		ctl_conn *k = &c->conns[i];
+		if (!k->used || k->closing)
+			continue;
+		uv_shutdown_t *req = malloc(sizeof *req);
+		if (!req || uv_shutdown(req, (uv_stream_t *)&k->pipe, on_shutdown) < 0) {
+			free(req);
+			conn_close(k);
+		}
+	}
+	if (c->listening) {
+		unlink(c->path); /* unlink before closing: the other way round races a new bind */
+		uv_close((uv_handle_t *)&c->listener, NULL);
+		c->listening = 0;
+	}
+	uv_timer_stop(&c->mem_timer);
+	uv_timer_start(&c->mem_timer, on_force_close, CTL_FLUSH_MS, 0);
+	uv_close((uv_handle_t *)&c->async, NULL);
+}
+
+static void on_mem_timer(uv_timer_t *t)
+{
+	struct eng_ctl *c = t->data;
+	eng_mem_stats ms;
+	pthread_mutex_lock(&c->mu);
+	int running = c->state == CTL_RUNNING && c->tr;
+	int step = c->step;
+	pthread_mutex_unlock(&c->mu);
+	if (!running)
+		return;
+	eng_mem_get_stats(&ms);
+	json_t *d = json_pack("{s:i,s:{s:I,s:I},s:I,s:I}", "step", step, "total", "current",
+		(json_int_t)ms.total_current, "peak", (json_int_t)ms.total_peak, "activations",
+		(json_int_t)ms.current[ENG_MEM_ACTIVATIONS], "rss", (json_int_t)ms.rss);
+	json_object_set_new(d, "job", json_string(c->job));
+	char *line = proto_event_line("MEMORY", d);
+	json_decref(d);
+	ctl_out o = {.line = line, .conn = -1, .event = EV_MEMORY};
+	deliver(c, &o);
+	free(o.line);
+}
+
+static void *ctl_main(void *arg)
+{
+	struct eng_ctl *c = arg;
+	uv_run(&c->loop, UV_RUN_DEFAULT);
+	return NULL;
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+	(void)arg;
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
+eng_ctl *eng_ctl_start(int fd, const char *path, const char *job, const char *name)
+{
+	struct eng_ctl *c = calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	snprintf(c->job, sizeof c->job, "%s", job);
+	snprintf(c->name, sizeof c->name, "%s", name ? name : job);
+	c->started = mono_s();
+	c->link_fd = fd;
+	c->state = CTL_STARTING;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	uv_loop_init(&c->loop);
+	uv_async_init(&c->loop, &c->async, on_async);
+	c->async.data = c;
+	uv_timer_init(&c->loop, &c->mem_timer);
+	c->mem_timer.data = c;
+	uv_timer_start(&c->mem_timer, on_mem_timer, CTL_MEMORY_MS, CTL_MEMORY_MS);
+	if (fd >= 0) {
+		ctl_conn *k = conn_new(c);
+		uv_pipe_init(&c->loop, &k->pipe, 0);
+		if (uv_pipe_open(&k->pipe, fd) < 0) {
+			fprintf(stderr, "remat-train: --control-fd %d is not a usable socket\n", fd);
+			goto fail;
+		}
+		k->link = 1;
+		k->events = CTL_EV_ALL;
+		conn_send(k, proto_greeting("worker", c->job));
+		uv_read_start((uv_stream_t *)&k->pipe, on_alloc, on_read);
+	}
+	if (path) {
+		if (strlen(path) >= sizeof c->path) {
+			fprintf(stderr, "remat-train: control socket path too long (at most %zu bytes)\n",
+				sizeof c->path - 1);
+			goto fail;
+		}
+		snprintf(c->path, sizeof c->path, "%s", path);
+		uv_pipe_init(&c->loop, &c->listener, 0);
+		c->listener.data = c;
+		mode_t old = umask(0177); /* the socket is created 0600: same uid only */
+		int r = uv_pipe_bind(&c->listener, path);
+		umask(old);
+		if (r == 0)
+			r = uv_listen((uv_stream_t *)&c->listener, 16, on_connection);
+		if (r < 0) {
+			fprintf(stderr, "remat-train: cannot listen on '%s': %s\n", path,
+				r == UV_EADDRINUSE ? "the file exists (another worker, or a stale "
+						     "socket to remove)" : uv_strerror(r));
+			goto fail;
+		}
+		c->listening = 1;
+	}
+	if (pthread_create(&c->thread, NULL, ctl_main, c) != 0) {
+		fprintf(stderr, "remat-train: cannot start the control thread\n");
+		goto fail;
+	}
+	return c;
+fail:
+	/* Nothing ran on the loop yet: close the handles and let it finish them. */
+	uv_walk(&c->loop, close_walk, NULL);
+	uv_run(&c->loop, UV_RUN_DEFAULT);
+	uv_loop_close(&c->loop);
+	for (int i = 0; i < CTL_MAX_CONN; i++)
+		proto_framer_free(&c->conns[i].fr);
+	free(c);
+	return NULL;
+}
+
+void eng_ctl_stop(eng_ctl *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->quit = 1;
+	pthread_mutex_unlock(&c->mu);
+	uv_async_send(&c->async);
+	pthread_join(c->thread, NULL);
+	uv_loop_close(&c->loop);
+	eng_ctl_cmd_free(c->q_head);
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->cv);
+	free(c);
+}

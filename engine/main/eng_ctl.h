@@ -1,0 +1,90 @@
+/* eng_ctl.h - remat-train's control side: a thread with a libuv loop that speaks the
+ * remat protocol (docs/protocol.md) on rematd's socketpair (--control-fd) or on a socket of
+ * its own (--control PATH), next to the training thread.
+ *
+ * Queries (job-status, mem-stats, remat-get, remat-plan) are answered at once from a
+ * snapshot the training thread keeps current under a mutex, also in the middle of a step.
+ * Commands that change the run (remat-set, job-pause, job-resume, job-stop, ckpt-save) go
+ * into a queue the training thread drains at the next step boundary; the reply says at
+ * which step the change applies (remat-set, job-pause) or comes once it is done (job-stop,
+ * ckpt-save). Events and deferred replies from the training thread go through a locked
+ * outbox and a uv_async wake-up (uv_async_send coalesces, the outbox does not).
+ *
+ * Not here: the training loop itself (remat_train.c) or the engine.
+ */
+#ifndef ENG_CTL_H
+#define ENG_CTL_H
+
+#include <jansson.h>
+#include <pthread.h>
+
+#include "eng_train.h"
+#include "proto.h"
+
+typedef enum eng_ctl_state {
+	CTL_STARTING, CTL_RUNNING, CTL_PAUSED, CTL_STOPPING, CTL_FINISHED, CTL_STOPPED,
+	CTL_FAILED
+} eng_ctl_state;
+
+typedef enum eng_ctl_op { CTL_OP_POLICY, CTL_OP_PAUSE, CTL_OP_RESUME, CTL_OP_STOP,
+	CTL_OP_SAVE } eng_ctl_op;
+
+/* One queued change, drained by the training thread at a step boundary. */
+typedef struct eng_ctl_cmd {
+	eng_ctl_op op;
+	eng_policy policy;        /* CTL_OP_POLICY: the whole new policy */
+	int save;                 /* CTL_OP_STOP: save first */
+	char name[72];            /* CTL_OP_SAVE: checkpoint name, "" for step_XXXXXXXX */
+	int conn;                 /* connection to reply to (deferred ops), -1 none */
+	json_t *id;               /* request id to echo (new ref or NULL) */
+	struct eng_ctl_cmd *next;
+} eng_ctl_cmd;
+
+typedef struct eng_ctl eng_ctl; /* opaque: the control thread and its loop */
+
+/* Every function below accepts c == NULL (no control side) and then does nothing, so the
+ * training loop has one shape with or without a controller. */
+
+/* Starts the control thread on an inherited socket (fd >= 0, rematd's link: subscribed to
+ * every event from the start) or a listening socket at path (path != NULL, created 0600,
+ * refused when the file exists). job is the id used in events and accepted in "job"
+ * arguments. Returns NULL with a message on stderr when it cannot. */
+eng_ctl *eng_ctl_start(int fd, const char *path, const char *job, const char *name);
+
+/* Called by the training thread once the trainer exists: queries then answer from it, and
+ * the state becomes running. */
+void eng_ctl_attach(eng_ctl *c, eng_trainer *tr);
+
+/* Training thread, at a step boundary: takes the queued commands (free with
+ * eng_ctl_cmd_free). */
+eng_ctl_cmd *eng_ctl_take(eng_ctl *c);
+/* Blocks until a command is queued or ms pass (while paused), then takes them (NULL on a
+ * time-out, so the caller can look at its signals). */
+eng_ctl_cmd *eng_ctl_wait(eng_ctl *c, int ms);
+/* Marks a step as running; returns 0 (and marks nothing) when commands arrived since the
+ * last take, so they are applied first. Makes `applies_at_step` in replies exact. */
+int eng_ctl_begin_step(eng_ctl *c);
+/* Publishes the step's figures and the policy, marks the step done, queues a STEP event. */
+void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st);
+/* Publishes the policy and per-section bytes after a policy change; queues REMAT_APPLIED
+ * naming the first step that runs under it. */
+void eng_ctl_policy_applied(eng_ctl *c, int first_step);
+
+void eng_ctl_cmd_free(eng_ctl_cmd *cmds);
+
+/* Changes the state (queues JOB_STATE_CHANGED). */
+void eng_ctl_set_state(eng_ctl *c, eng_ctl_state to, const char *reason);
+void eng_ctl_event_saved(eng_ctl *c, const char *path, int step, size_t bytes);
+/* A deferred reply to cmd's connection (ret stolen) or an error; drops it when cmd has no
+ * connection. */
+void eng_ctl_reply(eng_ctl *c, const eng_ctl_cmd *cmd, json_t *ret);
+void eng_ctl_reply_error(eng_ctl *c, const eng_ctl_cmd *cmd, proto_errclass cls,
+	const char *desc);
+
+/* Flushes what is queued, closes every connection, joins the thread, frees c. */
+void eng_ctl_stop(eng_ctl *c);
+
+/* {"h.0-1":"full","h.2-11":"off","head":"chunked"} (new reference) */
+json_t *eng_ctl_policy_json(const eng_policy *p);
+
+#endif
