@@ -616,7 +616,9 @@ static json_t *dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char *
 		return json_pack("{s:s,s:i}", "state", "running", "step", c->step);
 	}
 	/* deferred: job-stop, ckpt-save */
-	if (strcmp(name, "ckpt-save") == 0 && !c->tr->spec.save_dir[0]) {
+	int wants_save = strcmp(name, "ckpt-save") == 0 ||
+			 json_is_true(json_object_get(args, "save"));
+	if (wants_save && !c->tr->spec.save_dir[0]) {
 		free(cmd);
 		send_error(k, PROTO_ERR_INVALID_STATE, "the job has no save.dir", id);
 		return NULL;

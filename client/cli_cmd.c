@@ -1,0 +1,228 @@
+/* cli_cmd.c - rematctl's subcommands (see cli_cmd.h): the table, and the requests built
+ * from the command line before connecting: job-start's spec read and its paths made
+ * absolute, remat-set's ordered sections, subscribe's events.
+ *
+ * Relative paths in a job spec (data.train, data.val, model.init_from, save.dir) are taken
+ * from the client's current directory, as every command-line tool does, and sent absolute:
+ * the daemon runs elsewhere and refuses relative paths.
+ * Not here: parsing argv (rematctl.c), printing replies (cli_show.c).
+ */
+#include "cli_cmd.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli_conn.h"
+#include "cli_fmt.h"
+
+static long long plan_budget = -1; /* --budget: set by build_remat, read by show_plan */
+
+int cli_fail_usage(const cli_command *cmd, const char *fmt, const char *arg)
+{
+	fprintf(stderr, CLI_NAME ": ");
+	fprintf(stderr, fmt, arg);
+	fputc('\n', stderr);
+	if (cmd)
+		fprintf(stderr, "usage: " CLI_NAME " %s%s%s\n", cmd->name, *cmd->args ? " " : "",
+			cmd->args);
+	else
+		fprintf(stderr, "try '" CLI_NAME " --help'\n");
+	return CLI_EXIT_USAGE;
+}
+
+static int fail_memory(void)
+{
+	fprintf(stderr, CLI_NAME ": out of memory\n");
+	return CLI_EXIT_FAIL;
+}
+
+/* {"job": JOB}, or {} when JOB was left out (a worker's own socket). */
+int cli_build_job(const cli_command *cmd, const cli_args *a, json_t **req)
+{
+	(void)cmd;
+	*req = a->job ? json_pack("{s:s}", "job", a->job) : json_object();
+	return *req ? CLI_EXIT_OK : fail_memory();
+}
+
+static int build_empty(const cli_command *cmd, const cli_args *a, json_t **req)
+{
+	(void)cmd;
+	(void)a;
+	*req = json_object();
+	return *req ? CLI_EXIT_OK : fail_memory();
+}
+
+/* Sets key to a string option; a string that is not UTF-8 is a usage error. */
+static int set_str(const cli_command *cmd, json_t *req, const char *key, const char *opt,
+		   const char *v)
+{
+	if (!v || json_object_set_new(req, key, json_string(v)) == 0)
+		return CLI_EXIT_OK;
+	json_decref(req);
+	return cli_fail_usage(cmd, opt, v);
+}
+
+/* Reads a job spec (path, or "-" for stdin) into a JSON object with absolute paths. */
+static json_t *spec_load(const char *path)
+{
+	json_error_t je;
+	char cwd[CLI_PATH_MAX], err[CLI_ERR_LEN];
+	json_t *spec;
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+
+	if (!f) {
+		fprintf(stderr, CLI_NAME ": cannot open '%s': %s\n", path, strerror(errno));
+		return NULL;
+	}
+	/* duplicate keys are refused here as the engine would, with the file's line number */
+	spec = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+	if (f != stdin)
+		fclose(f);
+	if (!spec) {
+		fprintf(stderr, CLI_NAME ": cannot parse '%s': line %d column %d: %s\n", path,
+			je.line, je.column, je.text);
+		return NULL;
+	}
+	if (!getcwd(cwd, sizeof cwd)) {
+		fprintf(stderr, CLI_NAME ": cannot get the working directory: %s\n",
+			strerror(errno));
+		goto fail;
+	}
+	if (cli_spec_absolutize(spec, cwd, err, sizeof err) < 0) {
+		fprintf(stderr, CLI_NAME ": '%s': %s\n", path, err);
+		goto fail;
+	}
+	return spec;
+fail:
+	json_decref(spec);
+	return NULL;
+}
+
+static int build_start(const cli_command *cmd, const cli_args *a, json_t **req)
+{
+	json_t *spec = spec_load(a->rest[0]);
+	if (!spec)
+		return CLI_EXIT_FAIL;
+	*req = json_pack("{s:o}", "spec", spec);
+	if (!*req)
+		return fail_memory();
+	return set_str(cmd, *req, "name", "--name '%s' is not valid UTF-8", a->name);
+}
+
+/* stop and shutdown: --save */
+static int build_save_flag(const cli_command *cmd, const cli_args *a, json_t **req)
+{
+	int rc = cmd->job == CLI_JOB_NONE ? build_empty(cmd, a, req) : cli_build_job(cmd, a, req);
+	if (rc == CLI_EXIT_OK && a->save)
+		json_object_set_new(*req, "save", json_true());
+	return rc;
+}
+
+static int build_ckpt_save(const cli_command *cmd, const cli_args *a, json_t **req)
+{
+	int rc = cli_build_job(cmd, a, req);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	return set_str(cmd, *req, "name", "--name '%s' is not valid UTF-8", a->name);
+}
+
+/* remat set and plan: job, sections (when SEL=MODE were given), default, budget_bytes */
+static int build_remat(const cli_command *cmd, const cli_args *a, json_t **req)
+{
+	char err[256];
+	json_t *sections = NULL;
+	int set = strcmp(cmd->execute, "remat-set") == 0;
+	int rc;
+
+	if (set && a->nrest == 0 && !a->deflt)
+		return cli_fail_usage(cmd, "%s", "nothing to set: give SELECTOR=MODE or --default");
+	rc = cli_build_job(cmd, a, req);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	/* remat-set requires "sections": --default alone sends an empty object */
+	if (a->nrest > 0 || set) {
+		if (cli_sections_parse(a->rest, a->nrest, &sections, err, sizeof err) < 0) {
+			json_decref(*req);
+			return cli_fail_usage(cmd, "%s", err);
+		}
+		json_object_set_new(*req, "sections", sections);
+	}
+	rc = set_str(cmd, *req, "default", "--default '%s' is not valid UTF-8", a->deflt);
+	if (rc == CLI_EXIT_OK && a->budget >= 0)
+		json_object_set_new(*req, "budget_bytes", json_integer(a->budget));
+	plan_budget = a->budget;
+	return rc;
+}
+
+/* subscribe: job, events */
+static int build_events(const cli_command *cmd, const cli_args *a, json_t **req)
+{
+	json_t *list = json_array();
+	*req = json_object();
+	if (!list || !*req)
+		goto fail;
+	if (a->nrest == 1 && json_object_set_new(*req, "job", json_string(a->rest[0])) < 0) {
+		json_decref(list);
+		return set_str(cmd, *req, "job", "job '%s' is not valid UTF-8", a->rest[0]);
+	}
+	for (int i = 0; i < a->nevents; i++)
+		json_array_append_new(list, json_string(a->events[i]));
+	if (a->nevents > 0 && json_object_set(*req, "events", list) < 0)
+		goto fail;
+	json_decref(list);
+	return CLI_EXIT_OK;
+fail:
+	json_decref(list);
+	json_decref(*req);
+	return fail_memory();
+}
+
+/* cli_show_plan with the budget asked for, in the shape of the other printers. */
+
+static void show_plan(FILE *f, const char *job, const json_t *ret)
+{
+	(void)job;
+	cli_show_plan(f, ret, plan_budget);
+}
+
+const cli_command cli_commands[] = {
+    {"start", "SPEC.json [--name NAME]", CLI_JOB_NONE, CLI_OPT_NAME, 1, 1, "job-start", build_start,
+     cli_show_start,
+     "start a job, print its id; relative paths in the spec are from the current directory"},
+    {"ls", "", CLI_JOB_NONE, 0, 0, 0, "job-list", build_empty, cli_show_list, "list jobs"},
+    {"status", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-status", NULL, cli_show_status,
+     "state, step, loss, speed, policy, last checkpoint"},
+    {"pause", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-pause", NULL, cli_show_pause,
+     "pause at the next step boundary"},
+    {"resume", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-resume", NULL, cli_show_resume,
+     "resume a paused job"},
+    {"stop", "JOB [--save]", CLI_JOB_NEEDED, CLI_OPT_SAVE, 0, 0, "job-stop", build_save_flag,
+     cli_show_stop, "stop at the next step boundary (saved first with --save)"},
+    {"remat get", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "remat-get", NULL, cli_show_remat_get,
+     "the recompute policy and saved bytes per section"},
+    {"remat set", "JOB SELECTOR=MODE... [--default MODE]", CLI_JOB_NEEDED, CLI_OPT_DEFAULT, 0,
+     CLI_MAX_POS, "remat-set", build_remat, cli_show_remat_set,
+     "change the policy from the next step on (a later selector wins)"},
+    {"remat plan", "JOB [SELECTOR=MODE...] [--default MODE] [--budget SIZE]", CLI_JOB_NEEDED,
+     CLI_OPT_DEFAULT | CLI_OPT_BUDGET, 0, CLI_MAX_POS, "remat-plan", build_remat, show_plan,
+     "predict bytes and extra FLOPs, or the cheapest policy under a budget"},
+    {"mem", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "mem-stats", NULL, cli_show_mem,
+     "memory per category and section, RSS"},
+    {"mem reset", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "mem-reset-peak", NULL, cli_show_reset,
+     "reset the peak-since-reset counters"},
+    {"save", "JOB [--name NAME]", CLI_JOB_NEEDED, CLI_OPT_NAME, 0, 0, "ckpt-save", build_ckpt_save,
+     cli_show_save, "save a checkpoint while the job goes on"},
+    {"watch", "JOB [--interval DUR] [--count N]", CLI_JOB_NEEDED, CLI_OPT_INTERVAL | CLI_OPT_COUNT,
+     0, 0, NULL, NULL, NULL, "live view: step, loss, speed, policy, memory bars"},
+    {"events", "[JOB] [--event NAME]... [--count N]", CLI_JOB_NONE, CLI_OPT_EVENT | CLI_OPT_COUNT,
+     0, 1, NULL, build_events, NULL, "print events as JSON lines until interrupted"},
+    {"info", "", CLI_JOB_NONE, 0, 0, 0, "daemon-info", build_empty, cli_show_info,
+     "the daemon's version, pid, uptime, backends"},
+    {"shutdown", "[--save]", CLI_JOB_NONE, CLI_OPT_SAVE, 0, 0, "daemon-shutdown", build_save_flag,
+     cli_show_shutdown, "stop every job (saved first with --save), then the daemon"},
+    {NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL},
+};

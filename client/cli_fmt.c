@@ -1,0 +1,561 @@
+/* cli_fmt.c - rematctl's pure helpers (see cli_fmt.h): sizes, durations, SEL=MODE
+ * arguments, spec paths, the socket path, tables, and defensive reads of server JSON.
+ *
+ * Not here: any I/O (the caller prints what these return) and anything that needs a
+ * connection. Linked alone into the unit test runner, so no main() and no globals.
+ */
+#include "cli_fmt.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/un.h>
+
+#define SIZE_MAX_BYTES 9.2e18 /* a little under 2^63: what a JSON integer here can hold */
+
+char *cli_size_format(double bytes, char *buf, size_t len)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+	const int nunit = (int)(sizeof unit / sizeof unit[0]);
+	double v = fabs(bytes);
+	int u = 0;
+
+	if (!isfinite(bytes)) {
+		snprintf(buf, len, "-");
+		return buf;
+	}
+	while (v >= 1024.0 && u < nunit - 1) {
+		v /= 1024.0;
+		u++;
+	}
+	/* 1023.97 KiB would print as "1024.0 KiB": move up a unit when rounding gets there */
+	if (u > 0 && v >= 1023.95 && u < nunit - 1) {
+		v /= 1024.0;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%s%.0f B", bytes < 0 ? "-" : "", v);
+	else
+		snprintf(buf, len, "%s%.1f %s", bytes < 0 ? "-" : "", v, unit[u]);
+	return buf;
+}
+
+char *cli_flops_format(double flops, char *buf, size_t len)
+{
+	static const char *const prefix[] = {"", "k", "M", "G", "T", "P", "E"};
+	const int nprefix = (int)(sizeof prefix / sizeof prefix[0]);
+	double v = fabs(flops);
+	int u = 0;
+
+	if (!isfinite(flops)) {
+		snprintf(buf, len, "-");
+		return buf;
+	}
+	while (v >= 1000.0 && u < nprefix - 1) {
+		v /= 1000.0;
+		u++;
+	}
+	if (u > 0 && v >= 999.95 && u < nprefix - 1) {
+		v /= 1000.0;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%s%.0f FLOP", flops < 0 ? "-" : "", v);
+	else
+		snprintf(buf, len, "%s%.1f %sFLOP", flops < 0 ? "-" : "", v, prefix[u]);
+	return buf;
+}
+
+/* Reads a plain decimal number at the start of s ("12", "1.5", ".5", "1e9", "2.5E-3"):
+ * no sign, no hex, no inf or nan, which strtod alone would take. Returns the characters
+ * used (0 when there is no number) and the value. */
+static size_t scan_number(const char *s, double *v)
+{
+	char tmp[64];
+	size_t i = 0, digits = 0;
+
+	while (isdigit((unsigned char)s[i])) {
+		i++;
+		digits++;
+	}
+	if (s[i] == '.') {
+		i++;
+		while (isdigit((unsigned char)s[i])) {
+			i++;
+			digits++;
+		}
+	}
+	if (digits == 0)
+		return 0;
+	/* an exponent only when digits follow, so "1EiB" is a number and a unit */
+	if (s[i] == 'e' || s[i] == 'E') {
+		size_t j = i + 1;
+		if (s[j] == '+' || s[j] == '-')
+			j++;
+		if (isdigit((unsigned char)s[j])) {
+			while (isdigit((unsigned char)s[j]))
+				j++;
+			i = j;
+		}
+	}
+	if (i >= sizeof tmp)
+		return 0;
+	memcpy(tmp, s, i);
+	tmp[i] = '\0';
+	*v = strtod(tmp, NULL);
+	return i;
+}
+
+int cli_size_parse(const char *text, long long *bytes)
+{
+	static const struct {
+		const char *name;
+		double mult;
+	} unit[] = {
+	    {"", 1.0},
+	    {"b", 1.0},
+	    {"k", 1024.0},
+	    {"kib", 1024.0},
+	    {"kb", 1e3},
+	    {"m", 1048576.0},
+	    {"mib", 1048576.0},
+	    {"mb", 1e6},
+	    {"g", 1073741824.0},
+	    {"gib", 1073741824.0},
+	    {"gb", 1e9},
+	    {"t", 1099511627776.0},
+	    {"tib", 1099511627776.0},
+	    {"tb", 1e12},
+	};
+	double v = 0;
+	size_t n = scan_number(text, &v);
+
+	if (n == 0 || !isfinite(v))
+		return -1;
+	const char *u = text + n;
+	if (*u == ' ')
+		u++;
+	for (size_t i = 0; i < sizeof unit / sizeof unit[0]; i++) {
+		if (strcasecmp(u, unit[i].name) != 0)
+			continue;
+		if (u != text + n && !*u)
+			return -1; /* "12 " */
+		double b = v * unit[i].mult;
+		if (!isfinite(b) || b > SIZE_MAX_BYTES)
+			return -1;
+		*bytes = llround(b);
+		return 0;
+	}
+	return -1;
+}
+
+int cli_seconds_parse(const char *text, double *seconds)
+{
+	double v = 0, mult;
+	size_t n = scan_number(text, &v);
+
+	if (n == 0)
+		return -1;
+	const char *u = text + n;
+	if (!*u || strcmp(u, "s") == 0)
+		mult = 1.0;
+	else if (strcmp(u, "ms") == 0)
+		mult = 1e-3;
+	else if (strcmp(u, "m") == 0)
+		mult = 60.0;
+	else if (strcmp(u, "h") == 0)
+		mult = 3600.0;
+	else
+		return -1;
+	v *= mult;
+	/* a day at most: poll() takes an int of milliseconds */
+	if (!isfinite(v) || v <= 0 || v > 86400.0)
+		return -1;
+	*seconds = v;
+	return 0;
+}
+
+int cli_sections_parse(char *const *args, int n, json_t **sections, char *err, size_t errlen)
+{
+	json_t *obj = json_object();
+	char *sel = NULL;
+
+	if (!obj) {
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	for (int i = 0; i < n; i++) {
+		const char *a = args[i], *eq = strchr(a, '=');
+		if (!eq || eq == a || !eq[1] || strchr(eq + 1, '=')) {
+			snprintf(err, errlen,
+				 "bad section setting '%.64s' (expected SELECTOR=MODE, "
+				 "e.g. h.0-5=full)",
+				 a);
+			goto fail;
+		}
+		sel = strndup(a, (size_t)(eq - a));
+		json_t *mode = json_string(eq + 1);
+		if (!sel || !mode) {
+			json_decref(mode);
+			snprintf(err, errlen, "bad section setting '%.64s' (not UTF-8)", a);
+			goto fail;
+		}
+		/* delete first: re-adding appends, so the later setting comes later in order */
+		json_object_del(obj, sel);
+		if (json_object_set_new(obj, sel, mode) < 0) {
+			snprintf(err, errlen, "bad section setting '%.64s' (not UTF-8)", a);
+			goto fail;
+		}
+		free(sel);
+		sel = NULL;
+	}
+	*sections = obj;
+	return 0;
+fail:
+	free(sel);
+	json_decref(obj);
+	return -1;
+}
+
+/* Appends "/" and a component of n bytes to out (length *len). */
+static int path_push(char *out, size_t outlen, size_t *len, const char *comp, size_t n)
+{
+	if (*len + 1 + n + 1 > outlen)
+		return -1;
+	if (*len == 0 || out[*len - 1] != '/')
+		out[(*len)++] = '/';
+	memcpy(out + *len, comp, n);
+	*len += n;
+	out[*len] = '\0';
+	return 0;
+}
+
+int cli_path_absolute(const char *cwd, const char *path, char *out, size_t outlen)
+{
+	size_t len = 0;
+	int named = 0; /* a named component came: later ".." stay as written */
+
+	if (outlen == 0)
+		return -1;
+	if (path[0] == '/') {
+		if (strlen(path) + 1 > outlen)
+			return -1;
+		strcpy(out, path);
+		return 0;
+	}
+	out[0] = '\0';
+	/* cwd itself, its repeated and trailing slashes dropped */
+	for (const char *p = cwd; *p;) {
+		while (*p == '/')
+			p++;
+		size_t n = strcspn(p, "/");
+		if (n && path_push(out, outlen, &len, p, n) < 0)
+			return -1;
+		p += n;
+	}
+	for (const char *p = path; *p;) {
+		size_t n = strcspn(p, "/");
+		if (n == 0 || (n == 1 && p[0] == '.')) {
+			/* empty or ".": nothing */
+		} else if (n == 2 && p[0] == '.' && p[1] == '.' && !named) {
+			char *slash = strrchr(out, '/');
+			len = slash ? (size_t)(slash - out) : 0;
+			out[len] = '\0';
+		} else {
+			if (path_push(out, outlen, &len, p, n) < 0)
+				return -1;
+			named = 1;
+		}
+		p += n;
+		while (*p == '/')
+			p++;
+	}
+	if (len == 0) {
+		if (outlen < 2)
+			return -1;
+		strcpy(out, "/");
+	}
+	return 0;
+}
+
+int cli_spec_absolutize(json_t *spec, const char *cwd, char *err, size_t errlen)
+{
+	static const char *const field[][2] = {
+	    {"data", "train"},
+	    {"data", "val"},
+	    {"model", "init_from"},
+	    {"save", "dir"},
+	};
+	char buf[CLI_PATH_MAX];
+
+	if (!json_is_object(spec)) {
+		snprintf(err, errlen, "a job spec must be a JSON object");
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof field / sizeof field[0]; i++) {
+		json_t *parent = json_object_get(spec, field[i][0]);
+		json_t *v = json_is_object(parent) ? json_object_get(parent, field[i][1]) : NULL;
+		const char *p = json_is_string(v) ? json_string_value(v) : NULL;
+		if (!p || !*p || p[0] == '/')
+			continue;
+		if (cli_path_absolute(cwd, p, buf, sizeof buf) < 0) {
+			snprintf(err, errlen,
+				 "'%s.%s' is too long once made absolute (at most %d "
+				 "bytes)",
+				 field[i][0], field[i][1], CLI_PATH_MAX - 1);
+			return -1;
+		}
+		if (json_string_set(v, buf) < 0) {
+			snprintf(err, errlen, "'%s.%s' is not valid UTF-8", field[i][0],
+				 field[i][1]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int cli_socket_path(const char *option, const char *remat_socket, const char *xdg_runtime,
+		    char *out, size_t outlen, char *err, size_t errlen)
+{
+	const size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+	int n;
+
+	if (option && *option)
+		n = snprintf(out, outlen, "%s", option);
+	else if (remat_socket && *remat_socket)
+		n = snprintf(out, outlen, "%s", remat_socket);
+	else if (xdg_runtime && *xdg_runtime)
+		n = snprintf(out, outlen, "%s/remat/rematd.sock", xdg_runtime);
+	else
+		n = snprintf(out, outlen, "/run/remat/rematd.sock");
+	if (n < 0 || (size_t)n >= outlen || (size_t)n > max) {
+		snprintf(err, errlen, "socket path '%.80s%s' is too long (%d bytes, at most %zu)",
+			 out, n > 80 ? "..." : "", n, max);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- tables ---- */
+
+void cli_table_init(cli_table *t, int ncol, const char *const *head, const char *align)
+{
+	memset(t, 0, sizeof *t);
+	if (ncol < 1)
+		ncol = 1;
+	if (ncol > CLI_TABLE_MAXCOL)
+		ncol = CLI_TABLE_MAXCOL;
+	t->ncol = ncol;
+	size_t na = align ? strlen(align) : 0;
+	for (int c = 0; c < ncol; c++) {
+		t->head[c] = head[c];
+		t->align[c] = ((size_t)c < na && align[c] == 'r') ? 'r' : 'l';
+	}
+}
+
+int cli_table_add(cli_table *t, ...)
+{
+	char buf[1024];
+	va_list ap;
+	int rc = -1;
+
+	if (t->nrow == t->caprow) {
+		int cap = t->caprow ? 2 * t->caprow : 16;
+		char **cell = realloc(t->cell, (size_t)cap * (size_t)t->ncol * sizeof *cell);
+		if (!cell)
+			return -1;
+		t->cell = cell;
+		t->caprow = cap;
+	}
+	char **row = t->cell + (size_t)t->nrow * (size_t)t->ncol;
+	va_start(ap, t);
+	for (int c = 0; c < t->ncol; c++) {
+		const char *s = va_arg(ap, const char *);
+		row[c] = strdup(cli_str_clean(s ? s : "-", buf, sizeof buf));
+		if (!row[c]) {
+			while (c-- > 0)
+				free(row[c]);
+			goto out;
+		}
+	}
+	t->nrow++;
+	rc = 0;
+out:
+	va_end(ap);
+	return rc;
+}
+
+/* Columns a string takes on a terminal: its UTF-8 code points (wide characters count one,
+ * which is what job names and numbers need). */
+static size_t text_width(const char *s)
+{
+	size_t w = 0;
+	for (; *s; s++)
+		if (((unsigned char)*s & 0xC0) != 0x80)
+			w++;
+	return w;
+}
+
+char *cli_table_render(const cli_table *t)
+{
+	size_t width[CLI_TABLE_MAXCOL] = {0};
+	size_t total = 0;
+	char *out = NULL, *p;
+
+	for (int c = 0; c < t->ncol; c++) {
+		width[c] = text_width(t->head[c]);
+		for (int r = 0; r < t->nrow; r++) {
+			size_t w = text_width(t->cell[(size_t)r * (size_t)t->ncol + (size_t)c]);
+			if (w > width[c])
+				width[c] = w;
+		}
+	}
+	/* bytes: at most width + the cell's extra UTF-8 bytes + 2 per column, per line */
+	for (int r = -1; r < t->nrow; r++) {
+		for (int c = 0; c < t->ncol; c++) {
+			const char *s =
+			    r < 0 ? t->head[c] : t->cell[(size_t)r * (size_t)t->ncol + (size_t)c];
+			total += width[c] + strlen(s) + 2;
+		}
+		total += 1;
+	}
+	out = malloc(total + 1);
+	if (!out)
+		return NULL;
+	p = out;
+	for (int r = -1; r < t->nrow; r++) {
+		char *line = p;
+		for (int c = 0; c < t->ncol; c++) {
+			const char *s =
+			    r < 0 ? t->head[c] : t->cell[(size_t)r * (size_t)t->ncol + (size_t)c];
+			size_t pad = width[c] - text_width(s), n = strlen(s);
+			if (c > 0) {
+				memcpy(p, "  ", 2);
+				p += 2;
+			}
+			if (t->align[c] == 'r') {
+				memset(p, ' ', pad);
+				p += pad;
+			}
+			memcpy(p, s, n);
+			p += n;
+			if (t->align[c] == 'l') {
+				memset(p, ' ', pad);
+				p += pad;
+			}
+		}
+		while (p > line && p[-1] == ' ')
+			p--;
+		*p++ = '\n';
+	}
+	*p = '\0';
+	return out;
+}
+
+void cli_table_free(cli_table *t)
+{
+	for (size_t i = 0; i < (size_t)t->nrow * (size_t)t->ncol; i++)
+		free(t->cell[i]);
+	free(t->cell);
+	t->cell = NULL;
+	t->nrow = t->caprow = 0;
+}
+
+/* ---- reading server JSON ---- */
+
+char *cli_str_clean(const char *text, char *out, size_t outlen)
+{
+	size_t o = 0;
+
+	if (outlen == 0)
+		return out;
+	for (const unsigned char *s = (const unsigned char *)text; *s && o + 1 < outlen; s++) {
+		unsigned char ch = *s;
+		if (ch < 0x20 || ch == 0x7F) {
+			out[o++] = '?';
+		} else if (ch == 0xC2 && s[1] >= 0x80 && s[1] <= 0x9F) {
+			/* C1 controls (U+0080..U+009F): some terminals obey them as escapes */
+			out[o++] = '?';
+			s++;
+		} else {
+			/* never cut a UTF-8 sequence in two */
+			size_t n = ch < 0x80	? 1
+				   : ch >= 0xF0 ? 4
+				   : ch >= 0xE0 ? 3
+				   : ch >= 0xC0 ? 2
+						: 1;
+			size_t k = 0;
+			while (k < n && s[k])
+				k++;
+			if (o + k + 1 > outlen)
+				break;
+			memcpy(out + o, s, k);
+			o += k;
+			s += k - 1;
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
+const char *cli_jstr(const json_t *obj, const char *key)
+{
+	json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+int cli_jnum(const json_t *obj, const char *key, double *v)
+{
+	json_t *x = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+	if (!json_is_number(x))
+		return 0;
+	*v = json_number_value(x);
+	return 1;
+}
+
+json_t *cli_jobj(const json_t *obj, const char *key)
+{
+	json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
+	return json_is_object(v) ? v : NULL;
+}
+
+char *cli_policy_format(const json_t *policy, const char *sep, char *buf, size_t len)
+{
+	const char *key;
+	json_t *v;
+	size_t o = 0;
+	char item[256];
+
+	if (len == 0)
+		return buf;
+	if (!json_is_object(policy)) {
+		snprintf(buf, len, "-");
+		return buf;
+	}
+	buf[0] = '\0';
+	json_object_foreach((json_t *)policy, key, v)
+	{
+		char k[128], m[64];
+		cli_str_clean(key, k, sizeof k);
+		cli_str_clean(json_is_string(v) ? json_string_value(v) : "?", m, sizeof m);
+		int n = snprintf(item, sizeof item, "%s%s=%s", o ? sep : "", k, m);
+		if (n < 0 || o + (size_t)n + 1 > len) {
+			/* cut: end with "..." where it fits */
+			size_t at = len > 4 ? len - 4 : 0;
+			if (o < at)
+				at = o;
+			snprintf(buf + at, len - at, "...");
+			return buf;
+		}
+		memcpy(buf + o, item, (size_t)n + 1);
+		o += (size_t)n;
+	}
+	if (o == 0)
+		snprintf(buf, len, "-");
+	return buf;
+}

@@ -1,0 +1,103 @@
+/* cli_fmt.h - rematctl's pure helpers: sizes and durations in and out, SEL=MODE arguments,
+ * absolute paths in a job spec, the socket path, aligned tables, and careful reads of JSON
+ * that came from a server.
+ *
+ * No I/O, no globals, no main: the unit test runner links this file on its own
+ * (tests/unit/test_client.c). Every function that reads server data copes with any JSON at
+ * all (wrong types, missing keys) and never aborts.
+ */
+#ifndef CLI_FMT_H
+#define CLI_FMT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#define CLI_SIZE_LEN	 32   /* room for any cli_size_format / cli_flops_format result */
+#define CLI_TABLE_MAXCOL 8    /* columns of one table */
+#define CLI_PATH_MAX	 4096 /* longest path written into a job spec (the engine's limit) */
+
+/* ---- sizes, FLOPs, durations ---- */
+
+/* Bytes for people, binary units with one decimal: "0 B", "512 B", "1.5 KiB", "238.3 MiB",
+ * "1.5 GiB"; "-" for NaN or infinity. Returns buf. */
+char *cli_size_format(double bytes, char *buf, size_t len);
+
+/* FLOPs with SI prefixes: "0 FLOP", "812.0 MFLOP", "1.2 TFLOP". Returns buf. */
+char *cli_flops_format(double flops, char *buf, size_t len);
+
+/* Parses a size: a decimal number (fraction and exponent allowed: "1.5", "1e9") and an
+ * optional unit, case-insensitive, a space allowed before it: B; K, M, G, T and KiB, MiB,
+ * GiB, TiB are powers of 1024; KB, MB, GB, TB are powers of 1000. Rounds to whole bytes.
+ * Returns 0, or -1 for anything else (negative, hex, inf, an unknown unit, > 2^63). */
+int cli_size_parse(const char *text, long long *bytes);
+
+/* Parses a duration: a number and an optional unit ms, s (default), m or h. Returns 0 with
+ * seconds > 0, or -1. */
+int cli_seconds_parse(const char *text, double *seconds);
+
+/* ---- arguments ---- */
+
+/* Turns SELECTOR=MODE arguments into the "sections" object of remat-set and remat-plan,
+ * keeping the order given. A selector given twice moves to its last position, so that the
+ * server, applying entries in order, gives the later one the last word, as on the command
+ * line. Modes are left to the server to check. Returns 0 with *sections (new reference),
+ * or -1 with a message in err. */
+int cli_sections_parse(char *const *args, int n, json_t **sections, char *err, size_t errlen);
+
+/* Makes path absolute against cwd (an absolute directory): "." components and repeated
+ * slashes dropped, leading ".." components taken off cwd (safe: getcwd's answer has no
+ * symbolic links), a ".." after a named component kept as written (it may follow a link).
+ * An absolute path is copied as it is. Returns 0, or -1 when out is too small. */
+int cli_path_absolute(const char *cwd, const char *path, char *out, size_t outlen);
+
+/* Rewrites the relative paths of a job spec (data.train, data.val, model.init_from,
+ * save.dir) as absolute paths against cwd, in place. Fields that are absent, not strings
+ * or empty are left for the server to judge. Returns 0, or -1 with a message. */
+int cli_spec_absolutize(json_t *spec, const char *cwd, char *err, size_t errlen);
+
+/* The socket to use: option (--socket or --control) when given, else remat_socket
+ * ($REMAT_SOCKET), else xdg_runtime ($XDG_RUNTIME_DIR) + "/remat/rematd.sock", else
+ * "/run/remat/rematd.sock" (the daemon's place when it runs as root). Empty strings count
+ * as unset. Returns 0, or -1 with a message when the path does not fit a sockaddr_un. */
+int cli_socket_path(const char *option, const char *remat_socket, const char *xdg_runtime,
+		    char *out, size_t outlen, char *err, size_t errlen);
+
+/* ---- tables ---- */
+
+typedef struct cli_table {
+	int ncol;			    /* columns, 1..CLI_TABLE_MAXCOL */
+	const char *head[CLI_TABLE_MAXCOL]; /* column titles (borrowed, usually literals) */
+	char align[CLI_TABLE_MAXCOL];	    /* 'l' left or 'r' right (numbers, sizes) */
+	int nrow;			    /* rows added */
+	int caprow;			    /* rows allocated */
+	char **cell;			    /* nrow * ncol cleaned, malloc'd copies, row-major */
+} cli_table;
+
+/* align is one letter per column, "llrr"; a missing letter means 'l'. */
+void cli_table_init(cli_table *t, int ncol, const char *const *head, const char *align);
+/* Adds a row of t->ncol strings (NULL shows as "-"); control characters are replaced.
+ * Returns 0, or -1 when out of memory. */
+int cli_table_add(cli_table *t, ...);
+/* The table as text: a title line and one line per row, columns two spaces apart, no
+ * trailing blanks. malloc'd, caller frees; NULL when out of memory. */
+char *cli_table_render(const cli_table *t);
+void cli_table_free(cli_table *t);
+
+/* ---- reading server JSON ---- */
+
+/* Copies text into out with control characters (C0, DEL, C1) replaced by '?', so that a
+ * server cannot send escape sequences to the terminal; cut to fit. Returns out. */
+char *cli_str_clean(const char *text, char *out, size_t outlen);
+
+/* obj[key] when obj is an object and the value a string, else NULL. */
+const char *cli_jstr(const json_t *obj, const char *key);
+/* 1 with *v when obj[key] is a number (integer or real), else 0. */
+int cli_jnum(const json_t *obj, const char *key, double *v);
+/* obj[key] when it is an object, else NULL. */
+json_t *cli_jobj(const json_t *obj, const char *key);
+
+/* A policy object as "h.0-5=full h.6-11=off head=chunked" (entries joined by sep), cleaned
+ * and cut to fit ("..." at the end when cut); "-" when it is not an object. Returns buf. */
+char *cli_policy_format(const json_t *policy, const char *sep, char *buf, size_t len);
+
+#endif

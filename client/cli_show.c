@@ -1,0 +1,362 @@
+/* cli_show.c - rematctl's human output of each reply (see cli_show.h).
+ *
+ * Tables go through cli_fmt's cli_table; every string from the server is cleaned of
+ * control characters before it reaches the terminal. Not here: --json, the watch view.
+ */
+#include "cli_show.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_fmt.h"
+
+#define KEY_WIDTH 17  /* "last checkpoint: " and its value start in one column */
+#define TEXT_LEN  512 /* longest value shown on one line */
+
+const char *const cli_mem_categories[] = {"params",    "grads",	    "optimizer", "activations",
+					  "recompute", "workspace", "data",	 NULL};
+
+char *cli_show_num(const json_t *obj, const char *key, const char *fmt, char *buf, size_t len)
+{
+	double v;
+	if (cli_jnum(obj, key, &v) && isfinite(v))
+		snprintf(buf, len, fmt, v);
+	else
+		snprintf(buf, len, "-");
+	return buf;
+}
+
+char *cli_show_size(const json_t *obj, const char *key, char *buf, size_t len)
+{
+	double v;
+	if (cli_jnum(obj, key, &v))
+		return cli_size_format(v, buf, len);
+	snprintf(buf, len, "-");
+	return buf;
+}
+
+/* A string field, cleaned, or dflt. */
+static char *show_str(const json_t *obj, const char *key, const char *dflt, char *buf, size_t len)
+{
+	const char *s = cli_jstr(obj, key);
+	return cli_str_clean(s ? s : dflt, buf, len);
+}
+
+static void kv(FILE *f, const char *key, const char *value)
+{
+	fprintf(f, "%-*s %s\n", KEY_WIDTH - 1, key, value);
+}
+
+/* Prints the table and frees it; a table that cannot be built is reported. */
+static void table_flush(FILE *f, cli_table *t)
+{
+	char *text = cli_table_render(t);
+	if (text)
+		fputs(text, f);
+	else
+		fprintf(stderr, "rematctl: out of memory\n");
+	free(text);
+	cli_table_free(t);
+}
+
+/* "120/1000" from step and steps. */
+static char *step_of(const json_t *obj, char *buf, size_t len)
+{
+	char a[32], b[32];
+	cli_show_num(obj, "step", "%.0f", a, sizeof a);
+	cli_show_num(obj, "steps", "%.0f", b, sizeof b);
+	snprintf(buf, len, "%s/%s", a, b);
+	return buf;
+}
+
+void cli_show_list(FILE *f, const char *job, const json_t *ret)
+{
+	(void)job;
+	static const char *const head[] = {"JOB", "NAME", "STATE", "STEP", "LOSS"};
+	json_t *jobs = json_is_object(ret) ? json_object_get(ret, "jobs") : NULL;
+	cli_table t;
+	size_t i;
+	json_t *j;
+
+	cli_table_init(&t, 5, head, "lllrr");
+	json_array_foreach(jobs, i, j)
+	{
+		char id[64], name[128], state[32], step[64], loss[32];
+		cli_table_add(&t, show_str(j, "job", "-", id, sizeof id),
+			      show_str(j, "name", "-", name, sizeof name),
+			      show_str(j, "state", "-", state, sizeof state),
+			      step_of(j, step, sizeof step),
+			      cli_show_num(j, "loss", "%.4f", loss, sizeof loss));
+	}
+	table_flush(f, &t);
+}
+
+void cli_show_status(FILE *f, const char *job, const json_t *ret)
+{
+	(void)job;
+	char buf[TEXT_LEN];
+	double v;
+
+	kv(f, "job:", show_str(ret, "job", "-", buf, sizeof buf));
+	kv(f, "name:", show_str(ret, "name", "-", buf, sizeof buf));
+	kv(f, "state:", show_str(ret, "state", "-", buf, sizeof buf));
+	kv(f, "step:", step_of(ret, buf, sizeof buf));
+	kv(f, "loss:", cli_show_num(ret, "loss", "%.4f", buf, sizeof buf));
+	kv(f, "lr:", cli_show_num(ret, "lr", "%.3e", buf, sizeof buf));
+	kv(f, "tokens/s:", cli_show_num(ret, "tokens_per_s", "%.0f", buf, sizeof buf));
+	kv(f, "step time:", cli_show_num(ret, "step_ms", "%.1f ms", buf, sizeof buf));
+	kv(f, "policy:", cli_policy_format(cli_jobj(ret, "policy"), " ", buf, sizeof buf));
+	kv(f, "last checkpoint:", show_str(ret, "last_checkpoint", "-", buf, sizeof buf));
+	const char *reason = cli_jstr(ret, "reason");
+	if (reason && *reason)
+		kv(f, "reason:", cli_str_clean(reason, buf, sizeof buf));
+	if (cli_jnum(ret, "exit_status", &v))
+		kv(f, "exit status:", cli_show_num(ret, "exit_status", "%.0f", buf, sizeof buf));
+}
+
+/* A table of sections (array of {name, mode, saved_bytes, workspace_bytes[, extra_flops]})
+ * with a total row. */
+static void sections_table(FILE *f, const json_t *sections, int flops)
+{
+	static const char *const head[] = {"SECTION", "MODE", "SAVED", "WORKSPACE", "EXTRA-FLOPS"};
+	double saved = 0, ws = 0, fl = 0, v;
+	cli_table t;
+	size_t i;
+	json_t *s;
+
+	cli_table_init(&t, flops ? 5 : 4, head, "llrrr");
+	json_array_foreach(sections, i, s)
+	{
+		char name[64], mode[32], a[32], b[32], c[32] = "-";
+		if (cli_jnum(s, "saved_bytes", &v))
+			saved += v;
+		if (cli_jnum(s, "workspace_bytes", &v) && v > ws)
+			ws = v; /* the workspace is shared by all blocks: the largest counts */
+		if (flops && cli_jnum(s, "extra_flops", &v)) {
+			fl += v;
+			cli_flops_format(v, c, sizeof c);
+		}
+		cli_table_add(&t, show_str(s, "name", "-", name, sizeof name),
+			      show_str(s, "mode", "-", mode, sizeof mode),
+			      cli_show_size(s, "saved_bytes", a, sizeof a),
+			      cli_show_size(s, "workspace_bytes", b, sizeof b), c);
+	}
+	if (json_array_size(sections) > 1) {
+		char a[32], b[32], c[32];
+		cli_table_add(&t, "total", "", cli_size_format(saved, a, sizeof a),
+			      cli_size_format(ws, b, sizeof b), cli_flops_format(fl, c, sizeof c));
+	}
+	table_flush(f, &t);
+}
+
+void cli_show_remat_get(FILE *f, const char *job, const json_t *ret)
+{
+	(void)job;
+	char buf[TEXT_LEN];
+	json_t *aliases = cli_jobj(ret, "aliases");
+
+	kv(f, "policy:", cli_policy_format(cli_jobj(ret, "policy"), " ", buf, sizeof buf));
+	if (aliases && json_object_size(aliases) > 0)
+		kv(f, "aliases:", cli_policy_format(aliases, " ", buf, sizeof buf));
+	fputc('\n', f);
+	sections_table(f, json_object_get(ret, "sections"), 0);
+}
+
+void cli_show_plan(FILE *f, const json_t *ret, long long budget)
+{
+	char buf[TEXT_LEN], a[32], b[32];
+	double saved = NAN, rec = NAN, extra = NAN, model = NAN;
+	json_t *fits = json_is_object(ret) ? json_object_get(ret, "fits") : NULL;
+
+	sections_table(f, json_object_get(ret, "sections"), 1);
+	fputc('\n', f);
+	kv(f, "policy:", cli_policy_format(cli_jobj(ret, "policy"), " ", buf, sizeof buf));
+	cli_jnum(ret, "saved_bytes", &saved);
+	cli_jnum(ret, "recompute_bytes", &rec);
+	cli_jnum(ret, "extra_flops", &extra);
+	cli_jnum(ret, "model_flops", &model);
+	kv(f, "saved:", cli_size_format(saved, a, sizeof a));
+	kv(f, "recompute:", cli_size_format(rec, a, sizeof a));
+	kv(f, "total:", cli_size_format(saved + rec, a, sizeof a));
+	if (isfinite(model) && model > 0)
+		snprintf(buf, sizeof buf, "%s per step (+%.1f%% of %s)",
+			 cli_flops_format(extra, a, sizeof a), 100.0 * extra / model,
+			 cli_flops_format(model, b, sizeof b));
+	else
+		snprintf(buf, sizeof buf, "%s per step", cli_flops_format(extra, a, sizeof a));
+	kv(f, "extra compute:", buf);
+	if (json_is_boolean(fits) || budget >= 0) {
+		const char *verdict = json_is_true(fits)    ? "fits"
+				      : json_is_false(fits) ? "does not fit"
+							    : "-";
+		if (budget >= 0)
+			snprintf(buf, sizeof buf, "%s: %s",
+				 cli_size_format((double)budget, a, sizeof a), verdict);
+		else
+			snprintf(buf, sizeof buf, "%s", verdict);
+		kv(f, "budget:", buf);
+	}
+}
+
+void cli_show_mem(FILE *f, const char *job, const json_t *ret)
+{
+	(void)job;
+	static const char *const head[] = {"CATEGORY", "CURRENT", "PEAK", "PEAK-SINCE-RESET"};
+	json_t *cats = cli_jobj(ret, "categories"), *v;
+	const char *key;
+	char a[32], b[32], c[32];
+	cli_table t;
+
+	cli_table_init(&t, 4, head, "lrrr");
+	/* the documented categories in their order, then any others the server adds */
+	for (int i = 0; cli_mem_categories[i]; i++) {
+		json_t *m = cli_jobj(cats, cli_mem_categories[i]);
+		if (m)
+			cli_table_add(&t, cli_mem_categories[i], cli_show_size(m, "current", a, 32),
+				      cli_show_size(m, "peak", b, 32),
+				      cli_show_size(m, "peak_since_reset", c, 32));
+	}
+	json_object_foreach(cats, key, v)
+	{
+		int known = 0;
+		for (int i = 0; cli_mem_categories[i]; i++)
+			known |= strcmp(key, cli_mem_categories[i]) == 0;
+		if (!known && json_is_object(v))
+			cli_table_add(&t, key, cli_show_size(v, "current", a, 32),
+				      cli_show_size(v, "peak", b, 32),
+				      cli_show_size(v, "peak_since_reset", c, 32));
+	}
+	json_t *total = cli_jobj(ret, "total");
+	if (total)
+		cli_table_add(&t, "total", cli_show_size(total, "current", a, 32),
+			      cli_show_size(total, "peak", b, 32),
+			      cli_show_size(total, "peak_since_reset", c, 32));
+	table_flush(f, &t);
+	fputc('\n', f);
+	sections_table(f, json_object_get(ret, "sections"), 0);
+	fputc('\n', f);
+	char buf[TEXT_LEN];
+	snprintf(buf, sizeof buf, "%s (peak %s)", cli_show_size(ret, "rss", a, sizeof a),
+		 cli_show_size(ret, "rss_peak", b, sizeof b));
+	kv(f, "rss:", buf);
+	kv(f, "step:", cli_show_num(ret, "step", "%.0f", buf, sizeof buf));
+}
+
+/* "3d 4h 5m 6s", leading zero units left out. */
+static char *uptime_format(double s, char *buf, size_t len)
+{
+	if (!isfinite(s) || s < 0) {
+		snprintf(buf, len, "-");
+		return buf;
+	}
+	long long t = (long long)s;
+	long long d = t / 86400, h = t / 3600 % 24, m = t / 60 % 60, sec = t % 60;
+	if (d)
+		snprintf(buf, len, "%lldd %lldh %lldm %llds", d, h, m, sec);
+	else if (h)
+		snprintf(buf, len, "%lldh %lldm %llds", h, m, sec);
+	else if (m)
+		snprintf(buf, len, "%lldm %llds", m, sec);
+	else
+		snprintf(buf, len, "%llds", sec);
+	return buf;
+}
+
+void cli_show_info(FILE *f, const char *job, const json_t *ret)
+{
+	(void)job;
+	char buf[TEXT_LEN];
+	double up = NAN;
+	json_t *backends = json_is_object(ret) ? json_object_get(ret, "backends") : NULL, *b;
+	size_t i, o = 0;
+
+	kv(f, "version:", show_str(ret, "version", "-", buf, sizeof buf));
+	kv(f, "pid:", cli_show_num(ret, "pid", "%.0f", buf, sizeof buf));
+	cli_jnum(ret, "uptime_s", &up);
+	kv(f, "uptime:", uptime_format(up, buf, sizeof buf));
+	kv(f, "socket:", show_str(ret, "socket", "-", buf, sizeof buf));
+	kv(f, "state dir:", show_str(ret, "state_dir", "-", buf, sizeof buf));
+	buf[0] = '\0';
+	json_array_foreach(backends, i, b)
+	{
+		char name[64];
+		if (!json_is_string(b))
+			continue;
+		cli_str_clean(json_string_value(b), name, sizeof name);
+		int n = snprintf(buf + o, sizeof buf - o, "%s%s", o ? ", " : "", name);
+		if (n < 0 || o + (size_t)n >= sizeof buf)
+			break;
+		o += (size_t)n;
+	}
+	kv(f, "backends:", o ? buf : "-");
+	kv(f, "blas:", show_str(ret, "blas", "-", buf, sizeof buf));
+	kv(f, "max jobs:", cli_show_num(ret, "max_jobs", "%.0f", buf, sizeof buf));
+	kv(f, "jobs running:", cli_show_num(ret, "jobs_running", "%.0f", buf, sizeof buf));
+}
+
+void cli_show_start(FILE *f, const char *job, const json_t *ret)
+{
+	(void)job;
+	char id[64];
+	/* the id alone, like `docker run -d`, so that JOB=$(rematctl start x.json) works */
+	fprintf(f, "%s\n", show_str(ret, "job", "-", id, sizeof id));
+}
+
+void cli_show_pause(FILE *f, const char *job, const json_t *ret)
+{
+	char st[32], step[32], at[32];
+	fprintf(f, "%s: %s at step %s (applies at step %s)\n", job,
+		show_str(ret, "state", "-", st, sizeof st),
+		cli_show_num(ret, "step", "%.0f", step, sizeof step),
+		cli_show_num(ret, "applies_at_step", "%.0f", at, sizeof at));
+}
+
+void cli_show_resume(FILE *f, const char *job, const json_t *ret)
+{
+	char st[32], step[32];
+	fprintf(f, "%s: %s at step %s\n", job, show_str(ret, "state", "-", st, sizeof st),
+		cli_show_num(ret, "step", "%.0f", step, sizeof step));
+}
+
+void cli_show_stop(FILE *f, const char *job, const json_t *ret)
+{
+	char step[32], path[TEXT_LEN];
+	const char *ck = cli_jstr(ret, "checkpoint");
+	fprintf(f, "%s: stopped at step %s", job,
+		cli_show_num(ret, "step", "%.0f", step, sizeof step));
+	if (ck)
+		fprintf(f, ", saved to %s", cli_str_clean(ck, path, sizeof path));
+	fputc('\n', f);
+}
+
+void cli_show_remat_set(FILE *f, const char *job, const json_t *ret)
+{
+	char at[32], pol[TEXT_LEN];
+	fprintf(f, "%s: applies at step %s: %s\n", job,
+		cli_show_num(ret, "applies_at_step", "%.0f", at, sizeof at),
+		cli_policy_format(cli_jobj(ret, "policy"), " ", pol, sizeof pol));
+}
+
+void cli_show_save(FILE *f, const char *job, const json_t *ret)
+{
+	char step[32], path[TEXT_LEN], size[32], ms[32];
+	fprintf(f, "%s: saved step %s to %s (%s in %s ms)\n", job,
+		cli_show_num(ret, "step", "%.0f", step, sizeof step),
+		show_str(ret, "path", "-", path, sizeof path),
+		cli_show_size(ret, "bytes", size, sizeof size),
+		cli_show_num(ret, "ms", "%.0f", ms, sizeof ms));
+}
+
+void cli_show_reset(FILE *f, const char *job, const json_t *ret)
+{
+	(void)ret;
+	fprintf(f, "%s: peak memory counters reset\n", job);
+}
+
+void cli_show_shutdown(FILE *f, const char *job, const json_t *ret)
+{
+	(void)job;
+	(void)ret;
+	fprintf(f, "rematd is shutting down\n");
+}

@@ -1,0 +1,404 @@
+/* rematctl.c - the command-line client of rematd: argument parsing, one request per
+ * subcommand, human or --json output (see usage() below and docs/protocol.md).
+ *
+ *   rematctl [--socket PATH | --control PATH] [--json] [--timeout DUR] COMMAND [ARGS]
+ *
+ * Options may come anywhere on the line ("rematctl stop j1 --save"); "--" ends them.
+ * Exit status: 0 success, 1 an error reply or a command that failed, 2 bad usage,
+ * 3 cannot connect, timeout, connection lost or a protocol error.
+ * Not here: the commands' requests (cli_cmd.c), the connection (cli_conn.c), output
+ * (cli_show.c), the live view (cli_watch.c).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli_cmd.h"
+#include "cli_conn.h"
+#include "cli_fmt.h"
+#include "cli_show.h"
+#include "cli_watch.h"
+#include "proto.h"
+
+static volatile sig_atomic_t interrupted; /* set by SIGINT/SIGTERM in watch and events */
+
+static void on_signal(int sig)
+{
+	interrupted = sig;
+}
+
+/* The exit status and message for a cli_conn result. */
+static int fail_conn(const cli_conn *c, int rc)
+{
+	if (rc == CLI_EREPLY) {
+		fprintf(stderr, CLI_NAME ": %s (%s)\n", c->err, c->err_class);
+		return CLI_EXIT_FAIL;
+	}
+	if (rc == CLI_EINTR)
+		return CLI_EXIT_OK;
+	fprintf(stderr, CLI_NAME ": %s\n", c->err);
+	return CLI_EXIT_CONN;
+}
+
+static int reply_timeout(const char *execute, const cli_args *a)
+{
+	const proto_command *pc = proto_command_find(execute);
+	if (a->timeout_ms > 0)
+		return a->timeout_ms;
+	return pc && pc->deferred ? CLI_DEFERRED_TIMEOUT_MS : CLI_TIMEOUT_MS;
+}
+
+/* Sends the request, prints the reply (human or --json), returns the exit status. */
+static int run_request(cli_conn *c, const cli_command *cmd, const cli_args *a, json_t *req)
+{
+	json_t *ret = NULL;
+	const char *job = a->job ? a->job : cli_conn_job(c);
+	int rc =
+	    cli_conn_call(c, cmd->execute, req, reply_timeout(cmd->execute, a), &ret, NULL, NULL);
+
+	if (rc != CLI_OK)
+		return fail_conn(c, rc);
+	if (a->json) {
+		char *text = json_dumps(ret, JSON_COMPACT);
+		if (text)
+			printf("%s\n", text);
+		free(text);
+	} else {
+		cmd->show(stdout, job ? job : "job", ret);
+	}
+	json_decref(ret);
+	return CLI_EXIT_OK;
+}
+
+/* Prints events as JSON lines until interrupted, --count events, or the end of the
+ * connection (status 3: the server went away). */
+static int run_events(cli_conn *c, const cli_args *a, json_t *req)
+{
+	json_t *msg = NULL;
+	proto_kind kind;
+	long seen = 0;
+	int rc =
+	    cli_conn_call(c, "subscribe", req, reply_timeout("subscribe", a), NULL, NULL, NULL);
+
+	if (rc != CLI_OK)
+		return fail_conn(c, rc);
+	while (a->count <= 0 || seen < a->count) {
+		rc = cli_conn_next(c, -1, &msg, &kind);
+		if (rc != CLI_OK)
+			return fail_conn(c, rc);
+		if (kind == PROTO_KIND_EVENT) {
+			char *text = json_dumps(msg, JSON_COMPACT);
+			if (text)
+				printf("%s\n", text);
+			free(text);
+			seen++;
+		} else if (kind == PROTO_KIND_ERROR && !json_object_get(msg, "id")) {
+			/* the server gave up on this connection (Busy, MessageTooLarge) */
+			json_t *e = json_object_get(msg, "error");
+			char d[PROTO_DESC_LEN], k[32];
+			const char *desc = cli_jstr(e, "desc"), *cls = cli_jstr(e, "class");
+			fprintf(stderr, CLI_NAME ": %s (%s)\n",
+				cli_str_clean(desc ? desc : "-", d, sizeof d),
+				cli_str_clean(cls ? cls : "?", k, sizeof k));
+			json_decref(msg);
+			return CLI_EXIT_FAIL;
+		}
+		json_decref(msg);
+		/* a reader that went away (| head) ends us here, or through SIGPIPE */
+		if (fflush(stdout) != 0)
+			return CLI_EXIT_FAIL;
+	}
+	return CLI_EXIT_OK;
+}
+
+static int run_watch(cli_conn *c, const cli_args *a)
+{
+	cli_watch_opts o = {a->job, a->interval > 0 ? a->interval : 1.0, a->count, a->json,
+			    a->timeout_ms > 0 ? a->timeout_ms : CLI_TIMEOUT_MS};
+	return cli_watch_run(c, &o);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: " CLI_NAME " [--socket PATH | --control PATH] [--json] "
+		   "[--timeout DUR] COMMAND [ARGS]\n\ncommands:\n");
+	for (const cli_command *c = cli_commands; c->name; c++)
+		fprintf(f, "  %s%s%s\n      %s\n", c->name, *c->args ? " " : "", c->args, c->help);
+	fprintf(
+	    f, "\noptions (anywhere on the line):\n"
+	       "  --socket PATH   rematd's socket; default $REMAT_SOCKET, else\n"
+	       "                  $XDG_RUNTIME_DIR/remat/rematd.sock, else /run/remat/rematd.sock\n"
+	       "  --control PATH  talk to one worker (remat-train --control PATH); JOB may be left "
+	       "out\n"
+	       "  --json          print the reply as one JSON line (watch: one per update)\n"
+	       "  --timeout DUR   longest wait for a reply (default 30s; stop and save: 10m)\n"
+	       "  --version, -h, --help\n"
+	       "SIZE: 2GiB, 512M, 1e9 (K M G T and KiB.. are powers of 1024; KB MB GB TB of 1000)\n"
+	       "MODE: off, selective, full (blocks); off, chunked (head)\n"
+	       "SELECTOR: h.3, h.0-5, blocks, head, all, or an alias of the job\n"
+	       "exit status: 0 ok, 1 error reply or failed command, 2 usage, 3 cannot connect, "
+	       "timeout\n  or protocol error\n");
+}
+
+/* The value of an option: "--opt=value" or the next argument. */
+static const char *opt_value(int argc, char **argv, int *i, const char *arg, size_t n)
+{
+	if (arg[n] == '=')
+		return arg + n + 1;
+	if (arg[n] == '\0' && *i + 1 < argc)
+		return argv[++*i];
+	return NULL;
+}
+
+/* Splits argv into options and positionals. Returns CLI_EXIT_OK or CLI_EXIT_USAGE. */
+static int parse_args(int argc, char **argv, cli_args *a, int *version)
+{
+	static const struct {
+		const char *name;
+		unsigned bit; /* 0: a global option */
+		int value;    /* 1: takes a value */
+	} opt[] = {
+	    {"--socket", 0, 1},
+	    {"--control", 0, 1},
+	    {"--json", 0, 0},
+	    {"--timeout", 0, 1},
+	    {"--help", 0, 0},
+	    {"--version", 0, 0},
+	    {"--save", CLI_OPT_SAVE, 0},
+	    {"--name", CLI_OPT_NAME, 1},
+	    {"--default", CLI_OPT_DEFAULT, 1},
+	    {"--budget", CLI_OPT_BUDGET, 1},
+	    {"--interval", CLI_OPT_INTERVAL, 1},
+	    {"--count", CLI_OPT_COUNT, 1},
+	    {"--event", CLI_OPT_EVENT, 1},
+	};
+	int options = 1;
+
+	for (int i = 1; i < argc; i++) {
+		char *arg = argv[i];
+		if (!options || arg[0] != '-' || strcmp(arg, "-") == 0) {
+			if (a->npos == CLI_MAX_POS)
+				return cli_fail_usage(NULL, "too many arguments (at most %s)",
+						      "64");
+			a->pos[a->npos++] = arg;
+			continue;
+		}
+		if (strcmp(arg, "--") == 0) {
+			options = 0;
+			continue;
+		}
+		if (strcmp(arg, "-h") == 0) {
+			a->help = 1;
+			continue;
+		}
+		size_t k, nopt = sizeof opt / sizeof opt[0], n = 0;
+		for (k = 0; k < nopt; k++) {
+			n = strlen(opt[k].name);
+			if (strncmp(arg, opt[k].name, n) == 0 &&
+			    (arg[n] == '\0' || (arg[n] == '=' && opt[k].value)))
+				break;
+		}
+		if (k == nopt)
+			return cli_fail_usage(NULL, "unknown option '%s'", arg);
+		const char *v = NULL;
+		if (opt[k].value && !(v = opt_value(argc, argv, &i, arg, n)))
+			return cli_fail_usage(NULL, "option '%s' needs a value", opt[k].name);
+		a->given |= opt[k].bit;
+		double secs;
+		char *end;
+		switch (k) {
+		case 0:
+			a->socket = v;
+			break;
+		case 1:
+			a->control = v;
+			break;
+		case 2:
+			a->json = 1;
+			break;
+		case 3:
+			if (cli_seconds_parse(v, &secs) < 0)
+				return cli_fail_usage(NULL,
+						      "bad --timeout '%s' (e.g. 30, 2.5s, 10m)", v);
+			a->timeout_ms = secs < 0.001 ? 1 : (int)(secs * 1000.0);
+			break;
+		case 4:
+			a->help = 1;
+			break;
+		case 5:
+			*version = 1;
+			break;
+		case 6:
+			a->save = 1;
+			break;
+		case 7:
+			a->name = v;
+			break;
+		case 8:
+			a->deflt = v;
+			break;
+		case 9:
+			if (cli_size_parse(v, &a->budget) < 0)
+				return cli_fail_usage(
+				    NULL, "bad --budget '%s' (e.g. 2GiB, 512M, 1e9)", v);
+			break;
+		case 10:
+			if (cli_seconds_parse(v, &a->interval) < 0 || a->interval < 0.05)
+				return cli_fail_usage(NULL, "bad --interval '%s' (at least 0.05 s)",
+						      v);
+			break;
+		case 11:
+			errno = 0;
+			a->count = strtol(v, &end, 10);
+			if (errno || end == v || *end || a->count < 1)
+				return cli_fail_usage(NULL,
+						      "bad --count '%s' (a whole number >= 1)", v);
+			break;
+		case 12:
+			if (a->nevents == CLI_MAX_EVENTS)
+				return cli_fail_usage(NULL, "too many --event options (at most %s)",
+						      "16");
+			if (!proto_event_known(v))
+				return cli_fail_usage(
+				    NULL,
+				    "unknown event '%s' (STEP, REMAT_APPLIED, "
+				    "CHECKPOINT_SAVED, JOB_STATE_CHANGED, MEMORY)",
+				    v);
+			a->events[a->nevents++] = v;
+			break;
+		}
+	}
+	return CLI_EXIT_OK;
+}
+
+/* The command named by the first positionals; two-word commands ("mem reset") first, so
+ * that "mem reset j1" is not read as "mem" of job "reset". */
+static const cli_command *find_command(cli_args *a, int *words)
+{
+	for (int pass = 2; pass >= 1; pass--) {
+		for (const cli_command *c = cli_commands; c->name; c++) {
+			const char *sp = strchr(c->name, ' ');
+			size_t n = sp ? (size_t)(sp - c->name) : strlen(c->name);
+			if ((sp != NULL) != (pass == 2) || strncmp(a->pos[0], c->name, n) != 0 ||
+			    a->pos[0][n] != '\0')
+				continue;
+			if (sp && (a->npos < 2 || strcmp(a->pos[1], sp + 1) != 0))
+				continue;
+			*words = pass;
+			return c;
+		}
+	}
+	return NULL;
+}
+
+/* Checks the command's options and positionals, sets a->job and a->rest. */
+static int check_args(const cli_command *cmd, int words, cli_args *a)
+{
+	static const char *const optname[] = {"--save",	    "--name",  "--default", "--budget",
+					      "--interval", "--count", "--event"};
+	char **p = a->pos + words;
+	int n = a->npos - words;
+
+	for (int b = 0; b < 7; b++)
+		if ((a->given & (1u << b)) && !(cmd->opts & (1u << b)))
+			return cli_fail_usage(cmd, "this command takes no %s option", optname[b]);
+	if (cmd->job == CLI_JOB_NEEDED) {
+		/* SEL=MODE can never be a job id: "remat set h.0=full" on a worker has no JOB */
+		if (n > 0 && !strchr(p[0], '=')) {
+			a->job = p[0];
+			p++;
+			n--;
+		} else if (!a->control) {
+			return cli_fail_usage(cmd, "%s",
+					      "missing JOB (a job id such as j1; see 'ls')");
+		}
+	}
+	if (n < cmd->min_rest)
+		return cli_fail_usage(cmd, "%s", "missing arguments");
+	if (n > cmd->max_rest)
+		return cli_fail_usage(cmd, "unexpected argument '%s'", p[cmd->max_rest]);
+	a->rest = p;
+	a->nrest = n;
+	return CLI_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+	cli_args a = {.budget = -1};
+	cli_conn c;
+	const cli_command *cmd;
+	json_t *req = NULL;
+	char path[256], err[256];
+	int version = 0, words = 0, rc;
+
+	memset(&c, 0, sizeof c);
+	c.fd = -1;
+	c.stop = &interrupted; /* kept by cli_conn_open */
+	rc = parse_args(argc, argv, &a, &version);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	if (version) {
+		printf(CLI_NAME " %s (protocol %d)\n", PROTO_VERSION, PROTO_PROTOCOL);
+		return CLI_EXIT_OK;
+	}
+	if (a.npos > 0 && strcmp(a.pos[0], "help") == 0)
+		a.help = 1;
+	if (a.help || a.npos == 0) {
+		usage(a.help ? stdout : stderr);
+		return a.help ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+	}
+	cmd = find_command(&a, &words);
+	if (!cmd && strcmp(a.pos[0], "remat") == 0)
+		return cli_fail_usage(NULL, "'remat' needs a subcommand: %s", "get, set or plan");
+	if (!cmd)
+		return cli_fail_usage(NULL, "unknown command '%s'", a.pos[0]);
+	rc = check_args(cmd, words, &a);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	if (a.socket && a.control)
+		return cli_fail_usage(NULL, "%s", "give --socket or --control, not both");
+	if (cli_socket_path(a.control ? a.control : a.socket, getenv("REMAT_SOCKET"),
+			    getenv("XDG_RUNTIME_DIR"), path, sizeof path, err, sizeof err) < 0) {
+		fprintf(stderr, CLI_NAME ": %s\n", err);
+		return CLI_EXIT_CONN;
+	}
+	/* everything that can fail here (a spec file, an argument) fails before connecting */
+	if (cmd->build || cmd->execute) {
+		rc = (cmd->build ? cmd->build : cli_build_job)(cmd, &a, &req);
+		if (rc != CLI_EXIT_OK)
+			return rc;
+	}
+	if (!cmd->execute) {
+		/* watch and events end on a signal: no SA_RESTART, so it ends the poll() too */
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_signal;
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+	}
+	rc = cli_conn_open(&c, path, a.control ? "the worker" : "rematd",
+			   a.timeout_ms > 0 ? a.timeout_ms : CLI_TIMEOUT_MS);
+	if (rc != CLI_OK) {
+		rc = fail_conn(&c, rc);
+		goto out;
+	}
+	if (cmd->execute)
+		rc = run_request(&c, cmd, &a, req);
+	else if (req)
+		rc = run_events(&c, &a, req);
+	else
+		rc = run_watch(&c, &a);
+	if (fflush(stdout) != 0 && rc == CLI_EXIT_OK) {
+		fprintf(stderr, CLI_NAME ": cannot write the output: %s\n", strerror(errno));
+		rc = CLI_EXIT_FAIL;
+	}
+out:
+	json_decref(req);
+	cli_conn_close(&c);
+	return rc;
+}
