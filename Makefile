@@ -132,5 +132,10 @@ format:
 
 # Performance is measured here, never by timed tests (issue 5 grows this into the full
 # table). Defaults: the gpt2-small shape at batch 4 x 256, 2 threads.
-bench: all
+bench: all $(BUILD)/bin/bench-latency
 	@sh bench/steps.sh $(abspath $(TRAIN))
+	@sh bench/latency.sh $(abspath $(BUILD)/bin)
+
+$(BUILD)/bin/bench-latency: bench/latency.c $(BUILD)/libremat.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)

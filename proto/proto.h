@@ -47,9 +47,11 @@ const char *proto_errclass_name(proto_errclass c);
 /* ---- framing ---- */
 
 typedef struct proto_framer {
-	char *buf;    /* bytes of the line being assembled (malloc'd, grows to PROTO_MAX_LINE) */
+	char *buf;    /* the line being assembled (malloc'd, at most PROTO_MAX_LINE + 1 bytes) */
 	size_t len;   /* bytes in buf */
 	size_t cap;   /* allocated */
+	int state;    /* 0 assembling a line; 1 buf holds input kept after a callback stopped;
+	               * -1 failed (a line too long, or out of memory): every feed returns -1 */
 } proto_framer;
 
 /* Called once per complete line: line[0..len) without the '\n' and without a trailing
@@ -61,7 +63,13 @@ void proto_framer_init(proto_framer *f);
 void proto_framer_free(proto_framer *f);
 /* Splits data into lines, any number per call, partial lines kept across calls. Returns
  * 0; 1 when a callback asked to stop; -1 when a line grows past PROTO_MAX_LINE (the caller
- * replies MessageTooLarge and closes the connection; the framer is then unusable). */
+ * replies MessageTooLarge and closes the connection; the framer is then unusable), or when
+ * memory runs out. Empty lines (after dropping the '\r') are skipped.
+ * A line is refused as soon as it is longer than the limit, so a peer that never sends '\n'
+ * costs at most PROTO_MAX_LINE + 1 bytes. After a 1, the lines kept are delivered first by
+ * the next call; call with n = 0 (data may be NULL) to deliver them without new input. The
+ * kept input is the rest of that one call's data, so the buffer can outgrow the limit by
+ * it until the kept lines are delivered. */
 int proto_framer_feed(proto_framer *f, const char *data, size_t n, proto_line_cb cb, void *ud);
 
 /* ---- requests ---- */
@@ -105,6 +113,11 @@ const proto_command *proto_commands(void);
  * InvalidParameter and a description naming the argument. */
 int proto_args_validate(const proto_command *cmd, const json_t *args, char *desc,
 	size_t desclen);
+/* The same; with job_optional non-zero, "job" may be absent (a worker spoken to directly
+ * accepts its own id or none; whether a given id is its own is the worker's check). A
+ * "job" that is present is checked either way. proto_args_validate is job_optional 0. */
+int proto_args_validate_ex(const proto_command *cmd, const json_t *args, int job_optional,
+	char *desc, size_t desclen);
 
 /* Event names: "STEP", "REMAT_APPLIED", "CHECKPOINT_SAVED", "JOB_STATE_CHANGED", "MEMORY". */
 int proto_event_known(const char *name);

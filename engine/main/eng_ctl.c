@@ -317,8 +317,17 @@ static ctl_conn *conn_get(struct eng_ctl *c, int handle)
 static void on_conn_closed(uv_handle_t *h)
 {
 	ctl_conn *k = (ctl_conn *)h;
+	struct eng_ctl *c = k->ctl;
 	proto_framer_free(&k->fr);
 	k->used = 0; /* memory of the slot is reused only after libuv is done with it */
+	if (!uv_is_closing((uv_handle_t *)&c->async) || uv_is_closing((uv_handle_t *)&c->mem_timer))
+		return;
+	/* Finishing, and this was the last connection: the flush timer has nothing left to
+	 * guard, and the loop ends as soon as it is closed. */
+	for (int i = 0; i < CTL_MAX_CONN; i++)
+		if (c->conns[i].used)
+			return;
+	uv_close((uv_handle_t *)&c->mem_timer, NULL);
 }
 
 static void conn_close(ctl_conn *k)
@@ -814,7 +823,8 @@ static void on_force_close(uv_timer_t *t)
 	struct eng_ctl *c = t->data;
 	for (int i = 0; i < CTL_MAX_CONN; i++)
 		conn_close(&c->conns[i]);
-	uv_close((uv_handle_t *)t, NULL);
+	if (!uv_is_closing((uv_handle_t *)t))
+		uv_close((uv_handle_t *)t, NULL);
 }
 
 static void on_async(uv_async_t *a)
@@ -854,6 +864,11 @@ static void on_async(uv_async_t *a)
 	uv_timer_stop(&c->mem_timer);
 	uv_timer_start(&c->mem_timer, on_force_close, CTL_FLUSH_MS, 0);
 	uv_close((uv_handle_t *)&c->async, NULL);
+	int open = 0;
+	for (int i = 0; i < CTL_MAX_CONN; i++)
+		open |= c->conns[i].used;
+	if (!open)
+		uv_close((uv_handle_t *)&c->mem_timer, NULL);
 }
 
 static void on_mem_timer(uv_timer_t *t)

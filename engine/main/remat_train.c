@@ -31,6 +31,7 @@
 #define REMAT_VERSION "0.1.0"
 #define MAX_SCHEDULE 64 /* entries of --remat-schedule */
 #define PAUSE_POLL_MS 200 /* while paused, how often signals are looked at */
+#define LOG_EVERY 100     /* under rematd (--control-fd), a progress line per this many steps */
 
 typedef struct sched_entry {
 	int at;          /* completed steps when it applies */
@@ -313,7 +314,8 @@ int main(int argc, char **argv)
 			printf("%s\n", line);
 			free(line);
 			json_decref(o);
-		} else {
+		} else if (ctl_fd < 0 || st.step % LOG_EVERY == 0 || st.step == s->steps) {
+			/* under rematd, stdout is the job's log file: one line in LOG_EVERY */
 			printf("step %6d/%d | loss %.6f | lr %.3e | %8.0f tok/s | %9.1f ms "
 			       "(recompute %.1f) | act %.1f MiB\n", st.step, s->steps, st.loss, st.lr,
 				st.tokens_per_s, st.step_ms, st.recompute_ms,

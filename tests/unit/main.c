@@ -86,6 +86,10 @@ int main(void)
 	srunner_add_suite(sr, suite_model());
 	srunner_add_suite(sr, suite_reference());
 	srunner_add_suite(sr, suite_cli());
+	srunner_add_suite(sr, suite_daemon());
+	srunner_add_suite(sr, suite_proto());
+	srunner_add_suite(sr, suite_client());
+	srunner_add_suite(sr, suite_e2e());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -5,6 +5,7 @@
  *   REMAT_TRAIN     absolute path of the remat-train binary under test
  *   REMAT_TESTDATA  absolute path of tests/data (reference data copied from PyTorch)
  *   REMAT_TMP       a scratch directory, emptied by `make test` before the run
+ *   REMATD          absolute path of the rematd binary under test
  */
 #ifndef TESTS_H
 #define TESTS_H
@@ -18,6 +19,10 @@ Suite *suite_kernels(void);
 Suite *suite_model(void);
 Suite *suite_reference(void);
 Suite *suite_cli(void);
+Suite *suite_daemon(void);
+Suite *suite_proto(void);
+Suite *suite_client(void);
+Suite *suite_e2e(void);
 
 /* getenv(name), failing the test with a clear message when it is unset. */
 const char *t_env(const char *name);

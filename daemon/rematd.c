@@ -1,0 +1,380 @@
+/* rematd.c - the remat daemon: options, start-up, signals, shutdown.
+ *
+ *   rematd [--socket PATH] [--group NAME] [--state-dir DIR] [--max-jobs N] [--worker PATH]
+ *          [--stop-timeout SECONDS] [--foreground]
+ *
+ * Listens on a Unix socket for NDJSON requests (docs/protocol.md), keeps a job table, and
+ * runs one remat-train worker per job, at most --max-jobs at once. Runs in the foreground
+ * (the only mode: systemd or a terminal supervises it) and logs one line per event to
+ * stderr. SIGTERM or SIGINT (or daemon-shutdown) stop it cleanly: no new connections, the
+ * socket removed, job-stop to every worker, SIGKILL to those still alive after
+ * --stop-timeout (default 60 s), connections flushed and closed, exit 0. A signal stops
+ * the jobs with save: true, as remat-train alone saves when signalled (SIGTERM is how
+ * systemd and batch schedulers preempt); daemon-shutdown saves only when it says so. A
+ * second signal during the shutdown kills the workers at once.
+ *
+ * Defaults: the socket is $XDG_RUNTIME_DIR/remat/rematd.sock, or /run/remat/rematd.sock as
+ * root; the state directory $XDG_STATE_HOME/remat, else ~/.local/state/remat, or
+ * /var/lib/remat as root; the worker is remat-train next to this executable, else found on
+ * PATH. Exit status: 0 after a clean shutdown, 1 when it cannot start, 2 on bad usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "srv.h"
+#include "srv_conn.h"
+#include "srv_job.h"
+
+#define MAX_JOBS_LIMIT 256          /* --max-jobs accepted: 1..this */
+#define STOP_TIMEOUT_LIMIT 86400    /* --stop-timeout accepted: 0..this seconds */
+#define STATE_DIR_MODE 0700         /* directories rematd creates for its state */
+#define ERR_LEN 512                 /* start-up error messages */
+#define WORKER_NAME "remat-train"   /* the worker binary's name */
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: rematd [--socket PATH] [--group NAME] [--state-dir DIR] "
+		   "[--max-jobs N]\n"
+		   "              [--worker PATH] [--stop-timeout SECONDS] [--foreground]\n"
+		   "       rematd --version\n"
+		   "Serves the remat control protocol on a Unix socket and runs one remat-train\n"
+		   "per job. Runs in the foreground; SIGTERM or SIGINT stop it cleanly.\n");
+}
+
+/* dst = a + b, failing when it does not fit. */
+static int path_join(char *dst, size_t len, const char *a, const char *b)
+{
+	return (size_t)snprintf(dst, len, "%s%s", a, b) < len ? 0 : -1;
+}
+
+/* An absolute version of path (relative ones are taken from the current directory: the
+ * workers run elsewhere). */
+static int path_absolute(char *dst, size_t len, const char *path)
+{
+	char cwd[PATH_MAX];
+	if (path[0] == '/')
+		return path_join(dst, len, path, "");
+	if (!getcwd(cwd, sizeof cwd))
+		return -1;
+	return (size_t)snprintf(dst, len, "%s/%s", cwd, path) < len ? 0 : -1;
+}
+
+/* mkdir -p with mode for the directories created. */
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char tmp[SRV_PATH_LEN];
+	if (path_join(tmp, sizeof tmp, path, "") < 0)
+		return -1;
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+static int default_socket(char *dst, size_t len, char *err)
+{
+	if (geteuid() == 0)
+		return path_join(dst, len, "/run/remat/rematd.sock", "");
+	const char *run = getenv("XDG_RUNTIME_DIR");
+	if (!run || run[0] != '/') {
+		snprintf(err, ERR_LEN, "XDG_RUNTIME_DIR is not set (or not absolute): give "
+			"--socket PATH");
+		return -1;
+	}
+	if (path_join(dst, len, run, "/remat/rematd.sock") < 0) {
+		snprintf(err, ERR_LEN, "XDG_RUNTIME_DIR is too long");
+		return -1;
+	}
+	return 0;
+}
+
+static int default_state_dir(char *dst, size_t len, char *err)
+{
+	if (geteuid() == 0)
+		return path_join(dst, len, "/var/lib/remat", "");
+	const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+	int r;
+	if (state && state[0] == '/')
+		r = path_join(dst, len, state, "/remat");
+	else if (home && home[0] == '/')
+		r = path_join(dst, len, home, "/.local/state/remat");
+	else {
+		snprintf(err, ERR_LEN, "neither XDG_STATE_HOME nor HOME is set: give --state-dir");
+		return -1;
+	}
+	if (r < 0)
+		snprintf(err, ERR_LEN, "the default state directory's path is too long");
+	return r;
+}
+
+/* remat-train next to our own executable, else the bare name for a PATH lookup. */
+static void default_worker(char *dst, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		char *slash = strrchr(self, '/');
+		if (slash) {
+			slash[1] = '\0';
+			if (path_join(dst, len, self, WORKER_NAME) == 0 && access(dst, X_OK) == 0)
+				return;
+		}
+	}
+	path_join(dst, len, WORKER_NAME, "");
+}
+
+static int parse_group(const char *name, gid_t *gid, char *err)
+{
+	struct group *g = getgrnam(name);
+	if (g) {
+		*gid = g->gr_gid;
+		return 0;
+	}
+	char *end;
+	errno = 0;
+	unsigned long n = strtoul(name, &end, 10);
+	if (!errno && end != name && !*end && n < (unsigned long)INT_MAX) {
+		*gid = (gid_t)n;
+		return 0;
+	}
+	snprintf(err, ERR_LEN, "unknown group '%.64s'", name);
+	return -1;
+}
+
+/* ---- shutdown ---- */
+
+static void on_shutdown_timeout(uv_timer_t *t)
+{
+	srv_server *srv = t->data;
+	srv_log("%d worker(s) still running %d s after job-stop", srv->n_active,
+		srv->stop_timeout_s);
+	srv_job_kill_all(srv, "still running at the shutdown timeout");
+}
+
+void srv_shutdown(srv_server *srv, int save, const char *why)
+{
+	if (srv->shutting_down) {
+		srv_log("%s during the shutdown: killing the workers now", why);
+		srv_job_kill_all(srv, "a second stop request");
+		return;
+	}
+	srv->shutting_down = 1;
+	srv->shutdown_save = save;
+	srv_log("shutting down (%s): %d worker(s) to stop%s", why, srv->n_active,
+		save ? ", saving" : "");
+	srv_listen_close(&srv->listener);
+	srv_job_stop_all(srv, save);
+	uv_timer_start(&srv->shutdown_timer, on_shutdown_timeout,
+		(uint64_t)srv->stop_timeout_s * 1000u, 0);
+	srv_shutdown_progress(srv);
+}
+
+void srv_shutdown_progress(srv_server *srv)
+{
+	if (!srv->shutting_down || srv->shutdown_done || srv->n_active > 0)
+		return;
+	srv->shutdown_done = 1;
+	/* the last handles: once the connections are flushed and closed, uv_run returns (the
+	 * signal handles are unreferenced, so they keep catching signals until then) */
+	uv_close((uv_handle_t *)&srv->shutdown_timer, NULL);
+	srv_conn_drain_all(srv);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	/* save: a preempted run should lose no more than its current step */
+	srv_shutdown(h->data, 1, signum == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+/* ---- main ---- */
+
+enum { OPT_SOCKET = 256, OPT_GROUP, OPT_STATE_DIR, OPT_MAX_JOBS, OPT_WORKER, OPT_STOP_TIMEOUT,
+	OPT_FOREGROUND, OPT_VERSION, OPT_HELP };
+
+/* An integer option in lo..hi, or -1 after printing why. */
+static long int_option(const char *name, const char *arg, long lo, long hi)
+{
+	char *end;
+	errno = 0;
+	long n = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || n < lo || n > hi) {
+		fprintf(stderr, "rematd: --%s must be %ld..%ld, not '%.32s'\n", name, lo, hi, arg);
+		return -1;
+	}
+	return n;
+}
+
+/* Fills srv from the command line; 0, 1 (error in err) or 2 (bad usage, printed). */
+static int parse_options(srv_server *srv, int argc, char **argv, char *err)
+{
+	static const struct option opts[] = {
+		{"socket", required_argument, NULL, OPT_SOCKET},
+		{"group", required_argument, NULL, OPT_GROUP},
+		{"state-dir", required_argument, NULL, OPT_STATE_DIR},
+		{"max-jobs", required_argument, NULL, OPT_MAX_JOBS},
+		{"worker", required_argument, NULL, OPT_WORKER},
+		{"stop-timeout", required_argument, NULL, OPT_STOP_TIMEOUT},
+		{"foreground", no_argument, NULL, OPT_FOREGROUND},
+		{"version", no_argument, NULL, OPT_VERSION},
+		{"help", no_argument, NULL, OPT_HELP},
+		{NULL, 0, NULL, 0},
+	};
+	const char *sock = NULL, *state = NULL, *worker = NULL;
+	int o;
+	long n;
+	srv->max_jobs = 1;
+	srv->stop_timeout_s = SRV_STOP_TIMEOUT_S;
+	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (o) {
+		case OPT_SOCKET: sock = optarg; break;
+		case OPT_STATE_DIR: state = optarg; break;
+		case OPT_WORKER: worker = optarg; break;
+		case OPT_FOREGROUND: break; /* the only mode */
+		case OPT_GROUP:
+			if (parse_group(optarg, &srv->group, err) < 0)
+				return 1;
+			srv->has_group = 1;
+			break;
+		case OPT_MAX_JOBS:
+			if ((n = int_option("max-jobs", optarg, 1, MAX_JOBS_LIMIT)) < 0)
+				return 2;
+			srv->max_jobs = (int)n;
+			break;
+		case OPT_STOP_TIMEOUT:
+			if ((n = int_option("stop-timeout", optarg, 0, STOP_TIMEOUT_LIMIT)) < 0)
+				return 2;
+			srv->stop_timeout_s = (int)n;
+			break;
+		case OPT_VERSION:
+			printf("rematd %s (protocol %d)\n", PROTO_VERSION, PROTO_PROTOCOL);
+			exit(0);
+		case OPT_HELP:
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (sock ? path_absolute(srv->socket_path, sizeof srv->socket_path, sock) < 0
+		 : default_socket(srv->socket_path, sizeof srv->socket_path, err) < 0) {
+		if (!err[0])
+			snprintf(err, ERR_LEN, "socket path too long");
+		return 1;
+	}
+	if (state ? path_absolute(srv->state_dir, sizeof srv->state_dir, state) < 0
+		  : default_state_dir(srv->state_dir, sizeof srv->state_dir, err) < 0) {
+		if (!err[0])
+			snprintf(err, ERR_LEN, "state directory path too long");
+		return 1;
+	}
+	/* a relative worker path would be looked up in the job's directory, the worker's cwd */
+	if (worker && strchr(worker, '/')) {
+		if (path_absolute(srv->worker_path, sizeof srv->worker_path, worker) < 0) {
+			snprintf(err, ERR_LEN, "worker path too long");
+			return 1;
+		}
+	} else if (worker) {
+		path_join(srv->worker_path, sizeof srv->worker_path, worker, "");
+	} else {
+		default_worker(srv->worker_path, sizeof srv->worker_path);
+	}
+	return 0;
+}
+
+static srv_server server; /* large (its read buffer): static, and one per process anyway */
+
+int main(int argc, char **argv)
+{
+	srv_server *srv = &server;
+	uv_loop_t loop;
+	char err[ERR_LEN] = "";
+	int rc = 1, signals = 0;
+
+	/* jansson's hash seed before any thread exists (OpenBLAS may start some) */
+	json_object_seed(0);
+	/* a client that hangs up mid-write must cost an EPIPE, not the daemon */
+	signal(SIGPIPE, SIG_IGN);
+
+	int r = parse_options(srv, argc, argv, err);
+	if (r != 0) {
+		if (r == 1)
+			fprintf(stderr, "rematd: %s\n", err);
+		return r;
+	}
+	srv->uid = geteuid();
+	srv->started_ns = uv_hrtime();
+	if (mkdir_p(srv->state_dir, STATE_DIR_MODE) < 0) {
+		fprintf(stderr, "rematd: cannot create state directory '%s': %s\n", srv->state_dir,
+			strerror(errno));
+		return 1;
+	}
+	if (srv_job_table_init(srv, err, sizeof err) < 0) {
+		fprintf(stderr, "rematd: %s\n", err);
+		return 1;
+	}
+	r = uv_loop_init(&loop);
+	if (r < 0) {
+		fprintf(stderr, "rematd: cannot create the event loop: %s\n", uv_strerror(r));
+		return 1;
+	}
+	srv->loop = &loop;
+	if (srv_listen_start(&srv->listener, &loop, srv->socket_path, srv->has_group,
+		srv->group, srv_conn_on_connect, srv, err, sizeof err) < 0) {
+		fprintf(stderr, "rematd: %s\n", err);
+		goto out;
+	}
+	uv_timer_init(&loop, &srv->shutdown_timer);
+	srv->shutdown_timer.data = srv;
+	uv_signal_init(&loop, &srv->sig_term);
+	uv_signal_init(&loop, &srv->sig_int);
+	srv->sig_term.data = srv->sig_int.data = srv;
+	uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
+	uv_signal_start(&srv->sig_int, on_signal, SIGINT);
+	/* they alone must not keep the loop running once everything else has closed */
+	uv_unref((uv_handle_t *)&srv->sig_term);
+	uv_unref((uv_handle_t *)&srv->sig_int);
+	signals = 1;
+
+	srv_log("%s listening on '%s' (pid %ld, state dir '%s', worker '%s', max jobs %d)",
+		PROTO_VERSION, srv->socket_path, (long)getpid(), srv->state_dir,
+		srv->worker_path, srv->max_jobs);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	rc = 0;
+	srv_log("stopped");
+out:
+	if (signals) {
+		uv_close((uv_handle_t *)&srv->sig_term, NULL);
+		uv_close((uv_handle_t *)&srv->sig_int, NULL);
+	}
+	/* let every close callback run, then check nothing was left open */
+	uv_run(&loop, UV_RUN_DEFAULT);
+	srv_listen_release(&srv->listener);
+	srv_job_table_free(srv);
+	if (uv_loop_close(&loop) != 0) {
+		srv_log("BUG: handles still open at exit");
+		rc = 1;
+	}
+	return rc;
+}

@@ -1,0 +1,122 @@
+/* srv.h - rematd's shared state and helpers: the one srv_server of the process, logging,
+ * quoting of client input, and reference-counted output messages.
+ *
+ * rematd is one libuv loop on one thread; nothing here is locked. The modules:
+ *   rematd.c      options, signals, shutdown
+ *   srv_listen.c  the listening socket and its lock file
+ *   srv_conn.c    client connections: framing, limits, output queues, subscriptions
+ *   srv_cmd.c     requests: validation and dispatch
+ *   srv_job.c     the job table, the queue, and the workers (remat-train processes)
+ * Not here: anything that computes; the daemon never trains (DESIGN §1).
+ */
+#ifndef SRV_H
+#define SRV_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "proto.h"
+#include "srv_listen.h"
+
+#define SRV_PATH_LEN 4096            /* longest path the daemon keeps (socket, state dir) */
+#define SRV_READ_BUF (64u << 10)     /* bytes one read from a client or worker may return */
+#define SRV_QUOTE_MAX 80             /* client input is cut to this many bytes in logs */
+#define SRV_QUOTE_BUF (SRV_QUOTE_MAX * 4 + 8) /* room for it fully escaped, quotes, "..." */
+#define SRV_STOP_TIMEOUT_S 60       /* default --stop-timeout: job-stop to SIGKILL at shutdown */
+
+typedef struct srv_conn srv_conn;
+typedef struct srv_job srv_job;
+
+typedef struct srv_server {
+	uv_loop_t *loop;                   /* the one event loop */
+	char socket_path[SRV_PATH_LEN];    /* where clients connect */
+	char state_dir[SRV_PATH_LEN];      /* jobs/ID/{job.json,worker.log,checkpoints} */
+	char worker_path[SRV_PATH_LEN];    /* the remat-train binary spawned per job */
+	int max_jobs;                      /* workers alive at once; more jobs wait queued */
+	int stop_timeout_s;                /* shutdown: workers alive this long after job-stop
+					    * are killed */
+	int has_group;                     /* 1 with --group */
+	gid_t group;                       /* --group: its members may connect too */
+	uid_t uid;                         /* our effective uid: peers with it may connect */
+	uint64_t started_ns;               /* uv_hrtime() at start, for daemon-info's uptime */
+	srv_listener listener;             /* the listening socket and the lock file */
+
+	srv_conn *conns;                   /* every connection until its close callbacks ran */
+	int n_conns;                       /* of them, those served (not refused, not closing) */
+	unsigned next_conn_id;             /* last client number given: logs, reply routing */
+
+	srv_job **jobs;                    /* the job table in creation order (malloc'd) */
+	int n_jobs;                        /* entries used in jobs */
+	int cap_jobs;                      /* entries allocated */
+	unsigned next_job_num;             /* last N used for an id "jN" */
+	int n_active;                      /* jobs with a worker spawned and not yet reaped */
+
+	int shutting_down;                 /* 1 once SIGTERM/SIGINT/daemon-shutdown came */
+	int shutdown_save;                 /* job-stop {save} sent to every worker then */
+	int shutdown_done;                 /* 1 once the last handles are closing */
+	uv_timer_t shutdown_timer;         /* SIGKILLs workers that outlive the timeout */
+	uv_signal_t sig_term;              /* SIGTERM: shut down */
+	uv_signal_t sig_int;               /* SIGINT: shut down; a second one kills workers */
+
+	char rbuf[SRV_READ_BUF];           /* every read lands here: reads never interleave on
+					    * one thread, and each is consumed before the next */
+} srv_server;
+
+/* ---- shutdown (rematd.c) ---- */
+
+/* Starts the shutdown: stop accepting, remove the socket, job-stop {save} to every worker,
+ * then close everything once the last worker is reaped. why goes to the log. A second call
+ * (another signal) SIGKILLs the workers at once. */
+void srv_shutdown(srv_server *srv, int save, const char *why);
+/* Called whenever a worker is reaped: finishes the shutdown once none is left. */
+void srv_shutdown_progress(srv_server *srv);
+
+/* ---- logging (srv_util.c) ---- */
+
+/* One line to stderr: "rematd: " + the message + "\n", written with a single call. Never
+ * pass client input unquoted: use srv_quote. */
+void srv_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Writes s[0..n) into out (SRV_QUOTE_BUF bytes) in double quotes, control characters,
+ * quotes, backslashes and bytes >= 0x80 escaped, cut after SRV_QUOTE_MAX input bytes with
+ * "..." appended. Returns out. */
+char *srv_quote(const char *s, size_t n, char *out);
+
+/* snprintf for messages, where cutting a long path short is fine: says so to the reader
+ * (and to -Wformat-truncation, which only checks direct snprintf calls). */
+void srv_fmt(char *dst, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Copies the UTF-8 text src into dst (len bytes), cut at a character boundary when it
+ * does not fit: text that goes back into JSON must stay valid UTF-8. */
+void srv_copy_text(char *dst, size_t len, const char *src);
+
+/* ---- output messages (srv_util.c) ---- */
+
+/* One line to send, shared by every connection it goes to: each uv_write holds a
+ * reference, released in its callback. */
+typedef struct srv_msg {
+	unsigned refs;  /* holders: the creator plus one per write in flight */
+	size_t len;     /* bytes in data, the final '\n' included */
+	char *data;     /* the line (malloc'd, owned) */
+} srv_msg;
+
+/* Takes ownership of a malloc'd line that ends in '\n' (as the proto builders return);
+ * NULL when line is NULL or memory runs out (then line is freed). refs = 1. */
+srv_msg *srv_msg_take(char *line);
+/* Copies n bytes and appends '\n'. refs = 1; NULL when memory runs out. */
+srv_msg *srv_msg_copy(const char *s, size_t n);
+srv_msg *srv_msg_ref(srv_msg *m);
+void srv_msg_unref(srv_msg *m);
+
+/* Queues m on stream (taking a new reference). cb, when not NULL, runs after the write with
+ * its status and data (UV_ECANCELED when the stream closed first). Returns 0 or a libuv
+ * error (then no callback runs). */
+typedef void (*srv_write_cb)(int status, void *data);
+int srv_stream_write(uv_stream_t *stream, srv_msg *m, srv_write_cb cb, void *data);
+
+/* The monotonic clock in milliseconds (uv_hrtime based, not the loop's cached time). */
+uint64_t srv_now_ms(void);
+
+#endif

@@ -1,0 +1,238 @@
+/* srv_cmd.c - one request line from a client: parse, look up, validate, dispatch by scope.
+ * See srv_cmd.h. Not here: reading lines (srv_conn.c) or running jobs (srv_job.c).
+ */
+#include "srv_cmd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kn.h"
+#include "srv_job.h"
+
+/* Job commands that change something: logged with their client, as an audit trail.
+ * Queries (job-status, remat-get, remat-plan, mem-stats) are not, so polling stays quiet. */
+static const char *const cmd_logged[] = {
+	"job-pause", "job-resume", "job-stop", "remat-set", "mem-reset-peak", "ckpt-save",
+};
+
+static int cmd_is_logged(const char *name)
+{
+	for (size_t i = 0; i < sizeof cmd_logged / sizeof cmd_logged[0]; i++)
+		if (strcmp(cmd_logged[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+/* Replies with an error and logs it as a bad request. */
+static void cmd_refuse(srv_conn *c, const char *execute, proto_errclass ec, const char *desc,
+	const json_t *id)
+{
+	char q[SRV_QUOTE_BUF];
+	srv_log("client %u: %s refused: %s: %s", c->id, execute, proto_errclass_name(ec),
+		srv_quote(desc, strlen(desc), q));
+	srv_conn_error(c, ec, desc, id);
+}
+
+static int cmd_blank(const char *line, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (line[i] != ' ' && line[i] != '\t')
+			return 0;
+	return 1;
+}
+
+/* ---- daemon scope ---- */
+
+static void cmd_daemon_info(srv_conn *c, const proto_request *req)
+{
+	srv_server *srv = c->srv;
+	double uptime = (double)(uv_hrtime() - srv->started_ns) / 1e9;
+	/* only the CPU backend exists so far (DESIGN §7: cuda is a later piece of work) */
+	json_t *ret = json_pack("{s:s, s:i, s:f, s:s, s:s, s:[s], s:s, s:i, s:i, s:s}",
+		"version", PROTO_VERSION, "pid", (int)getpid(), "uptime_s", uptime, "socket",
+		srv->socket_path, "state_dir", srv->state_dir, "backends", "cpu", "blas",
+		kn_blas_describe(), "max_jobs", srv->max_jobs, "jobs_running", srv->n_active,
+		"worker", srv->worker_path);
+	if (!ret) {
+		srv_conn_error(c, PROTO_ERR_INTERNAL, "out of memory", req->id);
+		return;
+	}
+	srv_conn_reply(c, ret, req->id);
+	json_decref(ret);
+}
+
+static void cmd_daemon_shutdown(srv_conn *c, const proto_request *req)
+{
+	int save = json_is_true(json_object_get(req->args, "save"));
+	char why[64];
+	/* the reply is queued first; the connection drains it before closing */
+	srv_conn_reply(c, NULL, req->id);
+	snprintf(why, sizeof why, "daemon-shutdown from client %u", c->id);
+	/* a repeated request is not an emergency: only a second signal kills the workers */
+	if (!c->srv->shutting_down)
+		srv_shutdown(c->srv, save, why);
+}
+
+static void cmd_job_start(srv_conn *c, const proto_request *req)
+{
+	srv_server *srv = c->srv;
+	proto_errclass ec;
+	char desc[PROTO_DESC_LEN];
+	if (srv->shutting_down) {
+		cmd_refuse(c, "job-start", PROTO_ERR_INVALID_STATE, "the daemon is shutting down",
+			req->id);
+		return;
+	}
+	const json_t *spec = json_object_get(req->args, "spec");
+	const char *name = json_string_value(json_object_get(req->args, "name"));
+	srv_job *job = srv_job_create(srv, spec, name, &ec, desc, sizeof desc);
+	if (!job) {
+		cmd_refuse(c, "job-start", ec, desc, req->id);
+		return;
+	}
+	srv_log("client %u: job-start: %s", c->id, job->id);
+	json_t *ret = json_pack("{s:s, s:s}", "job", job->id, "state",
+		srv_job_state_name(job->state));
+	srv_conn_reply(c, ret, req->id);
+	json_decref(ret);
+}
+
+static void cmd_job_list(srv_conn *c, const proto_request *req)
+{
+	json_t *ret = srv_job_list(c->srv);
+	if (!ret)
+		srv_conn_error(c, PROTO_ERR_INTERNAL, "out of memory", req->id);
+	else
+		srv_conn_reply(c, ret, req->id);
+	json_decref(ret);
+}
+
+static void cmd_daemon(srv_conn *c, const proto_command *cmd, const proto_request *req)
+{
+	if (strcmp(cmd->name, "daemon-info") == 0)
+		cmd_daemon_info(c, req);
+	else if (strcmp(cmd->name, "daemon-shutdown") == 0)
+		cmd_daemon_shutdown(c, req);
+	else if (strcmp(cmd->name, "job-start") == 0)
+		cmd_job_start(c, req);
+	else if (strcmp(cmd->name, "job-list") == 0)
+		cmd_job_list(c, req);
+	else /* proto.h knows a daemon command that this daemon does not */
+		cmd_refuse(c, cmd->name, PROTO_ERR_COMMAND_NOT_FOUND,
+			"command not implemented by this daemon", req->id);
+}
+
+/* ---- connection scope ---- */
+
+static void cmd_subscribe(srv_conn *c, const proto_command *cmd, const proto_request *req)
+{
+	int on = strcmp(cmd->name, "subscribe") == 0;
+	const char *job = json_string_value(json_object_get(req->args, "job"));
+	const json_t *events = json_object_get(req->args, "events");
+	char desc[PROTO_DESC_LEN], q[SRV_QUOTE_BUF];
+	if (job && !srv_job_find(c->srv, job)) {
+		snprintf(desc, sizeof desc, "no job %s", srv_quote(job, strlen(job), q));
+		cmd_refuse(c, cmd->name, PROTO_ERR_JOB_NOT_FOUND, desc, req->id);
+		return;
+	}
+	uint32_t mask = SRV_EV_ALL;
+	if (events) {
+		size_t i;
+		const json_t *e;
+		mask = 0;
+		json_array_foreach(events, i, e)
+			if (json_is_string(e))
+				mask |= srv_conn_event_bit(json_string_value(e));
+	}
+	if (srv_conn_subscribe(c, job ? job : "", mask, on) < 0) {
+		snprintf(desc, sizeof desc, "too many subscriptions (at most %d job filters)",
+			SRV_MAX_SUBS);
+		cmd_refuse(c, cmd->name, PROTO_ERR_INVALID_PARAMETER, desc, req->id);
+		return;
+	}
+	srv_conn_reply(c, NULL, req->id);
+}
+
+/* ---- job scope ---- */
+
+static void cmd_job(srv_conn *c, const proto_command *cmd, const proto_request *req)
+{
+	proto_errclass ec;
+	char desc[PROTO_DESC_LEN], q[SRV_QUOTE_BUF];
+	const char *id = json_string_value(json_object_get(req->args, "job"));
+	if (!id) {
+		/* a worker spoken to directly may take none; rematd must know which job */
+		cmd_refuse(c, cmd->name, PROTO_ERR_INVALID_PARAMETER,
+			"missing argument 'job' (the job's id, such as \"j1\")", req->id);
+		return;
+	}
+	srv_job *job = srv_job_find(c->srv, id);
+	if (!job) {
+		snprintf(desc, sizeof desc, "no job %s", srv_quote(id, strlen(id), q));
+		cmd_refuse(c, cmd->name, PROTO_ERR_JOB_NOT_FOUND, desc, req->id);
+		return;
+	}
+	/* the table answers for a job without a worker, and for one still loading */
+	if (strcmp(cmd->name, "job-status") == 0 &&
+		(!srv_job_live(job) || job->state == SRV_JOB_STARTING)) {
+		json_t *ret = srv_job_status(job);
+		if (!ret)
+			srv_conn_error(c, PROTO_ERR_INTERNAL, "out of memory", req->id);
+		else
+			srv_conn_reply(c, ret, req->id);
+		json_decref(ret);
+		return;
+	}
+	if (cmd_is_logged(cmd->name))
+		srv_log("client %u: %s %s", c->id, cmd->name, job->id);
+	if (srv_job_forward(job, c, cmd->name, req->args, req->id, &ec, desc, sizeof desc) < 0)
+		cmd_refuse(c, cmd->name, ec, desc, req->id);
+}
+
+void srv_cmd_handle(srv_conn *c, const char *line, size_t len)
+{
+	proto_request req;
+	proto_errclass ec;
+	char desc[PROTO_DESC_LEN], q[SRV_QUOTE_BUF], qd[SRV_QUOTE_BUF];
+
+	if (cmd_blank(line, len))
+		return; /* an empty line (a human at socat pressing Enter) asks nothing */
+	if (proto_request_parse(line, len, &req, &ec, desc, sizeof desc) < 0) {
+		srv_log("client %u: bad request: %s: %s in %s", c->id, proto_errclass_name(ec),
+			srv_quote(desc, strlen(desc), qd), srv_quote(line, len, q));
+		srv_conn_error(c, ec, desc, req.id);
+		goto out;
+	}
+	const proto_command *cmd = proto_command_find(req.execute);
+	if (!cmd) {
+		snprintf(desc, sizeof desc, "unknown command %s",
+			srv_quote(req.execute, strlen(req.execute), q));
+		cmd_refuse(c, "request", PROTO_ERR_COMMAND_NOT_FOUND, desc, req.id);
+		goto out;
+	}
+	if (c->inflight >= PROTO_MAX_INFLIGHT) {
+		snprintf(desc, sizeof desc, "too many requests in flight (at most %d)",
+			PROTO_MAX_INFLIGHT);
+		cmd_refuse(c, cmd->name, PROTO_ERR_BUSY, desc, req.id);
+		goto out;
+	}
+	if (proto_args_validate(cmd, req.args, desc, sizeof desc) < 0) {
+		cmd_refuse(c, cmd->name, PROTO_ERR_INVALID_PARAMETER, desc, req.id);
+		goto out;
+	}
+	switch (cmd->scope) {
+	case PROTO_SCOPE_DAEMON:
+		cmd_daemon(c, cmd, &req);
+		break;
+	case PROTO_SCOPE_CONN:
+		cmd_subscribe(c, cmd, &req);
+		break;
+	case PROTO_SCOPE_JOB:
+		cmd_job(c, cmd, &req);
+		break;
+	}
+out:
+	proto_request_free(&req);
+}

@@ -1,0 +1,171 @@
+/* srv_util.c - logging, quoting of client input, output messages and stream writes shared
+ * by rematd's modules (see srv.h). Not here: any policy about who gets what.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "srv.h"
+
+#define LOG_LINE_MAX 2048 /* one log line, prefix and newline included; longer ones are cut */
+
+void srv_log(const char *fmt, ...)
+{
+	char line[LOG_LINE_MAX];
+	int n = snprintf(line, sizeof line, "rematd: ");
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (m < 0)
+		m = 0;
+	size_t len = (size_t)n + (size_t)m;
+	if (len > sizeof line - 2)
+		len = sizeof line - 2;
+	line[len++] = '\n';
+	/* one fwrite: lines from one process never interleave mid-line (stderr is unbuffered,
+	 * so this is one write(2)) */
+	fwrite(line, 1, len, stderr);
+}
+
+void srv_fmt(char *dst, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(dst, len, fmt, ap);
+	va_end(ap);
+}
+
+void srv_copy_text(char *dst, size_t len, const char *src)
+{
+	size_t n = strlen(src);
+	if (len == 0)
+		return;
+	if (n >= len) {
+		n = len - 1;
+		/* back off to the start of the character that did not fit */
+		while (n > 0 && ((unsigned char)src[n] & 0xc0) == 0x80)
+			n--;
+	}
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+char *srv_quote(const char *s, size_t n, char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t o = 0;
+	size_t cut = n > SRV_QUOTE_MAX ? SRV_QUOTE_MAX : n;
+	out[o++] = '"';
+	for (size_t i = 0; i < cut; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch == '"' || ch == '\\') {
+			out[o++] = '\\';
+			out[o++] = (char)ch;
+		} else if (ch == '\n') {
+			out[o++] = '\\';
+			out[o++] = 'n';
+		} else if (ch == '\t') {
+			out[o++] = '\\';
+			out[o++] = 't';
+		} else if (ch < 0x20 || ch >= 0x7f) {
+			/* bytes >= 0x80 too: a C1 control (0x9b is CSI) could drive the terminal
+			 * that shows this log */
+			out[o++] = '\\';
+			out[o++] = 'x';
+			out[o++] = hex[ch >> 4];
+			out[o++] = hex[ch & 15];
+		} else {
+			out[o++] = (char)ch;
+		}
+	}
+	out[o++] = '"';
+	if (cut < n) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+srv_msg *srv_msg_take(char *line)
+{
+	if (!line)
+		return NULL;
+	srv_msg *m = malloc(sizeof *m);
+	if (!m) {
+		free(line);
+		return NULL;
+	}
+	m->refs = 1;
+	m->len = strlen(line);
+	m->data = line;
+	return m;
+}
+
+srv_msg *srv_msg_copy(const char *s, size_t n)
+{
+	char *line = malloc(n + 2);
+	if (!line)
+		return NULL;
+	memcpy(line, s, n);
+	line[n] = '\n';
+	line[n + 1] = '\0';
+	srv_msg *m = srv_msg_take(line);
+	if (m)
+		m->len = n + 1; /* s may hold a NUL byte: never trust strlen here */
+	return m;
+}
+
+srv_msg *srv_msg_ref(srv_msg *m)
+{
+	m->refs++;
+	return m;
+}
+
+void srv_msg_unref(srv_msg *m)
+{
+	if (!m || --m->refs > 0)
+		return;
+	free(m->data);
+	free(m);
+}
+
+typedef struct write_req {
+	uv_write_t req;      /* the libuv request; req.data unused */
+	srv_msg *msg;        /* the line being written (one reference) */
+	srv_write_cb cb;     /* the caller's callback, or NULL */
+	void *data;          /* its argument */
+} write_req;
+
+static void write_done(uv_write_t *req, int status)
+{
+	write_req *w = (write_req *)req;
+	if (w->cb)
+		w->cb(status, w->data);
+	srv_msg_unref(w->msg);
+	free(w);
+}
+
+int srv_stream_write(uv_stream_t *stream, srv_msg *m, srv_write_cb cb, void *data)
+{
+	write_req *w = malloc(sizeof *w);
+	if (!w)
+		return UV_ENOMEM;
+	w->msg = srv_msg_ref(m);
+	w->cb = cb;
+	w->data = data;
+	uv_buf_t buf = uv_buf_init(m->data, (unsigned)m->len);
+	int r = uv_write(&w->req, stream, &buf, 1, write_done);
+	if (r < 0) {
+		srv_msg_unref(m);
+		free(w);
+	}
+	return r;
+}
+
+uint64_t srv_now_ms(void)
+{
+	return uv_hrtime() / 1000000u;
+}

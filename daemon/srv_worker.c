@@ -1,0 +1,584 @@
+/* srv_worker.c - a job's worker: spawning remat-train on a socketpair, reading its lines
+ * (greeting, replies, events), forwarding requests with rematd's own ids and routing the
+ * replies back, and reaping it when it ends. See srv_worker.h and srv_job.h.
+ * Not here: the job table and job-start's checks (srv_job.c).
+ */
+#include "srv_worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "eng_err.h"
+#include "srv_conn.h"
+
+#define WORKER_LOG_TAIL 4096   /* bytes of worker.log read for a failure's reason */
+#define WORKER_LOG_SHOW 120    /* longest worker log line kept in a reason */
+#define WORKER_LATEST_LEN 256  /* longest checkpoint name read from save dir's `latest` */
+#define WORKER_FD_ARG "3"      /* SRV_WORKER_CONTROL_FD as the worker's argument */
+
+static void worker_on_close(uv_handle_t *h)
+{
+	srv_job *job = h->data;
+	/* the record outlives its handles; srv_job.c frees it only once this reaches 0 */
+	job->handles_open--;
+}
+
+static void pending_free(srv_pending *p)
+{
+	json_decref(p->client_id);
+	free(p);
+}
+
+void srv_worker_forget(srv_job *job)
+{
+	while (job->pending) {
+		srv_pending *p = job->pending;
+		job->pending = p->next;
+		pending_free(p);
+	}
+}
+
+void srv_worker_kill(srv_job *job, const char *why)
+{
+	if (!job->proc_alive)
+		return;
+	if (!job->killed_by[0])
+		snprintf(job->killed_by, sizeof job->killed_by, "%s", why);
+	srv_log("job %s: killing worker (pid %ld): %s", job->id, (long)job->pid, why);
+	int r = uv_process_kill(&job->proc, SIGKILL);
+	if (r < 0)
+		srv_log("job %s: cannot kill pid %ld: %s", job->id, (long)job->pid,
+			uv_strerror(r));
+}
+
+int srv_job_live(const srv_job *job)
+{
+	return job->proc_alive && job->chan_open;
+}
+
+int srv_worker_request(srv_job *job, const char *execute, const json_t *args,
+	unsigned conn_id, const json_t *client_id)
+{
+	if (!srv_job_live(job))
+		return -1;
+	srv_pending *p = calloc(1, sizeof *p);
+	json_t *wid = json_integer((json_int_t)(job->next_wid + 1));
+	srv_msg *m = p && wid ? srv_msg_take(proto_request_line(execute, args, wid)) : NULL;
+	json_decref(wid);
+	if (!m || srv_stream_write((uv_stream_t *)&job->chan, m, NULL, NULL) < 0) {
+		/* a write error also ends the channel's reading: the reaping follows */
+		srv_msg_unref(m);
+		free(p);
+		return -1;
+	}
+	srv_msg_unref(m);
+	p->wid = ++job->next_wid;
+	p->conn_id = conn_id;
+	p->client_id = client_id ? json_incref((json_t *)client_id) : NULL;
+	snprintf(p->execute, sizeof p->execute, "%s", execute);
+	p->next = job->pending;
+	job->pending = p;
+	if (strcmp(execute, "job-stop") == 0)
+		job->stop_requested = 1;
+	return 0;
+}
+
+int srv_job_forward(srv_job *job, srv_conn *c, const char *execute, const json_t *args,
+	const json_t *id, proto_errclass *ec, char *desc, size_t desclen)
+{
+	if (!srv_job_live(job)) {
+		*ec = PROTO_ERR_INVALID_STATE;
+		snprintf(desc, desclen, "job %s is %s", job->id, srv_job_state_name(job->state));
+		return -1;
+	}
+	if (srv_worker_request(job, execute, args, c->id, id) < 0) {
+		*ec = PROTO_ERR_INTERNAL;
+		snprintf(desc, desclen, "cannot reach the worker of job %s", job->id);
+		return -1;
+	}
+	c->inflight++;
+	return 0;
+}
+
+/* ---- what the worker says ---- */
+
+static void worker_set_checkpoint(srv_job *job, const json_t *path)
+{
+	if (!json_is_string(path))
+		return;
+	char *copy = strdup(json_string_value(path));
+	if (!copy)
+		return;
+	free(job->last_checkpoint);
+	job->last_checkpoint = copy;
+}
+
+static void worker_set_policy(srv_job *job, json_t *policy)
+{
+	if (!json_is_object(policy))
+		return;
+	json_decref(job->policy);
+	job->policy = json_incref(policy);
+}
+
+/* Keeps the table current from numbers the worker reports (STEP, job-status). */
+static void worker_note_progress(srv_job *job, const json_t *o)
+{
+	const json_t *v = json_object_get(o, "step");
+	if (json_is_integer(v))
+		job->step = (int)json_integer_value(v);
+	v = json_object_get(o, "loss");
+	if (json_is_number(v)) {
+		job->loss = json_number_value(v);
+		job->has_loss = 1;
+	}
+	v = json_object_get(o, "lr");
+	if (json_is_number(v)) {
+		job->lr = json_number_value(v);
+		job->has_lr = 1;
+	}
+}
+
+/* Learns from a successful reply before it goes back to the client. */
+static void worker_note_return(srv_job *job, const char *execute, json_t *ret)
+{
+	if (strcmp(execute, "job-status") == 0) {
+		worker_note_progress(job, ret);
+		worker_set_policy(job, json_object_get(ret, "policy"));
+		/* the worker cannot know its pid as rematd sees it in every namespace; tests
+		 * and rematctl use it to find the process */
+		if (!json_object_get(ret, "pid"))
+			json_object_set_new(ret, "pid", json_integer(job->pid));
+	} else if (strcmp(execute, "job-stop") == 0) {
+		worker_set_checkpoint(job, json_object_get(ret, "checkpoint"));
+	} else if (strcmp(execute, "ckpt-save") == 0) {
+		worker_set_checkpoint(job, json_object_get(ret, "path"));
+	} else if (strcmp(execute, "remat-set") == 0) {
+		worker_set_policy(job, json_object_get(ret, "policy"));
+	}
+}
+
+static srv_pending *worker_pending_take(srv_job *job, const json_t *id)
+{
+	if (!json_is_integer(id))
+		return NULL;
+	for (srv_pending **pp = &job->pending; *pp; pp = &(*pp)->next) {
+		srv_pending *p = *pp;
+		if ((json_int_t)p->wid == json_integer_value(id)) {
+			*pp = p->next;
+			return p;
+		}
+	}
+	return NULL;
+}
+
+static void worker_on_reply(srv_job *job, json_t *obj, proto_kind kind)
+{
+	srv_pending *p = worker_pending_take(job, json_object_get(obj, "id"));
+	if (!p) {
+		srv_log("job %s: the worker answered a request it was never sent", job->id);
+		return;
+	}
+	json_t *ret = json_object_get(obj, "return");
+	if (kind == PROTO_KIND_RETURN && json_is_object(ret))
+		worker_note_return(job, p->execute, ret);
+	const char *desc = json_string_value(json_object_get(json_object_get(obj, "error"),
+		"desc"));
+	if (p->conn_id == 0) {
+		if (kind == PROTO_KIND_ERROR) {
+			char q[SRV_QUOTE_BUF];
+			srv_log("job %s: the worker refused %s: %s", job->id, p->execute,
+				srv_quote(desc ? desc : "", desc ? strlen(desc) : 0, q));
+		}
+		goto out;
+	}
+	/* the client may have gone meanwhile: then the reply is dropped */
+	srv_conn *c = srv_conn_find(job->srv, p->conn_id);
+	if (!c)
+		goto out;
+	c->inflight--;
+	if (p->client_id)
+		json_object_set(obj, "id", p->client_id);
+	else
+		json_object_del(obj, "id");
+	char *text = json_dumps(obj, JSON_COMPACT);
+	srv_msg *m = text ? srv_msg_copy(text, strlen(text)) : NULL;
+	free(text);
+	srv_conn_send(c, m);
+	srv_msg_unref(m);
+out:
+	pending_free(p);
+}
+
+static void worker_on_greeting(srv_job *job, const json_t *obj)
+{
+	const json_t *g = json_object_get(obj, "remat");
+	const char *role = json_string_value(json_object_get(g, "role"));
+	const char *id = json_string_value(json_object_get(g, "job"));
+	if (!role || strcmp(role, "worker") != 0 || (id && strcmp(id, job->id) != 0))
+		srv_log("job %s: unexpected greeting from the worker (role %s, job %s)", job->id,
+			role ? "given" : "missing", id ? "given" : "missing");
+	job->greeted = 1;
+	if (job->state == SRV_JOB_STARTING)
+		srv_job_set_state(job, SRV_JOB_RUNNING, "worker ready");
+}
+
+/* Keeps the table current from an event, then relays the line unchanged. */
+static void worker_on_event(srv_job *job, json_t *obj, const char *line, size_t len)
+{
+	const char *name = json_string_value(json_object_get(obj, "event"));
+	json_t *data = json_object_get(obj, "data");
+	if (!name)
+		return;
+	if (!json_is_object(data))
+		data = NULL;
+	if (strcmp(name, "STEP") == 0 && data) {
+		worker_note_progress(job, data);
+	} else if (strcmp(name, "CHECKPOINT_SAVED") == 0 && data) {
+		worker_set_checkpoint(job, json_object_get(data, "path"));
+	} else if (strcmp(name, "REMAT_APPLIED") == 0 && data) {
+		worker_set_policy(job, json_object_get(data, "policy"));
+	} else if (strcmp(name, "JOB_STATE_CHANGED") == 0 && data) {
+		int to = srv_job_state_parse(json_string_value(json_object_get(data, "to")));
+		/* rematd announced running itself at the greeting: not twice */
+		if (to == (int)job->state)
+			return;
+		/* queued and starting are rematd's to say: a job the worker called queued
+		 * would be spawned a second time */
+		if (to == SRV_JOB_QUEUED || to == SRV_JOB_STARTING)
+			to = -1;
+		if (to >= 0) {
+			const char *why = json_string_value(json_object_get(data, "reason"));
+			job->state = (srv_job_state)to;
+			srv_copy_text(job->reason, sizeof job->reason, why ? why : "");
+			if (srv_job_state_final(job->state))
+				job->final_reported = 1;
+			char q[SRV_QUOTE_BUF];
+			srv_log("job %s %s: %s", job->id, srv_job_state_name(job->state),
+				srv_quote(job->reason, strlen(job->reason), q));
+		}
+	}
+	srv_msg *m = srv_msg_copy(line, len);
+	if (m)
+		srv_conn_publish(job->srv, job->id, name, m);
+	srv_msg_unref(m);
+}
+
+static int worker_on_line(const char *line, size_t len, void *ud)
+{
+	srv_job *job = ud;
+	json_t *obj = NULL;
+	proto_kind kind;
+	char desc[PROTO_DESC_LEN];
+	if (len == 0)
+		return 0;
+	if (proto_message_parse(line, len, &obj, &kind, desc, sizeof desc) < 0) {
+		char q[SRV_QUOTE_BUF], qd[SRV_QUOTE_BUF];
+		srv_log("job %s: bad line from the worker: %s in %s", job->id,
+			srv_quote(desc, strlen(desc), qd), srv_quote(line, len, q));
+		return 0;
+	}
+	switch (kind) {
+	case PROTO_KIND_GREETING:
+		worker_on_greeting(job, obj);
+		break;
+	case PROTO_KIND_RETURN:
+	case PROTO_KIND_ERROR:
+		worker_on_reply(job, obj, kind);
+		break;
+	case PROTO_KIND_EVENT:
+		worker_on_event(job, obj, line, len);
+		break;
+	}
+	json_decref(obj);
+	return 0;
+}
+
+/* ---- the end of a worker ---- */
+
+/* The last non-empty line of worker.log, quoted, into out ("" when none). */
+static void worker_log_tail(const srv_job *job, char *out, size_t outlen)
+{
+	char path[SRV_PATH_LEN + 16], buf[WORKER_LOG_TAIL + 1];
+	out[0] = '\0';
+	snprintf(path, sizeof path, "%s/worker.log", job->dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	off_t size = lseek(fd, 0, SEEK_END);
+	off_t from = size > WORKER_LOG_TAIL ? size - WORKER_LOG_TAIL : 0;
+	ssize_t n = size > 0 ? pread(fd, buf, (size_t)(size - from), from) : 0;
+	close(fd);
+	if (n <= 0)
+		return;
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		n--;
+	buf[n] = '\0';
+	char *start = memrchr(buf, '\n', (size_t)n);
+	start = start ? start + 1 : buf;
+	size_t len = strlen(start);
+	/* the worker's text is as untrusted as a client's: escaped like it, cut shorter */
+	char q[SRV_QUOTE_BUF];
+	srv_quote(start, len > WORKER_LOG_SHOW ? WORKER_LOG_SHOW : len, q);
+	snprintf(out, outlen, "%s%s", q, len > WORKER_LOG_SHOW ? "..." : "");
+}
+
+/* The newest complete checkpoint in the save dir (its `latest` file), when none was seen. */
+static void worker_find_latest(srv_job *job)
+{
+	char path[SRV_PATH_LEN + 16], name[WORKER_LATEST_LEN];
+	if (job->last_checkpoint || !job->save_dir[0])
+		return;
+	snprintf(path, sizeof path, "%s/latest", job->save_dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, name, sizeof name - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	name[n] = '\0';
+	name[strcspn(name, "\r\n")] = '\0';
+	/* a bare directory name; anything else is not ours to report */
+	if (!name[0] || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return;
+	char full[SRV_PATH_LEN + WORKER_LATEST_LEN + 2];
+	struct stat st;
+	snprintf(full, sizeof full, "%s/%s", job->save_dir, name);
+	if (stat(full, &st) == 0 && S_ISDIR(st.st_mode))
+		job->last_checkpoint = strdup(full);
+}
+
+/* Both ends seen (channel and process): records the end of the job. Runs once. */
+static void worker_reap(srv_job *job)
+{
+	srv_server *srv = job->srv;
+	if (job->reaped)
+		return;
+	job->reaped = 1;
+	uv_close((uv_handle_t *)&job->timer, worker_on_close);
+	proto_framer_free(&job->framer);
+	job->pid = 0;
+	srv->n_active--;
+	worker_find_latest(job);
+
+	char how[128], tail[SRV_QUOTE_BUF + 8] = "", reason[SRV_REASON_LEN];
+	if (job->term_signal)
+		snprintf(how, sizeof how, "killed by signal %d%s%s%s", job->term_signal,
+			job->killed_by[0] ? " (" : "", job->killed_by,
+			job->killed_by[0] ? ")" : "");
+	else
+		snprintf(how, sizeof how, "exit status %d", job->exit_status);
+	srv_job_state to = job->state;
+	if (job->final_reported) {
+		snprintf(reason, sizeof reason, "%s", job->reason);
+	} else if (!job->term_signal && job->exit_status == 0) {
+		/* a clean exit that said nothing: it ran to its end, or obeyed job-stop */
+		to = job->stop_requested ? SRV_JOB_STOPPED : SRV_JOB_FINISHED;
+		snprintf(reason, sizeof reason, "%s", how);
+	} else {
+		to = SRV_JOB_FAILED;
+		if (!job->term_signal)
+			worker_log_tail(job, tail, sizeof tail);
+		srv_fmt(reason, sizeof reason, "%s%s%s", how, tail[0] ? ": " : "", tail);
+	}
+
+	/* requests the worker never answered */
+	char desc[PROTO_DESC_LEN];
+	snprintf(desc, sizeof desc, "job %s %s: worker %s", job->id, srv_job_state_name(to),
+		how);
+	while (job->pending) {
+		srv_pending *p = job->pending;
+		job->pending = p->next;
+		srv_conn *c = p->conn_id ? srv_conn_find(srv, p->conn_id) : NULL;
+		if (c) {
+			c->inflight--;
+			srv_conn_error(c, PROTO_ERR_INVALID_STATE, desc, p->client_id);
+		}
+		pending_free(p);
+	}
+
+	/* the worker's words and the client's paths are quoted in the log */
+	char q[SRV_QUOTE_BUF], ckpt[SRV_QUOTE_BUF + 24] = "";
+	if (job->last_checkpoint)
+		snprintf(ckpt, sizeof ckpt, "; last checkpoint %s", srv_quote(job->last_checkpoint,
+			strlen(job->last_checkpoint), q));
+	if (to == SRV_JOB_FAILED && job->final_reported)
+		srv_log("job %s failed: %s (%s)%s", job->id, srv_quote(reason, strlen(reason), q),
+			how, ckpt);
+	else if (to == SRV_JOB_FAILED)
+		srv_log("job %s failed: %s%s", job->id, reason, ckpt);
+	else
+		srv_log("job %s %s (%s)", job->id, srv_job_state_name(to), how);
+	if (to != job->state)
+		srv_job_set_state(job, to, reason);
+	srv_job_schedule(srv);
+	srv_shutdown_progress(srv);
+}
+
+static void worker_chan_end(srv_job *job);
+
+static void worker_on_timer(uv_timer_t *t)
+{
+	srv_job *job = t->data;
+	if (job->proc_alive)
+		srv_worker_kill(job, "it closed its channel but did not exit");
+	else
+		worker_chan_end(job);
+}
+
+static void worker_chan_end(srv_job *job)
+{
+	if (!job->chan_open)
+		return;
+	job->chan_open = 0;
+	uv_close((uv_handle_t *)&job->chan, worker_on_close);
+	if (job->proc_alive)
+		uv_timer_start(&job->timer, worker_on_timer, SRV_WORKER_EOF_GRACE_MS, 0);
+	else
+		worker_reap(job);
+}
+
+static void worker_on_exit(uv_process_t *proc, int64_t status, int sig)
+{
+	srv_job *job = proc->data;
+	job->proc_alive = 0;
+	job->term_signal = sig;
+	job->exit_status = sig ? -1 : (int)status;
+	uv_close((uv_handle_t *)proc, worker_on_close);
+	if (job->chan_open) /* its last lines may still be in the socket */
+		uv_timer_start(&job->timer, worker_on_timer, SRV_WORKER_DRAIN_MS, 0);
+	else
+		worker_reap(job);
+}
+
+static void worker_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+	(void)suggested;
+	srv_job *job = h->data;
+	*buf = uv_buf_init(job->srv->rbuf, sizeof job->srv->rbuf);
+}
+
+static void worker_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+	srv_job *job = s->data;
+	if (n == 0 || !job->chan_open)
+		return;
+	if (n < 0) {
+		if (n != UV_EOF)
+			srv_log("job %s: reading from the worker: %s", job->id,
+				uv_strerror((int)n));
+		worker_chan_end(job);
+		return;
+	}
+	if (proto_framer_feed(&job->framer, buf->base, (size_t)n, worker_on_line, job) < 0) {
+		srv_worker_kill(job, "it sent a line over the protocol's limit");
+		worker_chan_end(job);
+	}
+}
+
+/* ---- spawning ---- */
+
+void srv_worker_spawn(srv_job *job)
+{
+	srv_server *srv = job->srv;
+	char log_path[SRV_PATH_LEN + 16], spec_path[SRV_PATH_LEN + 16], err[SRV_REASON_LEN];
+	int sv[2] = {-1, -1}, log_fd = -1;
+
+	/* one worker per job, ever: its handles live in the job record */
+	ENG_ASSERT(job->state == SRV_JOB_QUEUED && job->handles_open == 0 && !job->reaped);
+
+	snprintf(log_path, sizeof log_path, "%s/worker.log", job->dir);
+	snprintf(spec_path, sizeof spec_path, "%s/job.json", job->dir);
+	log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (log_fd < 0) {
+		srv_fmt(err, sizeof err, "cannot open '%s': %s", log_path, strerror(errno));
+		goto fail;
+	}
+	/* CLOEXEC on both ends: libuv dup2s the child's end onto fd 3, which clears the flag
+	 * there only; no other child inherits either end */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		snprintf(err, sizeof err, "cannot create a socketpair: %s", strerror(errno));
+		goto fail;
+	}
+	char *args[] = {srv->worker_path, "--control-fd", WORKER_FD_ARG, "--job-id", job->id,
+		spec_path, NULL};
+	uv_stdio_container_t stdio[SRV_WORKER_CONTROL_FD + 1];
+	stdio[0].flags = UV_IGNORE; /* /dev/null */
+	stdio[1].flags = UV_INHERIT_FD;
+	stdio[1].data.fd = log_fd;
+	stdio[2].flags = UV_INHERIT_FD;
+	stdio[2].data.fd = log_fd;
+	stdio[SRV_WORKER_CONTROL_FD].flags = UV_INHERIT_FD;
+	stdio[SRV_WORKER_CONTROL_FD].data.fd = sv[1];
+	uv_process_options_t opt;
+	memset(&opt, 0, sizeof opt);
+	opt.exit_cb = worker_on_exit;
+	opt.file = srv->worker_path;
+	opt.args = args;
+	opt.cwd = job->dir;
+	/* its own session: a terminal's ^C reaches rematd alone, which stops workers in order */
+	opt.flags = UV_PROCESS_DETACHED;
+	opt.stdio_count = SRV_WORKER_CONTROL_FD + 1;
+	opt.stdio = stdio;
+	job->proc.data = job;
+	int r = uv_spawn(srv->loop, &job->proc, &opt);
+	if (r < 0) {
+		/* libuv initialised the handle all the same: it must be closed */
+		job->handles_open++;
+		uv_close((uv_handle_t *)&job->proc, worker_on_close);
+		srv_fmt(err, sizeof err, "cannot start worker '%s': %s", srv->worker_path,
+			uv_strerror(r));
+		goto fail;
+	}
+	job->handles_open++;
+	job->proc_alive = 1;
+	job->pid = job->proc.pid;
+	srv->n_active++;
+	close(sv[1]);
+	close(log_fd);
+	sv[1] = log_fd = -1;
+
+	uv_timer_init(srv->loop, &job->timer);
+	job->timer.data = job;
+	job->handles_open++;
+	uv_pipe_init(srv->loop, &job->chan, 0);
+	job->chan.data = job;
+	job->handles_open++;
+	job->chan_open = 1;
+	proto_framer_init(&job->framer);
+	r = uv_pipe_open(&job->chan, sv[0]);
+	if (r == 0)
+		sv[0] = -1; /* the pipe owns it now */
+	if (r == 0)
+		r = uv_read_start((uv_stream_t *)&job->chan, worker_on_alloc, worker_on_read);
+	srv_log("job %s started (pid %ld)", job->id, (long)job->pid);
+	srv_job_set_state(job, SRV_JOB_STARTING, "worker spawned");
+	/* rematd's own subscription goes first: the worker reads requests in order */
+	if (r < 0 || srv_worker_request(job, "subscribe", NULL, 0, NULL) < 0) {
+		srv_log("job %s: cannot talk to the worker: %s", job->id,
+			r < 0 ? uv_strerror(r) : "write failed");
+		srv_worker_kill(job, "its channel could not be opened");
+		worker_chan_end(job);
+	}
+	if (sv[0] >= 0)
+		close(sv[0]);
+	return;
+
+fail:
+	if (sv[0] >= 0)
+		close(sv[0]);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	if (log_fd >= 0)
+		close(log_fd);
+	srv_log("job %s failed: %s", job->id, err);
+	srv_job_set_state(job, SRV_JOB_FAILED, err);
+}

@@ -1,0 +1,33 @@
+/* srv_worker.h - one job's worker process and its channel, for srv_job.c (internal to the
+ * daemon; srv_job.h describes the behaviour).
+ *
+ * A worker goes: spawned (proc_alive, chan_open) -> its channel ends and its process exits,
+ * in either order -> reaped once both happened (the job's final state, pending requests
+ * answered, the slot freed). Grace periods: a channel that ends while the process lives on
+ * gets SRV_WORKER_EOF_GRACE_MS before SIGKILL; a process that exits while its channel is
+ * open gets SRV_WORKER_DRAIN_MS for its last lines to be read.
+ */
+#ifndef SRV_WORKER_H
+#define SRV_WORKER_H
+
+#include <jansson.h>
+
+#include "srv_job.h"
+
+#define SRV_WORKER_EOF_GRACE_MS 10000 /* channel closed, process alive: SIGKILL after this */
+#define SRV_WORKER_DRAIN_MS 2000      /* process gone, channel open: read its rest this long */
+#define SRV_WORKER_CONTROL_FD 3       /* the worker's end of the socketpair */
+
+/* Spawns the job's worker (state starting), or marks the job failed when it cannot. */
+void srv_worker_spawn(srv_job *job);
+/* Sends a request with a fresh integer id; its reply goes to connection conn_id with
+ * client_id (borrowed), or is only logged when conn_id is 0 (rematd's own). 0 or -1. */
+int srv_worker_request(srv_job *job, const char *execute, const json_t *args,
+	unsigned conn_id, const json_t *client_id);
+/* SIGKILLs a live worker; why is kept for the job's reason. */
+void srv_worker_kill(srv_job *job, const char *why);
+/* Frees what a job record holds for its worker (pending requests); the handles must be
+ * closed. */
+void srv_worker_forget(srv_job *job);
+
+#endif

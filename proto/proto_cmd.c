@@ -1,0 +1,369 @@
+/* proto_cmd.c - the command table of the control protocol and strict validation of every
+ * command's arguments (proto.h; the schemas are the table in docs/protocol.md).
+ *
+ * What it is: which commands exist, their scope, which replies are deferred, and for each
+ * argument its type, range and whether it is required; validation refuses unknown keys,
+ * wrong types, missing keys and out-of-range values with a description naming the argument.
+ * What it is not: nothing here knows jobs, sections or policies. Whether a selector names
+ * a real section, a job exists, or a spec is complete is for the daemon and the engine.
+ * Checks are explicit rather than json_unpack_ex's "{s:o, s?b !}": its messages cannot
+ * name the argument the way a peer needs ("'save' must be a boolean").
+ */
+#include "proto.h"
+#include "proto_int.h"
+
+#include <string.h>
+
+#define JOB_ID_MAX 64    /* longest job id, in bytes */
+#define JOB_NAME_MAX 64  /* longest job name, in bytes */
+#define SELECTOR_MAX 63  /* longest section selector, in bytes */
+#define CKPT_NAME_MAX 64 /* longest checkpoint name */
+
+typedef enum arg_type {
+	ARG_JOB,      /* a job id: string, 1..JOB_ID_MAX bytes */
+	ARG_BOOL,     /* true or false */
+	ARG_SPEC,     /* a job spec: an object (its content is the engine's to check) */
+	ARG_NAME,     /* a job name: string, 1..JOB_NAME_MAX bytes */
+	ARG_SECTIONS, /* selector -> mode, any mode */
+	ARG_DEFAULT,  /* a block mode: off, selective or full */
+	ARG_BYTES,    /* integer >= 0 */
+	ARG_CKPT,     /* a checkpoint name: 1..64 of [A-Za-z0-9._-], no leading '.' */
+	ARG_EVENTS,   /* array of event names */
+} arg_type;
+
+typedef enum arg_need {
+	ARG_OPTIONAL,
+	ARG_REQUIRED,
+	ARG_REQUIRED_JOB, /* required, unless the caller validates for a worker */
+} arg_need;
+
+typedef struct arg_spec {
+	const char *name; /* NULL ends a schema */
+	arg_type type;
+	arg_need need;
+} arg_spec;
+
+#define MAX_ARGS 4 /* most arguments of one command */
+
+typedef struct cmd_schema {
+	arg_spec args[MAX_ARGS + 1];
+} cmd_schema;
+
+#define JOB {"job", ARG_JOB, ARG_REQUIRED_JOB}
+#define NO_ARGS {{{NULL, ARG_JOB, ARG_OPTIONAL}}} /* a schema that takes nothing */
+
+/* proto_commands() hands this out, so it is an array of proto_command; schemas[] below
+ * runs parallel to it, same index. */
+static const proto_command commands[] = {
+	{"daemon-info", PROTO_SCOPE_DAEMON, 0},
+	{"daemon-shutdown", PROTO_SCOPE_DAEMON, 0},
+	{"job-start", PROTO_SCOPE_DAEMON, 0},
+	{"job-list", PROTO_SCOPE_DAEMON, 0},
+	{"job-status", PROTO_SCOPE_JOB, 0},
+	{"job-pause", PROTO_SCOPE_JOB, 0},
+	{"job-resume", PROTO_SCOPE_JOB, 0},
+	{"job-stop", PROTO_SCOPE_JOB, 1},
+	{"remat-get", PROTO_SCOPE_JOB, 0},
+	{"remat-set", PROTO_SCOPE_JOB, 0},
+	{"remat-plan", PROTO_SCOPE_JOB, 0},
+	{"mem-stats", PROTO_SCOPE_JOB, 0},
+	{"mem-reset-peak", PROTO_SCOPE_JOB, 0},
+	{"ckpt-save", PROTO_SCOPE_JOB, 1},
+	{"subscribe", PROTO_SCOPE_CONN, 0},
+	{"unsubscribe", PROTO_SCOPE_CONN, 0},
+	{NULL, PROTO_SCOPE_DAEMON, 0},
+};
+
+static const cmd_schema schemas[] = {
+	/* daemon-info */ NO_ARGS,
+	/* daemon-shutdown */ {{{"save", ARG_BOOL, ARG_OPTIONAL}}},
+	/* job-start */ {{{"spec", ARG_SPEC, ARG_REQUIRED}, {"name", ARG_NAME, ARG_OPTIONAL}}},
+	/* job-list */ NO_ARGS,
+	/* job-status */ {{JOB}},
+	/* job-pause */ {{JOB}},
+	/* job-resume */ {{JOB}},
+	/* job-stop */ {{JOB, {"save", ARG_BOOL, ARG_OPTIONAL}}},
+	/* remat-get */ {{JOB}},
+	/* remat-set */
+	{{JOB, {"sections", ARG_SECTIONS, ARG_REQUIRED}, {"default", ARG_DEFAULT, ARG_OPTIONAL}}},
+	/* remat-plan */
+	{{JOB, {"sections", ARG_SECTIONS, ARG_OPTIONAL}, {"default", ARG_DEFAULT, ARG_OPTIONAL},
+		{"budget_bytes", ARG_BYTES, ARG_OPTIONAL}}},
+	/* mem-stats */ {{JOB}},
+	/* mem-reset-peak */ {{JOB}},
+	/* ckpt-save */ {{JOB, {"name", ARG_CKPT, ARG_OPTIONAL}}},
+	/* subscribe */
+	{{{"job", ARG_JOB, ARG_OPTIONAL}, {"events", ARG_EVENTS, ARG_OPTIONAL}}},
+	/* unsubscribe */
+	{{{"job", ARG_JOB, ARG_OPTIONAL}, {"events", ARG_EVENTS, ARG_OPTIONAL}}},
+};
+
+_Static_assert(sizeof schemas / sizeof schemas[0] + 1 == sizeof commands / sizeof commands[0],
+	"one schema per command");
+
+static const char *const event_names[] = {
+	"STEP", "REMAT_APPLIED", "CHECKPOINT_SAVED", "JOB_STATE_CHANGED", "MEMORY", NULL,
+};
+
+/* Modes by where they may go: any of them in 'sections' (a block or the head), block modes
+ * only in 'default' (docs/protocol.md). */
+static const char *const section_modes[] = {"off", "selective", "full", "chunked", NULL};
+static const char *const default_modes[] = {"off", "selective", "full", NULL};
+
+const proto_command *proto_commands(void)
+{
+	return commands;
+}
+
+const proto_command *proto_command_find(const char *name)
+{
+	if (name == NULL)
+		return NULL;
+	for (const proto_command *c = commands; c->name != NULL; c++)
+		if (strcmp(c->name, name) == 0)
+			return c;
+	return NULL;
+}
+
+static int in_list(const char *const *list, const char *s)
+{
+	for (; *list != NULL; list++)
+		if (strcmp(*list, s) == 0)
+			return 1;
+	return 0;
+}
+
+int proto_event_known(const char *name)
+{
+	return name != NULL && in_list(event_names, name);
+}
+
+/* The schema of cmd: by position when cmd is one of ours, else by name. */
+static const cmd_schema *schema_of(const proto_command *cmd)
+{
+	size_t n = sizeof schemas / sizeof schemas[0];
+	for (size_t i = 0; i < n; i++)
+		if (cmd == &commands[i])
+			return &schemas[i];
+	const proto_command *c = proto_command_find(cmd->name);
+	return c != NULL ? &schemas[c - commands] : NULL;
+}
+
+/* The value of a string argument, NULL when v is not a string or holds a NUL (which a
+ * caller-built string can); *len its length. */
+static const char *str_value(const json_t *v, size_t *len)
+{
+	if (!json_is_string(v))
+		return NULL;
+	const char *s = json_string_value(v);
+	*len = json_string_length(v);
+	return memchr(s, '\0', *len) == NULL ? s : NULL;
+}
+
+static int check_string(const char *name, const json_t *v, size_t max, char *desc,
+	size_t desclen)
+{
+	size_t n = 0;
+	const char *s = str_value(v, &n);
+	if (s == NULL) {
+		proto__descf(desc, desclen, "'%s' must be a string", name);
+		return -1;
+	}
+	if (n == 0 || n > max) {
+		proto__descf(desc, desclen, "'%s' must be 1 to %zu bytes long", name, max);
+		return -1;
+	}
+	return 0;
+}
+
+static int check_sections(const json_t *v, char *desc, size_t desclen)
+{
+	const char *sel;
+	json_t *mode;
+	if (!json_is_object(v)) {
+		proto__descf(desc, desclen, "'sections' must be an object");
+		return -1;
+	}
+	json_object_foreach((json_t *)v, sel, mode) {
+		size_t n = strlen(sel);
+		const char *m;
+		size_t mlen = 0;
+		if (n == 0 || n > SELECTOR_MAX) {
+			proto__descf(desc, desclen,
+				"section selector '%.*s' in 'sections' must be 1 to %d bytes long",
+				proto__clip(sel), sel, SELECTOR_MAX);
+			return -1;
+		}
+		m = str_value(mode, &mlen);
+		if (m == NULL) {
+			proto__descf(desc, desclen, "mode for section '%.*s' must be a string",
+				proto__clip(sel), sel);
+			return -1;
+		}
+		if (!in_list(section_modes, m)) {
+			proto__descf(desc, desclen, "unknown mode '%.*s' for section '%.*s'",
+				proto__clip(m), m, proto__clip(sel), sel);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int check_default(const json_t *v, char *desc, size_t desclen)
+{
+	size_t n = 0;
+	const char *m = str_value(v, &n);
+	if (m == NULL) {
+		proto__descf(desc, desclen, "'default' must be a string");
+		return -1;
+	}
+	if (!in_list(default_modes, m)) {
+		proto__descf(desc, desclen,
+			"unknown mode '%.*s' for 'default' (off, selective or full)",
+			proto__clip(m), m);
+		return -1;
+	}
+	return 0;
+}
+
+/* A checkpoint name becomes a file name: a safe alphabet, and no leading '.' so that it can
+ * be neither hidden nor "." or "..". */
+static int check_ckpt_name(const json_t *v, char *desc, size_t desclen)
+{
+	size_t n = 0;
+	const char *s = str_value(v, &n);
+	if (s == NULL) {
+		proto__descf(desc, desclen, "'name' must be a string");
+		return -1;
+	}
+	int ok = n >= 1 && n <= CKPT_NAME_MAX && s[0] != '.';
+	for (size_t i = 0; ok && i < n; i++) {
+		char c = s[i];
+		ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		     c == '.' || c == '_' || c == '-';
+	}
+	if (!ok) {
+		proto__descf(desc, desclen,
+			"invalid checkpoint name '%.*s' in 'name' (1 to %d of A-Z a-z 0-9 . _ -, "
+			"not starting with '.')",
+			proto__clip(s), s, CKPT_NAME_MAX);
+		return -1;
+	}
+	return 0;
+}
+
+static int check_events(const json_t *v, char *desc, size_t desclen)
+{
+	size_t i;
+	json_t *e;
+	if (!json_is_array(v)) {
+		proto__descf(desc, desclen, "'events' must be an array of event names");
+		return -1;
+	}
+	json_array_foreach((json_t *)v, i, e) {
+		size_t n = 0;
+		const char *s = str_value(e, &n);
+		if (s == NULL) {
+			proto__descf(desc, desclen, "'events' must hold only strings");
+			return -1;
+		}
+		if (!proto_event_known(s)) {
+			proto__descf(desc, desclen, "unknown event '%.*s' in 'events'",
+				proto__clip(s), s);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int check_arg(const arg_spec *a, const json_t *v, char *desc, size_t desclen)
+{
+	switch (a->type) {
+	case ARG_JOB:
+		return check_string(a->name, v, JOB_ID_MAX, desc, desclen);
+	case ARG_NAME:
+		return check_string(a->name, v, JOB_NAME_MAX, desc, desclen);
+	case ARG_BOOL:
+		if (json_is_boolean(v))
+			return 0;
+		proto__descf(desc, desclen, "'%s' must be a boolean", a->name);
+		return -1;
+	case ARG_SPEC:
+		if (json_is_object(v))
+			return 0;
+		proto__descf(desc, desclen, "'%s' must be an object", a->name);
+		return -1;
+	case ARG_SECTIONS:
+		return check_sections(v, desc, desclen);
+	case ARG_DEFAULT:
+		return check_default(v, desc, desclen);
+	case ARG_BYTES:
+		if (!json_is_integer(v)) {
+			proto__descf(desc, desclen, "'%s' must be an integer", a->name);
+			return -1;
+		}
+		if (json_integer_value(v) < 0) {
+			proto__descf(desc, desclen, "'%s' must not be negative", a->name);
+			return -1;
+		}
+		return 0;
+	case ARG_CKPT:
+		return check_ckpt_name(v, desc, desclen);
+	case ARG_EVENTS:
+		return check_events(v, desc, desclen);
+	}
+	proto__descf(desc, desclen, "'%s' has no schema", a->name);
+	return -1;
+}
+
+int proto_args_validate_ex(const proto_command *cmd, const json_t *args, int job_optional,
+	char *desc, size_t desclen)
+{
+	const cmd_schema *sc = cmd != NULL && cmd->name != NULL ? schema_of(cmd) : NULL;
+	const arg_spec *a;
+	const char *key;
+	json_t *v;
+
+	if (sc == NULL) {
+		proto__descf(desc, desclen, "unknown command");
+		return -1;
+	}
+	if (args != NULL && !json_is_object(args)) {
+		proto__descf(desc, desclen, "arguments of %s must be an object", cmd->name);
+		return -1;
+	}
+	/* unknown keys first: nothing else is looked at in a request that has one */
+	if (args != NULL) {
+		json_object_foreach((json_t *)args, key, v) {
+			for (a = sc->args; a->name != NULL; a++)
+				if (strcmp(a->name, key) == 0)
+					break;
+			if (a->name == NULL) {
+				proto__descf(desc, desclen, "unknown argument '%.*s' for %s",
+					proto__clip(key), key, cmd->name);
+				return -1;
+			}
+		}
+	}
+	for (a = sc->args; a->name != NULL; a++) {
+		v = args != NULL ? json_object_get(args, a->name) : NULL;
+		if (v == NULL) {
+			if (a->need == ARG_REQUIRED ||
+				(a->need == ARG_REQUIRED_JOB && !job_optional)) {
+				proto__descf(desc, desclen, "missing argument '%s' for %s",
+					a->name, cmd->name);
+				return -1;
+			}
+			continue;
+		}
+		if (check_arg(a, v, desc, desclen) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int proto_args_validate(const proto_command *cmd, const json_t *args, char *desc,
+	size_t desclen)
+{
+	return proto_args_validate_ex(cmd, args, 0, desc, desclen);
+}
