@@ -118,7 +118,7 @@ asan: deps
 		EXTRA_LDFLAGS="-fsanitize=address,undefined" test
 
 demo: all
-	@sh scripts/demo.sh $(TRAIN)
+	@sh scripts/demo.sh $(BUILD)/bin
 
 clean:
 	rm -rf build build-asan

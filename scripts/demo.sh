@@ -1,37 +1,78 @@
 #!/bin/sh
-# make demo: trains a small byte-level GPT-2 on a text every Debian machine has, switching
-# activation checkpointing in the middle of the run, and saves the weights.
-#
-# The daemon and client (rematd, rematctl) are not built yet; this demo drives the engine
-# through its foreground runner, remat-train, whose --remat-schedule option changes the
-# policy between steps exactly as `rematctl remat set` will.
+# make demo: rematd and rematctl end to end. Starts the daemon on a temporary socket, trains
+# a small byte-level GPT-2 on a text every Debian machine has, watches it, switches the
+# trunk to full checkpointing in the middle of the run and shows memory before and after,
+# saves, stops the job and the daemon, and says where the checkpoint is and how to load it.
+# Leaves no process behind (the trap kills the daemon, which stops its worker).
 set -eu
-train=${1:-build/bin/remat-train}
+bin=${1:-build/bin}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/remat-demo.XXXXXX")
-text=/usr/share/common-licenses/GPL-3
+sock="$dir/rematd.sock"
+ctl() { "$bin/rematctl" --socket "$sock" "$@"; }
+
+"$bin/rematd" --socket "$sock" --state-dir "$dir/state" 2>"$dir/rematd.log" &
+daemon=$!
+trap 'kill $daemon 2>/dev/null || true; wait $daemon 2>/dev/null || true' EXIT INT TERM
+for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 
 cat > "$dir/job.json" <<JOB
 {
   "name": "demo",
   "model": {"n_layer": 4, "n_embd": 128, "n_head": 4, "n_positions": 128},
-  "data": {"train": "$text", "format": "bytes"},
-  "batch": 8, "seq_len": 128, "steps": 60, "seed": 1337,
+  "data": {"train": "/usr/share/common-licenses/GPL-3", "format": "bytes"},
+  "batch": 8, "seq_len": 128, "steps": 400, "seed": 1337,
   "optim": {"lr": 2e-3, "weight_decay": 0.1, "grad_clip": 1.0},
-  "schedule": {"kind": "cosine", "warmup": 5, "min_lr_frac": 0.1},
+  "schedule": {"kind": "cosine", "warmup": 20, "min_lr_frac": 0.1},
   "remat": {"default": "off", "aliases": {"trunk": "h.1-3"}},
-  "save": {"dir": "$dir/ckpt"},
+  "save": {"dir": "$dir/checkpoints"},
   "threads": 2
 }
 JOB
 
-echo "== job spec: $dir/job.json"
-cat "$dir/job.json"
+# step of a job, from `rematctl status --json`
+step() { ctl --json status "$1" | sed 's/.*"step":\([0-9]*\).*/\1/'; }
+wait_step() { while [ "$(step "$1")" -lt "$2" ]; do sleep 0.2; done; }
+
+echo "== rematd is serving on $sock"
+ctl info
 echo
-echo "== training: off for 20 steps, then trunk=full, then everything full with a chunked head"
-"$train" --remat-schedule "0:off,20:trunk=full,40:full;head=chunked" "$dir/job.json"
+echo "== rematctl start $dir/job.json"
+job=$(ctl start "$dir/job.json")
+echo "job $job"
+wait_step "$job" 30
+echo
+echo "== rematctl watch $job (a few updates; on a terminal it redraws in place)"
+ctl watch "$job" --interval 1 --count 4
+echo
+echo "== memory with checkpointing off"
+ctl mem "$job"
+echo
+echo "== rematctl remat set $job trunk=full   (trunk is an alias of this job: h.1-3)"
+ctl remat set "$job" trunk=full
+at=$(step "$job")
+wait_step "$job" $((at + 10))
+echo
+echo "== memory with the trunk checkpointed: activations fell, the pages went back to the OS"
+ctl mem "$job"
+echo
+ctl remat get "$job"
+echo
+echo "== rematctl watch $job"
+ctl watch "$job" --interval 1 --count 3
+echo
+echo "== rematctl save $job"
+ctl save "$job"
+echo
+echo "== rematctl stop $job --save"
+ctl stop "$job" --save
+ctl ls
+ctl shutdown >/dev/null
+wait $daemon 2>/dev/null || true
+trap - EXIT INT TERM
+latest="$dir/checkpoints/$(cat "$dir/checkpoints/latest")"
 echo
 echo "== checkpoint (Hugging Face GPT-2 layout; no recompute setting inside):"
-ls -l "$dir/ckpt/$(cat "$dir/ckpt/latest")"
+ls -l "$latest"
 echo
-echo "Load it in Python with: GPT2LMHeadModel.from_pretrained('$dir/ckpt/$(cat "$dir/ckpt/latest")')"
-echo "or continue from it with \"model\": {\"init_from\": \"$dir/ckpt/$(cat "$dir/ckpt/latest")\"}"
+echo "Load it in Python: GPT2LMHeadModel.from_pretrained('$latest')"
+echo "or train on from it: \"model\": {\"init_from\": \"$latest\"}"
