@@ -353,10 +353,22 @@ END_TEST
  * queue passes PROTO_MAX_OUTQ; the daemon never blocks on it. */
 START_TEST(test_daemon_slow_reader)
 {
+	/* A subscriber that never reads while a job streams events: it is dropped once its
+	 * queue is full, and neither the daemon nor the job waits for it. Replies to a flood of
+	 * requests fill the queue faster than paced STEP events would. */
 	td_daemon d;
 	td_daemon_paths(&d);
-	td_daemon_start(&d, NULL);
+	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), NULL};
+	td_daemon_start(&d, extra);
+	td_conn w = td_open(&d);
+	json_decref(td_request(&w, "{\"execute\":\"subscribe\",\"arguments\":"
+				   "{\"events\":[\"STEP\",\"JOB_STATE_CHANGED\"]}}"));
+	const char *job = td_job_start(&w, T_TINY_SPEC, NULL);
+	char jb[64];
+	snprintf(jb, sizeof jb, "%s", job);
+	td_wait_step(&w, jb);
 	td_conn c = td_open(&d);
+	td_send(&c, "{\"execute\":\"subscribe\"}");
 	static const char req[] = "{\"execute\":\"daemon-info\"}\n";
 	char chunk[sizeof req * T_CHUNK];
 	for (int i = 0; i < T_CHUNK; i++)
@@ -376,6 +388,20 @@ START_TEST(test_daemon_slow_reader)
 	td_close(&c);
 	ck_assert_ptr_nonnull(strstr(td_slurp(d.log), "not reading"));
 	td_alive(&d);
+	/* the job went on training through all of it */
+	json_t *st = td_job_status(&w, jb);
+	json_int_t s0 = json_integer_value(json_object_get(st, "step"));
+	json_decref(st);
+	long t0 = td_ms();
+	json_int_t s1 = s0;
+	while (s1 <= s0 && td_ms() - t0 < T_JOB_MS) {
+		td_sleep_ms(50);
+		st = td_job_status(&w, jb);
+		s1 = json_integer_value(json_object_get(st, "step"));
+		json_decref(st);
+	}
+	ck_assert_msg(s1 > s0, "the job stalled at step %lld", (long long)s0);
+	td_close(&w);
 	td_daemon_stop(&d);
 }
 END_TEST
