@@ -18,77 +18,10 @@
 #include <uv.h>
 
 #include "eng_mem.h"
+#include "eng_ctl_int.h"
 #include "kn.h"
 
-#define CTL_MAX_CONN PROTO_MAX_CONNECTIONS
-#define CTL_MEMORY_MS 2000   /* MEMORY events while running */
-#define CTL_STEP_MIN_MS 50   /* STEP events to a direct client: at most 20 a second */
-#define CTL_FLUSH_MS 2000    /* at exit, how long peers get to read what is queued */
-#define CTL_EV_ALL 0x1f      /* every event bit */
-
-static const char *const ev_names[] = {"STEP", "REMAT_APPLIED", "CHECKPOINT_SAVED",
-	"JOB_STATE_CHANGED", "MEMORY"};
-enum { EV_STEP = 1, EV_APPLIED = 2, EV_SAVED = 4, EV_STATE = 8, EV_MEMORY = 16 };
-
-static const char *const state_names[] = {"starting", "running", "paused", "stopping",
-	"finished", "stopped", "failed"};
-
-typedef struct ctl_out {
-	char *line;            /* malloc'd, ends in '\n' */
-	int conn;              /* target connection handle, or -1 for an event */
-	int event;             /* EV_* bit of an event, 0 for a reply */
-	int deferred;          /* a deferred reply: frees an in-flight slot when sent */
-	struct ctl_out *next;
-} ctl_out;
-
-typedef struct ctl_conn {
-	uv_pipe_t pipe;        /* the connection; first member so the handle maps back */
-	struct eng_ctl *ctl;
-	int used;              /* slot in use (until its close callback) */
-	int closing;           /* uv_close called */
-	unsigned gen;          /* bumped per use, so stale handles never reach a new client */
-	proto_framer fr;       /* partial input */
-	int inflight;          /* deferred requests awaiting their reply */
-	unsigned events;       /* subscribed EV_* bits */
-	int link;              /* rematd's socketpair: all events, no rate limit */
-	uint64_t last_step_ms; /* when the last STEP event went out (rate limit) */
-} ctl_conn;
-
-struct eng_ctl {
-	pthread_t thread;
-	uv_loop_t loop;
-	uv_async_t async;      /* wakes the loop: outbox or stop */
-	uv_pipe_t listener;    /* --control PATH */
-	uv_timer_t mem_timer;  /* MEMORY events */
-	int listening;
-	int link_fd;           /* --control-fd, or -1 */
-	char path[108];        /* listening socket path, "" when none */
-	char job[72];          /* job id in events and arguments */
-	char name[72];         /* job name */
-	double started;        /* CLOCK_MONOTONIC seconds at start */
-	ctl_conn conns[CTL_MAX_CONN];
-
-	pthread_mutex_t mu;
-	pthread_cond_t cv;     /* signalled when a command is queued */
-	/* --- guarded by mu --- */
-	eng_trainer *tr;       /* NULL until attach; read only by the training thread after */
-	eng_ctl_state state;
-	char reason[256];      /* why the state last changed */
-	int step, steps;       /* completed steps, and the step the run ends at */
-	int in_step;           /* a step is running */
-	eng_step_stats last;   /* figures of the last step */
-	int has_last;
-	eng_policy policy;     /* in force */
-	eng_policy pending;    /* in force once queued changes apply */
-	int pause_pending;     /* a job-pause queued and not yet applied */
-	size_t saved[ENG_MAX_LAYERS + 1]; /* measured saved bytes per section */
-	char last_ckpt[ENG_PATH_LEN + 64];
-	eng_ctl_cmd *q_head, *q_tail;     /* commands for the training thread */
-	ctl_out *o_head, *o_tail;         /* lines for the control thread */
-	int quit;              /* eng_ctl_stop asked the loop to finish */
-};
-
-static double mono_s(void)
+double eng_ctl__mono_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -374,278 +307,9 @@ static void conn_send(ctl_conn *k, char *line)
 	}
 }
 
-static void send_error(ctl_conn *k, proto_errclass cls, const char *desc, const json_t *id)
+void eng_ctl__send_error(ctl_conn *k, proto_errclass cls, const char *desc, const json_t *id)
 {
 	conn_send(k, proto_error_line(cls, desc, id));
-}
-
-/* ---- control thread: commands ---- */
-
-static json_t *sections_json(struct eng_ctl *c, const eng_policy *p, const eng_plan *plan,
-	int measured)
-{
-	json_t *a = json_array();
-	int L = p->n_layer;
-	for (int i = 0; i <= L; i++) {
-		char name[16];
-		if (i < L)
-			snprintf(name, sizeof name, "h.%d", i);
-		else
-			snprintf(name, sizeof name, "head");
-		const eng_plan_section *s = i < L ? &plan->block[i] : &plan->head;
-		json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:I,s:I,s:f}", "name", name, "kind",
-			i < L ? "block" : "head", "mode", eng_mode_name(i < L ? p->block[i] : p->head),
-			"saved_bytes", (json_int_t)(measured ? c->saved[i] : s->saved_bytes),
-			"workspace_bytes", (json_int_t)s->workspace_bytes, "extra_flops",
-			s->extra_flops));
-	}
-	return a;
-}
-
-static void plan_for(struct eng_ctl *c, const eng_policy *p, eng_plan *plan)
-{
-	const eng_model *m = &c->tr->model;
-	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, p, plan);
-}
-
-static json_t *cmd_status(struct eng_ctl *c)
-{
-	json_t *r = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i}", "job", c->job, "name", c->name,
-		"state", state_names[c->state], "step", c->step, "steps", c->steps, "pid",
-		(int)getpid());
-	json_object_set_new(r, "loss", c->has_last ? json_real(c->last.loss) : json_null());
-	json_object_set_new(r, "lr", c->has_last ? json_real(c->last.lr) : json_null());
-	json_object_set_new(r, "tokens_per_s", json_real(c->has_last ? c->last.tokens_per_s : 0));
-	json_object_set_new(r, "step_ms", json_real(c->has_last ? c->last.step_ms : 0));
-	json_object_set_new(r, "policy", c->tr ? eng_ctl_policy_json(&c->policy) : json_object());
-	json_object_set_new(r, "last_checkpoint",
-		c->last_ckpt[0] ? json_string(c->last_ckpt) : json_null());
-	json_object_set_new(r, "reason", json_string(c->reason));
-	json_object_set_new(r, "exit_status", json_null());
-	return r;
-}
-
-static json_t *cmd_mem(struct eng_ctl *c)
-{
-	eng_mem_stats ms;
-	eng_mem_get_stats(&ms);
-	json_t *cats = json_object();
-	for (int i = 0; i < ENG_MEM_NCAT; i++)
-		json_object_set_new(cats, eng_mem_cat_name(i), json_pack("{s:I,s:I,s:I}", "current",
-			(json_int_t)ms.current[i], "peak", (json_int_t)ms.peak[i], "peak_since_reset",
-			(json_int_t)ms.peak_reset[i]));
-	eng_plan plan;
-	plan_for(c, &c->policy, &plan);
-	json_t *secs = sections_json(c, &c->policy, &plan, 1);
-	size_t i;
-	json_t *s;
-	json_array_foreach(secs, i, s) json_object_del(s, "extra_flops");
-	return json_pack("{s:o,s:{s:I,s:I,s:I},s:o,s:I,s:I,s:i}", "categories", cats, "total",
-		"current", (json_int_t)ms.total_current, "peak", (json_int_t)ms.total_peak,
-		"peak_since_reset", (json_int_t)ms.total_peak_reset, "sections", secs, "rss",
-		(json_int_t)ms.rss, "rss_peak", (json_int_t)ms.rss_peak, "step", c->step);
-}
-
-/* Applies "default" then "sections" of args on top of *p; -1 with desc on error. */
-static int policy_from_args(struct eng_ctl *c, const json_t *args, eng_policy *p, char *desc,
-	size_t n)
-{
-	eng_err err;
-	json_t *def = json_object_get(args, "default");
-	if (def && eng_policy_apply(p, &c->tr->aliases, "all", json_string_value(def), &err) < 0)
-		goto fail;
-	const char *sel;
-	json_t *mode;
-	json_object_foreach((json_t *)json_object_get(args, "sections"), sel, mode) {
-		if (eng_policy_apply(p, &c->tr->aliases, sel, json_string_value(mode), &err) < 0)
-			goto fail;
-	}
-	return 0;
-fail:
-	snprintf(desc, n, "%s", err.msg);
-	return -1;
-}
-
-static void enqueue(struct eng_ctl *c, eng_ctl_cmd *cmd)
-{
-	if (c->q_tail)
-		c->q_tail->next = cmd;
-	else
-		c->q_head = cmd;
-	c->q_tail = cmd;
-	pthread_cond_signal(&c->cv);
-}
-
-static int is_final(eng_ctl_state s)
-{
-	return s == CTL_FINISHED || s == CTL_STOPPED || s == CTL_FAILED;
-}
-
-/* Handles one validated request; called with mu held. Returns the reply's return object,
- * or NULL after queueing a deferred command or sending an error. */
-static json_t *dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,
-	json_t *args, json_t *id)
-{
-	char desc[PROTO_DESC_LEN];
-	if (strcmp(name, "job-status") == 0)
-		return cmd_status(c);
-	if (strcmp(name, "job-list") == 0) {
-		json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i}", "job", c->job, "name", c->name,
-			"state", state_names[c->state], "step", c->step, "steps", c->steps);
-		json_object_set_new(j, "loss", c->has_last ? json_real(c->last.loss) : json_null());
-		return json_pack("{s:[o]}", "jobs", j);
-	}
-	if (strcmp(name, "daemon-info") == 0)
-		return json_pack("{s:s,s:i,s:f,s:s,s:s?,s:n,s:[s],s:s,s:i,s:i}", "version",
-			PROTO_VERSION, "pid", (int)getpid(), "uptime_s", mono_s() - c->started, "role",
-			"worker", "socket", c->path[0] ? c->path : NULL, "state_dir", "backends", "cpu",
-			"blas", kn_blas_describe(), "max_jobs", 1, "jobs_running",
-			is_final(c->state) ? 0 : 1);
-	if (strcmp(name, "subscribe") == 0 || strcmp(name, "unsubscribe") == 0) {
-		unsigned bits = 0;
-		json_t *evs = json_object_get(args, "events"), *e;
-		size_t i;
-		if (!evs)
-			bits = CTL_EV_ALL;
-		json_array_foreach(evs, i, e) {
-			for (int b = 0; b < 5; b++)
-				if (strcmp(json_string_value(e), ev_names[b]) == 0)
-					bits |= 1u << b;
-		}
-		if (name[0] == 's')
-			k->events |= bits;
-		else
-			k->events &= ~bits;
-		return json_object();
-	}
-	if (strcmp(name, "job-start") == 0 || strcmp(name, "daemon-shutdown") == 0) {
-		send_error(k, PROTO_ERR_COMMAND_NOT_FOUND,
-			"this is a worker (remat-train); job-start and daemon-shutdown are rematd's", id);
-		return NULL;
-	}
-	if (!c->tr) {
-		send_error(k, PROTO_ERR_INVALID_STATE, "the job is starting", id);
-		return NULL;
-	}
-	if (strcmp(name, "mem-stats") == 0)
-		return cmd_mem(c);
-	if (strcmp(name, "mem-reset-peak") == 0) {
-		eng_mem_reset_peak();
-		return json_object();
-	}
-	if (strcmp(name, "remat-get") == 0) {
-		eng_plan plan;
-		plan_for(c, &c->policy, &plan);
-		json_t *al = json_object();
-		for (int i = 0; i < c->tr->aliases.n; i++)
-			json_object_set_new(al, c->tr->aliases.a[i].name,
-				json_string(c->tr->aliases.a[i].selector));
-		json_t *secs = sections_json(c, &c->policy, &plan, 1);
-		size_t i;
-		json_t *s;
-		json_array_foreach(secs, i, s) json_object_del(s, "extra_flops");
-		return json_pack("{s:o,s:o,s:o}", "policy", eng_ctl_policy_json(&c->policy),
-			"sections", secs, "aliases", al);
-	}
-	if (strcmp(name, "remat-plan") == 0) {
-		eng_policy p = c->pending;
-		eng_plan plan;
-		json_t *budget = json_object_get(args, "budget_bytes");
-		int has_pol = json_object_get(args, "sections") || json_object_get(args, "default");
-		int fits = 1;
-		if (policy_from_args(c, args, &p, desc, sizeof desc) < 0) {
-			send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
-			return NULL;
-		}
-		const eng_model *m = &c->tr->model;
-		if (budget && !has_pol)
-			fits = eng_plan_fit(&m->cfg, m->B, m->T, m->chunk_rows,
-				       (size_t)json_integer_value(budget), &p, &plan) == 0;
-		else
-			plan_for(c, &p, &plan);
-		if (budget && has_pol)
-			fits = plan.saved_bytes + plan.recompute_bytes <=
-			       (size_t)json_integer_value(budget);
-		json_t *r = json_pack("{s:o,s:o,s:I,s:I,s:f,s:f}", "policy", eng_ctl_policy_json(&p),
-			"sections", sections_json(c, &p, &plan, 0), "saved_bytes",
-			(json_int_t)plan.saved_bytes, "recompute_bytes", (json_int_t)plan.recompute_bytes,
-			"extra_flops", plan.extra_flops, "model_flops", plan.model_flops);
-		if (budget)
-			json_object_set_new(r, "fits", json_boolean(fits));
-		return r;
-	}
-	if (is_final(c->state) || c->state == CTL_STOPPING) {
-		snprintf(desc, sizeof desc, "job %s is %s", c->job, state_names[c->state]);
-		send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
-		return NULL;
-	}
-	eng_ctl_cmd *cmd = calloc(1, sizeof *cmd);
-	if (!cmd) {
-		send_error(k, PROTO_ERR_INTERNAL, "out of memory", id);
-		return NULL;
-	}
-	cmd->conn = -1;
-	int applies = c->step + 1 + c->in_step;
-	if (strcmp(name, "remat-set") == 0) {
-		eng_policy p = c->pending;
-		if (policy_from_args(c, args, &p, desc, sizeof desc) < 0) {
-			free(cmd);
-			send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
-			return NULL;
-		}
-		cmd->op = CTL_OP_POLICY;
-		cmd->policy = c->pending = p;
-		enqueue(c, cmd);
-		return json_pack("{s:i,s:o}", "applies_at_step", applies, "policy",
-			eng_ctl_policy_json(&p));
-	}
-	if (strcmp(name, "job-pause") == 0) {
-		if (c->state == CTL_PAUSED || c->pause_pending) {
-			free(cmd);
-			snprintf(desc, sizeof desc, "job %s is already paused", c->job);
-			send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
-			return NULL;
-		}
-		cmd->op = CTL_OP_PAUSE;
-		c->pause_pending = 1;
-		enqueue(c, cmd);
-		return json_pack("{s:s,s:i,s:i}", "state", "paused", "step", c->step,
-			"applies_at_step", applies);
-	}
-	if (strcmp(name, "job-resume") == 0) {
-		if (c->state != CTL_PAUSED && !c->pause_pending) {
-			free(cmd);
-			snprintf(desc, sizeof desc, "job %s is not paused", c->job);
-			send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
-			return NULL;
-		}
-		cmd->op = CTL_OP_RESUME;
-		c->pause_pending = 0;
-		enqueue(c, cmd);
-		return json_pack("{s:s,s:i}", "state", "running", "step", c->step);
-	}
-	/* deferred: job-stop, ckpt-save */
-	int wants_save = strcmp(name, "ckpt-save") == 0 ||
-			 json_is_true(json_object_get(args, "save"));
-	if (wants_save && !c->tr->spec.save_dir[0]) {
-		free(cmd);
-		send_error(k, PROTO_ERR_INVALID_STATE, "the job has no save.dir", id);
-		return NULL;
-	}
-	cmd->conn = handle;
-	cmd->id = json_incref(id);
-	k->inflight++;
-	if (strcmp(name, "job-stop") == 0) {
-		cmd->op = CTL_OP_STOP;
-		cmd->save = json_is_true(json_object_get(args, "save"));
-	} else {
-		cmd->op = CTL_OP_SAVE;
-		json_t *n = json_object_get(args, "name");
-		if (n)
-			snprintf(cmd->name, sizeof cmd->name, "%s", json_string_value(n));
-	}
-	enqueue(c, cmd);
-	return NULL;
 }
 
 static int on_line(const char *line, size_t len, void *ud)
@@ -657,32 +321,32 @@ static int on_line(const char *line, size_t len, void *ud)
 	proto_errclass ec;
 	char desc[PROTO_DESC_LEN];
 	if (proto_request_parse(line, len, &req, &ec, desc, sizeof desc) < 0) {
-		send_error(k, ec, desc, req.id);
+		eng_ctl__send_error(k, ec, desc, req.id);
 		goto out;
 	}
 	const proto_command *cmd = proto_command_find(req.execute);
 	if (!cmd) {
 		snprintf(desc, sizeof desc, "unknown command '%.64s'", req.execute);
-		send_error(k, PROTO_ERR_COMMAND_NOT_FOUND, desc, req.id);
+		eng_ctl__send_error(k, PROTO_ERR_COMMAND_NOT_FOUND, desc, req.id);
 		goto out;
 	}
 	if (proto_args_validate_ex(cmd, req.args, 1, desc, sizeof desc) < 0) {
-		send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, req.id);
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, req.id);
 		goto out;
 	}
 	json_t *job = json_object_get(req.args, "job");
 	if (job && strcmp(json_string_value(job), c->job) != 0) {
 		snprintf(desc, sizeof desc, "no job '%.64s' here (this worker runs '%s')",
 			json_string_value(job), c->job);
-		send_error(k, PROTO_ERR_JOB_NOT_FOUND, desc, req.id);
+		eng_ctl__send_error(k, PROTO_ERR_JOB_NOT_FOUND, desc, req.id);
 		goto out;
 	}
 	if (cmd->deferred && k->inflight >= PROTO_MAX_INFLIGHT) {
-		send_error(k, PROTO_ERR_BUSY, "too many requests in flight", req.id);
+		eng_ctl__send_error(k, PROTO_ERR_BUSY, "too many requests in flight", req.id);
 		goto out;
 	}
 	pthread_mutex_lock(&c->mu);
-	json_t *ret = dispatch(c, k, conn_handle(k, idx), req.execute, req.args, req.id);
+	json_t *ret = eng_ctl__dispatch(c, k, conn_handle(k, idx), req.execute, req.args, req.id);
 	pthread_mutex_unlock(&c->mu);
 	if (ret) {
 		conn_send(k, proto_reply_line(ret, req.id));
@@ -710,18 +374,18 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 		if (k->link) {
 			pthread_mutex_lock(&k->ctl->mu);
 			eng_ctl_cmd *cmd = calloc(1, sizeof *cmd);
-			if (cmd && !is_final(k->ctl->state)) {
+			if (cmd && !eng_ctl__is_final(k->ctl->state)) {
 				cmd->op = CTL_OP_STOP;
 				cmd->save = 1;
 				cmd->conn = -1;
-				enqueue(k->ctl, cmd);
+				eng_ctl__enqueue(k->ctl, cmd);
 			} else {
 				free(cmd);
 			}
 			pthread_mutex_unlock(&k->ctl->mu);
 		}
 	} else if (n > 0 && proto_framer_feed(&k->fr, buf->base, (size_t)n, on_line, k) < 0) {
-		send_error(k, PROTO_ERR_MESSAGE_TOO_LARGE, "line longer than 1 MiB", NULL);
+		eng_ctl__send_error(k, PROTO_ERR_MESSAGE_TOO_LARGE, "line longer than 1 MiB", NULL);
 		conn_close(k);
 	}
 	free(buf->base);
@@ -914,7 +578,7 @@ eng_ctl *eng_ctl_start(int fd, const char *path, const char *job, const char *na
 		return NULL;
 	snprintf(c->job, sizeof c->job, "%s", job);
 	snprintf(c->name, sizeof c->name, "%s", name ? name : job);
-	c->started = mono_s();
+	c->started = eng_ctl__mono_s();
 	c->link_fd = fd;
 	c->state = CTL_STARTING;
 	pthread_mutex_init(&c->mu, NULL);

@@ -1,0 +1,274 @@
+/* eng_ctl_cmd.c - the commands remat-train's control thread answers (docs/protocol.md):
+ * queries from the snapshot the training thread publishes, and changes queued for the next
+ * step boundary. Runs on the control thread with the controller's mutex held; no I/O but
+ * eng_ctl__send_error. Not here: connections, the loop, the outbox (eng_ctl.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "eng_ctl_int.h"
+#include "eng_mem.h"
+#include "kn.h"
+
+static json_t *sections_json(struct eng_ctl *c, const eng_policy *p, const eng_plan *plan,
+	int measured)
+{
+	json_t *a = json_array();
+	int L = p->n_layer;
+	for (int i = 0; i <= L; i++) {
+		char name[16];
+		if (i < L)
+			snprintf(name, sizeof name, "h.%d", i);
+		else
+			snprintf(name, sizeof name, "head");
+		const eng_plan_section *s = i < L ? &plan->block[i] : &plan->head;
+		json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:I,s:I,s:f}", "name", name, "kind",
+			i < L ? "block" : "head", "mode", eng_mode_name(i < L ? p->block[i] : p->head),
+			"saved_bytes", (json_int_t)(measured ? c->saved[i] : s->saved_bytes),
+			"workspace_bytes", (json_int_t)s->workspace_bytes, "extra_flops",
+			s->extra_flops));
+	}
+	return a;
+}
+
+static void plan_for(struct eng_ctl *c, const eng_policy *p, eng_plan *plan)
+{
+	const eng_model *m = &c->tr->model;
+	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, p, plan);
+}
+
+static json_t *cmd_status(struct eng_ctl *c)
+{
+	json_t *r = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i}", "job", c->job, "name", c->name,
+		"state", state_names[c->state], "step", c->step, "steps", c->steps, "pid",
+		(int)getpid());
+	json_object_set_new(r, "loss", c->has_last ? json_real(c->last.loss) : json_null());
+	json_object_set_new(r, "lr", c->has_last ? json_real(c->last.lr) : json_null());
+	json_object_set_new(r, "tokens_per_s", json_real(c->has_last ? c->last.tokens_per_s : 0));
+	json_object_set_new(r, "step_ms", json_real(c->has_last ? c->last.step_ms : 0));
+	json_object_set_new(r, "policy", c->tr ? eng_ctl_policy_json(&c->policy) : json_object());
+	json_object_set_new(r, "last_checkpoint",
+		c->last_ckpt[0] ? json_string(c->last_ckpt) : json_null());
+	json_object_set_new(r, "reason", json_string(c->reason));
+	json_object_set_new(r, "exit_status", json_null());
+	return r;
+}
+
+static json_t *cmd_mem(struct eng_ctl *c)
+{
+	eng_mem_stats ms;
+	eng_mem_get_stats(&ms);
+	json_t *cats = json_object();
+	for (int i = 0; i < ENG_MEM_NCAT; i++)
+		json_object_set_new(cats, eng_mem_cat_name(i), json_pack("{s:I,s:I,s:I}", "current",
+			(json_int_t)ms.current[i], "peak", (json_int_t)ms.peak[i], "peak_since_reset",
+			(json_int_t)ms.peak_reset[i]));
+	eng_plan plan;
+	plan_for(c, &c->policy, &plan);
+	json_t *secs = sections_json(c, &c->policy, &plan, 1);
+	size_t i;
+	json_t *s;
+	json_array_foreach(secs, i, s) json_object_del(s, "extra_flops");
+	return json_pack("{s:o,s:{s:I,s:I,s:I},s:o,s:I,s:I,s:i}", "categories", cats, "total",
+		"current", (json_int_t)ms.total_current, "peak", (json_int_t)ms.total_peak,
+		"peak_since_reset", (json_int_t)ms.total_peak_reset, "sections", secs, "rss",
+		(json_int_t)ms.rss, "rss_peak", (json_int_t)ms.rss_peak, "step", c->step);
+}
+
+/* Applies "default" then "sections" of args on top of *p; -1 with desc on error. */
+static int policy_from_args(struct eng_ctl *c, const json_t *args, eng_policy *p, char *desc,
+	size_t n)
+{
+	eng_err err;
+	json_t *def = json_object_get(args, "default");
+	if (def && eng_policy_apply(p, &c->tr->aliases, "all", json_string_value(def), &err) < 0)
+		goto fail;
+	const char *sel;
+	json_t *mode;
+	json_object_foreach((json_t *)json_object_get(args, "sections"), sel, mode) {
+		if (eng_policy_apply(p, &c->tr->aliases, sel, json_string_value(mode), &err) < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	snprintf(desc, n, "%s", err.msg);
+	return -1;
+}
+
+void eng_ctl__enqueue(struct eng_ctl *c, eng_ctl_cmd *cmd)
+{
+	if (c->q_tail)
+		c->q_tail->next = cmd;
+	else
+		c->q_head = cmd;
+	c->q_tail = cmd;
+	pthread_cond_signal(&c->cv);
+}
+
+json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,
+	json_t *args, json_t *id)
+{
+	char desc[PROTO_DESC_LEN];
+	if (strcmp(name, "job-status") == 0)
+		return cmd_status(c);
+	if (strcmp(name, "job-list") == 0) {
+		json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i}", "job", c->job, "name", c->name,
+			"state", state_names[c->state], "step", c->step, "steps", c->steps);
+		json_object_set_new(j, "loss", c->has_last ? json_real(c->last.loss) : json_null());
+		return json_pack("{s:[o]}", "jobs", j);
+	}
+	if (strcmp(name, "daemon-info") == 0)
+		return json_pack("{s:s,s:i,s:f,s:s,s:s?,s:n,s:[s],s:s,s:i,s:i}", "version",
+			PROTO_VERSION, "pid", (int)getpid(), "uptime_s", eng_ctl__mono_s() - c->started, "role",
+			"worker", "socket", c->path[0] ? c->path : NULL, "state_dir", "backends", "cpu",
+			"blas", kn_blas_describe(), "max_jobs", 1, "jobs_running",
+			eng_ctl__is_final(c->state) ? 0 : 1);
+	if (strcmp(name, "subscribe") == 0 || strcmp(name, "unsubscribe") == 0) {
+		unsigned bits = 0;
+		json_t *evs = json_object_get(args, "events"), *e;
+		size_t i;
+		if (!evs)
+			bits = CTL_EV_ALL;
+		json_array_foreach(evs, i, e) {
+			for (int b = 0; b < 5; b++)
+				if (strcmp(json_string_value(e), ev_names[b]) == 0)
+					bits |= 1u << b;
+		}
+		if (name[0] == 's')
+			k->events |= bits;
+		else
+			k->events &= ~bits;
+		return json_object();
+	}
+	if (strcmp(name, "job-start") == 0 || strcmp(name, "daemon-shutdown") == 0) {
+		eng_ctl__send_error(k, PROTO_ERR_COMMAND_NOT_FOUND,
+			"this is a worker (remat-train); job-start and daemon-shutdown are rematd's", id);
+		return NULL;
+	}
+	if (!c->tr) {
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "the job is starting", id);
+		return NULL;
+	}
+	if (strcmp(name, "mem-stats") == 0)
+		return cmd_mem(c);
+	if (strcmp(name, "mem-reset-peak") == 0) {
+		eng_mem_reset_peak();
+		return json_object();
+	}
+	if (strcmp(name, "remat-get") == 0) {
+		eng_plan plan;
+		plan_for(c, &c->policy, &plan);
+		json_t *al = json_object();
+		for (int i = 0; i < c->tr->aliases.n; i++)
+			json_object_set_new(al, c->tr->aliases.a[i].name,
+				json_string(c->tr->aliases.a[i].selector));
+		json_t *secs = sections_json(c, &c->policy, &plan, 1);
+		size_t i;
+		json_t *s;
+		json_array_foreach(secs, i, s) json_object_del(s, "extra_flops");
+		return json_pack("{s:o,s:o,s:o}", "policy", eng_ctl_policy_json(&c->policy),
+			"sections", secs, "aliases", al);
+	}
+	if (strcmp(name, "remat-plan") == 0) {
+		eng_policy p = c->pending;
+		eng_plan plan;
+		json_t *budget = json_object_get(args, "budget_bytes");
+		int has_pol = json_object_get(args, "sections") || json_object_get(args, "default");
+		int fits = 1;
+		if (policy_from_args(c, args, &p, desc, sizeof desc) < 0) {
+			eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
+			return NULL;
+		}
+		const eng_model *m = &c->tr->model;
+		if (budget && !has_pol)
+			fits = eng_plan_fit(&m->cfg, m->B, m->T, m->chunk_rows,
+				       (size_t)json_integer_value(budget), &p, &plan) == 0;
+		else
+			plan_for(c, &p, &plan);
+		if (budget && has_pol)
+			fits = plan.saved_bytes + plan.recompute_bytes <=
+			       (size_t)json_integer_value(budget);
+		json_t *r = json_pack("{s:o,s:o,s:I,s:I,s:f,s:f}", "policy", eng_ctl_policy_json(&p),
+			"sections", sections_json(c, &p, &plan, 0), "saved_bytes",
+			(json_int_t)plan.saved_bytes, "recompute_bytes", (json_int_t)plan.recompute_bytes,
+			"extra_flops", plan.extra_flops, "model_flops", plan.model_flops);
+		if (budget)
+			json_object_set_new(r, "fits", json_boolean(fits));
+		return r;
+	}
+	if (eng_ctl__is_final(c->state) || c->state == CTL_STOPPING) {
+		snprintf(desc, sizeof desc, "job %s is %s", c->job, state_names[c->state]);
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+		return NULL;
+	}
+	eng_ctl_cmd *cmd = calloc(1, sizeof *cmd);
+	if (!cmd) {
+		eng_ctl__send_error(k, PROTO_ERR_INTERNAL, "out of memory", id);
+		return NULL;
+	}
+	cmd->conn = -1;
+	int applies = c->step + 1 + c->in_step;
+	if (strcmp(name, "remat-set") == 0) {
+		eng_policy p = c->pending;
+		if (policy_from_args(c, args, &p, desc, sizeof desc) < 0) {
+			free(cmd);
+			eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
+			return NULL;
+		}
+		cmd->op = CTL_OP_POLICY;
+		cmd->policy = c->pending = p;
+		eng_ctl__enqueue(c, cmd);
+		return json_pack("{s:i,s:o}", "applies_at_step", applies, "policy",
+			eng_ctl_policy_json(&p));
+	}
+	if (strcmp(name, "job-pause") == 0) {
+		if (c->state == CTL_PAUSED || c->pause_pending) {
+			free(cmd);
+			snprintf(desc, sizeof desc, "job %s is already paused", c->job);
+			eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+			return NULL;
+		}
+		cmd->op = CTL_OP_PAUSE;
+		c->pause_pending = 1;
+		eng_ctl__enqueue(c, cmd);
+		return json_pack("{s:s,s:i,s:i}", "state", "paused", "step", c->step,
+			"applies_at_step", applies);
+	}
+	if (strcmp(name, "job-resume") == 0) {
+		if (c->state != CTL_PAUSED && !c->pause_pending) {
+			free(cmd);
+			snprintf(desc, sizeof desc, "job %s is not paused", c->job);
+			eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+			return NULL;
+		}
+		cmd->op = CTL_OP_RESUME;
+		c->pause_pending = 0;
+		eng_ctl__enqueue(c, cmd);
+		return json_pack("{s:s,s:i}", "state", "running", "step", c->step);
+	}
+	/* deferred: job-stop, ckpt-save */
+	int wants_save = strcmp(name, "ckpt-save") == 0 ||
+			 json_is_true(json_object_get(args, "save"));
+	if (wants_save && !c->tr->spec.save_dir[0]) {
+		free(cmd);
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "the job has no save.dir", id);
+		return NULL;
+	}
+	cmd->conn = handle;
+	cmd->id = json_incref(id);
+	k->inflight++;
+	if (strcmp(name, "job-stop") == 0) {
+		cmd->op = CTL_OP_STOP;
+		cmd->save = json_is_true(json_object_get(args, "save"));
+	} else {
+		cmd->op = CTL_OP_SAVE;
+		json_t *n = json_object_get(args, "name");
+		if (n)
+			snprintf(cmd->name, sizeof cmd->name, "%s", json_string_value(n));
+	}
+	eng_ctl__enqueue(c, cmd);
+	return NULL;
+}
+

@@ -1,0 +1,99 @@
+/* eng_ctl_int.h - what the two halves of remat-train's control side share: the state of
+ * the controller (eng_ctl.c: thread, loop, connections, outbox) and the command handlers
+ * (eng_ctl_cmd.c). Private to engine/main; eng_ctl.h is the interface.
+ */
+#ifndef ENG_CTL_INT_H
+#define ENG_CTL_INT_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "eng_ctl.h"
+#include "proto.h"
+
+#define CTL_MAX_CONN PROTO_MAX_CONNECTIONS
+#define CTL_MEMORY_MS 2000   /* MEMORY events while running */
+#define CTL_STEP_MIN_MS 50   /* STEP events to a direct client: at most 20 a second */
+#define CTL_FLUSH_MS 2000    /* at exit, how long peers get to read what is queued */
+#define CTL_EV_ALL 0x1f      /* every event bit */
+
+static const char *const ev_names[] = {"STEP", "REMAT_APPLIED", "CHECKPOINT_SAVED",
+	"JOB_STATE_CHANGED", "MEMORY"};
+enum { EV_STEP = 1, EV_APPLIED = 2, EV_SAVED = 4, EV_STATE = 8, EV_MEMORY = 16 };
+
+static const char *const state_names[] = {"starting", "running", "paused", "stopping",
+	"finished", "stopped", "failed"};
+
+typedef struct ctl_out {
+	char *line;            /* malloc'd, ends in '\n' */
+	int conn;              /* target connection handle, or -1 for an event */
+	int event;             /* EV_* bit of an event, 0 for a reply */
+	int deferred;          /* a deferred reply: frees an in-flight slot when sent */
+	struct ctl_out *next;
+} ctl_out;
+
+typedef struct ctl_conn {
+	uv_pipe_t pipe;        /* the connection; first member so the handle maps back */
+	struct eng_ctl *ctl;
+	int used;              /* slot in use (until its close callback) */
+	int closing;           /* uv_close called */
+	unsigned gen;          /* bumped per use, so stale handles never reach a new client */
+	proto_framer fr;       /* partial input */
+	int inflight;          /* deferred requests awaiting their reply */
+	unsigned events;       /* subscribed EV_* bits */
+	int link;              /* rematd's socketpair: all events, no rate limit */
+	uint64_t last_step_ms; /* when the last STEP event went out (rate limit) */
+} ctl_conn;
+
+struct eng_ctl {
+	pthread_t thread;
+	uv_loop_t loop;
+	uv_async_t async;      /* wakes the loop: outbox or stop */
+	uv_pipe_t listener;    /* --control PATH */
+	uv_timer_t mem_timer;  /* MEMORY events */
+	int listening;
+	int link_fd;           /* --control-fd, or -1 */
+	char path[108];        /* listening socket path, "" when none */
+	char job[72];          /* job id in events and arguments */
+	char name[72];         /* job name */
+	double started;        /* CLOCK_MONOTONIC seconds at start */
+	ctl_conn conns[CTL_MAX_CONN];
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;     /* signalled when a command is queued */
+	/* --- guarded by mu --- */
+	eng_trainer *tr;       /* NULL until attach; read only by the training thread after */
+	eng_ctl_state state;
+	char reason[256];      /* why the state last changed */
+	int step, steps;       /* completed steps, and the step the run ends at */
+	int in_step;           /* a step is running */
+	eng_step_stats last;   /* figures of the last step */
+	int has_last;
+	eng_policy policy;     /* in force */
+	eng_policy pending;    /* in force once queued changes apply */
+	int pause_pending;     /* a job-pause queued and not yet applied */
+	size_t saved[ENG_MAX_LAYERS + 1]; /* measured saved bytes per section */
+	char last_ckpt[ENG_PATH_LEN + 64];
+	eng_ctl_cmd *q_head, *q_tail;     /* commands for the training thread */
+	ctl_out *o_head, *o_tail;         /* lines for the control thread */
+	int quit;              /* eng_ctl_stop asked the loop to finish */
+};
+
+double eng_ctl__mono_s(void);
+/* finished, stopped or failed */
+static inline int eng_ctl__is_final(eng_ctl_state s)
+{
+	return s == CTL_FINISHED || s == CTL_STOPPED || s == CTL_FAILED;
+}
+/* Sends an error line to k (control thread). */
+void eng_ctl__send_error(ctl_conn *k, proto_errclass cls, const char *desc, const json_t *id);
+/* Appends a command for the training thread and wakes it; called with mu held. */
+void eng_ctl__enqueue(struct eng_ctl *c, eng_ctl_cmd *cmd);
+/* Handles one validated request, with mu held: the reply's return object, or NULL after
+ * queueing a deferred command or sending an error (eng_ctl_cmd.c). */
+json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,
+	json_t *args, json_t *id);
+
+#endif
