@@ -45,6 +45,7 @@ CLIENT  = $(BUILD)/bin/rematctl
 TESTS   = $(BUILD)/bin/remat-tests
 HELPERS = $(HELPER_SRC:tests/e2e/%.c=$(BUILD)/bin/%)
 FUZZ    = $(BUILD)/bin/fuzz-proto
+FUZZ_ST = $(BUILD)/bin/fuzz-st
 FUZZ_RUNS ?= 20000
 
 .PHONY: all deps binaries test asan demo bench fuzz clean format
@@ -80,6 +81,12 @@ $(BUILD)/bin/%: tests/e2e/%.c $(BUILD)/libremat.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
+# The safetensors parser on bytes from memory: the file format is outside input too.
+$(FUZZ_ST): tests/fuzz/fuzz_st.c engine/eng_st.c engine/eng_err.c
+	@mkdir -p $(dir $@)
+	clang -g -O1 -std=c11 -D_GNU_SOURCE -Iengine -fsanitize=fuzzer,address,undefined \
+		-o $@ $^ -ljansson
+
 # libFuzzer needs clang; the target links proto/ alone (no I/O there).
 $(FUZZ): tests/fuzz/fuzz_proto.c $(PROTO_SRC)
 	@mkdir -p $(dir $@)
@@ -106,11 +113,19 @@ test: all
 		$(FUZZ) -runs=$(FUZZ_RUNS) -seed=1 -max_len=4096 $(BUILD)/tmp/corpus tests/fuzz/corpus \
 			2>$(BUILD)/tmp/fuzz.log && echo "fuzz-proto: $(FUZZ_RUNS) runs, no crash" || \
 			{ tail -40 $(BUILD)/tmp/fuzz.log; exit 1; }; fi
+	@if [ -f tests/fuzz/fuzz_st.c ]; then \
+		$(MAKE) --no-print-directory $(FUZZ_ST) && \
+		mkdir -p $(BUILD)/tmp/corpus-st && \
+		$(FUZZ_ST) -runs=$(FUZZ_RUNS) -seed=1 -max_len=8192 $(BUILD)/tmp/corpus-st \
+			tests/fuzz/corpus-st 2>$(BUILD)/tmp/fuzz-st.log && \
+			echo "fuzz-st: $(FUZZ_RUNS) runs, no crash" || \
+			{ tail -40 $(BUILD)/tmp/fuzz-st.log; exit 1; }; fi
 	$(TEST_ENV) $(TESTS)
 
-fuzz: all $(FUZZ)
-	@mkdir -p $(BUILD)/corpus
+fuzz: all $(FUZZ) $(FUZZ_ST)
+	@mkdir -p $(BUILD)/corpus $(BUILD)/corpus-st
 	$(FUZZ) -max_total_time=300 -max_len=65536 $(BUILD)/corpus tests/fuzz/corpus
+	$(FUZZ_ST) -max_total_time=300 -max_len=65536 $(BUILD)/corpus-st tests/fuzz/corpus-st
 
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -fno-omit-frame-pointer" \

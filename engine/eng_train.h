@@ -61,10 +61,6 @@ int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err);
  * once); NAN when there is no val file. */
 float eng_trainer_val_loss(eng_trainer *tr, int batches);
 
-/* Copies tensors from a model.safetensors into m, checking names and shapes against m's
- * table; lm_head.weight (tied) and GPT-2's attention-mask buffers are skipped. */
-int eng_model_load_safetensors(eng_model *m, const char *path, eng_err *err);
-
 /* Writes <dir>/step_XXXXXXXX/{model.safetensors,config.json} (or <dir>/<name>/ when name is
  * given: [A-Za-z0-9._-], checked by the caller) through a .tmp directory and a rename, then
  * <dir>/latest; the path written goes to out, the bytes written to *bytes (may be NULL).
