@@ -1,6 +1,6 @@
-/* eng_train.c - a training run (see eng_train.h): init, step, optimizer, schedule, the
- * weights-only save of the foreground runner. Not here: the model's maths (eng_model.c),
- * the control protocol (later), full checkpoints with optimizer state (later). */
+/* eng_train.c - a training run (see eng_train.h): init (including resume from a
+ * checkpoint), step, optimizer, schedule. Not here: the model's maths (eng_model.c), the
+ * checkpoint files (eng_ckpt.c), the control protocol (engine/main/eng_ctl.c). */
 #include "eng_train.h"
 
 #include <errno.h>
@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "eng_ckpt.h"
 #include "eng_hfconfig.h"
 #include "eng_import.h"
 #include "eng_mem.h"
@@ -52,6 +53,39 @@ static int make_dirs(const char *dir, eng_err *err)
 	return 0;
 }
 
+/* init_from may name a checkpoint or a save directory (then its newest checkpoint that
+ * verifies). A remat checkpoint (with trainer_state.json) must verify; when it does not,
+ * the message offers the newest one that does. Rewrites s->init_from to the checkpoint. */
+static int resolve_init(eng_spec *s, eng_err *err)
+{
+	char p[ENG_PATH_LEN + 64], found[ENG_PATH_LEN + 64];
+	struct stat st;
+	snprintf(p, sizeof p, "%s/latest", s->init_from);
+	int is_save_dir = stat(p, &st) == 0;
+	snprintf(p, sizeof p, "%s/config.json", s->init_from);
+	if (is_save_dir && stat(p, &st) < 0) {
+		if (eng_ckpt_find(s->init_from, found, sizeof found, err) < 0)
+			return eng_errf(err, "no checkpoint in '%s' verifies", s->init_from);
+		if (strlen(found) >= sizeof s->init_from)
+			return eng_errf(err, "checkpoint path too long");
+		snprintf(s->init_from, sizeof s->init_from, "%s", found);
+	}
+	snprintf(p, sizeof p, "%s/trainer_state.json", s->init_from);
+	int is_ckpt = stat(p, &st) == 0;
+	if (!is_ckpt && s->resume)
+		return eng_errf(err, "cannot resume from '%s': it has no trainer_state.json (weights "
+				     "only: drop \"resume\" to fine-tune from them)", s->init_from);
+	if (is_ckpt && eng_ckpt_verify(s->init_from, err) < 0) {
+		if (eng_ckpt_previous(s->init_from, found, sizeof found) == 0) {
+			size_t n = strlen(err->msg);
+			snprintf(err->msg + n, sizeof err->msg - n,
+				"; the newest checkpoint that verifies is '%s'", found);
+		}
+		return -1;
+	}
+	return 0;
+}
+
 int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 {
 	memset(tr, 0, sizeof *tr);
@@ -63,6 +97,8 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		eng_errf(err, "device 'cuda' is not available: this build has the cpu backend only");
 		goto fail;
 	}
+	if (s->init_from[0] && resolve_init(s, err) < 0)
+		goto fail;
 	if (s->init_from[0]) {
 		snprintf(path, sizeof path, "%s/config.json", s->init_from);
 		if (eng_hfconfig_read(path, &cfg, err) < 0)
@@ -101,6 +137,10 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 				      s->cfg.vocab_size, s->batch, s->seq_len, err) < 0)
 		goto fail;
 	if (s->save_dir[0] && make_dirs(s->save_dir, err) < 0)
+		goto fail;
+	if (s->save_dir[0])
+		eng_ckpt_clean_tmp(s->save_dir); /* interrupted saves are never picked up */
+	if (s->resume && eng_ckpt_resume(tr, s->init_from, err) < 0)
 		goto fail;
 	size_t n = (size_t)s->batch * s->seq_len * sizeof(uint16_t);
 	tr->inp = eng_mem_alloc(ENG_MEM_DATA, n);
@@ -213,125 +253,19 @@ float eng_trainer_val_loss(eng_trainer *tr, int batches)
 	return (float)(sum / batches);
 }
 
-/* fsyncs a directory so a rename inside it is durable */
-static int fsync_dir(const char *dir)
-{
-	int fd = open(dir, O_RDONLY | O_DIRECTORY);
-	if (fd < 0)
-		return -1;
-	int rc = fsync(fd);
-	close(fd);
-	return rc;
-}
-
-/* buf = a + b; -1 when it does not fit (a path is never silently cut) */
-static int join(char *buf, size_t n, const char *a, const char *b)
-{
-	int w = snprintf(buf, n, "%s%s", a, b);
-	return (w < 0 || (size_t)w >= n) ? -1 : 0;
-}
-
-/* Removes a directory holding only files we write (a stale .tmp of our own). */
-static void remove_tmp_dir(const char *dir)
-{
-	static const char *files[] = {"/model.safetensors", "/config.json"};
-	char p[ENG_PATH_LEN + 128];
-	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
-		if (join(p, sizeof p, dir, files[i]) == 0)
-			unlink(p);
-	rmdir(dir);
-}
-
-int eng_trainer_save(eng_trainer *tr, const char *ckpt_name, char *out, size_t outlen,
+int eng_trainer_save(eng_trainer *tr, const char *name, char *out, size_t outlen,
 	size_t *bytes, eng_err *err)
 {
-	const char *dir = tr->spec.save_dir;
-	eng_model *m = &tr->model;
-	char name[40], final[ENG_PATH_LEN + 64], tmp[ENG_PATH_LEN + 64], p[ENG_PATH_LEN + 128];
-	eng_st_entry *e = NULL;
-	int rc = -1;
-	if (make_dirs(dir, err) < 0)
-		goto out;
-	if (ckpt_name && ckpt_name[0])
-		snprintf(name, sizeof name, "/%.30s", ckpt_name);
-	else
-		snprintf(name, sizeof name, "/step_%08d", tr->step);
-	if (join(final, sizeof final, dir, name) < 0 || join(tmp, sizeof tmp, final, ".tmp") < 0) {
-		eng_errf(err, "save directory path too long");
-		goto out;
-	}
-	remove_tmp_dir(tmp);
-	if (mkdir(tmp, 0777) < 0) {
-		eng_errf(err, "cannot create '%s': %s", tmp, strerror(errno));
-		goto out;
-	}
-	e = calloc((size_t)m->ntensors, sizeof *e);
-	if (!e) {
-		eng_errf(err, "out of memory");
-		goto out;
-	}
-	for (int i = 0; i < m->ntensors; i++) {
-		const eng_ptensor *t = &m->tensors[i];
-		e[i].name = t->name;
-		e[i].ndim = t->ndim;
-		e[i].shape[0] = t->shape[0];
-		e[i].shape[1] = t->shape[1];
-		e[i].data = m->params + t->offset;
-	}
-	join(p, sizeof p, tmp, "/model.safetensors");
-	if (eng_st_write(p, e, m->ntensors, err) < 0)
-		goto out;
-	join(p, sizeof p, tmp, "/config.json");
-	if (eng_hfconfig_write(p, &m->cfg, err) < 0)
-		goto out;
-	if (fsync_dir(tmp) < 0) {
-		eng_errf(err, "cannot fsync '%s': %s", tmp, strerror(errno));
-		goto out;
-	}
-	/* A save of the same step again replaces it: the old one is moved aside first and
-	 * removed last, so a crash in between leaves a complete directory under one name. */
-	char old[ENG_PATH_LEN + 128];
-	join(old, sizeof old, final, ".old");
-	remove_tmp_dir(old);
-	int had_old = rename(final, old) == 0;
-	if (rename(tmp, final) < 0) {
-		eng_errf(err, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno));
-		if (had_old)
-			rename(old, final);
-		goto out;
-	}
-	fsync_dir(dir);
-	if (had_old)
-		remove_tmp_dir(old);
-	/* latest: written to a temporary name, fsynced, renamed over the old one */
-	join(p, sizeof p, dir, "/latest.tmp");
-	FILE *f = fopen(p, "w");
-	if (!f || fprintf(f, "%s\n", name + 1) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-		eng_errf(err, "cannot write '%s': %s", p, strerror(errno));
-		if (f)
-			fclose(f);
-		goto out;
-	}
-	fclose(f);
-	join(tmp, sizeof tmp, dir, "/latest");
-	if (rename(p, tmp) < 0) {
-		eng_errf(err, "cannot rename '%s': %s", p, strerror(errno));
-		goto out;
-	}
-	fsync_dir(dir);
-	snprintf(out, outlen, "%s", final);
-	if (bytes) {
-		struct stat st;
-		*bytes = 0;
-		join(p, sizeof p, final, "/model.safetensors");
-		if (stat(p, &st) == 0)
-			*bytes += (size_t)st.st_size;
-		join(p, sizeof p, final, "/config.json");
-		if (stat(p, &st) == 0)
-			*bytes += (size_t)st.st_size;
-	}
-	rc = 0;
-out:
-	free(e);
-	return rc;
+	eng_ckpt_snap snap;
+	eng_ckpt_result res;
+	if (make_dirs(tr->spec.save_dir, err) < 0 || eng_ckpt_snap_take(&snap, tr, err) < 0)
+		return -1;
+	int rc = eng_ckpt_write(&snap, tr->spec.save_dir, name, tr->spec.save_keep, &res, err);
+	eng_ckpt_snap_free(&snap);
+	if (rc < 0)
+		return -1;
+	snprintf(out, outlen, "%s", res.path);
+	if (bytes)
+		*bytes = res.bytes;
+	return 0;
 }

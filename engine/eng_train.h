@@ -61,10 +61,10 @@ int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err);
  * once); NAN when there is no val file. */
 float eng_trainer_val_loss(eng_trainer *tr, int batches);
 
-/* Writes <dir>/step_XXXXXXXX/{model.safetensors,config.json} (or <dir>/<name>/ when name is
- * given: [A-Za-z0-9._-], checked by the caller) through a .tmp directory and a rename, then
- * <dir>/latest; the path written goes to out, the bytes written to *bytes (may be NULL).
- * Weights only: the transient recompute policy is never written. */
+/* Writes a full checkpoint (eng_ckpt.h) of the trainer now, on the calling thread, into
+ * save.dir as step_XXXXXXXX (or name: [A-Za-z0-9._-], checked by the caller), keeping the
+ * newest save.keep; the path goes to out, the bytes written to *bytes (may be NULL). The
+ * transient recompute policy is never written. */
 int eng_trainer_save(eng_trainer *tr, const char *name, char *out, size_t outlen,
 	size_t *bytes, eng_err *err);
 

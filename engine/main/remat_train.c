@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "eng_ckpt.h"
 #include "eng_ctl.h"
 #include "eng_mem.h"
 #include "eng_spec.h"
@@ -118,6 +119,8 @@ static int apply_text(eng_trainer *tr, eng_ctl *c, const char *text, int json)
 
 /* What the control side asked for, accumulated over boundaries. */
 typedef struct run_ctl {
+	eng_ckpt_writer *writer; /* writes checkpoints beside training (NULL without save.dir) */
+	int last_saved;          /* step of the last checkpoint written, -1 none */
 	int paused;
 	int stop, stop_save;
 	eng_ctl_cmd *stops;   /* job-stop requests, answered when the run has stopped */
@@ -141,6 +144,70 @@ static int save_now(eng_trainer *tr, eng_ctl *c, const char *name, json_t **ret,
 	if (ret)
 		*ret = json_pack("{s:s,s:i,s:I,s:f}", "path", path, "step", tr->step, "bytes",
 			(json_int_t)bytes, "ms", ms);
+	return 0;
+}
+
+/* A save handed to the writer thread, and who to tell when it ends. */
+typedef struct save_job {
+	eng_ctl *c;
+	int json;
+	int *last_step;     /* set to the step saved, on success */
+	int has_cmd;
+	eng_ctl_cmd cmd;    /* a ckpt-save to answer: its connection and id (own reference) */
+} save_job;
+
+/* Runs on the writer thread when a save ends. */
+static void on_saved(void *ud, int ok, const eng_ckpt_result *res, const char *msg)
+{
+	save_job *j = ud;
+	if (ok) {
+		*j->last_step = res->step;
+		eng_ctl_event_saved(j->c, res->path, res->step, res->bytes);
+		if (!j->json)
+			printf("saved %s (%.1f MiB in %.0f ms; training stalled %.1f ms)\n", res->path,
+				res->bytes / 1048576.0, res->ms, res->stall_ms);
+		if (j->has_cmd)
+			eng_ctl_reply(j->c, &j->cmd, json_pack("{s:s,s:i,s:I,s:f,s:f}", "path",
+				res->path, "step", res->step, "bytes", (json_int_t)res->bytes, "ms",
+				res->ms, "stall_ms", res->stall_ms));
+	} else {
+		fprintf(stderr, "remat-train: checkpoint: %s\n", msg);
+		if (j->has_cmd)
+			eng_ctl_reply_error(j->c, &j->cmd, PROTO_ERR_IO_ERROR, msg);
+	}
+	json_decref(j->cmd.id);
+	free(j);
+}
+
+/* Copies the state now and lets the writer thread write it while training goes on. When a
+ * save is still being written: waits for it (wait != 0), or fails with Busy's message. */
+static int save_async(eng_trainer *tr, eng_ctl *c, eng_ckpt_writer *w, const char *name,
+	const eng_ctl_cmd *cmd, int json, int wait, int *last_step, eng_err *err)
+{
+	if (eng_ckpt_writer_busy(w)) {
+		if (!wait)
+			return eng_errf(err, "a checkpoint is being written; ask again after its "
+					     "CHECKPOINT_SAVED event");
+		eng_ckpt_writer_wait(w);
+	}
+	save_job *j = calloc(1, sizeof *j);
+	eng_ckpt_snap snap;
+	if (!j)
+		return eng_errf(err, "out of memory");
+	if (eng_ckpt_snap_take(&snap, tr, err) < 0) {
+		free(j);
+		return -1;
+	}
+	j->c = c;
+	j->json = json;
+	j->last_step = last_step;
+	if (cmd) {
+		j->has_cmd = 1;
+		j->cmd.conn = cmd->conn;
+		j->cmd.id = json_incref(cmd->id);
+	}
+	/* this thread is the only one submitting, and the writer was idle: it takes it */
+	eng_ckpt_writer_submit(w, &snap, tr->spec.save_dir, name, tr->spec.save_keep, on_saved, j);
 	return 0;
 }
 
@@ -175,14 +242,12 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 			cmd->next = rc->stops;
 			rc->stops = cmd;
 			continue; /* answered at the end */
-		case CTL_OP_SAVE: {
-			json_t *ret = NULL;
-			if (save_now(tr, c, cmd->name[0] ? cmd->name : NULL, &ret, json, &err) < 0)
-				eng_ctl_reply_error(c, cmd, PROTO_ERR_IO_ERROR, err.msg);
-			else
-				eng_ctl_reply(c, cmd, ret);
+		case CTL_OP_SAVE:
+			if (save_async(tr, c, rc->writer, cmd->name[0] ? cmd->name : NULL, cmd, json, 0,
+				    &rc->last_saved, &err) < 0)
+				eng_ctl_reply_error(c, cmd, eng_ckpt_writer_busy(rc->writer) ?
+					PROTO_ERR_BUSY : PROTO_ERR_IO_ERROR, err.msg);
 			break;
-		}
 		}
 		eng_ctl_cmd_free(cmd);
 	}
@@ -281,6 +346,11 @@ int main(int argc, char **argv)
 			eng_config_num_params(&s->cfg), s->cfg.n_layer, s->cfg.n_embd, s->cfg.n_head,
 			s->cfg.vocab_size, s->batch, s->seq_len, s->threads, kn_blas_describe());
 	eng_ctl_attach(c, &tr);
+	run.last_saved = -1;
+	if (s->save_dir[0] && !(run.writer = eng_ckpt_writer_start())) {
+		fprintf(stderr, "remat-train: cannot start the checkpoint writer thread\n");
+		goto out;
+	}
 
 	int next = 0, failed = 0;
 	for (;;) {
@@ -303,6 +373,9 @@ int main(int argc, char **argv)
 			break;
 		}
 		eng_ctl_end_step(c, &st);
+		if (s->save_every > 0 && tr.step % s->save_every == 0 && tr.step < s->steps &&
+			save_async(&tr, c, run.writer, NULL, NULL, json, 1, &run.last_saved, &err) < 0)
+			fprintf(stderr, "remat-train: checkpoint at step %d: %s\n", tr.step, err.msg);
 		if (json) {
 			json_t *o = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:f,s:o}", "step",
 				st.step, "loss", (double)st.loss, "lr", (double)st.lr, "tokens_per_s",
@@ -335,6 +408,7 @@ int main(int argc, char **argv)
 	char ckpt[ENG_PATH_LEN + 64] = "";
 	if (run.stop)
 		eng_ctl_set_state(c, CTL_STOPPING, "job-stop");
+	eng_ckpt_writer_wait(run.writer);
 	if (want_save) {
 		json_t *ret = NULL;
 		if (!s->save_dir[0]) {
@@ -366,6 +440,7 @@ int main(int argc, char **argv)
 	rc = 0;
 out:
 	eng_ctl_cmd_free(run.stops);
+	eng_ckpt_writer_stop(run.writer); /* a save in progress is finished, never cut */
 	eng_ctl_stop(c);
 	eng_trainer_free(&tr);
 	return rc;

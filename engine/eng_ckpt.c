@@ -1,0 +1,695 @@
+/* eng_ckpt.c - full checkpoints: snapshot, write, verify, find, resume, and the writer
+ * thread (see eng_ckpt.h). Not here: the safetensors format (eng_st.c), loading Hugging
+ * Face or llm.c weights (eng_import.c).
+ */
+#include "eng_ckpt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "eng_hfconfig.h"
+#include "eng_import.h"
+#include "eng_mem.h"
+#include "eng_sha256.h"
+#include "eng_st.h"
+
+#define CKPT_PATH (ENG_PATH_LEN + 128) /* room for a save dir, a name and a file name */
+#define CKPT_MAX_LIST 4096             /* checkpoints considered in one save directory */
+
+/* The files of a checkpoint besides trainer_state.json, in the order they are written. */
+static const char *const ckpt_files[] = {"model.safetensors", "config.json",
+	"optimizer.safetensors"};
+#define NFILES (sizeof ckpt_files / sizeof ckpt_files[0])
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* buf = a + b; -1 when it does not fit (a path is never silently cut). Not inlined: the
+ * length check is here, and gcc's truncation warning cannot see it at call sites. */
+__attribute__((noinline)) static int join(char *buf, size_t n, const char *a, const char *b)
+{
+	int w = snprintf(buf, n, "%s%s", a, b);
+	return (w < 0 || (size_t)w >= n) ? -1 : 0;
+}
+
+/* buf = dir + "/" + name; -1 when it does not fit */
+__attribute__((noinline)) static int path2(char *buf, size_t n, const char *dir,
+	const char *name)
+{
+	int w = snprintf(buf, n, "%s/%s", dir, name);
+	return (w < 0 || (size_t)w >= n) ? -1 : 0;
+}
+
+static int fsync_path(const char *path, int dir)
+{
+	int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+	if (fd < 0)
+		return -1;
+	int rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+/* Test hook: REMAT_CKPT_DELAY_US sleeps between the steps of a save, so the crash test can
+ * kill a worker at many different points of one. Unset in normal use. */
+static void test_delay(void)
+{
+	static int us = -1;
+	if (us < 0) {
+		const char *e = getenv("REMAT_CKPT_DELAY_US");
+		us = e ? atoi(e) : 0;
+	}
+	if (us > 0)
+		usleep((useconds_t)us);
+}
+
+/* Removes a checkpoint directory of ours: its regular files, then itself. */
+static void remove_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	char p[CKPT_PATH + 256];
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		if (path2(p, sizeof p, dir, e->d_name) == 0)
+			unlink(p);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+/* ---- snapshot ---- */
+
+int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err)
+{
+	double t0 = now_ms();
+	const eng_model *m = &tr->model;
+	memset(s, 0, sizeof *s);
+	size_t bytes = m->nfloats * sizeof(float);
+	s->params = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes);
+	s->m = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes);
+	s->v = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes);
+	if (!s->params || !s->m || !s->v) {
+		eng_ckpt_snap_free(s);
+		return eng_errf(err, "out of memory for a checkpoint snapshot (%zu MiB)",
+			3 * bytes >> 20);
+	}
+	memcpy(s->params, m->params, bytes);
+	memcpy(s->m, m->m, bytes);
+	memcpy(s->v, m->v, bytes);
+	s->cfg = m->cfg;
+	s->step = tr->step;
+	s->cursor = tr->train.cursor;
+	s->ntok = tr->train.ntok;
+	s->spec = tr->spec;
+	s->tensors = m->tensors;
+	s->ntensors = m->ntensors;
+	s->nfloats = m->nfloats;
+	s->stall_ms = now_ms() - t0;
+	return 0;
+}
+
+void eng_ckpt_snap_free(eng_ckpt_snap *s)
+{
+	eng_mem_free(s->params);
+	eng_mem_free(s->m);
+	eng_mem_free(s->v);
+	s->params = s->m = s->v = NULL;
+}
+
+/* ---- writing ---- */
+
+static int write_tensors(const eng_ckpt_snap *s, const char *path, const char *prefix1,
+	const float *base1, const char *prefix2, const float *base2, eng_err *err)
+{
+	int n = s->ntensors * (base2 ? 2 : 1), rc = -1;
+	eng_st_entry *e = calloc((size_t)n, sizeof *e);
+	char (*names)[ENG_NAME_MAX + 16] = calloc((size_t)n, sizeof *names);
+	if (!e || !names) {
+		eng_errf(err, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		const eng_ptensor *t = &s->tensors[i % s->ntensors];
+		int second = i >= s->ntensors;
+		snprintf(names[i], sizeof names[i], "%s%s", second ? prefix2 : prefix1, t->name);
+		e[i].name = names[i];
+		e[i].ndim = t->ndim;
+		e[i].shape[0] = t->shape[0];
+		e[i].shape[1] = t->shape[1];
+		e[i].data = (second ? base2 : base1) + t->offset;
+	}
+	rc = eng_st_write(path, e, n, err);
+out:
+	free(e);
+	free(names);
+	return rc;
+}
+
+/* trainer_state.json: the training state and the checksums of the other files. */
+static int write_state(const eng_ckpt_snap *s, const char *dir, const char *path,
+	size_t *bytes, eng_err *err)
+{
+	const eng_spec *sp = &s->spec;
+	json_t *files = json_object();
+	char p[CKPT_PATH], hex[65];
+	int rc = -1;
+	for (size_t i = 0; i < NFILES; i++) {
+		struct stat st;
+		if (path2(p, sizeof p, dir, ckpt_files[i]) < 0 || stat(p, &st) < 0 || eng_sha256_file(p, hex, err) < 0) {
+			if (!err || !err->msg[0])
+				eng_errf(err, "cannot read back '%s'", p);
+			goto out;
+		}
+		json_object_set_new(files, ckpt_files[i], json_pack("{s:s,s:I}", "sha256", hex,
+						    "bytes", (json_int_t)st.st_size));
+		*bytes += (size_t)st.st_size;
+	}
+	json_t *o = json_pack("{s:i,s:i,s:{s:I,s:I,s:s},s:{s:I},s:{s:s,s:i,s:f,s:f,s:i},"
+			      "s:{s:f,s:f,s:f,s:f,s:f,s:f},s:i,s:i,s:o}",
+		"format_version", ENG_CKPT_FORMAT, "step", s->step,
+		"data", "cursor", (json_int_t)s->cursor, "tokens", (json_int_t)s->ntok, "format",
+		sp->data_format == ENG_DATA_BYTES ? "bytes" : "llmc",
+		"rng", "seed", (json_int_t)sp->seed,
+		"schedule", "kind", sp->sched == ENG_SCHED_COSINE ? "cosine" : "constant", "warmup",
+		sp->warmup, "min_lr_frac", (double)sp->min_lr_frac, "lr", (double)sp->lr, "steps",
+		sp->steps,
+		"optim", "lr", (double)sp->lr, "beta1", (double)sp->beta1, "beta2",
+		(double)sp->beta2, "eps", (double)sp->eps, "weight_decay",
+		(double)sp->weight_decay, "grad_clip", (double)sp->grad_clip,
+		"batch", sp->batch, "seq_len", sp->seq_len, "files", files);
+	files = NULL; /* stolen by "o" */
+	if (!o) {
+		eng_errf(err, "cannot build trainer_state.json");
+		goto out;
+	}
+	FILE *f = fopen(path, "w");
+	int ok = f && json_dumpf(o, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 &&
+		 fputc('\n', f) != EOF && fflush(f) == 0 && fsync(fileno(f)) == 0;
+	if (f && fclose(f) != 0)
+		ok = 0;
+	json_decref(o);
+	if (!ok) {
+		eng_errf(err, "cannot write '%s': %s", path, strerror(errno));
+		goto out;
+	}
+	struct stat st;
+	if (stat(path, &st) == 0)
+		*bytes += (size_t)st.st_size;
+	rc = 0;
+out:
+	json_decref(files);
+	return rc;
+}
+
+/* Parses "step_XXXXXXXX" into its step; -1 for any other name. */
+static int step_of(const char *name)
+{
+	if (strncmp(name, "step_", 5) != 0 || strlen(name) != 13)
+		return -1;
+	int v = 0;
+	for (int i = 5; i < 13; i++) {
+		if (name[i] < '0' || name[i] > '9')
+			return -1;
+		v = v * 10 + (name[i] - '0');
+	}
+	return v;
+}
+
+static int cmp_int_desc(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x < y) - (x > y);
+}
+
+/* Steps of the step_ checkpoints in dir, newest first; the count. */
+static int list_steps(const char *dir, int *steps, int max)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < max) {
+		int s = step_of(e->d_name);
+		if (s >= 0)
+			steps[n++] = s;
+	}
+	closedir(d);
+	qsort(steps, (size_t)n, sizeof *steps, cmp_int_desc);
+	return n;
+}
+
+/* Reads <dir>/latest into name (trimmed); -1 when absent or malformed. */
+static int read_latest(const char *dir, char *name, size_t n)
+{
+	char p[CKPT_PATH];
+	if (join(p, sizeof p, dir, "/latest") < 0)
+		return -1;
+	FILE *f = fopen(p, "r");
+	if (!f)
+		return -1;
+	char *ok = fgets(name, (int)n, f);
+	fclose(f);
+	if (!ok)
+		return -1;
+	name[strcspn(name, "\r\n")] = '\0';
+	return name[0] && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..") ? 0 : -1;
+}
+
+static void prune(const char *dir, int keep)
+{
+	static _Thread_local int steps[CKPT_MAX_LIST];
+	char latest[128] = "", p[CKPT_PATH];
+	read_latest(dir, latest, sizeof latest);
+	int n = list_steps(dir, steps, CKPT_MAX_LIST);
+	for (int i = keep; i < n; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "/step_%08d", steps[i]);
+		if (strcmp(name + 1, latest) == 0 || join(p, sizeof p, dir, name) < 0)
+			continue;
+		remove_dir(p);
+	}
+}
+
+int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, int keep,
+	eng_ckpt_result *res, eng_err *err)
+{
+	char base[40], final[CKPT_PATH], tmp[CKPT_PATH], old[CKPT_PATH], p[CKPT_PATH];
+	double t0 = now_ms();
+	memset(res, 0, sizeof *res);
+	if (name && name[0])
+		snprintf(base, sizeof base, "/%.32s", name);
+	else
+		snprintf(base, sizeof base, "/step_%08d", s->step);
+	if (join(final, sizeof final, dir, base) < 0 || join(tmp, sizeof tmp, final, ".tmp") < 0 ||
+		join(old, sizeof old, final, ".old") < 0)
+		return eng_errf(err, "save directory path too long");
+	remove_dir(tmp);
+	if (mkdir(tmp, 0777) < 0)
+		return eng_errf(err, "cannot create '%s': %s", tmp, strerror(errno));
+	test_delay();
+	join(p, sizeof p, tmp, "/model.safetensors");
+	if (write_tensors(s, p, "", s->params, NULL, NULL, err) < 0)
+		goto fail;
+	test_delay();
+	join(p, sizeof p, tmp, "/config.json");
+	if (eng_hfconfig_write(p, &s->cfg, err) < 0)
+		goto fail;
+	test_delay();
+	join(p, sizeof p, tmp, "/optimizer.safetensors");
+	if (write_tensors(s, p, "exp_avg.", s->m, "exp_avg_sq.", s->v, err) < 0)
+		goto fail;
+	test_delay();
+	join(p, sizeof p, tmp, "/trainer_state.json");
+	if (write_state(s, tmp, p, &res->bytes, err) < 0)
+		goto fail;
+	test_delay();
+	if (fsync_path(tmp, 1) < 0) {
+		eng_errf(err, "cannot fsync '%s': %s", tmp, strerror(errno));
+		goto fail;
+	}
+	/* A save of the same name again replaces it: the old one is moved aside first and
+	 * removed last, so a crash in between leaves a complete directory under one name. */
+	remove_dir(old);
+	int had_old = rename(final, old) == 0;
+	if (rename(tmp, final) < 0) {
+		eng_errf(err, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno));
+		if (had_old)
+			rename(old, final);
+		goto fail;
+	}
+	fsync_path(dir, 1);
+	test_delay();
+	/* latest: a temporary name, fsynced, renamed over the old one, the parent fsynced */
+	join(p, sizeof p, dir, "/latest.tmp");
+	FILE *f = fopen(p, "w");
+	if (!f || fprintf(f, "%s\n", base + 1) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
+		eng_errf(err, "cannot write '%s': %s", p, strerror(errno));
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	fclose(f);
+	join(tmp, sizeof tmp, dir, "/latest");
+	if (rename(p, tmp) < 0)
+		return eng_errf(err, "cannot rename '%s': %s", p, strerror(errno));
+	fsync_path(dir, 1);
+	if (had_old)
+		remove_dir(old);
+	if (keep > 0)
+		prune(dir, keep);
+	join(res->path, sizeof res->path, final, "");
+	res->step = s->step;
+	res->ms = now_ms() - t0;
+	res->stall_ms = s->stall_ms;
+	return 0;
+fail:
+	remove_dir(tmp);
+	return -1;
+}
+
+/* ---- verifying and finding ---- */
+
+static json_t *load_state(const char *ckpt, eng_err *err)
+{
+	char p[CKPT_PATH];
+	json_error_t je;
+	if (join(p, sizeof p, ckpt, "/trainer_state.json") < 0) {
+		eng_errf(err, "checkpoint path too long");
+		return NULL;
+	}
+	json_t *o = json_load_file(p, JSON_REJECT_DUPLICATES, &je);
+	if (!o) {
+		eng_errf(err, "checkpoint '%s': trainer_state.json: %s", ckpt, je.text);
+		return NULL;
+	}
+	json_int_t fmt = json_integer_value(json_object_get(o, "format_version"));
+	if (!json_is_object(o) || fmt != ENG_CKPT_FORMAT || !json_is_integer(json_object_get(o,
+		"step")) || !json_is_object(json_object_get(o, "files"))) {
+		eng_errf(err, "checkpoint '%s': trainer_state.json is not a format-%d state "
+			      "(format_version, step, files)", ckpt, ENG_CKPT_FORMAT);
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+int eng_ckpt_verify(const char *ckpt, eng_err *err)
+{
+	json_t *o = load_state(ckpt, err);
+	if (!o)
+		return -1;
+	json_t *files = json_object_get(o, "files");
+	char p[CKPT_PATH], hex[65];
+	int rc = -1;
+	eng_st_file st = {0};
+	for (size_t i = 0; i < NFILES; i++) {
+		json_t *f = json_object_get(files, ckpt_files[i]);
+		const char *want = json_string_value(json_object_get(f, "sha256"));
+		json_t *size = json_object_get(f, "bytes");
+		struct stat sb;
+		if (!want || !json_is_integer(size)) {
+			eng_errf(err, "checkpoint '%s': trainer_state.json lists no checksum for %s",
+				ckpt, ckpt_files[i]);
+			goto out;
+		}
+		if (path2(p, sizeof p, ckpt, ckpt_files[i]) < 0)
+			goto out;
+		if (stat(p, &sb) < 0) {
+			eng_errf(err, "checkpoint '%s': %s is missing: %s", ckpt, ckpt_files[i],
+				strerror(errno));
+			goto out;
+		}
+		if ((json_int_t)sb.st_size != json_integer_value(size)) {
+			eng_errf(err, "checkpoint '%s': %s has %lld bytes, trainer_state.json says "
+				      "%lld", ckpt, ckpt_files[i], (long long)sb.st_size,
+				(long long)json_integer_value(size));
+			goto out;
+		}
+		if (eng_sha256_file(p, hex, err) < 0)
+			goto out;
+		if (strcmp(hex, want) != 0) {
+			eng_errf(err, "checkpoint '%s': %s does not match its SHA-256 (damaged or "
+				      "changed since it was saved)", ckpt, ckpt_files[i]);
+			goto out;
+		}
+	}
+	/* the checksums hold; the structure still gets the readers' full checks */
+	eng_config cfg;
+	join(p, sizeof p, ckpt, "/config.json");
+	if (eng_hfconfig_read(p, &cfg, err) < 0)
+		goto out;
+	join(p, sizeof p, ckpt, "/model.safetensors");
+	if (eng_st_read(&st, p, err) < 0)
+		goto out;
+	const eng_st_tensor *wte = eng_st_find(&st, "transformer.wte.weight");
+	if (!wte || wte->ndim != 2 || wte->shape[0] != cfg.vocab_size ||
+		wte->shape[1] != cfg.n_embd) {
+		eng_errf(err, "checkpoint '%s': model.safetensors does not match config.json "
+			      "(transformer.wte.weight)", ckpt);
+		goto out;
+	}
+	eng_st_free(&st);
+	join(p, sizeof p, ckpt, "/optimizer.safetensors");
+	if (eng_st_read(&st, p, err) < 0)
+		goto out;
+	rc = 0;
+out:
+	eng_st_free(&st);
+	json_decref(o);
+	return rc;
+}
+
+void eng_ckpt_clean_tmp(const char *save_dir)
+{
+	DIR *d = opendir(save_dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	char p[CKPT_PATH + 256];
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (e->d_name[0] == '.' || n < 5 || strcmp(e->d_name + n - 4, ".tmp") != 0)
+			continue;
+		if (path2(p, sizeof p, save_dir, e->d_name) < 0)
+			continue;
+		struct stat st;
+		if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+			remove_dir(p);
+		else
+			unlink(p); /* latest.tmp */
+	}
+	closedir(d);
+}
+
+/* The newest step_ checkpoint of dir that verifies, other than `skip`; -1 when none. */
+static int newest_valid(const char *dir, const char *skip, char *out, size_t outlen)
+{
+	static _Thread_local int steps[CKPT_MAX_LIST];
+	int n = list_steps(dir, steps, CKPT_MAX_LIST);
+	for (int i = 0; i < n; i++) {
+		char name[32], p[CKPT_PATH];
+		snprintf(name, sizeof name, "/step_%08d", steps[i]);
+		if (join(p, sizeof p, dir, name) < 0 || (skip && strcmp(p, skip) == 0))
+			continue;
+		eng_err e2;
+		if (eng_ckpt_verify(p, &e2) == 0) {
+			return join(out, outlen, p, "");
+		}
+	}
+	return -1;
+}
+
+int eng_ckpt_find(const char *save_dir, char *out, size_t outlen, eng_err *err)
+{
+	char name[128], p[CKPT_PATH];
+	eng_ckpt_clean_tmp(save_dir);
+	if (read_latest(save_dir, name, sizeof name) == 0 &&
+		path2(p, sizeof p, save_dir, name) == 0) {
+		if (eng_ckpt_verify(p, err) == 0) {
+			return join(out, outlen, p, "");
+		}
+	} else {
+		eng_errf(err, "'%s' has no readable 'latest'", save_dir);
+	}
+	return newest_valid(save_dir, NULL, out, outlen) == 0 ? 0 : -1;
+}
+
+int eng_ckpt_previous(const char *ckpt, char *out, size_t outlen)
+{
+	char dir[CKPT_PATH];
+	snprintf(dir, sizeof dir, "%s", ckpt);
+	size_t n = strlen(dir);
+	while (n > 1 && dir[n - 1] == '/')
+		dir[--n] = '\0';
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	return newest_valid(dir, ckpt, out, outlen);
+}
+
+/* ---- resume ---- */
+
+int eng_ckpt_resume(eng_trainer *tr, const char *ckpt, eng_err *err)
+{
+	json_t *o = load_state(ckpt, err);
+	eng_st_file st = {0};
+	eng_model *m = &tr->model;
+	const eng_spec *s = &tr->spec;
+	int rc = -1;
+	char p[CKPT_PATH], name[ENG_NAME_MAX + 16];
+	if (!o)
+		return -1;
+	json_int_t step = json_integer_value(json_object_get(o, "step"));
+	json_t *data = json_object_get(o, "data");
+	json_int_t cursor = json_integer_value(json_object_get(data, "cursor"));
+	json_int_t ntok = json_integer_value(json_object_get(data, "tokens"));
+	json_int_t B = json_integer_value(json_object_get(o, "batch"));
+	json_int_t T = json_integer_value(json_object_get(o, "seq_len"));
+	if (step < 0 || cursor < 0 || B != s->batch || T != s->seq_len) {
+		eng_errf(err, "cannot resume from '%s': it was trained at batch %lld x %lld, the job "
+			      "asks for %d x %d", ckpt, (long long)B, (long long)T, s->batch,
+			s->seq_len);
+		goto out;
+	}
+	if ((size_t)ntok != tr->train.ntok || (size_t)cursor + (size_t)B * T + 1 > tr->train.ntok) {
+		eng_errf(err, "cannot resume from '%s': its data had %lld tokens, '%s' has %zu",
+			ckpt, (long long)ntok, s->train_path, tr->train.ntok);
+		goto out;
+	}
+	if (step >= s->steps) {
+		eng_errf(err, "cannot resume from '%s': it is at step %lld and the job ends at step "
+			      "%d (\"steps\" is the step the run ends at)", ckpt, (long long)step,
+			s->steps);
+		goto out;
+	}
+	join(p, sizeof p, ckpt, "/optimizer.safetensors");
+	if (eng_st_read(&st, p, err) < 0)
+		goto out;
+	for (int i = 0; i < m->ntensors; i++) {
+		const eng_ptensor *t = &m->tensors[i];
+		snprintf(name, sizeof name, "exp_avg.%s", t->name);
+		if (eng_st_get_f32(&st, name, t->ndim, t->shape, m->m + t->offset, err) < 0)
+			goto out;
+		snprintf(name, sizeof name, "exp_avg_sq.%s", t->name);
+		if (eng_st_get_f32(&st, name, t->ndim, t->shape, m->v + t->offset, err) < 0)
+			goto out;
+	}
+	tr->step = (int)step;
+	tr->train.cursor = (size_t)cursor;
+	rc = 0;
+out:
+	eng_st_free(&st);
+	json_decref(o);
+	return rc;
+}
+
+/* ---- the writer thread ---- */
+
+struct eng_ckpt_writer {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;        /* a job arrived, or the writer went idle */
+	int busy;                 /* a snapshot is queued or being written */
+	int quit;
+	eng_ckpt_snap snap;       /* the job: owned by the writer while busy */
+	char dir[ENG_PATH_LEN];
+	char name[40];
+	int keep;
+	eng_ckpt_done_fn done;
+	void *ud;
+};
+
+static void *writer_main(void *arg)
+{
+	eng_ckpt_writer *w = arg;
+	pthread_mutex_lock(&w->mu);
+	for (;;) {
+		while (!w->busy && !w->quit)
+			pthread_cond_wait(&w->cv, &w->mu);
+		if (!w->busy)
+			break;
+		pthread_mutex_unlock(&w->mu);
+		eng_ckpt_result res;
+		eng_err err = {{0}};
+		int ok = eng_ckpt_write(&w->snap, w->dir, w->name[0] ? w->name : NULL, w->keep, &res,
+				 &err) == 0;
+		eng_ckpt_snap_free(&w->snap);
+		if (w->done)
+			w->done(w->ud, ok, &res, err.msg);
+		pthread_mutex_lock(&w->mu);
+		w->busy = 0;
+		pthread_cond_broadcast(&w->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+eng_ckpt_writer *eng_ckpt_writer_start(void)
+{
+	eng_ckpt_writer *w = calloc(1, sizeof *w);
+	if (!w)
+		return NULL;
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+int eng_ckpt_writer_submit(eng_ckpt_writer *w, eng_ckpt_snap *s, const char *dir,
+	const char *name, int keep, eng_ckpt_done_fn done, void *ud)
+{
+	pthread_mutex_lock(&w->mu);
+	if (w->busy) {
+		pthread_mutex_unlock(&w->mu);
+		return -1;
+	}
+	w->snap = *s;
+	memset(s, 0, sizeof *s); /* the writer owns the buffers now */
+	snprintf(w->dir, sizeof w->dir, "%s", dir);
+	snprintf(w->name, sizeof w->name, "%s", name ? name : "");
+	w->keep = keep;
+	w->done = done;
+	w->ud = ud;
+	w->busy = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	return 0;
+}
+
+int eng_ckpt_writer_busy(eng_ckpt_writer *w)
+{
+	pthread_mutex_lock(&w->mu);
+	int b = w->busy;
+	pthread_mutex_unlock(&w->mu);
+	return b;
+}
+
+void eng_ckpt_writer_wait(eng_ckpt_writer *w)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->mu);
+	while (w->busy)
+		pthread_cond_wait(&w->cv, &w->mu);
+	pthread_mutex_unlock(&w->mu);
+}
+
+void eng_ckpt_writer_stop(eng_ckpt_writer *w)
+{
+	if (!w)
+		return;
+	eng_ckpt_writer_wait(w);
+	pthread_mutex_lock(&w->mu);
+	w->quit = 1;
+	pthread_cond_broadcast(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	pthread_join(w->thread, NULL);
+	pthread_mutex_destroy(&w->mu);
+	pthread_cond_destroy(&w->cv);
+	free(w);
+}

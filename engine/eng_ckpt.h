@@ -1,0 +1,107 @@
+/* eng_ckpt.h - full checkpoints (DESIGN §6): writing, verifying, finding, resuming.
+ *
+ *   <save dir>/step_00001200/   model.safetensors, config.json, optimizer.safetensors,
+ *                               trainer_state.json (format version, step, data cursor, RNG
+ *                               seed, schedule, optimizer and batch hyperparameters, SHA-256
+ *                               of each other file)
+ *   <save dir>/latest           name of the newest complete checkpoint
+ *
+ * A checkpoint describes a model and a training state, never how a run traded memory for
+ * speed: no file holds the recompute policy, the thread count, the device or a socket, and
+ * the same state gives byte-identical files under every policy (no timestamps either).
+ *
+ * Crash safety: files are written into step_XXXXXXXX.tmp/, each fsynced, the directory
+ * renamed into place, the parent fsynced, then `latest` replaced the same way. A crash at any
+ * point leaves the previous checkpoint loadable; a .tmp directory is never picked up and is
+ * removed the next time the save directory is opened.
+ *
+ * Saving without stalling: the training thread copies parameters and moments into a
+ * snapshot at a step boundary (eng_ckpt_snap_take: three memcpy), and a writer thread
+ * (eng_ckpt_writer) writes it while the next steps run. One save at a time: a second
+ * submission while one is being written is refused (the caller answers Busy or waits).
+ */
+#ifndef ENG_CKPT_H
+#define ENG_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eng_err.h"
+#include "eng_train.h"
+
+#define ENG_CKPT_FORMAT 1 /* trainer_state.json "format_version" this code writes and reads */
+
+/* Everything a checkpoint holds, copied out of a trainer at a step boundary. */
+typedef struct eng_ckpt_snap {
+	eng_config cfg;
+	int step;                 /* completed steps */
+	size_t cursor;            /* the data loader's next position */
+	size_t ntok;              /* tokens in the training data (checked on resume) */
+	eng_spec spec;            /* hyperparameters recorded (paths and run settings are not) */
+	const eng_ptensor *tensors; /* the model's table (borrowed: the model outlives it) */
+	int ntensors;
+	size_t nfloats;
+	float *params, *m, *v;    /* copies (ENG_MEM_WORKSPACE), nfloats each */
+	double stall_ms;          /* how long the copy held the training thread */
+} eng_ckpt_snap;
+
+/* Copies the trainer's state (call at a step boundary, on the training thread). */
+int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err);
+void eng_ckpt_snap_free(eng_ckpt_snap *s); /* safe on a zeroed snapshot */
+
+typedef struct eng_ckpt_result {
+	char path[ENG_PATH_LEN + 64]; /* the checkpoint directory written */
+	int step;
+	size_t bytes;             /* of the four files */
+	double ms;                /* writing, fsyncs and renames */
+	double stall_ms;          /* the snapshot's copy */
+} eng_ckpt_result;
+
+/* Writes snapshot s as <dir>/<name> (name NULL: step_XXXXXXXX), replaces `latest`, then
+ * removes the oldest step_ checkpoints beyond `keep` (never the one latest names; named
+ * checkpoints are never removed). Synchronous. */
+int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, int keep,
+	eng_ckpt_result *res, eng_err *err);
+
+/* Checks a checkpoint directory: trainer_state.json parses with a known format, every file
+ * it lists exists with its recorded size and SHA-256, the safetensors files pass the
+ * reader's checks, and config.json's shape matches model.safetensors. */
+int eng_ckpt_verify(const char *ckpt, eng_err *err);
+
+/* Removes leftover *.tmp directories of interrupted saves in a save directory. */
+void eng_ckpt_clean_tmp(const char *save_dir);
+
+/* The newest checkpoint of a save directory that verifies: the one `latest` names, or,
+ * when that one fails, the newest step_ directory that passes. Writes its path to out.
+ * -1 when there is none; the message then says why latest was refused. */
+int eng_ckpt_find(const char *save_dir, char *out, size_t outlen, eng_err *err);
+
+/* For a checkpoint that failed to verify, the newest other checkpoint in the same save
+ * directory that does verify; 0 with its path, -1 when none. */
+int eng_ckpt_previous(const char *ckpt, char *out, size_t outlen);
+
+/* Resume: loads the optimizer moments, step and data cursor of a verified checkpoint into a
+ * trainer whose weights were loaded from the same checkpoint. Checks batch and seq_len
+ * against the spec, the data's token count, and that the run has steps left. */
+int eng_ckpt_resume(eng_trainer *tr, const char *ckpt, eng_err *err);
+
+/* ---- the writer thread ---- */
+
+typedef struct eng_ckpt_writer eng_ckpt_writer;
+
+/* Called on the writer thread when a save ends: ok 1 with res, or 0 with the message. */
+typedef void (*eng_ckpt_done_fn)(void *ud, int ok, const eng_ckpt_result *res,
+	const char *errmsg);
+
+eng_ckpt_writer *eng_ckpt_writer_start(void);
+/* Hands the snapshot over (the writer frees it) to be written as eng_ckpt_write does;
+ * returns -1 (snapshot untouched) while a save is in progress. */
+int eng_ckpt_writer_submit(eng_ckpt_writer *w, eng_ckpt_snap *s, const char *dir,
+	const char *name, int keep, eng_ckpt_done_fn done, void *ud);
+int eng_ckpt_writer_busy(eng_ckpt_writer *w);
+/* Waits until nothing is being written. */
+void eng_ckpt_writer_wait(eng_ckpt_writer *w);
+/* Waits, then ends the thread and frees w. NULL is a no-op. */
+void eng_ckpt_writer_stop(eng_ckpt_writer *w);
+
+#endif
