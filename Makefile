@@ -150,6 +150,7 @@ format:
 bench: all $(BUILD)/bin/bench-latency
 	@sh bench/steps.sh $(abspath $(TRAIN))
 	@sh bench/latency.sh $(abspath $(BUILD)/bin)
+	@sh bench/ckpt.sh $(abspath $(TRAIN))
 
 $(BUILD)/bin/bench-latency: bench/latency.c $(BUILD)/libremat.a
 	@mkdir -p $(dir $@)
