@@ -110,13 +110,13 @@ test: all
 	@if [ -f tests/fuzz/fuzz_proto.c ]; then \
 		$(MAKE) --no-print-directory $(FUZZ) && \
 		mkdir -p $(BUILD)/tmp/corpus && \
-		$(FUZZ) -runs=$(FUZZ_RUNS) -seed=1 -max_len=4096 $(BUILD)/tmp/corpus tests/fuzz/corpus \
+		$(FUZZ) -runs=$(FUZZ_RUNS) -seed=1 -max_len=4096 -artifact_prefix=$(BUILD)/tmp/ $(BUILD)/tmp/corpus tests/fuzz/corpus \
 			2>$(BUILD)/tmp/fuzz.log && echo "fuzz-proto: $(FUZZ_RUNS) runs, no crash" || \
 			{ tail -40 $(BUILD)/tmp/fuzz.log; exit 1; }; fi
 	@if [ -f tests/fuzz/fuzz_st.c ]; then \
 		$(MAKE) --no-print-directory $(FUZZ_ST) && \
 		mkdir -p $(BUILD)/tmp/corpus-st && \
-		$(FUZZ_ST) -runs=$(FUZZ_RUNS) -seed=1 -max_len=8192 $(BUILD)/tmp/corpus-st \
+		$(FUZZ_ST) -runs=$(FUZZ_RUNS) -seed=1 -max_len=8192 -artifact_prefix=$(BUILD)/tmp/ $(BUILD)/tmp/corpus-st \
 			tests/fuzz/corpus-st 2>$(BUILD)/tmp/fuzz-st.log && \
 			echo "fuzz-st: $(FUZZ_RUNS) runs, no crash" || \
 			{ tail -40 $(BUILD)/tmp/fuzz-st.log; exit 1; }; fi
