@@ -5,6 +5,8 @@
  * then that the tensors tile the data section with no gap, overlap or trailing byte. Every
  * length is compared with the real file size before it is used, so a bogus length never
  * causes a large allocation; the only allocation sized by the file is the file itself.
+ * eng_st_read and eng_st_parse (bytes already in memory: the fuzz target's way in) share
+ * everything after the read: parse_owned.
  */
 #include "eng_st.h"
 
@@ -312,7 +314,9 @@ fail:
 	return -1;
 }
 
-int eng_st_read(eng_st_file *f, const char *path, eng_err *err)
+/* Validates the len bytes at buf as the safetensors file called path and fills *f. Takes
+ * ownership of buf (malloc'd), also on failure: it becomes f->buf, freed by eng_st_free. */
+static int parse_owned(eng_st_file *f, const char *path, uint8_t *buf, size_t len, eng_err *err)
 {
 	json_t *root = NULL;
 	json_error_t jerr;
@@ -320,13 +324,13 @@ int eng_st_read(eng_st_file *f, const char *path, eng_err *err)
 	json_t *val;
 
 	memset(f, 0, sizeof *f);
+	f->buf = buf;
+	f->buf_len = len;
 	f->path = strdup(path);
 	if (!f->path) {
 		eng_errf(err, "cannot read '%s': out of memory", path);
 		goto fail;
 	}
-	if (read_whole(path, &f->buf, &f->buf_len, err) != 0)
-		goto fail;
 	if (f->buf_len < 8) {
 		bad(err, path, "file is %zu bytes, shorter than the 8-byte header length",
 		    f->buf_len);
@@ -395,6 +399,28 @@ fail:
 	json_decref(root);
 	eng_st_free(f);
 	return -1;
+}
+
+int eng_st_parse(eng_st_file *f, const char *name, const uint8_t *buf, size_t len, eng_err *err)
+{
+	memset(f, 0, sizeof *f);
+	uint8_t *copy = malloc(len ? len : 1);
+	if (!copy)
+		return eng_errf(err, "cannot read '%s': out of memory (%zu bytes)", name, len);
+	if (len)
+		memcpy(copy, buf, len);
+	return parse_owned(f, name, copy, len, err);
+}
+
+int eng_st_read(eng_st_file *f, const char *path, eng_err *err)
+{
+	uint8_t *buf = NULL;
+	size_t len = 0;
+
+	memset(f, 0, sizeof *f);
+	if (read_whole(path, &buf, &len, err) != 0)
+		return -1;
+	return parse_owned(f, path, buf, len, err); /* no copy: the file may be large */
 }
 
 void eng_st_free(eng_st_file *f)

@@ -66,9 +66,10 @@ static int resolve_init(eng_spec *s, eng_err *err)
 	if (is_save_dir && stat(p, &st) < 0) {
 		if (eng_ckpt_find(s->init_from, found, sizeof found, err) < 0)
 			return eng_errf(err, "no checkpoint in '%s' verifies", s->init_from);
-		if (strlen(found) >= sizeof s->init_from)
+		size_t n = strlen(found);
+		if (n >= sizeof s->init_from)
 			return eng_errf(err, "checkpoint path too long");
-		snprintf(s->init_from, sizeof s->init_from, "%s", found);
+		memcpy(s->init_from, found, n + 1);
 	}
 	snprintf(p, sizeof p, "%s/trainer_state.json", s->init_from);
 	int is_ckpt = stat(p, &st) == 0;
@@ -92,7 +93,6 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	tr->spec = *spec;
 	eng_spec *s = &tr->spec;
 	eng_config cfg = s->cfg;
-	char path[ENG_PATH_LEN + 32];
 	if (s->device != ENG_DEVICE_CPU) {
 		eng_errf(err, "device 'cuda' is not available: this build has the cpu backend only");
 		goto fail;
@@ -100,8 +100,8 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	if (s->init_from[0] && resolve_init(s, err) < 0)
 		goto fail;
 	if (s->init_from[0]) {
-		snprintf(path, sizeof path, "%s/config.json", s->init_from);
-		if (eng_hfconfig_read(path, &cfg, err) < 0)
+		/* a checkpoint directory, or an llm.c model file (eng_import.h) */
+		if (eng_import_read_config(s->init_from, &cfg, err) < 0)
 			goto fail;
 	}
 	if (eng_spec_finish(s, &cfg, err) < 0)
@@ -110,8 +110,7 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	if (eng_model_init(&tr->model, &s->cfg, s->batch, s->seq_len, s->chunk_rows, err) < 0)
 		goto fail;
 	if (s->init_from[0]) {
-		snprintf(path, sizeof path, "%s/model.safetensors", s->init_from);
-		if (eng_model_load_safetensors(&tr->model, path, err) < 0)
+		if (eng_import_load(&tr->model, s->init_from, err) < 0)
 			goto fail;
 	} else {
 		eng_model_init_weights(&tr->model, s->seed);
