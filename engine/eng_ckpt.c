@@ -26,6 +26,7 @@
 
 #define CKPT_PATH (ENG_PATH_LEN + 128) /* room for a save dir, a name and a file name */
 #define CKPT_MAX_LIST 4096             /* checkpoints considered in one save directory */
+#define CKPT_NAME_MAX 64               /* longest checkpoint name (the protocol's limit) */
 #define WRITER_NICE 10                 /* the writer thread's niceness */
 
 /* The files of a checkpoint besides trainer_state.json, in the order they are written. */
@@ -300,14 +301,36 @@ static void prune(const char *dir, int keep)
 	}
 }
 
+/* A checkpoint name the caller chose: the protocol's 1..64 of [A-Za-z0-9._-], not starting
+ * with '.', and none of the names this module keeps for itself (latest, latest.tmp, and the
+ * X.tmp and X.old of a save in progress, which the next start would remove or rename). */
+static int check_name(const char *name, eng_err *err)
+{
+	size_t n = strlen(name);
+	static const char ok_chars[] = "abcdefghijklmnopqrstuvwxyz"
+				       "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
+	int ok = n >= 1 && n <= CKPT_NAME_MAX && name[0] != '.' && strspn(name, ok_chars) == n;
+	if (!ok)
+		return eng_errf(err, "invalid checkpoint name '%.80s' (1 to %d of A-Z a-z 0-9 . _ "
+				     "-, not starting with '.')", name, CKPT_NAME_MAX);
+	if (strcmp(name, "latest") == 0 || (n > 4 && (strcmp(name + n - 4, ".tmp") == 0 ||
+		strcmp(name + n - 4, ".old") == 0)))
+		return eng_errf(err, "checkpoint name '%s' is reserved (latest, *.tmp and *.old "
+				     "are the save directory's own)", name);
+	return 0;
+}
+
 int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, int keep,
 	eng_ckpt_result *res, eng_err *err)
 {
-	char base[40], final[CKPT_PATH], tmp[CKPT_PATH], old[CKPT_PATH], p[CKPT_PATH];
+	char base[CKPT_NAME_MAX + 2], final[CKPT_PATH], tmp[CKPT_PATH], old[CKPT_PATH];
+	char p[CKPT_PATH];
 	double t0 = now_ms();
 	memset(res, 0, sizeof *res);
+	if (name && name[0] && check_name(name, err) < 0)
+		return -1;
 	if (name && name[0])
-		snprintf(base, sizeof base, "/%.32s", name);
+		snprintf(base, sizeof base, "/%s", name);
 	else
 		snprintf(base, sizeof base, "/step_%08d", s->step);
 	if (join(final, sizeof final, dir, base) < 0 || join(tmp, sizeof tmp, final, ".tmp") < 0 ||
@@ -403,6 +426,99 @@ static json_t *load_state(const char *ckpt, eng_err *err)
 	return o;
 }
 
+/* The tensors a checkpoint of shape c holds (DESIGN §6; the order and shapes of
+ * eng_model.c's table, which every save test checks against this by verifying what it
+ * saved): calls fn for each with its name after `prefix`; stops at the first -1. */
+static int each_tensor(const eng_config *c, const char *prefix,
+	int (*fn)(void *ud, const char *name, int ndim, int64_t d0, int64_t d1), void *ud)
+{
+	static const struct {
+		const char *suffix;
+		int ndim, d0, d1; /* dims in multiples of C */
+	} lt[] = {
+		{"ln_1.weight", 1, 1, 0}, {"ln_1.bias", 1, 1, 0}, {"attn.c_attn.weight", 2, 1, 3},
+		{"attn.c_attn.bias", 1, 3, 0}, {"attn.c_proj.weight", 2, 1, 1},
+		{"attn.c_proj.bias", 1, 1, 0}, {"ln_2.weight", 1, 1, 0}, {"ln_2.bias", 1, 1, 0},
+		{"mlp.c_fc.weight", 2, 1, 4}, {"mlp.c_fc.bias", 1, 4, 0},
+		{"mlp.c_proj.weight", 2, 4, 1}, {"mlp.c_proj.bias", 1, 1, 0},
+	};
+	int64_t C = c->n_embd;
+	char name[ENG_NAME_MAX + 16];
+	snprintf(name, sizeof name, "%stransformer.wte.weight", prefix);
+	if (fn(ud, name, 2, c->vocab_size, C) < 0)
+		return -1;
+	snprintf(name, sizeof name, "%stransformer.wpe.weight", prefix);
+	if (fn(ud, name, 2, c->n_positions, C) < 0)
+		return -1;
+	for (int l = 0; l < c->n_layer; l++)
+		for (size_t k = 0; k < sizeof lt / sizeof lt[0]; k++) {
+			snprintf(name, sizeof name, "%stransformer.h.%d.%s", prefix, l,
+				lt[k].suffix);
+			if (fn(ud, name, lt[k].ndim, lt[k].d0 * C, lt[k].d1 * C) < 0)
+				return -1;
+		}
+	snprintf(name, sizeof name, "%stransformer.ln_f.weight", prefix);
+	if (fn(ud, name, 1, C, 0) < 0)
+		return -1;
+	snprintf(name, sizeof name, "%stransformer.ln_f.bias", prefix);
+	return fn(ud, name, 1, C, 0);
+}
+
+static const char *const model_prefix[] = {""};
+static const char *const moment_prefix[] = {"exp_avg.", "exp_avg_sq."};
+
+/* What check_one needs to word its message. */
+typedef struct tensor_check {
+	const char *ckpt, *file;
+	const eng_st_file *st;
+	eng_err *err;
+} tensor_check;
+
+static int check_one(void *ud, const char *name, int ndim, int64_t d0, int64_t d1)
+{
+	const tensor_check *k = ud;
+	const eng_st_tensor *t = eng_st_find(k->st, name);
+	if (!t)
+		return eng_errf(k->err, "checkpoint '%s': %s does not match config.json: no tensor "
+					"'%s'", k->ckpt, k->file, name);
+	if (t->dtype != ENG_ST_F32)
+		return eng_errf(k->err, "checkpoint '%s': %s: tensor '%s' is %s, a checkpoint "
+					"holds F32", k->ckpt, k->file, name,
+			eng_st_dtype_name(t->dtype));
+	if (t->ndim != ndim || t->shape[0] != d0 || (ndim == 2 && t->shape[1] != d1)) {
+		char has[96] = "[", want[48];
+		for (int i = 0; i < t->ndim; i++) {
+			size_t n = strlen(has);
+			snprintf(has + n, sizeof has - n, "%s%lld", i ? ", " : "",
+				(long long)t->shape[i]);
+		}
+		strcat(has, "]"); /* 4 dims of 19 digits and separators fit in 96 */
+		snprintf(want, sizeof want, ndim == 2 ? "[%lld, %lld]" : "[%lld]", (long long)d0,
+			(long long)d1);
+		return eng_errf(k->err, "checkpoint '%s': %s does not match config.json: tensor "
+					"'%s' has shape %s, config.json's shape needs %s", k->ckpt,
+			k->file, name, has, want);
+	}
+	return 0;
+}
+
+/* The tensors of st are exactly those config.json implies, under each prefix: F32, with
+ * their shapes, and no other. */
+static int check_tensors(const char *ckpt, const char *file, const eng_st_file *st,
+	const eng_config *cfg, const char *const *prefix, int nprefix, eng_err *err)
+{
+	int want = nprefix * (4 + 12 * cfg->n_layer);
+	tensor_check k = {ckpt, file, st, err};
+	for (int i = 0; i < nprefix; i++)
+		if (each_tensor(cfg, prefix[i], check_one, &k) < 0)
+			return -1;
+	/* all of them found, names unique (the reader refuses duplicates): a count says the rest */
+	if (st->n != want)
+		return eng_errf(err, "checkpoint '%s': %s does not match config.json: %d tensors, "
+				     "its shape has %d", ckpt, file, st->n, want);
+	return 0;
+}
+
 int eng_ckpt_verify(const char *ckpt, eng_err *err)
 {
 	json_t *o = load_state(ckpt, err);
@@ -443,24 +559,21 @@ int eng_ckpt_verify(const char *ckpt, eng_err *err)
 			goto out;
 		}
 	}
-	/* the checksums hold; the structure still gets the readers' full checks */
+	/* the checksums hold; the structure still gets the readers' full checks, and every
+	 * tensor the one config.json implies (a checksum recomputed over a bad file, or a
+	 * writer's bug, must not pass for a checkpoint that loads) */
 	eng_config cfg;
 	join(p, sizeof p, ckpt, "/config.json");
 	if (eng_hfconfig_read(p, &cfg, err) < 0)
 		goto out;
 	join(p, sizeof p, ckpt, "/model.safetensors");
-	if (eng_st_read(&st, p, err) < 0)
+	if (eng_st_read(&st, p, err) < 0 ||
+		check_tensors(ckpt, "model.safetensors", &st, &cfg, model_prefix, 1, err) < 0)
 		goto out;
-	const eng_st_tensor *wte = eng_st_find(&st, "transformer.wte.weight");
-	if (!wte || wte->ndim != 2 || wte->shape[0] != cfg.vocab_size ||
-		wte->shape[1] != cfg.n_embd) {
-		eng_errf(err, "checkpoint '%s': model.safetensors does not match config.json "
-			      "(transformer.wte.weight)", ckpt);
-		goto out;
-	}
 	eng_st_free(&st);
 	join(p, sizeof p, ckpt, "/optimizer.safetensors");
-	if (eng_st_read(&st, p, err) < 0)
+	if (eng_st_read(&st, p, err) < 0 ||
+		check_tensors(ckpt, "optimizer.safetensors", &st, &cfg, moment_prefix, 2, err) < 0)
 		goto out;
 	rc = 0;
 out:
@@ -475,20 +588,34 @@ void eng_ckpt_clean_tmp(const char *save_dir)
 	if (!d)
 		return;
 	struct dirent *e;
-	char p[CKPT_PATH + 256];
+	char p[CKPT_PATH + 256], base[CKPT_PATH + 256];
 	while ((e = readdir(d))) {
 		size_t n = strlen(e->d_name);
-		if (e->d_name[0] == '.' || n < 5 || strcmp(e->d_name + n - 4, ".tmp") != 0)
-			continue;
-		if (path2(p, sizeof p, save_dir, e->d_name) < 0)
+		int tmp = n >= 5 && strcmp(e->d_name + n - 4, ".tmp") == 0;
+		int old = n >= 5 && strcmp(e->d_name + n - 4, ".old") == 0;
+		if (e->d_name[0] == '.' || (!tmp && !old) ||
+			path2(p, sizeof p, save_dir, e->d_name) < 0)
 			continue;
 		struct stat st;
-		if (stat(p, &st) == 0 && S_ISDIR(st.st_mode))
+		int is_dir = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+		if (tmp && is_dir) {
 			remove_dir(p);
-		else
+		} else if (tmp) {
 			unlink(p); /* latest.tmp */
+		} else if (is_dir) {
+			/* X.old: a save under a name that existed was interrupted (eng_ckpt_write).
+			 * Before its second rename X is missing and X.old is the complete old one:
+			 * put it back; after it, X is the new one and X.old goes. */
+			snprintf(base, sizeof base, "%s", p);
+			base[strlen(base) - 4] = '\0';
+			if (stat(base, &st) == 0)
+				remove_dir(p);
+			else
+				rename(p, base);
+		}
 	}
 	closedir(d);
+	fsync_path(save_dir, 1);
 }
 
 /* The newest step_ checkpoint of dir that verifies, other than `skip`; -1 when none. */
@@ -607,7 +734,7 @@ struct eng_ckpt_writer {
 	int quit;
 	eng_ckpt_snap snap;       /* the job: owned by the writer while busy */
 	char dir[ENG_PATH_LEN];
-	char name[40];
+	char name[CKPT_NAME_MAX + 2]; /* one more: a name too long stays too long */
 	int keep;
 	eng_ckpt_done_fn done;
 	void *ud;

@@ -1,12 +1,44 @@
-/* eng_import.h - weights from other programs' files into a model (see eng_import.c). */
+/* eng_import.h - weights from other programs' files into a model, and out to llm.c's format
+ * (see eng_import.c).
+ *
+ * What model.init_from may name, and so what eng_import_read_config / eng_import_load take:
+ *   - a directory holding config.json and model.safetensors: a checkpoint of this engine or a
+ *     Hugging Face GPT-2 as transformers saves it;
+ *   - a regular file: an llm.c model file (eng_llmc.h), its shape read from its header.
+ */
 #ifndef ENG_IMPORT_H
 #define ENG_IMPORT_H
 
+#include "eng_config.h"
 #include "eng_err.h"
 #include "eng_model.h"
 
-/* Copies tensors from a model.safetensors into m, checking names and shapes against m's
- * table; lm_head.weight (tied) and GPT-2's attention-mask buffers are skipped. */
+/* Copies tensors from a Hugging Face GPT-2 model.safetensors into m, checking names, shapes
+ * and count against m's table. Names may carry the "transformer." prefix (GPT2LMHeadModel)
+ * or not (GPT2Model), but one file may not mix the two. Dtypes F32, F16 and BF16 (widened
+ * exactly by eng_st). Skipped: lm_head.weight (tied to wte; its shape must be wte's) and
+ * the h.N.attn.bias / h.N.attn.masked_bias buffers older transformers saved. A missing
+ * tensor, an unknown one, a wrong shape: -1 with a message naming the file and the tensor;
+ * on failure m's weights may be partly overwritten. */
 int eng_model_load_safetensors(eng_model *m, const char *path, eng_err *err);
+
+/* 1 when `from` is a regular file (so init_from means an llm.c model file: its header
+ * decides whether it is one), 0 otherwise (a checkpoint directory, or nothing). */
+int eng_import_is_file(const char *from);
+
+/* The shape of the model `from` names: its config.json (eng_hfconfig_read) or its llm.c
+ * header (eng_llmc_read_config). 0, or -1 with a message naming the file. */
+int eng_import_read_config(const char *from, eng_config *cfg, eng_err *err);
+
+/* Loads the weights `from` names into m (of the shape eng_import_read_config gave):
+ * <from>/model.safetensors (eng_model_load_safetensors) or the llm.c file itself
+ * (eng_model_load_llmc). 0, or -1 with a message naming the file. */
+int eng_import_load(eng_model *m, const char *from, eng_err *err);
+
+/* remat-train --export-llmc: loads the model `from` names (as above) and writes it to `out`
+ * as an llm.c model file of `version` (ENG_LLMC_F32 or ENG_LLMC_BF16) with
+ * eng_model_save_llmc. The model is built for one token, so the memory is the parameters'
+ * (gradient and moment buffers are mapped but never touched). 0, or -1 with a message. */
+int eng_export_llmc(const char *from, const char *out, int version, eng_err *err);
 
 #endif

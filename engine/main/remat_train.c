@@ -2,6 +2,7 @@
  *
  *   remat-train [--json] [--remat-schedule STEP:POLICY,...] [--control PATH |
  *               --control-fd N] [--job-id ID] JOB.json
+ *   remat-train --export-llmc CKPT_DIR OUT.bin [--bf16]
  *
  * Validates the job spec, builds the run, trains to `steps` printing one line per step (or
  * one JSON object per step with --json), and saves the weights at the end when save.dir is
@@ -12,6 +13,9 @@
  * --control PATH listens on a socket of its own for rematctl; --control-fd N speaks to
  * rematd over an inherited socketpair (eng_ctl.c): both take the protocol's commands,
  * applied here at step boundaries.
+ * --export-llmc trains nothing: it loads a checkpoint (config.json + model.safetensors, or an
+ * llm.c file) and writes it as an llm.c model file, version 3 (float32) or with --bf16
+ * version 5 (bfloat16), then exits.
  * Exit status: 0 done (finished or stopped), 1 bad input or a failed run, 2 bad usage,
  * 130 interrupted by a signal.
  */
@@ -24,6 +28,8 @@
 
 #include "eng_ckpt.h"
 #include "eng_ctl.h"
+#include "eng_import.h"
+#include "eng_llmc.h"
 #include "eng_mem.h"
 #include "eng_spec.h"
 #include "eng_train.h"
@@ -50,9 +56,23 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: remat-train [--json] [--remat-schedule STEP:POLICY[,STEP:POLICY...]]\n"
 		   "                   [--control PATH | --control-fd N] [--job-id ID] JOB.json\n"
+		   "       remat-train --export-llmc CKPT_DIR OUT.bin [--bf16]\n"
 		   "       remat-train --version\n"
 		   "POLICY is a mode (off, selective, full, chunked) or SECTION=MODE[;SECTION=MODE]\n"
 		   "with sections h.N, h.N-M, blocks, head, all or an alias of the job.\n");
+}
+
+/* --export-llmc: the exit status. */
+static int export_llmc(const char *from, const char *out, int bf16)
+{
+	eng_err err;
+	int version = bf16 ? ENG_LLMC_BF16 : ENG_LLMC_F32;
+	if (eng_export_llmc(from, out, version, &err) < 0) {
+		fprintf(stderr, "remat-train: %s\n", err.msg);
+		return 1;
+	}
+	printf("wrote %s (llm.c model file, version %d)\n", out, version);
+	return 0;
 }
 
 /* Splits "0:off,5:full" into entries sorted by step (stable for equal steps). */
@@ -255,8 +275,9 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 
 int main(int argc, char **argv)
 {
-	int json = 0, nsched = 0, rc = 1, ctl_fd = -1;
+	int json = 0, nsched = 0, rc = 1, ctl_fd = -1, bf16 = 0;
 	const char *job = NULL, *sched_arg = NULL, *ctl_path = NULL, *job_id = "job";
+	const char *export_from = NULL, *export_to = NULL;
 	eng_ctl *c = NULL;
 	run_ctl run = {0};
 	static sched_entry sched[MAX_SCHEDULE];
@@ -282,6 +303,11 @@ int main(int argc, char **argv)
 			ctl_fd = (int)v;
 		} else if (strcmp(argv[i], "--job-id") == 0 && i + 1 < argc) {
 			job_id = argv[++i];
+		} else if (strcmp(argv[i], "--export-llmc") == 0 && i + 2 < argc) {
+			export_from = argv[++i];
+			export_to = argv[++i];
+		} else if (strcmp(argv[i], "--bf16") == 0) {
+			bf16 = 1;
 		} else if (strcmp(argv[i], "--version") == 0) {
 			kn_set_threads(1);
 			printf("remat-train %s\nbackend cpu: %s\n", REMAT_VERSION, kn_blas_describe());
@@ -296,7 +322,15 @@ int main(int argc, char **argv)
 			job = argv[i];
 		}
 	}
-	if (!job) {
+	if (export_from) {
+		/* a subcommand: no job, no run options */
+		if (job || json || sched_arg || ctl_path || ctl_fd >= 0) {
+			usage(stderr);
+			return 2;
+		}
+		return export_llmc(export_from, export_to, bf16);
+	}
+	if (!job || bf16) {
 		usage(stderr);
 		return 2;
 	}

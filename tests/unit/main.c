@@ -82,6 +82,7 @@ int main(void)
 	SRunner *sr = srunner_create(suite_policy());
 	srunner_add_suite(sr, suite_spec());
 	srunner_add_suite(sr, suite_st());
+	srunner_add_suite(sr, suite_import());
 	srunner_add_suite(sr, suite_kernels());
 	srunner_add_suite(sr, suite_model());
 	srunner_add_suite(sr, suite_reference());
@@ -90,6 +91,7 @@ int main(void)
 	srunner_add_suite(sr, suite_proto());
 	srunner_add_suite(sr, suite_client());
 	srunner_add_suite(sr, suite_e2e());
+	srunner_add_suite(sr, suite_ckpt());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -15,6 +15,7 @@
 Suite *suite_policy(void);
 Suite *suite_spec(void);
 Suite *suite_st(void);
+Suite *suite_import(void);
 Suite *suite_kernels(void);
 Suite *suite_model(void);
 Suite *suite_reference(void);
@@ -23,6 +24,7 @@ Suite *suite_daemon(void);
 Suite *suite_proto(void);
 Suite *suite_client(void);
 Suite *suite_e2e(void);
+Suite *suite_ckpt(void);
 
 /* getenv(name), failing the test with a clear message when it is unset. */
 const char *t_env(const char *name);
