@@ -60,12 +60,20 @@ static int resolve_init(eng_spec *s, eng_err *err)
 {
 	char p[ENG_PATH_LEN + 64], found[ENG_PATH_LEN + 64];
 	struct stat st;
-	snprintf(p, sizeof p, "%s/latest", s->init_from);
-	int is_save_dir = stat(p, &st) == 0;
-	snprintf(p, sizeof p, "%s/config.json", s->init_from);
-	if (is_save_dir && stat(p, &st) < 0) {
-		if (eng_ckpt_find(s->init_from, found, sizeof found, err) < 0)
-			return eng_errf(err, "no checkpoint in '%s' verifies", s->init_from);
+	/* a directory holding none of a checkpoint's files is a save directory (latest, or
+	 * its step_ directories) */
+	int is_save_dir = stat(s->init_from, &st) == 0 && S_ISDIR(st.st_mode);
+	static const char *const own[] = {"/config.json", "/model.safetensors",
+		"/trainer_state.json"};
+	for (size_t i = 0; i < sizeof own / sizeof own[0] && is_save_dir; i++) {
+		snprintf(p, sizeof p, "%s%s", s->init_from, own[i]);
+		is_save_dir = stat(p, &st) < 0;
+	}
+	if (is_save_dir) {
+		eng_err why = {{0}};
+		if (eng_ckpt_find(s->init_from, found, sizeof found, &why) < 0)
+			return eng_errf(err, "no checkpoint in '%s' verifies%s%s", s->init_from,
+				why.msg[0] ? ": " : "", why.msg);
 		size_t n = strlen(found);
 		if (n >= sizeof s->init_from)
 			return eng_errf(err, "checkpoint path too long");

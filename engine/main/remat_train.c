@@ -443,6 +443,14 @@ int main(int argc, char **argv)
 	if (run.stop)
 		eng_ctl_set_state(c, CTL_STOPPING, "job-stop");
 	eng_ckpt_writer_wait(run.writer);
+	/* A periodic save of this very step has just been written: the end reuses it rather
+	 * than writing the same state again under the same name. */
+	if (want_save && run.last_saved == tr.step &&
+		snprintf(ckpt, sizeof ckpt, "%s/step_%08d", s->save_dir, tr.step) > 0 &&
+		access(ckpt, F_OK) == 0)
+		want_save = 0;
+	else
+		ckpt[0] = '\0';
 	if (want_save) {
 		json_t *ret = NULL;
 		if (!s->save_dir[0]) {
