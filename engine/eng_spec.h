@@ -36,8 +36,9 @@ typedef struct eng_spec {
 	eng_config cfg;                   /* the shape: from preset, then explicit fields
 					   * override; all zero when init_from gives it */
 	int has_shape;                    /* 1 when preset or fields gave a complete shape */
-	char init_from[ENG_PATH_LEN];     /* "" or a directory with model.safetensors +
-					   * config.json */
+	char init_from[ENG_PATH_LEN];     /* "" or a checkpoint directory (config.json +
+					   * model.safetensors), a save directory (its newest
+					   * valid checkpoint), or an llm.c model file */
 	int resume;                       /* model.resume, default 0 */
 
 	/* data */
