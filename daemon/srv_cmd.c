@@ -121,7 +121,7 @@ static void cmd_daemon(srv_conn *c, const proto_command *cmd, const proto_reques
 		cmd_job_list(c, req);
 	else /* proto.h knows a daemon command that this daemon does not */
 		cmd_refuse(c, cmd->name, PROTO_ERR_COMMAND_NOT_FOUND,
-			"command not implemented by this daemon", req->id);
+			"this rematd does not serve that command", req->id);
 }
 
 /* ---- connection scope ---- */
