@@ -51,42 +51,9 @@ char *tmp_dir(const char *prefix)
 	return p;
 }
 
-char *read_all(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap + 1);
-	ck_assert_ptr_nonnull(buf);
-	for (;;) {
-		if (n == cap) {
-			cap *= 2;
-			buf = realloc(buf, cap + 1);
-			ck_assert_ptr_nonnull(buf);
-		}
-		size_t r = fread(buf + n, 1, cap - n, f);
-		if (r == 0)
-			break;
-		n += r;
-	}
-	ck_assert(!ferror(f));
-	fclose(f);
-	buf[n] = '\0'; /* for strstr on text files */
-	*len = n;
-	return buf;
-}
-
-void write_all(const char *path, const void *buf, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-	ck_assert_msg(f != NULL, "cannot write %s: %s", path, strerror(errno));
-	ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
-	ck_assert_int_eq(fclose(f), 0);
-}
-
 void write_text(const char *path, const char *text)
 {
-	write_all(path, text, strlen(text));
+	t_write_file(path, text, strlen(text));
 }
 
 int exists(const char *path)
@@ -107,8 +74,8 @@ void copy_dir(const char *src, const char *dst)
 			continue;
 		char *a = path_join(src, e->d_name), *b = path_join(dst, e->d_name);
 		size_t len;
-		char *buf = read_all(a, &len);
-		write_all(b, buf, len);
+		char *buf = t_read_file(a, &len);
+		t_write_file(b, buf, len);
 		free(buf);
 		free(a);
 		free(b);
@@ -169,7 +136,7 @@ char *latest_of(const char *dir)
 		return NULL;
 	}
 	size_t len;
-	char *text = read_all(p, &len);
+	char *text = t_read_file(p, &len);
 	text[strcspn(text, "\n")] = '\0';
 	free(p);
 	return text;
@@ -251,7 +218,7 @@ void expect_same_ckpt(const char *a, const char *b)
 	for (size_t i = 0; i < NFILES; i++) {
 		char *pa = path_join(a, ckpt_files[i]), *pb = path_join(b, ckpt_files[i]);
 		size_t na, nb;
-		char *x = read_all(pa, &na), *y = read_all(pb, &nb);
+		char *x = t_read_file(pa, &na), *y = t_read_file(pb, &nb);
 		int eq = na == nb && memcmp(x, y, na) == 0;
 		ck_assert_msg(eq, "%s and %s differ (%zu and %zu bytes; %s)", pa, pb, na, nb,
 			strstr(ckpt_files[i], ".safetensors") ? first_diff(pa, pb) : "text");

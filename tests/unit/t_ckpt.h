@@ -34,8 +34,6 @@ typedef struct run_rows {
 
 char *path_join(const char *dir, const char *name);
 char *tmp_dir(const char *prefix);
-char *read_all(const char *path, size_t *len);
-void write_all(const char *path, const void *buf, size_t len);
 void write_text(const char *path, const char *text);
 int exists(const char *path);
 void copy_dir(const char *src, const char *dst);

@@ -1,6 +1,7 @@
 /* t_util.c - helpers shared by the engine tests (see t_util.h). */
 #include "t_util.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,3 +43,38 @@ char *t_data(const char *rel)
 	snprintf(p, n, "%s/%s", dir, rel);
 	return p;
 }
+
+char *t_read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap + 1);
+	ck_assert_ptr_nonnull(buf);
+	for (;;) {
+		if (n == cap) {
+			cap *= 2;
+			buf = realloc(buf, cap + 1);
+			ck_assert_ptr_nonnull(buf);
+		}
+		size_t r = fread(buf + n, 1, cap - n, f);
+		if (r == 0)
+			break;
+		n += r;
+	}
+	ck_assert(!ferror(f));
+	fclose(f);
+	buf[n] = '\0'; /* for strstr on text files */
+	*len = n;
+	return buf;
+}
+
+
+void t_write_file(const char *path, const void *buf, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	ck_assert_msg(f != NULL, "cannot write %s: %s", path, strerror(errno));
+	ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+}
+

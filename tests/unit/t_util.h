@@ -17,4 +17,10 @@ double t_rel_l2(const float *a, const float *b, size_t n);
 /* Absolute path of a file under REMAT_TESTDATA (malloc'd). */
 char *t_data(const char *rel);
 
+/* The whole file at path (malloc'd, with a NUL after its len bytes); fails the test when
+ * it cannot be read. */
+char *t_read_file(const char *path, size_t *len);
+/* Writes len bytes to path (created or truncated); fails the test on error. */
+void t_write_file(const char *path, const void *buf, size_t len);
+
 #endif

@@ -87,7 +87,7 @@ START_TEST(test_ckpt_write_same_under_every_policy)
 			for (size_t f = 0; f < NFILES; f++) {
 				char *p = path_join(ck, ckpt_files[f]);
 				size_t len;
-				char *buf = read_all(p, &len);
+				char *buf = t_read_file(p, &len);
 				ck_assert_msg(len > 0, "%s is empty", p);
 				for (size_t w = 0; w < sizeof words / sizeof words[0]; w++)
 					ck_assert_msg(!contains_word(buf, len, words[w]),
@@ -109,7 +109,7 @@ START_TEST(test_ckpt_write_same_under_every_policy)
 	char *s2 = path_join(dirs[0], "step_00000002/model.safetensors");
 	char *s3 = path_join(dirs[0], "step_00000003/model.safetensors");
 	size_t n2, n3;
-	char *b2 = read_all(s2, &n2), *b3 = read_all(s3, &n3);
+	char *b2 = t_read_file(s2, &n2), *b3 = t_read_file(s3, &n3);
 	ck_assert_msg(n2 == n3 && memcmp(b2, b3, n2) != 0, "steps 2 and 3 saved the same weights");
 	free(b2);
 	free(b3);

@@ -43,7 +43,7 @@ typedef void (*header_edit)(json_t *header);
 static void edit_header(const char *path, header_edit edit)
 {
 	size_t len;
-	char *buf = read_all(path, &len);
+	char *buf = t_read_file(path, &len);
 	size_t hlen = st_hlen(buf);
 	ck_assert(hlen + 8 <= len);
 	json_t *h = json_loadb(buf + 8, hlen, 0, NULL);
@@ -59,7 +59,7 @@ static void edit_header(const char *path, header_edit edit)
 	memcpy(out + 8, text, n);
 	memset(out + 8 + n, ' ', padded - n);
 	memcpy(out + 8 + padded, buf + 8 + hlen, len - 8 - hlen);
-	write_all(path, out, out_len);
+	t_write_file(path, out, out_len);
 	free(out);
 	free(text);
 	json_decref(h);
@@ -161,23 +161,23 @@ static void damage_do(const char *ckpt, const damage *d)
 	/* a wrong checksum names the file it is of, and is written into the state */
 	char *p = path_join(ckpt, d->op == DMG_SUM ? "trainer_state.json" : d->file);
 	size_t len;
-	char *buf = d->op == DMG_REMOVE ? NULL : read_all(p, &len);
+	char *buf = d->op == DMG_REMOVE ? NULL : t_read_file(p, &len);
 	switch (d->op) {
 	case DMG_TRUNCATE:
-		write_all(p, buf, len / 2);
+		t_write_file(p, buf, len / 2);
 		break;
 	case DMG_FLIP_DATA:
 		buf[len - 3] ^= 0x10; /* a float's exponent bits, near the end */
-		write_all(p, buf, len);
+		t_write_file(p, buf, len);
 		break;
 	case DMG_FLIP_HEADER:
 		buf[8] = '}'; /* the header's opening brace */
-		write_all(p, buf, len);
+		t_write_file(p, buf, len);
 		break;
 	case DMG_HLEN:
 		for (int i = 0; i < 8; i++) /* 8 + hlen = len + 8: the header ends past the file */
 			buf[i] = (char)((uint64_t)len >> (8 * i));
-		write_all(p, buf, len);
+		t_write_file(p, buf, len);
 		break;
 	case DMG_HEADER:
 		edit_header(p, d->edit);
@@ -186,7 +186,7 @@ static void damage_do(const char *ckpt, const damage *d)
 		char *at = strstr(buf, "\"n_embd\": 64");
 		ck_assert_msg(at != NULL, "config.json has no \"n_embd\": 64:\n%s", buf);
 		memcpy(at + strlen("\"n_embd\": "), "32", 2); /* n_head 4 still divides 32 */
-		write_all(p, buf, len);
+		t_write_file(p, buf, len);
 		break;
 	}
 	case DMG_REMOVE:

@@ -8,6 +8,7 @@
  * learn. The binary comes from REMAT_TRAIN; scratch files go to REMAT_TMP.
  * What it does not: the engine's numbers against PyTorch (test_reference.c does that).
  */
+#include "t_util.h"
 #include "tests.h"
 
 #include <ctype.h>
@@ -82,39 +83,6 @@ static char *spec_file(const char *name, const char *fmt, ...)
 	return t_write_tmp(name, text);
 }
 
-static char *read_all(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap + 1);
-	ck_assert_ptr_nonnull(buf);
-	for (;;) {
-		if (n == cap) {
-			cap *= 2;
-			buf = realloc(buf, cap + 1);
-			ck_assert_ptr_nonnull(buf);
-		}
-		size_t r = fread(buf + n, 1, cap - n, f);
-		if (r == 0)
-			break;
-		n += r;
-	}
-	ck_assert(!ferror(f));
-	fclose(f);
-	buf[n] = '\0'; /* for strstr on text files */
-	*len = n;
-	return buf;
-}
-
-static void write_all(const char *path, const void *buf, size_t len)
-{
-	FILE *f = fopen(path, "wb");
-	ck_assert_msg(f != NULL, "cannot write %s: %s", path, strerror(errno));
-	ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
-	ck_assert_int_eq(fclose(f), 0);
-}
-
 /* An llmc token file: the header {magic, 1, count, 0...} then n uint16 tokens, both little
  * endian whatever the host. */
 static char *write_llmc(const char *name, int32_t magic, int32_t count, const uint16_t *tok,
@@ -132,7 +100,7 @@ static char *write_llmc(const char *name, int32_t magic, int32_t count, const ui
 		b[4 * LLMC_HEADER_INTS + 2 * i + 1] = (unsigned char)(tok[i] >> 8);
 	}
 	char *path = tmp_path(name);
-	write_all(path, b, len);
+	t_write_file(path, b, len);
 	free(b);
 	return path;
 }
@@ -272,7 +240,7 @@ static int contains_word(const char *buf, size_t len, const char *word)
 static int files_equal(const char *a, const char *b)
 {
 	size_t na, nb;
-	char *x = read_all(a, &na), *y = read_all(b, &nb);
+	char *x = t_read_file(a, &na), *y = t_read_file(b, &nb);
 	int eq = na == nb && memcmp(x, y, na) == 0;
 	free(x);
 	free(y);
@@ -438,7 +406,7 @@ START_TEST(test_cli_data_bytes_too_small)
 	char bytes[129];
 	memset(bytes, 'a', sizeof bytes);
 	char *data = tmp_path("small_bytes.txt");
-	write_all(data, bytes, 128);
+	t_write_file(data, bytes, 128);
 	char *job = spec_file("data_small.json", "{\"model\": {\"preset\": \"tiny\"}, "
 		"\"data\": {\"train\": \"%s\", \"format\": \"bytes\"}, \"batch\": 4, "
 		"\"seq_len\": 32, \"steps\": 1, \"threads\": 2}", data);
@@ -449,7 +417,7 @@ START_TEST(test_cli_data_bytes_too_small)
 	free(err);
 
 	/* one byte more is enough */
-	write_all(data, bytes, 129);
+	t_write_file(data, bytes, 129);
 	rc = train_run(&err, 0, args);
 	ck_assert_msg(rc == 0, "129 bytes refused (%d):\n%s", rc, err);
 	free(err);
@@ -509,7 +477,7 @@ START_TEST(test_cli_llmc_errors)
 
 	/* shorter than the header */
 	char *stub = tmp_path("stub.llmc");
-	write_all(stub, "\x38\xd6\x34\x01", 4);
+	t_write_file(stub, "\x38\xd6\x34\x01", 4);
 	rc = llmc_job("llmc_stub.json", stub, &err);
 	expect_error("stub", rc, err, 1, "stub.llmc", "header", NULL);
 	free(err);
@@ -534,9 +502,9 @@ static char *copy_tiny_checkpoint(const char *prefix)
 		char src[4096];
 		size_t len;
 		snprintf(src, sizeof src, "%s/reference/tiny/%s", data, files[i]);
-		char *buf = read_all(src, &len);
+		char *buf = t_read_file(src, &len);
 		char *dst = path_join(dir, files[i]);
-		write_all(dst, buf, len);
+		t_write_file(dst, buf, len);
 		free(dst);
 		free(buf);
 	}
@@ -579,7 +547,7 @@ START_TEST(test_cli_init_from_truncated)
 	free(err);
 
 	size_t len;
-	char *buf = read_all(st, &len);
+	char *buf = t_read_file(st, &len);
 	/* in the data, in the JSON header, in the 8-byte header length */
 	const struct {
 		size_t len;
@@ -589,7 +557,7 @@ START_TEST(test_cli_init_from_truncated)
 	for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
 		char what[64];
 		snprintf(what, sizeof what, "truncated to %zu of %zu bytes", cuts[i].len, len);
-		write_all(st, buf, cuts[i].len);
+		t_write_file(st, buf, cuts[i].len);
 		rc = init_from_job("init_trunc.json", dir, &err);
 		expect_error(what, rc, err, 1, "model.safetensors", cuts[i].needle, NULL);
 		free(err);
@@ -606,11 +574,11 @@ START_TEST(test_cli_init_from_shape_mismatch)
 	char *dir = copy_tiny_checkpoint("shape");
 	char *cfg = path_join(dir, "config.json");
 	size_t len;
-	char *text = read_all(cfg, &len);
+	char *text = t_read_file(cfg, &len);
 	char *at = strstr(text, "\"n_embd\": 64");
 	ck_assert_msg(at != NULL, "reference config.json has no \"n_embd\": 64:\n%s", text);
 	memcpy(at + strlen("\"n_embd\": "), "32", 2); /* n_head 4 still divides 32 */
-	write_all(cfg, text, len);
+	t_write_file(cfg, text, len);
 	char *err;
 	int rc = init_from_job("init_shape.json", dir, &err);
 	expect_error("n_embd 32 on 64-wide weights", rc, err, 1, "model.safetensors", "shape",
@@ -782,7 +750,7 @@ START_TEST(test_cli_save_writes_checkpoint)
 		"{\"default\": \"full\", \"sections\": {\"head\": \"chunked\"}}");
 	char *latest = path_join(dir, "latest");
 	size_t len;
-	char *text = read_all(latest, &len);
+	char *text = t_read_file(latest, &len);
 	ck_assert_msg(strncmp(text, "step_00000003", 13) == 0 &&
 			(len == 13 || (len == 14 && text[13] == '\n')),
 		"latest holds '%s'", text);
@@ -793,7 +761,7 @@ START_TEST(test_cli_save_writes_checkpoint)
 	static const char *const words[] = {"remat", "recompute", "checkpointing", "policy"};
 	for (int i = 0; i < 2; i++) {
 		char *p = path_join(dir, files[i]);
-		char *buf = read_all(p, &len);
+		char *buf = t_read_file(p, &len);
 		ck_assert_msg(len > 0, "%s is empty", p);
 		for (int w = 0; w < 4; w++)
 			ck_assert_msg(!contains_word(buf, len, words[w]), "%s mentions '%s'", p,

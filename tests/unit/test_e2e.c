@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "t_daemon.h"
+#include "t_util.h"
 #include "tests.h"
 
 #define E2E_MS 90000 /* a job of this file runs to its end within this */
@@ -88,21 +89,6 @@ static char *write_spec(const td_daemon *d, const char *name, const char *save, 
 	return strdup(path);
 }
 
-static char *slurp_all(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	ck_assert_msg(f != NULL, "cannot open %s: %s", path, strerror(errno));
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *b = malloc((size_t)n + 1);
-	ck_assert(fread(b, 1, (size_t)n, f) == (size_t)n);
-	b[n] = 0;
-	fclose(f);
-	*len = (size_t)n;
-	return b;
-}
-
 /* `rematctl events --json` in the background, its output to path; returns its pid. */
 static pid_t events_start(const td_daemon *d, const char *path)
 {
@@ -158,7 +144,7 @@ START_TEST(test_e2e_remat_set_mid_run)
 	kill(ev, SIGTERM);
 	td_wait_pid(ev, 5000);
 	size_t n;
-	char *evs = slurp_all(evpath, &n);
+	char *evs = t_read_file(evpath, &n);
 	int seen = 0;
 	for (char *line = strtok(evs, "\n"); line; line = strtok(NULL, "\n")) {
 		json_t *e = json_loads(line, 0, NULL);
@@ -187,7 +173,7 @@ START_TEST(test_e2e_remat_set_mid_run)
 	snprintf(p1, sizeof p1, "%s/run1/step_%08d/model.safetensors", d.dir, steps);
 	snprintf(p2, sizeof p2, "%s/run2/step_%08d/model.safetensors", d.dir, steps);
 	size_t n1, n2;
-	char *w1 = slurp_all(p1, &n1), *w2 = slurp_all(p2, &n2);
+	char *w1 = t_read_file(p1, &n1), *w2 = t_read_file(p2, &n2);
 	ck_assert_msg(n1 == n2 && memcmp(w1, w2, n1) == 0,
 		"weights after rematctl's switch differ from --remat-schedule's (step %lld)",
 		(long long)at);
