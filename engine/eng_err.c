@@ -13,3 +13,13 @@ int eng_errf(eng_err *err, const char *fmt, ...)
 	}
 	return -1;
 }
+
+int eng_err_invalid(eng_err *err, const char *kind, const char *path, const char *fmt, ...)
+{
+	char what[ENG_ERR_LEN];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	return eng_errf(err, "invalid %s '%s': %s", kind, path, what);
+}

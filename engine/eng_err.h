@@ -22,6 +22,11 @@ typedef struct eng_err {
  * `return eng_errf(err, "bad %s", x);`. */
 int eng_errf(eng_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* "invalid <kind> '<path>': <problem>" (problem formatted from fmt), returns -1: the one
+ * shape of message for a file whose contents are wrong. */
+int eng_err_invalid(eng_err *err, const char *kind, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 /* Internal invariant: prints file:line and aborts. Never used on outside input. */
 #define ENG_ASSERT(cond)                                                                   \
 	do {                                                                                   \

@@ -13,18 +13,8 @@
 #define LN_EPS	   1e-5	 /* the LayerNorm epsilon the engine uses (DESIGN §5) */
 #define LN_EPS_TOL 1e-12 /* how far a config's layer_norm_epsilon may be from it */
 
-/* Formats "invalid config '<path>': <problem>" into err; returns -1. */
-static int bad(eng_err *err, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int bad(eng_err *err, const char *path, const char *fmt, ...)
-{
-	char what[ENG_ERR_LEN];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof what, fmt, ap);
-	va_end(ap);
-	return eng_errf(err, "invalid config '%s': %s", path, what);
-}
+/* "invalid config '<path>': <problem>" into err; -1 */
+#define bad(err, path, ...) eng_err_invalid(err, "config", path, __VA_ARGS__)
 
 /* root[key] as an int: -1 with a message when missing (and required), not an integer or
  * outside int; 1 when missing and optional; 0 when found. */

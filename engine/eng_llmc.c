@@ -135,18 +135,8 @@ static void put_i32(uint8_t *p, int32_t v)
 		p[k] = (uint8_t)((uint32_t)v >> (8 * k));
 }
 
-/* Formats "invalid llm.c model file '<path>': <problem>" into err; returns -1. */
-static int bad(eng_err *err, const char *path, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int bad(eng_err *err, const char *path, const char *fmt, ...)
-{
-	char what[ENG_ERR_LEN];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof what, fmt, ap);
-	va_end(ap);
-	return eng_errf(err, "invalid llm.c model file '%s': %s", path, what);
-}
+/* "invalid llm.c model file '<path>': <problem>" into err; -1 */
+#define bad(err, path, ...) eng_err_invalid(err, "llm.c model file", path, __VA_ARGS__)
 
 static int read_exact(FILE *f, const char *path, void *buf, size_t n, eng_err *err)
 {

@@ -67,18 +67,8 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
 		snprintf(buf + len, cap - len, "]");
 }
 
-/* Formats "invalid safetensors file '<path>': <problem>" into err; returns -1. */
-static int bad(eng_err *err, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int bad(eng_err *err, const char *path, const char *fmt, ...)
-{
-	char what[ENG_ERR_LEN];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof what, fmt, ap);
-	va_end(ap);
-	return eng_errf(err, "invalid safetensors file '%s': %s", path, what);
-}
+/* "invalid safetensors file '<path>': <problem>" into err; -1 */
+#define bad(err, path, ...) eng_err_invalid(err, "safetensors file", path, __VA_ARGS__)
 
 /* Reads the whole regular file at path into a malloc'd buffer. */
 static int read_whole(const char *path, uint8_t **out, size_t *out_len, eng_err *err)
