@@ -147,10 +147,15 @@ format:
 
 # Performance is measured here, never by timed tests (issue 5 grows this into the full
 # table). Defaults: the gpt2-small shape at batch 4 x 256, 2 threads.
-bench: all $(BUILD)/bin/bench-latency
+bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm
+	@$(BUILD)/bin/bench-sgemm gpt2-small 4 256 2
 	@sh bench/steps.sh $(abspath $(TRAIN))
 	@sh bench/latency.sh $(abspath $(BUILD)/bin)
 	@sh bench/ckpt.sh $(abspath $(TRAIN))
+
+$(BUILD)/bin/bench-sgemm: bench/sgemm.c $(BUILD)/libremat.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/bin/bench-latency: bench/latency.c $(BUILD)/libremat.a
 	@mkdir -p $(dir $@)
