@@ -148,10 +148,13 @@ format:
 # Performance is measured here, never by timed tests (issue 5 grows this into the full
 # table). Defaults: the gpt2-small shape at batch 4 x 256, 2 threads.
 bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm
+	@mkdir -p $(BUILD)/bench
 	@$(BUILD)/bin/bench-sgemm gpt2-small 4 256 2
-	@sh bench/steps.sh $(abspath $(TRAIN))
+	@sh bench/steps.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 7 $(abspath $(BUILD)/bench/gpt2-small.json)
+	@sh bench/steps.sh $(abspath $(BUILD)/bin) mini 4 256 7 $(abspath $(BUILD)/bench/mini.json)
 	@sh bench/latency.sh $(abspath $(BUILD)/bin)
 	@sh bench/ckpt.sh $(abspath $(TRAIN))
+	@echo "JSON: $(abspath $(BUILD)/bench)/*.json"
 
 $(BUILD)/bin/bench-sgemm: bench/sgemm.c $(BUILD)/libremat.a
 	@mkdir -p $(dir $@)

@@ -112,8 +112,13 @@ int main(int argc, char **argv)
 	}
 	printf("ceiling (FLOP-weighted over one step's products): %.1f GFLOP/s\n",
 		total_flops / total_s / 1e9);
-	printf("{\"preset\":\"%s\",\"batch\":%d,\"seq_len\":%d,\"threads\":%d,\"ceiling_gflops\":%.2f}\n",
-		preset, B, T, threads, total_flops / total_s / 1e9);
+	eng_policy off;
+	eng_plan plan;
+	eng_policy_init(&off, L);
+	eng_plan_policy(&cfg, B, T, R, &off, &plan);
+	printf("{\"preset\":\"%s\",\"batch\":%d,\"seq_len\":%d,\"threads\":%d,"
+	       "\"ceiling_gflops\":%.2f,\"model_flops\":%.6g}\n",
+		preset, B, T, threads, total_flops / total_s / 1e9, plan.model_flops);
 	eng_mem_free(A);
 	eng_mem_free(Bm);
 	eng_mem_free(Cm);
