@@ -48,7 +48,7 @@ FUZZ    = $(BUILD)/bin/fuzz-proto
 FUZZ_ST = $(BUILD)/bin/fuzz-st
 FUZZ_RUNS ?= 20000
 
-.PHONY: all deps binaries test asan demo bench fuzz clean format
+.PHONY: all deps binaries test asan demo bench bench-torch fuzz clean format
 all: deps
 	@$(MAKE) --no-print-directory binaries
 
@@ -155,6 +155,10 @@ bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm
 	@sh bench/latency.sh $(abspath $(BUILD)/bin)
 	@sh bench/ckpt.sh $(abspath $(TRAIN))
 	@echo "JSON: $(abspath $(BUILD)/bench)/*.json"
+
+# remat against PyTorch on gpt2-small (INSTALL=1 lets it install Debian's python3-torch)
+bench-torch: all $(BUILD)/bin/bench-sgemm
+	@sh bench/torch.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 $(if $(INSTALL),--install)
 
 $(BUILD)/bin/bench-sgemm: bench/sgemm.c $(BUILD)/libremat.a
 	@mkdir -p $(dir $@)

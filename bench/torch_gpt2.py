@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""torch_gpt2.py - the PyTorch side of `make bench-torch`: a plain float32 GPT-2 (the
+architecture of DESIGN §5) trained with torch.optim.AdamW on the same shape, without
+checkpointing and with every block checkpointed (torch.utils.checkpoint), printing the
+median step time and the activations kept for backward.
+
+    /usr/bin/python3 bench/torch_gpt2.py PRESET BATCH SEQ THREADS STEPS
+
+Prints one JSON line per mode. Needs Debian's python3-torch (bench/torch.sh installs it when
+asked); never run by make test.
+"""
+import json
+import math
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+PRESETS = {"tiny": (2, 64, 4, 256, 256), "mini": (6, 384, 6, 1024, 50257),
+           "gpt2-small": (12, 768, 12, 1024, 50257)}
+
+
+class Block(nn.Module):
+    def __init__(self, C, NH):
+        super().__init__()
+        self.nh = NH
+        self.ln_1, self.ln_2 = nn.LayerNorm(C), nn.LayerNorm(C)
+        self.c_attn, self.c_proj = nn.Linear(C, 3 * C), nn.Linear(C, C)
+        self.c_fc, self.mlp_proj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+        q = q.view(B, T, self.nh, -1).transpose(1, 2)
+        k = k.view(B, T, self.nh, -1).transpose(1, 2)
+        v = v.view(B, T, self.nh, -1).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(k.size(-1))
+        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + self.c_proj(y)
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, L, C, NH, P, V):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(P, C)
+        self.h = nn.ModuleList(Block(C, NH) for _ in range(L))
+        self.ln_f = nn.LayerNorm(C)
+        self.ckpt = False
+
+    def forward(self, idx, tgt):
+        T = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(T))
+        for b in self.h:
+            x = checkpoint(b, x, use_reentrant=False) if self.ckpt else b(x)
+        logits = self.ln_f(x) @ self.wte.weight.T
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt.reshape(-1))
+
+
+def saved_bytes(model, idx, tgt):
+    """Bytes of tensors autograd keeps for backward (the saved-tensor hooks see each)."""
+    seen, total = set(), [0]
+
+    def pack(t):
+        key = (t.data_ptr(), t.numel())
+        if key not in seen:
+            seen.add(key)
+            total[0] += t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = model(idx, tgt)
+    loss.backward()
+    model.zero_grad(set_to_none=True)
+    return total[0]
+
+
+def main():
+    preset, B, T, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
+        int(sys.argv[4]), int(sys.argv[5])
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    L, C, NH, P, V = PRESETS[preset]
+    model = GPT(L, C, NH, P, V)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    data = torch.randint(0, 256, (steps + 1, B, T + 1))
+    for ckpt in (False, True):
+        model.ckpt = ckpt
+        times = []
+        for s in range(steps):
+            idx, tgt = data[s, :, :-1], data[s, :, 1:]
+            t0 = time.perf_counter()
+            loss = model(idx, tgt)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            times.append((time.perf_counter() - t0) * 1e3)
+        ms = statistics.median(times[2:])
+        print(json.dumps({"mode": "checkpoint" if ckpt else "off", "step_ms": ms,
+                          "tokens_per_s": B * T / (ms / 1e3),
+                          "saved_mib": saved_bytes(model, data[0, :, :-1], data[0, :, 1:]) /
+                          1048576}))
+
+
+if __name__ == "__main__":
+    main()
