@@ -64,11 +64,14 @@ class GPT(nn.Module):
 
 
 def saved_bytes(model, idx, tgt):
-    """Bytes of tensors autograd keeps for backward (the saved-tensor hooks see each)."""
+    """Bytes of activations autograd keeps for backward (the saved-tensor hooks see each;
+    parameters, which matmuls save too, are not activations and are left out)."""
     seen, total = set(), [0]
 
     def pack(t):
         key = (t.data_ptr(), t.numel())
+        if t.is_leaf and t.requires_grad:
+            return t
         if key not in seen:
             seen.add(key)
             total[0] += t.numel() * t.element_size()

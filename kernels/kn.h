@@ -27,6 +27,18 @@ int kn_get_threads(void);
 /* "OpenBLAS 0.3.21 (kernel Haswell, openmp)": the library behind kn_sgemm. */
 const char *kn_blas_describe(void);
 
+/* The OpenBLAS kernel to ask for instead of the detected one, or NULL to keep it. OpenBLAS
+ * builds that do not know a processor fall back to generic SSE kernels (Prescott and
+ * friends) that run 8x slower; on a processor with AVX2 and FMA the Haswell kernels are
+ * correct and fast. Pure: corename and the CPU's features are arguments. */
+const char *kn_blas_better_kernel(const char *corename, int has_avx2, int has_fma);
+
+/* Called first thing in main: when OPENBLAS_CORETYPE is unset and OpenBLAS fell back to a
+ * generic kernel on a processor that can do better, re-executes the program with
+ * OPENBLAS_CORETYPE set (OpenBLAS reads it once, when it is loaded). Returns only when no
+ * re-execution is needed or possible. */
+void kn_blas_fix_kernel(char **argv);
+
 /* C(M,N) = alpha * op(A) op(B) + beta * C, row-major; op(X) = X or X^T per trans flag.
  * lda/ldb/ldc are row strides of the matrices as stored. The one matmul of the engine.
  * Called inside an OpenMP parallel region it runs on the calling thread only. */

@@ -284,6 +284,7 @@ int main(int argc, char **argv)
 	eng_trainer tr;
 	eng_err err;
 	memset(&tr, 0, sizeof tr);
+	kn_blas_fix_kernel(argv); /* may re-execute this program with a better BLAS kernel */
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0) {
 			json = 1;

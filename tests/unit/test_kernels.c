@@ -884,6 +884,23 @@ END_TEST
 
 /* ---- the suite -------------------------------------------------------------------------- */
 
+/* The BLAS kernel choice: a generic fallback on an AVX2+FMA processor is replaced by
+ * Haswell; a detected modern kernel, or a processor without AVX2/FMA, is left alone. */
+START_TEST(test_kn_blas_better_kernel)
+{
+	ck_assert_str_eq(kn_blas_better_kernel("Prescott", 1, 1), "Haswell");
+	ck_assert_str_eq(kn_blas_better_kernel("core2", 1, 1), "Haswell");
+	ck_assert_str_eq(kn_blas_better_kernel("Nehalem", 1, 1), "Haswell");
+	ck_assert_ptr_null(kn_blas_better_kernel("Prescott", 0, 1));
+	ck_assert_ptr_null(kn_blas_better_kernel("Prescott", 1, 0));
+	ck_assert_ptr_null(kn_blas_better_kernel("Cooperlake", 1, 1));
+	ck_assert_ptr_null(kn_blas_better_kernel("SkylakeX", 1, 1));
+	ck_assert_ptr_null(kn_blas_better_kernel("Haswell", 1, 1));
+	ck_assert_ptr_null(kn_blas_better_kernel("Zen", 1, 1));
+	ck_assert_ptr_null(kn_blas_better_kernel(NULL, 1, 1));
+}
+END_TEST
+
 Suite *suite_kernels(void)
 {
 	Suite *s = suite_create("kernels");
@@ -896,6 +913,7 @@ Suite *suite_kernels(void)
 	tcase_add_test(tc, test_kn_gelu_backward_fd);
 	tcase_add_test(tc, test_kn_crossentropy_backward_fd);
 	tcase_add_test(tc, test_kn_encoder_backward_fd);
+	tcase_add_test(tc, test_kn_blas_better_kernel);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("accumulation");
