@@ -27,9 +27,9 @@ typedef struct eng_plan {
 	double model_flops;     /* forward + backward FLOPs of one step without recompute */
 } eng_plan;
 
-/* Default rows per logits chunk when the job does not set remat.chunk_rows: about one
- * hidden state's worth of logits (rows*V ~ B*T*C), at least 64 rows, at most B*T. The same
- * partition is used under off and chunked so both give the same bits. */
+/* Default rows per logits chunk when the job does not set remat.chunk_rows: 256 (at most
+ * 64 MiB of logits, at most B*T). The same partition is used under off and chunked so both
+ * give the same bits. */
 int eng_plan_chunk_rows(const eng_config *cfg, int B, int T);
 
 /* One block (mode off/selective/full) or the head (off/chunked). */

@@ -616,12 +616,18 @@ START_TEST(test_eng_plan_chunk_rows_bounds)
 		const plan_shape *s = &shapes[k];
 		int r = eng_plan_chunk_rows(s->cfg, s->B, s->T);
 		int N = s->B * s->T;
-		ck_assert_msg(r >= (N < 64 ? N : 64) && r <= N, "%s: %d rows of %d", s->name, r, N);
+		ck_assert_msg(r >= (N < 16 ? N : 16) && r <= N, "%s: %d rows of %d", s->name, r, N);
+		ck_assert_msg((size_t)r * s->cfg->vocab_size * 4 <= ((size_t)64 << 20) || r == 16,
+			"%s: a chunk of %d rows is over 64 MiB", s->name, r);
 	}
-	/* fewer than 64 rows in all: one chunk of all of them */
+	/* fewer than 256 rows in all: one chunk of all of them */
 	ck_assert_int_eq(eng_plan_chunk_rows(&gpt2_small, 1, 16), 16);
-	/* about one hidden state's worth: rows * V ~ B*T*C */
-	ck_assert_int_eq(eng_plan_chunk_rows(&gpt2_small, 8, 1024), 8 * 1024 * 768 / 50257);
+	/* GPT-2's vocabulary: 256 rows (51 MB of logits) */
+	ck_assert_int_eq(eng_plan_chunk_rows(&gpt2_small, 8, 1024), 256);
+	/* a huge vocabulary: capped at 64 MiB of logits */
+	eng_config big = gpt2_small;
+	big.vocab_size = 1 << 20;
+	ck_assert_int_eq(eng_plan_chunk_rows(&big, 8, 1024), (64 << 20) / (4 << 20));
 }
 END_TEST
 
