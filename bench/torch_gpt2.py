@@ -67,10 +67,11 @@ def saved_bytes(model, idx, tgt):
     """Bytes of activations autograd keeps for backward (the saved-tensor hooks see each;
     parameters, which matmuls save too, are not activations and are left out)."""
     seen, total = set(), [0]
+    params = {p.storage().data_ptr() for p in model.parameters()}
 
     def pack(t):
         key = (t.data_ptr(), t.numel())
-        if t.is_leaf and t.requires_grad:
+        if t.storage().data_ptr() in params:   # a weight or a view of one (wte.T)
             return t
         if key not in seen:
             seen.add(key)
