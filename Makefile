@@ -149,7 +149,6 @@ format:
 # table). Defaults: the gpt2-small shape at batch 4 x 256, 2 threads.
 bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm
 	@mkdir -p $(BUILD)/bench
-	@$(BUILD)/bin/bench-sgemm gpt2-small 4 256 2
 	@sh bench/steps.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 7 $(abspath $(BUILD)/bench/gpt2-small.json)
 	@sh bench/steps.sh $(abspath $(BUILD)/bin) mini 4 256 7 $(abspath $(BUILD)/bench/mini.json)
 	@sh bench/latency.sh $(abspath $(BUILD)/bin)
