@@ -476,12 +476,12 @@ START_TEST(test_cli_llmc_errors)
 	free(err);
 
 	/* shorter than the header */
-	char *stub = tmp_path("stub.llmc");
-	t_write_file(stub, "\x38\xd6\x34\x01", 4);
-	rc = llmc_job("llmc_stub.json", stub, &err);
-	expect_error("stub", rc, err, 1, "stub.llmc", "header", NULL);
+	char *shortf = tmp_path("short.llmc");
+	t_write_file(shortf, "\x38\xd6\x34\x01", 4);
+	rc = llmc_job("llmc_short.json", shortf, &err);
+	expect_error("short", rc, err, 1, "short.llmc", "header", NULL);
 	free(err);
-	free(stub);
+	free(shortf);
 	free(vocab);
 	free(count2);
 	free(count);
