@@ -426,44 +426,6 @@ static json_t *load_state(const char *ckpt, eng_err *err)
 	return o;
 }
 
-/* The tensors a checkpoint of shape c holds (DESIGN §6; the order and shapes of
- * eng_model.c's table, which every save test checks against this by verifying what it
- * saved): calls fn for each with its name after `prefix`; stops at the first -1. */
-static int each_tensor(const eng_config *c, const char *prefix,
-	int (*fn)(void *ud, const char *name, int ndim, int64_t d0, int64_t d1), void *ud)
-{
-	static const struct {
-		const char *suffix;
-		int ndim, d0, d1; /* dims in multiples of C */
-	} lt[] = {
-		{"ln_1.weight", 1, 1, 0}, {"ln_1.bias", 1, 1, 0}, {"attn.c_attn.weight", 2, 1, 3},
-		{"attn.c_attn.bias", 1, 3, 0}, {"attn.c_proj.weight", 2, 1, 1},
-		{"attn.c_proj.bias", 1, 1, 0}, {"ln_2.weight", 1, 1, 0}, {"ln_2.bias", 1, 1, 0},
-		{"mlp.c_fc.weight", 2, 1, 4}, {"mlp.c_fc.bias", 1, 4, 0},
-		{"mlp.c_proj.weight", 2, 4, 1}, {"mlp.c_proj.bias", 1, 1, 0},
-	};
-	int64_t C = c->n_embd;
-	char name[ENG_NAME_MAX + 16];
-	snprintf(name, sizeof name, "%stransformer.wte.weight", prefix);
-	if (fn(ud, name, 2, c->vocab_size, C) < 0)
-		return -1;
-	snprintf(name, sizeof name, "%stransformer.wpe.weight", prefix);
-	if (fn(ud, name, 2, c->n_positions, C) < 0)
-		return -1;
-	for (int l = 0; l < c->n_layer; l++)
-		for (size_t k = 0; k < sizeof lt / sizeof lt[0]; k++) {
-			snprintf(name, sizeof name, "%stransformer.h.%d.%s", prefix, l,
-				lt[k].suffix);
-			if (fn(ud, name, lt[k].ndim, lt[k].d0 * C, lt[k].d1 * C) < 0)
-				return -1;
-		}
-	snprintf(name, sizeof name, "%stransformer.ln_f.weight", prefix);
-	if (fn(ud, name, 1, C, 0) < 0)
-		return -1;
-	snprintf(name, sizeof name, "%stransformer.ln_f.bias", prefix);
-	return fn(ud, name, 1, C, 0);
-}
-
 static const char *const model_prefix[] = {""};
 static const char *const moment_prefix[] = {"exp_avg.", "exp_avg_sq."};
 
@@ -474,9 +436,9 @@ typedef struct tensor_check {
 	eng_err *err;
 } tensor_check;
 
-static int check_one(void *ud, const char *name, int ndim, int64_t d0, int64_t d1)
+static int check_one(const tensor_check *k, const char *name, int ndim, int64_t d0,
+	int64_t d1)
 {
-	const tensor_check *k = ud;
 	const eng_st_tensor *t = eng_st_find(k->st, name);
 	if (!t)
 		return eng_errf(k->err, "checkpoint '%s': %s does not match config.json: no tensor "
@@ -507,11 +469,22 @@ static int check_one(void *ud, const char *name, int ndim, int64_t d0, int64_t d
 static int check_tensors(const char *ckpt, const char *file, const eng_st_file *st,
 	const eng_config *cfg, const char *const *prefix, int nprefix, eng_err *err)
 {
-	int want = nprefix * (4 + 12 * cfg->n_layer);
+	int nt = eng_model_ntensors(cfg), want = nprefix * nt;
 	tensor_check k = {ckpt, file, st, err};
+	eng_ptensor *tab = calloc((size_t)nt, sizeof *tab);
+	char name[ENG_NAME_MAX + 16];
+	if (!tab)
+		return eng_errf(err, "out of memory");
+	eng_model_table(cfg, tab);
 	for (int i = 0; i < nprefix; i++)
-		if (each_tensor(cfg, prefix[i], check_one, &k) < 0)
-			return -1;
+		for (int t = 0; t < nt; t++) {
+			snprintf(name, sizeof name, "%s%s", prefix[i], tab[t].name);
+			if (check_one(&k, name, tab[t].ndim, tab[t].shape[0], tab[t].shape[1]) < 0) {
+				free(tab);
+				return -1;
+			}
+		}
+	free(tab);
 	/* all of them found, names unique (the reader refuses duplicates): a count says the rest */
 	if (st->n != want)
 		return eng_errf(err, "checkpoint '%s': %s does not match config.json: %d tensors, "

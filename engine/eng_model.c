@@ -42,10 +42,10 @@ static double now_ms(void)
 
 /* ---- parameter table ---- */
 
-static void add_tensor(eng_model *m, size_t *off, const char *name, int ndim, int64_t d0,
-	int64_t d1, int decay)
+static void add_tensor(eng_ptensor *tab, int *n, size_t *off, const char *name, int ndim,
+	int64_t d0, int64_t d1, int decay)
 {
-	eng_ptensor *t = &m->tensors[m->ntensors++];
+	eng_ptensor *t = &tab[(*n)++];
 	snprintf(t->name, sizeof t->name, "%s", name);
 	t->ndim = ndim;
 	t->shape[0] = d0;
@@ -56,14 +56,19 @@ static void add_tensor(eng_model *m, size_t *off, const char *name, int ndim, in
 	*off = round_up(*off + t->numel, ALIGN_FLOATS);
 }
 
-static void build_table(eng_model *m)
+int eng_model_ntensors(const eng_config *c)
 {
-	const eng_config *c = &m->cfg;
+	return 4 + 12 * c->n_layer;
+}
+
+size_t eng_model_table(const eng_config *c, eng_ptensor *tab)
+{
 	int64_t C = c->n_embd;
 	size_t off = 0;
+	int n = 0;
 	char name[ENG_NAME_MAX];
-	add_tensor(m, &off, "transformer.wte.weight", 2, c->vocab_size, C, 1);
-	add_tensor(m, &off, "transformer.wpe.weight", 2, c->n_positions, C, 1);
+	add_tensor(tab, &n, &off, "transformer.wte.weight", 2, c->vocab_size, C, 1);
+	add_tensor(tab, &n, &off, "transformer.wpe.weight", 2, c->n_positions, C, 1);
 	for (int l = 0; l < c->n_layer; l++) {
 		static const struct {
 			const char *suffix;
@@ -78,13 +83,14 @@ static void build_table(eng_model *m)
 		};
 		for (size_t k = 0; k < sizeof lt / sizeof lt[0]; k++) {
 			snprintf(name, sizeof name, "transformer.h.%d.%s", l, lt[k].suffix);
-			add_tensor(m, &off, name, lt[k].ndim, lt[k].d0 * C, lt[k].d1 * C,
+			add_tensor(tab, &n, &off, name, lt[k].ndim, lt[k].d0 * C, lt[k].d1 * C,
 				lt[k].decay);
 		}
 	}
-	add_tensor(m, &off, "transformer.ln_f.weight", 1, C, 0, 0);
-	add_tensor(m, &off, "transformer.ln_f.bias", 1, C, 0, 0);
-	m->nfloats = off;
+	add_tensor(tab, &n, &off, "transformer.ln_f.weight", 1, C, 0, 0);
+	add_tensor(tab, &n, &off, "transformer.ln_f.bias", 1, C, 0, 0);
+	ENG_ASSERT(n == eng_model_ntensors(c));
+	return off;
 }
 
 /* Points w's fields at the tensors of `base` (params or grads), in table order. */
@@ -203,10 +209,11 @@ int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_
 	m->chunk_rows = chunk_rows > 0 ? chunk_rows : eng_plan_chunk_rows(cfg, B, T);
 	if ((size_t)m->chunk_rows > N)
 		m->chunk_rows = (int)N;
-	m->tensors = calloc(2 + 12 * (size_t)cfg->n_layer + 2, sizeof *m->tensors);
+	m->ntensors = eng_model_ntensors(cfg);
+	m->tensors = calloc((size_t)m->ntensors, sizeof *m->tensors);
 	if (!m->tensors)
 		goto oom;
-	build_table(m);
+	m->nfloats = eng_model_table(cfg, m->tensors);
 	size_t pbytes = m->nfloats * sizeof(float);
 	m->params = eng_mem_alloc(ENG_MEM_PARAMS, pbytes);
 	m->grads = eng_mem_alloc(ENG_MEM_GRADS, pbytes);

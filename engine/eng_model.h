@@ -123,6 +123,13 @@ float eng_model_loss(eng_model *m, const uint16_t *inp, const uint16_t *tgt);
 /* Measured bytes of saved activations of block i (i < L) or of the head (i == L). */
 size_t eng_model_saved_bytes(const eng_model *m, int i);
 
+/* The parameter table of shape c, in Hugging Face order, without allocating anything:
+ * fills tab (eng_model_ntensors(c) entries) and returns the floats of one block of them,
+ * padding included. The one description of which tensors a GPT-2 has: the model, the
+ * checkpoint checks and the importers all read it. */
+int eng_model_ntensors(const eng_config *c);
+size_t eng_model_table(const eng_config *c, eng_ptensor *tab);
+
 /* Tensor by name, NULL when none. */
 const eng_ptensor *eng_model_find(const eng_model *m, const char *name);
 
