@@ -268,26 +268,6 @@ char *resume_from(const char *from)
 	return m;
 }
 
-/* Runs remat-train with args (NULL-terminated); stdout and stderr into *out, or stderr
- * alone (stdout to /dev/null through sh -c 'exec') with stderr_only. The exit status. */
-int train_run(char **out, int stderr_only, const char *const *args)
-{
-	const char *argv[MAX_ARGS + 5];
-	int n = 0;
-	if (stderr_only) {
-		argv[n++] = "/bin/sh";
-		argv[n++] = "-c";
-		argv[n++] = "exec \"$0\" \"$@\" >/dev/null";
-	}
-	argv[n++] = t_env("REMAT_TRAIN");
-	for (int i = 0; args[i]; i++) {
-		ck_assert(i < MAX_ARGS);
-		argv[n++] = args[i];
-	}
-	argv[n] = NULL;
-	return t_run((char *const *)argv, out);
-}
-
 
 /* Runs job with --json (and --remat-schedule sched when not NULL); it must exit 0. */
 void train_json(const char *job, const char *sched, run_rows *r)
@@ -295,7 +275,7 @@ void train_json(const char *job, const char *sched, run_rows *r)
 	const char *with[] = {"--json", "--remat-schedule", sched, job, NULL};
 	const char *without[] = {"--json", job, NULL};
 	char *out;
-	int rc = train_run(&out, 0, sched ? with : without);
+	int rc = t_train_run(&out, 0, sched ? with : without);
 	ck_assert_msg(rc == 0, "%s (schedule %s): exit status %d:\n%s", job, sched ? sched : "-",
 		rc, out);
 	memset(r, 0, sizeof *r);

@@ -13,7 +13,6 @@
 /* Debian's copy of the GPL, 35 kB of English: a byte-level corpus every Debian system has. */
 #define GPL "/usr/share/common-licenses/GPL-3"
 #define TINY "\"preset\": \"tiny\"" /* the inside of "model" for a fresh tiny model */
-#define MAX_ARGS 8                  /* arguments one run of remat-train gets here */
 #define MAX_STEP 16                 /* steps a run here may print */
 #define CRASH_KILLS 25              /* SIGKILLs in the crash test, each at its own offset */
 #define CRASH_DELAY_US "20000"      /* per step of a save: a save spans about 0.15 s */
@@ -49,7 +48,6 @@ void need_gpl(void);
 char *job_text(const char *model, int steps, int threads, const char *extra);
 char *job_file(const char *dir, const char *name, const char *model, int steps, int threads, const char *extra);
 char *resume_from(const char *from);
-int train_run(char **out, int stderr_only, const char *const *args);
 void train_json(const char *job, const char *sched, run_rows *r);
 void trainer_from(eng_trainer *tr, const char *model, int steps, const char *extra);
 char *good_checkpoint(const char *dir, int steps, int job_steps);

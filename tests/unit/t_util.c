@@ -78,3 +78,21 @@ void t_write_file(const char *path, const void *buf, size_t len)
 	ck_assert_int_eq(fclose(f), 0);
 }
 
+int t_train_run(char **out, int stderr_only, const char *const *args)
+{
+	const char *argv[T_TRAIN_MAX_ARGS + 5];
+	int n = 0;
+	if (stderr_only) {
+		argv[n++] = "/bin/sh";
+		argv[n++] = "-c";
+		argv[n++] = "exec \"$0\" \"$@\" >/dev/null";
+	}
+	argv[n++] = t_env("REMAT_TRAIN");
+	for (int i = 0; args[i]; i++) {
+		ck_assert(i < T_TRAIN_MAX_ARGS);
+		argv[n++] = args[i];
+	}
+	argv[n] = NULL;
+	return t_run((char *const *)argv, out);
+}
+

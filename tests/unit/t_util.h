@@ -23,4 +23,11 @@ char *t_read_file(const char *path, size_t *len);
 /* Writes len bytes to path (created or truncated); fails the test on error. */
 void t_write_file(const char *path, const void *buf, size_t len);
 
+#define T_TRAIN_MAX_ARGS 16 /* arguments one t_train_run passes to remat-train */
+
+/* Runs remat-train (REMAT_TRAIN) with args (NULL-terminated); stdout and stderr into *out,
+ * or stderr alone (stdout to /dev/null through sh -c 'exec') with stderr_only. Returns the
+ * exit status (128+signal when killed). */
+int t_train_run(char **out, int stderr_only, const char *const *args);
+
 #endif

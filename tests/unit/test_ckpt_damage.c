@@ -245,7 +245,7 @@ static void expect_train_refuses(const char *root, const char *ckpt, const char 
 	char *job = job_file(root, "damaged.json", model, 2, 1, ""); /* one step, if any */
 	const char *args[] = {job, NULL};
 	char *err;
-	int rc = train_run(&err, 1, args);
+	int rc = t_train_run(&err, 1, args);
 	if (!file) {
 		ck_assert_msg(rc == 0, "%s: remat-train refused it (%d): %s", what, rc, err);
 	} else {

@@ -37,7 +37,6 @@
 
 #define LLMC_MAGIC 20240520 /* llm.c's token file header: magic, version 1, count */
 #define LLMC_HEADER_INTS 256
-#define MAX_ARGS 16 /* arguments one run of remat-train gets here */
 #define MAX_ROWS 512 /* --json lines one run may print here */
 
 static char *tmp_path(const char *name)
@@ -105,27 +104,6 @@ static char *write_llmc(const char *name, int32_t magic, int32_t count, const ui
 	return path;
 }
 
-/* Runs remat-train with args (NULL-terminated) and returns its exit status. With
- * stderr_only, stdout goes to /dev/null (through sh -c 'exec'), so *out holds what the
- * binary wrote to stderr alone; otherwise both, interleaved. */
-static int train_run(char **out, int stderr_only, const char *const *args)
-{
-	const char *argv[MAX_ARGS + 5];
-	int n = 0;
-	if (stderr_only) {
-		argv[n++] = "/bin/sh";
-		argv[n++] = "-c";
-		argv[n++] = "exec \"$0\" \"$@\" >/dev/null";
-	}
-	argv[n++] = t_env("REMAT_TRAIN");
-	for (int i = 0; args[i]; i++) {
-		ck_assert(i < MAX_ARGS);
-		argv[n++] = args[i];
-	}
-	argv[n] = NULL;
-	return t_run((char *const *)argv, out);
-}
-
 /* A failure as the CLI must report it: exit status want_rc (1 or 2, not a signal), and
  * stderr exactly one line "remat-train: ..." containing every needle (NULL-terminated). */
 static void expect_error(const char *what, int rc, const char *err, int want_rc, ...)
@@ -152,7 +130,7 @@ static void job_bad(const char *name, const char *text, const char *needle)
 	char *path = t_write_tmp(name, text);
 	const char *args[] = {path, NULL};
 	char *err;
-	int rc = train_run(&err, 1, args);
+	int rc = t_train_run(&err, 1, args);
 	expect_error(name, rc, err, 1, needle, NULL);
 	free(err);
 	free(path);
@@ -253,18 +231,18 @@ START_TEST(test_cli_usage_no_arguments)
 {
 	const char *args[] = {NULL};
 	char *err;
-	int rc = train_run(&err, 1, args);
+	int rc = t_train_run(&err, 1, args);
 	ck_assert_msg(rc == 2, "exit status %d, want 2:\n%s", rc, err);
 	ck_assert_msg(strstr(err, "usage: remat-train") != NULL, "no usage on stderr:\n%s", err);
 	free(err);
 
 	/* an unknown option and two job files are usage errors too */
 	const char *bad1[] = {"--bogus", "job.json", NULL};
-	rc = train_run(&err, 1, bad1);
+	rc = t_train_run(&err, 1, bad1);
 	ck_assert_msg(rc == 2 && strstr(err, "usage:"), "--bogus: %d\n%s", rc, err);
 	free(err);
 	const char *bad2[] = {"a.json", "b.json", NULL};
-	rc = train_run(&err, 1, bad2);
+	rc = t_train_run(&err, 1, bad2);
 	ck_assert_msg(rc == 2 && strstr(err, "usage:"), "two jobs: %d\n%s", rc, err);
 	free(err);
 }
@@ -274,7 +252,7 @@ START_TEST(test_cli_version_prints_backend)
 {
 	const char *args[] = {"--version", NULL};
 	char *out;
-	int rc = train_run(&out, 0, args);
+	int rc = t_train_run(&out, 0, args);
 	ck_assert_msg(rc == 0, "exit status %d:\n%s", rc, out);
 	ck_assert_msg(strstr(out, "remat-train") && strstr(out, "OpenBLAS"), "%s", out);
 	free(out);
@@ -288,7 +266,7 @@ START_TEST(test_cli_job_missing_file)
 	char *path = tmp_path("no_such_job.json");
 	const char *args[] = {path, NULL};
 	char *err;
-	int rc = train_run(&err, 1, args);
+	int rc = t_train_run(&err, 1, args);
 	expect_error("missing job", rc, err, 1, "no_such_job.json", "No such file", NULL);
 	free(err);
 	free(path);
@@ -365,7 +343,7 @@ START_TEST(test_cli_data_missing)
 		"\"data\": {\"train\": \"%s\", \"format\": \"bytes\"}, \"steps\": 1}", data);
 	const char *args[] = {job, NULL};
 	char *err;
-	int rc = train_run(&err, 1, args);
+	int rc = t_train_run(&err, 1, args);
 	expect_error("missing data", rc, err, 1, "no_such_data.bin", "No such file", NULL);
 	free(err);
 	free(job);
@@ -375,7 +353,7 @@ START_TEST(test_cli_data_missing)
 	job = spec_file("data_dir.json", "{\"model\": {\"preset\": \"tiny\"}, \"data\": "
 		"{\"train\": \"%s\", \"format\": \"bytes\"}, \"steps\": 1}", t_env("REMAT_TMP"));
 	const char *args2[] = {job, NULL};
-	rc = train_run(&err, 1, args2);
+	rc = t_train_run(&err, 1, args2);
 	expect_error("directory as data", rc, err, 1, "not a regular file", NULL);
 	free(err);
 	free(job);
@@ -391,7 +369,7 @@ START_TEST(test_cli_save_dir_unusable)
 	char *job = spec_file("save_bad.json", TINY_JOB(", \"save\": {\"dir\": \"%s\"}"), dir);
 	const char *args[] = {job, NULL};
 	char *err;
-	int rc = train_run(&err, 1, args);
+	int rc = t_train_run(&err, 1, args);
 	expect_error("unusable save.dir", rc, err, 1, "not_a_dir/ckpt", NULL);
 	free(err);
 	free(job);
@@ -412,13 +390,13 @@ START_TEST(test_cli_data_bytes_too_small)
 		"\"seq_len\": 32, \"steps\": 1, \"threads\": 2}", data);
 	const char *args[] = {job, NULL};
 	char *err;
-	int rc = train_run(&err, 1, args);
+	int rc = t_train_run(&err, 1, args);
 	expect_error("small data", rc, err, 1, "small_bytes.txt", "fewer than one batch", NULL);
 	free(err);
 
 	/* one byte more is enough */
 	t_write_file(data, bytes, 129);
-	rc = train_run(&err, 0, args);
+	rc = t_train_run(&err, 0, args);
 	ck_assert_msg(rc == 0, "129 bytes refused (%d):\n%s", rc, err);
 	free(err);
 	free(job);
@@ -433,7 +411,7 @@ static int llmc_job(const char *name, const char *data, char **err)
 		"\"%s\", \"format\": \"llmc\"}, \"batch\": 2, \"seq_len\": 16, \"steps\": 1, "
 		"\"threads\": 2}", data);
 	const char *args[] = {job, NULL};
-	int rc = train_run(err, 1, args);
+	int rc = t_train_run(err, 1, args);
 	free(job);
 	return rc;
 }
@@ -518,7 +496,7 @@ static int init_from_job(const char *name, const char *dir, char **err)
 		GPL "\", \"format\": \"bytes\"}, \"batch\": 2, \"seq_len\": 32, \"steps\": 1, "
 		"\"threads\": 2}", dir);
 	const char *args[] = {job, NULL};
-	int rc = train_run(err, 1, args);
+	int rc = t_train_run(err, 1, args);
 	free(job);
 	return rc;
 }
@@ -618,7 +596,7 @@ START_TEST(test_cli_remat_schedule_bad)
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		const char *args[] = {"--json", "--remat-schedule", cases[i].sched, job, NULL};
 		char *err;
-		int rc = train_run(&err, 1, args);
+		int rc = t_train_run(&err, 1, args);
 		expect_error(cases[i].sched, rc, err, cases[i].rc, cases[i].needle1,
 			cases[i].needle2, NULL);
 		free(err);
@@ -635,7 +613,7 @@ START_TEST(test_cli_train_step_lines)
 	char *job = spec_file("train3.json", "%s", TINY_JOB(""));
 	const char *args[] = {job, NULL};
 	char *out;
-	int rc = train_run(&out, 0, args);
+	int rc = t_train_run(&out, 0, args);
 	ck_assert_msg(rc == 0, "exit status %d:\n%s", rc, out);
 	int steps = 0;
 	for (const char *p = out; *p;) {
@@ -656,7 +634,7 @@ static int json_run(const char *job, const char *sched, json_t **rows, int max)
 	const char *with[] = {"--json", "--remat-schedule", sched, job, NULL};
 	const char *without[] = {"--json", job, NULL};
 	char *out;
-	int rc = train_run(&out, 0, sched ? with : without);
+	int rc = t_train_run(&out, 0, sched ? with : without);
 	ck_assert_msg(rc == 0, "exit status %d:\n%s", rc, out);
 	int n = json_lines(out, rows, max);
 	free(out);
@@ -736,7 +714,7 @@ static char *train_and_save(const char *name, const char *remat)
 		dir);
 	const char *args[] = {job, NULL};
 	char *out;
-	int rc = train_run(&out, 0, args);
+	int rc = t_train_run(&out, 0, args);
 	ck_assert_msg(rc == 0, "exit status %d:\n%s", rc, out);
 	free(out);
 	free(job);
