@@ -107,6 +107,12 @@ static void mem_read_rss(size_t *rss, size_t *hwm)
 
 void eng_mem_get_stats(eng_mem_stats *st)
 {
+	eng_mem_get_counters(st);
+	mem_read_rss(&st->rss, &st->rss_peak);
+}
+
+void eng_mem_get_counters(eng_mem_stats *st)
+{
 	memset(st, 0, sizeof *st);
 	for (int c = 0; c < ENG_MEM_NCAT; c++) {
 		st->current[c] = atomic_load(&mem_current[c]);
@@ -116,7 +122,6 @@ void eng_mem_get_stats(eng_mem_stats *st)
 	st->total_current = atomic_load(&mem_total);
 	st->total_peak = atomic_load(&mem_total_peak);
 	st->total_peak_reset = atomic_load(&mem_total_peak_reset);
-	mem_read_rss(&st->rss, &st->rss_peak);
 }
 
 void eng_mem_reset_peak(void)

@@ -43,8 +43,11 @@ void eng_mem_free(void *p);
 /* Bytes asked for by the allocation p (0 for NULL). */
 size_t eng_mem_size(const void *p);
 
-/* Fills *st with a consistent-enough snapshot (each counter read atomically). */
+/* Fills *st with a consistent-enough snapshot (each counter read atomically), RSS from
+ * /proc included. */
 void eng_mem_get_stats(eng_mem_stats *st);
+/* The same without reading /proc (rss fields 0): cheap enough for every step. */
+void eng_mem_get_counters(eng_mem_stats *st);
 
 /* Starts a new "since reset" peak window at the current values. */
 void eng_mem_reset_peak(void);

@@ -214,7 +214,7 @@ int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)
 	tr->step = t;
 	double ms = now_ms() - t0;
 	eng_mem_stats ms_now;
-	eng_mem_get_stats(&ms_now);
+	eng_mem_get_counters(&ms_now); /* no /proc read on the step path */
 	memset(st, 0, sizeof *st);
 	st->step = t;
 	st->loss = loss;
@@ -225,8 +225,6 @@ int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)
 	st->tokens_per_s = ms > 0 ? (double)s->batch * s->seq_len / (ms / 1e3) : 0.0;
 	st->activation_bytes = ms_now.current[ENG_MEM_ACTIVATIONS];
 	st->peak_bytes = ms_now.total_current;
-	st->rss = ms_now.rss;
-	st->rss_peak = ms_now.rss_peak;
 	return 0;
 }
 

@@ -26,7 +26,6 @@ typedef struct eng_step_stats {
 	double recompute_ms;     /* of which recomputation */
 	double tokens_per_s;     /* B*T / step time */
 	size_t activation_bytes; /* saved for backward during the step */
-	size_t rss, rss_peak;    /* the process's resident set after the step, and its peak */
 	size_t peak_bytes;       /* all categories during the step (nothing is allocated inside
 				  * a step, so the step's peak is the total at its end) */
 } eng_step_stats;

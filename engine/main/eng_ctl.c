@@ -21,6 +21,11 @@
 #include "eng_ctl_int.h"
 #include "kn.h"
 
+const char *const ev_names[5] = {"STEP", "REMAT_APPLIED", "CHECKPOINT_SAVED",
+	"JOB_STATE_CHANGED", "MEMORY"};
+const char *const state_names[7] = {"starting", "running", "paused", "stopping",
+	"finished", "stopped", "failed"};
+
 double eng_ctl__mono_s(void)
 {
 	struct timespec ts;
@@ -72,8 +77,7 @@ static void out_push(struct eng_ctl *c, char *line, int conn, int event, int def
 
 static void emit(struct eng_ctl *c, int ev, json_t *data)
 {
-	const char *name = ev == EV_STEP ? "STEP" : ev == EV_APPLIED ? "REMAT_APPLIED" :
-		ev == EV_SAVED ? "CHECKPOINT_SAVED" : ev == EV_STATE ? "JOB_STATE_CHANGED" : "MEMORY";
+	const char *name = ev_names[__builtin_ctz((unsigned)ev)];
 	json_object_set_new(data, "job", json_string(c->job));
 	out_push(c, proto_event_line(name, data), -1, ev, 0);
 	json_decref(data);
@@ -549,12 +553,7 @@ static void on_mem_timer(uv_timer_t *t)
 	json_t *d = json_pack("{s:i,s:{s:I,s:I},s:I,s:I}", "step", step, "total", "current",
 		(json_int_t)ms.total_current, "peak", (json_int_t)ms.total_peak, "activations",
 		(json_int_t)ms.current[ENG_MEM_ACTIVATIONS], "rss", (json_int_t)ms.rss);
-	json_object_set_new(d, "job", json_string(c->job));
-	char *line = proto_event_line("MEMORY", d);
-	json_decref(d);
-	ctl_out o = {.line = line, .conn = -1, .event = EV_MEMORY};
-	deliver(c, &o);
-	free(o.line);
+	emit(c, EV_MEMORY, d); /* through the outbox, like every other event */
 }
 
 static void *ctl_main(void *arg)

@@ -19,12 +19,10 @@
 #define CTL_FLUSH_MS 2000    /* at exit, how long peers get to read what is queued */
 #define CTL_EV_ALL 0x1f      /* every event bit */
 
-static const char *const ev_names[] = {"STEP", "REMAT_APPLIED", "CHECKPOINT_SAVED",
-	"JOB_STATE_CHANGED", "MEMORY"};
+/* Event bits; bit b is ev_names[b]. */
 enum { EV_STEP = 1, EV_APPLIED = 2, EV_SAVED = 4, EV_STATE = 8, EV_MEMORY = 16 };
-
-static const char *const state_names[] = {"starting", "running", "paused", "stopping",
-	"finished", "stopped", "failed"};
+extern const char *const ev_names[5];      /* "STEP", "REMAT_APPLIED", ... */
+extern const char *const state_names[7];   /* by eng_ctl_state: "starting", ... */
 
 typedef struct ctl_out {
 	char *line;            /* malloc'd, ends in '\n' */

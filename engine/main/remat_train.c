@@ -412,12 +412,14 @@ int main(int argc, char **argv)
 			save_async(&tr, c, run.writer, NULL, NULL, json, 1, &run.last_saved, &err) < 0)
 			fprintf(stderr, "remat-train: checkpoint at step %d: %s\n", tr.step, err.msg);
 		if (json) {
+			eng_mem_stats ms;
+			eng_mem_get_stats(&ms); /* RSS for the JSON line only */
 			json_t *o = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:f,s:o}",
 				"step", st.step, "loss", (double)st.loss, "lr", (double)st.lr,
 				"tokens_per_s", st.tokens_per_s, "step_ms", st.step_ms, "recompute_ms",
 				st.recompute_ms, "activation_bytes", (json_int_t)st.activation_bytes,
-				"peak_bytes", (json_int_t)st.peak_bytes, "rss", (json_int_t)st.rss,
-				"rss_peak", (json_int_t)st.rss_peak, "grad_norm", (double)st.grad_norm,
+				"peak_bytes", (json_int_t)st.peak_bytes, "rss", (json_int_t)ms.rss,
+				"rss_peak", (json_int_t)ms.rss_peak, "grad_norm", (double)st.grad_norm,
 				"policy", eng_ctl_policy_json(&tr.model.policy));
 			char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 			printf("%s\n", line);
