@@ -140,38 +140,21 @@ static int apply_text(eng_trainer *tr, eng_ctl *c, const char *text, int json)
 /* What the control side asked for, accumulated over boundaries. */
 typedef struct run_ctl {
 	eng_ckpt_writer *writer; /* writes checkpoints beside training (NULL without save.dir) */
+	/* the last save's outcome, written by the writer thread and read by the training
+	 * thread only after eng_ckpt_writer_wait (whose mutex orders the two) */
 	int last_saved;          /* step of the last checkpoint written, -1 none */
+	char last_path[ENG_PATH_LEN + 64]; /* where it went */
+	char last_err[ENG_ERR_LEN];        /* why the last save failed, "" when it did not */
 	int paused;
 	int stop, stop_save;
 	eng_ctl_cmd *stops;   /* job-stop requests, answered when the run has stopped */
 } run_ctl;
 
-/* Saves under name (NULL: step_XXXXXXXX), announcing it; -1 with err on failure. */
-static int save_now(eng_trainer *tr, eng_ctl *c, const char *name, json_t **ret, int json,
-	eng_err *err)
-{
-	char path[ENG_PATH_LEN + 64];
-	size_t bytes = 0;
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (eng_trainer_save(tr, name, path, sizeof path, &bytes, err) < 0)
-		return -1;
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
-	eng_ctl_event_saved(c, path, tr->step, bytes);
-	if (!json)
-		printf("saved %s\n", path);
-	if (ret)
-		*ret = json_pack("{s:s,s:i,s:I,s:f}", "path", path, "step", tr->step, "bytes",
-			(json_int_t)bytes, "ms", ms);
-	return 0;
-}
-
 /* A save handed to the writer thread, and who to tell when it ends. */
 typedef struct save_job {
 	eng_ctl *c;
 	int json;
-	int *last_step;     /* set to the step saved, on success */
+	run_ctl *run;       /* gets the outcome */
 	int has_cmd;
 	eng_ctl_cmd cmd;    /* a ckpt-save to answer: its connection and id (own reference) */
 } save_job;
@@ -180,8 +163,10 @@ typedef struct save_job {
 static void on_saved(void *ud, int ok, const eng_ckpt_result *res, const char *msg)
 {
 	save_job *j = ud;
+	snprintf(j->run->last_err, sizeof j->run->last_err, "%s", ok ? "" : msg);
 	if (ok) {
-		*j->last_step = res->step;
+		j->run->last_saved = res->step;
+		snprintf(j->run->last_path, sizeof j->run->last_path, "%s", res->path);
 		eng_ctl_event_saved(j->c, res->path, res->step, res->bytes);
 		if (!j->json)
 			printf("saved %s (%.1f MiB in %.0f ms; training stalled %.1f ms)\n", res->path,
@@ -202,7 +187,7 @@ static void on_saved(void *ud, int ok, const eng_ckpt_result *res, const char *m
 /* Copies the state now and lets the writer thread write it while training goes on. When a
  * save is still being written: waits for it (wait != 0), or fails with Busy's message. */
 static int save_async(eng_trainer *tr, eng_ctl *c, eng_ckpt_writer *w, const char *name,
-	const eng_ctl_cmd *cmd, int json, int wait, int *last_step, eng_err *err)
+	const eng_ctl_cmd *cmd, int json, int wait, run_ctl *run, eng_err *err)
 {
 	if (eng_ckpt_writer_busy(w)) {
 		if (!wait)
@@ -220,7 +205,7 @@ static int save_async(eng_trainer *tr, eng_ctl *c, eng_ckpt_writer *w, const cha
 	}
 	j->c = c;
 	j->json = json;
-	j->last_step = last_step;
+	j->run = run;
 	if (cmd) {
 		j->has_cmd = 1;
 		j->cmd.conn = cmd->conn;
@@ -264,7 +249,7 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 			continue; /* answered at the end */
 		case CTL_OP_SAVE:
 			if (save_async(tr, c, rc->writer, cmd->name[0] ? cmd->name : NULL, cmd, json, 0,
-				    &rc->last_saved, &err) < 0)
+				    rc, &err) < 0)
 				eng_ctl_reply_error(c, cmd, eng_ckpt_writer_busy(rc->writer) ?
 					PROTO_ERR_BUSY : PROTO_ERR_IO_ERROR, err.msg);
 			break;
@@ -409,7 +394,7 @@ int main(int argc, char **argv)
 		}
 		eng_ctl_end_step(c, &st);
 		if (s->save_every > 0 && tr.step % s->save_every == 0 && tr.step < s->steps &&
-			save_async(&tr, c, run.writer, NULL, NULL, json, 1, &run.last_saved, &err) < 0)
+			save_async(&tr, c, run.writer, NULL, NULL, json, 1, &run, &err) < 0)
 			fprintf(stderr, "remat-train: checkpoint at step %d: %s\n", tr.step, err.msg);
 		if (json) {
 			eng_mem_stats ms;
@@ -443,28 +428,26 @@ int main(int argc, char **argv)
 	/* The end: finished, stopped by job-stop, or interrupted by a signal. A stop saves only
 	 * when asked; the end of the run and a signal save whenever save.dir is set. */
 	int want_save = run.stop ? run.stop_save : s->save_dir[0] != 0;
-	char ckpt[ENG_PATH_LEN + 64] = "";
+	const char *ckpt = NULL;
 	if (run.stop)
 		eng_ctl_set_state(c, CTL_STOPPING, "job-stop");
 	eng_ckpt_writer_wait(run.writer);
-	/* A periodic save of this very step has just been written: the end reuses it rather
-	 * than writing the same state again under the same name. */
-	if (want_save && run.last_saved == tr.step &&
-		snprintf(ckpt, sizeof ckpt, "%s/step_%08d", s->save_dir, tr.step) > 0 &&
-		access(ckpt, F_OK) == 0)
-		want_save = 0;
-	else
-		ckpt[0] = '\0';
 	if (want_save) {
-		json_t *ret = NULL;
-		if (!s->save_dir[0]) {
+		/* the writer thread writes it, as every save; a save of this very step that has
+		 * just been written (a periodic one) is not written again */
+		if (!s->save_dir[0])
 			eng_errf(&err, "the job has no save.dir");
-		} else if (save_now(&tr, c, NULL, &ret, json, &err) == 0) {
-			snprintf(ckpt, sizeof ckpt, "%s", json_string_value(json_object_get(ret, "path")));
-			json_decref(ret);
+		else if (run.last_saved != tr.step &&
+			 save_async(&tr, c, run.writer, NULL, NULL, json, 1, &run, &err) == 0) {
+			eng_ckpt_writer_wait(run.writer);
+			if (run.last_saved != tr.step)
+				eng_errf(&err, "%s", run.last_err);
 		}
-		if (!ckpt[0]) {
-			fprintf(stderr, "remat-train: %s\n", err.msg);
+		if (s->save_dir[0] && run.last_saved == tr.step)
+			ckpt = run.last_path;
+		if (!ckpt) {
+			if (!s->save_dir[0]) /* a failed write has been reported by on_saved */
+				fprintf(stderr, "remat-train: %s\n", err.msg);
 			for (eng_ctl_cmd *k = run.stops; k; k = k->next)
 				eng_ctl_reply_error(c, k, PROTO_ERR_IO_ERROR, err.msg);
 			eng_ctl_set_state(c, CTL_FAILED, err.msg);
@@ -472,8 +455,7 @@ int main(int argc, char **argv)
 		}
 	}
 	for (eng_ctl_cmd *k = run.stops; k; k = k->next)
-		eng_ctl_reply(c, k, json_pack("{s:i,s:s?}", "step", tr.step, "checkpoint",
-					    ckpt[0] ? ckpt : NULL));
+		eng_ctl_reply(c, k, json_pack("{s:i,s:s?}", "step", tr.step, "checkpoint", ckpt));
 	if (run.stop || stop_signal)
 		eng_ctl_set_state(c, CTL_STOPPED, run.stop ? "job-stop" : "signal");
 	else
