@@ -129,7 +129,7 @@ const eng_ptensor *eng_model_find(const eng_model *m, const char *name)
 
 /* ---- activation fields and which modes keep them ---- */
 
-enum { SZ_NC, SZ_N, SZ_3NC, SZ_4NC, SZ_ATT };
+enum { SZ_NC, SZ_N, SZ_3NC, SZ_4NC, SZ_LSE };
 #define KEEP_OFF (1 << ENG_MODE_OFF)
 #define KEEP_SEL (1 << ENG_MODE_SELECTIVE)
 #define KEEP_ALL (KEEP_OFF | KEEP_SEL | (1 << ENG_MODE_FULL))
@@ -144,7 +144,7 @@ static const struct act_field {
 	{offsetof(eng_block_acts, ln1_mean), SZ_N, KEEP_OFF | KEEP_SEL},
 	{offsetof(eng_block_acts, ln1_rstd), SZ_N, KEEP_OFF | KEEP_SEL},
 	{offsetof(eng_block_acts, qkv), SZ_3NC, KEEP_OFF | KEEP_SEL},
-	{offsetof(eng_block_acts, att), SZ_ATT, KEEP_OFF},
+	{offsetof(eng_block_acts, att_lse), SZ_LSE, KEEP_OFF | KEEP_SEL},
 	{offsetof(eng_block_acts, atty), SZ_NC, KEEP_OFF | KEEP_SEL},
 	{offsetof(eng_block_acts, res2), SZ_NC, KEEP_OFF | KEEP_SEL},
 	{offsetof(eng_block_acts, ln2), SZ_NC, KEEP_OFF},
@@ -173,7 +173,7 @@ static size_t field_bytes(const eng_model *m, int size)
 	case SZ_4NC:
 		return 16 * N * C;
 	default:
-		return 4 * (size_t)m->B * m->cfg.n_head * m->T * m->T;
+		return 4 * (size_t)m->B * m->cfg.n_head * m->T;
 	}
 }
 
@@ -431,34 +431,33 @@ static eng_block_acts block_view(const eng_model *m, int l)
 }
 
 /* Block forward from a->x; writes the block output into `out`, or stops before the MLP's
- * c_proj when out is NULL (full recompute: backward never needs that product). */
+ * c_proj when out is NULL (full recompute: backward never needs that product). Biases of
+ * c_proj and c_fc are added by the fused kernels that follow their matmuls. */
 static void block_forward(eng_model *m, int l, eng_block_acts *a, float *out)
 {
 	int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
 	const eng_layer_w *w = &m->w.h[l];
 	kn_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1w, w->ln1b, N, C);
 	kn_linear_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
-	kn_attention_probs(a->att, a->qkv, B, T, C, NH);
-	kn_attention_apply(a->atty, a->att, a->qkv, B, T, C, NH);
-	kn_linear_forward(m->tmp, a->atty, w->attprojw, w->attprojb, N, C, C);
-	kn_residual_forward(a->res2, a->x, m->tmp, (size_t)N * C);
-	kn_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2, w->ln2w, w->ln2b, N, C);
-	kn_linear_forward(a->fch, a->ln2, w->fcw, w->fcb, N, C, 4 * C);
-	kn_gelu_forward(a->gelu, a->fch, (size_t)N * 4 * C);
+	kn_attention_forward(a->atty, a->att_lse, m->att_scratch, a->qkv, B, T, C, NH);
+	kn_linear_forward(m->tmp, a->atty, w->attprojw, NULL, N, C, C);
+	kn_residual_layernorm_forward(a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->x, m->tmp,
+		w->attprojb, w->ln2w, w->ln2b, N, C);
+	kn_linear_forward(a->fch, a->ln2, w->fcw, NULL, N, C, 4 * C);
+	kn_bias_gelu_forward(a->fch, a->gelu, w->fcb, N, 4 * C);
 	if (!out)
 		return;
-	kn_linear_forward(m->tmp, a->gelu, w->fcprojw, w->fcprojb, N, 4 * C, C);
-	kn_residual_forward(out, a->res2, m->tmp, (size_t)N * C);
+	kn_linear_forward(m->tmp, a->gelu, w->fcprojw, NULL, N, 4 * C, C);
+	kn_residual_forward(out, a->res2, m->tmp, w->fcprojb, N, C);
 }
 
-/* Selective recompute: rebuild the dropped LayerNorm outputs, attention probabilities and
- * GELU output from what the block kept, with the forward's own kernels. */
+/* Selective recompute: rebuild the dropped LayerNorm and GELU outputs from what the block
+ * kept, with kernels that give the forward's bits (kn_rows.h). */
 static void block_recompute_selective(eng_model *m, int l, eng_block_acts *a)
 {
-	int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
+	int C = m->cfg.n_embd, N = m->B * m->T;
 	const eng_layer_w *w = &m->w.h[l];
 	kn_layernorm_apply(a->ln1, a->x, a->ln1_mean, a->ln1_rstd, w->ln1w, w->ln1b, N, C);
-	kn_attention_probs(a->att, a->qkv, B, T, C, NH);
 	kn_layernorm_apply(a->ln2, a->res2, a->ln2_mean, a->ln2_rstd, w->ln2w, w->ln2b, N, C);
 	kn_gelu_forward(a->gelu, a->fch, (size_t)N * 4 * C);
 }
@@ -477,7 +476,8 @@ static void block_backward(eng_model *m, int l, const eng_block_acts *a)
 		a->ln2_rstd, w->ln2w, N, C);
 	kn_linear_backward(m->dbuf, g->attprojw, g->attprojb, m->dres, a->atty, w->attprojw, N,
 		C, C);
-	kn_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->att, B, T, C, NH);
+	kn_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->atty, a->att_lse, B,
+		T, C, NH);
 	kn_linear_backward(m->dbuf, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
 	kn_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dbuf, a->x, a->ln1_mean,
 		a->ln1_rstd, w->ln1w, N, C);
@@ -495,11 +495,25 @@ static float *chunk_buf(eng_model *m, int k)
 	return m->logits ? m->logits + (size_t)k * chunk_stride(m) : m->chunk;
 }
 
-static float forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt)
+/* The attention scratch is per thread: follow a change of the thread count. */
+static void fit_scratch(eng_model *m)
+{
+	if (m->scratch_threads == kn_get_threads())
+		return;
+	eng_mem_free(m->att_scratch);
+	m->scratch_threads = kn_get_threads();
+	m->att_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * kn_attention_scratch_floats(m->T));
+	ENG_ASSERT(m->att_scratch != NULL);
+}
+
+/* Forward over the batch; with grad, the head leaves each kept chunk of logits (head=off)
+ * holding its gradient already (kn_crossentropy_fused), which the backward then uses. */
+static float forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int grad)
 {
 	int B = m->B, T = m->T, C = m->cfg.n_embd, V = m->cfg.vocab_size, L = m->cfg.n_layer;
 	int N = B * T, R = m->chunk_rows;
 	ENG_ASSERT(m->policy.n_layer == L);
+	fit_scratch(m);
 	kn_encoder_forward(m->saved[0].x, inp, m->w.wte, m->w.wpe, B, T, C);
 	for (int l = 0; l < L; l++) {
 		eng_block_acts a = block_view(m, l);
@@ -512,7 +526,11 @@ static float forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt)
 		head_logits(m, buf, r0, rows);
 		if (m->logits_tap)
 			memcpy(m->logits_tap + (size_t)r0 * V, buf, sizeof(float) * rows * V);
-		kn_crossentropy_forward(m->lse + r0, m->losses + r0, buf, tgt + r0, rows, V);
+		if (grad && m->logits)
+			kn_crossentropy_fused(buf, m->lse + r0, m->losses + r0, tgt + r0, 1.0f / N,
+				rows, V);
+		else
+			kn_crossentropy_forward(m->lse + r0, m->losses + r0, buf, tgt + r0, rows, V);
 	}
 	double sum = 0.0;
 	for (int r = 0; r < N; r++)
@@ -522,7 +540,7 @@ static float forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt)
 
 float eng_model_loss(eng_model *m, const uint16_t *inp, const uint16_t *tgt)
 {
-	return forward(m, inp, tgt);
+	return forward(m, inp, tgt, 0);
 }
 
 float eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt)
@@ -530,17 +548,11 @@ float eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt)
 	int B = m->B, T = m->T, C = m->cfg.n_embd, V = m->cfg.vocab_size, L = m->cfg.n_layer;
 	int N = B * T, R = m->chunk_rows;
 	double rc_ms = 0.0, t0;
-	if (m->scratch_threads != kn_get_threads()) {
-		/* The thread count changed since init: resize the per-thread attention scratch. */
-		eng_mem_free(m->att_scratch);
-		m->scratch_threads = kn_get_threads();
-		m->att_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * kn_attention_scratch_floats(T));
-		ENG_ASSERT(m->att_scratch != NULL);
-	}
 	memset(m->grads, 0, m->nfloats * sizeof(float));
-	float loss = forward(m, inp, tgt);
+	float loss = forward(m, inp, tgt, 1);
 
-	/* head: per chunk, dlogits in place, then dlnf rows and dwte */
+	/* head: per chunk, dlogits in place (under head=off the forward left them there), then
+	 * dlnf rows and dwte */
 	for (int r0 = 0, k = 0; r0 < N; r0 += R, k++) {
 		int rows = N - r0 < R ? N - r0 : R;
 		float *buf = chunk_buf(m, k);
@@ -548,8 +560,9 @@ float eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt)
 			t0 = now_ms();
 			head_logits(m, buf, r0, rows);
 			rc_ms += now_ms() - t0;
+			kn_crossentropy_fused(buf, m->lse + r0, m->losses + r0, tgt + r0, 1.0f / N,
+				rows, V);
 		}
-		kn_crossentropy_backward(buf, buf, m->lse + r0, tgt + r0, 1.0f / N, rows, V);
 		kn_sgemm(0, 0, rows, C, V, 1.0f, buf, V, m->w.wte, C, 0.0f, m->dbuf + (size_t)r0 * C,
 			C);
 		kn_sgemm(1, 0, V, C, rows, 1.0f, buf, V, m->lnf + (size_t)r0 * C, C, 1.0f, m->g.wte,

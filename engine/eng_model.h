@@ -54,7 +54,7 @@ typedef struct eng_block_acts {
 	float *ln1;                  /* (B,T,C) */
 	float *ln1_mean, *ln1_rstd;  /* (B,T) */
 	float *qkv;                  /* (B,T,3C) */
-	float *att;                  /* (B,NH,T,T) probabilities */
+	float *att_lse;              /* (B,NH,T) log-sum-exp of the attention rows */
 	float *atty;                 /* (B,T,C) attention output before c_proj */
 	float *res2;                 /* (B,T,C) residual after attention */
 	float *ln2;                  /* (B,T,C) */
@@ -91,7 +91,7 @@ typedef struct eng_model {
 	float *dbuf;                 /* (B,T,C) */
 	float *dbig;                 /* (B,T,4C) */
 	float *dqkv;                 /* (B,T,3C) */
-	float *att_scratch;          /* threads * T * T */
+	float *att_scratch;          /* kn_attention_scratch_floats(T): per-thread blocks */
 	int scratch_threads;         /* threads att_scratch was sized for */
 
 	float *logits_tap;           /* tests: when set, (B,T,V) receives every chunk's logits */

@@ -2,8 +2,9 @@
  *
  * Per block, with N = B*T (floats):
  *   off        x, ln1, qkv(3), atty, res2, ln2, fch(4), gelu(4) = 16 N C, stats 4 N,
- *              attention probabilities B NH T T
- *   selective  x, qkv(3), atty, res2, fch(4) = 10 N C, stats 4 N
+ *              attention log-sum-exp NH N (the probabilities are never kept: the
+ *              attention kernel recomputes them in backward under every mode)
+ *   selective  x, qkv(3), atty, res2, fch(4) = 10 N C, stats 4 N, lse NH N
  *   full       x = N C
  * Head: x and ln_f output 2 N C, ln_f stats 2 N, lse N; off adds the N V logits.
  */
@@ -33,20 +34,21 @@ int eng_plan_chunk_rows(const eng_config *cfg, int B, int T)
 void eng_plan_block(const eng_config *cfg, int B, int T, eng_mode mode, eng_plan_section *s)
 {
 	size_t N = (size_t)B * T, C = cfg->n_embd, NH = cfg->n_head;
-	size_t att = (size_t)B * NH * T * T;
-	/* recompute pools (floats): selective rebuilds ln1, ln2, gelu, att; full all of a
-	 * block's internals: ln1, qkv, atty, res2, ln2, fch, gelu, stats, att */
-	size_t pool_sel = 6 * N * C + att;
-	size_t pool_full = 16 * N * C - N * C + 4 * N + att; /* all but x */
-	double flops_sel = 2.0 * N * T * C;                  /* q k^T for every head */
-	double flops_full = 2.0 * N * C * (3 * C + C + 4 * C) + 4.0 * N * T * C;
+	size_t lse = NH * N;
+	/* recompute pools (floats): selective rebuilds ln1, ln2, gelu (no matmul); full all
+	 * of a block's internals: ln1, qkv, atty, res2, ln2, fch, gelu, stats, lse */
+	size_t pool_sel = 6 * N * C;
+	size_t pool_full = 16 * N * C - N * C + 4 * N + lse; /* all but x */
+	/* pointwise work counted as FLOPs: 4 per LayerNorm output, 8 per GELU output */
+	double flops_sel = 2 * 4.0 * N * C + 8.0 * 4 * N * C;
+	double flops_full = 2.0 * N * C * (3 * C + C + 4 * C) + 4.0 * N * T * C + flops_sel;
 	memset(s, 0, sizeof *s);
 	switch (mode) {
 	case ENG_MODE_OFF:
-		s->saved_bytes = F * (16 * N * C + 4 * N + att);
+		s->saved_bytes = F * (16 * N * C + 4 * N + lse);
 		break;
 	case ENG_MODE_SELECTIVE:
-		s->saved_bytes = F * (10 * N * C + 4 * N);
+		s->saved_bytes = F * (10 * N * C + 4 * N + lse);
 		s->workspace_bytes = F * pool_sel;
 		s->extra_flops = flops_sel;
 		break;

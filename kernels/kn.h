@@ -62,6 +62,11 @@ void kn_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
 /* out(N,C) = from saved mean and rstd: bitwise what kn_layernorm_forward wrote */
 void kn_layernorm_apply(float *out, const float *inp, const float *mean, const float *rstd,
 	const float *w, const float *b, int N, int C);
+/* res(N,C) = a + (y + bias), then LayerNorm of res: out(N,C) =, mean(N) =, rstd(N) =.
+ * Bitwise kn_residual_forward followed by kn_layernorm_forward, in one visit of each row. */
+void kn_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd,
+	const float *a, const float *y, const float *bias, const float *w, const float *b, int N,
+	int C);
 /* dinp(N,C) +=, dw(C) +=, db(C) += */
 void kn_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 	const float *inp, const float *mean, const float *rstd, const float *w, int N, int C);
@@ -77,16 +82,17 @@ void kn_linear_backward(float *dinp, float *dw, float *db, const float *dout, co
 
 /* ---- attention (causal, scale 1/sqrt(hs)) ---- */
 
-/* att(B,NH,T,T) = softmax(q k^T * scale) over the causal past, zeros above the diagonal;
- * q, k, v are the column blocks of qkv(B,T,3C) */
-void kn_attention_probs(float *att, const float *qkv, int B, int T, int C, int NH);
-/* out(B,T,C) = att v, heads side by side */
-void kn_attention_apply(float *out, const float *att, const float *qkv, int B, int T, int C,
-	int NH);
-/* dqkv(B,T,3C) = from dout(B,T,C); scratch holds nthreads * T*T floats */
+/* out(B,T,C) = softmax(q k^T * scale) v over the causal past, heads side by side;
+ * lse(B,NH,T) = log-sum-exp of each row of scaled scores, all that backward keeps of the
+ * softmax; q, k, v are the column blocks of qkv(B,T,3C). Never holds the B*NH*T*T
+ * probabilities: blocks of query rows against their causal past, in scratch. */
+void kn_attention_forward(float *out, float *lse, float *scratch, const float *qkv, int B,
+	int T, int C, int NH);
+/* dqkv(B,T,3C) = from dout(B,T,C), recomputing the probabilities from qkv and lse; out and
+ * lse are what kn_attention_forward wrote */
 void kn_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-	const float *att, int B, int T, int C, int NH);
-/* floats of scratch kn_attention_backward needs for T with the current thread count */
+	const float *out, const float *lse, int B, int T, int C, int NH);
+/* floats of scratch either needs for T with the current thread count */
 size_t kn_attention_scratch_floats(int T);
 
 /* ---- pointwise ---- */
@@ -95,18 +101,24 @@ size_t kn_attention_scratch_floats(int T);
 void kn_gelu_forward(float *out, const float *inp, size_t N);
 /* dinp(N) = gelu_tanh'(inp) * dout; dinp may alias dout */
 void kn_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
-/* out(N) = a + b */
-void kn_residual_forward(float *out, const float *a, const float *b, size_t N);
+/* fch(N,OC) += bias(OC), then gelu(N,OC) = gelu_tanh(fch): a linear layer's bias and its
+ * GELU in one pass, bitwise the bias add of kn_linear_forward then kn_gelu_forward */
+void kn_bias_gelu_forward(float *fch, float *gelu, const float *bias, int N, int OC);
+/* out(N,C) = a + (y + bias): the residual add of a linear output whose bias is still to
+ * add (bias may be NULL: out = a + y) */
+void kn_residual_forward(float *out, const float *a, const float *y, const float *bias, int N,
+	int C);
 
 /* ---- head: softmax cross-entropy ---- */
 
 /* For each row r of logits(N,V): lse(r) = log sum exp, loss(r) = lse - logits[r, target[r]] */
 void kn_crossentropy_forward(float *lse, float *loss, const float *logits,
 	const uint16_t *target, int N, int V);
-/* dlogits(N,V) = (softmax(logits) - onehot(target)) * scale, from the saved lse; may be
- * computed in place (dlogits == logits) */
-void kn_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
-	const uint16_t *target, float scale, int N, int V);
+/* Forward and backward in one visit of each row of logits(N,V): lse(N) = and loss(N) = as
+ * kn_crossentropy_forward (same bits), and the row is overwritten by its gradient
+ * (softmax(logits) - onehot(target)) * scale. */
+void kn_crossentropy_fused(float *logits, float *lse, float *loss, const uint16_t *target,
+	float scale, int N, int V);
 
 /* ---- optimizer ---- */
 

@@ -1,102 +1,125 @@
-/* kn_attention.c - causal multi-head self-attention, forward split in two and backward.
+/* kn_attention.c - causal multi-head self-attention, blocked over queries, without the
+ * B*NH*T*T probabilities.
  *
  * Legend: B batch, T time, C channels, NH heads, hs = C/NH; qkv(B,T,3C) holds q | k | v
- * column blocks, head h at columns h*hs of each block. Every (b, h) pair is one task of a
- * static OpenMP loop and its matmuls run on that thread alone (kn_sgemm inside a parallel
- * region), so results are the same for any thread count.
+ * column blocks, head h at columns h*hs of each block; QB = KN_ATT_QB query rows per block.
  *
- * The forward is split so that selective recompute can rebuild the probabilities alone:
- * kn_attention_probs (q k^T, scale, causal softmax) and kn_attention_apply (att v). This
- * version materialises B*NH*T*T probabilities; not a flash-attention kernel.
+ * Forward, per (b, h) and per block of QB query rows [q0, q1): the scores of those rows
+ * against keys [0, q1) only (the causal past: about half the products of a full T x T),
+ * the softmax of each row, its log-sum-exp kept in lse, and the block's output P v. The
+ * probabilities live in a per-thread QB x T scratch and are gone when the block is done.
+ * Backward recomputes them from q, k and lse (one more q k^T product per block) and uses
+ * D = rowsum(dout * out) in place of rowsum(P * dP) (equal: out = P v).
+ *
+ * Every (b, h) pair is one task of a static OpenMP loop, its blocks in order and its
+ * matmuls on that thread alone (kn_sgemm inside a parallel region), so the results are
+ * the same bits for any thread count and any policy.
  */
 #include "kn.h"
 
 #include <math.h>
 #include <omp.h>
+#include <string.h>
 
-/* att(B,NH,T,T) = causal softmax(q k^T / sqrt(hs)), zeros above the diagonal */
-void kn_attention_probs(float *att, const float *qkv, int B, int T, int C, int NH)
-{
-	int hs = C / NH;
-	float scale = 1.0f / sqrtf((float)hs);
-#pragma omp parallel for schedule(static)
-	for (int bh = 0; bh < B * NH; bh++) {
-		int b = bh / NH, h = bh % NH;
-		const float *q = qkv + (size_t)b * T * 3 * C + h * hs;
-		const float *k = q + C;
-		float *a = att + (size_t)bh * T * T;
-		kn_sgemm(0, 1, T, T, hs, scale, q, 3 * C, k, 3 * C, 0.0f, a, T);
-		for (int t = 0; t < T; t++) {
-			float *row = a + (size_t)t * T;
-			float mx = row[0];
-			for (int u = 1; u <= t; u++)
-				mx = row[u] > mx ? row[u] : mx;
-			float sum = 0.0f;
-			for (int u = 0; u <= t; u++) {
-				row[u] = expf(row[u] - mx);
-				sum += row[u];
-			}
-			float inv = 1.0f / sum;
-			for (int u = 0; u <= t; u++)
-				row[u] *= inv;
-			for (int u = t + 1; u < T; u++)
-				row[u] = 0.0f;
-		}
-	}
-}
-
-/* out(B,T,C) = att v, head h into columns h*hs */
-void kn_attention_apply(float *out, const float *att, const float *qkv, int B, int T, int C,
-	int NH)
-{
-	int hs = C / NH;
-#pragma omp parallel for schedule(static)
-	for (int bh = 0; bh < B * NH; bh++) {
-		int b = bh / NH, h = bh % NH;
-		const float *v = qkv + (size_t)b * T * 3 * C + 2 * C + h * hs;
-		const float *a = att + (size_t)bh * T * T;
-		kn_sgemm(0, 0, T, hs, T, 1.0f, a, T, v, 3 * C, 0.0f, out + (size_t)b * T * C + h * hs,
-			C);
-	}
-}
+#define KN_ATT_QB 64 /* query rows per block */
 
 size_t kn_attention_scratch_floats(int T)
 {
-	return (size_t)kn_get_threads() * T * T;
+	return (size_t)kn_get_threads() * 2 * KN_ATT_QB * T;
 }
 
-/* dqkv(B,T,3C) = backward of both forward halves, from dout(B,T,C) */
-void kn_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
-	const float *att, int B, int T, int C, int NH)
+/* out(B,T,C) = causal softmax(q k^T * scale) v; lse(B,NH,T) = log-sum-exp of each row of
+ * scaled scores; scratch: kn_attention_scratch_floats(T) floats */
+void kn_attention_forward(float *out, float *lse, float *scratch, const float *qkv, int B,
+	int T, int C, int NH)
 {
-	int hs = C / NH;
+	int hs = C / NH, C3 = 3 * C;
 	float scale = 1.0f / sqrtf((float)hs);
 #pragma omp parallel for schedule(static)
 	for (int bh = 0; bh < B * NH; bh++) {
 		int b = bh / NH, h = bh % NH;
-		size_t base = (size_t)b * T * 3 * C + h * hs;
+		const float *q = qkv + (size_t)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+		float *o = out + (size_t)b * T * C + h * hs;
+		float *l = lse + (size_t)bh * T;
+		float *s = scratch + (size_t)omp_get_thread_num() * 2 * KN_ATT_QB * T;
+		for (int q0 = 0; q0 < T; q0 += KN_ATT_QB) {
+			int rows = T - q0 < KN_ATT_QB ? T - q0 : KN_ATT_QB, nk = q0 + rows;
+			/* s(rows, nk) = scale * q[q0:nk] k[0:nk]^T */
+			kn_sgemm(0, 1, rows, nk, hs, scale, q + (size_t)q0 * C3, C3, k, C3, 0.0f, s,
+				nk);
+			for (int i = 0; i < rows; i++) {
+				int t = q0 + i;
+				float *row = s + (size_t)i * nk;
+				float mx = row[0];
+				for (int u = 1; u <= t; u++)
+					mx = row[u] > mx ? row[u] : mx;
+				float sum = 0.0f;
+				for (int u = 0; u <= t; u++) {
+					row[u] = expf(row[u] - mx);
+					sum += row[u];
+				}
+				float inv = 1.0f / sum;
+				for (int u = 0; u <= t; u++)
+					row[u] *= inv;
+				for (int u = t + 1; u < nk; u++)
+					row[u] = 0.0f;
+				l[t] = mx + logf(sum);
+			}
+			/* out[q0:nk] (rows, hs) = P (rows, nk) v[0:nk] */
+			kn_sgemm(0, 0, rows, hs, nk, 1.0f, s, nk, v, C3, 0.0f, o + (size_t)q0 * C, C);
+		}
+	}
+}
+
+/* dqkv(B,T,3C) = from dout(B,T,C), with out(B,T,C) and lse(B,NH,T) of the forward;
+ * scratch: kn_attention_scratch_floats(T) floats */
+void kn_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+	const float *out, const float *lse, int B, int T, int C, int NH)
+{
+	int hs = C / NH, C3 = 3 * C;
+	float scale = 1.0f / sqrtf((float)hs);
+#pragma omp parallel for schedule(static)
+	for (int bh = 0; bh < B * NH; bh++) {
+		int b = bh / NH, h = bh % NH;
+		size_t base = (size_t)b * T * C3 + h * hs;
 		const float *q = qkv + base, *k = q + C, *v = q + 2 * C;
 		float *dq = dqkv + base, *dk = dq + C, *dv = dq + 2 * C;
 		const float *dy = dout + (size_t)b * T * C + h * hs;
-		const float *p = att + (size_t)bh * T * T;
-		float *ds = scratch + (size_t)omp_get_thread_num() * T * T;
-		/* dP(T,T) = dy v^T; dv(T,hs) = P^T dy */
-		kn_sgemm(0, 1, T, T, hs, 1.0f, dy, C, v, 3 * C, 0.0f, ds, T);
-		kn_sgemm(1, 0, T, hs, T, 1.0f, p, T, dy, C, 0.0f, dv, 3 * C);
-		/* dS = P * (dP - rowsum(P * dP)) * scale, causal part only */
+		const float *o = out + (size_t)b * T * C + h * hs;
+		const float *l = lse + (size_t)bh * T;
+		float *p = scratch + (size_t)omp_get_thread_num() * 2 * KN_ATT_QB * T;
+		float *ds = p + (size_t)KN_ATT_QB * T;
+		/* dk and dv accumulate over the query blocks */
 		for (int t = 0; t < T; t++) {
-			const float *pr = p + (size_t)t * T;
-			float *dr = ds + (size_t)t * T;
-			float dot = 0.0f;
-			for (int u = 0; u <= t; u++)
-				dot += pr[u] * dr[u];
-			for (int u = 0; u <= t; u++)
-				dr[u] = pr[u] * (dr[u] - dot) * scale;
-			for (int u = t + 1; u < T; u++)
-				dr[u] = 0.0f;
+			memset(dk + (size_t)t * C3, 0, sizeof(float) * hs);
+			memset(dv + (size_t)t * C3, 0, sizeof(float) * hs);
 		}
-		/* dq(T,hs) = dS k; dk(T,hs) = dS^T q */
-		kn_sgemm(0, 0, T, hs, T, 1.0f, ds, T, k, 3 * C, 0.0f, dq, 3 * C);
-		kn_sgemm(1, 0, T, hs, T, 1.0f, ds, T, q, 3 * C, 0.0f, dk, 3 * C);
+		for (int q0 = 0; q0 < T; q0 += KN_ATT_QB) {
+			int rows = T - q0 < KN_ATT_QB ? T - q0 : KN_ATT_QB, nk = q0 + rows;
+			const float *qb = q + (size_t)q0 * C3, *dyb = dy + (size_t)q0 * C;
+			/* P(rows, nk) = exp(scale q k^T - lse), recomputed; dP(rows, nk) = dy v^T */
+			kn_sgemm(0, 1, rows, nk, hs, scale, qb, C3, k, C3, 0.0f, p, nk);
+			kn_sgemm(0, 1, rows, nk, hs, 1.0f, dyb, C, v, C3, 0.0f, ds, nk);
+			for (int i = 0; i < rows; i++) {
+				int t = q0 + i;
+				float *pr = p + (size_t)i * nk, *dr = ds + (size_t)i * nk;
+				const float *yr = dyb + (size_t)i * C, *orow = o + (size_t)t * C;
+				float d = 0.0f;
+				for (int j = 0; j < hs; j++)
+					d += yr[j] * orow[j];
+				float z = l[t];
+				for (int u = 0; u <= t; u++) {
+					pr[u] = expf(pr[u] - z);
+					dr[u] = pr[u] * (dr[u] - d) * scale;
+				}
+				for (int u = t + 1; u < nk; u++)
+					pr[u] = dr[u] = 0.0f;
+			}
+			/* dv[0:nk] += P^T dy; dq[q0:nk] = dS k[0:nk]; dk[0:nk] += dS^T q[q0:nk] */
+			kn_sgemm(1, 0, nk, hs, rows, 1.0f, p, nk, dyb, C, 1.0f, dv, C3);
+			kn_sgemm(0, 0, rows, hs, nk, 1.0f, ds, nk, k, C3, 0.0f, dq + (size_t)q0 * C3,
+				C3);
+			kn_sgemm(1, 0, nk, hs, rows, 1.0f, ds, nk, qb, C3, 1.0f, dk, C3);
+		}
 	}
 }

@@ -27,17 +27,29 @@ void kn_crossentropy_forward(float *lse, float *loss, const float *logits,
 	}
 }
 
-/* dlogits(N,V) = (exp(logits - lse) - onehot(target)) * scale; in place allowed */
-void kn_crossentropy_backward(float *dlogits, const float *logits, const float *lse,
-	const uint16_t *target, float scale, int N, int V)
+/* lse(N) =, loss(N) = as kn_crossentropy_forward; logits(N,V) = (softmax - onehot) * scale.
+ * Three passes over a row that stays in cache: max; exp(l - max) written back and summed
+ * in double (the forward's order, so the same lse); the scaling. */
+void kn_crossentropy_fused(float *logits, float *lse, float *loss, const uint16_t *target,
+	float scale, int N, int V)
 {
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++) {
-		const float *l = logits + (size_t)r * V;
-		float *d = dlogits + (size_t)r * V;
-		float z = lse[r];
+		float *l = logits + (size_t)r * V;
+		float mx = l[0], lt = l[target[r]];
+		for (int j = 1; j < V; j++)
+			mx = l[j] > mx ? l[j] : mx;
+		double s = 0.0;
+		for (int j = 0; j < V; j++) {
+			l[j] = expf(l[j] - mx);
+			s += l[j];
+		}
+		double z = mx + log(s);
+		lse[r] = (float)z;
+		loss[r] = (float)(z - lt);
+		float k = (float)(scale / s);
 		for (int j = 0; j < V; j++)
-			d[j] = expf(l[j] - z) * scale;
-		d[target[r]] -= scale;
+			l[j] *= k;
+		l[target[r]] -= scale;
 	}
 }

@@ -7,9 +7,8 @@
  */
 #include "kn.h"
 
-#include <math.h>
+#include "kn_rows.h"
 
-#define LN_EPS 1e-5
 #define LN_COLS 64 /* columns per task of the parameter-gradient reductions */
 
 /* out(N,C) =, mean(N) =, rstd(N) = */
@@ -17,21 +16,8 @@ void kn_layernorm_forward(float *out, float *mean, float *rstd, const float *inp
 	const float *w, const float *b, int N, int C)
 {
 #pragma omp parallel for schedule(static)
-	for (int r = 0; r < N; r++) {
-		const float *x = inp + (size_t)r * C;
-		double s = 0.0;
-		for (int c = 0; c < C; c++)
-			s += x[c];
-		double m = s / C;
-		double v = 0.0;
-		for (int c = 0; c < C; c++) {
-			double d = x[c] - m;
-			v += d * d;
-		}
-		v /= C;
-		mean[r] = (float)m;
-		rstd[r] = (float)(1.0 / sqrt(v + LN_EPS));
-	}
+	for (int r = 0; r < N; r++)
+		kn_ln_stats(inp + (size_t)r * C, C, &mean[r], &rstd[r]);
 	kn_layernorm_apply(out, inp, mean, rstd, w, b, N, C);
 }
 
@@ -40,12 +26,28 @@ void kn_layernorm_apply(float *out, const float *inp, const float *mean, const f
 	const float *w, const float *b, int N, int C)
 {
 #pragma omp parallel for schedule(static)
+	for (int r = 0; r < N; r++)
+		kn_ln_apply_row(out + (size_t)r * C, inp + (size_t)r * C, mean[r], rstd[r], w, b, C);
+}
+
+/* res(N,C) = a + (y + bias); out, mean, rstd = LayerNorm(res): the same arithmetic as
+ * kn_residual_forward and kn_layernorm_forward, row by row while the row is in cache */
+void kn_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd,
+	const float *a, const float *y, const float *bias, const float *w, const float *b, int N,
+	int C)
+{
+#pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++) {
-		const float *x = inp + (size_t)r * C;
-		float *o = out + (size_t)r * C;
-		float m = mean[r], s = rstd[r];
-		for (int c = 0; c < C; c++)
-			o[c] = (x[c] - m) * s * w[c] + b[c];
+		size_t o = (size_t)r * C;
+		float *x = res + o;
+		if (bias)
+			for (int c = 0; c < C; c++)
+				x[c] = a[o + c] + (y[o + c] + bias[c]);
+		else
+			for (int c = 0; c < C; c++)
+				x[c] = a[o + c] + y[o + c];
+		kn_ln_stats(x, C, &mean[r], &rstd[r]);
+		kn_ln_apply_row(out + o, x, mean[r], rstd[r], w, b, C);
 	}
 }
 

@@ -1,4 +1,5 @@
-/* kn_pointwise.c - embedding, GELU, residual: the elementwise kernels.
+/* kn_pointwise.c - embedding, GELU (alone and fused with a bias), residual: the
+ * elementwise kernels.
  *
  * Legend: B batch, T time, C channels, V vocab, N elements; row-major float32. Each output
  * element is computed by exactly one thread from its own inputs, so results never depend on
@@ -7,19 +8,8 @@
  */
 #include "kn.h"
 
-#include <math.h>
+#include "kn_rows.h"
 
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-
-/* tanh(u) as 1 - 2 / (exp(2u) + 1): one expf, where glibc's tanhf goes through expm1f and
- * special cases at three times the cost (GELU was 10 % of a gpt2-small step). Exact at the
- * limits (exp overflows to inf: 1; underflows to 0: -1); absolute error about 1e-7, which
- * is what GELU's 1 + tanh needs. The forward and backward use the same function, so
- * recomputed values stay bitwise those of the first forward. */
-static inline float fast_tanhf(float u)
-{
-	return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f);
-}
 #define ENC_COLS 64               /* channels per task of the embedding backward */
 
 /* out(B,T,C) = wte[tok] + wpe[t] */
@@ -66,10 +56,20 @@ void kn_encoder_backward(float *dwte, float *dwpe, const float *dout, const uint
 void kn_gelu_forward(float *out, const float *inp, size_t N)
 {
 #pragma omp parallel for schedule(static)
-	for (size_t i = 0; i < N; i++) {
-		float x = inp[i];
-		float u = GELU_K * (x + 0.044715f * x * x * x);
-		out[i] = 0.5f * x * (1.0f + fast_tanhf(u));
+	for (size_t i = 0; i < N; i++)
+		out[i] = kn_gelu(inp[i]);
+}
+
+/* fch(N,OC) += bias; gelu(N,OC) = gelu(fch) */
+void kn_bias_gelu_forward(float *fch, float *gelu, const float *bias, int N, int OC)
+{
+#pragma omp parallel for schedule(static)
+	for (int r = 0; r < N; r++) {
+		float *f = fch + (size_t)r * OC, *g = gelu + (size_t)r * OC;
+		for (int j = 0; j < OC; j++) {
+			f[j] += bias[j];
+			g[j] = kn_gelu(f[j]);
+		}
 	}
 }
 
@@ -79,19 +79,27 @@ void kn_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N
 #pragma omp parallel for schedule(static)
 	for (size_t i = 0; i < N; i++) {
 		float x = inp[i];
-		float u = GELU_K * (x + 0.044715f * x * x * x);
-		float th = fast_tanhf(u);
+		float u = KN_GELU_K * (x + 0.044715f * x * x * x);
+		float th = kn_fast_tanhf(u);
 		float sech2 = 1.0f - th * th;
 		float g = 0.5f * (1.0f + th) +
-			  0.5f * x * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
+			  0.5f * x * sech2 * KN_GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
 		dinp[i] = g * dout[i];
 	}
 }
 
-/* out(N) = a + b */
-void kn_residual_forward(float *out, const float *a, const float *b, size_t N)
+/* out(N,C) = a + (y + bias) */
+void kn_residual_forward(float *out, const float *a, const float *y, const float *bias, int N,
+	int C)
 {
 #pragma omp parallel for schedule(static)
-	for (size_t i = 0; i < N; i++)
-		out[i] = a[i] + b[i];
+	for (int r = 0; r < N; r++) {
+		size_t o = (size_t)r * C;
+		if (bias)
+			for (int c = 0; c < C; c++)
+				out[o + c] = a[o + c] + (y[o + c] + bias[c]);
+		else
+			for (int c = 0; c < C; c++)
+				out[o + c] = a[o + c] + y[o + c];
+	}
 }

@@ -8,7 +8,8 @@
  * (relative L2 error). Outputs documented as `=` are prefilled with garbage, outputs
  * documented as `+=` start at zero and have their own accumulation tests.
  * Then the bitwise promises the engine builds on: kn_layernorm_apply redoes the forward
- * exactly (selective recompute), attention probabilities are causal and repeatable, kernels
+ * exactly (selective recompute), the fused kernels give the separate ones' bits, the
+ * blocked attention matches the definition across query blocks and repeats itself, kernels
  * whose reductions are partitioned independently of the thread count give the same bits for
  * 1 and 2 threads, and the rest (kn_sgemm) the same bits run to run. Last, kn_adamw_update
  * against PyTorch's AdamW step and kn_sumsq against a loop, both in double.
@@ -281,7 +282,8 @@ END_TEST
 
 struct att_ctx {
 	float *qkv;     /* (B,T,3C): perturbed */
-	float *att;     /* (B,NH,T,T) */
+	float *lse;     /* (B,NH,T) */
+	float *scratch; /* kn_attention_scratch_floats(T) */
 	float *out;     /* (B,T,C) */
 	const float *r; /* (B,T,C) dout */
 	int B, T, C, NH;
@@ -290,18 +292,18 @@ struct att_ctx {
 static double att_loss(void *p)
 {
 	struct att_ctx *c = p;
-	kn_attention_probs(c->att, c->qkv, c->B, c->T, c->C, c->NH);
-	kn_attention_apply(c->out, c->att, c->qkv, c->B, c->T, c->C, c->NH);
+	kn_attention_forward(c->out, c->lse, c->scratch, c->qkv, c->B, c->T, c->C, c->NH);
 	return dotd(c->out, c->r, (size_t)c->B * c->T * c->C);
 }
 
 START_TEST(test_kn_attention_backward_fd)
 {
 	int B = FD_B, T = FD_T, C = FD_C, NH = FD_NH;
-	size_t bt = (size_t)B * T, nqkv = bt * 3 * C, natt = (size_t)B * NH * T * T;
+	size_t bt = (size_t)B * T, nqkv = bt * 3 * C;
 	rng_seed(SEED);
 	kn_set_threads(2);
-	struct att_ctx c = {fnew(nqkv), fnew(natt), fnew(bt * C), NULL, B, T, C, NH};
+	struct att_ctx c = {fnew(nqkv), fnew(bt * NH), fnew(kn_attention_scratch_floats(T)),
+		fnew(bt * C), NULL, B, T, C, NH};
 	float *r = fnew(bt * C);
 	/* Wide enough that the softmax is far from uniform and dq, dk are not small. */
 	fill(c.qkv, nqkv, -2.0f, 2.0f);
@@ -311,7 +313,7 @@ START_TEST(test_kn_attention_backward_fd)
 	float *dqkv = fnew(nqkv), *scratch = fnew(kn_attention_scratch_floats(T));
 	fill_const(dqkv, nqkv, GARBAGE); /* dqkv is `=` */
 	att_loss(&c);
-	kn_attention_backward(dqkv, scratch, r, c.qkv, c.att, B, T, C, NH);
+	kn_attention_backward(dqkv, scratch, r, c.qkv, c.out, c.lse, B, T, C, NH);
 
 	float *n = fnew(nqkv);
 	fd_grad(n, c.qkv, nqkv, att_loss, &c);
@@ -323,7 +325,8 @@ START_TEST(test_kn_attention_backward_fd)
 			"by relative L2 error %.3e (limit %.0e)", name[part], err, FD_TOL);
 	}
 
-	free(n), free(scratch), free(dqkv), free(r), free(c.out), free(c.att), free(c.qkv);
+	free(n), free(scratch), free(dqkv), free(r), free(c.out), free(c.scratch), free(c.lse);
+	free(c.qkv);
 }
 END_TEST
 
@@ -386,7 +389,7 @@ static double ce_loss(void *p)
 	return s / c->N;
 }
 
-START_TEST(test_kn_crossentropy_backward_fd)
+START_TEST(test_kn_crossentropy_fused_fd)
 {
 	int N = FD_N, V = FD_V;
 	size_t nv = (size_t)N * V;
@@ -397,23 +400,19 @@ START_TEST(test_kn_crossentropy_backward_fd)
 	struct ce_ctx c = {fnew(nv), fnew(N), fnew(N), target, N, V};
 	fill(c.logits, nv, -3.0f, 3.0f);
 
-	float *d = fnew(nv);
-	fill_const(d, nv, GARBAGE);
+	/* the fused kernel: the gradient in place of the logits, lse and loss as the forward */
+	float *d = fdup(c.logits, nv), *lse = fnew(N), *loss = fnew(N);
+	kn_crossentropy_fused(d, lse, loss, target, 1.0f / N, N, V);
 	ce_loss(&c);
-	kn_crossentropy_backward(d, c.logits, c.lse, target, 1.0f / N, N, V);
+	expect_bitwise("kn_crossentropy_fused", "lse", "and kn_crossentropy_forward", lse, c.lse,
+		N);
+	expect_bitwise("kn_crossentropy_fused", "loss", "and kn_crossentropy_forward", loss,
+		c.loss, N);
 	float *n = fnew(nv);
 	fd_grad(n, c.logits, nv, ce_loss, &c);
-	expect_grad("kn_crossentropy_backward", "dlogits", d, n, nv);
+	expect_grad("kn_crossentropy_fused", "dlogits", d, n, nv);
 
-	/* in place (dlogits == logits): the same bits, from the lse of the unperturbed logits
-	 * (fd_grad left the last perturbed row's in c.lse) */
-	ce_loss(&c);
-	float *inplace = fdup(c.logits, nv);
-	kn_crossentropy_backward(inplace, inplace, c.lse, target, 1.0f / N, N, V);
-	expect_bitwise("kn_crossentropy_backward", "dlogits", "in place and out of place",
-		inplace, d, nv);
-
-	free(inplace), free(n), free(d), free(c.loss), free(c.lse), free(c.logits);
+	free(n), free(loss), free(lse), free(d), free(c.loss), free(c.lse), free(c.logits);
 }
 END_TEST
 
@@ -564,51 +563,176 @@ START_TEST(test_kn_layernorm_apply_bitwise)
 }
 END_TEST
 
-START_TEST(test_kn_attention_probs_causal)
+/* The fused pointwise kernels against the separate ones: selective recompute rebuilds with
+ * the separate kernels what the forward computed fused, so the bits must agree. */
+START_TEST(test_kn_fused_pointwise_bitwise)
 {
-	int B = FD_B, T = 9, C = 24, NH = FD_NH;
-	size_t nqkv = (size_t)B * T * 3 * C, natt = (size_t)B * NH * T * T;
+	int N = TH_N, C = TH_C;
+	size_t nc = (size_t)N * C;
 	rng_seed(SEED);
 	kn_set_threads(2);
-	float *qkv = fnew(nqkv), *att = fnew(natt);
-	fill(qkv, nqkv, -2.0f, 2.0f);
-	fill_const(att, natt, GARBAGE);
-	kn_attention_probs(att, qkv, B, T, C, NH);
-	for (int bh = 0; bh < B * NH; bh++)
-		for (int t = 0; t < T; t++) {
-			const float *row = att + ((size_t)bh * T + t) * T;
-			double s = 0.0;
-			for (int u = 0; u <= t; u++) {
-				ck_assert_msg(row[u] > 0.0f && row[u] <= 1.0f, "kn_attention_probs: "
-					"att[%d,%d,%d] = %g outside (0, 1]", bh, t, u, row[u]);
-				s += row[u];
-			}
-			ck_assert_msg(fabs(s - 1.0) < 1e-5, "kn_attention_probs: row [%d,%d] sums "
-				"to %.9g, not 1 (error %.3e)", bh, t, s, fabs(s - 1.0));
-			for (int u = t + 1; u < T; u++)
-				ck_assert_msg(row[u] == 0.0f && !signbit(row[u]), "kn_attention_probs: "
-					"att[%d,%d,%d] = %g above the diagonal, not +0", bh, t, u,
-					row[u]);
-		}
-	free(att), free(qkv);
+	float *a = fnew(nc), *y = fnew(nc), *bias = fnew(C), *w = fnew(C), *b = fnew(C);
+	fill(a, nc, -1.0f, 3.0f), fill(y, nc, -2.0f, 2.0f), fill(bias, C, -1.0f, 1.0f);
+	fill(w, C, -1.5f, 1.5f), fill(b, C, -1.0f, 1.0f);
+
+	/* residual + LayerNorm, with and without a bias */
+	for (int with_bias = 0; with_bias < 2; with_bias++) {
+		const float *bb = with_bias ? bias : NULL;
+		float *res = fnew(nc), *out = fnew(nc), *mean = fnew(N), *rstd = fnew(N);
+		float *res1 = fnew(nc), *out1 = fnew(nc), *mean1 = fnew(N), *rstd1 = fnew(N);
+		fill_const(res, nc, GARBAGE), fill_const(out, nc, GARBAGE);
+		kn_residual_layernorm_forward(res, out, mean, rstd, a, y, bb, w, b, N, C);
+		kn_residual_forward(res1, a, y, bb, N, C);
+		kn_layernorm_forward(out1, mean1, rstd1, res1, w, b, N, C);
+		const char *when = with_bias ? "and the separate kernels, with a bias"
+					     : "and the separate kernels, without a bias";
+		expect_bitwise("kn_residual_layernorm_forward", "res", when, res, res1, nc);
+		expect_bitwise("kn_residual_layernorm_forward", "out", when, out, out1, nc);
+		expect_bitwise("kn_residual_layernorm_forward", "mean", when, mean, mean1, N);
+		expect_bitwise("kn_residual_layernorm_forward", "rstd", when, rstd, rstd1, N);
+		free(rstd1), free(mean1), free(out1), free(res1);
+		free(rstd), free(mean), free(out), free(res);
+	}
+	double worst = 0.0; /* and res really is a + (y + bias) */
+	float *res = fnew(nc), *out = fnew(nc), *mean = fnew(N), *rstd = fnew(N);
+	kn_residual_layernorm_forward(res, out, mean, rstd, a, y, bias, w, b, N, C);
+	for (size_t i = 0; i < nc; i++)
+		worst = fmax(worst, fabs(res[i] - ((double)a[i] + y[i] + bias[i % C])));
+	ck_assert_msg(worst < 1e-5, "kn_residual_layernorm_forward: res off a + y + bias by %g",
+		worst);
+
+	/* bias + GELU against a bias added by hand (as kn_linear_forward adds one) and
+	 * kn_gelu_forward */
+	float *f = fdup(y, nc), *g = fnew(nc), *f1 = fdup(y, nc), *g1 = fnew(nc);
+	fill_const(g, nc, GARBAGE);
+	kn_bias_gelu_forward(f, g, bias, N, C);
+	for (int r = 0; r < N; r++)
+		for (int c = 0; c < C; c++)
+			f1[(size_t)r * C + c] += bias[c];
+	kn_gelu_forward(g1, f1, nc);
+	expect_bitwise("kn_bias_gelu_forward", "fch", "and the bias add", f, f1, nc);
+	expect_bitwise("kn_bias_gelu_forward", "gelu", "and kn_gelu_forward", g, g1, nc);
+
+	free(g1), free(f1), free(g), free(f), free(rstd), free(mean), free(out), free(res);
+	free(b), free(w), free(bias), free(y), free(a);
 }
 END_TEST
 
-START_TEST(test_kn_attention_probs_repeatable)
+/* Attention in double, straight from the definition: out, lse and the backward of
+ * L = sum(out * r), for one (b, h) at a time. */
+static void att_reference(double *out, double *lse, double *dqkv, const float *qkv,
+	const float *r, int B, int T, int C, int NH)
 {
-	int B = FD_B, T = 9, C = 24, NH = FD_NH;
-	size_t nqkv = (size_t)B * T * 3 * C, natt = (size_t)B * NH * T * T;
+	int hs = C / NH, C3 = 3 * C;
+	double scale = 1.0 / sqrt((double)hs);
+	double *p = calloc((size_t)T * T, sizeof *p), *dp = calloc((size_t)T * T, sizeof *dp);
+	ck_assert(p && dp);
+	memset(dqkv, 0, sizeof(double) * B * T * C3);
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < NH; h++) {
+			const float *q = qkv + (size_t)b * T * C3 + h * hs, *k = q + C, *v = q + 2 * C;
+			double *dq = dqkv + (size_t)b * T * C3 + h * hs, *dk = dq + C, *dv = dq + 2 * C;
+			for (int t = 0; t < T; t++) {
+				double mx = -INFINITY, s = 0.0;
+				for (int u = 0; u <= t; u++) {
+					double z = 0.0;
+					for (int j = 0; j < hs; j++)
+						z += (double)q[(size_t)t * C3 + j] * k[(size_t)u * C3 + j];
+					p[(size_t)t * T + u] = z * scale;
+					mx = fmax(mx, z * scale);
+				}
+				for (int u = 0; u <= t; u++)
+					s += exp(p[(size_t)t * T + u] - mx);
+				lse[((size_t)b * NH + h) * T + t] = mx + log(s);
+				for (int u = 0; u <= t; u++)
+					p[(size_t)t * T + u] = exp(p[(size_t)t * T + u] - mx) / s;
+				for (int j = 0; j < hs; j++) {
+					double o = 0.0;
+					for (int u = 0; u <= t; u++)
+						o += p[(size_t)t * T + u] * v[(size_t)u * C3 + j];
+					out[((size_t)b * T + t) * C + h * hs + j] = o;
+				}
+			}
+			/* dP = r v^T; dv = P^T r; dS = P (dP - rowsum(P dP)) scale; dq = dS k;
+			 * dk = dS^T q */
+			for (int t = 0; t < T; t++) {
+				const float *rr = r + ((size_t)b * T + t) * C + h * hs;
+				double dot = 0.0;
+				for (int u = 0; u <= t; u++) {
+					double z = 0.0;
+					for (int j = 0; j < hs; j++)
+						z += (double)rr[j] * v[(size_t)u * C3 + j];
+					dp[(size_t)t * T + u] = z;
+					dot += z * p[(size_t)t * T + u];
+					for (int j = 0; j < hs; j++)
+						dv[(size_t)u * C3 + j] += p[(size_t)t * T + u] * rr[j];
+				}
+				for (int u = 0; u <= t; u++) {
+					double ds = p[(size_t)t * T + u] * (dp[(size_t)t * T + u] - dot) *
+						    scale;
+					for (int j = 0; j < hs; j++) {
+						dq[(size_t)t * C3 + j] += ds * k[(size_t)u * C3 + j];
+						dk[(size_t)u * C3 + j] += ds * q[(size_t)t * C3 + j];
+					}
+				}
+			}
+		}
+	free(dp), free(p);
+}
+
+static double rel_l2_d(const float *a, const double *b, size_t n)
+{
+	double num = 0.0, den = 0.0;
+	for (size_t i = 0; i < n; i++) {
+		num += (a[i] - b[i]) * (a[i] - b[i]);
+		den += b[i] * b[i];
+	}
+	return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* The blocked kernel against the definition on shapes that cross query blocks: T = 150 is
+ * two full blocks of 64 and a ragged one of 22, T = 64 exactly one. Float32 against double:
+ * measured 1.4e-7 (out), 4.4e-8 (lse), 2.4e-7 (dqkv) at T = 150; broken on purpose, the
+ * later blocks' keys cut short by one gave 2.9e-2 (out), the diagonal dropped from the
+ * backward's probabilities 4.1e-1 (dqkv). */
+#define ATT_REF_TOL 1e-5
+static const int att_ref_T[] = {150, 64, 1};
+
+START_TEST(test_kn_attention_reference)
+{
+	int B = 2, T = att_ref_T[_i], C = 32, NH = 2;
+	size_t btc = (size_t)B * T * C, nqkv = btc * 3, nl = (size_t)B * NH * T;
 	rng_seed(SEED);
 	kn_set_threads(2);
-	float *qkv = fnew(nqkv), *a1 = fnew(natt), *a2 = fnew(natt);
-	fill(qkv, nqkv, -2.0f, 2.0f);
-	fill_const(a2, natt, GARBAGE);
-	kn_attention_probs(a1, qkv, B, T, C, NH);
-	/* another buffer for the input too: the promise holds for any aligned buffers */
-	float *qkv2 = fdup(qkv, nqkv);
-	kn_attention_probs(a2, qkv2, B, T, C, NH);
-	expect_bitwise("kn_attention_probs", "att", "on a second call", a2, a1, natt);
-	free(qkv2), free(a2), free(a1), free(qkv);
+	float *qkv = fnew(nqkv), *r = fnew(btc), *out = fnew(btc), *lse = fnew(nl);
+	float *dqkv = fnew(nqkv), *scratch = fnew(kn_attention_scratch_floats(T));
+	fill(qkv, nqkv, -1.5f, 1.5f), fill(r, btc, -1.0f, 1.0f);
+	fill_const(out, btc, GARBAGE), fill_const(lse, nl, GARBAGE);
+	fill_const(dqkv, nqkv, GARBAGE);
+	fill_const(scratch, kn_attention_scratch_floats(T), GARBAGE);
+	kn_attention_forward(out, lse, scratch, qkv, B, T, C, NH);
+	kn_attention_backward(dqkv, scratch, r, qkv, out, lse, B, T, C, NH);
+
+	double *rout = malloc(sizeof(double) * btc), *rlse = malloc(sizeof(double) * nl);
+	double *rd = malloc(sizeof(double) * nqkv);
+	ck_assert(rout && rlse && rd);
+	att_reference(rout, rlse, rd, qkv, r, B, T, C, NH);
+	double e_out = rel_l2_d(out, rout, btc), e_lse = rel_l2_d(lse, rlse, nl);
+	double e_d = rel_l2_d(dqkv, rd, nqkv);
+	ck_assert_msg(e_out < ATT_REF_TOL && e_lse < ATT_REF_TOL && e_d < ATT_REF_TOL,
+		"kn_attention at T=%d: relative L2 error out %.3e, lse %.3e, dqkv %.3e "
+		"(limit %.0e)", T, e_out, e_lse, e_d, ATT_REF_TOL);
+
+	/* the same bits on a second call, from other buffers */
+	float *qkv2 = fdup(qkv, nqkv), *out2 = fnew(btc), *lse2 = fnew(nl), *dqkv2 = fnew(nqkv);
+	kn_attention_forward(out2, lse2, scratch, qkv2, B, T, C, NH);
+	kn_attention_backward(dqkv2, scratch, r, qkv2, out2, lse2, B, T, C, NH);
+	expect_bitwise("kn_attention_forward", "out", "on a second call", out2, out, btc);
+	expect_bitwise("kn_attention_forward", "lse", "on a second call", lse2, lse, nl);
+	expect_bitwise("kn_attention_backward", "dqkv", "on a second call", dqkv2, dqkv, nqkv);
+
+	free(dqkv2), free(lse2), free(out2), free(qkv2), free(rd), free(rlse), free(rout);
+	free(scratch), free(dqkv), free(lse), free(out), free(r), free(qkv);
 }
 END_TEST
 
@@ -685,26 +809,25 @@ END_TEST
 START_TEST(test_kn_attention_backward_threads)
 {
 	/* kn_attention.c: one (b, h) per task, its matmuls on that thread alone */
-	int B = FD_B, T = 9, C = 24, NH = FD_NH;
-	size_t btc = (size_t)B * T * C, nqkv = btc * 3, natt = (size_t)B * NH * T * T;
+	int B = FD_B, T = 70, C = 24, NH = FD_NH; /* two query blocks, the second ragged */
+	size_t btc = (size_t)B * T * C, nqkv = btc * 3, nl = (size_t)B * NH * T;
 	rng_seed(SEED);
-	float *qkv = fnew(nqkv), *r = fnew(btc), *att[2], *out[2], *dqkv[2];
+	float *qkv = fnew(nqkv), *r = fnew(btc), *lse[2], *out[2], *dqkv[2];
 	fill(qkv, nqkv, -2.0f, 2.0f), fill(r, btc, -1.0f, 1.0f);
 	for (int k = 0; k < 2; k++) {
 		kn_set_threads(k + 1);
-		att[k] = fnew(natt), out[k] = fnew(btc), dqkv[k] = fnew(nqkv);
+		lse[k] = fnew(nl), out[k] = fnew(btc), dqkv[k] = fnew(nqkv);
 		float *scratch = fnew(kn_attention_scratch_floats(T));
-		kn_attention_probs(att[k], qkv, B, T, C, NH);
-		kn_attention_apply(out[k], att[k], qkv, B, T, C, NH);
-		kn_attention_backward(dqkv[k], scratch, r, qkv, att[k], B, T, C, NH);
+		kn_attention_forward(out[k], lse[k], scratch, qkv, B, T, C, NH);
+		kn_attention_backward(dqkv[k], scratch, r, qkv, out[k], lse[k], B, T, C, NH);
 		free(scratch);
 	}
 	const char *when = "for 1 and 2 threads";
-	expect_bitwise("kn_attention_probs", "att", when, att[1], att[0], natt);
-	expect_bitwise("kn_attention_apply", "out", when, out[1], out[0], btc);
+	expect_bitwise("kn_attention_forward", "lse", when, lse[1], lse[0], nl);
+	expect_bitwise("kn_attention_forward", "out", when, out[1], out[0], btc);
 	expect_bitwise("kn_attention_backward", "dqkv", when, dqkv[1], dqkv[0], nqkv);
 	for (int k = 0; k < 2; k++)
-		free(dqkv[k]), free(out[k]), free(att[k]);
+		free(dqkv[k]), free(out[k]), free(lse[k]);
 	free(r), free(qkv);
 }
 END_TEST
@@ -911,7 +1034,7 @@ Suite *suite_kernels(void)
 	tcase_add_test(tc, test_kn_linear_backward_fd);
 	tcase_add_test(tc, test_kn_attention_backward_fd);
 	tcase_add_test(tc, test_kn_gelu_backward_fd);
-	tcase_add_test(tc, test_kn_crossentropy_backward_fd);
+	tcase_add_test(tc, test_kn_crossentropy_fused_fd);
 	tcase_add_test(tc, test_kn_encoder_backward_fd);
 	tcase_add_test(tc, test_kn_blas_better_kernel);
 	suite_add_tcase(s, tc);
@@ -926,8 +1049,7 @@ Suite *suite_kernels(void)
 	tc = tcase_create("recompute");
 	tcase_set_timeout(tc, TIMEOUT);
 	tcase_add_test(tc, test_kn_layernorm_apply_bitwise);
-	tcase_add_test(tc, test_kn_attention_probs_causal);
-	tcase_add_test(tc, test_kn_attention_probs_repeatable);
+	tcase_add_test(tc, test_kn_fused_pointwise_bitwise);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("determinism");
@@ -944,6 +1066,7 @@ Suite *suite_kernels(void)
 	tc = tcase_create("reference");
 	tcase_set_timeout(tc, TIMEOUT);
 	tcase_add_loop_test(tc, test_kn_sgemm_transposes, 0, 4);
+	tcase_add_loop_test(tc, test_kn_attention_reference, 0, 3);
 	tcase_add_loop_test(tc, test_kn_sumsq_double, 0, (int)N_SUMSQ_SIZES);
 	tcase_add_loop_test(tc, test_kn_adamw_update_torch, 0, 2);
 	suite_add_tcase(s, tc);
