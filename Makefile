@@ -48,7 +48,7 @@ FUZZ    = $(BUILD)/bin/fuzz-proto
 FUZZ_ST = $(BUILD)/bin/fuzz-st
 FUZZ_RUNS ?= 20000
 
-.PHONY: all deps binaries test asan demo bench bench-torch fuzz clean format
+.PHONY: all deps binaries test asan demo bench bench-blas bench-torch fuzz clean format
 all: deps
 	@$(MAKE) --no-print-directory binaries
 
@@ -147,17 +147,25 @@ format:
 
 # Performance is measured here, never by timed tests (issue 5 grows this into the full
 # table). Defaults: the gpt2-small shape at batch 4 x 256, 2 threads.
+# OPENBLAS_CORETYPE is unset for the run (KEEP_CORETYPE=1 keeps it): the figures are those
+# of the library and kernel a user with a clean environment gets.
+BENCH_ENV = $(if $(KEEP_CORETYPE),,env -u OPENBLAS_CORETYPE)
 bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm
 	@mkdir -p $(BUILD)/bench
-	@sh bench/steps.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 7 $(abspath $(BUILD)/bench/gpt2-small.json)
-	@sh bench/steps.sh $(abspath $(BUILD)/bin) mini 4 256 7 $(abspath $(BUILD)/bench/mini.json)
-	@sh bench/latency.sh $(abspath $(BUILD)/bin)
-	@sh bench/ckpt.sh $(abspath $(TRAIN))
+	@$(if $(KEEP_CORETYPE),,[ -z "$$OPENBLAS_CORETYPE" ] || echo "bench: OPENBLAS_CORETYPE=$$OPENBLAS_CORETYPE unset for the run (KEEP_CORETYPE=1 keeps it)")
+	@$(BENCH_ENV) sh bench/steps.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 3 $(abspath $(BUILD)/bench/gpt2-small.json)
+	@$(BENCH_ENV) sh bench/steps.sh $(abspath $(BUILD)/bin) mini 4 256 3 $(abspath $(BUILD)/bench/mini.json)
+	@$(BENCH_ENV) sh bench/latency.sh $(abspath $(BUILD)/bin)
+	@$(BENCH_ENV) sh bench/ckpt.sh $(abspath $(TRAIN))
 	@echo "JSON: $(abspath $(BUILD)/bench)/*.json"
+
+# The matmul libraries compared on the model's products (INSTALL=1 installs BLIS and oneDNN)
+bench-blas: all $(BUILD)/bin/bench-sgemm
+	@sh bench/blas.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 $(if $(INSTALL),--install)
 
 # remat against PyTorch on gpt2-small (INSTALL=1 lets it install Debian's python3-torch)
 bench-torch: all $(BUILD)/bin/bench-sgemm
-	@sh bench/torch.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 $(if $(INSTALL),--install)
+	@$(BENCH_ENV) sh bench/torch.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 $(if $(INSTALL),--install)
 
 $(BUILD)/bin/bench-sgemm: bench/sgemm.c $(BUILD)/libremat.a
 	@mkdir -p $(dir $@)

@@ -1,6 +1,10 @@
 /* sgemm.c - bench-sgemm: the matmul ceiling on a model's shapes, through kn_sgemm.
  *
- *   bench-sgemm [preset] [batch] [seq_len] [threads]
+ *   bench-sgemm [preset] [batch] [seq_len] [threads] [--lib blis|dnnl]
+ *
+ * With --lib the same products go through another library, opened with dlopen so that its
+ * cblas_sgemm never clashes with OpenBLAS's: BLIS (Debian's libblis4-openmp) or oneDNN's
+ * dnnl_sgemm (libdnnl2). For `make bench-blas`, which compares them with OpenBLAS.
  *
  * Times every product one training step of the model makes (forward, and the two
  * backward products of each linear layer, the lm_head in the engine's chunks), each the
@@ -8,6 +12,8 @@
  * speed a step would reach if it were nothing but these products. A benchmark for
  * `make bench`; the library and kernel are the ones kn_blas_describe names.
  */
+#include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +39,58 @@ static int cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* the library under test: kn_sgemm unless --lib names another */
+typedef void (*cblas_fn)(int, int, int, int, int, int, float, const float *, int,
+	const float *, int, float, float *, int);
+typedef int (*dnnl_fn)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t,
+	const float *, int64_t, float, float *, int64_t);
+static cblas_fn lib_cblas;
+static dnnl_fn lib_dnnl;
+static char lib_desc[128];
+
+#define BLIS_SO "/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4"
+#define DNNL_SO "libdnnl.so.2"
+
+static int open_lib(const char *name, int threads)
+{
+	void *h;
+	if (strcmp(name, "blis") == 0) {
+		h = dlopen(BLIS_SO, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+		if (!h || !(lib_cblas = (cblas_fn)dlsym(h, "cblas_sgemm")))
+			goto fail;
+		void (*set)(long) = (void (*)(long))dlsym(h, "bli_thread_set_num_threads");
+		if (set)
+			set(threads);
+		snprintf(lib_desc, sizeof lib_desc, "BLIS (%s)", BLIS_SO);
+		return 0;
+	}
+	if (strcmp(name, "dnnl") == 0) {
+		h = dlopen(DNNL_SO, RTLD_NOW | RTLD_LOCAL);
+		if (!h || !(lib_dnnl = (dnnl_fn)dlsym(h, "dnnl_sgemm")))
+			goto fail;
+		snprintf(lib_desc, sizeof lib_desc, "oneDNN dnnl_sgemm (%s)", DNNL_SO);
+		return 0;
+	}
+	fprintf(stderr, "bench-sgemm: --lib takes blis or dnnl, not '%s'\n", name);
+	return -1;
+fail:
+	fprintf(stderr, "bench-sgemm: cannot use %s: %s\n", name, dlerror());
+	return -1;
+}
+
+/* CBLAS enum values (row-major 101, no-trans 111, trans 112), the same in every cblas.h */
+static void sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda,
+	const float *B, int ldb, float *C, int ldc)
+{
+	if (lib_cblas)
+		lib_cblas(101, ta ? 112 : 111, tb ? 112 : 111, M, N, K, 1.0f, A, lda, B, ldb, 0.0f,
+			C, ldc);
+	else if (lib_dnnl)
+		lib_dnnl(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+	else
+		kn_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+}
+
 typedef struct shape {
 	const char *what;
 	int ta, tb, M, N, K;
@@ -44,6 +102,7 @@ int main(int argc, char **argv)
 	const char *preset = argc > 1 ? argv[1] : "gpt2-small";
 	int B = argc > 2 ? atoi(argv[2]) : 4, T = argc > 3 ? atoi(argv[3]) : 256;
 	int threads = argc > 4 ? atoi(argv[4]) : 2;
+	const char *lib = argc > 6 && strcmp(argv[5], "--lib") == 0 ? argv[6] : NULL;
 	eng_config cfg;
 	eng_err err;
 	if (eng_config_preset(preset, &cfg, &err) < 0 || B < 1 || T < 1) {
@@ -51,6 +110,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	kn_set_threads(threads);
+	if (lib && open_lib(lib, threads) < 0)
+		return 2;
 	int N = B * T, C = cfg.n_embd, V = cfg.vocab_size, L = cfg.n_layer;
 	int R = eng_plan_chunk_rows(&cfg, B, T), chunks = (N + R - 1) / R;
 	shape sh[] = {
@@ -90,18 +151,18 @@ int main(int argc, char **argv)
 		A[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
 		Bm[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
 	}
-	printf("%s, batch %d x %d, %d threads; %s\n", preset, B, T, threads, kn_blas_describe());
+	printf("%s, batch %d x %d, %d threads; %s\n", preset, B, T, threads,
+		lib ? lib_desc : kn_blas_describe());
 	printf("%-36s %8s %8s %8s %10s\n", "product", "M", "N", "K", "GFLOP/s");
 	double total_flops = 0, total_s = 0;
 	for (int i = 0; i < nsh; i++) {
 		const shape *s = &sh[i];
 		int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
 		double t[REPS];
-		kn_sgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, Bm, ldb, 0.0f, Cm, s->N);
+		sgemm(s->ta, s->tb, s->M, s->N, s->K, A, lda, Bm, ldb, Cm, s->N);
 		for (int r = 0; r < REPS; r++) {
 			double t0 = now_s();
-			kn_sgemm(s->ta, s->tb, s->M, s->N, s->K, 1.0f, A, lda, Bm, ldb, 0.0f, Cm,
-				s->N);
+			sgemm(s->ta, s->tb, s->M, s->N, s->K, A, lda, Bm, ldb, Cm, s->N);
 			t[r] = now_s() - t0;
 		}
 		qsort(t, REPS, sizeof t[0], cmp);
@@ -116,9 +177,9 @@ int main(int argc, char **argv)
 	eng_plan plan;
 	eng_policy_init(&off, L);
 	eng_plan_policy(&cfg, B, T, R, &off, &plan);
-	printf("{\"preset\":\"%s\",\"batch\":%d,\"seq_len\":%d,\"threads\":%d,"
+	printf("{\"library\":\"%s\",\"preset\":\"%s\",\"batch\":%d,\"seq_len\":%d,\"threads\":%d,"
 	       "\"ceiling_gflops\":%.2f,\"model_flops\":%.6g}\n",
-		preset, B, T, threads, total_flops / total_s / 1e9, plan.model_flops);
+		lib ? lib : "openblas", preset, B, T, threads, total_flops / total_s / 1e9, plan.model_flops);
 	eng_mem_free(A);
 	eng_mem_free(Bm);
 	eng_mem_free(Cm);

@@ -27,7 +27,7 @@ echo "== PyTorch $($py -c 'import torch; print(torch.__version__)'), $preset, ba
 $py "$here/torch_gpt2.py" "$preset" "$B" "$T" 2 7 > "$dir/torch.json"
 cat "$dir/torch.json"
 echo "== remat"
-sh "$here/steps.sh" "$bin" "$preset" "$B" "$T" 7 "$dir/remat.json"
+sh "$here/steps.sh" "$bin" "$preset" "$B" "$T" 3 "$dir/remat.json"
 $py - "$dir/torch.json" "$dir/remat.json" <<'PY'
 import json, sys
 torch = [json.loads(l) for l in open(sys.argv[1])]

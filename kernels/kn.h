@@ -27,11 +27,19 @@ int kn_get_threads(void);
 /* "OpenBLAS 0.3.21 (kernel Haswell, openmp)": the library behind kn_sgemm. */
 const char *kn_blas_describe(void);
 
-/* The OpenBLAS kernel to ask for instead of the detected one, or NULL to keep it. OpenBLAS
- * builds that do not know a processor fall back to generic SSE kernels (Prescott and
- * friends) that run 8x slower; on a processor with AVX2 and FMA the Haswell kernels are
- * correct and fast. Pure: corename and the CPU's features are arguments. */
-const char *kn_blas_better_kernel(const char *corename, int has_avx2, int has_fma);
+/* Instruction sets the matmul kernels care about, as kn_cpu_features reports them. */
+#define KN_CPU_AVX2 1u
+#define KN_CPU_FMA 2u
+#define KN_CPU_AVX512 4u /* F, CD, BW, DQ and VL: what OpenBLAS's SkylakeX kernels use */
+unsigned kn_cpu_features(void);
+/* The strongest OpenBLAS kernel these features run: "SkylakeX", "Haswell" or NULL. */
+const char *kn_blas_best_kernel(unsigned features);
+/* The OpenBLAS kernel to ask for instead of corename, or NULL to keep it: the best kernel
+ * for the features when it is stronger than corename. OpenBLAS builds that do not know a
+ * processor fall back to generic SSE kernels (Prescott and friends) that run 8x slower, or
+ * to an older family's (Haswell on an AVX-512 machine, 1.5x slower). Names it does not
+ * know are kept. Pure: corename and the features are arguments. */
+const char *kn_blas_better_kernel(const char *corename, unsigned features);
 
 /* Called first thing in main: when OPENBLAS_CORETYPE is unset and OpenBLAS fell back to a
  * generic kernel on a processor that can do better, re-executes the program with

@@ -43,40 +43,87 @@ int kn_get_threads(void)
 
 const char *kn_blas_describe(void)
 {
-	static char desc[256];
+	static char desc[320];
 	static const char *par[] = {"serial", "pthreads", "openmp"};
 	int p = openblas_get_parallel();
-	const char *from = getenv(KN_FALLBACK_FROM_ENV);
-	char why[96] = "";
-	if (from && getenv(KN_REEXEC_ENV))
+	const char *core = openblas_get_corename();
+	const char *from = getenv(KN_FALLBACK_FROM_ENV), *env = getenv("OPENBLAS_CORETYPE");
+	char why[128] = "";
+	if (from && getenv(KN_REEXEC_ENV)) {
 		snprintf(why, sizeof why, ", set by remat: OpenBLAS had picked %.40s", from);
+	} else if (env) {
+		const char *better = kn_blas_better_kernel(core, kn_cpu_features());
+		if (better)
+			snprintf(why, sizeof why, ", from OPENBLAS_CORETYPE=%.20s: this processor "
+				"could run %s, unset it for full speed", env, better);
+		else
+			snprintf(why, sizeof why, ", from OPENBLAS_CORETYPE=%.20s", env);
+	}
 	snprintf(desc, sizeof desc, "OpenBLAS (%s; kernel %s%s; %s)", openblas_get_config(),
-		openblas_get_corename(), why, (p >= 0 && p <= 2) ? par[p] : "unknown threading");
+		core, why, (p >= 0 && p <= 2) ? par[p] : "unknown threading");
 	return desc;
 }
 
-const char *kn_blas_better_kernel(const char *corename, int has_avx2, int has_fma)
+/* OpenBLAS x86-64 kernels by the instructions they use: 0 the pre-AVX ones that
+ * DYNAMIC_ARCH builds fall back to on a processor they do not know, 1 AVX, 2 AVX2 + FMA,
+ * 3 AVX-512. Names not listed are left alone. */
+static const struct {
+	const char *name;
+	int level;
+} kn_cores[] = {{"Prescott", 0}, {"Core2", 0}, {"Penryn", 0}, {"Dunnington", 0},
+	{"Nehalem", 0}, {"Atom", 0}, {"Katmai", 0}, {"Coppermine", 0}, {"Northwood", 0},
+	{"Banias", 0}, {"Opteron", 0}, {"Opteron_SSE3", 0}, {"Barcelona", 0}, {"Bobcat", 0},
+	{"Sandybridge", 1}, {"Bulldozer", 1}, {"Piledriver", 1}, {"Steamroller", 1},
+	{"Excavator", 1}, {"Haswell", 2}, {"Zen", 2}, {"SkylakeX", 3}, {"Cooperlake", 3},
+	{"SapphireRapids", 3}};
+
+static int kn_core_level(const char *name)
 {
-	/* OpenBLAS's pre-AVX x86 kernels: what DYNAMIC_ARCH builds fall back to */
-	static const char *const generic[] = {"Prescott", "Core2", "Penryn", "Dunnington",
-		"Nehalem", "Atom", "Katmai", "Coppermine", "Northwood", "Banias", "Opteron",
-		"Opteron_SSE3", "Barcelona", "Bobcat"};
-	if (!corename || !has_avx2 || !has_fma)
-		return NULL;
-	for (size_t i = 0; i < sizeof generic / sizeof generic[0]; i++)
-		if (strcasecmp(corename, generic[i]) == 0)
-			return "Haswell";
+	for (size_t i = 0; name && i < sizeof kn_cores / sizeof kn_cores[0]; i++)
+		if (strcasecmp(name, kn_cores[i].name) == 0)
+			return kn_cores[i].level;
+	return -1;
+}
+
+const char *kn_blas_best_kernel(unsigned features)
+{
+	if ((features & KN_CPU_AVX512) == KN_CPU_AVX512)
+		return "SkylakeX";
+	if ((features & (KN_CPU_AVX2 | KN_CPU_FMA)) == (KN_CPU_AVX2 | KN_CPU_FMA))
+		return "Haswell";
 	return NULL;
+}
+
+const char *kn_blas_better_kernel(const char *corename, unsigned features)
+{
+	const char *best = kn_blas_best_kernel(features);
+	int have = kn_core_level(corename);
+	if (!best || have < 0)
+		return NULL;
+	return kn_core_level(best) > have ? best : NULL;
+}
+
+unsigned kn_cpu_features(void)
+{
+	__builtin_cpu_init();
+	unsigned f = 0;
+	if (__builtin_cpu_supports("avx2"))
+		f |= KN_CPU_AVX2;
+	if (__builtin_cpu_supports("fma"))
+		f |= KN_CPU_FMA;
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		__builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+		__builtin_cpu_supports("avx512cd"))
+		f |= KN_CPU_AVX512;
+	return f;
 }
 
 void kn_blas_fix_kernel(char **argv)
 {
 	if (getenv("OPENBLAS_CORETYPE") || getenv(KN_REEXEC_ENV))
-		return; /* the user chose, or we already did */
-	__builtin_cpu_init();
+		return; /* the user chose (kn_blas_describe says when it is slower), or we did */
 	const char *core = openblas_get_corename();
-	const char *better = kn_blas_better_kernel(core, __builtin_cpu_supports("avx2"),
-		__builtin_cpu_supports("fma"));
+	const char *better = kn_blas_better_kernel(core, kn_cpu_features());
 	if (!better)
 		return;
 	setenv("OPENBLAS_CORETYPE", better, 1);
@@ -84,8 +131,8 @@ void kn_blas_fix_kernel(char **argv)
 	setenv(KN_FALLBACK_FROM_ENV, core, 1);
 	execv("/proc/self/exe", argv);
 	/* exec failed: carry on with the slow kernel, and say so */
-	fprintf(stderr, "remat: OpenBLAS picked its generic '%s' kernel and remat could not "
-			"restart with %s; set OPENBLAS_CORETYPE=%s for full speed\n", core, better,
+	fprintf(stderr, "remat: OpenBLAS picked its '%s' kernel and remat could not restart "
+			"with %s; set OPENBLAS_CORETYPE=%s for full speed\n", core, better,
 		better);
 	unsetenv("OPENBLAS_CORETYPE");
 }

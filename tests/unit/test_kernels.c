@@ -1011,16 +1011,25 @@ END_TEST
  * Haswell; a detected modern kernel, or a processor without AVX2/FMA, is left alone. */
 START_TEST(test_kn_blas_better_kernel)
 {
-	ck_assert_str_eq(kn_blas_better_kernel("Prescott", 1, 1), "Haswell");
-	ck_assert_str_eq(kn_blas_better_kernel("core2", 1, 1), "Haswell");
-	ck_assert_str_eq(kn_blas_better_kernel("Nehalem", 1, 1), "Haswell");
-	ck_assert_ptr_null(kn_blas_better_kernel("Prescott", 0, 1));
-	ck_assert_ptr_null(kn_blas_better_kernel("Prescott", 1, 0));
-	ck_assert_ptr_null(kn_blas_better_kernel("Cooperlake", 1, 1));
-	ck_assert_ptr_null(kn_blas_better_kernel("SkylakeX", 1, 1));
-	ck_assert_ptr_null(kn_blas_better_kernel("Haswell", 1, 1));
-	ck_assert_ptr_null(kn_blas_better_kernel("Zen", 1, 1));
-	ck_assert_ptr_null(kn_blas_better_kernel(NULL, 1, 1));
+	unsigned avx2 = KN_CPU_AVX2 | KN_CPU_FMA, avx512 = avx2 | KN_CPU_AVX512;
+	ck_assert_str_eq(kn_blas_better_kernel("Prescott", avx2), "Haswell");
+	ck_assert_str_eq(kn_blas_better_kernel("core2", avx2), "Haswell");
+	ck_assert_str_eq(kn_blas_better_kernel("Nehalem", avx2), "Haswell");
+	ck_assert_str_eq(kn_blas_better_kernel("Prescott", avx512), "SkylakeX");
+	ck_assert_str_eq(kn_blas_better_kernel("Haswell", avx512), "SkylakeX");
+	ck_assert_str_eq(kn_blas_better_kernel("Sandybridge", avx2), "Haswell");
+	ck_assert_ptr_null(kn_blas_better_kernel("Prescott", KN_CPU_AVX2));
+	ck_assert_ptr_null(kn_blas_better_kernel("Prescott", KN_CPU_FMA));
+	ck_assert_ptr_null(kn_blas_better_kernel("Cooperlake", avx512));
+	ck_assert_ptr_null(kn_blas_better_kernel("SkylakeX", avx512));
+	ck_assert_ptr_null(kn_blas_better_kernel("Haswell", avx2));
+	ck_assert_ptr_null(kn_blas_better_kernel("Zen", avx2));
+	ck_assert_ptr_null(kn_blas_better_kernel("NewCoreOfTheFuture", avx512));
+	ck_assert_ptr_null(kn_blas_better_kernel(NULL, avx512));
+	ck_assert_ptr_null(kn_blas_best_kernel(0));
+	/* this machine: whatever it has, the best kernel is one OpenBLAS knows */
+	const char *best = kn_blas_best_kernel(kn_cpu_features());
+	ck_assert(best == NULL || kn_blas_better_kernel("Prescott", kn_cpu_features()) == best);
 }
 END_TEST
 

@@ -1,0 +1,56 @@
+#!/bin/sh
+# bench/blas.sh - the matmul libraries on the model's products, one table (`make bench-blas`).
+#
+#   sh bench/blas.sh BINDIR [preset] [batch] [seq_len] [--install]
+#
+# bench-sgemm's FLOP-weighted ceiling over one step's products, and its slowest and fastest
+# product, for: OpenBLAS with the kernel it detects (no OPENBLAS_CORETYPE), with the kernel
+# remat would ask for if detection fell back (kn_blas_better_kernel), forced to Haswell
+# (AVX2) and to Prescott (the generic SSE3 fallback of processors it does not know); BLIS
+# (Debian's libblis4-openmp) and oneDNN's dnnl_sgemm (libdnnl2), both through dlopen.
+# --install installs the two with apt-get when missing; nothing else ever does.
+set -eu
+bin=$1
+preset=${2:-gpt2-small}
+B=${3:-4}
+T=${4:-256}
+install=${5:-}
+threads=${THREADS:-2}
+blis=/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4
+if [ "$install" = "--install" ]; then
+	need=""
+	[ -e "$blis" ] || need="$need libblis4-openmp"
+	ldconfig -p | grep -q 'libdnnl.so.2 ' || need="$need libdnnl2"
+	if [ -n "$need" ]; then
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
+	fi
+fi
+dir=$(mktemp -d "${TMPDIR:-/tmp}/remat-blas.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+
+run() { # label, then the command
+	label=$1
+	shift
+	if "$@" > "$dir/out.txt" 2> "$dir/err.txt"; then
+		awk -v l="$label" 'NR > 2 && $NF ~ /^[0-9.]+$/ && !/ceiling/ { v = $NF + 0
+			if (min == "" || v < min) min = v; if (v > max) max = v }
+			/ceiling/ { c = $(NF - 1) }
+			END { printf "%-40s %9.1f %9.1f %9.1f\n", l, c, min, max }' "$dir/out.txt"
+		tail -1 "$dir/out.txt" >> "$dir/all.json"
+	else
+		printf '%-40s %s\n' "$label" "unavailable: $(head -1 "$dir/err.txt")"
+	fi
+}
+
+sg="$bin/bench-sgemm $preset $B $T $threads"
+detected=$(env -u OPENBLAS_CORETYPE "$bin/remat-train" --version | sed -n 's/.*; kernel \([A-Za-z0-9_]*\).*/\1/p')
+echo "$preset, batch $B x $T, $threads threads: GFLOP/s over one step's matmul products"
+printf '%-40s %9s %9s %9s\n' library ceiling slowest fastest
+run "OpenBLAS, detected kernel ($detected)" env -u OPENBLAS_CORETYPE $sg
+for k in SkylakeX Haswell Prescott; do
+	[ "$k" = "$detected" ] || run "OpenBLAS, OPENBLAS_CORETYPE=$k" env OPENBLAS_CORETYPE=$k $sg
+done
+run "BLIS 0.9 (OpenMP)" env -u OPENBLAS_CORETYPE $sg --lib blis
+run "oneDNN dnnl_sgemm" env -u OPENBLAS_CORETYPE $sg --lib dnnl
+echo "per-shape figures: bench-sgemm $preset $B $T $threads [--lib blis|dnnl]"
