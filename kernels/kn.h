@@ -41,11 +41,14 @@ const char *kn_blas_best_kernel(unsigned features);
  * know are kept. Pure: corename and the features are arguments. */
 const char *kn_blas_better_kernel(const char *corename, unsigned features);
 
-/* Called first thing in main: when OPENBLAS_CORETYPE is unset and OpenBLAS fell back to a
- * generic kernel on a processor that can do better, re-executes the program with
- * OPENBLAS_CORETYPE set (OpenBLAS reads it once, when it is loaded). Returns only when no
- * re-execution is needed or possible. */
-void kn_blas_fix_kernel(char **argv);
+/* Called first thing in main: re-executes the program once, with the environment that
+ * OpenBLAS and libgomp read when they are loaded, when it needs (a) OPENBLAS_CORETYPE, if
+ * unset and OpenBLAS picked a kernel weaker than the processor runs (kn_blas_better_kernel),
+ * (b) OMP_WAIT_POLICY=passive, if neither it nor GOMP_SPINCOUNT is set: waiting threads
+ * sleep instead of spinning, so they give their core back to a late one when the machine is
+ * shared (kn_blas.c has the figures). Returns only when no re-execution is needed or
+ * possible. */
+void kn_fix_runtime(char **argv);
 
 /* C(M,N) = alpha * op(A) op(B) + beta * C, row-major; op(X) = X or X^T per trans flag.
  * lda/ldb/ldc are row strides of the matrices as stored. The one matmul of the engine.

@@ -269,7 +269,8 @@ int main(int argc, char **argv)
 	eng_trainer tr;
 	eng_err err;
 	memset(&tr, 0, sizeof tr);
-	kn_blas_fix_kernel(argv); /* may re-execute this program with a better BLAS kernel */
+	kn_fix_runtime(argv); /* may re-execute this program with a better BLAS kernel and
+			       * OpenMP wait policy */
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0) {
 			json = 1;
