@@ -95,8 +95,10 @@ $(FUZZ): tests/fuzz/fuzz_proto.c $(PROTO_SRC)
 
 # The client's pure helpers (formatting, argument parsing) are unit-tested too.
 CLIENT_TESTED = $(BUILD)/client/cli_fmt.o
+# So is the daemon's sd_notify protocol (no libuv, no logging in it).
+DAEMON_TESTED = $(BUILD)/daemon/srv_notify.o
 
-$(TESTS): $(TEST_OBJ) $(CLIENT_TESTED) $(BUILD)/libremat.a
+$(TESTS): $(TEST_OBJ) $(CLIENT_TESTED) $(DAEMON_TESTED) $(BUILD)/libremat.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) $(CHECK_LIBS)
 
@@ -120,6 +122,7 @@ test: all
 			tests/fuzz/corpus-st 2>$(BUILD)/tmp/fuzz-st.log && \
 			echo "fuzz-st: $(FUZZ_RUNS) runs, no crash" || \
 			{ tail -40 $(BUILD)/tmp/fuzz-st.log; exit 1; }; fi
+	@sh tests/systemd/verify.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/tmp/systemd)
 	$(TEST_ENV) $(TESTS)
 
 fuzz: all $(FUZZ) $(FUZZ_ST)

@@ -17,6 +17,17 @@
  * root; the state directory $XDG_STATE_HOME/remat, else ~/.local/state/remat, or
  * /var/lib/remat as root; the worker is remat-train next to this executable, else found on
  * PATH. Exit status: 0 after a clean shutdown, 1 when it cannot start, 2 on bad usage.
+ *
+ * Under systemd (systemd/rematd.socket and rematd.service; no libsystemd):
+ *   - socket activation: a listening socket passed with LISTEN_PID/LISTEN_FDS is served
+ *     instead of binding --socket (srv_listen.h); the variables are then unset;
+ *   - Type=notify, when $NOTIFY_SOCKET is set: READY=1 once listening; STATUS= with the
+ *     jobs, sent when a job changes state and refreshed every STATUS_REFRESH_MS (steps);
+ *     WATCHDOG=1 every WATCHDOG_USEC/2 (when WATCHDOG_PID is unset or ours) from a timer on
+ *     the event loop, so it stops when the loop stops turning; STOPPING=1 when the shutdown
+ *     starts, then EXTEND_TIMEOUT_USEC= every EXTEND_PERIOD_MS while workers are still
+ *     stopping (saving), which --stop-timeout bounds. NOTIFY_SOCKET, WATCHDOG_USEC and
+ *     WATCHDOG_PID are unset too: they are not the workers'.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -24,6 +35,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +51,11 @@
 #define STATE_DIR_MODE 0700         /* directories rematd creates for its state */
 #define ERR_LEN 512                 /* start-up error messages */
 #define WORKER_NAME "remat-train"   /* the worker binary's name */
+#define STATUS_REFRESH_MS 2000      /* STATUS= re-sent this often when its text changed */
+#define STATUS_JOBS_SHOWN 8         /* jobs listed one by one in STATUS=; then "+N more" */
+#define EXTEND_PERIOD_MS 5000       /* EXTEND_TIMEOUT_USEC= this often while workers stop */
+#define EXTEND_USEC (3ull * EXTEND_PERIOD_MS * 1000u) /* each extension: three periods, so
+					* one late or lost datagram costs nothing */
 
 static void usage(FILE *f)
 {
@@ -158,6 +175,134 @@ static int parse_group(const char *name, gid_t *gid, char *err)
 	return -1;
 }
 
+/* ---- the service manager ---- */
+
+/* Sends one notification (printf-style "KEY=VALUE" lines). A failure is logged once, and
+ * again only after a send succeeded: a manager that went away must not flood the log. */
+static void notify(srv_server *srv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void notify(srv_server *srv, const char *fmt, ...)
+{
+	char msg[SRV_STATUS_LEN + 128];
+	va_list ap;
+	if (!srv_notify_enabled(&srv->notify))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (srv_notify_send(&srv->notify, msg) < 0) {
+		if (!srv->notify_failing)
+			srv_log("cannot notify '%s': %s", srv->notify.name, strerror(errno));
+		srv->notify_failing = 1;
+	} else {
+		srv->notify_failing = 0;
+	}
+}
+
+/* The STATUS= text: the jobs with a worker (id, state, step/steps), the queue; or how the
+ * shutdown is going. Job names are left out: they are client input and could hold a
+ * newline, which would end the STATUS= line. */
+static void status_text(const srv_server *srv, char *buf, size_t len)
+{
+	size_t o = 0;
+	int shown = 0, active = 0, queued = 0;
+	if (srv->shutting_down) {
+		snprintf(buf, len, "stopping: %d worker(s) %s", srv->n_active,
+			srv->n_active == 0 ? "left" : srv->shutdown_save ? "saving" : "stopping");
+		return;
+	}
+	buf[0] = '\0';
+	for (int i = 0; i < srv->n_jobs; i++) {
+		const srv_job *job = srv->jobs[i];
+		if (job->state == SRV_JOB_QUEUED) {
+			queued++;
+			continue;
+		}
+		if (srv_job_state_final(job->state))
+			continue;
+		active++;
+		if (shown++ >= STATUS_JOBS_SHOWN || o >= len)
+			continue;
+		int n = snprintf(buf + o, len - o, "%s%s %s %d/%d", shown > 1 ? ", " : "",
+			job->id, srv_job_state_name(job->state), job->step, job->steps);
+		o += n > 0 ? (size_t)n : 0;
+	}
+	char tail[64] = "";
+	if (active > STATUS_JOBS_SHOWN)
+		snprintf(tail, sizeof tail, " (+%d more)", active - STATUS_JOBS_SHOWN);
+	char head[SRV_STATUS_LEN];
+	snprintf(head, sizeof head, "%s", buf);
+	if (active == 0)
+		snprintf(buf, len, "idle: no job running; %d queued", queued);
+	else
+		srv_fmt(buf, len, "%d job(s) running: %s%s; %d queued", active, head, tail,
+			queued);
+}
+
+void srv_status_update(srv_server *srv)
+{
+	char text[SRV_STATUS_LEN];
+	if (!srv_notify_enabled(&srv->notify))
+		return;
+	status_text(srv, text, sizeof text);
+	if (strcmp(text, srv->status) == 0)
+		return;
+	snprintf(srv->status, sizeof srv->status, "%s", text);
+	notify(srv, "STATUS=%s", text);
+}
+
+static void on_status_timer(uv_timer_t *t)
+{
+	srv_status_update(t->data);
+}
+
+/* The loop turned: it is healthy enough to run this callback on time, hence to serve. A
+ * blocked or spinning-without-timers loop sends nothing, and the manager restarts us. */
+static void on_watchdog_timer(uv_timer_t *t)
+{
+	notify(t->data, "WATCHDOG=1");
+}
+
+static void on_extend_timer(uv_timer_t *t)
+{
+	srv_server *srv = t->data;
+	if (srv->n_active > 0)
+		notify(srv, "EXTEND_TIMEOUT_USEC=%llu", (unsigned long long)EXTEND_USEC);
+}
+
+/* Starts the timers that keep the manager informed. They are unreferenced: they alone must
+ * not keep the loop running once everything else has closed. */
+static void notify_timers_start(srv_server *srv)
+{
+	if (!srv_notify_enabled(&srv->notify))
+		return;
+	uv_timer_t *timers[] = {&srv->watchdog_timer, &srv->status_timer, &srv->extend_timer};
+	for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++) {
+		uv_timer_init(srv->loop, timers[i]);
+		timers[i]->data = srv;
+		uv_unref((uv_handle_t *)timers[i]);
+	}
+	srv->notify_timers = 1;
+	uv_timer_start(&srv->status_timer, on_status_timer, STATUS_REFRESH_MS,
+		STATUS_REFRESH_MS);
+	if (srv->notify.watchdog_usec) {
+		/* half the interval, as sd_watchdog_enabled(3) advises; at least 1 ms */
+		uint64_t ms = srv->notify.watchdog_usec / 2000u;
+		ms = ms ? ms : 1;
+		uv_timer_start(&srv->watchdog_timer, on_watchdog_timer, ms, ms);
+		srv_log("watchdog: WATCHDOG=1 every %llu ms", (unsigned long long)ms);
+	}
+}
+
+static void notify_timers_close(srv_server *srv)
+{
+	if (!srv->notify_timers)
+		return;
+	srv->notify_timers = 0;
+	uv_close((uv_handle_t *)&srv->watchdog_timer, NULL);
+	uv_close((uv_handle_t *)&srv->status_timer, NULL);
+	uv_close((uv_handle_t *)&srv->extend_timer, NULL);
+}
+
 /* ---- shutdown ---- */
 
 static void on_shutdown_timeout(uv_timer_t *t)
@@ -181,6 +326,18 @@ void srv_shutdown(srv_server *srv, int save, const char *why)
 		save ? ", saving" : "");
 	srv_listen_close(&srv->listener);
 	srv_job_stop_all(srv, save);
+	/* the manager's stop timeout runs from STOPPING=1; final saves can outlast it, so it
+	 * is extended while workers live (at most --stop-timeout, then they are killed) */
+	status_text(srv, srv->status, sizeof srv->status);
+	if (srv->n_active > 0) {
+		notify(srv, "STOPPING=1\nSTATUS=%s\nEXTEND_TIMEOUT_USEC=%llu", srv->status,
+			(unsigned long long)EXTEND_USEC);
+		if (srv->notify_timers)
+			uv_timer_start(&srv->extend_timer, on_extend_timer, EXTEND_PERIOD_MS,
+				EXTEND_PERIOD_MS);
+	} else {
+		notify(srv, "STOPPING=1\nSTATUS=%s", srv->status);
+	}
 	uv_timer_start(&srv->shutdown_timer, on_shutdown_timeout,
 		(uint64_t)srv->stop_timeout_s * 1000u, 0);
 	srv_shutdown_progress(srv);
@@ -194,6 +351,9 @@ void srv_shutdown_progress(srv_server *srv)
 	/* the last handles: once the connections are flushed and closed, uv_run returns (the
 	 * signal handles are unreferenced, so they keep catching signals until then) */
 	uv_close((uv_handle_t *)&srv->shutdown_timer, NULL);
+	if (srv->notify_timers)
+		uv_timer_stop(&srv->extend_timer);
+	srv_status_update(srv);
 	srv_conn_drain_all(srv);
 }
 
@@ -277,10 +437,9 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 		usage(stderr);
 		return 2;
 	}
-	if (sock ? path_absolute(srv->socket_path, sizeof srv->socket_path, sock) < 0
-		 : default_socket(srv->socket_path, sizeof srv->socket_path, err) < 0) {
-		if (!err[0])
-			snprintf(err, ERR_LEN, "socket path too long");
+	/* without --socket the default is chosen in main: a passed socket needs none */
+	if (sock && path_absolute(srv->socket_path, sizeof srv->socket_path, sock) < 0) {
+		snprintf(err, ERR_LEN, "socket path too long");
 		return 1;
 	}
 	if (state ? path_absolute(srv->state_dir, sizeof srv->state_dir, state) < 0
@@ -323,26 +482,62 @@ int main(int argc, char **argv)
 			fprintf(stderr, "rematd: %s\n", err);
 		return r;
 	}
+	/* a bad NOTIFY_SOCKET or WATCHDOG_USEC is the manager's problem, not a reason to
+	 * refuse to serve: said, and the rest goes on without it */
+	if (srv_notify_init(&srv->notify, err, sizeof err) < 0)
+		srv_log("%s: ignored", err);
+	char note[ERR_LEN];
+	int passed_fd = -1;
+	r = srv_listen_fds(&passed_fd, note, sizeof note, err, sizeof err);
+	if (r < 0) {
+		fprintf(stderr, "rematd: %s\n", err);
+		notify(srv, "STATUS=cannot start: %s", err);
+		srv_notify_free(&srv->notify);
+		return 1;
+	}
+	if (note[0])
+		srv_log("%s", note);
+	if (passed_fd < 0 && !srv->socket_path[0] &&
+		default_socket(srv->socket_path, sizeof srv->socket_path, err) < 0) {
+		fprintf(stderr, "rematd: %s\n", err[0] ? err : "socket path too long");
+		srv_notify_free(&srv->notify);
+		return 1;
+	}
 	srv->uid = geteuid();
 	srv->started_ns = uv_hrtime();
 	if (mkdir_p(srv->state_dir, STATE_DIR_MODE) < 0) {
-		fprintf(stderr, "rematd: cannot create state directory '%s': %s\n", srv->state_dir,
-			strerror(errno));
-		return 1;
+		srv_fmt(err, sizeof err, "cannot create state directory '%s': %s",
+			srv->state_dir, strerror(errno));
+		goto fail_early;
 	}
-	if (srv_job_table_init(srv, err, sizeof err) < 0) {
-		fprintf(stderr, "rematd: %s\n", err);
-		return 1;
-	}
+	if (srv_job_table_init(srv, err, sizeof err) < 0)
+		goto fail_early;
 	r = uv_loop_init(&loop);
 	if (r < 0) {
-		fprintf(stderr, "rematd: cannot create the event loop: %s\n", uv_strerror(r));
-		return 1;
+		snprintf(err, sizeof err, "cannot create the event loop: %s", uv_strerror(r));
+		goto fail_early;
 	}
 	srv->loop = &loop;
-	if (srv_listen_start(&srv->listener, &loop, srv->socket_path, srv->has_group,
-		srv->group, srv_conn_on_connect, srv, err, sizeof err) < 0) {
+	if (passed_fd >= 0) {
+		char given[SRV_PATH_LEN];
+		memcpy(given, srv->socket_path, sizeof given);
+		r = srv_listen_adopt(&srv->listener, &loop, passed_fd, srv_conn_on_connect, srv,
+			err, sizeof err);
+		/* daemon-info reports where clients really connect */
+		_Static_assert(sizeof srv->socket_path == sizeof srv->listener.path,
+			"the socket path fits either way");
+		if (r == 0)
+			memcpy(srv->socket_path, srv->listener.path, sizeof srv->socket_path);
+		if (r == 0 && given[0] && strcmp(given, srv->socket_path) != 0)
+			srv_log("--socket '%s' ignored: serving the socket the service manager "
+				"passed", given);
+	} else {
+		r = srv_listen_start(&srv->listener, &loop, srv->socket_path, srv->has_group,
+			srv->group, srv_conn_on_connect, srv, err, sizeof err);
+	}
+	if (r < 0) {
 		fprintf(stderr, "rematd: %s\n", err);
+		notify(srv, "STATUS=cannot start: %s", err);
 		goto out;
 	}
 	uv_timer_init(&loop, &srv->shutdown_timer);
@@ -356,10 +551,17 @@ int main(int argc, char **argv)
 	uv_unref((uv_handle_t *)&srv->sig_term);
 	uv_unref((uv_handle_t *)&srv->sig_int);
 	signals = 1;
+	notify_timers_start(srv);
 
-	srv_log("%s listening on '%s' (pid %ld, state dir '%s', worker '%s', max jobs %d)",
-		PROTO_VERSION, srv->socket_path, (long)getpid(), srv->state_dir,
+	srv_log("%s listening on '%s'%s (pid %ld, state dir '%s', worker '%s', max jobs %d)",
+		PROTO_VERSION, srv->socket_path, srv->listener.adopted ? ", a socket passed by "
+		"the service manager (LISTEN_FDS)" : "", (long)getpid(), srv->state_dir,
 		srv->worker_path, srv->max_jobs);
+	if (srv_notify_enabled(&srv->notify))
+		srv_log("notifying the service manager at '%s'", srv->notify.name);
+	/* serving from here on: connections queue in the backlog until the loop turns */
+	status_text(srv, srv->status, sizeof srv->status);
+	notify(srv, "READY=1\nSTATUS=%s", srv->status);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	rc = 0;
 	srv_log("stopped");
@@ -368,6 +570,7 @@ out:
 		uv_close((uv_handle_t *)&srv->sig_term, NULL);
 		uv_close((uv_handle_t *)&srv->sig_int, NULL);
 	}
+	notify_timers_close(srv);
 	/* let every close callback run, then check nothing was left open */
 	uv_run(&loop, UV_RUN_DEFAULT);
 	srv_listen_release(&srv->listener);
@@ -376,5 +579,14 @@ out:
 		srv_log("BUG: handles still open at exit");
 		rc = 1;
 	}
+	srv_notify_free(&srv->notify);
 	return rc;
+
+fail_early:
+	fprintf(stderr, "rematd: %s\n", err);
+	notify(srv, "STATUS=cannot start: %s", err);
+	srv_notify_free(&srv->notify);
+	if (passed_fd >= 0)
+		close(passed_fd);
+	return 1;
 }

@@ -2,8 +2,9 @@
  * quoting of client input, and reference-counted output messages.
  *
  * rematd is one libuv loop on one thread; nothing here is locked. The modules:
- *   rematd.c      options, signals, shutdown
- *   srv_listen.c  the listening socket and its lock file
+ *   rematd.c      options, signals, shutdown, what the service manager is told
+ *   srv_listen.c  the listening socket and its lock file, or the one systemd passed
+ *   srv_notify.c  the service manager's notification protocol (sd_notify without libsystemd)
  *   srv_conn.c    client connections: framing, limits, output queues, subscriptions
  *   srv_cmd.c     requests: validation and dispatch
  *   srv_job.c     the job table, the queue, and the workers (remat-train processes)
@@ -19,12 +20,14 @@
 
 #include "proto.h"
 #include "srv_listen.h"
+#include "srv_notify.h"
 
 #define SRV_PATH_LEN 4096            /* longest path the daemon keeps (socket, state dir) */
 #define SRV_READ_BUF (64u << 10)     /* bytes one read from a client or worker may return */
 #define SRV_QUOTE_MAX 80             /* client input is cut to this many bytes in logs */
 #define SRV_QUOTE_BUF (SRV_QUOTE_MAX * 4 + 8) /* room for it fully escaped, quotes, "..." */
 #define SRV_STOP_TIMEOUT_S 60       /* default --stop-timeout: job-stop to SIGKILL at shutdown */
+#define SRV_STATUS_LEN 512           /* the STATUS= text told to the service manager */
 
 typedef struct srv_conn srv_conn;
 typedef struct srv_job srv_job;
@@ -60,6 +63,14 @@ typedef struct srv_server {
 	uv_signal_t sig_term;              /* SIGTERM: shut down */
 	uv_signal_t sig_int;               /* SIGINT: shut down; a second one kills workers */
 
+	srv_notify notify;                 /* $NOTIFY_SOCKET: READY, STATUS, WATCHDOG, STOPPING */
+	int notify_timers;                 /* 1 once the three timers below are initialised */
+	int notify_failing;                /* 1 after a failed send, until one succeeds */
+	uv_timer_t watchdog_timer;         /* WATCHDOG=1 every WATCHDOG_USEC/2 */
+	uv_timer_t status_timer;           /* re-sends STATUS= when its text changed (steps) */
+	uv_timer_t extend_timer;           /* EXTEND_TIMEOUT_USEC= while workers stop */
+	char status[SRV_STATUS_LEN];       /* the STATUS= text last sent */
+
 	char rbuf[SRV_READ_BUF];           /* every read lands here: reads never interleave on
 					    * one thread, and each is consumed before the next */
 } srv_server;
@@ -72,6 +83,12 @@ typedef struct srv_server {
 void srv_shutdown(srv_server *srv, int save, const char *why);
 /* Called whenever a worker is reaped: finishes the shutdown once none is left. */
 void srv_shutdown_progress(srv_server *srv);
+
+/* ---- the service manager (rematd.c) ---- */
+
+/* The job table changed (a job's state): tells the service manager STATUS= at once when
+ * its text differs from the last sent. Does nothing without $NOTIFY_SOCKET. */
+void srv_status_update(srv_server *srv);
 
 /* ---- logging (srv_util.c) ---- */
 

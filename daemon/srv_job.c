@@ -68,6 +68,8 @@ srv_job *srv_job_find(srv_server *srv, const char *id)
 
 void srv_job_emit_state(srv_job *job, const char *from)
 {
+	/* the service manager's STATUS= lists the jobs and their states */
+	srv_status_update(job->srv);
 	json_t *data = json_pack("{s:s, s:s, s:s, s:s}", "job", job->id, "from", from, "to",
 		srv_job_state_name(job->state), "reason", job->reason);
 	if (!data)

@@ -1,5 +1,6 @@
 /* srv_listen.c - the listening socket: lock file, stale socket removal, bind with a safe
- * mode, listen. See srv_listen.h. Not here: the connections themselves (srv_conn.c).
+ * mode, listen; or a socket passed by the service manager, checked and adopted. See
+ * srv_listen.h. Not here: the connections themselves (srv_conn.c).
  *
  * Measured on Debian 12's libuv 1.44.2: there is no uv_pipe_bind2; uv_pipe_bind silently
  * truncates a path longer than sun_path (we check the length first); uv_pipe_chmod grants
@@ -11,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +218,181 @@ int srv_listen_start(srv_listener *l, uv_loop_t *loop, const char *path, int has
 fail:
 	srv_listen_close(l);
 	srv_listen_release(l);
+	return -1;
+}
+
+/* ---- socket activation ---- */
+
+/* A whole decimal number in 0..max from an environment variable; -1 when it is not one. */
+static long listen_env_number(const char *s, long max)
+{
+	char *end;
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || v > max)
+		return -1;
+	return v;
+}
+
+/* Checks that fd is what rematd can serve: an open AF_UNIX stream socket that listens. */
+static int listen_check_fd(int fd, char *err, size_t errlen)
+{
+	struct stat st;
+	int v = -1; /* what getsockopt gave; -1 when it failed */
+	socklen_t len = sizeof v;
+	if (fstat(fd, &st) < 0) {
+		snprintf(err, errlen, "LISTEN_FDS=1 but fd %d is not open: %s", fd,
+			strerror(errno));
+		return -1;
+	}
+	if (!S_ISSOCK(st.st_mode)) {
+		snprintf(err, errlen, "LISTEN_FDS=1 but fd %d is not a socket", fd);
+		return -1;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) < 0 || v != AF_UNIX) {
+		snprintf(err, errlen, "the socket passed at fd %d is not a Unix socket (family "
+			"%d): rematd listens on AF_UNIX only", fd, v);
+		return -1;
+	}
+	len = sizeof v;
+	v = -1;
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len) < 0 || v != SOCK_STREAM) {
+		snprintf(err, errlen, "the socket passed at fd %d is a %s socket, not a stream "
+			"socket (ListenStream=)", fd, v == SOCK_DGRAM ? "datagram" :
+			v == SOCK_SEQPACKET ? "seqpacket" : "non-stream");
+		return -1;
+	}
+	len = sizeof v;
+	v = 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len) < 0 || !v) {
+		snprintf(err, errlen, "the socket passed at fd %d does not listen (Accept=yes "
+			"passes connections; rematd.socket must not set it)", fd);
+		return -1;
+	}
+	return 0;
+}
+
+int srv_listen_fds(int *fd, char *note, size_t notelen, char *err, size_t errlen)
+{
+	const char *fds = getenv("LISTEN_FDS"), *pid = getenv("LISTEN_PID");
+	int rc = 0;
+	long n = -1, p = -1;
+	*fd = -1;
+	if (note && notelen)
+		note[0] = '\0';
+	if (!fds && !pid)
+		return 0;
+	if (!fds) {
+		if (note)
+			snprintf(note, notelen, "LISTEN_PID is set without LISTEN_FDS: ignored");
+		goto out;
+	}
+	if ((n = listen_env_number(fds, INT_MAX)) < 0) {
+		snprintf(err, errlen, "LISTEN_FDS '%.32s' is not a number of descriptors", fds);
+		rc = -1;
+		goto out;
+	}
+	if (pid && (p = listen_env_number(pid, LONG_MAX)) <= 0) {
+		snprintf(err, errlen, "LISTEN_PID '%.32s' is not a process id", pid);
+		rc = -1;
+		goto out;
+	}
+	/* sd_listen_fds(3): without LISTEN_PID, or with another's, the sockets were meant for
+	 * a process that exec'd us or spawned us by mistake; they are not ours to serve */
+	if (p != (long)getpid()) {
+		if (note)
+			snprintf(note, notelen, "LISTEN_FDS=%ld is for %s%.32s, not for us (pid "
+				"%ld): ignored", n, pid ? "pid " : "no LISTEN_PID", pid ? pid : "",
+				(long)getpid());
+		goto out;
+	}
+	if (n == 0) {
+		if (note)
+			snprintf(note, notelen, "LISTEN_FDS=0: no socket passed");
+		goto out;
+	}
+	if (n > 1) {
+		snprintf(err, errlen, "LISTEN_FDS=%ld: rematd serves exactly one socket (give "
+			"rematd.socket one ListenStream=)", n);
+		rc = -1;
+		goto out;
+	}
+	if (listen_check_fd(SRV_LISTEN_FDS_START, err, errlen) < 0) {
+		rc = -1;
+		goto out;
+	}
+	/* the manager passes it inheritable; no worker may keep our listening socket open */
+	int flags = fcntl(SRV_LISTEN_FDS_START, F_GETFD);
+	if (flags < 0 || fcntl(SRV_LISTEN_FDS_START, F_SETFD, flags | FD_CLOEXEC) < 0) {
+		snprintf(err, errlen, "cannot set FD_CLOEXEC on fd %d: %s", SRV_LISTEN_FDS_START,
+			strerror(errno));
+		rc = -1;
+		goto out;
+	}
+	*fd = SRV_LISTEN_FDS_START;
+	rc = 1;
+out:
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	return rc;
+}
+
+int srv_listen_adopt(srv_listener *l, uv_loop_t *loop, int fd, uv_connection_cb on_conn,
+	void *data, char *err, size_t errlen)
+{
+	struct sockaddr_un sun;
+	socklen_t len = sizeof sun;
+	memset(l, 0, sizeof *l);
+	l->lock_fd = -1;
+	l->adopted = 1;
+	memset(&sun, 0, sizeof sun);
+	if (getsockname(fd, (struct sockaddr *)&sun, &len) < 0) {
+		snprintf(err, errlen, "cannot read the passed socket's address: %s",
+			strerror(errno));
+		close(fd);
+		return -1;
+	}
+	size_t n = len > offsetof(struct sockaddr_un, sun_path) ?
+		len - offsetof(struct sockaddr_un, sun_path) : 0;
+	if (n == 0)
+		snprintf(l->path, sizeof l->path, "(unnamed)");
+	else if (sun.sun_path[0] == '\0') /* abstract: the name is every byte after the NUL */
+		snprintf(l->path, sizeof l->path, "@%.*s", (int)(n - 1), sun.sun_path + 1);
+	else
+		snprintf(l->path, sizeof l->path, "%.*s", (int)strnlen(sun.sun_path, n),
+			sun.sun_path);
+
+	int r = uv_pipe_init(loop, &l->pipe, 0);
+	if (r < 0) {
+		snprintf(err, errlen, "cannot create the listening pipe: %s", uv_strerror(r));
+		close(fd);
+		return -1;
+	}
+	l->pipe_open = 1;
+	l->pipe.data = data;
+	r = uv_pipe_open(&l->pipe, fd);
+	if (r < 0) {
+		snprintf(err, errlen, "cannot use the passed socket '%s': %s", l->path,
+			uv_strerror(r));
+		/* not the pipe's yet: ours to close */
+		close(fd);
+		goto fail;
+	}
+	/* listen(2) again on a listening socket only sets the backlog; libuv needs the call
+	 * to start accepting */
+	r = uv_listen((uv_stream_t *)&l->pipe, SRV_LISTEN_BACKLOG, on_conn);
+	if (r < 0) {
+		snprintf(err, errlen, "cannot listen on the passed socket '%s': %s", l->path,
+			uv_strerror(r));
+		goto fail;
+	}
+	return 0;
+
+fail:
+	srv_listen_close(l);
 	return -1;
 }
 

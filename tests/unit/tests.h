@@ -25,6 +25,7 @@ Suite *suite_proto(void);
 Suite *suite_client(void);
 Suite *suite_e2e(void);
 Suite *suite_ckpt(void);
+Suite *suite_systemd(void);
 
 /* getenv(name), failing the test with a clear message when it is unset. */
 const char *t_env(const char *name);
