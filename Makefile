@@ -5,6 +5,7 @@
 #   make asan     the same tests under AddressSanitizer + UBSan, in build-asan/
 #   make demo     train a small byte-level model, switching checkpointing mid-run
 #   make fuzz     the protocol fuzz target for longer than make test runs it
+#   make install  programs, man pages, systemd units, completion (PREFIX, DESTDIR; uninstall)
 #
 # CPU-only: the CUDA backend is a later piece of work.
 
@@ -123,6 +124,9 @@ test: all
 			echo "fuzz-st: $(FUZZ_RUNS) runs, no crash" || \
 			{ tail -40 $(BUILD)/tmp/fuzz-st.log; exit 1; }; fi
 	@sh tests/systemd/verify.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/tmp/systemd)
+	@sh tests/man.sh $(abspath $(BUILD)/bin) man $(abspath $(BUILD)/tmp/man)
+	@bash tests/completion.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/tmp/completion)
+	@sh tests/install.sh "$(MAKE)" $(BUILD) $(abspath $(BUILD)/tmp/install)
 	$(TEST_ENV) $(TESTS)
 
 fuzz: all $(FUZZ) $(FUZZ_ST)
@@ -137,6 +141,62 @@ asan: deps
 
 demo: all
 	@sh scripts/demo.sh $(BUILD)/bin
+
+# make install / make uninstall: the three programs, the man pages, the systemd units (their
+# @BINDIR@ filled in) and sysusers entry, the bash completion, an example job and the
+# protocol reference. PREFIX, DESTDIR and every directory below can be set on the command
+# line: `make install PREFIX=/usr DESTDIR=/tmp/pkg`. Build first (`make`), then install
+# (as root for the system's directories); uninstall removes exactly what install writes.
+PREFIX        ?= /usr/local
+BINDIR        ?= $(PREFIX)/bin
+DATADIR       ?= $(PREFIX)/share
+MANDIR        ?= $(DATADIR)/man
+DOCDIR        ?= $(DATADIR)/doc/remat
+UNITDIR       ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR   ?= $(PREFIX)/lib/sysusers.d
+COMPLETIONDIR ?= $(DATADIR)/bash-completion/completions
+INSTALL       ?= install
+
+MAN_PAGES = man/rematctl.1 man/remat-train.1 man/remat-job.5 man/rematd.8
+UNITS     = $(wildcard systemd/*.service systemd/*.socket)
+SYSUSERS  = $(wildcard systemd/remat.sysusers)
+# Installed files, DESTDIR excluded: what uninstall removes.
+INSTALLED = $(addprefix $(BINDIR)/,remat-train rematd rematctl) \
+	$(foreach p,$(MAN_PAGES),$(MANDIR)/man$(subst .,,$(suffix $(p)))/$(notdir $(p))) \
+	$(addprefix $(UNITDIR)/,$(notdir $(UNITS))) \
+	$(if $(SYSUSERS),$(SYSUSERSDIR)/remat.conf) \
+	$(COMPLETIONDIR)/rematctl $(DOCDIR)/examples/job.json $(DOCDIR)/protocol.md
+# The man pages name the default locations; installed, they name the chosen ones.
+MAN_SUBST = sed -e 's|/usr/local/share/doc/remat|$(DOCDIR)|g' \
+	-e 's|/usr/local/lib/systemd/system|$(UNITDIR)|g' \
+	-e 's|/usr/local/lib/sysusers.d|$(SYSUSERSDIR)|g' \
+	-e 's|/usr/local/share/bash\\-completion/completions|$(COMPLETIONDIR)|g'
+# Units: the placeholders of their settings (comment lines keep theirs, as documentation).
+UNIT_SUBST = sed -e '/^[\#;]/!s|@BINDIR@|$(BINDIR)|g' -e '/^[\#;]/!s|@PREFIX@|$(PREFIX)|g' \
+	-e '/^[\#;]/!s|@DATADIR@|$(DATADIR)|g' -e '/^[\#;]/!s|@DOCDIR@|$(DOCDIR)|g'
+
+.PHONY: install uninstall
+install: $(TRAIN) $(DAEMON) $(CLIENT)
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
+		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(COMPLETIONDIR) $(DESTDIR)$(DOCDIR)/examples \
+		$(if $(UNITS),$(DESTDIR)$(UNITDIR)) $(if $(SYSUSERS),$(DESTDIR)$(SYSUSERSDIR))
+	$(INSTALL) -m 0755 $(TRAIN) $(DAEMON) $(CLIENT) $(DESTDIR)$(BINDIR)/
+	@set -e; for p in $(MAN_PAGES); do \
+		f=$(DESTDIR)$(MANDIR)/man$${p##*.}/$${p#man/}; \
+		echo "$$p -> $$f"; $(MAN_SUBST) $$p > $$f; chmod 0644 $$f; done
+	@set -e; for u in $(UNITS); do \
+		f=$(DESTDIR)$(UNITDIR)/$${u#systemd/}; \
+		echo "$$u -> $$f"; $(UNIT_SUBST) $$u > $$f; chmod 0644 $$f; \
+		if grep -n '^[^#;]*@[A-Z][A-Z_]*@' $$f; then echo "$$f: placeholder left" >&2; exit 1; fi; \
+		done
+	$(if $(SYSUSERS),$(INSTALL) -m 0644 $(SYSUSERS) $(DESTDIR)$(SYSUSERSDIR)/remat.conf)
+	$(INSTALL) -m 0644 completion/rematctl.bash $(DESTDIR)$(COMPLETIONDIR)/rematctl
+	$(INSTALL) -m 0644 examples/job.json $(DESTDIR)$(DOCDIR)/examples/job.json
+	$(INSTALL) -m 0644 docs/protocol.md $(DESTDIR)$(DOCDIR)/protocol.md
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	@rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
 clean:
 	rm -rf build build-asan

@@ -7,8 +7,9 @@ set -eu
 # clang and its runtime: the protocol fuzz target (libFuzzer) that make test runs briefly.
 # systemd: systemd-analyze, systemd-socket-activate and systemd-sysusers for the unit tests
 # (container images of Debian 12 leave it out).
+# mandoc and groff-base: tests/man.sh lints the man pages with both.
 pkgs="build-essential pkg-config libuv1-dev libjansson-dev check libopenblas-openmp-dev
-      clang libclang-rt-14-dev systemd"
+      clang libclang-rt-14-dev systemd mandoc groff-base"
 
 missing=""
 for p in $pkgs; do
