@@ -7,7 +7,8 @@
 #   make fuzz     the protocol fuzz target for longer than make test runs it
 #   make install  programs, man pages, systemd units, completion (PREFIX, DESTDIR; uninstall)
 #
-# CPU-only: the CUDA backend is a later piece of work.
+# The CUDA backend is built when nvcc is found (CUDA=0: CPU only; CUDA=1: required); see
+# the CUDA section below. tests/cuda/run-on-gpu.sh builds and checks it on a GPU.
 
 CC      ?= gcc
 BUILD   ?= build
@@ -25,19 +26,54 @@ ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS  = $(BLAS_LIBS) -luv -ljansson -lm -lpthread -fopenmp $(EXTRA_LDFLAGS)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread)
 
-ENGINE_SRC = $(wildcard engine/eng_*.c)
+# ---- CUDA backend (kernels/cuda/, engine/eng_cuda*.c) ----
+# Built when nvcc is found in /usr/local/cuda/bin or on PATH; CUDA=0 builds CPU-only (then
+# engine/eng_nocuda.c answers "this build has no CUDA backend"), CUDA=1 fails without nvcc.
+# Device code for sm_80 and sm_90, plus PTX that later GPUs compile at load. The CUDA runtime
+# is linked statically, cuDNN dynamically (rpath to the toolkit) and --as-needed, so a
+# program that does not call it (rematctl, rematd) never loads it; cuBLASLt is dlopen'd.
+NVCC ?= $(firstword $(wildcard /usr/local/cuda/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+ifeq ($(CUDA),0)
+HAVE_CUDA :=
+else ifneq ($(NVCC),)
+HAVE_CUDA := 1
+else ifeq ($(CUDA),1)
+$(error CUDA=1 but nvcc is neither in /usr/local/cuda/bin nor on PATH)
+endif
+ifdef HAVE_CUDA
+CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH   = -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+	-gencode arch=compute_90,code=compute_90
+NVCC_FLAGS ?= -O3
+CUDA_LIBDIR = $(CUDA_HOME)/lib64
+ALL_NVCC_FLAGS = -std=c++17 $(NVCC_FLAGS) $(CUDA_ARCH) -I. -Iengine -Ikernels -Ikernels/cuda \
+	-DKC_CUDA_LIBDIR='"$(CUDA_LIBDIR)"' -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings
+CFLAGS_BASE += -DREMAT_CUDA -I$(CUDA_HOME)/include -Ikernels/cuda
+# cuBLASLt is not linked but opened when a GPU model starts (kernels/cuda/kc_blas.cu: linked,
+# it costs every program start 3 s and 200 MB); cuDNN's small front library is linked.
+LDLIBS     += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart_static \
+	-Wl,--push-state,--as-needed -lcudnn -lstdc++ -ldl -lrt -Wl,--pop-state
+CUDA_SRC    = $(wildcard kernels/cuda/kc_*.cu)
+endif
+CUDA_OBJ    = $(CUDA_SRC:%.cu=$(BUILD)/%.o)
+
+ENGINE_SRC = $(filter-out $(if $(HAVE_CUDA),engine/eng_nocuda.c,engine/eng_cuda%.c), \
+	$(wildcard engine/eng_*.c))
 KERNEL_SRC = $(wildcard kernels/cpu/kn_*.c)
 PROTO_SRC  = $(wildcard proto/proto_*.c)
 LIB_SRC    = $(ENGINE_SRC) $(KERNEL_SRC) $(PROTO_SRC)
-LIB_OBJ    = $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ    = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CUDA_OBJ)
 TRAIN_SRC  = $(wildcard engine/main/*.c)
 TRAIN_OBJ  = $(TRAIN_SRC:%.c=$(BUILD)/%.o)
 DAEMON_SRC = $(wildcard daemon/*.c)
 DAEMON_OBJ = $(DAEMON_SRC:%.c=$(BUILD)/%.o)
 CLIENT_SRC = $(wildcard client/*.c)
 CLIENT_OBJ = $(CLIENT_SRC:%.c=$(BUILD)/%.o)
-TEST_SRC   = $(wildcard tests/unit/*.c)
-TEST_OBJ   = $(TEST_SRC:%.c=$(BUILD)/%.o)
+# tests/cuda/test_cuda.c only needs eng_cuda.h (it skips without the backend); the rest of
+# tests/cuda/ needs the toolkit
+TEST_SRC   = $(wildcard tests/unit/*.c) tests/cuda/test_cuda.c $(if $(HAVE_CUDA),$(filter-out \
+	tests/cuda/test_cuda.c tests/cuda/bench_%,$(wildcard tests/cuda/*.c tests/cuda/*.cu)))
+TEST_OBJ   = $(patsubst %.cu,$(BUILD)/%.o,$(TEST_SRC:%.c=$(BUILD)/%.o))
 HELPER_SRC = $(wildcard tests/e2e/*.c)
 
 TRAIN   = $(BUILD)/bin/remat-train
@@ -56,11 +92,22 @@ all: deps
 deps:
 	@sh scripts/deps.sh
 
-binaries: $(TRAIN) $(TESTS) $(if $(DAEMON_SRC),$(DAEMON)) $(if $(CLIENT_SRC),$(CLIENT)) $(HELPERS)
+binaries: $(TRAIN) $(TESTS) $(if $(DAEMON_SRC),$(DAEMON)) $(if $(CLIENT_SRC),$(CLIENT)) $(HELPERS) \
+	$(if $(HAVE_CUDA),$(BUILD)/bin/bench-gpu)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(ALL_NVCC_FLAGS) -MMD -MP -c $< -o $@
+
+# The GPU benchmark of tests/cuda/run-on-gpu.sh: tokens/s, ms per step, peak device memory
+# per policy (gpt2-small shape by default).
+$(BUILD)/bin/bench-gpu: tests/cuda/bench_gpu.c $(BUILD)/libremat.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libremat.a: $(LIB_OBJ)
 	@rm -f $@
@@ -128,6 +175,13 @@ test: all
 	@bash tests/completion.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/tmp/completion)
 	@sh tests/install.sh "$(MAKE)" $(BUILD) $(abspath $(BUILD)/tmp/install)
 	$(TEST_ENV) $(TESTS)
+
+# The GPU's suites alone, each with its own closing line (tests/cuda/run-on-gpu.sh).
+.PHONY: test-cuda
+test-cuda: binaries
+	@rm -rf $(BUILD)/tmp && mkdir -p $(BUILD)/tmp
+	@rc=0; for s in cuda $(if $(HAVE_CUDA),cuda-kernels sdpa); do \
+		CK_RUN_SUITE=$$s $(TEST_ENV) $(TESTS) || rc=1; done; exit $$rc
 
 fuzz: all $(FUZZ) $(FUZZ_ST)
 	@mkdir -p $(BUILD)/corpus $(BUILD)/corpus-st
@@ -199,7 +253,7 @@ uninstall:
 	@rmdir $(DESTDIR)$(DOCDIR)/examples $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-gpu
 
 format:
 	clang-format -i $(LIB_SRC) $(wildcard */*.h engine/main/*.c) $(DAEMON_SRC) $(CLIENT_SRC) \

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "eng_backends.h"
 #include "kn.h"
 #include "srv_job.h"
 
@@ -49,12 +50,17 @@ static void cmd_daemon_info(srv_conn *c, const proto_request *req)
 {
 	srv_server *srv = c->srv;
 	double uptime = (double)(uv_hrtime() - srv->started_ns) / 1e9;
-	/* only the CPU backend exists so far (DESIGN §7: cuda is a later piece of work) */
-	json_t *ret = json_pack("{s:s, s:i, s:f, s:s, s:s, s:[s], s:s, s:i, s:i, s:s}",
+	json_t *ret = json_pack("{s:s, s:i, s:f, s:s, s:s, s:s, s:i, s:i, s:s}",
 		"version", PROTO_VERSION, "pid", (int)getpid(), "uptime_s", uptime, "socket",
-		srv->socket_path, "state_dir", srv->state_dir, "backends", "cpu", "blas",
+		srv->socket_path, "state_dir", srv->state_dir, "blas",
 		kn_blas_describe(), "max_jobs", srv->max_jobs, "jobs_running", srv->n_active,
 		"worker", srv->worker_path);
+	/* backends and GPUs: the first call asks the CUDA runtime (on a GPU machine, the
+	 * driver's start-up, once per daemon); the answer is cached after that */
+	if (ret && eng_backends_json(ret) < 0) {
+		json_decref(ret);
+		ret = NULL;
+	}
 	if (!ret) {
 		srv_conn_error(c, PROTO_ERR_INTERNAL, "out of memory", req->id);
 		return;

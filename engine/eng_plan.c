@@ -6,6 +6,7 @@
  *              attention kernel recomputes them in backward under every mode)
  *   selective  x, qkv(3), atty, res2, fch(4) = 10 N C, stats 4 N, lse NH N
  *   full       x = N C
+ *   offload    x = N C on the device (cuda only; the rest of off's, in host memory)
  * Head: x and ln_f output 2 N C, ln_f stats 2 N, lse N; off adds the N V logits.
  */
 #include "eng_plan.h"
@@ -51,6 +52,12 @@ void eng_plan_block(const eng_config *cfg, int B, int T, eng_mode mode, eng_plan
 		s->saved_bytes = F * (10 * N * C + 4 * N + lse);
 		s->workspace_bytes = F * pool_sel;
 		s->extra_flops = flops_sel;
+		break;
+	case ENG_MODE_OFFLOAD:
+		/* device cuda: the input stays, the rest of what off keeps goes to host memory
+		 * and comes back into one of two device slots; nothing is recomputed */
+		s->saved_bytes = F * N * C;
+		s->workspace_bytes = 2 * F * (15 * N * C + 4 * N + lse);
 		break;
 	default:
 		s->saved_bytes = F * N * C;

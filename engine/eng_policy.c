@@ -7,23 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *mode_names[] = {"off", "selective", "full", "chunked"};
+static const char *mode_names[] = {"off", "selective", "full", "chunked", "offload"};
 
 const char *eng_mode_name(eng_mode m)
 {
-	return (m >= ENG_MODE_OFF && m <= ENG_MODE_CHUNKED) ? mode_names[m] : "unknown";
+	return (m >= ENG_MODE_OFF && m <= ENG_MODE_OFFLOAD) ? mode_names[m] : "unknown";
 }
 
 int eng_mode_parse(const char *s, eng_mode *m, eng_err *err)
 {
-	for (int i = 0; i <= ENG_MODE_CHUNKED; i++) {
+	for (int i = 0; i <= ENG_MODE_OFFLOAD; i++) {
 		if (strcmp(s, mode_names[i]) == 0) {
 			*m = (eng_mode)i;
 			return 0;
 		}
 	}
-	return eng_errf(err, "unknown mode '%.32s' (modes: off, selective, full for blocks; "
-			     "off, chunked for head)", s);
+	return eng_errf(err, "unknown mode '%.32s' (modes: off, selective, full, offload for "
+			     "blocks; off, chunked for head)", s);
 }
 
 void eng_policy_init(eng_policy *p, int n_layer)
@@ -160,8 +160,8 @@ int eng_policy_apply(eng_policy *p, const eng_aliases *al, const char *selector,
 		if (r.head && !blocks)
 			return eng_errf(err, "mode '%s' does not apply to the head (off, chunked)",
 				mode);
-		return eng_errf(err, "mode '%s' does not apply to blocks (off, selective, full)",
-			mode);
+		return eng_errf(err, "mode '%s' does not apply to blocks (off, selective, full, "
+				     "offload)", mode);
 	}
 	if (block_ok)
 		for (int i = r.lo; i <= r.hi; i++)
@@ -230,4 +230,12 @@ int eng_policy_equal(const eng_policy *a, const eng_policy *b)
 		if (a->block[i] != b->block[i])
 			return 0;
 	return 1;
+}
+
+int eng_policy_find(const eng_policy *p, eng_mode m)
+{
+	for (int i = 0; i < p->n_layer; i++)
+		if (p->block[i] == m)
+			return i;
+	return -1;
 }

@@ -1,8 +1,8 @@
 /* eng_policy.h - sections, selectors and recompute modes (DESIGN §3).
  *
- * A policy gives each block h.0 .. h.{L-1} a mode (off, selective, full) and the head a mode
- * (off, chunked). It is a small value type: the training loop swaps a whole policy in
- * between two steps. Selectors: "h.3", "h.0-5" (inclusive), "blocks", "head", "all", and
+ * A policy gives each block h.0 .. h.{L-1} a mode (off, selective, full; offload, which only
+ * the cuda backend accepts) and the head a mode (off, chunked). It is a small value type:
+ * the training loop swaps a whole policy in between two steps. Selectors: "h.3", "h.0-5" (inclusive), "blocks", "head", "all", and
  * aliases a job spec defines ("embed" -> "h.0-1"). A selector that covers blocks and head
  * ("all") takes a mode for whichever part the mode is valid for: "all=off" sets both,
  * "all=full" sets the blocks, "all=chunked" sets the head.
@@ -17,9 +17,11 @@
 
 typedef enum eng_mode {
 	ENG_MODE_OFF,       /* keep every activation backward needs */
-	ENG_MODE_SELECTIVE, /* block: drop LayerNorm outputs, GELU output, attention probs */
+	ENG_MODE_SELECTIVE, /* block: drop LayerNorm outputs and GELU output */
 	ENG_MODE_FULL,      /* block: keep only the block input, rerun its forward in backward */
 	ENG_MODE_CHUNKED,   /* head: never hold more than one chunk of logits */
+	ENG_MODE_OFFLOAD,   /* block, device cuda only: what `off` keeps goes to host memory in
+			     * forward and comes back before the block's backward */
 } eng_mode;
 
 #define ENG_MAX_ALIASES 32  /* aliases one job may define */
@@ -38,11 +40,11 @@ typedef struct eng_aliases {
 
 typedef struct eng_policy {
 	int n_layer;                   /* L; block[] entries past it are unused */
-	eng_mode block[ENG_MAX_LAYERS]; /* ENG_MODE_OFF, _SELECTIVE or _FULL */
+	eng_mode block[ENG_MAX_LAYERS]; /* ENG_MODE_OFF, _SELECTIVE, _FULL or _OFFLOAD */
 	eng_mode head;                 /* ENG_MODE_OFF or _CHUNKED */
 } eng_policy;
 
-/* "off", "selective", "full", "chunked". */
+/* "off", "selective", "full", "chunked", "offload". */
 const char *eng_mode_name(eng_mode m);
 /* Parses a mode name; -1 with a message listing the modes when unknown. */
 int eng_mode_parse(const char *s, eng_mode *m, eng_err *err);
@@ -71,5 +73,8 @@ int eng_policy_format(const eng_policy *p, char *buf, size_t len);
 
 /* 1 when both give every section the same mode. */
 int eng_policy_equal(const eng_policy *a, const eng_policy *b);
+
+/* The first block in mode m, or -1 when none is. */
+int eng_policy_find(const eng_policy *p, eng_mode m);
 
 #endif

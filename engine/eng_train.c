@@ -1,6 +1,7 @@
 /* eng_train.c - a training run (see eng_train.h): init (including resume from a
- * checkpoint), step, optimizer, schedule. Not here: the model's maths (eng_model.c), the
- * checkpoint files (eng_ckpt.c), the control protocol (engine/main/eng_ctl.c). */
+ * checkpoint), step, optimizer, schedule, on the CPU model (eng_model.c) or the GPU model
+ * (eng_cuda.h, device cuda). Not here: the model's maths (eng_model.c, eng_cuda_step.c),
+ * the checkpoint files (eng_ckpt.c), the control protocol (engine/main/eng_ctl.c). */
 #include "eng_train.h"
 
 #include <errno.h>
@@ -13,6 +14,8 @@
 #include <unistd.h>
 
 #include "eng_ckpt.h"
+#include "eng_cuda.h"
+#include "eng_cuda_mem.h"
 #include "eng_hfconfig.h"
 #include "eng_import.h"
 #include "eng_mem.h"
@@ -95,15 +98,48 @@ static int resolve_init(eng_spec *s, eng_err *err)
 	return 0;
 }
 
+/* Device cuda: tr->model keeps the tensor table and the host copies of weights and moments
+ * that checkpoints read and write, nothing of a step. It is made for batch 1 x 1 (activation
+ * and workspace buffers of one row; the gradients freed), then given the run's batch,
+ * sequence length and chunking, which the GPU model, the planner and the control commands
+ * read from it. Its activations are never laid out: eng_model_step must not run on it. */
+static int host_mirror_init(eng_trainer *tr, eng_err *err)
+{
+	const eng_spec *s = &tr->spec;
+	eng_model *m = &tr->model;
+	if (s->batch < 1 || s->seq_len < 1 || s->seq_len > s->cfg.n_positions)
+		return eng_errf(err, "batch %d x seq_len %d does not fit the model (n_positions %d)",
+			s->batch, s->seq_len, s->cfg.n_positions);
+	if (eng_model_init(m, &s->cfg, 1, 1, 1, err) < 0)
+		return -1;
+	eng_mem_free(m->grads);
+	m->grads = NULL;
+	memset(&m->g, 0, sizeof m->g);
+	size_t N = (size_t)s->batch * s->seq_len;
+	m->B = s->batch;
+	m->T = s->seq_len;
+	m->chunk_rows = s->chunk_rows > 0 ? s->chunk_rows
+					  : eng_plan_chunk_rows(&s->cfg, s->batch, s->seq_len);
+	if ((size_t)m->chunk_rows > N)
+		m->chunk_rows = (int)N;
+	return 0;
+}
+
 int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 {
 	memset(tr, 0, sizeof *tr);
 	tr->spec = *spec;
 	eng_spec *s = &tr->spec;
 	eng_config cfg = s->cfg;
-	if (s->device != ENG_DEVICE_CPU) {
-		eng_errf(err, "device 'cuda' is not available: this build has the cpu backend only");
-		goto fail;
+	int cuda = s->device == ENG_DEVICE_CUDA;
+	if (cuda) {
+		/* before any file is read: a run that cannot start says so at once */
+		eng_cuda_info info;
+		eng_cuda_probe(&info);
+		if (info.ngpus == 0) {
+			eng_errf(err, "device 'cuda' is not available: %s", info.why);
+			goto fail;
+		}
 	}
 	if (s->init_from[0] && resolve_init(s, err) < 0)
 		goto fail;
@@ -115,7 +151,8 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	if (eng_spec_finish(s, &cfg, err) < 0)
 		goto fail;
 	kn_set_threads(s->threads);
-	if (eng_model_init(&tr->model, &s->cfg, s->batch, s->seq_len, s->chunk_rows, err) < 0)
+	if ((cuda ? host_mirror_init(tr, err)
+		  : eng_model_init(&tr->model, &s->cfg, s->batch, s->seq_len, s->chunk_rows, err)) < 0)
 		goto fail;
 	if (s->init_from[0]) {
 		if (eng_import_load(&tr->model, s->init_from, err) < 0)
@@ -135,7 +172,13 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		if (eng_policy_apply(&p, &tr->aliases, s->assign[i].selector, s->assign[i].mode,
 			    err) < 0)
 			goto fail;
-	if (eng_model_set_policy(&tr->model, &p, err) < 0)
+	if (cuda) {
+		eng_cuda_opts o;
+		if (eng_cuda_opts_from_env(&o, err) < 0 ||
+			eng_cuda_new(&tr->gpu, &tr->model, &o, err) < 0)
+			goto fail;
+	}
+	if (eng_trainer_set_policy(tr, &p, err) < 0)
 		goto fail;
 	if (eng_data_open(&tr->train, s->train_path, s->data_format, s->cfg.vocab_size, s->batch,
 		    s->seq_len, err) < 0)
@@ -148,6 +191,8 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	if (s->save_dir[0])
 		eng_ckpt_clean_tmp(s->save_dir); /* interrupted saves are never picked up */
 	if (s->resume && eng_ckpt_resume(tr, s->init_from, err) < 0)
+		goto fail;
+	if (tr->gpu && eng_cuda_upload(tr->gpu, &tr->model, err) < 0)
 		goto fail;
 	size_t n = (size_t)s->batch * s->seq_len * sizeof(uint16_t);
 	tr->inp = eng_mem_alloc(ENG_MEM_DATA, n);
@@ -168,6 +213,7 @@ void eng_trainer_free(eng_trainer *tr)
 	eng_mem_free(tr->tgt);
 	eng_data_close(&tr->val);
 	eng_data_close(&tr->train);
+	eng_cuda_destroy(tr->gpu);
 	eng_model_free(&tr->model);
 	memset(tr, 0, sizeof *tr);
 }
@@ -185,14 +231,31 @@ float eng_lr_at(const eng_spec *s, int i)
 	return (float)(min_lr + 0.5 * (1.0 + cos(M_PI * ratio)) * (s->lr - min_lr));
 }
 
+/* "step N: <what the GPU model said>" */
+static int step_failed(const eng_trainer *tr, eng_err *err)
+{
+	char why[ENG_ERR_LEN];
+	snprintf(why, sizeof why, "%s", err->msg);
+	return eng_errf(err, "step %d: %s; weights left as they were after step %d", tr->step + 1,
+		why, tr->step);
+}
+
 int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)
 {
 	eng_model *m = &tr->model;
 	const eng_spec *s = &tr->spec;
-	double t0 = now_ms();
+	double t0 = now_ms(), sumsq;
+	float loss, scale = 1.0f;
 	eng_data_next(&tr->train, tr->inp, tr->tgt);
-	float loss = eng_model_step(m, tr->inp, tr->tgt);
-	double norm = sqrt(kn_sumsq(m->grads, m->nfloats));
+	if (tr->gpu) {
+		if (eng_cuda_step(tr->gpu, tr->inp, tr->tgt, &loss, err) < 0 ||
+			eng_cuda_grad_sumsq(tr->gpu, &sumsq, err) < 0)
+			return step_failed(tr, err);
+	} else {
+		loss = eng_model_step(m, tr->inp, tr->tgt);
+		sumsq = kn_sumsq(m->grads, m->nfloats);
+	}
+	double norm = sqrt(sumsq);
 	if (!isfinite(loss) || !isfinite(norm))
 		return eng_errf(err, "step %d: loss %g, gradient norm %g: not finite; weights left "
 				     "as they were after step %d", tr->step + 1, loss, norm, tr->step);
@@ -200,28 +263,44 @@ int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)
 		/* torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6), at most 1 */
 		double coef = s->grad_clip / (norm + 1e-6);
 		if (coef < 1.0)
-			kn_scale(m->grads, (float)coef, m->nfloats);
+			scale = (float)coef;
 	}
+	if (!tr->gpu && scale != 1.0f)
+		kn_scale(m->grads, scale, m->nfloats);
 	float lr = eng_lr_at(s, tr->step);
 	int t = tr->step + 1;
 	double bc1 = 1.0 - pow(s->beta1, t), bc2 = 1.0 - pow(s->beta2, t);
-	for (int i = 0; i < m->ntensors; i++) {
-		const eng_ptensor *pt = &m->tensors[i];
-		kn_adamw_update(m->params + pt->offset, m->m + pt->offset, m->v + pt->offset,
-			m->grads + pt->offset, pt->numel, lr, s->beta1, s->beta2, s->eps,
-			pt->decay ? s->weight_decay : 0.0f, bc1, bc2);
+	if (tr->gpu) {
+		/* the clipping scale is applied inside the update, as kn_scale would have */
+		if (eng_cuda_adamw(tr->gpu, scale, lr, s->beta1, s->beta2, s->eps, s->weight_decay,
+			    bc1, bc2, err) < 0)
+			return step_failed(tr, err);
+	} else {
+		for (int i = 0; i < m->ntensors; i++) {
+			const eng_ptensor *pt = &m->tensors[i];
+			kn_adamw_update(m->params + pt->offset, m->m + pt->offset, m->v + pt->offset,
+				m->grads + pt->offset, pt->numel, lr, s->beta1, s->beta2, s->eps,
+				pt->decay ? s->weight_decay : 0.0f, bc1, bc2);
+		}
 	}
 	tr->step = t;
 	double ms = now_ms() - t0;
 	eng_mem_stats ms_now;
 	eng_mem_get_counters(&ms_now); /* no /proc read on the step path */
+	if (tr->gpu) {
+		/* the step's memory is the device's */
+		eng_cuda_mem_stats ds;
+		eng_cuda_mem_get_stats(&ds);
+		ms_now.current[ENG_MEM_ACTIVATIONS] = ds.current[ENG_MEM_ACTIVATIONS];
+		ms_now.total_current = ds.total_current;
+	}
 	memset(st, 0, sizeof *st);
 	st->step = t;
 	st->loss = loss;
 	st->lr = lr;
 	st->grad_norm = (float)norm;
 	st->step_ms = ms;
-	st->recompute_ms = m->recompute_ms;
+	st->recompute_ms = tr->gpu ? eng_cuda_recompute_ms(tr->gpu) : m->recompute_ms;
 	st->tokens_per_s = ms > 0 ? (double)s->batch * s->seq_len / (ms / 1e3) : 0.0;
 	st->activation_bytes = ms_now.current[ENG_MEM_ACTIVATIONS];
 	st->peak_bytes = ms_now.total_current;
@@ -235,9 +314,49 @@ int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy
 	return eng_policy_parse(out, &tr->aliases, text, err);
 }
 
+int eng_trainer_check_policy(const eng_trainer *tr, const eng_policy *p, eng_err *err)
+{
+	int l = eng_policy_find(p, ENG_MODE_OFFLOAD);
+	if (l >= 0 && tr->spec.device != ENG_DEVICE_CUDA)
+		return eng_errf(err, "mode 'offload' (h.%d) needs device cuda: it moves a block's "
+				     "saved activations from the GPU to host memory", l);
+	return 0;
+}
+
 int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err)
 {
-	return eng_model_set_policy(&tr->model, p, err);
+	if (eng_trainer_check_policy(tr, p, err) < 0)
+		return -1;
+	if (!tr->gpu)
+		return eng_model_set_policy(&tr->model, p, err);
+	if (eng_cuda_set_policy(tr->gpu, p, err) < 0)
+		return -1;
+	tr->model.policy = *p; /* what the control thread and the progress lines read */
+	return 0;
+}
+
+size_t eng_trainer_saved_bytes(const eng_trainer *tr, int i)
+{
+	return tr->gpu ? eng_cuda_saved_bytes(tr->gpu, i) : eng_model_saved_bytes(&tr->model, i);
+}
+
+int eng_trainer_sync_host(eng_trainer *tr, eng_err *err)
+{
+	return tr->gpu ? eng_cuda_download(tr->gpu, &tr->model, err) : 0;
+}
+
+const char *eng_trainer_backend(const eng_trainer *tr)
+{
+	static char buf[512];
+	if (!tr->gpu) {
+		snprintf(buf, sizeof buf, "cpu: %s", kn_blas_describe());
+		return buf;
+	}
+	eng_cuda_info info;
+	eng_cuda_probe(&info);
+	snprintf(buf, sizeof buf, "cuda: %s (%.1f GiB), %s", info.gpu[0].name,
+		info.gpu[0].memory_bytes / 1073741824.0, eng_cuda_describe(tr->gpu));
+	return buf;
 }
 
 float eng_trainer_val_loss(eng_trainer *tr, int batches)
@@ -253,8 +372,14 @@ float eng_trainer_val_loss(eng_trainer *tr, int batches)
 	d->cursor = 0;
 	double sum = 0.0;
 	for (int i = 0; i < batches; i++) {
+		float l;
+		eng_err e;
 		eng_data_next(d, tr->inp, tr->tgt);
-		sum += eng_model_loss(&tr->model, tr->inp, tr->tgt);
+		if (!tr->gpu)
+			l = eng_model_loss(&tr->model, tr->inp, tr->tgt);
+		else if (eng_cuda_loss(tr->gpu, tr->inp, tr->tgt, &l, &e) < 0)
+			l = NAN; /* a GPU failure: the mean says so, the next step reports it */
+		sum += l;
 	}
 	d->cursor = saved;
 	return (float)(sum / batches);
@@ -265,7 +390,8 @@ int eng_trainer_save(eng_trainer *tr, const char *name, char *out, size_t outlen
 {
 	eng_ckpt_snap snap;
 	eng_ckpt_result res;
-	if (make_dirs(tr->spec.save_dir, err) < 0 || eng_ckpt_snap_take(&snap, tr, err) < 0)
+	if (make_dirs(tr->spec.save_dir, err) < 0 || eng_trainer_sync_host(tr, err) < 0 ||
+		eng_ckpt_snap_take(&snap, tr, err) < 0)
 		return -1;
 	int rc = eng_ckpt_write(&snap, tr->spec.save_dir, name, tr->spec.save_keep, &res, err);
 	eng_ckpt_snap_free(&snap);

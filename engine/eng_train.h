@@ -30,9 +30,14 @@ typedef struct eng_step_stats {
 				  * a step, so the step's peak is the total at its end) */
 } eng_step_stats;
 
+struct eng_cuda;
+
 typedef struct eng_trainer {
 	eng_spec spec;
-	eng_model model;
+	eng_model model;         /* the model (device cpu); with device cuda only the tensor
+				  * table and the host copies of weights and moments that
+				  * checkpoints read and write (no activations, no gradients) */
+	struct eng_cuda *gpu;    /* device cuda: the model on the GPU (eng_cuda.h), else NULL */
 	eng_data train, val;     /* val.tok NULL when the spec has no val file */
 	eng_aliases aliases;
 	int step;                /* completed steps */
@@ -56,6 +61,19 @@ int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy
 	eng_err *err);
 /* Replaces the policy from the next step on. */
 int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err);
+/* Whether the run's backend takes policy p: `offload` needs device cuda. */
+int eng_trainer_check_policy(const eng_trainer *tr, const eng_policy *p, eng_err *err);
+
+/* Measured bytes of saved activations of block i (i < L) or the head (i == L): host memory
+ * on the CPU, device memory on the GPU. */
+size_t eng_trainer_saved_bytes(const eng_trainer *tr, int i);
+
+/* Brings tr->model's weights and moments up to date before a checkpoint reads them (device
+ * cuda: a download from the GPU; cpu: nothing to do). */
+int eng_trainer_sync_host(eng_trainer *tr, eng_err *err);
+
+/* "cpu: OpenBLAS ..." or "cuda: NVIDIA H200, bf16 ...": what runs the model. */
+const char *eng_trainer_backend(const eng_trainer *tr);
 
 /* Mean loss over `batches` batches of the val file from its start (0 batches: all that fit
  * once); NAN when there is no val file. */

@@ -25,7 +25,7 @@ typedef enum arg_type {
 	ARG_SPEC,     /* a job spec: an object (its content is the engine's to check) */
 	ARG_NAME,     /* a job name: string, 1..JOB_NAME_MAX bytes */
 	ARG_SECTIONS, /* selector -> mode, any mode */
-	ARG_DEFAULT,  /* a block mode: off, selective or full */
+	ARG_DEFAULT,  /* a block mode: off, selective, full or offload */
 	ARG_BYTES,    /* integer >= 0 */
 	ARG_CKPT,     /* a checkpoint name: 1..64 of [A-Za-z0-9._-], no leading '.' */
 	ARG_EVENTS,   /* array of event names */
@@ -107,8 +107,10 @@ static const char *const event_names[] = {
 
 /* Modes by where they may go: any of them in 'sections' (a block or the head), block modes
  * only in 'default' (docs/protocol.md). */
-static const char *const section_modes[] = {"off", "selective", "full", "chunked", NULL};
-static const char *const default_modes[] = {"off", "selective", "full", NULL};
+/* offload is a block mode of device cuda: the worker refuses it on the cpu backend */
+static const char *const section_modes[] = {"off", "selective", "full", "chunked", "offload",
+	NULL};
+static const char *const default_modes[] = {"off", "selective", "full", "offload", NULL};
 
 const proto_command *proto_commands(void)
 {
@@ -219,7 +221,7 @@ static int check_default(const json_t *v, char *desc, size_t desclen)
 	}
 	if (!in_list(default_modes, m)) {
 		proto__descf(desc, desclen,
-			"unknown mode '%.*s' for 'default' (off, selective or full)",
+			"unknown mode '%.*s' for 'default' (off, selective, full or offload)",
 			proto__clip(m), m);
 		return -1;
 	}

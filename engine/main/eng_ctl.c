@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "eng_cuda_mem.h"
 #include "eng_mem.h"
 #include "eng_ctl_int.h"
 #include "kn.h"
@@ -100,7 +101,7 @@ void eng_ctl_attach(eng_ctl *c, eng_trainer *tr)
 	c->steps = tr->spec.steps;
 	c->policy = c->pending = tr->model.policy;
 	for (int i = 0; i <= tr->model.cfg.n_layer; i++)
-		c->saved[i] = eng_model_saved_bytes(&tr->model, i);
+		c->saved[i] = eng_trainer_saved_bytes(tr, i);
 	snprintf(c->name, sizeof c->name, "%s", tr->spec.name);
 	pthread_mutex_unlock(&c->mu);
 	eng_ctl_set_state(c, CTL_RUNNING, "training");
@@ -176,7 +177,7 @@ void eng_ctl_policy_applied(eng_ctl *c, int first_step)
 	pthread_mutex_lock(&c->mu);
 	c->policy = tr->model.policy;
 	for (int i = 0; i <= tr->model.cfg.n_layer; i++)
-		c->saved[i] = eng_model_saved_bytes(&tr->model, i);
+		c->saved[i] = eng_trainer_saved_bytes(tr, i);
 	pthread_mutex_unlock(&c->mu);
 	json_t *d = json_pack("{s:i,s:o}", "step", first_step, "policy",
 		eng_ctl_policy_json(&tr->model.policy));
@@ -550,6 +551,14 @@ static void on_mem_timer(uv_timer_t *t)
 	if (!running)
 		return;
 	eng_mem_get_stats(&ms);
+	eng_cuda_mem_stats ds;
+	eng_cuda_mem_get_stats(&ds);
+	if (ds.active) {
+		/* a job on the GPU: its memory is the device's, as in STEP events */
+		ms.total_current = ds.total_current;
+		ms.total_peak = ds.total_peak;
+		ms.current[ENG_MEM_ACTIVATIONS] = ds.current[ENG_MEM_ACTIVATIONS];
+	}
 	json_t *d = json_pack("{s:i,s:{s:I,s:I},s:I,s:I}", "step", step, "total", "current",
 		(json_int_t)ms.total_current, "peak", (json_int_t)ms.total_peak, "activations",
 		(json_int_t)ms.current[ENG_MEM_ACTIVATIONS], "rss", (json_int_t)ms.rss);

@@ -8,7 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "eng_backends.h"
 #include "eng_ctl_int.h"
+#include "eng_cuda_mem.h"
 #include "eng_mem.h"
 #include "kn.h"
 
@@ -56,6 +58,24 @@ static json_t *cmd_status(struct eng_ctl *c)
 	return r;
 }
 
+/* mem-stats' "device" (docs/protocol.md): the GPU's categories, the allocator's reserved
+ * bytes, free/total from cudaMemGetInfo, pinned host memory of offloaded activations. */
+static json_t *device_json(const eng_cuda_mem_stats *ds)
+{
+	json_t *cats = json_object();
+	for (int i = 0; i < ENG_MEM_NCAT; i++)
+		json_object_set_new(cats, eng_mem_cat_name(i), json_pack("{s:I,s:I,s:I}", "current",
+			(json_int_t)ds->current[i], "peak", (json_int_t)ds->peak[i], "peak_since_reset",
+			(json_int_t)ds->peak_reset[i]));
+	return json_pack("{s:o,s:{s:I,s:I,s:I},s:I,s:I,s:i,s:I,s:I,s:I,s:I}", "categories", cats,
+		"total", "current", (json_int_t)ds->total_current, "peak",
+		(json_int_t)ds->total_peak, "peak_since_reset", (json_int_t)ds->total_peak_reset,
+		"reserved", (json_int_t)ds->reserved, "reserved_peak", (json_int_t)ds->reserved_peak,
+		"arenas", ds->arenas, "free", (json_int_t)ds->device_free, "total_memory",
+		(json_int_t)ds->device_total, "pinned_host", (json_int_t)ds->pinned,
+		"pinned_host_peak", (json_int_t)ds->pinned_peak);
+}
+
 static json_t *cmd_mem(struct eng_ctl *c)
 {
 	eng_mem_stats ms;
@@ -71,10 +91,15 @@ static json_t *cmd_mem(struct eng_ctl *c)
 	size_t i;
 	json_t *s;
 	json_array_foreach(secs, i, s) json_object_del(s, "extra_flops");
-	return json_pack("{s:o,s:{s:I,s:I,s:I},s:o,s:I,s:I,s:i}", "categories", cats, "total",
+	json_t *r = json_pack("{s:o,s:{s:I,s:I,s:I},s:o,s:I,s:I,s:i}", "categories", cats, "total",
 		"current", (json_int_t)ms.total_current, "peak", (json_int_t)ms.total_peak,
 		"peak_since_reset", (json_int_t)ms.total_peak_reset, "sections", secs, "rss",
 		(json_int_t)ms.rss, "rss_peak", (json_int_t)ms.rss_peak, "step", c->step);
+	eng_cuda_mem_stats ds;
+	eng_cuda_mem_get_stats(&ds); /* atomics only: no CUDA call on this thread */
+	if (r && ds.active)
+		json_object_set_new(r, "device", device_json(&ds));
+	return r;
 }
 
 /* Applies "default" then "sections" of args on top of *p; -1 with desc on error. */
@@ -91,6 +116,8 @@ static int policy_from_args(struct eng_ctl *c, const json_t *args, eng_policy *p
 		if (eng_policy_apply(p, &c->tr->aliases, sel, json_string_value(mode), &err) < 0)
 			goto fail;
 	}
+	if (eng_trainer_check_policy(c->tr, p, &err) < 0) /* offload needs device cuda */
+		goto fail;
 	return 0;
 fail:
 	snprintf(desc, n, "%s", err.msg);
@@ -119,12 +146,18 @@ json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char
 		json_object_set_new(j, "loss", c->has_last ? json_real(c->last.loss) : json_null());
 		return json_pack("{s:[o]}", "jobs", j);
 	}
-	if (strcmp(name, "daemon-info") == 0)
-		return json_pack("{s:s,s:i,s:f,s:s,s:s?,s:n,s:[s],s:s,s:i,s:i}", "version",
+	if (strcmp(name, "daemon-info") == 0) {
+		json_t *r = json_pack("{s:s,s:i,s:f,s:s,s:s?,s:n,s:s,s:i,s:i}", "version",
 			PROTO_VERSION, "pid", (int)getpid(), "uptime_s", eng_ctl__mono_s() - c->started, "role",
-			"worker", "socket", c->path[0] ? c->path : NULL, "state_dir", "backends", "cpu",
+			"worker", "socket", c->path[0] ? c->path : NULL, "state_dir",
 			"blas", kn_blas_describe(), "max_jobs", 1, "jobs_running",
 			eng_ctl__is_final(c->state) ? 0 : 1);
+		if (r && eng_backends_json(r) < 0) {
+			json_decref(r);
+			r = NULL;
+		}
+		return r;
+	}
 	if (strcmp(name, "subscribe") == 0 || strcmp(name, "unsubscribe") == 0) {
 		unsigned bits = 0;
 		json_t *evs = json_object_get(args, "events"), *e;
@@ -155,6 +188,7 @@ json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char
 		return cmd_mem(c);
 	if (strcmp(name, "mem-reset-peak") == 0) {
 		eng_mem_reset_peak();
+		eng_cuda_mem_reset_peak();
 		return json_object();
 	}
 	if (strcmp(name, "remat-get") == 0) {

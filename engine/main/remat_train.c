@@ -28,6 +28,7 @@
 
 #include "eng_ckpt.h"
 #include "eng_ctl.h"
+#include "eng_cuda.h"
 #include "eng_import.h"
 #include "eng_llmc.h"
 #include "eng_mem.h"
@@ -60,6 +61,22 @@ static void usage(FILE *f)
 		   "       remat-train --version\n"
 		   "POLICY is a mode (off, selective, full, chunked) or SECTION=MODE[;SECTION=MODE]\n"
 		   "with sections h.N, h.N-M, blocks, head, all or an alias of the job.\n");
+}
+
+/* --version's cuda line: the GPUs and libraries, or why there is no cuda backend. */
+static void print_cuda_backend(void)
+{
+	eng_cuda_info ci;
+	eng_cuda_probe(&ci);
+	if (ci.ngpus == 0) {
+		printf("backend cuda: not available: %s\n", ci.why);
+		return;
+	}
+	for (int i = 0; i < ci.ngpus; i++)
+		printf("backend cuda: GPU %d %s, %.1f GiB, compute capability %d.%d\n", i,
+			ci.gpu[i].name, ci.gpu[i].memory_bytes / 1073741824.0, ci.gpu[i].cc_major,
+			ci.gpu[i].cc_minor);
+	printf("backend cuda: %s, %s\n", ci.runtime, eng_cuda_libraries());
 }
 
 /* --export-llmc: the exit status. */
@@ -199,7 +216,7 @@ static int save_async(eng_trainer *tr, eng_ctl *c, eng_ckpt_writer *w, const cha
 	eng_ckpt_snap snap;
 	if (!j)
 		return eng_errf(err, "out of memory");
-	if (eng_ckpt_snap_take(&snap, tr, err) < 0) {
+	if (eng_trainer_sync_host(tr, err) < 0 || eng_ckpt_snap_take(&snap, tr, err) < 0) {
 		free(j);
 		return -1;
 	}
@@ -298,6 +315,7 @@ int main(int argc, char **argv)
 		} else if (strcmp(argv[i], "--version") == 0) {
 			kn_set_threads(1);
 			printf("remat-train %s\nbackend cpu: %s\n", REMAT_VERSION, kn_blas_describe());
+			print_cuda_backend();
 			return 0;
 		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			usage(stdout);
@@ -350,7 +368,8 @@ int main(int argc, char **argv)
 			rc = 2;
 			goto out;
 		}
-		if (eng_policy_parse(&chk, &tr.aliases, sched[i].text, &err) < 0) {
+		if (eng_policy_parse(&chk, &tr.aliases, sched[i].text, &err) < 0 ||
+			eng_trainer_check_policy(&tr, &chk, &err) < 0) {
 			fprintf(stderr, "remat-train: --remat-schedule '%s': %s\n", sched[i].text,
 				err.msg);
 			rc = 2;
@@ -365,7 +384,7 @@ int main(int argc, char **argv)
 		printf("remat-train %s: job '%s', %zu parameters (L %d, C %d, NH %d, V %d), batch %d "
 		       "x %d, %d threads, %s\n", REMAT_VERSION, s->name,
 			eng_config_num_params(&s->cfg), s->cfg.n_layer, s->cfg.n_embd, s->cfg.n_head,
-			s->cfg.vocab_size, s->batch, s->seq_len, s->threads, kn_blas_describe());
+			s->cfg.vocab_size, s->batch, s->seq_len, s->threads, eng_trainer_backend(&tr));
 	eng_ctl_attach(c, &tr);
 	run.last_saved = -1;
 	if (s->save_dir[0] && !(run.writer = eng_ckpt_writer_start())) {

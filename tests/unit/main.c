@@ -93,6 +93,11 @@ int main(void)
 	srunner_add_suite(sr, suite_e2e());
 	srunner_add_suite(sr, suite_ckpt());
 	srunner_add_suite(sr, suite_systemd());
+	srunner_add_suite(sr, suite_cuda());
+#ifdef REMAT_CUDA
+	srunner_add_suite(sr, suite_cuda_kernels());
+	srunner_add_suite(sr, suite_sdpa());
+#endif
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

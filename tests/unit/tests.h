@@ -26,6 +26,11 @@ Suite *suite_client(void);
 Suite *suite_e2e(void);
 Suite *suite_ckpt(void);
 Suite *suite_systemd(void);
+Suite *suite_cuda(void); /* tests/cuda/test_cuda.c: GPU tests skip with one line without one */
+#ifdef REMAT_CUDA
+Suite *suite_cuda_kernels(void); /* tests/cuda/test_kc.c, built with the CUDA backend only */
+Suite *suite_sdpa(void); /* tests/cuda/test_sdpa.c, built with the CUDA backend only */
+#endif
 
 /* getenv(name), failing the test with a clear message when it is unset. */
 const char *t_env(const char *name);

@@ -1,0 +1,577 @@
+/* eng_cuda.c - the GPU model's lifetime, memory layout and transfers (see eng_cuda.h):
+ * creation on GPU 0, weights up and down, the activation layout of a policy (saved
+ * buffers, the shared recompute pool, offload slots and pinned host copies), and what it
+ * reports. The maths of a step is in eng_cuda_step.c.
+ *
+ * Layout rules, as eng_model.c on the CPU: a policy change allocates what the new layout
+ * needs first and frees what it no longer needs last, so a failure leaves the old layout
+ * whole; recompute writes only into the pool (or an offload slot), never into a saved
+ * buffer. Every device buffer is 256-byte aligned (eng_cuda_mem.h), so a recomputed matmul
+ * sees the alignment the forward saw and cuBLASLt picks the same algorithm.
+ */
+#include "eng_cuda_int.h"
+
+#include <cudnn_graph.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KEEP_OFF (1 << ENG_MODE_OFF)
+#define KEEP_SEL (1 << ENG_MODE_SELECTIVE)
+#define KEEP_ALL (KEEP_OFF | KEEP_SEL | (1 << ENG_MODE_FULL) | (1 << ENG_MODE_OFFLOAD))
+
+const ec_field ec_fields[] = {
+	{offsetof(ec_acts, x), EC_SZ_NC, 0, KEEP_ALL},
+	{offsetof(ec_acts, ln1), EC_SZ_NC, 0, KEEP_OFF},
+	{offsetof(ec_acts, ln1_mean), EC_SZ_N, 1, KEEP_OFF | KEEP_SEL},
+	{offsetof(ec_acts, ln1_rstd), EC_SZ_N, 1, KEEP_OFF | KEEP_SEL},
+	{offsetof(ec_acts, qkv), EC_SZ_3NC, 0, KEEP_OFF | KEEP_SEL},
+	{offsetof(ec_acts, att_lse), EC_SZ_LSE, 1, KEEP_OFF | KEEP_SEL},
+	{offsetof(ec_acts, atty), EC_SZ_NC, 0, KEEP_OFF | KEEP_SEL},
+	{offsetof(ec_acts, res2), EC_SZ_NC, 0, KEEP_OFF | KEEP_SEL},
+	{offsetof(ec_acts, ln2), EC_SZ_NC, 0, KEEP_OFF},
+	{offsetof(ec_acts, ln2_mean), EC_SZ_N, 1, KEEP_OFF | KEEP_SEL},
+	{offsetof(ec_acts, ln2_rstd), EC_SZ_N, 1, KEEP_OFF | KEEP_SEL},
+	{offsetof(ec_acts, fch), EC_SZ_4NC, 0, KEEP_OFF | KEEP_SEL},
+	{offsetof(ec_acts, gelu), EC_SZ_4NC, 0, KEEP_OFF},
+};
+const int ec_nfields = (int)(sizeof ec_fields / sizeof ec_fields[0]);
+
+size_t ec_field_bytes(const eng_cuda *g, int k)
+{
+	size_t N = (size_t)g->B * g->T, C = g->cfg.n_embd;
+	size_t es = ec_fields[k].f32 ? 4 : g->es;
+	switch (ec_fields[k].size) {
+	case EC_SZ_NC:
+		return es * N * C;
+	case EC_SZ_N:
+		return es * N;
+	case EC_SZ_3NC:
+		return es * 3 * N * C;
+	case EC_SZ_4NC:
+		return es * 4 * N * C;
+	default:
+		return es * (size_t)g->B * g->cfg.n_head * g->T;
+	}
+}
+
+int ec_field_offloaded(int k)
+{
+	return k != 0 && (ec_fields[k].keep & KEEP_OFF);
+}
+
+/* Device pool fields a block in mode `mode` needs: what it does not keep; an offloaded
+ * block reads its slot instead. */
+static int pool_needs(eng_mode mode, int k)
+{
+	return mode != ENG_MODE_OFFLOAD && !(ec_fields[k].keep & (1 << mode));
+}
+
+ec_acts ec_block_view(const eng_cuda *g, int l, int slot)
+{
+	ec_acts a = g->saved[l];
+	ec_acts pool = g->pool;
+	for (int k = 0; k < ec_nfields; k++) {
+		void **f = ec_field_ptr(&a, k);
+		if (*f)
+			continue;
+		if (slot >= 0 && ec_field_offloaded(k))
+			*f = (char *)g->slot[slot] + g->off_offset[k];
+		else
+			*f = *ec_field_ptr(&pool, k);
+	}
+	return a;
+}
+
+int ec_cuda_check(int cuda_error, const char *what, eng_err *err)
+{
+	if (cuda_error == cudaSuccess)
+		return 0;
+	return eng_errf(err, "cuda: %s: %s", what, cudaGetErrorString((cudaError_t)cuda_error));
+}
+
+int ec_kc_fail(const char *what, eng_err *err)
+{
+	return eng_errf(err, "cuda: %s: %s", what, kc_error());
+}
+
+const char *eng_cuda_libraries(void)
+{
+	static char buf[128];
+	size_t dnn = cudnnGetVersion(); /* cuDNN 9: major*10000 + minor*100 + patch */
+	snprintf(buf, sizeof buf, "%s, cuDNN %zu.%zu.%zu", kc_blas_version(), dnn / 10000,
+		dnn / 100 % 100, dnn % 100);
+	return buf;
+}
+
+int eng_cuda_opts_from_env(eng_cuda_opts *o, eng_err *err)
+{
+	const char *p = getenv("REMAT_CUDA_PRECISION"), *a = getenv("REMAT_CUDA_ATTENTION");
+	memset(o, 0, sizeof *o);
+	if (p && *p) {
+		if (strcmp(p, "fp32") == 0)
+			o->fp32 = 1;
+		else if (strcmp(p, "bf16") != 0)
+			return eng_errf(err, "REMAT_CUDA_PRECISION='%.32s': expected bf16 or fp32", p);
+	}
+	if (a && *a) {
+		if (strcmp(a, "own") == 0)
+			o->no_cudnn = 1;
+		else if (strcmp(a, "cudnn") != 0)
+			return eng_errf(err, "REMAT_CUDA_ATTENTION='%.32s': expected cudnn or own", a);
+	}
+	return 0;
+}
+
+/* ---- lifetime ---- */
+
+/* Points w's fields at the tensors of base, elements of es bytes, in table order. */
+static void bind_weights(const eng_cuda *g, void *base, size_t es, ec_weights *w)
+{
+	const eng_ptensor *t = g->tensors;
+	char *b = base;
+	w->wte = b + es * t[0].offset;
+	w->wpe = b + es * t[1].offset;
+	for (int l = 0; l < g->cfg.n_layer; l++) {
+		const eng_ptensor *lt = t + 2 + 12 * l;
+		ec_layer_w *h = &w->h[l];
+		void **f[12] = {&h->ln1w, &h->ln1b, &h->qkvw, &h->qkvb, &h->attprojw, &h->attprojb,
+			&h->ln2w, &h->ln2b, &h->fcw, &h->fcb, &h->fcprojw, &h->fcprojb};
+		for (int k = 0; k < 12; k++)
+			*f[k] = b + es * lt[k].offset;
+	}
+	w->lnfw = b + es * t[g->ntensors - 2].offset;
+	w->lnfb = b + es * t[g->ntensors - 1].offset;
+}
+
+static size_t round_up(size_t n, size_t a)
+{
+	return (n + a - 1) / a * a;
+}
+
+size_t ec_chunk_bytes(const eng_cuda *g)
+{
+	return round_up(g->es * g->chunk_rows * g->Vp, ENG_CUDA_ALIGN);
+}
+
+static size_t logits_bytes(const eng_cuda *g)
+{
+	size_t N = (size_t)g->B * g->T;
+	size_t nchunks = (N + g->chunk_rows - 1) / g->chunk_rows;
+	return nchunks * ec_chunk_bytes(g);
+}
+
+/* Allocates *p (device, category cat) or records the failure. */
+static int dev_alloc(void **p, eng_mem_cat cat, size_t bytes, const char *what, eng_err *err)
+{
+	*p = eng_cuda_mem_alloc(cat, bytes);
+	if (*p)
+		return 0;
+	eng_cuda_mem_stats ms;
+	eng_cuda_mem_get_stats(&ms);
+	return eng_errf(err, "out of device memory for %s (%.1f MiB; %.1f MiB free of %.1f)",
+		what, bytes / 1048576.0, ms.device_free / 1048576.0, ms.device_total / 1048576.0);
+}
+
+int eng_cuda_new(eng_cuda **out, const eng_model *host, const eng_cuda_opts *o, eng_err *err)
+{
+	eng_cuda_info info;
+	*out = NULL;
+	eng_cuda_probe(&info);
+	if (info.ngpus == 0)
+		return eng_errf(err, "device 'cuda' is not available: %s", info.why);
+	eng_cuda *g = calloc(1, sizeof *g);
+	if (!g)
+		return eng_errf(err, "out of memory");
+	if (ec_cuda_check(cudaSetDevice(0), "cudaSetDevice", err) < 0)
+		goto fail;
+	g->cfg = host->cfg;
+	g->B = host->B;
+	g->T = host->T;
+	g->chunk_rows = host->chunk_rows;
+	g->dt = o->fp32 ? KC_F32 : KC_BF16;
+	g->es = kc_dtype_size(g->dt);
+	g->Vp = (int)round_up((size_t)g->cfg.vocab_size, EC_VOCAB_ALIGN);
+	g->ntensors = host->ntensors;
+	g->nfloats = host->nfloats;
+	g->tensors = malloc((size_t)g->ntensors * sizeof *g->tensors);
+	if (!g->tensors) {
+		eng_errf(err, "out of memory");
+		goto fail;
+	}
+	memcpy(g->tensors, host->tensors, (size_t)g->ntensors * sizeof *g->tensors);
+
+	size_t N = (size_t)g->B * g->T, C = g->cfg.n_embd, V = g->cfg.vocab_size, es = g->es;
+	int NH = g->cfg.n_head, hs = (int)C / NH;
+	if (ec_cuda_check(cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking), "stream",
+		    err) < 0 ||
+		ec_cuda_check(cudaStreamCreateWithFlags(&g->cst, cudaStreamNonBlocking), "stream",
+			err) < 0)
+		goto fail;
+	for (int s = 0; s < EC_NSLOTS; s++) {
+		cudaEvent_t *evs[4] = {&g->ev_written[s], &g->ev_free[s], &g->ev_loaded[s],
+			&g->ev_used[s]};
+		for (int k = 0; k < 4; k++)
+			if (ec_cuda_check(cudaEventCreateWithFlags(evs[k], cudaEventDisableTiming),
+				    "event", err) < 0)
+				goto fail;
+	}
+	for (int k = 0; k < 2 * g->cfg.n_layer; k++)
+		if (ec_cuda_check(cudaEventCreate(&g->rc_ev[k]), "event", err) < 0)
+			goto fail;
+
+	size_t pbytes = g->nfloats * sizeof(float);
+	if (dev_alloc((void **)&g->params, ENG_MEM_PARAMS, pbytes, "weights", err) < 0 ||
+		(g->dt != KC_F32 && dev_alloc(&g->wcopy, ENG_MEM_PARAMS, g->nfloats * es,
+					    "the bf16 copy of the weights", err) < 0) ||
+		dev_alloc((void **)&g->grads, ENG_MEM_GRADS, pbytes, "gradients", err) < 0 ||
+		dev_alloc((void **)&g->m, ENG_MEM_OPTIMIZER, pbytes, "AdamW moments", err) < 0 ||
+		dev_alloc((void **)&g->v, ENG_MEM_OPTIMIZER, pbytes, "AdamW moments", err) < 0)
+		goto fail;
+	bind_weights(g, g->wcopy ? g->wcopy : (void *)g->params, es, &g->w);
+	bind_weights(g, g->grads, sizeof(float), &g->g);
+
+	/* head activations kept under both modes, as eng_model's */
+	if (dev_alloc(&g->xf, ENG_MEM_ACTIVATIONS, es * N * C, "activations", err) < 0 ||
+		dev_alloc(&g->lnf, ENG_MEM_ACTIVATIONS, es * N * C, "activations", err) < 0 ||
+		dev_alloc((void **)&g->lnf_mean, ENG_MEM_ACTIVATIONS, 4 * N, "activations", err) < 0 ||
+		dev_alloc((void **)&g->lnf_rstd, ENG_MEM_ACTIVATIONS, 4 * N, "activations", err) < 0 ||
+		dev_alloc((void **)&g->lse, ENG_MEM_ACTIVATIONS, 4 * N, "activations", err) < 0)
+		goto fail;
+
+	size_t red = kc_layernorm_scratch_bytes((int)N, (int)C);
+	if (kc_bias_scratch_bytes((int)N, 4 * (int)C) > red)
+		red = kc_bias_scratch_bytes((int)N, 4 * (int)C);
+	if (dev_alloc((void **)&g->losses, ENG_MEM_WORKSPACE, 4 * N, "workspace", err) < 0 ||
+		dev_alloc(&g->tmp, ENG_MEM_WORKSPACE, es * N * C, "workspace", err) < 0 ||
+		dev_alloc(&g->dres, ENG_MEM_WORKSPACE, es * N * C, "workspace", err) < 0 ||
+		dev_alloc(&g->dbuf, ENG_MEM_WORKSPACE, es * N * C, "workspace", err) < 0 ||
+		dev_alloc(&g->dbig, ENG_MEM_WORKSPACE, es * 4 * N * C, "workspace", err) < 0 ||
+		dev_alloc(&g->dqkv, ENG_MEM_WORKSPACE, es * 3 * N * C, "workspace", err) < 0 ||
+		dev_alloc(&g->red_scratch, ENG_MEM_WORKSPACE, red, "workspace", err) < 0 ||
+		dev_alloc((void **)&g->sumsq, ENG_MEM_WORKSPACE, 8 * (KC_SUMSQ_PARTS + 1),
+			"workspace", err) < 0 ||
+		dev_alloc(&g->blas_ws, ENG_MEM_WORKSPACE, KC_BLAS_WORKSPACE, "workspace", err) < 0)
+		goto fail;
+	if (kc_blas_create(&g->blas, g->blas_ws, KC_BLAS_WORKSPACE) < 0) {
+		ec_kc_fail("cuBLASLt", err);
+		goto fail;
+	}
+
+	/* attention: cuDNN's fused kernels for bf16 where they serve the shape, ours else */
+	char why[200] = "float32 run";
+	if (g->dt == KC_BF16 && o->no_cudnn)
+		snprintf(why, sizeof why, "REMAT_CUDA_ATTENTION=own");
+	else if (g->dt == KC_BF16 &&
+		 kc_sdpa_create(&g->sdpa, g->B, NH, g->T, hs, why, sizeof why) == 0) {
+		size_t ws = kc_sdpa_workspace_bytes(g->sdpa);
+		if (ws && dev_alloc(&g->sdpa_ws, ENG_MEM_WORKSPACE, ws, "cuDNN workspace", err) < 0)
+			goto fail;
+	}
+	if (!g->sdpa && dev_alloc(&g->att_scratch, ENG_MEM_WORKSPACE,
+				kc_attention_scratch_bytes(g->dt, g->T, NH), "attention scratch",
+				err) < 0)
+		goto fail;
+	if (g->sdpa)
+		snprintf(g->desc, sizeof g->desc, "%s activations and matmuls, attention: %.400s",
+			kc_dtype_name(g->dt), kc_sdpa_describe(g->sdpa));
+	else
+		snprintf(g->desc, sizeof g->desc, "%s activations and matmuls, attention of the "
+						  "engine (cuDNN not used: %.150s)", kc_dtype_name(g->dt), why);
+
+	if (dev_alloc((void **)&g->d_inp, ENG_MEM_DATA, 2 * N, "the batch", err) < 0 ||
+		dev_alloc((void **)&g->d_tgt, ENG_MEM_DATA, 2 * N, "the batch", err) < 0 ||
+		dev_alloc((void **)&g->d_order, ENG_MEM_DATA, 4 * N, "the batch", err) < 0 ||
+		dev_alloc((void **)&g->d_bstart, ENG_MEM_DATA, 4 * (N + 1), "the batch", err) < 0 ||
+		dev_alloc((void **)&g->d_btok, ENG_MEM_DATA, 4 * N, "the batch", err) < 0)
+		goto fail;
+	g->h_count = calloc(V + 1, sizeof(int));
+	g->h_order = malloc(N * sizeof(int));
+	g->h_bstart = malloc((N + 1) * sizeof(int));
+	g->h_btok = malloc(N * sizeof(int));
+	g->h_losses = malloc(N * sizeof(float));
+	if (!g->h_count || !g->h_order || !g->h_bstart || !g->h_btok || !g->h_losses) {
+		eng_errf(err, "out of memory");
+		goto fail;
+	}
+
+	/* an offload slot: the fields `off` keeps but x, one after the other */
+	size_t off = 0;
+	for (int k = 0; k < ec_nfields; k++) {
+		g->off_offset[k] = (size_t)-1;
+		if (!ec_field_offloaded(k))
+			continue;
+		g->off_offset[k] = off;
+		off = round_up(off + ec_field_bytes(g, k), ENG_CUDA_ALIGN);
+	}
+	g->off_bytes = off;
+	g->policy.n_layer = 0; /* no activations yet */
+	*out = g;
+	return 0;
+fail:
+	eng_cuda_destroy(g);
+	return -1;
+}
+
+static void free_acts(ec_acts *a)
+{
+	for (int k = 0; k < ec_nfields; k++) {
+		eng_cuda_mem_free(*ec_field_ptr(a, k));
+		*ec_field_ptr(a, k) = NULL;
+	}
+}
+
+void eng_cuda_destroy(eng_cuda *g)
+{
+	if (!g)
+		return;
+	if (g->st)
+		cudaStreamSynchronize(g->st);
+	if (g->cst)
+		cudaStreamSynchronize(g->cst);
+	for (int l = 0; l < ENG_MAX_LAYERS; l++) {
+		free_acts(&g->saved[l]);
+		eng_cuda_host_free(g->host_off[l]);
+	}
+	free_acts(&g->pool);
+	for (int s = 0; s < EC_NSLOTS; s++)
+		eng_cuda_mem_free(g->slot[s]);
+	kc_sdpa_destroy(g->sdpa);
+	kc_blas_destroy(g->blas);
+	void *bufs[] = {g->params, g->wcopy, g->grads, g->m, g->v, g->xf, g->lnf, g->lnf_mean,
+		g->lnf_rstd, g->lse, g->logits, g->chunk, g->losses, g->tmp, g->dres, g->dbuf,
+		g->dbig, g->dqkv, g->red_scratch, g->sumsq, g->blas_ws, g->sdpa_ws, g->att_scratch,
+		g->d_inp, g->d_tgt, g->d_order, g->d_bstart, g->d_btok};
+	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+		eng_cuda_mem_free(bufs[i]);
+	for (int s = 0; s < EC_NSLOTS; s++) {
+		cudaEvent_t evs[4] = {g->ev_written[s], g->ev_free[s], g->ev_loaded[s], g->ev_used[s]};
+		for (int k = 0; k < 4; k++)
+			if (evs[k])
+				cudaEventDestroy(evs[k]);
+	}
+	for (int k = 0; k < 2 * ENG_MAX_LAYERS; k++)
+		if (g->rc_ev[k])
+			cudaEventDestroy(g->rc_ev[k]);
+	if (g->cst)
+		cudaStreamDestroy(g->cst);
+	if (g->st)
+		cudaStreamDestroy(g->st);
+	free(g->h_count);
+	free(g->h_order);
+	free(g->h_bstart);
+	free(g->h_btok);
+	free(g->h_losses);
+	free(g->tensors);
+	free(g);
+}
+
+const char *eng_cuda_describe(const eng_cuda *g)
+{
+	return g->desc;
+}
+
+/* ---- weights up and down ---- */
+
+int eng_cuda_upload(eng_cuda *g, const eng_model *host, eng_err *err)
+{
+	size_t bytes = g->nfloats * sizeof(float);
+	ENG_ASSERT(host->nfloats == g->nfloats);
+	if (ec_cuda_check(cudaMemcpyAsync(g->params, host->params, bytes, cudaMemcpyHostToDevice,
+			      g->st), "upload of the weights", err) < 0 ||
+		ec_cuda_check(cudaMemcpyAsync(g->m, host->m, bytes, cudaMemcpyHostToDevice, g->st),
+			"upload of the moments", err) < 0 ||
+		ec_cuda_check(cudaMemcpyAsync(g->v, host->v, bytes, cudaMemcpyHostToDevice, g->st),
+			"upload of the moments", err) < 0)
+		return -1;
+	if (g->wcopy && kc_from_f32(g->st, g->dt, g->wcopy, g->params, g->nfloats) < 0)
+		return ec_kc_fail("upload of the weights", err);
+	return ec_cuda_check(cudaStreamSynchronize(g->st), "upload", err);
+}
+
+int eng_cuda_download(eng_cuda *g, eng_model *host, eng_err *err)
+{
+	size_t bytes = g->nfloats * sizeof(float);
+	ENG_ASSERT(host->nfloats == g->nfloats);
+	if (ec_cuda_check(cudaMemcpyAsync(host->params, g->params, bytes, cudaMemcpyDeviceToHost,
+			      g->st), "download of the weights", err) < 0 ||
+		ec_cuda_check(cudaMemcpyAsync(host->m, g->m, bytes, cudaMemcpyDeviceToHost, g->st),
+			"download of the moments", err) < 0 ||
+		ec_cuda_check(cudaMemcpyAsync(host->v, g->v, bytes, cudaMemcpyDeviceToHost, g->st),
+			"download of the moments", err) < 0)
+		return -1;
+	return ec_cuda_check(cudaStreamSynchronize(g->st), "download", err);
+}
+
+int eng_cuda_get_grads(eng_cuda *g, float *out, eng_err *err)
+{
+	if (ec_cuda_check(cudaMemcpyAsync(out, g->grads, g->nfloats * sizeof(float),
+			      cudaMemcpyDeviceToHost, g->st), "download of the gradients", err) < 0)
+		return -1;
+	return ec_cuda_check(cudaStreamSynchronize(g->st), "download", err);
+}
+
+int eng_cuda_get_block_input(eng_cuda *g, int l, float *out, eng_err *err)
+{
+	size_t n = (size_t)g->B * g->T * g->cfg.n_embd;
+	void *src = l < g->cfg.n_layer ? g->saved[l].x : g->xf;
+	float *tmp = NULL;
+	if (!src)
+		return eng_errf(err, "no activations laid out");
+	if (g->dt == KC_F32) {
+		tmp = (float *)src;
+	} else {
+		/* convert on the device into the float32 workspace (dbig holds 4x as much) */
+		tmp = (float *)g->dbig;
+		if (kc_to_f32(g->st, g->dt, tmp, src, n) < 0)
+			return ec_kc_fail("conversion", err);
+	}
+	if (ec_cuda_check(cudaMemcpyAsync(out, tmp, n * sizeof(float), cudaMemcpyDeviceToHost,
+			      g->st), "download", err) < 0)
+		return -1;
+	return ec_cuda_check(cudaStreamSynchronize(g->st), "download", err);
+}
+
+/* ---- policy: activation layout ---- */
+
+int eng_cuda_set_policy(eng_cuda *g, const eng_policy *p, eng_err *err)
+{
+	int L = g->cfg.n_layer, need_slots = 0;
+	ENG_ASSERT(p->n_layer == L);
+	ec_acts nsaved[ENG_MAX_LAYERS], npool;
+	void *nhost[ENG_MAX_LAYERS] = {0}, *nslot[EC_NSLOTS] = {0};
+	void *nlogits = NULL, *nchunk = NULL;
+	memset(nsaved, 0, sizeof nsaved);
+	memset(&npool, 0, sizeof npool);
+	/* nothing queued may touch a buffer this call frees */
+	if (ec_cuda_check(cudaStreamSynchronize(g->st), "policy change", err) < 0 ||
+		ec_cuda_check(cudaStreamSynchronize(g->cst), "policy change", err) < 0)
+		return -1;
+
+	for (int l = 0; l < L; l++) {
+		for (int k = 0; k < ec_nfields; k++) {
+			if (!(ec_fields[k].keep & (1 << p->block[l])))
+				continue;
+			void *old = *ec_field_ptr(&g->saved[l], k);
+			void **f = ec_field_ptr(&nsaved[l], k);
+			*f = old ? old : eng_cuda_mem_alloc(ENG_MEM_ACTIVATIONS, ec_field_bytes(g, k));
+			if (!*f)
+				goto oom;
+		}
+		if (p->block[l] == ENG_MODE_OFFLOAD) {
+			need_slots = 1;
+			nhost[l] = g->host_off[l] ? g->host_off[l] : eng_cuda_host_alloc(g->off_bytes);
+			if (!nhost[l])
+				goto oom;
+		}
+	}
+	for (int k = 0; k < ec_nfields; k++) {
+		int need = 0;
+		for (int l = 0; l < L; l++)
+			need |= pool_needs(p->block[l], k);
+		if (!need)
+			continue;
+		void *old = *ec_field_ptr(&g->pool, k);
+		void **f = ec_field_ptr(&npool, k);
+		*f = old ? old : eng_cuda_mem_alloc(ENG_MEM_RECOMPUTE, ec_field_bytes(g, k));
+		if (!*f)
+			goto oom;
+	}
+	for (int s = 0; s < EC_NSLOTS && need_slots; s++) {
+		nslot[s] = g->slot[s] ? g->slot[s] : eng_cuda_mem_alloc(ENG_MEM_RECOMPUTE, g->off_bytes);
+		if (!nslot[s])
+			goto oom;
+	}
+	if (p->head == ENG_MODE_OFF) {
+		nlogits = g->logits ? g->logits : eng_cuda_mem_alloc(ENG_MEM_ACTIVATIONS, logits_bytes(g));
+		if (!nlogits)
+			goto oom;
+	} else {
+		nchunk = g->chunk ? g->chunk
+				  : eng_cuda_mem_alloc(ENG_MEM_RECOMPUTE, ec_chunk_bytes(g));
+		if (!nchunk)
+			goto oom;
+	}
+
+	/* commit: free what the new layout does not reuse */
+	for (int l = 0; l < L; l++) {
+		for (int k = 0; k < ec_nfields; k++)
+			if (*ec_field_ptr(&g->saved[l], k) != *ec_field_ptr(&nsaved[l], k))
+				eng_cuda_mem_free(*ec_field_ptr(&g->saved[l], k));
+		if (g->host_off[l] != nhost[l])
+			eng_cuda_host_free(g->host_off[l]);
+	}
+	for (int k = 0; k < ec_nfields; k++)
+		if (*ec_field_ptr(&g->pool, k) != *ec_field_ptr(&npool, k))
+			eng_cuda_mem_free(*ec_field_ptr(&g->pool, k));
+	for (int s = 0; s < EC_NSLOTS; s++)
+		if (g->slot[s] != nslot[s])
+			eng_cuda_mem_free(g->slot[s]);
+	if (g->logits != nlogits)
+		eng_cuda_mem_free(g->logits);
+	if (g->chunk != nchunk)
+		eng_cuda_mem_free(g->chunk);
+	memcpy(g->saved, nsaved, sizeof nsaved);
+	memcpy(g->host_off, nhost, sizeof nhost);
+	memcpy(g->slot, nslot, sizeof nslot);
+	g->pool = npool;
+	g->logits = nlogits;
+	g->chunk = nchunk;
+	g->policy = *p;
+	eng_cuda_mem_refresh();
+	return 0;
+oom:
+	/* roll back: free only what this call allocated */
+	for (int l = 0; l < L; l++) {
+		for (int k = 0; k < ec_nfields; k++)
+			if (*ec_field_ptr(&nsaved[l], k) != *ec_field_ptr(&g->saved[l], k))
+				eng_cuda_mem_free(*ec_field_ptr(&nsaved[l], k));
+		if (nhost[l] != g->host_off[l])
+			eng_cuda_host_free(nhost[l]);
+	}
+	for (int k = 0; k < ec_nfields; k++)
+		if (*ec_field_ptr(&npool, k) != *ec_field_ptr(&g->pool, k))
+			eng_cuda_mem_free(*ec_field_ptr(&npool, k));
+	for (int s = 0; s < EC_NSLOTS; s++)
+		if (nslot[s] != g->slot[s])
+			eng_cuda_mem_free(nslot[s]);
+	if (nlogits != g->logits)
+		eng_cuda_mem_free(nlogits);
+	if (nchunk != g->chunk)
+		eng_cuda_mem_free(nchunk);
+	return eng_errf(err, "out of device memory (or pinned host memory) laying out activations "
+			     "for the new policy; the previous policy stays");
+}
+
+const eng_policy *eng_cuda_policy(const eng_cuda *g)
+{
+	return &g->policy;
+}
+
+/* ---- what it reports ---- */
+
+size_t eng_cuda_saved_bytes(const eng_cuda *g, int i)
+{
+	size_t total = 0;
+	if (i < g->cfg.n_layer) {
+		ec_acts a = g->saved[i];
+		for (int k = 0; k < ec_nfields; k++)
+			total += eng_cuda_mem_size(*ec_field_ptr(&a, k));
+		return total;
+	}
+	const void *head[] = {g->xf, g->lnf, g->lnf_mean, g->lnf_rstd, g->lse, g->logits};
+	for (size_t k = 0; k < sizeof head / sizeof head[0]; k++)
+		total += eng_cuda_mem_size(head[k]);
+	return total;
+}
+
+size_t eng_cuda_offloaded_bytes(const eng_cuda *g, int i)
+{
+	return i < g->cfg.n_layer ? eng_cuda_host_size(g->host_off[i]) : 0;
+}
+
+double eng_cuda_recompute_ms(const eng_cuda *g)
+{
+	return g->recompute_ms;
+}
