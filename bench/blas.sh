@@ -7,7 +7,8 @@
 # product, for: OpenBLAS with the kernel it detects (no OPENBLAS_CORETYPE), with the kernel
 # remat would ask for if detection fell back (kn_blas_better_kernel), forced to Haswell
 # (AVX2) and to Prescott (the generic SSE3 fallback of processors it does not know); BLIS
-# (Debian's libblis4-openmp) and oneDNN's dnnl_sgemm (libdnnl2), both through dlopen.
+# (Debian's libblis4-openmp) with the configuration it detects and forced to skx and zen3,
+# and oneDNN's dnnl_sgemm (libdnnl2), both through dlopen.
 # --install installs the two with apt-get when missing; nothing else ever does.
 set -eu
 bin=$1
@@ -35,7 +36,7 @@ run() { # label, then the command
 	if "$@" > "$dir/out.txt" 2> "$dir/err.txt"; then
 		awk -v l="$label" 'NR > 2 && $NF ~ /^[0-9.]+$/ && !/ceiling/ { v = $NF + 0
 			if (min == "" || v < min) min = v; if (v > max) max = v }
-			/ceiling/ { c = $(NF - 1) }
+			/^ceiling/ { c = $(NF - 1) }
 			END { printf "%-40s %9.1f %9.1f %9.1f\n", l, c, min, max }' "$dir/out.txt"
 		tail -1 "$dir/out.txt" >> "$dir/all.json"
 	else
@@ -51,6 +52,9 @@ run "OpenBLAS, detected kernel ($detected)" env -u OPENBLAS_CORETYPE $sg
 for k in SkylakeX Haswell Prescott; do
 	[ "$k" = "$detected" ] || run "OpenBLAS, OPENBLAS_CORETYPE=$k" env OPENBLAS_CORETYPE=$k $sg
 done
-run "BLIS 0.9 (OpenMP)" env -u OPENBLAS_CORETYPE $sg --lib blis
+run "BLIS 0.9 (OpenMP), detected config" env -u OPENBLAS_CORETYPE -u BLIS_ARCH_TYPE $sg --lib blis
+for a in skx zen3; do
+	run "BLIS 0.9 (OpenMP), BLIS_ARCH_TYPE=$a" env -u OPENBLAS_CORETYPE BLIS_ARCH_TYPE=$a $sg --lib blis
+done
 run "oneDNN dnnl_sgemm" env -u OPENBLAS_CORETYPE $sg --lib dnnl
 echo "per-shape figures: bench-sgemm $preset $B $T $threads [--lib blis|dnnl]"
