@@ -127,6 +127,12 @@ void td_daemon_paths(td_daemon *d)
 void td_daemon_start(td_daemon *d, const char *const *extra)
 {
 	d->pid = td_daemon_exec(d, extra);
+	td_wait_listening(d);
+}
+
+/* Waits until d->sock accepts a connection, failing if d->pid exits first. */
+void td_wait_listening(const td_daemon *d)
+{
 	long end = td_ms() + T_START_MS;
 	for (;;) {
 		int fd = td_connect(d->sock);

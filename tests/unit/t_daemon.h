@@ -57,6 +57,9 @@ pid_t td_daemon_exec(const td_daemon *d, const char *const *extra);
 /* td_daemon_exec, then waits until the socket accepts connections (fails the test with the
  * log when the daemon exits or does not listen within T_START_MS). Sets d->pid. */
 void td_daemon_start(td_daemon *d, const char *const *extra);
+/* Waits until d->sock accepts connections; fails the test with the log when d->pid exits or
+ * nothing listens within T_START_MS (a daemon started some other way, d->pid set). */
+void td_wait_listening(const td_daemon *d);
 /* SIGTERM; the daemon must exit 0 within T_STOP_MS and leave no socket behind. */
 void td_daemon_stop(td_daemon *d);
 /* Waits up to ms for pid: its exit status, 128+signal, or -1 when still running. */

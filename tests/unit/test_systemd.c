@@ -259,24 +259,6 @@ static void ts_stop(td_daemon *d)
 	d->pid = 0;
 }
 
-/* Waits until d->sock accepts a connection (rematd listening), failing if it exits. */
-static void ts_wait_listening(const td_daemon *d)
-{
-	long end = td_ms() + T_START_MS;
-	for (;;) {
-		int fd = td_connect(d->sock);
-		if (fd >= 0) {
-			close(fd);
-			return;
-		}
-		int st = td_wait_pid(d->pid, 0);
-		ck_assert_msg(st < 0, "rematd exited with %d at start:\n%s", st, td_slurp(d->log));
-		ck_assert_msg(td_ms() < end, "nothing listens on %s:\n%s", d->sock,
-			td_slurp(d->log));
-		td_sleep_ms(20);
-	}
-}
-
 /* Waits for path to exist and hold a line; returns its contents (td_slurp's buffer). */
 static const char *ts_wait_file(const char *path, const td_daemon *d)
 {
@@ -471,7 +453,7 @@ START_TEST(test_systemd_socket_activate)
 	d.pid = ts_spawn_daemon(&d, &s, argv);
 
 	/* systemd-socket-activate listens first and execs rematd at the first connection */
-	ts_wait_listening(&d);
+	td_wait_listening(&d);
 	td_conn c = td_open(&d);
 	json_t *r = td_request(&c, "{\"execute\":\"daemon-info\"}");
 	json_t *ret = td_expect_return(r);
@@ -555,7 +537,7 @@ START_TEST(test_systemd_listen_pid_other)
 	char *const argv[] = {(char *)t_env("REMATD"), "--socket", d.sock, "--state-dir",
 		d.state, NULL};
 	d.pid = ts_spawn_daemon(&d, &s, argv);
-	ts_wait_listening(&d);
+	td_wait_listening(&d);
 	td_alive(&d);
 	const char *log = td_slurp(d.log);
 	ck_assert_msg(strstr(log, "LISTEN_FDS=1 is for pid 1, not for us") != NULL, "%s", log);
@@ -738,7 +720,7 @@ START_TEST(test_systemd_notify_bad_socket)
 	char *const argv[] = {(char *)t_env("REMATD"), "--socket", d.sock, "--state-dir",
 		d.state, NULL};
 	d.pid = ts_spawn_daemon(&d, &s, argv);
-	ts_wait_listening(&d);
+	td_wait_listening(&d);
 	td_alive(&d);
 	const char *log = td_slurp(d.log);
 	ck_assert_msg(strstr(log, "NOTIFY_SOCKET 'not/absolute' is neither an absolute path") &&
