@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/un.h>
+#include <unistd.h>
 
 #define SIZE_MAX_BYTES 9.2e18 /* a little under 2^63: what a JSON integer here can hold */
 
@@ -319,10 +320,12 @@ int cli_spec_absolutize(json_t *spec, const char *cwd, char *err, size_t errlen)
 	return 0;
 }
 
-int cli_socket_path(const char *option, const char *remat_socket, const char *xdg_runtime,
-		    char *out, size_t outlen, char *err, size_t errlen)
+int cli_socket_path_in(const char *option, const char *remat_socket, const char *xdg_runtime,
+		       const char *system_socket, char *out, size_t outlen, char *err,
+		       size_t errlen)
 {
 	const size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+	int given = (option && *option) || (remat_socket && *remat_socket);
 	int n;
 
 	if (option && *option)
@@ -332,13 +335,25 @@ int cli_socket_path(const char *option, const char *remat_socket, const char *xd
 	else if (xdg_runtime && *xdg_runtime)
 		n = snprintf(out, outlen, "%s/remat/rematd.sock", xdg_runtime);
 	else
-		n = snprintf(out, outlen, "/run/remat/rematd.sock");
+		n = snprintf(out, outlen, "%s", system_socket);
+	/* A user's own daemon first; with none, the system's (systemd's rematd.socket), which
+	 * members of its group reach from a login session that has XDG_RUNTIME_DIR set. */
+	if (!given && xdg_runtime && *xdg_runtime && n > 0 && (size_t)n < outlen &&
+		access(out, F_OK) != 0 && access(system_socket, F_OK) == 0)
+		n = snprintf(out, outlen, "%s", system_socket);
 	if (n < 0 || (size_t)n >= outlen || (size_t)n > max) {
 		snprintf(err, errlen, "socket path '%.80s%s' is too long (%d bytes, at most %zu)",
 			 out, n > 80 ? "..." : "", n, max);
 		return -1;
 	}
 	return 0;
+}
+
+int cli_socket_path(const char *option, const char *remat_socket, const char *xdg_runtime,
+		    char *out, size_t outlen, char *err, size_t errlen)
+{
+	return cli_socket_path_in(option, remat_socket, xdg_runtime, CLI_SYSTEM_SOCKET, out,
+		outlen, err, errlen);
 }
 
 /* ---- tables ---- */

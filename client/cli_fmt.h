@@ -55,12 +55,19 @@ int cli_path_absolute(const char *cwd, const char *path, char *out, size_t outle
  * or empty are left for the server to judge. Returns 0, or -1 with a message. */
 int cli_spec_absolutize(json_t *spec, const char *cwd, char *err, size_t errlen);
 
+#define CLI_SYSTEM_SOCKET "/run/remat/rematd.sock" /* root's rematd, and systemd's socket */
+
 /* The socket to use: option (--socket or --control) when given, else remat_socket
- * ($REMAT_SOCKET), else xdg_runtime ($XDG_RUNTIME_DIR) + "/remat/rematd.sock", else
- * "/run/remat/rematd.sock" (the daemon's place when it runs as root). Empty strings count
- * as unset. Returns 0, or -1 with a message when the path does not fit a sockaddr_un. */
+ * ($REMAT_SOCKET), else xdg_runtime ($XDG_RUNTIME_DIR) + "/remat/rematd.sock" when that
+ * exists or CLI_SYSTEM_SOCKET does not, else CLI_SYSTEM_SOCKET (the daemon's place when it
+ * runs as root or under systemd). Empty strings count as unset. Returns 0, or -1 with a
+ * message when the path does not fit a sockaddr_un. */
 int cli_socket_path(const char *option, const char *remat_socket, const char *xdg_runtime,
 		    char *out, size_t outlen, char *err, size_t errlen);
+/* The same with the system socket as an argument (tests). */
+int cli_socket_path_in(const char *option, const char *remat_socket, const char *xdg_runtime,
+		       const char *system_socket, char *out, size_t outlen, char *err,
+		       size_t errlen);
 
 /* ---- tables ---- */
 

@@ -131,7 +131,8 @@ static void usage(FILE *f)
 	fprintf(
 	    f, "\noptions (anywhere on the line):\n"
 	       "  --socket PATH   rematd's socket; default $REMAT_SOCKET, else\n"
-	       "                  $XDG_RUNTIME_DIR/remat/rematd.sock, else /run/remat/rematd.sock\n"
+	       "                  $XDG_RUNTIME_DIR/remat/rematd.sock if it exists, else\n"
+	       "                  /run/remat/rematd.sock (root's and systemd's)\n"
 	       "  --control PATH  talk to one worker (remat-train --control PATH); JOB may be left "
 	       "out\n"
 	       "  --json          print the reply as one JSON line (watch: one per update)\n"

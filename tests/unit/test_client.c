@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -268,6 +269,36 @@ START_TEST(test_cli_socket_path_order)
 	ck_assert_str_eq(out, "/run/user/1/remat/rematd.sock");
 	ck_assert_int_eq(cli_socket_path(NULL, NULL, "", out, sizeof out, err, sizeof err), 0);
 	ck_assert_str_eq(out, "/run/remat/rematd.sock");
+
+	/* no daemon of the user's own but a system one: the system's; with the user's socket
+	 * present, or an explicit choice, never */
+	char dir[256], sys_sock[300], own[300];
+	snprintf(dir, sizeof dir, "%s/sockpath", t_env("REMAT_TMP"));
+	snprintf(sys_sock, sizeof sys_sock, "%s/system.sock", dir);
+	snprintf(own, sizeof own, "%s/remat/rematd.sock", dir);
+	ck_assert(mkdir(dir, 0700) == 0 || errno == EEXIST);
+	unlink(sys_sock), unlink(own);
+	ck_assert_int_eq(cli_socket_path_in(NULL, NULL, dir, sys_sock, out, sizeof out, err,
+				 sizeof err), 0);
+	ck_assert_str_eq(out, own); /* neither exists: the user's */
+	FILE *f = fopen(sys_sock, "w");
+	ck_assert_ptr_nonnull(f);
+	fclose(f);
+	ck_assert_int_eq(cli_socket_path_in(NULL, NULL, dir, sys_sock, out, sizeof out, err,
+				 sizeof err), 0);
+	ck_assert_str_eq(out, sys_sock);
+	ck_assert_int_eq(cli_socket_path_in(NULL, "/e.sock", dir, sys_sock, out, sizeof out, err,
+				 sizeof err), 0);
+	ck_assert_str_eq(out, "/e.sock");
+	char sub[300];
+	snprintf(sub, sizeof sub, "%s/remat", dir);
+	ck_assert(mkdir(sub, 0700) == 0 || errno == EEXIST);
+	f = fopen(own, "w");
+	ck_assert_ptr_nonnull(f);
+	fclose(f);
+	ck_assert_int_eq(cli_socket_path_in(NULL, NULL, dir, sys_sock, out, sizeof out, err,
+				 sizeof err), 0);
+	ck_assert_str_eq(out, own);
 
 	char lng[200];
 	const size_t max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
