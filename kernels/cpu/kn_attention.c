@@ -21,6 +21,8 @@
 #include <omp.h>
 #include <string.h>
 
+#include "kn_rows.h"
+
 #define KN_ATT_QB 64 /* query rows per block */
 
 size_t kn_attention_scratch_floats(int T)
@@ -53,11 +55,11 @@ void kn_attention_forward(float *out, float *lse, float *scratch, const float *q
 				float mx = row[0];
 				for (int u = 1; u <= t; u++)
 					mx = row[u] > mx ? row[u] : mx;
+				for (int u = 0; u <= t; u++)
+					row[u] = kn_expf(row[u] - mx);
 				float sum = 0.0f;
-				for (int u = 0; u <= t; u++) {
-					row[u] = expf(row[u] - mx);
+				for (int u = 0; u <= t; u++)
 					sum += row[u];
-				}
 				float inv = 1.0f / sum;
 				for (int u = 0; u <= t; u++)
 					row[u] *= inv;
@@ -109,7 +111,7 @@ void kn_attention_backward(float *dqkv, float *scratch, const float *dout, const
 					d += yr[j] * orow[j];
 				float z = l[t];
 				for (int u = 0; u <= t; u++) {
-					pr[u] = expf(pr[u] - z);
+					pr[u] = kn_expf(pr[u] - z);
 					dr[u] = pr[u] * (dr[u] - d) * scale;
 				}
 				for (int u = t + 1; u < nk; u++)

@@ -8,6 +8,10 @@
 
 #include <math.h>
 
+#include "kn_rows.h"
+
+#define CE_BLOCK 256 /* exponentials computed (vectorised) before they are summed in order */
+
 /* lse(N) = log sum exp logits[r]; loss(N) = lse - logits[r, target[r]] */
 void kn_crossentropy_forward(float *lse, float *loss, const float *logits,
 	const uint16_t *target, int N, int V)
@@ -19,8 +23,14 @@ void kn_crossentropy_forward(float *lse, float *loss, const float *logits,
 		for (int j = 1; j < V; j++)
 			mx = l[j] > mx ? l[j] : mx;
 		double s = 0.0;
-		for (int j = 0; j < V; j++)
-			s += expf(l[j] - mx);
+		for (int j0 = 0; j0 < V; j0 += CE_BLOCK) {
+			float e[CE_BLOCK];
+			int n = V - j0 < CE_BLOCK ? V - j0 : CE_BLOCK;
+			for (int j = 0; j < n; j++)
+				e[j] = kn_expf(l[j0 + j] - mx);
+			for (int j = 0; j < n; j++)
+				s += e[j];
+		}
 		double z = mx + log(s);
 		lse[r] = (float)z;
 		loss[r] = (float)(z - l[target[r]]);
@@ -28,8 +38,8 @@ void kn_crossentropy_forward(float *lse, float *loss, const float *logits,
 }
 
 /* lse(N) =, loss(N) = as kn_crossentropy_forward; logits(N,V) = (softmax - onehot) * scale.
- * Three passes over a row that stays in cache: max; exp(l - max) written back and summed
- * in double (the forward's order, so the same lse); the scaling. */
+ * Passes over a row that stays in cache: max; exp(l - max) written back; their sum in
+ * double (the forward's order, so the same lse); the scaling. */
 void kn_crossentropy_fused(float *logits, float *lse, float *loss, const uint16_t *target,
 	float scale, int N, int V)
 {
@@ -40,10 +50,10 @@ void kn_crossentropy_fused(float *logits, float *lse, float *loss, const uint16_
 		for (int j = 1; j < V; j++)
 			mx = l[j] > mx ? l[j] : mx;
 		double s = 0.0;
-		for (int j = 0; j < V; j++) {
-			l[j] = expf(l[j] - mx);
+		for (int j = 0; j < V; j++)
+			l[j] = kn_expf(l[j] - mx);
+		for (int j = 0; j < V; j++)
 			s += l[j];
-		}
 		double z = mx + log(s);
 		lse[r] = (float)z;
 		loss[r] = (float)(z - lt);
