@@ -199,17 +199,17 @@ void cli_show_plan(FILE *f, const json_t *ret, long long budget)
 	}
 }
 
-void cli_show_mem(FILE *f, const char *job, const json_t *ret)
+/* One memory table: the documented categories in their order, then any others the server
+ * adds, then the total; first is the first column's heading (CATEGORY, or DEVICE). */
+static void mem_table(FILE *f, const char *first, const json_t *cats, const json_t *total)
 {
-	(void)job;
-	static const char *const head[] = {"CATEGORY", "CURRENT", "PEAK", "PEAK-SINCE-RESET"};
-	json_t *cats = cli_jobj(ret, "categories"), *v;
+	const char *const head[] = {first, "CURRENT", "PEAK", "PEAK-SINCE-RESET"};
+	json_t *v;
 	const char *key;
 	char a[32], b[32], c[32];
 	cli_table t;
 
 	cli_table_init(&t, 4, head, "lrrr");
-	/* the documented categories in their order, then any others the server adds */
 	for (int i = 0; cli_mem_categories[i]; i++) {
 		json_t *m = cli_jobj(cats, cli_mem_categories[i]);
 		if (m)
@@ -217,7 +217,7 @@ void cli_show_mem(FILE *f, const char *job, const json_t *ret)
 				      cli_show_size(m, "peak", b, 32),
 				      cli_show_size(m, "peak_since_reset", c, 32));
 	}
-	json_object_foreach(cats, key, v)
+	json_object_foreach((json_t *)cats, key, v)
 	{
 		int known = 0;
 		for (int i = 0; cli_mem_categories[i]; i++)
@@ -227,20 +227,45 @@ void cli_show_mem(FILE *f, const char *job, const json_t *ret)
 				      cli_show_size(v, "peak", b, 32),
 				      cli_show_size(v, "peak_since_reset", c, 32));
 	}
-	json_t *total = cli_jobj(ret, "total");
 	if (total)
 		cli_table_add(&t, "total", cli_show_size(total, "current", a, 32),
 			      cli_show_size(total, "peak", b, 32),
 			      cli_show_size(total, "peak_since_reset", c, 32));
 	table_flush(f, &t);
+}
+
+void cli_show_mem(FILE *f, const char *job, const json_t *ret)
+{
+	(void)job;
+	char a[32], b[32], buf[TEXT_LEN];
+	mem_table(f, "CATEGORY", cli_jobj(ret, "categories"), cli_jobj(ret, "total"));
 	fputc('\n', f);
 	sections_table(f, json_object_get(ret, "sections"), 0);
 	fputc('\n', f);
-	char buf[TEXT_LEN];
 	snprintf(buf, sizeof buf, "%s (peak %s)", cli_show_size(ret, "rss", a, sizeof a),
 		 cli_show_size(ret, "rss_peak", b, sizeof b));
 	kv(f, "rss:", buf);
 	kv(f, "step:", cli_show_num(ret, "step", "%.0f", buf, sizeof buf));
+
+	/* a job on device cuda: the GPU's memory (the table above is then host memory) */
+	json_t *dev = cli_jobj(ret, "device");
+	if (!dev)
+		return;
+	fputc('\n', f);
+	mem_table(f, "DEVICE", cli_jobj(dev, "categories"), cli_jobj(dev, "total"));
+	fputc('\n', f);
+	char n[32];
+	snprintf(buf, sizeof buf, "%s (peak %s) in %s arenas",
+		 cli_show_size(dev, "reserved", a, sizeof a),
+		 cli_show_size(dev, "reserved_peak", b, sizeof b),
+		 cli_show_num(dev, "arenas", "%.0f", n, sizeof n));
+	kv(f, "reserved:", buf);
+	snprintf(buf, sizeof buf, "%s free of %s", cli_show_size(dev, "free", a, sizeof a),
+		 cli_show_size(dev, "total_memory", b, sizeof b));
+	kv(f, "device:", buf);
+	snprintf(buf, sizeof buf, "%s (peak %s)", cli_show_size(dev, "pinned_host", a, sizeof a),
+		 cli_show_size(dev, "pinned_host_peak", b, sizeof b));
+	kv(f, "pinned host:", buf);
 }
 
 /* "3d 4h 5m 6s", leading zero units left out. */

@@ -560,6 +560,38 @@ START_TEST(test_rematctl_replies)
 }
 END_TEST
 
+/* rematctl mem of a job on device cuda: the host table, then the device's (a canned
+ * mem-stats reply in the shape of docs/protocol.md) */
+START_TEST(test_rematctl_mem_device)
+{
+	char path[128], *out = NULL;
+	pid_t pid = fake_server(
+	    "memdev", GREETING,
+	    "{\"return\":{\"categories\":{\"params\":{\"current\":1048576,\"peak\":1048576,"
+	    "\"peak_since_reset\":1048576}},\"total\":{\"current\":1048576,\"peak\":1048576,"
+	    "\"peak_since_reset\":1048576},\"sections\":[],\"rss\":2097152,\"rss_peak\":2097152,"
+	    "\"step\":7,\"device\":{\"categories\":{\"activations\":{\"current\":3145728,"
+	    "\"peak\":4194304,\"peak_since_reset\":3145728}},\"total\":{\"current\":3145728,"
+	    "\"peak\":4194304,\"peak_since_reset\":3145728},\"reserved\":5242880,"
+	    "\"reserved_peak\":6291456,\"arenas\":2,\"free\":1073741824,"
+	    "\"total_memory\":2147483648,\"pinned_host\":0,\"pinned_host_peak\":7340032}},"
+	    "\"id\":1}\n",
+	    path, sizeof path);
+	int rc = ctl(&out, "--socket", path, "--timeout", "5", "mem", "j1", NULL);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	unlink(path);
+	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
+	const char *host = strstr(out, "CATEGORY"), *dev = strstr(out, "DEVICE");
+	ck_assert_msg(host && dev && host < dev, "output:\n%s", out);
+	ck_assert_msg(strstr(dev, "activations") && strstr(dev, "3.0 MiB") &&
+			  strstr(dev, "4.0 MiB") && strstr(dev, "5.0 MiB (peak 6.0 MiB) in 2 arenas") &&
+			  strstr(dev, "1.0 GiB free of 2.0 GiB") && strstr(dev, "0 B (peak 7.0 MiB)"),
+		      "output:\n%s", out);
+	free(out);
+}
+END_TEST
+
 /* Server lines rematctl must refuse with status 3 and one line, never a crash. */
 static const struct {
 	const char *name, *greeting, *reply, *needle;
@@ -628,6 +660,7 @@ Suite *suite_client(void)
 	tcase_add_test(tc, test_rematctl_usage_errors);
 	tcase_add_test(tc, test_rematctl_cannot_connect);
 	tcase_add_test(tc, test_rematctl_replies);
+	tcase_add_test(tc, test_rematctl_mem_device);
 	tcase_add_loop_test(tc, test_rematctl_bad_server, 0,
 			    (int)(sizeof bad_servers / sizeof bad_servers[0]));
 	suite_add_tcase(s, tc);
