@@ -51,18 +51,9 @@ static size_t nhblocks, caphblocks;
 
 /* counters, read by any thread */
 static atomic_int mem_active, mem_arenas;
-static atomic_size_t mem_current[ENG_MEM_NCAT], mem_peak[ENG_MEM_NCAT],
-	mem_peak_reset[ENG_MEM_NCAT];
-static atomic_size_t mem_total, mem_total_peak, mem_total_peak_reset;
+static eng_mem_counts mem_counts; /* device bytes asked for, by category */
 static atomic_size_t mem_reserved, mem_reserved_peak, mem_pinned, mem_pinned_peak;
 static atomic_size_t mem_dev_free, mem_dev_total;
-
-static void peak_raise(atomic_size_t *peak, size_t value)
-{
-	size_t old = atomic_load(peak);
-	while (value > old && !atomic_compare_exchange_weak(peak, &old, value))
-		;
-}
 
 static size_t align_up(size_t n)
 {
@@ -117,7 +108,7 @@ static dev_arena *arena_new(int cat, size_t size, int direct)
 	arenas = a;
 	atomic_fetch_add(&mem_arenas, 1);
 	size_t r = atomic_fetch_add(&mem_reserved, size) + size;
-	peak_raise(&mem_reserved_peak, r);
+	eng_mem_peak_raise(&mem_reserved_peak, r);
 	return a;
 }
 
@@ -150,12 +141,7 @@ static char *arena_fit(dev_arena *a, size_t span)
 static void count_alloc(int cat, size_t bytes)
 {
 	atomic_store(&mem_active, 1);
-	size_t now = atomic_fetch_add(&mem_current[cat], bytes) + bytes;
-	peak_raise(&mem_peak[cat], now);
-	peak_raise(&mem_peak_reset[cat], now);
-	size_t tot = atomic_fetch_add(&mem_total, bytes) + bytes;
-	peak_raise(&mem_total_peak, tot);
-	peak_raise(&mem_total_peak_reset, tot);
+	eng_mem_counts_add(&mem_counts, (eng_mem_cat)cat, bytes);
 }
 
 void *eng_cuda_mem_alloc(eng_mem_cat cat, size_t bytes)
@@ -217,8 +203,7 @@ void eng_cuda_mem_free(void *p)
 	if (--b.a->nlive == 0)
 		arena_release(b.a);
 	pthread_mutex_unlock(&mem_mu);
-	atomic_fetch_sub(&mem_current[cat], b.bytes);
-	atomic_fetch_sub(&mem_total, b.bytes);
+	eng_mem_counts_sub(&mem_counts, (eng_mem_cat)cat, b.bytes);
 	eng_cuda_mem_refresh();
 }
 
@@ -261,7 +246,7 @@ void *eng_cuda_host_alloc(size_t bytes)
 	pthread_mutex_unlock(&mem_mu);
 	memset(p, 0, bytes);
 	size_t now = atomic_fetch_add(&mem_pinned, bytes) + bytes;
-	peak_raise(&mem_pinned_peak, now);
+	eng_mem_peak_raise(&mem_pinned_peak, now);
 	return p;
 }
 
@@ -312,14 +297,8 @@ void eng_cuda_mem_get_stats(eng_cuda_mem_stats *st)
 {
 	memset(st, 0, sizeof *st);
 	st->active = atomic_load(&mem_active);
-	for (int c = 0; c < ENG_MEM_NCAT; c++) {
-		st->current[c] = atomic_load(&mem_current[c]);
-		st->peak[c] = atomic_load(&mem_peak[c]);
-		st->peak_reset[c] = atomic_load(&mem_peak_reset[c]);
-	}
-	st->total_current = atomic_load(&mem_total);
-	st->total_peak = atomic_load(&mem_total_peak);
-	st->total_peak_reset = atomic_load(&mem_total_peak_reset);
+	eng_mem_counts_read(&mem_counts, st->current, st->peak, st->peak_reset, &st->total_current,
+		&st->total_peak, &st->total_peak_reset);
 	st->reserved = atomic_load(&mem_reserved);
 	st->reserved_peak = atomic_load(&mem_reserved_peak);
 	st->arenas = atomic_load(&mem_arenas);
@@ -331,9 +310,7 @@ void eng_cuda_mem_get_stats(eng_cuda_mem_stats *st)
 
 void eng_cuda_mem_reset_peak(void)
 {
-	for (int c = 0; c < ENG_MEM_NCAT; c++)
-		atomic_store(&mem_peak_reset[c], atomic_load(&mem_current[c]));
-	atomic_store(&mem_total_peak_reset, atomic_load(&mem_total));
+	eng_mem_counts_reset_peak(&mem_counts);
 }
 
 /* ---- probe ---- */

@@ -26,16 +26,49 @@ typedef struct mem_header {
 	int cat;          /* eng_mem_cat */
 } mem_header;
 
-static atomic_size_t mem_current[ENG_MEM_NCAT];
-static atomic_size_t mem_peak[ENG_MEM_NCAT];
-static atomic_size_t mem_peak_reset[ENG_MEM_NCAT];
-static atomic_size_t mem_total, mem_total_peak, mem_total_peak_reset;
+static eng_mem_counts mem_counts; /* this allocator's */
 
-static void peak_raise(atomic_size_t *peak, size_t value)
+void eng_mem_peak_raise(atomic_size_t *peak, size_t value)
 {
 	size_t old = atomic_load(peak);
 	while (value > old && !atomic_compare_exchange_weak(peak, &old, value))
 		;
+}
+
+void eng_mem_counts_add(eng_mem_counts *k, eng_mem_cat cat, size_t bytes)
+{
+	size_t now = atomic_fetch_add(&k->current[cat], bytes) + bytes;
+	eng_mem_peak_raise(&k->peak[cat], now);
+	eng_mem_peak_raise(&k->peak_reset[cat], now);
+	size_t tot = atomic_fetch_add(&k->total, bytes) + bytes;
+	eng_mem_peak_raise(&k->total_peak, tot);
+	eng_mem_peak_raise(&k->total_peak_reset, tot);
+}
+
+void eng_mem_counts_sub(eng_mem_counts *k, eng_mem_cat cat, size_t bytes)
+{
+	atomic_fetch_sub(&k->current[cat], bytes);
+	atomic_fetch_sub(&k->total, bytes);
+}
+
+void eng_mem_counts_read(eng_mem_counts *k, size_t *current, size_t *peak, size_t *peak_reset,
+	size_t *total, size_t *total_peak, size_t *total_peak_reset)
+{
+	for (int c = 0; c < ENG_MEM_NCAT; c++) {
+		current[c] = atomic_load(&k->current[c]);
+		peak[c] = atomic_load(&k->peak[c]);
+		peak_reset[c] = atomic_load(&k->peak_reset[c]);
+	}
+	*total = atomic_load(&k->total);
+	*total_peak = atomic_load(&k->total_peak);
+	*total_peak_reset = atomic_load(&k->total_peak_reset);
+}
+
+void eng_mem_counts_reset_peak(eng_mem_counts *k)
+{
+	for (int c = 0; c < ENG_MEM_NCAT; c++)
+		atomic_store(&k->peak_reset[c], atomic_load(&k->current[c]));
+	atomic_store(&k->total_peak_reset, atomic_load(&k->total));
 }
 
 void *eng_mem_alloc(eng_mem_cat cat, size_t bytes)
@@ -57,12 +90,7 @@ void *eng_mem_alloc(eng_mem_cat cat, size_t bytes)
 	h->bytes = bytes;
 	h->mapped = mapped;
 	h->cat = cat;
-	size_t now = atomic_fetch_add(&mem_current[cat], bytes) + bytes;
-	peak_raise(&mem_peak[cat], now);
-	peak_raise(&mem_peak_reset[cat], now);
-	size_t tot = atomic_fetch_add(&mem_total, bytes) + bytes;
-	peak_raise(&mem_total_peak, tot);
-	peak_raise(&mem_total_peak_reset, tot);
+	eng_mem_counts_add(&mem_counts, cat, bytes);
 	return (char *)base + MEM_HEADER;
 }
 
@@ -73,8 +101,7 @@ void eng_mem_free(void *p)
 	mem_header *h = (mem_header *)((char *)p - MEM_HEADER);
 	ENG_ASSERT(h->magic == MEM_MAGIC);
 	h->magic = 0;
-	atomic_fetch_sub(&mem_current[h->cat], h->bytes);
-	atomic_fetch_sub(&mem_total, h->bytes);
+	eng_mem_counts_sub(&mem_counts, h->cat, h->bytes);
 	munmap(h, h->mapped);
 }
 
@@ -114,21 +141,13 @@ void eng_mem_get_stats(eng_mem_stats *st)
 void eng_mem_get_counters(eng_mem_stats *st)
 {
 	memset(st, 0, sizeof *st);
-	for (int c = 0; c < ENG_MEM_NCAT; c++) {
-		st->current[c] = atomic_load(&mem_current[c]);
-		st->peak[c] = atomic_load(&mem_peak[c]);
-		st->peak_reset[c] = atomic_load(&mem_peak_reset[c]);
-	}
-	st->total_current = atomic_load(&mem_total);
-	st->total_peak = atomic_load(&mem_total_peak);
-	st->total_peak_reset = atomic_load(&mem_total_peak_reset);
+	eng_mem_counts_read(&mem_counts, st->current, st->peak, st->peak_reset, &st->total_current,
+		&st->total_peak, &st->total_peak_reset);
 }
 
 void eng_mem_reset_peak(void)
 {
-	for (int c = 0; c < ENG_MEM_NCAT; c++)
-		atomic_store(&mem_peak_reset[c], atomic_load(&mem_current[c]));
-	atomic_store(&mem_total_peak_reset, atomic_load(&mem_total));
+	eng_mem_counts_reset_peak(&mem_counts);
 }
 
 const char *eng_mem_cat_name(eng_mem_cat cat)

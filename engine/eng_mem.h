@@ -12,6 +12,7 @@
 #ifndef ENG_MEM_H
 #define ENG_MEM_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 
 typedef enum eng_mem_cat {
@@ -32,6 +33,25 @@ typedef struct eng_mem_stats {
 	size_t total_current, total_peak, total_peak_reset; /* all categories together */
 	size_t rss, rss_peak;           /* from /proc/self/status (VmRSS, VmHWM); 0 if unknown */
 } eng_mem_stats;
+
+/* Bytes by category with their peaks (since start and since a reset), and the same over all
+ * categories: what an allocator counts. Lock-free, so another thread may read while one
+ * allocates; a zeroed (static) one is ready. This allocator has one, the device allocator
+ * (eng_cuda_mem.c) another. */
+typedef struct eng_mem_counts {
+	atomic_size_t current[ENG_MEM_NCAT], peak[ENG_MEM_NCAT], peak_reset[ENG_MEM_NCAT];
+	atomic_size_t total, total_peak, total_peak_reset;
+} eng_mem_counts;
+
+void eng_mem_counts_add(eng_mem_counts *k, eng_mem_cat cat, size_t bytes);
+void eng_mem_counts_sub(eng_mem_counts *k, eng_mem_cat cat, size_t bytes);
+/* Copies the counters: current, peak, peak_reset are arrays of ENG_MEM_NCAT. */
+void eng_mem_counts_read(eng_mem_counts *k, size_t *current, size_t *peak, size_t *peak_reset,
+	size_t *total, size_t *total_peak, size_t *total_peak_reset);
+/* The peaks since a reset start again from the current values. */
+void eng_mem_counts_reset_peak(eng_mem_counts *k);
+/* *peak = max(*peak, value), lock-free. */
+void eng_mem_peak_raise(atomic_size_t *peak, size_t value);
 
 /* Returns a zeroed, 64-byte-aligned buffer of `bytes` (> 0), or NULL when the system has no
  * memory. Free with eng_mem_free. */
