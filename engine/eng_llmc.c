@@ -24,6 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "eng_st.h"
+
 /* Header fields and parameters are decoded byte by byte, but float32 data is read and
  * written as is: the format is little-endian. */
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
@@ -111,18 +113,6 @@ static void transpose(float *dst, const float *src, size_t rows, size_t cols)
 					dst[c * rows + r] = src[r * cols + c];
 }
 
-/* float32 to bfloat16, round to nearest, ties to even; a NaN stays a (quiet) NaN rather than
- * rounding into an infinity. */
-static uint16_t to_bf16(float x)
-{
-	uint32_t b;
-	memcpy(&b, &x, sizeof b);
-	if ((b & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((b >> 16) | 0x0040u);
-	b += 0x7fffu + ((b >> 16) & 1u);
-	return (uint16_t)(b >> 16);
-}
-
 static int32_t get_i32(const uint8_t *p)
 {
 	return (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
@@ -166,12 +156,9 @@ static int read_floats(FILE *f, const char *path, const llmc_header *h, float *d
 		size_t k = n - done < CHUNK ? n - done : CHUNK;
 		if (read_exact(f, path, buf, 2 * k, err) < 0)
 			return -1;
-		for (size_t i = 0; i < k; i++) {
-			/* bfloat16 is the top half of a float32: widening is exact */
-			uint32_t bits = ((uint32_t)buf[2 * i] | (uint32_t)buf[2 * i + 1] << 8)
-					<< 16;
-			memcpy(&dst[done + i], &bits, sizeof bits);
-		}
+		for (size_t i = 0; i < k; i++)
+			dst[done + i] =
+				eng_bf16_to_f32((uint16_t)(buf[2 * i] | (uint32_t)buf[2 * i + 1] << 8));
 		done += k;
 	}
 	return 0;
@@ -187,7 +174,7 @@ static int write_floats(FILE *f, const char *path, int version, const float *src
 	for (size_t done = 0; done < n;) {
 		size_t k = n - done < CHUNK ? n - done : CHUNK;
 		for (size_t i = 0; i < k; i++) {
-			uint16_t v = to_bf16(src[done + i]);
+			uint16_t v = eng_bf16_from_f32(src[done + i]);
 			buf[2 * i] = (uint8_t)(v & 0xff);
 			buf[2 * i + 1] = (uint8_t)(v >> 8);
 		}

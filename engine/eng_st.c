@@ -437,6 +437,24 @@ const eng_st_tensor *eng_st_find(const eng_st_file *f, const char *name)
 }
 
 /* IEEE binary16 to binary32, exact (every half is a float), subnormals and NaN kept. */
+float eng_bf16_to_f32(uint16_t b)
+{
+	uint32_t bits = (uint32_t)b << 16;
+	float f;
+	memcpy(&f, &bits, sizeof f);
+	return f;
+}
+
+uint16_t eng_bf16_from_f32(float x)
+{
+	uint32_t b;
+	memcpy(&b, &x, sizeof b);
+	if ((b & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((b >> 16) | 0x0040u);
+	b += 0x7fffu + ((b >> 16) & 1u);
+	return (uint16_t)(b >> 16);
+}
+
 static float half_to_float(uint16_t h)
 {
 	uint32_t sign = (uint32_t)(h >> 15) << 31;
@@ -496,11 +514,8 @@ int eng_st_get_f32(const eng_st_file *f, const char *name, int ndim, const int64
 			out[i] = half_to_float((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
 		break;
 	case ENG_ST_BF16:
-		/* bfloat16 is the top half of a float32 */
-		for (size_t i = 0; i < n; i++) {
-			uint32_t bits = ((uint32_t)p[2 * i] | ((uint32_t)p[2 * i + 1] << 8)) << 16;
-			memcpy(&out[i], &bits, sizeof bits);
-		}
+		for (size_t i = 0; i < n; i++)
+			out[i] = eng_bf16_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
 		break;
 	}
 	return 0;

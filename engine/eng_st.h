@@ -75,6 +75,12 @@ const eng_st_tensor *eng_st_find(const eng_st_file *f, const char *name);
  * every tensor eng_st_read or eng_st_parse accepted. */
 size_t eng_st_numel(const eng_st_tensor *t);
 
+/* bfloat16 bits (the top half of a float32) to float32: exact. */
+float eng_bf16_to_f32(uint16_t b);
+/* float32 to bfloat16 bits, round to nearest, ties to even; a NaN stays a (quiet) NaN
+ * rather than rounding into an infinity. */
+uint16_t eng_bf16_from_f32(float x);
+
 /* "F32", "F16" or "BF16". */
 const char *eng_st_dtype_name(eng_st_dtype dtype);
 

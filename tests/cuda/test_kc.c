@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "../unit/tests.h"
+#include "eng_st.h"
 #include "kc.h"
 #include "kn.h"
 #include "t_cuda.h"
@@ -67,23 +68,6 @@ static float rnd(float lo, float hi)
 	return lo + (hi - lo) * (float)((rng_next() >> 40) * (1.0 / 16777216.0));
 }
 
-/* float -> bf16 bits, round to nearest even (finite inputs) */
-static uint16_t f2bf(float f)
-{
-	uint32_t u;
-	memcpy(&u, &f, 4);
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return (uint16_t)(u >> 16);
-}
-
-static float bf2f(uint16_t b)
-{
-	uint32_t u = (uint32_t)b << 16;
-	float f;
-	memcpy(&f, &u, 4);
-	return f;
-}
-
 /* n random floats in [lo, hi), rounded to bf16 when dt is */
 static float *hrand(size_t n, float lo, float hi, kc_dtype dt)
 {
@@ -92,7 +76,7 @@ static float *hrand(size_t n, float lo, float hi, kc_dtype dt)
 	for (size_t i = 0; i < n; i++) {
 		x[i] = rnd(lo, hi);
 		if (dt == KC_BF16)
-			x[i] = bf2f(f2bf(x[i]));
+			x[i] = eng_bf16_to_f32(eng_bf16_from_f32(x[i]));
 	}
 	return x;
 }
@@ -120,7 +104,7 @@ static void *dup_dev(const float *x, size_t n, kc_dtype dt)
 	uint16_t *b = malloc((n ? n : 1) * 2);
 	ck_assert_ptr_nonnull(b);
 	for (size_t i = 0; i < n; i++)
-		b[i] = f2bf(x[i]);
+		b[i] = eng_bf16_from_f32(x[i]);
 	cuda_ok(cudaMemcpy(d, b, n * 2, cudaMemcpyHostToDevice), "upload");
 	free(b);
 	return d;
@@ -140,7 +124,7 @@ static float *get_dev(const void *d, size_t n, kc_dtype dt)
 	ck_assert_ptr_nonnull(b);
 	cuda_ok(cudaMemcpy(b, d, n * 2, cudaMemcpyDeviceToHost), "download");
 	for (size_t i = 0; i < n; i++)
-		x[i] = bf2f(b[i]);
+		x[i] = eng_bf16_to_f32(b[i]);
 	free(b);
 	return x;
 }
@@ -599,9 +583,11 @@ START_TEST(test_kc_bf16_rounding)
 	kc_ok(kc_from_f32(0, KC_BF16, b, dx, n), "from_f32");
 	kc_ok(kc_to_f32(0, KC_BF16, dx, b, n), "to_f32");
 	float *y = get_dev(dx, n, KC_F32);
-	for (size_t i = 0; i < n; i++)
-		ck_assert_msg(y[i] == bf2f(f2bf(x[i])), "element %zu: device %a, host %a", i,
-			(double)y[i], (double)bf2f(f2bf(x[i])));
+	for (size_t i = 0; i < n; i++) {
+		float want = eng_bf16_to_f32(eng_bf16_from_f32(x[i]));
+		ck_assert_msg(y[i] == want, "element %zu: device %a, host %a", i, (double)y[i],
+			(double)want);
+	}
 	cudaFree(dx);
 	cudaFree(b);
 	free(x);

@@ -50,6 +50,7 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
+#include "eng_st.h"
 #include "kc.h"
 
 /* kc_sdpa.cu's test support, not in kc.h. */
@@ -73,26 +74,7 @@ static const int shapes[][4] = {
 };
 #define N_SHAPES (sizeof(shapes) / sizeof(shapes[0]))
 
-/* ---- bf16 and random numbers ---- */
-
-/* float -> bf16 bits, round to nearest even (inputs here are finite) */
-static uint16_t f2bf(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	u += 0x7fffu + ((u >> 16) & 1u);
-	return (uint16_t)(u >> 16);
-}
-
-static float bf2f(uint16_t b)
-{
-	uint32_t u = (uint32_t)b << 16;
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
+/* ---- random numbers (bf16 conversions: eng_st.h) ---- */
 
 static uint64_t rng_state = SEED;
 
@@ -110,8 +92,8 @@ static double rng_uniform(void) /* [-1, 1) */
 static void fill_bf16(float *f, uint16_t *b, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		b[i] = f2bf((float)rng_uniform());
-		f[i] = bf2f(b[i]);
+		b[i] = eng_bf16_from_f32((float)rng_uniform());
+		f[i] = eng_bf16_to_f32(b[i]);
 	}
 }
 
@@ -312,7 +294,7 @@ START_TEST(test_sdpa_tolerances_catch_a_wrong_mask)
 
 	ck_assert(qkv && o0 && o1 && l0 && l1);
 	for (size_t i = 0; i < nq; i++)
-		qkv[i] = bf2f(f2bf((float)rng_uniform()));
+		qkv[i] = eng_bf16_to_f32(eng_bf16_from_f32((float)rng_uniform()));
 	ref_forward(o0, l0, qkv, B, T, NH, HS, 0);
 	ref_forward(o1, l1, qkv, B, T, NH, HS, 1);
 	for (size_t i = 0; i < no; i++) {
@@ -480,7 +462,7 @@ static void sdpa_check_shape(int B, int NH, int T, int hs)
 	CUDA_OK(cudaMemcpy(bo, d_out, 2 * no, cudaMemcpyDeviceToHost));
 	CUDA_OK(cudaMemcpy(fl, d_stats, sizeof(float) * nl, cudaMemcpyDeviceToHost));
 	for (size_t i = 0; i < no; i++)
-		fo[i] = bf2f(bo[i]);
+		fo[i] = eng_bf16_to_f32(bo[i]);
 	ref_forward(ro, rl, dq, B, T, NH, hs, 0);
 	e_st = compare("stats", fl, rl, nl, 1, 1, TOL_STATS, 1);
 	e_out = compare("out", fo, ro, no, 1, 1, TOL_OUT, 0);
@@ -490,7 +472,7 @@ static void sdpa_check_shape(int B, int NH, int T, int hs)
 	CUDA_OK(cudaStreamSynchronize(st));
 	CUDA_OK(cudaMemcpy(bdq, d_dqkv, 2 * nq, cudaMemcpyDeviceToHost));
 	for (size_t i = 0; i < nq; i++)
-		fdq[i] = bf2f(bdq[i]);
+		fdq[i] = eng_bf16_to_f32(bdq[i]);
 	/* D from the bf16 out the device made and used */
 	for (size_t i = 0; i < no; i++)
 		ro[i] = fo[i];
