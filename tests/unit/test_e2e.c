@@ -75,8 +75,8 @@ static char *write_spec(const td_daemon *d, const char *name, const char *save, 
 {
 	char path[700], text[2048];
 	snprintf(path, sizeof path, "%s/%s", d->dir, name);
-	/* two blocks of 128 channels at 4 x 64: tens of milliseconds a step on 2 cores, so a
-	 * request lands in the middle of the run */
+	/* two blocks of 128 channels at 4 x 64: about 7 ms a step on 2 cores, so a request
+	 * lands in the middle of a run of a few hundred steps */
 	snprintf(text, sizeof text,
 		"{\"name\":\"e2e\",\"model\":{\"n_layer\":2,\"n_embd\":128,\"n_head\":4,"
 		"\"n_positions\":64},\"data\":{\"train\":\"" T_GPL "\",\"format\":\"bytes\"},"
@@ -110,7 +110,9 @@ START_TEST(test_e2e_remat_set_mid_run)
 	td_daemon d;
 	td_daemon_paths(&d);
 	td_daemon_start(&d, NULL);
-	int steps = 60;
+	/* 400 steps, about 3 s: the job must still run through the status, mem and remat-set
+	 * requests below (60 steps, 0.4 s, once finished under them on a quiet machine) */
+	int steps = 400;
 	char *spec = write_spec(&d, "job.json", "run1", steps);
 	char evpath[700];
 	snprintf(evpath, sizeof evpath, "%s/events.json", d.dir);
