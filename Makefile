@@ -73,7 +73,7 @@ CLIENT_SRC = $(wildcard client/*.c)
 CLIENT_OBJ = $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 # tests/cuda/test_cuda.c only needs eng_cuda.h (it skips without the backend); the rest of
 # tests/cuda/ needs the toolkit
-TEST_SRC   = $(wildcard tests/unit/*.c) tests/cuda/test_cuda.c $(if $(HAVE_CUDA),$(filter-out \
+TEST_SRC   = $(wildcard tests/unit/*.c tests/security/*.c) tests/cuda/test_cuda.c $(if $(HAVE_CUDA),$(filter-out \
 	tests/cuda/test_cuda.c tests/cuda/bench_%,$(wildcard tests/cuda/*.c tests/cuda/*.cu)))
 TEST_OBJ   = $(patsubst %.cu,$(BUILD)/%.o,$(TEST_SRC:%.c=$(BUILD)/%.o))
 HELPER_SRC = $(wildcard tests/e2e/*.c)
@@ -132,7 +132,7 @@ $(BUILD)/bin/%: tests/e2e/%.c $(BUILD)/libremat.a
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
 # The safetensors parser on bytes from memory: the file format is outside input too.
-$(FUZZ_ST): tests/fuzz/fuzz_st.c engine/eng_st.c engine/eng_err.c
+$(FUZZ_ST): tests/fuzz/fuzz_st.c engine/eng_st.c engine/eng_fs.c engine/eng_err.c
 	@mkdir -p $(dir $@)
 	clang -g -O1 -std=c11 -D_GNU_SOURCE -Iengine -fsanitize=fuzzer,address,undefined \
 		-o $@ $^ -ljansson

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "eng_fs.h"
 #include "eng_hfconfig.h"
 #include "eng_import.h"
 #include "eng_mem.h"
@@ -57,16 +58,6 @@ __attribute__((noinline)) static int path2(char *buf, size_t n, const char *dir,
 	return (w < 0 || (size_t)w >= n) ? -1 : 0;
 }
 
-static int fsync_path(const char *path, int dir)
-{
-	int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-	if (fd < 0)
-		return -1;
-	int rc = fsync(fd);
-	close(fd);
-	return rc;
-}
-
 /* Test hook: REMAT_CKPT_DELAY_US sleeps between the steps of a save, so the crash test can
  * kill a worker at many different points of one. Unset in normal use. */
 static void test_delay(void)
@@ -78,24 +69,6 @@ static void test_delay(void)
 	}
 	if (us > 0)
 		usleep((useconds_t)us);
-}
-
-/* Removes a checkpoint directory of ours: its regular files, then itself. */
-static void remove_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	if (!d)
-		return;
-	struct dirent *e;
-	char p[CKPT_PATH + 256];
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		if (path2(p, sizeof p, dir, e->d_name) == 0)
-			unlink(p);
-	}
-	closedir(d);
-	rmdir(dir);
 }
 
 /* ---- snapshot ---- */
@@ -148,8 +121,9 @@ void eng_ckpt_snap_free(eng_ckpt_snap *s)
 
 /* ---- writing ---- */
 
-static int write_tensors(const eng_ckpt_snap *s, const char *path, const char *prefix1,
-	const float *base1, const char *prefix2, const float *base2, eng_err *err)
+static int write_tensors(const eng_ckpt_snap *s, const eng_dir *d, const char *name,
+	const char *prefix1, const float *base1, const char *prefix2, const float *base2,
+	eng_err *err)
 {
 	int n = s->ntensors * (base2 ? 2 : 1), rc = -1;
 	eng_st_entry *e = calloc((size_t)n, sizeof *e);
@@ -168,31 +142,63 @@ static int write_tensors(const eng_ckpt_snap *s, const char *path, const char *p
 		e[i].shape[1] = t->shape[1];
 		e[i].data = (second ? base2 : base1) + t->offset;
 	}
-	rc = eng_st_write(path, e, n, err);
+	rc = eng_st_write_at(d, name, e, n, err);
 out:
 	free(e);
 	free(names);
 	return rc;
 }
 
+/* eng_fs_fill_fn of a JSON document: two-space indent, a trailing newline. */
+static int json_fill(FILE *f, void *ud, eng_err *err)
+{
+	(void)err;
+	if (json_dumpf(ud, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0)
+		fputc('\n', f); /* a failure shows in the stream's error, found by the flush */
+	return 0;
+}
+
+/* eng_fs_fill_fn of one line of text. */
+static int line_fill(FILE *f, void *ud, eng_err *err)
+{
+	(void)err;
+	fprintf(f, "%s\n", (const char *)ud);
+	return 0;
+}
+
+/* SHA-256 and size of d/name, a file written just before (never through a link). */
+static int hash_at(const eng_dir *d, const char *name, char hex[65], size_t *size,
+	eng_err *err)
+{
+	struct stat st;
+	int fd = openat(d->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return eng_errf(err, "cannot read back '%s' in '%s': %s", name, d->path,
+			strerror(errno));
+	int rc = fstat(fd, &st);
+	if (rc < 0)
+		eng_errf(err, "cannot read back '%s' in '%s': %s", name, d->path, strerror(errno));
+	else
+		rc = eng_sha256_fd(fd, name, hex, err);
+	close(fd);
+	*size = rc == 0 ? (size_t)st.st_size : 0;
+	return rc;
+}
+
 /* trainer_state.json: the training state and the checksums of the other files. */
-static int write_state(const eng_ckpt_snap *s, const char *dir, const char *path,
-	size_t *bytes, eng_err *err)
+static int write_state(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, eng_err *err)
 {
 	const eng_spec *sp = &s->spec;
 	json_t *files = json_object();
-	char p[CKPT_PATH], hex[65];
+	char hex[65];
 	int rc = -1;
 	for (size_t i = 0; i < NFILES; i++) {
-		struct stat st;
-		if (path2(p, sizeof p, dir, ckpt_files[i]) < 0 || stat(p, &st) < 0 || eng_sha256_file(p, hex, err) < 0) {
-			if (!err || !err->msg[0])
-				eng_errf(err, "cannot read back '%s'", p);
+		size_t size = 0;
+		if (hash_at(d, ckpt_files[i], hex, &size, err) < 0)
 			goto out;
-		}
 		json_object_set_new(files, ckpt_files[i], json_pack("{s:s,s:I}", "sha256", hex,
-						    "bytes", (json_int_t)st.st_size));
-		*bytes += (size_t)st.st_size;
+						    "bytes", (json_int_t)size));
+		*bytes += size;
 	}
 	json_t *o = json_pack("{s:i,s:i,s:{s:I,s:I,s:s},s:{s:I},s:{s:s,s:i,s:f,s:f,s:i},"
 			      "s:{s:f,s:f,s:f,s:f,s:f,s:f},s:i,s:i,s:o}",
@@ -212,20 +218,11 @@ static int write_state(const eng_ckpt_snap *s, const char *dir, const char *path
 		eng_errf(err, "cannot build trainer_state.json");
 		goto out;
 	}
-	FILE *f = fopen(path, "w");
-	int ok = f && json_dumpf(o, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0 &&
-		 fputc('\n', f) != EOF && fflush(f) == 0 && fsync(fileno(f)) == 0;
-	if (f && fclose(f) != 0)
-		ok = 0;
+	rc = eng_fs_write_at(d, "trainer_state.json", json_fill, o, err);
 	json_decref(o);
-	if (!ok) {
-		eng_errf(err, "cannot write '%s': %s", path, strerror(errno));
-		goto out;
-	}
 	struct stat st;
-	if (stat(path, &st) == 0)
+	if (rc == 0 && fstatat(d->fd, "trainer_state.json", &st, AT_SYMLINK_NOFOLLOW) == 0)
 		*bytes += (size_t)st.st_size;
-	rc = 0;
 out:
 	json_decref(files);
 	return rc;
@@ -251,59 +248,75 @@ static int cmp_int_desc(const void *a, const void *b)
 	return (x < y) - (x > y);
 }
 
-/* Steps of the step_ checkpoints in dir, newest first; the count. */
-static int list_steps(const char *dir, int *steps, int max)
+/* Steps of the step_ entries of the directory open as fd, newest first; the count. With
+ * dirs_only, only real directories (no link) count: the ones pruning may remove. */
+static int list_steps(int fd, int dirs_only, int *steps, int max)
 {
-	DIR *d = opendir(dir);
-	if (!d)
+	int dup_fd = dup(fd);
+	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	if (!d) {
+		if (dup_fd >= 0)
+			close(dup_fd);
 		return 0;
+	}
+	rewinddir(d); /* a dup shares the position of the descriptor it copies */
 	int n = 0;
 	struct dirent *e;
 	while ((e = readdir(d)) && n < max) {
+		struct stat st;
 		int s = step_of(e->d_name);
-		if (s >= 0)
-			steps[n++] = s;
+		if (s < 0 || (dirs_only && (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+			!S_ISDIR(st.st_mode))))
+			continue;
+		steps[n++] = s;
 	}
 	closedir(d);
 	qsort(steps, (size_t)n, sizeof *steps, cmp_int_desc);
 	return n;
 }
 
-/* Reads <dir>/latest into name (trimmed); -1 when absent or malformed. */
-static int read_latest(const char *dir, char *name, size_t n)
+/* Reads the name that `latest` holds in the directory open as fd (trimmed, a bare name);
+ * -1 when absent or malformed. A link or a FIFO named latest is no latest of ours. */
+static int read_latest_at(int fd, char *name, size_t n)
 {
-	char p[CKPT_PATH];
-	if (join(p, sizeof p, dir, "/latest") < 0)
+	int lfd = openat(fd, "latest", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (lfd < 0)
 		return -1;
-	FILE *f = fopen(p, "r");
-	if (!f)
+	struct stat st;
+	ssize_t got = -1;
+	if (fstat(lfd, &st) == 0 && S_ISREG(st.st_mode))
+		got = read(lfd, name, n - 1);
+	close(lfd);
+	if (got <= 0)
 		return -1;
-	char *ok = fgets(name, (int)n, f);
-	fclose(f);
-	if (!ok)
-		return -1;
+	name[got] = '\0';
 	name[strcspn(name, "\r\n")] = '\0';
 	return name[0] && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..") ? 0 : -1;
 }
 
-static void prune(const char *dir, int keep)
+/* Removes the oldest step_ checkpoints beyond keep (never the one latest names; a named
+ * checkpoint is never a step_ one). What cannot be removed is said in warn. */
+static void prune(const eng_dir *d, int keep, char *warn, size_t warnlen)
 {
 	static _Thread_local int steps[CKPT_MAX_LIST];
-	char latest[128] = "", p[CKPT_PATH];
-	read_latest(dir, latest, sizeof latest);
-	int n = list_steps(dir, steps, CKPT_MAX_LIST);
+	char latest[128] = "";
+	read_latest_at(d->fd, latest, sizeof latest);
+	int n = list_steps(d->fd, 1, steps, CKPT_MAX_LIST);
 	for (int i = keep; i < n; i++) {
 		char name[32];
-		snprintf(name, sizeof name, "/step_%08d", steps[i]);
-		if (strcmp(name + 1, latest) == 0 || join(p, sizeof p, dir, name) < 0)
+		eng_err e;
+		snprintf(name, sizeof name, "step_%08d", steps[i]);
+		if (strcmp(name, latest) == 0)
 			continue;
-		remove_dir(p);
+		if (eng_fs_remove_dir(d, name, &e) < 0 && !warn[0])
+			snprintf(warn, warnlen, "keep: %s", e.msg);
 	}
 }
 
 /* A checkpoint name the caller chose: the protocol's 1..64 of [A-Za-z0-9._-], not starting
- * with '.', and none of the names this module keeps for itself (latest, latest.tmp, and the
- * X.tmp and X.old of a save in progress, which the next start would remove or rename). */
+ * with '.', and none of the names this module keeps for itself: latest, the X.tmp and
+ * X.old of a save in progress (which the next start would remove or rename), and step_*,
+ * the periodic checkpoints that `keep` prunes. */
 static int check_name(const char *name, eng_err *err)
 {
 	size_t n = strlen(name);
@@ -313,91 +326,99 @@ static int check_name(const char *name, eng_err *err)
 	if (!ok)
 		return eng_errf(err, "invalid checkpoint name '%.80s' (1 to %d of A-Z a-z 0-9 . _ "
 				     "-, not starting with '.')", name, CKPT_NAME_MAX);
-	if (strcmp(name, "latest") == 0 || (n > 4 && (strcmp(name + n - 4, ".tmp") == 0 ||
-		strcmp(name + n - 4, ".old") == 0)))
-		return eng_errf(err, "checkpoint name '%s' is reserved (latest, *.tmp and *.old "
-				     "are the save directory's own)", name);
+	if (strcmp(name, "latest") == 0 || strncmp(name, "step_", 5) == 0 ||
+		(n > 4 && (strcmp(name + n - 4, ".tmp") == 0 || strcmp(name + n - 4, ".old") == 0)))
+		return eng_errf(err, "checkpoint name '%s' is reserved (latest, step_*, *.tmp and "
+				     "*.old are the save directory's own)", name);
 	return 0;
+}
+
+/* Writes the four files of snapshot s into the fresh directory d. */
+static int write_files(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, eng_err *err)
+{
+	test_delay();
+	if (write_tensors(s, d, "model.safetensors", "", s->params, NULL, NULL, err) < 0)
+		return -1;
+	test_delay();
+	if (eng_hfconfig_write_at(d, "config.json", &s->cfg, err) < 0)
+		return -1;
+	test_delay();
+	if (write_tensors(s, d, "optimizer.safetensors", "exp_avg.", s->m, "exp_avg_sq.", s->v,
+		    err) < 0)
+		return -1;
+	test_delay();
+	return write_state(s, d, bytes, err);
 }
 
 int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, int keep,
 	eng_ckpt_result *res, eng_err *err)
 {
-	char base[CKPT_NAME_MAX + 2], final[CKPT_PATH], tmp[CKPT_PATH], old[CKPT_PATH];
-	char p[CKPT_PATH];
+	char base[CKPT_NAME_MAX + 1], tmp[CKPT_NAME_MAX + 8], old[CKPT_NAME_MAX + 8];
+	eng_dir sd = {-1, ""}, td = {-1, ""};
 	double t0 = now_ms();
+	int rc = -1, had_old = 0;
 	memset(res, 0, sizeof *res);
 	if (name && name[0] && check_name(name, err) < 0)
 		return -1;
 	if (name && name[0])
-		snprintf(base, sizeof base, "/%s", name);
+		snprintf(base, sizeof base, "%s", name);
 	else
-		snprintf(base, sizeof base, "/step_%08d", s->step);
-	if (join(final, sizeof final, dir, base) < 0 || join(tmp, sizeof tmp, final, ".tmp") < 0 ||
-		join(old, sizeof old, final, ".old") < 0)
-		return eng_errf(err, "save directory path too long");
-	remove_dir(tmp);
-	if (mkdir(tmp, 0777) < 0)
-		return eng_errf(err, "cannot create '%s': %s", tmp, strerror(errno));
-	test_delay();
-	join(p, sizeof p, tmp, "/model.safetensors");
-	if (write_tensors(s, p, "", s->params, NULL, NULL, err) < 0)
-		goto fail;
-	test_delay();
-	join(p, sizeof p, tmp, "/config.json");
-	if (eng_hfconfig_write(p, &s->cfg, err) < 0)
-		goto fail;
-	test_delay();
-	join(p, sizeof p, tmp, "/optimizer.safetensors");
-	if (write_tensors(s, p, "exp_avg.", s->m, "exp_avg_sq.", s->v, err) < 0)
-		goto fail;
-	test_delay();
-	join(p, sizeof p, tmp, "/trainer_state.json");
-	if (write_state(s, tmp, p, &res->bytes, err) < 0)
-		goto fail;
-	test_delay();
-	if (fsync_path(tmp, 1) < 0) {
-		eng_errf(err, "cannot fsync '%s': %s", tmp, strerror(errno));
-		goto fail;
+		snprintf(base, sizeof base, "step_%08d", s->step);
+	snprintf(tmp, sizeof tmp, "%s.tmp", base);
+	snprintf(old, sizeof old, "%s.old", base);
+	if (eng_dir_open(&sd, dir, err) < 0)
+		return -1;
+	if (path2(res->path, sizeof res->path, dir, base) < 0) {
+		eng_errf(err, "save directory path too long");
+		goto out;
 	}
+	/* a leftover of ours goes; a link or a stranger's entry under our names stops here,
+	 * before anything is written (latest.tmp is checked again when latest is written) */
+	if (eng_fs_entry(&sd, "latest.tmp", 0, "remove", err) < 0 ||
+		eng_fs_remove_dir(&sd, tmp, err) < 0 || eng_fs_mkdir(&sd, tmp, err) < 0)
+		goto out;
+	if (eng_dir_open_at(&td, &sd, tmp, err) < 0 || write_files(s, &td, &res->bytes, err) < 0)
+		goto fail;
+	test_delay();
 	/* A save of the same name again replaces it: the old one is moved aside first and
 	 * removed last, so a crash in between leaves a complete directory under one name. */
-	remove_dir(old);
-	int had_old = rename(final, old) == 0;
-	if (rename(tmp, final) < 0) {
-		eng_errf(err, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno));
+	if (eng_fs_remove_dir(&sd, old, err) < 0)
+		goto fail;
+	int r = eng_fs_entry(&sd, base, 1, "replace", err);
+	if (r < 0 || (r == 1 && eng_fs_rename(&sd, base, old, err) < 0))
+		goto fail;
+	had_old = r == 1;
+	if (eng_fs_rename(&sd, tmp, base, err) < 0) {
 		if (had_old)
-			rename(old, final);
+			renameat(sd.fd, old, sd.fd, base);
 		goto fail;
 	}
-	fsync_path(dir, 1);
+	if (eng_fs_sync_dir(&sd, err) < 0)
+		goto out;
 	test_delay();
-	/* latest: a temporary name, fsynced, renamed over the old one, the parent fsynced */
-	join(p, sizeof p, dir, "/latest.tmp");
-	FILE *f = fopen(p, "w");
-	if (!f || fprintf(f, "%s\n", base + 1) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-		eng_errf(err, "cannot write '%s': %s", p, strerror(errno));
-		if (f)
-			fclose(f);
-		return -1;
-	}
-	fclose(f);
-	join(tmp, sizeof tmp, dir, "/latest");
-	if (rename(p, tmp) < 0)
-		return eng_errf(err, "cannot rename '%s': %s", p, strerror(errno));
-	fsync_path(dir, 1);
-	if (had_old)
-		remove_dir(old);
+	/* latest: replaced durably (a temporary name, fsynced, renamed, the parent fsynced) */
+	if (eng_fs_write_at(&sd, "latest", line_fill, base, err) < 0)
+		goto out;
+	if (had_old && eng_fs_remove_dir(&sd, old, err) < 0)
+		snprintf(res->warning, sizeof res->warning, "%s", err->msg);
 	if (keep > 0)
-		prune(dir, keep);
-	join(res->path, sizeof res->path, final, "");
+		prune(&sd, keep, res->warning + strlen(res->warning),
+			sizeof res->warning - strlen(res->warning));
 	res->step = s->step;
 	res->ms = now_ms() - t0;
 	res->stall_ms = s->stall_ms;
-	return 0;
+	rc = 0;
+	goto out;
 fail:
-	remove_dir(tmp);
-	return -1;
+	if (td.fd >= 0)
+		eng_dir_close(&td);
+	eng_fs_remove_dir(&sd, tmp, NULL);
+out:
+	eng_dir_close(&td);
+	eng_dir_close(&sd);
+	if (rc < 0)
+		res->path[0] = '\0';
+	return rc;
 }
 
 /* ---- verifying and finding ---- */
@@ -410,7 +431,11 @@ static json_t *load_state(const char *ckpt, eng_err *err)
 		eng_errf(err, "checkpoint path too long");
 		return NULL;
 	}
-	json_t *o = json_load_file(p, JSON_REJECT_DUPLICATES, &je);
+	FILE *f = eng_fs_fopen_read(p, "checkpoint file", err);
+	if (!f)
+		return NULL;
+	json_t *o = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+	fclose(f);
 	if (!o) {
 		eng_errf(err, "checkpoint '%s': trainer_state.json: %s", ckpt, je.text);
 		return NULL;
@@ -513,7 +538,7 @@ int eng_ckpt_verify(const char *ckpt, eng_err *err)
 		}
 		if (path2(p, sizeof p, ckpt, ckpt_files[i]) < 0)
 			goto out;
-		if (stat(p, &sb) < 0) {
+		if (stat(p, &sb) < 0) { /* stat: a FIFO is refused below, without blocking */
 			eng_errf(err, "checkpoint '%s': %s is missing: %s", ckpt, ckpt_files[i],
 				strerror(errno));
 			goto out;
@@ -555,47 +580,82 @@ out:
 	return rc;
 }
 
-void eng_ckpt_clean_tmp(const char *save_dir)
+/* 1 for a name ending in suffix (".tmp", ".old") with something before it. */
+static int has_suffix(const char *name, const char *suffix)
 {
-	DIR *d = opendir(save_dir);
-	if (!d)
-		return;
+	size_t n = strlen(name), k = strlen(suffix);
+	return n > k && strcmp(name + n - k, suffix) == 0;
+}
+
+int eng_ckpt_clean_tmp(const char *save_dir, eng_err *err)
+{
+	eng_dir sd;
+	if (eng_dir_open(&sd, save_dir, err) < 0)
+		return -1;
+	int dup_fd = dup(sd.fd), rc = 0;
+	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	if (!d) {
+		if (dup_fd >= 0)
+			close(dup_fd);
+		eng_errf(err, "cannot read save directory '%s': %s", save_dir, strerror(errno));
+		eng_dir_close(&sd);
+		return -1;
+	}
 	struct dirent *e;
-	char p[CKPT_PATH + 256], base[CKPT_PATH + 256];
-	while ((e = readdir(d))) {
-		size_t n = strlen(e->d_name);
-		int tmp = n >= 5 && strcmp(e->d_name + n - 4, ".tmp") == 0;
-		int old = n >= 5 && strcmp(e->d_name + n - 4, ".old") == 0;
-		if (e->d_name[0] == '.' || (!tmp && !old) ||
-			path2(p, sizeof p, save_dir, e->d_name) < 0)
-			continue;
+	while (rc == 0 && (e = readdir(d))) {
+		const char *name = e->d_name;
+		int tmp = has_suffix(name, ".tmp"), old = has_suffix(name, ".old");
 		struct stat st;
-		int is_dir = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-		if (tmp && is_dir) {
-			remove_dir(p);
-		} else if (tmp) {
-			unlink(p); /* latest.tmp */
-		} else if (is_dir) {
-			/* X.old: a save under a name that existed was interrupted (eng_ckpt_write).
-			 * Before its second rename X is missing and X.old is the complete old one:
-			 * put it back; after it, X is the new one and X.old goes. */
-			snprintf(base, sizeof base, "%s", p);
-			base[strlen(base) - 4] = '\0';
-			if (stat(base, &st) == 0)
-				remove_dir(p);
-			else
-				rename(p, base);
+		if (name[0] == '.' || (!tmp && !old) ||
+			fstatat(sd.fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (tmp) {
+			/* an interrupted save (a directory) or latest's temporary file: only ours,
+			 * never through a link */
+			rc = S_ISDIR(st.st_mode) ? eng_fs_remove_dir(&sd, name, err)
+						 : eng_fs_remove_file(&sd, name, err);
+			continue;
 		}
+		/* X.old: a save under a name that existed was interrupted (eng_ckpt_write).
+		 * Before its second rename X is missing and X.old is the complete old one: put
+		 * it back; after it, X is the new one and X.old goes. */
+		char base[CKPT_NAME_MAX + 8];
+		snprintf(base, sizeof base, "%.*s", (int)strlen(name) - 4, name);
+		if (eng_fs_entry(&sd, name, 1, "restore", err) < 0) {
+			rc = -1;
+			continue;
+		}
+		struct stat bs;
+		if (fstatat(sd.fd, base, &bs, AT_SYMLINK_NOFOLLOW) == 0)
+			rc = eng_fs_remove_dir(&sd, name, err);
+		else
+			rc = eng_fs_rename(&sd, name, base, err);
 	}
 	closedir(d);
-	fsync_path(save_dir, 1);
+	if (rc == 0)
+		rc = eng_fs_sync_dir(&sd, err);
+	eng_dir_close(&sd);
+	return rc;
+}
+
+/* 1 when dir/name is a directory entry itself (no link): a checkpoint of this save
+ * directory, not one somewhere else. */
+static int is_real_dir(const char *dir, const char *name)
+{
+	char p[CKPT_PATH];
+	struct stat st;
+	return path2(p, sizeof p, dir, name) == 0 && lstat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 /* The newest step_ checkpoint of dir that verifies, other than `skip`; -1 when none. */
 static int newest_valid(const char *dir, const char *skip, char *out, size_t outlen)
 {
 	static _Thread_local int steps[CKPT_MAX_LIST];
-	int n = list_steps(dir, steps, CKPT_MAX_LIST);
+	eng_dir sd;
+	if (eng_dir_open(&sd, dir, NULL) < 0)
+		return -1;
+	int n = list_steps(sd.fd, 1, steps, CKPT_MAX_LIST);
+	eng_dir_close(&sd);
 	for (int i = 0; i < n; i++) {
 		char name[32], p[CKPT_PATH];
 		snprintf(name, sizeof name, "/step_%08d", steps[i]);
@@ -612,14 +672,25 @@ static int newest_valid(const char *dir, const char *skip, char *out, size_t out
 int eng_ckpt_find(const char *save_dir, char *out, size_t outlen, eng_err *err)
 {
 	char name[128], p[CKPT_PATH];
-	eng_ckpt_clean_tmp(save_dir);
-	if (read_latest(save_dir, name, sizeof name) == 0 &&
-		path2(p, sizeof p, save_dir, name) == 0) {
-		if (eng_ckpt_verify(p, err) == 0) {
-			return join(out, outlen, p, "");
-		}
-	} else {
+	eng_dir sd;
+	/* read-only: another job's save directory is never cleaned or rewritten here */
+	if (eng_dir_open(&sd, save_dir, err) < 0)
+		return -1;
+	int have = read_latest_at(sd.fd, name, sizeof name) == 0;
+	eng_dir_close(&sd);
+	if (!have) {
 		eng_errf(err, "'%s' has no readable 'latest'", save_dir);
+	} else if (!is_real_dir(save_dir, name)) {
+		/* latest names X, and X is missing: an interrupted re-save left X.old, complete */
+		char old[sizeof name + 8];
+		snprintf(old, sizeof old, "%s.old", name);
+		if (is_real_dir(save_dir, old) && path2(p, sizeof p, save_dir, old) == 0 &&
+			eng_ckpt_verify(p, err) == 0)
+			return join(out, outlen, p, "");
+		eng_errf(err, "'%s' names '%s', which is not a checkpoint directory of '%s'",
+			"latest", name, save_dir);
+	} else if (path2(p, sizeof p, save_dir, name) == 0 && eng_ckpt_verify(p, err) == 0) {
+		return join(out, outlen, p, "");
 	}
 	return newest_valid(save_dir, NULL, out, outlen) == 0 ? 0 : -1;
 }

@@ -55,6 +55,7 @@ typedef struct eng_ckpt_result {
 	size_t bytes;             /* of the four files */
 	double ms;                /* writing, fsyncs and renames */
 	double stall_ms;          /* the snapshot's copy */
+	char warning[ENG_ERR_LEN]; /* the save succeeded, but: what `keep` could not prune */
 } eng_ckpt_result;
 
 /* Writes snapshot s as <dir>/<name> (name NULL: step_XXXXXXXX), replaces `latest`, then
@@ -68,12 +69,18 @@ int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, in
  * reader's checks, and config.json's shape matches model.safetensors. */
 int eng_ckpt_verify(const char *ckpt, eng_err *err);
 
-/* Removes leftover *.tmp directories of interrupted saves in a save directory. */
-void eng_ckpt_clean_tmp(const char *save_dir);
+/* A job's own save directory at its start: removes the *.tmp leftovers of interrupted
+ * saves and puts back an X.old whose X is missing (eng_ckpt_write). Only entries of ours
+ * are touched, never through a symlink: a link or another user's entry under one of
+ * these names fails with a message naming it (eng_fs.h). Never call it on a directory
+ * the job only reads (init_from). */
+int eng_ckpt_clean_tmp(const char *save_dir, eng_err *err);
 
-/* The newest checkpoint of a save directory that verifies: the one `latest` names, or,
- * when that one fails, the newest step_ directory that passes. Writes its path to out.
- * -1 when there is none; the message then says why latest was refused. */
+/* The newest checkpoint of a save directory that verifies: the one `latest` names (or its
+ * X.old, left complete by an interrupted re-save), or, when that one fails, the newest
+ * step_ directory that passes. Only directories of save_dir itself count, no link. Reads
+ * only: nothing is cleaned or rewritten. Writes its path to out. -1 when there is none;
+ * the message then says why latest was refused. */
 int eng_ckpt_find(const char *save_dir, char *out, size_t outlen, eng_err *err);
 
 /* For a checkpoint that failed to verify, the newest other checkpoint in the same save

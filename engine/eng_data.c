@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "eng_fs.h"
 #include "eng_mem.h"
 
 int eng_data_open(eng_data *d, const char *path, eng_data_format fmt, int vocab, int B, int T,
@@ -14,14 +16,14 @@ int eng_data_open(eng_data *d, const char *path, eng_data_format fmt, int vocab,
 	memset(d, 0, sizeof *d);
 	int rc = -1;
 	uint8_t *raw = NULL;
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		eng_errf(err, "cannot open data file '%s': %s", path, strerror(errno));
-		goto out;
-	}
 	struct stat st;
-	if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
-		eng_errf(err, "data file '%s' is not a regular file", path);
+	int fd = eng_fs_open_read(path, "data file", &st, err);
+	FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+	if (!f) {
+		if (fd >= 0) {
+			eng_errf(err, "cannot read data file '%s': %s", path, strerror(errno));
+			close(fd);
+		}
 		goto out;
 	}
 	size_t size = (size_t)st.st_size, ntok, skip = 0;
@@ -32,10 +34,16 @@ int eng_data_open(eng_data *d, const char *path, eng_data_format fmt, int vocab,
 				sizeof hdr);
 			goto out;
 		}
-		if (hdr[0] != ENG_LLMC_MAGIC || hdr[1] != 1) {
-			eng_errf(err, "data file '%s': not an llmc token file (magic %d version %d, "
-				      "expected %d version 1); use \"format\": \"bytes\" for raw text",
-				path, hdr[0], hdr[1], ENG_LLMC_MAGIC);
+		/* a file that is not one is not echoed: its bytes are nobody's business here */
+		if (hdr[0] != ENG_LLMC_MAGIC) {
+			eng_errf(err, "data file '%s': not an llmc token file (no header with magic "
+				      "%d); use \"format\": \"bytes\" for raw text", path,
+				ENG_LLMC_MAGIC);
+			goto out;
+		}
+		if (hdr[1] != 1) {
+			eng_errf(err, "data file '%s': llmc token file version %d, this engine reads "
+				      "version 1", path, hdr[1]);
 			goto out;
 		}
 		skip = sizeof hdr;

@@ -59,11 +59,9 @@ int eng_hfconfig_read(const char *path, eng_config *cfg, eng_err *err)
 	char what[ENG_ERR_LEN];
 
 	memset(&c, 0, sizeof c);
-	fp = fopen(path, "rb");
-	if (!fp) {
-		eng_errf(err, "cannot open '%s': %s", path, strerror(errno));
+	fp = eng_fs_fopen_read(path, "config", err);
+	if (!fp)
 		goto fail;
-	}
 	root = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
 		bad(err, path, "not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
@@ -134,21 +132,18 @@ fail:
 	return -1;
 }
 
-int eng_hfconfig_write(const char *path, const eng_config *cfg, eng_err *err)
+/* The GPT2Config object for cfg (validated first; what names the file in messages), in
+ * the key order transformers' GPT2Config.to_json_string writes; NULL with a message. */
+static json_t *config_json(const eng_config *cfg, const char *shown, eng_err *err)
 {
-	json_t *root = NULL;
-	FILE *fp = NULL;
-	int created = 0;
 	char what[ENG_ERR_LEN];
-
-	snprintf(what, sizeof what, "cannot write config '%s'", path);
+	snprintf(what, sizeof what, "cannot write config '%s'", shown);
 	if (eng_config_validate(cfg, what, err) != 0)
-		goto fail;
-	/* json_pack keeps the order given here; JSON_PRESERVE_ORDER below keeps it on output.
-	 * Keys and values as transformers' GPT2Config.to_json_string writes them. */
+		return NULL;
+	/* json_pack keeps the order given here; JSON_PRESERVE_ORDER below keeps it on output */
 	/* clang-format off */
-	root = json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:n, s:s, s:f, s:f, s:f, s:f, "
-			 "s:f, s:b, s:i, s:i, s:s}",
+	json_t *root = json_pack("{s:[s], s:s, s:i, s:i, s:i, s:i, s:i, s:n, s:s, s:f, s:f, s:f, "
+			 "s:f, s:f, s:b, s:i, s:i, s:s}",
 			 "architectures", "GPT2LMHeadModel",
 			 "model_type", "gpt2",
 			 "vocab_size", cfg->vocab_size,
@@ -168,35 +163,40 @@ int eng_hfconfig_write(const char *path, const eng_config *cfg, eng_err *err)
 			 "eos_token_id", cfg->vocab_size - 1,
 			 "torch_dtype", "float32");
 	/* clang-format on */
-	if (!root) {
-		eng_errf(err, "cannot write '%s': out of memory", path);
-		goto fail;
-	}
-	fp = fopen(path, "wb");
-	if (!fp) {
-		eng_errf(err, "cannot open '%s' for writing: %s", path, strerror(errno));
-		goto fail;
-	}
-	created = 1;
-	/* 15 significant digits: 1e-5 and 0.02, not 1.0000000000000001e-05 (jansson drops the
-	 * exponent's leading zero that Python writes; both parse to the same double) */
+	if (!root)
+		eng_errf(err, "cannot write '%s': out of memory", shown);
+	return root;
+}
+
+/* eng_fs_fill_fn: the JSON, two-space indent, a trailing newline. 15 significant digits:
+ * 1e-5 and 0.02, not 1.0000000000000001e-05 (jansson drops the exponent's leading zero
+ * that Python writes; both parse to the same double). */
+static int config_fill(FILE *f, void *ud, eng_err *err)
+{
+	(void)err;
 	size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15);
-	if (json_dumpf(root, fp, flags) != 0 || fputc('\n', fp) == EOF || fflush(fp) != 0 ||
-	    fsync(fileno(fp)) != 0)
-		goto write_error;
-	int rc = fclose(fp);
-	fp = NULL;
-	if (rc != 0)
-		goto write_error;
-	json_decref(root);
+	if (json_dumpf(ud, f, flags) == 0)
+		fputc('\n', f); /* a failure shows in the stream's error, found by the flush */
 	return 0;
-write_error:
-	eng_errf(err, "cannot write '%s': %s", path, strerror(errno));
-fail:
-	if (fp)
-		fclose(fp);
-	if (created)
-		unlink(path); /* never leave a half-written config behind */
+}
+
+int eng_hfconfig_write_at(const eng_dir *d, const char *name, const eng_config *cfg,
+	eng_err *err)
+{
+	json_t *root = config_json(cfg, name, err);
+	if (!root)
+		return -1;
+	int rc = eng_fs_write_at(d, name, config_fill, root, err);
 	json_decref(root);
-	return -1;
+	return rc;
+}
+
+int eng_hfconfig_write(const char *path, const eng_config *cfg, eng_err *err)
+{
+	json_t *root = config_json(cfg, path, err);
+	if (!root)
+		return -1;
+	int rc = eng_fs_write(path, config_fill, root, err);
+	json_decref(root);
+	return rc;
 }

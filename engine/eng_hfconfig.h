@@ -12,6 +12,7 @@
 
 #include "eng_config.h"
 #include "eng_err.h"
+#include "eng_fs.h"
 
 /* Reads config.json at path into *cfg. Required integers: n_layer, n_embd, n_head,
  * n_positions ("n_ctx" when n_positions is absent; Hugging Face ignores n_ctx otherwise),
@@ -24,8 +25,11 @@
 int eng_hfconfig_read(const char *path, eng_config *cfg, eng_err *err);
 
 /* Writes *cfg (validated first) to path as GPT2Config JSON: fixed key order, two-space
- * indent, a trailing newline; flushed and fsync'd before it is closed; the directory is
- * not fsync'd. Returns 0, or -1 with a message; on failure the partial file is removed. */
+ * indent, a trailing newline; durably (eng_fs_write). Returns 0, or -1 with a message; on
+ * failure nothing is left behind and an existing file of that name is untouched. */
 int eng_hfconfig_write(const char *path, const eng_config *cfg, eng_err *err);
+/* The same as d/name (eng_fs_write_at). */
+int eng_hfconfig_write_at(const eng_dir *d, const char *name, const eng_config *cfg,
+	eng_err *err);
 
 #endif

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "eng_fs.h"
 #include "eng_st.h"
 
 /* Header fields and parameters are decoded byte by byte, but float32 data is read and
@@ -202,8 +203,11 @@ static int read_header(FILE *f, const char *path, llmc_header *h, eng_err *err)
 	if (read_exact(f, path, raw, sizeof raw, err) < 0)
 		return -1;
 	int32_t magic = get_i32(raw), version = get_i32(raw + 4);
+	/* the first bytes of a file that is not an llm.c model are not echoed: they could be
+	 * anyone's secret, named by a job that could not read the file itself */
 	if (magic != ENG_LLMC_MODEL_MAGIC)
-		return bad(err, path, "magic %d, expected %d", magic, ENG_LLMC_MODEL_MAGIC);
+		return bad(err, path, "no llm.c model header (its first 4 bytes are not the "
+				      "magic %d)", ENG_LLMC_MODEL_MAGIC);
 	if (version != ENG_LLMC_F32 && version != ENG_LLMC_BF16)
 		return bad(err, path, "version %d not supported (3: float32, 5: bfloat16)",
 			   version);
@@ -238,9 +242,9 @@ static int read_header(FILE *f, const char *path, llmc_header *h, eng_err *err)
 int eng_llmc_read_config(const char *path, eng_config *cfg, eng_err *err)
 {
 	llmc_header h;
-	FILE *f = fopen(path, "rb");
+	FILE *f = eng_fs_fopen_read(path, "llm.c model file", err);
 	if (!f)
-		return eng_errf(err, "cannot open '%s': %s", path, strerror(errno));
+		return -1;
 	int rc = read_header(f, path, &h, err);
 	fclose(f);
 	if (rc == 0)
@@ -254,11 +258,9 @@ int eng_model_load_llmc(eng_model *m, const char *path, eng_err *err)
 	float *scratch = NULL;
 	llmc_header h;
 	int rc = -1;
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		eng_errf(err, "cannot open '%s': %s", path, strerror(errno));
+	FILE *f = eng_fs_fopen_read(path, "llm.c model file", err);
+	if (!f)
 		goto out;
-	}
 	if (read_header(f, path, &h, err) < 0)
 		goto out;
 	if (h.cfg.n_layer != c->n_layer || h.cfg.n_embd != c->n_embd ||
@@ -300,66 +302,60 @@ out:
 	return rc;
 }
 
-int eng_model_save_llmc(const eng_model *m, const char *path, int version, eng_err *err)
+/* What llmc_fill writes: the model in an llm.c version, through a 4C*C scratch buffer. */
+typedef struct llmc_out {
+	const eng_model *m;
+	const char *path;   /* for messages */
+	int version;
+	float *scratch;     /* 4*C*C floats */
+} llmc_out;
+
+/* eng_fs_fill_fn: the 256-int header, wte with its padding rows, then every part. */
+static int llmc_fill(FILE *f, void *ud, eng_err *err)
 {
+	const llmc_out *o = ud;
+	const eng_model *m = o->m;
 	const eng_config *c = &m->cfg;
 	size_t C = (size_t)c->n_embd, V = (size_t)c->vocab_size;
 	int vp = (c->vocab_size + ENG_LLMC_VOCAB_ALIGN - 1) / ENG_LLMC_VOCAB_ALIGN *
 		 ENG_LLMC_VOCAB_ALIGN;
 	uint8_t raw[HEADER_BYTES];
-	float *scratch = NULL;
-	FILE *f = NULL;
-	int rc = -1, created = 0;
+	memset(raw, 0, sizeof raw);
+	const int32_t head[] = {ENG_LLMC_MODEL_MAGIC, o->version, c->n_positions, c->vocab_size,
+				c->n_layer,	      c->n_head,  c->n_embd,	  vp};
+	for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+		put_i32(raw + 4 * i, head[i]);
+	if (write_exact(f, o->path, raw, sizeof raw, err) < 0 ||
+	    write_floats(f, o->path, o->version, m->w.wte, V * C, err) < 0)
+		return -1;
+	/* padding rows of wte: zeros in either type; scratch holds at least 4C*C >= C floats */
+	memset(o->scratch, 0, C * sizeof *o->scratch);
+	for (int r = c->vocab_size; r < vp; r++)
+		if (write_floats(f, o->path, o->version, o->scratch, C, err) < 0)
+			return -1;
+	for (int k = 0; k < nparts(c); k++) {
+		llmc_part pt = part_at(m, k);
+		if (pt.out)
+			transpose(o->scratch, pt.p, pt.in, pt.out); /* (in, out) -> (out, in) */
+		if (write_floats(f, o->path, o->version, pt.out ? o->scratch : pt.p, pt.n, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int eng_model_save_llmc(const eng_model *m, const char *path, int version, eng_err *err)
+{
+	size_t C = (size_t)m->cfg.n_embd;
 	if (version != ENG_LLMC_F32 && version != ENG_LLMC_BF16)
 		return eng_errf(err,
 				"cannot write '%s': llm.c version %d (3: float32, "
 				"5: bfloat16)",
 				path, version);
-	scratch = malloc(4 * C * C * sizeof *scratch);
-	if (!scratch)
+	llmc_out o = {m, path, version, malloc(4 * C * C * sizeof(float))};
+	if (!o.scratch)
 		return eng_errf(err, "cannot write '%s': out of memory", path);
-	f = fopen(path, "wb");
-	if (!f) {
-		eng_errf(err, "cannot open '%s' for writing: %s", path, strerror(errno));
-		goto out;
-	}
-	created = 1;
-	memset(raw, 0, sizeof raw);
-	const int32_t head[] = {ENG_LLMC_MODEL_MAGIC, version,	 c->n_positions, c->vocab_size,
-				c->n_layer,	      c->n_head, c->n_embd,	 vp};
-	for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
-		put_i32(raw + 4 * i, head[i]);
-	if (write_exact(f, path, raw, sizeof raw, err) < 0 ||
-	    write_floats(f, path, version, m->w.wte, V * C, err) < 0)
-		goto out;
-	/* padding rows of wte: zeros in either type; scratch holds at least 4C*C >= C floats */
-	memset(scratch, 0, C * sizeof *scratch);
-	for (int r = c->vocab_size; r < vp; r++)
-		if (write_floats(f, path, version, scratch, C, err) < 0)
-			goto out;
-	for (int k = 0; k < nparts(c); k++) {
-		llmc_part pt = part_at(m, k);
-		if (pt.out)
-			transpose(scratch, pt.p, pt.in, pt.out); /* (in, out) -> (out, in) */
-		if (write_floats(f, path, version, pt.out ? scratch : pt.p, pt.n, err) < 0)
-			goto out;
-	}
-	if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-		eng_errf(err, "cannot write '%s': %s", path, strerror(errno));
-		goto out;
-	}
-	int closed = fclose(f);
-	f = NULL;
-	if (closed != 0) {
-		eng_errf(err, "cannot write '%s': %s", path, strerror(errno));
-		goto out;
-	}
-	rc = 0;
-out:
-	if (f)
-		fclose(f);
-	if (rc < 0 && created)
-		unlink(path); /* never a half-written model file under the name asked for */
-	free(scratch);
+	/* durable, and never a half-written model file under the name asked for */
+	int rc = eng_fs_write(path, llmc_fill, &o, err);
+	free(o.scratch);
 	return rc;
 }

@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "eng_fs.h"
 
 static const uint32_t K[64] = {
 	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
@@ -103,21 +106,31 @@ void eng_sha256_final(eng_sha256 *s, char hex[65])
 		snprintf(hex + 8 * i, 9, "%08x", s->h[i]);
 }
 
-int eng_sha256_file(const char *path, char hex[65], eng_err *err)
+int eng_sha256_fd(int fd, const char *path, char hex[65], eng_err *err)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return eng_errf(err, "cannot open '%s': %s", path, strerror(errno));
 	eng_sha256 s;
 	eng_sha256_init(&s);
 	static _Thread_local uint8_t buf[1 << 16];
-	size_t n;
-	while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-		eng_sha256_update(&s, buf, n);
-	int bad = ferror(f);
-	fclose(f);
-	if (bad)
-		return eng_errf(err, "cannot read '%s'", path);
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof buf);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return eng_errf(err, "cannot read '%s': %s", path, strerror(errno));
+		if (n == 0)
+			break;
+		eng_sha256_update(&s, buf, (size_t)n);
+	}
 	eng_sha256_final(&s, hex);
 	return 0;
+}
+
+int eng_sha256_file(const char *path, char hex[65], eng_err *err)
+{
+	int fd = eng_fs_open_read(path, NULL, NULL, err);
+	if (fd < 0)
+		return -1;
+	int rc = eng_sha256_fd(fd, path, hex, err);
+	close(fd);
+	return rc;
 }

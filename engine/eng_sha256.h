@@ -20,7 +20,10 @@ void eng_sha256_update(eng_sha256 *s, const void *data, size_t n);
 /* Writes the digest as 64 lower-case hex digits and a NUL into hex[65]. */
 void eng_sha256_final(eng_sha256 *s, char hex[65]);
 
-/* Hashes a whole file into hex[65]; -1 with a message naming it when it cannot be read. */
+/* Hashes a whole regular file into hex[65] (eng_fs_open_read: a FIFO or a device is
+ * refused); -1 with a message naming it when it cannot be read. */
 int eng_sha256_file(const char *path, char hex[65], eng_err *err);
+/* Hashes what is left to read of fd (path names it in messages). */
+int eng_sha256_fd(int fd, const char *path, char hex[65], eng_err *err);
 
 #endif

@@ -18,6 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "eng_fs.h"
+
 #define SPEC_MAX_BATCH 65536          /* B: far past any CPU or one-GPU batch */
 #define SPEC_MAX_SEQ 65536            /* T: as long as ENG_MAX_POSITIONS */
 #define SPEC_MAX_STEPS 1000000000     /* steps, save.every and schedule.warmup */
@@ -547,23 +549,13 @@ int eng_spec_parse(eng_spec *spec, const char *json_text, eng_err *err)
 	return rc;
 }
 
-int eng_spec_load(eng_spec *spec, const char *path, eng_err *err)
+char *eng_spec_read(const char *path, size_t *lenp, eng_err *err)
 {
-	FILE *f = NULL;
 	char *buf = NULL;
 	size_t len = 0, cap = 0;
-	json_t *root = NULL;
-	json_error_t je;
-	eng_err e;
-	int rc = -1;
-
-	ENG_ASSERT(spec != NULL && path != NULL);
-	spec_defaults(spec);
-	f = fopen(path, "rb");
-	if (!f) {
-		eng_errf(err, "cannot read job spec '%s': %s", path, strerror(errno));
-		goto fail;
-	}
+	FILE *f = eng_fs_fopen_read(path, "job spec", err);
+	if (!f)
+		return NULL;
 	for (;;) {
 		if (len == cap) {
 			/* one byte past the limit tells "exactly the limit" from "larger" */
@@ -593,23 +585,48 @@ int eng_spec_load(eng_spec *spec, const char *path, eng_err *err)
 			break;
 		}
 	}
-	/* json_loadb, not json_loads: a NUL byte in the file is an error, not an end */
-	root = json_loadb(buf ? buf : "", len, JSON_REJECT_DUPLICATES, &je);
-	if (!root) {
-		eng_errf(err, "job spec '%s': invalid JSON at line %d:%d: %s", path, je.line,
-			je.column, je.text);
-		goto fail;
+	fclose(f);
+	if (!buf && !(buf = malloc(1))) {
+		eng_errf(err, "cannot read job spec '%s': out of memory", path);
+		return NULL;
 	}
-	if (parse_root(spec, root, &e) < 0) {
-		eng_errf(err, "job spec '%s': %s", path, e.msg);
-		goto fail;
-	}
-	rc = 0;
+	*lenp = len;
+	return buf;
 fail:
-	json_decref(root);
 	free(buf);
-	if (f)
-		fclose(f);
+	fclose(f);
+	return NULL;
+}
+
+int eng_spec_parse_buf(eng_spec *spec, const char *buf, size_t len, const char *path,
+	eng_err *err)
+{
+	json_error_t je;
+	eng_err e;
+	ENG_ASSERT(spec != NULL && buf != NULL && path != NULL);
+	spec_defaults(spec);
+	/* json_loadb, not json_loads: a NUL byte in the file is an error, not an end */
+	json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+	if (!root)
+		return eng_errf(err, "job spec '%s': invalid JSON at line %d:%d: %s", path, je.line,
+			je.column, je.text);
+	int rc = parse_root(spec, root, &e);
+	if (rc < 0)
+		eng_errf(err, "job spec '%s': %s", path, e.msg);
+	json_decref(root);
+	return rc;
+}
+
+int eng_spec_load(eng_spec *spec, const char *path, eng_err *err)
+{
+	size_t len;
+	ENG_ASSERT(spec != NULL && path != NULL);
+	spec_defaults(spec);
+	char *buf = eng_spec_read(path, &len, err);
+	if (!buf)
+		return -1;
+	int rc = eng_spec_parse_buf(spec, buf, len, path, err);
+	free(buf);
 	return rc;
 }
 

@@ -77,19 +77,9 @@ static int read_whole(const char *path, uint8_t **out, size_t *out_len, eng_err 
 	uint8_t *buf = NULL;
 	struct stat st;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		eng_errf(err, "cannot open '%s': %s", path, strerror(errno));
+	fd = eng_fs_open_read(path, NULL, &st, err);
+	if (fd < 0)
 		goto fail;
-	}
-	if (fstat(fd, &st) != 0) {
-		eng_errf(err, "cannot stat '%s': %s", path, strerror(errno));
-		goto fail;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		eng_errf(err, "cannot read '%s': not a regular file", path);
-		goto fail;
-	}
 	if ((unsigned long long)st.st_size > SIZE_MAX) {
 		eng_errf(err, "cannot read '%s': file too large", path);
 		goto fail;
@@ -550,13 +540,19 @@ fail:
 	return NULL;
 }
 
-int eng_st_write(const char *path, const eng_st_entry *e, int n, eng_err *err)
+/* What st_fill writes: the header built by st_header, then the tensors' data. */
+typedef struct st_out {
+	const eng_st_entry *e;
+	int n;
+	char *hdr;      /* the compact JSON header (malloc'd) */
+	size_t hlen;    /* its length, before the padding */
+} st_out;
+
+/* Builds the header of the n tensors e[0..n) into o; path names the file in messages. */
+static int st_header(st_out *o, const char *path, const eng_st_entry *e, int n, eng_err *err)
 {
-	static const char spaces[8] = "        ";
 	json_t *root = NULL;
 	char *hdr = NULL;
-	FILE *fp = NULL;
-	int created = 0;
 	size_t off = 0;
 
 	if (n < 0 || (n > 0 && !e)) {
@@ -633,45 +629,59 @@ int eng_st_write(const char *path, const eng_st_entry *e, int n, eng_err *err)
 		eng_errf(err, "cannot write '%s': cannot encode the header", path);
 		goto fail;
 	}
-	size_t hlen = strlen(hdr);
-	size_t padded = (hlen + 7) & ~(size_t)7;
-	uint8_t lenb[8];
-	for (int i = 0; i < 8; i++)
-		lenb[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-
-	fp = fopen(path, "wb");
-	if (!fp) {
-		eng_errf(err, "cannot open '%s' for writing: %s", path, strerror(errno));
-		goto fail;
-	}
-	created = 1;
-	if (fwrite(lenb, 1, 8, fp) != 8 || fwrite(hdr, 1, hlen, fp) != hlen ||
-	    fwrite(spaces, 1, padded - hlen, fp) != padded - hlen)
-		goto write_error;
-	for (int i = 0; i < n; i++) {
-		size_t numel = 1;
-		for (int d = 0; d < e[i].ndim; d++)
-			numel *= (size_t)e[i].shape[d];
-		if (numel && fwrite(e[i].data, sizeof(float), numel, fp) != numel)
-			goto write_error;
-	}
-	if (fflush(fp) != 0 || fsync(fileno(fp)) != 0)
-		goto write_error;
-	int rc = fclose(fp);
-	fp = NULL;
-	if (rc != 0)
-		goto write_error;
-	free(hdr);
+	o->e = e;
+	o->n = n;
+	o->hdr = hdr;
+	o->hlen = strlen(hdr);
 	json_decref(root);
 	return 0;
-write_error:
-	eng_errf(err, "cannot write '%s': %s", path, strerror(errno));
 fail:
-	if (fp)
-		fclose(fp);
-	if (created)
-		unlink(path); /* never leave a half-written file that looks like a checkpoint */
 	free(hdr);
 	json_decref(root);
 	return -1;
+}
+
+/* eng_fs_fill_fn: the 8-byte length, the header padded with spaces to a multiple of 8,
+ * then every tensor's floats. Write errors are found by the caller's flush. */
+static int st_fill(FILE *f, void *ud, eng_err *err)
+{
+	static const char spaces[8] = "        ";
+	const st_out *o = ud;
+	size_t padded = (o->hlen + 7) & ~(size_t)7;
+	uint8_t lenb[8];
+	(void)err;
+	for (int i = 0; i < 8; i++)
+		lenb[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+	if (fwrite(lenb, 1, 8, f) != 8 || fwrite(o->hdr, 1, o->hlen, f) != o->hlen ||
+	    fwrite(spaces, 1, padded - o->hlen, f) != padded - o->hlen)
+		return 0; /* the stream's error is reported by the flush */
+	for (int i = 0; i < o->n; i++) {
+		size_t numel = 1;
+		for (int d = 0; d < o->e[i].ndim; d++)
+			numel *= (size_t)o->e[i].shape[d];
+		if (numel && fwrite(o->e[i].data, sizeof(float), numel, f) != numel)
+			return 0;
+	}
+	return 0;
+}
+
+int eng_st_write_at(const eng_dir *d, const char *name, const eng_st_entry *e, int n,
+	eng_err *err)
+{
+	st_out o;
+	if (st_header(&o, name, e, n, err) < 0)
+		return -1;
+	int rc = eng_fs_write_at(d, name, st_fill, &o, err);
+	free(o.hdr);
+	return rc;
+}
+
+int eng_st_write(const char *path, const eng_st_entry *e, int n, eng_err *err)
+{
+	st_out o;
+	if (st_header(&o, path, e, n, err) < 0)
+		return -1;
+	int rc = eng_fs_write(path, st_fill, &o, err);
+	free(o.hdr);
+	return rc;
 }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "eng_err.h"
+#include "eng_fs.h"
 
 #define ENG_ST_MAX_NDIM	  4		      /* most dimensions a tensor may have here */
 /* Longest JSON header accepted. GPT-2 124M's is about 15 KB; jansson builds the whole tree
@@ -98,12 +99,15 @@ typedef struct eng_st_entry {
 	const float *data;		/* numel floats; may be NULL when numel is 0 */
 } eng_st_entry;
 
-/* Writes the n tensors e[0..n) as F32 to path (created or truncated). The header is compact
- * JSON: "__metadata__":{"format":"pt"} first, then the tensors in the given order with
+/* Writes the n tensors e[0..n) as F32 to path, durably (eng_fs_write: a temporary name,
+ * fsynced, renamed over path, the directory fsynced). The header is compact JSON:
+ * "__metadata__":{"format":"pt"} first, then the tensors in the given order with
  * contiguous offsets from 0; it is padded with spaces to a multiple of 8 bytes so the data
- * starts 8-aligned. The file is flushed and fsync'd before it is closed. The bytes depend
- * only on the entries. Returns 0, or -1 with a message; on failure the partial file is
- * removed. Does not fsync the directory: the checkpoint writer does that after renaming. */
+ * starts 8-aligned. The bytes depend only on the entries. Returns 0, or -1 with a message;
+ * on failure nothing is left behind and an existing file of that name is untouched. */
 int eng_st_write(const char *path, const eng_st_entry *e, int n, eng_err *err);
+/* The same as d/name, relative to a directory descriptor (eng_fs_write_at). */
+int eng_st_write_at(const eng_dir *d, const char *name, const eng_st_entry *e, int n,
+	eng_err *err);
 
 #endif

@@ -16,6 +16,7 @@
 #include "eng_ckpt.h"
 #include "eng_cuda.h"
 #include "eng_cuda_mem.h"
+#include "eng_fs.h"
 #include "eng_hfconfig.h"
 #include "eng_import.h"
 #include "eng_mem.h"
@@ -33,27 +34,32 @@ static double now_ms(void)
  * be used is an error before training, not after it. */
 static int make_dirs(const char *dir, eng_err *err)
 {
-	char p[ENG_PATH_LEN];
-	snprintf(p, sizeof p, "%s", dir);
-	for (char *c = p + 1;; c++) {
-		if (*c == '/' || *c == '\0') {
-			char keep = *c;
-			*c = '\0';
-			if (mkdir(p, 0777) < 0 && errno != EEXIST)
-				return eng_errf(err, "cannot create save directory '%s': %s", p,
-					strerror(errno));
-			*c = keep;
-			if (!keep)
-				break;
-		}
-	}
-	struct stat st;
-	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-		return eng_errf(err, "save directory '%s' is not a directory", dir);
-	if (access(dir, W_OK | X_OK) < 0)
-		return eng_errf(err, "save directory '%s' is not writable: %s", dir,
-			strerror(errno));
-	return 0;
+	eng_dir d;
+	if (eng_dir_make(&d, dir, err) < 0)
+		return -1;
+	int rc = 0;
+	if (faccessat(d.fd, ".", W_OK | X_OK, AT_EACCESS) < 0)
+		rc = eng_errf(err, "save directory '%s' is not writable: %s", dir, strerror(errno));
+	eng_dir_close(&d);
+	return rc;
+}
+
+/* The job's own save directory at its start: made, locked against a second job (the lock
+ * is held in tr->save_lock until eng_trainer_free), cleaned of interrupted saves. */
+static int open_save_dir(eng_trainer *tr, eng_err *err)
+{
+	const char *dir = tr->spec.save_dir;
+	eng_dir d;
+	if (make_dirs(dir, err) < 0 || eng_dir_open(&d, dir, err) < 0)
+		return -1;
+	int fd = eng_fs_lock(&d, ENG_SAVE_LOCK, "save directory", err);
+	eng_dir_close(&d);
+	if (fd < 0)
+		return -1;
+	tr->save_lock = fd;
+	tr->has_save_lock = 1;
+	/* interrupted saves are never picked up; a link under their names stops the start */
+	return eng_ckpt_clean_tmp(dir, err);
 }
 
 /* init_from may name a checkpoint or a save directory (then its newest checkpoint that
@@ -186,10 +192,8 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	if (s->val_path[0] && eng_data_open(&tr->val, s->val_path, s->data_format,
 				      s->cfg.vocab_size, s->batch, s->seq_len, err) < 0)
 		goto fail;
-	if (s->save_dir[0] && make_dirs(s->save_dir, err) < 0)
+	if (s->save_dir[0] && open_save_dir(tr, err) < 0)
 		goto fail;
-	if (s->save_dir[0])
-		eng_ckpt_clean_tmp(s->save_dir); /* interrupted saves are never picked up */
 	if (s->resume && eng_ckpt_resume(tr, s->init_from, err) < 0)
 		goto fail;
 	if (tr->gpu && eng_cuda_upload(tr->gpu, &tr->model, err) < 0)
@@ -215,6 +219,8 @@ void eng_trainer_free(eng_trainer *tr)
 	eng_data_close(&tr->train);
 	eng_cuda_destroy(tr->gpu);
 	eng_model_free(&tr->model);
+	if (tr->save_lock >= 0)
+		close(tr->save_lock); /* the save directory is free for another job */
 	memset(tr, 0, sizeof *tr);
 }
 

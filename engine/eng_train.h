@@ -42,7 +42,11 @@ typedef struct eng_trainer {
 	eng_aliases aliases;
 	int step;                /* completed steps */
 	uint16_t *inp, *tgt;     /* (B,T) current batch (ENG_MEM_DATA) */
+	int has_save_lock;       /* 1 while save_lock is held */
+	int save_lock;           /* the save directory's lock (eng_fs_lock) */
 } eng_trainer;
+
+#define ENG_SAVE_LOCK ".lock"  /* in a save directory: held by the job that writes there */
 
 /* Builds the run: shape from the spec or init_from's config.json, weights from init_from or
  * the seed, data opened and checked, the spec's remat policy applied. */

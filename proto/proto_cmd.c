@@ -251,12 +251,13 @@ static int check_ckpt_name(const json_t *v, char *desc, size_t desclen)
 			proto__clip(s), s, CKPT_NAME_MAX);
 		return -1;
 	}
-	/* names the save directory uses itself: the latest file, interrupted saves (.tmp) and
-	 * a replaced checkpoint kept aside during a re-save (.old) */
-	if (strcmp(s, "latest") == 0 || (n > 4 && (strcmp(s + n - 4, ".tmp") == 0 ||
-						 strcmp(s + n - 4, ".old") == 0))) {
-		proto__descf(desc, desclen, "checkpoint name '%.*s' is reserved (latest, *.tmp, "
-					     "*.old)", proto__clip(s), s);
+	/* names the save directory uses itself: the latest file, the periodic checkpoints
+	 * that "keep" prunes (step_*), interrupted saves (.tmp) and a replaced checkpoint
+	 * kept aside during a re-save (.old) */
+	if (strcmp(s, "latest") == 0 || strncmp(s, "step_", 5) == 0 ||
+		(n > 4 && (strcmp(s + n - 4, ".tmp") == 0 || strcmp(s + n - 4, ".old") == 0))) {
+		proto__descf(desc, desclen, "checkpoint name '%.*s' is reserved (latest, step_*, "
+					     "*.tmp, *.old)", proto__clip(s), s);
 		return -1;
 	}
 	return 0;

@@ -289,13 +289,15 @@ START_TEST(test_ckpt_write_killed_mid_save)
 		ck_assert_msg(eng_ckpt_verify(ck, &err) == 0, "kill %d (%ld ms into a save): "
 			"latest '%s' does not verify: %s", i, at, name, err.msg);
 
-		/* finding it removes what the interrupted save left */
+		/* finding it reads only; the job's own start removes what the interrupted
+		 * save left */
 		char found[ENG_PATH_LEN + 64];
 		ck_assert_msg(eng_ckpt_find(sd, found, sizeof found, &err) == 0,
 			"kill %d: find: %s", i, err.msg);
 		ck_assert_str_eq(found, ck);
+		ck_assert_msg(eng_ckpt_clean_tmp(sd, &err) == 0, "kill %d: clean: %s", i, err.msg);
 		ck_assert_msg(count_suffix(sd, ".tmp") == 0 && count_suffix(sd, ".old") == 0,
-			"kill %d: left after find: %s", i, listing(sd));
+			"kill %d: left after the clean: %s", i, listing(sd));
 
 		/* and a trainer resumes from it: init_from the save dir, one more step */
 		eng_trainer tr;

@@ -382,15 +382,23 @@ START_TEST(test_ckpt_find_resave_interrupted)
 	ck_assert_int_eq(rename(ck, old), 0);
 	char found[ENG_PATH_LEN + 64];
 	eng_err err = {{0}};
+	/* finding only reads (init_from may be another job's save directory): the complete
+	 * X.old is found, and nothing is touched */
 	ck_assert_msg(eng_ckpt_find(sd, found, sizeof found, &err) == 0, "no checkpoint found "
 		"(%s) in: %s", err.msg, listing(sd));
-	ck_assert_str_eq(found, ck);
+	ck_assert_str_eq(found, old);
+	ck_assert_str_eq(listing(sd), "latest step_00000001.old step_00000001.tmp");
+	/* the job's own start puts it back and removes the interrupted save */
+	ck_assert_msg(eng_ckpt_clean_tmp(sd, &err) == 0, "%s", err.msg);
 	ck_assert_str_eq(listing(sd), "latest step_00000001");
+	ck_assert_int_eq(eng_ckpt_find(sd, found, sizeof found, &err), 0);
+	ck_assert_str_eq(found, ck);
 
 	/* after the second rename: the new one is in place, the old one goes */
 	copy_dir(ck, old);
 	ck_assert_int_eq(eng_ckpt_find(sd, found, sizeof found, &err), 0);
 	ck_assert_str_eq(found, ck);
+	ck_assert_msg(eng_ckpt_clean_tmp(sd, &err) == 0, "%s", err.msg);
 	ck_assert_str_eq(listing(sd), "latest step_00000001");
 	free(tmp);
 	free(old);
@@ -695,7 +703,7 @@ START_TEST(test_ckpt_write_name_checked)
 	/* one more is refused, and so are the save directory's own names: nothing changes */
 	strcat(name, "n");
 	const char *bad[] = {name, "latest", "step_00000001.tmp", "step_00000001.old", ".hidden",
-		"a/b"};
+		"a/b", "step_00000009", "step_best"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		eng_ckpt_result res;
 		ck_assert_msg(eng_ckpt_write(&s, sd, bad[i], 3, &res, &err) == -1, "'%s' accepted",

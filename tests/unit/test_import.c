@@ -850,8 +850,8 @@ START_TEST(test_llmc_corrupt_refused)
 		int32_t value;
 		const char *needle;
 	} fields[] = {
-	    {0, 20240520, "magic 20240520"}, /* an llm.c token file */
-	    {0, 0, "magic 0"},
+	    {0, 20240520, "no llm.c model header"}, /* an llm.c token file */
+	    {0, 0, "no llm.c model header"},
 	    {1, 4, "version 4"},
 	    {1, 1, "version 1"},
 	    {1, -1, "version -1"},

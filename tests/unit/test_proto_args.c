@@ -267,6 +267,12 @@ START_TEST(test_proto_args_validate_ckpt_save)
 		snprintf(args, sizeof args, "{\"job\":\"j1\",\"name\":\"%s\"}", bad[i]);
 		BAD("ckpt-save", args, "invalid checkpoint name");
 	}
+	/* the save directory's own names; step_* would be pruned by "keep" */
+	const char *reserved[] = {"latest", "step_00000100", "step_best", "x.tmp", "x.old"};
+	for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++) {
+		snprintf(args, sizeof args, "{\"job\":\"j1\",\"name\":\"%s\"}", reserved[i]);
+		BAD("ckpt-save", args, "is reserved");
+	}
 	BAD("ckpt-save", "{\"job\":\"j1\",\"name\":5}", "'name' must be a string");
 	BAD("ckpt-save", "{\"job\":\"j1\",\"path\":\"/tmp/x\"}",
 		"unknown argument 'path' for ckpt-save");

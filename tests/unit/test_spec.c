@@ -592,12 +592,13 @@ START_TEST(test_eng_spec_load_missing)
 	char path[4096];
 	snprintf(path, sizeof path, "%s/no-such-spec.json", dir);
 	ck_assert_int_eq(eng_spec_load(&s, path, &e), -1);
-	ck_assert_msg(strstr(e.msg, "cannot read job spec") && strstr(e.msg, "no-such-spec.json") &&
+	ck_assert_msg(strstr(e.msg, "cannot open job spec") && strstr(e.msg, "no-such-spec.json") &&
 			      strstr(e.msg, "No such file"),
 		"message: %s", e.msg);
-	/* a directory opens but does not read */
+	/* a directory is refused before anything reads it */
 	ck_assert_int_eq(eng_spec_load(&s, dir, &e), -1);
-	ck_assert_msg(strstr(e.msg, "cannot read job spec"), "message: %s", e.msg);
+	ck_assert_msg(strstr(e.msg, "cannot read job spec") && strstr(e.msg, "a directory"),
+		"message: %s", e.msg);
 }
 END_TEST
 

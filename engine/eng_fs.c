@@ -1,0 +1,369 @@
+/* eng_fs.c - safe reads, durable writes and removals relative to a directory descriptor
+ * (see eng_fs.h). Not here: any file format.
+ */
+#include "eng_fs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#define TMP_SUFFIX ".tmp"   /* eng_fs_write_at's temporary name: NAME.tmp */
+#define NAME_LEN 256        /* longest entry name handled (NAME_MAX + 1) */
+#define LOCK_MODE 0644      /* a lock file: its pid readable by whoever finds it held */
+
+const char *eng_fs_kind(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+		return "a regular file";
+	case S_IFDIR:
+		return "a directory";
+	case S_IFLNK:
+		return "a symbolic link";
+	case S_IFIFO:
+		return "a FIFO";
+	case S_IFSOCK:
+		return "a socket";
+	case S_IFCHR:
+		return "a character device";
+	case S_IFBLK:
+		return "a block device";
+	}
+	return "of an unknown type";
+}
+
+/* ---- reading ---- */
+
+int eng_fs_open_read(const char *path, const char *what, struct stat *st, eng_err *err)
+{
+	struct stat sb;
+	char label[ENG_FS_PATH_LEN + 64];
+	if (what)
+		snprintf(label, sizeof label, "%s '%s'", what, path);
+	else
+		snprintf(label, sizeof label, "'%s'", path);
+	/* O_NONBLOCK: opening a FIFO without a writer, or a device, returns at once, so that
+	 * fstat can refuse it before anything waits on it */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return eng_errf(err, "cannot open %s: %s", label, strerror(errno));
+	if (fstat(fd, &sb) < 0) {
+		eng_errf(err, "cannot stat %s: %s", label, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		eng_errf(err, "cannot read %s: it is %s, not a regular file", label,
+			eng_fs_kind(sb.st_mode));
+		goto fail;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		eng_errf(err, "cannot read %s: %s", label, strerror(errno));
+		goto fail;
+	}
+	if (st)
+		*st = sb;
+	return fd;
+fail:
+	close(fd);
+	return -1;
+}
+
+FILE *eng_fs_fopen_read(const char *path, const char *what, eng_err *err)
+{
+	int fd = eng_fs_open_read(path, what, NULL, err);
+	if (fd < 0)
+		return NULL;
+	FILE *f = fdopen(fd, "rb");
+	if (!f) {
+		eng_errf(err, "cannot read '%s': %s", path, strerror(errno));
+		close(fd);
+	}
+	return f;
+}
+
+/* ---- directories ---- */
+
+int eng_dir_open(eng_dir *d, const char *path, eng_err *err)
+{
+	d->fd = -1;
+	if (strlen(path) >= sizeof d->path)
+		return eng_errf(err, "directory path too long (%zu bytes)", strlen(path));
+	snprintf(d->path, sizeof d->path, "%s", path);
+	d->fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d->fd < 0)
+		return eng_errf(err, "cannot open directory '%s': %s", path, strerror(errno));
+	return 0;
+}
+
+int eng_dir_open_at(eng_dir *d, const eng_dir *parent, const char *name, eng_err *err)
+{
+	d->fd = -1;
+	int w = snprintf(d->path, sizeof d->path, "%s/%s", parent->path, name);
+	if (w < 0 || (size_t)w >= sizeof d->path)
+		return eng_errf(err, "directory path too long");
+	int r = eng_fs_entry(parent, name, 1, "open", err);
+	if (r <= 0)
+		return r < 0 ? -1 : eng_errf(err, "cannot open '%s' in '%s': %s", name, parent->path,
+			strerror(ENOENT));
+	/* O_NOFOLLOW: a link swapped in since the check is refused, not entered */
+	d->fd = openat(parent->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (d->fd < 0)
+		return eng_errf(err, "cannot open '%s' in '%s': %s", name, parent->path,
+			strerror(errno));
+	return 0;
+}
+
+int eng_dir_make(eng_dir *d, const char *path, eng_err *err)
+{
+	char p[ENG_FS_PATH_LEN];
+	d->fd = -1;
+	if (strlen(path) >= sizeof p || !path[0])
+		return eng_errf(err, "bad directory path (%zu bytes)", strlen(path));
+	snprintf(p, sizeof p, "%s", path);
+	for (char *c = p + 1;; c++) {
+		if (*c != '/' && *c != '\0')
+			continue;
+		char keep = *c;
+		*c = '\0';
+		if (mkdir(p, 0777) < 0 && errno != EEXIST)
+			return eng_errf(err, "cannot create directory '%s': %s", p, strerror(errno));
+		*c = keep;
+		if (!keep)
+			break;
+	}
+	return eng_dir_open(d, path, err);
+}
+
+void eng_dir_close(eng_dir *d)
+{
+	if (d->fd >= 0)
+		close(d->fd);
+	d->fd = -1;
+}
+
+int eng_fs_entry(const eng_dir *d, const char *name, int want_dir, const char *verb,
+	eng_err *err)
+{
+	struct stat st;
+	if (fstatat(d->fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		return eng_errf(err, "cannot %s '%s' in '%s': %s", verb, name, d->path,
+			strerror(errno));
+	}
+	if (S_ISLNK(st.st_mode))
+		return eng_errf(err, "refusing to %s '%s' in '%s': it is a symbolic link", verb, name,
+			d->path);
+	if (st.st_uid != geteuid())
+		return eng_errf(err, "refusing to %s '%s' in '%s': it belongs to uid %lu, not to "
+				     "uid %lu", verb, name, d->path, (unsigned long)st.st_uid,
+			(unsigned long)geteuid());
+	if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+		return eng_errf(err, "refusing to %s '%s' in '%s': it is %s, not %s", verb, name,
+			d->path, eng_fs_kind(st.st_mode), want_dir ? "a directory" : "a regular file");
+	return 1;
+}
+
+int eng_fs_remove_file(const eng_dir *d, const char *name, eng_err *err)
+{
+	int r = eng_fs_entry(d, name, 0, "remove", err);
+	if (r <= 0)
+		return r;
+	if (unlinkat(d->fd, name, 0) < 0 && errno != ENOENT)
+		return eng_errf(err, "cannot remove '%s' in '%s': %s", name, d->path, strerror(errno));
+	return 0;
+}
+
+int eng_fs_remove_dir(const eng_dir *d, const char *name, eng_err *err)
+{
+	int r = eng_fs_entry(d, name, 1, "remove", err);
+	if (r <= 0)
+		return r;
+	/* O_NOFOLLOW: a link swapped in since the check is refused, not entered */
+	int fd = openat(d->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return eng_errf(err, "cannot open '%s' in '%s': %s", name, d->path, strerror(errno));
+	DIR *dir = fdopendir(fd);
+	if (!dir) {
+		close(fd);
+		return eng_errf(err, "cannot read '%s' in '%s': %s", name, d->path, strerror(errno));
+	}
+	int rc = 0;
+	struct dirent *e;
+	while (rc == 0 && (e = readdir(dir))) {
+		struct stat st;
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			if (errno == ENOENT)
+				continue;
+			rc = eng_errf(err, "cannot remove '%s/%s' in '%s': %s", name, e->d_name,
+				d->path, strerror(errno));
+		} else if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+			rc = eng_errf(err, "refusing to remove '%s' in '%s': it holds '%s', %s, which "
+					   "no checkpoint has", name, d->path, e->d_name,
+				eng_fs_kind(st.st_mode));
+		} else if (st.st_uid != geteuid()) {
+			rc = eng_errf(err, "refusing to remove '%s' in '%s': its file '%s' belongs to "
+					   "uid %lu", name, d->path, e->d_name, (unsigned long)st.st_uid);
+		} else if (unlinkat(fd, e->d_name, 0) < 0 && errno != ENOENT) {
+			/* a link is removed itself: unlinkat never follows one */
+			rc = eng_errf(err, "cannot remove '%s/%s' in '%s': %s", name, e->d_name,
+				d->path, strerror(errno));
+		}
+	}
+	closedir(dir); /* closes fd */
+	if (rc == 0 && unlinkat(d->fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		rc = eng_errf(err, "cannot remove '%s' in '%s': %s", name, d->path, strerror(errno));
+	return rc;
+}
+
+int eng_fs_mkdir(const eng_dir *d, const char *name, eng_err *err)
+{
+	if (mkdirat(d->fd, name, 0777) < 0)
+		return eng_errf(err, "cannot create '%s' in '%s': %s", name, d->path,
+			strerror(errno));
+	return 0;
+}
+
+int eng_fs_rename(const eng_dir *d, const char *from, const char *to, eng_err *err)
+{
+	if (renameat(d->fd, from, d->fd, to) < 0)
+		return eng_errf(err, "cannot rename '%s' to '%s' in '%s': %s", from, to, d->path,
+			strerror(errno));
+	return 0;
+}
+
+int eng_fs_sync_dir(const eng_dir *d, eng_err *err)
+{
+	if (fsync(d->fd) < 0)
+		return eng_errf(err, "cannot sync directory '%s': %s", d->path, strerror(errno));
+	return 0;
+}
+
+/* ---- writing ---- */
+
+int eng_fs_write_at(const eng_dir *d, const char *name, eng_fs_fill_fn fill, void *ud,
+	eng_err *err)
+{
+	char tmp[NAME_LEN + sizeof TMP_SUFFIX];
+	FILE *f = NULL;
+	int fd = -1;
+	eng_err local;
+	if (!err)
+		err = &local;
+	if (strlen(name) >= NAME_LEN || strchr(name, '/'))
+		return eng_errf(err, "bad file name '%.64s'", name);
+	snprintf(tmp, sizeof tmp, "%s" TMP_SUFFIX, name);
+	if (eng_fs_remove_file(d, tmp, err) < 0)
+		return -1;
+	fd = openat(d->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+	if (fd < 0)
+		return eng_errf(err, "cannot create '%s' in '%s': %s", tmp, d->path, strerror(errno));
+	f = fdopen(fd, "wb");
+	if (!f) {
+		eng_errf(err, "cannot write '%s' in '%s': %s", tmp, d->path, strerror(errno));
+		close(fd);
+		goto fail;
+	}
+	err->msg[0] = '\0';
+	if (fill(f, ud, err) < 0) {
+		if (!err->msg[0])
+			eng_errf(err, "cannot write '%s' in '%s'", name, d->path);
+		goto fail;
+	}
+	/* the one durable tail: flush, fsync, close, rename, fsync the directory */
+	if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) {
+		eng_errf(err, "cannot write '%s' in '%s': %s", name, d->path,
+			errno ? strerror(errno) : "write error");
+		goto fail;
+	}
+	int rc = fclose(f);
+	f = NULL;
+	if (rc != 0) {
+		eng_errf(err, "cannot write '%s' in '%s': %s", name, d->path, strerror(errno));
+		goto fail;
+	}
+	if (eng_fs_rename(d, tmp, name, err) < 0)
+		goto fail;
+	return eng_fs_sync_dir(d, err);
+fail:
+	if (f)
+		fclose(f);
+	unlinkat(d->fd, tmp, 0); /* ours: created O_EXCL above */
+	return -1;
+}
+
+int eng_fs_write(const char *path, eng_fs_fill_fn fill, void *ud, eng_err *err)
+{
+	char dir[ENG_FS_PATH_LEN];
+	const char *slash = strrchr(path, '/');
+	const char *name = slash ? slash + 1 : path;
+	eng_dir d;
+	if (!name[0] || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return eng_errf(err, "cannot write '%s': not a file name", path);
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == path)
+		snprintf(dir, sizeof dir, "/");
+	else if ((size_t)(slash - path) >= sizeof dir)
+		return eng_errf(err, "cannot write '%s': path too long", path);
+	else
+		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+	snprintf(d.path, sizeof d.path, "%s", dir);
+	d.fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d.fd < 0)
+		return eng_errf(err, "cannot write '%s': %s", path, strerror(errno));
+	int rc = eng_fs_write_at(&d, name, fill, ud, err);
+	eng_dir_close(&d);
+	return rc;
+}
+
+/* ---- locks ---- */
+
+int eng_fs_lock(const eng_dir *d, const char *name, const char *what, eng_err *err)
+{
+	char buf[32];
+	int fd = openat(d->fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, LOCK_MODE);
+	if (fd < 0) {
+		if (errno == ELOOP)
+			return eng_errf(err, "refusing to use '%s' in '%s': it is a symbolic link",
+				name, d->path);
+		return eng_errf(err, "cannot open '%s' in '%s': %s", name, d->path, strerror(errno));
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		close(fd);
+		/* eng_fs_entry words why; should it find nothing wrong, the race is still ours */
+		if (eng_fs_entry(d, name, 0, "use", err) >= 0)
+			eng_errf(err, "refusing to use '%s' in '%s': it changed while opened", name,
+				d->path);
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+		ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+		close(fd);
+		long pid = 0;
+		if (n > 0) {
+			buf[n] = '\0';
+			pid = strtol(buf, NULL, 10); /* a number we wrote, never echoed as bytes */
+		}
+		if (e != EWOULDBLOCK)
+			return eng_errf(err, "cannot lock '%s' in '%s': %s", name, d->path, strerror(e));
+		if (pid > 0)
+			return eng_errf(err, "%s '%s' is in use by another job (process %ld)", what,
+				d->path, pid);
+		return eng_errf(err, "%s '%s' is in use by another job", what, d->path);
+	}
+	int w = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)w, 0) != w) {
+		/* the lock holds without the pid; only the message of a loser would lack it */
+	}
+	return fd;
+}

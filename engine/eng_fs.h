@@ -1,0 +1,107 @@
+/* eng_fs.h - how the engine touches the file system: every read, durable write and removal
+ * of a file the job spec names goes through here.
+ *
+ * Reading: eng_fs_open_read opens with O_NONBLOCK and checks fstat before anything reads,
+ * so a FIFO, a device or a socket is refused at once instead of blocking the worker in
+ * open() or read(). Symbolic links are followed when reading: a Hugging Face cache holds
+ * its snapshots as symlinks, and the worker reads with the rights of the job's user.
+ *
+ * Writing and removing happen inside a directory opened once (eng_dir) and never leave it:
+ * every call is relative to its descriptor (openat, mkdirat, renameat, unlinkat, fstatat),
+ * a new file is created O_CREAT|O_EXCL|O_NOFOLLOW, and an entry that is a symbolic link,
+ * belongs to another user or is of the wrong type is never removed or written through:
+ * the call fails with a message naming it ("refusing to remove 'x.tmp' in '/s': it is a
+ * symbolic link"). The directory itself is reached by its path, links included: it is the
+ * user's own choice, and the job runs with the user's rights.
+ *
+ * Durable replacement (eng_fs_write_at): NAME.tmp is created, filled, flushed, fsynced,
+ * renamed over NAME, and the directory fsynced. After a crash NAME is the old file or the
+ * new one, never a mixture; a leftover NAME.tmp is removed by the next write.
+ *
+ * Not here: what the files hold (eng_st, eng_hfconfig, eng_llmc, eng_ckpt).
+ */
+#ifndef ENG_FS_H
+#define ENG_FS_H
+
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "eng_err.h"
+
+#define ENG_FS_PATH_LEN 4096 /* longest directory path an eng_dir keeps for messages */
+
+/* A directory the engine writes into: its descriptor and its path (for messages). */
+typedef struct eng_dir {
+	int fd;                      /* O_RDONLY|O_DIRECTORY|O_CLOEXEC, -1 when closed */
+	char path[ENG_FS_PATH_LEN];  /* as given to eng_dir_open */
+} eng_dir;
+
+/* ---- reading ---- */
+
+/* Opens a regular file for reading: O_RDONLY|O_NONBLOCK|O_NOCTTY|O_CLOEXEC, then fstat;
+ * anything but a regular file is closed at once and refused ("data file '/x': not a
+ * regular file (a FIFO)"). what names the file in messages ("data file", "checkpoint
+ * file"); NULL says just the path. Returns the descriptor (blocking again) with its stat
+ * in *st (may be NULL), or -1. */
+int eng_fs_open_read(const char *path, const char *what, struct stat *st, eng_err *err);
+/* The same as a stdio stream ("rb"); NULL on failure. */
+FILE *eng_fs_fopen_read(const char *path, const char *what, eng_err *err);
+
+/* "a FIFO", "a directory", "a symbolic link", ...: what an st_mode is, for messages. */
+const char *eng_fs_kind(mode_t mode);
+
+/* ---- directories ---- */
+
+/* Opens the directory at path (symlinks in the path followed: the user's own path). */
+int eng_dir_open(eng_dir *d, const char *path, eng_err *err);
+/* Opens d/name, a directory of ours that is no symlink (eng_fs_entry's rules); its path
+ * for messages is parent/name. */
+int eng_dir_open_at(eng_dir *d, const eng_dir *parent, const char *name, eng_err *err);
+/* mkdir -p (mode 0777 before the umask), then eng_dir_open. */
+int eng_dir_make(eng_dir *d, const char *path, eng_err *err);
+void eng_dir_close(eng_dir *d); /* safe on a closed or zeroed-then-fd=-1 one */
+
+/* What an entry of d is, without following a link: 0 absent; 1 present, of the kind asked
+ * (want_dir: a directory, else a regular file), ours (our euid) and no link; -1 refused,
+ * with a message "refusing to <verb> 'name' in 'dir': it is a symbolic link" (or "it
+ * belongs to uid N", or "it is a FIFO, not a directory"). verb: "remove", "use", ... */
+int eng_fs_entry(const eng_dir *d, const char *name, int want_dir, const char *verb,
+	eng_err *err);
+
+/* Removes a regular file of ours (eng_fs_entry's rules). Absent is success. */
+int eng_fs_remove_file(const eng_dir *d, const char *name, eng_err *err);
+/* Removes a directory of ours that holds only regular files and symlinks (a checkpoint):
+ * the links themselves are removed, never what they point to; a subdirectory or another
+ * user's file inside is refused. Absent is success. */
+int eng_fs_remove_dir(const eng_dir *d, const char *name, eng_err *err);
+/* mkdirat, mode 0777 before the umask; "cannot create 'name' in 'dir': ..." */
+int eng_fs_mkdir(const eng_dir *d, const char *name, eng_err *err);
+/* renameat within d; "cannot rename 'a' to 'b' in 'dir': ..." */
+int eng_fs_rename(const eng_dir *d, const char *from, const char *to, eng_err *err);
+/* fsync of the directory itself. */
+int eng_fs_sync_dir(const eng_dir *d, eng_err *err);
+
+/* ---- writing ---- */
+
+/* Writes the body of a file into f; returns 0, or -1 with a message. A failed fwrite need
+ * not be reported: the final flush finds the stream's error and says it with errno. */
+typedef int (*eng_fs_fill_fn)(FILE *f, void *ud, eng_err *err);
+
+/* Durable replacement of d/name by what fill writes (see the top of this file). A
+ * leftover name.tmp of ours is removed first; a symlink or another user's file there is
+ * refused. On failure nothing new is left under either name, and name is untouched. */
+int eng_fs_write_at(const eng_dir *d, const char *name, eng_fs_fill_fn fill, void *ud,
+	eng_err *err);
+/* eng_fs_write_at in the directory of path (its last component the name). */
+int eng_fs_write(const char *path, eng_fs_fill_fn fill, void *ud, eng_err *err);
+
+/* ---- locks ---- */
+
+/* Takes an exclusive, non-blocking lock on d/name (created 0644 O_NOFOLLOW if missing,
+ * a regular file of ours otherwise) and writes our pid into it. Returns the descriptor,
+ * held for as long as the lock must be (closing it, or the process ending, releases it);
+ * -1 with a message when another process holds it ("... is in use by process N"). */
+int eng_fs_lock(const eng_dir *d, const char *name, const char *what, eng_err *err);
+
+#endif
