@@ -181,46 +181,55 @@ int cli_seconds_parse(const char *text, double *seconds)
 	return 0;
 }
 
+/* Adds one SELECTOR=MODE item (item[0..len)) to obj, a later one moving to the end. */
+static int section_add(json_t *obj, const char *item, size_t len, char *err, size_t errlen)
+{
+	const char *eq = memchr(item, '=', len);
+	if (!eq || eq == item || eq + 1 == item + len || memchr(eq + 1, '=', (size_t)(item + len -
+		eq - 1))) {
+		snprintf(err, errlen, "bad section setting '%.*s' (expected SELECTOR=MODE, e.g. "
+			"h.0-5=full)", (int)(len > 64 ? 64 : len), item);
+		return -1;
+	}
+	char *sel = strndup(item, (size_t)(eq - item));
+	json_t *mode = json_stringn(eq + 1, (size_t)(item + len - eq - 1));
+	int rc = 0;
+	/* delete first: re-adding appends, so the later setting comes later in order */
+	if (sel)
+		json_object_del(obj, sel);
+	if (!sel || !mode || json_object_set_new(obj, sel, mode) < 0) {
+		snprintf(err, errlen, "bad section setting '%.*s' (not UTF-8)",
+			(int)(len > 64 ? 64 : len), item);
+		rc = -1;
+	}
+	free(sel);
+	return rc;
+}
+
 int cli_sections_parse(char *const *args, int n, json_t **sections, char *err, size_t errlen)
 {
 	json_t *obj = json_object();
-	char *sel = NULL;
-
 	if (!obj) {
 		snprintf(err, errlen, "out of memory");
-		goto fail;
+		return -1;
 	}
+	/* items as separate words, or joined by commas as they are printed: a=x,b=y */
 	for (int i = 0; i < n; i++) {
-		const char *a = args[i], *eq = strchr(a, '=');
-		if (!eq || eq == a || !eq[1] || strchr(eq + 1, '=')) {
-			snprintf(err, errlen,
-				 "bad section setting '%.64s' (expected SELECTOR=MODE, "
-				 "e.g. h.0-5=full)",
-				 a);
-			goto fail;
-		}
-		sel = strndup(a, (size_t)(eq - a));
-		json_t *mode = json_string(eq + 1);
-		if (!sel || !mode) {
-			json_decref(mode);
-			snprintf(err, errlen, "bad section setting '%.64s' (not UTF-8)", a);
-			goto fail;
-		}
-		/* delete first: re-adding appends, so the later setting comes later in order */
-		json_object_del(obj, sel);
-		if (json_object_set_new(obj, sel, mode) < 0) {
-			snprintf(err, errlen, "bad section setting '%.64s' (not UTF-8)", a);
-			goto fail;
-		}
-		free(sel);
-		sel = NULL;
+		const char *a = args[i];
+		do {
+			size_t len = strcspn(a, ",");
+			if (len == 0 || section_add(obj, a, len, err, errlen) < 0) {
+				if (len == 0)
+					snprintf(err, errlen, "bad section setting '%.64s' (an empty item "
+						"between commas)", args[i]);
+				json_decref(obj);
+				return -1;
+			}
+			a += len;
+		} while (*a++ == ',');
 	}
 	*sections = obj;
 	return 0;
-fail:
-	free(sel);
-	json_decref(obj);
-	return -1;
 }
 
 /* Appends "/" and a component of n bytes to out (length *len). */
@@ -539,7 +548,7 @@ json_t *cli_jobj(const json_t *obj, const char *key)
 	return json_is_object(v) ? v : NULL;
 }
 
-char *cli_policy_format(const json_t *policy, const char *sep, char *buf, size_t len)
+char *cli_policy_format(const json_t *policy, char *buf, size_t len)
 {
 	const char *key;
 	json_t *v;
@@ -558,7 +567,7 @@ char *cli_policy_format(const json_t *policy, const char *sep, char *buf, size_t
 		char k[128], m[64];
 		cli_str_clean(key, k, sizeof k);
 		cli_str_clean(json_is_string(v) ? json_string_value(v) : "?", m, sizeof m);
-		int n = snprintf(item, sizeof item, "%s%s=%s", o ? sep : "", k, m);
+		int n = snprintf(item, sizeof item, "%s%s=%s", o ? "," : "", k, m);
 		if (n < 0 || o + (size_t)n + 1 > len) {
 			/* cut: end with "..." where it fits */
 			size_t at = len > 4 ? len - 4 : 0;

@@ -37,8 +37,9 @@ int cli_seconds_parse(const char *text, double *seconds);
 
 /* ---- arguments ---- */
 
-/* Turns SELECTOR=MODE arguments into the "sections" object of remat-set and remat-plan,
- * keeping the order given. A selector given twice moves to its last position, so that the
+/* Turns SELECTOR=MODE arguments (separate words, or joined by commas: "a=x,b=y", the
+ * printed form) into the "sections" object of remat-set and remat-plan, keeping the order
+ * given. A selector given twice moves to its last position, so that the
  * server, applying entries in order, gives the later one the last word, as on the command
  * line. Modes are left to the server to check. Returns 0 with *sections (new reference),
  * or -1 with a message in err. */
@@ -103,8 +104,9 @@ int cli_jnum(const json_t *obj, const char *key, double *v);
 /* obj[key] when it is an object, else NULL. */
 json_t *cli_jobj(const json_t *obj, const char *key);
 
-/* A policy object as "h.0-5=full h.6-11=off head=chunked" (entries joined by sep), cleaned
- * and cut to fit ("..." at the end when cut); "-" when it is not an object. Returns buf. */
-char *cli_policy_format(const json_t *policy, const char *sep, char *buf, size_t len);
+/* A policy object in the one printed form, "h.0-5=full,h.6-11=off,head=chunked" (as the
+ * worker prints it and "remat set" reads it), cleaned and cut to fit ("..." at the end
+ * when cut); "-" when it is not an object. Returns buf. */
+char *cli_policy_format(const json_t *policy, char *buf, size_t len);
 
 #endif

@@ -106,7 +106,7 @@ void cli_show_status(FILE *f, const char *job, const json_t *ret)
 	kv(f, "lr:", cli_show_num(ret, "lr", "%.3e", buf, sizeof buf));
 	kv(f, "tokens/s:", cli_show_num(ret, "tokens_per_s", "%.0f", buf, sizeof buf));
 	kv(f, "step time:", cli_show_num(ret, "step_ms", "%.1f ms", buf, sizeof buf));
-	kv(f, "policy:", cli_policy_format(cli_jobj(ret, "policy"), " ", buf, sizeof buf));
+	kv(f, "policy:", cli_policy_format(cli_jobj(ret, "policy"), buf, sizeof buf));
 	kv(f, "last checkpoint:", show_str(ret, "last_checkpoint", "-", buf, sizeof buf));
 	const char *reason = cli_jstr(ret, "reason");
 	if (reason && *reason)
@@ -156,9 +156,9 @@ void cli_show_remat_get(FILE *f, const char *job, const json_t *ret)
 	char buf[TEXT_LEN];
 	json_t *aliases = cli_jobj(ret, "aliases");
 
-	kv(f, "policy:", cli_policy_format(cli_jobj(ret, "policy"), " ", buf, sizeof buf));
+	kv(f, "policy:", cli_policy_format(cli_jobj(ret, "policy"), buf, sizeof buf));
 	if (aliases && json_object_size(aliases) > 0)
-		kv(f, "aliases:", cli_policy_format(aliases, " ", buf, sizeof buf));
+		kv(f, "aliases:", cli_policy_format(aliases, buf, sizeof buf));
 	fputc('\n', f);
 	sections_table(f, json_object_get(ret, "sections"), 0);
 }
@@ -171,7 +171,7 @@ void cli_show_plan(FILE *f, const json_t *ret, long long budget)
 
 	sections_table(f, json_object_get(ret, "sections"), 1);
 	fputc('\n', f);
-	kv(f, "policy:", cli_policy_format(cli_jobj(ret, "policy"), " ", buf, sizeof buf));
+	kv(f, "policy:", cli_policy_format(cli_jobj(ret, "policy"), buf, sizeof buf));
 	cli_jnum(ret, "saved_bytes", &saved);
 	cli_jnum(ret, "recompute_bytes", &rec);
 	cli_jnum(ret, "extra_flops", &extra);
@@ -360,7 +360,7 @@ void cli_show_remat_set(FILE *f, const char *job, const json_t *ret)
 	char at[32], pol[TEXT_LEN];
 	fprintf(f, "%s: applies at step %s: %s\n", job,
 		cli_show_num(ret, "applies_at_step", "%.0f", at, sizeof at),
-		cli_policy_format(cli_jobj(ret, "policy"), " ", pol, sizeof pol));
+		cli_policy_format(cli_jobj(ret, "policy"), pol, sizeof pol));
 }
 
 void cli_show_save(FILE *f, const char *job, const json_t *ret)

@@ -240,7 +240,7 @@ static int draw_line(watch *w)
 		 cli_show_size(cli_jobj(cats, "activations"), "current", f, sizeof f),
 		 cli_show_size(cli_jobj(w->mem, "total"), "current", g, sizeof g),
 		 cli_show_size(w->mem, "rss", h, sizeof h),
-		 cli_policy_format(cli_jobj(st, "policy"), ",", pol, sizeof pol));
+		 cli_policy_format(cli_jobj(st, "policy"), pol, sizeof pol));
 	if (strcmp(line, w->last) == 0)
 		return 0;
 	memcpy(w->last, line, sizeof line);
@@ -322,7 +322,7 @@ static void on_event(json_t *msg, void *ud)
 			json_object_set(w->status, "policy", pol);
 		snprintf(w->note, sizeof w->note, "policy changed at step %s: %s",
 			 cli_show_num(data, "step", "%.0f", a, sizeof a),
-			 cli_policy_format(pol, " ", text, sizeof text));
+			 cli_policy_format(pol, text, sizeof text));
 		w->need_policy = w->need_mem = 1;
 	} else if (strcmp(name, "JOB_STATE_CHANGED") == 0) {
 		const char *to = cli_jstr(data, "to");

@@ -320,20 +320,8 @@ void srv_conn_on_connect(uv_stream_t *server, int status)
 
 uint32_t srv_conn_event_bit(const char *name)
 {
-	static const struct {
-		const char *name; /* on the wire */
-		uint32_t bit;     /* SRV_EV_* */
-	} events[] = {
-		{"STEP", SRV_EV_STEP},
-		{"REMAT_APPLIED", SRV_EV_REMAT_APPLIED},
-		{"CHECKPOINT_SAVED", SRV_EV_CHECKPOINT_SAVED},
-		{"JOB_STATE_CHANGED", SRV_EV_JOB_STATE_CHANGED},
-		{"MEMORY", SRV_EV_MEMORY},
-	};
-	for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
-		if (strcmp(events[i].name, name) == 0)
-			return events[i].bit;
-	return SRV_EV_OTHER;
+	int e = proto_event_find(name);
+	return e >= 0 ? 1u << e : SRV_EV_OTHER;
 }
 
 int srv_conn_subscribe(srv_conn *c, const char *job, uint32_t mask, int on)

@@ -31,11 +31,7 @@
 
 /* Event bits of a subscription. An event name we do not know (a newer worker) is only
  * delivered to subscriptions that named no events. */
-#define SRV_EV_STEP (1u << 0)
-#define SRV_EV_REMAT_APPLIED (1u << 1)
-#define SRV_EV_CHECKPOINT_SAVED (1u << 2)
-#define SRV_EV_JOB_STATE_CHANGED (1u << 3)
-#define SRV_EV_MEMORY (1u << 4)
+#define SRV_EV_STEP (1u << PROTO_EV_STEP)
 #define SRV_EV_OTHER (1u << 31)
 #define SRV_EV_ALL 0xffffffffu
 

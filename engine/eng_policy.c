@@ -7,23 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *mode_names[] = {"off", "selective", "full", "chunked", "offload"};
+#include "proto.h"
 
 const char *eng_mode_name(eng_mode m)
 {
-	return (m >= ENG_MODE_OFF && m <= ENG_MODE_OFFLOAD) ? mode_names[m] : "unknown";
+	return proto_mode_name((int)m);
 }
 
 int eng_mode_parse(const char *s, eng_mode *m, eng_err *err)
 {
-	for (int i = 0; i <= ENG_MODE_OFFLOAD; i++) {
-		if (strcmp(s, mode_names[i]) == 0) {
-			*m = (eng_mode)i;
-			return 0;
-		}
+	int i = proto_mode_find(s);
+	if (i >= 0) {
+		*m = (eng_mode)i;
+		return 0;
 	}
-	return eng_errf(err, "unknown mode '%.32s' (modes: off, selective, full, offload for "
-			     "blocks; off, chunked for head)", s);
+	char hint[64];
+	return eng_errf(err, "unknown mode '%.32s'%s (modes: off, selective, full, offload for "
+			     "blocks; off, chunked for head)", s, proto_mode_hint(s, hint, sizeof hint));
 }
 
 void eng_policy_init(eng_policy *p, int n_layer)
@@ -34,6 +34,8 @@ void eng_policy_init(eng_policy *p, int n_layer)
 		p->block[i] = ENG_MODE_OFF;
 	p->head = ENG_MODE_OFF;
 }
+
+#define POLICY_SEPS ",; \t" /* between the items of a policy's text */
 
 /* What a built-in selector names: blocks lo..hi (none when lo > hi) and maybe the head. */
 typedef struct sel_range {
@@ -180,7 +182,9 @@ int eng_policy_parse(eng_policy *p, const eng_aliases *al, const char *text, eng
 	snprintf(buf, sizeof buf, "%s", text);
 	int n = 0;
 	char *save = NULL;
-	for (char *item = strtok_r(buf, ";", &save); item; item = strtok_r(NULL, ";", &save)) {
+	/* items are separated by ',' (as printed), ';' or blanks: "h.0-5=full,head=chunked" */
+	for (char *item = strtok_r(buf, POLICY_SEPS, &save); item;
+		item = strtok_r(NULL, POLICY_SEPS, &save)) {
 		char *eq = strchr(item, '=');
 		n++;
 		if (!eq) { /* a bare mode: all=MODE */
@@ -196,30 +200,51 @@ int eng_policy_parse(eng_policy *p, const eng_aliases *al, const char *text, eng
 			return -1;
 	}
 	if (n == 0)
-		return eng_errf(err, "empty policy (expected MODE or SECTION=MODE[;...])");
+		return eng_errf(err, "empty policy (expected MODE or SECTION=MODE[,...])");
 	*p = tmp;
 	return 0;
 }
 
-int eng_policy_format(const eng_policy *p, char *buf, size_t len)
+void eng_policy_each(const eng_policy *p, eng_policy_item_fn fn, void *ud)
 {
-	size_t used = 0;
-	int total = 0;
+	char sel[32];
 	for (int i = 0; i < p->n_layer;) {
 		int j = i;
 		while (j + 1 < p->n_layer && p->block[j + 1] == p->block[i])
 			j++;
-		int w = (i == j) ? snprintf(buf + used, used < len ? len - used : 0, "h.%d=%s ", i,
-					  eng_mode_name(p->block[i]))
-				 : snprintf(buf + used, used < len ? len - used : 0, "h.%d-%d=%s ",
-					   i, j, eng_mode_name(p->block[i]));
-		total += w;
-		used = used + (size_t)w < len ? used + (size_t)w : len;
+		if (i == j)
+			snprintf(sel, sizeof sel, "h.%d", i);
+		else
+			snprintf(sel, sizeof sel, "h.%d-%d", i, j);
+		fn(ud, sel, p->block[i]);
 		i = j + 1;
 	}
-	int w = snprintf(buf + used, used < len ? len - used : 0, "head=%s",
-		eng_mode_name(p->head));
-	return total + w;
+	fn(ud, "head", p->head);
+}
+
+/* What eng_policy_format's items write into. */
+typedef struct fmt_buf {
+	char *buf;
+	size_t len, used;
+	int total;      /* what snprintf would have written */
+} fmt_buf;
+
+static void fmt_item(void *ud, const char *sel, eng_mode m)
+{
+	fmt_buf *f = ud;
+	int w = snprintf(f->buf + f->used, f->used < f->len ? f->len - f->used : 0, "%s%s=%s",
+		f->total ? "," : "", sel, eng_mode_name(m));
+	f->total += w;
+	f->used = f->used + (size_t)w < f->len ? f->used + (size_t)w : f->len;
+}
+
+int eng_policy_format(const eng_policy *p, char *buf, size_t len)
+{
+	fmt_buf f = {buf, len, 0, 0};
+	if (len > 0)
+		buf[0] = '\0';
+	eng_policy_each(p, fmt_item, &f);
+	return f.total;
 }
 
 int eng_policy_equal(const eng_policy *a, const eng_policy *b)

@@ -14,14 +14,20 @@
 
 #include "eng_config.h"
 #include "eng_err.h"
+#include "proto.h"
 
+/* The protocol's modes (proto.h holds the one table of their names), with their meaning. */
 typedef enum eng_mode {
-	ENG_MODE_OFF,       /* keep every activation backward needs */
-	ENG_MODE_SELECTIVE, /* block: drop LayerNorm outputs and GELU output */
-	ENG_MODE_FULL,      /* block: keep only the block input, rerun its forward in backward */
-	ENG_MODE_CHUNKED,   /* head: never hold more than one chunk of logits */
-	ENG_MODE_OFFLOAD,   /* block, device cuda only: what `off` keeps goes to host memory in
-			     * forward and comes back before the block's backward */
+	ENG_MODE_OFF = PROTO_MODE_OFF,             /* keep every activation backward needs */
+	ENG_MODE_SELECTIVE = PROTO_MODE_SELECTIVE, /* block: drop LayerNorm outputs and the
+						    * GELU output */
+	ENG_MODE_FULL = PROTO_MODE_FULL,           /* block: keep only the block input, rerun
+						    * its forward in backward */
+	ENG_MODE_CHUNKED = PROTO_MODE_CHUNKED,     /* head: never hold more than one chunk of
+						    * logits */
+	ENG_MODE_OFFLOAD = PROTO_MODE_OFFLOAD,     /* block, device cuda only: what `off`
+						    * keeps goes to host memory in forward and
+						    * comes back before the block's backward */
 } eng_mode;
 
 #define ENG_MAX_ALIASES 32  /* aliases one job may define */
@@ -63,13 +69,20 @@ int eng_aliases_add(eng_aliases *al, const char *name, const char *selector, int
 int eng_policy_apply(eng_policy *p, const eng_aliases *al, const char *selector,
 	const char *mode, eng_err *err);
 
-/* Parses items separated by ';', each "SEL=MODE" or a bare "MODE" (same as all=MODE), and
- * applies them in order on top of *p: "full;head=chunked". On error *p is unchanged. */
+/* Parses items separated by ',' (as eng_policy_format writes them), ';' or blanks, each
+ * "SEL=MODE" or a bare "MODE" (same as all=MODE), and applies them in order on top of *p:
+ * "full,head=chunked". On error *p is unchanged. */
 int eng_policy_parse(eng_policy *p, const eng_aliases *al, const char *text, eng_err *err);
 
-/* Writes a compact description, runs of equal blocks merged: "h.0-1=full h.2-11=off
- * head=chunked". Returns the length snprintf would have written. */
+/* Writes the one printed form of a policy, runs of equal blocks merged, items separated by
+ * commas: "h.0-1=full,h.2-11=off,head=chunked" (what eng_policy_parse and rematctl's
+ * "remat set" read back). Returns the length snprintf would have written. */
 int eng_policy_format(const eng_policy *p, char *buf, size_t len);
+
+/* Calls fn for each item of the printed form, in order: each run of equal blocks ("h.3",
+ * "h.0-5") with its mode, then "head". */
+typedef void (*eng_policy_item_fn)(void *ud, const char *selector, eng_mode mode);
+void eng_policy_each(const eng_policy *p, eng_policy_item_fn fn, void *ud);
 
 /* 1 when both give every section the same mode. */
 int eng_policy_equal(const eng_policy *a, const eng_policy *b);

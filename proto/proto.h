@@ -119,8 +119,54 @@ int proto_args_validate(const proto_command *cmd, const json_t *args, char *desc
 int proto_args_validate_ex(const proto_command *cmd, const json_t *args, int job_optional,
 	char *desc, size_t desclen);
 
-/* Event names: "STEP", "REMAT_APPLIED", "CHECKPOINT_SAVED", "JOB_STATE_CHANGED", "MEMORY". */
+/* ---- events ---- */
+
+/* The events of docs/protocol.md; a subscription's bit for event e is 1u << e. */
+typedef enum proto_event {
+	PROTO_EV_STEP,              /* a step ended: its figures */
+	PROTO_EV_REMAT_APPLIED,     /* a policy took effect */
+	PROTO_EV_CHECKPOINT_SAVED,  /* a checkpoint was written */
+	PROTO_EV_JOB_STATE_CHANGED, /* a job's state changed */
+	PROTO_EV_MEMORY,            /* the periodic memory summary */
+	PROTO_EV_CHECKPOINT_FAILED, /* a save failed; the run goes on */
+	PROTO_EV_COUNT
+} proto_event;
+
+/* "STEP", "REMAT_APPLIED", ... as on the wire. */
+const char *proto_event_name(proto_event e);
+/* The event called name, or -1. */
+int proto_event_find(const char *name);
+/* 1 when name is an event's name. */
 int proto_event_known(const char *name);
+
+/* ---- recompute modes (DESIGN §3) ---- */
+
+/* The modes, in the engine's eng_mode order (engine/eng_policy.h asserts it). */
+typedef enum proto_mode {
+	PROTO_MODE_OFF,
+	PROTO_MODE_SELECTIVE,
+	PROTO_MODE_FULL,
+	PROTO_MODE_CHUNKED,  /* the head's only */
+	PROTO_MODE_OFFLOAD,  /* blocks, device cuda */
+	PROTO_MODE_COUNT
+} proto_mode;
+
+/* "off", "selective", ...; "unknown" out of range. */
+const char *proto_mode_name(int m);
+/* The mode called name, or -1. */
+int proto_mode_find(const char *name);
+/* 1 when mode m applies to a block (off, selective, full, offload) / to the head (off,
+ * chunked). */
+int proto_mode_for_block(int m);
+int proto_mode_for_head(int m);
+
+/* The entry of list (NULL-terminated) nearest to word when it is near enough to be what
+ * was meant (an edit distance of at most 1, or 2 for longer words, or a prefix of at
+ * least 3 letters): "ful" gives "full". NULL otherwise. For "did you mean" hints. */
+const char *proto_nearest(const char *word, const char *const *list);
+/* ' (did you mean 'full'?)' into buf for word against the modes, or "" when none is
+ * near; returns buf. */
+const char *proto_mode_hint(const char *word, char *buf, size_t len);
 
 /* ---- building lines ---- */
 

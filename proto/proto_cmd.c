@@ -12,7 +12,9 @@
 #include "proto.h"
 #include "proto_int.h"
 
+#include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #define JOB_ID_MAX 64    /* longest job id, in bytes */
 #define JOB_NAME_MAX 64  /* longest job name, in bytes */
@@ -101,16 +103,107 @@ static const cmd_schema schemas[] = {
 _Static_assert(sizeof schemas / sizeof schemas[0] + 1 == sizeof commands / sizeof commands[0],
 	"one schema per command");
 
-static const char *const event_names[] = {
-	"STEP", "REMAT_APPLIED", "CHECKPOINT_SAVED", "JOB_STATE_CHANGED", "MEMORY", NULL,
+/* The one table of event names: daemon, worker and client look names up here. */
+static const char *const event_names[PROTO_EV_COUNT + 1] = {
+	[PROTO_EV_STEP] = "STEP",
+	[PROTO_EV_REMAT_APPLIED] = "REMAT_APPLIED",
+	[PROTO_EV_CHECKPOINT_SAVED] = "CHECKPOINT_SAVED",
+	[PROTO_EV_JOB_STATE_CHANGED] = "JOB_STATE_CHANGED",
+	[PROTO_EV_MEMORY] = "MEMORY",
+	[PROTO_EV_CHECKPOINT_FAILED] = "CHECKPOINT_FAILED",
+	[PROTO_EV_COUNT] = NULL,
 };
 
-/* Modes by where they may go: any of them in 'sections' (a block or the head), block modes
- * only in 'default' (docs/protocol.md). */
-/* offload is a block mode of device cuda: the worker refuses it on the cpu backend */
-static const char *const section_modes[] = {"off", "selective", "full", "chunked", "offload",
-	NULL};
-static const char *const default_modes[] = {"off", "selective", "full", "offload", NULL};
+/* The one table of mode names: the engine parses and prints modes through it. Any mode
+ * may go in 'sections' (a block or the head), block modes only in 'default'
+ * (docs/protocol.md); offload is a block mode of device cuda, which the worker checks. */
+static const char *const mode_names[PROTO_MODE_COUNT + 1] = {
+	[PROTO_MODE_OFF] = "off",
+	[PROTO_MODE_SELECTIVE] = "selective",
+	[PROTO_MODE_FULL] = "full",
+	[PROTO_MODE_CHUNKED] = "chunked",
+	[PROTO_MODE_OFFLOAD] = "offload",
+	[PROTO_MODE_COUNT] = NULL,
+};
+
+const char *proto_mode_name(int m)
+{
+	return m >= 0 && m < PROTO_MODE_COUNT ? mode_names[m] : "unknown";
+}
+
+int proto_mode_find(const char *name)
+{
+	for (int i = 0; name != NULL && i < PROTO_MODE_COUNT; i++)
+		if (strcmp(mode_names[i], name) == 0)
+			return i;
+	return -1;
+}
+
+int proto_mode_for_block(int m)
+{
+	return m == PROTO_MODE_OFF || m == PROTO_MODE_SELECTIVE || m == PROTO_MODE_FULL ||
+	       m == PROTO_MODE_OFFLOAD;
+}
+
+int proto_mode_for_head(int m)
+{
+	return m == PROTO_MODE_OFF || m == PROTO_MODE_CHUNKED;
+}
+
+/* Levenshtein distance of a and b, both at most NEAR_MAX_LEN bytes (else a large one). */
+#define NEAR_MAX_LEN 32
+static int edit_distance(const char *a, const char *b)
+{
+	size_t n = strlen(a), m = strlen(b);
+	int row[NEAR_MAX_LEN + 1];
+	if (n > NEAR_MAX_LEN || m > NEAR_MAX_LEN)
+		return NEAR_MAX_LEN;
+	for (size_t j = 0; j <= m; j++)
+		row[j] = (int)j;
+	for (size_t i = 1; i <= n; i++) {
+		int diag = row[0];
+		row[0] = (int)i;
+		for (size_t j = 1; j <= m; j++) {
+			int up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			diag = up;
+			row[j] = best;
+		}
+	}
+	return row[m];
+}
+
+const char *proto_nearest(const char *word, const char *const *list)
+{
+	const char *best = NULL;
+	size_t wl = word != NULL ? strlen(word) : 0;
+	int best_d = wl >= 6 ? 3 : 2; /* what is still near: at most 1 edit, 2 for long words */
+	if (wl == 0)
+		return NULL;
+	for (; *list != NULL; list++) {
+		if (strcasecmp(*list, word) == 0 || (wl >= 3 && strncmp(*list, word, wl) == 0))
+			return *list; /* "FULL" for "full", "sel" for "selective" */
+		int d = edit_distance(word, *list);
+		if (d < best_d) {
+			best_d = d;
+			best = *list;
+		}
+	}
+	return best;
+}
+
+const char *proto_mode_hint(const char *word, char *buf, size_t len)
+{
+	const char *near = proto_nearest(word, mode_names);
+	if (len > 0)
+		buf[0] = '\0';
+	if (near != NULL)
+		snprintf(buf, len, " (did you mean '%s'?)", near);
+	return buf;
+}
 
 const proto_command *proto_commands(void)
 {
@@ -127,17 +220,22 @@ const proto_command *proto_command_find(const char *name)
 	return NULL;
 }
 
-static int in_list(const char *const *list, const char *s)
+const char *proto_event_name(proto_event e)
 {
-	for (; *list != NULL; list++)
-		if (strcmp(*list, s) == 0)
-			return 1;
-	return 0;
+	return (unsigned)e < PROTO_EV_COUNT ? event_names[e] : "?";
+}
+
+int proto_event_find(const char *name)
+{
+	for (int i = 0; name != NULL && i < PROTO_EV_COUNT; i++)
+		if (strcmp(event_names[i], name) == 0)
+			return i;
+	return -1;
 }
 
 int proto_event_known(const char *name)
 {
-	return name != NULL && in_list(event_names, name);
+	return proto_event_find(name) >= 0;
 }
 
 /* The schema of cmd: by position when cmd is one of ours, else by name. */
@@ -202,9 +300,11 @@ static int check_sections(const json_t *v, char *desc, size_t desclen)
 				proto__clip(sel), sel);
 			return -1;
 		}
-		if (!in_list(section_modes, m)) {
-			proto__descf(desc, desclen, "unknown mode '%.*s' for section '%.*s'",
-				proto__clip(m), m, proto__clip(sel), sel);
+		if (proto_mode_find(m) < 0) {
+			char hint[64];
+			proto__descf(desc, desclen, "unknown mode '%.*s' for section '%.*s'%s",
+				proto__clip(m), m, proto__clip(sel), sel, proto_mode_hint(m, hint,
+				sizeof hint));
 			return -1;
 		}
 	}
@@ -219,10 +319,11 @@ static int check_default(const json_t *v, char *desc, size_t desclen)
 		proto__descf(desc, desclen, "'default' must be a string");
 		return -1;
 	}
-	if (!in_list(default_modes, m)) {
+	if (!proto_mode_for_block(proto_mode_find(m))) {
+		char hint[64];
 		proto__descf(desc, desclen,
-			"unknown mode '%.*s' for 'default' (off, selective, full or offload)",
-			proto__clip(m), m);
+			"unknown mode '%.*s' for 'default' (off, selective, full or offload)%s",
+			proto__clip(m), m, proto_mode_hint(m, hint, sizeof hint));
 		return -1;
 	}
 	return 0;

@@ -22,8 +22,6 @@
 #include "eng_ctl_int.h"
 #include "kn.h"
 
-const char *const ev_names[5] = {"STEP", "REMAT_APPLIED", "CHECKPOINT_SAVED",
-	"JOB_STATE_CHANGED", "MEMORY"};
 const char *const state_names[7] = {"starting", "running", "paused", "stopping",
 	"finished", "stopped", "failed"};
 
@@ -36,19 +34,16 @@ double eng_ctl__mono_s(void)
 
 /* ---- helpers usable from both threads ---- */
 
+static void json_item(void *ud, const char *sel, eng_mode m)
+{
+	json_object_set_new(ud, sel, json_string(eng_mode_name(m)));
+}
+
 json_t *eng_ctl_policy_json(const eng_policy *p)
 {
-	char buf[8192];
-	eng_policy_format(p, buf, sizeof buf);
 	json_t *o = json_object();
-	char *save = NULL;
-	for (char *it = strtok_r(buf, " ", &save); it; it = strtok_r(NULL, " ", &save)) {
-		char *eq = strchr(it, '=');
-		if (!eq)
-			continue;
-		*eq = '\0';
-		json_object_set_new(o, it, json_string(eq + 1));
-	}
+	if (o)
+		eng_policy_each(p, json_item, o);
 	return o;
 }
 
@@ -78,7 +73,7 @@ static void out_push(struct eng_ctl *c, char *line, int conn, int event, int def
 
 static void emit(struct eng_ctl *c, int ev, json_t *data)
 {
-	const char *name = ev_names[__builtin_ctz((unsigned)ev)];
+	const char *name = proto_event_name((proto_event)__builtin_ctz((unsigned)ev));
 	json_object_set_new(data, "job", json_string(c->job));
 	out_push(c, proto_event_line(name, data), -1, ev, 0);
 	json_decref(data);

@@ -165,9 +165,9 @@ json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char
 		if (!evs)
 			bits = CTL_EV_ALL;
 		json_array_foreach(evs, i, e) {
-			for (int b = 0; b < 5; b++)
-				if (strcmp(json_string_value(e), ev_names[b]) == 0)
-					bits |= 1u << b;
+			int b = proto_event_find(json_string_value(e));
+			if (b >= 0)
+				bits |= 1u << b;
 		}
 		if (name[0] == 's')
 			k->events |= bits;

@@ -17,11 +17,17 @@
 #define CTL_MEMORY_MS 2000   /* MEMORY events while running */
 #define CTL_STEP_MIN_MS 50   /* STEP events to a direct client: at most 20 a second */
 #define CTL_FLUSH_MS 2000    /* at exit, how long peers get to read what is queued */
-#define CTL_EV_ALL 0x1f      /* every event bit */
+#define CTL_EV_ALL ((1u << PROTO_EV_COUNT) - 1) /* every event bit */
 
-/* Event bits; bit b is ev_names[b]. */
-enum { EV_STEP = 1, EV_APPLIED = 2, EV_SAVED = 4, EV_STATE = 8, EV_MEMORY = 16 };
-extern const char *const ev_names[5];      /* "STEP", "REMAT_APPLIED", ... */
+/* Event bits: bit b is the event proto_event b. */
+enum {
+	EV_STEP = 1u << PROTO_EV_STEP,
+	EV_APPLIED = 1u << PROTO_EV_REMAT_APPLIED,
+	EV_SAVED = 1u << PROTO_EV_CHECKPOINT_SAVED,
+	EV_STATE = 1u << PROTO_EV_JOB_STATE_CHANGED,
+	EV_MEMORY = 1u << PROTO_EV_MEMORY,
+	EV_FAILED = 1u << PROTO_EV_CHECKPOINT_FAILED,
+};
 extern const char *const state_names[7];   /* by eng_ctl_state: "starting", ... */
 
 typedef struct ctl_out {

@@ -7,7 +7,7 @@
  * Validates the job spec, builds the run, trains to `steps` printing one line per step (or
  * one JSON object per step with --json), and saves the weights at the end when save.dir is
  * set. --remat-schedule changes the recompute policy between steps without a daemon, e.g.
- * "0:off,5:full,9:h.0-1=selective;head=chunked": an entry S:P applies once S steps are done,
+ * "0:off,5:full,9:h.0-1=selective,head=chunked": an entry S:P applies once S steps are done,
  * so it governs step S+1 onwards; each entry applies on top of the policy before it.
  * SIGINT/SIGTERM stop the run after the current step (saving when save.dir is set).
  * --control PATH listens on a socket of its own for rematctl; --control-fd N speaks to
@@ -59,7 +59,7 @@ static void usage(FILE *f)
 		   "                   [--control PATH | --control-fd N] [--job-id ID] JOB.json\n"
 		   "       remat-train --export-llmc CKPT_DIR OUT.bin [--bf16]\n"
 		   "       remat-train --version\n"
-		   "POLICY is a mode (off, selective, full, chunked) or SECTION=MODE[;SECTION=MODE]\n"
+		   "POLICY is a mode (off, selective, full, chunked) or SECTION=MODE[,SECTION=MODE]\n"
 		   "with sections h.N, h.N-M, blocks, head, all or an alias of the job.\n");
 }
 
@@ -92,7 +92,17 @@ static int export_llmc(const char *from, const char *out, int bf16)
 	return 0;
 }
 
-/* Splits "0:off,5:full" into entries sorted by step (stable for equal steps). */
+/* 1 when item starts a schedule entry ("STEP:..."; a ':' before any '='), 0 for one more
+ * item of the entry before it ("head=chunked"). */
+static int starts_entry(const char *item)
+{
+	const char *colon = strchr(item, ':'), *eq = strchr(item, '=');
+	return colon && (!eq || colon < eq);
+}
+
+/* Splits "0:off,5:full,9:h.0-1=selective,head=chunked" into entries sorted by step (stable
+ * for equal steps). An item that does not start with "STEP:" continues the entry before
+ * it, so a policy is written as it is printed (items joined by ','); ';' works too. */
 static int parse_schedule(const char *arg, sched_entry *e, int *n)
 {
 	char *copy = strdup(arg), *save = NULL;
@@ -101,10 +111,20 @@ static int parse_schedule(const char *arg, sched_entry *e, int *n)
 	if (!copy)
 		return -1;
 	for (char *it = strtok_r(copy, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+		if (!starts_entry(it)) {
+			size_t len = *n ? strlen(e[*n - 1].text) : 0;
+			if (*n == 0 || len + 1 + strlen(it) >= sizeof e->text) {
+				fprintf(stderr, "remat-train: bad --remat-schedule entry '%.64s' "
+						"(expected STEP:POLICY)\n", it);
+				goto out;
+			}
+			snprintf(e[*n - 1].text + len, sizeof e->text - len, ",%s", it);
+			continue;
+		}
 		char *colon = strchr(it, ':'), *end;
-		if (!colon || *n >= MAX_SCHEDULE) {
-			fprintf(stderr, "remat-train: bad --remat-schedule entry '%.64s' "
-					"(expected STEP:POLICY, at most %d entries)\n", it, MAX_SCHEDULE);
+		if (*n >= MAX_SCHEDULE) {
+			fprintf(stderr, "remat-train: too many --remat-schedule entries (at most %d)\n",
+				MAX_SCHEDULE);
 			goto out;
 		}
 		*colon = '\0';

@@ -590,6 +590,8 @@ START_TEST(test_cli_remat_schedule_bad)
 		{"3:head=full", 2, "does not apply to the head", "head=full"},
 		{"0:h.0=chunked", 2, "does not apply to blocks", "h.0=chunked"},
 		{"1:off,2:bogus", 2, "unknown mode 'bogus'", "--remat-schedule"},
+		{"1:off,2:h.0=full,head=ful", 2, "did you mean 'full'", "h.0=full,head=ful"},
+		{"head=chunked,1:full", 2, "'head=chunked'", "STEP:POLICY"},
 		/* checked before training, even when the run would never reach them */
 		{"10:h.99=full", 2, "step 10", "past the end"},
 	};
@@ -673,7 +675,7 @@ START_TEST(test_cli_remat_schedule_applies)
 	need_gpl();
 	char *job = spec_file("sched3.json", "%s", TINY_JOB(""));
 	json_t *rows[8], *plain[8];
-	int n = json_run(job, "0:off,1:full,2:h.0=selective;head=chunked", rows, 8);
+	int n = json_run(job, "0:off,1:full,2:h.0=selective,head=chunked", rows, 8);
 	ck_assert_int_eq(n, 3);
 	/* S:P governs step S+1 on, on top of the policy before it */
 	json_t *want[3] = {

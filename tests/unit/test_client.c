@@ -156,13 +156,18 @@ START_TEST(test_cli_sections_parse_order)
 	text = sections_json(0, NULL);
 	ck_assert_str_eq(text, "{}");
 	free(text);
+	/* joined by commas, as policies are printed, and mixed with separate words */
+	char *c[] = {"h.0-5=full,head=chunked", "trunk=selective"};
+	text = sections_json(2, c);
+	ck_assert_str_eq(text, "{\"h.0-5\":\"full\",\"head\":\"chunked\",\"trunk\":\"selective\"}");
+	free(text);
 }
 END_TEST
 
 START_TEST(test_cli_sections_parse_bad)
 {
-	static const char *const bad[] = {"h.0", "=full",     "h.0=",	 "h.0=full=off",
-					  "",	 "\xff=full", "h.0=\xc3"};
+	static const char *const bad[] = {"h.0", "=full", "h.0=", "h.0=full=off", "", "\xff=full",
+		"h.0=\xc3", "h.0=full,", ",h.0=full", "h.0=full,,head=off", "h.0=full,head"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		char *args[] = {"head=off", (char *)bad[i]};
 		json_t *obj = (json_t *)1;
@@ -365,17 +370,14 @@ START_TEST(test_cli_policy_format_forms)
 {
 	char buf[64];
 	json_t *p = json_pack("{s:s,s:s,s:i}", "h.0-5", "full", "h.6-11", "off", "head", 3);
-	ck_assert_str_eq(cli_policy_format(p, " ", buf, sizeof buf),
-			 "h.0-5=full h.6-11=off head=?");
-	ck_assert_str_eq(cli_policy_format(p, ",", buf, sizeof buf),
-			 "h.0-5=full,h.6-11=off,head=?");
+	ck_assert_str_eq(cli_policy_format(p, buf, sizeof buf), "h.0-5=full,h.6-11=off,head=?");
 	char small[16];
-	cli_policy_format(p, " ", small, sizeof small);
+	cli_policy_format(p, small, sizeof small);
 	ck_assert_msg(strlen(small) < sizeof small && strstr(small, "...") != NULL, "'%s'", small);
 	json_decref(p);
-	ck_assert_str_eq(cli_policy_format(NULL, " ", buf, sizeof buf), "-");
+	ck_assert_str_eq(cli_policy_format(NULL, buf, sizeof buf), "-");
 	p = json_object();
-	ck_assert_str_eq(cli_policy_format(p, " ", buf, sizeof buf), "-");
+	ck_assert_str_eq(cli_policy_format(p, buf, sizeof buf), "-");
 	json_decref(p);
 }
 END_TEST

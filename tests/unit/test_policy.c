@@ -428,7 +428,11 @@ START_TEST(test_eng_policy_parse_errors)
 	parse_bad(";;;", "empty policy");
 	parse_bad("", "empty policy");
 	parse_bad("fast", "unknown mode 'fast'");
+	parse_bad("h.0=ful", "unknown mode 'ful' (did you mean 'full'?)");
+	parse_bad("h.0=selctive", "(did you mean 'selective'?)");
+	parse_bad("head=chunk", "(did you mean 'chunked'?)");
 	parse_bad("h.0=full=off", "unknown mode");
+	parse_bad(",,", "empty policy");
 	parse_bad("h.12=full", "h.0-11");
 	parse_bad("head=full", "does not apply to the head");
 	/* a later bad item: the good items before it must not have been applied either */
@@ -451,24 +455,24 @@ START_TEST(test_eng_policy_format_runs)
 	eng_policy_init(&p, L12);
 	p.block[0] = p.block[1] = ENG_MODE_FULL;
 	p.head = ENG_MODE_CHUNKED;
-	const char *want = "h.0-1=full h.2-11=off head=chunked";
+	const char *want = "h.0-1=full,h.2-11=off,head=chunked";
 	int n = eng_policy_format(&p, buf, sizeof buf);
 	ck_assert_str_eq(buf, want);
 	ck_assert_int_eq(n, (int)strlen(want));
 
 	eng_policy_init(&p, L12);
 	n = eng_policy_format(&p, buf, sizeof buf);
-	ck_assert_str_eq(buf, "h.0-11=off head=off");
+	ck_assert_str_eq(buf, "h.0-11=off,head=off");
 	ck_assert_int_eq(n, (int)strlen(buf));
 
 	/* one-block runs print as h.N */
 	mixed_policy(&p);
 	eng_policy_format(&p, buf, sizeof buf);
-	ck_assert_str_eq(buf, "h.0=off h.1=full h.2=selective h.3-10=off h.11=full head=chunked");
+	ck_assert_str_eq(buf, "h.0=off,h.1=full,h.2=selective,h.3-10=off,h.11=full,head=chunked");
 
 	eng_policy_init(&p, 1);
 	eng_policy_format(&p, buf, sizeof buf);
-	ck_assert_str_eq(buf, "h.0=off head=off");
+	ck_assert_str_eq(buf, "h.0=off,head=off");
 }
 END_TEST
 
@@ -496,24 +500,27 @@ START_TEST(test_eng_policy_format_truncated)
 	char big[8192];
 	n = eng_policy_format(&p, big, sizeof big);
 	ck_assert_int_eq(n, (int)strlen(big));
-	ck_assert(strstr(big, "h.127=selective head=off") != NULL);
+	ck_assert(strstr(big, "h.127=selective,head=off") != NULL);
 }
 END_TEST
 
 START_TEST(test_eng_policy_format_parse_round_trip)
 {
-	/* the format is "SEL=MODE" items separated by spaces; with ';' it parses back */
+	/* the format is "SEL=MODE" items separated by commas, and it parses back as printed;
+	 * ';' and blanks separate items as well */
 	eng_policy p, q;
 	eng_err e = {""};
 	char buf[512];
 	mixed_policy(&p);
 	eng_policy_format(&p, buf, sizeof buf);
-	for (char *c = buf; *c; c++)
-		if (*c == ' ')
-			*c = ';';
-	eng_policy_init(&q, L12);
-	ck_assert_msg(eng_policy_parse(&q, NULL, buf, &e) == 0, "'%s': %s", buf, e.msg);
-	ck_assert(eng_policy_equal(&p, &q));
+	for (int sep = 0; sep < 3; sep++) {
+		for (char *c = buf; *c; c++)
+			if (*c == ',' || *c == ';' || *c == ' ')
+				*c = ",; "[sep];
+		eng_policy_init(&q, L12);
+		ck_assert_msg(eng_policy_parse(&q, NULL, buf, &e) == 0, "'%s': %s", buf, e.msg);
+		ck_assert(eng_policy_equal(&p, &q));
+	}
 }
 END_TEST
 

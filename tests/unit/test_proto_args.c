@@ -205,7 +205,11 @@ START_TEST(test_proto_args_validate_remat_set)
 	BAD("remat-set", "{\"job\":\"j1\",\"sections\":{\"h.0\":\"fast\"}}",
 		"unknown mode 'fast' for section 'h.0'");
 	BAD("remat-set", "{\"job\":\"j1\",\"sections\":{\"h.0\":\"FULL\"}}",
-		"unknown mode 'FULL' for section 'h.0'");
+		"unknown mode 'FULL' for section 'h.0' (did you mean 'full'?)");
+	BAD("remat-set", "{\"job\":\"j1\",\"sections\":{\"h.0\":\"ful\"}}",
+		"unknown mode 'ful' for section 'h.0' (did you mean 'full'?)");
+	BAD("remat-set", "{\"job\":\"j1\",\"sections\":{\"h.0\":\"xyzzy\"}}",
+		"unknown mode 'xyzzy' for section 'h.0'");
 	BAD("remat-set", "{\"job\":\"j1\",\"sections\":{\"h.0\":1}}",
 		"mode for section 'h.0' must be a string");
 	BAD("remat-set", "{\"job\":\"j1\",\"sections\":{\"\":\"full\"}}", "section selector");
