@@ -587,7 +587,7 @@ static int has_suffix(const char *name, const char *suffix)
 	return n > k && strcmp(name + n - k, suffix) == 0;
 }
 
-int eng_ckpt_clean_tmp(const char *save_dir, eng_err *err)
+int eng_ckpt_clean_tmp(const char *save_dir, int dry_run, eng_err *err)
 {
 	eng_dir sd;
 	if (eng_dir_open(&sd, save_dir, err) < 0)
@@ -612,8 +612,12 @@ int eng_ckpt_clean_tmp(const char *save_dir, eng_err *err)
 		if (tmp) {
 			/* an interrupted save (a directory) or latest's temporary file: only ours,
 			 * never through a link */
-			rc = S_ISDIR(st.st_mode) ? eng_fs_remove_dir(&sd, name, err)
-						 : eng_fs_remove_file(&sd, name, err);
+			if (dry_run)
+				rc = eng_fs_entry(&sd, name, S_ISDIR(st.st_mode), "remove", err) < 0;
+			else
+				rc = S_ISDIR(st.st_mode) ? eng_fs_remove_dir(&sd, name, err)
+							 : eng_fs_remove_file(&sd, name, err);
+			rc = rc ? -1 : 0;
 			continue;
 		}
 		/* X.old: a save under a name that existed was interrupted (eng_ckpt_write).
@@ -625,6 +629,8 @@ int eng_ckpt_clean_tmp(const char *save_dir, eng_err *err)
 			rc = -1;
 			continue;
 		}
+		if (dry_run)
+			continue;
 		struct stat bs;
 		if (fstatat(sd.fd, base, &bs, AT_SYMLINK_NOFOLLOW) == 0)
 			rc = eng_fs_remove_dir(&sd, name, err);
@@ -632,7 +638,7 @@ int eng_ckpt_clean_tmp(const char *save_dir, eng_err *err)
 			rc = eng_fs_rename(&sd, name, base, err);
 	}
 	closedir(d);
-	if (rc == 0)
+	if (rc == 0 && !dry_run)
 		rc = eng_fs_sync_dir(&sd, err);
 	eng_dir_close(&sd);
 	return rc;
@@ -714,39 +720,55 @@ int eng_ckpt_previous(const char *ckpt, char *out, size_t outlen)
 
 /* ---- resume ---- */
 
+/* Whether a run of spec s, on training data of ntok tokens, can resume from the state o of
+ * checkpoint ckpt: the batch shape, the data, and steps left. */
+static int resume_fits(const json_t *o, const char *ckpt, const eng_spec *s, size_t ntok,
+	eng_err *err)
+{
+	json_int_t step = json_integer_value(json_object_get(o, "step"));
+	json_t *data = json_object_get(o, "data");
+	json_int_t cursor = json_integer_value(json_object_get(data, "cursor"));
+	json_int_t tokens = json_integer_value(json_object_get(data, "tokens"));
+	json_int_t B = json_integer_value(json_object_get(o, "batch"));
+	json_int_t T = json_integer_value(json_object_get(o, "seq_len"));
+	if (step < 0 || cursor < 0 || B != s->batch || T != s->seq_len)
+		return eng_errf(err, "cannot resume from '%s': it was trained at batch %lld x %lld, "
+				     "the job asks for %d x %d", ckpt, (long long)B, (long long)T,
+			s->batch, s->seq_len);
+	if ((size_t)tokens != ntok || (size_t)cursor + (size_t)B * T + 1 > ntok)
+		return eng_errf(err, "cannot resume from '%s': its data had %lld tokens, '%s' has %zu",
+			ckpt, (long long)tokens, s->train_path, ntok);
+	if (step >= s->steps)
+		return eng_errf(err, "cannot resume from '%s': it is at step %lld and the job ends at "
+				     "step %d (\"steps\" is the step the run ends at)", ckpt,
+			(long long)step, s->steps);
+	return 0;
+}
+
+int eng_ckpt_check_resume(const char *ckpt, const eng_spec *s, size_t ntok, eng_err *err)
+{
+	json_t *o = load_state(ckpt, err);
+	if (!o)
+		return -1;
+	int rc = resume_fits(o, ckpt, s, ntok, err);
+	json_decref(o);
+	return rc;
+}
+
 int eng_ckpt_resume(eng_trainer *tr, const char *ckpt, eng_err *err)
 {
 	json_t *o = load_state(ckpt, err);
 	eng_st_file st = {0};
 	eng_model *m = &tr->model;
-	const eng_spec *s = &tr->spec;
 	int rc = -1;
 	char p[CKPT_PATH], name[ENG_NAME_MAX + 16];
 	if (!o)
 		return -1;
 	json_int_t step = json_integer_value(json_object_get(o, "step"));
-	json_t *data = json_object_get(o, "data");
-	json_int_t cursor = json_integer_value(json_object_get(data, "cursor"));
-	json_int_t ntok = json_integer_value(json_object_get(data, "tokens"));
-	json_int_t B = json_integer_value(json_object_get(o, "batch"));
-	json_int_t T = json_integer_value(json_object_get(o, "seq_len"));
-	if (step < 0 || cursor < 0 || B != s->batch || T != s->seq_len) {
-		eng_errf(err, "cannot resume from '%s': it was trained at batch %lld x %lld, the job "
-			      "asks for %d x %d", ckpt, (long long)B, (long long)T, s->batch,
-			s->seq_len);
+	json_int_t cursor = json_integer_value(json_object_get(json_object_get(o, "data"),
+		"cursor"));
+	if (resume_fits(o, ckpt, &tr->spec, tr->train.ntok, err) < 0)
 		goto out;
-	}
-	if ((size_t)ntok != tr->train.ntok || (size_t)cursor + (size_t)B * T + 1 > tr->train.ntok) {
-		eng_errf(err, "cannot resume from '%s': its data had %lld tokens, '%s' has %zu",
-			ckpt, (long long)ntok, s->train_path, tr->train.ntok);
-		goto out;
-	}
-	if (step >= s->steps) {
-		eng_errf(err, "cannot resume from '%s': it is at step %lld and the job ends at step "
-			      "%d (\"steps\" is the step the run ends at)", ckpt, (long long)step,
-			s->steps);
-		goto out;
-	}
 	join(p, sizeof p, ckpt, "/optimizer.safetensors");
 	if (eng_st_read(&st, p, err) < 0)
 		goto out;

@@ -73,8 +73,8 @@ int eng_ckpt_verify(const char *ckpt, eng_err *err);
  * saves and puts back an X.old whose X is missing (eng_ckpt_write). Only entries of ours
  * are touched, never through a symlink: a link or another user's entry under one of
  * these names fails with a message naming it (eng_fs.h). Never call it on a directory
- * the job only reads (init_from). */
-int eng_ckpt_clean_tmp(const char *save_dir, eng_err *err);
+ * the job only reads (init_from). With dry_run, only checks that it would succeed. */
+int eng_ckpt_clean_tmp(const char *save_dir, int dry_run, eng_err *err);
 
 /* The newest checkpoint of a save directory that verifies: the one `latest` names (or its
  * X.old, left complete by an interrupted re-save), or, when that one fails, the newest
@@ -91,6 +91,8 @@ int eng_ckpt_previous(const char *ckpt, char *out, size_t outlen);
  * trainer whose weights were loaded from the same checkpoint. Checks batch and seq_len
  * against the spec, the data's token count, and that the run has steps left. */
 int eng_ckpt_resume(eng_trainer *tr, const char *ckpt, eng_err *err);
+/* eng_ckpt_resume's checks alone, for a spec and training data of ntok tokens. */
+int eng_ckpt_check_resume(const char *ckpt, const eng_spec *s, size_t ntok, eng_err *err);
 
 /* ---- the writer thread ---- */
 

@@ -10,13 +10,15 @@
 #include "eng_fs.h"
 #include "eng_mem.h"
 
-int eng_data_open(eng_data *d, const char *path, eng_data_format fmt, int vocab, int B, int T,
-	eng_err *err)
+/* Opens path and reads its header: leaves f just past it, with the file's token count in
+ * *ntok and the bytes of tokens in *nbytes. Fails naming the file on anything but a
+ * regular file, a short or bad header, a count that disagrees with the size, or fewer
+ * than B*T+1 tokens. */
+static int data_header(const char *path, eng_data_format fmt, int B, int T, FILE **fp,
+	size_t *ntok, size_t *nbytes, eng_err *err)
 {
-	memset(d, 0, sizeof *d);
-	int rc = -1;
-	uint8_t *raw = NULL;
 	struct stat st;
+	*fp = NULL;
 	int fd = eng_fs_open_read(path, "data file", &st, err);
 	FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
 	if (!f) {
@@ -24,44 +26,72 @@ int eng_data_open(eng_data *d, const char *path, eng_data_format fmt, int vocab,
 			eng_errf(err, "cannot read data file '%s': %s", path, strerror(errno));
 			close(fd);
 		}
-		goto out;
+		return -1;
 	}
-	size_t size = (size_t)st.st_size, ntok, skip = 0;
+	size_t size = (size_t)st.st_size, skip = 0;
 	if (fmt == ENG_DATA_LLMC) {
 		int32_t hdr[ENG_LLMC_HEADER_INTS];
 		if (size < sizeof hdr || fread(hdr, sizeof hdr, 1, f) != 1) {
 			eng_errf(err, "data file '%s': shorter than the llmc header (%zu bytes)", path,
 				sizeof hdr);
-			goto out;
+			goto fail;
 		}
 		/* a file that is not one is not echoed: its bytes are nobody's business here */
 		if (hdr[0] != ENG_LLMC_MAGIC) {
 			eng_errf(err, "data file '%s': not an llmc token file (no header with magic "
 				      "%d); use \"format\": \"bytes\" for raw text", path,
 				ENG_LLMC_MAGIC);
-			goto out;
+			goto fail;
 		}
 		if (hdr[1] != 1) {
 			eng_errf(err, "data file '%s': llmc token file version %d, this engine reads "
 				      "version 1", path, hdr[1]);
-			goto out;
+			goto fail;
 		}
 		skip = sizeof hdr;
 		if (hdr[2] < 0 || (size_t)hdr[2] != (size - skip) / 2 || (size - skip) % 2) {
 			eng_errf(err, "data file '%s': header says %d tokens but the file holds %zu "
 				      "bytes of tokens", path, hdr[2], size - skip);
-			goto out;
+			goto fail;
 		}
-		ntok = (size_t)hdr[2];
+		*ntok = (size_t)hdr[2];
 	} else {
-		ntok = size;
+		*ntok = size;
 	}
-	if (ntok < (size_t)B * T + 1) {
+	if (*ntok < (size_t)B * T + 1) {
 		eng_errf(err, "data file '%s': %zu tokens, fewer than one batch needs (%d x %d + 1)",
-			path, ntok, B, T);
-		goto out;
+			path, *ntok, B, T);
+		goto fail;
 	}
-	size_t nbytes = size - skip;
+	*nbytes = size - skip;
+	*fp = f;
+	return 0;
+fail:
+	fclose(f);
+	return -1;
+}
+
+int eng_data_check(const char *path, eng_data_format fmt, int B, int T, size_t *ntok,
+	eng_err *err)
+{
+	FILE *f;
+	size_t nbytes;
+	if (data_header(path, fmt, B, T, &f, ntok, &nbytes, err) < 0)
+		return -1;
+	fclose(f);
+	return 0;
+}
+
+int eng_data_open(eng_data *d, const char *path, eng_data_format fmt, int vocab, int B, int T,
+	eng_err *err)
+{
+	memset(d, 0, sizeof *d);
+	int rc = -1;
+	uint8_t *raw = NULL;
+	FILE *f = NULL;
+	size_t ntok, nbytes;
+	if (data_header(path, fmt, B, T, &f, &ntok, &nbytes, err) < 0)
+		goto out;
 	raw = malloc(nbytes);
 	d->tok = eng_mem_alloc(ENG_MEM_DATA, ntok * sizeof(uint16_t));
 	if (!raw || !d->tok) {

@@ -326,10 +326,16 @@ int eng_fs_write(const char *path, eng_fs_fill_fn fill, void *ud, eng_err *err)
 
 /* ---- locks ---- */
 
-int eng_fs_lock(const eng_dir *d, const char *name, const char *what, eng_err *err)
+/* Opens d/name (created when create) and takes its lock: 0 with the descriptor in *out,
+ * 1 when it does not exist and create is 0, or -1 with a message. */
+static int lock_take(const eng_dir *d, const char *name, int create, const char *what,
+	int *out, eng_err *err)
 {
 	char buf[32];
-	int fd = openat(d->fd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, LOCK_MODE);
+	int fd = openat(d->fd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0),
+		LOCK_MODE);
+	if (fd < 0 && errno == ENOENT && !create)
+		return 1;
 	if (fd < 0) {
 		if (errno == ELOOP)
 			return eng_errf(err, "refusing to use '%s' in '%s': it is a symbolic link",
@@ -361,9 +367,27 @@ int eng_fs_lock(const eng_dir *d, const char *name, const char *what, eng_err *e
 				d->path, pid);
 		return eng_errf(err, "%s '%s' is in use by another job", what, d->path);
 	}
+	*out = fd;
+	return 0;
+}
+
+int eng_fs_lock(const eng_dir *d, const char *name, const char *what, eng_err *err)
+{
+	char buf[32];
+	int fd = -1;
+	if (lock_take(d, name, 1, what, &fd, err) < 0)
+		return -1;
 	int w = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
 	if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)w, 0) != w) {
 		/* the lock holds without the pid; only the message of a loser would lack it */
 	}
 	return fd;
+}
+
+int eng_fs_lock_free(const eng_dir *d, const char *name, const char *what, eng_err *err)
+{
+	int fd = -1, r = lock_take(d, name, 0, what, &fd, err);
+	if (r == 0)
+		close(fd); /* it was free: released at once */
+	return r < 0 ? -1 : 0;
 }

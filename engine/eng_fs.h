@@ -103,5 +103,8 @@ int eng_fs_write(const char *path, eng_fs_fill_fn fill, void *ud, eng_err *err);
  * held for as long as the lock must be (closing it, or the process ending, releases it);
  * -1 with a message when another process holds it ("... is in use by process N"). */
 int eng_fs_lock(const eng_dir *d, const char *name, const char *what, eng_err *err);
+/* 0 when nobody holds that lock now (the file is neither created nor kept), -1 with
+ * eng_fs_lock's message otherwise. */
+int eng_fs_lock_free(const eng_dir *d, const char *name, const char *what, eng_err *err);
 
 #endif

@@ -59,7 +59,7 @@ static int open_save_dir(eng_trainer *tr, eng_err *err)
 	tr->save_lock = fd;
 	tr->has_save_lock = 1;
 	/* interrupted saves are never picked up; a link under their names stops the start */
-	return eng_ckpt_clean_tmp(dir, err);
+	return eng_ckpt_clean_tmp(dir, 0, err);
 }
 
 /* init_from may name a checkpoint or a save directory (then its newest checkpoint that
@@ -131,30 +131,122 @@ static int host_mirror_init(eng_trainer *tr, eng_err *err)
 	return 0;
 }
 
+/* What the save directory will be at the job's start, checked without creating or
+ * changing anything: the nearest directory of its path that exists can be written; when
+ * it exists, no other job holds it and nothing the start cleans is a link or a stranger's. */
+static int check_save_dir(const char *dir, eng_err *err)
+{
+	char p[ENG_PATH_LEN];
+	struct stat st;
+	snprintf(p, sizeof p, "%s", dir);
+	while (stat(p, &st) < 0) {
+		if (errno != ENOENT)
+			return eng_errf(err, "save directory '%s': %s", p, strerror(errno));
+		char *slash = strrchr(p, '/');
+		if (!slash || slash == p) {
+			snprintf(p, sizeof p, "/");
+			break;
+		}
+		*slash = '\0';
+	}
+	if (stat(p, &st) < 0 || !S_ISDIR(st.st_mode))
+		return eng_errf(err, "save directory '%s': '%s' is not a directory", dir, p);
+	if (access(p, W_OK | X_OK) < 0)
+		return eng_errf(err, "cannot create save directory '%s': '%s': %s", dir, p,
+			strerror(errno));
+	if (strcmp(p, dir) != 0)
+		return 0; /* made at the start */
+	eng_dir d;
+	if (eng_dir_open(&d, dir, err) < 0)
+		return -1;
+	int rc = eng_fs_lock_free(&d, ENG_SAVE_LOCK, "save directory", err);
+	eng_dir_close(&d);
+	return rc < 0 ? -1 : eng_ckpt_clean_tmp(dir, 1, err);
+}
+
+/* The parts of eng_trainer_init that read the spec's files and decide the model's shape,
+ * before anything is allocated: init_from resolved and verified, the shape known and the
+ * spec finished, the policy built. */
+static int trainer_plan(eng_spec *s, eng_config *cfg, eng_err *err)
+{
+	if (s->device == ENG_DEVICE_CUDA) {
+		/* before any file is read: a run that cannot start says so at once */
+		eng_cuda_info info;
+		eng_cuda_probe(&info);
+		if (info.ngpus == 0)
+			return eng_errf(err, "device 'cuda' is not available: %s", info.why);
+	}
+	*cfg = s->cfg;
+	if (s->init_from[0] && resolve_init(s, err) < 0)
+		return -1;
+	/* a checkpoint directory, or an llm.c model file (eng_import.h) */
+	if (s->init_from[0] && eng_import_read_config(s->init_from, cfg, err) < 0)
+		return -1;
+	return eng_spec_finish(s, cfg, err);
+}
+
+/* Whether a backend takes policy p: `offload` needs device cuda. */
+static int policy_fits_device(eng_device device, const eng_policy *p, eng_err *err)
+{
+	int l = eng_policy_find(p, ENG_MODE_OFFLOAD);
+	if (l >= 0 && device != ENG_DEVICE_CUDA)
+		return eng_errf(err, "mode 'offload' (h.%d) needs device cuda: it moves a block's "
+				     "saved activations from the GPU to host memory", l);
+	return 0;
+}
+
+/* The spec's aliases and the policy it starts with (checked against the device). */
+static int trainer_policy(const eng_spec *s, eng_aliases *al, eng_policy *p, eng_err *err)
+{
+	memset(al, 0, sizeof *al);
+	for (int i = 0; i < s->n_alias; i++)
+		if (eng_aliases_add(al, s->alias[i].name, s->alias[i].selector, s->cfg.n_layer,
+			    err) < 0)
+			return -1;
+	eng_policy_init(p, s->cfg.n_layer);
+	if (eng_policy_apply(p, al, "all", s->remat_default, err) < 0)
+		return -1;
+	for (int i = 0; i < s->n_assign; i++)
+		if (eng_policy_apply(p, al, s->assign[i].selector, s->assign[i].mode, err) < 0)
+			return -1;
+	return policy_fits_device(s->device, p, err);
+}
+
+int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
+{
+	eng_config cfg;
+	size_t ntok;
+	memset(out, 0, sizeof *out);
+	if (trainer_plan(s, &cfg, err) < 0 || trainer_policy(s, &out->aliases, &out->policy,
+		err) < 0)
+		return -1;
+	if (eng_data_check(s->train_path, s->data_format, s->batch, s->seq_len, &ntok, err) < 0)
+		return -1;
+	size_t vtok;
+	if (s->val_path[0] && eng_data_check(s->val_path, s->data_format, s->batch, s->seq_len,
+		&vtok, err) < 0)
+		return -1;
+	if (s->save_dir[0] && check_save_dir(s->save_dir, err) < 0)
+		return -1;
+	if (s->resume && eng_ckpt_check_resume(s->init_from, s, ntok, err) < 0)
+		return -1;
+	out->chunk_rows = s->chunk_rows > 0 ? s->chunk_rows
+					    : eng_plan_chunk_rows(&s->cfg, s->batch, s->seq_len);
+	if ((size_t)out->chunk_rows > (size_t)s->batch * s->seq_len)
+		out->chunk_rows = s->batch * s->seq_len;
+	out->ntok = ntok;
+	return 0;
+}
+
 int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 {
 	memset(tr, 0, sizeof *tr);
 	tr->spec = *spec;
 	eng_spec *s = &tr->spec;
-	eng_config cfg = s->cfg;
+	eng_config cfg;
 	int cuda = s->device == ENG_DEVICE_CUDA;
-	if (cuda) {
-		/* before any file is read: a run that cannot start says so at once */
-		eng_cuda_info info;
-		eng_cuda_probe(&info);
-		if (info.ngpus == 0) {
-			eng_errf(err, "device 'cuda' is not available: %s", info.why);
-			goto fail;
-		}
-	}
-	if (s->init_from[0] && resolve_init(s, err) < 0)
-		goto fail;
-	if (s->init_from[0]) {
-		/* a checkpoint directory, or an llm.c model file (eng_import.h) */
-		if (eng_import_read_config(s->init_from, &cfg, err) < 0)
-			goto fail;
-	}
-	if (eng_spec_finish(s, &cfg, err) < 0)
+	eng_policy p;
+	if (trainer_plan(s, &cfg, err) < 0)
 		goto fail;
 	kn_set_threads(s->threads);
 	if ((cuda ? host_mirror_init(tr, err)
@@ -166,18 +258,8 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	} else {
 		eng_model_init_weights(&tr->model, s->seed);
 	}
-	for (int i = 0; i < s->n_alias; i++)
-		if (eng_aliases_add(&tr->aliases, s->alias[i].name, s->alias[i].selector,
-			    s->cfg.n_layer, err) < 0)
-			goto fail;
-	eng_policy p;
-	eng_policy_init(&p, s->cfg.n_layer);
-	if (eng_policy_apply(&p, &tr->aliases, "all", s->remat_default, err) < 0)
+	if (trainer_policy(s, &tr->aliases, &p, err) < 0)
 		goto fail;
-	for (int i = 0; i < s->n_assign; i++)
-		if (eng_policy_apply(&p, &tr->aliases, s->assign[i].selector, s->assign[i].mode,
-			    err) < 0)
-			goto fail;
 	if (cuda) {
 		eng_cuda_opts o;
 		if (eng_cuda_opts_from_env(&o, err) < 0 ||
@@ -322,11 +404,7 @@ int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy
 
 int eng_trainer_check_policy(const eng_trainer *tr, const eng_policy *p, eng_err *err)
 {
-	int l = eng_policy_find(p, ENG_MODE_OFFLOAD);
-	if (l >= 0 && tr->spec.device != ENG_DEVICE_CUDA)
-		return eng_errf(err, "mode 'offload' (h.%d) needs device cuda: it moves a block's "
-				     "saved activations from the GPU to host memory", l);
-	return 0;
+	return policy_fits_device(tr->spec.device, p, err);
 }
 
 int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err)

@@ -48,6 +48,22 @@ typedef struct eng_trainer {
 
 #define ENG_SAVE_LOCK ".lock"  /* in a save directory: held by the job that writes there */
 
+/* What eng_trainer_check learns of a spec. */
+typedef struct eng_check {
+	eng_policy policy;       /* the policy the run starts with */
+	eng_aliases aliases;     /* the spec's aliases */
+	int chunk_rows;          /* the head's chunk (the planner's figures need it) */
+	size_t ntok;             /* tokens of the training data */
+} eng_check;
+
+/* Everything eng_trainer_init would refuse, found without allocating the model or reading
+ * the data's tokens: the device, init_from (resolved into s->init_from, verified), the
+ * shape (into s->cfg) and the spec's parts that depend on it, aliases and policy, the data
+ * files (regular, their headers, a batch at least), the save directory (writable, free,
+ * nothing the start would refuse to clean), and resume's fit. Messages are the ones the
+ * run itself would give. Changes nothing on disk. */
+int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err);
+
 /* Builds the run: shape from the spec or init_from's config.json, weights from init_from or
  * the seed, data opened and checked, the spec's remat policy applied. */
 int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err);

@@ -84,7 +84,7 @@ static const cmd_schema schemas[] = {
 	/* job-status */ {{JOB}},
 	/* job-pause */ {{JOB}},
 	/* job-resume */ {{JOB}},
-	/* job-stop */ {{JOB, {"save", ARG_BOOL, ARG_OPTIONAL}}},
+	/* job-stop */ {{JOB, {"save", ARG_BOOL, ARG_OPTIONAL}, {"name", ARG_CKPT, ARG_OPTIONAL}}},
 	/* remat-get */ {{JOB}},
 	/* remat-set */
 	{{JOB, {"sections", ARG_SECTIONS, ARG_REQUIRED}, {"default", ARG_DEFAULT, ARG_OPTIONAL}}},

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -98,8 +99,13 @@ void eng_ctl_attach(eng_ctl *c, eng_trainer *tr)
 	for (int i = 0; i <= tr->model.cfg.n_layer; i++)
 		c->saved[i] = eng_trainer_saved_bytes(tr, i);
 	snprintf(c->name, sizeof c->name, "%s", tr->spec.name);
+	c->replay = 1; /* requests that came while starting are answered before step 1 */
 	pthread_mutex_unlock(&c->mu);
+	uv_async_send(&c->async);
 	eng_ctl_set_state(c, CTL_RUNNING, "training");
+	/* the policy the run starts with, for a client that subscribed while it started */
+	emit(c, EV_APPLIED, json_pack("{s:i,s:o}", "step", tr->step + 1, "policy",
+		eng_ctl_policy_json(&tr->model.policy)));
 }
 
 eng_ctl_cmd *eng_ctl_take(eng_ctl *c)
@@ -140,6 +146,8 @@ int eng_ctl_begin_step(eng_ctl *c)
 	if (!c)
 		return 1;
 	pthread_mutex_lock(&c->mu);
+	while (c->replay && !c->quit)
+		pthread_cond_wait(&c->cv, &c->mu);
 	int ok = c->q_head == NULL;
 	if (ok)
 		c->in_step = 1;
@@ -211,9 +219,24 @@ void eng_ctl_event_saved(eng_ctl *c, const char *path, int step, size_t bytes)
 		return;
 	pthread_mutex_lock(&c->mu);
 	snprintf(c->last_ckpt, sizeof c->last_ckpt, "%s", path);
+	json_decref(c->save_error);
+	c->save_error = NULL;
 	pthread_mutex_unlock(&c->mu);
 	emit(c, EV_SAVED, json_pack("{s:s,s:i,s:I}", "path", path, "step", step, "bytes",
 				  (json_int_t)bytes));
+}
+
+void eng_ctl_event_save_failed(eng_ctl *c, const char *path, int step, const char *reason)
+{
+	if (!c)
+		return;
+	json_t *d = json_pack("{s:s,s:i,s:s}", "path", path, "step", step, "reason", reason);
+	pthread_mutex_lock(&c->mu);
+	json_decref(c->save_error);
+	c->save_error = d ? json_deep_copy(d) : NULL;
+	pthread_mutex_unlock(&c->mu);
+	if (d)
+		emit(c, EV_FAILED, d);
 }
 
 void eng_ctl_reply(eng_ctl *c, const eng_ctl_cmd *cmd, json_t *ret)
@@ -252,11 +275,14 @@ static void on_conn_closed(uv_handle_t *h)
 	ctl_conn *k = (ctl_conn *)h;
 	struct eng_ctl *c = k->ctl;
 	proto_framer_free(&k->fr);
+	free(k->held_step);
+	k->held_step = NULL;
 	k->used = 0; /* memory of the slot is reused only after libuv is done with it */
 	if (!uv_is_closing((uv_handle_t *)&c->async) || uv_is_closing((uv_handle_t *)&c->mem_timer))
 		return;
 	/* Finishing, and this was the last connection: the flush timer has nothing left to
-	 * guard, and the loop ends as soon as it is closed. */
+	 * guard, and the loop ends as soon as it is closed (the STEP timer was closed at the
+	 * finish). */
 	for (int i = 0; i < CTL_MAX_CONN; i++)
 		if (c->conns[i].used)
 			return;
@@ -443,11 +469,96 @@ static void on_connection(uv_stream_t *server, int status)
 		conn_close(k);
 		return;
 	}
+	/* the socket's mode is not the only guard: the peer must be our user, or root */
+	uv_os_fd_t fd;
+	struct ucred cr;
+	socklen_t crlen = sizeof cr;
+	if (uv_fileno((uv_handle_t *)&k->pipe, &fd) < 0 ||
+		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 ||
+		(cr.uid != geteuid() && cr.uid != 0)) {
+		char desc[96];
+		snprintf(desc, sizeof desc, "uid %ld may not use this worker",
+			crlen == sizeof cr ? (long)cr.uid : -1L);
+		char *e = proto_error_line(PROTO_ERR_PERMISSION_DENIED, desc, NULL);
+		if (e) {
+			uv_buf_t b = uv_buf_init(e, (unsigned)strlen(e));
+			uv_try_write((uv_stream_t *)&k->pipe, &b, 1);
+			free(e);
+		}
+		fprintf(stderr, "remat-train: control: refused a connection: %s\n", desc);
+		conn_close(k);
+		return;
+	}
 	conn_send(k, proto_greeting("worker", c->job));
 	uv_read_start((uv_stream_t *)&k->pipe, on_alloc, on_read);
 }
 
 /* ---- control thread: outbox, timers, lifetime ---- */
+
+/* Sends k's held-back STEP event, if any. */
+static void step_flush(ctl_conn *k, uint64_t now)
+{
+	if (!k->held_step)
+		return;
+	k->last_step_ms = now;
+	conn_send(k, k->held_step);
+	k->held_step = NULL;
+}
+
+/* A STEP event was held back: send those that are due, and wait for the others. */
+static void on_step_timer(uv_timer_t *t)
+{
+	struct eng_ctl *c = t->data;
+	uint64_t now = uv_now(&c->loop), wait = 0;
+	for (int i = 0; i < CTL_MAX_CONN; i++) {
+		ctl_conn *k = &c->conns[i];
+		if (!k->used || k->closing || !k->held_step)
+			continue;
+		if (now - k->last_step_ms >= CTL_STEP_MIN_MS)
+			step_flush(k, now);
+		else if (!wait || CTL_STEP_MIN_MS - (now - k->last_step_ms) < wait)
+			wait = CTL_STEP_MIN_MS - (now - k->last_step_ms);
+	}
+	if (wait)
+		uv_timer_start(t, on_step_timer, wait, 0);
+}
+
+/* Answers the requests that came while the job was starting: through the commands, now
+ * that the trainer is there (replay), or with an error when it never came (the job failed
+ * to start, or the worker is finishing). Control thread, mu not held. */
+static void early_answer(struct eng_ctl *c, int replay)
+{
+	pthread_mutex_lock(&c->mu);
+	ctl_early *e = c->early;
+	c->early = NULL;
+	char why[PROTO_DESC_LEN];
+	snprintf(why, sizeof why, "job %s ended before it started: %.400s", c->job, c->reason);
+	while (e) {
+		ctl_early *next = e->next;
+		int idx = e->handle & 0xff;
+		ctl_conn *k = idx < CTL_MAX_CONN ? &c->conns[idx] : NULL;
+		if (k && (!k->used || k->closing || conn_handle(k, idx) != e->handle))
+			k = NULL;
+		if (k) {
+			k->inflight--; /* it was counted as waiting; dispatch counts it anew */
+			json_t *ret = replay ? eng_ctl__dispatch(c, k, e->handle, e->execute, e->args,
+						     e->id) : NULL;
+			if (ret) {
+				conn_send(k, proto_reply_line(ret, e->id));
+				json_decref(ret);
+			} else if (!replay) {
+				eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, why, e->id);
+			}
+		}
+		json_decref(e->args);
+		json_decref(e->id);
+		free(e);
+		e = next;
+	}
+	c->replay = 0;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
 
 static void deliver(struct eng_ctl *c, ctl_out *o)
 {
@@ -467,9 +578,19 @@ static void deliver(struct eng_ctl *c, ctl_out *o)
 		if (!k->used || k->closing || !(k->events & (unsigned)o->event))
 			continue;
 		if (o->event == EV_STEP && !k->link) {
-			if (now - k->last_step_ms < CTL_STEP_MIN_MS)
+			if (now - k->last_step_ms < CTL_STEP_MIN_MS) {
+				/* the latest wins: held back until due, never dropped for good */
+				free(k->held_step);
+				k->held_step = strdup(o->line);
+				if (!uv_is_active((uv_handle_t *)&c->step_timer))
+					uv_timer_start(&c->step_timer, on_step_timer, CTL_STEP_MIN_MS, 0);
 				continue;
+			}
 			k->last_step_ms = now;
+			free(k->held_step);
+			k->held_step = NULL;
+		} else {
+			step_flush(k, now); /* a STEP held back is older than this event */
 		}
 		conn_send(k, strdup(o->line));
 	}
@@ -497,8 +618,10 @@ static void on_async(uv_async_t *a)
 	pthread_mutex_lock(&c->mu);
 	ctl_out *o = c->o_head;
 	c->o_head = c->o_tail = NULL;
-	int quit = c->quit;
+	int quit = c->quit, replay = c->replay;
 	pthread_mutex_unlock(&c->mu);
+	if (replay)
+		early_answer(c, 1);
 	while (o) {
 		ctl_out *n = o->next;
 		deliver(c, o);
@@ -508,12 +631,17 @@ static void on_async(uv_async_t *a)
 	}
 	if (!quit || uv_is_closing((uv_handle_t *)&c->async))
 		return;
-	/* Finish: shut each connection down once its queued lines are written; a peer that
-	 * never reads cannot hold the process: the timer closes whatever is left. */
+	/* Finish: requests still waiting for a start that never came get their error; a STEP
+	 * held back goes out (the final step is always seen); each connection is shut down
+	 * once its queued lines are written, and a peer that never reads cannot hold the
+	 * process: the timer closes whatever is left. */
+	early_answer(c, 0);
+	uv_close((uv_handle_t *)&c->step_timer, NULL);
 	for (int i = 0; i < CTL_MAX_CONN; i++) {
 		ctl_conn *k = &c->conns[i];
 		if (!k->used || k->closing)
 			continue;
+		step_flush(k, uv_now(&c->loop));
 		uv_shutdown_t *req = malloc(sizeof *req);
 		if (!req || uv_shutdown(req, (uv_stream_t *)&k->pipe, on_shutdown) < 0) {
 			free(req);
@@ -591,6 +719,8 @@ eng_ctl *eng_ctl_start(int fd, const char *path, const char *job, const char *na
 	c->async.data = c;
 	uv_timer_init(&c->loop, &c->mem_timer);
 	c->mem_timer.data = c;
+	uv_timer_init(&c->loop, &c->step_timer);
+	c->step_timer.data = c;
 	uv_timer_start(&c->mem_timer, on_mem_timer, CTL_MEMORY_MS, CTL_MEMORY_MS);
 	if (fd >= 0) {
 		ctl_conn *k = conn_new(c);
@@ -653,6 +783,7 @@ void eng_ctl_stop(eng_ctl *c)
 	pthread_join(c->thread, NULL);
 	uv_loop_close(&c->loop);
 	eng_ctl_cmd_free(c->q_head);
+	json_decref(c->save_error);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
 	free(c);

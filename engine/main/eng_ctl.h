@@ -4,6 +4,8 @@
  *
  * Queries (job-status, mem-stats, remat-get, remat-plan) are answered at once from a
  * snapshot the training thread keeps current under a mutex, also in the middle of a step.
+ * While the job is starting (no trainer yet), every request but job-status, job-list and
+ * daemon-info is kept and answered once it has started, before its first step.
  * Commands that change the run (remat-set, job-pause, job-resume, job-stop, ckpt-save) go
  * into a queue the training thread drains at the next step boundary; the reply says at
  * which step the change applies (remat-set, job-pause) or comes once it is done (job-stop,
@@ -34,7 +36,8 @@ typedef struct eng_ctl_cmd {
 	eng_ctl_op op;
 	eng_policy policy;        /* CTL_OP_POLICY: the whole new policy */
 	int save;                 /* CTL_OP_STOP: save first */
-	char name[72];            /* CTL_OP_SAVE: checkpoint name, "" for step_XXXXXXXX */
+	char name[72];            /* CTL_OP_SAVE, CTL_OP_STOP: checkpoint name, "" for
+				   * step_XXXXXXXX */
 	int conn;                 /* connection to reply to (deferred ops), -1 none */
 	json_t *id;               /* request id to echo (new ref or NULL) */
 	struct eng_ctl_cmd *next;
@@ -75,6 +78,9 @@ void eng_ctl_cmd_free(eng_ctl_cmd *cmds);
 /* Changes the state (queues JOB_STATE_CHANGED). */
 void eng_ctl_set_state(eng_ctl *c, eng_ctl_state to, const char *reason);
 void eng_ctl_event_saved(eng_ctl *c, const char *path, int step, size_t bytes);
+/* A save failed: CHECKPOINT_FAILED {path, step, reason}, and job-status' last_save_error
+ * until a save works. */
+void eng_ctl_event_save_failed(eng_ctl *c, const char *path, int step, const char *reason);
 /* A deferred reply to cmd's connection (ret stolen) or an error; drops it when cmd has no
  * connection. */
 void eng_ctl_reply(eng_ctl *c, const eng_ctl_cmd *cmd, json_t *ret);

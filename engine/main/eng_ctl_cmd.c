@@ -55,6 +55,8 @@ static json_t *cmd_status(struct eng_ctl *c)
 		c->last_ckpt[0] ? json_string(c->last_ckpt) : json_null());
 	json_object_set_new(r, "reason", json_string(c->reason));
 	json_object_set_new(r, "exit_status", json_null());
+	json_object_set_new(r, "last_save_error", c->save_error ? json_deep_copy(c->save_error)
+								: json_null());
 	return r;
 }
 
@@ -181,7 +183,29 @@ json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char
 		return NULL;
 	}
 	if (!c->tr) {
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "the job is starting", id);
+		/* starting: kept, and answered once the trainer exists, before its first step */
+		if (eng_ctl__is_final(c->state)) {
+			snprintf(desc, sizeof desc, "job %s is %s", c->job, state_names[c->state]);
+			eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+			return NULL;
+		}
+		if (k->inflight >= PROTO_MAX_INFLIGHT) {
+			eng_ctl__send_error(k, PROTO_ERR_BUSY, "too many requests in flight", id);
+			return NULL;
+		}
+		ctl_early *e = calloc(1, sizeof *e), **tail = &c->early;
+		if (!e) {
+			eng_ctl__send_error(k, PROTO_ERR_INTERNAL, "out of memory", id);
+			return NULL;
+		}
+		snprintf(e->execute, sizeof e->execute, "%s", name);
+		e->args = json_incref(args);
+		e->id = id ? json_incref(id) : NULL;
+		e->handle = handle;
+		while (*tail)
+			tail = &(*tail)->next;
+		*tail = e;
+		k->inflight++;
 		return NULL;
 	}
 	if (strcmp(name, "mem-stats") == 0)
@@ -267,7 +291,8 @@ json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char
 		cmd->op = CTL_OP_PAUSE;
 		c->pause_pending = 1;
 		eng_ctl__enqueue(c, cmd);
-		return json_pack("{s:s,s:i,s:i}", "state", "paused", "step", c->step,
+		/* the step it stops at, as job-status will say: the one running now, if any */
+		return json_pack("{s:s,s:i,s:i}", "state", "paused", "step", applies - 1,
 			"applies_at_step", applies);
 	}
 	if (strcmp(name, "job-resume") == 0) {
@@ -293,14 +318,14 @@ json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char
 	cmd->conn = handle;
 	cmd->id = json_incref(id);
 	k->inflight++;
+	json_t *n = json_object_get(args, "name");
+	if (n)
+		snprintf(cmd->name, sizeof cmd->name, "%s", json_string_value(n));
 	if (strcmp(name, "job-stop") == 0) {
 		cmd->op = CTL_OP_STOP;
 		cmd->save = json_is_true(json_object_get(args, "save"));
 	} else {
 		cmd->op = CTL_OP_SAVE;
-		json_t *n = json_object_get(args, "name");
-		if (n)
-			snprintf(cmd->name, sizeof cmd->name, "%s", json_string_value(n));
 	}
 	eng_ctl__enqueue(c, cmd);
 	return NULL;

@@ -49,7 +49,19 @@ typedef struct ctl_conn {
 	unsigned events;       /* subscribed EV_* bits */
 	int link;              /* rematd's socketpair: all events, no rate limit */
 	uint64_t last_step_ms; /* when the last STEP event went out (rate limit) */
+	char *held_step;       /* the latest STEP line held back by the rate limit (malloc'd);
+				* it goes out when due, or before the next other event */
 } ctl_conn;
+
+/* A request that came while the job was starting (no trainer yet): answered once it has
+ * started, before its first step, in the order received. */
+typedef struct ctl_early {
+	char execute[64];      /* the command */
+	json_t *args;          /* its arguments (own reference) */
+	json_t *id;            /* the request's id (own reference, or NULL) */
+	int handle;            /* the connection to answer */
+	struct ctl_early *next;
+} ctl_early;
 
 struct eng_ctl {
 	pthread_t thread;
@@ -57,6 +69,7 @@ struct eng_ctl {
 	uv_async_t async;      /* wakes the loop: outbox or stop */
 	uv_pipe_t listener;    /* --control PATH */
 	uv_timer_t mem_timer;  /* MEMORY events */
+	uv_timer_t step_timer; /* sends STEP events held back by the rate limit when due */
 	int listening;
 	int link_fd;           /* --control-fd, or -1 */
 	char path[108];        /* listening socket path, "" when none */
@@ -80,6 +93,11 @@ struct eng_ctl {
 	int pause_pending;     /* a job-pause queued and not yet applied */
 	size_t saved[ENG_MAX_LAYERS + 1]; /* measured saved bytes per section */
 	char last_ckpt[ENG_PATH_LEN + 64];
+	json_t *save_error;    /* the last save's failure {step, path, reason}, NULL after a
+				* save that worked (job-status' last_save_error) */
+	ctl_early *early;      /* requests waiting for the job to start (control thread) */
+	int replay;            /* attached: early requests are being answered; the first step
+				* waits for it (eng_ctl_begin_step) */
 	eng_ctl_cmd *q_head, *q_tail;     /* commands for the training thread */
 	ctl_out *o_head, *o_tail;         /* lines for the control thread */
 	int quit;              /* eng_ctl_stop asked the loop to finish */
@@ -96,7 +114,8 @@ void eng_ctl__send_error(ctl_conn *k, proto_errclass cls, const char *desc, cons
 /* Appends a command for the training thread and wakes it; called with mu held. */
 void eng_ctl__enqueue(struct eng_ctl *c, eng_ctl_cmd *cmd);
 /* Handles one validated request, with mu held: the reply's return object, or NULL after
- * queueing a deferred command or sending an error (eng_ctl_cmd.c). */
+ * queueing a deferred command, keeping a request for the job's start (c->early), or
+ * sending an error (eng_ctl_cmd.c). */
 json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,
 	json_t *args, json_t *id);
 

@@ -1,7 +1,9 @@
 /* remat_train.c - remat-train: one training job, in the foreground or under control.
  *
  *   remat-train [--json] [--remat-schedule STEP:POLICY,...] [--control PATH |
- *               --control-fd N] [--job-id ID] JOB.json
+ *               --control-fd N] [--job-id ID] [--as UID:GID[:GROUPS]] JOB.json
+ *   remat-train --check [--as UID:GID[:GROUPS]] JOB.json
+ *   remat-train --info
  *   remat-train --export-llmc CKPT_DIR OUT.bin [--bf16]
  *
  * Validates the job spec, builds the run, trains to `steps` printing one line per step (or
@@ -13,6 +15,13 @@
  * --control PATH listens on a socket of its own for rematctl; --control-fd N speaks to
  * rematd over an inherited socketpair (eng_ctl.c): both take the protocol's commands,
  * applied here at step boundaries.
+ * --as (rematd as root, for a client of another uid): reads JOB.json, then becomes that
+ * user (groups, gid, uid) before any file the spec names is opened (eng_cred.h).
+ * --check trains nothing: it validates the whole job as its start would (eng_trainer_check:
+ * files, shape, selectors, init_from, save directory, device) and prints one JSON line,
+ * {"ok":true, "config":..., "policy":..., ...} or {"ok":false,"error":"..."} (status 1);
+ * rematd runs it at job-start. --info prints one JSON line: version, the BLAS and its
+ * kernel, the backends and GPUs, as the workers see them (rematd's daemon-info).
  * --export-llmc trains nothing: it loads a checkpoint (config.json + model.safetensors, or an
  * llm.c file) and writes it as an llm.c model file, version 3 (float32) or with --bf16
  * version 5 (bfloat16), then exits.
@@ -26,7 +35,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "eng_backends.h"
 #include "eng_ckpt.h"
+#include "eng_cred.h"
 #include "eng_ctl.h"
 #include "eng_cuda.h"
 #include "eng_import.h"
@@ -56,7 +67,10 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: remat-train [--json] [--remat-schedule STEP:POLICY[,STEP:POLICY...]]\n"
-		   "                   [--control PATH | --control-fd N] [--job-id ID] JOB.json\n"
+		   "                   [--control PATH | --control-fd N] [--job-id ID]\n"
+		   "                   [--as UID:GID[:GROUPS]] JOB.json\n"
+		   "       remat-train --check [--as UID:GID[:GROUPS]] JOB.json\n"
+		   "       remat-train --info\n"
 		   "       remat-train --export-llmc CKPT_DIR OUT.bin [--bf16]\n"
 		   "       remat-train --version\n"
 		   "POLICY is a mode (off, selective, full, chunked) or SECTION=MODE[,SECTION=MODE]\n"
@@ -183,7 +197,10 @@ typedef struct run_ctl {
 	char last_path[ENG_PATH_LEN + 64]; /* where it went */
 	char last_err[ENG_ERR_LEN];        /* why the last save failed, "" when it did not */
 	int paused;
+	int hold;                /* the run is done but its final save failed: it waits,
+				  * paused, for a command (resume retries the save) */
 	int stop, stop_save;
+	char stop_name[72];      /* the name a job-stop asked the final save to have */
 	eng_ctl_cmd *stops;   /* job-stop requests, answered when the run has stopped */
 } run_ctl;
 
@@ -192,6 +209,8 @@ typedef struct save_job {
 	eng_ctl *c;
 	int json;
 	run_ctl *run;       /* gets the outcome */
+	int step;           /* the step saved */
+	char target[ENG_PATH_LEN + 80]; /* the checkpoint directory it writes, for messages */
 	int has_cmd;
 	eng_ctl_cmd cmd;    /* a ckpt-save to answer: its connection and id (own reference) */
 } save_job;
@@ -208,12 +227,16 @@ static void on_saved(void *ud, int ok, const eng_ckpt_result *res, const char *m
 		if (!j->json)
 			printf("saved %s (%.1f MiB in %.0f ms; training stalled %.1f ms)\n", res->path,
 				res->bytes / 1048576.0, res->ms, res->stall_ms);
+		if (res->warning[0])
+			fprintf(stderr, "remat-train: checkpoint: %s\n", res->warning);
 		if (j->has_cmd)
 			eng_ctl_reply(j->c, &j->cmd, json_pack("{s:s,s:i,s:I,s:f,s:f}", "path",
 				res->path, "step", res->step, "bytes", (json_int_t)res->bytes, "ms",
 				res->ms, "stall_ms", res->stall_ms));
 	} else {
-		fprintf(stderr, "remat-train: checkpoint: %s\n", msg);
+		/* the run goes on with its state in memory; the failure is said, not fatal */
+		fprintf(stderr, "remat-train: checkpoint at step %d: %s\n", j->step, msg);
+		eng_ctl_event_save_failed(j->c, j->target, j->step, msg);
 		if (j->has_cmd)
 			eng_ctl_reply_error(j->c, &j->cmd, PROTO_ERR_IO_ERROR, msg);
 	}
@@ -243,6 +266,11 @@ static int save_async(eng_trainer *tr, eng_ctl *c, eng_ckpt_writer *w, const cha
 	j->c = c;
 	j->json = json;
 	j->run = run;
+	j->step = tr->step;
+	if (name)
+		snprintf(j->target, sizeof j->target, "%s/%s", tr->spec.save_dir, name);
+	else
+		snprintf(j->target, sizeof j->target, "%s/step_%08d", tr->spec.save_dir, tr->step);
 	if (cmd) {
 		j->has_cmd = 1;
 		j->cmd.conn = cmd->conn;
@@ -276,11 +304,14 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 			break;
 		case CTL_OP_RESUME:
 			rc->paused = 0;
+			rc->hold = 0; /* a run held after a failed final save tries that save again */
 			eng_ctl_set_state(c, CTL_RUNNING, "job-resume");
 			break;
 		case CTL_OP_STOP:
 			rc->stop = 1;
 			rc->stop_save |= cmd->save;
+			if (cmd->save && cmd->name[0])
+				snprintf(rc->stop_name, sizeof rc->stop_name, "%s", cmd->name);
 			cmd->next = rc->stops;
 			rc->stops = cmd;
 			continue; /* answered at the end */
@@ -295,10 +326,126 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 	}
 }
 
+/* The end of the run: finished, stopped by job-stop, or interrupted by a signal. A stop
+ * saves only when asked; the end of the run and a signal save whenever save.dir is set.
+ * Returns 0 once it has ended (the final state set, job-stop answered), or -1 when the
+ * final save failed (the message in err): then nothing has ended, and the caller decides
+ * whether the run can go on. */
+static int end_run(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json, eng_err *err)
+{
+	const eng_spec *s = &tr->spec;
+	int want_save = run->stop ? run->stop_save : s->save_dir[0] != 0;
+	const char *ckpt = NULL, *name = run->stop && run->stop_name[0] ? run->stop_name : NULL;
+	if (run->stop)
+		eng_ctl_set_state(c, CTL_STOPPING, "job-stop");
+	eng_ckpt_writer_wait(run->writer);
+	if (want_save) {
+		/* the writer thread writes it, as every save; a save of this very step that has
+		 * just been written (a periodic one) is not written again, unless a name is
+		 * asked for */
+		if (!s->save_dir[0]) {
+			return eng_errf(err, "the job has no save.dir");
+		} else if (run->last_saved == tr->step && !name) {
+			ckpt = run->last_path;
+		} else {
+			run->last_saved = -1;
+			if (save_async(tr, c, run->writer, name, NULL, json, 1, run, err) < 0)
+				return -1;
+			eng_ckpt_writer_wait(run->writer);
+			if (run->last_saved != tr->step)
+				return eng_errf(err, "%s", run->last_err);
+			ckpt = run->last_path;
+		}
+	}
+	for (eng_ctl_cmd *k = run->stops; k; k = k->next)
+		eng_ctl_reply(c, k, json_pack("{s:i,s:s?}", "step", tr->step, "checkpoint", ckpt));
+	if (run->stop || stop_signal)
+		eng_ctl_set_state(c, CTL_STOPPED, run->stop ? "job-stop" : "signal");
+	else
+		eng_ctl_set_state(c, CTL_FINISHED, "reached the last step");
+	return 0;
+}
+
+/* The final save failed and a controller can still act: job-stop gets the error, and the
+ * run goes on as it was (running, or paused), or holds, paused, when it was done. */
+static void end_failed(eng_trainer *tr, eng_ctl *c, run_ctl *run, const char *why)
+{
+	char msg[ENG_ERR_LEN + 256], reason[ENG_ERR_LEN + 128];
+	int done = tr->step >= tr->spec.steps;
+	snprintf(msg, sizeof msg, "the final save failed: %s; the job goes on%s with its state "
+		"in memory: free space (or fix the save directory) and ask again", why,
+		done || run->paused ? ", paused," : "");
+	for (eng_ctl_cmd *k = run->stops; k; k = k->next)
+		eng_ctl_reply_error(c, k, PROTO_ERR_IO_ERROR, msg);
+	eng_ctl_cmd_free(run->stops);
+	run->stops = NULL;
+	run->stop = run->stop_save = 0;
+	run->stop_name[0] = '\0';
+	if (done) {
+		run->paused = run->hold = 1;
+		snprintf(reason, sizeof reason, "trained to the last step, but the final save failed: "
+			"%s; resume or stop --save tries again", why);
+	} else {
+		snprintf(reason, sizeof reason, "the final save failed: %s", why);
+	}
+	eng_ctl_set_state(c, run->paused ? CTL_PAUSED : CTL_RUNNING, reason);
+}
+
+/* --info: one JSON line of what this build runs on, as a worker sees it. */
+static int print_info(void)
+{
+	kn_set_threads(1);
+	json_t *o = json_pack("{s:s,s:s}", "version", REMAT_VERSION, "blas", kn_blas_describe());
+	if (!o || eng_backends_json(o) < 0) {
+		fprintf(stderr, "remat-train: out of memory\n");
+		return 1;
+	}
+	char *line = json_dumps(o, JSON_COMPACT);
+	printf("%s\n", line ? line : "{}");
+	free(line);
+	json_decref(o);
+	return 0;
+}
+
+static void alias_item(json_t *o, const eng_aliases *al)
+{
+	for (int i = 0; i < al->n; i++)
+		json_object_set_new(o, al->a[i].name, json_string(al->a[i].selector));
+}
+
+/* --check: validates the job as its start would, one JSON line; the exit status. */
+static int check_job(eng_spec *s)
+{
+	eng_check ck;
+	eng_err err;
+	json_t *o;
+	if (eng_trainer_check(s, &ck, &err) < 0) {
+		o = json_pack("{s:b,s:s}", "ok", 0, "error", err.msg);
+	} else {
+		json_t *al = json_object();
+		alias_item(al, &ck.aliases);
+		o = json_pack("{s:b,s:s,s:i,s:{s:i,s:i,s:i,s:i,s:i},s:i,s:i,s:i,s:o,s:o,s:s,s:s,"
+			      "s:s,s:I}", "ok", 1, "name", s->name, "steps", s->steps, "config",
+			"n_layer", s->cfg.n_layer, "n_embd", s->cfg.n_embd, "n_head", s->cfg.n_head,
+			"n_positions", s->cfg.n_positions, "vocab_size", s->cfg.vocab_size, "batch",
+			s->batch, "seq_len", s->seq_len, "chunk_rows", ck.chunk_rows, "policy",
+			eng_ctl_policy_json(&ck.policy), "aliases", al, "init_from", s->init_from,
+			"save_dir", s->save_dir, "device", s->device == ENG_DEVICE_CUDA ? "cuda" : "cpu",
+			"tokens", (json_int_t)ck.ntok);
+	}
+	char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	printf("%s\n", line ? line : "{\"ok\":false,\"error\":\"out of memory\"}");
+	int ok = json_is_true(json_object_get(o, "ok"));
+	free(line);
+	json_decref(o);
+	return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
-	int json = 0, nsched = 0, rc = 1, ctl_fd = -1, bf16 = 0;
+	int json = 0, nsched = 0, rc = 1, ctl_fd = -1, bf16 = 0, check = 0;
 	const char *job = NULL, *sched_arg = NULL, *ctl_path = NULL, *job_id = "job";
+	const char *as = NULL;
 	const char *export_from = NULL, *export_to = NULL;
 	eng_ctl *c = NULL;
 	run_ctl run = {0};
@@ -332,6 +479,12 @@ int main(int argc, char **argv)
 			export_to = argv[++i];
 		} else if (strcmp(argv[i], "--bf16") == 0) {
 			bf16 = 1;
+		} else if (strcmp(argv[i], "--as") == 0 && i + 1 < argc) {
+			as = argv[++i];
+		} else if (strcmp(argv[i], "--check") == 0) {
+			check = 1;
+		} else if (strcmp(argv[i], "--info") == 0) {
+			return print_info();
 		} else if (strcmp(argv[i], "--version") == 0) {
 			kn_set_threads(1);
 			printf("remat-train %s\nbackend cpu: %s\n", REMAT_VERSION, kn_blas_describe());
@@ -349,11 +502,15 @@ int main(int argc, char **argv)
 	}
 	if (export_from) {
 		/* a subcommand: no job, no run options */
-		if (job || json || sched_arg || ctl_path || ctl_fd >= 0) {
+		if (job || json || sched_arg || ctl_path || ctl_fd >= 0 || as || check) {
 			usage(stderr);
 			return 2;
 		}
 		return export_llmc(export_from, export_to, bf16);
+	}
+	if (check && (json || sched_arg || ctl_path || ctl_fd >= 0)) {
+		usage(stderr);
+		return 2;
 	}
 	if (!job || bf16) {
 		usage(stderr);
@@ -361,6 +518,37 @@ int main(int argc, char **argv)
 	}
 	if (sched_arg && parse_schedule(sched_arg, sched, &nsched) < 0)
 		return 2;
+	/* The job's spec is rematd's file; everything it names is opened as its user. */
+	eng_spec spec;
+	size_t spec_len = 0;
+	char *spec_text = eng_spec_read(job, &spec_len, &err);
+	if (as) {
+		eng_cred cred;
+		char why[256];
+		if (eng_cred_parse(as, &cred, why, sizeof why) < 0) {
+			fprintf(stderr, "remat-train: %s\n", why);
+			free(spec_text);
+			return 2;
+		}
+		if (eng_cred_drop(&cred, why, sizeof why) < 0) {
+			fprintf(stderr, "remat-train: %s\n", why);
+			free(spec_text);
+			return 1;
+		}
+	}
+	int spec_ok = spec_text && eng_spec_parse_buf(&spec, spec_text, spec_len, job, &err) == 0;
+	free(spec_text);
+	if (check) {
+		if (!spec_ok) {
+			json_t *o = json_pack("{s:b,s:s}", "ok", 0, "error", err.msg);
+			char *line = json_dumps(o, JSON_COMPACT);
+			printf("%s\n", line ? line : "{\"ok\":false}");
+			free(line);
+			json_decref(o);
+			return 1;
+		}
+		return check_job(&spec);
+	}
 
 	if (ctl_fd >= 0 && ctl_path) {
 		usage(stderr);
@@ -373,8 +561,7 @@ int main(int argc, char **argv)
 	if ((ctl_fd >= 0 || ctl_path) && !(c = eng_ctl_start(ctl_fd, ctl_path, job_id, NULL)))
 		return 1;
 
-	eng_spec spec;
-	if (eng_spec_load(&spec, job, &err) < 0 || eng_trainer_init(&tr, &spec, &err) < 0) {
+	if (!spec_ok || eng_trainer_init(&tr, &spec, &err) < 0) {
 		fprintf(stderr, "remat-train: %s\n", err.msg);
 		eng_ctl_set_state(c, CTL_FAILED, err.msg);
 		goto out;
@@ -412,14 +599,30 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	int next = 0, failed = 0;
+	int next = 0, failed = 0, ended_once = 0;
 	for (;;) {
 		for (; next < nsched && sched[next].at <= tr.step; next++)
 			if (apply_text(&tr, c, sched[next].text, json) < 0)
 				goto out;
 		apply_cmds(&tr, c, eng_ctl_take(c), &run, json);
-		if (run.stop || stop_signal || tr.step >= s->steps)
-			break;
+		if (run.stop || stop_signal || (tr.step >= s->steps && !run.hold)) {
+			if (tr.val.tok && !json && !ended_once)
+				printf("val loss %.6f\n", eng_trainer_val_loss(&tr, 0));
+			ended_once = 1;
+			if (end_run(&tr, c, &run, json, &err) == 0)
+				break;
+			/* the final save failed: without a controller, or under a signal, the
+			 * process must end, and says so; with one the run is kept */
+			fprintf(stderr, "remat-train: %s\n", err.msg);
+			if (!c || stop_signal) {
+				for (eng_ctl_cmd *k = run.stops; k; k = k->next)
+					eng_ctl_reply_error(c, k, PROTO_ERR_IO_ERROR, err.msg);
+				eng_ctl_set_state(c, CTL_FAILED, err.msg);
+				goto out;
+			}
+			end_failed(&tr, c, &run, err.msg);
+			continue;
+		}
 		if (run.paused) {
 			apply_cmds(&tr, c, eng_ctl_wait(c, PAUSE_POLL_MS), &run, json);
 			continue;
@@ -434,8 +637,13 @@ int main(int argc, char **argv)
 		}
 		eng_ctl_end_step(c, &st);
 		if (s->save_every > 0 && tr.step % s->save_every == 0 && tr.step < s->steps &&
-			save_async(&tr, c, run.writer, NULL, NULL, json, 1, &run, &err) < 0)
+			save_async(&tr, c, run.writer, NULL, NULL, json, 1, &run, &err) < 0) {
+			/* a save that could not even begin: said like one that failed */
+			char target[ENG_PATH_LEN + 80];
+			snprintf(target, sizeof target, "%s/step_%08d", s->save_dir, tr.step);
 			fprintf(stderr, "remat-train: checkpoint at step %d: %s\n", tr.step, err.msg);
+			eng_ctl_event_save_failed(c, target, tr.step, err.msg);
+		}
 		if (json) {
 			eng_mem_stats ms;
 			eng_mem_get_stats(&ms); /* RSS for the JSON line only */
@@ -462,44 +670,6 @@ int main(int argc, char **argv)
 		eng_ctl_set_state(c, CTL_FAILED, err.msg);
 		goto out;
 	}
-	if (tr.val.tok && !json)
-		printf("val loss %.6f\n", eng_trainer_val_loss(&tr, 0));
-
-	/* The end: finished, stopped by job-stop, or interrupted by a signal. A stop saves only
-	 * when asked; the end of the run and a signal save whenever save.dir is set. */
-	int want_save = run.stop ? run.stop_save : s->save_dir[0] != 0;
-	const char *ckpt = NULL;
-	if (run.stop)
-		eng_ctl_set_state(c, CTL_STOPPING, "job-stop");
-	eng_ckpt_writer_wait(run.writer);
-	if (want_save) {
-		/* the writer thread writes it, as every save; a save of this very step that has
-		 * just been written (a periodic one) is not written again */
-		if (!s->save_dir[0])
-			eng_errf(&err, "the job has no save.dir");
-		else if (run.last_saved != tr.step &&
-			 save_async(&tr, c, run.writer, NULL, NULL, json, 1, &run, &err) == 0) {
-			eng_ckpt_writer_wait(run.writer);
-			if (run.last_saved != tr.step)
-				eng_errf(&err, "%s", run.last_err);
-		}
-		if (s->save_dir[0] && run.last_saved == tr.step)
-			ckpt = run.last_path;
-		if (!ckpt) {
-			if (!s->save_dir[0]) /* a failed write has been reported by on_saved */
-				fprintf(stderr, "remat-train: %s\n", err.msg);
-			for (eng_ctl_cmd *k = run.stops; k; k = k->next)
-				eng_ctl_reply_error(c, k, PROTO_ERR_IO_ERROR, err.msg);
-			eng_ctl_set_state(c, CTL_FAILED, err.msg);
-			goto out;
-		}
-	}
-	for (eng_ctl_cmd *k = run.stops; k; k = k->next)
-		eng_ctl_reply(c, k, json_pack("{s:i,s:s?}", "step", tr.step, "checkpoint", ckpt));
-	if (run.stop || stop_signal)
-		eng_ctl_set_state(c, CTL_STOPPED, run.stop ? "job-stop" : "signal");
-	else
-		eng_ctl_set_state(c, CTL_FINISHED, "reached the last step");
 	if (stop_signal && !run.stop) {
 		fprintf(stderr, "remat-train: interrupted after step %d\n", tr.step);
 		rc = 130;

@@ -295,7 +295,7 @@ START_TEST(test_ckpt_write_killed_mid_save)
 		ck_assert_msg(eng_ckpt_find(sd, found, sizeof found, &err) == 0,
 			"kill %d: find: %s", i, err.msg);
 		ck_assert_str_eq(found, ck);
-		ck_assert_msg(eng_ckpt_clean_tmp(sd, &err) == 0, "kill %d: clean: %s", i, err.msg);
+		ck_assert_msg(eng_ckpt_clean_tmp(sd, 0, &err) == 0, "kill %d: clean: %s", i, err.msg);
 		ck_assert_msg(count_suffix(sd, ".tmp") == 0 && count_suffix(sd, ".old") == 0,
 			"kill %d: left after the clean: %s", i, listing(sd));
 

@@ -389,7 +389,7 @@ START_TEST(test_ckpt_find_resave_interrupted)
 	ck_assert_str_eq(found, old);
 	ck_assert_str_eq(listing(sd), "latest step_00000001.old step_00000001.tmp");
 	/* the job's own start puts it back and removes the interrupted save */
-	ck_assert_msg(eng_ckpt_clean_tmp(sd, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_ckpt_clean_tmp(sd, 0, &err) == 0, "%s", err.msg);
 	ck_assert_str_eq(listing(sd), "latest step_00000001");
 	ck_assert_int_eq(eng_ckpt_find(sd, found, sizeof found, &err), 0);
 	ck_assert_str_eq(found, ck);
@@ -398,7 +398,7 @@ START_TEST(test_ckpt_find_resave_interrupted)
 	copy_dir(ck, old);
 	ck_assert_int_eq(eng_ckpt_find(sd, found, sizeof found, &err), 0);
 	ck_assert_str_eq(found, ck);
-	ck_assert_msg(eng_ckpt_clean_tmp(sd, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_ckpt_clean_tmp(sd, 0, &err) == 0, "%s", err.msg);
 	ck_assert_str_eq(listing(sd), "latest step_00000001");
 	free(tmp);
 	free(old);
