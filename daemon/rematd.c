@@ -1,7 +1,7 @@
 /* rematd.c - the remat daemon: options, start-up, signals, shutdown.
  *
  *   rematd [--socket PATH] [--group NAME] [--state-dir DIR] [--max-jobs N] [--worker PATH]
- *          [--stop-timeout SECONDS] [--foreground]
+ *          [--stop-timeout SECONDS] [--idle-timeout SECONDS] [--foreground]
  *
  * Listens on a Unix socket for NDJSON requests (docs/protocol.md), keeps a job table, and
  * runs one remat-train worker per job, at most --max-jobs at once. Runs in the foreground
@@ -44,7 +44,10 @@
 
 #include "srv.h"
 #include "srv_conn.h"
+#include "srv_cmd.h"
+#include "srv_helper.h"
 #include "srv_job.h"
+#include "srv_worker.h"
 
 #define MAX_JOBS_LIMIT 256          /* --max-jobs accepted: 1..this */
 #define STOP_TIMEOUT_LIMIT 86400    /* --stop-timeout accepted: 0..this seconds */
@@ -61,7 +64,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: rematd [--socket PATH] [--group NAME] [--state-dir DIR] "
 		   "[--max-jobs N]\n"
-		   "              [--worker PATH] [--stop-timeout SECONDS] [--foreground]\n"
+		   "              [--worker PATH] [--stop-timeout SECONDS] [--idle-timeout SECONDS]\n"
+		   "              [--foreground]\n"
 		   "       rematd --version\n"
 		   "Serves the remat control protocol on a Unix socket and runs one remat-train\n"
 		   "per job. Runs in the foreground; SIGTERM or SIGINT stop it cleanly.\n");
@@ -313,18 +317,47 @@ static void on_shutdown_timeout(uv_timer_t *t)
 	srv_job_kill_all(srv, "still running at the shutdown timeout");
 }
 
-void srv_shutdown(srv_server *srv, int save, const char *why)
+/* Answers every daemon-shutdown waiting: ok (desc NULL) or an error. */
+static void shutdown_answer(srv_server *srv, proto_errclass ec, const char *desc)
 {
+	while (srv->shutdown_waiters) {
+		srv_waiter *w = srv->shutdown_waiters;
+		srv->shutdown_waiters = w->next;
+		srv_conn *c = srv_conn_find(srv, w->conn_id);
+		if (c) {
+			c->inflight--;
+			if (desc)
+				srv_conn_error(c, ec, desc, w->id);
+			else
+				srv_conn_reply(c, NULL, w->id);
+		}
+		srv_waiter_free(w);
+	}
+}
+
+void srv_shutdown(srv_server *srv, int save, int by_signal, srv_waiter *waiter,
+	const char *why)
+{
+	if (waiter)
+		srv_waiter_push(&srv->shutdown_waiters, waiter);
 	if (srv->shutting_down) {
-		srv_log("%s during the shutdown: killing the workers now", why);
-		srv_job_kill_all(srv, "a second stop request");
+		/* a repeated request is not an emergency: only a second signal kills */
+		if (by_signal) {
+			srv_log("%s during the shutdown: killing the workers now", why);
+			srv_job_kill_all(srv, "a second stop request");
+		}
+		srv->shutdown_by_signal |= by_signal;
+		srv_shutdown_progress(srv);
 		return;
 	}
 	srv->shutting_down = 1;
 	srv->shutdown_save = save;
+	srv->shutdown_by_signal = by_signal;
 	srv_log("shutting down (%s): %d worker(s) to stop%s", why, srv->n_active,
 		save ? ", saving" : "");
-	srv_listen_close(&srv->listener);
+	/* the socket stays served until the last worker is gone: queries are answered and
+	 * job-start refused meanwhile */
+	srv_helper_kill_all(srv);
 	srv_job_stop_all(srv, save);
 	/* the manager's stop timeout runs from STOPPING=1; final saves can outlast it, so it
 	 * is extended while workers live (at most --stop-timeout, then they are killed) */
@@ -343,6 +376,39 @@ void srv_shutdown(srv_server *srv, int save, const char *why)
 	srv_shutdown_progress(srv);
 }
 
+void srv_shutdown_save_failed(srv_server *srv, srv_job *job, const char *desc)
+{
+	char q[SRV_QUOTE_BUF], msg[PROTO_DESC_LEN];
+	if (!srv->shutting_down)
+		return;
+	if (srv->shutdown_by_signal) {
+		/* a signal means go: the job stops without this save, and keeps its last one */
+		srv_log("job %s: the final save failed (%s); stopping it without saving (last "
+			"checkpoint %s)", job->id, srv_quote(desc, strlen(desc), q),
+			job->last_checkpoint ? job->last_checkpoint : "none");
+		json_t *args = json_pack("{s:s, s:b}", "job", job->id, "save", 0);
+		if (srv_worker_request(job, "job-stop", args, 0, NULL) < 0)
+			srv_worker_kill(job, "it could not be asked to stop");
+		json_decref(args);
+		return;
+	}
+	/* daemon-shutdown {save}: nothing is lost for a shutdown; it is called off */
+	srv_fmt(msg, sizeof msg, "job %s could not be saved: %s; the shutdown is called off, "
+		"the daemon and the job go on: free space and shut down again, or shut down "
+		"without --save", job->id, desc);
+	srv_log("shutdown called off: %s", srv_quote(msg, strlen(msg), q));
+	srv->shutting_down = 0;
+	srv->shutdown_save = 0;
+	uv_timer_stop(&srv->shutdown_timer);
+	if (srv->notify_timers)
+		uv_timer_stop(&srv->extend_timer);
+	shutdown_answer(srv, PROTO_ERR_IO_ERROR, msg);
+	srv->status[0] = '\0';
+	status_text(srv, srv->status, sizeof srv->status);
+	notify(srv, "READY=1\nSTATUS=%s", srv->status);
+	srv_job_schedule(srv);
+}
+
 void srv_shutdown_progress(srv_server *srv)
 {
 	if (!srv->shutting_down || srv->shutdown_done || srv->n_active > 0)
@@ -350,7 +416,10 @@ void srv_shutdown_progress(srv_server *srv)
 	srv->shutdown_done = 1;
 	/* the last handles: once the connections are flushed and closed, uv_run returns (the
 	 * signal handles are unreferenced, so they keep catching signals until then) */
+	shutdown_answer(srv, PROTO_ERR_INTERNAL, NULL);
+	srv_listen_close(&srv->listener);
 	uv_close((uv_handle_t *)&srv->shutdown_timer, NULL);
+	uv_close((uv_handle_t *)&srv->sweep_timer, NULL);
 	if (srv->notify_timers)
 		uv_timer_stop(&srv->extend_timer);
 	srv_status_update(srv);
@@ -360,13 +429,32 @@ void srv_shutdown_progress(srv_server *srv)
 static void on_signal(uv_signal_t *h, int signum)
 {
 	/* save: a preempted run should lose no more than its current step */
-	srv_shutdown(h->data, 1, signum == SIGINT ? "SIGINT" : "SIGTERM");
+	srv_shutdown(h->data, 1, 1, NULL, signum == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+/* Every second: queries a worker left unanswered (srv_worker_sweep). */
+static void on_sweep_timer(uv_timer_t *t)
+{
+	srv_worker_sweep(t->data);
+}
+
+/* remat-train --info answered: daemon-info tells what the workers run. */
+static void on_worker_info(srv_server *srv, void *ud, const json_t *out, const char *why)
+{
+	(void)ud;
+	if (out) {
+		srv->worker_info = json_deep_copy(out);
+	} else {
+		srv_log("cannot learn what the workers run: %s", why);
+		srv_fmt(srv->worker_info_err, sizeof srv->worker_info_err, "unknown: %s", why);
+	}
+	srv_cmd_info_ready(srv);
 }
 
 /* ---- main ---- */
 
 enum { OPT_SOCKET = 256, OPT_GROUP, OPT_STATE_DIR, OPT_MAX_JOBS, OPT_WORKER, OPT_STOP_TIMEOUT,
-	OPT_FOREGROUND, OPT_VERSION, OPT_HELP };
+	OPT_IDLE_TIMEOUT, OPT_FOREGROUND, OPT_VERSION, OPT_HELP };
 
 /* An integer option in lo..hi, or -1 after printing why. */
 static long int_option(const char *name, const char *arg, long lo, long hi)
@@ -391,6 +479,7 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 		{"max-jobs", required_argument, NULL, OPT_MAX_JOBS},
 		{"worker", required_argument, NULL, OPT_WORKER},
 		{"stop-timeout", required_argument, NULL, OPT_STOP_TIMEOUT},
+		{"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
 		{"foreground", no_argument, NULL, OPT_FOREGROUND},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{"help", no_argument, NULL, OPT_HELP},
@@ -401,6 +490,7 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 	long n;
 	srv->max_jobs = 1;
 	srv->stop_timeout_s = SRV_STOP_TIMEOUT_S;
+	srv->idle_timeout_s = SRV_IDLE_TIMEOUT_S;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
 		case OPT_SOCKET: sock = optarg; break;
@@ -421,6 +511,11 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 			if ((n = int_option("stop-timeout", optarg, 0, STOP_TIMEOUT_LIMIT)) < 0)
 				return 2;
 			srv->stop_timeout_s = (int)n;
+			break;
+		case OPT_IDLE_TIMEOUT:
+			if ((n = int_option("idle-timeout", optarg, 0, STOP_TIMEOUT_LIMIT)) < 0)
+				return 2;
+			srv->idle_timeout_s = (int)n;
 			break;
 		case OPT_VERSION:
 			printf("rematd %s (protocol %d)\n", PROTO_VERSION, PROTO_PROTOCOL);
@@ -542,6 +637,10 @@ int main(int argc, char **argv)
 	}
 	uv_timer_init(&loop, &srv->shutdown_timer);
 	srv->shutdown_timer.data = srv;
+	uv_timer_init(&loop, &srv->sweep_timer);
+	srv->sweep_timer.data = srv;
+	uv_timer_start(&srv->sweep_timer, on_sweep_timer, 1000, 1000);
+	uv_unref((uv_handle_t *)&srv->sweep_timer);
 	uv_signal_init(&loop, &srv->sig_term);
 	uv_signal_init(&loop, &srv->sig_int);
 	srv->sig_term.data = srv->sig_int.data = srv;
@@ -559,6 +658,15 @@ int main(int argc, char **argv)
 		srv->worker_path, srv->max_jobs);
 	if (srv_notify_enabled(&srv->notify))
 		srv_log("notifying the service manager at '%s'", srv->notify.name);
+	/* what the workers run, asked of a worker: this process never computes */
+	static const char *const info_args[] = {"--info", NULL};
+	char ierr[256];
+	if (srv_helper_run(srv, "info", info_args, NULL, NULL, SRV_INFO_MS, on_worker_info, NULL,
+		ierr, sizeof ierr) < 0) {
+		srv_log("cannot learn what the workers run: %s", ierr);
+		srv_fmt(srv->worker_info_err, sizeof srv->worker_info_err, "unknown: %s", ierr);
+	}
+	srv_job_schedule(srv); /* queued jobs an earlier rematd left */
 	/* serving from here on: connections queue in the backlog until the loop turns */
 	status_text(srv, srv->status, sizeof srv->status);
 	notify(srv, "READY=1\nSTATUS=%s", srv->status);
@@ -575,6 +683,12 @@ out:
 	uv_run(&loop, UV_RUN_DEFAULT);
 	srv_listen_release(&srv->listener);
 	srv_job_table_free(srv);
+	json_decref(srv->worker_info);
+	while (srv->info_waiters) {
+		srv_waiter *w = srv->info_waiters;
+		srv->info_waiters = w->next;
+		srv_waiter_free(w);
+	}
 	if (uv_loop_close(&loop) != 0) {
 		srv_log("BUG: handles still open at exit");
 		rc = 1;

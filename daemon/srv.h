@@ -7,7 +7,10 @@
  *   srv_notify.c  the service manager's notification protocol (sd_notify without libsystemd)
  *   srv_conn.c    client connections: framing, limits, output queues, subscriptions
  *   srv_cmd.c     requests: validation and dispatch
- *   srv_job.c     the job table, the queue, and the workers (remat-train processes)
+ *   srv_job.c     the job table, the queue, job-start's checks, resume and removal
+ *   srv_worker.c  a job's worker process (remat-train) and its channel
+ *   srv_helper.c  short-lived remat-train runs: --check for a spec, --info for daemon-info
+ *   srv_store.c   the job table on disk: STATE_DIR/jobs/ID/state.json
  * Not here: anything that computes; the daemon never trains (DESIGN §1).
  */
 #ifndef SRV_H
@@ -28,6 +31,28 @@
 #define SRV_QUOTE_BUF (SRV_QUOTE_MAX * 4 + 8) /* room for it fully escaped, quotes, "..." */
 #define SRV_STOP_TIMEOUT_S 60       /* default --stop-timeout: job-stop to SIGKILL at shutdown */
 #define SRV_STATUS_LEN 512           /* the STATUS= text told to the service manager */
+#define SRV_IDLE_TIMEOUT_S 30        /* default --idle-timeout: a connection that has sent no
+				      * complete request by then is closed */
+#define SRV_MAX_GROUPS 256           /* supplementary groups kept of a peer */
+
+typedef struct srv_helper srv_helper;
+
+/* Who a client is (SO_PEERCRED, SO_PEERGROUPS at connect): its jobs run as this user when
+ * rematd is root (remat-train --as). */
+typedef struct srv_cred {
+	uid_t uid;
+	gid_t gid;
+	int ngroups;                    /* entries of groups used */
+	gid_t groups[SRV_MAX_GROUPS];   /* supplementary groups */
+} srv_cred;
+
+/* A request whose reply waits for something rematd does itself (a helper, the shutdown):
+ * the connection by id and the client's id (own reference). */
+typedef struct srv_waiter {
+	unsigned conn_id;
+	json_t *id;
+	struct srv_waiter *next;
+} srv_waiter;
 
 typedef struct srv_conn srv_conn;
 typedef struct srv_job srv_job;
@@ -40,6 +65,8 @@ typedef struct srv_server {
 	int max_jobs;                      /* workers alive at once; more jobs wait queued */
 	int stop_timeout_s;                /* shutdown: workers alive this long after job-stop
 					    * are killed */
+	int idle_timeout_s;                /* --idle-timeout: a connection silent this long
+					    * after connecting is closed (0: never) */
 	int has_group;                     /* 1 with --group */
 	gid_t group;                       /* --group: its members may connect too */
 	uid_t uid;                         /* our effective uid: peers with it may connect */
@@ -56,10 +83,21 @@ typedef struct srv_server {
 	unsigned next_job_num;             /* last N used for an id "jN" */
 	int n_active;                      /* jobs with a worker spawned and not yet reaped */
 
-	int shutting_down;                 /* 1 once SIGTERM/SIGINT/daemon-shutdown came */
+	srv_helper *helpers;               /* helper processes running (srv_helper.c) */
+	unsigned next_helper;              /* numbers their spec files */
+	json_t *worker_info;               /* remat-train --info's answer, NULL until it came */
+	char worker_info_err[256];         /* why it did not come, "" while it may */
+	srv_waiter *info_waiters;          /* daemon-info requests waiting for it */
+
+	int shutting_down;                 /* 1 once SIGTERM/SIGINT/daemon-shutdown came, until
+					    * it ends or a save fails (then 0 again) */
 	int shutdown_save;                 /* job-stop {save} sent to every worker then */
+	int shutdown_by_signal;            /* 1 when a signal asked: a save that fails is not
+					    * a reason to stay (the job is stopped unsaved) */
+	srv_waiter *shutdown_waiters;      /* daemon-shutdown requests, answered at the end */
 	int shutdown_done;                 /* 1 once the last handles are closing */
 	uv_timer_t shutdown_timer;         /* SIGKILLs workers that outlive the timeout */
+	uv_timer_t sweep_timer;            /* every second: queries workers left unanswered */
 	uv_signal_t sig_term;              /* SIGTERM: shut down */
 	uv_signal_t sig_int;               /* SIGINT: shut down; a second one kills workers */
 
@@ -77,12 +115,19 @@ typedef struct srv_server {
 
 /* ---- shutdown (rematd.c) ---- */
 
-/* Starts the shutdown: stop accepting, remove the socket, job-stop {save} to every worker,
- * then close everything once the last worker is reaped. why goes to the log. A second call
- * (another signal) SIGKILLs the workers at once. */
-void srv_shutdown(srv_server *srv, int save, const char *why);
+/* Starts the shutdown: job-stop {save} to every worker (queued jobs are stopped), then,
+ * once the last worker is reaped, stop accepting, remove the socket and close everything;
+ * the socket is served until then (queries answered, job-start refused). waiter (may be
+ * NULL: a signal) is a daemon-shutdown to answer at the end; by_signal says who asked. why
+ * goes to the log. A second signal SIGKILLs the workers at once. */
+void srv_shutdown(srv_server *srv, int save, int by_signal, srv_waiter *waiter,
+	const char *why);
 /* Called whenever a worker is reaped: finishes the shutdown once none is left. */
 void srv_shutdown_progress(srv_server *srv);
+/* A job's final save failed during the shutdown (desc says why). After daemon-shutdown
+ * {save}: the shutdown is called off, its requests get IOError, and the job and the daemon
+ * go on. After a signal: the job is stopped without saving (it keeps its last checkpoint). */
+void srv_shutdown_save_failed(srv_server *srv, srv_job *job, const char *desc);
 
 /* ---- the service manager (rematd.c) ---- */
 
@@ -135,5 +180,22 @@ int srv_stream_write(uv_stream_t *stream, srv_msg *m, srv_write_cb cb, void *dat
 
 /* The monotonic clock in milliseconds (uv_hrtime based, not the loop's cached time). */
 uint64_t srv_now_ms(void);
+
+/* ---- waiters (srv_util.c) ---- */
+
+/* A waiter for connection conn_id and the client's id (borrowed, may be NULL); NULL when
+ * out of memory. */
+srv_waiter *srv_waiter_new(unsigned conn_id, const json_t *id);
+void srv_waiter_free(srv_waiter *w);
+/* Pushes w on *list. */
+void srv_waiter_push(srv_waiter **list, srv_waiter *w);
+
+/* ---- credentials (srv_util.c) ---- */
+
+/* "UID:GID[:G1,G2,...]", remat-train --as's argument, into buf; -1 when it does not fit. */
+int srv_cred_format(const srv_cred *c, char *buf, size_t len);
+/* 1 when a job of owner must run as another user than rematd's: rematd is root and the
+ * owner is not. */
+int srv_cred_drops(const srv_server *srv, const srv_cred *owner);
 
 #endif

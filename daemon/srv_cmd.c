@@ -8,14 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "eng_backends.h"
-#include "kn.h"
 #include "srv_job.h"
 
 /* Job commands that change something: logged with their client, as an audit trail.
  * Queries (job-status, remat-get, remat-plan, mem-stats) are not, so polling stays quiet. */
 static const char *const cmd_logged[] = {
 	"job-pause", "job-resume", "job-stop", "remat-set", "mem-reset-peak", "ckpt-save",
+	"job-remove",
 };
 
 static int cmd_is_logged(const char *name)
@@ -46,21 +45,40 @@ static int cmd_blank(const char *line, size_t len)
 
 /* ---- daemon scope ---- */
 
+/* daemon-info's return: rematd's own facts, and what the workers run (remat-train --info,
+ * asked once at start: the BLAS kernel and backends as a worker sees them, not as this
+ * process, which never computes, would). */
+static json_t *daemon_info(srv_server *srv)
+{
+	double uptime = (double)(uv_hrtime() - srv->started_ns) / 1e9;
+	json_t *ret = json_pack("{s:s, s:i, s:f, s:s, s:s, s:i, s:i, s:s}",
+		"version", PROTO_VERSION, "pid", (int)getpid(), "uptime_s", uptime, "socket",
+		srv->socket_path, "state_dir", srv->state_dir, "max_jobs", srv->max_jobs,
+		"jobs_running", srv->n_active, "worker", srv->worker_path);
+	json_t *wi = srv->worker_info;
+	if (!ret)
+		return NULL;
+	json_object_set_new(ret, "blas", json_string(wi ? json_string_value(json_object_get(wi,
+		"blas")) : srv->worker_info_err));
+	json_t *b = json_object_get(wi, "backends"), *g = json_object_get(wi, "gpus");
+	json_object_set_new(ret, "backends", b ? json_deep_copy(b) : json_pack("[s]", "cpu"));
+	json_object_set_new(ret, "gpus", g ? json_deep_copy(g) : json_array());
+	return ret;
+}
+
 static void cmd_daemon_info(srv_conn *c, const proto_request *req)
 {
 	srv_server *srv = c->srv;
-	double uptime = (double)(uv_hrtime() - srv->started_ns) / 1e9;
-	json_t *ret = json_pack("{s:s, s:i, s:f, s:s, s:s, s:s, s:i, s:i, s:s}",
-		"version", PROTO_VERSION, "pid", (int)getpid(), "uptime_s", uptime, "socket",
-		srv->socket_path, "state_dir", srv->state_dir, "blas",
-		kn_blas_describe(), "max_jobs", srv->max_jobs, "jobs_running", srv->n_active,
-		"worker", srv->worker_path);
-	/* backends and GPUs: the first call asks the CUDA runtime (on a GPU machine, the
-	 * driver's start-up, once per daemon); the answer is cached after that */
-	if (ret && eng_backends_json(ret) < 0) {
-		json_decref(ret);
-		ret = NULL;
+	if (!srv->worker_info && !srv->worker_info_err[0]) {
+		/* remat-train --info has not answered yet: the reply waits for it */
+		srv_waiter *w = srv_waiter_new(c->id, req->id);
+		if (w) {
+			srv_waiter_push(&srv->info_waiters, w);
+			c->inflight++;
+			return;
+		}
 	}
+	json_t *ret = daemon_info(srv);
 	if (!ret) {
 		srv_conn_error(c, PROTO_ERR_INTERNAL, "out of memory", req->id);
 		return;
@@ -69,16 +87,38 @@ static void cmd_daemon_info(srv_conn *c, const proto_request *req)
 	json_decref(ret);
 }
 
+void srv_cmd_info_ready(srv_server *srv)
+{
+	json_t *ret = daemon_info(srv);
+	while (srv->info_waiters) {
+		srv_waiter *w = srv->info_waiters;
+		srv->info_waiters = w->next;
+		srv_conn *c = srv_conn_find(srv, w->conn_id);
+		if (c) {
+			c->inflight--;
+			if (ret)
+				srv_conn_reply(c, ret, w->id);
+			else
+				srv_conn_error(c, PROTO_ERR_INTERNAL, "out of memory", w->id);
+		}
+		srv_waiter_free(w);
+	}
+	json_decref(ret);
+}
+
 static void cmd_daemon_shutdown(srv_conn *c, const proto_request *req)
 {
 	int save = json_is_true(json_object_get(req->args, "save"));
 	char why[64];
-	/* the reply is queued first; the connection drains it before closing */
-	srv_conn_reply(c, NULL, req->id);
+	/* answered once every job has stopped (or when a save fails and it is called off) */
+	srv_waiter *w = srv_waiter_new(c->id, req->id);
+	if (!w) {
+		srv_conn_error(c, PROTO_ERR_INTERNAL, "out of memory", req->id);
+		return;
+	}
+	c->inflight++;
 	snprintf(why, sizeof why, "daemon-shutdown from client %u", c->id);
-	/* a repeated request is not an emergency: only a second signal kills the workers */
-	if (!c->srv->shutting_down)
-		srv_shutdown(c->srv, save, why);
+	srv_shutdown(c->srv, save, 0, w, why);
 }
 
 static void cmd_job_start(srv_conn *c, const proto_request *req)
@@ -93,16 +133,11 @@ static void cmd_job_start(srv_conn *c, const proto_request *req)
 	}
 	const json_t *spec = json_object_get(req->args, "spec");
 	const char *name = json_string_value(json_object_get(req->args, "name"));
-	srv_job *job = srv_job_create(srv, spec, name, &ec, desc, sizeof desc);
-	if (!job) {
+	/* answered once remat-train --check has looked at the whole spec */
+	if (srv_job_start(c, spec, name, req->id, &ec, desc, sizeof desc) < 0)
 		cmd_refuse(c, "job-start", ec, desc, req->id);
-		return;
-	}
-	srv_log("client %u: job-start: %s", c->id, job->id);
-	json_t *ret = json_pack("{s:s, s:s}", "job", job->id, "state",
-		srv_job_state_name(job->state));
-	srv_conn_reply(c, ret, req->id);
-	json_decref(ret);
+	else
+		srv_log("client %u: job-start: checking the spec", c->id);
 }
 
 static void cmd_job_list(srv_conn *c, const proto_request *req)
@@ -163,11 +198,84 @@ static void cmd_subscribe(srv_conn *c, const proto_command *cmd, const proto_req
 
 /* ---- job scope ---- */
 
+/* Commands that only look: anyone who may connect may send them about any job. */
+static int cmd_looks(const char *name)
+{
+	return strcmp(name, "job-status") == 0 || strcmp(name, "remat-get") == 0 ||
+	       strcmp(name, "remat-plan") == 0 || strcmp(name, "mem-stats") == 0;
+}
+
+/* Replies with ret (stolen) or the error. */
+static void cmd_answer(srv_conn *c, const char *execute, json_t *ret, proto_errclass ec,
+	const char *desc, const json_t *id)
+{
+	if (ret)
+		srv_conn_reply(c, ret, id);
+	else
+		cmd_refuse(c, execute, ec, desc, id);
+	json_decref(ret);
+}
+
+/* What rematd answers itself for a job without a worker (or one still starting); 1 when
+ * it did, 0 when the request goes to the worker. */
+static int cmd_job_here(srv_conn *c, const proto_command *cmd, const proto_request *req,
+	srv_job *job)
+{
+	proto_errclass ec = PROTO_ERR_INVALID_STATE;
+	char desc[PROTO_DESC_LEN];
+	const char *name = cmd->name;
+	int live = srv_job_live(job);
+	if (strcmp(name, "job-remove") == 0) {
+		json_t *ret = srv_job_remove(job, &ec, desc, sizeof desc);
+		cmd_answer(c, name, ret, ec, desc, req->id);
+		return 1;
+	}
+	if (strcmp(name, "job-status") == 0 && (!live || job->state == SRV_JOB_STARTING)) {
+		json_t *ret = srv_job_status(job);
+		cmd_answer(c, name, ret, PROTO_ERR_INTERNAL, "out of memory", req->id);
+		return 1;
+	}
+	if (strcmp(name, "remat-plan") == 0 && (!live || job->state == SRV_JOB_STARTING)) {
+		json_t *ret = srv_job_plan(job, req->args, &ec, desc, sizeof desc);
+		cmd_answer(c, name, ret, ec, desc, req->id);
+		return 1;
+	}
+	if (live)
+		return 0;
+	if (strcmp(name, "job-stop") == 0 && job->state == SRV_JOB_QUEUED) {
+		srv_job_cancel(job, "cancelled before it ran (job-stop)");
+		json_t *ret = json_pack("{s:i,s:s,s:n}", "step", job->step, "state",
+			srv_job_state_name(job->state), "checkpoint");
+		cmd_answer(c, name, ret, PROTO_ERR_INTERNAL, "out of memory", req->id);
+		return 1;
+	}
+	if (strcmp(name, "job-resume") == 0 && srv_job_state_final(job->state)) {
+		if (srv_job_resume(job, c, req->id, &ec, desc, sizeof desc) < 0)
+			cmd_refuse(c, name, ec, desc, req->id);
+		return 1;
+	}
+	snprintf(desc, sizeof desc, "job %s is %s", job->id, srv_job_state_name(job->state));
+	cmd_refuse(c, name, PROTO_ERR_INVALID_STATE, desc, req->id);
+	return 1;
+}
+
 static void cmd_job(srv_conn *c, const proto_command *cmd, const proto_request *req)
 {
 	proto_errclass ec;
 	char desc[PROTO_DESC_LEN], q[SRV_QUOTE_BUF];
 	const char *id = json_string_value(json_object_get(req->args, "job"));
+	const json_t *spec = json_object_get(req->args, "spec");
+	if (strcmp(cmd->name, "remat-plan") == 0 && spec) {
+		/* a plan for a spec file, before anything starts */
+		if (id) {
+			cmd_refuse(c, cmd->name, PROTO_ERR_INVALID_PARAMETER,
+				"give 'job' or 'spec', not both", req->id);
+		} else if (srv_job_plan_spec(c, spec, req->args, req->id, &ec, desc,
+			sizeof desc) < 0) {
+			cmd_refuse(c, cmd->name, ec, desc, req->id);
+		}
+		return;
+	}
 	if (!id) {
 		/* a worker spoken to directly may take none; rematd must know which job */
 		cmd_refuse(c, cmd->name, PROTO_ERR_INVALID_PARAMETER,
@@ -180,19 +288,14 @@ static void cmd_job(srv_conn *c, const proto_command *cmd, const proto_request *
 		cmd_refuse(c, cmd->name, PROTO_ERR_JOB_NOT_FOUND, desc, req->id);
 		return;
 	}
-	/* the table answers for a job without a worker, and for one still loading */
-	if (strcmp(cmd->name, "job-status") == 0 &&
-		(!srv_job_live(job) || job->state == SRV_JOB_STARTING)) {
-		json_t *ret = srv_job_status(job);
-		if (!ret)
-			srv_conn_error(c, PROTO_ERR_INTERNAL, "out of memory", req->id);
-		else
-			srv_conn_reply(c, ret, req->id);
-		json_decref(ret);
+	if (!cmd_looks(cmd->name) && !srv_job_may_change(job, c, desc, sizeof desc)) {
+		cmd_refuse(c, cmd->name, PROTO_ERR_PERMISSION_DENIED, desc, req->id);
 		return;
 	}
 	if (cmd_is_logged(cmd->name))
 		srv_log("client %u: %s %s", c->id, cmd->name, job->id);
+	if (cmd_job_here(c, cmd, req, job))
+		return;
 	if (srv_job_forward(job, c, cmd->name, req->args, req->id, &ec, desc, sizeof desc) < 0)
 		cmd_refuse(c, cmd->name, ec, desc, req->id);
 }

@@ -16,5 +16,7 @@
 
 /* Handles one request line (without its newline) from connection c. */
 void srv_cmd_handle(srv_conn *c, const char *line, size_t len);
+/* remat-train --info answered (or failed): the daemon-info requests waiting get theirs. */
+void srv_cmd_info_ready(srv_server *srv);
 
 #endif

@@ -160,6 +160,11 @@ static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 static int conn_on_line(const char *line, size_t len, void *ud)
 {
 	srv_conn *c = ud;
+	if (!c->spoke) {
+		/* it speaks: the idle limit no longer applies (the timer is STEP pacing's now) */
+		c->spoke = 1;
+		uv_timer_stop(&c->timer);
+	}
 	srv_cmd_handle(c, line, len);
 	/* the request may have ended the connection (output queue, shutdown): stop feeding */
 	return c->draining;
@@ -192,45 +197,61 @@ static void conn_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 
 /* ---- accepting ---- */
 
-/* 1 when the process pid has gid among its supplementary groups (/proc/PID/status): a
- * member of --group whose primary group is another one. SO_PEERCRED only gives the
+/* The peer's supplementary groups into cr (SO_PEERGROUPS, Linux 4.13; else
+ * /proc/PID/status, read while the peer is still connected). SO_PEERCRED only gives the
  * primary group. */
-static int conn_pid_in_group(pid_t pid, gid_t gid)
+static void conn_peer_groups(int fd, pid_t pid, srv_cred *cr)
 {
+	socklen_t len = sizeof cr->groups;
+	cr->ngroups = 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, cr->groups, &len) == 0) {
+		cr->ngroups = (int)(len / sizeof cr->groups[0]);
+		return;
+	}
 	char path[64], line[CONN_PROC_LINE];
-	int found = 0;
-	if (pid <= 0)
-		return 0;
 	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof line, f)) {
+	FILE *f = pid > 0 ? fopen(path, "re") : NULL;
+	while (f && fgets(line, sizeof line, f)) {
 		if (strncmp(line, "Groups:", 7) != 0)
 			continue;
 		char *p = line + 7, *end;
 		for (;;) {
 			errno = 0;
 			unsigned long g = strtoul(p, &end, 10);
-			if (end == p || errno)
+			if (end == p || errno || cr->ngroups >= SRV_MAX_GROUPS)
 				break;
-			if ((gid_t)g == gid)
-				found = 1;
+			cr->groups[cr->ngroups++] = (gid_t)g;
 			p = end;
 		}
 		break;
 	}
-	fclose(f);
-	return found;
+	if (f)
+		fclose(f);
 }
 
-static int conn_peer_allowed(const srv_server *srv, const struct ucred *cr)
+static int conn_peer_allowed(const srv_server *srv, const srv_cred *cr)
 {
 	if (cr->uid == srv->uid || cr->uid == 0)
 		return 1;
 	if (!srv->has_group)
 		return 0;
-	return cr->gid == srv->group || conn_pid_in_group(cr->pid, srv->group);
+	if (cr->gid == srv->group)
+		return 1;
+	for (int i = 0; i < cr->ngroups; i++)
+		if (cr->groups[i] == srv->group)
+			return 1;
+	return 0;
+}
+
+/* The idle limit: a peer that has not sent one complete request in time goes, so that
+ * idle connections never hold every slot (PROTO_MAX_CONNECTIONS) for good. */
+static void conn_on_idle(uv_timer_t *t)
+{
+	srv_conn *c = t->data;
+	char why[96];
+	snprintf(why, sizeof why, "closed: no complete request within %d s",
+		c->srv->idle_timeout_s);
+	srv_conn_close(c, why);
 }
 
 void srv_conn_on_connect(uv_stream_t *server, int status)
@@ -278,7 +299,10 @@ void srv_conn_on_connect(uv_stream_t *server, int status)
 	}
 	c->uid = cr.uid;
 	c->pid = cr.pid;
-	if (!conn_peer_allowed(srv, &cr)) {
+	c->cred.uid = cr.uid;
+	c->cred.gid = cr.gid;
+	conn_peer_groups(fd, cr.pid, &c->cred);
+	if (!conn_peer_allowed(srv, &c->cred)) {
 		char desc[128];
 		srv_log("client %u refused: uid %lu, gid %lu, pid %ld is not allowed", c->id,
 			(unsigned long)cr.uid, (unsigned long)cr.gid, (long)cr.pid);
@@ -302,6 +326,8 @@ void srv_conn_on_connect(uv_stream_t *server, int status)
 	}
 	c->served = 1;
 	srv->n_conns++;
+	if (srv->idle_timeout_s > 0)
+		uv_timer_start(&c->timer, conn_on_idle, (uint64_t)srv->idle_timeout_s * 1000u, 0);
 	srv_log("client %u connected (uid %lu, pid %ld)", c->id, (unsigned long)cr.uid,
 		(long)cr.pid);
 	r = srv_conn_send(c, greeting);

@@ -1,6 +1,8 @@
 /* srv_job.c - the job table: ids, job-start's checks and files, the queue, states and their
- * events, job-status and job-list from the table, shutdown of every job. See srv_job.h.
- * Not here: the worker processes and their channels (srv_worker.c).
+ * events, resume, cancel and removal, answers from the table (job-status, job-list, plans
+ * of jobs without a worker), shutdown of every job. See srv_job.h.
+ * Not here: the worker processes and their channels (srv_worker.c), the records on disk
+ * (srv_store.c), running remat-train --check (srv_helper.c).
  */
 #include "srv_job.h"
 
@@ -11,21 +13,28 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "eng_err.h"
+#include "eng_plan_json.h"
 #include "eng_spec.h"
+#include "srv_helper.h"
+#include "srv_store.h"
 #include "srv_worker.h"
 
-#define JOB_DIR_MODE 0700       /* STATE_DIR/jobs/ID and its checkpoints directory */
-#define JOB_FILE_MODE 0600      /* job.json: a spec may name private paths */
+#define JOB_DIR_MODE 0700       /* STATE_DIR/jobs/ID when rematd runs as its users */
+#define JOB_DIR_MODE_ROOT 0711  /* as root: the owner of a job must reach its checkpoints */
+#define JOB_SAVE_MODE 0700      /* STATE_DIR/jobs/ID/checkpoints, the owner's */
+#define JOB_FILE_MODE 0600      /* job.json, resume.json: a spec may name private paths */
 #define JOB_ID_TRIES 64         /* ids skipped because their directory exists already */
 
-static const char *const job_state_names[] = {
+static const char *const job_state_names[SRV_JOB_NSTATES] = {
 	[SRV_JOB_QUEUED] = "queued",     [SRV_JOB_STARTING] = "starting",
 	[SRV_JOB_RUNNING] = "running",   [SRV_JOB_PAUSED] = "paused",
 	[SRV_JOB_STOPPING] = "stopping", [SRV_JOB_FINISHED] = "finished",
 	[SRV_JOB_STOPPED] = "stopped",   [SRV_JOB_FAILED] = "failed",
+	[SRV_JOB_INTERRUPTED] = "interrupted",
 };
 
 /* Keys of a spec that name files: each must be an absolute path, since the worker runs in
@@ -37,23 +46,37 @@ static const char *const job_path_keys[][2] = {
 	{"save", "dir"},
 };
 
+/* What a check was run for, and who waits for its answer. */
+typedef enum { CHECK_START, CHECK_RESUME, CHECK_PLAN } check_kind;
+
+typedef struct job_check {
+	check_kind kind;
+	unsigned conn_id;       /* the client waiting (0: none) */
+	json_t *id;             /* its request's id (own reference, or NULL) */
+	json_t *spec;           /* the spec checked (own reference) */
+	json_t *args;           /* CHECK_PLAN: remat-plan's arguments (own reference) */
+	srv_cred owner;         /* whose check it is */
+	srv_job *job;           /* CHECK_RESUME: the job (held by job->checking) */
+} job_check;
+
 const char *srv_job_state_name(srv_job_state s)
 {
-	ENG_ASSERT((unsigned)s < sizeof job_state_names / sizeof job_state_names[0]);
+	ENG_ASSERT((unsigned)s < SRV_JOB_NSTATES);
 	return job_state_names[s];
 }
 
 int srv_job_state_parse(const char *name)
 {
-	for (size_t i = 0; name && i < sizeof job_state_names / sizeof job_state_names[0]; i++)
+	for (int i = 0; name && i < SRV_JOB_NSTATES; i++)
 		if (strcmp(job_state_names[i], name) == 0)
-			return (int)i;
+			return i;
 	return -1;
 }
 
 int srv_job_state_final(srv_job_state s)
 {
-	return s == SRV_JOB_FINISHED || s == SRV_JOB_STOPPED || s == SRV_JOB_FAILED;
+	return s == SRV_JOB_FINISHED || s == SRV_JOB_STOPPED || s == SRV_JOB_FAILED ||
+	       s == SRV_JOB_INTERRUPTED;
 }
 
 srv_job *srv_job_find(srv_server *srv, const char *id)
@@ -64,7 +87,26 @@ srv_job *srv_job_find(srv_server *srv, const char *id)
 	return NULL;
 }
 
+int srv_job_may_change(const srv_job *job, const srv_conn *c, char *desc, size_t desclen)
+{
+	uid_t u = c->cred.uid;
+	if (u == job->owner.uid || u == job->srv->uid || u == 0)
+		return 1;
+	srv_fmt(desc, desclen, "job %s belongs to uid %lu; uid %lu may only look at it", job->id,
+		(unsigned long)job->owner.uid, (unsigned long)u);
+	return 0;
+}
+
 /* ---- state changes ---- */
+
+void srv_job_save_record(srv_job *job)
+{
+	char err[ENG_ERR_LEN];
+	if (!job->dir[0] || srv_store_save(job, err, sizeof err) == 0)
+		return;
+	char q[SRV_QUOTE_BUF];
+	srv_log("job %s: cannot write its record: %s", job->id, srv_quote(err, strlen(err), q));
+}
 
 void srv_job_emit_state(srv_job *job, const char *from)
 {
@@ -97,25 +139,45 @@ void srv_job_set_state(srv_job *job, srv_job_state to, const char *reason)
 	const char *from = srv_job_state_name(job->state);
 	job->state = to;
 	srv_copy_text(job->reason, sizeof job->reason, reason);
+	srv_job_save_record(job);
 	srv_job_emit_state(job, from);
 }
 
 /* ---- the table ---- */
 
+/* Creates dir (mode) when missing; as root, gives an existing one of ours that mode. */
+static int job_make_dir(const srv_server *srv, const char *dir, mode_t mode, char *err,
+	size_t errlen)
+{
+	struct stat st;
+	if (mkdir(dir, mode) == 0)
+		return chmod(dir, mode); /* mkdir's mode went through the umask */
+	if (errno != EEXIST || lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		srv_fmt(err, errlen, "cannot create '%s': %s", dir,
+			errno == EEXIST ? "not a directory" : strerror(errno));
+		return -1;
+	}
+	if (srv->uid == 0 && st.st_uid == 0 && (st.st_mode & 07777) != mode)
+		return chmod(dir, mode);
+	return 0;
+}
+
 int srv_job_table_init(srv_server *srv, char *err, size_t errlen)
 {
 	char dir[SRV_PATH_LEN];
+	mode_t mode = srv->uid == 0 ? JOB_DIR_MODE_ROOT : JOB_DIR_MODE;
 	if ((size_t)snprintf(dir, sizeof dir, "%s/jobs", srv->state_dir) >= sizeof dir) {
-		snprintf(err, errlen, "state directory path too long");
+		srv_fmt(err, errlen, "state directory path too long");
 		return -1;
 	}
-	if (mkdir(dir, JOB_DIR_MODE) < 0 && errno != EEXIST) {
-		snprintf(err, errlen, "cannot create '%s': %s", dir, strerror(errno));
+	/* as root, the owners of jobs pass through to their checkpoints (nothing is listable) */
+	if (srv->uid == 0 && job_make_dir(srv, srv->state_dir, mode, err, errlen) < 0)
 		return -1;
-	}
+	if (job_make_dir(srv, dir, mode, err, errlen) < 0)
+		return -1;
 	DIR *d = opendir(dir);
 	if (!d) {
-		snprintf(err, errlen, "cannot read '%s': %s", dir, strerror(errno));
+		srv_fmt(err, errlen, "cannot read '%s': %s", dir, strerror(errno));
 		return -1;
 	}
 	struct dirent *e;
@@ -129,43 +191,67 @@ int srv_job_table_init(srv_server *srv, char *err, size_t errlen)
 			srv->next_job_num = (unsigned)n;
 	}
 	closedir(d);
-	return 0;
+	return srv_store_load(srv, err, errlen);
 }
 
-static void job_free(srv_job *job)
+srv_job *srv_job_alloc(srv_server *srv)
 {
+	srv_job *job = calloc(1, sizeof *job);
+	if (!job)
+		return NULL;
+	job->srv = srv;
+	job->exit_status = -1;
+	job->state = SRV_JOB_QUEUED;
+	snprintf(job->spec_file, sizeof job->spec_file, "job.json");
+	return job;
+}
+
+void srv_job_free(srv_job *job)
+{
+	if (!job)
+		return;
 	srv_worker_forget(job);
 	free(job->last_checkpoint);
 	json_decref(job->policy);
+	json_decref(job->info);
+	json_decref(job->last_save_error);
 	free(job);
 }
 
 void srv_job_table_free(srv_server *srv)
 {
 	for (int i = 0; i < srv->n_jobs; i++)
-		job_free(srv->jobs[i]);
+		srv_job_free(srv->jobs[i]);
 	free(srv->jobs);
 	srv->jobs = NULL;
 	srv->n_jobs = srv->cap_jobs = 0;
 }
 
-/* Makes room for one more job: grows the table, or forgets the oldest ended job once
- * SRV_MAX_TABLE are kept. 0, or -1 when every job is still queued or alive. */
-static int job_table_room(srv_server *srv)
+/* 1 when a record may go from memory: ended, its handles closed, no check on it. */
+static int job_forgettable(const srv_job *job)
+{
+	return srv_job_state_final(job->state) && job->handles_open == 0 && !job->checking;
+}
+
+/* Takes the record at index i out of the table (not freed). */
+static void job_table_take(srv_server *srv, int i)
+{
+	memmove(&srv->jobs[i], &srv->jobs[i + 1], (size_t)(srv->n_jobs - i - 1) *
+		sizeof srv->jobs[0]);
+	srv->n_jobs--;
+}
+
+int srv_job_table_add(srv_server *srv, srv_job *job)
 {
 	if (srv->n_jobs >= SRV_MAX_TABLE) {
 		int i = 0;
-		/* an ended job's handles are all closed once handles_open is 0: only then may
-		 * its record go */
-		while (i < srv->n_jobs && !(srv_job_state_final(srv->jobs[i]->state) &&
-			srv->jobs[i]->handles_open == 0))
+		while (i < srv->n_jobs && !job_forgettable(srv->jobs[i]))
 			i++;
 		if (i == srv->n_jobs)
 			return -1;
-		job_free(srv->jobs[i]);
-		memmove(&srv->jobs[i], &srv->jobs[i + 1],
-			(size_t)(srv->n_jobs - i - 1) * sizeof srv->jobs[0]);
-		srv->n_jobs--;
+		/* forgotten by this daemon only: its record stays on disk */
+		srv_job_free(srv->jobs[i]);
+		job_table_take(srv, i);
 	}
 	if (srv->n_jobs == srv->cap_jobs) {
 		int cap = srv->cap_jobs ? srv->cap_jobs * 2 : 16;
@@ -175,6 +261,7 @@ static int job_table_room(srv_server *srv)
 		srv->jobs = jobs;
 		srv->cap_jobs = cap;
 	}
+	srv->jobs[srv->n_jobs++] = job;
 	return 0;
 }
 
@@ -184,12 +271,12 @@ void srv_job_schedule(srv_server *srv)
 	for (int i = 0; i < srv->n_jobs; i++) {
 		if (srv->shutting_down || srv->n_active >= srv->max_jobs)
 			return;
-		if (srv->jobs[i]->state == SRV_JOB_QUEUED)
+		if (srv->jobs[i]->state == SRV_JOB_QUEUED && !srv->jobs[i]->checking)
 			srv_worker_spawn(srv->jobs[i]);
 	}
 }
 
-/* ---- job-start ---- */
+/* ---- checks of a spec ---- */
 
 /* Refuses relative paths, naming the key. */
 static int job_check_paths(const json_t *spec, char *desc, size_t desclen)
@@ -202,7 +289,7 @@ static int job_check_paths(const json_t *spec, char *desc, size_t desclen)
 		if (!json_is_string(v) || json_string_value(v)[0] == '/')
 			continue;
 		char q[SRV_QUOTE_BUF];
-		snprintf(desc, desclen, "spec: '%s.%s' must be an absolute path, not %s",
+		srv_fmt(desc, desclen, "spec: '%s.%s' must be an absolute path, not %s",
 			job_path_keys[i][0], job_path_keys[i][1],
 			srv_quote(json_string_value(v), json_string_length(v), q));
 		return -1;
@@ -210,83 +297,22 @@ static int job_check_paths(const json_t *spec, char *desc, size_t desclen)
 	return 0;
 }
 
-/* The engine's own validation of the spec (the worker repeats it): unknown keys, types,
- * ranges. Fills *out on success. */
-static int job_check_spec(const json_t *spec, eng_spec *out, char *desc, size_t desclen)
+/* The spec's own syntax (unknown keys, types, ranges), at once, before any helper runs. */
+static int job_check_syntax(const json_t *spec, char *desc, size_t desclen)
 {
 	char *text = json_dumps(spec, JSON_COMPACT);
 	if (!text) {
-		snprintf(desc, desclen, "spec: cannot serialise it (out of memory?)");
+		srv_fmt(desc, desclen, "spec: cannot serialise it (out of memory?)");
 		return -1;
 	}
+	eng_spec *es = calloc(1, sizeof *es);
 	eng_err err = {""};
-	int r = eng_spec_parse(out, text, &err);
+	int r = es ? eng_spec_parse(es, text, &err) : eng_errf(&err, "out of memory");
 	free(text);
+	free(es);
 	if (r < 0)
-		snprintf(desc, desclen, "spec: %s", err.msg);
+		srv_fmt(desc, desclen, "spec: %s", err.msg);
 	return r;
-}
-
-/* Reserves a fresh id and creates its directory. */
-static int job_reserve(srv_server *srv, srv_job *job, char *desc, size_t desclen)
-{
-	for (int tries = 0; tries < JOB_ID_TRIES; tries++) {
-		unsigned num = ++srv->next_job_num;
-		snprintf(job->id, sizeof job->id, "j%u", num);
-		if ((size_t)snprintf(job->dir, sizeof job->dir, "%s/jobs/%s", srv->state_dir,
-			job->id) >= sizeof job->dir) {
-			snprintf(desc, desclen, "state directory path too long");
-			return -1;
-		}
-		if (mkdir(job->dir, JOB_DIR_MODE) == 0) {
-			job->num = num;
-			return 0;
-		}
-		if (errno != EEXIST) {
-			snprintf(desc, desclen, "cannot create '%s': %s", job->dir,
-				strerror(errno));
-			return -1;
-		}
-	}
-	snprintf(desc, desclen, "cannot find a free job id under '%s/jobs'", srv->state_dir);
-	return -1;
-}
-
-/* Writes the spec to job.json, mode 0600, never through a symlink. */
-static int job_write_spec(srv_job *job, const json_t *spec, char *desc, size_t desclen)
-{
-	char path[SRV_PATH_LEN + 16];
-	snprintf(path, sizeof path, "%s/job.json", job->dir);
-	char *text = json_dumps(spec, JSON_INDENT(2));
-	if (!text) {
-		snprintf(desc, desclen, "cannot serialise the spec (out of memory?)");
-		return -1;
-	}
-	int rc = -1;
-	size_t len = strlen(text), done = 0;
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, JOB_FILE_MODE);
-	if (fd < 0)
-		goto out;
-	while (done < len) {
-		ssize_t n = write(fd, text + done, len - done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			goto out;
-		done += (size_t)n;
-	}
-	if (write(fd, "\n", 1) != 1)
-		goto out;
-	rc = 0;
-out:
-	if (rc < 0)
-		snprintf(desc, desclen, "cannot write '%s': %s", path, strerror(errno));
-	if (fd >= 0 && close(fd) < 0 && rc == 0) {
-		snprintf(desc, desclen, "cannot write '%s': %s", path, strerror(errno));
-		rc = -1;
-	}
-	free(text);
-	return rc;
 }
 
 static int job_count(const srv_server *srv, srv_job_state s)
@@ -297,95 +323,596 @@ static int job_count(const srv_server *srv, srv_job_state s)
 	return n;
 }
 
-srv_job *srv_job_create(srv_server *srv, const json_t *spec, const char *name,
+static void check_free(job_check *k)
+{
+	json_decref(k->id);
+	json_decref(k->spec);
+	json_decref(k->args);
+	free(k);
+}
+
+static void check_done(srv_server *srv, void *ud, const json_t *out, const char *why);
+
+/* Runs remat-train --check on spec as owner for k; c (may be NULL) waits. */
+static int check_run(srv_server *srv, job_check *k, srv_conn *c, proto_errclass *ec,
+	char *desc, size_t desclen)
+{
+	static const char *const args[] = {"--check", NULL};
+	if (srv_helper_count(srv) >= SRV_HELPER_MAX) {
+		*ec = PROTO_ERR_BUSY;
+		srv_fmt(desc, desclen, "%d specs are being checked already; try again",
+			SRV_HELPER_MAX);
+		return -1;
+	}
+	if (srv_helper_run(srv, "check", args, k->spec, &k->owner, SRV_CHECK_MS, check_done, k,
+		desc, desclen) < 0) {
+		*ec = PROTO_ERR_INTERNAL;
+		return -1;
+	}
+	if (c)
+		c->inflight++;
+	return 0;
+}
+
+/* A check's error as a reply: the worker's own message; a save directory another job holds
+ * is Busy (try later), anything else a bad parameter of the spec. */
+static proto_errclass check_error(const json_t *out, const char *why, char *desc,
+	size_t desclen)
+{
+	const char *msg = json_string_value(json_object_get(out, "error"));
+	if (!out) {
+		srv_fmt(desc, desclen, "cannot check the spec: %s", why ? why : "no answer");
+		return PROTO_ERR_INTERNAL;
+	}
+	srv_fmt(desc, desclen, "spec: %s", msg ? msg : "refused");
+	return msg && strstr(msg, "is in use by another job") ? PROTO_ERR_BUSY
+							       : PROTO_ERR_INVALID_PARAMETER;
+}
+
+/* ---- job-start ---- */
+
+/* Reserves a fresh id and creates its directory. */
+static int job_reserve(srv_server *srv, srv_job *job, char *desc, size_t desclen)
+{
+	mode_t mode = srv->uid == 0 ? JOB_DIR_MODE_ROOT : JOB_DIR_MODE;
+	for (int tries = 0; tries < JOB_ID_TRIES; tries++) {
+		unsigned num = ++srv->next_job_num;
+		snprintf(job->id, sizeof job->id, "j%u", num);
+		if ((size_t)snprintf(job->dir, sizeof job->dir, "%s/jobs/%s", srv->state_dir,
+			job->id) >= sizeof job->dir) {
+			srv_fmt(desc, desclen, "state directory path too long");
+			return -1;
+		}
+		if (mkdir(job->dir, mode) == 0) {
+			job->num = num;
+			return chmod(job->dir, mode); /* past the umask */
+		}
+		if (errno != EEXIST) {
+			srv_fmt(desc, desclen, "cannot create '%s': %s", job->dir,
+				strerror(errno));
+			return -1;
+		}
+	}
+	srv_fmt(desc, desclen, "cannot find a free job id under '%s/jobs'", srv->state_dir);
+	return -1;
+}
+
+/* Writes text to job->dir/name, mode 0600, never through a symlink, replacing it. */
+static int job_write_file(srv_job *job, const char *name, const json_t *spec, char *desc,
+	size_t desclen)
+{
+	char path[SRV_PATH_LEN + 32], tmp[SRV_PATH_LEN + 40];
+	snprintf(path, sizeof path, "%s/%s", job->dir, name);
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	char *text = json_dumps(spec, JSON_INDENT(2));
+	if (!text) {
+		srv_fmt(desc, desclen, "cannot serialise the spec (out of memory?)");
+		return -1;
+	}
+	int rc = -1;
+	size_t len = strlen(text), done = 0;
+	unlink(tmp); /* rematd's own directory: a leftover of an earlier try */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, JOB_FILE_MODE);
+	if (fd < 0)
+		goto out;
+	while (done < len) {
+		ssize_t n = write(fd, text + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			goto out;
+		done += (size_t)n;
+	}
+	if (write(fd, "\n", 1) != 1 || fsync(fd) < 0)
+		goto out;
+	rc = 0;
+out:
+	if (fd >= 0 && close(fd) < 0)
+		rc = -1;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -1;
+	if (rc < 0) {
+		srv_fmt(desc, desclen, "cannot write '%s': %s", path, strerror(errno));
+		unlink(tmp);
+	}
+	free(text);
+	return rc;
+}
+
+/* The default save directory, STATE_DIR/jobs/ID/checkpoints, the owner's. */
+static int job_make_save_dir(srv_job *job, char *desc, size_t desclen)
+{
+	if ((size_t)snprintf(job->save_dir, sizeof job->save_dir, "%s/checkpoints", job->dir) >=
+		sizeof job->save_dir) {
+		srv_fmt(desc, desclen, "state directory path too long");
+		return -1;
+	}
+	if (mkdir(job->save_dir, JOB_SAVE_MODE) < 0 && errno != EEXIST) {
+		srv_fmt(desc, desclen, "cannot create '%s': %s", job->save_dir, strerror(errno));
+		return -1;
+	}
+	if (!srv_cred_drops(job->srv, &job->owner))
+		return 0;
+	/* the directory just made, not whatever a path might lead to: no link followed */
+	int fd = open(job->save_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int r = fd >= 0 ? fchown(fd, job->owner.uid, job->owner.gid) : -1;
+	if (r < 0)
+		srv_fmt(desc, desclen, "cannot give '%s' to uid %lu: %s", job->save_dir,
+			(unsigned long)job->owner.uid, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+/* What a check said, kept with the job (no "ok"). New reference. */
+static json_t *check_info(const json_t *out)
+{
+	json_t *info = json_deep_copy(out);
+	if (info)
+		json_object_del(info, "ok");
+	return info;
+}
+
+/* A live or queued job already writing to save_dir, or NULL. */
+static srv_job *job_using(srv_server *srv, const char *save_dir)
+{
+	for (int i = 0; i < srv->n_jobs; i++) {
+		srv_job *j = srv->jobs[i];
+		if (!srv_job_state_final(j->state) && strcmp(j->save_dir, save_dir) == 0)
+			return j;
+	}
+	return NULL;
+}
+
+/* The job of a spec that passed its check: its id, files and place in the queue. */
+static srv_job *job_create(srv_server *srv, job_check *k, const json_t *out,
 	proto_errclass *ec, char *desc, size_t desclen)
 {
+	const char *save = json_string_value(json_object_get(out, "save_dir"));
+	srv_job *other = save && save[0] ? job_using(srv, save) : NULL;
 	srv_job *job = NULL;
-	json_t *copy = NULL;
-	eng_spec *es = NULL;
-
-	*ec = PROTO_ERR_INVALID_PARAMETER;
-	if (!json_is_object(spec)) {
-		snprintf(desc, desclen, "'spec' must be an object");
-		goto fail;
-	}
-	if (job_check_paths(spec, desc, desclen) < 0)
-		goto fail;
-	copy = json_deep_copy(spec);
-	es = calloc(1, sizeof *es);
-	job = calloc(1, sizeof *job);
-	if (!copy || !es || !job) {
-		*ec = PROTO_ERR_INTERNAL;
-		snprintf(desc, desclen, "out of memory");
-		goto fail;
-	}
-	if (name)
-		json_object_set_new(copy, "name", json_string(name));
-	if (job_check_spec(copy, es, desc, desclen) < 0)
-		goto fail;
 	*ec = PROTO_ERR_BUSY;
-	if (job_count(srv, SRV_JOB_QUEUED) >= SRV_MAX_QUEUED) {
-		snprintf(desc, desclen, "too many jobs queued (at most %d)", SRV_MAX_QUEUED);
-		goto fail;
+	if (srv->shutting_down) {
+		*ec = PROTO_ERR_INVALID_STATE;
+		srv_fmt(desc, desclen, "the daemon is shutting down");
+		return NULL;
 	}
-	if (job_table_room(srv) < 0) {
-		snprintf(desc, desclen, "the job table is full (%d jobs alive or queued)",
-			srv->n_jobs);
-		goto fail;
+	if (other) {
+		char q[SRV_QUOTE_BUF];
+		srv_fmt(desc, desclen, "save directory %s is used by job %s (%s): two jobs never "
+			"share one", srv_quote(save, strlen(save), q), other->id,
+			srv_job_state_name(other->state));
+		return NULL;
+	}
+	if (job_count(srv, SRV_JOB_QUEUED) >= SRV_MAX_QUEUED) {
+		srv_fmt(desc, desclen, "too many jobs queued (at most %d)", SRV_MAX_QUEUED);
+		return NULL;
+	}
+	job = srv_job_alloc(srv);
+	if (!job || srv_job_table_add(srv, job) < 0) {
+		srv_fmt(desc, desclen, job ? "the job table is full (%d jobs alive or queued)"
+					    : "out of memory", srv->n_jobs);
+		free(job);
+		return NULL;
 	}
 	*ec = PROTO_ERR_IO_ERROR;
+	job->owner = k->owner;
 	if (job_reserve(srv, job, desc, desclen) < 0)
 		goto fail;
-	if (es->save_dir[0]) {
-		snprintf(job->save_dir, sizeof job->save_dir, "%s", es->save_dir);
+	if (save && save[0]) {
+		snprintf(job->save_dir, sizeof job->save_dir, "%s", save);
 	} else {
 		/* without a save dir ckpt-save and the final save would have nowhere to go */
-		json_t *save = json_object_get(copy, "save");
-		if (!save) {
-			save = json_object();
-			json_object_set_new(copy, "save", save);
+		json_t *s = json_object_get(k->spec, "save");
+		if (!s) {
+			s = json_object();
+			json_object_set_new(k->spec, "save", s);
 		}
-		if ((size_t)snprintf(job->save_dir, sizeof job->save_dir, "%s/checkpoints",
-			job->dir) >= sizeof job->save_dir) {
-			snprintf(desc, desclen, "state directory path too long");
+		if (job_make_save_dir(job, desc, desclen) < 0)
 			goto fail;
-		}
-		if (!save || json_object_set_new(save, "dir", json_string(job->save_dir)) < 0) {
+		if (!s || json_object_set_new(s, "dir", json_string(job->save_dir)) < 0) {
 			*ec = PROTO_ERR_INTERNAL;
-			snprintf(desc, desclen, "out of memory");
-			goto fail;
-		}
-		if (mkdir(job->save_dir, JOB_DIR_MODE) < 0 && errno != EEXIST) {
-			snprintf(desc, desclen, "cannot create '%s': %s", job->save_dir,
-				strerror(errno));
+			srv_fmt(desc, desclen, "out of memory");
 			goto fail;
 		}
 	}
-	if (job_write_spec(job, copy, desc, desclen) < 0)
+	if (job_write_file(job, "job.json", k->spec, desc, desclen) < 0)
 		goto fail;
-
-	job->srv = srv;
-	snprintf(job->name, sizeof job->name, "%s", es->name);
-	job->steps = es->steps;
-	job->exit_status = -1;
-	job->state = SRV_JOB_QUEUED;
+	const char *jname = json_string_value(json_object_get(out, "name"));
+	srv_copy_text(job->name, sizeof job->name, jname ? jname : "job");
+	job->steps = (int)json_integer_value(json_object_get(out, "steps"));
+	job->info = check_info(out);
+	json_t *pol = json_object_get(out, "policy");
+	job->policy = json_is_object(pol) ? json_incref(pol) : NULL;
+	job->created = (int64_t)time(NULL);
 	snprintf(job->reason, sizeof job->reason, "job-start");
-	srv->jobs[srv->n_jobs++] = job;
+	srv_job_save_record(job);
 	char q[SRV_QUOTE_BUF], qd[SRV_QUOTE_BUF];
-	srv_log("job %s queued (name %s, %d steps, save dir %s)", job->id,
+	srv_log("job %s queued (name %s, %d steps, uid %lu, save dir %s)", job->id,
 		srv_quote(job->name, strlen(job->name), q), job->steps,
-		srv_quote(job->save_dir, strlen(job->save_dir), qd));
+		(unsigned long)job->owner.uid, srv_quote(job->save_dir, strlen(job->save_dir), qd));
 	srv_job_emit_state(job, "none");
 	srv_job_schedule(srv);
-	json_decref(copy);
-	free(es);
 	return job;
-
 fail:
-	json_decref(copy);
-	free(es);
-	free(job);
+	if (job->dir[0])
+		rmdir(job->dir); /* only when it is still empty */
+	for (int i = 0; i < srv->n_jobs; i++)
+		if (srv->jobs[i] == job)
+			job_table_take(srv, i);
+	srv_job_free(job);
 	return NULL;
+}
+
+int srv_job_start(srv_conn *c, const json_t *spec, const char *name, const json_t *id,
+	proto_errclass *ec, char *desc, size_t desclen)
+{
+	srv_server *srv = c->srv;
+	*ec = PROTO_ERR_INVALID_PARAMETER;
+	if (!json_is_object(spec)) {
+		srv_fmt(desc, desclen, "'spec' must be an object");
+		return -1;
+	}
+	if (job_check_paths(spec, desc, desclen) < 0)
+		return -1;
+	job_check *k = calloc(1, sizeof *k);
+	if (!k || !(k->spec = json_deep_copy(spec))) {
+		*ec = PROTO_ERR_INTERNAL;
+		srv_fmt(desc, desclen, "out of memory");
+		free(k);
+		return -1;
+	}
+	if (name)
+		json_object_set_new(k->spec, "name", json_string(name));
+	if (job_check_syntax(k->spec, desc, desclen) < 0) {
+		check_free(k);
+		return -1;
+	}
+	*ec = PROTO_ERR_BUSY;
+	if (job_count(srv, SRV_JOB_QUEUED) + srv_helper_count(srv) >= SRV_MAX_QUEUED) {
+		srv_fmt(desc, desclen, "too many jobs queued (at most %d)", SRV_MAX_QUEUED);
+		check_free(k);
+		return -1;
+	}
+	k->kind = CHECK_START;
+	k->conn_id = c->id;
+	k->id = id ? json_incref((json_t *)id) : NULL;
+	k->owner = c->cred;
+	if (check_run(srv, k, c, ec, desc, desclen) < 0) {
+		check_free(k);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- resume ---- */
+
+/* The spec a resume runs: job.json with the model taken from the save directory (resume:
+ * true) and the policy as last reported. New reference, or NULL with desc. */
+static json_t *resume_spec(const srv_job *job, char *desc, size_t desclen)
+{
+	char path[SRV_PATH_LEN + 16];
+	json_error_t je;
+	snprintf(path, sizeof path, "%s/job.json", job->dir);
+	json_t *spec = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	if (!json_is_object(spec)) {
+		srv_fmt(desc, desclen, "cannot read job %s's spec: %s", job->id, je.text);
+		json_decref(spec);
+		return NULL;
+	}
+	json_t *model = json_pack("{s:s,s:b}", "init_from", job->save_dir, "resume", 1);
+	json_t *remat = json_object_get(spec, "remat");
+	if (!json_is_object(remat)) {
+		remat = json_object();
+		json_object_set_new(spec, "remat", remat);
+	}
+	/* the policy the run had when it ended, section by section, on top of the spec's */
+	if (job->policy && remat)
+		json_object_set_new(remat, "sections", json_deep_copy(job->policy));
+	if (!model || json_object_set_new(spec, "model", model) < 0) {
+		srv_fmt(desc, desclen, "out of memory");
+		json_decref(spec);
+		return NULL;
+	}
+	return spec;
+}
+
+/* Clears what a worker left in the record, so that a new one can be spawned. */
+static void job_reset_worker(srv_job *job)
+{
+	srv_worker_forget(job);
+	job->pid = 0;
+	job->proc_alive = job->chan_open = job->reaped = job->greeted = 0;
+	job->final_reported = job->stop_requested = job->stop_saving = 0;
+	job->final_from[0] = '\0';
+	job->exit_status = -1;
+	job->term_signal = 0;
+	job->killed_by[0] = '\0';
+}
+
+int srv_job_resume(srv_job *job, srv_conn *c, const json_t *id, proto_errclass *ec,
+	char *desc, size_t desclen)
+{
+	srv_server *srv = job->srv;
+	*ec = PROTO_ERR_INVALID_STATE;
+	if (srv->shutting_down) {
+		srv_fmt(desc, desclen, "the daemon is shutting down");
+		return -1;
+	}
+	if (job->checking) {
+		*ec = PROTO_ERR_BUSY;
+		srv_fmt(desc, desclen, "job %s is being checked for its resume already", job->id);
+		return -1;
+	}
+	if (job->state == SRV_JOB_FINISHED) {
+		srv_fmt(desc, desclen, "job %s finished: it reached its last step (%d); start a "
+			"new job from its checkpoint to train on", job->id, job->steps);
+		return -1;
+	}
+	if (!srv_job_state_final(job->state) || job->handles_open > 0) {
+		srv_fmt(desc, desclen, "job %s is %s", job->id, srv_job_state_name(job->state));
+		return -1;
+	}
+	job_check *k = calloc(1, sizeof *k);
+	if (!k) {
+		*ec = PROTO_ERR_INTERNAL;
+		srv_fmt(desc, desclen, "out of memory");
+		return -1;
+	}
+	*ec = PROTO_ERR_IO_ERROR;
+	if (!(k->spec = resume_spec(job, desc, desclen))) {
+		free(k);
+		return -1;
+	}
+	k->kind = CHECK_RESUME;
+	k->conn_id = c->id;
+	k->id = id ? json_incref((json_t *)id) : NULL;
+	k->owner = job->owner; /* it runs as its owner, whoever asked */
+	k->job = job;
+	if (check_run(srv, k, c, ec, desc, desclen) < 0) {
+		check_free(k);
+		return -1;
+	}
+	job->checking = 1;
+	return 0;
+}
+
+/* The resume's check passed: resume.json, and the job queued again. */
+static json_t *resume_checked(job_check *k, const json_t *out, proto_errclass *ec, char *desc,
+	size_t desclen)
+{
+	srv_job *job = k->job;
+	srv_server *srv = job->srv;
+	*ec = PROTO_ERR_INVALID_STATE;
+	if (srv->shutting_down) {
+		srv_fmt(desc, desclen, "the daemon is shutting down");
+		return NULL;
+	}
+	*ec = PROTO_ERR_IO_ERROR;
+	if (job_write_file(job, "resume.json", k->spec, desc, desclen) < 0)
+		return NULL;
+	const char *ckpt = json_string_value(json_object_get(out, "init_from"));
+	char why[SRV_REASON_LEN];
+	job_reset_worker(job);
+	snprintf(job->spec_file, sizeof job->spec_file, "resume.json");
+	json_decref(job->info);
+	job->info = check_info(out);
+	job->step = (int)json_integer_value(json_object_get(out, "resume_step"));
+	char q[SRV_QUOTE_BUF];
+	srv_fmt(why, sizeof why, "job-resume from %s", ckpt ? ckpt : "?");
+	srv_log("job %s queued again: resumes from %s at step %d", job->id,
+		srv_quote(ckpt ? ckpt : "", ckpt ? strlen(ckpt) : 0, q), job->step);
+	srv_job_set_state(job, SRV_JOB_QUEUED, why);
+	srv_job_schedule(srv);
+	return json_pack("{s:s,s:s,s:i,s:s?}", "job", job->id, "state",
+		srv_job_state_name(job->state), "step", job->step, "checkpoint", ckpt);
+}
+
+/* ---- plans without a worker ---- */
+
+/* The planner's view of a job from what its check said (info) and a policy on top of the
+ * one it starts with (policy, may be NULL). -1 with desc when info lacks something. */
+static int plan_job_from(const json_t *info, const json_t *policy, eng_plan_job *j,
+	eng_aliases *al, char *desc, size_t desclen)
+{
+	json_t *cfg = json_object_get(info, "config"), *v;
+	const char *key;
+	eng_err err;
+	memset(j, 0, sizeof *j);
+	memset(al, 0, sizeof *al);
+	j->cfg.n_layer = (int)json_integer_value(json_object_get(cfg, "n_layer"));
+	j->cfg.n_embd = (int)json_integer_value(json_object_get(cfg, "n_embd"));
+	j->cfg.n_head = (int)json_integer_value(json_object_get(cfg, "n_head"));
+	j->cfg.n_positions = (int)json_integer_value(json_object_get(cfg, "n_positions"));
+	j->cfg.vocab_size = (int)json_integer_value(json_object_get(cfg, "vocab_size"));
+	j->B = (int)json_integer_value(json_object_get(info, "batch"));
+	j->T = (int)json_integer_value(json_object_get(info, "seq_len"));
+	j->chunk_rows = (int)json_integer_value(json_object_get(info, "chunk_rows"));
+	const char *dev = json_string_value(json_object_get(info, "device"));
+	j->device = dev && strcmp(dev, "cuda") == 0 ? ENG_DEVICE_CUDA : ENG_DEVICE_CPU;
+	if (eng_config_validate(&j->cfg, "the job's model", &err) < 0 || j->B < 1 || j->T < 1 ||
+		j->chunk_rows < 1) {
+		srv_fmt(desc, desclen, "no plan for this job without a worker: its record holds "
+			"no model shape");
+		return -1;
+	}
+	json_object_foreach((json_t *)json_object_get(info, "aliases"), key, v) {
+		if (!json_is_string(v) || eng_aliases_add(al, key, json_string_value(v),
+			j->cfg.n_layer, &err) < 0) {
+			srv_fmt(desc, desclen, "the job's aliases: %s", err.msg);
+			return -1;
+		}
+	}
+	j->aliases = al;
+	eng_policy_init(&j->policy, j->cfg.n_layer);
+	json_t *base = json_object_get(info, "policy");
+	json_t *args = json_pack("{s:O}", "sections", policy ? policy : base ? base : json_null());
+	int r = (policy || base) ? eng_plan_policy_args(NULL, j->device, args, &j->policy, desc,
+		desclen) : 0;
+	json_decref(args);
+	return r;
+}
+
+json_t *srv_job_plan(const srv_job *job, const json_t *args, proto_errclass *ec, char *desc,
+	size_t desclen)
+{
+	eng_plan_job j;
+	eng_aliases al;
+	*ec = PROTO_ERR_INVALID_STATE;
+	if (!job->info || plan_job_from(job->info, job->policy, &j, &al, desc, desclen) < 0) {
+		if (!job->info)
+			srv_fmt(desc, desclen, "job %s has no plan without a worker: its record "
+				"holds no model shape", job->id);
+		return NULL;
+	}
+	*ec = PROTO_ERR_INVALID_PARAMETER;
+	return eng_plan_reply(&j, args, desc, desclen);
+}
+
+int srv_job_plan_spec(srv_conn *c, const json_t *spec, const json_t *args, const json_t *id,
+	proto_errclass *ec, char *desc, size_t desclen)
+{
+	*ec = PROTO_ERR_INVALID_PARAMETER;
+	if (job_check_paths(spec, desc, desclen) < 0 || job_check_syntax(spec, desc, desclen) < 0)
+		return -1;
+	job_check *k = calloc(1, sizeof *k);
+	if (!k || !(k->spec = json_deep_copy(spec)) || !(k->args = json_deep_copy(args))) {
+		*ec = PROTO_ERR_INTERNAL;
+		srv_fmt(desc, desclen, "out of memory");
+		if (k)
+			check_free(k);
+		return -1;
+	}
+	json_object_del(k->args, "spec");
+	k->kind = CHECK_PLAN;
+	k->conn_id = c->id;
+	k->id = id ? json_incref((json_t *)id) : NULL;
+	k->owner = c->cred;
+	if (check_run(c->srv, k, c, ec, desc, desclen) < 0) {
+		check_free(k);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- a check's answer ---- */
+
+static void check_done(srv_server *srv, void *ud, const json_t *out, const char *why)
+{
+	job_check *k = ud;
+	char desc[PROTO_DESC_LEN];
+	proto_errclass ec = PROTO_ERR_INTERNAL;
+	json_t *ret = NULL;
+	if (k->job)
+		k->job->checking = 0;
+	if (!out || !json_is_true(json_object_get(out, "ok"))) {
+		ec = check_error(out, why, desc, sizeof desc);
+		const char *msg = json_string_value(json_object_get(out, "error"));
+		if (k->kind == CHECK_RESUME && msg) {
+			/* its spec was good once: what stops it now is its state on disk */
+			if (ec == PROTO_ERR_INVALID_PARAMETER)
+				ec = PROTO_ERR_INVALID_STATE;
+			srv_fmt(desc, sizeof desc, "job %s cannot resume: %s", k->job->id, msg);
+		}
+	} else if (k->kind == CHECK_START) {
+		srv_job *job = job_create(srv, k, out, &ec, desc, sizeof desc);
+		if (job)
+			ret = json_pack("{s:s, s:s}", "job", job->id, "state",
+				srv_job_state_name(job->state));
+	} else if (k->kind == CHECK_RESUME) {
+		ret = resume_checked(k, out, &ec, desc, sizeof desc);
+	} else {
+		eng_plan_job j;
+		eng_aliases al;
+		ec = PROTO_ERR_INVALID_PARAMETER;
+		if (plan_job_from(out, NULL, &j, &al, desc, sizeof desc) == 0)
+			ret = eng_plan_reply(&j, k->args, desc, sizeof desc);
+	}
+	srv_conn *c = k->conn_id ? srv_conn_find(srv, k->conn_id) : NULL;
+	if (c) {
+		c->inflight--;
+		if (ret)
+			srv_conn_reply(c, ret, k->id);
+		else
+			srv_conn_error(c, ec, desc, k->id);
+	}
+	if (!ret) {
+		char q[SRV_QUOTE_BUF];
+		srv_log("client %u: %s refused: %s: %s", k->conn_id, k->kind == CHECK_START ?
+			"job-start" : k->kind == CHECK_RESUME ? "job-resume" : "remat-plan",
+			proto_errclass_name(ec), srv_quote(desc, strlen(desc), q));
+	}
+	json_decref(ret);
+	check_free(k);
+}
+
+/* ---- cancel and remove ---- */
+
+void srv_job_cancel(srv_job *job, const char *why)
+{
+	srv_log("job %s cancelled: %s", job->id, why);
+	srv_job_set_state(job, SRV_JOB_STOPPED, why);
+}
+
+json_t *srv_job_remove(srv_job *job, proto_errclass *ec, char *desc, size_t desclen)
+{
+	static const char *const own[] = {"job.json", "resume.json", SRV_STORE_FILE,
+		"worker.log", NULL};
+	srv_server *srv = job->srv;
+	*ec = PROTO_ERR_INVALID_STATE;
+	if (!job_forgettable(job)) {
+		srv_fmt(desc, desclen, "job %s is %s: stop it first (only an ended job is removed)",
+			job->id, srv_job_state_name(job->state));
+		return NULL;
+	}
+	json_t *ret = json_pack("{s:s,s:s}", "job", job->id, "checkpoints", job->save_dir);
+	if (!ret) {
+		*ec = PROTO_ERR_INTERNAL;
+		srv_fmt(desc, desclen, "out of memory");
+		return NULL;
+	}
+	/* rematd's own files of the job; its checkpoints are its owner's and stay */
+	for (int i = 0; own[i]; i++) {
+		char path[SRV_PATH_LEN + 32];
+		snprintf(path, sizeof path, "%s/%s", job->dir, own[i]);
+		if (unlink(path) < 0 && errno != ENOENT)
+			srv_log("job %s: cannot remove '%s': %s", job->id, own[i], strerror(errno));
+	}
+	rmdir(job->dir); /* only when no checkpoint is left in it */
+	srv_log("job %s removed", job->id);
+	json_t *data = json_pack("{s:s,s:s,s:s,s:s}", "job", job->id, "from",
+		srv_job_state_name(job->state), "to", "removed", "reason", "job-remove");
+	srv_msg *m = data ? srv_msg_take(proto_event_line("JOB_STATE_CHANGED", data)) : NULL;
+	json_decref(data);
+	if (m)
+		srv_conn_publish(srv, job->id, "JOB_STATE_CHANGED", m);
+	srv_msg_unref(m);
+	for (int i = 0; i < srv->n_jobs; i++)
+		if (srv->jobs[i] == job)
+			job_table_take(srv, i);
+	srv_job_free(job);
+	srv_status_update(srv);
+	return ret;
 }
 
 /* ---- answers from the table ---- */
@@ -407,13 +934,17 @@ json_t *srv_job_status(const srv_job *job)
 	/* rates only mean something while the worker runs, and then the worker answers */
 	json_object_set_new(o, "tokens_per_s", json_null());
 	json_object_set_new(o, "step_ms", json_null());
-	json_object_set_new(o, "policy", job->policy ? json_deep_copy(job->policy) : json_object());
+	json_t *pol = job->policy ? job->policy : json_object_get(job->info, "policy");
+	json_object_set_new(o, "policy", pol ? json_deep_copy(pol) : json_object());
 	json_object_set_new(o, "last_checkpoint", job_opt_str(job->last_checkpoint));
+	json_object_set_new(o, "last_save_error", job->last_save_error ?
+		json_deep_copy(job->last_save_error) : json_null());
 	json_object_set_new(o, "exit_status",
 		job->exit_status >= 0 ? json_integer(job->exit_status) : json_null());
 	json_object_set_new(o, "signal",
 		job->term_signal ? json_integer(job->term_signal) : json_null());
 	json_object_set_new(o, "pid", job->pid ? json_integer(job->pid) : json_null());
+	json_object_set_new(o, "uid", json_integer((json_int_t)job->owner.uid));
 	return o;
 }
 
@@ -429,6 +960,7 @@ json_t *srv_job_list(srv_server *srv)
 			continue;
 		json_object_set_new(e, "loss", job->has_loss ? json_real(job->loss) : json_null());
 		json_object_set_new(e, "pid", job->pid ? json_integer(job->pid) : json_null());
+		json_object_set_new(e, "uid", json_integer((json_int_t)job->owner.uid));
 		json_array_append_new(jobs, e);
 	}
 	return json_pack("{s:o}", "jobs", jobs);
@@ -441,7 +973,7 @@ void srv_job_stop_all(srv_server *srv, int save)
 	for (int i = 0; i < srv->n_jobs; i++) {
 		srv_job *job = srv->jobs[i];
 		if (job->state == SRV_JOB_QUEUED) {
-			srv_job_set_state(job, SRV_JOB_STOPPED, "daemon shut down before it ran");
+			srv_job_cancel(job, "daemon shut down before it ran");
 			continue;
 		}
 		if (!srv_job_live(job))
@@ -449,6 +981,8 @@ void srv_job_stop_all(srv_server *srv, int save)
 		json_t *args = json_pack("{s:s, s:b}", "job", job->id, "save", save);
 		if (srv_worker_request(job, "job-stop", args, 0, NULL) < 0)
 			srv_worker_kill(job, "it could not be asked to stop");
+		else
+			job->stop_saving = save;
 		json_decref(args);
 	}
 }

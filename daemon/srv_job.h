@@ -4,20 +4,40 @@
  * an earlier daemon, so no earlier job's files are overwritten). A job's files:
  *   STATE_DIR/jobs/ID/job.json     the spec as started (mode 0600); save.dir added when
  *                                  the spec had none: STATE_DIR/jobs/ID/checkpoints
+ *   STATE_DIR/jobs/ID/resume.json  the spec of its last resume: init_from its save
+ *                                  directory with resume, the policy as last set
+ *   STATE_DIR/jobs/ID/state.json   the job's record (srv_store.h), rewritten atomically at
+ *                                  every change: a restarted rematd lists the job again
  *   STATE_DIR/jobs/ID/worker.log   the worker's stdout and stderr
  * At most srv->max_jobs workers run at once; the other jobs wait, queued, in order.
  *
- * A worker is `remat-train --control-fd 3 --job-id ID STATE_DIR/jobs/ID/job.json` in its own
- * session (terminal signals reach rematd only, which stops workers itself), with one end of
- * a socketpair as fd 3 speaking docs/protocol.md. rematd subscribes to all its events,
- * forwards clients' job requests with its own integer ids and routes the replies back,
- * and relays the worker's events to subscribers unchanged. When the worker ends (end of
- * the socketpair plus the exit status), the job keeps the state the worker reported
- * (finished, stopped, failed); without one it is failed with "exit status N" or "killed by
- * signal N" (exit status 0 without a report counts as finished, or stopped after a
- * job-stop). Its last checkpoint is the last CHECKPOINT_SAVED path seen, else the
- * save dir's `latest`. Requests still waiting on it get an InvalidState error.
- * Ended jobs stay in the table (the oldest ended ones are forgotten past SRV_MAX_TABLE).
+ * job-start is answered once the spec was checked whole, as the job's user, by
+ * `remat-train --check` (srv_helper.h): shapes, selectors, files, init_from, the save
+ * directory, the device; a job that would fail later is refused now, with the worker's
+ * message. A job's owner is the client that started it (uid, gid, groups); when rematd is
+ * root and the owner is not, its worker and its checks run as the owner (--as), and the
+ * default save directory belongs to the owner. Only the owner, rematd's own user or root may
+ * change a job (stop, pause, set, save, resume, remove); anyone who may connect may look.
+ *
+ * A worker is `remat-train --control-fd 3 --job-id ID [--as ...] STATE_DIR/jobs/ID/SPEC`
+ * in its own session (terminal signals reach rematd only, which stops workers itself),
+ * with one end of a socketpair as fd 3 speaking docs/protocol.md. rematd subscribes to
+ * all its events, forwards clients' job requests with its own integer ids and routes the
+ * replies back (a worker that does not answer a query within SRV_WORKER_REPLY_MS gets the
+ * client a Busy reply, or job-status from the table), and relays the worker's events to
+ * subscribers, but for the final JOB_STATE_CHANGED, which rematd sends itself once the
+ * worker has exited, with its exit status and last checkpoint. When the worker ends, the
+ * job keeps the state the worker reported (finished, stopped, failed); without one it is
+ * failed with "exit status N" or "killed by signal N" (exit status 0 without a report
+ * counts as finished, or stopped after a job-stop). Its last checkpoint is the last
+ * CHECKPOINT_SAVED path seen. Requests still waiting on it get an InvalidState error.
+ * Ended jobs stay in the table until `job-remove` (the oldest ended ones are forgotten by
+ * this daemon past SRV_MAX_TABLE; their files stay).
+ *
+ * States: queued, starting (spawned, loading), running, paused, stopping, then finished,
+ * stopped, failed, or interrupted (it was alive when an earlier rematd ended). A stopped,
+ * failed or interrupted job can be resumed from its last checkpoint (job-resume); a queued
+ * one stopped is cancelled.
  */
 #ifndef SRV_JOB_H
 #define SRV_JOB_H
@@ -33,18 +53,21 @@
 #define SRV_MAX_TABLE 1024          /* jobs remembered; the oldest ended ones go first */
 #define SRV_MAX_QUEUED 256          /* jobs waiting for a slot; job-start past it: Busy */
 #define SRV_NAME_LEN 64             /* longest job name kept */
-#define SRV_REASON_LEN 256          /* longest reason kept for a state change */
+#define SRV_REASON_LEN 512          /* longest reason kept for a state change */
 #define SRV_EXECUTE_LEN 64          /* longest command name (proto_request.execute) */
+#define SRV_WORKER_REPLY_MS 10000   /* a worker's answer to a query is awaited this long */
 
 typedef enum srv_job_state {
-	SRV_JOB_QUEUED,    /* waiting for a free worker slot */
-	SRV_JOB_STARTING,  /* worker spawned, not yet greeted */
+	SRV_JOB_QUEUED,      /* waiting for a free worker slot */
+	SRV_JOB_STARTING,    /* worker spawned, loading its model and data */
 	SRV_JOB_RUNNING,
 	SRV_JOB_PAUSED,
 	SRV_JOB_STOPPING,
-	SRV_JOB_FINISHED,  /* reached its steps */
-	SRV_JOB_STOPPED,   /* job-stop, or shut down with the daemon */
-	SRV_JOB_FAILED,    /* spawn failed, the worker crashed, or it reported a failure */
+	SRV_JOB_FINISHED,    /* reached its steps */
+	SRV_JOB_STOPPED,     /* job-stop, or shut down with the daemon */
+	SRV_JOB_FAILED,      /* spawn failed, the worker crashed, or it reported a failure */
+	SRV_JOB_INTERRUPTED, /* alive when the rematd that ran it ended */
+	SRV_JOB_NSTATES
 } srv_job_state;
 
 /* A request forwarded to a worker, waiting for its reply. */
@@ -53,6 +76,10 @@ typedef struct srv_pending {
 	unsigned conn_id;               /* the client's connection; 0 for rematd's own */
 	json_t *client_id;              /* the client's id (new reference), or NULL */
 	char execute[SRV_EXECUTE_LEN];  /* the command, to read what its reply tells */
+	uint64_t sent_ms;               /* when it was forwarded (srv_now_ms) */
+	int deferred;                   /* job-stop, ckpt-save: no time limit on the reply */
+	int expired;                    /* the client got its answer elsewhere (time limit):
+					 * the worker's late reply is dropped */
 	struct srv_pending *next;       /* in job->pending */
 } srv_pending;
 
@@ -63,12 +90,20 @@ struct srv_job {
 	char name[SRV_NAME_LEN];        /* the name argument, else spec.name, else "job" */
 	char dir[SRV_PATH_LEN];         /* STATE_DIR/jobs/ID */
 	char save_dir[SRV_PATH_LEN];    /* the spec's save.dir (always set: see above) */
+	char spec_file[16];             /* in dir: the spec its worker runs, "job.json" or
+					 * "resume.json" */
+	srv_cred owner;                 /* who started it: whose rights its worker has */
+	int64_t created;                /* when, in seconds since the epoch */
+	json_t *info;                   /* what remat-train --check said of its spec (config,
+					 * batch, seq_len, chunk_rows, aliases, policy), or NULL */
 	srv_job_state state;            /* see srv_job_state */
 	int steps;                      /* the spec's steps (where the run ends) */
 	int step;                       /* the last step reported */
 	double loss;                    /* the last loss reported */
 	int has_loss;                   /* 0 until a loss was reported */
 	char *last_checkpoint;          /* malloc'd path, or NULL */
+	json_t *last_save_error;        /* the last CHECKPOINT_FAILED's data until a save
+					 * works, or NULL */
 	char reason[SRV_REASON_LEN];    /* why the last state change happened */
 	int exit_status;                /* the worker's exit status; -1 when none */
 	int term_signal;                /* the signal that killed it; 0 when none */
@@ -77,11 +112,12 @@ struct srv_job {
 	json_t *policy;                 /* the last policy reported (REMAT_APPLIED, job-status,
 					 * remat-set), or NULL */
 	char killed_by[64];             /* why rematd SIGKILLed the worker, "" when it did not */
+	int checking;                   /* a resume's check is running: the record must stay */
 
-	/* the worker, from spawn to reaping */
+	/* the worker, from spawn to reaping; reset by each resume */
 	uv_process_t proc;              /* the remat-train process */
 	uv_pipe_t chan;                 /* rematd's end of the socketpair */
-	uv_timer_t timer;               /* grace periods while it ends (see srv_job.c) */
+	uv_timer_t timer;               /* grace periods while it ends (see srv_worker.c) */
 	int handles_open;               /* handles whose close callback is still due */
 	pid_t pid;                      /* while alive, else 0 */
 	int proc_alive;                 /* 1 from spawn until the exit callback */
@@ -89,7 +125,10 @@ struct srv_job {
 	int reaped;                     /* 1 once the end was recorded */
 	int greeted;                    /* 1 once the worker's greeting came */
 	int final_reported;             /* 1 once the worker reported finished/stopped/failed */
+	char final_from[16];            /* the state it went from then (for rematd's event) */
 	int stop_requested;             /* 1 once job-stop was sent to it */
+	int stop_saving;                /* 1 while rematd's own job-stop {save} is awaited */
+	uint64_t running_ms;            /* when it last entered running (reply time limits) */
 	proto_framer framer;            /* the worker's line being assembled */
 	uint64_t next_wid;              /* the last id used on the channel */
 	srv_pending *pending;           /* requests forwarded, newest first */
@@ -98,21 +137,49 @@ struct srv_job {
 const char *srv_job_state_name(srv_job_state s);
 /* The state called name, or -1. */
 int srv_job_state_parse(const char *name);
-/* 1 for finished, stopped, failed. */
+/* 1 for finished, stopped, failed, interrupted: no worker, none to come unless resumed. */
 int srv_job_state_final(srv_job_state s);
 /* The job called id (client input: any text), or NULL. */
 srv_job *srv_job_find(srv_server *srv, const char *id);
 
-/* Scans STATE_DIR/jobs so that new ids follow the highest one there. */
+/* Scans STATE_DIR/jobs so that new ids follow the highest one there, and loads the jobs an
+ * earlier rematd left (srv_store_load): those that were alive become interrupted. */
 int srv_job_table_init(srv_server *srv, char *err, size_t errlen);
 /* Frees every job record; only once the loop ended (all handles closed). */
 void srv_job_table_free(srv_server *srv);
+/* Adds a record to the table (making room), or -1 when it is full of live jobs. */
+int srv_job_table_add(srv_server *srv, srv_job *job);
+/* A fresh record (state queued, no worker); NULL when out of memory. */
+srv_job *srv_job_alloc(srv_server *srv);
+/* Frees a record that holds no handle. */
+void srv_job_free(srv_job *job);
 
-/* job-start: checks spec (an object; data.train, data.val, model.init_from, save.dir absolute;
- * the engine's own validation), writes job.json, queues the job and starts it when a slot
- * is free. Returns the job, or NULL with ec and desc. name may be NULL. */
-srv_job *srv_job_create(srv_server *srv, const json_t *spec, const char *name,
+/* job-start from connection c: checks what it can at once (spec an object, paths absolute,
+ * the spec's own syntax), then runs remat-train --check as the owner; the reply (job id and
+ * state, or the check's error) reaches c later, with the client's id. 0 when the check
+ * started (c->inflight counts it), -1 with ec/desc to reply now. */
+int srv_job_start(srv_conn *c, const json_t *spec, const char *name, const json_t *id,
 	proto_errclass *ec, char *desc, size_t desclen);
+/* job-resume of a stopped, failed or interrupted job: checks the resume spec (init_from
+ * the save directory, resume, the policy last set), then queues the job again; the reply
+ * comes later. 0, or -1 with ec/desc. */
+int srv_job_resume(srv_job *job, srv_conn *c, const json_t *id, proto_errclass *ec,
+	char *desc, size_t desclen);
+/* job-stop of a queued job: cancelled, never run. */
+void srv_job_cancel(srv_job *job, const char *why);
+/* job-remove of an ended job: forgets it and removes its own files (spec, record, log);
+ * checkpoints are never removed. The return names what was kept (new reference), or NULL
+ * with ec/desc. */
+json_t *srv_job_remove(srv_job *job, proto_errclass *ec, char *desc, size_t desclen);
+/* remat-plan answered by rematd: for a job without a worker, from what its check said;
+ * NULL with ec/desc. */
+json_t *srv_job_plan(const srv_job *job, const json_t *args, proto_errclass *ec, char *desc,
+	size_t desclen);
+/* remat-plan {spec}: checks the spec as c's user, then plans; the reply comes later. */
+int srv_job_plan_spec(srv_conn *c, const json_t *spec, const json_t *args, const json_t *id,
+	proto_errclass *ec, char *desc, size_t desclen);
+/* 1 when c may change job (its owner, rematd's user, or root); else 0 with desc. */
+int srv_job_may_change(const srv_job *job, const srv_conn *c, char *desc, size_t desclen);
 
 /* 1 when the job's worker can take requests now. */
 int srv_job_live(const srv_job *job);
@@ -126,7 +193,8 @@ json_t *srv_job_status(const srv_job *job);
 /* job-list's return (new reference). */
 json_t *srv_job_list(srv_server *srv);
 
-/* Shutdown: job-stop {save} to every worker; queued jobs become stopped. */
+/* Shutdown: job-stop {save} to every worker (starting ones too: they answer at their first
+ * step boundary); queued jobs become stopped. */
 void srv_job_stop_all(srv_server *srv, int save);
 /* SIGKILL to every live worker (shutdown timeout, second signal); why goes to the log and
  * to the jobs' reasons. */
@@ -134,11 +202,13 @@ void srv_job_kill_all(srv_server *srv, const char *why);
 
 /* ---- for srv_worker.c ---- */
 
-/* Sets the state and reason and publishes JOB_STATE_CHANGED. */
+/* Sets the state and reason, writes the record and publishes JOB_STATE_CHANGED. */
 void srv_job_set_state(srv_job *job, srv_job_state to, const char *reason);
 /* Publishes JOB_STATE_CHANGED from `from` to the current state. */
 void srv_job_emit_state(srv_job *job, const char *from);
 /* Starts queued jobs while worker slots are free (not while shutting down). */
 void srv_job_schedule(srv_server *srv);
+/* Writes the job's record (state.json); a failure is logged, the job goes on. */
+void srv_job_save_record(srv_job *job);
 
 #endif

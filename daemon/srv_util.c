@@ -169,3 +169,45 @@ uint64_t srv_now_ms(void)
 {
 	return uv_hrtime() / 1000000u;
 }
+
+/* ---- waiters ---- */
+
+srv_waiter *srv_waiter_new(unsigned conn_id, const json_t *id)
+{
+	srv_waiter *w = calloc(1, sizeof *w);
+	if (!w)
+		return NULL;
+	w->conn_id = conn_id;
+	w->id = id ? json_incref((json_t *)id) : NULL;
+	return w;
+}
+
+void srv_waiter_free(srv_waiter *w)
+{
+	if (!w)
+		return;
+	json_decref(w->id);
+	free(w);
+}
+
+void srv_waiter_push(srv_waiter **list, srv_waiter *w)
+{
+	w->next = *list;
+	*list = w;
+}
+
+/* ---- credentials ---- */
+
+int srv_cred_format(const srv_cred *c, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%lu:%lu", (unsigned long)c->uid, (unsigned long)c->gid);
+	for (int i = 0; n >= 0 && (size_t)n < len && i < c->ngroups; i++)
+		n += snprintf(buf + n, len - (size_t)n, "%s%lu", i ? "," : ":",
+			(unsigned long)c->groups[i]);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+int srv_cred_drops(const srv_server *srv, const srv_cred *owner)
+{
+	return srv->uid == 0 && owner->uid != 0;
+}

@@ -20,7 +20,6 @@
 
 #define WORKER_LOG_TAIL 4096   /* bytes of worker.log read for a failure's reason */
 #define WORKER_LOG_SHOW 120    /* longest worker log line kept in a reason */
-#define WORKER_LATEST_LEN 256  /* longest checkpoint name read from save dir's `latest` */
 #define WORKER_FD_ARG "3"      /* SRV_WORKER_CONTROL_FD as the worker's argument */
 
 static void worker_on_close(uv_handle_t *h)
@@ -81,6 +80,9 @@ int srv_worker_request(srv_job *job, const char *execute, const json_t *args,
 	srv_msg_unref(m);
 	p->wid = ++job->next_wid;
 	p->conn_id = conn_id;
+	p->sent_ms = srv_now_ms();
+	const proto_command *pc = proto_command_find(execute);
+	p->deferred = pc && pc->deferred;
 	p->client_id = client_id ? json_incref((json_t *)client_id) : NULL;
 	snprintf(p->execute, sizeof p->execute, "%s", execute);
 	p->next = job->pending;
@@ -118,14 +120,18 @@ static void worker_set_checkpoint(srv_job *job, const json_t *path)
 		return;
 	free(job->last_checkpoint);
 	job->last_checkpoint = copy;
+	json_decref(job->last_save_error);
+	job->last_save_error = NULL;
+	srv_job_save_record(job);
 }
 
 static void worker_set_policy(srv_job *job, json_t *policy)
 {
-	if (!json_is_object(policy))
+	if (!json_is_object(policy) || (job->policy && json_equal(job->policy, policy)))
 		return;
 	json_decref(job->policy);
 	job->policy = json_incref(policy);
+	srv_job_save_record(job); /* a resume runs under the policy last set */
 }
 
 /* Keeps the table current from numbers the worker reports (STEP, job-status). */
@@ -189,13 +195,24 @@ static void worker_on_reply(srv_job *job, json_t *obj, proto_kind kind)
 	json_t *ret = json_object_get(obj, "return");
 	if (kind == PROTO_KIND_RETURN && json_is_object(ret))
 		worker_note_return(job, p->execute, ret);
+	if (p->expired)
+		goto out; /* the client was answered when the time limit passed */
 	const char *desc = json_string_value(json_object_get(json_object_get(obj, "error"),
 		"desc"));
 	if (p->conn_id == 0) {
+		int stop = strcmp(p->execute, "job-stop") == 0;
 		if (kind == PROTO_KIND_ERROR) {
 			char q[SRV_QUOTE_BUF];
 			srv_log("job %s: the worker refused %s: %s", job->id, p->execute,
 				srv_quote(desc ? desc : "", desc ? strlen(desc) : 0, q));
+		}
+		if (stop && kind == PROTO_KIND_ERROR && job->stop_saving) {
+			/* the shutdown's final save failed: the job kept running */
+			job->stop_saving = 0;
+			job->stop_requested = 0;
+			srv_shutdown_save_failed(job->srv, job, desc ? desc : "the save failed");
+		} else if (stop) {
+			job->stop_saving = 0;
 		}
 		goto out;
 	}
@@ -225,9 +242,9 @@ static void worker_on_greeting(srv_job *job, const json_t *obj)
 	if (!role || strcmp(role, "worker") != 0 || (id && strcmp(id, job->id) != 0))
 		srv_log("job %s: unexpected greeting from the worker (role %s, job %s)", job->id,
 			role ? "given" : "missing", id ? "given" : "missing");
+	/* greeted, but still starting: running is the worker's to say, once its model and
+	 * data are loaded */
 	job->greeted = 1;
-	if (job->state == SRV_JOB_STARTING)
-		srv_job_set_state(job, SRV_JOB_RUNNING, "worker ready");
 }
 
 /* Keeps the table current from an event, then relays the line unchanged. */
@@ -239,31 +256,46 @@ static void worker_on_event(srv_job *job, json_t *obj, const char *line, size_t 
 		return;
 	if (!json_is_object(data))
 		data = NULL;
-	if (strcmp(name, "STEP") == 0 && data) {
+	int ev = proto_event_find(name);
+	if (ev == PROTO_EV_STEP && data) {
 		worker_note_progress(job, data);
-	} else if (strcmp(name, "CHECKPOINT_SAVED") == 0 && data) {
+	} else if (ev == PROTO_EV_CHECKPOINT_SAVED && data) {
 		worker_set_checkpoint(job, json_object_get(data, "path"));
-	} else if (strcmp(name, "REMAT_APPLIED") == 0 && data) {
+	} else if (ev == PROTO_EV_CHECKPOINT_FAILED && data) {
+		json_decref(job->last_save_error);
+		job->last_save_error = json_deep_copy(data);
+		json_object_del(job->last_save_error, "job");
+		srv_job_save_record(job);
+	} else if (ev == PROTO_EV_REMAT_APPLIED && data) {
 		worker_set_policy(job, json_object_get(data, "policy"));
-	} else if (strcmp(name, "JOB_STATE_CHANGED") == 0 && data) {
+	} else if (ev == PROTO_EV_JOB_STATE_CHANGED && data) {
 		int to = srv_job_state_parse(json_string_value(json_object_get(data, "to")));
-		/* rematd announced running itself at the greeting: not twice */
 		if (to == (int)job->state)
 			return;
-		/* queued and starting are rematd's to say: a job the worker called queued
-		 * would be spawned a second time */
-		if (to == SRV_JOB_QUEUED || to == SRV_JOB_STARTING)
+		/* queued, starting and interrupted are rematd's to say: a job the worker called
+		 * queued would be spawned a second time */
+		if (to == SRV_JOB_QUEUED || to == SRV_JOB_STARTING || to == SRV_JOB_INTERRUPTED)
 			to = -1;
-		if (to >= 0) {
-			const char *why = json_string_value(json_object_get(data, "reason"));
-			job->state = (srv_job_state)to;
-			srv_copy_text(job->reason, sizeof job->reason, why ? why : "");
-			if (srv_job_state_final(job->state))
-				job->final_reported = 1;
-			char q[SRV_QUOTE_BUF];
-			srv_log("job %s %s: %s", job->id, srv_job_state_name(job->state),
-				srv_quote(job->reason, strlen(job->reason), q));
+		if (to < 0)
+			return;
+		const char *why = json_string_value(json_object_get(data, "reason"));
+		char q[SRV_QUOTE_BUF];
+		if (to == SRV_JOB_RUNNING && job->state == SRV_JOB_STARTING)
+			job->running_ms = srv_now_ms();
+		if (srv_job_state_final((srv_job_state)to)) {
+			/* said by rematd itself once the worker has exited, with its exit status
+			 * and last checkpoint (srv_worker.c's reap) */
+			snprintf(job->final_from, sizeof job->final_from, "%s",
+				srv_job_state_name(job->state));
+			job->final_reported = 1;
 		}
+		job->state = (srv_job_state)to;
+		srv_copy_text(job->reason, sizeof job->reason, why ? why : "");
+		srv_log("job %s %s: %s", job->id, srv_job_state_name(job->state),
+			srv_quote(job->reason, strlen(job->reason), q));
+		srv_job_save_record(job);
+		if (job->final_reported)
+			return;
 	}
 	srv_msg *m = srv_msg_copy(line, len);
 	if (m)
@@ -301,6 +333,52 @@ static int worker_on_line(const char *line, size_t len, void *ud)
 	return 0;
 }
 
+/* ---- time limits ---- */
+
+/* A query the worker has not answered in time: the client gets job-status from the table,
+ * or Busy; the worker's late reply will be dropped. Changes are not timed: job-stop and
+ * ckpt-save wait for a save, and requests sent while the job was starting wait for it. */
+static void worker_expire(srv_job *job, srv_pending *p)
+{
+	srv_conn *c = srv_conn_find(job->srv, p->conn_id);
+	p->expired = 1;
+	if (!c)
+		return;
+	c->inflight--;
+	if (strcmp(p->execute, "job-status") == 0) {
+		json_t *ret = srv_job_status(job);
+		if (ret) {
+			json_object_set_new(ret, "stale", json_true());
+			srv_conn_reply(c, ret, p->client_id);
+			json_decref(ret);
+			return;
+		}
+	}
+	char desc[PROTO_DESC_LEN];
+	snprintf(desc, sizeof desc, "the worker of job %s did not answer %s within %d s; try "
+		"again", job->id, p->execute, SRV_WORKER_REPLY_MS / 1000);
+	srv_log("job %s: %s unanswered after %d s", job->id, p->execute,
+		SRV_WORKER_REPLY_MS / 1000);
+	srv_conn_error(c, PROTO_ERR_BUSY, desc, p->client_id);
+}
+
+void srv_worker_sweep(srv_server *srv)
+{
+	uint64_t now = srv_now_ms();
+	for (int i = 0; i < srv->n_jobs; i++) {
+		srv_job *job = srv->jobs[i];
+		if (!srv_job_live(job) || job->state == SRV_JOB_STARTING)
+			continue;
+		for (srv_pending *p = job->pending; p; p = p->next) {
+			uint64_t from = p->sent_ms > job->running_ms ? p->sent_ms : job->running_ms;
+			if (p->deferred || p->expired || p->conn_id == 0 ||
+				now - from < SRV_WORKER_REPLY_MS)
+				continue;
+			worker_expire(job, p);
+		}
+	}
+}
+
 /* ---- the end of a worker ---- */
 
 /* The last non-empty line of worker.log, quoted, into out ("" when none). */
@@ -330,32 +408,6 @@ static void worker_log_tail(const srv_job *job, char *out, size_t outlen)
 	snprintf(out, outlen, "%s%s", q, len > WORKER_LOG_SHOW ? "..." : "");
 }
 
-/* The newest complete checkpoint in the save dir (its `latest` file), when none was seen. */
-static void worker_find_latest(srv_job *job)
-{
-	char path[SRV_PATH_LEN + 16], name[WORKER_LATEST_LEN];
-	if (job->last_checkpoint || !job->save_dir[0])
-		return;
-	snprintf(path, sizeof path, "%s/latest", job->save_dir);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	ssize_t n = read(fd, name, sizeof name - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	name[n] = '\0';
-	name[strcspn(name, "\r\n")] = '\0';
-	/* a bare directory name; anything else is not ours to report */
-	if (!name[0] || strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-		return;
-	char full[SRV_PATH_LEN + WORKER_LATEST_LEN + 2];
-	struct stat st;
-	snprintf(full, sizeof full, "%s/%s", job->save_dir, name);
-	if (stat(full, &st) == 0 && S_ISDIR(st.st_mode))
-		job->last_checkpoint = strdup(full);
-}
-
 /* Both ends seen (channel and process): records the end of the job. Runs once. */
 static void worker_reap(srv_job *job)
 {
@@ -367,7 +419,6 @@ static void worker_reap(srv_job *job)
 	proto_framer_free(&job->framer);
 	job->pid = 0;
 	srv->n_active--;
-	worker_find_latest(job);
 
 	char how[128], tail[SRV_QUOTE_BUF + 8] = "", reason[SRV_REASON_LEN];
 	if (job->term_signal)
@@ -397,7 +448,7 @@ static void worker_reap(srv_job *job)
 	while (job->pending) {
 		srv_pending *p = job->pending;
 		job->pending = p->next;
-		srv_conn *c = p->conn_id ? srv_conn_find(srv, p->conn_id) : NULL;
+		srv_conn *c = p->conn_id && !p->expired ? srv_conn_find(srv, p->conn_id) : NULL;
 		if (c) {
 			c->inflight--;
 			srv_conn_error(c, PROTO_ERR_INVALID_STATE, desc, p->client_id);
@@ -417,8 +468,15 @@ static void worker_reap(srv_job *job)
 		srv_log("job %s failed: %s%s", job->id, reason, ckpt);
 	else
 		srv_log("job %s %s (%s)", job->id, srv_job_state_name(to), how);
-	if (to != job->state)
+	if (job->final_reported) {
+		/* the worker's own final event was held back for this one */
+		srv_job_save_record(job);
+		srv_job_emit_state(job, job->final_from);
+	} else if (to != job->state) {
 		srv_job_set_state(job, to, reason);
+	} else {
+		srv_job_save_record(job);
+	}
 	srv_job_schedule(srv);
 	srv_shutdown_progress(srv);
 }
@@ -496,7 +554,7 @@ void srv_worker_spawn(srv_job *job)
 	ENG_ASSERT(job->state == SRV_JOB_QUEUED && job->handles_open == 0 && !job->reaped);
 
 	snprintf(log_path, sizeof log_path, "%s/worker.log", job->dir);
-	snprintf(spec_path, sizeof spec_path, "%s/job.json", job->dir);
+	snprintf(spec_path, sizeof spec_path, "%s/%s", job->dir, job->spec_file);
 	log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (log_fd < 0) {
 		srv_fmt(err, sizeof err, "cannot open '%s': %s", log_path, strerror(errno));
@@ -508,8 +566,20 @@ void srv_worker_spawn(srv_job *job)
 		snprintf(err, sizeof err, "cannot create a socketpair: %s", strerror(errno));
 		goto fail;
 	}
+	/* as its owner when rematd is root and the owner is not (remat-train drops first) */
+	char as_arg[SRV_MAX_GROUPS * 12 + 32];
 	char *args[] = {srv->worker_path, "--control-fd", WORKER_FD_ARG, "--job-id", job->id,
-		spec_path, NULL};
+		spec_path, NULL, NULL, NULL};
+	if (srv_cred_drops(srv, &job->owner)) {
+		if (srv_cred_format(&job->owner, as_arg, sizeof as_arg) < 0) {
+			snprintf(err, sizeof err, "uid %lu has too many groups",
+				(unsigned long)job->owner.uid);
+			goto fail;
+		}
+		args[5] = "--as";
+		args[6] = as_arg;
+		args[7] = spec_path;
+	}
 	uv_stdio_container_t stdio[SRV_WORKER_CONTROL_FD + 1];
 	stdio[0].flags = UV_IGNORE; /* /dev/null */
 	stdio[1].flags = UV_INHERIT_FD;

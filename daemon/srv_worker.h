@@ -29,5 +29,8 @@ void srv_worker_kill(srv_job *job, const char *why);
 /* Frees what a job record holds for its worker (pending requests); the handles must be
  * closed. */
 void srv_worker_forget(srv_job *job);
+/* Answers, from the table or with Busy, queries a worker has left unanswered for
+ * SRV_WORKER_REPLY_MS (called every second). */
+void srv_worker_sweep(srv_server *srv);
 
 #endif

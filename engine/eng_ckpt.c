@@ -745,12 +745,14 @@ static int resume_fits(const json_t *o, const char *ckpt, const eng_spec *s, siz
 	return 0;
 }
 
-int eng_ckpt_check_resume(const char *ckpt, const eng_spec *s, size_t ntok, eng_err *err)
+int eng_ckpt_check_resume(const char *ckpt, const eng_spec *s, size_t ntok, int *step,
+	eng_err *err)
 {
 	json_t *o = load_state(ckpt, err);
 	if (!o)
 		return -1;
 	int rc = resume_fits(o, ckpt, s, ntok, err);
+	*step = (int)json_integer_value(json_object_get(o, "step"));
 	json_decref(o);
 	return rc;
 }

@@ -91,8 +91,10 @@ int eng_ckpt_previous(const char *ckpt, char *out, size_t outlen);
  * trainer whose weights were loaded from the same checkpoint. Checks batch and seq_len
  * against the spec, the data's token count, and that the run has steps left. */
 int eng_ckpt_resume(eng_trainer *tr, const char *ckpt, eng_err *err);
-/* eng_ckpt_resume's checks alone, for a spec and training data of ntok tokens. */
-int eng_ckpt_check_resume(const char *ckpt, const eng_spec *s, size_t ntok, eng_err *err);
+/* eng_ckpt_resume's checks alone, for a spec and training data of ntok tokens; the
+ * checkpoint's step into *step. */
+int eng_ckpt_check_resume(const char *ckpt, const eng_spec *s, size_t ntok, int *step,
+	eng_err *err);
 
 /* ---- the writer thread ---- */
 

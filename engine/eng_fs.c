@@ -251,6 +251,12 @@ int eng_fs_sync_dir(const eng_dir *d, eng_err *err)
 int eng_fs_write_at(const eng_dir *d, const char *name, eng_fs_fill_fn fill, void *ud,
 	eng_err *err)
 {
+	return eng_fs_write_mode(d, name, 0666, fill, ud, err);
+}
+
+int eng_fs_write_mode(const eng_dir *d, const char *name, mode_t mode, eng_fs_fill_fn fill,
+	void *ud, eng_err *err)
+{
 	char tmp[NAME_LEN + sizeof TMP_SUFFIX];
 	FILE *f = NULL;
 	int fd = -1;
@@ -262,7 +268,7 @@ int eng_fs_write_at(const eng_dir *d, const char *name, eng_fs_fill_fn fill, voi
 	snprintf(tmp, sizeof tmp, "%s" TMP_SUFFIX, name);
 	if (eng_fs_remove_file(d, tmp, err) < 0)
 		return -1;
-	fd = openat(d->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+	fd = openat(d->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (fd < 0)
 		return eng_errf(err, "cannot create '%s' in '%s': %s", tmp, d->path, strerror(errno));
 	f = fdopen(fd, "wb");

@@ -93,6 +93,9 @@ typedef int (*eng_fs_fill_fn)(FILE *f, void *ud, eng_err *err);
  * refused. On failure nothing new is left under either name, and name is untouched. */
 int eng_fs_write_at(const eng_dir *d, const char *name, eng_fs_fill_fn fill, void *ud,
 	eng_err *err);
+/* The same with the new file's mode (before the umask) instead of 0666. */
+int eng_fs_write_mode(const eng_dir *d, const char *name, mode_t mode, eng_fs_fill_fn fill,
+	void *ud, eng_err *err);
 /* eng_fs_write_at in the directory of path (its last component the name). */
 int eng_fs_write(const char *path, eng_fs_fill_fn fill, void *ud, eng_err *err);
 

@@ -228,7 +228,7 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 		return -1;
 	if (s->save_dir[0] && check_save_dir(s->save_dir, err) < 0)
 		return -1;
-	if (s->resume && eng_ckpt_check_resume(s->init_from, s, ntok, err) < 0)
+	if (s->resume && eng_ckpt_check_resume(s->init_from, s, ntok, &out->resume_step, err) < 0)
 		return -1;
 	out->chunk_rows = s->chunk_rows > 0 ? s->chunk_rows
 					    : eng_plan_chunk_rows(&s->cfg, s->batch, s->seq_len);

@@ -54,6 +54,7 @@ typedef struct eng_check {
 	eng_aliases aliases;     /* the spec's aliases */
 	int chunk_rows;          /* the head's chunk (the planner's figures need it) */
 	size_t ntok;             /* tokens of the training data */
+	int resume_step;         /* with model.resume: the step the checkpoint is at */
 } eng_check;
 
 /* Everything eng_trainer_init would refuse, found without allocating the model or reading

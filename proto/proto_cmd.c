@@ -37,6 +37,7 @@ typedef enum arg_need {
 	ARG_OPTIONAL,
 	ARG_REQUIRED,
 	ARG_REQUIRED_JOB, /* required, unless the caller validates for a worker */
+	ARG_JOB_OR_SPEC,  /* ARG_REQUIRED_JOB, unless "spec" is given instead */
 } arg_need;
 
 typedef struct arg_spec {
@@ -45,7 +46,7 @@ typedef struct arg_spec {
 	arg_need need;
 } arg_spec;
 
-#define MAX_ARGS 4 /* most arguments of one command */
+#define MAX_ARGS 5 /* most arguments of one command */
 
 typedef struct cmd_schema {
 	arg_spec args[MAX_ARGS + 1];
@@ -71,6 +72,7 @@ static const proto_command commands[] = {
 	{"mem-stats", PROTO_SCOPE_JOB, 0},
 	{"mem-reset-peak", PROTO_SCOPE_JOB, 0},
 	{"ckpt-save", PROTO_SCOPE_JOB, 1},
+	{"job-remove", PROTO_SCOPE_JOB, 0},
 	{"subscribe", PROTO_SCOPE_CONN, 0},
 	{"unsubscribe", PROTO_SCOPE_CONN, 0},
 	{NULL, PROTO_SCOPE_DAEMON, 0},
@@ -88,12 +90,14 @@ static const cmd_schema schemas[] = {
 	/* remat-get */ {{JOB}},
 	/* remat-set */
 	{{JOB, {"sections", ARG_SECTIONS, ARG_REQUIRED}, {"default", ARG_DEFAULT, ARG_OPTIONAL}}},
-	/* remat-plan */
-	{{JOB, {"sections", ARG_SECTIONS, ARG_OPTIONAL}, {"default", ARG_DEFAULT, ARG_OPTIONAL},
-		{"budget_bytes", ARG_BYTES, ARG_OPTIONAL}}},
+	/* remat-plan: of a job, or of a spec (rematd checks that one of the two is given) */
+	{{{"job", ARG_JOB, ARG_JOB_OR_SPEC}, {"sections", ARG_SECTIONS, ARG_OPTIONAL},
+		{"default", ARG_DEFAULT, ARG_OPTIONAL}, {"budget_bytes", ARG_BYTES, ARG_OPTIONAL},
+		{"spec", ARG_SPEC, ARG_OPTIONAL}}},
 	/* mem-stats */ {{JOB}},
 	/* mem-reset-peak */ {{JOB}},
 	/* ckpt-save */ {{JOB, {"name", ARG_CKPT, ARG_OPTIONAL}}},
+	/* job-remove */ {{JOB}},
 	/* subscribe */
 	{{{"job", ARG_JOB, ARG_OPTIONAL}, {"events", ARG_EVENTS, ARG_OPTIONAL}}},
 	/* unsubscribe */
@@ -460,10 +464,13 @@ int proto_args_validate_ex(const proto_command *cmd, const json_t *args, int job
 	for (a = sc->args; a->name != NULL; a++) {
 		v = args != NULL ? json_object_get(args, a->name) : NULL;
 		if (v == NULL) {
+			int spec = args != NULL && json_object_get(args, "spec") != NULL;
 			if (a->need == ARG_REQUIRED ||
-				(a->need == ARG_REQUIRED_JOB && !job_optional)) {
-				proto__descf(desc, desclen, "missing argument '%s' for %s",
-					a->name, cmd->name);
+				(a->need == ARG_REQUIRED_JOB && !job_optional) ||
+				(a->need == ARG_JOB_OR_SPEC && !job_optional && !spec)) {
+				proto__descf(desc, desclen, "missing argument '%s' for %s%s",
+					a->name, cmd->name, a->need == ARG_JOB_OR_SPEC ?
+					" (or 'spec')" : "");
 				return -1;
 			}
 			continue;

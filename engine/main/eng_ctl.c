@@ -20,6 +20,7 @@
 
 #include "eng_cuda_mem.h"
 #include "eng_mem.h"
+#include "eng_plan_json.h"
 #include "eng_ctl_int.h"
 #include "kn.h"
 
@@ -34,19 +35,6 @@ double eng_ctl__mono_s(void)
 }
 
 /* ---- helpers usable from both threads ---- */
-
-static void json_item(void *ud, const char *sel, eng_mode m)
-{
-	json_object_set_new(ud, sel, json_string(eng_mode_name(m)));
-}
-
-json_t *eng_ctl_policy_json(const eng_policy *p)
-{
-	json_t *o = json_object();
-	if (o)
-		eng_policy_each(p, json_item, o);
-	return o;
-}
 
 /* Appends a line to the outbox (takes line) and wakes the loop. Caller holds no lock. */
 static void out_push(struct eng_ctl *c, char *line, int conn, int event, int deferred)
@@ -105,7 +93,7 @@ void eng_ctl_attach(eng_ctl *c, eng_trainer *tr)
 	eng_ctl_set_state(c, CTL_RUNNING, "training");
 	/* the policy the run starts with, for a client that subscribed while it started */
 	emit(c, EV_APPLIED, json_pack("{s:i,s:o}", "step", tr->step + 1, "policy",
-		eng_ctl_policy_json(&tr->model.policy)));
+		eng_policy_json(&tr->model.policy)));
 }
 
 eng_ctl_cmd *eng_ctl_take(eng_ctl *c)
@@ -183,7 +171,7 @@ void eng_ctl_policy_applied(eng_ctl *c, int first_step)
 		c->saved[i] = eng_trainer_saved_bytes(tr, i);
 	pthread_mutex_unlock(&c->mu);
 	json_t *d = json_pack("{s:i,s:o}", "step", first_step, "policy",
-		eng_ctl_policy_json(&tr->model.policy));
+		eng_policy_json(&tr->model.policy));
 	emit(c, EV_APPLIED, d);
 }
 

@@ -20,6 +20,7 @@
 #include <jansson.h>
 #include <pthread.h>
 
+#include "eng_plan_json.h"
 #include "eng_train.h"
 #include "proto.h"
 
@@ -89,8 +90,5 @@ void eng_ctl_reply_error(eng_ctl *c, const eng_ctl_cmd *cmd, proto_errclass cls,
 
 /* Flushes what is queued, closes every connection, joins the thread, frees c. */
 void eng_ctl_stop(eng_ctl *c);
-
-/* {"h.0-1":"full","h.2-11":"off","head":"chunked"} (new reference) */
-json_t *eng_ctl_policy_json(const eng_policy *p);
 
 #endif

@@ -12,33 +12,24 @@
 #include "eng_ctl_int.h"
 #include "eng_cuda_mem.h"
 #include "eng_mem.h"
+#include "eng_plan_json.h"
 #include "kn.h"
-
-static json_t *sections_json(struct eng_ctl *c, const eng_policy *p, const eng_plan *plan,
-	int measured)
-{
-	json_t *a = json_array();
-	int L = p->n_layer;
-	for (int i = 0; i <= L; i++) {
-		char name[16];
-		if (i < L)
-			snprintf(name, sizeof name, "h.%d", i);
-		else
-			snprintf(name, sizeof name, "head");
-		const eng_plan_section *s = i < L ? &plan->block[i] : &plan->head;
-		json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:I,s:I,s:f}", "name", name, "kind",
-			i < L ? "block" : "head", "mode", eng_mode_name(i < L ? p->block[i] : p->head),
-			"saved_bytes", (json_int_t)(measured ? c->saved[i] : s->saved_bytes),
-			"workspace_bytes", (json_int_t)s->workspace_bytes, "extra_flops",
-			s->extra_flops));
-	}
-	return a;
-}
 
 static void plan_for(struct eng_ctl *c, const eng_policy *p, eng_plan *plan)
 {
 	const eng_model *m = &c->tr->model;
 	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, p, plan);
+}
+
+/* The measured sections (mode, saved and workspace bytes), without the planner's FLOPs. */
+static json_t *measured_sections(struct eng_ctl *c)
+{
+	eng_plan plan;
+	plan_for(c, &c->policy, &plan);
+	json_t *secs = eng_plan_sections_json(&c->policy, &plan, c->saved), *s;
+	size_t i;
+	json_array_foreach(secs, i, s) json_object_del(s, "extra_flops");
+	return secs;
 }
 
 static json_t *cmd_status(struct eng_ctl *c)
@@ -50,7 +41,7 @@ static json_t *cmd_status(struct eng_ctl *c)
 	json_object_set_new(r, "lr", c->has_last ? json_real(c->last.lr) : json_null());
 	json_object_set_new(r, "tokens_per_s", json_real(c->has_last ? c->last.tokens_per_s : 0));
 	json_object_set_new(r, "step_ms", json_real(c->has_last ? c->last.step_ms : 0));
-	json_object_set_new(r, "policy", c->tr ? eng_ctl_policy_json(&c->policy) : json_object());
+	json_object_set_new(r, "policy", c->tr ? eng_policy_json(&c->policy) : json_object());
 	json_object_set_new(r, "last_checkpoint",
 		c->last_ckpt[0] ? json_string(c->last_ckpt) : json_null());
 	json_object_set_new(r, "reason", json_string(c->reason));
@@ -87,12 +78,7 @@ static json_t *cmd_mem(struct eng_ctl *c)
 		json_object_set_new(cats, eng_mem_cat_name(i), json_pack("{s:I,s:I,s:I}", "current",
 			(json_int_t)ms.current[i], "peak", (json_int_t)ms.peak[i], "peak_since_reset",
 			(json_int_t)ms.peak_reset[i]));
-	eng_plan plan;
-	plan_for(c, &c->policy, &plan);
-	json_t *secs = sections_json(c, &c->policy, &plan, 1);
-	size_t i;
-	json_t *s;
-	json_array_foreach(secs, i, s) json_object_del(s, "extra_flops");
+	json_t *secs = measured_sections(c);
 	json_t *r = json_pack("{s:o,s:{s:I,s:I,s:I},s:o,s:I,s:I,s:i}", "categories", cats, "total",
 		"current", (json_int_t)ms.total_current, "peak", (json_int_t)ms.total_peak,
 		"peak_since_reset", (json_int_t)ms.total_peak_reset, "sections", secs, "rss",
@@ -108,22 +94,7 @@ static json_t *cmd_mem(struct eng_ctl *c)
 static int policy_from_args(struct eng_ctl *c, const json_t *args, eng_policy *p, char *desc,
 	size_t n)
 {
-	eng_err err;
-	json_t *def = json_object_get(args, "default");
-	if (def && eng_policy_apply(p, &c->tr->aliases, "all", json_string_value(def), &err) < 0)
-		goto fail;
-	const char *sel;
-	json_t *mode;
-	json_object_foreach((json_t *)json_object_get(args, "sections"), sel, mode) {
-		if (eng_policy_apply(p, &c->tr->aliases, sel, json_string_value(mode), &err) < 0)
-			goto fail;
-	}
-	if (eng_trainer_check_policy(c->tr, p, &err) < 0) /* offload needs device cuda */
-		goto fail;
-	return 0;
-fail:
-	snprintf(desc, n, "%s", err.msg);
-	return -1;
+	return eng_plan_policy_args(&c->tr->aliases, c->tr->spec.device, args, p, desc, n);
 }
 
 void eng_ctl__enqueue(struct eng_ctl *c, eng_ctl_cmd *cmd)
@@ -216,44 +187,20 @@ json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char
 		return json_object();
 	}
 	if (strcmp(name, "remat-get") == 0) {
-		eng_plan plan;
-		plan_for(c, &c->policy, &plan);
 		json_t *al = json_object();
 		for (int i = 0; i < c->tr->aliases.n; i++)
 			json_object_set_new(al, c->tr->aliases.a[i].name,
 				json_string(c->tr->aliases.a[i].selector));
-		json_t *secs = sections_json(c, &c->policy, &plan, 1);
-		size_t i;
-		json_t *s;
-		json_array_foreach(secs, i, s) json_object_del(s, "extra_flops");
-		return json_pack("{s:o,s:o,s:o}", "policy", eng_ctl_policy_json(&c->policy),
-			"sections", secs, "aliases", al);
+		return json_pack("{s:o,s:o,s:o}", "policy", eng_policy_json(&c->policy),
+			"sections", measured_sections(c), "aliases", al);
 	}
 	if (strcmp(name, "remat-plan") == 0) {
-		eng_policy p = c->pending;
-		eng_plan plan;
-		json_t *budget = json_object_get(args, "budget_bytes");
-		int has_pol = json_object_get(args, "sections") || json_object_get(args, "default");
-		int fits = 1;
-		if (policy_from_args(c, args, &p, desc, sizeof desc) < 0) {
-			eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
-			return NULL;
-		}
 		const eng_model *m = &c->tr->model;
-		if (budget && !has_pol)
-			fits = eng_plan_fit(&m->cfg, m->B, m->T, m->chunk_rows,
-				       (size_t)json_integer_value(budget), &p, &plan) == 0;
-		else
-			plan_for(c, &p, &plan);
-		if (budget && has_pol)
-			fits = plan.saved_bytes + plan.recompute_bytes <=
-			       (size_t)json_integer_value(budget);
-		json_t *r = json_pack("{s:o,s:o,s:I,s:I,s:f,s:f}", "policy", eng_ctl_policy_json(&p),
-			"sections", sections_json(c, &p, &plan, 0), "saved_bytes",
-			(json_int_t)plan.saved_bytes, "recompute_bytes", (json_int_t)plan.recompute_bytes,
-			"extra_flops", plan.extra_flops, "model_flops", plan.model_flops);
-		if (budget)
-			json_object_set_new(r, "fits", json_boolean(fits));
+		eng_plan_job j = {m->cfg, m->B, m->T, m->chunk_rows, c->tr->spec.device,
+			&c->tr->aliases, c->pending};
+		json_t *r = eng_plan_reply(&j, args, desc, sizeof desc);
+		if (!r)
+			eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
 		return r;
 	}
 	if (eng_ctl__is_final(c->state) || c->state == CTL_STOPPING) {
@@ -279,7 +226,7 @@ json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char
 		cmd->policy = c->pending = p;
 		eng_ctl__enqueue(c, cmd);
 		return json_pack("{s:i,s:o}", "applies_at_step", applies, "policy",
-			eng_ctl_policy_json(&p));
+			eng_policy_json(&p));
 	}
 	if (strcmp(name, "job-pause") == 0) {
 		if (c->state == CTL_PAUSED || c->pause_pending) {

@@ -429,9 +429,11 @@ static int check_job(eng_spec *s)
 			"n_layer", s->cfg.n_layer, "n_embd", s->cfg.n_embd, "n_head", s->cfg.n_head,
 			"n_positions", s->cfg.n_positions, "vocab_size", s->cfg.vocab_size, "batch",
 			s->batch, "seq_len", s->seq_len, "chunk_rows", ck.chunk_rows, "policy",
-			eng_ctl_policy_json(&ck.policy), "aliases", al, "init_from", s->init_from,
+			eng_policy_json(&ck.policy), "aliases", al, "init_from", s->init_from,
 			"save_dir", s->save_dir, "device", s->device == ENG_DEVICE_CUDA ? "cuda" : "cpu",
 			"tokens", (json_int_t)ck.ntok);
+		if (o && s->resume)
+			json_object_set_new(o, "resume_step", json_integer(ck.resume_step));
 	}
 	char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	printf("%s\n", line ? line : "{\"ok\":false,\"error\":\"out of memory\"}");
@@ -653,7 +655,7 @@ int main(int argc, char **argv)
 				st.recompute_ms, "activation_bytes", (json_int_t)st.activation_bytes,
 				"peak_bytes", (json_int_t)st.peak_bytes, "rss", (json_int_t)ms.rss,
 				"rss_peak", (json_int_t)ms.rss_peak, "grad_norm", (double)st.grad_norm,
-				"policy", eng_ctl_policy_json(&tr.model.policy));
+				"policy", eng_policy_json(&tr.model.policy));
 			char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 			printf("%s\n", line);
 			free(line);

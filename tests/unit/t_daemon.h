@@ -64,7 +64,8 @@ void td_wait_listening(const td_daemon *d);
 void td_daemon_stop(td_daemon *d);
 /* Waits up to ms for pid: its exit status, 128+signal, or -1 when still running. */
 int td_wait_pid(pid_t pid, int ms);
-/* Writes an executable shell script into d->dir (a stand-in worker); malloc'd path. */
+/* Writes an executable shell script into d->dir (a stand-in worker: body runs as the
+ * worker; --check and --info go to the real remat-train); malloc'd path. */
 char *td_script(const td_daemon *d, const char *name, const char *body);
 
 /* ---- the raw protocol ---- */

@@ -547,15 +547,19 @@ START_TEST(test_daemon_worker_missing)
 	static const char *const extra[] = {"--worker", "/nonexistent/remat-train", NULL};
 	td_daemon_start(&d, extra);
 	td_conn c = td_open(&d);
-	const char *job = td_job_start(&c, T_TINY_SPEC, "failed");
-	json_t *st = td_job_status(&c, job);
-	ck_assert_str_eq(td_str(st, "state"), "failed");
-	ck_assert_ptr_nonnull(strstr(td_str(st, "reason"), "cannot start worker"));
-	json_decref(st);
-	/* other job commands: InvalidState naming the state */
-	json_t *r = td_request(&c, "{\"execute\":\"mem-stats\",\"arguments\":{\"job\":\"%s\"}}",
-		job);
-	ck_assert_ptr_nonnull(strstr(td_expect_error(r, "InvalidState"), "failed"));
+	/* the spec is checked by the worker program before the job exists: refused now, with
+	 * the path that is missing */
+	json_t *r = td_request(&c, "{\"execute\":\"job-start\",\"arguments\":{\"spec\":%s}}",
+		T_TINY_SPEC);
+	const char *desc = td_expect_error(r, "Internal");
+	ck_assert_msg(strstr(desc, "/nonexistent/remat-train"), "desc: %s", desc);
+	json_decref(r);
+	r = td_request(&c, "{\"execute\":\"job-list\"}");
+	ck_assert_uint_eq(json_array_size(json_object_get(td_expect_return(r), "jobs")), 0);
+	json_decref(r);
+	/* daemon-info says why it cannot tell what the workers run */
+	r = td_request(&c, "{\"execute\":\"daemon-info\"}");
+	ck_assert_ptr_nonnull(strstr(td_str(td_expect_return(r), "blas"), "unknown"));
 	json_decref(r);
 	td_alive(&d);
 	td_close(&c);

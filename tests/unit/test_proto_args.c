@@ -30,6 +30,7 @@ static const struct {
 	{"remat-get", PROTO_SCOPE_JOB, 0}, {"remat-set", PROTO_SCOPE_JOB, 0},
 	{"remat-plan", PROTO_SCOPE_JOB, 0}, {"mem-stats", PROTO_SCOPE_JOB, 0},
 	{"mem-reset-peak", PROTO_SCOPE_JOB, 0}, {"ckpt-save", PROTO_SCOPE_JOB, 1},
+	{"job-remove", PROTO_SCOPE_JOB, 0},
 	{"subscribe", PROTO_SCOPE_CONN, 0}, {"unsubscribe", PROTO_SCOPE_CONN, 0},
 };
 #define N_DOCUMENTED (sizeof documented / sizeof documented[0])
@@ -252,7 +253,11 @@ START_TEST(test_proto_args_validate_remat_plan)
 		"unknown mode 'most' for section 'h.1'");
 	BAD("remat-plan", "{\"job\":\"j1\",\"sections\":1}", "'sections' must be an object");
 	BAD("remat-plan", "{\"job\":\"j1\",\"default\":\"chunked\"}", "for 'default'");
-	BAD("remat-plan", "{\"budget_bytes\":10}", "missing argument 'job' for remat-plan");
+	BAD("remat-plan", "{\"budget_bytes\":10}",
+		"missing argument 'job' for remat-plan (or 'spec')");
+	/* a spec instead of a job: a plan before anything starts */
+	OK("remat-plan", "{\"spec\":{\"model\":{}},\"budget_bytes\":10}");
+	BAD("remat-plan", "{\"spec\":[]}", "'spec' must be an object");
 	BAD("remat-plan", "{\"job\":\"j1\",\"budget\":10}",
 		"unknown argument 'budget' for remat-plan");
 }

@@ -1,0 +1,239 @@
+/* srv_store.c - job records in STATE_DIR/jobs/ID/state.json (see srv_store.h). */
+#include "srv_store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eng_fs.h"
+
+#define STORE_MODE 0600 /* a record names private paths */
+
+static json_t *opt_str(const char *s)
+{
+	return s ? json_string(s) : json_null();
+}
+
+static json_t *record_json(const srv_job *job)
+{
+	json_t *groups = json_array();
+	for (int i = 0; groups && i < job->owner.ngroups; i++)
+		json_array_append_new(groups, json_integer(job->owner.groups[i]));
+	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:i,s:i,s:{s:I,s:I,s:o},s:s,s:s,s:I}",
+		"format", SRV_STORE_FORMAT, "job", job->id, "name", job->name, "state",
+		srv_job_state_name(job->state), "reason", job->reason, "step", job->step, "steps",
+		job->steps, "owner", "uid", (json_int_t)job->owner.uid, "gid",
+		(json_int_t)job->owner.gid, "groups", groups, "save_dir", job->save_dir,
+		"spec_file", job->spec_file, "created", (json_int_t)job->created);
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "loss", job->has_loss ? json_real(job->loss) : json_null());
+	json_object_set_new(o, "lr", job->has_lr ? json_real(job->lr) : json_null());
+	json_object_set_new(o, "last_checkpoint", opt_str(job->last_checkpoint));
+	json_object_set_new(o, "exit_status",
+		job->exit_status >= 0 ? json_integer(job->exit_status) : json_null());
+	json_object_set_new(o, "signal",
+		job->term_signal ? json_integer(job->term_signal) : json_null());
+	json_object_set_new(o, "policy", job->policy ? json_deep_copy(job->policy) : json_null());
+	json_object_set_new(o, "info", job->info ? json_deep_copy(job->info) : json_null());
+	json_object_set_new(o, "last_save_error", job->last_save_error ?
+		json_deep_copy(job->last_save_error) : json_null());
+	return o;
+}
+
+static int record_fill(FILE *f, void *ud, eng_err *err)
+{
+	(void)err;
+	if (json_dumpf(ud, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0)
+		fputc('\n', f); /* a failure shows in the stream's error, found by the flush */
+	return 0;
+}
+
+int srv_store_save(const srv_job *job, char *err, size_t errlen)
+{
+	json_t *o = record_json(job);
+	eng_dir d;
+	eng_err e = {""};
+	int rc = -1;
+	if (!o) {
+		srv_fmt(err, errlen, "out of memory");
+		return -1;
+	}
+	if (eng_dir_open(&d, job->dir, &e) == 0) {
+		rc = eng_fs_write_mode(&d, SRV_STORE_FILE, STORE_MODE, record_fill, o, &e);
+		eng_dir_close(&d);
+	}
+	if (rc < 0)
+		srv_fmt(err, errlen, "%s", e.msg);
+	json_decref(o);
+	return rc;
+}
+
+/* ---- loading ---- */
+
+/* o[key] copied into dst (len bytes) when it is a string; 0, or -1 when missing. */
+static int get_text(const json_t *o, const char *key, char *dst, size_t len)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+	if (!s)
+		return -1;
+	srv_copy_text(dst, len, s);
+	return 0;
+}
+
+/* A record's fields into job; -1 with a message when one it needs is missing. */
+static int record_load(srv_job *job, const json_t *o, char *err, size_t errlen)
+{
+	char state[32];
+	json_t *v;
+	if (json_integer_value(json_object_get(o, "format")) != SRV_STORE_FORMAT ||
+		get_text(o, "state", state, sizeof state) < 0 ||
+		get_text(o, "name", job->name, sizeof job->name) < 0 ||
+		get_text(o, "save_dir", job->save_dir, sizeof job->save_dir) < 0 ||
+		get_text(o, "spec_file", job->spec_file, sizeof job->spec_file) < 0 ||
+		srv_job_state_parse(state) < 0 || (strcmp(job->spec_file, "job.json") != 0 &&
+		strcmp(job->spec_file, "resume.json") != 0)) {
+		srv_fmt(err, errlen, "not a format-%d record", SRV_STORE_FORMAT);
+		return -1;
+	}
+	job->state = (srv_job_state)srv_job_state_parse(state);
+	get_text(o, "reason", job->reason, sizeof job->reason);
+	job->step = (int)json_integer_value(json_object_get(o, "step"));
+	job->steps = (int)json_integer_value(json_object_get(o, "steps"));
+	job->created = json_integer_value(json_object_get(o, "created"));
+	if (json_is_number(v = json_object_get(o, "loss"))) {
+		job->loss = json_number_value(v);
+		job->has_loss = 1;
+	}
+	if (json_is_number(v = json_object_get(o, "lr"))) {
+		job->lr = json_number_value(v);
+		job->has_lr = 1;
+	}
+	if (json_is_string(v = json_object_get(o, "last_checkpoint")))
+		job->last_checkpoint = strdup(json_string_value(v));
+	job->exit_status = json_is_integer(v = json_object_get(o, "exit_status")) ?
+		(int)json_integer_value(v) : -1;
+	job->term_signal = (int)json_integer_value(json_object_get(o, "signal"));
+	if (json_is_object(v = json_object_get(o, "policy")))
+		job->policy = json_incref(v);
+	if (json_is_object(v = json_object_get(o, "info")))
+		job->info = json_incref(v);
+	if (json_is_object(v = json_object_get(o, "last_save_error")))
+		job->last_save_error = json_incref(v);
+	json_t *owner = json_object_get(o, "owner"), *groups = json_object_get(owner, "groups");
+	job->owner.uid = (uid_t)json_integer_value(json_object_get(owner, "uid"));
+	job->owner.gid = (gid_t)json_integer_value(json_object_get(owner, "gid"));
+	size_t i;
+	json_array_foreach(groups, i, v) {
+		if (job->owner.ngroups < SRV_MAX_GROUPS && json_is_integer(v))
+			job->owner.groups[job->owner.ngroups++] = (gid_t)json_integer_value(v);
+	}
+	return 0;
+}
+
+static int cmp_num(const void *a, const void *b)
+{
+	unsigned x = (*(srv_job *const *)a)->num, y = (*(srv_job *const *)b)->num;
+	return (x > y) - (x < y);
+}
+
+/* Reads STATE_DIR/jobs/jNUM/state.json into a new record; NULL when there is none or it
+ * is bad (logged). */
+static srv_job *load_one(srv_server *srv, unsigned num)
+{
+	char path[SRV_PATH_LEN + 64], why[256];
+	char q[SRV_QUOTE_BUF];
+	eng_err e = {""};
+	srv_fmt(path, sizeof path, "%s/jobs/j%u/%s", srv->state_dir, num, SRV_STORE_FILE);
+	FILE *f = eng_fs_fopen_read(path, "job record", &e);
+	if (!f) {
+		if (errno != ENOENT)
+			srv_log("%s: skipped", e.msg);
+		return NULL;
+	}
+	json_error_t je;
+	json_t *o = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+	fclose(f);
+	srv_job *job = o ? srv_job_alloc(srv) : NULL;
+	if (!job) {
+		srv_log("job record %s: %s: skipped", srv_quote(path, strlen(path), q),
+			o ? "out of memory" : je.text);
+		json_decref(o);
+		return NULL;
+	}
+	job->num = num;
+	snprintf(job->id, sizeof job->id, "j%u", num);
+	srv_fmt(job->dir, sizeof job->dir, "%s/jobs/j%u", srv->state_dir, num);
+	if (record_load(job, o, why, sizeof why) < 0) {
+		srv_log("job record %s: %s: skipped", srv_quote(path, strlen(path), q), why);
+		json_decref(o);
+		srv_job_free(job);
+		return NULL;
+	}
+	json_decref(o);
+	return job;
+}
+
+int srv_store_load(srv_server *srv, char *err, size_t errlen)
+{
+	char dir[SRV_PATH_LEN + 8];
+	srv_job **found = NULL;
+	size_t n = 0, cap = 0;
+	snprintf(dir, sizeof dir, "%s/jobs", srv->state_dir);
+	DIR *d = opendir(dir);
+	if (!d) {
+		srv_fmt(err, errlen, "cannot read '%s': %s", dir, strerror(errno));
+		return -1;
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char *end;
+		if (e->d_name[0] != 'j' || e->d_name[1] < '0' || e->d_name[1] > '9')
+			continue;
+		errno = 0;
+		unsigned long num = strtoul(e->d_name + 1, &end, 10);
+		if (errno || *end || num >= 0xffffffffUL)
+			continue;
+		char canon[16];
+		snprintf(canon, sizeof canon, "j%lu", num);
+		if (strcmp(canon, e->d_name) != 0)
+			continue; /* "j007" is no job of ours */
+		srv_job *job = load_one(srv, (unsigned)num);
+		if (!job)
+			continue;
+		if (n == cap) {
+			size_t ncap = cap ? 2 * cap : 64;
+			srv_job **nf = realloc(found, ncap * sizeof *nf);
+			if (!nf) {
+				srv_job_free(job);
+				break;
+			}
+			found = nf;
+			cap = ncap;
+		}
+		found[n++] = job;
+	}
+	closedir(d);
+	qsort(found, n, sizeof *found, cmp_num);
+	for (size_t i = 0; i < n; i++) {
+		srv_job *job = found[i];
+		if (!srv_job_state_final(job->state) && job->state != SRV_JOB_QUEUED) {
+			char why[SRV_REASON_LEN];
+			snprintf(why, sizeof why, "rematd ended while the job was %s", 
+				srv_job_state_name(job->state));
+			job->state = SRV_JOB_INTERRUPTED;
+			srv_copy_text(job->reason, sizeof job->reason, why);
+			srv_job_save_record(job);
+		}
+		if (srv_job_table_add(srv, job) < 0) {
+			srv_log("job %s: the table is full: not listed", job->id);
+			srv_job_free(job);
+		}
+	}
+	if (n)
+		srv_log("%zu job(s) from an earlier rematd listed", n);
+	free(found);
+	return 0;
+}

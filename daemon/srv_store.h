@@ -1,0 +1,30 @@
+/* srv_store.h - the job table on disk: one record per job, STATE_DIR/jobs/ID/state.json.
+ *
+ * A record holds what `rematctl ls`, `status` and `resume` need after rematd restarts: the
+ * id, name, owner, state and reason, step, loss, learning rate, last checkpoint, exit
+ * status, the policy as last reported, the save directory, the spec the worker runs, and
+ * what the spec's check said (shape, policy, aliases). It is written durably and whole
+ * (eng_fs_write: a temporary file, fsync, rename, fsync of the directory), mode 0600, at
+ * every change of state, checkpoint or policy; a crash leaves the old record or the new
+ * one. Not here: what the states mean (srv_job.h).
+ */
+#ifndef SRV_STORE_H
+#define SRV_STORE_H
+
+#include <stddef.h>
+
+#include "srv_job.h"
+
+#define SRV_STORE_FORMAT 1        /* "format" of the records written and read */
+#define SRV_STORE_FILE "state.json"
+
+/* Writes job's record; -1 with a message. */
+int srv_store_save(const srv_job *job, char *err, size_t errlen);
+
+/* Loads every record under STATE_DIR/jobs into the table, in id order. A job that was
+ * alive (starting, running, paused, stopping) becomes interrupted, its record rewritten; a
+ * queued one stays queued. A record that cannot be read is logged and skipped (its files
+ * stay). 0, or -1 with a message when the directory cannot be read. */
+int srv_store_load(srv_server *srv, char *err, size_t errlen);
+
+#endif

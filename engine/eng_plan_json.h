@@ -1,0 +1,47 @@
+/* eng_plan_json.h - remat-plan's answer (docs/protocol.md), built from the planner's counts:
+ * shared by the worker (a running job) and rematd (a queued job, or a spec file, from what
+ * remat-train --check said of it), so both answer alike.
+ *
+ * Not here: the counts themselves (eng_plan.h), or where the job's shape comes from.
+ */
+#ifndef ENG_PLAN_JSON_H
+#define ENG_PLAN_JSON_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "eng_plan.h"
+#include "eng_policy.h"
+#include "eng_spec.h"
+
+/* What a plan needs of a job. */
+typedef struct eng_plan_job {
+	eng_config cfg;
+	int B, T, chunk_rows;
+	eng_device device;
+	const eng_aliases *aliases;  /* the job's (borrowed) */
+	eng_policy policy;           /* the one asked about is built on top of this */
+} eng_plan_job;
+
+/* Applies args' "default" then "sections" (selector -> mode, in order; aliases resolved)
+ * on top of *p, and checks the result against the device (offload needs cuda). 0, or -1
+ * with the message in desc (*p then partly changed). */
+int eng_plan_policy_args(const eng_aliases *al, eng_device device, const json_t *args,
+	eng_policy *p, char *desc, size_t desclen);
+
+/* The "sections" array: for each block and the head, name, kind, mode, saved_bytes (the
+ * measured ones when measured is not NULL: L + 1 of them), workspace_bytes and
+ * extra_flops (new reference). */
+json_t *eng_plan_sections_json(const eng_policy *p, const eng_plan *plan,
+	const size_t *measured);
+
+/* remat-plan's return for args {sections, default, budget_bytes}: the policy asked for
+ * (or, with a budget and no policy, the cheapest that fits), its sections and totals,
+ * and "fits" when a budget was given. NULL with desc on a bad selector or mode. */
+json_t *eng_plan_reply(const eng_plan_job *j, const json_t *args, char *desc,
+	size_t desclen);
+
+/* {"h.0-1":"full",...,"head":"chunked"} (new reference). */
+json_t *eng_policy_json(const eng_policy *p);
+
+#endif
