@@ -113,12 +113,18 @@ static int build_start(const cli_command *cmd, const cli_args *a, json_t **req)
 	return set_str(cmd, *req, "name", "--name '%s' is not valid UTF-8", a->name);
 }
 
-/* stop and shutdown: --save */
+/* stop and shutdown: --save (stop: --name for the final checkpoint too) */
 static int build_save_flag(const cli_command *cmd, const cli_args *a, json_t **req)
 {
 	int rc = cmd->job == CLI_JOB_NONE ? build_empty(cmd, a, req) : cli_build_job(cmd, a, req);
+	if (rc == CLI_EXIT_OK && a->name && !a->save) {
+		json_decref(*req);
+		return cli_fail_usage(cmd, "%s", "--name names the final checkpoint: give --save too");
+	}
 	if (rc == CLI_EXIT_OK && a->save)
 		json_object_set_new(*req, "save", json_true());
+	if (rc == CLI_EXIT_OK)
+		rc = set_str(cmd, *req, "name", "--name '%s' is not valid UTF-8", a->name);
 	return rc;
 }
 
@@ -152,6 +158,31 @@ static int build_remat(const cli_command *cmd, const cli_args *a, json_t **req)
 		json_object_set_new(*req, "sections", sections);
 	}
 	rc = set_str(cmd, *req, "default", "--default '%s' is not valid UTF-8", a->deflt);
+	if (rc == CLI_EXIT_OK && a->budget >= 0)
+		json_object_set_new(*req, "budget_bytes", json_integer(a->budget));
+	plan_budget = a->budget;
+	return rc;
+}
+
+/* plan SPEC.json: remat-plan for a spec file (its paths made absolute), before anything
+ * starts: the rest as remat plan's */
+static int build_plan_spec(const cli_command *cmd, const cli_args *a, json_t **req)
+{
+	char err[256];
+	json_t *spec = spec_load(a->rest[0]), *sections = NULL;
+	if (!spec)
+		return CLI_EXIT_FAIL;
+	*req = json_pack("{s:o}", "spec", spec);
+	if (!*req)
+		return fail_memory();
+	if (a->nrest > 1) {
+		if (cli_sections_parse(a->rest + 1, a->nrest - 1, &sections, err, sizeof err) < 0) {
+			json_decref(*req);
+			return cli_fail_usage(cmd, "%s", err);
+		}
+		json_object_set_new(*req, "sections", sections);
+	}
+	int rc = set_str(cmd, *req, "default", "--default '%s' is not valid UTF-8", a->deflt);
 	if (rc == CLI_EXIT_OK && a->budget >= 0)
 		json_object_set_new(*req, "budget_bytes", json_integer(a->budget));
 	plan_budget = a->budget;
@@ -199,9 +230,12 @@ const cli_command cli_commands[] = {
     {"pause", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-pause", NULL, cli_show_pause,
      "pause at the next step boundary"},
     {"resume", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-resume", NULL, cli_show_resume,
-     "resume a paused job"},
-    {"stop", "JOB [--save]", CLI_JOB_NEEDED, CLI_OPT_SAVE, 0, 0, "job-stop", build_save_flag,
-     cli_show_stop, "stop at the next step boundary (saved first with --save)"},
+     "resume a paused job; a stopped, failed or interrupted one from its last checkpoint"},
+    {"stop", "JOB [--save [--name NAME]]", CLI_JOB_NEEDED, CLI_OPT_SAVE | CLI_OPT_NAME, 0, 0,
+     "job-stop", build_save_flag, cli_show_stop,
+     "stop at the next step boundary (saved first with --save); a queued job is cancelled"},
+    {"rm", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-remove", NULL, cli_show_remove,
+     "forget an ended job and remove its spec, record and log (never its checkpoints)"},
     {"remat get", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "remat-get", NULL, cli_show_remat_get,
      "the recompute policy and saved bytes per section"},
     {"remat set", "JOB SELECTOR=MODE... [--default MODE]", CLI_JOB_NEEDED, CLI_OPT_DEFAULT, 0,
@@ -210,6 +244,9 @@ const cli_command cli_commands[] = {
     {"remat plan", "JOB [SELECTOR=MODE...] [--default MODE] [--budget SIZE]", CLI_JOB_NEEDED,
      CLI_OPT_DEFAULT | CLI_OPT_BUDGET, 0, CLI_MAX_POS, "remat-plan", build_remat, show_plan,
      "predict bytes and extra FLOPs, or the cheapest policy under a budget"},
+    {"plan", "SPEC.json [SELECTOR=MODE...] [--default MODE] [--budget SIZE]", CLI_JOB_NONE,
+     CLI_OPT_DEFAULT | CLI_OPT_BUDGET, 1, CLI_MAX_POS, "remat-plan", build_plan_spec,
+     show_plan, "remat plan for a spec file, before anything starts (checked as a job-start)"},
     {"mem", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "mem-stats", NULL, cli_show_mem,
      "memory per category and section, RSS"},
     {"mem reset", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "mem-reset-peak", NULL, cli_show_reset,

@@ -91,6 +91,15 @@ static int on_line(const char *line, size_t len, void *ud)
 	return 0;
 }
 
+/* An error message's description and class into c->err and c->err_class (cleaned). */
+static void keep_error(cli_conn *c, const json_t *msg)
+{
+	json_t *e = json_object_get(msg, "error");
+	const char *desc = cli_jstr(e, "desc"), *cls = cli_jstr(e, "class");
+	cli_str_clean(desc ? desc : "(no description)", c->err, sizeof c->err);
+	cli_str_clean(cls ? cls : "?", c->err_class, sizeof c->err_class);
+}
+
 int cli_conn_open(cli_conn *c, const char *path, const char *server, int timeout_ms)
 {
 	struct sockaddr_un sa;
@@ -140,6 +149,13 @@ int cli_conn_open(cli_conn *c, const char *path, const char *server, int timeout
 	}
 	if (rc != CLI_OK)
 		return rc;
+	if (kind == PROTO_KIND_ERROR && !json_object_get(msg, "id")) {
+		/* refused before it greeted (PermissionDenied): its reason is the message */
+		keep_error(c, msg);
+		json_decref(msg);
+		c->broken = 1;
+		return CLI_EREPLY;
+	}
 	if (kind != PROTO_KIND_GREETING) {
 		json_decref(msg);
 		return broken(c, "protocol error: '%s' did not start with a greeting%s", path, "");
@@ -170,6 +186,29 @@ const char *cli_conn_role(const cli_conn *c)
 const char *cli_conn_job(const cli_conn *c)
 {
 	return cli_jstr(c->greeting, "job");
+}
+
+/* After a send failed: reads what the server sent before it closed, and when that holds an
+ * error without an id (its reason for closing), puts it in c->err: 1; 0 otherwise. */
+static int server_said(cli_conn *c)
+{
+	char buf[READ_CHUNK];
+	for (;;) {
+		ssize_t n = read(c->fd, buf, sizeof buf);
+		if (n <= 0)
+			break;
+		if (proto_framer_feed(&c->fr, buf, (size_t)n, on_line, c) < 0)
+			break;
+	}
+	for (size_t i = 0; i < json_array_size(c->queue); i++) {
+		json_t *msg = json_array_get(c->queue, i);
+		if (msg_kind(msg) != PROTO_KIND_ERROR || json_object_get(msg, "id"))
+			continue;
+		keep_error(c, msg);
+		c->broken = 1;
+		return 1;
+	}
+	return 0;
 }
 
 int cli_conn_send(cli_conn *c, const char *cmd, const json_t *args, long long *id)
@@ -209,7 +248,13 @@ int cli_conn_send(cli_conn *c, const char *cmd, const json_t *args, long long *i
 			goto out;
 		}
 		if (errno != EAGAIN && errno != EWOULDBLOCK) {
-			broken(c, "cannot send to '%s': %s", c->path, strerror(errno));
+			int e = errno;
+			/* the server may have said why it closed (Busy, PermissionDenied) first:
+			 * that is the message, not the broken pipe */
+			if (server_said(c))
+				rc = CLI_EREPLY;
+			else
+				broken(c, "cannot send to '%s': %s", c->path, strerror(e));
 			goto out;
 		}
 		struct pollfd p = {.fd = c->fd, .events = POLLOUT};
@@ -316,10 +361,7 @@ int cli_conn_call(cli_conn *c, const char *cmd, const json_t *args, int timeout_
 			return CLI_OK;
 		} else if (kind == PROTO_KIND_ERROR &&
 			   (id_is(msg, id) || !json_object_get(msg, "id"))) {
-			json_t *e = json_object_get(msg, "error");
-			const char *desc = cli_jstr(e, "desc"), *cls = cli_jstr(e, "class");
-			cli_str_clean(desc ? desc : "(no description)", c->err, sizeof c->err);
-			cli_str_clean(cls ? cls : "?", c->err_class, sizeof c->err_class);
+			keep_error(c, msg);
 			json_decref(msg);
 			return CLI_EREPLY;
 		}

@@ -108,6 +108,13 @@ void cli_show_status(FILE *f, const char *job, const json_t *ret)
 	kv(f, "step time:", cli_show_num(ret, "step_ms", "%.1f ms", buf, sizeof buf));
 	kv(f, "policy:", cli_policy_format(cli_jobj(ret, "policy"), buf, sizeof buf));
 	kv(f, "last checkpoint:", show_str(ret, "last_checkpoint", "-", buf, sizeof buf));
+	json_t *se = cli_jobj(ret, "last_save_error");
+	if (se) {
+		char reason[TEXT_LEN], step[32];
+		snprintf(buf, sizeof buf, "step %s: %s", cli_show_num(se, "step", "%.0f", step,
+			sizeof step), show_str(se, "reason", "-", reason, sizeof reason));
+		kv(f, "last save failed:", buf);
+	}
 	const char *reason = cli_jstr(ret, "reason");
 	if (reason && *reason)
 		kv(f, "reason:", cli_str_clean(reason, buf, sizeof buf));
@@ -330,26 +337,42 @@ void cli_show_start(FILE *f, const char *job, const json_t *ret)
 
 void cli_show_pause(FILE *f, const char *job, const json_t *ret)
 {
-	char st[32], step[32], at[32];
-	fprintf(f, "%s: %s at step %s (applies at step %s)\n", job,
-		show_str(ret, "state", "-", st, sizeof st),
-		cli_show_num(ret, "step", "%.0f", step, sizeof step),
-		cli_show_num(ret, "applies_at_step", "%.0f", at, sizeof at));
+	char step[32];
+	/* the step it stops after, as status will show it */
+	fprintf(f, "%s: pauses at step %s\n", job,
+		cli_show_num(ret, "step", "%.0f", step, sizeof step));
 }
 
 void cli_show_resume(FILE *f, const char *job, const json_t *ret)
 {
-	char st[32], step[32];
-	fprintf(f, "%s: %s at step %s\n", job, show_str(ret, "state", "-", st, sizeof st),
-		cli_show_num(ret, "step", "%.0f", step, sizeof step));
+	char st[32], step[32], path[TEXT_LEN];
+	const char *ck = cli_jstr(ret, "checkpoint");
+	if (ck)
+		/* an ended job, queued again to go on from its checkpoint */
+		fprintf(f, "%s: %s to resume from %s (step %s)\n", job,
+			show_str(ret, "state", "-", st, sizeof st), cli_str_clean(ck, path, sizeof path),
+			cli_show_num(ret, "step", "%.0f", step, sizeof step));
+	else
+		fprintf(f, "%s: %s at step %s\n", job, show_str(ret, "state", "-", st, sizeof st),
+			cli_show_num(ret, "step", "%.0f", step, sizeof step));
+}
+
+void cli_show_remove(FILE *f, const char *job, const json_t *ret)
+{
+	char path[TEXT_LEN];
+	fprintf(f, "%s: removed; its checkpoints stay in %s\n", job,
+		show_str(ret, "checkpoints", "-", path, sizeof path));
 }
 
 void cli_show_stop(FILE *f, const char *job, const json_t *ret)
 {
 	char step[32], path[TEXT_LEN];
 	const char *ck = cli_jstr(ret, "checkpoint");
-	fprintf(f, "%s: stopped at step %s", job,
-		cli_show_num(ret, "step", "%.0f", step, sizeof step));
+	if (cli_jstr(ret, "state")) /* rematd's answer for a queued job: it never ran */
+		fprintf(f, "%s: cancelled before it started", job);
+	else
+		fprintf(f, "%s: stopped at step %s", job,
+			cli_show_num(ret, "step", "%.0f", step, sizeof step));
 	if (ck)
 		fprintf(f, ", saved to %s", cli_str_clean(ck, path, sizeof path));
 	fputc('\n', f);

@@ -23,6 +23,7 @@ cli_show_fn cli_show_info;	/* daemon-info: key: value lines */
 cli_show_fn cli_show_start;	/* job-start: the new job's id alone */
 cli_show_fn cli_show_pause;	/* one-line results */
 cli_show_fn cli_show_resume;
+cli_show_fn cli_show_remove;
 cli_show_fn cli_show_stop;
 cli_show_fn cli_show_remat_set;
 cli_show_fn cli_show_save;

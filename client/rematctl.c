@@ -266,8 +266,8 @@ static int parse_args(int argc, char **argv, cli_args *a, int *version)
 			if (!proto_event_known(v))
 				return cli_fail_usage(
 				    NULL,
-				    "unknown event '%s' (STEP, REMAT_APPLIED, "
-				    "CHECKPOINT_SAVED, JOB_STATE_CHANGED, MEMORY)",
+				    "unknown event '%s' (STEP, REMAT_APPLIED, CHECKPOINT_SAVED, "
+				    "CHECKPOINT_FAILED, JOB_STATE_CHANGED, MEMORY)",
 				    v);
 			a->events[a->nevents++] = v;
 			break;

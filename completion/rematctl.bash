@@ -251,9 +251,10 @@ _rematctl()
 		cand=(--socket --control --json --timeout --help --version)
 		case $cmd in
 		start | save) cand+=(--name) ;;
-		stop | shutdown) cand+=(--save) ;;
+		stop) cand+=(--save --name) ;;
+		shutdown) cand+=(--save) ;;
 		"remat set") cand+=(--default) ;;
-		"remat plan") cand+=(--default --budget) ;;
+		"remat plan" | plan) cand+=(--default --budget) ;;
 		watch) cand+=(--interval --count) ;;
 		events) cand+=(--event --count) ;;
 		esac
@@ -263,11 +264,11 @@ _rematctl()
 
 	case ${#pos[@]}:$cmd in
 	0:*)
-		_rematctl_reply start ls status pause resume stop remat mem save watch events \
-			info shutdown help
+		_rematctl_reply start plan ls status pause resume stop rm remat mem save watch \
+			events info shutdown help
 		;;
 	1:remat\ ) _rematctl_reply get plan set ;;
-	1:start)
+	1:start | 1:plan)
 		compopt -o filenames 2>/dev/null
 		while IFS= read -r f; do
 			cand+=("$f")
@@ -283,7 +284,12 @@ _rematctl()
 		_rematctl_reply "${_rematctl_jobs[@]}"
 		;;
 	1:resume)
-		_rematctl_job_ids " paused "
+		# a paused job goes on; a stopped, failed or interrupted one from its checkpoint
+		_rematctl_job_ids " paused stopped failed interrupted "
+		_rematctl_reply "${_rematctl_jobs[@]}"
+		;;
+	1:rm)
+		_rematctl_job_ids " finished stopped failed interrupted "
 		_rematctl_reply "${_rematctl_jobs[@]}"
 		;;
 	1:mem)

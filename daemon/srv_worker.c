@@ -162,6 +162,8 @@ static void worker_note_return(srv_job *job, const char *execute, json_t *ret)
 		 * and rematctl use it to find the process */
 		if (!json_object_get(ret, "pid"))
 			json_object_set_new(ret, "pid", json_integer(job->pid));
+		/* whose job it is is rematd's to know */
+		json_object_set_new(ret, "uid", json_integer((json_int_t)job->owner.uid));
 	} else if (strcmp(execute, "job-stop") == 0) {
 		worker_set_checkpoint(job, json_object_get(ret, "checkpoint"));
 	} else if (strcmp(execute, "ckpt-save") == 0) {

@@ -125,7 +125,7 @@ if [[ $(complete -p rematctl 2>&1) != *"-F _rematctl rematctl"* ]]; then
 	fails=$((fails + 1))
 fi
 
-cmds=(start ls status pause resume stop remat mem save watch events info shutdown help)
+cmds=(start plan ls status pause resume stop rm remat mem save watch events info shutdown help)
 globals=(--socket --control --json --timeout --help --version)
 sock=$tmp/rematd.sock
 x=$ctl # the command as typed: the path of the rematctl under test
@@ -134,6 +134,7 @@ x=$ctl # the command as typed: the path of the rematctl under test
 export REMAT_SOCKET=$tmp/none.sock
 expect "$x " "${cmds[@]}"
 expect "$x st" start status stop
+expect "$x p" plan pause
 expect "$x remat " get plan set
 expect "$x remat s" set
 expect "$x --j" --json
@@ -216,7 +217,8 @@ chmod +x "$tmp/fake/rematctl"
 x=$tmp/fake/rematctl
 expect "$x status " j7 g1 j9
 expect "$x pause " j7
-expect "$x resume " g1
+expect "$x resume " g1 j9
+expect "$x rm " j9
 expect "$x stop " j7 g1
 expect "$x remat set g1 " blocks= head= all= mid= top= h.0= h.1= h.2= h.0-2=
 expect "$x remat set g1 h.1-" h.1-2=

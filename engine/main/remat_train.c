@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "eng_backends.h"
 #include "eng_ckpt.h"
@@ -563,6 +564,11 @@ int main(int argc, char **argv)
 	if ((ctl_fd >= 0 || ctl_path) && !(c = eng_ctl_start(ctl_fd, ctl_path, job_id, NULL)))
 		return 1;
 
+	/* Test hook: REMAT_START_DELAY_MS holds the start (as a large init_from would), so that
+	 * the tests can send requests to a job that is still starting. Unset in normal use. */
+	const char *delay = getenv("REMAT_START_DELAY_MS");
+	if (delay && atoi(delay) > 0)
+		usleep((useconds_t)atoi(delay) * 1000u);
 	if (!spec_ok || eng_trainer_init(&tr, &spec, &err) < 0) {
 		fprintf(stderr, "remat-train: %s\n", err.msg);
 		eng_ctl_set_state(c, CTL_FAILED, err.msg);

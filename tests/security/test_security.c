@@ -11,14 +11,16 @@
  *   - a FIFO as a data file, and as a file inside init_from;
  *   - a file that is not an llm.c file: its first bytes never appear in a message;
  *   - (as root) another user's entry where a checkpoint entry is expected.
- * The daemon's attacks (a --group peer, the worker's control socket) are in the second
- * half of this file.
+ * The daemon's side: a --group peer of a root rematd naming a file or a directory only root
+ * may use, and the job it may run running as it; another uid on a worker's --control
+ * socket; a FIFO named at job-start.
  */
 #include "tests/unit/t_ckpt.h"
 #include "tests/unit/t_daemon.h"
 #include "tests/unit/t_util.h"
 
 #include <errno.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -426,6 +428,259 @@ START_TEST(test_security_bytes_not_echoed)
 }
 END_TEST
 
+/* ---- the daemon's side ---- */
+
+#define NOBODY 65534      /* the user a --group peer is here (Debian's nobody) */
+#define PEER_GROUP "4242" /* rematd's --group, given by number: no /etc/group entry needed */
+
+/* Runs argv as uid NOBODY with supplementary group PEER_GROUP: its exit status, output in
+ * *out. */
+static int run_as_peer(char *const argv[], char **out)
+{
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		gid_t g = (gid_t)atoi(PEER_GROUP);
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		close(p[0]);
+		close(p[1]);
+		if (setgroups(1, &g) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0) {
+			printf("cannot become uid %d: %s\n", NOBODY, strerror(errno));
+			_exit(126);
+		}
+		execv(argv[0], argv);
+		printf("cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(p[1]);
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	ck_assert_ptr_nonnull(buf);
+	ssize_t r;
+	while (len + 1 < cap && (r = read(p[0], buf + len, cap - len - 1)) > 0)
+		len += (size_t)r;
+	buf[len] = '\0';
+	close(p[0]);
+	int status;
+	waitpid(pid, &status, 0);
+	*out = buf;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* 1 when uid NOBODY can reach path's directory (every parent searchable); else a line
+ * saying why the test skips. */
+static int peer_can_reach(const char *what, const char *dir)
+{
+	char *argv[] = {"/usr/bin/test", "-x", (char *)dir, NULL};
+	char *out;
+	int rc = run_as_peer(argv, &out);
+	free(out);
+	if (rc != 0)
+		printf("%s: skipped: uid %d cannot reach %s\n", what, NOBODY, dir);
+	return rc == 0;
+}
+
+/* "Uid:" of /proc/PID/status: the real uid of a process, or -1. */
+static long proc_uid(pid_t pid)
+{
+	char path[64], line[256];
+	long uid = -1;
+	snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, "Uid:", 4) == 0)
+			uid = strtol(line + 4, NULL, 10);
+	if (f)
+		fclose(f);
+	return uid;
+}
+
+/* rematd as root with --group: a member of the group (not root) names a root-only file, a
+ * root-only directory; and its job, when it starts, runs as that member. */
+START_TEST(test_security_group_peer_has_own_rights)
+{
+	if (geteuid() != 0) {
+		printf("test_security_group_peer_has_own_rights: skipped: needs root\n");
+		return;
+	}
+	need_gpl();
+	td_daemon d;
+	td_daemon_paths(&d);
+	ck_assert_int_eq(chmod(d.dir, 0711), 0);
+	if (!peer_can_reach("test_security_group_peer_has_own_rights", d.dir))
+		return;
+	/* the victims: a file and a directory only root may use */
+	char *priv = path_join(d.dir, "private"), *secret = path_join(priv, "precious.txt");
+	char *save_victim = path_join(priv, "save");
+	ck_assert_int_eq(mkdir(priv, 0700), 0);
+	write_text(secret, VICTIM_TEXT);
+	ck_assert_int_eq(chmod(secret, 0600), 0);
+	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), "--group", PEER_GROUP, NULL};
+	td_daemon_start(&d, extra);
+
+	char spec[8192], *out;
+	snprintf(spec, sizeof spec, "{\"model\": {" TINY "}, \"data\": {\"train\": \"%s\", "
+		"\"format\": \"bytes\"}, \"batch\": 2, \"seq_len\": 32, \"steps\": 5}", secret);
+	char *job1 = path_join(d.dir, "read.json");
+	write_text(job1, spec);
+	ck_assert_int_eq(chmod(job1, 0644), 0);
+	char *argv[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "start", job1, NULL};
+	int rc = run_as_peer(argv, &out);
+	ck_assert_msg(rc == 1 && strstr(out, "precious.txt") && strstr(out, "Permission denied"),
+		"a root-only data file: status %d: %s", rc, out);
+	free(out);
+
+	snprintf(spec, sizeof spec, "{\"model\": {" TINY "}, \"data\": {\"train\": \"" GPL "\", "
+		"\"format\": \"bytes\"}, \"batch\": 2, \"seq_len\": 32, \"steps\": 5, \"save\": "
+		"{\"dir\": \"%s\"}}", save_victim);
+	char *job2 = path_join(d.dir, "write.json");
+	write_text(job2, spec);
+	ck_assert_int_eq(chmod(job2, 0644), 0);
+	argv[4] = job2;
+	rc = run_as_peer(argv, &out);
+	ck_assert_msg(rc == 1 && strstr(out, "Permission denied"), "a root-only save directory: "
+		"status %d: %s", rc, out);
+	ck_assert_msg(!exists(save_victim), "%s was created", save_victim);
+	free(out);
+
+	/* a job it may run runs as it: its worker's uid, its checkpoints' owner */
+	snprintf(spec, sizeof spec, "{\"model\": {" TINY "}, \"data\": {\"train\": \"" GPL "\", "
+		"\"format\": \"bytes\"}, \"batch\": 2, \"seq_len\": 32, \"steps\": 1000000}");
+	char *job3 = path_join(d.dir, "own.json");
+	write_text(job3, spec);
+	ck_assert_int_eq(chmod(job3, 0644), 0);
+	argv[4] = job3;
+	rc = run_as_peer(argv, &out);
+	ck_assert_msg(rc == 0, "a job of its own: status %d: %s", rc, out);
+	char id[16];
+	snprintf(id, sizeof id, "%.15s", out);
+	id[strcspn(id, "\n")] = '\0';
+	free(out);
+	td_conn c = td_open(&d);
+	json_t *st;
+	long end = td_ms() + T_JOB_MS;
+	for (;;) {
+		st = td_job_status(&c, id);
+		if (json_integer_value(json_object_get(st, "step")) >= 1)
+			break;
+		ck_assert_msg(strcmp(td_str(st, "state"), "failed") != 0, "failed: %s",
+			td_str(st, "reason"));
+		json_decref(st);
+		ck_assert_msg(td_ms() < end, "the job never stepped");
+		td_sleep_ms(50);
+	}
+	pid_t wpid = (pid_t)json_integer_value(json_object_get(st, "pid"));
+	ck_assert_int_eq(json_integer_value(json_object_get(st, "uid")), NOBODY);
+	json_decref(st);
+	ck_assert_int_eq(proc_uid(wpid), NOBODY);
+	/* root's own job may not be stopped by it */
+	char *job4 = save_job(d.dir, path_join(d.dir, "rootsave"), 1000000, "");
+	const char *root_job = td_job_start(&c, td_slurp(job4), NULL);
+	char rj[16];
+	snprintf(rj, sizeof rj, "%s", root_job);
+	char *stop[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "stop", rj, NULL};
+	rc = run_as_peer(stop, &out);
+	ck_assert_msg(rc == 1 && strstr(out, "PermissionDenied"), "stopping root's job: %d %s",
+		rc, out);
+	free(out);
+	/* its own, saved: the files are its */
+	char *stop_own[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "--json", "stop", id,
+		"--save", NULL};
+	rc = run_as_peer(stop_own, &out);
+	ck_assert_msg(rc == 0, "stop --save of its own job: %d %s", rc, out);
+	json_t *ret = json_loads(out, 0, NULL);
+	char *model = path_join(td_str(ret, "checkpoint"), "model.safetensors");
+	struct stat sb;
+	ck_assert_int_eq(stat(model, &sb), 0);
+	ck_assert_int_eq(sb.st_uid, NOBODY);
+	json_decref(ret);
+	free(out);
+	free(model);
+	td_close(&c);
+	td_daemon_stop(&d);
+	victim_intact(priv, "a --group peer");
+	free(job4);
+	free(job3);
+	free(job2);
+	free(job1);
+	free(save_victim);
+	free(secret);
+	free(priv);
+}
+END_TEST
+
+/* The worker's own socket (--control): its mode is not all that guards it. */
+START_TEST(test_security_control_socket_checks_peer)
+{
+	if (geteuid() != 0) {
+		printf("test_security_control_socket_checks_peer: skipped: needs root\n");
+		return;
+	}
+	need_gpl();
+	char *root = tmp_dir("sec_ctl"), *sd = path_join(root, "save"), *sock;
+	ck_assert_int_eq(chmod(root, 0711), 0);
+	if (!peer_can_reach("test_security_control_socket_checks_peer", root))
+		return;
+	pid_t pid = start_controlled(root, sd, &sock);
+	ck_assert_int_eq(chmod(sock, 0666), 0); /* as if its mode had been got wrong */
+	char *argv[] = {(char *)t_env("REMATCTL"), "--control", sock, "status", NULL}, *out;
+	int rc = run_as_peer(argv, &out);
+	ck_assert_msg(rc == 1 && strstr(out, "PermissionDenied") && !strstr(out, "running"),
+		"another uid on the worker's socket: %d %s", rc, out);
+	free(out);
+	/* and its own user still gets in */
+	char *mine[] = {(char *)t_env("REMATCTL"), "--control", sock, "status", NULL};
+	ck_assert_int_eq(t_run(mine, &out), 0);
+	free(out);
+	stop_controlled(pid);
+	free(sock);
+	free(sd);
+	free(root);
+}
+END_TEST
+
+/* A FIFO named by a spec is refused at job-start, at once: no worker ever blocks on it. */
+START_TEST(test_security_fifo_refused_at_job_start)
+{
+	need_gpl();
+	td_daemon d;
+	td_daemon_paths(&d);
+	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), NULL};
+	td_daemon_start(&d, extra);
+	td_conn c = td_open(&d);
+	char *fifo = path_join(d.dir, "data.fifo"), *ck = path_join(d.dir, "ck");
+	ck_assert_int_eq(mkfifo(fifo, 0644), 0);
+	char *src = t_data("reference/tiny");
+	copy_dir(src, ck);
+	char *cfg = path_join(ck, "config.json");
+	ck_assert_int_eq(unlink(cfg), 0);
+	ck_assert_int_eq(mkfifo(cfg, 0644), 0);
+	long t0 = td_ms();
+	json_t *r = td_request(&c, "{\"execute\":\"job-start\",\"arguments\":{\"spec\":{"
+		"\"model\":{" TINY "},\"data\":{\"train\":\"%s\",\"format\":\"bytes\"}}}}", fifo);
+	const char *desc = td_expect_error(r, "InvalidParameter");
+	ck_assert_msg(strstr(desc, "data.fifo") && strstr(desc, "FIFO"), "desc: %s", desc);
+	json_decref(r);
+	r = td_request(&c, "{\"execute\":\"job-start\",\"arguments\":{\"spec\":{"
+		"\"model\":{\"init_from\":\"%s\"},\"data\":{\"train\":\"" GPL "\","
+		"\"format\":\"bytes\"}}}}", ck);
+	desc = td_expect_error(r, "InvalidParameter");
+	ck_assert_msg(strstr(desc, "config.json") && strstr(desc, "FIFO"), "desc: %s", desc);
+	json_decref(r);
+	ck_assert_msg(td_ms() - t0 < T_READ_MS, "refusing took %ld ms", td_ms() - t0);
+	td_alive(&d);
+	td_close(&c);
+	td_daemon_stop(&d);
+	free(cfg);
+	free(src);
+	free(ck);
+	free(fifo);
+}
+END_TEST
+
 Suite *suite_security(void)
 {
 	Suite *s = suite_create("security");
@@ -443,6 +698,12 @@ Suite *suite_security(void)
 	tcase_add_test(tc, test_security_fifo_data_refused);
 	tcase_add_test(tc, test_security_fifo_in_init_from_refused);
 	tcase_add_test(tc, test_security_bytes_not_echoed);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("daemon");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_security_group_peer_has_own_rights);
+	tcase_add_test(tc, test_security_control_socket_checks_peer);
+	tcase_add_test(tc, test_security_fifo_refused_at_job_start);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -26,6 +26,7 @@ Suite *suite_client(void);
 Suite *suite_e2e(void);
 Suite *suite_ckpt(void);
 Suite *suite_security(void); /* tests/security/test_security.c */
+Suite *suite_lifecycle(void);
 Suite *suite_systemd(void);
 Suite *suite_cuda(void); /* tests/cuda/test_cuda.c: GPU tests skip with one line without one */
 #ifdef REMAT_CUDA
