@@ -175,22 +175,6 @@ int srv_job_table_init(srv_server *srv, char *err, size_t errlen)
 		return -1;
 	if (job_make_dir(srv, dir, mode, err, errlen) < 0)
 		return -1;
-	DIR *d = opendir(dir);
-	if (!d) {
-		srv_fmt(err, errlen, "cannot read '%s': %s", dir, strerror(errno));
-		return -1;
-	}
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		char *end;
-		if (e->d_name[0] != 'j' || e->d_name[1] < '0' || e->d_name[1] > '9')
-			continue;
-		errno = 0;
-		unsigned long n = strtoul(e->d_name + 1, &end, 10);
-		if (!errno && !*end && n < 0xffffffffUL && n > srv->next_job_num)
-			srv->next_job_num = (unsigned)n;
-	}
-	closedir(d);
 	return srv_store_load(srv, err, errlen);
 }
 

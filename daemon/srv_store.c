@@ -196,6 +196,9 @@ int srv_store_load(srv_server *srv, char *err, size_t errlen)
 		unsigned long num = strtoul(e->d_name + 1, &end, 10);
 		if (errno || *end || num >= 0xffffffffUL)
 			continue;
+		/* new ids follow the highest directory there, record or not: none is reused */
+		if (num > srv->next_job_num)
+			srv->next_job_num = (unsigned)num;
 		char canon[16];
 		snprintf(canon, sizeof canon, "j%lu", num);
 		if (strcmp(canon, e->d_name) != 0)
@@ -216,7 +219,8 @@ int srv_store_load(srv_server *srv, char *err, size_t errlen)
 		found[n++] = job;
 	}
 	closedir(d);
-	qsort(found, n, sizeof *found, cmp_num);
+	if (n > 1)
+		qsort(found, n, sizeof *found, cmp_num);
 	for (size_t i = 0; i < n; i++) {
 		srv_job *job = found[i];
 		if (!srv_job_state_final(job->state) && job->state != SRV_JOB_QUEUED) {

@@ -21,7 +21,8 @@
 /* Writes job's record; -1 with a message. */
 int srv_store_save(const srv_job *job, char *err, size_t errlen);
 
-/* Loads every record under STATE_DIR/jobs into the table, in id order. A job that was
+/* Loads every record under STATE_DIR/jobs into the table, in id order, and makes new ids
+ * follow the highest STATE_DIR/jobs/jN there. A job that was
  * alive (starting, running, paused, stopping) becomes interrupted, its record rewritten; a
  * queued one stays queued. A record that cannot be read is logged and skipped (its files
  * stay). 0, or -1 with a message when the directory cannot be read. */

@@ -144,6 +144,15 @@ static void expect_refused(const char *what, const char *job, const char *n1, co
 	free(out);
 }
 
+/* 1 when this process is root; else a line saying that test skips. */
+static int is_root(const char *test, const char *why)
+{
+	if (geteuid() == 0)
+		return 1;
+	printf("%s: skipped: needs root%s\n", test, why);
+	return 0;
+}
+
 /* ---- the save directory's own names, as symlinks ---- */
 
 START_TEST(test_security_tmp_symlink_not_followed)
@@ -317,10 +326,8 @@ END_TEST
 /* As root: another user's directory under a name the engine removes at start. */
 START_TEST(test_security_foreign_entry_refused)
 {
-	if (geteuid() != 0) {
-		printf("test_security_foreign_entry_refused: skipped: needs root to chown\n");
+	if (!is_root("test_security_foreign_entry_refused", " to chown"))
 		return;
-	}
 	need_gpl();
 	char *root = tmp_dir("sec_foreign"), *sd = path_join(root, "save");
 	char *tmp = path_join(sd, "step_00000004.tmp"), *f = path_join(tmp, "precious.txt");
@@ -502,10 +509,8 @@ static long proc_uid(pid_t pid)
  * root-only directory; and its job, when it starts, runs as that member. */
 START_TEST(test_security_group_peer_has_own_rights)
 {
-	if (geteuid() != 0) {
-		printf("test_security_group_peer_has_own_rights: skipped: needs root\n");
+	if (!is_root("test_security_group_peer_has_own_rights", ""))
 		return;
-	}
 	need_gpl();
 	td_daemon d;
 	td_daemon_paths(&d);
@@ -577,7 +582,8 @@ START_TEST(test_security_group_peer_has_own_rights)
 	json_decref(st);
 	ck_assert_int_eq(proc_uid(wpid), NOBODY);
 	/* root's own job may not be stopped by it */
-	char *job4 = save_job(d.dir, path_join(d.dir, "rootsave"), 1000000, "");
+	char *rootsave = path_join(d.dir, "rootsave");
+	char *job4 = save_job(d.dir, rootsave, 1000000, "");
 	const char *root_job = td_job_start(&c, td_slurp(job4), NULL);
 	char rj[16];
 	snprintf(rj, sizeof rj, "%s", root_job);
@@ -603,6 +609,7 @@ START_TEST(test_security_group_peer_has_own_rights)
 	td_daemon_stop(&d);
 	victim_intact(priv, "a --group peer");
 	free(job4);
+	free(rootsave);
 	free(job3);
 	free(job2);
 	free(job1);
@@ -615,10 +622,8 @@ END_TEST
 /* The worker's own socket (--control): its mode is not all that guards it. */
 START_TEST(test_security_control_socket_checks_peer)
 {
-	if (geteuid() != 0) {
-		printf("test_security_control_socket_checks_peer: skipped: needs root\n");
+	if (!is_root("test_security_control_socket_checks_peer", ""))
 		return;
-	}
 	need_gpl();
 	char *root = tmp_dir("sec_ctl"), *sd = path_join(root, "save"), *sock;
 	ck_assert_int_eq(chmod(root, 0711), 0);

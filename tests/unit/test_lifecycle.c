@@ -150,6 +150,15 @@ static const char *const *with_worker(const char **buf, const char *a, const cha
 	return buf;
 }
 
+/* A daemon on the real worker, started, and a connection to it. */
+static td_conn real_daemon(td_daemon *d)
+{
+	const char *ex[5];
+	td_daemon_paths(d);
+	td_daemon_start(d, with_worker(ex, NULL, NULL));
+	return td_open(d);
+}
+
 /* ---- a full disk ---- */
 
 /* A tmpfs of size at dir, or 0 with a line saying why not. It is mounted in a mount
@@ -284,10 +293,7 @@ START_TEST(test_lifecycle_daemon_killed_resume)
 	/* the worker outlives rematd: it must come back to us to be reaped */
 	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
 	td_daemon d;
-	td_daemon_paths(&d);
-	const char *ex[5];
-	td_daemon_start(&d, with_worker(ex, NULL, NULL));
-	td_conn c = td_open(&d);
+	td_conn c = real_daemon(&d);
 	char save[700];
 	snprintf(save, sizeof save, "%s/save", d.dir);
 	char *spec = spec_of(40, save, NULL);
@@ -305,6 +311,7 @@ START_TEST(test_lifecycle_daemon_killed_resume)
 	ck_assert_msg(rc == 0, "the orphaned worker ended with %d", rc);
 
 	/* a new rematd on the same state dir lists the job as interrupted */
+	const char *ex[5];
 	td_daemon_start(&d, with_worker(ex, NULL, NULL));
 	c = td_open(&d);
 	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
@@ -350,10 +357,7 @@ START_TEST(test_lifecycle_requests_while_starting)
 {
 	setenv("REMAT_START_DELAY_MS", START_DELAY, 1);
 	td_daemon d;
-	td_daemon_paths(&d);
-	const char *ex[5];
-	td_daemon_start(&d, with_worker(ex, NULL, NULL));
-	td_conn c = td_open(&d);
+	td_conn c = real_daemon(&d);
 	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
 	char save[700];
 	snprintf(save, sizeof save, "%s/save", d.dir);
@@ -389,8 +393,9 @@ START_TEST(test_lifecycle_requests_while_starting)
 	json_decref(st);
 
 	/* daemon-shutdown --save while a job starts: it waits for the job, saved */
-	snprintf(job, sizeof job, "%s", td_job_start(&c, spec_of(1000000, NULL, NULL),
-		"starting"));
+	free(spec);
+	spec = spec_of(1000000, NULL, NULL);
+	snprintf(job, sizeof job, "%s", td_job_start(&c, spec, "starting"));
 	td_send(&c, "{\"execute\":\"daemon-shutdown\",\"arguments\":{\"save\":true},\"id\":9}");
 	json_t *data = td_wait_state(&c, job, "stopped", T_JOB_MS);
 	ck_assert_ptr_nonnull(strstr(td_str(data, "last_checkpoint"), "step_00000000"));
@@ -484,10 +489,7 @@ END_TEST
 START_TEST(test_lifecycle_spec_refused_at_start)
 {
 	td_daemon d;
-	td_daemon_paths(&d);
-	const char *ex[5];
-	td_daemon_start(&d, with_worker(ex, NULL, NULL));
-	td_conn c = td_open(&d);
+	td_conn c = real_daemon(&d);
 	static const struct {
 		const char *extra;   /* replaces the spec's tail */
 		const char *needle;
@@ -621,10 +623,7 @@ END_TEST
 START_TEST(test_lifecycle_events_promises)
 {
 	td_daemon d;
-	td_daemon_paths(&d);
-	const char *ex[5];
-	td_daemon_start(&d, with_worker(ex, NULL, NULL));
-	td_conn c = td_open(&d);
+	td_conn c = real_daemon(&d);
 	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
 	char save[700];
 	snprintf(save, sizeof save, "%s/save", d.dir);
