@@ -197,25 +197,25 @@ static void worker_on_reply(srv_job *job, json_t *obj, proto_kind kind)
 	json_t *ret = json_object_get(obj, "return");
 	if (kind == PROTO_KIND_RETURN && json_is_object(ret))
 		worker_note_return(job, p->execute, ret);
-	if (p->expired)
-		goto out; /* the client was answered when the time limit passed */
 	const char *desc = json_string_value(json_object_get(json_object_get(obj, "error"),
 		"desc"));
+	int stop = strcmp(p->execute, "job-stop") == 0, saving = stop && job->stop_saving;
+	if (stop) {
+		job->stop_saving = 0;
+		if (kind == PROTO_KIND_ERROR)
+			job->stop_requested = 0; /* its final save failed: the job goes on */
+	}
+	if (p->expired)
+		goto out; /* the client was answered when the time limit passed */
 	if (p->conn_id == 0) {
-		int stop = strcmp(p->execute, "job-stop") == 0;
 		if (kind == PROTO_KIND_ERROR) {
 			char q[SRV_QUOTE_BUF];
 			srv_log("job %s: the worker refused %s: %s", job->id, p->execute,
 				srv_quote(desc ? desc : "", desc ? strlen(desc) : 0, q));
 		}
-		if (stop && kind == PROTO_KIND_ERROR && job->stop_saving) {
-			/* the shutdown's final save failed: the job kept running */
-			job->stop_saving = 0;
-			job->stop_requested = 0;
+		/* the shutdown's final save failed: the job kept running */
+		if (saving && kind == PROTO_KIND_ERROR)
 			srv_shutdown_save_failed(job->srv, job, desc ? desc : "the save failed");
-		} else if (stop) {
-			job->stop_saving = 0;
-		}
 		goto out;
 	}
 	/* the client may have gone meanwhile: then the reply is dropped */
