@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "eng_err.h"
+#include "eng_fs.h"
 #include "eng_plan_json.h"
 #include "eng_spec.h"
 #include "srv_helper.h"
@@ -381,45 +382,19 @@ static int job_reserve(srv_server *srv, srv_job *job, char *desc, size_t desclen
 	return -1;
 }
 
-/* Writes text to job->dir/name, mode 0600, never through a symlink, replacing it. */
+/* Writes spec to job->dir/name durably, mode 0600, never through a symlink. */
 static int job_write_file(srv_job *job, const char *name, const json_t *spec, char *desc,
 	size_t desclen)
 {
-	char path[SRV_PATH_LEN + 32], tmp[SRV_PATH_LEN + 40];
-	snprintf(path, sizeof path, "%s/%s", job->dir, name);
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
-	char *text = json_dumps(spec, JSON_INDENT(2));
-	if (!text) {
-		srv_fmt(desc, desclen, "cannot serialise the spec (out of memory?)");
-		return -1;
+	eng_dir d;
+	eng_err e = {""};
+	int rc = eng_dir_open(&d, job->dir, &e);
+	if (rc == 0) {
+		rc = eng_fs_write_json(&d, name, JOB_FILE_MODE, spec, &e);
+		eng_dir_close(&d);
 	}
-	int rc = -1;
-	size_t len = strlen(text), done = 0;
-	unlink(tmp); /* rematd's own directory: a leftover of an earlier try */
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, JOB_FILE_MODE);
-	if (fd < 0)
-		goto out;
-	while (done < len) {
-		ssize_t n = write(fd, text + done, len - done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			goto out;
-		done += (size_t)n;
-	}
-	if (write(fd, "\n", 1) != 1 || fsync(fd) < 0)
-		goto out;
-	rc = 0;
-out:
-	if (fd >= 0 && close(fd) < 0)
-		rc = -1;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -1;
-	if (rc < 0) {
-		srv_fmt(desc, desclen, "cannot write '%s': %s", path, strerror(errno));
-		unlink(tmp);
-	}
-	free(text);
+	if (rc < 0)
+		srv_fmt(desc, desclen, "%s", e.msg);
 	return rc;
 }
 

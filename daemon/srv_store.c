@@ -43,14 +43,6 @@ static json_t *record_json(const srv_job *job)
 	return o;
 }
 
-static int record_fill(FILE *f, void *ud, eng_err *err)
-{
-	(void)err;
-	if (json_dumpf(ud, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0)
-		fputc('\n', f); /* a failure shows in the stream's error, found by the flush */
-	return 0;
-}
-
 int srv_store_save(const srv_job *job, char *err, size_t errlen)
 {
 	json_t *o = record_json(job);
@@ -62,7 +54,7 @@ int srv_store_save(const srv_job *job, char *err, size_t errlen)
 		return -1;
 	}
 	if (eng_dir_open(&d, job->dir, &e) == 0) {
-		rc = eng_fs_write_mode(&d, SRV_STORE_FILE, STORE_MODE, record_fill, o, &e);
+		rc = eng_fs_write_json(&d, SRV_STORE_FILE, STORE_MODE, o, &e);
 		eng_dir_close(&d);
 	}
 	if (rc < 0)

@@ -149,15 +149,6 @@ out:
 	return rc;
 }
 
-/* eng_fs_fill_fn of a JSON document: two-space indent, a trailing newline. */
-static int json_fill(FILE *f, void *ud, eng_err *err)
-{
-	(void)err;
-	if (json_dumpf(ud, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0)
-		fputc('\n', f); /* a failure shows in the stream's error, found by the flush */
-	return 0;
-}
-
 /* eng_fs_fill_fn of one line of text. */
 static int line_fill(FILE *f, void *ud, eng_err *err)
 {
@@ -218,7 +209,7 @@ static int write_state(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, 
 		eng_errf(err, "cannot build trainer_state.json");
 		goto out;
 	}
-	rc = eng_fs_write_at(d, "trainer_state.json", json_fill, o, err);
+	rc = eng_fs_write_json(d, "trainer_state.json", 0666, o, err);
 	json_decref(o);
 	struct stat st;
 	if (rc == 0 && fstatat(d->fd, "trainer_state.json", &st, AT_SYMLINK_NOFOLLOW) == 0)

@@ -305,6 +305,21 @@ fail:
 	return -1;
 }
 
+/* eng_fs_fill_fn of a JSON document. */
+static int json_fill(FILE *f, void *ud, eng_err *err)
+{
+	(void)err;
+	if (json_dumpf(ud, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0)
+		fputc('\n', f); /* a failure shows in the stream's error, found by the flush */
+	return 0;
+}
+
+int eng_fs_write_json(const eng_dir *d, const char *name, mode_t mode, const json_t *doc,
+	eng_err *err)
+{
+	return eng_fs_write_mode(d, name, mode, json_fill, (void *)doc, err);
+}
+
 int eng_fs_write(const char *path, eng_fs_fill_fn fill, void *ud, eng_err *err)
 {
 	char dir[ENG_FS_PATH_LEN];

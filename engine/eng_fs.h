@@ -23,6 +23,7 @@
 #ifndef ENG_FS_H
 #define ENG_FS_H
 
+#include <jansson.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -96,6 +97,10 @@ int eng_fs_write_at(const eng_dir *d, const char *name, eng_fs_fill_fn fill, voi
 /* The same with the new file's mode (before the umask) instead of 0666. */
 int eng_fs_write_mode(const eng_dir *d, const char *name, mode_t mode, eng_fs_fill_fn fill,
 	void *ud, eng_err *err);
+/* A JSON document (two-space indent, keys in insertion order, a trailing newline) written
+ * durably as d/name, the new file's mode before the umask. */
+int eng_fs_write_json(const eng_dir *d, const char *name, mode_t mode, const json_t *doc,
+	eng_err *err);
 /* eng_fs_write_at in the directory of path (its last component the name). */
 int eng_fs_write(const char *path, eng_fs_fill_fn fill, void *ud, eng_err *err);
 
