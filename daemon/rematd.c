@@ -317,24 +317,6 @@ static void on_shutdown_timeout(uv_timer_t *t)
 	srv_job_kill_all(srv, "still running at the shutdown timeout");
 }
 
-/* Answers every daemon-shutdown waiting: ok (desc NULL) or an error. */
-static void shutdown_answer(srv_server *srv, proto_errclass ec, const char *desc)
-{
-	while (srv->shutdown_waiters) {
-		srv_waiter *w = srv->shutdown_waiters;
-		srv->shutdown_waiters = w->next;
-		srv_conn *c = srv_conn_find(srv, w->conn_id);
-		if (c) {
-			c->inflight--;
-			if (desc)
-				srv_conn_error(c, ec, desc, w->id);
-			else
-				srv_conn_reply(c, NULL, w->id);
-		}
-		srv_waiter_free(w);
-	}
-}
-
 void srv_shutdown(srv_server *srv, int save, int by_signal, srv_waiter *waiter,
 	const char *why)
 {
@@ -402,7 +384,7 @@ void srv_shutdown_save_failed(srv_server *srv, srv_job *job, const char *desc)
 	uv_timer_stop(&srv->shutdown_timer);
 	if (srv->notify_timers)
 		uv_timer_stop(&srv->extend_timer);
-	shutdown_answer(srv, PROTO_ERR_IO_ERROR, msg);
+	srv_conn_answer_waiters(srv, &srv->shutdown_waiters, NULL, PROTO_ERR_IO_ERROR, msg);
 	srv->status[0] = '\0';
 	status_text(srv, srv->status, sizeof srv->status);
 	notify(srv, "READY=1\nSTATUS=%s", srv->status);
@@ -416,7 +398,7 @@ void srv_shutdown_progress(srv_server *srv)
 	srv->shutdown_done = 1;
 	/* the last handles: once the connections are flushed and closed, uv_run returns (the
 	 * signal handles are unreferenced, so they keep catching signals until then) */
-	shutdown_answer(srv, PROTO_ERR_INTERNAL, NULL);
+	srv_conn_answer_waiters(srv, &srv->shutdown_waiters, NULL, PROTO_ERR_INTERNAL, NULL);
 	srv_listen_close(&srv->listener);
 	uv_close((uv_handle_t *)&srv->shutdown_timer, NULL);
 	uv_close((uv_handle_t *)&srv->sweep_timer, NULL);
@@ -684,11 +666,9 @@ out:
 	srv_listen_release(&srv->listener);
 	srv_job_table_free(srv);
 	json_decref(srv->worker_info);
-	while (srv->info_waiters) {
-		srv_waiter *w = srv->info_waiters;
-		srv->info_waiters = w->next;
-		srv_waiter_free(w);
-	}
+	/* the connections are gone: nobody is answered, the waiters are freed */
+	srv_conn_answer_waiters(srv, &srv->info_waiters, NULL, PROTO_ERR_INTERNAL, NULL);
+	srv_conn_answer_waiters(srv, &srv->shutdown_waiters, NULL, PROTO_ERR_INTERNAL, NULL);
 	if (uv_loop_close(&loop) != 0) {
 		srv_log("BUG: handles still open at exit");
 		rc = 1;

@@ -90,19 +90,8 @@ static void cmd_daemon_info(srv_conn *c, const proto_request *req)
 void srv_cmd_info_ready(srv_server *srv)
 {
 	json_t *ret = daemon_info(srv);
-	while (srv->info_waiters) {
-		srv_waiter *w = srv->info_waiters;
-		srv->info_waiters = w->next;
-		srv_conn *c = srv_conn_find(srv, w->conn_id);
-		if (c) {
-			c->inflight--;
-			if (ret)
-				srv_conn_reply(c, ret, w->id);
-			else
-				srv_conn_error(c, PROTO_ERR_INTERNAL, "out of memory", w->id);
-		}
-		srv_waiter_free(w);
-	}
+	srv_conn_answer_waiters(srv, &srv->info_waiters, ret, PROTO_ERR_INTERNAL,
+		ret ? NULL : "out of memory");
 	json_decref(ret);
 }
 

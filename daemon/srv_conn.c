@@ -148,6 +148,24 @@ int srv_conn_error(srv_conn *c, proto_errclass ec, const char *desc, const json_
 	return r;
 }
 
+void srv_conn_answer_waiters(srv_server *srv, srv_waiter **list, const json_t *ret,
+	proto_errclass ec, const char *desc)
+{
+	while (*list) {
+		srv_waiter *w = *list;
+		*list = w->next;
+		srv_conn *c = srv_conn_find(srv, w->conn_id);
+		if (c) {
+			c->inflight--;
+			if (desc)
+				srv_conn_error(c, ec, desc, w->id);
+			else
+				srv_conn_reply(c, ret, w->id);
+		}
+		srv_waiter_free(w);
+	}
+}
+
 /* ---- reading ---- */
 
 static void conn_on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)

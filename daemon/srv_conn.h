@@ -83,6 +83,11 @@ int srv_conn_send(srv_conn *c, srv_msg *m);
 int srv_conn_reply(srv_conn *c, const json_t *ret, const json_t *id);
 int srv_conn_error(srv_conn *c, proto_errclass ec, const char *desc, const json_t *id);
 
+/* Answers and frees every waiter of *list (the connections still there, each counted in
+ * its inflight): the error (ec, desc) when desc is not NULL, else ret (NULL: {}). */
+void srv_conn_answer_waiters(srv_server *srv, srv_waiter **list, const json_t *ret,
+	proto_errclass ec, const char *desc);
+
 /* Sends nothing more, flushes what is queued (at most SRV_LINGER_MS), then closes. */
 void srv_conn_drain(srv_conn *c);
 /* Closes now; queued output is lost. why (may be NULL) goes to the log. */
