@@ -677,6 +677,15 @@ static json_t *resume_checked(job_check *k, const json_t *out, proto_errclass *e
 	json_decref(job->info);
 	job->info = check_info(out);
 	job->step = (int)json_integer_value(json_object_get(out, "resume_step"));
+	if (ckpt) {
+		/* the newest one, found as its owner: newer than the record's when the worker
+		 * saved on its way out of a daemon that had died */
+		char *copy = strdup(ckpt);
+		if (copy) {
+			free(job->last_checkpoint);
+			job->last_checkpoint = copy;
+		}
+	}
 	char q[SRV_QUOTE_BUF];
 	srv_fmt(why, sizeof why, "job-resume from %s", ckpt ? ckpt : "?");
 	srv_log("job %s queued again: resumes from %s at step %d", job->id,
