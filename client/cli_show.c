@@ -349,9 +349,10 @@ void cli_show_resume(FILE *f, const char *job, const json_t *ret)
 	const char *ck = cli_jstr(ret, "checkpoint");
 	if (ck)
 		/* an ended job, queued again to go on from its checkpoint */
-		fprintf(f, "%s: %s to resume from %s (step %s)\n", job,
-			show_str(ret, "state", "-", st, sizeof st), cli_str_clean(ck, path, sizeof path),
-			cli_show_num(ret, "step", "%.0f", step, sizeof step));
+		fprintf(f, "%s: resumes from %s at step %s (%s)\n", job,
+			cli_str_clean(ck, path, sizeof path),
+			cli_show_num(ret, "step", "%.0f", step, sizeof step),
+			show_str(ret, "state", "-", st, sizeof st));
 	else
 		fprintf(f, "%s: %s at step %s\n", job, show_str(ret, "state", "-", st, sizeof st),
 			cli_show_num(ret, "step", "%.0f", step, sizeof step));
@@ -406,5 +407,5 @@ void cli_show_shutdown(FILE *f, const char *job, const json_t *ret)
 {
 	(void)job;
 	(void)ret;
-	fprintf(f, "rematd is shutting down\n");
+	fprintf(f, "rematd: every job has stopped; the daemon exits\n");
 }

@@ -324,7 +324,7 @@ START_TEST(test_lifecycle_daemon_killed_resume)
 	/* rematctl resume continues it to its end */
 	char *out;
 	rc = ctl(&d, &out, "resume", job, NULL);
-	ck_assert_msg(rc == 0 && strstr(out, "resume from") && strstr(out, save), "resume: %d %s",
+	ck_assert_msg(rc == 0 && strstr(out, "resumes from") && strstr(out, save), "resume: %d %s",
 		rc, out);
 	free(out);
 	json_t *data = td_wait_state(&c, job, "finished", T_JOB_MS);
