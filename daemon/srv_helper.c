@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "eng_fs.h"
+
 #define HELPER_MAX_ARGS 8        /* arguments one helper gets, program name excluded */
 #define HELPER_TMP_MODE 0700     /* STATE_DIR/tmp */
 #define HELPER_SPEC_MODE 0600    /* a spec given to a helper: it may name private paths */
@@ -30,7 +32,8 @@ struct srv_helper {
 	size_t len;                  /* bytes in buf */
 	char buf[SRV_HELPER_OUT + 1];
 	char what[32];               /* "check", "info": for messages */
-	char spec_path[SRV_PATH_LEN + 64]; /* the spec file to remove, "" when none */
+	char spec_name[64];          /* its spec file in STATE_DIR/tmp, "" when none */
+	char spec_path[SRV_PATH_LEN + 80]; /* the same as a path, the helper's argument */
 	srv_helper_done_fn done;
 	void *ud;
 	srv_helper *next;            /* in srv->helpers */
@@ -57,6 +60,58 @@ static void helper_on_close(uv_handle_t *hd)
 	free(h);
 }
 
+/* STATE_DIR/tmp, rematd's own: made when missing, opened as a directory of ours that is no
+ * link. */
+static int helper_tmp_dir(srv_server *srv, eng_dir *d, char *err, size_t errlen)
+{
+	eng_dir sd;
+	eng_err e = {""};
+	int rc = eng_dir_open(&sd, srv->state_dir, &e);
+	if (rc == 0) {
+		if (mkdirat(sd.fd, "tmp", HELPER_TMP_MODE) < 0 && errno != EEXIST)
+			rc = eng_errf(&e, "cannot create 'tmp' in '%s': %s", sd.path, strerror(errno));
+		else
+			rc = eng_dir_open_at(d, &sd, "tmp", &e);
+		eng_dir_close(&sd);
+	}
+	if (rc < 0)
+		srv_fmt(err, errlen, "%s", e.msg);
+	return rc;
+}
+
+/* Writes spec to a fresh STATE_DIR/tmp/helper-PID-N.json (h->spec_name; its full path in
+ * h->spec_path for the helper to read). */
+static int helper_write_spec(srv_helper *h, const json_t *spec, char *err, size_t errlen)
+{
+	eng_dir d;
+	eng_err e = {""};
+	if (helper_tmp_dir(h->srv, &d, err, errlen) < 0)
+		return -1;
+	snprintf(h->spec_name, sizeof h->spec_name, "helper-%ld-%u.json", (long)getpid(),
+		++h->srv->next_helper);
+	int rc = eng_fs_write_json(&d, h->spec_name, HELPER_SPEC_MODE, spec, &e);
+	if (rc == 0)
+		srv_fmt(h->spec_path, sizeof h->spec_path, "%s/%s", d.path, h->spec_name);
+	else
+		srv_fmt(err, errlen, "%s", e.msg);
+	eng_dir_close(&d);
+	if (rc < 0)
+		h->spec_name[0] = '\0';
+	return rc;
+}
+
+/* Removes the spec file of h, if any (a file of ours, never through a link). */
+static void helper_remove_spec(srv_helper *h)
+{
+	eng_dir d;
+	char err[8];
+	if (!h->spec_name[0] || helper_tmp_dir(h->srv, &d, err, sizeof err) < 0)
+		return;
+	eng_fs_remove_file(&d, h->spec_name, NULL);
+	eng_dir_close(&d);
+	h->spec_name[0] = '\0';
+}
+
 /* The object on the last non-empty line of what h wrote, or NULL. */
 static json_t *helper_answer(srv_helper *h)
 {
@@ -79,8 +134,7 @@ static void helper_finish(srv_helper *h)
 {
 	char why[256] = "";
 	json_t *o = NULL;
-	if (h->spec_path[0])
-		unlink(h->spec_path);
+	helper_remove_spec(h);
 	if (h->timed_out)
 		snprintf(why, sizeof why, "remat-train --%s did not finish in time", h->what);
 	else if (h->overflow)
@@ -147,43 +201,6 @@ static void helper_on_timer(uv_timer_t *t)
 	uv_process_kill(&h->proc, SIGKILL);
 }
 
-/* Writes spec to a fresh STATE_DIR/tmp/helper-N.json of ours into path. */
-static int helper_write_spec(srv_server *srv, const json_t *spec, char *path, size_t len,
-	char *err, size_t errlen)
-{
-	char dir[SRV_PATH_LEN + 8];
-	snprintf(dir, sizeof dir, "%s/tmp", srv->state_dir);
-	if (mkdir(dir, HELPER_TMP_MODE) < 0 && errno != EEXIST) {
-		srv_fmt(err, errlen, "cannot create '%s': %s", dir, strerror(errno));
-		return -1;
-	}
-	snprintf(path, len, "%s/helper-%ld-%u.json", dir, (long)getpid(), ++srv->next_helper);
-	char *text = json_dumps(spec, JSON_COMPACT);
-	int fd = text ? open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-				  HELPER_SPEC_MODE) : -1;
-	size_t n = text ? strlen(text) : 0, done = 0;
-	int rc = fd < 0 ? -1 : 0;
-	while (rc == 0 && done < n) {
-		ssize_t w = write(fd, text + done, n - done);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			rc = -1;
-		else
-			done += (size_t)w;
-	}
-	if (fd >= 0 && close(fd) < 0)
-		rc = -1;
-	if (rc < 0) {
-		srv_fmt(err, errlen, "cannot write '%s': %s", path, text ? strerror(errno)
-									   : "out of memory");
-		if (fd >= 0)
-			unlink(path);
-	}
-	free(text);
-	return rc;
-}
-
 int srv_helper_run(srv_server *srv, const char *what, const char *const *args,
 	const json_t *spec, const srv_cred *as, int timeout_ms, srv_helper_done_fn done,
 	void *ud, char *err, size_t errlen)
@@ -213,8 +230,7 @@ int srv_helper_run(srv_server *srv, const char *what, const char *const *args,
 		argv[n++] = as_arg;
 	}
 	if (spec) {
-		if (helper_write_spec(srv, spec, h->spec_path, sizeof h->spec_path, err,
-			errlen) < 0) {
+		if (helper_write_spec(h, spec, err, errlen) < 0) {
 			free(h);
 			return -1;
 		}
@@ -242,8 +258,7 @@ int srv_helper_run(srv_server *srv, const char *what, const char *const *args,
 	int r = uv_spawn(srv->loop, &h->proc, &opt);
 	if (r < 0) {
 		srv_fmt(err, errlen, "cannot start '%s': %s", srv->worker_path, uv_strerror(r));
-		if (h->spec_path[0])
-			unlink(h->spec_path);
+		helper_remove_spec(h);
 		/* both handles were initialised: closed, and h freed by the last callback */
 		h->handles_open = 2;
 		h->next = srv->helpers;

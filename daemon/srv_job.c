@@ -398,29 +398,39 @@ static int job_write_file(srv_job *job, const char *name, const json_t *spec, ch
 	return rc;
 }
 
-/* The default save directory, STATE_DIR/jobs/ID/checkpoints, the owner's. */
+/* The default save directory, STATE_DIR/jobs/ID/checkpoints, the owner's: made and given
+ * away relative to the job's directory, never through a link. */
 static int job_make_save_dir(srv_job *job, char *desc, size_t desclen)
 {
+	eng_dir jd;
+	eng_err e = {""};
+	int fd = -1, rc = -1;
 	if ((size_t)snprintf(job->save_dir, sizeof job->save_dir, "%s/checkpoints", job->dir) >=
 		sizeof job->save_dir) {
 		srv_fmt(desc, desclen, "state directory path too long");
 		return -1;
 	}
-	if (mkdir(job->save_dir, JOB_SAVE_MODE) < 0 && errno != EEXIST) {
-		srv_fmt(desc, desclen, "cannot create '%s': %s", job->save_dir, strerror(errno));
-		return -1;
+	if (eng_dir_open(&jd, job->dir, &e) < 0)
+		goto out;
+	if (mkdirat(jd.fd, "checkpoints", JOB_SAVE_MODE) < 0 && errno != EEXIST) {
+		eng_errf(&e, "cannot create '%s': %s", job->save_dir, strerror(errno));
+		goto out;
 	}
-	if (!srv_cred_drops(job->srv, &job->owner))
-		return 0;
-	/* the directory just made, not whatever a path might lead to: no link followed */
-	int fd = open(job->save_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	int r = fd >= 0 ? fchown(fd, job->owner.uid, job->owner.gid) : -1;
-	if (r < 0)
-		srv_fmt(desc, desclen, "cannot give '%s' to uid %lu: %s", job->save_dir,
+	fd = openat(jd.fd, "checkpoints", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || (srv_cred_drops(job->srv, &job->owner) &&
+		fchown(fd, job->owner.uid, job->owner.gid) < 0)) {
+		eng_errf(&e, "cannot give '%s' to uid %lu: %s", job->save_dir,
 			(unsigned long)job->owner.uid, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
 	if (fd >= 0)
 		close(fd);
-	return r;
+	eng_dir_close(&jd);
+	if (rc < 0)
+		srv_fmt(desc, desclen, "%s", e.msg);
+	return rc;
 }
 
 /* What a check said, kept with the job (no "ok"). New reference. */
@@ -859,14 +869,22 @@ json_t *srv_job_remove(srv_job *job, proto_errclass *ec, char *desc, size_t desc
 		srv_fmt(desc, desclen, "out of memory");
 		return NULL;
 	}
-	/* rematd's own files of the job; its checkpoints are its owner's and stay */
-	for (int i = 0; own[i]; i++) {
-		char path[SRV_PATH_LEN + 32];
-		snprintf(path, sizeof path, "%s/%s", job->dir, own[i]);
-		if (unlink(path) < 0 && errno != ENOENT)
-			srv_log("job %s: cannot remove '%s': %s", job->id, own[i], strerror(errno));
+	/* rematd's own files of the job, never through a link; its checkpoints are its
+	 * owner's and stay */
+	eng_dir jd, jobs;
+	eng_err e = {""};
+	if (eng_dir_open(&jd, job->dir, &e) == 0) {
+		for (int i = 0; own[i]; i++)
+			if (eng_fs_remove_file(&jd, own[i], &e) < 0)
+				srv_log("job %s: %s", job->id, e.msg);
+		eng_dir_close(&jd);
 	}
-	rmdir(job->dir); /* only when no checkpoint is left in it */
+	char jobs_dir[SRV_PATH_LEN + 8];
+	srv_fmt(jobs_dir, sizeof jobs_dir, "%s/jobs", srv->state_dir);
+	if (eng_dir_open(&jobs, jobs_dir, &e) == 0) {
+		unlinkat(jobs.fd, job->id, AT_REMOVEDIR); /* only when no checkpoint is left in it */
+		eng_dir_close(&jobs);
+	}
 	srv_log("job %s removed", job->id);
 	json_t *data = json_pack("{s:s,s:s,s:s,s:s}", "job", job->id, "from",
 		srv_job_state_name(job->state), "to", "removed", "reason", "job-remove");
