@@ -21,6 +21,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "eng_cred.h"
 #include "proto.h"
 #include "srv_listen.h"
 #include "srv_notify.h"
@@ -33,18 +34,8 @@
 #define SRV_STATUS_LEN 512           /* the STATUS= text told to the service manager */
 #define SRV_IDLE_TIMEOUT_S 30        /* default --idle-timeout: a connection that has sent no
 				      * complete request by then is closed */
-#define SRV_MAX_GROUPS 256           /* supplementary groups kept of a peer */
 
 typedef struct srv_helper srv_helper;
-
-/* Who a client is (SO_PEERCRED, SO_PEERGROUPS at connect): its jobs run as this user when
- * rematd is root (remat-train --as). */
-typedef struct srv_cred {
-	uid_t uid;
-	gid_t gid;
-	int ngroups;                    /* entries of groups used */
-	gid_t groups[SRV_MAX_GROUPS];   /* supplementary groups */
-} srv_cred;
 
 /* A request whose reply waits for something rematd does itself (a helper, the shutdown):
  * the connection by id and the client's id (own reference). */
@@ -192,10 +183,11 @@ void srv_waiter_push(srv_waiter **list, srv_waiter *w);
 
 /* ---- credentials (srv_util.c) ---- */
 
-/* "UID:GID[:G1,G2,...]", remat-train --as's argument, into buf; -1 when it does not fit. */
-int srv_cred_format(const srv_cred *c, char *buf, size_t len);
 /* 1 when a job of owner must run as another user than rematd's: rematd is root and the
  * owner is not. */
-int srv_cred_drops(const srv_server *srv, const srv_cred *owner);
+int srv_cred_drops(const srv_server *srv, const eng_cred *owner);
+/* The arguments a remat-train run for owner takes: "--as" and its value (in buf,
+ * ENG_CRED_ARG_LEN bytes) into args[0..1] when srv_cred_drops; returns how many (0, 2). */
+int srv_cred_args(const srv_server *srv, const eng_cred *owner, char *buf, char **args);
 
 #endif

@@ -218,7 +218,7 @@ static void conn_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 /* The peer's supplementary groups into cr (SO_PEERGROUPS, Linux 4.13; else
  * /proc/PID/status, read while the peer is still connected). SO_PEERCRED only gives the
  * primary group. */
-static void conn_peer_groups(int fd, pid_t pid, srv_cred *cr)
+static void conn_peer_groups(int fd, pid_t pid, eng_cred *cr)
 {
 	socklen_t len = sizeof cr->groups;
 	cr->ngroups = 0;
@@ -236,7 +236,7 @@ static void conn_peer_groups(int fd, pid_t pid, srv_cred *cr)
 		for (;;) {
 			errno = 0;
 			unsigned long g = strtoul(p, &end, 10);
-			if (end == p || errno || cr->ngroups >= SRV_MAX_GROUPS)
+			if (end == p || errno || cr->ngroups >= ENG_CRED_MAX_GROUPS)
 				break;
 			cr->groups[cr->ngroups++] = (gid_t)g;
 			p = end;
@@ -247,7 +247,7 @@ static void conn_peer_groups(int fd, pid_t pid, srv_cred *cr)
 		fclose(f);
 }
 
-static int conn_peer_allowed(const srv_server *srv, const srv_cred *cr)
+static int conn_peer_allowed(const srv_server *srv, const eng_cred *cr)
 {
 	if (cr->uid == srv->uid || cr->uid == 0)
 		return 1;

@@ -56,7 +56,7 @@ struct srv_conn {
 	unsigned id;               /* client number: logs and reply routing */
 	uid_t uid;                 /* the peer's credentials at connect (SO_PEERCRED) */
 	pid_t pid;                 /* the peer's pid at connect */
-	srv_cred cred;             /* its uid, gid and groups (SO_PEERGROUPS): its jobs' */
+	eng_cred cred;             /* its uid, gid and groups (SO_PEERGROUPS): its jobs' */
 	int spoke;                 /* 1 once it sent a complete request (the idle limit) */
 	proto_framer framer;       /* the line being assembled */
 	int inflight;              /* requests forwarded to a worker and not yet answered */

@@ -202,10 +202,10 @@ static void helper_on_timer(uv_timer_t *t)
 }
 
 int srv_helper_run(srv_server *srv, const char *what, const char *const *args,
-	const json_t *spec, const srv_cred *as, int timeout_ms, srv_helper_done_fn done,
+	const json_t *spec, const eng_cred *as, int timeout_ms, srv_helper_done_fn done,
 	void *ud, char *err, size_t errlen)
 {
-	char as_arg[SRV_MAX_GROUPS * 12 + 32];
+	char as_arg[ENG_CRED_ARG_LEN];
 	char *argv[HELPER_MAX_ARGS + 5];
 	int n = 0;
 	srv_helper *h = calloc(1, sizeof *h);
@@ -220,15 +220,8 @@ int srv_helper_run(srv_server *srv, const char *what, const char *const *args,
 	argv[n++] = srv->worker_path;
 	for (int i = 0; args[i] && i < HELPER_MAX_ARGS; i++)
 		argv[n++] = (char *)args[i];
-	if (as && srv_cred_drops(srv, as)) {
-		if (srv_cred_format(as, as_arg, sizeof as_arg) < 0) {
-			srv_fmt(err, errlen, "too many groups");
-			free(h);
-			return -1;
-		}
-		argv[n++] = "--as";
-		argv[n++] = as_arg;
-	}
+	if (as)
+		n += srv_cred_args(srv, as, as_arg, argv + n);
 	if (spec) {
 		if (helper_write_spec(h, spec, err, errlen) < 0) {
 			free(h);

@@ -32,7 +32,7 @@ typedef void (*srv_helper_done_fn)(srv_server *srv, void *ud, const json_t *out,
  * srv_cred_drops (a "--as" argument is added). done is called later, from the loop, never
  * from here. Returns 0, or -1 with a message (done is then never called). */
 int srv_helper_run(srv_server *srv, const char *what, const char *const *args,
-	const json_t *spec, const srv_cred *as, int timeout_ms, srv_helper_done_fn done,
+	const json_t *spec, const eng_cred *as, int timeout_ms, srv_helper_done_fn done,
 	void *ud, char *err, size_t errlen);
 
 /* Helpers running now. */

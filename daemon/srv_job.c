@@ -56,7 +56,7 @@ typedef struct job_check {
 	json_t *id;             /* its request's id (own reference, or NULL) */
 	json_t *spec;           /* the spec checked (own reference) */
 	json_t *args;           /* CHECK_PLAN: remat-plan's arguments (own reference) */
-	srv_cred owner;         /* whose check it is */
+	eng_cred owner;         /* whose check it is */
 	srv_job *job;           /* CHECK_RESUME: the job (held by job->checking) */
 } job_check;
 

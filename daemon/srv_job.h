@@ -92,7 +92,7 @@ struct srv_job {
 	char save_dir[SRV_PATH_LEN];    /* the spec's save.dir (always set: see above) */
 	char spec_file[16];             /* in dir: the spec its worker runs, "job.json" or
 					 * "resume.json" */
-	srv_cred owner;                 /* who started it: whose rights its worker has */
+	eng_cred owner;                 /* who started it: whose rights its worker has */
 	int64_t created;                /* when, in seconds since the epoch */
 	json_t *info;                   /* what remat-train --check said of its spec (config,
 					 * batch, seq_len, chunk_rows, aliases, policy), or NULL */

@@ -119,7 +119,7 @@ static int record_load(srv_job *job, const json_t *o, char *err, size_t errlen)
 	job->owner.gid = (gid_t)json_integer_value(json_object_get(owner, "gid"));
 	size_t i;
 	json_array_foreach(groups, i, v) {
-		if (job->owner.ngroups < SRV_MAX_GROUPS && json_is_integer(v))
+		if (job->owner.ngroups < ENG_CRED_MAX_GROUPS && json_is_integer(v))
 			job->owner.groups[job->owner.ngroups++] = (gid_t)json_integer_value(v);
 	}
 	return 0;

@@ -198,16 +198,17 @@ void srv_waiter_push(srv_waiter **list, srv_waiter *w)
 
 /* ---- credentials ---- */
 
-int srv_cred_format(const srv_cred *c, char *buf, size_t len)
-{
-	int n = snprintf(buf, len, "%lu:%lu", (unsigned long)c->uid, (unsigned long)c->gid);
-	for (int i = 0; n >= 0 && (size_t)n < len && i < c->ngroups; i++)
-		n += snprintf(buf + n, len - (size_t)n, "%s%lu", i ? "," : ":",
-			(unsigned long)c->groups[i]);
-	return n < 0 || (size_t)n >= len ? -1 : 0;
-}
-
-int srv_cred_drops(const srv_server *srv, const srv_cred *owner)
+int srv_cred_drops(const srv_server *srv, const eng_cred *owner)
 {
 	return srv->uid == 0 && owner->uid != 0;
+}
+
+int srv_cred_args(const srv_server *srv, const eng_cred *owner, char *buf, char **args)
+{
+	if (!srv_cred_drops(srv, owner))
+		return 0;
+	eng_cred_format(owner, buf, ENG_CRED_ARG_LEN);
+	args[0] = "--as";
+	args[1] = buf;
+	return 2;
 }

@@ -569,19 +569,11 @@ void srv_worker_spawn(srv_job *job)
 		goto fail;
 	}
 	/* as its owner when rematd is root and the owner is not (remat-train drops first) */
-	char as_arg[SRV_MAX_GROUPS * 12 + 32];
+	char as_arg[ENG_CRED_ARG_LEN];
 	char *args[] = {srv->worker_path, "--control-fd", WORKER_FD_ARG, "--job-id", job->id,
-		spec_path, NULL, NULL, NULL};
-	if (srv_cred_drops(srv, &job->owner)) {
-		if (srv_cred_format(&job->owner, as_arg, sizeof as_arg) < 0) {
-			snprintf(err, sizeof err, "uid %lu has too many groups",
-				(unsigned long)job->owner.uid);
-			goto fail;
-		}
-		args[5] = "--as";
-		args[6] = as_arg;
-		args[7] = spec_path;
-	}
+		NULL, NULL, NULL, NULL};
+	int n = 5 + srv_cred_args(srv, &job->owner, as_arg, args + 5);
+	args[n] = spec_path;
 	uv_stdio_container_t stdio[SRV_WORKER_CONTROL_FD + 1];
 	stdio[0].flags = UV_IGNORE; /* /dev/null */
 	stdio[1].flags = UV_INHERIT_FD;

@@ -19,6 +19,8 @@
 #include "tests/unit/t_daemon.h"
 #include "tests/unit/t_util.h"
 
+#include "eng_cred.h"
+
 #include <errno.h>
 #include <grp.h>
 #include <fcntl.h>
@@ -435,6 +437,29 @@ START_TEST(test_security_bytes_not_echoed)
 }
 END_TEST
 
+/* remat-train --as: what rematd writes is what the worker reads, and nothing else parses */
+START_TEST(test_eng_cred_round_trip)
+{
+	eng_cred c = {1000, 100, 3, {4, 24, 4242}}, d;
+	char buf[ENG_CRED_ARG_LEN], err[128];
+	eng_cred_format(&c, buf, sizeof buf);
+	ck_assert_str_eq(buf, "1000:100:4,24,4242");
+	ck_assert_int_eq(eng_cred_parse(buf, &d, err, sizeof err), 0);
+	ck_assert(d.uid == 1000 && d.gid == 100 && d.ngroups == 3 && d.groups[2] == 4242);
+	c.ngroups = ENG_CRED_MAX_GROUPS;
+	for (int i = 0; i < c.ngroups; i++)
+		c.groups[i] = 4000000000u - (gid_t)i; /* the longest ids: the buffer still holds */
+	eng_cred_format(&c, buf, sizeof buf);
+	ck_assert_int_eq(eng_cred_parse(buf, &d, err, sizeof err), 0);
+	ck_assert_int_eq(d.ngroups, ENG_CRED_MAX_GROUPS);
+	static const char *const bad[] = {"", "1000", "1000:", ":100", "x:100", "1000:100:",
+		"1000:100:a", "1000:100:4,,5", "-1:100", "1000:100:4;5", "99999999999:1"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		ck_assert_msg(eng_cred_parse(bad[i], &d, err, sizeof err) == -1 && strstr(err,
+			"--as"), "'%s' accepted", bad[i]);
+}
+END_TEST
+
 /* ---- the daemon's side ---- */
 
 #define NOBODY 65534      /* the user a --group peer is here (Debian's nobody) */
@@ -703,6 +728,7 @@ Suite *suite_security(void)
 	tcase_add_test(tc, test_security_fifo_data_refused);
 	tcase_add_test(tc, test_security_fifo_in_init_from_refused);
 	tcase_add_test(tc, test_security_bytes_not_echoed);
+	tcase_add_test(tc, test_eng_cred_round_trip);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("daemon");
 	tcase_set_timeout(tc, 120);

@@ -24,6 +24,15 @@ static int parse_id(const char *s, const char *ends, unsigned long *v, const cha
 	return 0;
 }
 
+void eng_cred_format(const eng_cred *c, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "%lu:%lu", (unsigned long)c->uid,
+		(unsigned long)c->gid);
+	for (int i = 0; n < len && i < c->ngroups; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%lu", i ? "," : ":",
+			(unsigned long)c->groups[i]);
+}
+
 int eng_cred_parse(const char *arg, eng_cred *c, char *err, size_t errlen)
 {
 	unsigned long v;
@@ -36,7 +45,8 @@ int eng_cred_parse(const char *arg, eng_cred *c, char *err, size_t errlen)
 		goto bad;
 	c->gid = (gid_t)v;
 	if (*p == ':') {
-		p++;
+		if (!*++p)
+			goto bad; /* a ':' says groups follow */
 		while (*p) {
 			if (c->ngroups >= ENG_CRED_MAX_GROUPS) {
 				snprintf(err, errlen, "--as: more than %d groups", ENG_CRED_MAX_GROUPS);
@@ -45,8 +55,8 @@ int eng_cred_parse(const char *arg, eng_cred *c, char *err, size_t errlen)
 			if (parse_id(p, ",", &v, &p) < 0)
 				goto bad;
 			c->groups[c->ngroups++] = (gid_t)v;
-			if (*p == ',')
-				p++;
+			if (*p == ',' && !*++p)
+				goto bad;
 		}
 	}
 	return 0;
