@@ -17,12 +17,8 @@ int eng_plan_policy_args(const eng_aliases *al, eng_device device, const json_t 
 		if (eng_policy_apply(p, al, sel, json_string_value(mode), &err) < 0)
 			goto fail;
 	}
-	int l = eng_policy_find(p, ENG_MODE_OFFLOAD);
-	if (l >= 0 && device != ENG_DEVICE_CUDA) {
-		eng_errf(&err, "mode 'offload' (h.%d) needs device cuda: it moves a block's saved "
-			       "activations from the GPU to host memory", l);
+	if (eng_policy_check_device(device, p, &err) < 0)
 		goto fail;
-	}
 	return 0;
 fail:
 	snprintf(desc, desclen, "%s", err.msg);

@@ -630,6 +630,15 @@ int eng_spec_load(eng_spec *spec, const char *path, eng_err *err)
 	return rc;
 }
 
+int eng_policy_check_device(eng_device device, const eng_policy *p, eng_err *err)
+{
+	int l = eng_policy_find(p, ENG_MODE_OFFLOAD);
+	if (l >= 0 && device != ENG_DEVICE_CUDA)
+		return eng_errf(err, "mode 'offload' (h.%d) needs device cuda: it moves a block's "
+				     "saved activations from the GPU to host memory", l);
+	return 0;
+}
+
 int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 {
 	eng_aliases al;

@@ -94,6 +94,10 @@ char *eng_spec_read(const char *path, size_t *len, eng_err *err);
 int eng_spec_parse_buf(eng_spec *spec, const char *buf, size_t len, const char *path,
 	eng_err *err);
 
+/* Whether a backend takes policy p: `offload` needs device cuda. 0, or -1 naming the first
+ * block that has it. */
+int eng_policy_check_device(eng_device device, const eng_policy *p, eng_err *err);
+
 /* Called once the model shape is known (from the spec or from init_from's config.json):
  * sets it into spec->cfg, fills defaults that depend on it (seq_len) and checks what
  * depends on it: seq_len <= n_positions, data format versus vocab (bytes needs vocab >=

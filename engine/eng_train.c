@@ -185,16 +185,6 @@ static int trainer_plan(eng_spec *s, eng_config *cfg, eng_err *err)
 	return eng_spec_finish(s, cfg, err);
 }
 
-/* Whether a backend takes policy p: `offload` needs device cuda. */
-static int policy_fits_device(eng_device device, const eng_policy *p, eng_err *err)
-{
-	int l = eng_policy_find(p, ENG_MODE_OFFLOAD);
-	if (l >= 0 && device != ENG_DEVICE_CUDA)
-		return eng_errf(err, "mode 'offload' (h.%d) needs device cuda: it moves a block's "
-				     "saved activations from the GPU to host memory", l);
-	return 0;
-}
-
 /* The spec's aliases and the policy it starts with (checked against the device). */
 static int trainer_policy(const eng_spec *s, eng_aliases *al, eng_policy *p, eng_err *err)
 {
@@ -209,7 +199,7 @@ static int trainer_policy(const eng_spec *s, eng_aliases *al, eng_policy *p, eng
 	for (int i = 0; i < s->n_assign; i++)
 		if (eng_policy_apply(p, al, s->assign[i].selector, s->assign[i].mode, err) < 0)
 			return -1;
-	return policy_fits_device(s->device, p, err);
+	return eng_policy_check_device(s->device, p, err);
 }
 
 int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
@@ -404,7 +394,7 @@ int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy
 
 int eng_trainer_check_policy(const eng_trainer *tr, const eng_policy *p, eng_err *err)
 {
-	return policy_fits_device(tr->spec.device, p, err);
+	return eng_policy_check_device(tr->spec.device, p, err);
 }
 
 int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err)

@@ -523,10 +523,7 @@ static void early_answer(struct eng_ctl *c, int replay)
 	snprintf(why, sizeof why, "job %s ended before it started: %.400s", c->job, c->reason);
 	while (e) {
 		ctl_early *next = e->next;
-		int idx = e->handle & 0xff;
-		ctl_conn *k = idx < CTL_MAX_CONN ? &c->conns[idx] : NULL;
-		if (k && (!k->used || k->closing || conn_handle(k, idx) != e->handle))
-			k = NULL;
+		ctl_conn *k = conn_get(c, e->handle);
 		if (k) {
 			k->inflight--; /* it was counted as waiting; dispatch counts it anew */
 			json_t *ret = replay ? eng_ctl__dispatch(c, k, e->handle, e->execute, e->args,

@@ -90,13 +90,6 @@ static json_t *cmd_mem(struct eng_ctl *c)
 	return r;
 }
 
-/* Applies "default" then "sections" of args on top of *p; -1 with desc on error. */
-static int policy_from_args(struct eng_ctl *c, const json_t *args, eng_policy *p, char *desc,
-	size_t n)
-{
-	return eng_plan_policy_args(&c->tr->aliases, c->tr->spec.device, args, p, desc, n);
-}
-
 void eng_ctl__enqueue(struct eng_ctl *c, eng_ctl_cmd *cmd)
 {
 	if (c->q_tail)
@@ -217,7 +210,8 @@ json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char
 	int applies = c->step + 1 + c->in_step;
 	if (strcmp(name, "remat-set") == 0) {
 		eng_policy p = c->pending;
-		if (policy_from_args(c, args, &p, desc, sizeof desc) < 0) {
+		if (eng_plan_policy_args(&c->tr->aliases, c->tr->spec.device, args, &p, desc,
+			sizeof desc) < 0) {
 			free(cmd);
 			eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
 			return NULL;
