@@ -65,7 +65,7 @@ static void helper_on_close(uv_handle_t *hd)
 static int helper_tmp_dir(srv_server *srv, eng_dir *d, char *err, size_t errlen)
 {
 	eng_dir sd;
-	eng_err e = {""};
+	eng_err e = {0};
 	int rc = eng_dir_open(&sd, srv->state_dir, &e);
 	if (rc == 0) {
 		if (mkdirat(sd.fd, "tmp", HELPER_TMP_MODE) < 0 && errno != EEXIST)
@@ -84,7 +84,7 @@ static int helper_tmp_dir(srv_server *srv, eng_dir *d, char *err, size_t errlen)
 static int helper_write_spec(srv_helper *h, const json_t *spec, char *err, size_t errlen)
 {
 	eng_dir d;
-	eng_err e = {""};
+	eng_err e = {0};
 	if (helper_tmp_dir(h->srv, &d, err, errlen) < 0)
 		return -1;
 	snprintf(h->spec_name, sizeof h->spec_name, "helper-%ld-%u.json", (long)getpid(),

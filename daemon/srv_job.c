@@ -291,7 +291,7 @@ static int job_check_syntax(const json_t *spec, char *desc, size_t desclen)
 		return -1;
 	}
 	eng_spec *es = calloc(1, sizeof *es);
-	eng_err err = {""};
+	eng_err err = {0};
 	int r = es ? eng_spec_parse(es, text, &err) : eng_errf(&err, "out of memory");
 	free(text);
 	free(es);
@@ -339,19 +339,21 @@ static int check_run(srv_server *srv, job_check *k, srv_conn *c, proto_errclass 
 	return 0;
 }
 
-/* A check's error as a reply: the worker's own message; a save directory another job holds
- * is Busy (try later), anything else a bad parameter of the spec. */
+/* A check's error as a reply: the worker's own message, in the class it gave (Busy when
+ * another job holds the save directory, InvalidParameter when the spec must change). */
 static proto_errclass check_error(const json_t *out, const char *why, char *desc,
 	size_t desclen)
 {
 	const char *msg = json_string_value(json_object_get(out, "error"));
+	const char *cls = json_string_value(json_object_get(out, "class"));
 	if (!out) {
 		srv_fmt(desc, desclen, "cannot check the spec: %s", why ? why : "no answer");
 		return PROTO_ERR_INTERNAL;
 	}
 	srv_fmt(desc, desclen, "spec: %s", msg ? msg : "refused");
-	return msg && strstr(msg, "is in use by another job") ? PROTO_ERR_BUSY
-							       : PROTO_ERR_INVALID_PARAMETER;
+	return cls && strcmp(cls, proto_errclass_name(PROTO_ERR_BUSY)) == 0
+		       ? PROTO_ERR_BUSY
+		       : PROTO_ERR_INVALID_PARAMETER;
 }
 
 /* ---- job-start ---- */
@@ -387,7 +389,7 @@ static int job_write_file(srv_job *job, const char *name, const json_t *spec, ch
 	size_t desclen)
 {
 	eng_dir d;
-	eng_err e = {""};
+	eng_err e = {0};
 	int rc = eng_dir_open(&d, job->dir, &e);
 	if (rc == 0) {
 		rc = eng_fs_write_json(&d, name, JOB_FILE_MODE, spec, &e);
@@ -403,7 +405,7 @@ static int job_write_file(srv_job *job, const char *name, const json_t *spec, ch
 static int job_make_save_dir(srv_job *job, char *desc, size_t desclen)
 {
 	eng_dir jd;
-	eng_err e = {""};
+	eng_err e = {0};
 	int fd = -1, rc = -1;
 	if ((size_t)snprintf(job->save_dir, sizeof job->save_dir, "%s/checkpoints", job->dir) >=
 		sizeof job->save_dir) {
@@ -872,7 +874,7 @@ json_t *srv_job_remove(srv_job *job, proto_errclass *ec, char *desc, size_t desc
 	/* rematd's own files of the job, never through a link; its checkpoints are its
 	 * owner's and stay */
 	eng_dir jd, jobs;
-	eng_err e = {""};
+	eng_err e = {0};
 	if (eng_dir_open(&jd, job->dir, &e) == 0) {
 		for (int i = 0; own[i]; i++)
 			if (eng_fs_remove_file(&jd, own[i], &e) < 0)

@@ -47,7 +47,7 @@ int srv_store_save(const srv_job *job, char *err, size_t errlen)
 {
 	json_t *o = record_json(job);
 	eng_dir d;
-	eng_err e = {""};
+	eng_err e = {0};
 	int rc = -1;
 	if (!o) {
 		srv_fmt(err, errlen, "out of memory");
@@ -137,7 +137,7 @@ static srv_job *load_one(srv_server *srv, unsigned num)
 {
 	char path[SRV_PATH_LEN + 64], why[256];
 	char q[SRV_QUOTE_BUF];
-	eng_err e = {""};
+	eng_err e = {0};
 	srv_fmt(path, sizeof path, "%s/jobs/j%u/%s", srv->state_dir, num, SRV_STORE_FILE);
 	FILE *f = eng_fs_fopen_read(path, "job record", &e);
 	if (!f) {

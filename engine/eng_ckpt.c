@@ -813,7 +813,7 @@ static void *writer_main(void *arg)
 			break;
 		pthread_mutex_unlock(&w->mu);
 		eng_ckpt_result res;
-		eng_err err = {{0}};
+		eng_err err = {0};
 		int ok = eng_ckpt_write(&w->snap, w->dir, w->name[0] ? w->name : NULL, w->keep, &res,
 				 &err) == 0;
 		eng_ckpt_snap_free(&w->snap);

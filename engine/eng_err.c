@@ -10,6 +10,7 @@ int eng_errf(eng_err *err, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
 		va_end(ap);
+		err->kind = ENG_ERR_BAD;
 	}
 	return -1;
 }

@@ -14,12 +14,19 @@
 
 #define ENG_ERR_LEN 512 /* longest message kept; longer ones are cut */
 
+/* What the caller can do about an error. */
+typedef enum eng_err_kind {
+	ENG_ERR_BAD,  /* the input is wrong: as it is, it will fail again */
+	ENG_ERR_BUSY, /* something is in use (another job's save directory): try again later */
+} eng_err_kind;
+
 typedef struct eng_err {
 	char msg[ENG_ERR_LEN]; /* the last error, NUL-terminated; "" when none */
+	eng_err_kind kind;     /* ENG_ERR_BAD unless the code that failed said otherwise */
 } eng_err;
 
-/* Formats a message into err (err may be NULL) and returns -1, so callers write
- * `return eng_errf(err, "bad %s", x);`. */
+/* Formats a message into err (err may be NULL), marks it ENG_ERR_BAD and returns -1, so
+ * callers write `return eng_errf(err, "bad %s", x);`. */
 int eng_errf(eng_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* "invalid <kind> '<path>': <problem>" (problem formatted from fmt), returns -1: the one

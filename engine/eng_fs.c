@@ -384,9 +384,13 @@ static int lock_take(const eng_dir *d, const char *name, int create, const char 
 		if (e != EWOULDBLOCK)
 			return eng_errf(err, "cannot lock '%s' in '%s': %s", name, d->path, strerror(e));
 		if (pid > 0)
-			return eng_errf(err, "%s '%s' is in use by another job (process %ld)", what,
-				d->path, pid);
-		return eng_errf(err, "%s '%s' is in use by another job", what, d->path);
+			eng_errf(err, "%s '%s' is in use by another job (process %ld)", what, d->path,
+				pid);
+		else
+			eng_errf(err, "%s '%s' is in use by another job", what, d->path);
+		if (err)
+			err->kind = ENG_ERR_BUSY; /* free again once that job ends */
+		return -1;
 	}
 	*out = fd;
 	return 0;

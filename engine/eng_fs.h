@@ -109,7 +109,8 @@ int eng_fs_write(const char *path, eng_fs_fill_fn fill, void *ud, eng_err *err);
 /* Takes an exclusive, non-blocking lock on d/name (created 0644 O_NOFOLLOW if missing,
  * a regular file of ours otherwise) and writes our pid into it. Returns the descriptor,
  * held for as long as the lock must be (closing it, or the process ending, releases it);
- * -1 with a message when another process holds it ("... is in use by process N"). */
+ * -1 with a message when another process holds it ("... is in use by another job (process
+ * N)", marked ENG_ERR_BUSY). */
 int eng_fs_lock(const eng_dir *d, const char *name, const char *what, eng_err *err);
 /* 0 when nobody holds that lock now (the file is neither created nor kept), -1 with
  * eng_fs_lock's message otherwise. */

@@ -79,7 +79,7 @@ static int resolve_init(eng_spec *s, eng_err *err)
 		is_save_dir = stat(p, &st) < 0;
 	}
 	if (is_save_dir) {
-		eng_err why = {{0}};
+		eng_err why = {0};
 		if (eng_ckpt_find(s->init_from, found, sizeof found, &why) < 0)
 			return eng_errf(err, "no checkpoint in '%s' verifies%s%s", s->init_from,
 				why.msg[0] ? ": " : "", why.msg);

@@ -414,6 +414,15 @@ static void alias_item(json_t *o, const eng_aliases *al)
 		json_object_set_new(o, al->a[i].name, json_string(al->a[i].selector));
 }
 
+/* --check's answer for an error: its message, and the protocol's class for it (Busy: try
+ * again later; InvalidParameter: the spec must change). New reference. */
+static json_t *check_failed(const eng_err *err)
+{
+	return json_pack("{s:b,s:s,s:s}", "ok", 0, "error", err->msg, "class",
+		proto_errclass_name(err->kind == ENG_ERR_BUSY ? PROTO_ERR_BUSY
+							      : PROTO_ERR_INVALID_PARAMETER));
+}
+
 /* --check: validates the job as its start would, one JSON line; the exit status. */
 static int check_job(eng_spec *s)
 {
@@ -421,7 +430,7 @@ static int check_job(eng_spec *s)
 	eng_err err;
 	json_t *o;
 	if (eng_trainer_check(s, &ck, &err) < 0) {
-		o = json_pack("{s:b,s:s}", "ok", 0, "error", err.msg);
+		o = check_failed(&err);
 	} else {
 		json_t *al = json_object();
 		alias_item(al, &ck.aliases);
@@ -543,7 +552,7 @@ int main(int argc, char **argv)
 	free(spec_text);
 	if (check) {
 		if (!spec_ok) {
-			json_t *o = json_pack("{s:b,s:s}", "ok", 0, "error", err.msg);
+			json_t *o = check_failed(&err);
 			char *line = json_dumps(o, JSON_COMPACT);
 			printf("%s\n", line ? line : "{\"ok\":false}");
 			free(line);

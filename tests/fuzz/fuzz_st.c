@@ -96,7 +96,7 @@ static void check_half(uint16_t h, float got)
  * file's bytes. NULL if the tensor is too large to convert here. */
 static float *convert(const eng_st_file *f, const eng_st_tensor *t)
 {
-	eng_err err = {{0}};
+	eng_err err = {0};
 	size_t n = eng_st_numel(t);
 	if (n > MAX_NUMEL)
 		return NULL;
@@ -140,7 +140,7 @@ static float *convert(const eng_st_file *f, const eng_st_tensor *t)
 /* Writes the converted tensors (those skipped as too large left out) and reads them back. */
 static void round_trip(const eng_st_file *f, float **vals)
 {
-	eng_err err = {{0}};
+	eng_err err = {0};
 	eng_st_entry *e = calloc(f->n ? (size_t)f->n : 1, sizeof *e);
 	CHECK(e != NULL);
 	int m = 0;
@@ -209,7 +209,7 @@ size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsi
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	eng_st_file f;
-	eng_err err = {{0}};
+	eng_err err = {0};
 
 	memset(&f, 0xa5, sizeof f); /* the parser must not rely on a zeroed struct */
 	if (eng_st_parse(&f, NAME, data, size, &err) != 0) {

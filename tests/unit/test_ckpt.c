@@ -285,7 +285,7 @@ START_TEST(test_ckpt_write_killed_mid_save)
 		advanced += i > 0 && step > prev;
 		prev = step;
 		char *ck = path_join(sd, name);
-		eng_err err = {{0}};
+		eng_err err = {0};
 		ck_assert_msg(eng_ckpt_verify(ck, &err) == 0, "kill %d (%ld ms into a save): "
 			"latest '%s' does not verify: %s", i, at, name, err.msg);
 

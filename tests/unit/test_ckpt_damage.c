@@ -284,7 +284,7 @@ START_TEST(test_ckpt_verify_damaged)
 			if (resum)
 				recompute_sums(ckpt);
 			const char *needle = resum ? d->needle2 : d->needle;
-			eng_err err = {{0}};
+			eng_err err = {0};
 			int rc = eng_ckpt_verify(ckpt, &err);
 			if (!needle) {
 				ck_assert_msg(rc == 0, "%s: refused: %s", what, err.msg);
@@ -315,7 +315,7 @@ START_TEST(test_ckpt_find_offers_previous)
 	snprintf(extra, sizeof extra, ", \"save\": {\"dir\": \"%s\"}", sd);
 	eng_trainer tr;
 	eng_step_stats st;
-	eng_err err = {{0}};
+	eng_err err = {0};
 	char path[ENG_PATH_LEN + 64];
 	trainer_from(&tr, TINY, 1000, extra);
 	for (int i = 0; i < 2; i++) {
@@ -381,7 +381,7 @@ START_TEST(test_ckpt_find_resave_interrupted)
 	copy_dir(ck, tmp);
 	ck_assert_int_eq(rename(ck, old), 0);
 	char found[ENG_PATH_LEN + 64];
-	eng_err err = {{0}};
+	eng_err err = {0};
 	/* finding only reads (init_from may be another job's save directory): the complete
 	 * X.old is found, and nothing is touched */
 	ck_assert_msg(eng_ckpt_find(sd, found, sizeof found, &err) == 0, "no checkpoint found "
@@ -423,7 +423,7 @@ static void round_trip(const char *which)
 		"\"batch\": 2, \"seq_len\": 16, \"steps\": 1, \"threads\": 1, \"save\": {\"dir\": "
 		"\"%s\"}}", ref, train, sd);
 	char out[ENG_PATH_LEN + 64];
-	eng_err err = {{0}};
+	eng_err err = {0};
 	ck_assert_msg(eng_trainer_save(&tr, NULL, out, sizeof out, NULL, &err) == 0, "%s",
 		err.msg);
 	eng_trainer_free(&tr);
@@ -541,7 +541,7 @@ START_TEST(test_ckpt_writer_busy_over_control)
 	const char *path = td_str(ret, "path");
 	ck_assert_msg(strncmp(path, sd, strlen(sd)) == 0 && strstr(path, "/step_"), "path %s",
 		path);
-	eng_err err = {{0}};
+	eng_err err = {0};
 	ck_assert_msg(eng_ckpt_verify(path, &err) == 0, "%s: %s", path, err.msg);
 	ck_assert_msg(max_tmp <= 1, "%d saves were being written at once", max_tmp);
 	ck_assert_int_eq(count_suffix(sd, ".tmp"), 0);
@@ -631,7 +631,7 @@ END_TEST
 static void write_as(eng_ckpt_snap *s, const char *dir, int step, const char *name, int keep)
 {
 	eng_ckpt_result res;
-	eng_err err = {{0}};
+	eng_err err = {0};
 	s->step = step;
 	ck_assert_msg(eng_ckpt_write(s, dir, name, keep, &res, &err) == 0, "write %d: %s", step,
 		err.msg);
@@ -683,7 +683,7 @@ START_TEST(test_ckpt_write_name_checked)
 	need_gpl();
 	char *root = tmp_dir("names"), *sd = path_join(root, "save");
 	eng_trainer tr;
-	eng_err err = {{0}};
+	eng_err err = {0};
 	trainer_from(&tr, TINY, 1000, "");
 	ck_assert_int_eq(mkdir(sd, 0777), 0);
 	eng_ckpt_snap s;

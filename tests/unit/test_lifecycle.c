@@ -509,10 +509,37 @@ START_TEST(test_lifecycle_spec_refused_at_start)
 		free(spec);
 	}
 	/* a data file that is not there */
-	json_t *r = td_request(&c, "{\"execute\":\"job-start\",\"arguments\":{\"spec\":{\"model\":"
+	json_t *r0 = td_request(&c, "{\"execute\":\"job-start\",\"arguments\":{\"spec\":{\"model\":"
 		"{\"preset\":\"tiny\"},\"data\":{\"train\":\"/nonexistent/data.bin\"}}}}");
-	ck_assert_ptr_nonnull(strstr(td_expect_error(r, "InvalidParameter"), "No such file"));
+	ck_assert_ptr_nonnull(strstr(td_expect_error(r0, "InvalidParameter"), "No such file"));
+	json_decref(r0);
+	/* a save directory another job holds (remat-train alone, outside rematd): Busy */
+	char save[700], jpath[720], log[720];
+	snprintf(save, sizeof save, "%s/held", d.dir);
+	snprintf(jpath, sizeof jpath, "%s/held.json", d.dir);
+	snprintf(log, sizeof log, "%s/held.log", d.dir);
+	char *held = spec_of(1000000, save, NULL);
+	t_write_file(jpath, held, strlen(held));
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(t_env("REMAT_TRAIN"), "remat-train", jpath, (char *)NULL);
+		_exit(127);
+	}
+	for (long end = td_ms() + T_JOB_MS; !strstr(td_slurp(log), "step "); td_sleep_ms(20))
+		ck_assert_msg(td_ms() < end, "the other job never stepped:\n%s", td_slurp(log));
+	json_t *r = td_request(&c, "{\"execute\":\"job-start\",\"arguments\":{\"spec\":%s}}",
+		held);
+	const char *busy = td_expect_error(r, "Busy");
+	ck_assert_msg(strstr(busy, "in use by another job"), "desc: %s", busy);
 	json_decref(r);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	free(held);
 	/* nothing was queued */
 	r = td_request(&c, "{\"execute\":\"job-list\"}");
 	ck_assert_uint_eq(json_array_size(json_object_get(td_expect_return(r), "jobs")), 0);

@@ -38,7 +38,7 @@ static void apply_bad(const eng_aliases *al, const char *sel, const char *mode,
 	const char *needle)
 {
 	eng_policy p, before;
-	eng_err e = {""};
+	eng_err e = {0};
 	mixed_policy(&p);
 	before = p;
 	int rc = eng_policy_apply(&p, al, sel, mode, &e);
@@ -51,7 +51,7 @@ static void apply_bad(const eng_aliases *al, const char *sel, const char *mode,
 
 static void apply_ok(eng_policy *p, const eng_aliases *al, const char *sel, const char *mode)
 {
-	eng_err e = {""};
+	eng_err e = {0};
 	int rc = eng_policy_apply(p, al, sel, mode, &e);
 	ck_assert_msg(rc == 0, "'%s=%s' refused: %s", sel, mode, e.msg);
 }
@@ -69,7 +69,7 @@ static void check_blocks(const eng_policy *p, int lo, int hi, eng_mode m, eng_mo
 static void parse_bad(const char *text, const char *needle)
 {
 	eng_policy p, before;
-	eng_err e = {""};
+	eng_err e = {0};
 	mixed_policy(&p);
 	before = p;
 	ck_assert_msg(eng_policy_parse(&p, NULL, text, &e) == -1, "policy '%s' accepted", text);
@@ -80,7 +80,7 @@ static void parse_bad(const char *text, const char *needle)
 
 static void alias_bad(eng_aliases *al, const char *name, const char *sel, const char *needle)
 {
-	eng_err e = {""};
+	eng_err e = {0};
 	eng_aliases before = *al;
 	ck_assert_msg(eng_aliases_add(al, name, sel, L12, &e) == -1, "alias '%s' -> '%s' accepted",
 		name, sel);
@@ -95,7 +95,7 @@ START_TEST(test_eng_mode_parse_names)
 	static const char *names[] = {"off", "selective", "full", "chunked"};
 	static const eng_mode modes[] = {ENG_MODE_OFF, ENG_MODE_SELECTIVE, ENG_MODE_FULL,
 		ENG_MODE_CHUNKED};
-	eng_err e = {""};
+	eng_err e = {0};
 	for (int i = 0; i < 4; i++) {
 		eng_mode m = (eng_mode)-1;
 		ck_assert_int_eq(eng_mode_parse(names[i], &m, &e), 0);
@@ -110,7 +110,7 @@ START_TEST(test_eng_mode_parse_unknown)
 {
 	static const char *bad[] = {"", "Full", "fulll", "on", "off ", "chunk", "none"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		eng_err e = {""};
+		eng_err e = {0};
 		eng_mode m = ENG_MODE_SELECTIVE;
 		ck_assert_int_eq(eng_mode_parse(bad[i], &m, &e), -1);
 		ck_assert_int_eq(m, ENG_MODE_SELECTIVE);
@@ -218,7 +218,7 @@ END_TEST
 START_TEST(test_eng_policy_apply_alias)
 {
 	eng_aliases al = {0};
-	eng_err e = {""};
+	eng_err e = {0};
 	eng_policy p;
 	ck_assert_int_eq(eng_aliases_add(&al, "embed", "h.0-1", L12, &e), 0);
 	ck_assert_int_eq(eng_aliases_add(&al, "trunk", "h.2-11", L12, &e), 0);
@@ -277,7 +277,7 @@ START_TEST(test_eng_policy_apply_out_of_range)
 	apply_bad(NULL, "h.999999", "off", "h.0-11");
 
 	eng_policy p;
-	eng_err e = {""};
+	eng_err e = {0};
 	eng_policy_init(&p, 2);
 	ck_assert_int_eq(eng_policy_apply(&p, NULL, "h.2", "full", &e), -1);
 	ck_assert_msg(strstr(e.msg, "h.0-1") != NULL, "%s", e.msg);
@@ -321,7 +321,7 @@ END_TEST
 START_TEST(test_eng_aliases_add_errors)
 {
 	eng_aliases al = {0};
-	eng_err e = {""};
+	eng_err e = {0};
 	ck_assert_int_eq(eng_aliases_add(&al, "trunk", "h.2-11", L12, &e), 0);
 
 	alias_bad(&al, "all", "h.0", "built-in");
@@ -357,7 +357,7 @@ END_TEST
 START_TEST(test_eng_aliases_add_too_many)
 {
 	eng_aliases al = {0};
-	eng_err e = {""};
+	eng_err e = {0};
 	char name[16];
 	for (int i = 0; i < ENG_MAX_ALIASES; i++) {
 		snprintf(name, sizeof name, "a%d", i);
@@ -373,7 +373,7 @@ END_TEST
 START_TEST(test_eng_policy_parse_forms)
 {
 	eng_policy p, want;
-	eng_err e = {""};
+	eng_err e = {0};
 
 	/* a bare mode is all=MODE: full sets the blocks, leaves the head */
 	mixed_policy(&p);
@@ -509,7 +509,7 @@ START_TEST(test_eng_policy_format_parse_round_trip)
 	/* the format is "SEL=MODE" items separated by commas, and it parses back as printed;
 	 * ';' and blanks separate items as well */
 	eng_policy p, q;
-	eng_err e = {""};
+	eng_err e = {0};
 	char buf[512];
 	mixed_policy(&p);
 	eng_policy_format(&p, buf, sizeof buf);
@@ -644,7 +644,7 @@ START_TEST(test_eng_plan_policy_sums)
 	int rows = eng_plan_chunk_rows(s->cfg, s->B, s->T);
 	eng_policy p;
 	eng_plan pl;
-	eng_err e = {""};
+	eng_err e = {0};
 	eng_policy_init(&p, s->cfg->n_layer);
 	ck_assert_int_eq(eng_policy_parse(&p, NULL, "h.0-3=full;h.4-7=selective;head=chunked", &e),
 		0);
@@ -715,7 +715,7 @@ START_TEST(test_eng_plan_fit_tiny_budget)
 		int rows = eng_plan_chunk_rows(s->cfg, s->B, s->T);
 		eng_policy p, want;
 		eng_plan pl, want_pl;
-		eng_err e = {""};
+		eng_err e = {0};
 		ck_assert_int_eq(eng_plan_fit(s->cfg, s->B, s->T, rows, 1024, &p, &pl), -1);
 		/* what it returns then: the smallest policy there is, and its counts */
 		eng_policy_init(&want, s->cfg->n_layer);
@@ -739,7 +739,7 @@ START_TEST(test_eng_plan_fit_between)
 		int rows = eng_plan_chunk_rows(s->cfg, s->B, s->T);
 		eng_policy p, off, full;
 		eng_plan pl, off_pl, full_pl;
-		eng_err e = {""};
+		eng_err e = {0};
 		eng_policy_init(&off, s->cfg->n_layer);
 		eng_plan_policy(s->cfg, s->B, s->T, rows, &off, &off_pl);
 		eng_policy_init(&full, s->cfg->n_layer);
@@ -773,7 +773,7 @@ START_TEST(test_eng_plan_fit_minimal)
 		int rows = eng_plan_chunk_rows(s->cfg, s->B, s->T);
 		eng_policy p;
 		eng_plan lo_pl, hi_pl, pl;
-		eng_err e = {""};
+		eng_err e = {0};
 		eng_policy_init(&p, s->cfg->n_layer);
 		eng_plan_policy(s->cfg, s->B, s->T, rows, &p, &hi_pl);
 		ck_assert_int_eq(eng_policy_parse(&p, NULL, "full;head=chunked", &e), 0);

@@ -23,7 +23,7 @@ static const eng_config tiny = {2, 64, 4, 256, 256};
 /* Parses text that must be accepted. */
 static void parse_ok(eng_spec *s, const char *text)
 {
-	eng_err e = {""};
+	eng_err e = {0};
 	int rc = eng_spec_parse(s, text, &e);
 	ck_assert_msg(rc == 0, "spec %s refused: %s", text, e.msg);
 }
@@ -32,7 +32,7 @@ static void parse_ok(eng_spec *s, const char *text)
 static void parse_bad(const char *text, const char *needle)
 {
 	eng_spec *s = malloc(sizeof *s);
-	eng_err e = {""};
+	eng_err e = {0};
 	ck_assert_ptr_nonnull(s);
 	int rc = eng_spec_parse(s, text, &e);
 	ck_assert_msg(rc == -1, "spec %.200s accepted (wanted an error naming '%s')", text,
@@ -47,7 +47,7 @@ static void parse_bad(const char *text, const char *needle)
 static void finish_bad(const char *text, const eng_config *cfg, const char *needle)
 {
 	eng_spec s;
-	eng_err e = {""};
+	eng_err e = {0};
 	parse_ok(&s, text);
 	ck_assert_msg(eng_spec_finish(&s, cfg, &e) == -1, "finish accepted %s", text);
 	ck_assert_msg(strstr(e.msg, needle) != NULL, "finish of %s: message '%s' lacks '%s'",
@@ -63,7 +63,7 @@ static int cfg_eq(const eng_config *a, const eng_config *b)
 START_TEST(test_eng_spec_parse_defaults)
 {
 	eng_spec s;
-	eng_err e = {""};
+	eng_err e = {0};
 	parse_ok(&s, "{" BASE "}");
 	ck_assert_str_eq(s.name, "job");
 	ck_assert(cfg_eq(&s.cfg, &tiny));
@@ -113,7 +113,7 @@ END_TEST
 START_TEST(test_eng_spec_parse_full)
 {
 	eng_spec s;
-	eng_err e = {""};
+	eng_err e = {0};
 	parse_ok(&s, "{\"name\": \"demo-1\","
 		     " \"model\": {\"n_layer\": 4, \"n_embd\": 128, \"n_head\": 8,"
 		     "   \"n_positions\": 512, \"vocab_size\": 50257},"
@@ -234,7 +234,7 @@ END_TEST
 START_TEST(test_eng_spec_parse_init_from)
 {
 	eng_spec s;
-	eng_err e = {""};
+	eng_err e = {0};
 	eng_config zero = {0, 0, 0, 0, 0};
 	parse_ok(&s, "{\"model\": {\"init_from\": \"/ck/step-500\", \"resume\": true},"
 		     " \"data\": {\"train\": \"t\", \"format\": \"bytes\"}, \"seq_len\": 64}");
@@ -255,7 +255,7 @@ END_TEST
 START_TEST(test_eng_spec_parse_null_text)
 {
 	eng_spec s;
-	eng_err e = {""};
+	eng_err e = {0};
 	ck_assert_int_eq(eng_spec_parse(&s, NULL, &e), -1);
 	ck_assert_str_ne(e.msg, "");
 	/* a NULL err is allowed: the result still says no */
@@ -506,7 +506,7 @@ END_TEST
 START_TEST(test_eng_spec_finish_seq_len)
 {
 	eng_spec s;
-	eng_err e = {""};
+	eng_err e = {0};
 	/* tiny has n_positions 256 */
 	finish_bad(WITH("\"seq_len\": 257"), &tiny, "'seq_len' 257 out of range");
 	parse_ok(&s, WITH("\"seq_len\": 256"));
@@ -536,7 +536,7 @@ END_TEST
 START_TEST(test_eng_spec_finish_policy)
 {
 	eng_spec s;
-	eng_err e = {""};
+	eng_err e = {0};
 	/* tiny has blocks h.0-1 */
 	parse_ok(&s, WITH("\"remat\": {\"default\": \"full\", \"aliases\": {\"trunk\": \"h.1\"},"
 			  " \"sections\": {\"trunk\": \"selective\", \"head\": \"chunked\","
@@ -574,7 +574,7 @@ END_TEST
 START_TEST(test_eng_spec_load_ok)
 {
 	eng_spec s;
-	eng_err e = {""};
+	eng_err e = {0};
 	char *path = t_write_tmp("spec_ok.json", WITH("\"name\": \"from-file\", \"batch\": 2"));
 	ck_assert_msg(eng_spec_load(&s, path, &e) == 0, "load: %s", e.msg);
 	ck_assert_str_eq(s.name, "from-file");
@@ -587,7 +587,7 @@ END_TEST
 START_TEST(test_eng_spec_load_missing)
 {
 	eng_spec s;
-	eng_err e = {""};
+	eng_err e = {0};
 	const char *dir = t_env("REMAT_TMP");
 	char path[4096];
 	snprintf(path, sizeof path, "%s/no-such-spec.json", dir);
@@ -605,7 +605,7 @@ END_TEST
 START_TEST(test_eng_spec_load_bad)
 {
 	eng_spec s;
-	eng_err e = {""};
+	eng_err e = {0};
 	char *path = t_write_tmp("spec_bad.json", WITH("\"optim\": {\"betas\": 1}"));
 	ck_assert_int_eq(eng_spec_load(&s, path, &e), -1);
 	ck_assert_msg(strstr(e.msg, "spec_bad.json") && strstr(e.msg, "'optim.betas'"),

@@ -106,7 +106,7 @@ static const char *base_name(const char *path)
 static void expect_st_fail(const char *path, const char *needle)
 {
 	eng_st_file f;
-	eng_err e = {{0}};
+	eng_err e = {0};
 	memset(&f, 0xa5, sizeof f); /* the reader must not rely on a zeroed struct */
 	ck_assert_int_eq(eng_st_read(&f, path, &e), -1);
 	ck_assert_msg(strstr(e.msg, base_name(path)) != NULL, "message '%s' does not name '%s'",
@@ -124,7 +124,7 @@ static void expect_st_fail(const char *path, const char *needle)
 
 static void expect_st_ok(const char *path, eng_st_file *f)
 {
-	eng_err e = {{0}};
+	eng_err e = {0};
 	ck_assert_msg(eng_st_read(f, path, &e) == 0, "eng_st_read failed: %s", e.msg);
 }
 
@@ -135,7 +135,7 @@ static eng_st_entry *entries_of(const eng_st_file *f)
 	ck_assert_ptr_nonnull(e);
 	for (int i = 0; i < f->n; i++) {
 		const eng_st_tensor *t = &f->t[i];
-		eng_err err = {{0}};
+		eng_err err = {0};
 		float *x = malloc(eng_st_numel(t) * sizeof *x + 1);
 		ck_assert_ptr_nonnull(x);
 		ck_assert_msg(eng_st_get_f32(f, t->name, t->ndim, t->shape, x, &err) == 0, "%s",
@@ -203,7 +203,7 @@ START_TEST(test_eng_st_read_reference)
 	    {"mlp.c_proj.weight", 2, 256, 64},	{"mlp.c_proj.bias", 1, 64, 0},
 	};
 	static float buf[256 * 64];
-	eng_err e = {{0}};
+	eng_err e = {0};
 	for (int l = 0; l < 2; l++) {
 		for (size_t k = 0; k < sizeof block / sizeof block[0]; k++) {
 			char name[128];
@@ -246,7 +246,7 @@ START_TEST(test_eng_st_get_f32_shape_mismatch)
 {
 	char *path = data_path(TINY_ST);
 	eng_st_file f;
-	eng_err e = {{0}};
+	eng_err e = {0};
 	float *buf = malloc(64000 * sizeof *buf);
 	ck_assert_ptr_nonnull(buf);
 	expect_st_ok(path, &f);
@@ -278,7 +278,7 @@ START_TEST(test_eng_st_write_round_trip)
 {
 	char *ref = data_path(TINY_ST), *out = tmp_path("round_trip.safetensors");
 	eng_st_file f, g;
-	eng_err e = {{0}};
+	eng_err e = {0};
 	expect_st_ok(ref, &f);
 	eng_st_entry *ent = entries_of(&f);
 	ck_assert_msg(eng_st_write(out, ent, f.n, &e) == 0, "%s", e.msg);
@@ -311,7 +311,7 @@ START_TEST(test_eng_st_write_deterministic)
 	char *ref = data_path(TINY_ST);
 	char *a = tmp_path("det_a.safetensors"), *b = tmp_path("det_b.safetensors");
 	eng_st_file f;
-	eng_err e = {{0}};
+	eng_err e = {0};
 	expect_st_ok(ref, &f);
 	eng_st_entry *e1 = entries_of(&f);
 	ck_assert_msg(eng_st_write(a, e1, f.n, &e) == 0, "%s", e.msg);
@@ -341,7 +341,7 @@ START_TEST(test_eng_st_write_header)
 		snprintf(file, sizeof file, "header_%d.safetensors", len);
 		char *path = tmp_path(file);
 		eng_st_entry ent = {.name = name, .ndim = 1, .shape = {3}, .data = x};
-		eng_err e = {{0}};
+		eng_err e = {0};
 		ck_assert_msg(eng_st_write(path, &ent, 1, &e) == 0, "%s", e.msg);
 
 		size_t n;
@@ -380,7 +380,7 @@ START_TEST(test_eng_st_write_scalar_and_empty)
 	    {.name = "empty", .ndim = 2, .shape = {0, 5}, .data = NULL},
 	    {.name = "vec", .ndim = 1, .shape = {2}, .data = v},
 	};
-	eng_err e = {{0}};
+	eng_err e = {0};
 	ck_assert_msg(eng_st_write(path, ent, 3, &e) == 0, "%s", e.msg);
 	eng_st_file f;
 	expect_st_ok(path, &f);
@@ -410,7 +410,7 @@ END_TEST
 static void expect_write_fail(const char *file, const eng_st_entry *ent, int n, const char *needle)
 {
 	char *path = tmp_path(file);
-	eng_err e = {{0}};
+	eng_err e = {0};
 	struct stat st;
 	ck_assert_int_eq(eng_st_write(path, ent, n, &e), -1);
 	ck_assert_msg(strstr(e.msg, file) != NULL, "message '%s' does not name %s", e.msg, file);
@@ -469,7 +469,7 @@ START_TEST(test_eng_st_get_f32_half)
 			     "\"b\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[18,26]}}",
 			     data, sizeof data);
 	eng_st_file f;
-	eng_err e = {{0}};
+	eng_err e = {0};
 	expect_st_ok(path, &f);
 	ck_assert_int_eq(eng_st_find(&f, "h")->dtype, ENG_ST_F16);
 	ck_assert_int_eq(eng_st_find(&f, "b")->dtype, ENG_ST_BF16);
@@ -506,7 +506,7 @@ START_TEST(test_eng_st_read_unpadded)
 			     "{\"x\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}}", x,
 			     sizeof x);
 	eng_st_file f;
-	eng_err e = {{0}};
+	eng_err e = {0};
 	float y[3];
 	int64_t s[1] = {3};
 	expect_st_ok(path, &f);
@@ -756,7 +756,7 @@ START_TEST(test_eng_st_read_random_damage)
 		char *path = spit("damage.safetensors", buf, n);
 		buf[pos] = old;
 		eng_st_file f;
-		eng_err e = {{0}};
+		eng_err e = {0};
 		if (eng_st_read(&f, path, &e) != 0) {
 			failed++;
 			ck_assert_msg(strstr(e.msg, "damage.safetensors") != NULL, "%s", e.msg);
@@ -776,7 +776,7 @@ START_TEST(test_eng_hfconfig_read_reference)
 {
 	char *path = data_path(TINY_CFG);
 	eng_config c;
-	eng_err e = {{0}};
+	eng_err e = {0};
 	ck_assert_msg(eng_hfconfig_read(path, &c, &e) == 0, "%s", e.msg);
 	ck_assert_int_eq(c.n_layer, 2);
 	ck_assert_int_eq(c.n_embd, 64);
@@ -791,7 +791,7 @@ START_TEST(test_eng_hfconfig_write_round_trip)
 {
 	char *ref = data_path(TINY_CFG), *out = tmp_path("config_rt.json");
 	eng_config c, d;
-	eng_err e = {{0}};
+	eng_err e = {0};
 	ck_assert_msg(eng_hfconfig_read(ref, &c, &e) == 0, "%s", e.msg);
 	ck_assert_msg(eng_hfconfig_write(out, &c, &e) == 0, "%s", e.msg);
 	ck_assert_msg(eng_hfconfig_read(out, &d, &e) == 0, "%s", e.msg);
@@ -845,7 +845,7 @@ START_TEST(test_eng_hfconfig_write_bad)
 {
 	eng_config c = {
 	    .n_layer = 2, .n_embd = 64, .n_head = 5, .n_positions = 64, .vocab_size = 1000};
-	eng_err e = {{0}};
+	eng_err e = {0};
 	struct stat st;
 	char *path = tmp_path("config_bad_write.json");
 	ck_assert_int_eq(eng_hfconfig_write(path, &c, &e), -1);
@@ -866,7 +866,7 @@ static void expect_cfg_fail(const char *file, const char *text, const char *need
 {
 	char *path = t_write_tmp(file, text);
 	eng_config c = {0};
-	eng_err e = {{0}};
+	eng_err e = {0};
 	ck_assert_int_eq(eng_hfconfig_read(path, &c, &e), -1);
 	ck_assert_msg(strstr(e.msg, file) != NULL, "'%s' does not name %s", e.msg, file);
 	ck_assert_msg(strstr(e.msg, needle) != NULL, "'%s' does not say '%s'", e.msg, needle);
@@ -894,7 +894,7 @@ START_TEST(test_eng_hfconfig_read_minimal)
 				      "\"layer_norm_epsilon\":1e-5,\"tie_word_embeddings\":true,"
 				      "\"scale_attn_weights\":true,\"use_cache\":true}");
 	eng_config c;
-	eng_err e = {{0}};
+	eng_err e = {0};
 	ck_assert_msg(eng_hfconfig_read(p1, &c, &e) == 0, "%s", e.msg);
 	ck_assert_int_eq(c.n_positions, 64);
 	ck_assert_msg(eng_hfconfig_read(p2, &c, &e) == 0, "%s", e.msg);
@@ -951,7 +951,7 @@ START_TEST(test_eng_hfconfig_read_missing_file)
 {
 	char *path = tmp_path("no_config.json");
 	eng_config c;
-	eng_err e = {{0}};
+	eng_err e = {0};
 	ck_assert_int_eq(eng_hfconfig_read(path, &c, &e), -1);
 	ck_assert_msg(strstr(e.msg, "cannot open") && strstr(e.msg, "no_config.json") &&
 			  strstr(e.msg, "No such file or directory"),
