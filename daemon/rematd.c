@@ -435,6 +435,66 @@ static void on_worker_info(srv_server *srv, void *ud, const json_t *out, const c
 
 /* ---- main ---- */
 
+/* The socket the manager passed (passed_fd >= 0), adopted, or --socket bound: 0, or -1
+ * with the message. */
+static int listen_socket(srv_server *srv, int passed_fd, char *err, size_t errlen)
+{
+	if (passed_fd < 0)
+		return srv_listen_start(&srv->listener, srv->loop, srv->socket_path, srv->has_group,
+			srv->group, srv_conn_on_connect, srv, err, errlen);
+	char given[SRV_PATH_LEN];
+	memcpy(given, srv->socket_path, sizeof given);
+	int r = srv_listen_adopt(&srv->listener, srv->loop, passed_fd, srv_conn_on_connect, srv,
+		err, errlen);
+	/* daemon-info reports where clients really connect */
+	_Static_assert(sizeof srv->socket_path == sizeof srv->listener.path,
+		"the socket path fits either way");
+	if (r == 0)
+		memcpy(srv->socket_path, srv->listener.path, sizeof srv->socket_path);
+	if (r == 0 && given[0] && strcmp(given, srv->socket_path) != 0)
+		srv_log("--socket '%s' ignored: serving the socket the service manager passed",
+			given);
+	return r;
+}
+
+/* Once listening: the timers and signals of the loop, what the service manager is told, the
+ * workers' facts asked of remat-train --info, and the queue an earlier rematd left. */
+static void start_serving(srv_server *srv)
+{
+	uv_loop_t *loop = srv->loop;
+	uv_timer_init(loop, &srv->shutdown_timer);
+	srv->shutdown_timer.data = srv;
+	uv_timer_init(loop, &srv->sweep_timer);
+	srv->sweep_timer.data = srv;
+	uv_timer_start(&srv->sweep_timer, on_sweep_timer, 1000, 1000);
+	uv_unref((uv_handle_t *)&srv->sweep_timer);
+	uv_signal_init(loop, &srv->sig_term);
+	uv_signal_init(loop, &srv->sig_int);
+	srv->sig_term.data = srv->sig_int.data = srv;
+	uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
+	uv_signal_start(&srv->sig_int, on_signal, SIGINT);
+	/* they alone must not keep the loop running once everything else has closed */
+	uv_unref((uv_handle_t *)&srv->sig_term);
+	uv_unref((uv_handle_t *)&srv->sig_int);
+	notify_timers_start(srv);
+
+	srv_log("%s listening on '%s'%s (pid %ld, state dir '%s', worker '%s', max jobs %d)",
+		PROTO_VERSION, srv->socket_path, srv->listener.adopted ? ", a socket passed by "
+		"the service manager (LISTEN_FDS)" : "", (long)getpid(), srv->state_dir,
+		srv->worker_path, srv->max_jobs);
+	if (srv_notify_enabled(&srv->notify))
+		srv_log("notifying the service manager at '%s'", srv->notify.name);
+	/* what the workers run, asked of a worker: this process never computes */
+	static const char *const info_args[] = {"--info", NULL};
+	char ierr[256];
+	if (srv_helper_run(srv, "info", info_args, NULL, NULL, SRV_INFO_MS, on_worker_info, NULL,
+		ierr, sizeof ierr) < 0) {
+		srv_log("cannot learn what the workers run: %s", ierr);
+		srv_fmt(srv->worker_info_err, sizeof srv->worker_info_err, "unknown: %s", ierr);
+	}
+	srv_job_schedule(srv); /* queued jobs an earlier rematd left */
+}
+
 enum { OPT_SOCKET = 256, OPT_GROUP, OPT_STATE_DIR, OPT_MAX_JOBS, OPT_WORKER, OPT_STOP_TIMEOUT,
 	OPT_IDLE_TIMEOUT, OPT_FOREGROUND, OPT_VERSION, OPT_HELP };
 
@@ -595,60 +655,14 @@ int main(int argc, char **argv)
 		goto fail_early;
 	}
 	srv->loop = &loop;
-	if (passed_fd >= 0) {
-		char given[SRV_PATH_LEN];
-		memcpy(given, srv->socket_path, sizeof given);
-		r = srv_listen_adopt(&srv->listener, &loop, passed_fd, srv_conn_on_connect, srv,
-			err, sizeof err);
-		/* daemon-info reports where clients really connect */
-		_Static_assert(sizeof srv->socket_path == sizeof srv->listener.path,
-			"the socket path fits either way");
-		if (r == 0)
-			memcpy(srv->socket_path, srv->listener.path, sizeof srv->socket_path);
-		if (r == 0 && given[0] && strcmp(given, srv->socket_path) != 0)
-			srv_log("--socket '%s' ignored: serving the socket the service manager "
-				"passed", given);
-	} else {
-		r = srv_listen_start(&srv->listener, &loop, srv->socket_path, srv->has_group,
-			srv->group, srv_conn_on_connect, srv, err, sizeof err);
-	}
+	r = listen_socket(srv, passed_fd, err, sizeof err);
 	if (r < 0) {
 		fprintf(stderr, "rematd: %s\n", err);
 		notify(srv, "STATUS=cannot start: %s", err);
 		goto out;
 	}
-	uv_timer_init(&loop, &srv->shutdown_timer);
-	srv->shutdown_timer.data = srv;
-	uv_timer_init(&loop, &srv->sweep_timer);
-	srv->sweep_timer.data = srv;
-	uv_timer_start(&srv->sweep_timer, on_sweep_timer, 1000, 1000);
-	uv_unref((uv_handle_t *)&srv->sweep_timer);
-	uv_signal_init(&loop, &srv->sig_term);
-	uv_signal_init(&loop, &srv->sig_int);
-	srv->sig_term.data = srv->sig_int.data = srv;
-	uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
-	uv_signal_start(&srv->sig_int, on_signal, SIGINT);
-	/* they alone must not keep the loop running once everything else has closed */
-	uv_unref((uv_handle_t *)&srv->sig_term);
-	uv_unref((uv_handle_t *)&srv->sig_int);
+	start_serving(srv);
 	signals = 1;
-	notify_timers_start(srv);
-
-	srv_log("%s listening on '%s'%s (pid %ld, state dir '%s', worker '%s', max jobs %d)",
-		PROTO_VERSION, srv->socket_path, srv->listener.adopted ? ", a socket passed by "
-		"the service manager (LISTEN_FDS)" : "", (long)getpid(), srv->state_dir,
-		srv->worker_path, srv->max_jobs);
-	if (srv_notify_enabled(&srv->notify))
-		srv_log("notifying the service manager at '%s'", srv->notify.name);
-	/* what the workers run, asked of a worker: this process never computes */
-	static const char *const info_args[] = {"--info", NULL};
-	char ierr[256];
-	if (srv_helper_run(srv, "info", info_args, NULL, NULL, SRV_INFO_MS, on_worker_info, NULL,
-		ierr, sizeof ierr) < 0) {
-		srv_log("cannot learn what the workers run: %s", ierr);
-		srv_fmt(srv->worker_info_err, sizeof srv->worker_info_err, "unknown: %s", ierr);
-	}
-	srv_job_schedule(srv); /* queued jobs an earlier rematd left */
 	/* serving from here on: connections queue in the backlog until the loop turns */
 	status_text(srv, srv->status, sizeof srv->status);
 	notify(srv, "READY=1\nSTATUS=%s", srv->status);

@@ -546,6 +546,35 @@ static void worker_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 
 /* ---- spawning ---- */
 
+/* The worker runs: rematd's end of the socketpair (*fd, taken) becomes its channel, read
+ * from now on, and rematd's own subscription goes first (the worker reads requests in
+ * order). A channel that cannot be opened kills the worker. */
+static void worker_channel_open(srv_job *job, int *fd)
+{
+	srv_server *srv = job->srv;
+	uv_timer_init(srv->loop, &job->timer);
+	job->timer.data = job;
+	job->handles_open++;
+	uv_pipe_init(srv->loop, &job->chan, 0);
+	job->chan.data = job;
+	job->handles_open++;
+	job->chan_open = 1;
+	proto_framer_init(&job->framer);
+	int r = uv_pipe_open(&job->chan, *fd);
+	if (r == 0)
+		*fd = -1; /* the pipe owns it now */
+	if (r == 0)
+		r = uv_read_start((uv_stream_t *)&job->chan, worker_on_alloc, worker_on_read);
+	srv_log("job %s started (pid %ld)", job->id, (long)job->pid);
+	srv_job_set_state(job, SRV_JOB_STARTING, "worker spawned");
+	if (r < 0 || srv_worker_request(job, "subscribe", NULL, 0, NULL) < 0) {
+		srv_log("job %s: cannot talk to the worker: %s", job->id,
+			r < 0 ? uv_strerror(r) : "write failed");
+		srv_worker_kill(job, "its channel could not be opened");
+		worker_chan_end(job);
+	}
+}
+
 void srv_worker_spawn(srv_job *job)
 {
 	srv_server *srv = job->srv;
@@ -610,28 +639,7 @@ void srv_worker_spawn(srv_job *job)
 	close(log_fd);
 	sv[1] = log_fd = -1;
 
-	uv_timer_init(srv->loop, &job->timer);
-	job->timer.data = job;
-	job->handles_open++;
-	uv_pipe_init(srv->loop, &job->chan, 0);
-	job->chan.data = job;
-	job->handles_open++;
-	job->chan_open = 1;
-	proto_framer_init(&job->framer);
-	r = uv_pipe_open(&job->chan, sv[0]);
-	if (r == 0)
-		sv[0] = -1; /* the pipe owns it now */
-	if (r == 0)
-		r = uv_read_start((uv_stream_t *)&job->chan, worker_on_alloc, worker_on_read);
-	srv_log("job %s started (pid %ld)", job->id, (long)job->pid);
-	srv_job_set_state(job, SRV_JOB_STARTING, "worker spawned");
-	/* rematd's own subscription goes first: the worker reads requests in order */
-	if (r < 0 || srv_worker_request(job, "subscribe", NULL, 0, NULL) < 0) {
-		srv_log("job %s: cannot talk to the worker: %s", job->id,
-			r < 0 ? uv_strerror(r) : "write failed");
-		srv_worker_kill(job, "its channel could not be opened");
-		worker_chan_end(job);
-	}
+	worker_channel_open(job, &sv[0]);
 	if (sv[0] >= 0)
 		close(sv[0]);
 	return;

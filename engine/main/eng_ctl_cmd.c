@@ -100,68 +100,62 @@ void eng_ctl__enqueue(struct eng_ctl *c, eng_ctl_cmd *cmd)
 	pthread_cond_signal(&c->cv);
 }
 
-json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,
+static json_t *cmd_list(struct eng_ctl *c)
+{
+	json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i}", "job", c->job, "name", c->name, "state",
+		state_names[c->state], "step", c->step, "steps", c->steps);
+	json_object_set_new(j, "loss", c->has_last ? json_real(c->last.loss) : json_null());
+	return json_pack("{s:[o]}", "jobs", j);
+}
+
+static json_t *cmd_info(struct eng_ctl *c)
+{
+	json_t *r = json_pack("{s:s,s:i,s:f,s:s,s:s?,s:n,s:s,s:i,s:i}", "version", PROTO_VERSION,
+		"pid", (int)getpid(), "uptime_s", eng_ctl__mono_s() - c->started, "role", "worker",
+		"socket", c->path[0] ? c->path : NULL, "state_dir", "blas", kn_blas_describe(),
+		"max_jobs", 1, "jobs_running", eng_ctl__is_final(c->state) ? 0 : 1);
+	if (r && eng_backends_json(r) < 0) {
+		json_decref(r);
+		r = NULL;
+	}
+	return r;
+}
+
+/* subscribe, unsubscribe: the connection's event bits. */
+static json_t *cmd_subscribe(ctl_conn *k, const char *name, const json_t *args)
+{
+	unsigned bits = 0;
+	json_t *evs = json_object_get(args, "events"), *e;
+	size_t i;
+	if (!evs)
+		bits = CTL_EV_ALL;
+	json_array_foreach(evs, i, e) {
+		int b = proto_event_find(json_string_value(e));
+		if (b >= 0)
+			bits |= 1u << b;
+	}
+	if (strcmp(name, "subscribe") == 0)
+		k->events |= bits;
+	else
+		k->events &= ~bits;
+	return json_object();
+}
+
+/* The job is starting (no trainer yet): the request is kept, and answered once the trainer
+ * exists, before its first step (eng_ctl.c's early_answer). Always NULL. */
+static json_t *keep_early(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,
 	json_t *args, json_t *id)
 {
 	char desc[PROTO_DESC_LEN];
-	if (strcmp(name, "job-status") == 0)
-		return cmd_status(c);
-	if (strcmp(name, "job-list") == 0) {
-		json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i}", "job", c->job, "name", c->name,
-			"state", state_names[c->state], "step", c->step, "steps", c->steps);
-		json_object_set_new(j, "loss", c->has_last ? json_real(c->last.loss) : json_null());
-		return json_pack("{s:[o]}", "jobs", j);
-	}
-	if (strcmp(name, "daemon-info") == 0) {
-		json_t *r = json_pack("{s:s,s:i,s:f,s:s,s:s?,s:n,s:s,s:i,s:i}", "version",
-			PROTO_VERSION, "pid", (int)getpid(), "uptime_s", eng_ctl__mono_s() - c->started, "role",
-			"worker", "socket", c->path[0] ? c->path : NULL, "state_dir",
-			"blas", kn_blas_describe(), "max_jobs", 1, "jobs_running",
-			eng_ctl__is_final(c->state) ? 0 : 1);
-		if (r && eng_backends_json(r) < 0) {
-			json_decref(r);
-			r = NULL;
-		}
-		return r;
-	}
-	if (strcmp(name, "subscribe") == 0 || strcmp(name, "unsubscribe") == 0) {
-		unsigned bits = 0;
-		json_t *evs = json_object_get(args, "events"), *e;
-		size_t i;
-		if (!evs)
-			bits = CTL_EV_ALL;
-		json_array_foreach(evs, i, e) {
-			int b = proto_event_find(json_string_value(e));
-			if (b >= 0)
-				bits |= 1u << b;
-		}
-		if (name[0] == 's')
-			k->events |= bits;
-		else
-			k->events &= ~bits;
-		return json_object();
-	}
-	if (strcmp(name, "job-start") == 0 || strcmp(name, "daemon-shutdown") == 0) {
-		eng_ctl__send_error(k, PROTO_ERR_COMMAND_NOT_FOUND,
-			"this is a worker (remat-train); job-start and daemon-shutdown are rematd's", id);
-		return NULL;
-	}
-	if (!c->tr) {
-		/* starting: kept, and answered once the trainer exists, before its first step */
-		if (eng_ctl__is_final(c->state)) {
-			snprintf(desc, sizeof desc, "job %s is %s", c->job, state_names[c->state]);
-			eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
-			return NULL;
-		}
-		if (k->inflight >= PROTO_MAX_INFLIGHT) {
-			eng_ctl__send_error(k, PROTO_ERR_BUSY, "too many requests in flight", id);
-			return NULL;
-		}
-		ctl_early *e = calloc(1, sizeof *e), **tail = &c->early;
-		if (!e) {
-			eng_ctl__send_error(k, PROTO_ERR_INTERNAL, "out of memory", id);
-			return NULL;
-		}
+	ctl_early *e = NULL, **tail = &c->early;
+	if (eng_ctl__is_final(c->state)) {
+		snprintf(desc, sizeof desc, "job %s is %s", c->job, state_names[c->state]);
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+	} else if (k->inflight >= PROTO_MAX_INFLIGHT) {
+		eng_ctl__send_error(k, PROTO_ERR_BUSY, "too many requests in flight", id);
+	} else if (!(e = calloc(1, sizeof *e))) {
+		eng_ctl__send_error(k, PROTO_ERR_INTERNAL, "out of memory", id);
+	} else {
 		snprintf(e->execute, sizeof e->execute, "%s", name);
 		e->args = json_incref(args);
 		e->id = id ? json_incref(id) : NULL;
@@ -170,32 +164,38 @@ json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char
 			tail = &(*tail)->next;
 		*tail = e;
 		k->inflight++;
-		return NULL;
 	}
-	if (strcmp(name, "mem-stats") == 0)
-		return cmd_mem(c);
-	if (strcmp(name, "mem-reset-peak") == 0) {
-		eng_mem_reset_peak();
-		eng_cuda_mem_reset_peak();
-		return json_object();
-	}
-	if (strcmp(name, "remat-get") == 0) {
-		json_t *al = json_object();
-		for (int i = 0; i < c->tr->aliases.n; i++)
-			json_object_set_new(al, c->tr->aliases.a[i].name,
-				json_string(c->tr->aliases.a[i].selector));
-		return json_pack("{s:o,s:o,s:o}", "policy", eng_policy_json(&c->policy),
-			"sections", measured_sections(c), "aliases", al);
-	}
-	if (strcmp(name, "remat-plan") == 0) {
-		const eng_model *m = &c->tr->model;
-		eng_plan_job j = {m->cfg, m->B, m->T, m->chunk_rows, c->tr->spec.device,
-			&c->tr->aliases, c->pending};
-		json_t *r = eng_plan_reply(&j, args, desc, sizeof desc);
-		if (!r)
-			eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
-		return r;
-	}
+	return NULL;
+}
+
+static json_t *cmd_remat_get(struct eng_ctl *c)
+{
+	json_t *al = json_object();
+	for (int i = 0; i < c->tr->aliases.n; i++)
+		json_object_set_new(al, c->tr->aliases.a[i].name,
+			json_string(c->tr->aliases.a[i].selector));
+	return json_pack("{s:o,s:o,s:o}", "policy", eng_policy_json(&c->policy), "sections",
+		measured_sections(c), "aliases", al);
+}
+
+static json_t *cmd_plan(struct eng_ctl *c, ctl_conn *k, const json_t *args, json_t *id)
+{
+	char desc[PROTO_DESC_LEN];
+	const eng_model *m = &c->tr->model;
+	eng_plan_job j = {m->cfg, m->B, m->T, m->chunk_rows, c->tr->spec.device,
+		&c->tr->aliases, c->pending};
+	json_t *r = eng_plan_reply(&j, args, desc, sizeof desc);
+	if (!r)
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
+	return r;
+}
+
+/* The changes, queued for the training thread's next step boundary: remat-set, job-pause and
+ * job-resume answer now with the step they apply at; job-stop and ckpt-save when done. */
+static json_t *cmd_change(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,
+	json_t *args, json_t *id)
+{
+	char desc[PROTO_DESC_LEN];
 	if (eng_ctl__is_final(c->state) || c->state == CTL_STOPPING) {
 		snprintf(desc, sizeof desc, "job %s is %s", c->job, state_names[c->state]);
 		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
@@ -272,3 +272,35 @@ json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char
 	return NULL;
 }
 
+
+json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,
+	json_t *args, json_t *id)
+{
+	if (strcmp(name, "job-status") == 0)
+		return cmd_status(c);
+	if (strcmp(name, "job-list") == 0)
+		return cmd_list(c);
+	if (strcmp(name, "daemon-info") == 0)
+		return cmd_info(c);
+	if (strcmp(name, "subscribe") == 0 || strcmp(name, "unsubscribe") == 0)
+		return cmd_subscribe(k, name, args);
+	if (strcmp(name, "job-start") == 0 || strcmp(name, "daemon-shutdown") == 0) {
+		eng_ctl__send_error(k, PROTO_ERR_COMMAND_NOT_FOUND,
+			"this is a worker (remat-train); job-start and daemon-shutdown are rematd's", id);
+		return NULL;
+	}
+	if (!c->tr)
+		return keep_early(c, k, handle, name, args, id);
+	if (strcmp(name, "mem-stats") == 0)
+		return cmd_mem(c);
+	if (strcmp(name, "mem-reset-peak") == 0) {
+		eng_mem_reset_peak();
+		eng_cuda_mem_reset_peak();
+		return json_object();
+	}
+	if (strcmp(name, "remat-get") == 0)
+		return cmd_remat_get(c);
+	if (strcmp(name, "remat-plan") == 0)
+		return cmd_plan(c, k, args, id);
+	return cmd_change(c, k, handle, name, args, id);
+}

@@ -423,6 +423,17 @@ static json_t *check_failed(const eng_err *err)
 							      : PROTO_ERR_INVALID_PARAMETER));
 }
 
+/* Prints --check's answer (taken) as one line; the exit status it means. */
+static int print_check(json_t *o)
+{
+	char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	printf("%s\n", line ? line : "{\"ok\":false,\"error\":\"out of memory\"}");
+	int ok = json_is_true(json_object_get(o, "ok"));
+	free(line);
+	json_decref(o);
+	return ok ? 0 : 1;
+}
+
 /* --check: validates the job as its start would, one JSON line; the exit status. */
 static int check_job(eng_spec *s)
 {
@@ -445,170 +456,265 @@ static int check_job(eng_spec *s)
 		if (o && s->resume)
 			json_object_set_new(o, "resume_step", json_integer(ck.resume_step));
 	}
-	char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
-	printf("%s\n", line ? line : "{\"ok\":false,\"error\":\"out of memory\"}");
-	int ok = json_is_true(json_object_get(o, "ok"));
-	free(line);
-	json_decref(o);
-	return ok ? 0 : 1;
+	return print_check(o);
 }
 
-int main(int argc, char **argv)
+/* The run reached its end or was asked to stop: 1 once it has ended; 0 when it goes on
+ * (its final save failed and a controller can still act); -1 when it failed (said). */
+static int reach_end(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json, int *ended_once)
 {
-	int json = 0, nsched = 0, rc = 1, ctl_fd = -1, bf16 = 0, check = 0;
-	const char *job = NULL, *sched_arg = NULL, *ctl_path = NULL, *job_id = "job";
-	const char *as = NULL;
-	const char *export_from = NULL, *export_to = NULL;
-	eng_ctl *c = NULL;
-	run_ctl run = {0};
-	static sched_entry sched[MAX_SCHEDULE];
-	eng_trainer tr;
 	eng_err err;
-	memset(&tr, 0, sizeof tr);
-	kn_fix_runtime(argv); /* may re-execute this program with a better BLAS kernel and
-			       * OpenMP wait policy */
+	if (tr->val.tok && !json && !*ended_once)
+		printf("val loss %.6f\n", eng_trainer_val_loss(tr, 0));
+	*ended_once = 1;
+	if (end_run(tr, c, run, json, &err) == 0)
+		return 1;
+	/* without a controller, or under a signal, the process must end, and says so; with
+	 * one the run is kept */
+	fprintf(stderr, "remat-train: %s\n", err.msg);
+	if (!c || stop_signal) {
+		for (eng_ctl_cmd *k = run->stops; k; k = k->next)
+			eng_ctl_reply_error(c, k, PROTO_ERR_IO_ERROR, err.msg);
+		eng_ctl_set_state(c, CTL_FAILED, err.msg);
+		return -1;
+	}
+	end_failed(tr, c, run, err.msg);
+	return 0;
+}
+
+/* The command line. */
+typedef struct train_opts {
+	int json, check, bf16;
+	int ctl_fd;                        /* --control-fd, -1 none */
+	const char *job, *sched_arg, *ctl_path, *job_id, *as, *export_from, *export_to;
+} train_opts;
+
+/* Parses argv into o: -1 to go on, or the exit status of a run that ends here (--help,
+ * --version, --info, bad usage). */
+static int parse_args(int argc, char **argv, train_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->ctl_fd = -1;
+	o->job_id = "job";
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--json") == 0) {
-			json = 1;
-		} else if (strcmp(argv[i], "--remat-schedule") == 0 && i + 1 < argc) {
-			sched_arg = argv[++i];
-		} else if (strncmp(argv[i], "--remat-schedule=", 17) == 0) {
-			sched_arg = argv[i] + 17;
-		} else if (strcmp(argv[i], "--control") == 0 && i + 1 < argc) {
-			ctl_path = argv[++i];
-		} else if (strcmp(argv[i], "--control-fd") == 0 && i + 1 < argc) {
+		const char *a = argv[i];
+		int more = i + 1 < argc;
+		if (strcmp(a, "--json") == 0) {
+			o->json = 1;
+		} else if (strcmp(a, "--remat-schedule") == 0 && more) {
+			o->sched_arg = argv[++i];
+		} else if (strncmp(a, "--remat-schedule=", 17) == 0) {
+			o->sched_arg = a + 17;
+		} else if (strcmp(a, "--control") == 0 && more) {
+			o->ctl_path = argv[++i];
+		} else if (strcmp(a, "--control-fd") == 0 && more) {
 			char *end;
 			long v = strtol(argv[++i], &end, 10);
 			if (*end || v < 0 || v > 65535) {
 				usage(stderr);
 				return 2;
 			}
-			ctl_fd = (int)v;
-		} else if (strcmp(argv[i], "--job-id") == 0 && i + 1 < argc) {
-			job_id = argv[++i];
-		} else if (strcmp(argv[i], "--export-llmc") == 0 && i + 2 < argc) {
-			export_from = argv[++i];
-			export_to = argv[++i];
-		} else if (strcmp(argv[i], "--bf16") == 0) {
-			bf16 = 1;
-		} else if (strcmp(argv[i], "--as") == 0 && i + 1 < argc) {
-			as = argv[++i];
-		} else if (strcmp(argv[i], "--check") == 0) {
-			check = 1;
-		} else if (strcmp(argv[i], "--info") == 0) {
+			o->ctl_fd = (int)v;
+		} else if (strcmp(a, "--job-id") == 0 && more) {
+			o->job_id = argv[++i];
+		} else if (strcmp(a, "--export-llmc") == 0 && i + 2 < argc) {
+			o->export_from = argv[++i];
+			o->export_to = argv[++i];
+		} else if (strcmp(a, "--bf16") == 0) {
+			o->bf16 = 1;
+		} else if (strcmp(a, "--as") == 0 && more) {
+			o->as = argv[++i];
+		} else if (strcmp(a, "--check") == 0) {
+			o->check = 1;
+		} else if (strcmp(a, "--info") == 0) {
 			return print_info();
-		} else if (strcmp(argv[i], "--version") == 0) {
+		} else if (strcmp(a, "--version") == 0) {
 			kn_set_threads(1);
 			printf("remat-train %s\nbackend cpu: %s\n", REMAT_VERSION, kn_blas_describe());
 			print_cuda_backend();
 			return 0;
-		} else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			usage(stdout);
 			return 0;
-		} else if (argv[i][0] == '-' || job) {
+		} else if (a[0] == '-' || o->job) {
 			usage(stderr);
 			return 2;
 		} else {
-			job = argv[i];
+			o->job = a;
 		}
 	}
-	if (export_from) {
-		/* a subcommand: no job, no run options */
-		if (job || json || sched_arg || ctl_path || ctl_fd >= 0 || as || check) {
-			usage(stderr);
-			return 2;
-		}
-		return export_llmc(export_from, export_to, bf16);
-	}
-	if (check && (json || sched_arg || ctl_path || ctl_fd >= 0)) {
+	/* what may go together: --export-llmc and --check are subcommands of their own */
+	int run_opts = o->json || o->sched_arg || o->ctl_path || o->ctl_fd >= 0;
+	int ok = o->export_from ? !o->job && !run_opts && !o->as && !o->check
+				: o->job && !o->bf16 && !(o->check && run_opts) &&
+					  !(o->ctl_fd >= 0 && o->ctl_path);
+	if (!ok) {
 		usage(stderr);
 		return 2;
 	}
-	if (!job || bf16) {
-		usage(stderr);
-		return 2;
-	}
-	if (sched_arg && parse_schedule(sched_arg, sched, &nsched) < 0)
-		return 2;
-	/* The job's spec is rematd's file; everything it names is opened as its user. */
-	eng_spec spec;
-	size_t spec_len = 0;
-	char *spec_text = eng_spec_read(job, &spec_len, &err);
-	if (as) {
-		eng_cred cred;
-		char why[256];
-		if (eng_cred_parse(as, &cred, why, sizeof why) < 0) {
-			fprintf(stderr, "remat-train: %s\n", why);
-			free(spec_text);
-			return 2;
-		}
-		if (eng_cred_drop(&cred, why, sizeof why) < 0) {
-			fprintf(stderr, "remat-train: %s\n", why);
-			free(spec_text);
-			return 1;
-		}
-	}
-	int spec_ok = spec_text && eng_spec_parse_buf(&spec, spec_text, spec_len, job, &err) == 0;
-	free(spec_text);
-	if (check) {
-		if (!spec_ok) {
-			json_t *o = check_failed(&err);
-			char *line = json_dumps(o, JSON_COMPACT);
-			printf("%s\n", line ? line : "{\"ok\":false}");
-			free(line);
-			json_decref(o);
-			return 1;
-		}
-		return check_job(&spec);
-	}
+	return -1;
+}
 
-	if (ctl_fd >= 0 && ctl_path) {
-		usage(stderr);
-		return 2;
+/* Reads the spec (rematd's file, read with rematd's rights), becomes --as's user when
+ * asked, then parses it: from here on, everything the spec names is opened as that user.
+ * 0; -1 with the spec's problem in err; or an exit status (>0) when --as fails (said). */
+static int load_spec(const train_opts *o, eng_spec *spec, eng_err *err)
+{
+	size_t len = 0;
+	char *text = eng_spec_read(o->job, &len, err), why[256];
+	eng_cred cred;
+	int rc = 0;
+	if (o->as && eng_cred_parse(o->as, &cred, why, sizeof why) < 0)
+		rc = 2;
+	else if (o->as && eng_cred_drop(&cred, why, sizeof why) < 0)
+		rc = 1;
+	if (rc)
+		fprintf(stderr, "remat-train: %s\n", why);
+	else if (!text || eng_spec_parse_buf(spec, text, len, o->job, err) < 0)
+		rc = -1;
+	free(text);
+	return rc;
+}
+
+/* Every --remat-schedule entry checked now, not hours into the run when it is reached:
+ * 0, or 2 after saying what is wrong. */
+static int check_schedule(const eng_trainer *tr, const sched_entry *sched, int nsched)
+{
+	eng_policy chk = tr->model.policy;
+	eng_err err;
+	for (int i = 0; i < nsched; i++) {
+		if (sched[i].at >= tr->spec.steps) {
+			fprintf(stderr, "remat-train: --remat-schedule step %d is at or past the end of "
+					"the run (steps %d)\n", sched[i].at, tr->spec.steps);
+			return 2;
+		}
+		if (eng_policy_parse(&chk, &tr->aliases, sched[i].text, &err) < 0 ||
+			eng_trainer_check_policy(tr, &chk, &err) < 0) {
+			fprintf(stderr, "remat-train: --remat-schedule '%s': %s\n", sched[i].text,
+				err.msg);
+			return 2;
+		}
 	}
+	return 0;
+}
+
+/* The line before the steps: the job, its shape, batch, threads and backend. */
+static void print_banner(eng_trainer *tr)
+{
+	const eng_spec *s = &tr->spec;
+	printf("remat-train %s: job '%s', %zu parameters (L %d, C %d, NH %d, V %d), batch %d x %d, "
+	       "%d threads, %s\n", REMAT_VERSION, s->name, eng_config_num_params(&s->cfg),
+		s->cfg.n_layer, s->cfg.n_embd, s->cfg.n_head, s->cfg.vocab_size, s->batch,
+		s->seq_len, s->threads, eng_trainer_backend(tr));
+}
+
+/* A step's line: a JSON object with --json, else the progress line (under rematd, whose
+ * log it is, one in LOG_EVERY). */
+static void print_step(const eng_trainer *tr, const eng_step_stats *st, int json,
+	int under_rematd)
+{
+	const eng_spec *s = &tr->spec;
+	if (json) {
+		eng_mem_stats ms;
+		eng_mem_get_stats(&ms); /* RSS for the JSON line only */
+		json_t *o = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:f,s:o}", "step",
+			st->step, "loss", (double)st->loss, "lr", (double)st->lr, "tokens_per_s",
+			st->tokens_per_s, "step_ms", st->step_ms, "recompute_ms", st->recompute_ms,
+			"activation_bytes", (json_int_t)st->activation_bytes, "peak_bytes",
+			(json_int_t)st->peak_bytes, "rss", (json_int_t)ms.rss, "rss_peak",
+			(json_int_t)ms.rss_peak, "grad_norm", (double)st->grad_norm, "policy",
+			eng_policy_json(&tr->model.policy));
+		char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		printf("%s\n", line);
+		free(line);
+		json_decref(o);
+	} else if (!under_rematd || st->step % LOG_EVERY == 0 || st->step == s->steps) {
+		printf("step %6d/%d | loss %.6f | lr %.3e | %8.0f tok/s | %9.1f ms (recompute "
+		       "%.1f) | act %.1f MiB\n", st->step, s->steps, st->loss, st->lr,
+			st->tokens_per_s, st->step_ms, st->recompute_ms,
+			st->activation_bytes / 1048576.0);
+	}
+}
+
+/* The periodic save after a step, when one is due; one that cannot even begin is said like
+ * one that failed. */
+static void periodic_save(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json)
+{
+	const eng_spec *s = &tr->spec;
+	eng_err err;
+	if (s->save_every <= 0 || tr->step % s->save_every != 0 || tr->step >= s->steps ||
+		save_async(tr, c, run->writer, NULL, NULL, json, 1, run, &err) == 0)
+		return;
+	char target[ENG_PATH_LEN + 80];
+	snprintf(target, sizeof target, "%s/step_%08d", s->save_dir, tr->step);
+	fprintf(stderr, "remat-train: checkpoint at step %d: %s\n", tr->step, err.msg);
+	eng_ctl_event_save_failed(c, target, tr->step, err.msg);
+}
+
+/* The control thread, when asked for (--control, --control-fd): -1 when it cannot start
+ * (said). Then the start, held by the test hook REMAT_START_DELAY_MS (as a large
+ * init_from would hold it, so that tests can talk to a job that is still starting; unset
+ * in normal use). */
+static int start_control(const train_opts *o, eng_ctl **c)
+{
 	/* jansson's hash seed is set before the control thread exists (it is not thread-safe
 	 * to let both threads initialise it lazily). */
 	json_object_seed(0);
 	signal(SIGPIPE, SIG_IGN);
-	if ((ctl_fd >= 0 || ctl_path) && !(c = eng_ctl_start(ctl_fd, ctl_path, job_id, NULL)))
-		return 1;
-
-	/* Test hook: REMAT_START_DELAY_MS holds the start (as a large init_from would), so that
-	 * the tests can send requests to a job that is still starting. Unset in normal use. */
+	*c = NULL;
+	if ((o->ctl_fd >= 0 || o->ctl_path) &&
+		!(*c = eng_ctl_start(o->ctl_fd, o->ctl_path, o->job_id, NULL)))
+		return -1;
 	const char *delay = getenv("REMAT_START_DELAY_MS");
 	if (delay && atoi(delay) > 0)
 		usleep((useconds_t)atoi(delay) * 1000u);
-	if (!spec_ok || eng_trainer_init(&tr, &spec, &err) < 0) {
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int nsched = 0, rc;
+	train_opts o;
+	eng_ctl *c = NULL;
+	run_ctl run = {0};
+	static sched_entry sched[MAX_SCHEDULE];
+	eng_trainer tr;
+	eng_spec spec;
+	eng_err err;
+	memset(&tr, 0, sizeof tr);
+	kn_fix_runtime(argv); /* may re-execute this program with a better BLAS kernel and
+			       * OpenMP wait policy */
+	if ((rc = parse_args(argc, argv, &o)) >= 0)
+		return rc;
+	if (o.export_from)
+		return export_llmc(o.export_from, o.export_to, o.bf16);
+	if (o.sched_arg && parse_schedule(o.sched_arg, sched, &nsched) < 0)
+		return 2;
+	int spec_rc = load_spec(&o, &spec, &err);
+	if (spec_rc > 0)
+		return spec_rc;
+	if (o.check) {
+		if (spec_rc < 0)
+			return print_check(check_failed(&err));
+		return check_job(&spec);
+	}
+	rc = 1;
+	if (start_control(&o, &c) < 0)
+		return 1;
+	if (spec_rc < 0 || eng_trainer_init(&tr, &spec, &err) < 0) {
 		fprintf(stderr, "remat-train: %s\n", err.msg);
 		eng_ctl_set_state(c, CTL_FAILED, err.msg);
 		goto out;
 	}
-	/* Check every schedule entry now, not hours into the run when it is reached. */
-	eng_policy chk = tr.model.policy;
-	for (int i = 0; i < nsched; i++) {
-		if (sched[i].at >= tr.spec.steps) {
-			fprintf(stderr, "remat-train: --remat-schedule step %d is at or past the end of "
-					"the run (steps %d)\n", sched[i].at, tr.spec.steps);
-			rc = 2;
-			goto out;
-		}
-		if (eng_policy_parse(&chk, &tr.aliases, sched[i].text, &err) < 0 ||
-			eng_trainer_check_policy(&tr, &chk, &err) < 0) {
-			fprintf(stderr, "remat-train: --remat-schedule '%s': %s\n", sched[i].text,
-				err.msg);
-			rc = 2;
-			goto out;
-		}
-	}
+	if ((rc = check_schedule(&tr, sched, nsched)) != 0)
+		goto out;
+	rc = 1;
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	const eng_spec *s = &tr.spec;
-	if (!json)
-		printf("remat-train %s: job '%s', %zu parameters (L %d, C %d, NH %d, V %d), batch %d "
-		       "x %d, %d threads, %s\n", REMAT_VERSION, s->name,
-			eng_config_num_params(&s->cfg), s->cfg.n_layer, s->cfg.n_embd, s->cfg.n_head,
-			s->cfg.vocab_size, s->batch, s->seq_len, s->threads, eng_trainer_backend(&tr));
+	if (!o.json)
+		print_banner(&tr);
 	eng_ctl_attach(c, &tr);
 	run.last_saved = -1;
 	if (s->save_dir[0] && !(run.writer = eng_ckpt_writer_start())) {
@@ -616,32 +722,22 @@ int main(int argc, char **argv)
 		goto out;
 	}
 
-	int next = 0, failed = 0, ended_once = 0;
+	int next = 0, ended_once = 0;
 	for (;;) {
 		for (; next < nsched && sched[next].at <= tr.step; next++)
-			if (apply_text(&tr, c, sched[next].text, json) < 0)
+			if (apply_text(&tr, c, sched[next].text, o.json) < 0)
 				goto out;
-		apply_cmds(&tr, c, eng_ctl_take(c), &run, json);
+		apply_cmds(&tr, c, eng_ctl_take(c), &run, o.json);
 		if (run.stop || stop_signal || (tr.step >= s->steps && !run.hold)) {
-			if (tr.val.tok && !json && !ended_once)
-				printf("val loss %.6f\n", eng_trainer_val_loss(&tr, 0));
-			ended_once = 1;
-			if (end_run(&tr, c, &run, json, &err) == 0)
-				break;
-			/* the final save failed: without a controller, or under a signal, the
-			 * process must end, and says so; with one the run is kept */
-			fprintf(stderr, "remat-train: %s\n", err.msg);
-			if (!c || stop_signal) {
-				for (eng_ctl_cmd *k = run.stops; k; k = k->next)
-					eng_ctl_reply_error(c, k, PROTO_ERR_IO_ERROR, err.msg);
-				eng_ctl_set_state(c, CTL_FAILED, err.msg);
+			int r = reach_end(&tr, c, &run, o.json, &ended_once);
+			if (r < 0)
 				goto out;
-			}
-			end_failed(&tr, c, &run, err.msg);
+			if (r > 0)
+				break;
 			continue;
 		}
 		if (run.paused) {
-			apply_cmds(&tr, c, eng_ctl_wait(c, PAUSE_POLL_MS), &run, json);
+			apply_cmds(&tr, c, eng_ctl_wait(c, PAUSE_POLL_MS), &run, o.json);
 			continue;
 		}
 		if (!eng_ctl_begin_step(c))
@@ -649,43 +745,12 @@ int main(int argc, char **argv)
 		eng_step_stats st;
 		if (eng_trainer_step(&tr, &st, &err) < 0) {
 			fprintf(stderr, "remat-train: %s\n", err.msg);
-			failed = 1;
-			break;
+			eng_ctl_set_state(c, CTL_FAILED, err.msg);
+			goto out;
 		}
 		eng_ctl_end_step(c, &st);
-		if (s->save_every > 0 && tr.step % s->save_every == 0 && tr.step < s->steps &&
-			save_async(&tr, c, run.writer, NULL, NULL, json, 1, &run, &err) < 0) {
-			/* a save that could not even begin: said like one that failed */
-			char target[ENG_PATH_LEN + 80];
-			snprintf(target, sizeof target, "%s/step_%08d", s->save_dir, tr.step);
-			fprintf(stderr, "remat-train: checkpoint at step %d: %s\n", tr.step, err.msg);
-			eng_ctl_event_save_failed(c, target, tr.step, err.msg);
-		}
-		if (json) {
-			eng_mem_stats ms;
-			eng_mem_get_stats(&ms); /* RSS for the JSON line only */
-			json_t *o = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:f,s:o}",
-				"step", st.step, "loss", (double)st.loss, "lr", (double)st.lr,
-				"tokens_per_s", st.tokens_per_s, "step_ms", st.step_ms, "recompute_ms",
-				st.recompute_ms, "activation_bytes", (json_int_t)st.activation_bytes,
-				"peak_bytes", (json_int_t)st.peak_bytes, "rss", (json_int_t)ms.rss,
-				"rss_peak", (json_int_t)ms.rss_peak, "grad_norm", (double)st.grad_norm,
-				"policy", eng_policy_json(&tr.model.policy));
-			char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-			printf("%s\n", line);
-			free(line);
-			json_decref(o);
-		} else if (ctl_fd < 0 || st.step % LOG_EVERY == 0 || st.step == s->steps) {
-			/* under rematd, stdout is the job's log file: one line in LOG_EVERY */
-			printf("step %6d/%d | loss %.6f | lr %.3e | %8.0f tok/s | %9.1f ms "
-			       "(recompute %.1f) | act %.1f MiB\n", st.step, s->steps, st.loss, st.lr,
-				st.tokens_per_s, st.step_ms, st.recompute_ms,
-				st.activation_bytes / 1048576.0);
-		}
-	}
-	if (failed) {
-		eng_ctl_set_state(c, CTL_FAILED, err.msg);
-		goto out;
+		periodic_save(&tr, c, &run, o.json);
+		print_step(&tr, &st, o.json, o.ctl_fd >= 0);
 	}
 	if (stop_signal && !run.stop) {
 		fprintf(stderr, "remat-train: interrupted after step %d\n", tr.step);
