@@ -156,8 +156,9 @@ int eng_policy_apply(eng_policy *p, const eng_aliases *al, const char *selector,
 	if (eng_mode_parse(mode, &m, err) < 0)
 		return -1;
 	int blocks = r.lo <= r.hi;
-	int block_ok = blocks && m != ENG_MODE_CHUNKED;
-	int head_ok = r.head && (m == ENG_MODE_OFF || m == ENG_MODE_CHUNKED);
+	/* which modes go where: the protocol's one rule */
+	int block_ok = blocks && proto_mode_for_block((int)m);
+	int head_ok = r.head && proto_mode_for_head((int)m);
 	if (!block_ok && !head_ok) {
 		if (r.head && !blocks)
 			return eng_errf(err, "mode '%s' does not apply to the head (off, chunked)",
