@@ -74,8 +74,10 @@ for prefix in /usr/local /opt/remat; do
 	"$root/bin/rematd" --version 2>&1 | grep -q '^rematd [0-9]' || fail "$root/bin/rematd --version"
 
 	# the installed daemon serves, and its worker is the remat-train installed beside it
-	sock=$tmp/d.sock
-	"$root/bin/rematd" --socket "$sock" --state-dir "$tmp/state" 2>"$tmp/rematd.log" &
+	# every file of a run is its prefix's own: the second run's loops below must never see
+	# the first run's socket or output before its own process has replaced them
+	sock=$tmp/d$n.sock
+	"$root/bin/rematd" --socket "$sock" --state-dir "$tmp/state$n" 2>"$tmp/rematd.log" &
 	daemon=$!
 	i=0
 	while [ ! -S "$sock" ] && [ $i -lt 100 ] && kill -0 "$daemon" 2>/dev/null; do
@@ -95,11 +97,12 @@ for prefix in /usr/local /opt/remat; do
 	[ "$st" -eq 0 ] || fail "the installed rematd exited with $st: $(cat "$tmp/rematd.log")"
 
 	# the example job trains as installed: its first step, then SIGINT (exit 130)
+	out=$tmp/train$n.out
 	(cd "$tmp" && exec "$root/bin/remat-train" --json "$root/share/doc/remat/examples/job.json") \
-		>"$tmp/train.out" 2>"$tmp/train.err" &
+		>"$out" 2>"$tmp/train$n.err" &
 	train=$!
 	i=0
-	while ! grep -q '"step":1,' "$tmp/train.out" && [ $i -lt 300 ] && kill -0 "$train" 2>/dev/null
+	while ! grep -q '"step":1,' "$out" 2>/dev/null && [ $i -lt 300 ] && kill -0 "$train" 2>/dev/null
 	do
 		sleep 0.1
 		i=$((i + 1))
@@ -109,8 +112,9 @@ for prefix in /usr/local /opt/remat; do
 	st=$?
 	train=""
 	checks=$((checks + 1))
-	if ! grep -q '"step":1,' "$tmp/train.out" || [ "$st" -ne 130 ]; then
-		fail "the installed example job did not train (exit $st): $(cat "$tmp/train.err")"
+	if ! grep -q '"step":1,' "$out" || [ "$st" -ne 130 ]; then
+		fail "PREFIX=$prefix: the installed example job did not train and stop on SIGINT" \
+			"(exit $st, $i polls): $(cat "$tmp/train$n.err"; tail -c 400 "$out")"
 	fi
 
 	# units: every placeholder filled, ExecStart= the installed rematd
