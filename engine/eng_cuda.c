@@ -17,70 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KEEP_OFF (1 << ENG_MODE_OFF)
-#define KEEP_SEL (1 << ENG_MODE_SELECTIVE)
-#define KEEP_ALL (KEEP_OFF | KEEP_SEL | (1 << ENG_MODE_FULL) | (1 << ENG_MODE_OFFLOAD))
-
-const ec_field ec_fields[] = {
-	{offsetof(ec_acts, x), EC_SZ_NC, 0, KEEP_ALL},
-	{offsetof(ec_acts, ln1), EC_SZ_NC, 0, KEEP_OFF},
-	{offsetof(ec_acts, ln1_mean), EC_SZ_N, 1, KEEP_OFF | KEEP_SEL},
-	{offsetof(ec_acts, ln1_rstd), EC_SZ_N, 1, KEEP_OFF | KEEP_SEL},
-	{offsetof(ec_acts, qkv), EC_SZ_3NC, 0, KEEP_OFF | KEEP_SEL},
-	{offsetof(ec_acts, att_lse), EC_SZ_LSE, 1, KEEP_OFF | KEEP_SEL},
-	{offsetof(ec_acts, atty), EC_SZ_NC, 0, KEEP_OFF | KEEP_SEL},
-	{offsetof(ec_acts, res2), EC_SZ_NC, 0, KEEP_OFF | KEEP_SEL},
-	{offsetof(ec_acts, ln2), EC_SZ_NC, 0, KEEP_OFF},
-	{offsetof(ec_acts, ln2_mean), EC_SZ_N, 1, KEEP_OFF | KEEP_SEL},
-	{offsetof(ec_acts, ln2_rstd), EC_SZ_N, 1, KEEP_OFF | KEEP_SEL},
-	{offsetof(ec_acts, fch), EC_SZ_4NC, 0, KEEP_OFF | KEEP_SEL},
-	{offsetof(ec_acts, gelu), EC_SZ_4NC, 0, KEEP_OFF},
-};
-const int ec_nfields = (int)(sizeof ec_fields / sizeof ec_fields[0]);
-
-size_t ec_field_bytes(const eng_cuda *g, int k)
+eng_acts ec_block_view(const eng_cuda *g, int l, int slot)
 {
-	size_t N = (size_t)g->B * g->T, C = g->cfg.n_embd;
-	size_t es = ec_fields[k].f32 ? 4 : g->es;
-	switch (ec_fields[k].size) {
-	case EC_SZ_NC:
-		return es * N * C;
-	case EC_SZ_N:
-		return es * N;
-	case EC_SZ_3NC:
-		return es * 3 * N * C;
-	case EC_SZ_4NC:
-		return es * 4 * N * C;
-	default:
-		return es * (size_t)g->B * g->cfg.n_head * g->T;
-	}
-}
-
-int ec_field_offloaded(int k)
-{
-	return k != 0 && (ec_fields[k].keep & KEEP_OFF);
-}
-
-/* Device pool fields a block in mode `mode` needs: what it does not keep; an offloaded
- * block reads its slot instead. */
-static int pool_needs(eng_mode mode, int k)
-{
-	return mode != ENG_MODE_OFFLOAD && !(ec_fields[k].keep & (1 << mode));
-}
-
-ec_acts ec_block_view(const eng_cuda *g, int l, int slot)
-{
-	ec_acts a = g->saved[l];
-	ec_acts pool = g->pool;
-	for (int k = 0; k < ec_nfields; k++) {
-		void **f = ec_field_ptr(&a, k);
-		if (*f)
-			continue;
-		if (slot >= 0 && ec_field_offloaded(k))
-			*f = (char *)g->slot[slot] + g->off_offset[k];
-		else
-			*f = *ec_field_ptr(&pool, k);
-	}
+	eng_acts a = eng_layout_view(&g->lay, l);
+	for (int k = 0; k < ENG_ACT_N && slot >= 0; k++)
+		if (!g->lay.saved[l].f[k] && eng_act_offloaded(k))
+			a.f[k] = (char *)g->lay.slot[slot] + g->off_offset[k];
 	return a;
 }
 
@@ -162,6 +104,43 @@ static size_t logits_bytes(const eng_cuda *g)
 	return nchunks * ec_chunk_bytes(g);
 }
 
+/* The activation tables' sizes on this device (es, or 4 for float32 fields), the device
+ * allocator, pinned host memory for offloaded blocks; and an offload slot's layout: the
+ * fields `off` keeps but x, one after the other. */
+static void layout_mem(eng_cuda *g)
+{
+	eng_layout_mem *mem = &g->mem;
+	for (int k = 0; k < ENG_ACT_N; k++) {
+		const eng_act_field *f = &eng_block_fields[k];
+		mem->block_bytes[k] = (f->f32 ? 4 : g->es) *
+				      eng_act_elems(f, &g->cfg, g->B, g->T, g->chunk_rows);
+	}
+	for (int k = 0; k < ENG_HEAD_N; k++) {
+		const eng_act_field *f = &eng_head_fields[k];
+		mem->head_bytes[k] = (f->f32 ? 4 : g->es) *
+				     eng_act_elems(f, &g->cfg, g->B, g->T, g->chunk_rows);
+	}
+	/* logits rows Vp apart, each chunk aligned, kept or rebuilt alike */
+	mem->head_bytes[ENG_HEAD_logits] = logits_bytes(g);
+	mem->head_bytes[ENG_HEAD_chunk] = ec_chunk_bytes(g);
+	size_t off = 0;
+	for (int k = 0; k < ENG_ACT_N; k++) {
+		g->off_offset[k] = (size_t)-1;
+		if (!eng_act_offloaded(k))
+			continue;
+		g->off_offset[k] = off;
+		off = round_up(off + mem->block_bytes[k], ENG_CUDA_ALIGN);
+	}
+	mem->offload_bytes = off;
+	mem->alloc = eng_cuda_mem_alloc;
+	mem->free = eng_cuda_mem_free;
+	mem->size = eng_cuda_mem_size;
+	mem->host_alloc = eng_cuda_host_alloc;
+	mem->host_free = eng_cuda_host_free;
+	mem->host_size = eng_cuda_host_size;
+	mem->where = "device memory (or pinned host memory)";
+}
+
 /* Allocates *p (device, category cat) or records the failure. */
 static int dev_alloc(void **p, eng_mem_cat cat, size_t bytes, const char *what, eng_err *err)
 {
@@ -209,7 +188,7 @@ int eng_cuda_new(eng_cuda **out, const eng_model *host, const eng_cuda_opts *o, 
 		ec_cuda_check(cudaStreamCreateWithFlags(&g->cst, cudaStreamNonBlocking), "stream",
 			err) < 0)
 		goto fail;
-	for (int s = 0; s < EC_NSLOTS; s++) {
+	for (int s = 0; s < ENG_LAYOUT_SLOTS; s++) {
 		cudaEvent_t *evs[4] = {&g->ev_written[s], &g->ev_free[s], &g->ev_loaded[s],
 			&g->ev_used[s]};
 		for (int k = 0; k < 4; k++)
@@ -231,14 +210,6 @@ int eng_cuda_new(eng_cuda **out, const eng_model *host, const eng_cuda_opts *o, 
 		goto fail;
 	bind_weights(g, g->wcopy ? g->wcopy : (void *)g->params, es, &g->w);
 	bind_weights(g, g->grads, sizeof(float), &g->g);
-
-	/* head activations kept under both modes, as eng_model's */
-	if (dev_alloc(&g->xf, ENG_MEM_ACTIVATIONS, es * N * C, "activations", err) < 0 ||
-		dev_alloc(&g->lnf, ENG_MEM_ACTIVATIONS, es * N * C, "activations", err) < 0 ||
-		dev_alloc((void **)&g->lnf_mean, ENG_MEM_ACTIVATIONS, 4 * N, "activations", err) < 0 ||
-		dev_alloc((void **)&g->lnf_rstd, ENG_MEM_ACTIVATIONS, 4 * N, "activations", err) < 0 ||
-		dev_alloc((void **)&g->lse, ENG_MEM_ACTIVATIONS, 4 * N, "activations", err) < 0)
-		goto fail;
 
 	size_t red = kc_layernorm_scratch_bytes((int)N, (int)C);
 	if (kc_bias_scratch_bytes((int)N, 4 * (int)C) > red)
@@ -296,30 +267,12 @@ int eng_cuda_new(eng_cuda **out, const eng_model *host, const eng_cuda_opts *o, 
 		goto fail;
 	}
 
-	/* an offload slot: the fields `off` keeps but x, one after the other */
-	size_t off = 0;
-	for (int k = 0; k < ec_nfields; k++) {
-		g->off_offset[k] = (size_t)-1;
-		if (!ec_field_offloaded(k))
-			continue;
-		g->off_offset[k] = off;
-		off = round_up(off + ec_field_bytes(g, k), ENG_CUDA_ALIGN);
-	}
-	g->off_bytes = off;
-	g->policy.n_layer = 0; /* no activations yet */
+	layout_mem(g);
 	*out = g;
 	return 0;
 fail:
 	eng_cuda_destroy(g);
 	return -1;
-}
-
-static void free_acts(ec_acts *a)
-{
-	for (int k = 0; k < ec_nfields; k++) {
-		eng_cuda_mem_free(*ec_field_ptr(a, k));
-		*ec_field_ptr(a, k) = NULL;
-	}
 }
 
 void eng_cuda_destroy(eng_cuda *g)
@@ -330,22 +283,17 @@ void eng_cuda_destroy(eng_cuda *g)
 		cudaStreamSynchronize(g->st);
 	if (g->cst)
 		cudaStreamSynchronize(g->cst);
-	for (int l = 0; l < ENG_MAX_LAYERS; l++) {
-		free_acts(&g->saved[l]);
-		eng_cuda_host_free(g->host_off[l]);
-	}
-	free_acts(&g->pool);
-	for (int s = 0; s < EC_NSLOTS; s++)
-		eng_cuda_mem_free(g->slot[s]);
+	if (g->mem.free)
+		eng_layout_free(&g->lay, &g->mem);
 	kc_sdpa_destroy(g->sdpa);
 	kc_blas_destroy(g->blas);
-	void *bufs[] = {g->params, g->wcopy, g->grads, g->m, g->v, g->xf, g->lnf, g->lnf_mean,
-		g->lnf_rstd, g->lse, g->logits, g->chunk, g->losses, g->tmp, g->dres, g->dbuf,
+	void *bufs[] = {g->params, g->wcopy, g->grads, g->m, g->v, g->losses, g->tmp, g->dres,
+		g->dbuf,
 		g->dbig, g->dqkv, g->red_scratch, g->sumsq, g->blas_ws, g->sdpa_ws, g->att_scratch,
 		g->d_inp, g->d_tgt, g->d_order, g->d_bstart, g->d_btok};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		eng_cuda_mem_free(bufs[i]);
-	for (int s = 0; s < EC_NSLOTS; s++) {
+	for (int s = 0; s < ENG_LAYOUT_SLOTS; s++) {
 		cudaEvent_t evs[4] = {g->ev_written[s], g->ev_free[s], g->ev_loaded[s], g->ev_used[s]};
 		for (int k = 0; k < 4; k++)
 			if (evs[k])
@@ -415,7 +363,7 @@ int eng_cuda_get_grads(eng_cuda *g, float *out, eng_err *err)
 int eng_cuda_get_block_input(eng_cuda *g, int l, float *out, eng_err *err)
 {
 	size_t n = (size_t)g->B * g->T * g->cfg.n_embd;
-	void *src = l < g->cfg.n_layer ? g->saved[l].x : g->xf;
+	void *src = l < g->cfg.n_layer ? g->lay.saved[l].x : g->lay.head.xf;
 	float *tmp = NULL;
 	if (!src)
 		return eng_errf(err, "no activations laid out");
@@ -437,138 +385,31 @@ int eng_cuda_get_block_input(eng_cuda *g, int l, float *out, eng_err *err)
 
 int eng_cuda_set_policy(eng_cuda *g, const eng_policy *p, eng_err *err)
 {
-	int L = g->cfg.n_layer, need_slots = 0;
-	ENG_ASSERT(p->n_layer == L);
-	ec_acts nsaved[ENG_MAX_LAYERS], npool;
-	void *nhost[ENG_MAX_LAYERS] = {0}, *nslot[EC_NSLOTS] = {0};
-	void *nlogits = NULL, *nchunk = NULL;
-	memset(nsaved, 0, sizeof nsaved);
-	memset(&npool, 0, sizeof npool);
+	ENG_ASSERT(p->n_layer == g->cfg.n_layer);
 	/* nothing queued may touch a buffer this call frees */
 	if (ec_cuda_check(cudaStreamSynchronize(g->st), "policy change", err) < 0 ||
-		ec_cuda_check(cudaStreamSynchronize(g->cst), "policy change", err) < 0)
+		ec_cuda_check(cudaStreamSynchronize(g->cst), "policy change", err) < 0 ||
+		eng_layout_set(&g->lay, &g->mem, p, err) < 0)
 		return -1;
-
-	for (int l = 0; l < L; l++) {
-		for (int k = 0; k < ec_nfields; k++) {
-			if (!(ec_fields[k].keep & (1 << p->block[l])))
-				continue;
-			void *old = *ec_field_ptr(&g->saved[l], k);
-			void **f = ec_field_ptr(&nsaved[l], k);
-			*f = old ? old : eng_cuda_mem_alloc(ENG_MEM_ACTIVATIONS, ec_field_bytes(g, k));
-			if (!*f)
-				goto oom;
-		}
-		if (p->block[l] == ENG_MODE_OFFLOAD) {
-			need_slots = 1;
-			nhost[l] = g->host_off[l] ? g->host_off[l] : eng_cuda_host_alloc(g->off_bytes);
-			if (!nhost[l])
-				goto oom;
-		}
-	}
-	for (int k = 0; k < ec_nfields; k++) {
-		int need = 0;
-		for (int l = 0; l < L; l++)
-			need |= pool_needs(p->block[l], k);
-		if (!need)
-			continue;
-		void *old = *ec_field_ptr(&g->pool, k);
-		void **f = ec_field_ptr(&npool, k);
-		*f = old ? old : eng_cuda_mem_alloc(ENG_MEM_RECOMPUTE, ec_field_bytes(g, k));
-		if (!*f)
-			goto oom;
-	}
-	for (int s = 0; s < EC_NSLOTS && need_slots; s++) {
-		nslot[s] = g->slot[s] ? g->slot[s] : eng_cuda_mem_alloc(ENG_MEM_RECOMPUTE, g->off_bytes);
-		if (!nslot[s])
-			goto oom;
-	}
-	if (p->head == ENG_MODE_OFF) {
-		nlogits = g->logits ? g->logits : eng_cuda_mem_alloc(ENG_MEM_ACTIVATIONS, logits_bytes(g));
-		if (!nlogits)
-			goto oom;
-	} else {
-		nchunk = g->chunk ? g->chunk
-				  : eng_cuda_mem_alloc(ENG_MEM_RECOMPUTE, ec_chunk_bytes(g));
-		if (!nchunk)
-			goto oom;
-	}
-
-	/* commit: free what the new layout does not reuse */
-	for (int l = 0; l < L; l++) {
-		for (int k = 0; k < ec_nfields; k++)
-			if (*ec_field_ptr(&g->saved[l], k) != *ec_field_ptr(&nsaved[l], k))
-				eng_cuda_mem_free(*ec_field_ptr(&g->saved[l], k));
-		if (g->host_off[l] != nhost[l])
-			eng_cuda_host_free(g->host_off[l]);
-	}
-	for (int k = 0; k < ec_nfields; k++)
-		if (*ec_field_ptr(&g->pool, k) != *ec_field_ptr(&npool, k))
-			eng_cuda_mem_free(*ec_field_ptr(&g->pool, k));
-	for (int s = 0; s < EC_NSLOTS; s++)
-		if (g->slot[s] != nslot[s])
-			eng_cuda_mem_free(g->slot[s]);
-	if (g->logits != nlogits)
-		eng_cuda_mem_free(g->logits);
-	if (g->chunk != nchunk)
-		eng_cuda_mem_free(g->chunk);
-	memcpy(g->saved, nsaved, sizeof nsaved);
-	memcpy(g->host_off, nhost, sizeof nhost);
-	memcpy(g->slot, nslot, sizeof nslot);
-	g->pool = npool;
-	g->logits = nlogits;
-	g->chunk = nchunk;
-	g->policy = *p;
 	eng_cuda_mem_refresh();
 	return 0;
-oom:
-	/* roll back: free only what this call allocated */
-	for (int l = 0; l < L; l++) {
-		for (int k = 0; k < ec_nfields; k++)
-			if (*ec_field_ptr(&nsaved[l], k) != *ec_field_ptr(&g->saved[l], k))
-				eng_cuda_mem_free(*ec_field_ptr(&nsaved[l], k));
-		if (nhost[l] != g->host_off[l])
-			eng_cuda_host_free(nhost[l]);
-	}
-	for (int k = 0; k < ec_nfields; k++)
-		if (*ec_field_ptr(&npool, k) != *ec_field_ptr(&g->pool, k))
-			eng_cuda_mem_free(*ec_field_ptr(&npool, k));
-	for (int s = 0; s < EC_NSLOTS; s++)
-		if (nslot[s] != g->slot[s])
-			eng_cuda_mem_free(nslot[s]);
-	if (nlogits != g->logits)
-		eng_cuda_mem_free(nlogits);
-	if (nchunk != g->chunk)
-		eng_cuda_mem_free(nchunk);
-	return eng_errf(err, "out of device memory (or pinned host memory) laying out activations "
-			     "for the new policy; the previous policy stays");
 }
 
 const eng_policy *eng_cuda_policy(const eng_cuda *g)
 {
-	return &g->policy;
+	return &g->lay.policy;
 }
 
 /* ---- what it reports ---- */
 
 size_t eng_cuda_saved_bytes(const eng_cuda *g, int i)
 {
-	size_t total = 0;
-	if (i < g->cfg.n_layer) {
-		ec_acts a = g->saved[i];
-		for (int k = 0; k < ec_nfields; k++)
-			total += eng_cuda_mem_size(*ec_field_ptr(&a, k));
-		return total;
-	}
-	const void *head[] = {g->xf, g->lnf, g->lnf_mean, g->lnf_rstd, g->lse, g->logits};
-	for (size_t k = 0; k < sizeof head / sizeof head[0]; k++)
-		total += eng_cuda_mem_size(head[k]);
-	return total;
+	return eng_layout_saved_bytes(&g->lay, &g->mem, i);
 }
 
 size_t eng_cuda_offloaded_bytes(const eng_cuda *g, int i)
 {
-	return i < g->cfg.n_layer ? eng_cuda_host_size(g->host_off[i]) : 0;
+	return eng_layout_host_bytes(&g->lay, &g->mem, i);
 }
 
 double eng_cuda_recompute_ms(const eng_cuda *g)

@@ -10,29 +10,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include "eng_acts.h"
 #include "eng_cuda.h"
 #include "eng_cuda_mem.h"
 #include "kc.h"
 
 #define EC_VOCAB_ALIGN 64 /* logits rows padded to a multiple of this many elements */
-#define EC_NSLOTS 2       /* device slots of offloaded blocks: one in use, one loading */
-
-/* A block's activations on the device (void *: dt or float32 as ec_fields says). In
- * `saved`, NULL means the policy does not keep it there; in a view for one forward or
- * backward, dropped ones point into the recompute pool or an offload slot. */
-typedef struct ec_acts {
-	void *x;                    /* (B,T,C) block input */
-	void *ln1;                  /* (B,T,C) */
-	void *ln1_mean, *ln1_rstd;  /* (B,T) float32 */
-	void *qkv;                  /* (B,T,3C) */
-	void *att_lse;              /* (B,NH,T) float32: log-sum-exp of the attention rows */
-	void *atty;                 /* (B,T,C) attention output before c_proj */
-	void *res2;                 /* (B,T,C) residual after attention */
-	void *ln2;                  /* (B,T,C) */
-	void *ln2_mean, *ln2_rstd;  /* (B,T) float32 */
-	void *fch;                  /* (B,T,4C) before GELU */
-	void *gelu;                 /* (B,T,4C) */
-} ec_acts;
 
 /* Pointers into one block of weights: the working copy (dt) or the gradients (float32). */
 typedef struct ec_layer_w {
@@ -71,21 +54,13 @@ struct eng_cuda {
 	ec_weights w;                /* into wcopy, or params in float32 */
 	ec_weights g;                /* into grads */
 
-	eng_policy policy;           /* the layout below (n_layer 0: none yet) */
-	ec_acts saved[ENG_MAX_LAYERS];
-	ec_acts pool;                /* recompute pool shared by blocks (ENG_MEM_RECOMPUTE) */
-	void *host_off[ENG_MAX_LAYERS]; /* pinned: what an offloaded block keeps */
-	void *slot[EC_NSLOTS];       /* device slots for offloaded blocks (ENG_MEM_RECOMPUTE) */
-	size_t off_offset[16];       /* per ec_fields entry: offset in a slot, or (size_t)-1 */
-	size_t off_bytes;            /* bytes of one slot */
-	cudaEvent_t ev_written[EC_NSLOTS], ev_free[EC_NSLOTS]; /* forward: slot -> host */
-	cudaEvent_t ev_loaded[EC_NSLOTS], ev_used[EC_NSLOTS];  /* backward: host -> slot */
-
-	/* head */
-	void *xf, *lnf;              /* (B,T,C) input and output of ln_f */
-	float *lnf_mean, *lnf_rstd, *lse; /* (B,T) */
-	void *logits;                /* chunks of (chunk_rows, Vp) under head=off, else NULL */
-	void *chunk;                 /* one chunk under head=chunked */
+	/* activations (eng_acts.h) in device memory, offloaded blocks' copies in pinned host
+	 * memory; lay.policy n_layer 0: none laid out yet */
+	eng_layout lay;
+	eng_layout_mem mem;          /* their sizes (es or float32) and the device allocator */
+	size_t off_offset[ENG_ACT_N]; /* per block field: offset in an offload slot, or -1 */
+	cudaEvent_t ev_written[ENG_LAYOUT_SLOTS], ev_free[ENG_LAYOUT_SLOTS]; /* slot -> host */
+	cudaEvent_t ev_loaded[ENG_LAYOUT_SLOTS], ev_used[ENG_LAYOUT_SLOTS];  /* host -> slot */
 
 	/* workspace */
 	float *losses;               /* (B,T) */
@@ -108,32 +83,12 @@ struct eng_cuda {
 	char desc[512];              /* eng_cuda_describe */
 };
 
-/* The fields of ec_acts: size kind, float32 or dt, and the modes that keep them on the
- * device (bit 1 << eng_mode). */
-enum { EC_SZ_NC, EC_SZ_N, EC_SZ_3NC, EC_SZ_4NC, EC_SZ_LSE };
-typedef struct ec_field {
-	size_t offset; /* of the pointer in ec_acts */
-	int size;      /* EC_SZ_* */
-	int f32;       /* 1: float32, 0: dt */
-	int keep;      /* modes whose blocks keep it in `saved` */
-} ec_field;
-extern const ec_field ec_fields[];
-extern const int ec_nfields;
-
-static inline void **ec_field_ptr(ec_acts *a, int k)
-{
-	return (void **)((char *)a + ec_fields[k].offset);
-}
-size_t ec_field_bytes(const eng_cuda *g, int k);
 /* Bytes of one chunk of logits, (chunk_rows, Vp), rounded up to the alignment: the stride
  * of the chunks in the head=off buffer. */
 size_t ec_chunk_bytes(const eng_cuda *g);
-/* 1 when an offloaded block's host copy holds field k (what `off` keeps, but x) */
-int ec_field_offloaded(int k);
-
 /* Block l's activations for this pass: saved, then the pool, or slot `slot` (>= 0) for an
  * offloaded block. */
-ec_acts ec_block_view(const eng_cuda *g, int l, int slot);
+eng_acts ec_block_view(const eng_cuda *g, int l, int slot);
 
 /* Checks a CUDA call; on failure formats "what: error" into err and returns -1. */
 int ec_cuda_check(int cuda_error, const char *what, eng_err *err);

@@ -65,7 +65,7 @@ static int linear_bwd(eng_cuda *g, void *dx, float *dw, float *db, const void *d
 
 /* Block forward from a->x into `out`; stops before the MLP's c_proj when out is NULL (full
  * recompute: backward never needs that product). */
-static int block_forward(eng_cuda *g, int l, ec_acts *a, void *out, eng_err *err)
+static int block_forward(eng_cuda *g, int l, eng_acts *a, void *out, eng_err *err)
 {
 	int B = g->B, T = g->T, C = g->cfg.n_embd, NH = g->cfg.n_head, N = B * T;
 	const ec_layer_w *w = &g->w.h[l];
@@ -91,7 +91,7 @@ static int block_forward(eng_cuda *g, int l, ec_acts *a, void *out, eng_err *err
 }
 
 /* Selective recompute: the dropped LayerNorm and GELU outputs, bitwise the forward's. */
-static int block_recompute_selective(eng_cuda *g, int l, ec_acts *a, eng_err *err)
+static int block_recompute_selective(eng_cuda *g, int l, eng_acts *a, eng_err *err)
 {
 	int C = g->cfg.n_embd, N = g->B * g->T;
 	const ec_layer_w *w = &g->w.h[l];
@@ -104,7 +104,7 @@ static int block_recompute_selective(eng_cuda *g, int l, ec_acts *a, eng_err *er
 }
 
 /* dres holds dL/d(block output) on entry and dL/d(block input) on return. */
-static int block_backward(eng_cuda *g, int l, const ec_acts *a, eng_err *err)
+static int block_backward(eng_cuda *g, int l, const eng_acts *a, eng_err *err)
 {
 	int B = g->B, T = g->T, C = g->cfg.n_embd, NH = g->cfg.n_head, N = B * T;
 	const ec_layer_w *w = &g->w.h[l];
@@ -172,21 +172,23 @@ static int head(eng_cuda *g, int grad, eng_err *err)
 {
 	int C = g->cfg.n_embd, V = g->cfg.vocab_size, N = g->B * g->T, R = g->chunk_rows;
 	size_t es = g->es, cs = ec_chunk_bytes(g);
-	KC(kc_layernorm_forward(g->st, g->dt, g->lnf, g->lnf_mean, g->lnf_rstd, g->xf, g->w.lnfw,
+	const eng_head_acts *h = &g->lay.head;
+	float *lse = h->lse;
+	KC(kc_layernorm_forward(g->st, g->dt, h->lnf, h->lnf_mean, h->lnf_rstd, h->xf, g->w.lnfw,
 		   g->w.lnfb, N, C), "ln_f");
 	for (int r0 = 0, k = 0; r0 < N; r0 += R, k++) {
 		int rows = N - r0 < R ? N - r0 : R;
-		void *buf = g->logits ? (char *)g->logits + (size_t)k * cs : g->chunk;
-		const void *lnf = at(g->lnf, (size_t)r0 * C, es);
+		void *buf = h->logits ? (char *)h->logits + (size_t)k * cs : h->chunk;
+		const void *lnf = at(h->lnf, (size_t)r0 * C, es);
 		/* logits(rows, V) = lnf wte^T, rows Vp apart */
 		KC(kc_gemm(g->blas, g->st, 0, 1, rows, V, C, 1.0f, lnf, C, 0, g->w.wte, C, 0, g->dt,
 			   0.0f, buf, g->Vp, 0, g->dt, 1, KC_EPI_NONE, NULL), "lm_head");
 		if (!grad) {
-			KC(kc_crossentropy_forward(g->st, g->dt, g->lse + r0, g->losses + r0, buf,
+			KC(kc_crossentropy_forward(g->st, g->dt, lse + r0, g->losses + r0, buf,
 				   g->Vp, g->d_tgt + r0, rows, V), "cross-entropy");
 			continue;
 		}
-		KC(kc_crossentropy_fused(g->st, g->dt, buf, g->Vp, g->lse + r0, g->losses + r0,
+		KC(kc_crossentropy_fused(g->st, g->dt, buf, g->Vp, lse + r0, g->losses + r0,
 			   g->d_tgt + r0, 1.0f / N, rows, V), "cross-entropy");
 		/* dlnf(rows, C) = dlogits wte; dwte(V, C) += dlogits^T lnf */
 		KC(kc_gemm(g->blas, g->st, 0, 0, rows, C, V, 1.0f, buf, g->Vp, 0, g->w.wte, C, 0,
@@ -203,7 +205,7 @@ static int offload_out(eng_cuda *g, int l, int s, eng_err *err)
 {
 	CU(cudaEventRecord(g->ev_written[s], g->st), "offload");
 	CU(cudaStreamWaitEvent(g->cst, g->ev_written[s], 0), "offload");
-	CU(cudaMemcpyAsync(g->host_off[l], g->slot[s], g->off_bytes, cudaMemcpyDeviceToHost,
+	CU(cudaMemcpyAsync(g->lay.host[l], g->lay.slot[s], g->mem.offload_bytes, cudaMemcpyDeviceToHost,
 		   g->cst), "offload to host");
 	CU(cudaEventRecord(g->ev_free[s], g->cst), "offload");
 	return 0;
@@ -214,7 +216,7 @@ static int offload_out(eng_cuda *g, int l, int s, eng_err *err)
 static int offload_in(eng_cuda *g, int l, int s, eng_err *err)
 {
 	CU(cudaStreamWaitEvent(g->cst, g->ev_used[s], 0), "offload");
-	CU(cudaMemcpyAsync(g->slot[s], g->host_off[l], g->off_bytes, cudaMemcpyHostToDevice,
+	CU(cudaMemcpyAsync(g->lay.slot[s], g->lay.host[l], g->mem.offload_bytes, cudaMemcpyHostToDevice,
 		   g->cst), "offload from host");
 	CU(cudaEventRecord(g->ev_loaded[s], g->cst), "offload");
 	return 0;
@@ -224,24 +226,24 @@ static int offload_in(eng_cuda *g, int l, int s, eng_err *err)
 static int forward(eng_cuda *g, int grad, eng_err *err)
 {
 	int B = g->B, T = g->T, C = g->cfg.n_embd, L = g->cfg.n_layer, noff = 0;
-	ENG_ASSERT(g->policy.n_layer == L);
-	KC(kc_encoder_forward(g->st, g->dt, g->saved[0].x, g->d_inp, g->w.wte, g->w.wpe, B, T, C),
+	ENG_ASSERT(g->lay.policy.n_layer == L);
+	KC(kc_encoder_forward(g->st, g->dt, g->lay.saved[0].x, g->d_inp, g->w.wte, g->w.wpe, B, T, C),
 		"embedding");
 	for (int l = 0; l < L; l++) {
-		int off = g->policy.block[l] == ENG_MODE_OFFLOAD, s = off ? noff++ % EC_NSLOTS : -1;
+		int off = g->lay.policy.block[l] == ENG_MODE_OFFLOAD, s = off ? noff++ % ENG_LAYOUT_SLOTS : -1;
 		/* the slot's previous block must be on its way to the host before we overwrite */
 		if (off && grad)
 			CU(cudaStreamWaitEvent(g->st, g->ev_free[s], 0), "offload");
-		ec_acts a = ec_block_view(g, l, s);
-		if (block_forward(g, l, &a, l + 1 < L ? g->saved[l + 1].x : g->xf, err) < 0)
+		eng_acts a = ec_block_view(g, l, s);
+		if (block_forward(g, l, &a, l + 1 < L ? g->lay.saved[l + 1].x : g->lay.head.xf, err) < 0)
 			return -1;
 		if (off && grad && offload_out(g, l, s, err) < 0)
 			return -1;
 	}
 	if (grad) {
 		/* the first two offloaded blocks of backward start coming back now */
-		for (int l = L - 1, j = 0; l >= 0 && j < EC_NSLOTS; l--)
-			if (g->policy.block[l] == ENG_MODE_OFFLOAD && offload_in(g, l, j++, err) < 0)
+		for (int l = L - 1, j = 0; l >= 0 && j < ENG_LAYOUT_SLOTS; l--)
+			if (g->lay.policy.block[l] == ENG_MODE_OFFLOAD && offload_in(g, l, j++, err) < 0)
 				return -1;
 	}
 	return head(g, grad, err);
@@ -278,7 +280,7 @@ int eng_cuda_step(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, float *
 	int offl[ENG_MAX_LAYERS];
 	g->rc_n = 0;
 	for (int l = L - 1; l >= 0; l--)
-		if (g->policy.block[l] == ENG_MODE_OFFLOAD)
+		if (g->lay.policy.block[l] == ENG_MODE_OFFLOAD)
 			offl[noff++] = l;
 	if (upload_batch(g, inp, tgt, err) < 0)
 		return -1;
@@ -287,12 +289,12 @@ int eng_cuda_step(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, float *
 		return -1;
 	/* the head's backward ran with its forward: dbuf holds dL/d(ln_f output) */
 	CU(cudaMemsetAsync(g->dres, 0, g->es * N * C, g->st), "zeroing");
-	KC(kc_layernorm_backward(g->st, g->dt, g->dres, g->g.lnfw, g->g.lnfb, g->dbuf, g->xf,
-		   g->lnf_mean, g->lnf_rstd, g->w.lnfw, N, C, g->red_scratch), "ln_f backward");
+	KC(kc_layernorm_backward(g->st, g->dt, g->dres, g->g.lnfw, g->g.lnfb, g->dbuf,
+		   g->lay.head.xf, g->lay.head.lnf_mean, g->lay.head.lnf_rstd, g->w.lnfw, N, C, g->red_scratch), "ln_f backward");
 	for (int l = L - 1; l >= 0; l--) {
-		eng_mode mode = g->policy.block[l];
-		int s = mode == ENG_MODE_OFFLOAD ? j % EC_NSLOTS : -1;
-		ec_acts a = ec_block_view(g, l, s);
+		eng_mode mode = g->lay.policy.block[l];
+		int s = mode == ENG_MODE_OFFLOAD ? j % ENG_LAYOUT_SLOTS : -1;
+		eng_acts a = ec_block_view(g, l, s);
 		if (mode == ENG_MODE_SELECTIVE || mode == ENG_MODE_FULL) {
 			CU(cudaEventRecord(g->rc_ev[2 * g->rc_n], g->st), "timing");
 			if (mode == ENG_MODE_SELECTIVE ? block_recompute_selective(g, l, &a, err)
@@ -307,7 +309,7 @@ int eng_cuda_step(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, float *
 			return -1;
 		if (s >= 0) {
 			CU(cudaEventRecord(g->ev_used[s], g->st), "offload");
-			if (j + EC_NSLOTS < noff && offload_in(g, offl[j + EC_NSLOTS], s, err) < 0)
+			if (j + ENG_LAYOUT_SLOTS < noff && offload_in(g, offl[j + ENG_LAYOUT_SLOTS], s, err) < 0)
 				return -1;
 			j++;
 		}

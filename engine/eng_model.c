@@ -127,56 +127,6 @@ const eng_ptensor *eng_model_find(const eng_model *m, const char *name)
 	return NULL;
 }
 
-/* ---- activation fields and which modes keep them ---- */
-
-enum { SZ_NC, SZ_N, SZ_3NC, SZ_4NC, SZ_LSE };
-#define KEEP_OFF (1 << ENG_MODE_OFF)
-#define KEEP_SEL (1 << ENG_MODE_SELECTIVE)
-#define KEEP_ALL (KEEP_OFF | KEEP_SEL | (1 << ENG_MODE_FULL))
-
-static const struct act_field {
-	size_t offset; /* of the float* in eng_block_acts */
-	int size;      /* SZ_* */
-	int keep;      /* modes whose blocks keep it saved */
-} act_fields[] = {
-	{offsetof(eng_block_acts, x), SZ_NC, KEEP_ALL},
-	{offsetof(eng_block_acts, ln1), SZ_NC, KEEP_OFF},
-	{offsetof(eng_block_acts, ln1_mean), SZ_N, KEEP_OFF | KEEP_SEL},
-	{offsetof(eng_block_acts, ln1_rstd), SZ_N, KEEP_OFF | KEEP_SEL},
-	{offsetof(eng_block_acts, qkv), SZ_3NC, KEEP_OFF | KEEP_SEL},
-	{offsetof(eng_block_acts, att_lse), SZ_LSE, KEEP_OFF | KEEP_SEL},
-	{offsetof(eng_block_acts, atty), SZ_NC, KEEP_OFF | KEEP_SEL},
-	{offsetof(eng_block_acts, res2), SZ_NC, KEEP_OFF | KEEP_SEL},
-	{offsetof(eng_block_acts, ln2), SZ_NC, KEEP_OFF},
-	{offsetof(eng_block_acts, ln2_mean), SZ_N, KEEP_OFF | KEEP_SEL},
-	{offsetof(eng_block_acts, ln2_rstd), SZ_N, KEEP_OFF | KEEP_SEL},
-	{offsetof(eng_block_acts, fch), SZ_4NC, KEEP_OFF | KEEP_SEL},
-	{offsetof(eng_block_acts, gelu), SZ_4NC, KEEP_OFF},
-};
-#define NFIELDS (sizeof act_fields / sizeof act_fields[0])
-
-static float **field(eng_block_acts *a, size_t k)
-{
-	return (float **)((char *)a + act_fields[k].offset);
-}
-
-static size_t field_bytes(const eng_model *m, int size)
-{
-	size_t N = (size_t)m->B * m->T, C = m->cfg.n_embd;
-	switch (size) {
-	case SZ_NC:
-		return 4 * N * C;
-	case SZ_N:
-		return 4 * N;
-	case SZ_3NC:
-		return 12 * N * C;
-	case SZ_4NC:
-		return 16 * N * C;
-	default:
-		return 4 * (size_t)m->B * m->cfg.n_head * m->T;
-	}
-}
-
 /* Bytes of logits under head=off: one 64-byte-aligned slot per chunk, so a chunk sits at the
  * same alignment whether it is kept or recomputed. */
 static size_t chunk_stride(const eng_model *m)
@@ -189,6 +139,25 @@ static size_t logits_bytes(const eng_model *m)
 	size_t N = (size_t)m->B * m->T;
 	size_t nchunks = (N + m->chunk_rows - 1) / m->chunk_rows;
 	return 4 * nchunks * chunk_stride(m);
+}
+
+/* The activation tables' sizes for this model, in floats of eng_mem. */
+static void layout_mem(eng_model *m)
+{
+	eng_layout_mem *mem = &m->mem;
+	for (int k = 0; k < ENG_ACT_N; k++)
+		mem->block_bytes[k] = 4 * eng_act_elems(&eng_block_fields[k], &m->cfg, m->B, m->T,
+						   m->chunk_rows);
+	for (int k = 0; k < ENG_HEAD_N; k++)
+		mem->head_bytes[k] = 4 * eng_act_elems(&eng_head_fields[k], &m->cfg, m->B, m->T,
+						  m->chunk_rows);
+	/* chunks start 64-byte aligned, kept or rebuilt alike */
+	mem->head_bytes[ENG_HEAD_logits] = logits_bytes(m);
+	mem->head_bytes[ENG_HEAD_chunk] = 4 * chunk_stride(m);
+	mem->alloc = eng_mem_alloc;
+	mem->free = eng_mem_free;
+	mem->size = eng_mem_size;
+	mem->where = "memory";
 }
 
 /* ---- lifetime ---- */
@@ -235,16 +204,8 @@ int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_
 	if (!m->losses || !m->tmp || !m->dres || !m->dbuf || !m->dbig || !m->dqkv ||
 		!m->att_scratch)
 		goto oom;
-	/* The head's fixed activations: last block's output, ln_f output and statistics. */
-	m->xf = eng_mem_alloc(ENG_MEM_ACTIVATIONS, 4 * N * C);
-	m->lnf = eng_mem_alloc(ENG_MEM_ACTIVATIONS, 4 * N * C);
-	m->lnf_mean = eng_mem_alloc(ENG_MEM_ACTIVATIONS, 4 * N);
-	m->lnf_rstd = eng_mem_alloc(ENG_MEM_ACTIVATIONS, 4 * N);
-	m->lse = eng_mem_alloc(ENG_MEM_ACTIVATIONS, 4 * N);
-	if (!m->xf || !m->lnf || !m->lnf_mean || !m->lnf_rstd || !m->lse)
-		goto oom;
-	/* No activations laid out yet: policy.n_layer = 0 marks "nothing allocated". */
-	m->policy.n_layer = 0;
+	layout_mem(m);
+	/* no activations laid out yet: lay.policy.n_layer 0 marks "nothing allocated" */
 	return 0;
 oom:
 	eng_model_free(m);
@@ -252,22 +213,12 @@ oom:
 		eng_config_num_params(cfg), B, T);
 }
 
-static void free_acts(eng_block_acts *a)
-{
-	for (size_t k = 0; k < NFIELDS; k++) {
-		eng_mem_free(*field(a, k));
-		*field(a, k) = NULL;
-	}
-}
-
 void eng_model_free(eng_model *m)
 {
-	for (int l = 0; l < ENG_MAX_LAYERS; l++)
-		free_acts(&m->saved[l]);
-	free_acts(&m->pool);
+	if (m->mem.free)
+		eng_layout_free(&m->lay, &m->mem);
 	float *bufs[] = {m->params, m->grads, m->m, m->v, m->losses, m->tmp, m->dres, m->dbuf,
-		m->dbig, m->dqkv, m->att_scratch, m->xf, m->lnf, m->lnf_mean, m->lnf_rstd,
-		m->logits, m->lse, m->chunk};
+		m->dbig, m->dqkv, m->att_scratch};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		eng_mem_free(bufs[i]);
 	free(m->tensors);
@@ -316,124 +267,23 @@ void eng_model_init_weights(eng_model *m, uint64_t seed)
 
 /* ---- policy: activation layout ---- */
 
-/* Pool fields a block in mode `mode` needs: the ones it does not keep. */
-static int pool_needs(eng_mode mode, size_t k)
-{
-	return !(act_fields[k].keep & (1 << mode));
-}
-
 int eng_model_set_policy(eng_model *m, const eng_policy *p, eng_err *err)
 {
-	int L = m->cfg.n_layer;
-	ENG_ASSERT(p->n_layer == L);
-	eng_block_acts nsaved[ENG_MAX_LAYERS], npool;
-	memset(nsaved, 0, sizeof nsaved);
-	memset(&npool, 0, sizeof npool);
-	float *nlogits = NULL, *nchunk = NULL;
-
-	/* Allocate what the new policy needs and the old layout lacks, reuse the rest. */
-	for (int l = 0; l < L; l++) {
-		for (size_t k = 0; k < NFIELDS; k++) {
-			if (!(act_fields[k].keep & (1 << p->block[l])))
-				continue;
-			float *old = *field(&m->saved[l], k);
-			*field(&nsaved[l], k) =
-				old ? old : eng_mem_alloc(ENG_MEM_ACTIVATIONS,
-						    field_bytes(m, act_fields[k].size));
-			if (!*field(&nsaved[l], k))
-				goto oom;
-		}
-	}
-	for (size_t k = 0; k < NFIELDS; k++) {
-		int need = 0;
-		for (int l = 0; l < L; l++)
-			need |= pool_needs(p->block[l], k);
-		if (!need)
-			continue;
-		float *old = *field(&m->pool, k);
-		*field(&npool, k) = old ? old : eng_mem_alloc(ENG_MEM_RECOMPUTE,
-							field_bytes(m, act_fields[k].size));
-		if (!*field(&npool, k))
-			goto oom;
-	}
-	if (p->head == ENG_MODE_OFF) {
-		nlogits = m->logits ? m->logits : eng_mem_alloc(ENG_MEM_ACTIVATIONS, logits_bytes(m));
-		if (!nlogits)
-			goto oom;
-	} else {
-		nchunk = m->chunk ? m->chunk
-				  : eng_mem_alloc(ENG_MEM_RECOMPUTE, 4 * chunk_stride(m));
-		if (!nchunk)
-			goto oom;
-	}
-
-	/* Commit: free what the new layout does not reuse. */
-	for (int l = 0; l < L; l++)
-		for (size_t k = 0; k < NFIELDS; k++)
-			if (*field(&m->saved[l], k) != *field(&nsaved[l], k))
-				eng_mem_free(*field(&m->saved[l], k));
-	for (size_t k = 0; k < NFIELDS; k++)
-		if (*field(&m->pool, k) != *field(&npool, k))
-			eng_mem_free(*field(&m->pool, k));
-	if (m->logits != nlogits)
-		eng_mem_free(m->logits);
-	if (m->chunk != nchunk)
-		eng_mem_free(m->chunk);
-	memcpy(m->saved, nsaved, sizeof nsaved);
-	m->pool = npool;
-	m->logits = nlogits;
-	m->chunk = nchunk;
-	m->policy = *p;
-	return 0;
-oom:
-	/* Roll back: free only what this call allocated. */
-	for (int l = 0; l < L; l++)
-		for (size_t k = 0; k < NFIELDS; k++)
-			if (*field(&nsaved[l], k) != *field(&m->saved[l], k))
-				eng_mem_free(*field(&nsaved[l], k));
-	for (size_t k = 0; k < NFIELDS; k++)
-		if (*field(&npool, k) != *field(&m->pool, k))
-			eng_mem_free(*field(&npool, k));
-	if (nlogits != m->logits)
-		eng_mem_free(nlogits);
-	if (nchunk != m->chunk)
-		eng_mem_free(nchunk);
-	return eng_errf(err, "out of memory laying out activations for the new policy; "
-			     "the previous policy stays");
+	ENG_ASSERT(p->n_layer == m->cfg.n_layer);
+	return eng_layout_set(&m->lay, &m->mem, p, err);
 }
 
 size_t eng_model_saved_bytes(const eng_model *m, int i)
 {
-	size_t total = 0;
-	if (i < m->cfg.n_layer) {
-		eng_block_acts a = m->saved[i];
-		for (size_t k = 0; k < NFIELDS; k++)
-			total += eng_mem_size(*field(&a, k));
-		return total;
-	}
-	float *head[] = {m->xf, m->lnf, m->lnf_mean, m->lnf_rstd, m->lse, m->logits};
-	for (size_t k = 0; k < sizeof head / sizeof head[0]; k++)
-		total += eng_mem_size(head[k]);
-	return total;
+	return eng_layout_saved_bytes(&m->lay, &m->mem, i);
 }
 
 /* ---- forward and backward ---- */
 
-/* Block l's activations for this step: its saved buffers, the pool for the rest. */
-static eng_block_acts block_view(const eng_model *m, int l)
-{
-	eng_block_acts a = m->saved[l];
-	eng_block_acts pool = m->pool;
-	for (size_t k = 0; k < NFIELDS; k++)
-		if (!*field(&a, k))
-			*field(&a, k) = *field(&pool, k);
-	return a;
-}
-
 /* Block forward from a->x; writes the block output into `out`, or stops before the MLP's
  * c_proj when out is NULL (full recompute: backward never needs that product). Biases of
  * c_proj and c_fc are added by the fused kernels that follow their matmuls. */
-static void block_forward(eng_model *m, int l, eng_block_acts *a, float *out)
+static void block_forward(eng_model *m, int l, eng_acts *a, float *out)
 {
 	int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
 	const eng_layer_w *w = &m->w.h[l];
@@ -453,7 +303,7 @@ static void block_forward(eng_model *m, int l, eng_block_acts *a, float *out)
 
 /* Selective recompute: rebuild the dropped LayerNorm and GELU outputs from what the block
  * kept, with kernels that give the forward's bits (kn_rows.h). */
-static void block_recompute_selective(eng_model *m, int l, eng_block_acts *a)
+static void block_recompute_selective(eng_model *m, int l, eng_acts *a)
 {
 	int C = m->cfg.n_embd, N = m->B * m->T;
 	const eng_layer_w *w = &m->w.h[l];
@@ -462,23 +312,36 @@ static void block_recompute_selective(eng_model *m, int l, eng_block_acts *a)
 	kn_gelu_forward(a->gelu, a->fch, (size_t)N * 4 * C);
 }
 
-/* dres holds dL/d(block output) on entry and dL/d(block input) on return. */
-static void block_backward(eng_model *m, int l, const eng_block_acts *a)
+/* dres holds dL/d(block output) on entry and dL/d(block input) on return.
+ *
+ * The block is out = res2 + mlp(ln2(res2)) with res2 = x + attn(ln1(x)): each residual
+ * stream's gradient is the gradient that flows straight through the add plus the one
+ * through the branch. So the LayerNorm backwards accumulate (dinp +=) into dres, which at
+ * that point already holds the straight-through part: after ln_2's it is dL/dres2, after
+ * ln_1's dL/dx. Scratch, each holding several tensors in turn:
+ *   dbig (B,T,4C)  dL/dgelu, then dL/dfch in place
+ *   dbuf (B,T,C)   dL/dln2, then dL/datty, then dL/dln1
+ *   dqkv (B,T,3C)  dL/dqkv */
+static void block_backward(eng_model *m, int l, const eng_acts *a)
 {
 	int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
 	const eng_layer_w *w = &m->w.h[l];
 	eng_layer_w *g = &m->g.h[l];
+	/* MLP branch: out = res2 + gelu(ln2 @ fcw + fcb) @ fcprojw + fcprojb */
 	kn_linear_backward(m->dbig, g->fcprojw, g->fcprojb, m->dres, a->gelu, w->fcprojw, N,
 		4 * C, C);
 	kn_gelu_backward(m->dbig, a->fch, m->dbig, (size_t)N * 4 * C);
 	kn_linear_backward(m->dbuf, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, 4 * C);
+	/* dres += ln_2's backward: now dL/dres2 */
 	kn_layernorm_backward(m->dres, g->ln2w, g->ln2b, m->dbuf, a->res2, a->ln2_mean,
 		a->ln2_rstd, w->ln2w, N, C);
+	/* attention branch: res2 = x + attn(ln1) @ attprojw + attprojb */
 	kn_linear_backward(m->dbuf, g->attprojw, g->attprojb, m->dres, a->atty, w->attprojw, N,
 		C, C);
 	kn_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->atty, a->att_lse, B,
 		T, C, NH);
 	kn_linear_backward(m->dbuf, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
+	/* dres += ln_1's backward: now dL/dx */
 	kn_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dbuf, a->x, a->ln1_mean,
 		a->ln1_rstd, w->ln1w, N, C);
 }
@@ -487,105 +350,128 @@ static void block_backward(eng_model *m, int l, const eng_block_acts *a)
 static void head_logits(eng_model *m, float *buf, int r0, int rows)
 {
 	int C = m->cfg.n_embd, V = m->cfg.vocab_size;
-	kn_sgemm(0, 1, rows, V, C, 1.0f, m->lnf + (size_t)r0 * C, C, m->w.wte, C, 0.0f, buf, V);
+	const float *lnf = m->lay.head.lnf;
+	kn_sgemm(0, 1, rows, V, C, 1.0f, lnf + (size_t)r0 * C, C, m->w.wte, C, 0.0f, buf, V);
 }
 
+/* Chunk k of the logits: its own slot under head=off, the one rebuilt chunk under chunked. */
 static float *chunk_buf(eng_model *m, int k)
 {
-	return m->logits ? m->logits + (size_t)k * chunk_stride(m) : m->chunk;
+	float *logits = m->lay.head.logits;
+	return logits ? logits + (size_t)k * chunk_stride(m) : (float *)m->lay.head.chunk;
 }
 
 /* The attention scratch is per thread: follow a change of the thread count. */
-static void fit_scratch(eng_model *m)
+static int fit_scratch(eng_model *m, eng_err *err)
 {
 	if (m->scratch_threads == kn_get_threads())
-		return;
+		return 0;
+	size_t bytes = 4 * kn_attention_scratch_floats(m->T);
+	float *s = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes);
+	if (!s)
+		return eng_errf(err, "cannot allocate %.1f MiB of attention workspace for %d "
+				     "threads: out of memory", bytes / 1048576.0, kn_get_threads());
 	eng_mem_free(m->att_scratch);
+	m->att_scratch = s;
 	m->scratch_threads = kn_get_threads();
-	m->att_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * kn_attention_scratch_floats(m->T));
-	ENG_ASSERT(m->att_scratch != NULL);
+	return 0;
 }
 
 /* Forward over the batch; with grad, the head leaves each kept chunk of logits (head=off)
  * holding its gradient already (kn_crossentropy_fused), which the backward then uses. */
-static float forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int grad)
+static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int grad,
+	float *loss, eng_err *err)
 {
 	int B = m->B, T = m->T, C = m->cfg.n_embd, V = m->cfg.vocab_size, L = m->cfg.n_layer;
 	int N = B * T, R = m->chunk_rows;
-	ENG_ASSERT(m->policy.n_layer == L);
-	fit_scratch(m);
-	kn_encoder_forward(m->saved[0].x, inp, m->w.wte, m->w.wpe, B, T, C);
+	const eng_head_acts *h = &m->lay.head;
+	float *lse = h->lse;
+	ENG_ASSERT(m->lay.policy.n_layer == L);
+	if (fit_scratch(m, err) < 0)
+		return -1;
+	kn_encoder_forward(m->lay.saved[0].x, inp, m->w.wte, m->w.wpe, B, T, C);
 	for (int l = 0; l < L; l++) {
-		eng_block_acts a = block_view(m, l);
-		block_forward(m, l, &a, l + 1 < L ? m->saved[l + 1].x : m->xf);
+		eng_acts a = eng_layout_view(&m->lay, l);
+		block_forward(m, l, &a, l + 1 < L ? m->lay.saved[l + 1].x : h->xf);
 	}
-	kn_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, m->xf, m->w.lnfw, m->w.lnfb, N, C);
+	kn_layernorm_forward(h->lnf, h->lnf_mean, h->lnf_rstd, h->xf, m->w.lnfw, m->w.lnfb, N, C);
 	for (int r0 = 0, k = 0; r0 < N; r0 += R, k++) {
 		int rows = N - r0 < R ? N - r0 : R;
 		float *buf = chunk_buf(m, k);
 		head_logits(m, buf, r0, rows);
 		if (m->logits_tap)
 			memcpy(m->logits_tap + (size_t)r0 * V, buf, sizeof(float) * rows * V);
-		if (grad && m->logits)
-			kn_crossentropy_fused(buf, m->lse + r0, m->losses + r0, tgt + r0, 1.0f / N,
-				rows, V);
+		if (grad && h->logits)
+			kn_crossentropy_fused(buf, lse + r0, m->losses + r0, tgt + r0, 1.0f / N, rows,
+				V);
 		else
-			kn_crossentropy_forward(m->lse + r0, m->losses + r0, buf, tgt + r0, rows, V);
+			kn_crossentropy_forward(lse + r0, m->losses + r0, buf, tgt + r0, rows, V);
 	}
 	double sum = 0.0;
 	for (int r = 0; r < N; r++)
 		sum += m->losses[r];
-	return (float)(sum / N);
+	*loss = (float)(sum / N);
+	return 0;
 }
 
-float eng_model_loss(eng_model *m, const uint16_t *inp, const uint16_t *tgt)
+int eng_model_loss(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float *loss,
+	eng_err *err)
 {
-	return forward(m, inp, tgt, 0);
+	return forward(m, inp, tgt, 0, loss, err);
 }
 
-float eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt)
+/* The head backward: per chunk, dlogits in place (under head=off the forward left them
+ * there; under chunked the chunk is rebuilt first), then its rows of dlnf into dbuf and
+ * its part of dwte; then ln_f's backward into dres, the last block's output gradient.
+ * Returns the milliseconds spent rebuilding logits. */
+static double head_backward(eng_model *m, const uint16_t *tgt)
 {
-	int B = m->B, T = m->T, C = m->cfg.n_embd, V = m->cfg.vocab_size, L = m->cfg.n_layer;
-	int N = B * T, R = m->chunk_rows;
-	double rc_ms = 0.0, t0;
-	memset(m->grads, 0, m->nfloats * sizeof(float));
-	float loss = forward(m, inp, tgt, 1);
-
-	/* head: per chunk, dlogits in place (under head=off the forward left them there), then
-	 * dlnf rows and dwte */
+	int C = m->cfg.n_embd, V = m->cfg.vocab_size, N = m->B * m->T, R = m->chunk_rows;
+	const eng_head_acts *h = &m->lay.head;
+	float *lse = h->lse, *lnf = h->lnf;
+	double rc_ms = 0.0;
 	for (int r0 = 0, k = 0; r0 < N; r0 += R, k++) {
 		int rows = N - r0 < R ? N - r0 : R;
 		float *buf = chunk_buf(m, k);
-		if (!m->logits) {
-			t0 = now_ms();
+		if (!h->logits) {
+			double t0 = now_ms();
 			head_logits(m, buf, r0, rows);
 			rc_ms += now_ms() - t0;
-			kn_crossentropy_fused(buf, m->lse + r0, m->losses + r0, tgt + r0, 1.0f / N,
-				rows, V);
+			kn_crossentropy_fused(buf, lse + r0, m->losses + r0, tgt + r0, 1.0f / N, rows,
+				V);
 		}
 		kn_sgemm(0, 0, rows, C, V, 1.0f, buf, V, m->w.wte, C, 0.0f, m->dbuf + (size_t)r0 * C,
 			C);
-		kn_sgemm(1, 0, V, C, rows, 1.0f, buf, V, m->lnf + (size_t)r0 * C, C, 1.0f, m->g.wte,
-			C);
+		kn_sgemm(1, 0, V, C, rows, 1.0f, buf, V, lnf + (size_t)r0 * C, C, 1.0f, m->g.wte, C);
 	}
+	/* ln_f's backward accumulates: dres starts at zero */
 	memset(m->dres, 0, sizeof(float) * N * C);
-	kn_layernorm_backward(m->dres, m->g.lnfw, m->g.lnfb, m->dbuf, m->xf, m->lnf_mean,
-		m->lnf_rstd, m->w.lnfw, N, C);
+	kn_layernorm_backward(m->dres, m->g.lnfw, m->g.lnfb, m->dbuf, h->xf, h->lnf_mean,
+		h->lnf_rstd, m->w.lnfw, N, C);
+	return rc_ms;
+}
 
+int eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float *loss,
+	eng_err *err)
+{
+	int B = m->B, T = m->T, C = m->cfg.n_embd, L = m->cfg.n_layer;
+	memset(m->grads, 0, m->nfloats * sizeof(float));
+	if (forward(m, inp, tgt, 1, loss, err) < 0)
+		return -1;
+	double rc_ms = head_backward(m, tgt);
 	for (int l = L - 1; l >= 0; l--) {
-		eng_block_acts a = block_view(m, l);
-		if (m->policy.block[l] == ENG_MODE_SELECTIVE) {
-			t0 = now_ms();
+		eng_acts a = eng_layout_view(&m->lay, l);
+		eng_mode mode = m->lay.policy.block[l];
+		double t0 = now_ms();
+		if (mode == ENG_MODE_SELECTIVE)
 			block_recompute_selective(m, l, &a);
-			rc_ms += now_ms() - t0;
-		} else if (m->policy.block[l] == ENG_MODE_FULL) {
-			t0 = now_ms();
+		else if (mode == ENG_MODE_FULL)
 			block_forward(m, l, &a, NULL);
+		if (mode == ENG_MODE_SELECTIVE || mode == ENG_MODE_FULL)
 			rc_ms += now_ms() - t0;
-		}
 		block_backward(m, l, &a);
 	}
 	kn_encoder_backward(m->g.wte, m->g.wpe, m->dres, inp, B, T, C);
 	m->recompute_ms = rc_ms;
-	return loss;
+	return 0;
 }

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "eng_acts.h"
 #include "eng_config.h"
 #include "eng_err.h"
 #include "eng_plan.h"
@@ -47,22 +48,6 @@ typedef struct eng_weights {
 	float *lnfw, *lnfb;          /* (C) */
 } eng_weights;
 
-/* A block's activations. In `saved`, NULL means the policy drops it; in a view for one
- * forward/backward, dropped ones point into the shared recompute pool. */
-typedef struct eng_block_acts {
-	float *x;                    /* (B,T,C) block input, always kept */
-	float *ln1;                  /* (B,T,C) */
-	float *ln1_mean, *ln1_rstd;  /* (B,T) */
-	float *qkv;                  /* (B,T,3C) */
-	float *att_lse;              /* (B,NH,T) log-sum-exp of the attention rows */
-	float *atty;                 /* (B,T,C) attention output before c_proj */
-	float *res2;                 /* (B,T,C) residual after attention */
-	float *ln2;                  /* (B,T,C) */
-	float *ln2_mean, *ln2_rstd;  /* (B,T) */
-	float *fch;                  /* (B,T,4C) before GELU */
-	float *gelu;                 /* (B,T,4C) */
-} eng_block_acts;
-
 typedef struct eng_model {
 	eng_config cfg;
 	int B, T;                    /* batch and sequence length the buffers are sized for */
@@ -74,16 +59,10 @@ typedef struct eng_model {
 	float *params, *grads, *m, *v;
 	eng_weights w, g;            /* pointer tables into params and grads */
 
-	eng_policy policy;           /* what the buffers are laid out for now */
-	eng_block_acts saved[ENG_MAX_LAYERS];
-	/* head */
-	float *xf;                   /* (B,T,C) output of the last block, input of ln_f */
-	float *lnf, *lnf_mean, *lnf_rstd; /* (B,T,C), (B,T), (B,T) */
-	float *logits;               /* (B,T,V) under head=off, else NULL */
-	float *lse;                  /* (B,T) log-sum-exp per row */
-	/* shared recompute pool (ENG_MEM_RECOMPUTE), sized for the most demanding mode */
-	eng_block_acts pool;
-	float *chunk;                /* (chunk_rows, V) under head=chunked */
+	/* activations (eng_acts.h): saved per section, the shared recompute pool, the head's;
+	 * lay.policy is what they are laid out for now */
+	eng_layout lay;
+	eng_layout_mem mem;          /* their sizes for B x T, and eng_mem */
 	/* workspace (ENG_MEM_WORKSPACE) */
 	float *losses;               /* (B,T) per-row loss */
 	float *tmp;                  /* (B,T,C) linear outputs before the residual add */
@@ -113,12 +92,14 @@ void eng_model_init_weights(eng_model *m, uint64_t seed);
  * it no longer needs (returned to the OS). On failure the old layout is untouched. */
 int eng_model_set_policy(eng_model *m, const eng_policy *p, eng_err *err);
 
-/* One forward and backward over inp/tgt (B*T tokens each): gradients overwritten, returns
- * the mean cross-entropy. */
-float eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt);
+/* One forward and backward over inp/tgt (B*T tokens each): gradients overwritten, *loss the
+ * mean cross-entropy. -1 when a workspace could not be allocated (err says which). */
+int eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float *loss,
+	eng_err *err);
 
-/* Forward only: the mean loss, no gradient. */
-float eng_model_loss(eng_model *m, const uint16_t *inp, const uint16_t *tgt);
+/* Forward only: *loss the mean loss, no gradient; -1 as eng_model_step. */
+int eng_model_loss(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float *loss,
+	eng_err *err);
 
 /* Measured bytes of saved activations of block i (i < L) or of the head (i == L). */
 size_t eng_model_saved_bytes(const eng_model *m, int i);

@@ -1,17 +1,23 @@
 /* eng_plan.c - analytic per-section memory and FLOPs (see eng_plan.h).
  *
- * Per block, with N = B*T (floats):
+ * Bytes come from the activation tables (eng_acts.h), in float32 and without alignment:
+ * what a mode keeps is saved, what it rebuilds is the pool it needs; `offload` keeps x on
+ * the device and needs two device slots of the rest of what `off` keeps. So, per block
+ * (floats, N = B*T):
  *   off        x, ln1, qkv(3), atty, res2, ln2, fch(4), gelu(4) = 16 N C, stats 4 N,
  *              attention log-sum-exp NH N (the probabilities are never kept: the
  *              attention kernel recomputes them in backward under every mode)
  *   selective  x, qkv(3), atty, res2, fch(4) = 10 N C, stats 4 N, lse NH N
  *   full       x = N C
  *   offload    x = N C on the device (cuda only; the rest of off's, in host memory)
- * Head: x and ln_f output 2 N C, ln_f stats 2 N, lse N; off adds the N V logits.
+ * Head: x and ln_f output 2 N C, ln_f stats 2 N, lse N; off adds the N V logits. The
+ * FLOPs are closed formulas of their own.
  */
 #include "eng_plan.h"
 
 #include <string.h>
+
+#include "eng_acts.h"
 
 #define F 4 /* bytes per float */
 #define CHUNK_ROWS 256                   /* default rows per logits chunk */
@@ -32,39 +38,37 @@ int eng_plan_chunk_rows(const eng_config *cfg, int B, int T)
 	return (int)rows;
 }
 
+/* float32 bytes of the fields of `tab` (n of them) whose `keep` (or `pool`) has mode m */
+static size_t table_bytes(const eng_act_field *tab, int n, const eng_config *cfg, int B, int T,
+	int R, unsigned m, int pool)
+{
+	size_t total = 0;
+	for (int k = 0; k < n; k++)
+		if ((pool ? tab[k].pool : tab[k].keep) & m)
+			total += F * eng_act_elems(&tab[k], cfg, B, T, R);
+	return total;
+}
+
 void eng_plan_block(const eng_config *cfg, int B, int T, eng_mode mode, eng_plan_section *s)
 {
-	size_t N = (size_t)B * T, C = cfg->n_embd, NH = cfg->n_head;
-	size_t lse = NH * N;
-	/* recompute pools (floats): selective rebuilds ln1, ln2, gelu (no matmul); full all
-	 * of a block's internals: ln1, qkv, atty, res2, ln2, fch, gelu, stats, lse */
-	size_t pool_sel = 6 * N * C;
-	size_t pool_full = 16 * N * C - N * C + 4 * N + lse; /* all but x */
+	size_t N = (size_t)B * T, C = cfg->n_embd;
 	/* pointwise work counted as FLOPs: 4 per LayerNorm output, 8 per GELU output */
 	double flops_sel = 2 * 4.0 * N * C + 8.0 * 4 * N * C;
 	double flops_full = 2.0 * N * C * (3 * C + C + 4 * C) + 4.0 * N * T * C + flops_sel;
 	memset(s, 0, sizeof *s);
-	switch (mode) {
-	case ENG_MODE_OFF:
-		s->saved_bytes = F * (16 * N * C + 4 * N + lse);
-		break;
-	case ENG_MODE_SELECTIVE:
-		s->saved_bytes = F * (10 * N * C + 4 * N + lse);
-		s->workspace_bytes = F * pool_sel;
-		s->extra_flops = flops_sel;
-		break;
-	case ENG_MODE_OFFLOAD:
-		/* device cuda: the input stays, the rest of what off keeps goes to host memory
-		 * and comes back into one of two device slots; nothing is recomputed */
-		s->saved_bytes = F * N * C;
-		s->workspace_bytes = 2 * F * (15 * N * C + 4 * N + lse);
-		break;
-	default:
-		s->saved_bytes = F * N * C;
-		s->workspace_bytes = F * pool_full;
-		s->extra_flops = flops_full;
-		break;
+	s->saved_bytes = table_bytes(eng_block_fields, ENG_ACT_N, cfg, B, T, 0, ENG_KEEP(mode), 0);
+	s->workspace_bytes = table_bytes(eng_block_fields, ENG_ACT_N, cfg, B, T, 0, ENG_KEEP(mode),
+		1);
+	if (mode == ENG_MODE_OFFLOAD) {
+		/* the rest of what off keeps goes to host memory and comes back into one of the
+		 * device slots; nothing is recomputed */
+		for (int k = 0; k < ENG_ACT_N; k++)
+			if (eng_act_offloaded(k))
+				s->workspace_bytes += ENG_LAYOUT_SLOTS * F *
+						      eng_act_elems(&eng_block_fields[k], cfg, B, T, 0);
 	}
+	s->extra_flops = mode == ENG_MODE_SELECTIVE ? flops_sel
+		       : mode == ENG_MODE_FULL      ? flops_full : 0.0;
 }
 
 void eng_plan_head(const eng_config *cfg, int B, int T, int chunk_rows, eng_mode mode,
@@ -72,13 +76,12 @@ void eng_plan_head(const eng_config *cfg, int B, int T, int chunk_rows, eng_mode
 {
 	size_t N = (size_t)B * T, C = cfg->n_embd, V = cfg->vocab_size;
 	memset(s, 0, sizeof *s);
-	s->saved_bytes = F * (2 * N * C + 3 * N);
-	if (mode == ENG_MODE_CHUNKED) {
-		s->workspace_bytes = F * (size_t)chunk_rows * V;
+	s->saved_bytes = table_bytes(eng_head_fields, ENG_HEAD_N, cfg, B, T, chunk_rows,
+		ENG_KEEP(mode), 0);
+	s->workspace_bytes = table_bytes(eng_head_fields, ENG_HEAD_N, cfg, B, T, chunk_rows,
+		ENG_KEEP(mode), 1);
+	if (mode == ENG_MODE_CHUNKED)
 		s->extra_flops = 2.0 * N * C * V;
-	} else {
-		s->saved_bytes += F * N * V;
-	}
 }
 
 /* Forward+backward FLOPs of one step: 6 per parameter-token for the matmuls (lm_head

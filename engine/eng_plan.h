@@ -1,8 +1,8 @@
 /* eng_plan.h - analytic memory and FLOP counts per section for a recompute policy.
  *
- * Closed formulas, written independently of the allocation code in eng_model.c, so tests
- * can hold the two against each other (DESIGN §3: within 5 %). The future `remat-plan`
- * command answers from here. Bytes are float32 bytes asked for, as eng_mem counts them.
+ * Bytes from the activation tables of eng_acts.h, the ones the backends lay out, in
+ * float32 and without alignment: tests hold them against what eng_mem measures (DESIGN §3:
+ * within 5 %). `remat-plan` answers from here. FLOPs are closed formulas.
  */
 #ifndef ENG_PLAN_H
 #define ENG_PLAN_H

@@ -330,7 +330,8 @@ int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)
 			eng_cuda_grad_sumsq(tr->gpu, &sumsq, err) < 0)
 			return step_failed(tr, err);
 	} else {
-		loss = eng_model_step(m, tr->inp, tr->tgt);
+		if (eng_model_step(m, tr->inp, tr->tgt, &loss, err) < 0)
+			return step_failed(tr, err);
 		sumsq = kn_sumsq(m->grads, m->nfloats);
 	}
 	double norm = sqrt(sumsq);
@@ -388,7 +389,7 @@ int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)
 int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy *out,
 	eng_err *err)
 {
-	*out = tr->model.policy;
+	*out = tr->policy;
 	return eng_policy_parse(out, &tr->aliases, text, err);
 }
 
@@ -401,11 +402,10 @@ int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err)
 {
 	if (eng_trainer_check_policy(tr, p, err) < 0)
 		return -1;
-	if (!tr->gpu)
-		return eng_model_set_policy(&tr->model, p, err);
-	if (eng_cuda_set_policy(tr->gpu, p, err) < 0)
+	if ((tr->gpu ? eng_cuda_set_policy(tr->gpu, p, err)
+		     : eng_model_set_policy(&tr->model, p, err)) < 0)
 		return -1;
-	tr->model.policy = *p; /* what the control thread and the progress lines read */
+	tr->policy = *p; /* what the control thread and the progress lines read */
 	return 0;
 }
 
@@ -449,10 +449,9 @@ float eng_trainer_val_loss(eng_trainer *tr, int batches)
 		float l;
 		eng_err e;
 		eng_data_next(d, tr->inp, tr->tgt);
-		if (!tr->gpu)
-			l = eng_model_loss(&tr->model, tr->inp, tr->tgt);
-		else if (eng_cuda_loss(tr->gpu, tr->inp, tr->tgt, &l, &e) < 0)
-			l = NAN; /* a GPU failure: the mean says so, the next step reports it */
+		if ((tr->gpu ? eng_cuda_loss(tr->gpu, tr->inp, tr->tgt, &l, &e)
+			     : eng_model_loss(&tr->model, tr->inp, tr->tgt, &l, &e)) < 0)
+			l = NAN; /* a failure: the mean says so, the next step reports it */
 		sum += l;
 	}
 	d->cursor = saved;

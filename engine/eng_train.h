@@ -40,6 +40,7 @@ typedef struct eng_trainer {
 	struct eng_cuda *gpu;    /* device cuda: the model on the GPU (eng_cuda.h), else NULL */
 	eng_data train, val;     /* val.tok NULL when the spec has no val file */
 	eng_aliases aliases;
+	eng_policy policy;       /* what the activations are laid out for, either device */
 	int step;                /* completed steps */
 	uint16_t *inp, *tgt;     /* (B,T) current batch (ENG_MEM_DATA) */
 	int has_save_lock;       /* 1 while save_lock is held */

@@ -83,7 +83,7 @@ void eng_ctl_attach(eng_ctl *c, eng_trainer *tr)
 	c->tr = tr;
 	c->step = tr->step;
 	c->steps = tr->spec.steps;
-	c->policy = c->pending = tr->model.policy;
+	c->policy = c->pending = tr->policy;
 	for (int i = 0; i <= tr->model.cfg.n_layer; i++)
 		c->saved[i] = eng_trainer_saved_bytes(tr, i);
 	snprintf(c->name, sizeof c->name, "%s", tr->spec.name);
@@ -93,7 +93,7 @@ void eng_ctl_attach(eng_ctl *c, eng_trainer *tr)
 	eng_ctl_set_state(c, CTL_RUNNING, "training");
 	/* the policy the run starts with, for a client that subscribed while it started */
 	emit(c, EV_APPLIED, json_pack("{s:i,s:o}", "step", tr->step + 1, "policy",
-		eng_policy_json(&tr->model.policy)));
+		eng_policy_json(&tr->policy)));
 }
 
 eng_ctl_cmd *eng_ctl_take(eng_ctl *c)
@@ -166,12 +166,12 @@ void eng_ctl_policy_applied(eng_ctl *c, int first_step)
 		return;
 	eng_trainer *tr = c->tr;
 	pthread_mutex_lock(&c->mu);
-	c->policy = tr->model.policy;
+	c->policy = tr->policy;
 	for (int i = 0; i <= tr->model.cfg.n_layer; i++)
 		c->saved[i] = eng_trainer_saved_bytes(tr, i);
 	pthread_mutex_unlock(&c->mu);
 	json_t *d = json_pack("{s:i,s:o}", "step", first_step, "policy",
-		eng_policy_json(&tr->model.policy));
+		eng_policy_json(&tr->policy));
 	emit(c, EV_APPLIED, d);
 }
 

@@ -171,7 +171,7 @@ static void print_policy(const eng_trainer *tr, int json)
 	if (json)
 		return;
 	char buf[8192];
-	eng_policy_format(&tr->model.policy, buf, sizeof buf);
+	eng_policy_format(&tr->policy, buf, sizeof buf);
 	printf("remat: from step %d: %s\n", tr->step + 1, buf);
 }
 
@@ -580,7 +580,7 @@ static int load_spec(const train_opts *o, eng_spec *spec, eng_err *err)
  * 0, or 2 after saying what is wrong. */
 static int check_schedule(const eng_trainer *tr, const sched_entry *sched, int nsched)
 {
-	eng_policy chk = tr->model.policy;
+	eng_policy chk = tr->policy;
 	eng_err err;
 	for (int i = 0; i < nsched; i++) {
 		if (sched[i].at >= tr->spec.steps) {
@@ -623,7 +623,7 @@ static void print_step(const eng_trainer *tr, const eng_step_stats *st, int json
 			"activation_bytes", (json_int_t)st->activation_bytes, "peak_bytes",
 			(json_int_t)st->peak_bytes, "rss", (json_int_t)ms.rss, "rss_peak",
 			(json_int_t)ms.rss_peak, "grad_norm", (double)st->grad_norm, "policy",
-			eng_policy_json(&tr->model.policy));
+			eng_policy_json(&tr->policy));
 		char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 		printf("%s\n", line);
 		free(line);

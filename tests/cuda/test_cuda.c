@@ -263,7 +263,7 @@ START_TEST(test_cuda_matches_cpu)
 				err.msg);
 			snprintf(what, sizeof what, "%s step 1 input of %s%d", prec,
 				l < L ? "h." : "ln_f ", l);
-			check_err(what, t_rel_l2(act, l < L ? m->saved[l].x : m->xf, nact), tol->act);
+			check_err(what, t_rel_l2(act, l < L ? m->lay.saved[l].x : m->lay.head.xf, nact), tol->act);
 		}
 		const char *name;
 		float *g = gpu_grads(&gpu);
@@ -500,7 +500,7 @@ START_TEST(test_cuda_offload_refused_on_cpu)
 	ck_assert_int_eq(eng_trainer_set_policy(&tr, &p, &err), -1);
 	ck_assert_msg(strstr(err.msg, "offload") && strstr(err.msg, "needs device cuda"), "%s",
 		err.msg);
-	ck_assert_int_eq(tr.model.policy.block[1], ENG_MODE_OFF); /* unchanged */
+	ck_assert_int_eq(tr.policy.block[1], ENG_MODE_OFF); /* unchanged */
 	eng_trainer_free(&tr);
 	/* from the job spec: refused before training */
 	eng_spec spec;

@@ -356,7 +356,9 @@ static float first_batch_loss(const char *init_from)
 		  "\"seq_len\":%d,\"steps\":1,\"threads\":2}",
 		  init_from, data, TINY_B, TINY_T);
 	eng_data_next(&tr.train, tr.inp, tr.tgt);
-	float loss = eng_model_loss(&tr.model, tr.inp, tr.tgt);
+	float loss;
+	eng_err err = {0};
+	ck_assert_msg(eng_model_loss(&tr.model, tr.inp, tr.tgt, &loss, &err) == 0, "%s", err.msg);
 	eng_trainer_free(&tr);
 	free(data);
 	return loss;

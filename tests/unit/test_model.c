@@ -4,7 +4,10 @@
  *  - memory: saved bytes full < selective < off for every block, measured bytes within 5 %
  *    of the analytic plan per section, the chunked head never holding more than one chunk
  *    of logits, nothing allocated inside a step, and RSS dropping when a policy change
- *    frees activations. */
+ *    frees activations;
+ *  - the activation tables (eng_acts.h): every block field kept or rebuilt under each CPU
+ *    mode, never both; the one policy change leaving the old layout whole, and leaking
+ *    nothing, whichever of its allocations fails, and naming what it could not allocate. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,7 +159,7 @@ START_TEST(test_model_saved_bytes_order_and_plan)
 		set(&tr, "off;head=off");
 		set(&tr, policies[i]);
 		eng_plan plan;
-		eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, &m->policy, &plan);
+		eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, &m->lay.policy, &plan);
 		size_t sum = 0;
 		for (int s = 0; s <= L; s++) {
 			size_t meas = eng_model_saved_bytes(m, s);
@@ -189,7 +192,7 @@ START_TEST(test_model_chunked_head_holds_one_chunk)
 	size_t N = (size_t)m->B * m->T, V = m->cfg.vocab_size;
 	size_t one_chunk = (size_t)m->chunk_rows * V * sizeof(float);
 	ck_assert_msg((size_t)m->chunk_rows < N, "the test needs more than one chunk");
-	ck_assert_ptr_null(m->logits);
+	ck_assert_ptr_null(m->lay.head.logits);
 	eng_mem_stats before, after;
 	eng_mem_get_stats(&before);
 	eng_mem_reset_peak();
@@ -201,15 +204,15 @@ START_TEST(test_model_chunked_head_holds_one_chunk)
 	ck_assert_uint_eq(after.peak_reset[ENG_MEM_ACTIVATIONS], before.current[ENG_MEM_ACTIVATIONS]);
 	ck_assert_uint_eq(after.peak_reset[ENG_MEM_RECOMPUTE], before.current[ENG_MEM_RECOMPUTE]);
 	/* the only logits buffer is one chunk (rounded to a 64-byte slot) in the pool */
-	ck_assert_msg(eng_mem_size(m->chunk) >= one_chunk && eng_mem_size(m->chunk) < one_chunk + 64,
-		"chunk buffer %zu bytes for %zu", eng_mem_size(m->chunk), one_chunk);
+	ck_assert_msg(eng_mem_size(m->lay.head.chunk) >= one_chunk && eng_mem_size(m->lay.head.chunk) < one_chunk + 64,
+		"chunk buffer %zu bytes for %zu", eng_mem_size(m->lay.head.chunk), one_chunk);
 	ck_assert_msg(after.peak_reset[ENG_MEM_RECOMPUTE] < N * V * sizeof(float),
 		"recompute pool %zu holds as much as all logits", after.peak_reset[ENG_MEM_RECOMPUTE]);
 	ck_assert_msg(eng_model_saved_bytes(m, m->cfg.n_layer) < N * V * sizeof(float),
 		"head keeps %zu bytes", eng_model_saved_bytes(m, m->cfg.n_layer));
 	set(&tr, "head=off");
-	ck_assert_ptr_nonnull(m->logits);
-	ck_assert_ptr_null(m->chunk);
+	ck_assert_ptr_nonnull(m->lay.head.logits);
+	ck_assert_ptr_null(m->lay.head.chunk);
 	ck_assert_uint_ge(eng_model_saved_bytes(m, m->cfg.n_layer), N * V * sizeof(float));
 	eng_trainer_free(&tr);
 }
@@ -241,6 +244,91 @@ START_TEST(test_model_set_policy_returns_memory_to_os)
 }
 END_TEST
 
+START_TEST(test_acts_tables_consistent)
+{
+	const unsigned cpu_blocks[] = {ENG_K_OFF, ENG_K_SEL, ENG_K_FULL};
+	for (int k = 0; k < ENG_ACT_N; k++) {
+		const eng_act_field *f = &eng_block_fields[k];
+		ck_assert_msg((f->keep & f->pool) == 0, "block field %s both kept and rebuilt", f->name);
+		for (size_t i = 0; i < sizeof cpu_blocks / sizeof cpu_blocks[0]; i++)
+			ck_assert_msg((f->keep | f->pool) & cpu_blocks[i],
+				"block field %s neither kept nor rebuilt under mode bit %#x", f->name,
+				cpu_blocks[i]);
+		ck_assert_msg(!(f->pool & ENG_K_OFFLOAD), "offload rebuilds %s", f->name);
+		ck_assert_msg(f->nc + f->n + f->lse > 0, "block field %s has no size", f->name);
+	}
+	ck_assert_msg(eng_block_fields[ENG_ACT_x].keep == ENG_K_BLOCK, "x is kept under every mode");
+	for (int k = 0; k < ENG_HEAD_N; k++) {
+		const eng_act_field *f = &eng_head_fields[k];
+		ck_assert_msg((f->keep & f->pool) == 0, "head field %s both kept and rebuilt", f->name);
+		ck_assert_msg(((f->keep | f->pool) & ~ENG_K_HEAD) == 0, "head field %s under a block "
+			      "mode", f->name);
+	}
+	/* the table's names are the struct's members, in order */
+	eng_acts a;
+	ck_assert_ptr_eq(&a.f[ENG_ACT_qkv], (void *)&a.qkv);
+	ck_assert_ptr_eq(&a.f[ENG_ACT_gelu], (void *)&a.gelu);
+	ck_assert_str_eq(eng_block_fields[ENG_ACT_att_lse].name, "att_lse");
+}
+END_TEST
+
+/* An allocator that fails its n-th call (counting from 1) and counts what is live. */
+static int fail_at, calls, live;
+static void *failing_alloc(eng_mem_cat cat, size_t bytes)
+{
+	if (++calls == fail_at)
+		return NULL;
+	void *p = eng_mem_alloc(cat, bytes);
+	live += p != NULL;
+	return p;
+}
+static void counted_free(void *p)
+{
+	live -= p != NULL;
+	eng_mem_free(p);
+}
+
+START_TEST(test_layout_change_rolls_back_every_failure)
+{
+	eng_trainer tr;
+	small_trainer(&tr);
+	eng_layout_mem mem = tr.model.mem;
+	mem.alloc = failing_alloc;
+	mem.free = counted_free;
+	eng_policy from, to;
+	eng_err err = {0};
+	ck_assert_int_eq(eng_trainer_parse_policy(&tr, "h.0=full,h.1=selective,head=chunked", &from,
+				 &err), 0);
+	ck_assert_int_eq(eng_trainer_parse_policy(&tr, "h.0=off,h.1=full,h.2=selective,head=off",
+				 &to, &err), 0);
+	eng_layout lay;
+	memset(&lay, 0, sizeof lay);
+	fail_at = 0;
+	calls = live = 0;
+	ck_assert_int_eq(eng_layout_set(&lay, &mem, &from, &err), 0);
+	int base = live, nfail = 0;
+	eng_layout before = lay;
+	for (fail_at = 1;; fail_at++) {
+		calls = 0;
+		if (eng_layout_set(&lay, &mem, &to, &err) == 0)
+			break;
+		nfail++;
+		ck_assert_msg(memcmp(&lay, &before, sizeof lay) == 0,
+			"failure at allocation %d changed the layout", fail_at);
+		ck_assert_msg(live == base, "failure at allocation %d leaked %d buffers", fail_at,
+			live - base);
+		ck_assert_msg(strstr(err.msg, "cannot allocate ") && strstr(err.msg, " MiB of memory for ")
+			&& strstr(err.msg, "the previous policy stays"), "%s", err.msg);
+	}
+	ck_assert_msg(nfail >= 5, "only %d allocations to fail", nfail);
+	ck_assert(eng_policy_equal(&lay.policy, &to));
+	fail_at = 0;
+	eng_layout_free(&lay, &mem);
+	ck_assert_int_eq(live, 0);
+	eng_trainer_free(&tr);
+}
+END_TEST
+
 Suite *suite_model(void)
 {
 	Suite *s = suite_create("model");
@@ -251,6 +339,8 @@ Suite *suite_model(void)
 	tcase_add_test(tc, test_model_saved_bytes_order_and_plan);
 	tcase_add_test(tc, test_model_chunked_head_holds_one_chunk);
 	tcase_add_test(tc, test_model_set_policy_returns_memory_to_os);
+	tcase_add_test(tc, test_acts_tables_consistent);
+	tcase_add_test(tc, test_layout_change_rolls_back_every_failure);
 	suite_add_tcase(s, tc);
 	return s;
 }

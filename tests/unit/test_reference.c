@@ -77,7 +77,8 @@ static void run_case(const ref_case *c, const char *policy, const char *policy2)
 	memcpy(inp, tr.train.tok, N * 2);
 	memcpy(tgt, tr.train.tok + 1, N * 2);
 	m->logits_tap = logits;
-	eng_model_step(m, inp, tgt);
+	float loss;
+	ck_assert_msg(eng_model_step(m, inp, tgt, &loss, &err) == 0, "%s", err.msg);
 	m->logits_tap = NULL;
 	int64_t lshape[3] = {c->B, c->T, (int64_t)V};
 	ck_assert_msg(eng_st_get_f32(&ex, "logits", 3, lshape, ref, &err) == 0, "%s", err.msg);

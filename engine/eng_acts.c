@@ -1,0 +1,195 @@
+/* eng_acts.c - the activation tables and the one policy change (see eng_acts.h). */
+#include "eng_acts.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define BLOCK_ENTRY(nm, nc_, n_, lse_, f32_, keep_, pool_) \
+	{.name = #nm, .nc = nc_, .n = n_, .lse = lse_, .f32 = f32_, .keep = keep_, .pool = pool_},
+#define HEAD_ENTRY(nm, nc_, n_, nv_, rv_, f32_, keep_, pool_)                               \
+	{.name = #nm, .nc = nc_, .n = n_, .nv = nv_, .rv = rv_, .f32 = f32_, .keep = keep_,    \
+		.pool = pool_},
+
+const eng_act_field eng_block_fields[ENG_ACT_N] = {ENG_BLOCK_FIELDS(BLOCK_ENTRY)};
+const eng_act_field eng_head_fields[ENG_HEAD_N] = {ENG_HEAD_FIELDS(HEAD_ENTRY)};
+
+size_t eng_act_elems(const eng_act_field *f, const eng_config *cfg, int B, int T, int R)
+{
+	size_t N = (size_t)B * T, C = cfg->n_embd, V = cfg->vocab_size;
+	return f->nc * N * C + f->n * N + f->lse * (size_t)cfg->n_head * N + f->nv * N * V +
+	       f->rv * (size_t)R * V;
+}
+
+int eng_act_offloaded(int k)
+{
+	return k != ENG_ACT_x && (eng_block_fields[k].keep & ENG_K_OFF);
+}
+
+/* ---- the policy change ---- */
+
+/* The buffers of one layout, by kind, as flat arrays of pointers: what the change walks. */
+enum { KIND_SAVED, KIND_POOL, KIND_HEAD, KIND_HOST, KIND_SLOT };
+
+/* What the allocation that failed was for. */
+typedef struct want {
+	const char *section, *field; /* "h.3", "qkv" */
+	int layer;                   /* -1: none */
+	size_t bytes;
+} want;
+
+/* Sets *dst to the old buffer when the new layout keeps it, else to a new one; on failure
+ * notes in *w what it was. */
+static int take(void **dst, void *old, int wanted, const eng_layout_mem *mem, int kind,
+	eng_mem_cat cat, size_t bytes, want *w)
+{
+	*dst = NULL;
+	if (!wanted)
+		return 0;
+	if (old) {
+		*dst = old;
+		return 0;
+	}
+	*dst = kind == KIND_HOST ? mem->host_alloc(bytes) : mem->alloc(cat, bytes);
+	w->bytes = bytes;
+	return *dst ? 0 : -1;
+}
+
+static void release(const eng_layout_mem *mem, int kind, void *p)
+{
+	if (!p)
+		return;
+	if (kind == KIND_HOST)
+		mem->host_free(p);
+	else
+		mem->free(p);
+}
+
+/* Frees, of each pointer in `from`, what `keep` does not hold at the same place. */
+static void release_unshared(const eng_layout *from, const eng_layout *keep,
+	const eng_layout_mem *mem)
+{
+	for (int l = 0; l < ENG_MAX_LAYERS; l++) {
+		for (int k = 0; k < ENG_ACT_N; k++)
+			if (from->saved[l].f[k] != keep->saved[l].f[k])
+				release(mem, KIND_SAVED, from->saved[l].f[k]);
+		if (from->host[l] != keep->host[l])
+			release(mem, KIND_HOST, from->host[l]);
+	}
+	for (int k = 0; k < ENG_ACT_N; k++)
+		if (from->pool.f[k] != keep->pool.f[k])
+			release(mem, KIND_POOL, from->pool.f[k]);
+	for (int k = 0; k < ENG_HEAD_N; k++)
+		if (from->head.f[k] != keep->head.f[k])
+			release(mem, KIND_HEAD, from->head.f[k]);
+	for (int s = 0; s < ENG_LAYOUT_SLOTS; s++)
+		if (from->slot[s] != keep->slot[s])
+			release(mem, KIND_SLOT, from->slot[s]);
+}
+
+/* Fills n with p's buffers, reusing lay's: -1 as soon as one allocation fails. */
+static int build(eng_layout *n, const eng_layout *lay, const eng_layout_mem *mem,
+	const eng_policy *p, want *w)
+{
+	unsigned any = 0; /* modes present among the blocks */
+	for (int l = 0; l < p->n_layer; l++) {
+		unsigned mode = ENG_KEEP(p->block[l]);
+		any |= mode;
+		w->section = "block";
+		w->layer = l;
+		for (int k = 0; k < ENG_ACT_N; k++) {
+			w->field = eng_block_fields[k].name;
+			if (take(&n->saved[l].f[k], lay->saved[l].f[k], eng_block_fields[k].keep & mode,
+				    mem, KIND_SAVED, ENG_MEM_ACTIVATIONS, mem->block_bytes[k], w) < 0)
+				return -1;
+		}
+		w->field = "offloaded activations (pinned host memory)";
+		if (mode == ENG_K_OFFLOAD && (!mem->host_alloc || !mem->offload_bytes))
+			return -1;
+		if (take(&n->host[l], lay->host[l], mode == ENG_K_OFFLOAD, mem, KIND_HOST, 0,
+			    mem->offload_bytes, w) < 0)
+			return -1;
+	}
+	w->section = "the recompute pool";
+	w->layer = -1;
+	for (int k = 0; k < ENG_ACT_N; k++) {
+		w->field = eng_block_fields[k].name;
+		if (take(&n->pool.f[k], lay->pool.f[k], eng_block_fields[k].pool & any, mem,
+			    KIND_POOL, ENG_MEM_RECOMPUTE, mem->block_bytes[k], w) < 0)
+			return -1;
+	}
+	w->field = "offload slot";
+	for (int s = 0; s < ENG_LAYOUT_SLOTS; s++)
+		if (take(&n->slot[s], lay->slot[s], (any & ENG_K_OFFLOAD) != 0, mem, KIND_SLOT,
+			    ENG_MEM_RECOMPUTE, mem->offload_bytes, w) < 0)
+			return -1;
+	unsigned head = ENG_KEEP(p->head);
+	w->section = "head";
+	for (int k = 0; k < ENG_HEAD_N; k++) {
+		const eng_act_field *f = &eng_head_fields[k];
+		w->field = f->name;
+		if (take(&n->head.f[k], lay->head.f[k], (f->keep | f->pool) & head, mem, KIND_HEAD,
+			    f->keep & head ? ENG_MEM_ACTIVATIONS : ENG_MEM_RECOMPUTE,
+			    mem->head_bytes[k], w) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int eng_layout_set(eng_layout *lay, const eng_layout_mem *mem, const eng_policy *p,
+	eng_err *err)
+{
+	eng_layout n;
+	want w = {0};
+	memset(&n, 0, sizeof n);
+	if (build(&n, lay, mem, p, &w) < 0) {
+		release_unshared(&n, lay, mem); /* roll back: only what this call allocated */
+		char sec[32];
+		if (w.layer >= 0)
+			snprintf(sec, sizeof sec, "h.%d", w.layer);
+		else
+			snprintf(sec, sizeof sec, "%s", w.section);
+		return eng_errf(err, "cannot allocate %.1f MiB of %s for %s %s: out of memory; the "
+				     "previous policy stays", w.bytes / 1048576.0, mem->where, sec,
+			w.field);
+	}
+	release_unshared(lay, &n, mem); /* commit: what the new layout does not reuse */
+	n.policy = *p;
+	*lay = n;
+	return 0;
+}
+
+void eng_layout_free(eng_layout *lay, const eng_layout_mem *mem)
+{
+	eng_layout none;
+	memset(&none, 0, sizeof none);
+	release_unshared(lay, &none, mem);
+	*lay = none;
+}
+
+eng_acts eng_layout_view(const eng_layout *lay, int l)
+{
+	eng_acts a = lay->saved[l];
+	for (int k = 0; k < ENG_ACT_N; k++)
+		if (!a.f[k])
+			a.f[k] = lay->pool.f[k];
+	return a;
+}
+
+size_t eng_layout_saved_bytes(const eng_layout *lay, const eng_layout_mem *mem, int i)
+{
+	size_t total = 0;
+	if (i < lay->policy.n_layer) {
+		for (int k = 0; k < ENG_ACT_N; k++)
+			total += mem->size(lay->saved[i].f[k]);
+		return total;
+	}
+	for (int k = 0; k < ENG_HEAD_N; k++)
+		if (eng_head_fields[k].keep)
+			total += mem->size(lay->head.f[k]);
+	return total;
+}
+
+size_t eng_layout_host_bytes(const eng_layout *lay, const eng_layout_mem *mem, int i)
+{
+	return i < lay->policy.n_layer && mem->host_size ? mem->host_size(lay->host[i]) : 0;
+}
