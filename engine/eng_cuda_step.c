@@ -103,7 +103,16 @@ static int block_recompute_selective(eng_cuda *g, int l, eng_acts *a, eng_err *e
 	return 0;
 }
 
-/* dres holds dL/d(block output) on entry and dL/d(block input) on return. */
+/* dres holds dL/d(block output) on entry and dL/d(block input) on return.
+ *
+ * As on the CPU (eng_model.c): out = res2 + mlp(ln2(res2)), res2 = x + attn(ln1(x)), so
+ * each LayerNorm backward accumulates (dinp +=) into dres, which already holds the
+ * gradient that came straight through the residual add: after ln_2's it is dL/dres2,
+ * after ln_1's dL/dx. Scratch, each holding several tensors in turn:
+ *   dbig (B,T,4C)  dL/dfch (c_proj's input gradient, through GELU in the epilogue)
+ *   dbuf (B,T,C)   dL/dln2, then dL/datty, then dL/dln1
+ *   dqkv (B,T,3C)  dL/dqkv
+ *   red_scratch    column-sum partials of each LayerNorm and bias gradient */
 static int block_backward(eng_cuda *g, int l, const eng_acts *a, eng_err *err)
 {
 	int B = g->B, T = g->T, C = g->cfg.n_embd, NH = g->cfg.n_head, N = B * T;
@@ -114,6 +123,7 @@ static int block_backward(eng_cuda *g, int l, const eng_acts *a, eng_err *err)
 		   N, 4 * C, C), "mlp.c_proj backward");
 	KC(linear_bwd(g, g->dbuf, gw->fcw, gw->fcb, g->dbig, a->ln2, w->fcw, NULL, N, C, 4 * C),
 		"c_fc backward");
+	/* dres += ln_2's backward: now dL/dres2 */
 	KC(kc_layernorm_backward(g->st, g->dt, g->dres, gw->ln2w, gw->ln2b, g->dbuf, a->res2,
 		   a->ln2_mean, a->ln2_rstd, w->ln2w, N, C, g->red_scratch), "ln_2 backward");
 	KC(linear_bwd(g, g->dbuf, gw->attprojw, gw->attprojb, g->dres, a->atty, w->attprojw, NULL,
@@ -127,6 +137,7 @@ static int block_backward(eng_cuda *g, int l, const eng_acts *a, eng_err *err)
 			   a->att_lse, B, T, C, NH, g->att_scratch), "attention backward");
 	KC(linear_bwd(g, g->dbuf, gw->qkvw, gw->qkvb, g->dqkv, a->ln1, w->qkvw, NULL, N, C, 3 * C),
 		"c_attn backward");
+	/* dres += ln_1's backward: now dL/dx */
 	KC(kc_layernorm_backward(g->st, g->dt, g->dres, gw->ln1w, gw->ln1b, g->dbuf, a->x,
 		   a->ln1_mean, a->ln1_rstd, w->ln1w, N, C, g->red_scratch), "ln_1 backward");
 	return 0;
