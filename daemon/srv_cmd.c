@@ -10,21 +10,6 @@
 
 #include "srv_job.h"
 
-/* Job commands that change something: logged with their client, as an audit trail.
- * Queries (job-status, remat-get, remat-plan, mem-stats) are not, so polling stays quiet. */
-static const char *const cmd_logged[] = {
-	"job-pause", "job-resume", "job-stop", "remat-set", "mem-reset-peak", "ckpt-save",
-	"job-remove",
-};
-
-static int cmd_is_logged(const char *name)
-{
-	for (size_t i = 0; i < sizeof cmd_logged / sizeof cmd_logged[0]; i++)
-		if (strcmp(cmd_logged[i], name) == 0)
-			return 1;
-	return 0;
-}
-
 /* Replies with an error and logs it as a bad request. */
 static void cmd_refuse(srv_conn *c, const char *execute, proto_errclass ec, const char *desc,
 	const json_t *id)
@@ -66,8 +51,9 @@ static json_t *daemon_info(srv_server *srv)
 	return ret;
 }
 
-static void cmd_daemon_info(srv_conn *c, const proto_request *req)
+static void cmd_daemon_info(srv_conn *c, const proto_command *cmd, const proto_request *req)
 {
+	(void)cmd;
 	srv_server *srv = c->srv;
 	if (!srv->worker_info && !srv->worker_info_err[0]) {
 		/* remat-train --info has not answered yet: the reply waits for it */
@@ -95,8 +81,9 @@ void srv_cmd_info_ready(srv_server *srv)
 	json_decref(ret);
 }
 
-static void cmd_daemon_shutdown(srv_conn *c, const proto_request *req)
+static void cmd_daemon_shutdown(srv_conn *c, const proto_command *cmd, const proto_request *req)
 {
+	(void)cmd;
 	int save = json_is_true(json_object_get(req->args, "save"));
 	char why[64];
 	/* answered once every job has stopped (or when a save fails and it is called off) */
@@ -110,8 +97,9 @@ static void cmd_daemon_shutdown(srv_conn *c, const proto_request *req)
 	srv_shutdown(c->srv, save, 0, w, why);
 }
 
-static void cmd_job_start(srv_conn *c, const proto_request *req)
+static void cmd_job_start(srv_conn *c, const proto_command *cmd, const proto_request *req)
 {
+	(void)cmd;
 	srv_server *srv = c->srv;
 	proto_errclass ec;
 	char desc[PROTO_DESC_LEN];
@@ -129,8 +117,9 @@ static void cmd_job_start(srv_conn *c, const proto_request *req)
 		srv_log("client %u: job-start: checking the spec", c->id);
 }
 
-static void cmd_job_list(srv_conn *c, const proto_request *req)
+static void cmd_job_list(srv_conn *c, const proto_command *cmd, const proto_request *req)
 {
+	(void)cmd;
 	json_t *ret = srv_job_list(c->srv);
 	if (!ret)
 		srv_conn_error(c, PROTO_ERR_INTERNAL, "out of memory", req->id);
@@ -139,26 +128,11 @@ static void cmd_job_list(srv_conn *c, const proto_request *req)
 	json_decref(ret);
 }
 
-static void cmd_daemon(srv_conn *c, const proto_command *cmd, const proto_request *req)
-{
-	if (strcmp(cmd->name, "daemon-info") == 0)
-		cmd_daemon_info(c, req);
-	else if (strcmp(cmd->name, "daemon-shutdown") == 0)
-		cmd_daemon_shutdown(c, req);
-	else if (strcmp(cmd->name, "job-start") == 0)
-		cmd_job_start(c, req);
-	else if (strcmp(cmd->name, "job-list") == 0)
-		cmd_job_list(c, req);
-	else /* proto.h knows a daemon command that this daemon does not */
-		cmd_refuse(c, cmd->name, PROTO_ERR_COMMAND_NOT_FOUND,
-			"this rematd does not serve that command", req->id);
-}
-
 /* ---- connection scope ---- */
 
 static void cmd_subscribe(srv_conn *c, const proto_command *cmd, const proto_request *req)
 {
-	int on = strcmp(cmd->name, "subscribe") == 0;
+	int on = cmd->id == PROTO_CMD_SUBSCRIBE;
 	const char *job = json_string_value(json_object_get(req->args, "job"));
 	const json_t *events = json_object_get(req->args, "events");
 	char desc[PROTO_DESC_LEN], q[SRV_QUOTE_BUF];
@@ -187,13 +161,6 @@ static void cmd_subscribe(srv_conn *c, const proto_command *cmd, const proto_req
 
 /* ---- job scope ---- */
 
-/* Commands that only look: anyone who may connect may send them about any job. */
-static int cmd_looks(const char *name)
-{
-	return strcmp(name, "job-status") == 0 || strcmp(name, "remat-get") == 0 ||
-	       strcmp(name, "remat-plan") == 0 || strcmp(name, "mem-stats") == 0;
-}
-
 /* Replies with ret (stolen) or the error. */
 static void cmd_answer(srv_conn *c, const char *execute, json_t *ret, proto_errclass ec,
 	const char *desc, const json_t *id)
@@ -205,46 +172,86 @@ static void cmd_answer(srv_conn *c, const char *execute, json_t *ret, proto_errc
 	json_decref(ret);
 }
 
-/* What rematd answers itself for a job without a worker (or one still starting); 1 when
- * it did, 0 when the request goes to the worker. */
-static int cmd_job_here(srv_conn *c, const proto_command *cmd, const proto_request *req,
-	srv_job *job)
+/* What rematd answers itself about a job, by command: each returns 1 when it answered, 0
+ * when the request goes on to the job's worker. A command without an entry goes to the
+ * worker when there is one, else is refused: the job is not running. */
+typedef int job_here_fn(srv_conn *c, const proto_request *req, srv_job *job);
+
+static int here_remove(srv_conn *c, const proto_request *req, srv_job *job)
 {
 	proto_errclass ec = PROTO_ERR_INVALID_STATE;
 	char desc[PROTO_DESC_LEN];
-	const char *name = cmd->name;
-	int live = srv_job_live(job);
-	if (strcmp(name, "job-remove") == 0) {
-		json_t *ret = srv_job_remove(job, &ec, desc, sizeof desc);
-		cmd_answer(c, name, ret, ec, desc, req->id);
-		return 1;
-	}
-	if (strcmp(name, "job-status") == 0 && (!live || job->state == SRV_JOB_STARTING)) {
-		json_t *ret = srv_job_status(job);
-		cmd_answer(c, name, ret, PROTO_ERR_INTERNAL, "out of memory", req->id);
-		return 1;
-	}
-	if (strcmp(name, "remat-plan") == 0 && (!live || job->state == SRV_JOB_STARTING)) {
-		json_t *ret = srv_job_plan(job, req->args, &ec, desc, sizeof desc);
-		cmd_answer(c, name, ret, ec, desc, req->id);
-		return 1;
-	}
-	if (live)
+	json_t *ret = srv_job_remove(job, &ec, desc, sizeof desc);
+	cmd_answer(c, "job-remove", ret, ec, desc, req->id);
+	return 1;
+}
+
+/* without a worker, or while it starts: the record's status */
+static int here_status(srv_conn *c, const proto_request *req, srv_job *job)
+{
+	if (srv_job_live(job) && job->state != SRV_JOB_STARTING)
 		return 0;
-	if (strcmp(name, "job-stop") == 0 && job->state == SRV_JOB_QUEUED) {
-		srv_job_cancel(job, "cancelled before it ran (job-stop)");
-		json_t *ret = json_pack("{s:i,s:s,s:n}", "step", job->step, "state",
-			srv_job_state_name(job->state), "checkpoint");
-		cmd_answer(c, name, ret, PROTO_ERR_INTERNAL, "out of memory", req->id);
+	cmd_answer(c, "job-status", srv_job_status(job), PROTO_ERR_INTERNAL, "out of memory",
+		req->id);
+	return 1;
+}
+
+/* without a worker, or while it starts: the plan from the record and remat-train --info */
+static int here_plan(srv_conn *c, const proto_request *req, srv_job *job)
+{
+	proto_errclass ec = PROTO_ERR_INVALID_STATE;
+	char desc[PROTO_DESC_LEN];
+	if (srv_job_live(job) && job->state != SRV_JOB_STARTING)
+		return 0;
+	json_t *ret = srv_job_plan(job, req->args, &ec, desc, sizeof desc);
+	cmd_answer(c, "remat-plan", ret, ec, desc, req->id);
+	return 1;
+}
+
+/* a queued job is cancelled before it ran */
+static int here_stop(srv_conn *c, const proto_request *req, srv_job *job)
+{
+	if (srv_job_live(job) || job->state != SRV_JOB_QUEUED)
+		return 0;
+	srv_job_cancel(job, "cancelled before it ran (job-stop)");
+	json_t *ret = json_pack("{s:i,s:s,s:n}", "step", job->step, "state",
+		srv_job_state_name(job->state), "checkpoint");
+	cmd_answer(c, "job-stop", ret, PROTO_ERR_INTERNAL, "out of memory", req->id);
+	return 1;
+}
+
+/* an ended job starts again from its last checkpoint */
+static int here_resume(srv_conn *c, const proto_request *req, srv_job *job)
+{
+	proto_errclass ec;
+	char desc[PROTO_DESC_LEN];
+	if (srv_job_live(job) || !srv_job_state_final(job->state))
+		return 0;
+	if (srv_job_resume(job, c, req->id, &ec, desc, sizeof desc) < 0)
+		cmd_refuse(c, "job-resume", ec, desc, req->id);
+	return 1;
+}
+
+static job_here_fn *const job_here[PROTO_CMD_COUNT] = {
+	[PROTO_CMD_JOB_REMOVE] = here_remove,
+	[PROTO_CMD_JOB_STATUS] = here_status,
+	[PROTO_CMD_REMAT_PLAN] = here_plan,
+	[PROTO_CMD_JOB_STOP] = here_stop,
+	[PROTO_CMD_JOB_RESUME] = here_resume,
+};
+
+/* 1 when rematd answered the command itself (job_here, or a refusal: no worker). */
+static int cmd_job_here(srv_conn *c, const proto_command *cmd, const proto_request *req,
+	srv_job *job)
+{
+	char desc[PROTO_DESC_LEN];
+	job_here_fn *fn = job_here[cmd->id];
+	if (fn && fn(c, req, job))
 		return 1;
-	}
-	if (strcmp(name, "job-resume") == 0 && srv_job_state_final(job->state)) {
-		if (srv_job_resume(job, c, req->id, &ec, desc, sizeof desc) < 0)
-			cmd_refuse(c, name, ec, desc, req->id);
-		return 1;
-	}
+	if (srv_job_live(job))
+		return 0;
 	snprintf(desc, sizeof desc, "job %s is %s", job->id, srv_job_state_name(job->state));
-	cmd_refuse(c, name, PROTO_ERR_INVALID_STATE, desc, req->id);
+	cmd_refuse(c, cmd->name, PROTO_ERR_INVALID_STATE, desc, req->id);
 	return 1;
 }
 
@@ -254,7 +261,7 @@ static void cmd_job(srv_conn *c, const proto_command *cmd, const proto_request *
 	char desc[PROTO_DESC_LEN], q[SRV_QUOTE_BUF];
 	const char *id = json_string_value(json_object_get(req->args, "job"));
 	const json_t *spec = json_object_get(req->args, "spec");
-	if (strcmp(cmd->name, "remat-plan") == 0 && spec) {
+	if (cmd->id == PROTO_CMD_REMAT_PLAN && spec) {
 		/* a plan for a spec file, before anything starts */
 		if (id) {
 			cmd_refuse(c, cmd->name, PROTO_ERR_INVALID_PARAMETER,
@@ -277,17 +284,43 @@ static void cmd_job(srv_conn *c, const proto_command *cmd, const proto_request *
 		cmd_refuse(c, cmd->name, PROTO_ERR_JOB_NOT_FOUND, desc, req->id);
 		return;
 	}
-	if (!cmd_looks(cmd->name) && !srv_job_may_change(job, c, desc, sizeof desc)) {
+	/* what only looks, anyone who may connect may ask; changes are the owner's, logged
+	 * with their client as an audit trail (queries are not, so polling stays quiet) */
+	if (!cmd->query && !srv_job_may_change(job, c, desc, sizeof desc)) {
 		cmd_refuse(c, cmd->name, PROTO_ERR_PERMISSION_DENIED, desc, req->id);
 		return;
 	}
-	if (cmd_is_logged(cmd->name))
+	if (!cmd->query)
 		srv_log("client %u: %s %s", c->id, cmd->name, job->id);
 	if (cmd_job_here(c, cmd, req, job))
 		return;
 	if (srv_job_forward(job, c, cmd->name, req->args, req->id, &ec, desc, sizeof desc) < 0)
 		cmd_refuse(c, cmd->name, ec, desc, req->id);
 }
+
+/* One handler per command, through proto's table: every job-scope command goes through
+ * cmd_job (rematd's own answers, else the job's worker). */
+typedef void cmd_fn(srv_conn *c, const proto_command *cmd, const proto_request *req);
+
+static cmd_fn *const handlers[PROTO_CMD_COUNT] = {
+	[PROTO_CMD_DAEMON_INFO] = cmd_daemon_info,
+	[PROTO_CMD_DAEMON_SHUTDOWN] = cmd_daemon_shutdown,
+	[PROTO_CMD_JOB_START] = cmd_job_start,
+	[PROTO_CMD_JOB_LIST] = cmd_job_list,
+	[PROTO_CMD_JOB_STATUS] = cmd_job,
+	[PROTO_CMD_JOB_PAUSE] = cmd_job,
+	[PROTO_CMD_JOB_RESUME] = cmd_job,
+	[PROTO_CMD_JOB_STOP] = cmd_job,
+	[PROTO_CMD_REMAT_GET] = cmd_job,
+	[PROTO_CMD_REMAT_SET] = cmd_job,
+	[PROTO_CMD_REMAT_PLAN] = cmd_job,
+	[PROTO_CMD_MEM_STATS] = cmd_job,
+	[PROTO_CMD_MEM_RESET_PEAK] = cmd_job,
+	[PROTO_CMD_CKPT_SAVE] = cmd_job,
+	[PROTO_CMD_JOB_REMOVE] = cmd_job,
+	[PROTO_CMD_SUBSCRIBE] = cmd_subscribe,
+	[PROTO_CMD_UNSUBSCRIBE] = cmd_subscribe,
+};
 
 void srv_cmd_handle(srv_conn *c, const char *line, size_t len)
 {
@@ -320,17 +353,7 @@ void srv_cmd_handle(srv_conn *c, const char *line, size_t len)
 		cmd_refuse(c, cmd->name, PROTO_ERR_INVALID_PARAMETER, desc, req.id);
 		goto out;
 	}
-	switch (cmd->scope) {
-	case PROTO_SCOPE_DAEMON:
-		cmd_daemon(c, cmd, &req);
-		break;
-	case PROTO_SCOPE_CONN:
-		cmd_subscribe(c, cmd, &req);
-		break;
-	case PROTO_SCOPE_JOB:
-		cmd_job(c, cmd, &req);
-		break;
-	}
+	handlers[cmd->id](c, cmd, &req);
 out:
 	proto_request_free(&req);
 }

@@ -97,15 +97,41 @@ typedef enum proto_scope {
 	PROTO_SCOPE_CONN,   /* subscribe / unsubscribe: state of the connection */
 } proto_scope;
 
+/* Every command, by id: servers keep their handlers in tables indexed by it. */
+typedef enum proto_cmd_id {
+	PROTO_CMD_DAEMON_INFO,
+	PROTO_CMD_DAEMON_SHUTDOWN,
+	PROTO_CMD_JOB_START,
+	PROTO_CMD_JOB_LIST,
+	PROTO_CMD_JOB_STATUS,
+	PROTO_CMD_JOB_PAUSE,
+	PROTO_CMD_JOB_RESUME,
+	PROTO_CMD_JOB_STOP,
+	PROTO_CMD_REMAT_GET,
+	PROTO_CMD_REMAT_SET,
+	PROTO_CMD_REMAT_PLAN,
+	PROTO_CMD_MEM_STATS,
+	PROTO_CMD_MEM_RESET_PEAK,
+	PROTO_CMD_CKPT_SAVE,
+	PROTO_CMD_JOB_REMOVE,
+	PROTO_CMD_SUBSCRIBE,
+	PROTO_CMD_UNSUBSCRIBE,
+	PROTO_CMD_COUNT
+} proto_cmd_id;
+
 typedef struct proto_command {
 	const char *name;   /* "remat-set" */
+	proto_cmd_id id;
 	proto_scope scope;
 	int deferred;       /* 1 when the reply waits for the step boundary (job-stop, ckpt-save) */
+	int query;          /* 1 when it only looks: anyone who may connect may send it about
+			     * any job, and it is not logged (job-status, remat-get, ...) */
+	const struct proto_schema *schema; /* its arguments (proto_cmd.c) */
 } proto_command;
 
 /* The command called name, or NULL (CommandNotFound). */
 const proto_command *proto_command_find(const char *name);
-/* All commands, NULL-name terminated. */
+/* All commands, NULL-name terminated, in id order: proto_commands()[id].id == id. */
 const proto_command *proto_commands(void);
 
 /* Checks args strictly against the command's schema (docs/protocol.md): required keys,
@@ -159,6 +185,15 @@ int proto_mode_find(const char *name);
  * chunked). */
 int proto_mode_for_block(int m);
 int proto_mode_for_head(int m);
+/* From the same table, for help texts and errors: the block modes ("off, selective, full,
+ * offload") or the head's ("off, chunked") into buf; returns buf. */
+const char *proto_modes_of(int head, char *buf, size_t len);
+/* "off, selective, full, offload (blocks); off, chunked (head)" into buf; returns buf. */
+const char *proto_modes_text(char *buf, size_t len);
+
+/* Longest section selector ("h.0-5", an alias), in bytes: the protocol's limit, and the
+ * engine's (ENG_SELECTOR_LEN is it with the NUL). */
+#define PROTO_SELECTOR_MAX 63
 
 /* The entry of list (NULL-terminated) nearest to word when it is near enough to be what
  * was meant (an edit distance of at most 1, or 2 for longer words, or a prefix of at

@@ -18,7 +18,6 @@
 
 #define JOB_ID_MAX 64    /* longest job id, in bytes */
 #define JOB_NAME_MAX 64  /* longest job name, in bytes */
-#define SELECTOR_MAX 63  /* longest section selector, in bytes */
 #define CKPT_NAME_MAX 64 /* longest checkpoint name */
 
 typedef enum arg_type {
@@ -48,64 +47,48 @@ typedef struct arg_spec {
 
 #define MAX_ARGS 5 /* most arguments of one command */
 
-typedef struct cmd_schema {
+typedef struct proto_schema {
 	arg_spec args[MAX_ARGS + 1];
 } cmd_schema;
 
 #define JOB {"job", ARG_JOB, ARG_REQUIRED_JOB}
-#define NO_ARGS {{{NULL, ARG_JOB, ARG_OPTIONAL}}} /* a schema that takes nothing */
+#define NO_ARGS {{NULL, ARG_JOB, ARG_OPTIONAL}} /* a schema that takes nothing */
 
-/* proto_commands() hands this out, so it is an array of proto_command; schemas[] below
- * runs parallel to it, same index. */
-static const proto_command commands[] = {
-	{"daemon-info", PROTO_SCOPE_DAEMON, 0},
-	{"daemon-shutdown", PROTO_SCOPE_DAEMON, 0},
-	{"job-start", PROTO_SCOPE_DAEMON, 0},
-	{"job-list", PROTO_SCOPE_DAEMON, 0},
-	{"job-status", PROTO_SCOPE_JOB, 0},
-	{"job-pause", PROTO_SCOPE_JOB, 0},
-	{"job-resume", PROTO_SCOPE_JOB, 0},
-	{"job-stop", PROTO_SCOPE_JOB, 1},
-	{"remat-get", PROTO_SCOPE_JOB, 0},
-	{"remat-set", PROTO_SCOPE_JOB, 0},
-	{"remat-plan", PROTO_SCOPE_JOB, 0},
-	{"mem-stats", PROTO_SCOPE_JOB, 0},
-	{"mem-reset-peak", PROTO_SCOPE_JOB, 0},
-	{"ckpt-save", PROTO_SCOPE_JOB, 1},
-	{"job-remove", PROTO_SCOPE_JOB, 0},
-	{"subscribe", PROTO_SCOPE_CONN, 0},
-	{"unsubscribe", PROTO_SCOPE_CONN, 0},
-	{NULL, PROTO_SCOPE_DAEMON, 0},
+/* The command table, indexed by id: each command's name, scope, whether its reply is
+ * deferred, whether it only looks, and its arguments' schema. */
+#define CMD(id_, name_, scope_, deferred_, query_, ...)                                     \
+	[PROTO_CMD_##id_] = {name_, PROTO_CMD_##id_, PROTO_SCOPE_##scope_, deferred_, query_,  \
+		&(const cmd_schema){__VA_ARGS__}}
+
+static const proto_command commands[PROTO_CMD_COUNT + 1] = {
+	CMD(DAEMON_INFO, "daemon-info", DAEMON, 0, 1, NO_ARGS),
+	CMD(DAEMON_SHUTDOWN, "daemon-shutdown", DAEMON, 0, 0, {{"save", ARG_BOOL, ARG_OPTIONAL}}),
+	CMD(JOB_START, "job-start", DAEMON, 0, 0,
+		{{"spec", ARG_SPEC, ARG_REQUIRED}, {"name", ARG_NAME, ARG_OPTIONAL}}),
+	CMD(JOB_LIST, "job-list", DAEMON, 0, 1, NO_ARGS),
+	CMD(JOB_STATUS, "job-status", JOB, 0, 1, {JOB}),
+	CMD(JOB_PAUSE, "job-pause", JOB, 0, 0, {JOB}),
+	CMD(JOB_RESUME, "job-resume", JOB, 0, 0, {JOB}),
+	CMD(JOB_STOP, "job-stop", JOB, 1, 0,
+		{JOB, {"save", ARG_BOOL, ARG_OPTIONAL}, {"name", ARG_CKPT, ARG_OPTIONAL}}),
+	CMD(REMAT_GET, "remat-get", JOB, 0, 1, {JOB}),
+	CMD(REMAT_SET, "remat-set", JOB, 0, 0,
+		{JOB, {"sections", ARG_SECTIONS, ARG_REQUIRED}, {"default", ARG_DEFAULT, ARG_OPTIONAL}}),
+	/* of a job, or of a spec (rematd checks that one of the two is given) */
+	CMD(REMAT_PLAN, "remat-plan", JOB, 0, 1,
+		{{"job", ARG_JOB, ARG_JOB_OR_SPEC}, {"sections", ARG_SECTIONS, ARG_OPTIONAL},
+			{"default", ARG_DEFAULT, ARG_OPTIONAL}, {"budget_bytes", ARG_BYTES, ARG_OPTIONAL},
+			{"spec", ARG_SPEC, ARG_OPTIONAL}}),
+	CMD(MEM_STATS, "mem-stats", JOB, 0, 1, {JOB}),
+	CMD(MEM_RESET_PEAK, "mem-reset-peak", JOB, 0, 0, {JOB}),
+	CMD(CKPT_SAVE, "ckpt-save", JOB, 1, 0, {JOB, {"name", ARG_CKPT, ARG_OPTIONAL}}),
+	CMD(JOB_REMOVE, "job-remove", JOB, 0, 0, {JOB}),
+	CMD(SUBSCRIBE, "subscribe", CONN, 0, 1,
+		{{"job", ARG_JOB, ARG_OPTIONAL}, {"events", ARG_EVENTS, ARG_OPTIONAL}}),
+	CMD(UNSUBSCRIBE, "unsubscribe", CONN, 0, 1,
+		{{"job", ARG_JOB, ARG_OPTIONAL}, {"events", ARG_EVENTS, ARG_OPTIONAL}}),
+	[PROTO_CMD_COUNT] = {NULL, PROTO_CMD_COUNT, PROTO_SCOPE_DAEMON, 0, 0, NULL},
 };
-
-static const cmd_schema schemas[] = {
-	/* daemon-info */ NO_ARGS,
-	/* daemon-shutdown */ {{{"save", ARG_BOOL, ARG_OPTIONAL}}},
-	/* job-start */ {{{"spec", ARG_SPEC, ARG_REQUIRED}, {"name", ARG_NAME, ARG_OPTIONAL}}},
-	/* job-list */ NO_ARGS,
-	/* job-status */ {{JOB}},
-	/* job-pause */ {{JOB}},
-	/* job-resume */ {{JOB}},
-	/* job-stop */ {{JOB, {"save", ARG_BOOL, ARG_OPTIONAL}, {"name", ARG_CKPT, ARG_OPTIONAL}}},
-	/* remat-get */ {{JOB}},
-	/* remat-set */
-	{{JOB, {"sections", ARG_SECTIONS, ARG_REQUIRED}, {"default", ARG_DEFAULT, ARG_OPTIONAL}}},
-	/* remat-plan: of a job, or of a spec (rematd checks that one of the two is given) */
-	{{{"job", ARG_JOB, ARG_JOB_OR_SPEC}, {"sections", ARG_SECTIONS, ARG_OPTIONAL},
-		{"default", ARG_DEFAULT, ARG_OPTIONAL}, {"budget_bytes", ARG_BYTES, ARG_OPTIONAL},
-		{"spec", ARG_SPEC, ARG_OPTIONAL}}},
-	/* mem-stats */ {{JOB}},
-	/* mem-reset-peak */ {{JOB}},
-	/* ckpt-save */ {{JOB, {"name", ARG_CKPT, ARG_OPTIONAL}}},
-	/* job-remove */ {{JOB}},
-	/* subscribe */
-	{{{"job", ARG_JOB, ARG_OPTIONAL}, {"events", ARG_EVENTS, ARG_OPTIONAL}}},
-	/* unsubscribe */
-	{{{"job", ARG_JOB, ARG_OPTIONAL}, {"events", ARG_EVENTS, ARG_OPTIONAL}}},
-};
-
-_Static_assert(sizeof schemas / sizeof schemas[0] + 1 == sizeof commands / sizeof commands[0],
-	"one schema per command");
 
 /* The one table of event names: daemon, worker and client look names up here. */
 static const char *const event_names[PROTO_EV_COUNT + 1] = {
@@ -118,9 +101,10 @@ static const char *const event_names[PROTO_EV_COUNT + 1] = {
 	[PROTO_EV_COUNT] = NULL,
 };
 
-/* The one table of mode names: the engine parses and prints modes through it. Any mode
- * may go in 'sections' (a block or the head), block modes only in 'default'
- * (docs/protocol.md); offload is a block mode of device cuda, which the worker checks. */
+/* The one table of modes: their names, and which sections each applies to. The engine
+ * parses and prints modes through it; help texts list them from it. Any mode may go in
+ * 'sections' (a block or the head), block modes only in 'default' (docs/protocol.md);
+ * offload is a block mode of device cuda, which the worker checks. */
 static const char *const mode_names[PROTO_MODE_COUNT + 1] = {
 	[PROTO_MODE_OFF] = "off",
 	[PROTO_MODE_SELECTIVE] = "selective",
@@ -128,6 +112,15 @@ static const char *const mode_names[PROTO_MODE_COUNT + 1] = {
 	[PROTO_MODE_CHUNKED] = "chunked",
 	[PROTO_MODE_OFFLOAD] = "offload",
 	[PROTO_MODE_COUNT] = NULL,
+};
+#define ON_BLOCK 1
+#define ON_HEAD 2
+static const unsigned char mode_parts[PROTO_MODE_COUNT] = {
+	[PROTO_MODE_OFF] = ON_BLOCK | ON_HEAD,
+	[PROTO_MODE_SELECTIVE] = ON_BLOCK,
+	[PROTO_MODE_FULL] = ON_BLOCK,
+	[PROTO_MODE_CHUNKED] = ON_HEAD,
+	[PROTO_MODE_OFFLOAD] = ON_BLOCK,
 };
 
 const char *proto_mode_name(int m)
@@ -145,13 +138,34 @@ int proto_mode_find(const char *name)
 
 int proto_mode_for_block(int m)
 {
-	return m == PROTO_MODE_OFF || m == PROTO_MODE_SELECTIVE || m == PROTO_MODE_FULL ||
-	       m == PROTO_MODE_OFFLOAD;
+	return m >= 0 && m < PROTO_MODE_COUNT && (mode_parts[m] & ON_BLOCK);
 }
 
 int proto_mode_for_head(int m)
 {
-	return m == PROTO_MODE_OFF || m == PROTO_MODE_CHUNKED;
+	return m >= 0 && m < PROTO_MODE_COUNT && (mode_parts[m] & ON_HEAD);
+}
+
+const char *proto_modes_of(int head, char *buf, size_t len)
+{
+	size_t n = 0;
+	if (len)
+		buf[0] = '\0';
+	for (int m = 0; m < PROTO_MODE_COUNT; m++) {
+		if (!(mode_parts[m] & (head ? ON_HEAD : ON_BLOCK)) || n >= len)
+			continue;
+		int w = snprintf(buf + n, len - n, "%s%s", n ? ", " : "", mode_names[m]);
+		n += w > 0 ? (size_t)w : 0;
+	}
+	return buf;
+}
+
+const char *proto_modes_text(char *buf, size_t len)
+{
+	char blocks[96], head[96];
+	snprintf(buf, len, "%s (blocks); %s (head)", proto_modes_of(0, blocks, sizeof blocks),
+		proto_modes_of(1, head, sizeof head));
+	return buf;
 }
 
 /* Levenshtein distance of a and b, both at most NEAR_MAX_LEN bytes (else a large one). */
@@ -242,15 +256,13 @@ int proto_event_known(const char *name)
 	return proto_event_find(name) >= 0;
 }
 
-/* The schema of cmd: by position when cmd is one of ours, else by name. */
+/* The schema of cmd: its own, or by name for a caller-built copy without one. */
 static const cmd_schema *schema_of(const proto_command *cmd)
 {
-	size_t n = sizeof schemas / sizeof schemas[0];
-	for (size_t i = 0; i < n; i++)
-		if (cmd == &commands[i])
-			return &schemas[i];
+	if (cmd->schema)
+		return cmd->schema;
 	const proto_command *c = proto_command_find(cmd->name);
-	return c != NULL ? &schemas[c - commands] : NULL;
+	return c != NULL ? c->schema : NULL;
 }
 
 /* The value of a string argument, NULL when v is not a string or holds a NUL (which a
@@ -292,10 +304,10 @@ static int check_sections(const json_t *v, char *desc, size_t desclen)
 		size_t n = strlen(sel);
 		const char *m;
 		size_t mlen = 0;
-		if (n == 0 || n > SELECTOR_MAX) {
+		if (n == 0 || n > PROTO_SELECTOR_MAX) {
 			proto__descf(desc, desclen,
 				"section selector '%.*s' in 'sections' must be 1 to %d bytes long",
-				proto__clip(sel), sel, SELECTOR_MAX);
+				proto__clip(sel), sel, PROTO_SELECTOR_MAX);
 			return -1;
 		}
 		m = str_value(mode, &mlen);
@@ -324,10 +336,10 @@ static int check_default(const json_t *v, char *desc, size_t desclen)
 		return -1;
 	}
 	if (!proto_mode_for_block(proto_mode_find(m))) {
-		char hint[64];
-		proto__descf(desc, desclen,
-			"unknown mode '%.*s' for 'default' (off, selective, full or offload)%s",
-			proto__clip(m), m, proto_mode_hint(m, hint, sizeof hint));
+		char hint[64], modes[96];
+		proto__descf(desc, desclen, "unknown mode '%.*s' for 'default' (%s)%s",
+			proto__clip(m), m, proto_modes_of(0, modes, sizeof modes),
+			proto_mode_hint(m, hint, sizeof hint));
 		return -1;
 	}
 	return 0;

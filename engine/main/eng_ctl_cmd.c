@@ -15,6 +15,13 @@
 #include "eng_plan_json.h"
 #include "kn.h"
 
+/* One handler per command (the table at the end, indexed by proto's command ids): the
+ * reply, or NULL when it answered (an error) or will answer later (a deferred change). */
+#define HANDLER(fn) \
+	static json_t *fn(struct eng_ctl *c, ctl_conn *k, int handle, const proto_command *cmd, \
+		json_t *args, json_t *id)
+#define UNUSED_ARGS (void)c, (void)k, (void)handle, (void)cmd, (void)args, (void)id
+
 static void plan_for(struct eng_ctl *c, const eng_policy *p, eng_plan *plan)
 {
 	const eng_model *m = &c->tr->model;
@@ -32,8 +39,9 @@ static json_t *measured_sections(struct eng_ctl *c)
 	return secs;
 }
 
-static json_t *cmd_status(struct eng_ctl *c)
+HANDLER(cmd_status)
 {
+	UNUSED_ARGS;
 	json_t *r = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i}", "job", c->job, "name", c->name,
 		"state", state_names[c->state], "step", c->step, "steps", c->steps, "pid",
 		(int)getpid());
@@ -69,8 +77,9 @@ static json_t *device_json(const eng_cuda_mem_stats *ds)
 		"pinned_host_peak", (json_int_t)ds->pinned_peak);
 }
 
-static json_t *cmd_mem(struct eng_ctl *c)
+HANDLER(cmd_mem)
 {
+	UNUSED_ARGS;
 	eng_mem_stats ms;
 	eng_mem_get_stats(&ms);
 	json_t *cats = json_object();
@@ -100,16 +109,18 @@ void eng_ctl__enqueue(struct eng_ctl *c, eng_ctl_cmd *cmd)
 	pthread_cond_signal(&c->cv);
 }
 
-static json_t *cmd_list(struct eng_ctl *c)
+HANDLER(cmd_list)
 {
+	UNUSED_ARGS;
 	json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i}", "job", c->job, "name", c->name, "state",
 		state_names[c->state], "step", c->step, "steps", c->steps);
 	json_object_set_new(j, "loss", c->has_last ? json_real(c->last.loss) : json_null());
 	return json_pack("{s:[o]}", "jobs", j);
 }
 
-static json_t *cmd_info(struct eng_ctl *c)
+HANDLER(cmd_info)
 {
+	UNUSED_ARGS;
 	json_t *r = json_pack("{s:s,s:i,s:f,s:s,s:s?,s:n,s:s,s:i,s:i}", "version", PROTO_VERSION,
 		"pid", (int)getpid(), "uptime_s", eng_ctl__mono_s() - c->started, "role", "worker",
 		"socket", c->path[0] ? c->path : NULL, "state_dir", "blas", kn_blas_describe(),
@@ -122,8 +133,9 @@ static json_t *cmd_info(struct eng_ctl *c)
 }
 
 /* subscribe, unsubscribe: the connection's event bits. */
-static json_t *cmd_subscribe(ctl_conn *k, const char *name, const json_t *args)
+HANDLER(cmd_subscribe)
 {
+	UNUSED_ARGS;
 	unsigned bits = 0;
 	json_t *evs = json_object_get(args, "events"), *e;
 	size_t i;
@@ -134,7 +146,7 @@ static json_t *cmd_subscribe(ctl_conn *k, const char *name, const json_t *args)
 		if (b >= 0)
 			bits |= 1u << b;
 	}
-	if (strcmp(name, "subscribe") == 0)
+	if (cmd->id == PROTO_CMD_SUBSCRIBE)
 		k->events |= bits;
 	else
 		k->events &= ~bits;
@@ -168,8 +180,9 @@ static json_t *keep_early(struct eng_ctl *c, ctl_conn *k, int handle, const char
 	return NULL;
 }
 
-static json_t *cmd_remat_get(struct eng_ctl *c)
+HANDLER(cmd_remat_get)
 {
+	UNUSED_ARGS;
 	json_t *al = json_object();
 	for (int i = 0; i < c->tr->aliases.n; i++)
 		json_object_set_new(al, c->tr->aliases.a[i].name,
@@ -178,8 +191,9 @@ static json_t *cmd_remat_get(struct eng_ctl *c)
 		measured_sections(c), "aliases", al);
 }
 
-static json_t *cmd_plan(struct eng_ctl *c, ctl_conn *k, const json_t *args, json_t *id)
+HANDLER(cmd_plan)
 {
+	UNUSED_ARGS;
 	char desc[PROTO_DESC_LEN];
 	const eng_model *m = &c->tr->model;
 	eng_plan_job j = {m->cfg, m->B, m->T, m->chunk_rows, c->tr->spec.device,
@@ -190,117 +204,162 @@ static json_t *cmd_plan(struct eng_ctl *c, ctl_conn *k, const json_t *args, json
 	return r;
 }
 
-/* The changes, queued for the training thread's next step boundary: remat-set, job-pause and
- * job-resume answer now with the step they apply at; job-stop and ckpt-save when done. */
-static json_t *cmd_change(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,
-	json_t *args, json_t *id)
+/* mem-reset-peak: the peaks of both allocators start again from now */
+HANDLER(cmd_mem_reset_peak)
+{
+	UNUSED_ARGS;
+	eng_mem_reset_peak();
+	eng_cuda_mem_reset_peak();
+	return json_object();
+}
+
+/* The changes, queued for the training thread's next step boundary: remat-set, job-pause
+ * and job-resume answer now with the step they apply at; job-stop and ckpt-save when done.
+ * NULL (an error sent) when the job can no longer change. */
+static eng_ctl_cmd *change_new(struct eng_ctl *c, ctl_conn *k, json_t *id)
 {
 	char desc[PROTO_DESC_LEN];
+	eng_ctl_cmd *cmd = NULL;
 	if (eng_ctl__is_final(c->state) || c->state == CTL_STOPPING) {
 		snprintf(desc, sizeof desc, "job %s is %s", c->job, state_names[c->state]);
 		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
-		return NULL;
-	}
-	eng_ctl_cmd *cmd = calloc(1, sizeof *cmd);
-	if (!cmd) {
+	} else if (!(cmd = calloc(1, sizeof *cmd))) {
 		eng_ctl__send_error(k, PROTO_ERR_INTERNAL, "out of memory", id);
+	} else {
+		cmd->conn = -1;
+	}
+	return cmd;
+}
+
+/* the step a change queued now applies at */
+static int applies_at(const struct eng_ctl *c)
+{
+	return c->step + 1 + c->in_step;
+}
+
+HANDLER(cmd_remat_set)
+{
+	UNUSED_ARGS;
+	char desc[PROTO_DESC_LEN];
+	eng_policy p = c->pending;
+	eng_ctl_cmd *q = change_new(c, k, id);
+	if (!q)
+		return NULL;
+	if (eng_plan_policy_args(&c->tr->aliases, c->tr->spec.device, args, &p, desc,
+		    sizeof desc) < 0) {
+		free(q);
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
 		return NULL;
 	}
-	cmd->conn = -1;
-	int applies = c->step + 1 + c->in_step;
-	if (strcmp(name, "remat-set") == 0) {
-		eng_policy p = c->pending;
-		if (eng_plan_policy_args(&c->tr->aliases, c->tr->spec.device, args, &p, desc,
-			sizeof desc) < 0) {
-			free(cmd);
-			eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
-			return NULL;
-		}
-		cmd->op = CTL_OP_POLICY;
-		cmd->policy = c->pending = p;
-		eng_ctl__enqueue(c, cmd);
-		return json_pack("{s:i,s:o}", "applies_at_step", applies, "policy",
-			eng_policy_json(&p));
+	q->op = CTL_OP_POLICY;
+	q->policy = c->pending = p;
+	eng_ctl__enqueue(c, q);
+	return json_pack("{s:i,s:o}", "applies_at_step", applies_at(c), "policy",
+		eng_policy_json(&p));
+}
+
+HANDLER(cmd_pause)
+{
+	UNUSED_ARGS;
+	char desc[PROTO_DESC_LEN];
+	eng_ctl_cmd *q = change_new(c, k, id);
+	if (!q)
+		return NULL;
+	if (c->state == CTL_PAUSED || c->pause_pending) {
+		free(q);
+		snprintf(desc, sizeof desc, "job %s is already paused", c->job);
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+		return NULL;
 	}
-	if (strcmp(name, "job-pause") == 0) {
-		if (c->state == CTL_PAUSED || c->pause_pending) {
-			free(cmd);
-			snprintf(desc, sizeof desc, "job %s is already paused", c->job);
-			eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
-			return NULL;
-		}
-		cmd->op = CTL_OP_PAUSE;
-		c->pause_pending = 1;
-		eng_ctl__enqueue(c, cmd);
-		/* the step it stops at, as job-status will say: the one running now, if any */
-		return json_pack("{s:s,s:i,s:i}", "state", "paused", "step", applies - 1,
-			"applies_at_step", applies);
+	q->op = CTL_OP_PAUSE;
+	c->pause_pending = 1;
+	eng_ctl__enqueue(c, q);
+	/* the step it stops at, as job-status will say: the one running now, if any */
+	return json_pack("{s:s,s:i,s:i}", "state", "paused", "step", applies_at(c) - 1,
+		"applies_at_step", applies_at(c));
+}
+
+HANDLER(cmd_resume)
+{
+	UNUSED_ARGS;
+	char desc[PROTO_DESC_LEN];
+	eng_ctl_cmd *q = change_new(c, k, id);
+	if (!q)
+		return NULL;
+	if (c->state != CTL_PAUSED && !c->pause_pending) {
+		free(q);
+		snprintf(desc, sizeof desc, "job %s is not paused", c->job);
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+		return NULL;
 	}
-	if (strcmp(name, "job-resume") == 0) {
-		if (c->state != CTL_PAUSED && !c->pause_pending) {
-			free(cmd);
-			snprintf(desc, sizeof desc, "job %s is not paused", c->job);
-			eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
-			return NULL;
-		}
-		cmd->op = CTL_OP_RESUME;
-		c->pause_pending = 0;
-		eng_ctl__enqueue(c, cmd);
-		return json_pack("{s:s,s:i}", "state", "running", "step", c->step);
-	}
-	/* deferred: job-stop, ckpt-save */
-	int wants_save = strcmp(name, "ckpt-save") == 0 ||
-			 json_is_true(json_object_get(args, "save"));
-	if (wants_save && !c->tr->spec.save_dir[0]) {
-		free(cmd);
+	q->op = CTL_OP_RESUME;
+	c->pause_pending = 0;
+	eng_ctl__enqueue(c, q);
+	return json_pack("{s:s,s:i}", "state", "running", "step", c->step);
+}
+
+/* job-stop and ckpt-save: answered once done (eng_ctl_reply) */
+HANDLER(cmd_deferred)
+{
+	UNUSED_ARGS;
+	int stop = cmd->id == PROTO_CMD_JOB_STOP;
+	int save = stop ? json_is_true(json_object_get(args, "save")) : 1;
+	eng_ctl_cmd *q = change_new(c, k, id);
+	if (!q)
+		return NULL;
+	if (save && !c->tr->spec.save_dir[0]) {
+		free(q);
 		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "the job has no save.dir", id);
 		return NULL;
 	}
-	cmd->conn = handle;
-	cmd->id = json_incref(id);
+	q->conn = handle;
+	q->id = json_incref(id);
 	k->inflight++;
 	json_t *n = json_object_get(args, "name");
 	if (n)
-		snprintf(cmd->name, sizeof cmd->name, "%s", json_string_value(n));
-	if (strcmp(name, "job-stop") == 0) {
-		cmd->op = CTL_OP_STOP;
-		cmd->save = json_is_true(json_object_get(args, "save"));
-	} else {
-		cmd->op = CTL_OP_SAVE;
-	}
-	eng_ctl__enqueue(c, cmd);
+		snprintf(q->name, sizeof q->name, "%s", json_string_value(n));
+	q->op = stop ? CTL_OP_STOP : CTL_OP_SAVE;
+	q->save = stop && save;
+	eng_ctl__enqueue(c, q);
 	return NULL;
 }
 
+/* What a worker answers, and whether it needs the trainer (while the job starts, those
+ * requests are kept and answered before the first step: keep_early). A command without a
+ * handler is rematd's. */
+static const struct {
+	json_t *(*fn)(struct eng_ctl *c, ctl_conn *k, int handle, const proto_command *cmd,
+		json_t *args, json_t *id);
+	int needs_trainer;
+} handlers[PROTO_CMD_COUNT] = {
+	[PROTO_CMD_DAEMON_INFO] = {cmd_info, 0},
+	[PROTO_CMD_JOB_LIST] = {cmd_list, 0},
+	[PROTO_CMD_JOB_STATUS] = {cmd_status, 0},
+	[PROTO_CMD_SUBSCRIBE] = {cmd_subscribe, 0},
+	[PROTO_CMD_UNSUBSCRIBE] = {cmd_subscribe, 0},
+	[PROTO_CMD_MEM_STATS] = {cmd_mem, 1},
+	[PROTO_CMD_MEM_RESET_PEAK] = {cmd_mem_reset_peak, 1},
+	[PROTO_CMD_REMAT_GET] = {cmd_remat_get, 1},
+	[PROTO_CMD_REMAT_PLAN] = {cmd_plan, 1},
+	[PROTO_CMD_REMAT_SET] = {cmd_remat_set, 1},
+	[PROTO_CMD_JOB_PAUSE] = {cmd_pause, 1},
+	[PROTO_CMD_JOB_RESUME] = {cmd_resume, 1},
+	[PROTO_CMD_JOB_STOP] = {cmd_deferred, 1},
+	[PROTO_CMD_CKPT_SAVE] = {cmd_deferred, 1},
+};
 
 json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,
 	json_t *args, json_t *id)
 {
-	if (strcmp(name, "job-status") == 0)
-		return cmd_status(c);
-	if (strcmp(name, "job-list") == 0)
-		return cmd_list(c);
-	if (strcmp(name, "daemon-info") == 0)
-		return cmd_info(c);
-	if (strcmp(name, "subscribe") == 0 || strcmp(name, "unsubscribe") == 0)
-		return cmd_subscribe(k, name, args);
-	if (strcmp(name, "job-start") == 0 || strcmp(name, "daemon-shutdown") == 0) {
-		eng_ctl__send_error(k, PROTO_ERR_COMMAND_NOT_FOUND,
-			"this is a worker (remat-train); job-start and daemon-shutdown are rematd's", id);
+	char desc[PROTO_DESC_LEN];
+	const proto_command *cmd = proto_command_find(name);
+	if (!cmd || !handlers[cmd->id].fn) {
+		snprintf(desc, sizeof desc, "this is a worker (remat-train); %.64s is rematd's",
+			name);
+		eng_ctl__send_error(k, PROTO_ERR_COMMAND_NOT_FOUND, desc, id);
 		return NULL;
 	}
-	if (!c->tr)
+	if (handlers[cmd->id].needs_trainer && !c->tr)
 		return keep_early(c, k, handle, name, args, id);
-	if (strcmp(name, "mem-stats") == 0)
-		return cmd_mem(c);
-	if (strcmp(name, "mem-reset-peak") == 0) {
-		eng_mem_reset_peak();
-		eng_cuda_mem_reset_peak();
-		return json_object();
-	}
-	if (strcmp(name, "remat-get") == 0)
-		return cmd_remat_get(c);
-	if (strcmp(name, "remat-plan") == 0)
-		return cmd_plan(c, k, args, id);
-	return cmd_change(c, k, handle, name, args, id);
+	return handlers[cmd->id].fn(c, k, handle, cmd, args, id);
 }

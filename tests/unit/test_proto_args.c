@@ -45,9 +45,26 @@ START_TEST(test_proto_command_find_documented)
 		ck_assert_msg(c->deferred == documented[i].deferred, "%s: deferred", c->name);
 	}
 	size_t n = 0;
-	for (const proto_command *c = proto_commands(); c->name != NULL; c++)
+	for (const proto_command *c = proto_commands(); c->name != NULL; c++) {
+		/* the servers' handler tables are indexed by id */
+		ck_assert_msg(c->id == (proto_cmd_id)n, "%s: id %d at %zu", c->name, c->id, n);
+		ck_assert_msg(c->schema != NULL, "%s: no schema", c->name);
 		n++;
+	}
 	ck_assert_uint_eq(n, N_DOCUMENTED);
+	ck_assert_uint_eq(n, PROTO_CMD_COUNT);
+	/* what only looks: anyone may send it about any job, and rematd does not log it */
+	const char *queries[] = {"daemon-info", "job-list", "job-status", "remat-get",
+		"remat-plan", "mem-stats", "subscribe", "unsubscribe"};
+	size_t nq = 0;
+	for (const proto_command *c = proto_commands(); c->name != NULL; c++) {
+		int want = 0;
+		for (size_t i = 0; i < sizeof queries / sizeof queries[0]; i++)
+			want |= strcmp(queries[i], c->name) == 0;
+		ck_assert_msg(c->query == want, "%s: query %d", c->name, c->query);
+		nq += c->query;
+	}
+	ck_assert_uint_eq(nq, sizeof queries / sizeof queries[0]);
 	ck_assert_ptr_null(proto_command_find("job-lis"));
 	ck_assert_ptr_null(proto_command_find("JOB-LIST"));
 	ck_assert_ptr_null(proto_command_find(""));
