@@ -124,6 +124,7 @@ static int run_watch(cli_conn *c, const cli_args *a)
 
 static void usage(FILE *f)
 {
+	char modes[160];
 	fprintf(f, "usage: " CLI_NAME " [--socket PATH | --control PATH] [--json] "
 		   "[--timeout DUR] COMMAND [ARGS]\n\ncommands:\n");
 	for (const cli_command *c = cli_commands; c->name; c++)
@@ -139,10 +140,10 @@ static void usage(FILE *f)
 	       "  --timeout DUR   longest wait for a reply (default 30s; stop and save: 10m)\n"
 	       "  --version, -h, --help\n"
 	       "SIZE: 2GiB, 512M, 1e9 (K M G T and KiB.. are powers of 1024; KB MB GB TB of 1000)\n"
-	       "MODE: off, selective, full (blocks); off, chunked (head)\n"
+	       "MODE: %s\n"
 	       "SELECTOR: h.3, h.0-5, blocks, head, all, or an alias of the job\n"
 	       "exit status: 0 ok, 1 error reply or failed command, 2 usage, 3 cannot connect, "
-	       "timeout\n  or protocol error\n");
+	       "timeout\n  or protocol error\n", proto_modes_text(modes, sizeof modes));
 }
 
 /* The value of an option: "--opt=value" or the next argument. */

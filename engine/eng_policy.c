@@ -21,9 +21,9 @@ int eng_mode_parse(const char *s, eng_mode *m, eng_err *err)
 		*m = (eng_mode)i;
 		return 0;
 	}
-	char hint[64];
-	return eng_errf(err, "unknown mode '%.32s'%s (modes: off, selective, full, offload for "
-			     "blocks; off, chunked for head)", s, proto_mode_hint(s, hint, sizeof hint));
+	char hint[64], modes[160];
+	return eng_errf(err, "unknown mode '%.32s'%s (modes: %s)", s,
+		proto_mode_hint(s, hint, sizeof hint), proto_modes_text(modes, sizeof modes));
 }
 
 void eng_policy_init(eng_policy *p, int n_layer)
@@ -160,11 +160,10 @@ int eng_policy_apply(eng_policy *p, const eng_aliases *al, const char *selector,
 	int block_ok = blocks && proto_mode_for_block((int)m);
 	int head_ok = r.head && proto_mode_for_head((int)m);
 	if (!block_ok && !head_ok) {
-		if (r.head && !blocks)
-			return eng_errf(err, "mode '%s' does not apply to the head (off, chunked)",
-				mode);
-		return eng_errf(err, "mode '%s' does not apply to blocks (off, selective, full, "
-				     "offload)", mode);
+		char modes[96];
+		int head = r.head && !blocks;
+		return eng_errf(err, "mode '%s' does not apply to %s (%s)", mode,
+			head ? "the head" : "blocks", proto_modes_of(head, modes, sizeof modes));
 	}
 	if (block_ok)
 		for (int i = r.lo; i <= r.hi; i++)

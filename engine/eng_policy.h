@@ -32,7 +32,7 @@ typedef enum eng_mode {
 
 #define ENG_MAX_ALIASES 32  /* aliases one job may define */
 #define ENG_ALIAS_LEN 48    /* longest alias name, with its NUL */
-#define ENG_SELECTOR_LEN 64 /* longest selector text, with its NUL */
+#define ENG_SELECTOR_LEN (PROTO_SELECTOR_MAX + 1) /* longest selector, with its NUL */
 
 typedef struct eng_alias {
 	char name[ENG_ALIAS_LEN];         /* "embed" */

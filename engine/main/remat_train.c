@@ -67,6 +67,7 @@ static void on_signal(int sig)
 
 static void usage(FILE *f)
 {
+	char modes[160];
 	fprintf(f, "usage: remat-train [--json] [--remat-schedule STEP:POLICY[,STEP:POLICY...]]\n"
 		   "                   [--control PATH | --control-fd N] [--job-id ID]\n"
 		   "                   [--as UID:GID[:GROUPS]] JOB.json\n"
@@ -74,8 +75,10 @@ static void usage(FILE *f)
 		   "       remat-train --info\n"
 		   "       remat-train --export-llmc CKPT_DIR OUT.bin [--bf16]\n"
 		   "       remat-train --version\n"
-		   "POLICY is a mode (off, selective, full, chunked) or SECTION=MODE[,SECTION=MODE]\n"
-		   "with sections h.N, h.N-M, blocks, head, all or an alias of the job.\n");
+		   "POLICY is a MODE, or SECTION=MODE[,SECTION=MODE] with sections h.N, h.N-M,\n"
+		   "blocks, head, all or an alias of the job.\n"
+		   "MODE: %s\n",
+		proto_modes_text(modes, sizeof modes));
 }
 
 /* --version's cuda line: the GPUs and libraries, or why there is no cuda backend. */

@@ -9,6 +9,7 @@
  * reply (0) and every kind of bad server line (3, never a signal).
  * What it does not: rematctl against the real rematd (the end-to-end tests do that).
  */
+#include "proto.h"
 #include "tests.h"
 
 #include <errno.h>
@@ -457,6 +458,22 @@ START_TEST(test_rematctl_usage_errors)
 	char *out = NULL;
 	ck_assert_int_eq(ctl(&out, "--help", NULL), 0);
 	ck_assert_msg(strstr(out, "remat plan") && strstr(out, "exit status"), "%s", out);
+	/* both help texts list every mode, from the protocol's table */
+	char cmd[512], train_help[4096];
+	snprintf(cmd, sizeof cmd, "'%s' --help 2>&1", t_env("REMAT_TRAIN"));
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t n = fread(train_help, 1, sizeof train_help - 1, p);
+	train_help[n] = '\0';
+	pclose(p);
+	const char *ml = strstr(out, "\nMODE: "), *tl = strstr(train_help, "\nMODE: ");
+	ck_assert_msg(ml && tl, "no MODE line:\n%s\n%s", out, train_help);
+	for (int m = 0; m < PROTO_MODE_COUNT; m++) {
+		char word[32];
+		snprintf(word, sizeof word, " %s", proto_mode_name(m));
+		ck_assert_msg(strstr(ml, word) && strstr(tl, word), "help omits mode '%s'",
+			proto_mode_name(m));
+	}
 	free(out);
 }
 END_TEST
