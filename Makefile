@@ -22,15 +22,17 @@ BLAS_LIBS = -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas
 # -fno-trapping-math: no code here reads floating-point exception flags, and without it
 # GCC keeps a branch (a clamp, a max) from vectorising; results are the same bits.
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -fopenmp -fno-trapping-math \
-	-I. -Iengine -Ikernels -Iproto -I$(BLAS_INC)
+	-I. -Iengine -Iengine/io -Iengine/cuda -Ikernels -Iproto -Iworker -I$(BLAS_INC)
 CFLAGS  ?= $(OPT)
 ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS  = $(BLAS_LIBS) -luv -ljansson -lm -lpthread -fopenmp $(EXTRA_LDFLAGS)
+# rematd and rematctl compute nothing: libuv, jansson, libc (tests/link.sh checks it)
+CORE_LDLIBS = -luv -ljansson -lm -lpthread $(EXTRA_LDFLAGS)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread)
 
-# ---- CUDA backend (kernels/cuda/, engine/eng_cuda*.c) ----
+# ---- CUDA backend (kernels/cuda/, engine/cuda/) ----
 # Built when nvcc is found in /usr/local/cuda/bin or on PATH; CUDA=0 builds CPU-only (then
-# engine/eng_nocuda.c answers "this build has no CUDA backend"), CUDA=1 fails without nvcc.
+# engine/cuda/eng_nocuda.c answers "this build has no CUDA backend"), CUDA=1 fails without nvcc.
 # Device code for sm_80 and sm_90, plus PTX that later GPUs compile at load. The CUDA runtime
 # is linked statically, cuDNN dynamically (rpath to the toolkit) and --as-needed, so a
 # program that does not call it (rematctl, rematd) never loads it; cuBLASLt is dlopen'd.
@@ -48,7 +50,8 @@ CUDA_ARCH   = -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=
 	-gencode arch=compute_90,code=compute_90
 NVCC_FLAGS ?= -O3
 CUDA_LIBDIR = $(CUDA_HOME)/lib64
-ALL_NVCC_FLAGS = -std=c++17 $(NVCC_FLAGS) $(CUDA_ARCH) -I. -Iengine -Ikernels -Ikernels/cuda \
+ALL_NVCC_FLAGS = -std=c++17 $(NVCC_FLAGS) $(CUDA_ARCH) -I. -Iengine -Iengine/cuda -Ikernels \
+	-Ikernels/cuda \
 	-DKC_CUDA_LIBDIR='"$(CUDA_LIBDIR)"' -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings
 CFLAGS_BASE += -DREMAT_CUDA -I$(CUDA_HOME)/include -Ikernels/cuda
 # cuBLASLt is not linked but opened when a GPU model starts (kernels/cuda/kc_blas.cu: linked,
@@ -59,13 +62,21 @@ CUDA_SRC    = $(wildcard kernels/cuda/kc_*.cu)
 endif
 CUDA_OBJ    = $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 
-ENGINE_SRC = $(filter-out $(if $(HAVE_CUDA),engine/eng_nocuda.c,engine/eng_cuda%.c), \
-	$(wildcard engine/eng_*.c))
-KERNEL_SRC = $(wildcard kernels/cpu/kn_*.c)
+# Two libraries. libremat-core.a: the protocol, the job spec's validation and the planner,
+# and the safe file access of eng_fs: what rematd and rematctl link, no maths in it.
+# libremat.a: the engine (models, kernels, checkpoints, the CUDA backend), for the worker.
 PROTO_SRC  = $(wildcard proto/proto_*.c)
-LIB_SRC    = $(ENGINE_SRC) $(KERNEL_SRC) $(PROTO_SRC)
-LIB_OBJ    = $(LIB_SRC:%.c=$(BUILD)/%.o) $(CUDA_OBJ)
-TRAIN_SRC  = $(wildcard engine/main/*.c)
+CORE_SRC   = $(PROTO_SRC) $(addprefix engine/,eng_acts.c eng_config.c eng_cred.c eng_err.c \
+	eng_plan.c eng_plan_json.c eng_policy.c eng_spec.c io/eng_fs.c)
+ENGINE_SRC = $(filter-out $(CORE_SRC) $(if $(HAVE_CUDA),engine/cuda/eng_nocuda.c,engine/cuda/eng_cuda%.c), \
+	$(wildcard engine/eng_*.c engine/io/eng_*.c engine/cuda/eng_*.c))
+KERNEL_SRC = $(wildcard kernels/cpu/kn_*.c)
+LIB_SRC    = $(CORE_SRC) $(ENGINE_SRC) $(KERNEL_SRC)
+CORE_OBJ   = $(CORE_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ    = $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(KERNEL_SRC:%.c=$(BUILD)/%.o) $(CUDA_OBJ)
+CORE_LIB   = $(BUILD)/libremat-core.a
+ENGINE_LIB = $(BUILD)/libremat.a $(CORE_LIB)
+TRAIN_SRC  = $(wildcard worker/*.c)
 TRAIN_OBJ  = $(TRAIN_SRC:%.c=$(BUILD)/%.o)
 DAEMON_SRC = $(wildcard daemon/*.c)
 DAEMON_OBJ = $(DAEMON_SRC:%.c=$(BUILD)/%.o)
@@ -73,16 +84,16 @@ CLIENT_SRC = $(wildcard client/*.c)
 CLIENT_OBJ = $(CLIENT_SRC:%.c=$(BUILD)/%.o)
 # tests/cuda/test_cuda.c only needs eng_cuda.h (it skips without the backend); the rest of
 # tests/cuda/ needs the toolkit
-TEST_SRC   = $(wildcard tests/unit/*.c tests/security/*.c) tests/cuda/test_cuda.c $(if $(HAVE_CUDA),$(filter-out \
-	tests/cuda/test_cuda.c tests/cuda/bench_%,$(wildcard tests/cuda/*.c tests/cuda/*.cu)))
+TEST_SRC   = $(wildcard tests/unit/*.c tests/e2e/*.c tests/reference/*.c tests/security/*.c) \
+	tests/cuda/test_cuda.c $(if $(HAVE_CUDA),$(filter-out tests/cuda/test_cuda.c \
+	tests/cuda/bench_%,$(wildcard tests/cuda/*.c tests/cuda/*.cu)))
 TEST_OBJ   = $(patsubst %.cu,$(BUILD)/%.o,$(TEST_SRC:%.c=$(BUILD)/%.o))
-HELPER_SRC = $(wildcard tests/e2e/*.c)
+$(TEST_OBJ): ALL_CFLAGS += -Itests/unit -Itests/e2e
 
 TRAIN   = $(BUILD)/bin/remat-train
 DAEMON  = $(BUILD)/bin/rematd
 CLIENT  = $(BUILD)/bin/rematctl
 TESTS   = $(BUILD)/bin/remat-tests
-HELPERS = $(HELPER_SRC:tests/e2e/%.c=$(BUILD)/bin/%)
 FUZZ    = $(BUILD)/bin/fuzz-proto
 FUZZ_ST = $(BUILD)/bin/fuzz-st
 FUZZ_RUNS ?= 20000
@@ -94,8 +105,7 @@ all: deps
 deps:
 	@sh scripts/deps.sh
 
-binaries: $(TRAIN) $(TESTS) $(if $(DAEMON_SRC),$(DAEMON)) $(if $(CLIENT_SRC),$(CLIENT)) $(HELPERS) \
-	$(if $(HAVE_CUDA),$(BUILD)/bin/bench-gpu)
+binaries: $(TRAIN) $(TESTS) $(DAEMON) $(CLIENT) $(if $(HAVE_CUDA),$(BUILD)/bin/bench-gpu)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -107,7 +117,7 @@ $(BUILD)/%.o: %.cu
 
 # The GPU benchmark of tests/cuda/run-on-gpu.sh: tokens/s, ms per step, peak device memory
 # per policy (gpt2-small shape by default).
-$(BUILD)/bin/bench-gpu: tests/cuda/bench_gpu.c $(BUILD)/libremat.a
+$(BUILD)/bin/bench-gpu: tests/cuda/bench_gpu.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -115,26 +125,29 @@ $(BUILD)/libremat.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(TRAIN): $(TRAIN_OBJ) $(BUILD)/libremat.a
+$(CORE_LIB): $(CORE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(TRAIN): $(TRAIN_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(DAEMON): $(DAEMON_OBJ) $(BUILD)/libremat.a
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+# rematd and rematctl: no -fopenmp, no BLAS, no CUDA at the link (tests/link.sh)
+CORE_LINK_FLAGS = $(filter-out -fopenmp,$(ALL_CFLAGS))
 
-$(CLIENT): $(CLIENT_OBJ) $(BUILD)/libremat.a
+$(DAEMON): $(DAEMON_OBJ) $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CORE_LINK_FLAGS) -o $@ $^ $(CORE_LDLIBS)
 
-$(BUILD)/bin/%: tests/e2e/%.c $(BUILD)/libremat.a
+$(CLIENT): $(CLIENT_OBJ) $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CORE_LINK_FLAGS) -o $@ $^ $(CORE_LDLIBS)
 
 # The safetensors parser on bytes from memory: the file format is outside input too.
-$(FUZZ_ST): tests/fuzz/fuzz_st.c engine/eng_st.c engine/eng_fs.c engine/eng_err.c
+$(FUZZ_ST): tests/fuzz/fuzz_st.c engine/io/eng_st.c engine/io/eng_fs.c engine/eng_err.c
 	@mkdir -p $(dir $@)
-	clang -g -O1 -std=c11 -D_GNU_SOURCE -Iengine -fsanitize=fuzzer,address,undefined \
+	clang -g -O1 -std=c11 -D_GNU_SOURCE -Iengine -Iengine/io -fsanitize=fuzzer,address,undefined \
 		-o $@ $^ -ljansson
 
 # libFuzzer needs clang; the target links proto/ alone (no I/O there).
@@ -148,7 +161,7 @@ CLIENT_TESTED = $(BUILD)/client/cli_fmt.o
 # So is the daemon's sd_notify protocol (no libuv, no logging in it).
 DAEMON_TESTED = $(BUILD)/daemon/srv_notify.o
 
-$(TESTS): $(TEST_OBJ) $(CLIENT_TESTED) $(DAEMON_TESTED) $(BUILD)/libremat.a
+$(TESTS): $(TEST_OBJ) $(CLIENT_TESTED) $(DAEMON_TESTED) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) $(CHECK_LIBS)
 
@@ -176,6 +189,7 @@ test: all
 	@sh tests/man.sh $(abspath $(BUILD)/bin) man $(abspath $(BUILD)/tmp/man)
 	@bash tests/completion.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/tmp/completion)
 	@sh tests/install.sh "$(MAKE)" $(BUILD) $(abspath $(BUILD)/tmp/install)
+	@sh tests/link.sh $(abspath $(BUILD)/bin)
 	$(TEST_ENV) $(TESTS)
 
 # The GPU's suites alone, each with its own closing line (tests/cuda/run-on-gpu.sh).
@@ -258,10 +272,10 @@ clean:
 	rm -rf build build-asan build-gpu
 
 format:
-	clang-format -i $(LIB_SRC) $(wildcard */*.h engine/main/*.c) $(DAEMON_SRC) $(CLIENT_SRC) \
+	clang-format -i $(LIB_SRC) $(wildcard */*.h engine/*/*.h) $(TRAIN_SRC) $(DAEMON_SRC) $(CLIENT_SRC) \
 		$(TEST_SRC)
 
--include $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TRAIN_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) \
+-include $(CORE_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TRAIN_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) \
 	$(CLIENT_OBJ:.o=.d)
 
 # Performance is measured here, never by timed tests (issue 5 grows this into the full
@@ -286,10 +300,10 @@ bench-blas: all $(BUILD)/bin/bench-sgemm
 bench-torch: all $(BUILD)/bin/bench-sgemm
 	@$(BENCH_ENV) sh bench/torch.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 $(if $(INSTALL),--install)
 
-$(BUILD)/bin/bench-sgemm: bench/sgemm.c $(BUILD)/libremat.a
+$(BUILD)/bin/bench-sgemm: bench/sgemm.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bin/bench-latency: bench/latency.c $(BUILD)/libremat.a
+$(BUILD)/bin/bench-latency: bench/latency.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)

@@ -3,7 +3,7 @@
  * that came from a server.
  *
  * No I/O, no globals, no main: the unit test runner links this file on its own
- * (tests/unit/test_client.c). Every function that reads server data copes with any JSON at
+ * (tests/e2e/test_client.c). Every function that reads server data copes with any JSON at
  * all (wrong types, missing keys) and never aborts.
  */
 #ifndef CLI_FMT_H

@@ -112,7 +112,7 @@ typedef struct ref_case {
 	double min_lr_frac;
 } ref_case;
 
-/* as tests/unit/test_reference.c: each folder's job.json */
+/* as tests/reference/test_reference.c: each folder's job.json */
 static const ref_case ref_cases[] = {
 	{"tiny", 2, 32, 3, 1e-3, 0.1, 0.0, "constant", 0, 0.1},
 	{"odd", 3, 24, 2, 3e-3, 0.05, 0.5, "constant", 0, 0.1},

@@ -1,4 +1,4 @@
-/* fuzz_st.c - libFuzzer target for the safetensors reader, engine/eng_st.c.
+/* fuzz_st.c - libFuzzer target for the safetensors reader, engine/io/eng_st.c.
  *
  * What it is: the input is a whole safetensors file, handed to eng_st_parse. A rejected one
  * must leave the struct zeroed and a message naming the file. An accepted one must hold

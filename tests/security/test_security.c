@@ -15,9 +15,9 @@
  * may use, and the job it may run running as it; another uid on a worker's --control
  * socket; a FIFO named at job-start.
  */
-#include "tests/unit/t_ckpt.h"
-#include "tests/unit/t_daemon.h"
-#include "tests/unit/t_util.h"
+#include "t_ckpt.h"
+#include "t_daemon.h"
+#include "t_util.h"
 
 #include "eng_cred.h"
 

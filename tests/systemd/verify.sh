@@ -12,7 +12,7 @@
 #   - the contract the units must keep (SocketMode=0660, SocketGroup=, RemoveOnStop=yes, the
 #     socket outside any RuntimeDirectory=, Type=notify, the hardening directives);
 #   - systemd/remat.sysusers parses (systemd-sysusers --dry-run on an empty root).
-# Not here: the daemon's side of activation and notification (tests/unit/test_systemd.c).
+# Not here: the daemon's side of activation and notification (tests/e2e/test_systemd.c).
 set -eu
 
 MAX_EXPOSURE=2.0

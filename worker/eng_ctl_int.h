@@ -1,6 +1,6 @@
 /* eng_ctl_int.h - what the two halves of remat-train's control side share: the state of
  * the controller (eng_ctl.c: thread, loop, connections, outbox) and the command handlers
- * (eng_ctl_cmd.c). Private to engine/main; eng_ctl.h is the interface.
+ * (eng_ctl_cmd.c). Private to worker/; eng_ctl.h is the interface.
  */
 #ifndef ENG_CTL_INT_H
 #define ENG_CTL_INT_H

@@ -1,0 +1,38 @@
+#!/bin/sh
+# tests/link.sh - rematd and rematctl compute nothing, so they link nothing of the engine's
+# maths: no OpenBLAS, OpenMP, cuDNN, CUDA runtime or C++ runtime among the libraries they
+# load (ldd), and no symbol of those in them (nm). remat-train, which computes, is held to
+# the opposite, so that the check itself is shown able to fail.
+#
+#   sh tests/link.sh BIN_DIR
+#
+# Prints one line when all is well; otherwise every problem, and exits 1. Run by make test.
+set -u
+bin=$1
+fails=0
+checks=0
+banned='libopenblas|libblas|libgomp|libcudnn|libcudart|libcublas|libstdc\+\+'
+symbols='cblas_|GOMP_|omp_|cuda[A-Z]|cudnn|openblas'
+
+fail() {
+	echo "link: $*" >&2
+	fails=$((fails + 1))
+}
+
+for p in rematd rematctl; do
+	checks=$((checks + 2))
+	libs=$(ldd "$bin/$p" 2>&1) || fail "ldd $bin/$p: $libs"
+	found=$(printf '%s\n' "$libs" | grep -E "$banned")
+	[ -z "$found" ] || fail "$p loads what only a worker needs: $(echo $found)"
+	syms=$(nm "$bin/$p" 2>/dev/null | grep -E " [TUuw] ($symbols)" | head -5)
+	[ -z "$syms" ] || fail "$p holds symbols of the engine's maths: $(echo $syms)"
+done
+checks=$((checks + 1))
+ldd "$bin/remat-train" 2>/dev/null | grep -q libopenblas ||
+	fail "remat-train does not load OpenBLAS: this check could not tell"
+
+if [ "$fails" -gt 0 ]; then
+	echo "link: $fails of $checks checks failed" >&2
+	exit 1
+fi
+echo "link: rematd and rematctl load only libuv, jansson and libc ($checks checks)"
