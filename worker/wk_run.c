@@ -1,0 +1,457 @@
+/* wk_run.c - the worker's run: the step loop between remat-train's start and its end, and
+ * what happens at each step boundary (see wk_run.h).
+ */
+#include "wk_run.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eng_ckpt.h"
+#include "eng_mem.h"
+
+#define PAUSE_POLL_MS 200 /* while paused, how often signals are looked at */
+#define LOG_EVERY 100     /* under rematd (--control-fd), a progress line per this many steps */
+
+/* ---- --remat-schedule ---- */
+
+/* 1 when item starts a schedule entry ("STEP:..."; a ':' before any '='), 0 for one more
+ * item of the entry before it ("head=chunked"). */
+static int starts_entry(const char *item)
+{
+	const char *colon = strchr(item, ':'), *eq = strchr(item, '=');
+	return colon && (!eq || colon < eq);
+}
+
+/* Splits "0:off,5:full,9:h.0-1=selective,head=chunked" into entries sorted by step (stable
+ * for equal steps). An item that does not start with "STEP:" continues the entry before
+ * it, so a policy is written as it is printed (items joined by ','); ';' works too. */
+int wk_schedule_parse(const char *arg, wk_schedule *sc)
+{
+	char *copy = strdup(arg), *save = NULL;
+	wk_sched_entry *e = sc->e;
+	int *n = &sc->n, rc = -1;
+	*n = 0;
+	if (!copy)
+		return -1;
+	for (char *it = strtok_r(copy, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+		if (!starts_entry(it)) {
+			size_t len = *n ? strlen(e[*n - 1].text) : 0;
+			if (*n == 0 || len + 1 + strlen(it) >= sizeof e->text) {
+				fprintf(stderr, "remat-train: bad --remat-schedule entry '%.64s' "
+						"(expected STEP:POLICY)\n", it);
+				goto out;
+			}
+			snprintf(e[*n - 1].text + len, sizeof e->text - len, ",%s", it);
+			continue;
+		}
+		char *colon = strchr(it, ':'), *end;
+		if (*n >= WK_MAX_SCHEDULE) {
+			fprintf(stderr, "remat-train: too many --remat-schedule entries (at most %d)\n",
+				WK_MAX_SCHEDULE);
+			goto out;
+		}
+		*colon = '\0';
+		errno = 0;
+		long at = strtol(it, &end, 10);
+		if (errno || end == it || *end || at < 0 || at > 1000000000 ||
+			strlen(colon + 1) >= sizeof e->text || !colon[1]) {
+			fprintf(stderr, "remat-train: bad step '%.32s' in --remat-schedule\n", it);
+			goto out;
+		}
+		e[*n].at = (int)at;
+		snprintf(e[*n].text, sizeof e->text, "%s", colon + 1);
+		(*n)++;
+	}
+	for (int i = 1; i < *n; i++) /* insertion sort: stable */
+		for (int j = i; j > 0 && e[j - 1].at > e[j].at; j--) {
+			wk_sched_entry t = e[j];
+			e[j] = e[j - 1];
+			e[j - 1] = t;
+		}
+	rc = 0;
+out:
+	free(copy);
+	return rc;
+}
+
+
+/* Every --remat-schedule entry checked now, not hours into the run when it is reached:
+ * 0, or 2 after saying what is wrong. */
+int wk_schedule_check(const eng_trainer *tr, const wk_schedule *sc)
+{
+	eng_policy chk = tr->policy;
+	eng_err err;
+	const wk_sched_entry *sched = sc->e;
+	for (int i = 0; i < sc->n; i++) {
+		if (sched[i].at >= tr->spec.steps) {
+			fprintf(stderr, "remat-train: --remat-schedule step %d is at or past the end of "
+					"the run (steps %d)\n", sched[i].at, tr->spec.steps);
+			return 2;
+		}
+		if (eng_policy_parse(&chk, &tr->aliases, sched[i].text, &err) < 0 ||
+			eng_trainer_check_policy(tr, &chk, &err) < 0) {
+			fprintf(stderr, "remat-train: --remat-schedule '%s': %s\n", sched[i].text,
+				err.msg);
+			return 2;
+		}
+	}
+	return 0;
+}
+
+
+/* ---- the boundaries ---- */
+
+static void print_policy(const eng_trainer *tr, int json)
+{
+	if (json)
+		return;
+	char buf[8192];
+	eng_policy_format(&tr->policy, buf, sizeof buf);
+	printf("remat: from step %d: %s\n", tr->step + 1, buf);
+}
+
+static int apply_text(eng_trainer *tr, eng_ctl *c, const char *text, int json)
+{
+	eng_err err;
+	eng_policy p;
+	if (eng_trainer_parse_policy(tr, text, &p, &err) < 0 ||
+		eng_trainer_set_policy(tr, &p, &err) < 0) {
+		fprintf(stderr, "remat-train: --remat-schedule '%s': %s\n", text, err.msg);
+		return -1;
+	}
+	eng_ctl_policy_applied(c, tr->step + 1);
+	print_policy(tr, json);
+	return 0;
+}
+
+/* What the control side asked for, accumulated over boundaries. */
+typedef struct run_ctl {
+	eng_ckpt_writer *writer; /* writes checkpoints beside training (NULL without save.dir) */
+	/* the last save's outcome, written by the writer thread and read by the training
+	 * thread only after eng_ckpt_writer_wait (whose mutex orders the two) */
+	int last_saved;          /* step of the last checkpoint written, -1 none */
+	char last_path[ENG_PATH_LEN + 64]; /* where it went */
+	char last_err[ENG_ERR_LEN];        /* why the last save failed, "" when it did not */
+	int paused;
+	int hold;                /* the run is done but its final save failed: it waits,
+				  * paused, for a command (resume retries the save) */
+	int stop, stop_save;
+	char stop_name[72];      /* the name a job-stop asked the final save to have */
+	eng_ctl_cmd *stops;   /* job-stop requests, answered when the run has stopped */
+	const volatile sig_atomic_t *sig; /* set by SIGINT or SIGTERM */
+} run_ctl;
+
+/* A save handed to the writer thread, and who to tell when it ends. */
+typedef struct save_job {
+	eng_ctl *c;
+	int json;
+	run_ctl *run;       /* gets the outcome */
+	int step;           /* the step saved */
+	char target[ENG_PATH_LEN + 80]; /* the checkpoint directory it writes, for messages */
+	int has_cmd;
+	eng_ctl_cmd cmd;    /* a ckpt-save to answer: its connection and id (own reference) */
+} save_job;
+
+/* Runs on the writer thread when a save ends. */
+static void on_saved(void *ud, int ok, const eng_ckpt_result *res, const char *msg)
+{
+	save_job *j = ud;
+	snprintf(j->run->last_err, sizeof j->run->last_err, "%s", ok ? "" : msg);
+	if (ok) {
+		j->run->last_saved = res->step;
+		snprintf(j->run->last_path, sizeof j->run->last_path, "%s", res->path);
+		eng_ctl_event_saved(j->c, res->path, res->step, res->bytes);
+		if (!j->json)
+			printf("saved %s (%.1f MiB in %.0f ms; training stalled %.1f ms)\n", res->path,
+				res->bytes / 1048576.0, res->ms, res->stall_ms);
+		if (res->warning[0])
+			fprintf(stderr, "remat-train: checkpoint: %s\n", res->warning);
+		if (j->has_cmd)
+			eng_ctl_reply(j->c, &j->cmd, json_pack("{s:s,s:i,s:I,s:f,s:f}", "path",
+				res->path, "step", res->step, "bytes", (json_int_t)res->bytes, "ms",
+				res->ms, "stall_ms", res->stall_ms));
+	} else {
+		/* the run goes on with its state in memory; the failure is said, not fatal */
+		fprintf(stderr, "remat-train: checkpoint at step %d: %s\n", j->step, msg);
+		eng_ctl_event_save_failed(j->c, j->target, j->step, msg);
+		if (j->has_cmd)
+			eng_ctl_reply_error(j->c, &j->cmd, PROTO_ERR_IO_ERROR, msg);
+	}
+	json_decref(j->cmd.id);
+	free(j);
+}
+
+/* Copies the state now and lets the writer thread write it while training goes on. When a
+ * save is still being written: waits for it (wait != 0), or fails with Busy's message. */
+static int save_async(eng_trainer *tr, eng_ctl *c, eng_ckpt_writer *w, const char *name,
+	const eng_ctl_cmd *cmd, int json, int wait, run_ctl *run, eng_err *err)
+{
+	if (eng_ckpt_writer_busy(w)) {
+		if (!wait)
+			return eng_errf(err, "a checkpoint is being written; ask again after its "
+					     "CHECKPOINT_SAVED event");
+		eng_ckpt_writer_wait(w);
+	}
+	save_job *j = calloc(1, sizeof *j);
+	eng_ckpt_snap snap;
+	if (!j)
+		return eng_errf(err, "out of memory");
+	if (eng_trainer_sync_host(tr, err) < 0 || eng_ckpt_snap_take(&snap, tr, err) < 0) {
+		free(j);
+		return -1;
+	}
+	j->c = c;
+	j->json = json;
+	j->run = run;
+	j->step = tr->step;
+	if (name)
+		snprintf(j->target, sizeof j->target, "%s/%s", tr->spec.save_dir, name);
+	else
+		snprintf(j->target, sizeof j->target, "%s/step_%08d", tr->spec.save_dir, tr->step);
+	if (cmd) {
+		j->has_cmd = 1;
+		j->cmd.conn = cmd->conn;
+		j->cmd.id = json_incref(cmd->id);
+	}
+	/* this thread is the only one submitting, and the writer was idle: it takes it */
+	eng_ckpt_writer_submit(w, &snap, tr->spec.save_dir, name, tr->spec.save_keep, on_saved, j);
+	return 0;
+}
+
+/* Applies commands taken at a boundary; keeps job-stop requests in rc->stops. */
+static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *rc, int json)
+{
+	eng_err err;
+	while (cmds) {
+		eng_ctl_cmd *cmd = cmds;
+		cmds = cmds->next;
+		cmd->next = NULL;
+		switch (cmd->op) {
+		case CTL_OP_POLICY:
+			if (eng_trainer_set_policy(tr, &cmd->policy, &err) < 0) {
+				fprintf(stderr, "remat-train: remat-set: %s\n", err.msg);
+				break;
+			}
+			eng_ctl_policy_applied(c, tr->step + 1);
+			print_policy(tr, json);
+			break;
+		case CTL_OP_PAUSE:
+			rc->paused = 1;
+			eng_ctl_set_state(c, CTL_PAUSED, "job-pause");
+			break;
+		case CTL_OP_RESUME:
+			rc->paused = 0;
+			rc->hold = 0; /* a run held after a failed final save tries that save again */
+			eng_ctl_set_state(c, CTL_RUNNING, "job-resume");
+			break;
+		case CTL_OP_STOP:
+			rc->stop = 1;
+			rc->stop_save |= cmd->save;
+			if (cmd->save && cmd->name[0])
+				snprintf(rc->stop_name, sizeof rc->stop_name, "%s", cmd->name);
+			cmd->next = rc->stops;
+			rc->stops = cmd;
+			continue; /* answered at the end */
+		case CTL_OP_SAVE:
+			if (save_async(tr, c, rc->writer, cmd->name[0] ? cmd->name : NULL, cmd, json, 0,
+				    rc, &err) < 0)
+				eng_ctl_reply_error(c, cmd, eng_ckpt_writer_busy(rc->writer) ?
+					PROTO_ERR_BUSY : PROTO_ERR_IO_ERROR, err.msg);
+			break;
+		}
+		eng_ctl_cmd_free(cmd);
+	}
+}
+
+/* The end of the run: finished, stopped by job-stop, or interrupted by a signal. A stop
+ * saves only when asked; the end of the run and a signal save whenever save.dir is set.
+ * Returns 0 once it has ended (the final state set, job-stop answered), or -1 when the
+ * final save failed (the message in err): then nothing has ended, and the caller decides
+ * whether the run can go on. */
+static int end_run(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json, eng_err *err)
+{
+	const eng_spec *s = &tr->spec;
+	int want_save = run->stop ? run->stop_save : s->save_dir[0] != 0;
+	const char *ckpt = NULL, *name = run->stop && run->stop_name[0] ? run->stop_name : NULL;
+	if (run->stop)
+		eng_ctl_set_state(c, CTL_STOPPING, "job-stop");
+	eng_ckpt_writer_wait(run->writer);
+	if (want_save) {
+		/* the writer thread writes it, as every save; a save of this very step that has
+		 * just been written (a periodic one) is not written again, unless a name is
+		 * asked for */
+		if (!s->save_dir[0]) {
+			return eng_errf(err, "the job has no save.dir");
+		} else if (run->last_saved == tr->step && !name) {
+			ckpt = run->last_path;
+		} else {
+			run->last_saved = -1;
+			if (save_async(tr, c, run->writer, name, NULL, json, 1, run, err) < 0)
+				return -1;
+			eng_ckpt_writer_wait(run->writer);
+			if (run->last_saved != tr->step)
+				return eng_errf(err, "%s", run->last_err);
+			ckpt = run->last_path;
+		}
+	}
+	for (eng_ctl_cmd *k = run->stops; k; k = k->next)
+		eng_ctl_reply(c, k, json_pack("{s:i,s:s?}", "step", tr->step, "checkpoint", ckpt));
+	if (run->stop || *run->sig)
+		eng_ctl_set_state(c, CTL_STOPPED, run->stop ? "job-stop" : "signal");
+	else
+		eng_ctl_set_state(c, CTL_FINISHED, "reached the last step");
+	return 0;
+}
+
+/* The final save failed and a controller can still act: job-stop gets the error, and the
+ * run goes on as it was (running, or paused), or holds, paused, when it was done. */
+static void end_failed(eng_trainer *tr, eng_ctl *c, run_ctl *run, const char *why)
+{
+	char msg[ENG_ERR_LEN + 256], reason[ENG_ERR_LEN + 128];
+	int done = tr->step >= tr->spec.steps;
+	snprintf(msg, sizeof msg, "the final save failed: %s; the job goes on%s with its state "
+		"in memory: free space (or fix the save directory) and ask again", why,
+		done || run->paused ? ", paused," : "");
+	for (eng_ctl_cmd *k = run->stops; k; k = k->next)
+		eng_ctl_reply_error(c, k, PROTO_ERR_IO_ERROR, msg);
+	eng_ctl_cmd_free(run->stops);
+	run->stops = NULL;
+	run->stop = run->stop_save = 0;
+	run->stop_name[0] = '\0';
+	if (done) {
+		run->paused = run->hold = 1;
+		snprintf(reason, sizeof reason, "trained to the last step, but the final save failed: "
+			"%s; resume or stop --save tries again", why);
+	} else {
+		snprintf(reason, sizeof reason, "the final save failed: %s", why);
+	}
+	eng_ctl_set_state(c, run->paused ? CTL_PAUSED : CTL_RUNNING, reason);
+}
+
+
+/* The run reached its end or was asked to stop: 1 once it has ended; 0 when it goes on
+ * (its final save failed and a controller can still act); -1 when it failed (said). */
+static int reach_end(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json, int *ended_once)
+{
+	eng_err err;
+	if (tr->val.tok && !json && !*ended_once)
+		printf("val loss %.6f\n", eng_trainer_val_loss(tr, 0));
+	*ended_once = 1;
+	if (end_run(tr, c, run, json, &err) == 0)
+		return 1;
+	/* without a controller, or under a signal, the process must end, and says so; with
+	 * one the run is kept */
+	fprintf(stderr, "remat-train: %s\n", err.msg);
+	if (!c || *run->sig) {
+		for (eng_ctl_cmd *k = run->stops; k; k = k->next)
+			eng_ctl_reply_error(c, k, PROTO_ERR_IO_ERROR, err.msg);
+		eng_ctl_set_state(c, CTL_FAILED, err.msg);
+		return -1;
+	}
+	end_failed(tr, c, run, err.msg);
+	return 0;
+}
+
+
+/* A step's line: a JSON object with --json, else the progress line (under rematd, whose
+ * log it is, one in LOG_EVERY). */
+static void print_step(const eng_trainer *tr, const eng_step_stats *st, int json,
+	int under_rematd)
+{
+	const eng_spec *s = &tr->spec;
+	if (json) {
+		eng_mem_stats ms;
+		eng_mem_get_stats(&ms); /* RSS for the JSON line only */
+		json_t *o = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:f,s:o}", "step",
+			st->step, "loss", (double)st->loss, "lr", (double)st->lr, "tokens_per_s",
+			st->tokens_per_s, "step_ms", st->step_ms, "recompute_ms", st->recompute_ms,
+			"activation_bytes", (json_int_t)st->activation_bytes, "peak_bytes",
+			(json_int_t)st->peak_bytes, "rss", (json_int_t)ms.rss, "rss_peak",
+			(json_int_t)ms.rss_peak, "grad_norm", (double)st->grad_norm, "policy",
+			eng_policy_json(&tr->policy));
+		char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		printf("%s\n", line);
+		free(line);
+		json_decref(o);
+	} else if (!under_rematd || st->step % LOG_EVERY == 0 || st->step == s->steps) {
+		printf("step %6d/%d | loss %.6f | lr %.3e | %8.0f tok/s | %9.1f ms (recompute "
+		       "%.1f) | act %.1f MiB\n", st->step, s->steps, st->loss, st->lr,
+			st->tokens_per_s, st->step_ms, st->recompute_ms,
+			st->activation_bytes / 1048576.0);
+	}
+}
+
+/* The periodic save after a step, when one is due; one that cannot even begin is said like
+ * one that failed. */
+static void periodic_save(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json)
+{
+	const eng_spec *s = &tr->spec;
+	eng_err err;
+	if (s->save_every <= 0 || tr->step % s->save_every != 0 || tr->step >= s->steps ||
+		save_async(tr, c, run->writer, NULL, NULL, json, 1, run, &err) == 0)
+		return;
+	char target[ENG_PATH_LEN + 80];
+	snprintf(target, sizeof target, "%s/step_%08d", s->save_dir, tr->step);
+	fprintf(stderr, "remat-train: checkpoint at step %d: %s\n", tr->step, err.msg);
+	eng_ctl_event_save_failed(c, target, tr->step, err.msg);
+}
+
+
+/* ---- the loop ---- */
+
+int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
+{
+	run_ctl run = {0};
+	eng_err err;
+	int rc = 1;
+	const eng_spec *s = &tr->spec;
+	const wk_schedule *sc = o->sched;
+	run.sig = o->stop_signal;
+	run.last_saved = -1;
+	if (s->save_dir[0] && !(run.writer = eng_ckpt_writer_start())) {
+		fprintf(stderr, "remat-train: cannot start the checkpoint writer thread\n");
+		return 1;
+	}
+	int next = 0, ended_once = 0;
+	for (;;) {
+		for (; sc && next < sc->n && sc->e[next].at <= tr->step; next++)
+			if (apply_text(tr, c, sc->e[next].text, o->json) < 0)
+				goto out;
+		apply_cmds(tr, c, eng_ctl_take(c), &run, o->json);
+		if (run.stop || *run.sig || (tr->step >= s->steps && !run.hold)) {
+			int r = reach_end(tr, c, &run, o->json, &ended_once);
+			if (r < 0)
+				goto out;
+			if (r > 0)
+				break;
+			continue;
+		}
+		if (run.paused) {
+			apply_cmds(tr, c, eng_ctl_wait(c, PAUSE_POLL_MS), &run, o->json);
+			continue;
+		}
+		if (!eng_ctl_begin_step(c))
+			continue; /* a command came in since the take: apply it first */
+		eng_step_stats st;
+		if (eng_trainer_step(tr, &st, &err) < 0) {
+			fprintf(stderr, "remat-train: %s\n", err.msg);
+			eng_ctl_set_state(c, CTL_FAILED, err.msg);
+			goto out;
+		}
+		eng_ctl_end_step(c, &st);
+		periodic_save(tr, c, &run, o->json);
+		print_step(tr, &st, o->json, o->under_rematd);
+	}
+	if (*run.sig && !run.stop) {
+		fprintf(stderr, "remat-train: interrupted after step %d\n", tr->step);
+		rc = 130;
+		goto out;
+	}
+	rc = 0;
+out:
+	eng_ctl_cmd_free(run.stops);
+	eng_ckpt_writer_stop(run.writer); /* a save in progress is finished, never cut */
+	return rc;
+}
