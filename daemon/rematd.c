@@ -47,6 +47,7 @@
 #include "srv_cmd.h"
 #include "srv_helper.h"
 #include "srv_job.h"
+#include "srv_store.h"
 #include "srv_worker.h"
 
 #define MAX_JOBS_LIMIT 256          /* --max-jobs accepted: 1..this */
@@ -423,12 +424,20 @@ static void on_sweep_timer(uv_timer_t *t)
 /* remat-train --info answered: daemon-info tells what the workers run. */
 static void on_worker_info(srv_server *srv, void *ud, const json_t *out, const char *why)
 {
+	char err[ERR_LEN];
 	(void)ud;
 	if (out) {
+		json_decref(srv->worker_info);
 		srv->worker_info = json_deep_copy(out);
-	} else {
+		/* the next rematd answers daemon-info from it at once */
+		if (srv_store_save_worker_info(srv, srv->worker_path, out, err, sizeof err) < 0)
+			srv_log("cannot keep what the workers run: %s", err);
+	} else if (!srv->worker_info) {
 		srv_log("cannot learn what the workers run: %s", why);
 		srv_fmt(srv->worker_info_err, sizeof srv->worker_info_err, "unknown: %s", why);
+	} else {
+		srv_log("cannot learn what the workers run: %s (answering from '%s')", why,
+			SRV_STORE_WORKER_INFO);
 	}
 	srv_cmd_info_ready(srv);
 }
@@ -484,8 +493,10 @@ static void start_serving(srv_server *srv)
 		srv->worker_path, srv->max_jobs);
 	if (srv_notify_enabled(&srv->notify))
 		srv_log("notifying the service manager at '%s'", srv->notify.name);
-	/* what the workers run, asked of a worker: this process never computes */
+	/* what the workers run, asked of a worker: this process never computes; what the
+	 * same binary said before serves until it answers */
 	static const char *const info_args[] = {"--info", NULL};
+	srv->worker_info = srv_store_worker_info(srv, srv->worker_path);
 	char ierr[256];
 	if (srv_helper_run(srv, "info", info_args, NULL, NULL, SRV_INFO_MS, on_worker_info, NULL,
 		ierr, sizeof ierr) < 0) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "eng_fs.h"
 
@@ -232,4 +233,62 @@ int srv_store_load(srv_server *srv, char *err, size_t errlen)
 		srv_log("%zu job(s) from an earlier rematd listed", n);
 	free(found);
 	return 0;
+}
+
+/* ---- what the workers run ---- */
+
+/* The identity of the binary at path, as a JSON object; NULL when it cannot be stat'ed. */
+static json_t *binary_id(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return NULL;
+	return json_pack("{s:s,s:I,s:I,s:I,s:I,s:I}", "path", path, "dev", (json_int_t)st.st_dev,
+		"ino", (json_int_t)st.st_ino, "size", (json_int_t)st.st_size, "mtime_s",
+		(json_int_t)st.st_mtim.tv_sec, "mtime_ns", (json_int_t)st.st_mtim.tv_nsec);
+}
+
+json_t *srv_store_worker_info(const srv_server *srv, const char *path)
+{
+	char file[SRV_PATH_LEN + 32];
+	eng_err e = {0};
+	json_t *id = binary_id(path), *o = NULL, *info = NULL;
+	srv_fmt(file, sizeof file, "%s/%s", srv->state_dir, SRV_STORE_WORKER_INFO);
+	FILE *f = id ? eng_fs_fopen_read(file, "worker info", &e) : NULL;
+	if (f) {
+		o = json_loadf(f, JSON_REJECT_DUPLICATES, NULL);
+		fclose(f);
+	}
+	info = json_object_get(o, "info");
+	if (json_is_object(info) && json_equal(json_object_get(o, "worker"), id))
+		json_incref(info);
+	else
+		info = NULL;
+	json_decref(o);
+	json_decref(id);
+	return info;
+}
+
+int srv_store_save_worker_info(const srv_server *srv, const char *path, const json_t *info,
+	char *err, size_t errlen)
+{
+	eng_dir d;
+	eng_err e = {0};
+	int rc = -1;
+	json_t *id = binary_id(path);
+	json_t *o = id ? json_pack("{s:i,s:o,s:O}", "format", SRV_STORE_FORMAT, "worker", id,
+				 "info", info)
+		       : NULL;
+	if (!o) {
+		srv_fmt(err, errlen, "cannot stat '%s' or out of memory", path);
+		return -1;
+	}
+	if (eng_dir_open(&d, srv->state_dir, &e) == 0) {
+		rc = eng_fs_write_json(&d, SRV_STORE_WORKER_INFO, STORE_MODE, o, &e);
+		eng_dir_close(&d);
+	}
+	if (rc < 0)
+		srv_fmt(err, errlen, "%s", e.msg);
+	json_decref(o);
+	return rc;
 }

@@ -28,4 +28,18 @@ int srv_store_save(const srv_job *job, char *err, size_t errlen);
  * stay). 0, or -1 with a message when the directory cannot be read. */
 int srv_store_load(srv_server *srv, char *err, size_t errlen);
 
+/* What the workers run (remat-train --info's answer) is kept in STATE_DIR/worker-info.json
+ * with the worker binary's identity (device, inode, size, modification time): a later
+ * rematd answers daemon-info from it at once, while it asks the worker again in the
+ * background. */
+#define SRV_STORE_WORKER_INFO "worker-info.json"
+
+/* The cached answer for the worker at path as it is now on disk (a new reference), or NULL
+ * when there is none, or it was another binary's. */
+json_t *srv_store_worker_info(const srv_server *srv, const char *path);
+
+/* Keeps info as the answer of the worker at path; -1 with a message. */
+int srv_store_save_worker_info(const srv_server *srv, const char *path, const json_t *info,
+	char *err, size_t errlen);
+
 #endif
