@@ -75,6 +75,43 @@ START_TEST(test_daemon_info_and_sigterm)
 }
 END_TEST
 
+/* What the worker runs is kept with the binary's identity: a restarted rematd answers
+ * daemon-info from it at once, while a new --info (here one that takes 20 s) is under way. */
+START_TEST(test_daemon_info_cached_across_restarts)
+{
+	td_daemon d;
+	char w[700], slow[700];
+	td_daemon_paths(&d);
+	snprintf(w, sizeof w, "%s/worker.sh", d.dir);
+	snprintf(slow, sizeof slow, "%s/slow", d.dir);
+	FILE *f = fopen(w, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "#!/bin/sh\n[ \"$1\" = --info ] || exit 3\n[ -e '%s' ] && sleep 20\n"
+		   "echo '{\"version\":\"0\",\"blas\":\"blas of the script\",\"backends\":[\"cpu\"],"
+		   "\"gpus\":[]}'\n", slow);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(chmod(w, 0755), 0);
+	const char *extra[] = {"--worker", w, NULL};
+	for (int run = 0; run < 2; run++) {
+		td_daemon_start(&d, extra);
+		td_conn c = td_open(&d);
+		long t0 = td_ms();
+		json_t *r = td_request(&c, "{\"execute\":\"daemon-info\"}");
+		long ms = td_ms() - t0;
+		ck_assert_str_eq(td_str(td_expect_return(r), "blas"), "blas of the script");
+		json_decref(r);
+		if (run == 1)
+			ck_assert_msg(ms < 10000, "daemon-info waited %ld ms for --info", ms);
+		td_close(&c);
+		td_daemon_stop(&d);
+		/* the second start finds the answer kept, and a worker that is slow to answer */
+		f = fopen(slow, "w");
+		ck_assert_ptr_nonnull(f);
+		fclose(f);
+	}
+}
+END_TEST
+
 START_TEST(test_daemon_bad_json)
 {
 	td_daemon d;
@@ -824,6 +861,7 @@ Suite *suite_daemon(void)
 	TCase *tc = tcase_create("daemon");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_daemon_info_and_sigterm);
+	tcase_add_test(tc, test_daemon_info_cached_across_restarts);
 	tcase_add_test(tc, test_daemon_bad_json);
 	tcase_add_test(tc, test_daemon_not_a_request);
 	tcase_add_test(tc, test_daemon_unknown_command);
