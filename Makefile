@@ -22,7 +22,7 @@ BLAS_LIBS = -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas
 # -fno-trapping-math: no code here reads floating-point exception flags, and without it
 # GCC keeps a branch (a clamp, a max) from vectorising; results are the same bits.
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -fopenmp -fno-trapping-math \
-	-I. -Iengine -Iengine/io -Iengine/cuda -Ikernels -Iproto -Iworker -I$(BLAS_INC)
+	-I. -Iengine -Iengine/io -Iengine/cuda -Ikernels -Iproto -Iserve -Iworker -I$(BLAS_INC)
 CFLAGS  ?= $(OPT)
 ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS  = $(BLAS_LIBS) -luv -ljansson -lm -lpthread -fopenmp $(EXTRA_LDFLAGS)
@@ -62,11 +62,12 @@ CUDA_SRC    = $(wildcard kernels/cuda/kc_*.cu)
 endif
 CUDA_OBJ    = $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 
-# Two libraries. libremat-core.a: the protocol, the job spec's validation and the planner,
-# and the safe file access of eng_fs: what rematd and rematctl link, no maths in it.
+# Two libraries. libremat-core.a: the protocol, the control servers' connection layer
+# (serve/), the job spec's validation and the planner, and the safe file access of eng_fs:
+# what rematd and rematctl link, no maths in it.
 # libremat.a: the engine (models, kernels, checkpoints, the CUDA backend), for the worker.
 PROTO_SRC  = $(wildcard proto/proto_*.c)
-CORE_SRC   = $(PROTO_SRC) $(addprefix engine/,eng_acts.c eng_config.c eng_cred.c eng_err.c \
+CORE_SRC   = $(PROTO_SRC) $(wildcard serve/sv_*.c) $(addprefix engine/,eng_acts.c eng_config.c eng_cred.c eng_err.c \
 	eng_plan.c eng_plan_json.c eng_policy.c eng_spec.c io/eng_fs.c)
 ENGINE_SRC = $(filter-out $(CORE_SRC) $(if $(HAVE_CUDA),engine/cuda/eng_nocuda.c,engine/cuda/eng_cuda%.c), \
 	$(wildcard engine/eng_*.c engine/io/eng_*.c engine/cuda/eng_*.c))

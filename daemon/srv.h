@@ -23,6 +23,7 @@
 
 #include "eng_cred.h"
 #include "proto.h"
+#include "sv_msg.h"
 #include "srv_listen.h"
 #include "srv_notify.h"
 
@@ -144,30 +145,6 @@ void srv_fmt(char *dst, size_t len, const char *fmt, ...) __attribute__((format(
 /* Copies the UTF-8 text src into dst (len bytes), cut at a character boundary when it
  * does not fit: text that goes back into JSON must stay valid UTF-8. */
 void srv_copy_text(char *dst, size_t len, const char *src);
-
-/* ---- output messages (srv_util.c) ---- */
-
-/* One line to send, shared by every connection it goes to: each uv_write holds a
- * reference, released in its callback. */
-typedef struct srv_msg {
-	unsigned refs;  /* holders: the creator plus one per write in flight */
-	size_t len;     /* bytes in data, the final '\n' included */
-	char *data;     /* the line (malloc'd, owned) */
-} srv_msg;
-
-/* Takes ownership of a malloc'd line that ends in '\n' (as the proto builders return);
- * NULL when line is NULL or memory runs out (then line is freed). refs = 1. */
-srv_msg *srv_msg_take(char *line);
-/* Copies n bytes and appends '\n'. refs = 1; NULL when memory runs out. */
-srv_msg *srv_msg_copy(const char *s, size_t n);
-srv_msg *srv_msg_ref(srv_msg *m);
-void srv_msg_unref(srv_msg *m);
-
-/* Queues m on stream (taking a new reference). cb, when not NULL, runs after the write with
- * its status and data (UV_ECANCELED when the stream closed first). Returns 0 or a libuv
- * error (then no callback runs). */
-typedef void (*srv_write_cb)(int status, void *data);
-int srv_stream_write(uv_stream_t *stream, srv_msg *m, srv_write_cb cb, void *data);
 
 /* The monotonic clock in milliseconds (uv_hrtime based, not the loop's cached time). */
 uint64_t srv_now_ms(void);

@@ -141,18 +141,10 @@ static void cmd_subscribe(srv_conn *c, const proto_command *cmd, const proto_req
 		cmd_refuse(c, cmd->name, PROTO_ERR_JOB_NOT_FOUND, desc, req->id);
 		return;
 	}
-	uint32_t mask = SRV_EV_ALL;
-	if (events) {
-		size_t i;
-		const json_t *e;
-		mask = 0;
-		json_array_foreach(events, i, e)
-			if (json_is_string(e))
-				mask |= srv_conn_event_bit(json_string_value(e));
-	}
-	if (srv_conn_subscribe(c, job ? job : "", mask, on) < 0) {
+	uint32_t mask = sv_events_mask(events);
+	if (sv_conn_subscribe(&c->k, job ? job : "", mask, on) < 0) {
 		snprintf(desc, sizeof desc, "too many subscriptions (at most %d job filters)",
-			SRV_MAX_SUBS);
+			SV_MAX_SUBS);
 		cmd_refuse(c, cmd->name, PROTO_ERR_INVALID_PARAMETER, desc, req->id);
 		return;
 	}

@@ -125,14 +125,14 @@ void srv_job_emit_state(srv_job *job, const char *from)
 	if (srv_job_state_final(job->state))
 		json_object_set_new(data, "last_checkpoint", job->last_checkpoint ?
 			json_string(job->last_checkpoint) : json_null());
-	srv_msg *m = srv_msg_take(proto_event_line("JOB_STATE_CHANGED", data));
+	sv_msg *m = sv_msg_take(proto_event_line("JOB_STATE_CHANGED", data));
 	json_decref(data);
 	if (!m) {
 		srv_log("job %s: out of memory building an event", job->id);
 		return;
 	}
 	srv_conn_publish(job->srv, job->id, "JOB_STATE_CHANGED", m);
-	srv_msg_unref(m);
+	sv_msg_unref(m);
 }
 
 void srv_job_set_state(srv_job *job, srv_job_state to, const char *reason)
@@ -890,11 +890,11 @@ json_t *srv_job_remove(srv_job *job, proto_errclass *ec, char *desc, size_t desc
 	srv_log("job %s removed", job->id);
 	json_t *data = json_pack("{s:s,s:s,s:s,s:s}", "job", job->id, "from",
 		srv_job_state_name(job->state), "to", "removed", "reason", "job-remove");
-	srv_msg *m = data ? srv_msg_take(proto_event_line("JOB_STATE_CHANGED", data)) : NULL;
+	sv_msg *m = data ? sv_msg_take(proto_event_line("JOB_STATE_CHANGED", data)) : NULL;
 	json_decref(data);
 	if (m)
 		srv_conn_publish(srv, job->id, "JOB_STATE_CHANGED", m);
-	srv_msg_unref(m);
+	sv_msg_unref(m);
 	for (int i = 0; i < srv->n_jobs; i++)
 		if (srv->jobs[i] == job)
 			job_table_take(srv, i);

@@ -69,15 +69,15 @@ int srv_worker_request(srv_job *job, const char *execute, const json_t *args,
 		return -1;
 	srv_pending *p = calloc(1, sizeof *p);
 	json_t *wid = json_integer((json_int_t)(job->next_wid + 1));
-	srv_msg *m = p && wid ? srv_msg_take(proto_request_line(execute, args, wid)) : NULL;
+	sv_msg *m = p && wid ? sv_msg_take(proto_request_line(execute, args, wid)) : NULL;
 	json_decref(wid);
-	if (!m || srv_stream_write((uv_stream_t *)&job->chan, m, NULL, NULL) < 0) {
+	if (!m || sv_stream_write((uv_stream_t *)&job->chan, m, NULL, NULL) < 0) {
 		/* a write error also ends the channel's reading: the reaping follows */
-		srv_msg_unref(m);
+		sv_msg_unref(m);
 		free(p);
 		return -1;
 	}
-	srv_msg_unref(m);
+	sv_msg_unref(m);
 	p->wid = ++job->next_wid;
 	p->conn_id = conn_id;
 	p->sent_ms = srv_now_ms();
@@ -228,10 +228,10 @@ static void worker_on_reply(srv_job *job, json_t *obj, proto_kind kind)
 	else
 		json_object_del(obj, "id");
 	char *text = json_dumps(obj, JSON_COMPACT);
-	srv_msg *m = text ? srv_msg_copy(text, strlen(text)) : NULL;
+	sv_msg *m = text ? sv_msg_copy(text, strlen(text)) : NULL;
 	free(text);
 	srv_conn_send(c, m);
-	srv_msg_unref(m);
+	sv_msg_unref(m);
 out:
 	pending_free(p);
 }
@@ -299,10 +299,10 @@ static void worker_on_event(srv_job *job, json_t *obj, const char *line, size_t 
 		if (job->final_reported)
 			return;
 	}
-	srv_msg *m = srv_msg_copy(line, len);
+	sv_msg *m = sv_msg_copy(line, len);
 	if (m)
 		srv_conn_publish(job->srv, job->id, name, m);
-	srv_msg_unref(m);
+	sv_msg_unref(m);
 }
 
 static int worker_on_line(const char *line, size_t len, void *ud)
