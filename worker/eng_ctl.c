@@ -68,11 +68,6 @@ static void emit(struct eng_ctl *c, int ev, json_t *data)
 	json_decref(data);
 }
 
-static int conn_handle(const ctl_conn *k, int idx)
-{
-	return (int)((k->gen << 8) | (unsigned)idx);
-}
-
 /* ---- training-thread API ---- */
 
 void eng_ctl_attach(eng_ctl *c, eng_trainer *tr)
@@ -247,90 +242,96 @@ void eng_ctl_reply_error(eng_ctl *c, const eng_ctl_cmd *cmd, proto_errclass cls,
 
 /* ---- control thread: connections ---- */
 
+/* The served connection with that handle, or NULL when it is gone or closing. */
 static ctl_conn *conn_get(struct eng_ctl *c, int handle)
 {
-	int idx = handle & 0xff;
-	if (handle < 0 || idx >= CTL_MAX_CONN)
+	for (ctl_conn *k = c->conns; k && handle >= 0; k = k->next)
+		if (k->id == (unsigned)handle)
+			return k->k.draining ? NULL : k;
+	return NULL;
+}
+
+static void conn_unserve(ctl_conn *k)
+{
+	if (k->served)
+		k->ctl->n_conns--;
+	k->served = 0;
+}
+
+/* Both handles closed: out of the list, and freed (the only place it is). */
+static void on_conn_closed(sv_conn *sk)
+{
+	ctl_conn *k = sk->owner;
+	conn_unserve(k);
+	if (k->prev)
+		k->prev->next = k->next;
+	else
+		k->ctl->conns = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	free(k);
+}
+
+/* rematd is gone: the run stops at the next step boundary, saved */
+static void on_conn_end(sv_conn *sk, int status)
+{
+	ctl_conn *k = sk->owner;
+	(void)status;
+	if (!k->link)
+		return;
+	fprintf(stderr, "remat-train: control link closed by rematd\n");
+	pthread_mutex_lock(&k->ctl->mu);
+	eng_ctl_cmd *cmd = calloc(1, sizeof *cmd);
+	if (cmd && !eng_ctl__is_final(k->ctl->state)) {
+		cmd->op = CTL_OP_STOP;
+		cmd->save = 1;
+		cmd->conn = -1;
+		eng_ctl__enqueue(k->ctl, cmd);
+	} else {
+		free(cmd);
+	}
+	pthread_mutex_unlock(&k->ctl->mu);
+}
+
+/* A client that stops reading is dropped, never waited for; that goes to the log (a
+ * client's ordinary hang-up does not). */
+static void conn_log(sv_conn *sk, const char *what)
+{
+	ctl_conn *k = sk->owner;
+	if (strncmp(what, "disconnected", 12) != 0)
+		fprintf(stderr, "remat-train: control: client %u %s\n", k->id, what);
+}
+
+static void on_conn_line(sv_conn *sk, const char *line, size_t len);
+
+static const sv_conn_ops ctl_ops = {on_conn_line, on_conn_end, on_conn_closed, conn_log};
+
+/* A new peer on the loop, in the list (not yet served). */
+static ctl_conn *conn_new(struct eng_ctl *c)
+{
+	ctl_conn *k = calloc(1, sizeof *k);
+	if (!k)
 		return NULL;
-	ctl_conn *k = &c->conns[idx];
-	if (!k->used || k->closing || conn_handle(k, idx) != handle)
-		return NULL;
+	k->ctl = c;
+	k->id = ++c->next_id & 0x7fffffffu;
+	sv_conn_init(&k->k, &c->loop, &ctl_ops, k, c->rbuf, sizeof c->rbuf);
+	k->k.linger_ms = CTL_FLUSH_MS;
+	k->next = c->conns;
+	if (c->conns)
+		c->conns->prev = k;
+	c->conns = k;
 	return k;
-}
-
-static void on_conn_closed(uv_handle_t *h)
-{
-	ctl_conn *k = (ctl_conn *)h;
-	struct eng_ctl *c = k->ctl;
-	proto_framer_free(&k->fr);
-	free(k->held_step);
-	k->held_step = NULL;
-	k->used = 0; /* memory of the slot is reused only after libuv is done with it */
-	if (!uv_is_closing((uv_handle_t *)&c->async) || uv_is_closing((uv_handle_t *)&c->mem_timer))
-		return;
-	/* Finishing, and this was the last connection: the flush timer has nothing left to
-	 * guard, and the loop ends as soon as it is closed (the STEP timer was closed at the
-	 * finish). */
-	for (int i = 0; i < CTL_MAX_CONN; i++)
-		if (c->conns[i].used)
-			return;
-	uv_close((uv_handle_t *)&c->mem_timer, NULL);
-}
-
-static void conn_close(ctl_conn *k)
-{
-	if (!k->used || k->closing)
-		return;
-	k->closing = 1;
-	uv_close((uv_handle_t *)&k->pipe, on_conn_closed);
-}
-
-static void on_written(uv_write_t *w, int status)
-{
-	(void)status; /* a failed write shows up as a read error or EOF, which closes */
-	free(w->data);
-	free(w);
-}
-
-static void conn_send(ctl_conn *k, char *line)
-{
-	if (!line)
-		return;
-	if (!k->used || k->closing) {
-		free(line);
-		return;
-	}
-	/* A client that does not read is dropped, never waited for. */
-	if (uv_stream_get_write_queue_size((uv_stream_t *)&k->pipe) > PROTO_MAX_OUTQ) {
-		fprintf(stderr, "remat-train: control: dropping a client that stopped reading\n");
-		free(line);
-		conn_close(k);
-		return;
-	}
-	uv_write_t *w = malloc(sizeof *w);
-	if (!w) {
-		free(line);
-		return;
-	}
-	w->data = line;
-	uv_buf_t b = uv_buf_init(line, (unsigned)strlen(line));
-	if (uv_write(w, (uv_stream_t *)&k->pipe, &b, 1, on_written) < 0) {
-		free(line);
-		free(w);
-		conn_close(k);
-	}
 }
 
 void eng_ctl__send_error(ctl_conn *k, proto_errclass cls, const char *desc, const json_t *id)
 {
-	conn_send(k, proto_error_line(cls, desc, id));
+	sv_conn_error(&k->k, cls, desc, id);
 }
 
-static int on_line(const char *line, size_t len, void *ud)
+static void on_conn_line(sv_conn *sk, const char *line, size_t len)
 {
-	ctl_conn *k = ud;
+	ctl_conn *k = sk->owner;
 	struct eng_ctl *c = k->ctl;
-	int idx = (int)(k - c->conns);
 	proto_request req;
 	proto_errclass ec;
 	char desc[PROTO_DESC_LEN];
@@ -360,156 +361,53 @@ static int on_line(const char *line, size_t len, void *ud)
 		goto out;
 	}
 	pthread_mutex_lock(&c->mu);
-	json_t *ret = eng_ctl__dispatch(c, k, conn_handle(k, idx), req.execute, req.args, req.id);
+	json_t *ret = eng_ctl__dispatch(c, k, (int)k->id, req.execute, req.args, req.id);
 	pthread_mutex_unlock(&c->mu);
 	if (ret) {
-		conn_send(k, proto_reply_line(ret, req.id));
+		sv_conn_reply(&k->k, ret, req.id);
 		json_decref(ret);
 	}
 out:
 	proto_request_free(&req);
-	return k->closing; /* stop feeding a connection being closed */
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-	(void)h;
-	buf->base = malloc(suggested);
-	buf->len = buf->base ? suggested : 0;
-}
-
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
-{
-	ctl_conn *k = (ctl_conn *)s;
-	if (n < 0) {
-		if (k->link) /* rematd is gone: stop the run at the next step boundary, saved */
-			fprintf(stderr, "remat-train: control link closed by rematd\n");
-		conn_close(k);
-		if (k->link) {
-			pthread_mutex_lock(&k->ctl->mu);
-			eng_ctl_cmd *cmd = calloc(1, sizeof *cmd);
-			if (cmd && !eng_ctl__is_final(k->ctl->state)) {
-				cmd->op = CTL_OP_STOP;
-				cmd->save = 1;
-				cmd->conn = -1;
-				eng_ctl__enqueue(k->ctl, cmd);
-			} else {
-				free(cmd);
-			}
-			pthread_mutex_unlock(&k->ctl->mu);
-		}
-	} else if (n > 0 && proto_framer_feed(&k->fr, buf->base, (size_t)n, on_line, k) < 0) {
-		eng_ctl__send_error(k, PROTO_ERR_MESSAGE_TOO_LARGE, "line longer than 1 MiB", NULL);
-		conn_close(k);
-	}
-	free(buf->base);
-}
-
-static ctl_conn *conn_new(struct eng_ctl *c)
-{
-	for (int i = 0; i < CTL_MAX_CONN; i++) {
-		ctl_conn *k = &c->conns[i];
-		if (!k->used) {
-			unsigned gen = k->gen + 1;
-			memset(k, 0, sizeof *k);
-			k->gen = gen & 0xffffff;
-			k->used = 1;
-			k->ctl = c;
-			proto_framer_init(&k->fr);
-			return k;
-		}
-	}
-	return NULL;
-}
-
-static void on_overflow_closed(uv_handle_t *h)
-{
-	free(h);
 }
 
 static void on_connection(uv_stream_t *server, int status)
 {
 	struct eng_ctl *c = server->data;
+	char desc[96];
+	eng_cred cr;
+	pid_t pid;
 	if (status < 0)
 		return;
 	ctl_conn *k = conn_new(c);
-	if (!k) {
-		/* No slot: the greeting and one Busy, written now if the socket takes them
-		 * (a few hundred bytes always fit a fresh socket's buffer), then close. */
-		uv_pipe_t *p = malloc(sizeof *p);
-		if (!p)
-			return;
-		uv_pipe_init(&c->loop, p, 0);
-		if (uv_accept(server, (uv_stream_t *)p) == 0) {
-			char *g = proto_greeting("worker", c->job);
-			char *e = proto_error_line(PROTO_ERR_BUSY, "too many connections", NULL);
-			uv_buf_t b[2] = {uv_buf_init(g, (unsigned)strlen(g)),
-				uv_buf_init(e, (unsigned)strlen(e))};
-			uv_try_write((uv_stream_t *)p, b, 2);
-			free(g);
-			free(e);
-		}
-		uv_close((uv_handle_t *)p, on_overflow_closed);
+	if (!k)
 		return;
-	}
-	uv_pipe_init(&c->loop, &k->pipe, 0);
-	if (uv_accept(server, (uv_stream_t *)&k->pipe) < 0) {
-		conn_close(k);
+	if (sv_conn_accept(&k->k, server) < 0) {
+		sv_conn_close(&k->k, NULL);
 		return;
 	}
 	/* the socket's mode is not the only guard: the peer must be our user, or root */
-	uv_os_fd_t fd;
-	struct ucred cr;
-	socklen_t crlen = sizeof cr;
-	if (uv_fileno((uv_handle_t *)&k->pipe, &fd) < 0 ||
-		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0 ||
-		(cr.uid != geteuid() && cr.uid != 0)) {
-		char desc[96];
+	int known = sv_conn_peer(&k->k, &cr, &pid) == 0;
+	if (!known || (cr.uid != geteuid() && cr.uid != 0)) {
 		snprintf(desc, sizeof desc, "uid %ld may not use this worker",
-			crlen == sizeof cr ? (long)cr.uid : -1L);
-		char *e = proto_error_line(PROTO_ERR_PERMISSION_DENIED, desc, NULL);
-		if (e) {
-			uv_buf_t b = uv_buf_init(e, (unsigned)strlen(e));
-			uv_try_write((uv_stream_t *)&k->pipe, &b, 1);
-			free(e);
-		}
+			known ? (long)cr.uid : -1L);
 		fprintf(stderr, "remat-train: control: refused a connection: %s\n", desc);
-		conn_close(k);
+		sv_conn_error(&k->k, PROTO_ERR_PERMISSION_DENIED, desc, NULL);
+		sv_conn_drain(&k->k);
 		return;
 	}
-	conn_send(k, proto_greeting("worker", c->job));
-	uv_read_start((uv_stream_t *)&k->pipe, on_alloc, on_read);
+	sv_conn_send_line(&k->k, proto_greeting("worker", c->job));
+	if (c->n_conns >= CTL_MAX_CONN) {
+		sv_conn_error(&k->k, PROTO_ERR_BUSY, "too many connections", NULL);
+		sv_conn_drain(&k->k);
+		return;
+	}
+	k->served = 1;
+	c->n_conns++;
+	sv_conn_read(&k->k);
 }
 
 /* ---- control thread: outbox, timers, lifetime ---- */
-
-/* Sends k's held-back STEP event, if any. */
-static void step_flush(ctl_conn *k, uint64_t now)
-{
-	if (!k->held_step)
-		return;
-	k->last_step_ms = now;
-	conn_send(k, k->held_step);
-	k->held_step = NULL;
-}
-
-/* A STEP event was held back: send those that are due, and wait for the others. */
-static void on_step_timer(uv_timer_t *t)
-{
-	struct eng_ctl *c = t->data;
-	uint64_t now = uv_now(&c->loop), wait = 0;
-	for (int i = 0; i < CTL_MAX_CONN; i++) {
-		ctl_conn *k = &c->conns[i];
-		if (!k->used || k->closing || !k->held_step)
-			continue;
-		if (now - k->last_step_ms >= CTL_STEP_MIN_MS)
-			step_flush(k, now);
-		else if (!wait || CTL_STEP_MIN_MS - (now - k->last_step_ms) < wait)
-			wait = CTL_STEP_MIN_MS - (now - k->last_step_ms);
-	}
-	if (wait)
-		uv_timer_start(t, on_step_timer, wait, 0);
-}
 
 /* Answers the requests that came while the job was starting: through the commands, now
  * that the trainer is there (replay), or with an error when it never came (the job failed
@@ -529,7 +427,7 @@ static void early_answer(struct eng_ctl *c, int replay)
 			json_t *ret = replay ? eng_ctl__dispatch(c, k, e->handle, e->execute, e->args,
 						     e->id) : NULL;
 			if (ret) {
-				conn_send(k, proto_reply_line(ret, e->id));
+				sv_conn_reply(&k->k, ret, e->id);
 				json_decref(ret);
 			} else if (!replay) {
 				eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, why, e->id);
@@ -552,49 +450,17 @@ static void deliver(struct eng_ctl *c, ctl_out *o)
 		if (k) {
 			if (o->deferred && k->inflight > 0)
 				k->inflight--;
-			conn_send(k, o->line);
+			sv_conn_send_line(&k->k, o->line);
 			o->line = NULL;
 		}
 		return;
 	}
-	uint64_t now = uv_now(&c->loop);
-	for (int i = 0; i < CTL_MAX_CONN; i++) {
-		ctl_conn *k = &c->conns[i];
-		if (!k->used || k->closing || !(k->events & (unsigned)o->event))
-			continue;
-		if (o->event == EV_STEP && !k->link) {
-			if (now - k->last_step_ms < CTL_STEP_MIN_MS) {
-				/* the latest wins: held back until due, never dropped for good */
-				free(k->held_step);
-				k->held_step = strdup(o->line);
-				if (!uv_is_active((uv_handle_t *)&c->step_timer))
-					uv_timer_start(&c->step_timer, on_step_timer, CTL_STEP_MIN_MS, 0);
-				continue;
-			}
-			k->last_step_ms = now;
-			free(k->held_step);
-			k->held_step = NULL;
-		} else {
-			step_flush(k, now); /* a STEP held back is older than this event */
-		}
-		conn_send(k, strdup(o->line));
-	}
-}
-
-static void on_shutdown(uv_shutdown_t *req, int status)
-{
-	(void)status;
-	conn_close((ctl_conn *)req->handle);
-	free(req);
-}
-
-static void on_force_close(uv_timer_t *t)
-{
-	struct eng_ctl *c = t->data;
-	for (int i = 0; i < CTL_MAX_CONN; i++)
-		conn_close(&c->conns[i]);
-	if (!uv_is_closing((uv_handle_t *)t))
-		uv_close((uv_handle_t *)t, NULL);
+	sv_msg *m = sv_msg_take(o->line);
+	o->line = NULL;
+	for (ctl_conn *k = c->conns; k && m; k = k->next)
+		if (k->served)
+			sv_conn_event(&k->k, "", (uint32_t)o->event, m);
+	sv_msg_unref(m);
 }
 
 static void on_async(uv_async_t *a)
@@ -616,36 +482,22 @@ static void on_async(uv_async_t *a)
 	}
 	if (!quit || uv_is_closing((uv_handle_t *)&c->async))
 		return;
-	/* Finish: requests still waiting for a start that never came get their error; a STEP
-	 * held back goes out (the final step is always seen); each connection is shut down
-	 * once its queued lines are written, and a peer that never reads cannot hold the
-	 * process: the timer closes whatever is left. */
+	/* Finish: requests still waiting for a start that never came get their error; each
+	 * connection sends the STEP it held back (the final step is always seen) and what is
+	 * queued, then closes; a peer that never reads gets CTL_FLUSH_MS (its linger limit).
+	 * The loop ends once every handle is closed. */
 	early_answer(c, 0);
-	uv_close((uv_handle_t *)&c->step_timer, NULL);
-	for (int i = 0; i < CTL_MAX_CONN; i++) {
-		ctl_conn *k = &c->conns[i];
-		if (!k->used || k->closing)
-			continue;
-		step_flush(k, uv_now(&c->loop));
-		uv_shutdown_t *req = malloc(sizeof *req);
-		if (!req || uv_shutdown(req, (uv_stream_t *)&k->pipe, on_shutdown) < 0) {
-			free(req);
-			conn_close(k);
-		}
+	for (ctl_conn *k = c->conns; k; k = k->next) {
+		conn_unserve(k);
+		sv_conn_drain(&k->k);
 	}
 	if (c->listening) {
 		unlink(c->path); /* unlink before closing: the other way round races a new bind */
 		uv_close((uv_handle_t *)&c->listener, NULL);
 		c->listening = 0;
 	}
-	uv_timer_stop(&c->mem_timer);
-	uv_timer_start(&c->mem_timer, on_force_close, CTL_FLUSH_MS, 0);
+	uv_close((uv_handle_t *)&c->mem_timer, NULL);
 	uv_close((uv_handle_t *)&c->async, NULL);
-	int open = 0;
-	for (int i = 0; i < CTL_MAX_CONN; i++)
-		open |= c->conns[i].used;
-	if (!open)
-		uv_close((uv_handle_t *)&c->mem_timer, NULL);
 }
 
 static void on_mem_timer(uv_timer_t *t)
@@ -704,20 +556,21 @@ eng_ctl *eng_ctl_start(int fd, const char *path, const char *job, const char *na
 	c->async.data = c;
 	uv_timer_init(&c->loop, &c->mem_timer);
 	c->mem_timer.data = c;
-	uv_timer_init(&c->loop, &c->step_timer);
-	c->step_timer.data = c;
 	uv_timer_start(&c->mem_timer, on_mem_timer, CTL_MEMORY_MS, CTL_MEMORY_MS);
 	if (fd >= 0) {
 		ctl_conn *k = conn_new(c);
-		uv_pipe_init(&c->loop, &k->pipe, 0);
-		if (uv_pipe_open(&k->pipe, fd) < 0) {
+		if (!k || sv_conn_open(&k->k, fd) < 0) {
 			fprintf(stderr, "remat-train: --control-fd %d is not a usable socket\n", fd);
 			goto fail;
 		}
 		k->link = 1;
-		k->events = CTL_EV_ALL;
-		conn_send(k, proto_greeting("worker", c->job));
-		uv_read_start((uv_stream_t *)&k->pipe, on_alloc, on_read);
+		k->served = 1;
+		c->n_conns++;
+		k->k.step_gap_ms = 0; /* rematd paces for its own clients */
+		sv_conn_subscribe(&k->k, "", SV_EV_ALL, 1);
+		sv_conn_send_line(&k->k, proto_greeting("worker", c->job));
+		if (sv_conn_read(&k->k) < 0)
+			goto fail;
 	}
 	if (path) {
 		if (strlen(path) >= sizeof c->path) {
@@ -747,12 +600,13 @@ eng_ctl *eng_ctl_start(int fd, const char *path, const char *job, const char *na
 	}
 	return c;
 fail:
-	/* Nothing ran on the loop yet: close the handles and let it finish them. */
+	/* Nothing ran on the loop yet: close the handles and let it finish them (the
+	 * connections through their own close, which frees them). */
+	for (ctl_conn *k = c->conns; k; k = k->next)
+		sv_conn_close(&k->k, NULL);
 	uv_walk(&c->loop, close_walk, NULL);
 	uv_run(&c->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&c->loop);
-	for (int i = 0; i < CTL_MAX_CONN; i++)
-		proto_framer_free(&c->conns[i].fr);
 	free(c);
 	return NULL;
 }

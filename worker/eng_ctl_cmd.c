@@ -132,24 +132,12 @@ HANDLER(cmd_info)
 	return r;
 }
 
-/* subscribe, unsubscribe: the connection's event bits. */
+/* subscribe, unsubscribe: the connection's event bits (every event here is of one job) */
 HANDLER(cmd_subscribe)
 {
 	UNUSED_ARGS;
-	unsigned bits = 0;
-	json_t *evs = json_object_get(args, "events"), *e;
-	size_t i;
-	if (!evs)
-		bits = CTL_EV_ALL;
-	json_array_foreach(evs, i, e) {
-		int b = proto_event_find(json_string_value(e));
-		if (b >= 0)
-			bits |= 1u << b;
-	}
-	if (cmd->id == PROTO_CMD_SUBSCRIBE)
-		k->events |= bits;
-	else
-		k->events &= ~bits;
+	sv_conn_subscribe(&k->k, "", sv_events_mask(json_object_get(args, "events")),
+		cmd->id == PROTO_CMD_SUBSCRIBE);
 	return json_object();
 }
 

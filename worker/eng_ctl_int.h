@@ -12,12 +12,12 @@
 
 #include "eng_ctl.h"
 #include "proto.h"
+#include "sv_conn.h"
 
 #define CTL_MAX_CONN PROTO_MAX_CONNECTIONS
 #define CTL_MEMORY_MS 2000   /* MEMORY events while running */
-#define CTL_STEP_MIN_MS 50   /* STEP events to a direct client: at most 20 a second */
 #define CTL_FLUSH_MS 2000    /* at exit, how long peers get to read what is queued */
-#define CTL_EV_ALL ((1u << PROTO_EV_COUNT) - 1) /* every event bit */
+#define CTL_READ_BUF 65536   /* every read lands here (one loop: reads never interleave) */
 
 /* Event bits: bit b is the event proto_event b. */
 enum {
@@ -38,19 +38,18 @@ typedef struct ctl_out {
 	struct ctl_out *next;
 } ctl_out;
 
+/* A peer: a client of --control, or rematd's link (--control-fd). Its connection is the
+ * control servers' one layer (sv_conn.h): framing, output queue, subscriptions (every
+ * event of this worker is about its one job: the filter is ""), STEP pacing. */
 typedef struct ctl_conn {
-	uv_pipe_t pipe;        /* the connection; first member so the handle maps back */
+	sv_conn k;             /* first member; k.owner = this */
 	struct eng_ctl *ctl;
-	int used;              /* slot in use (until its close callback) */
-	int closing;           /* uv_close called */
-	unsigned gen;          /* bumped per use, so stale handles never reach a new client */
-	proto_framer fr;       /* partial input */
+	unsigned id;           /* its handle: never reused, so a late reply never reaches a new
+				* client */
+	int served;            /* counted in ctl->n_conns */
 	int inflight;          /* deferred requests awaiting their reply */
-	unsigned events;       /* subscribed EV_* bits */
 	int link;              /* rematd's socketpair: all events, no rate limit */
-	uint64_t last_step_ms; /* when the last STEP event went out (rate limit) */
-	char *held_step;       /* the latest STEP line held back by the rate limit (malloc'd);
-				* it goes out when due, or before the next other event */
+	struct ctl_conn *next, *prev;
 } ctl_conn;
 
 /* A request that came while the job was starting (no trainer yet): answered once it has
@@ -69,14 +68,16 @@ struct eng_ctl {
 	uv_async_t async;      /* wakes the loop: outbox or stop */
 	uv_pipe_t listener;    /* --control PATH */
 	uv_timer_t mem_timer;  /* MEMORY events */
-	uv_timer_t step_timer; /* sends STEP events held back by the rate limit when due */
 	int listening;
 	int link_fd;           /* --control-fd, or -1 */
 	char path[108];        /* listening socket path, "" when none */
 	char job[72];          /* job id in events and arguments */
 	char name[72];         /* job name */
 	double started;        /* CLOCK_MONOTONIC seconds at start */
-	ctl_conn conns[CTL_MAX_CONN];
+	ctl_conn *conns;       /* the peers, served or closing */
+	int n_conns;           /* served, at most CTL_MAX_CONN */
+	unsigned next_id;
+	char rbuf[CTL_READ_BUF];
 
 	pthread_mutex_t mu;
 	pthread_cond_t cv;     /* signalled when a command is queued */
