@@ -156,36 +156,113 @@ static const char *opt_value(int argc, char **argv, int *i, const char *arg, siz
 	return NULL;
 }
 
+/* The options, by position in opts[]. */
+enum { O_SOCKET, O_CONTROL, O_JSON, O_TIMEOUT, O_HELP, O_VERSION, O_SAVE, O_NAME, O_DEFAULT,
+	O_BUDGET, O_INTERVAL, O_COUNT, O_EVENT, O_COUNT_ };
+
+static const struct {
+	const char *name;
+	unsigned bit; /* 0: a global option */
+	int value;    /* 1: takes a value */
+} opts[O_COUNT_] = {
+	[O_SOCKET] = {"--socket", 0, 1},
+	[O_CONTROL] = {"--control", 0, 1},
+	[O_JSON] = {"--json", 0, 0},
+	[O_TIMEOUT] = {"--timeout", 0, 1},
+	[O_HELP] = {"--help", 0, 0},
+	[O_VERSION] = {"--version", 0, 0},
+	[O_SAVE] = {"--save", CLI_OPT_SAVE, 0},
+	[O_NAME] = {"--name", CLI_OPT_NAME, 1},
+	[O_DEFAULT] = {"--default", CLI_OPT_DEFAULT, 1},
+	[O_BUDGET] = {"--budget", CLI_OPT_BUDGET, 1},
+	[O_INTERVAL] = {"--interval", CLI_OPT_INTERVAL, 1},
+	[O_COUNT] = {"--count", CLI_OPT_COUNT, 1},
+	[O_EVENT] = {"--event", CLI_OPT_EVENT, 1},
+};
+
+/* --event's value: one of the protocol's events. */
+static int set_event(cli_args *a, const char *v)
+{
+	char msg[256] = "";
+	if (a->nevents == CLI_MAX_EVENTS)
+		return cli_fail_usage(NULL, "too many --event options (at most %s)", "16");
+	if (proto_event_known(v)) {
+		a->events[a->nevents++] = v;
+		return CLI_EXIT_OK;
+	}
+	/* the events, from the protocol's table; '%' cannot be in a name, but v may hold one */
+	snprintf(msg, sizeof msg, "unknown event '%%s' (");
+	for (int e = 0; e < PROTO_EV_COUNT; e++)
+		snprintf(msg + strlen(msg), sizeof msg - strlen(msg), "%s%s", e ? ", " : "",
+			proto_event_name((proto_event)e));
+	snprintf(msg + strlen(msg), sizeof msg - strlen(msg), ")");
+	return cli_fail_usage(NULL, msg, v);
+}
+
+/* Option k with its value v (NULL for a flag) into a. */
+static int set_option(int k, const char *v, cli_args *a, int *version)
+{
+	double secs;
+	char *end;
+	switch (k) {
+	case O_SOCKET:
+		a->socket = v;
+		break;
+	case O_CONTROL:
+		a->control = v;
+		break;
+	case O_JSON:
+		a->json = 1;
+		break;
+	case O_TIMEOUT:
+		if (cli_seconds_parse(v, &secs) < 0)
+			return cli_fail_usage(NULL, "bad --timeout '%s' (e.g. 30, 2.5s, 10m)", v);
+		a->timeout_ms = secs < 0.001 ? 1 : (int)(secs * 1000.0);
+		break;
+	case O_HELP:
+		a->help = 1;
+		break;
+	case O_VERSION:
+		*version = 1;
+		break;
+	case O_SAVE:
+		a->save = 1;
+		break;
+	case O_NAME:
+		a->name = v;
+		break;
+	case O_DEFAULT:
+		a->deflt = v;
+		break;
+	case O_BUDGET:
+		if (cli_size_parse(v, &a->budget) < 0)
+			return cli_fail_usage(NULL, "bad --budget '%s' (e.g. 2GiB, 512M, 1e9)", v);
+		break;
+	case O_INTERVAL:
+		if (cli_seconds_parse(v, &a->interval) < 0 || a->interval < 0.05)
+			return cli_fail_usage(NULL, "bad --interval '%s' (at least 0.05 s)", v);
+		break;
+	case O_COUNT:
+		errno = 0;
+		a->count = strtol(v, &end, 10);
+		if (errno || end == v || *end || a->count < 1)
+			return cli_fail_usage(NULL, "bad --count '%s' (a whole number >= 1)", v);
+		break;
+	case O_EVENT:
+		return set_event(a, v);
+	}
+	return CLI_EXIT_OK;
+}
+
 /* Splits argv into options and positionals. Returns CLI_EXIT_OK or CLI_EXIT_USAGE. */
 static int parse_args(int argc, char **argv, cli_args *a, int *version)
 {
-	static const struct {
-		const char *name;
-		unsigned bit; /* 0: a global option */
-		int value;    /* 1: takes a value */
-	} opt[] = {
-	    {"--socket", 0, 1},
-	    {"--control", 0, 1},
-	    {"--json", 0, 0},
-	    {"--timeout", 0, 1},
-	    {"--help", 0, 0},
-	    {"--version", 0, 0},
-	    {"--save", CLI_OPT_SAVE, 0},
-	    {"--name", CLI_OPT_NAME, 1},
-	    {"--default", CLI_OPT_DEFAULT, 1},
-	    {"--budget", CLI_OPT_BUDGET, 1},
-	    {"--interval", CLI_OPT_INTERVAL, 1},
-	    {"--count", CLI_OPT_COUNT, 1},
-	    {"--event", CLI_OPT_EVENT, 1},
-	};
 	int options = 1;
-
 	for (int i = 1; i < argc; i++) {
 		char *arg = argv[i];
 		if (!options || arg[0] != '-' || strcmp(arg, "-") == 0) {
 			if (a->npos == CLI_MAX_POS)
-				return cli_fail_usage(NULL, "too many arguments (at most %s)",
-						      "64");
+				return cli_fail_usage(NULL, "too many arguments (at most %s)", "64");
 			a->pos[a->npos++] = arg;
 			continue;
 		}
@@ -197,82 +274,23 @@ static int parse_args(int argc, char **argv, cli_args *a, int *version)
 			a->help = 1;
 			continue;
 		}
-		size_t k, nopt = sizeof opt / sizeof opt[0], n = 0;
-		for (k = 0; k < nopt; k++) {
-			n = strlen(opt[k].name);
-			if (strncmp(arg, opt[k].name, n) == 0 &&
-			    (arg[n] == '\0' || (arg[n] == '=' && opt[k].value)))
+		int k;
+		size_t n = 0;
+		for (k = 0; k < O_COUNT_; k++) {
+			n = strlen(opts[k].name);
+			if (strncmp(arg, opts[k].name, n) == 0 &&
+				(arg[n] == '\0' || (arg[n] == '=' && opts[k].value)))
 				break;
 		}
-		if (k == nopt)
+		if (k == O_COUNT_)
 			return cli_fail_usage(NULL, "unknown option '%s'", arg);
 		const char *v = NULL;
-		if (opt[k].value && !(v = opt_value(argc, argv, &i, arg, n)))
-			return cli_fail_usage(NULL, "option '%s' needs a value", opt[k].name);
-		a->given |= opt[k].bit;
-		double secs;
-		char *end;
-		switch (k) {
-		case 0:
-			a->socket = v;
-			break;
-		case 1:
-			a->control = v;
-			break;
-		case 2:
-			a->json = 1;
-			break;
-		case 3:
-			if (cli_seconds_parse(v, &secs) < 0)
-				return cli_fail_usage(NULL,
-						      "bad --timeout '%s' (e.g. 30, 2.5s, 10m)", v);
-			a->timeout_ms = secs < 0.001 ? 1 : (int)(secs * 1000.0);
-			break;
-		case 4:
-			a->help = 1;
-			break;
-		case 5:
-			*version = 1;
-			break;
-		case 6:
-			a->save = 1;
-			break;
-		case 7:
-			a->name = v;
-			break;
-		case 8:
-			a->deflt = v;
-			break;
-		case 9:
-			if (cli_size_parse(v, &a->budget) < 0)
-				return cli_fail_usage(
-				    NULL, "bad --budget '%s' (e.g. 2GiB, 512M, 1e9)", v);
-			break;
-		case 10:
-			if (cli_seconds_parse(v, &a->interval) < 0 || a->interval < 0.05)
-				return cli_fail_usage(NULL, "bad --interval '%s' (at least 0.05 s)",
-						      v);
-			break;
-		case 11:
-			errno = 0;
-			a->count = strtol(v, &end, 10);
-			if (errno || end == v || *end || a->count < 1)
-				return cli_fail_usage(NULL,
-						      "bad --count '%s' (a whole number >= 1)", v);
-			break;
-		case 12:
-			if (a->nevents == CLI_MAX_EVENTS)
-				return cli_fail_usage(NULL, "too many --event options (at most %s)",
-						      "16");
-			if (!proto_event_known(v))
-				return cli_fail_usage(
-				    NULL,
-				    "unknown event '%s' (STEP, REMAT_APPLIED, CHECKPOINT_SAVED, "
-				    "CHECKPOINT_FAILED, JOB_STATE_CHANGED, MEMORY)",
-				    v);
-			a->events[a->nevents++] = v;
-			break;
-		}
+		if (opts[k].value && !(v = opt_value(argc, argv, &i, arg, n)))
+			return cli_fail_usage(NULL, "option '%s' needs a value", opts[k].name);
+		a->given |= opts[k].bit;
+		int rc = set_option(k, v, a, version);
+		if (rc != CLI_EXIT_OK)
+			return rc;
 	}
 	return CLI_EXIT_OK;
 }

@@ -153,6 +153,114 @@ static int dev_alloc(void **p, eng_mem_cat cat, size_t bytes, const char *what, 
 		what, bytes / 1048576.0, ms.device_free / 1048576.0, ms.device_total / 1048576.0);
 }
 
+/* The two streams and the events of offload and of recompute timing. */
+static int create_streams(eng_cuda *g, eng_err *err)
+{
+	if (ec_cuda_check(cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking), "stream",
+		    err) < 0 ||
+		ec_cuda_check(cudaStreamCreateWithFlags(&g->cst, cudaStreamNonBlocking), "stream",
+			err) < 0)
+		return -1;
+	for (int s = 0; s < ENG_LAYOUT_SLOTS; s++) {
+		cudaEvent_t *evs[4] = {&g->ev_written[s], &g->ev_free[s], &g->ev_loaded[s],
+			&g->ev_used[s]};
+		for (int k = 0; k < 4; k++)
+			if (ec_cuda_check(cudaEventCreateWithFlags(evs[k], cudaEventDisableTiming),
+				    "event", err) < 0)
+				return -1;
+	}
+	for (int k = 0; k < 2 * g->cfg.n_layer; k++)
+		if (ec_cuda_check(cudaEventCreate(&g->rc_ev[k]), "event", err) < 0)
+			return -1;
+	return 0;
+}
+
+/* Weights (float32 master and the bf16 working copy), gradients and moments. */
+static int alloc_weights(eng_cuda *g, eng_err *err)
+{
+	size_t pbytes = g->nfloats * sizeof(float);
+	if (dev_alloc((void **)&g->params, ENG_MEM_PARAMS, pbytes, "weights", err) < 0 ||
+		(g->dt != KC_F32 && dev_alloc(&g->wcopy, ENG_MEM_PARAMS, g->nfloats * g->es,
+					    "the bf16 copy of the weights", err) < 0) ||
+		dev_alloc((void **)&g->grads, ENG_MEM_GRADS, pbytes, "gradients", err) < 0 ||
+		dev_alloc((void **)&g->m, ENG_MEM_OPTIMIZER, pbytes, "AdamW moments", err) < 0 ||
+		dev_alloc((void **)&g->v, ENG_MEM_OPTIMIZER, pbytes, "AdamW moments", err) < 0)
+		return -1;
+	bind_weights(g, g->wcopy ? g->wcopy : (void *)g->params, g->es, &g->w);
+	bind_weights(g, g->grads, sizeof(float), &g->g);
+	return 0;
+}
+
+/* The step's workspace (see eng_cuda_int.h) and cuBLASLt on its workspace. */
+static int alloc_workspace(eng_cuda *g, eng_err *err)
+{
+	size_t N = (size_t)g->B * g->T, C = g->cfg.n_embd, es = g->es;
+	size_t red = kc_layernorm_scratch_bytes((int)N, (int)C);
+	if (kc_bias_scratch_bytes((int)N, 4 * (int)C) > red)
+		red = kc_bias_scratch_bytes((int)N, 4 * (int)C);
+	if (dev_alloc((void **)&g->losses, ENG_MEM_WORKSPACE, 4 * N, "workspace", err) < 0 ||
+		dev_alloc(&g->tmp, ENG_MEM_WORKSPACE, es * N * C, "workspace", err) < 0 ||
+		dev_alloc(&g->dres, ENG_MEM_WORKSPACE, es * N * C, "workspace", err) < 0 ||
+		dev_alloc(&g->dbuf, ENG_MEM_WORKSPACE, es * N * C, "workspace", err) < 0 ||
+		dev_alloc(&g->dbig, ENG_MEM_WORKSPACE, es * 4 * N * C, "workspace", err) < 0 ||
+		dev_alloc(&g->dqkv, ENG_MEM_WORKSPACE, es * 3 * N * C, "workspace", err) < 0 ||
+		dev_alloc(&g->red_scratch, ENG_MEM_WORKSPACE, red, "workspace", err) < 0 ||
+		dev_alloc((void **)&g->sumsq, ENG_MEM_WORKSPACE, 8 * (KC_SUMSQ_PARTS + 1),
+			"workspace", err) < 0 ||
+		dev_alloc(&g->blas_ws, ENG_MEM_WORKSPACE, KC_BLAS_WORKSPACE, "workspace", err) < 0)
+		return -1;
+	if (kc_blas_create(&g->blas, g->blas_ws, KC_BLAS_WORKSPACE) < 0)
+		return ec_kc_fail("cuBLASLt", err);
+	return 0;
+}
+
+/* Attention: cuDNN's fused kernels for bf16 where they serve the shape, ours else; and
+ * the description eng_cuda_describe gives. */
+static int setup_attention(eng_cuda *g, const eng_cuda_opts *o, eng_err *err)
+{
+	int NH = g->cfg.n_head, hs = g->cfg.n_embd / NH;
+	char why[200] = "float32 run";
+	if (g->dt == KC_BF16 && o->no_cudnn)
+		snprintf(why, sizeof why, "REMAT_CUDA_ATTENTION=own");
+	else if (g->dt == KC_BF16 &&
+		 kc_sdpa_create(&g->sdpa, g->B, NH, g->T, hs, why, sizeof why) == 0) {
+		size_t ws = kc_sdpa_workspace_bytes(g->sdpa);
+		if (ws && dev_alloc(&g->sdpa_ws, ENG_MEM_WORKSPACE, ws, "cuDNN workspace", err) < 0)
+			return -1;
+	}
+	if (!g->sdpa && dev_alloc(&g->att_scratch, ENG_MEM_WORKSPACE,
+				kc_attention_scratch_bytes(g->dt, g->T, NH), "attention scratch",
+				err) < 0)
+		return -1;
+	if (g->sdpa)
+		snprintf(g->desc, sizeof g->desc, "%s activations and matmuls, attention: %.400s",
+			kc_dtype_name(g->dt), kc_sdpa_describe(g->sdpa));
+	else
+		snprintf(g->desc, sizeof g->desc, "%s activations and matmuls, attention of the "
+						  "engine (cuDNN not used: %.150s)", kc_dtype_name(g->dt), why);
+	return 0;
+}
+
+/* The batch on the device and the host side of the embedding gradient's buckets. */
+static int alloc_batch(eng_cuda *g, eng_err *err)
+{
+	size_t N = (size_t)g->B * g->T, V = g->cfg.vocab_size;
+	if (dev_alloc((void **)&g->d_inp, ENG_MEM_DATA, 2 * N, "the batch", err) < 0 ||
+		dev_alloc((void **)&g->d_tgt, ENG_MEM_DATA, 2 * N, "the batch", err) < 0 ||
+		dev_alloc((void **)&g->d_order, ENG_MEM_DATA, 4 * N, "the batch", err) < 0 ||
+		dev_alloc((void **)&g->d_bstart, ENG_MEM_DATA, 4 * (N + 1), "the batch", err) < 0 ||
+		dev_alloc((void **)&g->d_btok, ENG_MEM_DATA, 4 * N, "the batch", err) < 0)
+		return -1;
+	g->h_count = calloc(V + 1, sizeof(int));
+	g->h_order = malloc(N * sizeof(int));
+	g->h_bstart = malloc((N + 1) * sizeof(int));
+	g->h_btok = malloc(N * sizeof(int));
+	g->h_losses = malloc(N * sizeof(float));
+	if (!g->h_count || !g->h_order || !g->h_bstart || !g->h_btok || !g->h_losses)
+		return eng_errf(err, "out of memory");
+	return 0;
+}
+
 int eng_cuda_new(eng_cuda **out, const eng_model *host, const eng_cuda_opts *o, eng_err *err)
 {
 	eng_cuda_info info;
@@ -180,93 +288,10 @@ int eng_cuda_new(eng_cuda **out, const eng_model *host, const eng_cuda_opts *o, 
 		goto fail;
 	}
 	memcpy(g->tensors, host->tensors, (size_t)g->ntensors * sizeof *g->tensors);
-
-	size_t N = (size_t)g->B * g->T, C = g->cfg.n_embd, V = g->cfg.vocab_size, es = g->es;
-	int NH = g->cfg.n_head, hs = (int)C / NH;
-	if (ec_cuda_check(cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking), "stream",
-		    err) < 0 ||
-		ec_cuda_check(cudaStreamCreateWithFlags(&g->cst, cudaStreamNonBlocking), "stream",
-			err) < 0)
+	if (create_streams(g, err) < 0 || alloc_weights(g, err) < 0 ||
+		alloc_workspace(g, err) < 0 || setup_attention(g, o, err) < 0 ||
+		alloc_batch(g, err) < 0)
 		goto fail;
-	for (int s = 0; s < ENG_LAYOUT_SLOTS; s++) {
-		cudaEvent_t *evs[4] = {&g->ev_written[s], &g->ev_free[s], &g->ev_loaded[s],
-			&g->ev_used[s]};
-		for (int k = 0; k < 4; k++)
-			if (ec_cuda_check(cudaEventCreateWithFlags(evs[k], cudaEventDisableTiming),
-				    "event", err) < 0)
-				goto fail;
-	}
-	for (int k = 0; k < 2 * g->cfg.n_layer; k++)
-		if (ec_cuda_check(cudaEventCreate(&g->rc_ev[k]), "event", err) < 0)
-			goto fail;
-
-	size_t pbytes = g->nfloats * sizeof(float);
-	if (dev_alloc((void **)&g->params, ENG_MEM_PARAMS, pbytes, "weights", err) < 0 ||
-		(g->dt != KC_F32 && dev_alloc(&g->wcopy, ENG_MEM_PARAMS, g->nfloats * es,
-					    "the bf16 copy of the weights", err) < 0) ||
-		dev_alloc((void **)&g->grads, ENG_MEM_GRADS, pbytes, "gradients", err) < 0 ||
-		dev_alloc((void **)&g->m, ENG_MEM_OPTIMIZER, pbytes, "AdamW moments", err) < 0 ||
-		dev_alloc((void **)&g->v, ENG_MEM_OPTIMIZER, pbytes, "AdamW moments", err) < 0)
-		goto fail;
-	bind_weights(g, g->wcopy ? g->wcopy : (void *)g->params, es, &g->w);
-	bind_weights(g, g->grads, sizeof(float), &g->g);
-
-	size_t red = kc_layernorm_scratch_bytes((int)N, (int)C);
-	if (kc_bias_scratch_bytes((int)N, 4 * (int)C) > red)
-		red = kc_bias_scratch_bytes((int)N, 4 * (int)C);
-	if (dev_alloc((void **)&g->losses, ENG_MEM_WORKSPACE, 4 * N, "workspace", err) < 0 ||
-		dev_alloc(&g->tmp, ENG_MEM_WORKSPACE, es * N * C, "workspace", err) < 0 ||
-		dev_alloc(&g->dres, ENG_MEM_WORKSPACE, es * N * C, "workspace", err) < 0 ||
-		dev_alloc(&g->dbuf, ENG_MEM_WORKSPACE, es * N * C, "workspace", err) < 0 ||
-		dev_alloc(&g->dbig, ENG_MEM_WORKSPACE, es * 4 * N * C, "workspace", err) < 0 ||
-		dev_alloc(&g->dqkv, ENG_MEM_WORKSPACE, es * 3 * N * C, "workspace", err) < 0 ||
-		dev_alloc(&g->red_scratch, ENG_MEM_WORKSPACE, red, "workspace", err) < 0 ||
-		dev_alloc((void **)&g->sumsq, ENG_MEM_WORKSPACE, 8 * (KC_SUMSQ_PARTS + 1),
-			"workspace", err) < 0 ||
-		dev_alloc(&g->blas_ws, ENG_MEM_WORKSPACE, KC_BLAS_WORKSPACE, "workspace", err) < 0)
-		goto fail;
-	if (kc_blas_create(&g->blas, g->blas_ws, KC_BLAS_WORKSPACE) < 0) {
-		ec_kc_fail("cuBLASLt", err);
-		goto fail;
-	}
-
-	/* attention: cuDNN's fused kernels for bf16 where they serve the shape, ours else */
-	char why[200] = "float32 run";
-	if (g->dt == KC_BF16 && o->no_cudnn)
-		snprintf(why, sizeof why, "REMAT_CUDA_ATTENTION=own");
-	else if (g->dt == KC_BF16 &&
-		 kc_sdpa_create(&g->sdpa, g->B, NH, g->T, hs, why, sizeof why) == 0) {
-		size_t ws = kc_sdpa_workspace_bytes(g->sdpa);
-		if (ws && dev_alloc(&g->sdpa_ws, ENG_MEM_WORKSPACE, ws, "cuDNN workspace", err) < 0)
-			goto fail;
-	}
-	if (!g->sdpa && dev_alloc(&g->att_scratch, ENG_MEM_WORKSPACE,
-				kc_attention_scratch_bytes(g->dt, g->T, NH), "attention scratch",
-				err) < 0)
-		goto fail;
-	if (g->sdpa)
-		snprintf(g->desc, sizeof g->desc, "%s activations and matmuls, attention: %.400s",
-			kc_dtype_name(g->dt), kc_sdpa_describe(g->sdpa));
-	else
-		snprintf(g->desc, sizeof g->desc, "%s activations and matmuls, attention of the "
-						  "engine (cuDNN not used: %.150s)", kc_dtype_name(g->dt), why);
-
-	if (dev_alloc((void **)&g->d_inp, ENG_MEM_DATA, 2 * N, "the batch", err) < 0 ||
-		dev_alloc((void **)&g->d_tgt, ENG_MEM_DATA, 2 * N, "the batch", err) < 0 ||
-		dev_alloc((void **)&g->d_order, ENG_MEM_DATA, 4 * N, "the batch", err) < 0 ||
-		dev_alloc((void **)&g->d_bstart, ENG_MEM_DATA, 4 * (N + 1), "the batch", err) < 0 ||
-		dev_alloc((void **)&g->d_btok, ENG_MEM_DATA, 4 * N, "the batch", err) < 0)
-		goto fail;
-	g->h_count = calloc(V + 1, sizeof(int));
-	g->h_order = malloc(N * sizeof(int));
-	g->h_bstart = malloc((N + 1) * sizeof(int));
-	g->h_btok = malloc(N * sizeof(int));
-	g->h_losses = malloc(N * sizeof(float));
-	if (!g->h_count || !g->h_order || !g->h_bstart || !g->h_btok || !g->h_losses) {
-		eng_errf(err, "out of memory");
-		goto fail;
-	}
-
 	layout_mem(g);
 	*out = g;
 	return 0;

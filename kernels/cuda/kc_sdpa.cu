@@ -60,89 +60,16 @@
  * training thread). cuDNN does not promise bitwise reproducible gradients for this graph
  * (its dq accumulation may use atomics), unlike the CPU backend.
  */
-#include <cuda_runtime.h>
-#include <cudnn.h>
-
-#include <math.h>
-#include <pthread.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "kc.h"
+#include "kc_sdpa_int.h"
 
 /* Test support, not in kc.h: see the function below. */
 extern "C" int kc_sdpa_check_offline(const char *device_json, int B, int NH, int T, int hs,
 	int *n_fwd, int *n_bwd, char *err, size_t errlen);
 
-#define SDPA_HS_MAX      128  /* largest head size served (cuDNN 9's bf16 backward on sm80) */
-#define SDPA_MAX_DEVICES 64   /* devices with a cached cuDNN handle */
-#define SDPA_MAX_DESC    384  /* backend descriptors per graph, engine configs included */
-#define SDPA_MAX_OPS     32   /* operations per graph (forward 14, backward 22) */
-#define SDPA_MSG         512  /* longest error message kept */
-#define SDPA_WS_ALIGN    256  /* alignment of the parts of the workspace */
-
-/* Unique ids of the tensors the caller's memory backs; virtual ones count up from
- * SDPA_UID_VIRTUAL. */
-enum {
-	SDPA_UID_Q = 1,
-	SDPA_UID_K,      /* k^T in the forward and the backward */
-	SDPA_UID_V,      /* v in the forward, v^T in the backward */
-	SDPA_UID_O,
-	SDPA_UID_STATS,
-	SDPA_UID_SCALE,  /* by value: 1/sqrt(hs) */
-	SDPA_UID_NEGINF, /* by value: what masked scores become */
-	SDPA_UID_ONE,    /* by value: 1.0f */
-	SDPA_UID_DO,
-	SDPA_UID_DQ,
-	SDPA_UID_DK,
-	SDPA_UID_DV,
-	SDPA_UID_SUM,    /* workspace: softmax_sum (B,NH,T,1) float */
-	SDPA_UID_DQACC,  /* workspace: dq accumulator (B,NH,T,hs) float */
-	SDPA_UID_VIRTUAL = 100
-};
-
-/* One operation graph under construction, then its plan. Every descriptor made for it is
- * kept until kc_sdpa_destroy, in creation order (the plan may refer to any of them). The
- * first failing call is recorded and every later call does nothing, so a builder reads as
- * a straight list and is checked once at the end. */
-typedef struct sdpa_graph {
-	cudnnBackendDescriptor_t desc[SDPA_MAX_DESC]; /* everything created, destroyed in reverse */
-	int ndesc;
-	cudnnBackendDescriptor_t ops[SDPA_MAX_OPS]; /* the operations, in graph order */
-	int nops;
-	int64_t next_uid;                 /* next virtual tensor's id */
-	cudnnBackendDescriptor_t plan;    /* the execution plan, NULL until built */
-	int64_t workspace;                /* bytes cuDNN's plan needs */
-	int64_t engine;                   /* global index of the engine chosen, -1 if unknown */
-	const char *heur;                 /* "A" or "fallback": the heuristics that gave it */
-	int failed;                       /* a call failed: msg says which */
-	char msg[SDPA_MSG];               /* the first failure */
-} sdpa_graph;
-
-struct kc_sdpa {
-	int B, NH, T, hs;        /* the shape served */
-	int device;              /* the CUDA device the plans were built for */
-	size_t version;          /* cudnnGetVersion() when created */
-	cudnnHandle_t handle;    /* the device's shared handle (sdpa_handle_get) */
-	float scale;             /* 1/sqrt(hs): by-value tensor, read by cudnnBackendExecute */
-	float neg_inf;           /* the value of masked scores */
-	float one;               /* 1.0f for the backward's softmax_sum */
-	size_t off_sum;          /* workspace offset of softmax_sum, after cuDNN's part */
-	size_t off_dqacc;        /* workspace offset of the dq accumulator */
-	size_t ws_bytes;         /* kc_sdpa_workspace_bytes */
-	sdpa_graph fwd, bwd;     /* the two graphs and their plans */
-	char about[SDPA_MSG];    /* kc_sdpa_describe */
-};
 
 /* ---- messages ---- */
 
-static void sdpa_msg(char *dst, size_t len, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void sdpa_msg(char *dst, size_t len, const char *fmt, ...)
+void sdpa_msg(char *dst, size_t len, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -160,7 +87,7 @@ static void sdpa_version_str(char *dst, size_t len, size_t v)
 }
 
 /* cuDNN's status name and its own last message, which says what a finalize refused. */
-static void sdpa_cudnn_why(char *dst, size_t len, cudnnStatus_t st)
+void sdpa_cudnn_why(char *dst, size_t len, cudnnStatus_t st)
 {
 	char last[256];
 
@@ -213,380 +140,6 @@ static void sdpa_handle_put(int device)
 	}
 	pthread_mutex_unlock(&sdpa_handle_lock);
 }
-
-/* ---- graph building: each helper does nothing once g->failed ---- */
-
-static void g_fail(sdpa_graph *g, const char *what, cudnnStatus_t st)
-{
-	char why[SDPA_MSG];
-
-	if (g->failed)
-		return;
-	g->failed = 1;
-	sdpa_cudnn_why(why, sizeof(why), st);
-	sdpa_msg(g->msg, sizeof(g->msg), "%s: %s", what, why);
-}
-
-/* Every cuDNN call of the builders goes through here. */
-#define G_CHECK(g, what, call)                                                                  \
-	do {                                                                                    \
-		if (!(g)->failed) {                                                             \
-			cudnnStatus_t g_st_ = (call);                                           \
-			if (g_st_ != CUDNN_STATUS_SUCCESS)                                      \
-				g_fail((g), (what), g_st_);                                     \
-		}                                                                               \
-	} while (0)
-
-static cudnnBackendDescriptor_t g_new(sdpa_graph *g, cudnnBackendDescriptorType_t type,
-	const char *what)
-{
-	cudnnBackendDescriptor_t d = NULL;
-
-	if (g->failed)
-		return NULL;
-	if (g->ndesc == SDPA_MAX_DESC) {
-		g->failed = 1;
-		sdpa_msg(g->msg, sizeof(g->msg), "%s: more than %d cuDNN descriptors", what,
-			SDPA_MAX_DESC);
-		return NULL;
-	}
-	G_CHECK(g, what, cudnnBackendCreateDescriptor(type, &d));
-	if (g->failed)
-		return NULL;
-	g->desc[g->ndesc++] = d;
-	return d;
-}
-
-static void g_set(sdpa_graph *g, cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
-	cudnnBackendAttributeType_t type, int64_t count, const void *values, const char *what)
-{
-	G_CHECK(g, what, cudnnBackendSetAttribute(d, name, type, count, values));
-}
-
-static void g_finalize(sdpa_graph *g, cudnnBackendDescriptor_t d, const char *what)
-{
-	G_CHECK(g, what, cudnnBackendFinalize(d));
-}
-
-/* The same, naming what failed by the attribute or descriptor type itself; G_DESC sets
- * one descriptor-valued attribute. */
-#define G_NEW(g, type) g_new((g), (type), #type)
-#define G_SET(g, d, name, type, count, vals)                                                   \
-	g_set((g), (d), (name), (type), (count), (vals), #name)
-#define G_DESC(g, d, name, val) G_SET(g, d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &(val))
-#define G_FINALIZE(g, d)        g_finalize((g), (d), "finalize " #d)
-
-/* Dimensions and strides of a tensor, outermost first. */
-typedef struct sdpa_dims {
-	int nd;
-	int64_t dim[4];
-	int64_t stride[4];
-} sdpa_dims;
-
-static sdpa_dims dims4(int64_t d0, int64_t d1, int64_t d2, int64_t d3, int64_t s0, int64_t s1,
-	int64_t s2, int64_t s3)
-{
-	sdpa_dims r;
-
-	r.nd = 4;
-	r.dim[0] = d0, r.dim[1] = d1, r.dim[2] = d2, r.dim[3] = d3;
-	r.stride[0] = s0, r.stride[1] = s1, r.stride[2] = s2, r.stride[3] = s3;
-	return r;
-}
-
-static cudnnBackendDescriptor_t g_tensor(sdpa_graph *g, int64_t uid, cudnnDataType_t type,
-	const sdpa_dims *d, bool is_virtual, bool by_value)
-{
-	int64_t align = 16; /* bytes; every pointer is checked against it before execution */
-	cudnnBackendDescriptor_t t = G_NEW(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-
-	G_SET(g, t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
-	G_SET(g, t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, d->nd, d->dim);
-	G_SET(g, t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, d->nd, d->stride);
-	G_SET(g, t, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
-	G_SET(g, t, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
-	if (is_virtual)
-		G_SET(g, t, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual);
-	if (by_value)
-		G_SET(g, t, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &by_value);
-	G_FINALIZE(g, t);
-	return t;
-}
-
-/* A tensor in the caller's memory. */
-static cudnnBackendDescriptor_t g_real(sdpa_graph *g, int64_t uid, cudnnDataType_t type,
-	const sdpa_dims *d)
-{
-	return g_tensor(g, uid, type, d, false, false);
-}
-
-/* A float passed by value, with as many dimensions (all 1) as the tensors it meets:
- * cuDNN's pointwise operations refuse operands of different ranks. */
-static cudnnBackendDescriptor_t g_scalar(sdpa_graph *g, int64_t uid)
-{
-	sdpa_dims d = dims4(1, 1, 1, 1, 1, 1, 1, 1);
-
-	return g_tensor(g, uid, CUDNN_DATA_FLOAT, &d, false, true);
-}
-
-/* An intermediate that lives only inside the fused kernel. */
-static cudnnBackendDescriptor_t g_virt(sdpa_graph *g, cudnnDataType_t type, const sdpa_dims *d)
-{
-	return g_tensor(g, g->next_uid++, type, d, true, false);
-}
-
-static void g_add_op(sdpa_graph *g, cudnnBackendDescriptor_t op)
-{
-	if (g->failed)
-		return;
-	if (g->nops == SDPA_MAX_OPS) {
-		g->failed = 1;
-		sdpa_msg(g->msg, sizeof(g->msg), "more than %d operations", SDPA_MAX_OPS);
-		return;
-	}
-	g->ops[g->nops++] = op;
-}
-
-/* y = mode(x[, b[, t]]) computed in prec; axis >= 0 only for GEN_INDEX. Inputs as the
- * backend names them: x, then b, then t (BINARY_SELECT: y = t ? x : b). */
-static void g_pw(sdpa_graph *g, cudnnPointwiseMode_t mode, cudnnDataType_t prec,
-	cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t t,
-	cudnnBackendDescriptor_t y, int64_t axis)
-{
-	float alpha = 1.0f;
-	cudnnBackendDescriptor_t pw = G_NEW(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-	cudnnBackendDescriptor_t op;
-
-	G_SET(g, pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
-	G_SET(g, pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
-	if (axis >= 0)
-		G_SET(g, pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
-	G_FINALIZE(g, pw);
-
-	op = G_NEW(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-	G_DESC(g, op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw);
-	G_DESC(g, op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
-	if (b)
-		G_DESC(g, op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, b);
-	if (t)
-		G_DESC(g, op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, t);
-	G_DESC(g, op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
-	G_SET(g, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &alpha);
-	G_SET(g, op, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &alpha);
-	G_FINALIZE(g, op);
-	g_add_op(g, op);
-}
-
-/* c = a b over the last two dimensions, batched over the first two; float accumulation. */
-static void g_matmul(sdpa_graph *g, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b,
-	cudnnBackendDescriptor_t c)
-{
-	cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-	cudnnBackendDescriptor_t mm = G_NEW(g, CUDNN_BACKEND_MATMUL_DESCRIPTOR);
-	cudnnBackendDescriptor_t op;
-
-	G_SET(g, mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
-	G_FINALIZE(g, mm);
-
-	op = G_NEW(g, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
-	G_DESC(g, op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, a);
-	G_DESC(g, op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, b);
-	G_DESC(g, op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, c);
-	G_DESC(g, op, CUDNN_ATTR_OPERATION_MATMUL_DESC, mm);
-	G_FINALIZE(g, op);
-	g_add_op(g, op);
-}
-
-/* y = reduce(x) over the dimensions where y has extent 1; float. */
-static void g_reduce(sdpa_graph *g, cudnnReduceTensorOp_t how, cudnnBackendDescriptor_t x,
-	cudnnBackendDescriptor_t y)
-{
-	cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-	cudnnBackendDescriptor_t red = G_NEW(g, CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
-	cudnnBackendDescriptor_t op;
-
-	G_SET(g, red, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &how);
-	G_SET(g, red, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
-	G_FINALIZE(g, red);
-
-	op = G_NEW(g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
-	G_DESC(g, op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x);
-	G_DESC(g, op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y);
-	G_DESC(g, op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, red);
-	G_FINALIZE(g, op);
-	g_add_op(g, op);
-}
-
-/* y = x seen with y's dims and strides (a transpose here: no data moves). */
-static void g_reshape(sdpa_graph *g, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t y)
-{
-	cudnnBackendDescriptor_t op = G_NEW(g, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
-
-	G_DESC(g, op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x);
-	G_DESC(g, op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y);
-	G_FINALIZE(g, op);
-	g_add_op(g, op);
-}
-
-/* The causal mask on scores x (B,NH,T,T): y = row >= col ? x : neg_inf. The frontend's
- * top-left diagonal band with right bound 0: int32 row and column indices, a boolean
- * comparison, a float select. */
-static cudnnBackendDescriptor_t g_causal(sdpa_graph *g, cudnnBackendDescriptor_t x,
-	const sdpa_dims *sd, cudnnBackendDescriptor_t neg_inf)
-{
-	cudnnBackendDescriptor_t row = g_virt(g, CUDNN_DATA_INT32, sd);
-	cudnnBackendDescriptor_t col = g_virt(g, CUDNN_DATA_INT32, sd);
-	cudnnBackendDescriptor_t keep = g_virt(g, CUDNN_DATA_BOOLEAN, sd);
-	cudnnBackendDescriptor_t y = g_virt(g, CUDNN_DATA_FLOAT, sd);
-
-	g_pw(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, NULL, NULL, row, 2);
-	g_pw(g, CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_FLOAT, x, NULL, NULL, col, 3);
-	g_pw(g, CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, NULL, keep, -1);
-	g_pw(g, CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, x, neg_inf, keep, y, -1);
-	return y;
-}
-
-/* The shapes both graphs use. */
-typedef struct sdpa_shapes {
-	sdpa_dims q;   /* q, v, and dq, dk, dv: (B,NH,T,hs) views of qkv / dqkv */
-	sdpa_dims kt;  /* k^T and v^T: (B,NH,hs,T) views of qkv */
-	sdpa_dims o;   /* out and dout: (B,NH,T,hs) views of (B,T,C) */
-	sdpa_dims s;   /* scores and probabilities (B,NH,T,T), virtual */
-	sdpa_dims st;  /* the same transposed (B,NH,T_k,T_q), virtual */
-	sdpa_dims row; /* one value per query row (B,NH,T,1): stats, softmax_sum */
-} sdpa_shapes;
-
-static sdpa_shapes sdpa_shapes_of(const kc_sdpa *s)
-{
-	int64_t B = s->B, H = s->NH, T = s->T, D = s->hs, C = H * D, C3 = 3 * C;
-	sdpa_shapes r;
-
-	r.q = dims4(B, H, T, D, T * C3, D, C3, 1);
-	r.kt = dims4(B, H, D, T, T * C3, D, 1, C3);
-	r.o = dims4(B, H, T, D, T * C, D, C, 1);
-	r.s = dims4(B, H, T, T, H * T * T, T * T, T, 1);
-	r.st = dims4(B, H, T, T, H * T * T, T * T, 1, T);
-	r.row = dims4(B, H, T, 1, H * T, T, 1, 1);
-	return r;
-}
-
-/* A new float virtual tensor of dims d = mode(x[, b]), computed in float. */
-static cudnnBackendDescriptor_t g_op(sdpa_graph *g, cudnnPointwiseMode_t mode,
-	cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b, const sdpa_dims *d)
-{
-	cudnnBackendDescriptor_t y = g_virt(g, CUDNN_DATA_FLOAT, d);
-
-	g_pw(g, mode, CUDNN_DATA_FLOAT, x, b, NULL, y, -1);
-	return y;
-}
-
-/* A new float virtual tensor of dims d = a b. */
-static cudnnBackendDescriptor_t g_mm(sdpa_graph *g, cudnnBackendDescriptor_t a,
-	cudnnBackendDescriptor_t b, const sdpa_dims *d)
-{
-	cudnnBackendDescriptor_t c = g_virt(g, CUDNN_DATA_FLOAT, d);
-
-	g_matmul(g, a, b, c);
-	return c;
-}
-
-/* A new float virtual tensor of dims d = a reduction of x. */
-static cudnnBackendDescriptor_t g_red(sdpa_graph *g, cudnnReduceTensorOp_t how,
-	cudnnBackendDescriptor_t x, const sdpa_dims *d)
-{
-	cudnnBackendDescriptor_t y = g_virt(g, CUDNN_DATA_FLOAT, d);
-
-	g_reduce(g, how, x, y);
-	return y;
-}
-
-#define BF16 CUDNN_DATA_BFLOAT16
-
-static void sdpa_build_forward(const kc_sdpa *s, sdpa_graph *g)
-{
-	sdpa_shapes sh = sdpa_shapes_of(s);
-	cudnnBackendDescriptor_t q, kt, v, o, stats, scale, neg_inf, sc, mx, e, z, p;
-
-	q = g_real(g, SDPA_UID_Q, BF16, &sh.q);
-	kt = g_real(g, SDPA_UID_K, BF16, &sh.kt);
-	v = g_real(g, SDPA_UID_V, BF16, &sh.q);
-	o = g_real(g, SDPA_UID_O, BF16, &sh.o);
-	stats = g_real(g, SDPA_UID_STATS, CUDNN_DATA_FLOAT, &sh.row);
-	scale = g_scalar(g, SDPA_UID_SCALE);
-	neg_inf = g_scalar(g, SDPA_UID_NEGINF);
-
-	/* S = mask(q k^T * scale) */
-	sc = g_op(g, CUDNN_POINTWISE_MUL, g_mm(g, q, kt, &sh.s), scale, &sh.s);
-	sc = g_causal(g, sc, &sh.s, neg_inf);
-	/* softmax with its statistics: M = max_row S, E = exp(S - M), Z = sum_row E,
-	 * stats = M + log Z, P = E / Z */
-	mx = g_red(g, CUDNN_REDUCE_TENSOR_MAX, sc, &sh.row);
-	e = g_op(g, CUDNN_POINTWISE_EXP, g_op(g, CUDNN_POINTWISE_SUB, sc, mx, &sh.s), NULL,
-		&sh.s);
-	z = g_red(g, CUDNN_REDUCE_TENSOR_ADD, e, &sh.row);
-	g_pw(g, CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, mx,
-		g_op(g, CUDNN_POINTWISE_LOG, z, NULL, &sh.row), NULL, stats, -1);
-	/* P feeds the second matmul: bf16, as the engines require of a matmul input */
-	p = g_virt(g, BF16, &sh.s);
-	g_pw(g, CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, e, z, NULL, p, -1);
-	/* out = P v */
-	g_matmul(g, p, v, o);
-}
-
-static void sdpa_build_backward(const kc_sdpa *s, sdpa_graph *g)
-{
-	int64_t B = s->B, H = s->NH, T = s->T, D = s->hs;
-	sdpa_shapes sh = sdpa_shapes_of(s);
-	/* dout * out before its row sum: the frontend's (virtual) strides, kept as they are */
-	sdpa_dims dot = dims4(B, H, T, D, H * T * D, T * D, H * D, 1);
-	sdpa_dims acc = dims4(B, H, T, D, H * T * D, T * D, D, 1); /* packed (B,NH,T,hs) */
-	cudnnBackendDescriptor_t q, kt, vt, o, d_o, stats, scale, neg_inf, one, dq, dk, dv;
-	cudnnBackendDescriptor_t sum, dq_acc, sc, p, pt, ds, dst, k;
-
-	q = g_real(g, SDPA_UID_Q, BF16, &sh.q);
-	kt = g_real(g, SDPA_UID_K, BF16, &sh.kt);
-	vt = g_real(g, SDPA_UID_V, BF16, &sh.kt);
-	o = g_real(g, SDPA_UID_O, BF16, &sh.o);
-	d_o = g_real(g, SDPA_UID_DO, BF16, &sh.o);
-	stats = g_real(g, SDPA_UID_STATS, CUDNN_DATA_FLOAT, &sh.row);
-	scale = g_scalar(g, SDPA_UID_SCALE);
-	neg_inf = g_scalar(g, SDPA_UID_NEGINF);
-	one = g_scalar(g, SDPA_UID_ONE);
-	dq = g_real(g, SDPA_UID_DQ, BF16, &sh.q);
-	dk = g_real(g, SDPA_UID_DK, BF16, &sh.q);
-	dv = g_real(g, SDPA_UID_DV, BF16, &sh.q);
-	sum = g_real(g, SDPA_UID_SUM, CUDNN_DATA_FLOAT, &sh.row);
-	dq_acc = g_real(g, SDPA_UID_DQACC, CUDNN_DATA_FLOAT, &acc);
-
-	/* softmax_sum = rowsum(dout * out) * 1 (= rowsum(P * dP), as out = P v) */
-	g_pw(g, CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT,
-		g_red(g, CUDNN_REDUCE_TENSOR_ADD, g_op(g, CUDNN_POINTWISE_MUL, d_o, o, &dot),
-			&sh.row),
-		one, NULL, sum, -1);
-	/* P = exp(mask(q k^T * scale - stats)), recomputed from the saved statistics */
-	sc = g_op(g, CUDNN_POINTWISE_MUL, g_mm(g, q, kt, &sh.s), scale, &sh.s);
-	sc = g_causal(g, g_op(g, CUDNN_POINTWISE_SUB, sc, stats, &sh.s), &sh.s, neg_inf);
-	p = g_op(g, CUDNN_POINTWISE_EXP, sc, NULL, &sh.s);
-	/* dv = P^T dout */
-	pt = g_virt(g, BF16, &sh.st);
-	g_reshape(g, p, pt);
-	g_matmul(g, pt, d_o, dv);
-	/* dS = (dout v^T - softmax_sum) * P * scale */
-	ds = g_op(g, CUDNN_POINTWISE_SUB, g_mm(g, d_o, vt, &sh.s), sum, &sh.s);
-	ds = g_op(g, CUDNN_POINTWISE_MUL, g_op(g, CUDNN_POINTWISE_MUL, ds, p, &sh.s), scale,
-		&sh.s);
-	/* dk = dS^T q */
-	dst = g_virt(g, BF16, &sh.st);
-	g_reshape(g, ds, dst);
-	g_matmul(g, dst, q, dk);
-	/* dq = dS k, accumulated in float in the workspace, then converted */
-	k = g_virt(g, BF16, &sh.q); /* k itself, back from k^T */
-	g_reshape(g, kt, k);
-	g_matmul(g, ds, k, dq_acc);
-	g_pw(g, CUDNN_POINTWISE_IDENTITY, CUDNN_DATA_FLOAT, dq_acc, NULL, NULL, dq, -1);
-}
-
-#undef BF16
 
 /* ---- plans ---- */
 
@@ -761,27 +314,13 @@ static size_t sdpa_align(size_t n)
 
 /* ---- the interface ---- */
 
-extern "C" int kc_sdpa_create(kc_sdpa **out, int B, int NH, int T, int hs, char *err,
-	size_t errlen)
+/* What kc_sdpa_create refuses before building anything: the shape, the cuDNN version,
+ * the device. 0 with *device and *prop, or -1 with the reason in err. */
+static int sdpa_servable(int B, int NH, int T, int hs, size_t version, int *device,
+	struct cudaDeviceProp *prop, char *err, size_t errlen)
 {
-	kc_sdpa *s = NULL;
-	struct cudaDeviceProp prop;
-	cudaError_t ce;
 	char ver[32], cver[32];
-	int device = -1, have_handle = 0;
-	size_t version = cudnnGetVersion();
-	size_t bwd_bytes;
 	const char *bad = NULL;
-
-	sdpa_version_str(ver, sizeof(ver), version);
-	sdpa_version_str(cver, sizeof(cver), CUDNN_VERSION);
-	if (err && errlen)
-		err[0] = '\0';
-	if (!out) {
-		sdpa_msg(err, errlen, "kc_sdpa_create: no place for the result");
-		return -1;
-	}
-	*out = NULL;
 	/* the shape first: these refusals need no device */
 	if (B < 1 || NH < 1 || T < 1 || hs < 1)
 		bad = "bad shape";
@@ -794,6 +333,8 @@ extern "C" int kc_sdpa_create(kc_sdpa **out, int B, int NH, int T, int hs, char 
 			bad);
 		return -1;
 	}
+	sdpa_version_str(ver, sizeof(ver), version);
+	sdpa_version_str(cver, sizeof(cver), CUDNN_VERSION);
 	if (version < 90000 || version == 91000 || version == 91001) {
 		sdpa_msg(err, errlen,
 			"cuDNN attention: cuDNN %s at run time (built with %s) is not served: "
@@ -801,27 +342,66 @@ extern "C" int kc_sdpa_create(kc_sdpa **out, int B, int NH, int T, int hs, char 
 			ver, cver);
 		return -1;
 	}
-	ce = cudaGetDevice(&device);
+	cudaError_t ce = cudaGetDevice(device);
 	if (ce == cudaSuccess)
-		ce = cudaGetDeviceProperties(&prop, device);
+		ce = cudaGetDeviceProperties(prop, *device);
 	if (ce != cudaSuccess) {
 		sdpa_msg(err, errlen, "cuDNN attention: no CUDA device: %s",
 			cudaGetErrorString(ce));
 		return -1;
 	}
-	if (device < 0 || device >= SDPA_MAX_DEVICES) {
-		sdpa_msg(err, errlen, "cuDNN attention: device %d beyond the %d served", device,
+	if (*device < 0 || *device >= SDPA_MAX_DEVICES) {
+		sdpa_msg(err, errlen, "cuDNN attention: device %d beyond the %d served", *device,
 			SDPA_MAX_DEVICES);
 		return -1;
 	}
-	if (prop.major < 8) {
+	if (prop->major < 8) {
 		sdpa_msg(err, errlen,
 			"cuDNN attention: %s has compute capability %d.%d, cuDNN's fused "
 			"attention needs 8.0 or newer",
-			prop.name, prop.major, prop.minor);
+			prop->name, prop->major, prop->minor);
 		return -1;
 	}
+	return 0;
+}
 
+/* The workspace: the forward's plan alone, or the backward's plan followed by
+ * softmax_sum (B,NH,T) and the dq accumulator (B,NH,T,hs), both float; and about. */
+static void sdpa_workspace(kc_sdpa *s, const struct cudaDeviceProp *prop)
+{
+	char ver[32], cver[32];
+	size_t rows = (size_t)s->B * s->NH * s->T;
+	s->off_sum = sdpa_align((size_t)s->bwd.workspace);
+	s->off_dqacc = s->off_sum + sdpa_align(rows * sizeof(float));
+	size_t bwd_bytes = s->off_dqacc + rows * s->hs * sizeof(float);
+	s->ws_bytes = (size_t)s->fwd.workspace > bwd_bytes ? (size_t)s->fwd.workspace : bwd_bytes;
+	sdpa_version_str(ver, sizeof(ver), s->version);
+	sdpa_version_str(cver, sizeof(cver), CUDNN_VERSION);
+	sdpa_msg(s->about, sizeof(s->about),
+		"cuDNN %s (built with %s) on %s: forward engine %lld (heuristics %s), backward "
+		"engine %lld (heuristics %s), workspace %zu bytes",
+		ver, cver, prop->name, (long long)s->fwd.engine, s->fwd.heur,
+		(long long)s->bwd.engine, s->bwd.heur, s->ws_bytes);
+}
+
+extern "C" int kc_sdpa_create(kc_sdpa **out, int B, int NH, int T, int hs, char *err,
+	size_t errlen)
+{
+	kc_sdpa *s = NULL;
+	struct cudaDeviceProp prop;
+	char ver[32];
+	int device = -1, have_handle = 0;
+	size_t version = cudnnGetVersion();
+
+	if (err && errlen)
+		err[0] = '\0';
+	if (!out) {
+		sdpa_msg(err, errlen, "kc_sdpa_create: no place for the result");
+		return -1;
+	}
+	*out = NULL;
+	if (sdpa_servable(B, NH, T, hs, version, &device, &prop, err, errlen) < 0)
+		return -1;
 	s = (kc_sdpa *)calloc(1, sizeof(*s));
 	if (!s) {
 		sdpa_msg(err, errlen, "cuDNN attention: out of memory");
@@ -847,24 +427,14 @@ extern "C" int kc_sdpa_create(kc_sdpa **out, int B, int NH, int T, int hs, char 
 		sdpa_plan(&s->bwd, s->handle);
 	}
 	if (s->fwd.failed || s->bwd.failed) {
+		sdpa_version_str(ver, sizeof(ver), version);
 		sdpa_msg(err, errlen,
 			"cuDNN %s cannot serve causal attention B=%d NH=%d T=%d hs=%d on %s (%s): %s",
 			ver, B, NH, T, hs, prop.name, s->fwd.failed ? "forward" : "backward",
 			s->fwd.failed ? s->fwd.msg : s->bwd.msg);
 		goto fail;
 	}
-
-	/* the workspace: the forward's plan alone, or the backward's plan followed by
-	 * softmax_sum (B,NH,T) and the dq accumulator (B,NH,T,hs), both float */
-	s->off_sum = sdpa_align((size_t)s->bwd.workspace);
-	s->off_dqacc = s->off_sum + sdpa_align((size_t)B * NH * T * sizeof(float));
-	bwd_bytes = s->off_dqacc + (size_t)B * NH * T * hs * sizeof(float);
-	s->ws_bytes = (size_t)s->fwd.workspace > bwd_bytes ? (size_t)s->fwd.workspace : bwd_bytes;
-	sdpa_msg(s->about, sizeof(s->about),
-		"cuDNN %s (built with %s) on %s: forward engine %lld (heuristics %s), backward "
-		"engine %lld (heuristics %s), workspace %zu bytes",
-		ver, cver, prop.name, (long long)s->fwd.engine, s->fwd.heur,
-		(long long)s->bwd.engine, s->bwd.heur, s->ws_bytes);
+	sdpa_workspace(s, &prop);
 	*out = s;
 	return 0;
 
@@ -1092,3 +662,4 @@ extern "C" void kc_sdpa_destroy(kc_sdpa *s)
 	sdpa_handle_put(s->device);
 	free(s);
 }
+
