@@ -191,6 +191,7 @@ test: all
 	@bash tests/completion.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/tmp/completion)
 	@sh tests/install.sh "$(MAKE)" $(BUILD) $(abspath $(BUILD)/tmp/install)
 	@sh tests/link.sh $(abspath $(BUILD)/bin)
+	@sh tests/layout.sh
 	$(TEST_ENV) $(TESTS)
 
 # The GPU's suites alone, each with its own closing line (tests/cuda/run-on-gpu.sh).
