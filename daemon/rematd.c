@@ -493,17 +493,39 @@ static void start_serving(srv_server *srv)
 		srv->worker_path, srv->max_jobs);
 	if (srv_notify_enabled(&srv->notify))
 		srv_log("notifying the service manager at '%s'", srv->notify.name);
-	/* what the workers run, asked of a worker: this process never computes; what the
-	 * same binary said before serves until it answers */
+	srv_job_schedule(srv); /* queued jobs an earlier rematd left */
+}
+
+static uv_timer_t info_wait; /* bounds the first start's wait for remat-train --info */
+
+static void on_info_wait(uv_timer_t *t)
+{
+	(void)t; /* it only wakes the loop: the wait is over */
+}
+
+/* What the workers run, asked of a worker (this process never computes): what the same
+ * binary said before (STATE_DIR/worker-info.json) serves at once while it is asked again;
+ * without that, the answer is awaited, at most SRV_INFO_WAIT_MS, before serving, so that
+ * even the first daemon-info needs no wait. */
+static void learn_worker_info(srv_server *srv)
+{
 	static const char *const info_args[] = {"--info", NULL};
-	srv->worker_info = srv_store_worker_info(srv, srv->worker_path);
 	char ierr[256];
+	srv->worker_info = srv_store_worker_info(srv, srv->worker_path);
 	if (srv_helper_run(srv, "info", info_args, NULL, NULL, SRV_INFO_MS, on_worker_info, NULL,
 		ierr, sizeof ierr) < 0) {
 		srv_log("cannot learn what the workers run: %s", ierr);
 		srv_fmt(srv->worker_info_err, sizeof srv->worker_info_err, "unknown: %s", ierr);
 	}
-	srv_job_schedule(srv); /* queued jobs an earlier rematd left */
+	if (srv->worker_info || srv->worker_info_err[0])
+		return;
+	uv_timer_init(srv->loop, &info_wait);
+	uv_timer_start(&info_wait, on_info_wait, SRV_INFO_WAIT_MS, 0);
+	while (!srv->worker_info && !srv->worker_info_err[0] &&
+		uv_is_active((uv_handle_t *)&info_wait))
+		uv_run(srv->loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&info_wait, NULL);
+	uv_run(srv->loop, UV_RUN_NOWAIT); /* its close */
 }
 
 enum { OPT_SOCKET = 256, OPT_GROUP, OPT_STATE_DIR, OPT_MAX_JOBS, OPT_WORKER, OPT_STOP_TIMEOUT,
@@ -666,10 +688,12 @@ int main(int argc, char **argv)
 		goto fail_early;
 	}
 	srv->loop = &loop;
+	learn_worker_info(srv);
 	r = listen_socket(srv, passed_fd, err, sizeof err);
 	if (r < 0) {
 		fprintf(stderr, "rematd: %s\n", err);
 		notify(srv, "STATUS=cannot start: %s", err);
+		srv_helper_kill_all(srv);
 		goto out;
 	}
 	start_serving(srv);

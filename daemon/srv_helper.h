@@ -20,6 +20,7 @@
 #define SRV_HELPER_MAX 16           /* helpers at once; job-start past it: Busy */
 #define SRV_CHECK_MS 120000         /* a --check may take this long (it hashes init_from) */
 #define SRV_INFO_MS 30000           /* --info (the first CUDA probe of a GPU machine) */
+#define SRV_INFO_WAIT_MS 3000       /* how long the first start waits for it before serving */
 
 /* Called once per helper: out is the object of its last line (borrowed; NULL when it did
  * not answer), why says what went wrong then (spawn failure, time-out, a signal, no JSON).
