@@ -246,22 +246,33 @@ HANDLER(cmd_remat_set)
 		eng_policy_json(&p));
 }
 
-HANDLER(cmd_pause)
+/* job-pause (pause 1) and job-resume (0): queued, unless the job already is as asked.
+ * 0, or -1 with the error sent. */
+static int queue_pause(struct eng_ctl *c, ctl_conn *k, json_t *id, int pause)
 {
-	UNUSED_ARGS;
 	char desc[PROTO_DESC_LEN];
 	eng_ctl_cmd *q = change_new(c, k, id);
 	if (!q)
-		return NULL;
-	if (c->state == CTL_PAUSED || c->pause_pending) {
+		return -1;
+	int paused = c->state == CTL_PAUSED || c->pause_pending;
+	if (paused == pause) {
 		free(q);
-		snprintf(desc, sizeof desc, "job %s is already paused", c->job);
+		snprintf(desc, sizeof desc, "job %s is %s", c->job,
+			pause ? "already paused" : "not paused");
 		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
-		return NULL;
+		return -1;
 	}
-	q->op = CTL_OP_PAUSE;
-	c->pause_pending = 1;
+	q->op = pause ? CTL_OP_PAUSE : CTL_OP_RESUME;
+	c->pause_pending = pause;
 	eng_ctl__enqueue(c, q);
+	return 0;
+}
+
+HANDLER(cmd_pause)
+{
+	UNUSED_ARGS;
+	if (queue_pause(c, k, id, 1) < 0)
+		return NULL;
 	/* the step it stops at, as job-status will say: the one running now, if any */
 	return json_pack("{s:s,s:i,s:i}", "state", "paused", "step", applies_at(c) - 1,
 		"applies_at_step", applies_at(c));
@@ -270,19 +281,8 @@ HANDLER(cmd_pause)
 HANDLER(cmd_resume)
 {
 	UNUSED_ARGS;
-	char desc[PROTO_DESC_LEN];
-	eng_ctl_cmd *q = change_new(c, k, id);
-	if (!q)
+	if (queue_pause(c, k, id, 0) < 0)
 		return NULL;
-	if (c->state != CTL_PAUSED && !c->pause_pending) {
-		free(q);
-		snprintf(desc, sizeof desc, "job %s is not paused", c->job);
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
-		return NULL;
-	}
-	q->op = CTL_OP_RESUME;
-	c->pause_pending = 0;
-	eng_ctl__enqueue(c, q);
 	return json_pack("{s:s,s:i}", "state", "running", "step", c->step);
 }
 
