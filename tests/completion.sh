@@ -225,6 +225,11 @@ expect "$x remat set g1 h.1-" h.1-2=
 expect "$x remat set g1 h.1=" off selective full offload
 expect "$x remat set g1 mid=o" off offload
 expect "$x remat set g1 all=" off selective full chunked offload
+# every mode of the protocol's table, as rematctl --help lists them, is offered somewhere
+# (a new mode fails here until the completion knows it)
+# shellcheck disable=SC2046
+expect "$x remat set g1 all=" $("$ctl" --help | sed -n 's/^MODE: //p' | tr -d ',;()' |
+	tr ' ' '\n' | grep -Evx 'blocks|head|' | sort -u)
 expect "$x remat set g1 top=" off chunked
 expect "$x remat set j7 h.0=" off selective full
 expect "$x remat set j7 " blocks= head= all= h.0=
