@@ -29,6 +29,27 @@ _Static_assert(sizeof(float) == 4, "eng_st assumes 4-byte IEEE floats");
 
 #define SHAPE_STR_LEN 96 /* "[a, b, c, d]" with four 19-digit numbers fits */
 
+/* The element count of a shape of n dimensions, all >= 0, into *numel: 1 when it does not
+ * fit 64 bits, unless a dimension is 0 (then the count is 0, whatever the others). */
+static int shape_numel(const int64_t *shape, int n, uint64_t *numel)
+{
+	int too_big = 0;
+	*numel = 1;
+	for (int i = 0; i < n; i++) {
+		uint64_t di = (uint64_t)shape[i];
+		if (di == 0) {
+			*numel = 0;
+			return 0;
+		}
+		/* keep going after an overflow only to spot a later zero dimension */
+		if (*numel > UINT64_MAX / di)
+			too_big = 1;
+		else
+			*numel *= di;
+	}
+	return too_big;
+}
+
 static size_t dtype_size(eng_st_dtype d)
 {
 	return d == ENG_ST_F32 ? 4 : 2;
@@ -165,8 +186,7 @@ static int parse_entry(const char *path, const char *name, json_t *v, size_t dat
 		return bad(err, path, "tensor '%s': shape has %zu dimensions, at most %d supported",
 			   name, nd, ENG_ST_MAX_NDIM);
 	t->ndim = (int)nd;
-	uint64_t numel = 1;
-	int too_big = 0;
+	uint64_t numel;
 	for (size_t i = 0; i < nd; i++) {
 		json_t *d = json_array_get(shape, i);
 		if (!json_is_integer(d) || json_integer_value(d) < 0)
@@ -174,17 +194,8 @@ static int parse_entry(const char *path, const char *name, json_t *v, size_t dat
 				   "tensor '%s': shape[%zu] is not a non-negative integer", name,
 				   i);
 		t->shape[i] = (int64_t)json_integer_value(d);
-		uint64_t di = (uint64_t)t->shape[i];
-		/* keep multiplying after an overflow only to spot a later zero dimension */
-		if (di != 0 && numel > UINT64_MAX / di)
-			too_big = 1;
-		else
-			numel *= di;
-		if (di == 0) {
-			too_big = 0;
-			numel = 0;
-		}
 	}
+	int too_big = shape_numel(t->shape, (int)nd, &numel);
 	size_t item = dtype_size(t->dtype);
 	char shp[SHAPE_STR_LEN];
 	shape_str(shp, sizeof shp, t->ndim, t->shape);
@@ -579,25 +590,16 @@ static int st_header(st_out *o, const char *path, const eng_st_entry *e, int n, 
 			goto fail;
 		}
 		shape_str(shp, sizeof shp, t->ndim, t->shape);
-		size_t numel = 1;
-		int too_big = 0;
+		uint64_t numel;
 		for (int d = 0; d < t->ndim; d++) {
 			if (t->shape[d] < 0) {
 				eng_errf(err, "cannot write '%s': tensor '%s' has shape %s", path,
 					 t->name, shp);
 				goto fail;
 			}
-			size_t di = (size_t)t->shape[d];
-			if (di != 0 && numel > SIZE_MAX / di)
-				too_big = 1;
-			else
-				numel *= di;
-			if (di == 0) {
-				too_big = 0;
-				numel = 0;
-			}
 		}
-		if (too_big || numel > (LLONG_MAX - off) / sizeof(float)) {
+		int too_big = shape_numel(t->shape, t->ndim, &numel);
+		if (too_big || numel > (uint64_t)(LLONG_MAX - off) / sizeof(float)) {
 			eng_errf(err, "cannot write '%s': tensor '%s' shape %s is too large", path,
 				 t->name, shp);
 			goto fail;
