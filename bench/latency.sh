@@ -1,5 +1,6 @@
 #!/bin/sh
-# bench/latency.sh - mem-stats latency through rematd while a job keeps both cores busy.
+# bench/latency.sh - daemon-info latency of a rematd that has just started, then mem-stats
+# latency through rematd while a job keeps both cores busy.
 #
 #   sh bench/latency.sh BINDIR [preset] [N]
 #
@@ -15,6 +16,8 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/remat-lat.XXXXXX")
 daemon=$!
 trap 'kill $daemon 2>/dev/null; wait $daemon 2>/dev/null; rm -rf "$dir"' EXIT
 for _ in $(seq 100); do [ -S "$dir/sock" ] && break; sleep 0.1; done
+# daemon-info on a daemon that has just started (its first answer included), before any job
+"$bin/bench-latency" "$dir/sock" - 100 daemon-info
 cat > "$dir/job.json" <<JOB
 {"name": "latency", "model": {"preset": "$preset", "vocab_size": 50257},
  "data": {"train": "/usr/share/common-licenses/GPL-3", "format": "bytes"},
