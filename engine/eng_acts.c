@@ -30,22 +30,23 @@ int eng_act_offloaded(int k)
 /* The buffers of one layout, by kind, as flat arrays of pointers: what the change walks. */
 enum { KIND_SAVED, KIND_POOL, KIND_HEAD, KIND_HOST, KIND_SLOT };
 
-/* What the allocation that failed was for. */
+/* How a walk of the layout goes (build), and what the allocation that failed was for. */
 typedef struct want {
+	int reuse_only;              /* 1: take only what the old layout has, allocate nothing */
 	const char *section, *field; /* "h.3", "qkv" */
 	int layer;                   /* -1: none */
 	size_t bytes;
 } want;
 
-/* Sets *dst to the old buffer when the new layout keeps it, else to a new one; on failure
- * notes in *w what it was. */
+/* Sets *dst to the old buffer when the new layout keeps it, else to a new one (none with
+ * w->reuse_only); on failure notes in *w what it was. */
 static int take(void **dst, void *old, int wanted, const eng_layout_mem *mem, int kind,
 	eng_mem_cat cat, size_t bytes, want *w)
 {
 	*dst = NULL;
 	if (!wanted)
 		return 0;
-	if (old) {
+	if (old || w->reuse_only) {
 		*dst = old;
 		return 0;
 	}
@@ -103,7 +104,8 @@ static int build(eng_layout *n, const eng_layout *lay, const eng_layout_mem *mem
 				return -1;
 		}
 		w->field = "offloaded activations (pinned host memory)";
-		if (mode == ENG_K_OFFLOAD && (!mem->host_alloc || !mem->offload_bytes))
+		if (mode == ENG_K_OFFLOAD && (!mem->host_alloc || !mem->offload_bytes) &&
+			!w->reuse_only)
 			return -1;
 		if (take(&n->host[l], lay->host[l], mode == ENG_K_OFFLOAD, mem, KIND_HOST, 0,
 			    mem->offload_bytes, w) < 0)
@@ -135,27 +137,51 @@ static int build(eng_layout *n, const eng_layout *lay, const eng_layout_mem *mem
 	return 0;
 }
 
+/* "h.3" or "head" for the message about w. */
+static void want_section(const want *w, char *sec, size_t len)
+{
+	if (w->layer >= 0)
+		snprintf(sec, len, "h.%d", w->layer);
+	else
+		snprintf(sec, len, "%s", w->section);
+}
+
 int eng_layout_set(eng_layout *lay, const eng_layout_mem *mem, const eng_policy *p,
 	eng_err *err)
 {
-	eng_layout n;
-	want w = {0};
+	eng_layout kept, n, back;
+	want only = {.reuse_only = 1}, w = {0}, wb = {0};
+	char sec[32];
+	/* What the new layout reuses of the old stays; the rest of the old goes first, so that
+	 * a change never holds both layouts at once (it never raises the peak). Between steps
+	 * no activation is alive: the buffers' contents need not survive. */
+	memset(&kept, 0, sizeof kept);
+	build(&kept, lay, mem, p, &only);
+	release_unshared(lay, &kept, mem);
 	memset(&n, 0, sizeof n);
-	if (build(&n, lay, mem, p, &w) < 0) {
-		release_unshared(&n, lay, mem); /* roll back: only what this call allocated */
-		char sec[32];
-		if (w.layer >= 0)
-			snprintf(sec, sizeof sec, "h.%d", w.layer);
-		else
-			snprintf(sec, sizeof sec, "%s", w.section);
+	if (build(&n, &kept, mem, p, &w) == 0) {
+		n.policy = *p;
+		*lay = n;
+		return 0;
+	}
+	release_unshared(&n, &kept, mem); /* only what this call allocated */
+	want_section(&w, sec, sizeof sec);
+	/* The previous layout again, in the memory just given back. */
+	eng_policy prev = lay->policy;
+	memset(&back, 0, sizeof back);
+	if (prev.n_layer == 0 || build(&back, &kept, mem, &prev, &wb) == 0) {
+		back.policy = prev;
+		*lay = back;
 		return eng_errf(err, "cannot allocate %.1f MiB of %s for %s %s: out of memory; the "
 				     "previous policy stays", w.bytes / 1048576.0, mem->where, sec,
 			w.field);
 	}
-	release_unshared(lay, &n, mem); /* commit: what the new layout does not reuse */
-	n.policy = *p;
-	*lay = n;
-	return 0;
+	release_unshared(&back, &kept, mem);
+	eng_layout_free(&kept, mem);
+	memset(lay, 0, sizeof *lay); /* nothing laid out: a step refuses to run */
+	return eng_errf(err, "cannot allocate %.1f MiB of %s for %s %s: out of memory, and the "
+			     "previous policy no longer fits either: no activations are laid out",
+		w.bytes / 1048576.0, mem->where, sec, w.field);
 }
 
 void eng_layout_free(eng_layout *lay, const eng_layout_mem *mem)

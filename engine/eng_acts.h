@@ -12,10 +12,12 @@
  * the CUDA model (eng_cuda.c), the planner (eng_plan.c) and the memory accounting all read
  * these tables; nothing else says which mode keeps what.
  *
- * eng_layout_set is the one policy change: allocate what the new layout needs and the old
- * one lacks, then free what it no longer needs; on a failed allocation free only what this
- * call allocated, and the old layout stays whole. The backends give it their allocator
- * (eng_layout_mem): the CPU's eng_mem, the GPU's device and pinned host memory.
+ * eng_layout_set is the one policy change: free what the new layout does not reuse, then
+ * allocate what it needs besides, so that a change never holds two layouts at once and the
+ * switching step's peak is at most the larger of the two policies' (between steps no
+ * activation is alive). On a failed allocation it frees what it allocated and lays the
+ * previous policy out again in the memory just given back. The backends give it their
+ * allocator (eng_layout_mem): the CPU's eng_mem, the GPU's device and pinned host memory.
  */
 #ifndef ENG_ACTS_H
 #define ENG_ACTS_H
@@ -133,7 +135,9 @@ typedef struct eng_layout {
 } eng_layout;
 
 /* Lays out the buffers of policy p (p->n_layer blocks). 0, or -1 when an allocation failed:
- * then nothing changed, and err names what could not be allocated. */
+ * err names what could not be allocated, and the previous policy is laid out again (its
+ * buffers may have moved). Should even that fail, nothing is laid out (policy.n_layer 0:
+ * a step refuses to run) and err says so. */
 int eng_layout_set(eng_layout *lay, const eng_layout_mem *mem, const eng_policy *p,
 	eng_err *err);
 

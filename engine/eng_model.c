@@ -386,7 +386,9 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 	int N = B * T, R = m->chunk_rows;
 	const eng_head_acts *h = &m->lay.head;
 	float *lse = h->lse;
-	ENG_ASSERT(m->lay.policy.n_layer == L);
+	if (m->lay.policy.n_layer != L)
+		return eng_errf(err, "no activations are laid out (a policy change failed): set a "
+				     "policy that fits first");
 	if (fit_scratch(m, err) < 0)
 		return -1;
 	kn_encoder_forward(m->lay.saved[0].x, inp, m->w.wte, m->w.wpe, B, T, C);

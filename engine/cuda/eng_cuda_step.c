@@ -237,7 +237,9 @@ static int offload_in(eng_cuda *g, int l, int s, eng_err *err)
 static int forward(eng_cuda *g, int grad, eng_err *err)
 {
 	int B = g->B, T = g->T, C = g->cfg.n_embd, L = g->cfg.n_layer, noff = 0;
-	ENG_ASSERT(g->lay.policy.n_layer == L);
+	if (g->lay.policy.n_layer != L)
+		return eng_errf(err, "no activations are laid out (a policy change failed): set a "
+				     "policy that fits first");
 	KC(kc_encoder_forward(g->st, g->dt, g->lay.saved[0].x, g->d_inp, g->w.wte, g->w.wpe, B, T, C),
 		"embedding");
 	for (int l = 0; l < L; l++) {

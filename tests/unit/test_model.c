@@ -272,11 +272,13 @@ START_TEST(test_acts_tables_consistent)
 }
 END_TEST
 
-/* An allocator that fails its n-th call (counting from 1) and counts what is live. */
-static int fail_at, calls, live;
+/* An allocator that fails its n-th call (counting from 1), or every call from the n-th on
+ * (fail_from), and counts what is live. */
+static int fail_at, fail_from, calls, live;
 static void *failing_alloc(eng_mem_cat cat, size_t bytes)
 {
-	if (++calls == fail_at)
+	++calls;
+	if (calls == fail_at || (fail_from && calls >= fail_from))
 		return NULL;
 	void *p = eng_mem_alloc(cat, bytes);
 	live += p != NULL;
@@ -313,8 +315,16 @@ START_TEST(test_layout_change_rolls_back_every_failure)
 		if (eng_layout_set(&lay, &mem, &to, &err) == 0)
 			break;
 		nfail++;
-		ck_assert_msg(memcmp(&lay, &before, sizeof lay) == 0,
-			"failure at allocation %d changed the layout", fail_at);
+		/* the previous policy is laid out again: the same buffers held, maybe elsewhere */
+		ck_assert(eng_policy_equal(&lay.policy, &before.policy));
+		for (int i = 0; i <= tr.model.cfg.n_layer; i++)
+			ck_assert_msg(eng_layout_saved_bytes(&lay, &mem, i) ==
+					      eng_layout_saved_bytes(&before, &mem, i),
+				"failure at allocation %d: section %d holds other bytes", fail_at, i);
+		for (int k = 0; k < ENG_ACT_N; k++)
+			ck_assert_msg(!lay.pool.f[k] == !before.pool.f[k],
+				"failure at allocation %d: pool field %s", fail_at,
+				eng_block_fields[k].name);
 		ck_assert_msg(live == base, "failure at allocation %d leaked %d buffers", fail_at,
 			live - base);
 		ck_assert_msg(strstr(err.msg, "cannot allocate ") && strstr(err.msg, " MiB of memory for ")
@@ -326,6 +336,75 @@ START_TEST(test_layout_change_rolls_back_every_failure)
 	eng_layout_free(&lay, &mem);
 	ck_assert_int_eq(live, 0);
 	eng_trainer_free(&tr);
+}
+END_TEST
+
+/* When not even the previous policy fits again, nothing is laid out, the message says so,
+ * and a step refuses to run instead of touching memory that is not there. */
+START_TEST(test_layout_lost_refuses_steps)
+{
+	eng_trainer tr;
+	small_trainer(&tr);
+	eng_layout_mem mem = tr.model.mem;
+	eng_policy to;
+	eng_err err = {0};
+	ck_assert_int_eq(eng_trainer_parse_policy(&tr, "off", &to, &err), 0);
+	set(&tr, "full,head=chunked");
+	/* from full to off: the new buffers fail, and so does the way back */
+	tr.model.mem.alloc = failing_alloc;
+	tr.model.mem.free = counted_free;
+	fail_at = 0;
+	fail_from = 1;
+	calls = live = 0;
+	ck_assert_int_eq(eng_model_set_policy(&tr.model, &to, &err), -1);
+	ck_assert_msg(strstr(err.msg, "no activations are laid out"), "%s", err.msg);
+	ck_assert_int_eq(tr.model.lay.policy.n_layer, 0);
+	float loss;
+	ck_assert_int_eq(eng_model_step(&tr.model, tr.inp, tr.tgt, &loss, &err), -1);
+	ck_assert_msg(strstr(err.msg, "no activations are laid out"), "%s", err.msg);
+	/* memory back: the next change lays the policy out and training goes on */
+	fail_from = 0;
+	tr.model.mem = mem;
+	ck_assert_msg(eng_trainer_set_policy(&tr, &to, &err) == 0, "%s", err.msg);
+	eng_step_stats st;
+	ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+	eng_trainer_free(&tr);
+}
+END_TEST
+
+/* A switch never raises the peak: the tracked total over a policy change and the step
+ * after it stays within the larger of the two policies' steady peaks, both ways. */
+START_TEST(test_layout_switch_peak)
+{
+	static const char *const pairs[][2] = {{"full,head=chunked", "off"},
+		{"off", "full,head=chunked"}, {"selective", "h.0=full,h.1-2=off,head=chunked"}};
+	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+		eng_trainer tr;
+		eng_step_stats st;
+		eng_err err = {0};
+		eng_mem_stats ms;
+		size_t steady[2], over_switch;
+		small_trainer(&tr);
+		for (int k = 0; k < 2; k++) {
+			set(&tr, pairs[i][k]);
+			ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+			eng_mem_reset_peak();
+			ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+			eng_mem_get_counters(&ms);
+			steady[k] = ms.total_peak_reset;
+		}
+		set(&tr, pairs[i][0]);
+		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+		eng_mem_reset_peak();
+		set(&tr, pairs[i][1]);
+		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+		eng_mem_get_counters(&ms);
+		over_switch = ms.total_peak_reset;
+		size_t larger = steady[0] > steady[1] ? steady[0] : steady[1];
+		ck_assert_msg(over_switch <= larger, "%s -> %s: peak %zu over the switch, steady %zu "
+			      "and %zu", pairs[i][0], pairs[i][1], over_switch, steady[0], steady[1]);
+		eng_trainer_free(&tr);
+	}
 }
 END_TEST
 
@@ -341,6 +420,8 @@ Suite *suite_model(void)
 	tcase_add_test(tc, test_model_set_policy_returns_memory_to_os);
 	tcase_add_test(tc, test_acts_tables_consistent);
 	tcase_add_test(tc, test_layout_change_rolls_back_every_failure);
+	tcase_add_test(tc, test_layout_lost_refuses_steps);
+	tcase_add_test(tc, test_layout_switch_peak);
 	suite_add_tcase(s, tc);
 	return s;
 }
