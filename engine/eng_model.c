@@ -162,6 +162,37 @@ static void layout_mem(eng_model *m)
 
 /* ---- lifetime ---- */
 
+/* A step's workspace (ENG_MEM_WORKSPACE) of N rows: nc*C + n floats a row each; then the
+ * attention scratch, per thread. What eng_model_init allocates and eng_model_fixed_bytes
+ * counts. */
+static const struct ws_field {
+	size_t offset; /* of the float * in eng_model */
+	size_t nc, n;
+} workspace[] = {
+	{offsetof(eng_model, losses), 0, 1}, /* (B,T) per-row loss */
+	{offsetof(eng_model, tmp), 1, 0},    /* (B,T,C) */
+	{offsetof(eng_model, dres), 1, 0},   /* (B,T,C) */
+	{offsetof(eng_model, dbuf), 1, 0},   /* (B,T,C) */
+	{offsetof(eng_model, dbig), 4, 0},   /* (B,T,4C) */
+	{offsetof(eng_model, dqkv), 3, 0},   /* (B,T,3C) */
+};
+#define NWORKSPACE (sizeof workspace / sizeof workspace[0])
+
+void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int threads,
+	size_t out[ENG_MEM_NCAT])
+{
+	size_t N = (size_t)B * T, C = cfg->n_embd, ws = 0;
+	eng_ptensor *tab = calloc((size_t)eng_model_ntensors(cfg), sizeof *tab);
+	size_t nfloats = tab ? eng_model_table(cfg, tab) : 0;
+	free(tab);
+	for (size_t k = 0; k < NWORKSPACE; k++)
+		ws += 4 * (workspace[k].nc * N * C + workspace[k].n * N);
+	memset(out, 0, ENG_MEM_NCAT * sizeof out[0]);
+	out[ENG_MEM_PARAMS] = out[ENG_MEM_GRADS] = 4 * nfloats;
+	out[ENG_MEM_OPTIMIZER] = 2 * 4 * nfloats;
+	out[ENG_MEM_WORKSPACE] = ws + 4 * kn_attention_scratch_floats_for(T, threads);
+}
+
 int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_rows,
 	eng_err *err)
 {
@@ -193,16 +224,15 @@ int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_
 	bind_weights(m, m->params, &m->w);
 	bind_weights(m, m->grads, &m->g);
 
-	m->losses = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * N);
-	m->tmp = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * N * C);
-	m->dres = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * N * C);
-	m->dbuf = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * N * C);
-	m->dbig = eng_mem_alloc(ENG_MEM_WORKSPACE, 16 * N * C);
-	m->dqkv = eng_mem_alloc(ENG_MEM_WORKSPACE, 12 * N * C);
+	for (size_t k = 0; k < NWORKSPACE; k++) {
+		float **f = (float **)((char *)m + workspace[k].offset);
+		if (!(*f = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * (workspace[k].nc * N * C +
+									  workspace[k].n * N))))
+			goto oom;
+	}
 	m->scratch_threads = kn_get_threads();
 	m->att_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * kn_attention_scratch_floats(T));
-	if (!m->losses || !m->tmp || !m->dres || !m->dbuf || !m->dbig || !m->dqkv ||
-		!m->att_scratch)
+	if (!m->att_scratch)
 		goto oom;
 	layout_mem(m);
 	/* no activations laid out yet: lay.policy.n_layer 0 marks "nothing allocated" */

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "eng_acts.h"
+#include "eng_mem.h"
 #include "eng_config.h"
 #include "eng_err.h"
 #include "eng_plan.h"
@@ -110,6 +111,12 @@ size_t eng_model_saved_bytes(const eng_model *m, int i);
  * checkpoint checks and the importers all read it. */
 int eng_model_ntensors(const eng_config *c);
 size_t eng_model_table(const eng_config *c, eng_ptensor *tab);
+
+/* What a model of shape cfg for batches of B x T, run with `threads` threads, holds whatever
+ * its policy: parameters, gradients, moments and the step's workspace, by category (the
+ * rest 0), as eng_model_init allocates them, without allocating. */
+void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int threads,
+	size_t out[ENG_MEM_NCAT]);
 
 /* Tensor by name, NULL when none. */
 const eng_ptensor *eng_model_find(const eng_model *m, const char *name);

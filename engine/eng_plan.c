@@ -15,6 +15,9 @@
  */
 #include "eng_plan.h"
 
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "eng_acts.h"
@@ -111,54 +114,128 @@ void eng_plan_policy(const eng_config *cfg, int B, int T, int chunk_rows, const 
 	out->extra_flops += out->head.extra_flops;
 	out->recompute_bytes = pool + out->head.workspace_bytes;
 	out->model_flops = model_flops(cfg, B, T);
+	out->peak_bytes = out->saved_bytes + out->recompute_bytes;
+	out->cost = out->extra_flops;
+}
+
+/* A block's modes in the order ties go to: full, then selective, then off. */
+static const eng_mode search_modes[3] = {ENG_MODE_FULL, ENG_MODE_SELECTIVE, ENG_MODE_OFF};
+
+/* g[i][f][s] of the search, flattened: (L + 1) x W x W with W = L + 1. */
+#define G(i, f, s) g[((size_t)(i) * W + (size_t)(f)) * W + (size_t)(s)]
+#define CHOICE(i, f, s) choice[((size_t)(i) * W + (size_t)(f)) * W + (size_t)(s)]
+
+/* The peak of a policy with f blocks full, s selective, the rest off, and head mode h. */
+static size_t counts_peak(const eng_plan_section *blk, const eng_plan_section *head, int L,
+	int f, int s, size_t fixed)
+{
+	size_t pool = f ? blk[ENG_MODE_FULL].workspace_bytes
+		    : s ? blk[ENG_MODE_SELECTIVE].workspace_bytes : 0;
+	return fixed + (size_t)(L - f - s) * blk[ENG_MODE_OFF].saved_bytes +
+	       (size_t)s * blk[ENG_MODE_SELECTIVE].saved_bytes +
+	       (size_t)f * blk[ENG_MODE_FULL].saved_bytes + pool + head->saved_bytes +
+	       head->workspace_bytes;
+}
+
+int eng_plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out)
+{
+	const eng_config *cfg = q->cfg;
+	int L = cfg->n_layer, W = L + 1;
+	eng_plan_section blk[3], head[2];
+	for (int m = 0; m < 3; m++)
+		eng_plan_block(cfg, q->B, q->T, (eng_mode)m, &blk[m]);
+	eng_plan_head(cfg, q->B, q->T, q->chunk_rows, ENG_MODE_OFF, &head[0]);
+	eng_plan_head(cfg, q->B, q->T, q->chunk_rows, ENG_MODE_CHUNKED, &head[1]);
+	double *g = malloc((size_t)W * W * W * sizeof *g);
+	unsigned char *choice = malloc((size_t)W * W * W);
+	eng_policy_init(p, L);
+	if (!g || !choice) {
+		/* no memory for the search: the policy of the least memory, with its counts */
+		free(g);
+		free(choice);
+		eng_policy_apply(p, NULL, "all", "full", NULL);
+		p->head = ENG_MODE_CHUNKED;
+		eng_plan_policy(cfg, q->B, q->T, q->chunk_rows, p, out);
+		out->fixed_bytes = q->fixed;
+		out->peak_bytes = q->fixed + out->saved_bytes + out->recompute_bytes;
+		return -1;
+	}
+	/* G(i, f, s): the least cost of blocks i..L-1 with f of them full and s selective */
+	for (int f = 0; f < W; f++)
+		for (int s = 0; s < W; s++)
+			G(L, f, s) = f || s ? HUGE_VAL : 0.0;
+	for (int i = L - 1; i >= 0; i--) {
+		for (int f = 0; f < W; f++) {
+			for (int s = 0; s < W; s++) {
+				double best = HUGE_VAL;
+				unsigned char pick = ENG_MODE_OFF;
+				for (int k = 0; k < 3; k++) {
+					eng_mode m = search_modes[k];
+					int f1 = f - (m == ENG_MODE_FULL), s1 = s - (m == ENG_MODE_SELECTIVE);
+					if (f1 < 0 || s1 < 0 || G(i + 1, f1, s1) == HUGE_VAL)
+						continue;
+					double c = q->costs ? q->costs->block[i][m] : blk[m].extra_flops;
+					if (G(i + 1, f1, s1) + c < best) {
+						best = G(i + 1, f1, s1) + c;
+						pick = (unsigned char)m;
+					}
+				}
+				G(i, f, s) = best;
+				CHOICE(i, f, s) = pick;
+			}
+		}
+	}
+	/* every count and head: the cheapest that fits, and the least peak of all */
+	int found = 0, bf = L, bs = 0, bh = 1, lf = L, ls = 0, lh = 1;
+	double best_cost = 0;
+	size_t best_peak = 0, least = SIZE_MAX;
+	for (int h = 0; h < 2; h++) {
+		double hc = q->costs ? q->costs->head[h] : head[h].extra_flops;
+		for (int f = 0; f <= L; f++) {
+			for (int s = 0; f + s <= L; s++) {
+				if (G(0, f, s) == HUGE_VAL)
+					continue;
+				size_t peak = counts_peak(blk, &head[h], L, f, s, q->fixed);
+				double cost = G(0, f, s) + hc;
+				/* equal peaks: the more aggressive (head chunked, more blocks full) */
+				if (peak < least || (peak == least && (h > lh || (h == lh && f > lf)))) {
+					least = peak;
+					lf = f, ls = s, lh = h;
+				}
+				if (peak > q->budget)
+					continue;
+				if (!found || cost < best_cost || (cost == best_cost && peak < best_peak)) {
+					found = 1;
+					best_cost = cost, best_peak = peak;
+					bf = f, bs = s, bh = h;
+				}
+			}
+		}
+	}
+	if (!found)
+		bf = lf, bs = ls, bh = lh;
+	for (int i = 0, f = bf, s = bs; i < L; i++) {
+		eng_mode m = (eng_mode)CHOICE(i, f, s);
+		p->block[i] = m;
+		f -= m == ENG_MODE_FULL;
+		s -= m == ENG_MODE_SELECTIVE;
+	}
+	p->head = bh ? ENG_MODE_CHUNKED : ENG_MODE_OFF;
+	free(g);
+	free(choice);
+	eng_plan_policy(cfg, q->B, q->T, q->chunk_rows, p, out);
+	out->fixed_bytes = q->fixed;
+	out->peak_bytes = q->fixed + out->saved_bytes + out->recompute_bytes;
+	out->cost = 0;
+	for (int i = 0; i < L; i++)
+		out->cost += q->costs ? q->costs->block[i][p->block[i]] : out->block[i].extra_flops;
+	out->cost += q->costs ? q->costs->head[bh] : out->head.extra_flops;
+	return found ? 0 : -1;
 }
 
 int eng_plan_fit(const eng_config *cfg, int B, int T, int chunk_rows, size_t budget,
 	eng_policy *p, eng_plan *out)
 {
-	/* Blocks of one model all cost the same, so a policy is, up to which block gets
-	 * which mode, a count of full and selective blocks and the head's mode: at most
-	 * 2 * (L+1)^2 candidates, each priced in O(1). Ties go to the smaller footprint.
-	 * Full goes to the first blocks, then selective: their activations live longest. */
-	int L = cfg->n_layer;
-	eng_plan_section blk[3], head[2];
-	for (int m = 0; m < 3; m++)
-		eng_plan_block(cfg, B, T, (eng_mode)m, &blk[m]);
-	eng_plan_head(cfg, B, T, chunk_rows, ENG_MODE_OFF, &head[0]);
-	eng_plan_head(cfg, B, T, chunk_rows, ENG_MODE_CHUNKED, &head[1]);
-	int best_h = 1, best_f = L, best_s = 0, found = 0;
-	double best_flops = 0;
-	size_t best_bytes = 0;
-	for (int h = 0; h < 2; h++) {
-		for (int nf = 0; nf <= L; nf++) {
-			for (int ns = 0; ns + nf <= L; ns++) {
-				int no = L - nf - ns;
-				size_t pool = nf ? blk[2].workspace_bytes
-					  : ns ? blk[1].workspace_bytes : 0;
-				size_t bytes = no * blk[0].saved_bytes + ns * blk[1].saved_bytes +
-					       nf * blk[2].saved_bytes + head[h].saved_bytes + pool +
-					       head[h].workspace_bytes;
-				double flops = ns * blk[1].extra_flops + nf * blk[2].extra_flops +
-					       head[h].extra_flops;
-				if (bytes > budget)
-					continue;
-				if (!found || flops < best_flops ||
-					(flops == best_flops && bytes < best_bytes)) {
-					found = 1;
-					best_flops = flops;
-					best_bytes = bytes;
-					best_h = h;
-					best_f = nf;
-					best_s = ns;
-				}
-			}
-		}
-	}
-	eng_policy_init(p, L);
-	for (int i = 0; i < L; i++)
-		p->block[i] = i < best_f ? ENG_MODE_FULL
-			    : i < best_f + best_s ? ENG_MODE_SELECTIVE : ENG_MODE_OFF;
-	p->head = best_h ? ENG_MODE_CHUNKED : ENG_MODE_OFF;
-	eng_plan_policy(cfg, B, T, chunk_rows, p, out);
-	return found ? 0 : -1;
+	eng_plan_query q = {cfg, B, T, chunk_rows, 0, NULL, budget};
+	return eng_plan_search(&q, p, out);
 }

@@ -25,7 +25,27 @@ typedef struct eng_plan {
 	size_t recompute_bytes; /* the shared pool: max over modes present, plus the head chunk */
 	double extra_flops;     /* sum over sections */
 	double model_flops;     /* forward + backward FLOPs of one step without recompute */
+	size_t fixed_bytes;     /* what the run holds whatever the policy (the query's) */
+	size_t peak_bytes;      /* fixed + saved + recompute: a step's tracked peak */
+	double cost;            /* what the search minimised: the sections' costs summed */
 } eng_plan;
+
+/* What a mode adds to a step, per section: the search minimises their sum. Extra FLOPs by
+ * default; measured milliseconds where a run measured them. Off costs what it costs too
+ * (0 analytically). */
+typedef struct eng_plan_costs {
+	double block[ENG_MAX_LAYERS][3]; /* by mode: off, selective, full */
+	double head[2];                  /* off, chunked */
+} eng_plan_costs;
+
+/* A search for the best policy under a memory budget. */
+typedef struct eng_plan_query {
+	const eng_config *cfg;
+	int B, T, chunk_rows;
+	size_t fixed;                /* bytes the run holds whatever the policy */
+	const eng_plan_costs *costs; /* NULL: the analytic extra FLOPs */
+	size_t budget;               /* on fixed + saved + recompute */
+} eng_plan_query;
 
 /* Default rows per logits chunk when the job does not set remat.chunk_rows: 256 (at most
  * 64 MiB of logits, at most B*T). The same partition is used under off and chunked so both
@@ -41,9 +61,18 @@ void eng_plan_head(const eng_config *cfg, int B, int T, int chunk_rows, eng_mode
 void eng_plan_policy(const eng_config *cfg, int B, int T, int chunk_rows, const eng_policy *p,
 	eng_plan *out);
 
-/* Cheapest policy (fewest recomputed FLOPs) whose saved + recompute bytes fit in budget.
- * Returns 0 and fills *p, or -1 when even every block full and the head chunked do not fit
- * (then *p holds that policy, and *out its counts). */
+/* The cheapest policy (least summed cost, then the smaller peak) whose peak (fixed + saved
+ * + recompute) fits q->budget, over every block mode off, selective or full and the head
+ * off or chunked: an exact search, not a heuristic. A block's bytes under a mode are the
+ * same for every block (one shape), so a policy's peak depends only on how many blocks are
+ * full and selective and on the head; for each such count the cheapest assignment of
+ * modes to blocks is a dynamic programme over the blocks, O(L^3). Among equal costs, full
+ * goes to the first blocks, then selective: their activations live longest. Returns 0 and
+ * fills *p and *out, or -1 when nothing fits: then *p is the policy of the least peak and
+ * *out its counts (out->peak_bytes: the least memory any policy needs). */
+int eng_plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out);
+
+/* eng_plan_search on the analytic FLOPs, nothing fixed: budget on saved + recompute. */
 int eng_plan_fit(const eng_config *cfg, int B, int T, int chunk_rows, size_t budget,
 	eng_policy *p, eng_plan *out);
 

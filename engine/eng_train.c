@@ -212,7 +212,7 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 		return -1;
 	if (eng_data_check(s->train_path, s->data_format, s->batch, s->seq_len, &ntok, err) < 0)
 		return -1;
-	size_t vtok;
+	size_t vtok = 0;
 	if (s->val_path[0] && eng_data_check(s->val_path, s->data_format, s->batch, s->seq_len,
 		&vtok, err) < 0)
 		return -1;
@@ -225,6 +225,9 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	if ((size_t)out->chunk_rows > (size_t)s->batch * s->seq_len)
 		out->chunk_rows = s->batch * s->seq_len;
 	out->ntok = ntok;
+	/* the model's fixed part, and the data: both token files and the batch (inp, tgt) */
+	eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->threads, out->fixed);
+	out->fixed[ENG_MEM_DATA] = 2 * (ntok + vtok) + 2 * 2 * (size_t)s->batch * s->seq_len;
 	return 0;
 }
 

@@ -56,6 +56,8 @@ typedef struct eng_check {
 	int chunk_rows;          /* the head's chunk (the planner's figures need it) */
 	size_t ntok;             /* tokens of the training data */
 	int resume_step;         /* with model.resume: the step the checkpoint is at */
+	size_t fixed[ENG_MEM_NCAT]; /* device cpu: what the run will hold whatever its policy
+				     * (params, grads, optimizer, workspace, data) */
 } eng_check;
 
 /* Everything eng_trainer_init would refuse, found without allocating the model or reading

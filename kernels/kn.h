@@ -105,6 +105,8 @@ void kn_attention_backward(float *dqkv, float *scratch, const float *dout, const
 	const float *out, const float *lse, int B, int T, int C, int NH);
 /* floats of scratch either needs for T with the current thread count */
 size_t kn_attention_scratch_floats(int T);
+/* The same for a given number of threads (what a run of that many will need). */
+size_t kn_attention_scratch_floats_for(int T, int threads);
 
 /* ---- pointwise ---- */
 

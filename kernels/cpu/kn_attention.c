@@ -25,9 +25,14 @@
 
 #define KN_ATT_QB 64 /* query rows per block */
 
+size_t kn_attention_scratch_floats_for(int T, int threads)
+{
+	return (size_t)threads * 2 * KN_ATT_QB * T;
+}
+
 size_t kn_attention_scratch_floats(int T)
 {
-	return (size_t)kn_get_threads() * 2 * KN_ATT_QB * T;
+	return kn_attention_scratch_floats_for(T, kn_get_threads());
 }
 
 /* out(B,T,C) = causal softmax(q k^T * scale) v; lse(B,NH,T) = log-sum-exp of each row of

@@ -796,6 +796,82 @@ START_TEST(test_eng_plan_fit_minimal)
 }
 END_TEST
 
+/* The search with per-block costs of its own (as measured costs are: every block its own)
+ * and memory held whatever the policy, against brute force over all 3^L * 2 policies, at
+ * budgets across the whole range. Costs are integers so that sums compare exactly. */
+START_TEST(test_eng_plan_search_measured_costs)
+{
+	const plan_shape *s = &shapes[3]; /* four layers: 162 policies */
+	int L = s->cfg->n_layer, rows = eng_plan_chunk_rows(s->cfg, s->B, s->T), total = 2;
+	for (int i = 0; i < L; i++)
+		total *= 3;
+	uint64_t seed = 42;
+	for (int round = 0; round < 20; round++) {
+		eng_plan_costs c;
+		memset(&c, 0, sizeof c);
+		for (int i = 0; i < L; i++)
+			for (int m = 0; m < 3; m++) {
+				seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+				c.block[i][m] = m == 0 ? 0 : (double)(1 + (seed >> 40) % 50);
+			}
+		c.head[1] = (double)(round % 7);
+		size_t fixed = 1000000u * (size_t)(round + 1);
+		size_t lo = SIZE_MAX, hi = 0;
+		for (int code = 0; code < total; code++) {
+			eng_policy p;
+			eng_plan pl;
+			int k = code;
+			eng_policy_init(&p, L);
+			p.head = (k % 2) ? ENG_MODE_CHUNKED : ENG_MODE_OFF;
+			k /= 2;
+			for (int i = 0; i < L; i++, k /= 3)
+				p.block[i] = (eng_mode)(k % 3);
+			eng_plan_policy(s->cfg, s->B, s->T, rows, &p, &pl);
+			size_t peak = fixed + plan_bytes(&pl);
+			lo = peak < lo ? peak : lo;
+			hi = peak > hi ? peak : hi;
+		}
+		for (int step = -1; step <= 10; step++) {
+			size_t budget = step < 0 ? lo - 1 : lo + (hi - lo) * (size_t)step / 10;
+			double want = HUGE_VAL;
+			for (int code = 0; code < total; code++) {
+				eng_policy p;
+				eng_plan pl;
+				int k = code;
+				double cost;
+				eng_policy_init(&p, L);
+				p.head = (k % 2) ? ENG_MODE_CHUNKED : ENG_MODE_OFF;
+				cost = c.head[k % 2];
+				k /= 2;
+				for (int i = 0; i < L; i++, k /= 3) {
+					p.block[i] = (eng_mode)(k % 3);
+					cost += c.block[i][k % 3];
+				}
+				eng_plan_policy(s->cfg, s->B, s->T, rows, &p, &pl);
+				if (fixed + plan_bytes(&pl) <= budget && cost < want)
+					want = cost;
+			}
+			eng_plan_query q = {s->cfg, s->B, s->T, rows, fixed, &c, budget};
+			eng_policy got;
+			eng_plan pl;
+			int rc = eng_plan_search(&q, &got, &pl);
+			if (want == HUGE_VAL) {
+				ck_assert_int_eq(rc, -1);
+				ck_assert_uint_eq(pl.peak_bytes, lo); /* the least any policy needs */
+				continue;
+			}
+			ck_assert_int_eq(rc, 0);
+			ck_assert_uint_eq(pl.fixed_bytes, fixed);
+			ck_assert_uint_eq(pl.peak_bytes, fixed + plan_bytes(&pl));
+			ck_assert_msg(pl.peak_bytes <= budget, "round %d: peak %zu over %zu", round,
+				pl.peak_bytes, budget);
+			ck_assert_msg(pl.cost == want, "round %d budget %zu: cost %g, %g possible",
+				round, budget, pl.cost, want);
+		}
+	}
+}
+END_TEST
+
 START_TEST(test_eng_plan_fit_gpt2_small)
 {
 	/* 12 layers, 3^12 * 2 policies: too many for brute force, but blocks of one model
@@ -878,6 +954,7 @@ Suite *suite_policy(void)
 	tcase_add_test(tc, test_eng_plan_fit_tiny_budget);
 	tcase_add_test(tc, test_eng_plan_fit_between);
 	tcase_add_test(tc, test_eng_plan_fit_minimal);
+	tcase_add_test(tc, test_eng_plan_search_measured_costs);
 	tcase_add_test(tc, test_eng_plan_fit_gpt2_small);
 	suite_add_tcase(s, tc);
 	return s;
