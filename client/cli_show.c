@@ -173,7 +173,8 @@ void cli_show_remat_get(FILE *f, const char *job, const json_t *ret)
 void cli_show_plan(FILE *f, const json_t *ret, long long budget)
 {
 	char buf[TEXT_LEN], a[32], b[32];
-	double saved = NAN, rec = NAN, extra = NAN, model = NAN;
+	double saved = NAN, rec = NAN, extra = NAN, model = NAN, fixed = NAN, peak = NAN;
+	double least = NAN;
 	json_t *fits = json_is_object(ret) ? json_object_get(ret, "fits") : NULL;
 
 	sections_table(f, json_object_get(ret, "sections"), 1);
@@ -183,9 +184,22 @@ void cli_show_plan(FILE *f, const json_t *ret, long long budget)
 	cli_jnum(ret, "recompute_bytes", &rec);
 	cli_jnum(ret, "extra_flops", &extra);
 	cli_jnum(ret, "model_flops", &model);
+	cli_jnum(ret, "fixed_bytes", &fixed);
+	cli_jnum(ret, "peak_bytes", &peak);
+	cli_jnum(ret, "least_bytes", &least);
 	kv(f, "saved:", cli_size_format(saved, a, sizeof a));
 	kv(f, "recompute:", cli_size_format(rec, a, sizeof a));
-	kv(f, "total:", cli_size_format(saved + rec, a, sizeof a));
+	if (isfinite(fixed) && fixed > 0) {
+		/* the rest of what the run holds: weights, gradients, moments, workspace, data */
+		const char *src = json_string_value(json_object_get(cli_jobj(ret, "memory"),
+			"fixed_source"));
+		snprintf(buf, sizeof buf, "%s (params, grads, optimizer, workspace, data%s%s)",
+			 cli_size_format(fixed, a, sizeof a), src ? "; " : "", src ? src : "");
+		kv(f, "fixed:", buf);
+		kv(f, "peak:", cli_size_format(peak, a, sizeof a));
+	} else {
+		kv(f, "total:", cli_size_format(saved + rec, a, sizeof a));
+	}
 	if (isfinite(model) && model > 0)
 		snprintf(buf, sizeof buf, "%s per step (+%.1f%% of %s)",
 			 cli_flops_format(extra, a, sizeof a), 100.0 * extra / model,
@@ -194,9 +208,14 @@ void cli_show_plan(FILE *f, const json_t *ret, long long budget)
 		snprintf(buf, sizeof buf, "%s per step", cli_flops_format(extra, a, sizeof a));
 	kv(f, "extra compute:", buf);
 	if (json_is_boolean(fits) || budget >= 0) {
-		const char *verdict = json_is_true(fits)    ? "fits"
-				      : json_is_false(fits) ? "does not fit"
-							    : "-";
+		char verdict[96];
+		if (json_is_true(fits))
+			snprintf(verdict, sizeof verdict, "fits");
+		else if (json_is_false(fits) && isfinite(least))
+			snprintf(verdict, sizeof verdict, "does not fit: the least memory any policy "
+				 "needs is %s", cli_size_format(least, b, sizeof b));
+		else
+			snprintf(verdict, sizeof verdict, "%s", json_is_false(fits) ? "does not fit" : "-");
 		if (budget >= 0)
 			snprintf(buf, sizeof buf, "%s: %s",
 				 cli_size_format((double)budget, a, sizeof a), verdict);

@@ -70,8 +70,10 @@ static int run_request(cli_conn *c, const cli_command *cmd, const cli_args *a, j
 	} else {
 		cmd->show(stdout, job ? job : "job", ret);
 	}
+	/* a plan under a budget that no policy fits is a failed command (status 1) */
+	int fails = json_is_false(json_object_get(ret, "fits"));
 	json_decref(ret);
-	return CLI_EXIT_OK;
+	return fails ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
 /* Prints events as JSON lines until interrupted, --count events, or the end of the

@@ -730,6 +730,14 @@ static int plan_job_from(const json_t *info, const json_t *policy, eng_plan_job 
 	j->chunk_rows = (int)json_integer_value(json_object_get(info, "chunk_rows"));
 	const char *dev = json_string_value(json_object_get(info, "device"));
 	j->device = dev && strcmp(dev, "cuda") == 0 ? ENG_DEVICE_CUDA : ENG_DEVICE_CPU;
+	/* what the run will hold whatever its policy, as remat-train --check counted it */
+	json_t *fx = json_object_get(info, "fixed_bytes");
+	for (int c = 0; json_is_object(fx) && c < ENG_MEM_NCAT; c++) {
+		json_t *n = json_object_get(fx, eng_mem_cat_name((eng_mem_cat)c));
+		if (json_is_integer(n) && json_integer_value(n) > 0)
+			j->fixed[c] = (size_t)json_integer_value(n);
+	}
+	j->fixed_source = json_is_object(fx) ? "engine" : NULL;
 	if (eng_config_validate(&j->cfg, "the job's model", &err) < 0 || j->B < 1 || j->T < 1 ||
 		j->chunk_rows < 1) {
 		srv_fmt(desc, desclen, "no plan for this job without a worker: its record holds "

@@ -149,10 +149,3 @@ void eng_mem_reset_peak(void)
 {
 	eng_mem_counts_reset_peak(&mem_counts);
 }
-
-const char *eng_mem_cat_name(eng_mem_cat cat)
-{
-	static const char *names[ENG_MEM_NCAT] = {"params",    "grads",     "optimizer", "activations",
-						  "recompute", "workspace", "data"};
-	return (cat >= 0 && cat < ENG_MEM_NCAT) ? names[cat] : "unknown";
-}

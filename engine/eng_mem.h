@@ -72,7 +72,13 @@ void eng_mem_get_counters(eng_mem_stats *st);
 /* Starts a new "since reset" peak window at the current values. */
 void eng_mem_reset_peak(void);
 
-/* Name of a category as used in the protocol: "params", "grads", ... */
-const char *eng_mem_cat_name(eng_mem_cat cat);
+/* Name of a category as used in the protocol: "params", "grads", ... (inline: the planner's
+ * answer in libremat-core.a names them too, without this allocator) */
+static inline const char *eng_mem_cat_name(eng_mem_cat cat)
+{
+	static const char *const names[ENG_MEM_NCAT] = {"params", "grads", "optimizer",
+		"activations", "recompute", "workspace", "data"};
+	return (cat >= 0 && cat < ENG_MEM_NCAT) ? names[cat] : "unknown";
+}
 
 #endif

@@ -2,6 +2,7 @@
  * eng_plan_json.h). No I/O. */
 #include "eng_plan_json.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,6 +47,21 @@ json_t *eng_plan_sections_json(const eng_policy *p, const eng_plan *plan,
 	return a;
 }
 
+/* The peak by category: the fixed part as given, activations and recompute planned. */
+static json_t *memory_json(const eng_plan_job *j, const eng_plan *plan)
+{
+	json_t *m = json_object();
+	for (int c = 0; m && c < ENG_MEM_NCAT; c++) {
+		size_t v = c == ENG_MEM_ACTIVATIONS ? plan->saved_bytes
+			 : c == ENG_MEM_RECOMPUTE   ? plan->recompute_bytes : j->fixed[c];
+		json_object_set_new(m, eng_mem_cat_name((eng_mem_cat)c), json_integer((json_int_t)v));
+	}
+	if (m)
+		json_object_set_new(m, "fixed_source",
+			j->fixed_source ? json_string(j->fixed_source) : json_null());
+	return m;
+}
+
 json_t *eng_plan_reply(const eng_plan_job *j, const json_t *args, char *desc,
 	size_t desclen)
 {
@@ -54,21 +70,36 @@ json_t *eng_plan_reply(const eng_plan_job *j, const json_t *args, char *desc,
 	json_t *budget = json_object_get(args, "budget_bytes");
 	int has_pol = json_object_get(args, "sections") || json_object_get(args, "default");
 	int fits = 1;
+	size_t fixed = 0, b = budget ? (size_t)json_integer_value(budget) : SIZE_MAX;
+	for (int c = 0; c < ENG_MEM_NCAT; c++)
+		fixed += j->fixed[c];
 	if (eng_plan_policy_args(j->aliases, j->device, args, &p, desc, desclen) < 0)
 		return NULL;
-	if (budget && !has_pol)
-		fits = eng_plan_fit(&j->cfg, j->B, j->T, j->chunk_rows,
-			       (size_t)json_integer_value(budget), &p, &plan) == 0;
-	else
+	/* the least memory any policy needs, for a budget that nothing fits */
+	eng_policy least_p;
+	eng_plan least;
+	eng_plan_query q = {&j->cfg, j->B, j->T, j->chunk_rows, fixed, NULL, 0};
+	eng_plan_search(&q, &least_p, &least);
+	if (budget && !has_pol) {
+		q.budget = b;
+		fits = eng_plan_search(&q, &p, &plan) == 0;
+	} else {
 		eng_plan_policy(&j->cfg, j->B, j->T, j->chunk_rows, &p, &plan);
-	if (budget && has_pol)
-		fits = plan.saved_bytes + plan.recompute_bytes <= (size_t)json_integer_value(budget);
-	json_t *r = json_pack("{s:o,s:o,s:I,s:I,s:f,s:f}", "policy", eng_policy_json(&p),
-		"sections", eng_plan_sections_json(&p, &plan, NULL), "saved_bytes",
-		(json_int_t)plan.saved_bytes, "recompute_bytes", (json_int_t)plan.recompute_bytes,
+		plan.fixed_bytes = fixed;
+		plan.peak_bytes += fixed;
+		fits = plan.peak_bytes <= b;
+	}
+	json_t *r = json_pack("{s:o,s:o,s:I,s:I,s:I,s:I,s:o,s:f,s:f}", "policy",
+		eng_policy_json(&p), "sections", eng_plan_sections_json(&p, &plan, NULL),
+		"saved_bytes", (json_int_t)plan.saved_bytes, "recompute_bytes",
+		(json_int_t)plan.recompute_bytes, "fixed_bytes", (json_int_t)plan.fixed_bytes,
+		"peak_bytes", (json_int_t)plan.peak_bytes, "memory", memory_json(j, &plan),
 		"extra_flops", plan.extra_flops, "model_flops", plan.model_flops);
-	if (r && budget)
+	if (r && budget) {
 		json_object_set_new(r, "fits", json_boolean(fits));
+		if (!fits)
+			json_object_set_new(r, "least_bytes", json_integer((json_int_t)least.peak_bytes));
+	}
 	if (!r)
 		snprintf(desc, desclen, "out of memory");
 	return r;

@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "eng_mem.h"
 #include "eng_plan.h"
 #include "eng_policy.h"
 #include "eng_spec.h"
@@ -21,6 +22,10 @@ typedef struct eng_plan_job {
 	eng_device device;
 	const eng_aliases *aliases;  /* the job's (borrowed) */
 	eng_policy policy;           /* the one asked about is built on top of this */
+	size_t fixed[ENG_MEM_NCAT];  /* held whatever the policy: params, grads, optimizer,
+				      * workspace, data (activations and recompute 0) */
+	const char *fixed_source;    /* "measured" (a running job), "engine" (remat-train
+				      * --check's count), NULL: not known (all 0) */
 } eng_plan_job;
 
 /* Applies args' "default" then "sections" (selector -> mode, in order; aliases resolved)
@@ -36,8 +41,10 @@ json_t *eng_plan_sections_json(const eng_policy *p, const eng_plan *plan,
 	const size_t *measured);
 
 /* remat-plan's return for args {sections, default, budget_bytes}: the policy asked for
- * (or, with a budget and no policy, the cheapest that fits), its sections and totals,
- * and "fits" when a budget was given. NULL with desc on a bad selector or mode. */
+ * (or, with a budget and no policy, the cheapest whose whole peak fits), its sections and
+ * totals, the peak by category ("memory", with the fixed part's source), and with a
+ * budget "fits", and "least_bytes" (the least peak any policy has) when it does not. NULL
+ * with desc on a bad selector or mode. */
 json_t *eng_plan_reply(const eng_plan_job *j, const json_t *args, char *desc,
 	size_t desclen);
 

@@ -185,7 +185,15 @@ HANDLER(cmd_plan)
 	char desc[PROTO_DESC_LEN];
 	const eng_model *m = &c->tr->model;
 	eng_plan_job j = {m->cfg, m->B, m->T, m->chunk_rows, c->tr->spec.device,
-		&c->tr->aliases, c->pending};
+		&c->tr->aliases, c->pending, {0}, "measured"};
+	/* what the run holds now whatever its policy: measured, on the device it runs on */
+	eng_mem_stats ms;
+	eng_cuda_mem_stats ds;
+	eng_mem_get_counters(&ms);
+	eng_cuda_mem_get_stats(&ds); /* atomics only: no CUDA call on this thread */
+	for (int cat = 0; cat < ENG_MEM_NCAT; cat++)
+		if (cat != ENG_MEM_ACTIVATIONS && cat != ENG_MEM_RECOMPUTE)
+			j.fixed[cat] = ds.active ? ds.current[cat] : ms.current[cat];
 	json_t *r = eng_plan_reply(&j, args, desc, sizeof desc);
 	if (!r)
 		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);

@@ -166,6 +166,16 @@ static int check_job(eng_spec *s)
 			"tokens", (json_int_t)ck.ntok);
 		if (o && s->resume)
 			json_object_set_new(o, "resume_step", json_integer(ck.resume_step));
+		/* what the run will hold whatever its policy (the planner's fixed part) */
+		json_t *fx = json_object();
+		for (int c = 0; fx && c < ENG_MEM_NCAT; c++)
+			if (ck.fixed[c])
+				json_object_set_new(fx, eng_mem_cat_name((eng_mem_cat)c),
+					json_integer((json_int_t)ck.fixed[c]));
+		if (o && fx && s->device == ENG_DEVICE_CPU)
+			json_object_set_new(o, "fixed_bytes", fx);
+		else
+			json_decref(fx);
 	}
 	return print_check(o);
 }

@@ -435,15 +435,27 @@ START_TEST(test_lifecycle_queue_cancel_plan_remove)
 	ck_assert_uint_eq(json_array_size(secs), 3); /* tiny: h.0, h.1, head */
 	ck_assert_str_eq(td_str(json_array_get(secs, 1), "mode"), "full");
 	ck_assert_int_gt(json_integer_value(json_object_get(ret, "saved_bytes")), 0);
+	/* the whole peak: what the run holds whatever its policy, as --check counted it */
+	json_int_t fixed = json_integer_value(json_object_get(ret, "fixed_bytes"));
+	ck_assert_int_gt(fixed, 0);
+	ck_assert_int_eq(json_integer_value(json_object_get(ret, "peak_bytes")),
+		fixed + json_integer_value(json_object_get(ret, "saved_bytes")) +
+			json_integer_value(json_object_get(ret, "recompute_bytes")));
+	ck_assert_str_eq(td_str(json_object_get(ret, "memory"), "fixed_source"), "engine");
 	json_decref(r);
-	/* and so is a spec, before anything starts */
+	/* and so is a spec, before anything starts: a budget nothing fits is a failure that
+	 * names the least any policy needs; one that fits says so */
 	char *out;
 	char path[700];
 	snprintf(path, sizeof path, "%s/plan.json", d.dir);
 	t_write_file(path, spec, strlen(spec));
 	int rc = ctl(&d, &out, "plan", path, "--budget", "64KiB", NULL);
-	ck_assert_msg(rc == 0 && strstr(out, "budget:") && strstr(out, "h.1"), "plan: %d %s", rc,
-		out);
+	ck_assert_msg(rc == 1 && strstr(out, "does not fit: the least memory any policy needs is") &&
+			  strstr(out, "h.1"), "plan: %d %s", rc, out);
+	free(out);
+	rc = ctl(&d, &out, "plan", path, "--budget", "1GiB", NULL);
+	ck_assert_msg(rc == 0 && strstr(out, "1.0 GiB: fits") && strstr(out, "peak:"),
+		"plan: %d %s", rc, out);
 	free(out);
 	rc = ctl(&d, &out, "plan", path, "h.7=full", NULL);
 	ck_assert_msg(rc == 1 && strstr(out, "h.7"), "plan h.7: %d %s", rc, out);

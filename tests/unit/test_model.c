@@ -408,6 +408,50 @@ START_TEST(test_layout_switch_peak)
 }
 END_TEST
 
+/* The planner's peak for a run, fixed part included, is what a steady step of that run
+ * peaks at: the fixed part exactly (eng_trainer_check counts what eng_trainer_init
+ * allocates), the whole within 5 % (chunk alignment) under several policies. */
+START_TEST(test_plan_peak_matches_measured)
+{
+	static const char *const policies[] = {"off", "selective", "full,head=chunked",
+		"h.0=full,h.1=selective,h.2=off"};
+	eng_mem_stats before, now;
+	eng_trainer tr;
+	eng_check ck;
+	eng_err err = {0};
+	eng_mem_get_counters(&before);
+	small_trainer(&tr);
+	eng_spec spec = tr.spec;
+	ck_assert_msg(eng_trainer_check(&spec, &ck, &err) == 0, "%s", err.msg);
+	eng_mem_get_counters(&now);
+	size_t fixed = 0;
+	for (int c = 0; c < ENG_MEM_NCAT; c++) {
+		if (c == ENG_MEM_ACTIVATIONS || c == ENG_MEM_RECOMPUTE)
+			continue;
+		ck_assert_msg(ck.fixed[c] == now.current[c] - before.current[c],
+			"%s: counted %zu, allocated %zu", eng_mem_cat_name((eng_mem_cat)c), ck.fixed[c],
+			now.current[c] - before.current[c]);
+		fixed += ck.fixed[c];
+	}
+	for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
+		eng_step_stats st;
+		eng_plan pl;
+		set(&tr, policies[i]);
+		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+		eng_mem_reset_peak();
+		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+		eng_mem_get_counters(&now);
+		double measured = (double)(now.total_peak_reset - before.total_current);
+		eng_plan_policy(&tr.model.cfg, tr.model.B, tr.model.T, tr.model.chunk_rows,
+			&tr.policy, &pl);
+		double predicted = (double)(fixed + pl.peak_bytes);
+		ck_assert_msg(fabs(measured - predicted) <= 0.05 * predicted,
+			"%s: predicted %.0f, measured %.0f", policies[i], predicted, measured);
+	}
+	eng_trainer_free(&tr);
+}
+END_TEST
+
 Suite *suite_model(void)
 {
 	Suite *s = suite_create("model");
@@ -422,6 +466,7 @@ Suite *suite_model(void)
 	tcase_add_test(tc, test_layout_change_rolls_back_every_failure);
 	tcase_add_test(tc, test_layout_lost_refuses_steps);
 	tcase_add_test(tc, test_layout_switch_peak);
+	tcase_add_test(tc, test_plan_peak_matches_measured);
 	suite_add_tcase(s, tc);
 	return s;
 }
