@@ -157,6 +157,60 @@ static void sections_table(FILE *f, const json_t *sections, int flops)
 	table_flush(f, &t);
 }
 
+/* A number with a unit, or "-" when the field is missing or null. */
+static const char *show_ms(const json_t *o, const char *key, const char *fmt, char *buf,
+	size_t len)
+{
+	double v;
+	if (!cli_jnum(o, key, &v))
+		return "-";
+	snprintf(buf, len, fmt, v);
+	return buf;
+}
+
+void cli_show_costs(FILE *f, const char *job, const json_t *ret)
+{
+	static const char *const head[] = {"SECTION", "MODE", "SAMPLES", "SAVED", "STEP-MS",
+		"RECOMPUTE-MS", "ADDED-MS", "MS/MIB-SAVED"};
+	cli_table t;
+	size_t i;
+	json_t *s;
+	double v;
+	(void)job;
+	cli_table_init(&t, 8, head, "llrrrrrr");
+	json_array_foreach(json_object_get(ret, "sections"), i, s) {
+		const char *mode;
+		json_t *cell;
+		char name[64];
+		show_str(s, "name", "-", name, sizeof name);
+		json_object_foreach(cli_jobj(s, "modes"), mode, cell) {
+			char n[16], sv[32], st[32], rc[32], add[32], per[32];
+			double fw = 0, r = 0, bw = 0;
+			cli_jnum(cell, "forward_ms", &fw);
+			cli_jnum(cell, "recompute_ms", &r);
+			cli_jnum(cell, "backward_ms", &bw);
+			snprintf(n, sizeof n, "%.0f", cli_jnum(cell, "samples", &v) ? v : 0);
+			snprintf(st, sizeof st, "%.2f", fw + r + bw);
+			cli_table_add(&t, name, mode, n, cli_show_size(cell, "saved_bytes", sv, sizeof sv),
+				st, show_ms(cell, "recompute_ms", "%.2f", rc, sizeof rc),
+				show_ms(cell, "added_ms", "%+.2f", add, sizeof add),
+				show_ms(cell, "ms_per_mib_saved", "%.3f", per, sizeof per));
+		}
+	}
+	table_flush(f, &t);
+	if (cli_jnum(ret, "probing_until", &v))
+		fprintf(f, "\nmeasuring every section's modes until step %.0f\n", v);
+}
+
+void cli_show_profile(FILE *f, const char *job, const json_t *ret)
+{
+	double a = 0, u = 0;
+	cli_jnum(ret, "applies_at_step", &a);
+	cli_jnum(ret, "until_step", &u);
+	fprintf(f, "%s: measuring every section in every mode from step %.0f to %.0f; then "
+		   "'remat costs %s'\n", job, a, u, job);
+}
+
 void cli_show_remat_get(FILE *f, const char *job, const json_t *ret)
 {
 	(void)job;

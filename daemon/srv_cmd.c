@@ -310,6 +310,8 @@ static cmd_fn *const handlers[PROTO_CMD_COUNT] = {
 	[PROTO_CMD_MEM_RESET_PEAK] = cmd_job,
 	[PROTO_CMD_CKPT_SAVE] = cmd_job,
 	[PROTO_CMD_JOB_REMOVE] = cmd_job,
+	[PROTO_CMD_REMAT_COSTS] = cmd_job,
+	[PROTO_CMD_REMAT_PROFILE] = cmd_job,
 	[PROTO_CMD_SUBSCRIBE] = cmd_subscribe,
 	[PROTO_CMD_UNSUBSCRIBE] = cmd_subscribe,
 };
@@ -345,7 +347,11 @@ void srv_cmd_handle(srv_conn *c, const char *line, size_t len)
 		cmd_refuse(c, cmd->name, PROTO_ERR_INVALID_PARAMETER, desc, req.id);
 		goto out;
 	}
-	handlers[cmd->id](c, cmd, &req);
+	if (handlers[cmd->id])
+		handlers[cmd->id](c, cmd, &req);
+	else /* proto knows a command this daemon does not serve */
+		cmd_refuse(c, cmd->name, PROTO_ERR_COMMAND_NOT_FOUND,
+			"this rematd does not serve that command", req.id);
 out:
 	proto_request_free(&req);
 }

@@ -424,8 +424,11 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 	kn_encoder_forward(m->lay.saved[0].x, inp, m->w.wte, m->w.wpe, B, T, C);
 	for (int l = 0; l < L; l++) {
 		eng_acts a = eng_layout_view(&m->lay, l);
+		double t0 = now_ms();
 		block_forward(m, l, &a, l + 1 < L ? m->lay.saved[l + 1].x : h->xf);
+		m->sec_ms[l][ENG_SEC_FWD] = now_ms() - t0;
 	}
+	double t0 = now_ms();
 	kn_layernorm_forward(h->lnf, h->lnf_mean, h->lnf_rstd, h->xf, m->w.lnfw, m->w.lnfb, N, C);
 	for (int r0 = 0, k = 0; r0 < N; r0 += R, k++) {
 		int rows = N - r0 < R ? N - r0 : R;
@@ -439,6 +442,7 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 		else
 			kn_crossentropy_forward(lse + r0, m->losses + r0, buf, tgt + r0, rows, V);
 	}
+	m->sec_ms[L][ENG_SEC_FWD] = now_ms() - t0;
 	double sum = 0.0;
 	for (int r = 0; r < N; r++)
 		sum += m->losses[r];
@@ -461,7 +465,7 @@ static double head_backward(eng_model *m, const uint16_t *tgt)
 	int C = m->cfg.n_embd, V = m->cfg.vocab_size, N = m->B * m->T, R = m->chunk_rows;
 	const eng_head_acts *h = &m->lay.head;
 	float *lse = h->lse, *lnf = h->lnf;
-	double rc_ms = 0.0;
+	double rc_ms = 0.0, start = now_ms();
 	for (int r0 = 0, k = 0; r0 < N; r0 += R, k++) {
 		int rows = N - r0 < R ? N - r0 : R;
 		float *buf = chunk_buf(m, k);
@@ -480,6 +484,9 @@ static double head_backward(eng_model *m, const uint16_t *tgt)
 	memset(m->dres, 0, sizeof(float) * N * C);
 	kn_layernorm_backward(m->dres, m->g.lnfw, m->g.lnfb, m->dbuf, h->xf, h->lnf_mean,
 		h->lnf_rstd, m->w.lnfw, N, C);
+	int L = m->cfg.n_layer;
+	m->sec_ms[L][ENG_SEC_RECOMPUTE] = rc_ms;
+	m->sec_ms[L][ENG_SEC_BWD] = now_ms() - start - rc_ms;
 	return rc_ms;
 }
 
@@ -499,9 +506,11 @@ int eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float
 			block_recompute_selective(m, l, &a);
 		else if (mode == ENG_MODE_FULL)
 			block_forward(m, l, &a, NULL);
-		if (mode == ENG_MODE_SELECTIVE || mode == ENG_MODE_FULL)
-			rc_ms += now_ms() - t0;
+		double t1 = now_ms();
+		rc_ms += t1 - t0;
 		block_backward(m, l, &a);
+		m->sec_ms[l][ENG_SEC_RECOMPUTE] = t1 - t0;
+		m->sec_ms[l][ENG_SEC_BWD] = now_ms() - t1;
 	}
 	kn_encoder_backward(m->g.wte, m->g.wpe, m->dres, inp, B, T, C);
 	m->recompute_ms = rc_ms;

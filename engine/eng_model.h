@@ -23,6 +23,9 @@
 
 #define ENG_NAME_MAX 64 /* longest tensor name, with its NUL */
 
+/* The parts of a section's time in a step (eng_model.sec_ms). */
+enum { ENG_SEC_FWD, ENG_SEC_RECOMPUTE, ENG_SEC_BWD };
+
 typedef struct eng_ptensor {
 	char name[ENG_NAME_MAX]; /* "transformer.h.3.attn.c_attn.weight" */
 	int ndim;                /* 1 or 2 */
@@ -76,6 +79,9 @@ typedef struct eng_model {
 
 	float *logits_tap;           /* tests: when set, (B,T,V) receives every chunk's logits */
 	double recompute_ms;         /* time spent recomputing in the last backward */
+	/* the last step's time per section (blocks 0..L-1, the head at L), in milliseconds:
+	 * its forward, its recompute in backward, its backward (the cost table's samples) */
+	double sec_ms[ENG_MAX_LAYERS + 1][3];
 } eng_model;
 
 /* Builds the tensor table and allocates parameters, gradients and moments (zeroed) and the

@@ -39,7 +39,8 @@ static const char *const data_keys[] = {"train", "format", "val", NULL};
 static const char *const optim_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay",
 	"grad_clip", NULL};
 static const char *const schedule_keys[] = {"kind", "warmup", "min_lr_frac", NULL};
-static const char *const remat_keys[] = {"default", "sections", "aliases", "chunk_rows", NULL};
+static const char *const remat_keys[] = {"default", "sections", "aliases", "chunk_rows",
+	"profile", NULL};
 static const char *const save_keys[] = {"dir", "every", "keep", NULL};
 
 /* "optim" + "lr" -> "optim.lr"; "" + "batch" -> "batch". Only for the keys above. */
@@ -477,6 +478,11 @@ static int parse_remat(eng_spec *s, json_t *root, eng_err *err)
 		return -1;
 	if (get_int(r, "remat", "chunk_rows", 1, SPEC_MAX_CHUNK_ROWS, &s->chunk_rows, err) < 0)
 		return -1;
+	if ((v = json_object_get(r, "profile"))) {
+		if (!json_is_boolean(v))
+			return eng_errf(err, "'remat.profile' must be true or false");
+		s->remat_profile = json_is_true(v);
+	}
 	return 0;
 }
 

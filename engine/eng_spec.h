@@ -71,6 +71,8 @@ typedef struct eng_spec {
 	int n_alias;                      /* remat.aliases in the order written */
 	eng_alias alias[ENG_MAX_ALIASES];
 	int chunk_rows;                   /* remat.chunk_rows: head chunk, 0 = engine's choice */
+	int remat_profile;                /* remat.profile: probe every section's modes at the
+					   * start (remat-profile) */
 
 	/* save */
 	char save_dir[ENG_PATH_LEN];      /* "" = no saving */

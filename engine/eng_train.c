@@ -241,6 +241,7 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	eng_policy p;
 	if (trainer_plan(s, &cfg, err) < 0)
 		goto fail;
+	eng_costs_init(&tr->costs, s->cfg.n_layer);
 	kn_set_threads(s->threads);
 	if ((cuda ? host_mirror_init(tr, err)
 		  : eng_model_init(&tr->model, &s->cfg, s->batch, s->seq_len, s->chunk_rows, err)) < 0)
@@ -336,6 +337,10 @@ int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)
 		if (eng_model_step(m, tr->inp, tr->tgt, &loss, err) < 0)
 			return step_failed(tr, err);
 		sumsq = kn_sumsq(m->grads, m->nfloats);
+		size_t saved[ENG_MAX_LAYERS + 1];
+		for (int i = 0; i <= m->cfg.n_layer; i++)
+			saved[i] = eng_model_saved_bytes(m, i);
+		eng_costs_add(&tr->costs, &tr->policy, (const double (*)[3])m->sec_ms, saved);
 	}
 	double norm = sqrt(sumsq);
 	if (!isfinite(loss) || !isfinite(norm))

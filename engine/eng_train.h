@@ -13,6 +13,7 @@
 
 #include "eng_data.h"
 #include "eng_err.h"
+#include "eng_costs.h"
 #include "eng_model.h"
 #include "eng_policy.h"
 #include "eng_spec.h"
@@ -41,6 +42,7 @@ typedef struct eng_trainer {
 	eng_data train, val;     /* val.tok NULL when the spec has no val file */
 	eng_aliases aliases;
 	eng_policy policy;       /* what the activations are laid out for, either device */
+	eng_costs costs;         /* each section's measured time and bytes per mode (cpu) */
 	int step;                /* completed steps */
 	uint16_t *inp, *tgt;     /* (B,T) current batch (ENG_MEM_DATA) */
 	int has_save_lock;       /* 1 while save_lock is held */

@@ -114,6 +114,8 @@ typedef enum proto_cmd_id {
 	PROTO_CMD_MEM_RESET_PEAK,
 	PROTO_CMD_CKPT_SAVE,
 	PROTO_CMD_JOB_REMOVE,
+	PROTO_CMD_REMAT_COSTS,
+	PROTO_CMD_REMAT_PROFILE,
 	PROTO_CMD_SUBSCRIBE,
 	PROTO_CMD_UNSUBSCRIBE,
 	PROTO_CMD_COUNT
@@ -190,6 +192,10 @@ int proto_mode_for_head(int m);
 const char *proto_modes_of(int head, char *buf, size_t len);
 /* "off, selective, full, offload (blocks); off, chunked (head)" into buf; returns buf. */
 const char *proto_modes_text(char *buf, size_t len);
+
+/* remat-profile: each round runs every section once in each of its modes (3 steps) */
+#define PROTO_PROFILE_ROUNDS 4      /* rounds when not given: 4 samples a cell */
+#define PROTO_PROFILE_MAX_ROUNDS 16
 
 /* Longest section selector ("h.0-5", an alias), in bytes: the protocol's limit, and the
  * engine's (ENG_SELECTOR_LEN is it with the NUL). */

@@ -28,6 +28,7 @@ typedef enum arg_type {
 	ARG_SECTIONS, /* selector -> mode, any mode */
 	ARG_DEFAULT,  /* a block mode: off, selective, full or offload */
 	ARG_BYTES,    /* integer >= 0 */
+	ARG_ROUNDS,   /* remat-profile's rounds: integer 1..PROTO_PROFILE_MAX_ROUNDS */
 	ARG_CKPT,     /* a checkpoint name: 1..64 of [A-Za-z0-9._-], no leading '.' */
 	ARG_EVENTS,   /* array of event names */
 } arg_type;
@@ -83,6 +84,9 @@ static const proto_command commands[PROTO_CMD_COUNT + 1] = {
 	CMD(MEM_RESET_PEAK, "mem-reset-peak", JOB, 0, 0, {JOB}),
 	CMD(CKPT_SAVE, "ckpt-save", JOB, 1, 0, {JOB, {"name", ARG_CKPT, ARG_OPTIONAL}}),
 	CMD(JOB_REMOVE, "job-remove", JOB, 0, 0, {JOB}),
+	CMD(REMAT_COSTS, "remat-costs", JOB, 0, 1, {JOB}),
+	CMD(REMAT_PROFILE, "remat-profile", JOB, 0, 0,
+		{JOB, {"rounds", ARG_ROUNDS, ARG_OPTIONAL}}),
 	CMD(SUBSCRIBE, "subscribe", CONN, 0, 1,
 		{{"job", ARG_JOB, ARG_OPTIONAL}, {"events", ARG_EVENTS, ARG_OPTIONAL}}),
 	CMD(UNSUBSCRIBE, "unsubscribe", CONN, 0, 1,
@@ -432,6 +436,14 @@ static int check_arg(const arg_spec *a, const json_t *v, char *desc, size_t desc
 		}
 		if (json_integer_value(v) < 0) {
 			proto__descf(desc, desclen, "'%s' must not be negative", a->name);
+			return -1;
+		}
+		return 0;
+	case ARG_ROUNDS:
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+			json_integer_value(v) > PROTO_PROFILE_MAX_ROUNDS) {
+			proto__descf(desc, desclen, "'%s' must be an integer from 1 to %d", a->name,
+				PROTO_PROFILE_MAX_ROUNDS);
 			return -1;
 		}
 		return 0;

@@ -79,6 +79,7 @@ void eng_ctl_attach(eng_ctl *c, eng_trainer *tr)
 	c->step = tr->step;
 	c->steps = tr->spec.steps;
 	c->policy = c->pending = tr->policy;
+	c->costs = tr->costs;
 	for (int i = 0; i <= tr->model.cfg.n_layer; i++)
 		c->saved[i] = eng_trainer_saved_bytes(tr, i);
 	snprintf(c->name, sizeof c->name, "%s", tr->spec.name);
@@ -147,6 +148,8 @@ void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st)
 	c->has_last = 1;
 	c->step = st->step;
 	c->in_step = 0;
+	if (c->tr)
+		c->costs = c->tr->costs; /* remat-costs reads this copy, never the trainer's */
 	pthread_mutex_unlock(&c->mu);
 	json_t *d = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I}", "step", st->step, "loss",
 		(double)st->loss, "lr", (double)st->lr, "tokens_per_s", st->tokens_per_s, "step_ms",
@@ -168,6 +171,15 @@ void eng_ctl_policy_applied(eng_ctl *c, int first_step)
 	json_t *d = json_pack("{s:i,s:o}", "step", first_step, "policy",
 		eng_policy_json(&tr->policy));
 	emit(c, EV_APPLIED, d);
+}
+
+void eng_ctl_set_probe(eng_ctl *c, int until)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->probe_until = until;
+	pthread_mutex_unlock(&c->mu);
 }
 
 void eng_ctl_cmd_free(eng_ctl_cmd *cmds)

@@ -30,13 +30,14 @@ typedef enum eng_ctl_state {
 } eng_ctl_state;
 
 typedef enum eng_ctl_op { CTL_OP_POLICY, CTL_OP_PAUSE, CTL_OP_RESUME, CTL_OP_STOP,
-	CTL_OP_SAVE } eng_ctl_op;
+	CTL_OP_SAVE, CTL_OP_PROFILE } eng_ctl_op;
 
 /* One queued change, drained by the training thread at a step boundary. */
 typedef struct eng_ctl_cmd {
 	eng_ctl_op op;
 	eng_policy policy;        /* CTL_OP_POLICY: the whole new policy */
 	int save;                 /* CTL_OP_STOP: save first */
+	int rounds;               /* CTL_OP_PROFILE: rounds of 3 steps */
 	char name[72];            /* CTL_OP_SAVE, CTL_OP_STOP: checkpoint name, "" for
 				   * step_XXXXXXXX */
 	int conn;                 /* connection to reply to (deferred ops), -1 none */
@@ -73,6 +74,10 @@ void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st);
 /* Publishes the policy and per-section bytes after a policy change; queues REMAT_APPLIED
  * naming the first step that runs under it. */
 void eng_ctl_policy_applied(eng_ctl *c, int first_step);
+
+/* A probe of the sections' costs (remat-profile) runs until step `until` (0: none now):
+ * remat-set is refused until then. */
+void eng_ctl_set_probe(eng_ctl *c, int until);
 
 void eng_ctl_cmd_free(eng_ctl_cmd *cmds);
 

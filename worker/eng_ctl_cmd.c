@@ -233,11 +233,25 @@ static int applies_at(const struct eng_ctl *c)
 	return c->step + 1 + c->in_step;
 }
 
+/* 1 (and the error sent) while a probe owns the policy */
+static int probing(struct eng_ctl *c, ctl_conn *k, json_t *id)
+{
+	char desc[PROTO_DESC_LEN];
+	if (!c->probe_until)
+		return 0;
+	snprintf(desc, sizeof desc, "job %s is measuring its sections' costs (remat-profile) "
+		 "until step %d: set the policy after that", c->job, c->probe_until);
+	eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+	return 1;
+}
+
 HANDLER(cmd_remat_set)
 {
 	UNUSED_ARGS;
 	char desc[PROTO_DESC_LEN];
 	eng_policy p = c->pending;
+	if (probing(c, k, id))
+		return NULL;
 	eng_ctl_cmd *q = change_new(c, k, id);
 	if (!q)
 		return NULL;
@@ -320,6 +334,43 @@ HANDLER(cmd_deferred)
 	return NULL;
 }
 
+/* remat-costs: the cost table as of the last step */
+HANDLER(cmd_costs)
+{
+	UNUSED_ARGS;
+	const eng_model *m = &c->tr->model;
+	json_t *r = json_pack("{s:o,s:i}", "sections",
+		eng_costs_json(&c->costs, &m->cfg, m->B, m->T, m->chunk_rows), "step", c->step);
+	if (r)
+		json_object_set_new(r, "probing_until",
+			c->probe_until ? json_integer(c->probe_until) : json_null());
+	return r;
+}
+
+/* remat-profile: the next 3 x rounds steps cycle every section through its modes */
+HANDLER(cmd_profile)
+{
+	UNUSED_ARGS;
+	json_t *n = json_object_get(args, "rounds");
+	int rounds = n ? (int)json_integer_value(n) : PROTO_PROFILE_ROUNDS;
+	if (c->tr->spec.device != ENG_DEVICE_CPU) {
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "remat-profile measures device cpu "
+				    "runs only (the GPU model times only its recomputes)", id);
+		return NULL;
+	}
+	if (probing(c, k, id))
+		return NULL;
+	eng_ctl_cmd *q = change_new(c, k, id);
+	if (!q)
+		return NULL;
+	q->op = CTL_OP_PROFILE;
+	q->rounds = rounds;
+	c->probe_until = applies_at(c) + 3 * rounds - 1;
+	eng_ctl__enqueue(c, q);
+	return json_pack("{s:i,s:i,s:i}", "applies_at_step", applies_at(c), "until_step",
+		c->probe_until, "rounds", rounds);
+}
+
 /* What a worker answers, and whether it needs the trainer (while the job starts, those
  * requests are kept and answered before the first step: keep_early). A command without a
  * handler is rematd's. */
@@ -342,6 +393,8 @@ static const struct {
 	[PROTO_CMD_JOB_RESUME] = {cmd_resume, 1},
 	[PROTO_CMD_JOB_STOP] = {cmd_deferred, 1},
 	[PROTO_CMD_CKPT_SAVE] = {cmd_deferred, 1},
+	[PROTO_CMD_REMAT_COSTS] = {cmd_costs, 1},
+	[PROTO_CMD_REMAT_PROFILE] = {cmd_profile, 1},
 };
 
 json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,

@@ -92,6 +92,8 @@ struct eng_ctl {
 	eng_policy policy;     /* in force */
 	eng_policy pending;    /* in force once queued changes apply */
 	int pause_pending;     /* a job-pause queued and not yet applied */
+	int probe_until;       /* a probe (remat-profile) runs to this step; 0: none */
+	eng_costs costs;       /* the trainer's cost table as of the last step */
 	size_t saved[ENG_MAX_LAYERS + 1]; /* measured saved bytes per section */
 	char last_ckpt[ENG_PATH_LEN + 64];
 	json_t *save_error;    /* the last save's failure {step, path, reason}, NULL after a

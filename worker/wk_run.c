@@ -141,6 +141,9 @@ typedef struct run_ctl {
 	char stop_name[72];      /* the name a job-stop asked the final save to have */
 	eng_ctl_cmd *stops;   /* job-stop requests, answered when the run has stopped */
 	const volatile sig_atomic_t *sig; /* set by SIGINT or SIGTERM */
+	int probe_left;          /* steps of a probe (remat-profile) still to run */
+	int probe_k;             /* the probe's steps so far */
+	eng_policy probe_base;   /* the policy to come back to after it */
 } run_ctl;
 
 /* A save handed to the writer thread, and who to tell when it ends. */
@@ -220,6 +223,64 @@ static int save_async(eng_trainer *tr, eng_ctl *c, eng_ckpt_writer *w, const cha
 	return 0;
 }
 
+/* ---- a probe of the sections' costs (remat-profile) ---- */
+
+/* The next 3 x rounds steps cycle every section through its modes, so that each cell of
+ * the cost table gets samples: in step k of a round, block i runs mode (i + k) % 3 (off,
+ * selective, full) and the head chunked at k == 1, off else. The numbers do not change:
+ * no mode changes a bit of them. */
+static void probe_start(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int rounds)
+{
+	if (!rc->probe_left)
+		rc->probe_base = tr->policy;
+	rc->probe_left = 3 * rounds;
+	rc->probe_k = 0;
+	eng_ctl_set_probe(c, tr->step + rc->probe_left);
+}
+
+/* The policy back to what it was, the probe over. */
+static void probe_end(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int json)
+{
+	eng_err err;
+	rc->probe_left = 0;
+	eng_ctl_set_probe(c, 0);
+	if (eng_policy_equal(&tr->policy, &rc->probe_base))
+		return;
+	if (eng_trainer_set_policy(tr, &rc->probe_base, &err) < 0) {
+		fprintf(stderr, "remat-train: after remat-profile: %s\n", err.msg);
+		return;
+	}
+	eng_ctl_policy_applied(c, tr->step + 1);
+	print_policy(tr, json);
+}
+
+/* Before a step: the probe's policy for it, when a probe runs. */
+static void probe_step(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int json)
+{
+	eng_err err;
+	eng_policy p = tr->policy;
+	int k = rc->probe_k % 3;
+	for (int i = 0; i < p.n_layer; i++)
+		p.block[i] = (eng_mode)((i + k) % 3);
+	p.head = k == 1 ? ENG_MODE_CHUNKED : ENG_MODE_OFF;
+	if (eng_policy_equal(&p, &tr->policy))
+		return;
+	if (eng_trainer_set_policy(tr, &p, &err) < 0) {
+		fprintf(stderr, "remat-train: remat-profile stopped: %s\n", err.msg);
+		probe_end(tr, c, rc, json);
+		return;
+	}
+	eng_ctl_policy_applied(c, tr->step + 1);
+}
+
+/* After a step of the probe. */
+static void probe_next(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int json)
+{
+	rc->probe_k++;
+	if (--rc->probe_left == 0)
+		probe_end(tr, c, rc, json);
+}
+
 /* Applies commands taken at a boundary; keeps job-stop requests in rc->stops. */
 static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *rc, int json)
 {
@@ -254,6 +315,9 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 			cmd->next = rc->stops;
 			rc->stops = cmd;
 			continue; /* answered at the end */
+		case CTL_OP_PROFILE:
+			probe_start(tr, c, rc, cmd->rounds);
+			break;
 		case CTL_OP_SAVE:
 			if (save_async(tr, c, rc->writer, cmd->name[0] ? cmd->name : NULL, cmd, json, 0,
 				    rc, &err) < 0)
@@ -410,6 +474,8 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 	const wk_schedule *sc = o->sched;
 	run.sig = o->stop_signal;
 	run.last_saved = -1;
+	if (s->remat_profile && s->device == ENG_DEVICE_CPU)
+		probe_start(tr, c, &run, PROTO_PROFILE_ROUNDS);
 	if (s->save_dir[0] && !(run.writer = eng_ckpt_writer_start())) {
 		fprintf(stderr, "remat-train: cannot start the checkpoint writer thread\n");
 		return 1;
@@ -432,6 +498,8 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 			apply_cmds(tr, c, eng_ctl_wait(c, PAUSE_POLL_MS), &run, o->json);
 			continue;
 		}
+		if (run.probe_left)
+			probe_step(tr, c, &run, o->json);
 		if (!eng_ctl_begin_step(c))
 			continue; /* a command came in since the take: apply it first */
 		eng_step_stats st;
@@ -443,6 +511,8 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		eng_ctl_end_step(c, &st);
 		periodic_save(tr, c, &run, o->json);
 		print_step(tr, &st, o->json, o->under_rematd);
+		if (run.probe_left)
+			probe_next(tr, c, &run, o->json);
 	}
 	if (*run.sig && !run.stop) {
 		fprintf(stderr, "remat-train: interrupted after step %d\n", tr->step);

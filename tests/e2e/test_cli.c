@@ -786,6 +786,40 @@ START_TEST(test_cli_save_independent_of_policy)
 }
 END_TEST
 
+/* "remat": {"profile": true} cycles every section through its modes from the first step
+ * (block i in step k runs mode (i + k - 1) % 3, the head chunked in the second of each
+ * three): the policies say so, and the weights come out as an off run's, byte for byte. */
+START_TEST(test_cli_profile_keeps_numbers)
+{
+	need_gpl();
+	char *job = spec_file("prof3.json", "%s", TINY_JOB(", \"remat\": {\"profile\": true}"));
+	json_t *rows[8];
+	int n = json_run(job, NULL, rows, 8);
+	ck_assert_int_eq(n, 3);
+	static const char *const want[3] = {
+		"{\"h.0\":\"off\",\"h.1\":\"selective\",\"head\":\"off\"}",
+		"{\"h.0\":\"selective\",\"h.1\":\"full\",\"head\":\"chunked\"}",
+		"{\"h.0\":\"full\",\"h.1\":\"off\",\"head\":\"off\"}"};
+	for (int i = 0; i < n; i++) {
+		json_t *pol = check_step_row(rows[i], i + 1), *w = json_loads(want[i], 0, NULL);
+		ck_assert_msg(json_equal(pol, w), "step %d: policy %s", i + 1,
+			json_dumps(pol, JSON_COMPACT));
+		json_decref(w);
+	}
+	free_rows(rows, n);
+	char *a = train_and_save("prof_off", "{\"default\": \"off\"}");
+	char *b = train_and_save("prof_on", "{\"profile\": true}");
+	char *pa = path_join(a, "step_00000003/model.safetensors");
+	char *pb = path_join(b, "step_00000003/model.safetensors");
+	ck_assert_msg(files_equal(pa, pb), "%s and %s differ", pa, pb);
+	free(pa);
+	free(pb);
+	free(a);
+	free(b);
+	free(job);
+}
+END_TEST
+
 START_TEST(test_cli_train_learns)
 {
 	/* 300 steps of 8 x 64 bytes of GPL (about 4 passes over its 35 kB). Measured on this
@@ -850,6 +884,7 @@ Suite *suite_cli(void)
 	tc = tcase_create("learning");
 	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, test_cli_train_learns);
+	tcase_add_test(tc, test_cli_profile_keeps_numbers);
 	suite_add_tcase(s, tc);
 	return s;
 }

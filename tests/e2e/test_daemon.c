@@ -856,6 +856,77 @@ START_TEST(test_daemon_real_worker_sigterm)
 }
 END_TEST
 
+/* remat-profile through rematd: the next steps cycle every section through its modes,
+ * remat-set is refused meanwhile, and remat-costs then has samples in every cell with the
+ * bytes each mode kept (full < selective < off for a block, chunked < off for the head). */
+START_TEST(test_daemon_profile_fills_costs)
+{
+	td_daemon d;
+	td_daemon_paths(&d);
+	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), NULL};
+	td_daemon_start(&d, extra);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	const char *job = td_job_start(&c, T_TINY_SPEC, "starting");
+	char id[16];
+	snprintf(id, sizeof id, "%s", job);
+	td_wait_step(&c, id);
+	json_t *r = td_request(&c, "{\"execute\":\"remat-profile\",\"arguments\":{\"job\":\"%s\","
+		"\"rounds\":2}}", id);
+	json_t *ret = td_expect_return(r);
+	int until = (int)json_integer_value(json_object_get(ret, "until_step"));
+	ck_assert_int_eq(until - (int)json_integer_value(json_object_get(ret, "applies_at_step")),
+		5);
+	json_decref(r);
+	r = td_request(&c, "{\"execute\":\"remat-set\",\"arguments\":{\"job\":\"%s\","
+		"\"sections\":{\"h.0\":\"full\"}}}", id);
+	ck_assert_str_eq(td_str(json_object_get(r, "error"), "class"), "InvalidState");
+	ck_assert_ptr_nonnull(strstr(td_str(json_object_get(r, "error"), "desc"), "measuring"));
+	json_decref(r);
+	for (int tries = 0;; tries++) {
+		json_t *st = td_job_status(&c, id);
+		int step = (int)json_integer_value(json_object_get(st, "step"));
+		json_decref(st);
+		if (step > until)
+			break;
+		ck_assert_msg(tries < 600, "the job did not pass step %d", until);
+		td_sleep_ms(50);
+	}
+	r = td_request(&c, "{\"execute\":\"remat-costs\",\"arguments\":{\"job\":\"%s\"}}", id);
+	ret = td_expect_return(r);
+	ck_assert(json_is_null(json_object_get(ret, "probing_until")));
+	json_t *secs = json_object_get(ret, "sections"), *sec;
+	size_t i;
+	ck_assert_uint_eq(json_array_size(secs), 3); /* tiny: h.0, h.1, head */
+	json_array_foreach(secs, i, sec) {
+		json_t *modes = json_object_get(sec, "modes");
+		int head = i == 2;
+		static const char *const bm[] = {"off", "selective", "full"}, *const hm[] = {"off",
+			"chunked"};
+		json_int_t prev = -1;
+		for (int k = 0; k < (head ? 2 : 3); k++) {
+			json_t *cell = json_object_get(modes, head ? hm[k] : bm[k]);
+			ck_assert_msg(cell, "%s: no %s", td_str(sec, "name"), head ? hm[k] : bm[k]);
+			ck_assert_int_ge(json_integer_value(json_object_get(cell, "samples")), 2);
+			json_int_t saved = json_integer_value(json_object_get(cell, "saved_bytes"));
+			ck_assert_msg(prev < 0 || saved < prev, "%s: %s keeps %lld, not less than %lld",
+				td_str(sec, "name"), head ? hm[k] : bm[k], (long long)saved,
+				(long long)prev);
+			prev = saved;
+			ck_assert(json_is_number(json_object_get(cell, "added_ms")));
+		}
+	}
+	json_decref(r);
+	/* the probe over, the policy is the user's again and can be set */
+	r = td_request(&c, "{\"execute\":\"remat-set\",\"arguments\":{\"job\":\"%s\","
+		"\"sections\":{\"h.0\":\"full\"}}}", id);
+	td_expect_return(r);
+	json_decref(r);
+	td_daemon_stop(&d);
+	td_close(&c);
+}
+END_TEST
+
 Suite *suite_daemon(void)
 {
 	Suite *s = suite_create("daemon");
@@ -896,6 +967,7 @@ Suite *suite_daemon(void)
 	tcase_add_test(tc, test_daemon_real_worker_killed);
 	tcase_add_test(tc, test_daemon_real_worker_queue_and_shutdown);
 	tcase_add_test(tc, test_daemon_real_worker_sigterm);
+	tcase_add_test(tc, test_daemon_profile_fills_costs);
 	suite_add_tcase(s, tc);
 	return s;
 }
