@@ -261,6 +261,12 @@ void cli_show_plan(FILE *f, const json_t *ret, long long budget)
 	else
 		snprintf(buf, sizeof buf, "%s per step", cli_flops_format(extra, a, sizeof a));
 	kv(f, "extra compute:", buf);
+	double step_ms;
+	if (cli_jnum(ret, "step_ms", &step_ms)) {
+		const char *src = json_string_value(json_object_get(ret, "cost_source"));
+		snprintf(buf, sizeof buf, "%.1f ms (%s)", step_ms, src ? src : "predicted");
+		kv(f, "step time:", buf);
+	}
 	if (json_is_boolean(fits) || budget >= 0) {
 		char verdict[96];
 		if (json_is_true(fits))

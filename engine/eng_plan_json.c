@@ -62,6 +62,30 @@ static json_t *memory_json(const eng_plan_job *j, const eng_plan *plan)
 	return m;
 }
 
+/* The predicted step time of p and what each section adds, with where that came from. */
+static void add_step_time(const eng_plan_job *j, const eng_policy *p, json_t *r)
+{
+	int L = p->n_layer, all = 1, none = 1;
+	double ms = j->off_step_ms;
+	json_t *secs = json_object_get(r, "sections");
+	for (int i = 0; i <= L; i++) {
+		int k = i < L ? (int)p->block[i] : p->head == ENG_MODE_CHUNKED;
+		int offload = i < L && p->block[i] == ENG_MODE_OFFLOAD;
+		double add = offload ? 0.0 : i < L ? j->costs->block[i][k] : j->costs->head[k];
+		int meas = !offload && j->measured && j->measured[i][k];
+		all &= meas;
+		none &= !meas;
+		ms += add;
+		json_t *s = json_array_get(secs, (size_t)i);
+		json_object_set_new(s, "added_ms", offload ? json_null() : json_real(add));
+		json_object_set_new(s, "cost_source", json_string(offload ? "unknown" : meas ?
+			"measured" : "analytic"));
+	}
+	json_object_set_new(r, "step_ms", j->off_step_ms > 0 ? json_real(ms) : json_null());
+	json_object_set_new(r, "cost_source",
+		json_string(all ? "measured" : none ? "analytic" : "measured and analytic"));
+}
+
 json_t *eng_plan_reply(const eng_plan_job *j, const json_t *args, char *desc,
 	size_t desclen)
 {
@@ -78,7 +102,7 @@ json_t *eng_plan_reply(const eng_plan_job *j, const json_t *args, char *desc,
 	/* the least memory any policy needs, for a budget that nothing fits */
 	eng_policy least_p;
 	eng_plan least;
-	eng_plan_query q = {&j->cfg, j->B, j->T, j->chunk_rows, fixed, NULL, 0};
+	eng_plan_query q = {&j->cfg, j->B, j->T, j->chunk_rows, fixed, j->costs, 0};
 	eng_plan_search(&q, &least_p, &least);
 	if (budget && !has_pol) {
 		q.budget = b;
@@ -95,6 +119,8 @@ json_t *eng_plan_reply(const eng_plan_job *j, const json_t *args, char *desc,
 		(json_int_t)plan.recompute_bytes, "fixed_bytes", (json_int_t)plan.fixed_bytes,
 		"peak_bytes", (json_int_t)plan.peak_bytes, "memory", memory_json(j, &plan),
 		"extra_flops", plan.extra_flops, "model_flops", plan.model_flops);
+	if (r && j->costs)
+		add_step_time(j, &p, r);
 	if (r && budget) {
 		json_object_set_new(r, "fits", json_boolean(fits));
 		if (!fits)

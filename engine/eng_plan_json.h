@@ -26,6 +26,11 @@ typedef struct eng_plan_job {
 				      * workspace, data (activations and recompute 0) */
 	const char *fixed_source;    /* "measured" (a running job), "engine" (remat-train
 				      * --check's count), NULL: not known (all 0) */
+	/* a running job's step time: what each section's mode adds (ms), which of those were
+	 * measured, and a step's time with every section off; costs NULL: FLOPs only */
+	const eng_plan_costs *costs;
+	const unsigned char (*measured)[3];
+	double off_step_ms;
 } eng_plan_job;
 
 /* Applies args' "default" then "sections" (selector -> mode, in order; aliases resolved)
@@ -43,8 +48,10 @@ json_t *eng_plan_sections_json(const eng_policy *p, const eng_plan *plan,
 /* remat-plan's return for args {sections, default, budget_bytes}: the policy asked for
  * (or, with a budget and no policy, the cheapest whose whole peak fits), its sections and
  * totals, the peak by category ("memory", with the fixed part's source), and with a
- * budget "fits", and "least_bytes" (the least peak any policy has) when it does not. NULL
- * with desc on a bad selector or mode. */
+ * budget "fits", and "least_bytes" (the least peak any policy has) when it does not. With
+ * j->costs the search minimises milliseconds and the answer predicts "step_ms", each
+ * section's "added_ms" and "cost_source" (measured or analytic). NULL with desc on a bad
+ * selector or mode. */
 json_t *eng_plan_reply(const eng_plan_job *j, const json_t *args, char *desc,
 	size_t desclen);
 

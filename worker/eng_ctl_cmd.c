@@ -185,7 +185,7 @@ HANDLER(cmd_plan)
 	char desc[PROTO_DESC_LEN];
 	const eng_model *m = &c->tr->model;
 	eng_plan_job j = {m->cfg, m->B, m->T, m->chunk_rows, c->tr->spec.device,
-		&c->tr->aliases, c->pending, {0}, "measured"};
+		&c->tr->aliases, c->pending, {0}, "measured", NULL, NULL, 0.0};
 	/* what the run holds now whatever its policy: measured, on the device it runs on */
 	eng_mem_stats ms;
 	eng_cuda_mem_stats ds;
@@ -194,6 +194,22 @@ HANDLER(cmd_plan)
 	for (int cat = 0; cat < ENG_MEM_NCAT; cat++)
 		if (cat != ENG_MEM_ACTIVATIONS && cat != ENG_MEM_RECOMPUTE)
 			j.fixed[cat] = ds.active ? ds.current[cat] : ms.current[cat];
+	/* the step time: measured per section where the table has it, the FLOPs at the rate
+	 * the last step ran at else (device cpu: the GPU model times only its recomputes) */
+	eng_plan_costs pc;
+	unsigned char measured[ENG_MAX_LAYERS + 1][3];
+	if (c->tr->spec.device == ENG_DEVICE_CPU && c->has_last && c->last.step_ms > 0) {
+		eng_plan now;
+		eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, &c->policy, &now);
+		double rate = c->last.step_ms / (now.model_flops + now.extra_flops);
+		eng_costs_plan(&c->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc, measured);
+		double cur = pc.head[c->policy.head == ENG_MODE_CHUNKED];
+		for (int i = 0; i < m->cfg.n_layer; i++)
+			cur += pc.block[i][c->policy.block[i]];
+		j.costs = &pc;
+		j.measured = (const unsigned char (*)[3])measured;
+		j.off_step_ms = c->last.step_ms - cur;
+	}
 	json_t *r = eng_plan_reply(&j, args, desc, sizeof desc);
 	if (!r)
 		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
