@@ -127,10 +127,7 @@ json_t *eng_costs_json(const eng_costs *c, const eng_config *cfg, int B, int T,
 	json_t *a = json_array();
 	for (int i = 0; a && i <= L; i++) {
 		char name[16];
-		if (i < L)
-			snprintf(name, sizeof name, "h.%d", i);
-		else
-			snprintf(name, sizeof name, "head");
+		eng_section_name(i, L, name, sizeof name);
 		json_t *modes = json_object();
 		int nm = i < L ? ENG_COSTS_MODES : 2;
 		for (int k = 0; modes && k < nm; k++) {

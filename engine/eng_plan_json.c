@@ -33,10 +33,7 @@ json_t *eng_plan_sections_json(const eng_policy *p, const eng_plan *plan,
 	int L = p->n_layer;
 	for (int i = 0; a && i <= L; i++) {
 		char name[16];
-		if (i < L)
-			snprintf(name, sizeof name, "h.%d", i);
-		else
-			snprintf(name, sizeof name, "head");
+		eng_section_name(i, L, name, sizeof name);
 		const eng_plan_section *s = i < L ? &plan->block[i] : &plan->head;
 		json_array_append_new(a, json_pack("{s:s,s:s,s:s,s:I,s:I,s:f}", "name", name, "kind",
 			i < L ? "block" : "head", "mode", eng_mode_name(i < L ? p->block[i] : p->head),

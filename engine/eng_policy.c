@@ -26,6 +26,15 @@ int eng_mode_parse(const char *s, eng_mode *m, eng_err *err)
 		proto_mode_hint(s, hint, sizeof hint), proto_modes_text(modes, sizeof modes));
 }
 
+const char *eng_section_name(int i, int n_layer, char *buf, size_t len)
+{
+	if (i < n_layer)
+		snprintf(buf, len, "h.%d", i);
+	else
+		snprintf(buf, len, "head");
+	return buf;
+}
+
 void eng_policy_init(eng_policy *p, int n_layer)
 {
 	memset(p, 0, sizeof *p);

@@ -84,6 +84,9 @@ int eng_policy_format(const eng_policy *p, char *buf, size_t len);
 typedef void (*eng_policy_item_fn)(void *ud, const char *selector, eng_mode mode);
 void eng_policy_each(const eng_policy *p, eng_policy_item_fn fn, void *ud);
 
+/* "h.3" for block i < n_layer, "head" for i == n_layer, into buf; returns buf. */
+const char *eng_section_name(int i, int n_layer, char *buf, size_t len);
+
 /* 1 when both give every section the same mode. */
 int eng_policy_equal(const eng_policy *a, const eng_policy *b);
 

@@ -669,6 +669,22 @@ START_TEST(test_eng_plan_policy_sums)
 }
 END_TEST
 
+/* Policy number `code` of the 3^L * 2 (the head's mode, then each block's), and its cost
+ * under c when c is not NULL. */
+static double policy_of_code(int code, int L, eng_policy *p, const eng_plan_costs *c)
+{
+	double cost = 0;
+	eng_policy_init(p, L);
+	p->head = (code % 2) ? ENG_MODE_CHUNKED : ENG_MODE_OFF;
+	cost += c ? c->head[code % 2] : 0;
+	code /= 2;
+	for (int i = 0; i < L; i++, code /= 3) {
+		p->block[i] = (eng_mode)(code % 3); /* off, selective, full */
+		cost += c ? c->block[i][code % 3] : 0;
+	}
+	return cost;
+}
+
 /* The cheapest policy under budget by brute force: every one of the 3^L * 2 policies. */
 static int brute_fit(const plan_shape *s, int rows, size_t budget, double *best_flops)
 {
@@ -678,12 +694,7 @@ static int brute_fit(const plan_shape *s, int rows, size_t budget, double *best_
 	for (int code = 0; code < total; code++) {
 		eng_policy p;
 		eng_plan pl;
-		int c = code;
-		eng_policy_init(&p, L);
-		p.head = (c % 2) ? ENG_MODE_CHUNKED : ENG_MODE_OFF;
-		c /= 2;
-		for (int i = 0; i < L; i++, c /= 3)
-			p.block[i] = (eng_mode)(c % 3); /* off, selective, full */
+		policy_of_code(code, L, &p, NULL);
 		eng_plan_policy(s->cfg, s->B, s->T, rows, &p, &pl);
 		if (plan_bytes(&pl) <= budget && (!found || pl.extra_flops < *best_flops)) {
 			found = 1;
@@ -820,12 +831,7 @@ START_TEST(test_eng_plan_search_measured_costs)
 		for (int code = 0; code < total; code++) {
 			eng_policy p;
 			eng_plan pl;
-			int k = code;
-			eng_policy_init(&p, L);
-			p.head = (k % 2) ? ENG_MODE_CHUNKED : ENG_MODE_OFF;
-			k /= 2;
-			for (int i = 0; i < L; i++, k /= 3)
-				p.block[i] = (eng_mode)(k % 3);
+			policy_of_code(code, L, &p, NULL);
 			eng_plan_policy(s->cfg, s->B, s->T, rows, &p, &pl);
 			size_t peak = fixed + plan_bytes(&pl);
 			lo = peak < lo ? peak : lo;
@@ -837,16 +843,7 @@ START_TEST(test_eng_plan_search_measured_costs)
 			for (int code = 0; code < total; code++) {
 				eng_policy p;
 				eng_plan pl;
-				int k = code;
-				double cost;
-				eng_policy_init(&p, L);
-				p.head = (k % 2) ? ENG_MODE_CHUNKED : ENG_MODE_OFF;
-				cost = c.head[k % 2];
-				k /= 2;
-				for (int i = 0; i < L; i++, k /= 3) {
-					p.block[i] = (eng_mode)(k % 3);
-					cost += c.block[i][k % 3];
-				}
+				double cost = policy_of_code(code, L, &p, &c);
 				eng_plan_policy(s->cfg, s->B, s->T, rows, &p, &pl);
 				if (fixed + plan_bytes(&pl) <= budget && cost < want)
 					want = cost;
