@@ -149,13 +149,13 @@ $(CLIENT): $(CLIENT_OBJ) $(CORE_LIB)
 $(FUZZ_ST): tests/fuzz/fuzz_st.c engine/io/eng_st.c engine/io/eng_fs.c engine/eng_err.c
 	@mkdir -p $(dir $@)
 	clang -g -O1 -std=c11 -D_GNU_SOURCE -Iengine -Iengine/io -fsanitize=fuzzer,address,undefined \
-		-o $@ $^ -ljansson
+		-o $@ $^ -ljansson -lm
 
 # libFuzzer needs clang; the target links proto/ alone (no I/O there).
 $(FUZZ): tests/fuzz/fuzz_proto.c $(PROTO_SRC)
 	@mkdir -p $(dir $@)
 	clang -g -O1 -std=c11 -D_GNU_SOURCE -Iproto -fsanitize=fuzzer,address,undefined \
-		-o $@ $^ -ljansson
+		-o $@ $^ -ljansson -lm
 
 # The client's pure helpers (formatting, argument parsing) are unit-tested too.
 CLIENT_TESTED = $(BUILD)/client/cli_fmt.o

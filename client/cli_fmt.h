@@ -25,11 +25,7 @@ char *cli_size_format(double bytes, char *buf, size_t len);
 /* FLOPs with SI prefixes: "0 FLOP", "812.0 MFLOP", "1.2 TFLOP". Returns buf. */
 char *cli_flops_format(double flops, char *buf, size_t len);
 
-/* Parses a size: a decimal number (fraction and exponent allowed: "1.5", "1e9") and an
- * optional unit, case-insensitive, a space allowed before it: B; K, M, G, T and KiB, MiB,
- * GiB, TiB are powers of 1024; KB, MB, GB, TB are powers of 1000. Rounds to whole bytes.
- * Returns 0, or -1 for anything else (negative, hex, inf, an unknown unit, > 2^63). */
-int cli_size_parse(const char *text, long long *bytes);
+/* Sizes are parsed by proto_size_parse (proto.h), the spec's and the options' one parser. */
 
 /* Parses a duration: a number and an optional unit ms, s (default), m or h. Returns 0 with
  * seconds > 0, or -1. */

@@ -237,7 +237,7 @@ static int set_option(int k, const char *v, cli_args *a, int *version)
 		a->deflt = v;
 		break;
 	case O_BUDGET:
-		if (cli_size_parse(v, &a->budget) < 0)
+		if (proto_size_parse(v, &a->budget) < 0)
 			return cli_fail_usage(NULL, "bad --budget '%s' (e.g. 2GiB, 512M, 1e9)", v);
 		break;
 	case O_INTERVAL:

@@ -209,6 +209,17 @@ const char *proto_nearest(const char *word, const char *const *list);
  * near; returns buf. */
 const char *proto_mode_hint(const char *word, char *buf, size_t len);
 
+/* ---- sizes and numbers as people write them ---- */
+
+/* A plain decimal number at the start of s ("12", "1.5", ".5", "1e9"): no sign, hex, inf or
+ * nan. Returns the characters used (0: none) and *v. */
+size_t proto_number_scan(const char *s, double *v);
+/* A size: a decimal number (fraction and exponent allowed: "1.5", "1e9") and an optional
+ * unit, case-insensitive, a space allowed before it: B; K, M, G, T and KiB, MiB, GiB, TiB
+ * are powers of 1024; KB, MB, GB, TB powers of 1000 ("2GiB", "512M", "64 KB"). Rounds to
+ * whole bytes. 0, or -1 for anything else (negative, hex, inf, an unknown unit, > 2^63). */
+int proto_size_parse(const char *text, long long *bytes);
+
 /* ---- building lines ---- */
 
 /* {"remat":{"version":..,"protocol":1,"capabilities":["events"],"role":role[,"job":job]}} */

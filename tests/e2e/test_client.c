@@ -91,7 +91,7 @@ START_TEST(test_cli_size_parse_forms)
 	};
 	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
 		long long v = -1;
-		ck_assert_msg(cli_size_parse(c[i].text, &v) == 0, "'%s' refused", c[i].text);
+		ck_assert_msg(proto_size_parse(c[i].text, &v) == 0, "'%s' refused", c[i].text);
 		ck_assert_msg(v == c[i].want, "'%s' gave %lld, want %lld", c[i].text, v, c[i].want);
 	}
 }
@@ -104,7 +104,7 @@ START_TEST(test_cli_size_parse_bad)
 					  "2  GiB", "1e", "2XB", "1,5M", "9e18K"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		long long v = 42;
-		ck_assert_msg(cli_size_parse(bad[i], &v) == -1, "'%s' accepted as %lld", bad[i], v);
+		ck_assert_msg(proto_size_parse(bad[i], &v) == -1, "'%s' accepted as %lld", bad[i], v);
 		ck_assert_msg(v == 42, "'%s' changed the result though refused", bad[i]);
 	}
 }
