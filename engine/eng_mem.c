@@ -71,10 +71,27 @@ void eng_mem_counts_reset_peak(eng_mem_counts *k)
 	atomic_store(&k->total_peak_reset, atomic_load(&k->total));
 }
 
+static atomic_size_t mem_limit; /* 0: none */
+
+void eng_mem_set_limit(size_t bytes)
+{
+	atomic_store(&mem_limit, bytes);
+}
+
+size_t eng_mem_get_limit(void)
+{
+	return atomic_load(&mem_limit);
+}
+
 void *eng_mem_alloc(eng_mem_cat cat, size_t bytes)
 {
 	ENG_ASSERT(cat >= 0 && cat < ENG_MEM_NCAT);
 	if (bytes == 0 || bytes > SIZE_MAX - 2 * MEM_HEADER)
+		return NULL;
+	/* a hard limit refuses as a GPU does at its capacity (the training thread allocates
+	 * alone, so the check and the count cannot race another allocation) */
+	size_t limit = atomic_load(&mem_limit);
+	if (limit && (bytes > limit || atomic_load(&mem_counts.total) > limit - bytes))
 		return NULL;
 	size_t mapped = bytes + MEM_HEADER;
 	void *base = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -57,6 +57,12 @@ void eng_mem_peak_raise(atomic_size_t *peak, size_t value);
  * memory. Free with eng_mem_free. */
 void *eng_mem_alloc(eng_mem_cat cat, size_t bytes);
 
+/* A hard limit on the bytes held in all categories together (memory.limit; 0: none): an
+ * allocation that would pass it is refused (NULL), as the system would refuse one it
+ * cannot serve. */
+void eng_mem_set_limit(size_t bytes);
+size_t eng_mem_get_limit(void);
+
 /* Frees a buffer from eng_mem_alloc and returns its pages to the system. NULL is a no-op. */
 void eng_mem_free(void *p);
 

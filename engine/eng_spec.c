@@ -9,6 +9,7 @@
  * count is known (a checkpoint named by init_from may be what decides it).
  */
 #include "eng_spec.h"
+#include "proto.h"
 
 #include <errno.h>
 #include <float.h>
@@ -32,7 +33,7 @@
 #define SPEC_PATH_LEN 64              /* "schedule.min_lr_frac": our own keys only */
 
 static const char *const root_keys[] = {"name", "model", "data", "batch", "seq_len", "steps",
-	"seed", "optim", "schedule", "remat", "save", "threads", "device", NULL};
+	"seed", "optim", "schedule", "remat", "save", "threads", "device", "memory", NULL};
 static const char *const model_keys[] = {"preset", "n_layer", "n_embd", "n_head",
 	"n_positions", "vocab_size", "init_from", "resume", NULL};
 static const char *const data_keys[] = {"train", "format", "val", NULL};
@@ -42,6 +43,7 @@ static const char *const schedule_keys[] = {"kind", "warmup", "min_lr_frac", NUL
 static const char *const remat_keys[] = {"default", "sections", "aliases", "chunk_rows",
 	"profile", NULL};
 static const char *const save_keys[] = {"dir", "every", "keep", NULL};
+static const char *const memory_keys[] = {"limit", NULL};
 
 /* "optim" + "lr" -> "optim.lr"; "" + "batch" -> "batch". Only for the keys above. */
 static const char *field(char buf[SPEC_PATH_LEN], const char *prefix, const char *key)
@@ -501,6 +503,30 @@ static int parse_save(eng_spec *s, json_t *root, eng_err *err)
 	return 0;
 }
 
+/* memory.limit: a size ("3GiB") or a number of bytes. */
+static int parse_memory(eng_spec *s, json_t *root, eng_err *err)
+{
+	json_t *m, *v;
+	long long bytes = -1;
+	if (get_object(root, "memory", &m, err) < 0)
+		return -1;
+	if (!m)
+		return 0;
+	if (check_keys(m, "memory", memory_keys, err) < 0)
+		return -1;
+	if (!(v = json_object_get(m, "limit")))
+		return 0;
+	if (json_is_integer(v))
+		bytes = json_integer_value(v);
+	else if (json_is_string(v) && proto_size_parse(json_string_value(v), &bytes) < 0)
+		bytes = -1;
+	if (bytes <= 0)
+		return eng_errf(err, "'memory.limit' must be a size above 0, such as \"3GiB\" or "
+				     "a number of bytes");
+	s->mem_limit = (size_t)bytes;
+	return 0;
+}
+
 /* B*T tokens per step (and B*T*V logits) are counted in int further on. */
 static int check_tokens(const eng_spec *s, eng_err *err)
 {
@@ -529,7 +555,7 @@ static int parse_root(eng_spec *s, json_t *root, eng_err *err)
 		get_int64(root, "", "seed", 0, INT64_MAX, &seed, err) < 0 ||
 		check_tokens(s, err) < 0 || parse_optim(s, root, err) < 0 ||
 		parse_schedule(s, root, err) < 0 || parse_remat(s, root, err) < 0 ||
-		parse_save(s, root, err) < 0 ||
+		parse_save(s, root, err) < 0 || parse_memory(s, root, err) < 0 ||
 		get_int(root, "", "threads", 1, SPEC_MAX_THREADS, &s->threads, err) < 0)
 		return -1;
 	s->seed = (uint64_t)seed;

@@ -73,6 +73,8 @@ typedef struct eng_spec {
 	int chunk_rows;                   /* remat.chunk_rows: head chunk, 0 = engine's choice */
 	int remat_profile;                /* remat.profile: probe every section's modes at the
 					   * start (remat-profile) */
+	size_t mem_limit;                 /* memory.limit: bytes the tracking allocator may
+					   * hold at most, 0 none */
 
 	/* save */
 	char save_dir[ENG_PATH_LEN];      /* "" = no saving */

@@ -228,7 +228,51 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	/* the model's fixed part, and the data: both token files and the batch (inp, tgt) */
 	eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->threads, out->fixed);
 	out->fixed[ENG_MEM_DATA] = 2 * (ntok + vtok) + 2 * 2 * (size_t)s->batch * s->seq_len;
+	if (s->save_dir[0]) /* a save's snapshot, held while training goes on */
+		out->fixed[ENG_MEM_WORKSPACE] += eng_ckpt_snap_bytes(out->fixed[ENG_MEM_PARAMS] / 4);
 	return 0;
+}
+
+/* The spec's policy; under memory.limit, when it would not fit (its layout refused, or
+ * no room left for a save's snapshot), the cheapest policy the planner finds fits (a margin
+ * more each try, for the alignment the plan does not count), and last the one of the least
+ * memory. Each refusal is an OOM retry. */
+static int start_policy(eng_trainer *tr, eng_policy *p, eng_err *err)
+{
+	const eng_spec *s = &tr->spec;
+	const eng_model *m = &tr->model;
+	eng_mem_stats ms;
+	eng_policy fit;
+	eng_plan pl;
+	if (!s->mem_limit || tr->gpu)
+		return eng_trainer_set_policy(tr, p, err);
+	eng_mem_get_counters(&ms);
+	size_t fixed = ms.total_current - ms.current[ENG_MEM_ACTIVATIONS] -
+		       ms.current[ENG_MEM_RECOMPUTE];
+	if (s->save_dir[0]) /* a save holds a snapshot while training goes on */
+		fixed += eng_ckpt_snap_bytes(m->nfloats);
+	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, p, &pl);
+	if (fixed + pl.peak_bytes <= s->mem_limit && eng_trainer_set_policy(tr, p, err) == 0)
+		return 0;
+	for (int attempt = 0; attempt < 4; attempt++) {
+		tr->oom_retries++;
+		eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, fixed, NULL,
+			(size_t)((double)s->mem_limit * (1.0 - 0.03 * attempt))};
+		eng_plan_search(&q, &fit, &pl); /* nothing fits: the least there is */
+		if (pl.peak_bytes > s->mem_limit)
+			break;
+		if (eng_trainer_set_policy(tr, &fit, err) == 0) {
+			*p = fit;
+			return 0;
+		}
+	}
+	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, fixed, NULL, 0};
+	eng_plan_search(&q, &fit, &pl);
+	return eng_errf(err, "memory.limit %.1f MiB is too small: this run needs at least %.1f "
+			     "MiB (%.1f MiB of weights, gradients, moments, workspace, data%s, and "
+			     "%.1f MiB of activations with every block full and the head chunked)",
+		s->mem_limit / 1048576.0, pl.peak_bytes / 1048576.0, fixed / 1048576.0,
+		s->save_dir[0] ? " and a save's snapshot" : "", (pl.peak_bytes - fixed) / 1048576.0);
 }
 
 int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
@@ -242,10 +286,21 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	if (trainer_plan(s, &cfg, err) < 0)
 		goto fail;
 	eng_costs_init(&tr->costs, s->cfg.n_layer);
+	eng_mem_set_limit(s->device == ENG_DEVICE_CPU ? s->mem_limit : 0);
 	kn_set_threads(s->threads);
 	if ((cuda ? host_mirror_init(tr, err)
-		  : eng_model_init(&tr->model, &s->cfg, s->batch, s->seq_len, s->chunk_rows, err)) < 0)
+		  : eng_model_init(&tr->model, &s->cfg, s->batch, s->seq_len, s->chunk_rows, err)) < 0) {
+		if (!cuda && s->mem_limit) {
+			size_t fx[ENG_MEM_NCAT], need = 0;
+			eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->threads, fx);
+			for (int c = 0; c < ENG_MEM_NCAT; c++)
+				need += fx[c];
+			eng_errf(err, "memory.limit %.1f MiB is too small: this run needs %.1f MiB "
+				      "for its weights, gradients, moments and workspace before any "
+				      "activation", s->mem_limit / 1048576.0, need / 1048576.0);
+		}
 		goto fail;
+	}
 	if (s->init_from[0]) {
 		if (eng_import_load(&tr->model, s->init_from, err) < 0)
 			goto fail;
@@ -260,19 +315,13 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 			eng_cuda_new(&tr->gpu, &tr->model, &o, err) < 0)
 			goto fail;
 	}
-	if (eng_trainer_set_policy(tr, &p, err) < 0)
-		goto fail;
+	/* the data before the activations: all the run holds besides them is allocated when
+	 * a memory limit picks the policy */
 	if (eng_data_open(&tr->train, s->train_path, s->data_format, s->cfg.vocab_size, s->batch,
 		    s->seq_len, err) < 0)
 		goto fail;
 	if (s->val_path[0] && eng_data_open(&tr->val, s->val_path, s->data_format,
 				      s->cfg.vocab_size, s->batch, s->seq_len, err) < 0)
-		goto fail;
-	if (s->save_dir[0] && open_save_dir(tr, err) < 0)
-		goto fail;
-	if (s->resume && eng_ckpt_resume(tr, s->init_from, err) < 0)
-		goto fail;
-	if (tr->gpu && eng_cuda_upload(tr->gpu, &tr->model, err) < 0)
 		goto fail;
 	size_t n = (size_t)s->batch * s->seq_len * sizeof(uint16_t);
 	tr->inp = eng_mem_alloc(ENG_MEM_DATA, n);
@@ -281,6 +330,14 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		eng_errf(err, "out of memory for the batch buffers");
 		goto fail;
 	}
+	if (start_policy(tr, &p, err) < 0)
+		goto fail;
+	if (s->save_dir[0] && open_save_dir(tr, err) < 0)
+		goto fail;
+	if (s->resume && eng_ckpt_resume(tr, s->init_from, err) < 0)
+		goto fail;
+	if (tr->gpu && eng_cuda_upload(tr->gpu, &tr->model, err) < 0)
+		goto fail;
 	return 0;
 fail:
 	eng_trainer_free(tr);
@@ -297,6 +354,8 @@ void eng_trainer_free(eng_trainer *tr)
 	eng_model_free(&tr->model);
 	if (tr->save_lock >= 0)
 		close(tr->save_lock); /* the save directory is free for another job */
+	if (tr->spec.mem_limit)
+		eng_mem_set_limit(0); /* the process's next trainer sets its own */
 	memset(tr, 0, sizeof *tr);
 }
 
@@ -391,6 +450,7 @@ int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)
 	st->tokens_per_s = ms > 0 ? (double)s->batch * s->seq_len / (ms / 1e3) : 0.0;
 	st->activation_bytes = ms_now.current[ENG_MEM_ACTIVATIONS];
 	st->peak_bytes = ms_now.total_current;
+	st->oom_retries = tr->oom_retries;
 	return 0;
 }
 

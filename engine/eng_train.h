@@ -29,6 +29,8 @@ typedef struct eng_step_stats {
 	size_t activation_bytes; /* saved for backward during the step */
 	size_t peak_bytes;       /* all categories during the step (nothing is allocated inside
 				  * a step, so the step's peak is the total at its end) */
+	int oom_retries;         /* allocations refused and retried with a smaller policy, all
+				  * told (PyTorch's num_alloc_retries) */
 } eng_step_stats;
 
 struct eng_cuda;
@@ -43,6 +45,7 @@ typedef struct eng_trainer {
 	eng_aliases aliases;
 	eng_policy policy;       /* what the activations are laid out for, either device */
 	eng_costs costs;         /* each section's measured time and bytes per mode (cpu) */
+	int oom_retries;         /* layouts refused under memory.limit and tried smaller */
 	int step;                /* completed steps */
 	uint16_t *inp, *tgt;     /* (B,T) current batch (ENG_MEM_DATA) */
 	int has_save_lock;       /* 1 while save_lock is held */

@@ -151,10 +151,11 @@ void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st)
 	if (c->tr)
 		c->costs = c->tr->costs; /* remat-costs reads this copy, never the trainer's */
 	pthread_mutex_unlock(&c->mu);
-	json_t *d = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I}", "step", st->step, "loss",
+	json_t *d = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:i}", "step", st->step, "loss",
 		(double)st->loss, "lr", (double)st->lr, "tokens_per_s", st->tokens_per_s, "step_ms",
 		st->step_ms, "recompute_ms", st->recompute_ms, "activation_bytes",
-		(json_int_t)st->activation_bytes, "peak_bytes", (json_int_t)st->peak_bytes);
+		(json_int_t)st->activation_bytes, "peak_bytes", (json_int_t)st->peak_bytes,
+		"oom_retries", st->oom_retries);
 	emit(c, EV_STEP, d);
 }
 

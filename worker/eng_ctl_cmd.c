@@ -49,6 +49,7 @@ HANDLER(cmd_status)
 	json_object_set_new(r, "lr", c->has_last ? json_real(c->last.lr) : json_null());
 	json_object_set_new(r, "tokens_per_s", json_real(c->has_last ? c->last.tokens_per_s : 0));
 	json_object_set_new(r, "step_ms", json_real(c->has_last ? c->last.step_ms : 0));
+	json_object_set_new(r, "oom_retries", json_integer(c->tr ? c->tr->oom_retries : 0));
 	json_object_set_new(r, "policy", c->tr ? eng_policy_json(&c->policy) : json_object());
 	json_object_set_new(r, "last_checkpoint",
 		c->last_ckpt[0] ? json_string(c->last_ckpt) : json_null());

@@ -428,13 +428,13 @@ static void print_step(const eng_trainer *tr, const eng_step_stats *st, int json
 	if (json) {
 		eng_mem_stats ms;
 		eng_mem_get_stats(&ms); /* RSS for the JSON line only */
-		json_t *o = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:f,s:o}", "step",
-			st->step, "loss", (double)st->loss, "lr", (double)st->lr, "tokens_per_s",
-			st->tokens_per_s, "step_ms", st->step_ms, "recompute_ms", st->recompute_ms,
-			"activation_bytes", (json_int_t)st->activation_bytes, "peak_bytes",
-			(json_int_t)st->peak_bytes, "rss", (json_int_t)ms.rss, "rss_peak",
-			(json_int_t)ms.rss_peak, "grad_norm", (double)st->grad_norm, "policy",
-			eng_policy_json(&tr->policy));
+		json_t *o = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:f,s:i,s:o}",
+			"step", st->step, "loss", (double)st->loss, "lr", (double)st->lr,
+			"tokens_per_s", st->tokens_per_s, "step_ms", st->step_ms, "recompute_ms",
+			st->recompute_ms, "activation_bytes", (json_int_t)st->activation_bytes,
+			"peak_bytes", (json_int_t)st->peak_bytes, "rss", (json_int_t)ms.rss, "rss_peak",
+			(json_int_t)ms.rss_peak, "grad_norm", (double)st->grad_norm, "oom_retries",
+			st->oom_retries, "policy", eng_policy_json(&tr->policy));
 		char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 		printf("%s\n", line);
 		free(line);

@@ -73,6 +73,11 @@ static void test_delay(void)
 
 /* ---- snapshot ---- */
 
+size_t eng_ckpt_snap_bytes(size_t nfloats)
+{
+	return 3 * nfloats * sizeof(float);
+}
+
 int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err)
 {
 	double t0 = now_ms();

@@ -47,6 +47,9 @@ typedef struct eng_ckpt_snap {
 
 /* Copies the trainer's state (call at a step boundary, on the training thread). */
 int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err);
+/* The bytes a snapshot holds (ENG_MEM_WORKSPACE) while it is written: weights and both
+ * moments, nfloats floats each. */
+size_t eng_ckpt_snap_bytes(size_t nfloats);
 void eng_ckpt_snap_free(eng_ckpt_snap *s); /* safe on a zeroed snapshot */
 
 typedef struct eng_ckpt_result {

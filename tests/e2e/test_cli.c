@@ -820,6 +820,92 @@ START_TEST(test_cli_profile_keeps_numbers)
 }
 END_TEST
 
+/* The steady peak of TINY_JOB under a remat object (its third step's line). */
+static long long tiny_peak(const char *name, const char *remat)
+{
+	char spec[64];
+	json_t *rows[8];
+	snprintf(spec, sizeof spec, "%s.json", name);
+	char *job = spec_file(spec, TINY_JOB(", \"remat\": %s"), remat);
+	int n = json_run(job, NULL, rows, 8);
+	ck_assert_int_eq(n, 3);
+	long long peak = jint(rows[2], "peak_bytes");
+	ck_assert_int_eq(jint(rows[2], "oom_retries"), 0);
+	free_rows(rows, n);
+	free(job);
+	return peak;
+}
+
+/* memory.limit halfway between what off and the least policy need: the spec's off is
+ * refused, the run retries with a policy that fits, counts it (oom_retries in every step
+ * line), finishes, and its weights are an off run's without a limit, byte for byte. A
+ * limit below the least any policy needs is a clear error that names that least. */
+START_TEST(test_cli_memory_limit_retries)
+{
+	need_gpl();
+	json_t *rows[8];
+	int n;
+	long long off = tiny_peak("lim_off", "{\"default\": \"off\"}");
+	long long least = tiny_peak("lim_least", "{\"default\": \"full\", \"sections\": "
+						"{\"head\": \"chunked\"}}");
+	ck_assert_msg(least < off, "full and chunked need %lld, off %lld", least, off);
+	/* and room for the checkpoint's snapshot, held while the final save writes: the
+	 * weights and both moments (three times the params --check counts) */
+	char *job = spec_file("lim_check.json", "%s", TINY_JOB(""));
+	const char *check[] = {"--check", job, NULL};
+	char *out;
+	ck_assert_int_eq(t_train_run(&out, 0, check), 0);
+	json_t *ck = json_loads(out, 0, NULL);
+	ck_assert_msg(ck != NULL, "--check: %s", out);
+	long long params = json_integer_value(json_object_get(json_object_get(ck, "fixed_bytes"),
+		"params"));
+	ck_assert_int_gt(params, 0);
+	json_decref(ck);
+	free(out);
+	free(job);
+	long long need = (off + least) / 2 + 3 * params;
+
+	char *a = train_and_save("lim_free", "{\"default\": \"off\"}");
+	char *dir = tmp_dir("lim_save");
+	job = spec_file("lim.json", TINY_JOB(", \"memory\": {\"limit\": %lld}, \"save\": "
+					      "{\"dir\": \"%s\"}"), need, dir);
+	n = json_run(job, NULL, rows, 8);
+	ck_assert_int_eq(n, 3);
+	for (int i = 0; i < n; i++) {
+		ck_assert_msg(jint(rows[i], "oom_retries") >= 1, "step %d: no retry counted", i + 1);
+		ck_assert_msg(jint(rows[i], "peak_bytes") + 3 * params <= need, "step %d: %lld and "
+			"a snapshot over %lld", i + 1, jint(rows[i], "peak_bytes"), need);
+	}
+	free_rows(rows, n);
+	char *pa = path_join(a, "step_00000003/model.safetensors");
+	char *pb = path_join(dir, "step_00000003/model.safetensors");
+	ck_assert_msg(files_equal(pa, pb), "%s and %s differ", pa, pb);
+	free(pa);
+	free(pb);
+	free(job);
+
+	job = spec_file("lim_tiny.json", "%s", TINY_JOB(", \"memory\": {\"limit\": \"1MiB\"}"));
+	const char *args[] = {job, NULL};
+	int rc = t_train_run(&out, 0, args);
+	ck_assert_msg(rc == 1 && strstr(out, "memory.limit 1.0 MiB is too small: this run needs "),
+		"status %d:\n%s", rc, out);
+	free(out);
+	free(job);
+	/* above the model but below the least policy: the least is named */
+	job = spec_file("lim_small.json", TINY_JOB(", \"memory\": {\"limit\": %lld}"),
+		least - 200000);
+	const char *args2[] = {job, NULL};
+	rc = t_train_run(&out, 0, args2);
+	ck_assert_msg(rc == 1 && strstr(out, "is too small: this run needs at least") &&
+			  strstr(out, "every block full and the head chunked"), "status %d:\n%s", rc,
+		out);
+	free(out);
+	free(job);
+	free(dir);
+	free(a);
+}
+END_TEST
+
 START_TEST(test_cli_train_learns)
 {
 	/* 300 steps of 8 x 64 bytes of GPL (about 4 passes over its 35 kB). Measured on this
@@ -885,6 +971,7 @@ Suite *suite_cli(void)
 	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, test_cli_train_learns);
 	tcase_add_test(tc, test_cli_profile_keeps_numbers);
+	tcase_add_test(tc, test_cli_memory_limit_retries);
 	suite_add_tcase(s, tc);
 	return s;
 }
