@@ -158,10 +158,30 @@ static int build_remat(const cli_command *cmd, const cli_args *a, json_t **req)
 		json_object_set_new(*req, "sections", sections);
 	}
 	rc = set_str(cmd, *req, "default", "--default '%s' is not valid UTF-8", a->deflt);
+	if (rc == CLI_EXIT_OK && a->budget_word) {
+		json_decref(*req);
+		return cli_fail_usage(cmd, "--budget %s is remat auto's: a plan takes a size",
+			a->budget_word);
+	}
 	if (rc == CLI_EXIT_OK && a->budget >= 0)
 		json_object_set_new(*req, "budget_bytes", json_integer(a->budget));
 	plan_budget = a->budget;
 	return rc;
+}
+
+/* remat auto JOB --budget SIZE|cgroup|off: the memory controller on that budget, or off */
+static int build_auto(const cli_command *cmd, const cli_args *a, json_t **req)
+{
+	if (!a->budget_word && a->budget < 0)
+		return cli_fail_usage(cmd, "%s", "give --budget SIZE, --budget cgroup or --budget off");
+	int rc = cli_build_job(cmd, a, req);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	if (a->budget_word)
+		json_object_set_new(*req, "budget", json_string(a->budget_word));
+	else
+		json_object_set_new(*req, "budget_bytes", json_integer(a->budget));
+	return CLI_EXIT_OK;
 }
 
 /* plan SPEC.json: remat-plan for a spec file (its paths made absolute), before anything
@@ -249,6 +269,9 @@ const cli_command cli_commands[] = {
      show_plan, "remat plan for a spec file, before anything starts (checked as a job-start)"},
     {"remat costs", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "remat-costs", NULL, cli_show_costs,
      "measured time and bytes per section and mode (ms added, ms per MiB saved)"},
+    {"remat auto", "JOB --budget SIZE|cgroup|off", CLI_JOB_NEEDED, CLI_OPT_BUDGET, 0, 0,
+     "remat-auto", build_auto, cli_show_auto,
+     "keep the job under a memory budget by itself (off, or a remat set, gives it back)"},
     {"remat profile", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "remat-profile", NULL, cli_show_profile,
      "measure every section in every mode over the next steps (the numbers do not change)"},
     {"mem", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "mem-stats", NULL, cli_show_mem,

@@ -38,6 +38,7 @@ typedef struct cli_args {
 	const char *name;		    /* --name */
 	const char *deflt;		    /* --default */
 	long long budget;		    /* --budget in bytes, -1 when not given */
+	const char *budget_word;	    /* --budget cgroup, device or off (remat auto) */
 	double interval;		    /* --interval in seconds */
 	long count;			    /* --count */
 	const char *events[CLI_MAX_EVENTS]; /* --event, in order */

@@ -202,6 +202,19 @@ void cli_show_costs(FILE *f, const char *job, const json_t *ret)
 		fprintf(f, "\nmeasuring every section's modes until step %.0f\n", v);
 }
 
+void cli_show_auto(FILE *f, const char *job, const json_t *ret)
+{
+	double a = 0, b = 0;
+	char size[32];
+	cli_jnum(ret, "applies_at_step", &a);
+	if (cli_jnum(ret, "budget_bytes", &b))
+		fprintf(f, "%s: keeping the memory under %s from step %.0f on (REMAT_AUTO events "
+			   "say each change)\n", job, cli_size_format(b, size, sizeof size), a);
+	else
+		fprintf(f, "%s: the memory controller is off from step %.0f on; the policy is "
+			   "yours\n", job, a);
+}
+
 void cli_show_profile(FILE *f, const char *job, const json_t *ret)
 {
 	double a = 0, u = 0;

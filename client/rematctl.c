@@ -237,7 +237,9 @@ static int set_option(int k, const char *v, cli_args *a, int *version)
 		a->deflt = v;
 		break;
 	case O_BUDGET:
-		if (proto_size_parse(v, &a->budget) < 0)
+		if (!strcmp(v, "cgroup") || !strcmp(v, "device") || !strcmp(v, "off"))
+			a->budget_word = v; /* remat auto's; the command checks */
+		else if (proto_size_parse(v, &a->budget) < 0)
 			return cli_fail_usage(NULL, "bad --budget '%s' (e.g. 2GiB, 512M, 1e9)", v);
 		break;
 	case O_INTERVAL:

@@ -255,6 +255,7 @@ _rematctl()
 		shutdown) cand+=(--save) ;;
 		"remat set") cand+=(--default) ;;
 		"remat plan" | plan) cand+=(--default --budget) ;;
+		"remat auto") cand+=(--budget) ;;
 		watch) cand+=(--interval --count) ;;
 		events) cand+=(--event --count) ;;
 		esac
@@ -267,7 +268,7 @@ _rematctl()
 		_rematctl_reply start plan ls status pause resume stop rm remat mem save watch \
 			events info shutdown help
 		;;
-	1:remat\ ) _rematctl_reply get plan set costs profile ;;
+	1:remat\ ) _rematctl_reply get plan set costs profile auto ;;
 	1:start | 1:plan)
 		compopt -o filenames 2>/dev/null
 		while IFS= read -r f; do
@@ -296,7 +297,7 @@ _rematctl()
 		_rematctl_job_ids "$_rematctl_live_states"
 		_rematctl_reply reset "${_rematctl_jobs[@]}"
 		;;
-	1:stop | 1:save | 1:watch | 2:remat\ get | 2:remat\ costs | 2:remat\ profile | 2:mem\ reset)
+	1:stop | 1:save | 1:watch | 2:remat\ get | 2:remat\ costs | 2:remat\ profile | 2:remat\ auto | 2:mem\ reset)
 		_rematctl_job_ids "$_rematctl_live_states"
 		_rematctl_reply "${_rematctl_jobs[@]}"
 		;;

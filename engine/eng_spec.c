@@ -41,7 +41,7 @@ static const char *const optim_keys[] = {"lr", "beta1", "beta2", "eps", "weight_
 	"grad_clip", NULL};
 static const char *const schedule_keys[] = {"kind", "warmup", "min_lr_frac", NULL};
 static const char *const remat_keys[] = {"default", "sections", "aliases", "chunk_rows",
-	"profile", NULL};
+	"profile", "budget", NULL};
 static const char *const save_keys[] = {"dir", "every", "keep", NULL};
 static const char *const memory_keys[] = {"limit", NULL};
 
@@ -453,6 +453,27 @@ static int parse_aliases(eng_spec *s, json_t *al, eng_err *err)
 	return 0;
 }
 
+/* remat.budget: a size, a number of bytes, or "cgroup" (the worker's memory.max, read
+ * when the run starts). */
+static int parse_budget(eng_spec *s, const json_t *v, eng_err *err)
+{
+	long long bytes = -1;
+	const char *t = json_string_value(v);
+	if (t && strcmp(t, "cgroup") == 0) {
+		s->remat_budget_cgroup = 1;
+		return 0;
+	}
+	if (json_is_integer(v))
+		bytes = json_integer_value(v);
+	else if (t && proto_size_parse(t, &bytes) < 0)
+		bytes = -1;
+	if (bytes <= 0)
+		return eng_errf(err, "'remat.budget' must be a size above 0 (\"6GiB\"), a number of "
+				     "bytes or \"cgroup\"");
+	s->remat_budget = (size_t)bytes;
+	return 0;
+}
+
 static int parse_remat(eng_spec *s, json_t *root, eng_err *err)
 {
 	json_t *r, *v;
@@ -479,6 +500,8 @@ static int parse_remat(eng_spec *s, json_t *root, eng_err *err)
 	if ((v = json_object_get(r, "aliases")) && parse_aliases(s, v, err) < 0)
 		return -1;
 	if (get_int(r, "remat", "chunk_rows", 1, SPEC_MAX_CHUNK_ROWS, &s->chunk_rows, err) < 0)
+		return -1;
+	if ((v = json_object_get(r, "budget")) && parse_budget(s, v, err) < 0)
 		return -1;
 	if ((v = json_object_get(r, "profile"))) {
 		if (!json_is_boolean(v))

@@ -75,6 +75,9 @@ typedef struct eng_spec {
 					   * start (remat-profile) */
 	size_t mem_limit;                 /* memory.limit: bytes the tracking allocator may
 					   * hold at most, 0 none */
+	size_t remat_budget;              /* remat.budget: the memory controller keeps the
+					   * run under it (bytes), 0 off */
+	int remat_budget_cgroup;          /* remat.budget "cgroup": the worker's memory.max */
 
 	/* save */
 	char save_dir[ENG_PATH_LEN];      /* "" = no saving */

@@ -116,6 +116,7 @@ typedef enum proto_cmd_id {
 	PROTO_CMD_JOB_REMOVE,
 	PROTO_CMD_REMAT_COSTS,
 	PROTO_CMD_REMAT_PROFILE,
+	PROTO_CMD_REMAT_AUTO,
 	PROTO_CMD_SUBSCRIBE,
 	PROTO_CMD_UNSUBSCRIBE,
 	PROTO_CMD_COUNT
@@ -157,6 +158,7 @@ typedef enum proto_event {
 	PROTO_EV_JOB_STATE_CHANGED, /* a job's state changed */
 	PROTO_EV_MEMORY,            /* the periodic memory summary */
 	PROTO_EV_CHECKPOINT_FAILED, /* a save failed; the run goes on */
+	PROTO_EV_REMAT_AUTO,        /* the memory controller changed the policy */
 	PROTO_EV_COUNT
 } proto_event;
 

@@ -29,6 +29,7 @@ typedef enum arg_type {
 	ARG_DEFAULT,  /* a block mode: off, selective, full or offload */
 	ARG_BYTES,    /* integer >= 0 */
 	ARG_ROUNDS,   /* remat-profile's rounds: integer 1..PROTO_PROFILE_MAX_ROUNDS */
+	ARG_BUDGET,   /* remat-auto's budget source: "cgroup", "device" or "off" */
 	ARG_CKPT,     /* a checkpoint name: 1..64 of [A-Za-z0-9._-], no leading '.' */
 	ARG_EVENTS,   /* array of event names */
 } arg_type;
@@ -87,6 +88,9 @@ static const proto_command commands[PROTO_CMD_COUNT + 1] = {
 	CMD(REMAT_COSTS, "remat-costs", JOB, 0, 1, {JOB}),
 	CMD(REMAT_PROFILE, "remat-profile", JOB, 0, 0,
 		{JOB, {"rounds", ARG_ROUNDS, ARG_OPTIONAL}}),
+	/* a budget in bytes, or one of its sources, or off (the worker wants exactly one) */
+	CMD(REMAT_AUTO, "remat-auto", JOB, 0, 0,
+		{JOB, {"budget_bytes", ARG_BYTES, ARG_OPTIONAL}, {"budget", ARG_BUDGET, ARG_OPTIONAL}}),
 	CMD(SUBSCRIBE, "subscribe", CONN, 0, 1,
 		{{"job", ARG_JOB, ARG_OPTIONAL}, {"events", ARG_EVENTS, ARG_OPTIONAL}}),
 	CMD(UNSUBSCRIBE, "unsubscribe", CONN, 0, 1,
@@ -102,6 +106,7 @@ static const char *const event_names[PROTO_EV_COUNT + 1] = {
 	[PROTO_EV_JOB_STATE_CHANGED] = "JOB_STATE_CHANGED",
 	[PROTO_EV_MEMORY] = "MEMORY",
 	[PROTO_EV_CHECKPOINT_FAILED] = "CHECKPOINT_FAILED",
+	[PROTO_EV_REMAT_AUTO] = "REMAT_AUTO",
 	[PROTO_EV_COUNT] = NULL,
 };
 
@@ -447,6 +452,14 @@ static int check_arg(const arg_spec *a, const json_t *v, char *desc, size_t desc
 			return -1;
 		}
 		return 0;
+	case ARG_BUDGET: {
+		const char *b = json_string_value(v);
+		if (b && (!strcmp(b, "cgroup") || !strcmp(b, "device") || !strcmp(b, "off")))
+			return 0;
+		proto__descf(desc, desclen, "'%s' must be \"cgroup\", \"device\" or \"off\" "
+			     "(a size goes in 'budget_bytes')", a->name);
+		return -1;
+	}
 	case ARG_CKPT:
 		return check_ckpt_name(v, desc, desclen);
 	case ARG_EVENTS:

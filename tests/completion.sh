@@ -135,7 +135,7 @@ export REMAT_SOCKET=$tmp/none.sock
 expect "$x " "${cmds[@]}"
 expect "$x st" start status stop
 expect "$x p" plan pause
-expect "$x remat " get plan set costs profile
+expect "$x remat " get plan set costs profile auto
 expect "$x remat s" set
 expect "$x --j" --json
 expect "$x -" "${globals[@]}"
@@ -265,6 +265,7 @@ expect "$x mem " reset j1 j2
 expect "$x mem reset " j1 j2
 expect "$x remat get " j1 j2
 expect "$x remat costs " j1 j2
+expect "$x remat auto j1 --" --budget --socket --control --json --timeout --help --version
 expect "$x remat profile " j1 j2
 expect "$x remat set " j1 j2
 expect "$x remat set j1 " blocks= head= all= trunk= lm= every-block= h.0= h.1= h.0-1=

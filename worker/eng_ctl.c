@@ -235,6 +235,29 @@ void eng_ctl_event_save_failed(eng_ctl *c, const char *path, int step, const cha
 		emit(c, EV_FAILED, d);
 }
 
+void eng_ctl_set_auto(eng_ctl *c, size_t budget)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->auto_budget = budget;
+	pthread_mutex_unlock(&c->mu);
+}
+
+void eng_ctl_event_auto(eng_ctl *c, int step, json_t *policy, const char *why,
+	size_t budget, size_t predicted, size_t measured)
+{
+	if (!c) {
+		json_decref(policy);
+		return;
+	}
+	json_t *d = json_pack("{s:i,s:o,s:s,s:I,s:I,s:I}", "step", step, "policy", policy,
+		"reason", why, "budget_bytes", (json_int_t)budget, "predicted_peak_bytes",
+		(json_int_t)predicted, "measured_peak_bytes", (json_int_t)measured);
+	if (d)
+		emit(c, EV_AUTO, d);
+}
+
 void eng_ctl_reply(eng_ctl *c, const eng_ctl_cmd *cmd, json_t *ret)
 {
 	if (!c || cmd->conn < 0) {

@@ -30,7 +30,7 @@ typedef enum eng_ctl_state {
 } eng_ctl_state;
 
 typedef enum eng_ctl_op { CTL_OP_POLICY, CTL_OP_PAUSE, CTL_OP_RESUME, CTL_OP_STOP,
-	CTL_OP_SAVE, CTL_OP_PROFILE } eng_ctl_op;
+	CTL_OP_SAVE, CTL_OP_PROFILE, CTL_OP_AUTO } eng_ctl_op;
 
 /* One queued change, drained by the training thread at a step boundary. */
 typedef struct eng_ctl_cmd {
@@ -38,6 +38,7 @@ typedef struct eng_ctl_cmd {
 	eng_policy policy;        /* CTL_OP_POLICY: the whole new policy */
 	int save;                 /* CTL_OP_STOP: save first */
 	int rounds;               /* CTL_OP_PROFILE: rounds of 3 steps */
+	size_t budget;            /* CTL_OP_AUTO: bytes, 0 off */
 	char name[72];            /* CTL_OP_SAVE, CTL_OP_STOP: checkpoint name, "" for
 				   * step_XXXXXXXX */
 	int conn;                 /* connection to reply to (deferred ops), -1 none */
@@ -78,6 +79,13 @@ void eng_ctl_policy_applied(eng_ctl *c, int first_step);
 /* A probe of the sections' costs (remat-profile) runs until step `until` (0: none now):
  * remat-set is refused until then. */
 void eng_ctl_set_probe(eng_ctl *c, int until);
+
+/* The memory controller's budget now (0: off), for job-status, and REMAT_AUTO: it set
+ * `policy` from step `step` on, for `why`, predicting `predicted` bytes where the last
+ * step measured `measured`. */
+void eng_ctl_set_auto(eng_ctl *c, size_t budget);
+void eng_ctl_event_auto(eng_ctl *c, int step, json_t *policy, const char *why,
+	size_t budget, size_t predicted, size_t measured);
 
 void eng_ctl_cmd_free(eng_ctl_cmd *cmds);
 

@@ -8,7 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "eng_auto.h"
 #include "eng_backends.h"
+#include "eng_ckpt.h"
 #include "eng_ctl_int.h"
 #include "eng_cuda_mem.h"
 #include "eng_mem.h"
@@ -50,6 +52,8 @@ HANDLER(cmd_status)
 	json_object_set_new(r, "tokens_per_s", json_real(c->has_last ? c->last.tokens_per_s : 0));
 	json_object_set_new(r, "step_ms", json_real(c->has_last ? c->last.step_ms : 0));
 	json_object_set_new(r, "oom_retries", json_integer(c->tr ? c->tr->oom_retries : 0));
+	json_object_set_new(r, "auto_budget_bytes",
+		c->auto_budget ? json_integer((json_int_t)c->auto_budget) : json_null());
 	json_object_set_new(r, "policy", c->tr ? eng_policy_json(&c->policy) : json_object());
 	json_object_set_new(r, "last_checkpoint",
 		c->last_ckpt[0] ? json_string(c->last_ckpt) : json_null());
@@ -195,6 +199,10 @@ HANDLER(cmd_plan)
 	for (int cat = 0; cat < ENG_MEM_NCAT; cat++)
 		if (cat != ENG_MEM_ACTIVATIONS && cat != ENG_MEM_RECOMPUTE)
 			j.fixed[cat] = ds.active ? ds.current[cat] : ms.current[cat];
+	/* a save holds a snapshot of the weights and moments while training goes on (host
+	 * memory, on either device) */
+	if (c->tr->spec.save_dir[0] && !ds.active)
+		j.fixed[ENG_MEM_WORKSPACE] += eng_ckpt_snap_bytes(m->nfloats);
 	/* the step time: measured per section where the table has it, the FLOPs at the rate
 	 * the last step ran at else (device cpu: the GPU model times only its recomputes) */
 	eng_plan_costs pc;
@@ -388,6 +396,50 @@ HANDLER(cmd_profile)
 		c->probe_until, "rounds", rounds);
 }
 
+/* remat-auto: the memory controller on a budget (bytes, or the worker's cgroup), or off */
+HANDLER(cmd_auto)
+{
+	UNUSED_ARGS;
+	char desc[PROTO_DESC_LEN];
+	eng_err err = {0};
+	json_t *b = json_object_get(args, "budget_bytes");
+	const char *src = json_string_value(json_object_get(args, "budget"));
+	size_t bytes = 0;
+	if (!b == !src) {
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, "give 'budget_bytes' or "
+				    "'budget' (cgroup, device or off), one of the two", id);
+		return NULL;
+	}
+	if (c->tr->spec.device != ENG_DEVICE_CPU || (src && !strcmp(src, "device"))) {
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, "remat-auto runs on device cpu "
+				    "only for now (the GPU model does not measure its costs)", id);
+		return NULL;
+	}
+	if (b)
+		bytes = (size_t)json_integer_value(b);
+	else if (!strcmp(src, "cgroup") && eng_auto_cgroup(eng_auto_cgroup_root(),
+						  eng_auto_proc_cgroup(), &bytes, &err) < 0) {
+		snprintf(desc, sizeof desc, "budget cgroup: %.400s", err.msg);
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+		return NULL;
+	}
+	if (b && !bytes) {
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, "'budget_bytes' must be above 0 "
+				    "('budget': \"off\" turns the controller off)", id);
+		return NULL;
+	}
+	if (probing(c, k, id))
+		return NULL;
+	eng_ctl_cmd *q = change_new(c, k, id);
+	if (!q)
+		return NULL;
+	q->op = CTL_OP_AUTO;
+	q->budget = bytes; /* 0: off */
+	eng_ctl__enqueue(c, q);
+	return json_pack("{s:i,s:o}", "applies_at_step", applies_at(c), "budget_bytes",
+		bytes ? json_integer((json_int_t)bytes) : json_null());
+}
+
 /* What a worker answers, and whether it needs the trainer (while the job starts, those
  * requests are kept and answered before the first step: keep_early). A command without a
  * handler is rematd's. */
@@ -412,6 +464,7 @@ static const struct {
 	[PROTO_CMD_CKPT_SAVE] = {cmd_deferred, 1},
 	[PROTO_CMD_REMAT_COSTS] = {cmd_costs, 1},
 	[PROTO_CMD_REMAT_PROFILE] = {cmd_profile, 1},
+	[PROTO_CMD_REMAT_AUTO] = {cmd_auto, 1},
 };
 
 json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,

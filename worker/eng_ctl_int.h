@@ -27,6 +27,7 @@ enum {
 	EV_STATE = 1u << PROTO_EV_JOB_STATE_CHANGED,
 	EV_MEMORY = 1u << PROTO_EV_MEMORY,
 	EV_FAILED = 1u << PROTO_EV_CHECKPOINT_FAILED,
+	EV_AUTO = 1u << PROTO_EV_REMAT_AUTO,
 };
 extern const char *const state_names[7];   /* by eng_ctl_state: "starting", ... */
 
@@ -93,6 +94,7 @@ struct eng_ctl {
 	eng_policy pending;    /* in force once queued changes apply */
 	int pause_pending;     /* a job-pause queued and not yet applied */
 	int probe_until;       /* a probe (remat-profile) runs to this step; 0: none */
+	size_t auto_budget;    /* the memory controller's budget; 0: off */
 	eng_costs costs;       /* the trainer's cost table as of the last step */
 	size_t saved[ENG_MAX_LAYERS + 1]; /* measured saved bytes per section */
 	char last_ckpt[ENG_PATH_LEN + 64];

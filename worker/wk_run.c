@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eng_auto.h"
 #include "eng_ckpt.h"
 #include "eng_mem.h"
 
@@ -141,6 +142,9 @@ typedef struct run_ctl {
 	char stop_name[72];      /* the name a job-stop asked the final save to have */
 	eng_ctl_cmd *stops;   /* job-stop requests, answered when the run has stopped */
 	const volatile sig_atomic_t *sig; /* set by SIGINT or SIGTERM */
+	eng_auto autoc;          /* the memory controller (remat-auto, remat.budget) */
+	size_t last_peak;        /* the last step's tracked bytes at its end */
+	double last_ms;          /* and its time */
 	int probe_left;          /* steps of a probe (remat-profile) still to run */
 	int probe_k;             /* the probe's steps so far */
 	eng_policy probe_base;   /* the policy to come back to after it */
@@ -281,6 +285,55 @@ static void probe_next(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int json)
 		probe_end(tr, c, rc, json);
 }
 
+/* ---- the memory controller (remat-auto) ---- */
+
+/* The controller on a budget from `step` on, or off (budget 0). */
+static void auto_set(eng_ctl *c, run_ctl *rc, size_t budget, int step)
+{
+	int was = rc->autoc.on;
+	eng_auto_set(&rc->autoc, budget);
+	eng_ctl_set_auto(c, budget);
+	if (was && !budget)
+		eng_ctl_event_auto(c, step, json_null(), "off: the policy is the user's", 0, 0,
+			rc->last_peak);
+}
+
+/* Before a step: the controller's decision, on the run's measured fixed bytes (and a
+ * save's snapshot) and its measured costs. */
+static void auto_step(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int json)
+{
+	const eng_model *m = &tr->model;
+	eng_mem_stats ms;
+	eng_plan_costs pc;
+	eng_plan now, pred;
+	eng_policy next;
+	eng_err err;
+	char why[256];
+	eng_mem_get_counters(&ms);
+	size_t fixed = ms.total_current - ms.current[ENG_MEM_ACTIVATIONS] -
+		       ms.current[ENG_MEM_RECOMPUTE];
+	if (tr->spec.save_dir[0])
+		fixed += eng_ckpt_snap_bytes(m->nfloats);
+	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, &tr->policy, &now);
+	double rate = rc->last_ms > 0 ? rc->last_ms / (now.model_flops + now.extra_flops) : 0.0;
+	eng_costs_plan(&tr->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc, NULL);
+	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, fixed, &pc, 0};
+	int r = eng_auto_decide(&rc->autoc, &q, &tr->policy, rc->last_peak, tr->step + 1, &next,
+		&pred, why, sizeof why);
+	if (r == 0)
+		return;
+	if (r < 0)
+		fprintf(stderr, "remat-train: remat-auto: %s: the least there is instead\n", why);
+	if (eng_trainer_set_policy(tr, &next, &err) < 0) {
+		fprintf(stderr, "remat-train: remat-auto: %s\n", err.msg);
+		return;
+	}
+	eng_ctl_policy_applied(c, tr->step + 1);
+	print_policy(tr, json);
+	eng_ctl_event_auto(c, tr->step + 1, eng_policy_json(&tr->policy), why, rc->autoc.budget,
+		pred.peak_bytes, rc->last_peak);
+}
+
 /* Applies commands taken at a boundary; keeps job-stop requests in rc->stops. */
 static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *rc, int json)
 {
@@ -295,6 +348,8 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 				fprintf(stderr, "remat-train: remat-set: %s\n", err.msg);
 				break;
 			}
+			if (rc->autoc.on) /* the user's policy now: the controller lets go */
+				auto_set(c, rc, 0, tr->step + 1);
 			eng_ctl_policy_applied(c, tr->step + 1);
 			print_policy(tr, json);
 			break;
@@ -317,6 +372,9 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 			continue; /* answered at the end */
 		case CTL_OP_PROFILE:
 			probe_start(tr, c, rc, cmd->rounds);
+			break;
+		case CTL_OP_AUTO:
+			auto_set(c, rc, cmd->budget, tr->step + 1);
 			break;
 		case CTL_OP_SAVE:
 			if (save_async(tr, c, rc->writer, cmd->name[0] ? cmd->name : NULL, cmd, json, 0,
@@ -476,6 +534,13 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 	run.last_saved = -1;
 	if (s->remat_profile && s->device == ENG_DEVICE_CPU)
 		probe_start(tr, c, &run, PROTO_PROFILE_ROUNDS);
+	size_t budget = s->remat_budget;
+	if (s->remat_budget_cgroup && s->device == ENG_DEVICE_CPU &&
+		eng_auto_cgroup(eng_auto_cgroup_root(), eng_auto_proc_cgroup(), &budget, &err) < 0)
+		fprintf(stderr, "remat-train: remat.budget cgroup: %s: the controller stays off\n",
+			err.msg);
+	if (budget && s->device == ENG_DEVICE_CPU)
+		auto_set(c, &run, budget, tr->step + 1);
 	if (s->save_dir[0] && !(run.writer = eng_ckpt_writer_start())) {
 		fprintf(stderr, "remat-train: cannot start the checkpoint writer thread\n");
 		return 1;
@@ -500,6 +565,8 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		}
 		if (run.probe_left)
 			probe_step(tr, c, &run, o->json);
+		else if (run.autoc.on)
+			auto_step(tr, c, &run, o->json);
 		if (!eng_ctl_begin_step(c))
 			continue; /* a command came in since the take: apply it first */
 		eng_step_stats st;
@@ -511,6 +578,8 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		eng_ctl_end_step(c, &st);
 		periodic_save(tr, c, &run, o->json);
 		print_step(tr, &st, o->json, o->under_rematd);
+		run.last_peak = st.peak_bytes;
+		run.last_ms = st.step_ms;
 		if (run.probe_left)
 			probe_next(tr, c, &run, o->json);
 	}

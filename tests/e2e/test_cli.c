@@ -906,6 +906,39 @@ START_TEST(test_cli_memory_limit_retries)
 }
 END_TEST
 
+/* "remat": {"budget": N} halfway between what off and the least policy need: the memory
+ * controller picks a policy that fits from the first step, every step stays under the
+ * budget, and the losses are an off run's, bit for bit. */
+START_TEST(test_cli_budget_controller)
+{
+	need_gpl();
+	long long off = tiny_peak("bud_off", "{\"default\": \"off\"}");
+	long long least = tiny_peak("bud_least", "{\"default\": \"full\", \"sections\": "
+						"{\"head\": \"chunked\"}}");
+	long long budget = (off + least) / 2;
+	char *job = spec_file("bud.json", TINY_JOB(", \"remat\": {\"budget\": %lld}"), budget);
+	char *plain = spec_file("bud_plain.json", "%s", TINY_JOB(""));
+	json_t *rows[8], *ref[8];
+	int n = json_run(job, NULL, rows, 8), m = json_run(plain, NULL, ref, 8);
+	ck_assert_int_eq(n, 3);
+	ck_assert_int_eq(m, 3);
+	json_t *offp = json_pack("{s:s,s:s}", "h.0-1", "off", "head", "off");
+	ck_assert_msg(!json_equal(json_object_get(rows[0], "policy"), offp),
+		"the controller kept off, which does not fit");
+	json_decref(offp);
+	for (int i = 0; i < n; i++) {
+		ck_assert_msg(jint(rows[i], "peak_bytes") <= budget, "step %d: %lld over %lld", i + 1,
+			jint(rows[i], "peak_bytes"), budget);
+		ck_assert_msg(jnum(rows[i], "loss") == jnum(ref[i], "loss"), "step %d: loss %.9g, "
+			      "%.9g without a budget", i + 1, jnum(rows[i], "loss"), jnum(ref[i], "loss"));
+	}
+	free_rows(rows, n);
+	free_rows(ref, m);
+	free(job);
+	free(plain);
+}
+END_TEST
+
 START_TEST(test_cli_train_learns)
 {
 	/* 300 steps of 8 x 64 bytes of GPL (about 4 passes over its 35 kB). Measured on this
@@ -972,6 +1005,7 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_cli_train_learns);
 	tcase_add_test(tc, test_cli_profile_keeps_numbers);
 	tcase_add_test(tc, test_cli_memory_limit_retries);
+	tcase_add_test(tc, test_cli_budget_controller);
 	suite_add_tcase(s, tc);
 	return s;
 }

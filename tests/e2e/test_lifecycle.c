@@ -745,6 +745,64 @@ START_TEST(test_lifecycle_control_sees_final_step)
 }
 END_TEST
 
+/* remat-auto through rematd: a budget between what off and the least policy need (as
+ * remat-plan predicts them) gives a REMAT_AUTO event with a policy that fits, and job-status
+ * shows the budget; a remat-set takes the policy back, with a REMAT_AUTO saying so. */
+START_TEST(test_lifecycle_auto_budget)
+{
+	td_daemon d;
+	td_daemon_paths(&d);
+	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), NULL};
+	td_daemon_start(&d, extra);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	char id[16];
+	snprintf(id, sizeof id, "%s", td_job_start(&c, T_TINY_SPEC, "starting"));
+	td_wait_step(&c, id);
+	json_t *r = td_request(&c, "{\"execute\":\"remat-plan\",\"arguments\":{\"job\":\"%s\","
+		"\"default\":\"off\",\"sections\":{\"head\":\"off\"}}}", id);
+	json_int_t off = json_integer_value(json_object_get(td_expect_return(r), "peak_bytes"));
+	json_decref(r);
+	r = td_request(&c, "{\"execute\":\"remat-plan\",\"arguments\":{\"job\":\"%s\","
+		"\"default\":\"full\",\"sections\":{\"head\":\"chunked\"}}}", id);
+	json_int_t least = json_integer_value(json_object_get(td_expect_return(r), "peak_bytes"));
+	json_decref(r);
+	ck_assert_int_lt(least, off);
+	json_int_t budget = (off + least) / 2;
+	r = td_request(&c, "{\"execute\":\"remat-auto\",\"arguments\":{\"job\":\"%s\","
+		"\"budget_bytes\":%lld}}", id, (long long)budget);
+	ck_assert_int_eq(json_integer_value(json_object_get(td_expect_return(r), "budget_bytes")),
+		budget);
+	json_decref(r);
+	json_t *ev = wait_event(&c, id, "REMAT_AUTO", T_JOB_MS);
+	ck_assert_msg(json_integer_value(json_object_get(ev, "predicted_peak_bytes")) <= budget,
+		"%s (off %lld, least %lld)", json_dumps(ev, 0), (long long)off, (long long)least);
+	ck_assert_ptr_nonnull(strstr(td_str(ev, "reason"), "budget"));
+	ck_assert_int_eq(json_integer_value(json_object_get(ev, "budget_bytes")), budget);
+	ck_assert(json_is_object(json_object_get(ev, "policy")));
+	json_decref(ev);
+	json_t *st = td_job_status(&c, id);
+	ck_assert_int_eq(json_integer_value(json_object_get(st, "auto_budget_bytes")), budget);
+	json_decref(st);
+	r = td_request(&c, "{\"execute\":\"remat-set\",\"arguments\":{\"job\":\"%s\","
+		"\"sections\":{\"h.0\":\"full\"}}}", id);
+	td_expect_return(r);
+	json_decref(r);
+	ev = wait_event(&c, id, "REMAT_AUTO", T_JOB_MS);
+	ck_assert_ptr_nonnull(strstr(td_str(ev, "reason"), "off"));
+	json_decref(ev);
+	st = td_job_status(&c, id);
+	ck_assert(json_is_null(json_object_get(st, "auto_budget_bytes")));
+	json_decref(st);
+	/* a budget with neither bytes nor a source is refused by the worker */
+	r = td_request(&c, "{\"execute\":\"remat-auto\",\"arguments\":{\"job\":\"%s\"}}", id);
+	ck_assert_str_eq(td_str(json_object_get(r, "error"), "class"), "InvalidParameter");
+	json_decref(r);
+	td_daemon_stop(&d);
+	td_close(&c);
+}
+END_TEST
+
 Suite *suite_lifecycle(void)
 {
 	Suite *s = suite_create("lifecycle");
@@ -759,6 +817,7 @@ Suite *suite_lifecycle(void)
 	tcase_add_test(tc, test_lifecycle_idle_connections);
 	tcase_add_test(tc, test_lifecycle_events_promises);
 	tcase_add_test(tc, test_lifecycle_control_sees_final_step);
+	tcase_add_test(tc, test_lifecycle_auto_budget);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -7,12 +7,15 @@
  * and eng_plan_fit against an exhaustive search over policies.
  * What it does not: whether the model allocates what the plan counts (test_model.c does).
  */
+#include "t_util.h"
 #include "tests.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "eng_auto.h"
 #include "eng_plan.h"
 #include "eng_policy.h"
 
@@ -869,6 +872,101 @@ START_TEST(test_eng_plan_search_measured_costs)
 }
 END_TEST
 
+/* The controller: the budget applies at once; pressure (a measured peak within the
+ * headroom) moves to a smaller policy at once; room moves back to a faster one only after
+ * ENG_AUTO_CALM calm steps and ENG_AUTO_GAP steps since the last change. */
+START_TEST(test_eng_auto_hysteresis)
+{
+	const plan_shape *s = &shapes[1]; /* gpt2-small, 8 x 1024: the blocks weigh */
+	int rows = eng_plan_chunk_rows(s->cfg, s->B, s->T);
+	eng_policy off, least, cur, next;
+	eng_plan lo, hi, pred;
+	eng_err e = {0};
+	char why[256];
+	eng_policy_init(&off, s->cfg->n_layer);
+	eng_plan_policy(s->cfg, s->B, s->T, rows, &off, &hi);
+	eng_policy_init(&least, s->cfg->n_layer);
+	ck_assert_int_eq(eng_policy_parse(&least, NULL, "full;head=chunked", &e), 0);
+	eng_plan_policy(s->cfg, s->B, s->T, rows, &least, &lo);
+	size_t fixed = 4096; /* small beside the activations, so that modes matter */
+	eng_plan_query q = {s->cfg, s->B, s->T, rows, fixed, NULL, 0};
+	eng_auto a;
+	eng_auto_set(&a, fixed + hi.peak_bytes - (hi.peak_bytes - lo.peak_bytes) / 5);
+	cur = off;
+	/* step 1: the budget is new, off does not fit: a change at once */
+	ck_assert_int_eq(eng_auto_decide(&a, &q, &cur, 0, 1, &next, &pred, why, sizeof why), 1);
+	ck_assert_msg(strstr(why, "budget"), "%s", why);
+	ck_assert(pred.peak_bytes <= a.budget);
+	cur = next;
+	/* steady, as predicted: no change */
+	for (int step = 2; step < 10; step++)
+		ck_assert_int_eq(eng_auto_decide(&a, &q, &cur, pred.peak_bytes, step, &next,
+					 &pred, why, sizeof why), 0);
+	/* a peak within the headroom (the budget shrinks to it): smaller at once, however
+	 * recent the last change */
+	eng_plan was;
+	eng_plan_policy(s->cfg, s->B, s->T, rows, &cur, &was);
+	size_t now_peak = fixed + was.peak_bytes;
+	a.budget = now_peak;
+	int rr = eng_auto_decide(&a, &q, &cur, now_peak, 10, &next, &pred, why, sizeof why);
+	ck_assert_msg(rr == 1, "%d %s: now %zu lo %zu hi %zu margin %zu", rr, why, now_peak,
+		lo.peak_bytes, hi.peak_bytes, a.margin);
+	ck_assert_msg(strstr(why, "within"), "%s", why);
+	ck_assert(pred.peak_bytes <= now_peak);
+	/* a measured peak above the prediction is kept as a margin */
+	eng_auto b;
+	eng_auto_set(&b, 10 * now_peak);
+	eng_auto_decide(&b, &q, &cur, now_peak + 12345, 1, &next, &pred, why, sizeof why);
+	ck_assert_uint_eq(b.margin, 12345);
+	eng_auto_decide(&a, &q, &cur, now_peak, 10, &next, &pred, why, sizeof why);
+	ck_assert(pred.saved_bytes + pred.recompute_bytes < was.saved_bytes + was.recompute_bytes);
+	/* and the budget grows: room for a faster policy, taken only after a calm spell */
+	eng_policy small = next;
+	a.budget *= 2;
+	a.margin = 0;
+	int changed_at = 0;
+	for (int step = 11; step < 30 && !changed_at; step++) {
+		int r = eng_auto_decide(&a, &q, &small, 0, step, &next, &pred, why, sizeof why);
+		if (r == 1)
+			changed_at = step;
+	}
+	ck_assert_msg(changed_at >= 10 + ENG_AUTO_GAP && changed_at >= 11 + ENG_AUTO_CALM - 1,
+		"went faster at step %d", changed_at);
+	ck_assert_msg(strstr(why, "faster"), "%s", why);
+	/* nothing fits: the least there is, and -1 */
+	eng_auto_set(&a, fixed + lo.peak_bytes / 2);
+	ck_assert_int_eq(eng_auto_decide(&a, &q, &off, 0, 1, &next, &pred, why, sizeof why), -1);
+	ck_assert(eng_policy_equal(&next, &least));
+}
+END_TEST
+
+/* The cgroup budget from a fake tree: memory.max of the process's cgroup, less the
+ * headroom; "max" (no limit) and a process in no cgroup v2 are errors. */
+START_TEST(test_eng_auto_cgroup)
+{
+	char root[512], proc[600], dir[700], max[800];
+	snprintf(root, sizeof root, "%s/cgroup-fake", t_env("REMAT_TMP"));
+	snprintf(dir, sizeof dir, "%s/job.slice/j1", root);
+	snprintf(proc, sizeof proc, "%s/self-cgroup", root);
+	snprintf(max, sizeof max, "%s/memory.max", dir);
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", root, dir);
+	ck_assert_int_eq(system(cmd), 0);
+	t_write_file(proc, "1:name=systemd:/x\n0::/job.slice/j1\n", 35);
+	t_write_file(max, "1073741824\n", 11);
+	size_t b = 0;
+	eng_err e = {0};
+	ck_assert_msg(eng_auto_cgroup(root, proc, &b, &e) == 0, "%s", e.msg);
+	ck_assert_uint_eq(b, (size_t)(1073741824.0 * (1.0 - ENG_AUTO_HEADROOM)));
+	t_write_file(max, "max\n", 4);
+	ck_assert_int_eq(eng_auto_cgroup(root, proc, &b, &e), -1);
+	ck_assert_msg(strstr(e.msg, "no memory limit"), "%s", e.msg);
+	t_write_file(proc, "1:name=systemd:/x\n", 18);
+	ck_assert_int_eq(eng_auto_cgroup(root, proc, &b, &e), -1);
+	ck_assert_msg(strstr(e.msg, "no cgroup v2"), "%s", e.msg);
+}
+END_TEST
+
 START_TEST(test_eng_plan_fit_gpt2_small)
 {
 	/* 12 layers, 3^12 * 2 policies: too many for brute force, but blocks of one model
@@ -952,6 +1050,8 @@ Suite *suite_policy(void)
 	tcase_add_test(tc, test_eng_plan_fit_between);
 	tcase_add_test(tc, test_eng_plan_fit_minimal);
 	tcase_add_test(tc, test_eng_plan_search_measured_costs);
+	tcase_add_test(tc, test_eng_auto_hysteresis);
+	tcase_add_test(tc, test_eng_auto_cgroup);
 	tcase_add_test(tc, test_eng_plan_fit_gpt2_small);
 	suite_add_tcase(s, tc);
 	return s;

@@ -33,6 +33,7 @@ static const struct {
 	{"job-remove", PROTO_SCOPE_JOB, 0},
 	{"remat-costs", PROTO_SCOPE_JOB, 0},
 	{"remat-profile", PROTO_SCOPE_JOB, 0},
+	{"remat-auto", PROTO_SCOPE_JOB, 0},
 	{"subscribe", PROTO_SCOPE_CONN, 0}, {"unsubscribe", PROTO_SCOPE_CONN, 0},
 };
 #define N_DOCUMENTED (sizeof documented / sizeof documented[0])

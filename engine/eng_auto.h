@@ -1,0 +1,60 @@
+/* eng_auto.h - the memory controller's decisions (remat-auto): keep a run's tracked memory
+ * inside a budget at the least cost in time, by itself.
+ *
+ * At each step boundary the controller asks the planner for the fastest policy whose
+ * predicted peak fits the budget less a headroom (and less what measured peaks have run
+ * above the predictions so far), on the run's measured costs. It changes the policy:
+ *   - at once, when the budget is new, or when the current policy's measured or predicted
+ *     peak comes within the headroom of the budget (a more aggressive one);
+ *   - back to a faster one only when there is room for it for AUTO_CALM steps in a row and
+ *     AUTO_GAP steps have passed since the last change (hysteresis: it never flaps);
+ *   - when its costs change the answer (a new best under the same rules).
+ * Switching never changes the numbers, so the controller is free to try.
+ *
+ * Not here: where the budget comes from (a size, the worker's cgroup: eng_auto_cgroup),
+ * the events (worker/wk_run.c).
+ */
+#ifndef ENG_AUTO_H
+#define ENG_AUTO_H
+
+#include <stddef.h>
+
+#include "eng_err.h"
+#include "eng_plan.h"
+#include "eng_policy.h"
+
+#define ENG_AUTO_HEADROOM 0.05 /* of the budget kept free */
+#define ENG_AUTO_GAP 5         /* steps at least between two changes towards speed */
+#define ENG_AUTO_CALM 3        /* steps in a row with room before going faster */
+
+typedef struct eng_auto {
+	int on;
+	size_t budget;      /* bytes the run may hold, all tracked categories */
+	int last_change;    /* step of the last change, -1 none yet */
+	int calm;           /* steps in a row a faster policy had room */
+	size_t margin;      /* how far measured peaks ran above the predictions */
+} eng_auto;
+
+/* Turns the controller on for budget (bytes) from step on, or off (budget 0). */
+void eng_auto_set(eng_auto *a, size_t budget);
+
+/* The decision before step `step` (1-based, the next one): q holds the run's shape, its
+ * fixed bytes and costs (q->budget is ignored); cur is the policy now, measured_peak the
+ * last step's tracked peak (0: none yet). 1 when the policy should change, with *next,
+ * its plan in *pred and the reason in why; 0 to keep it; -1 when no policy fits the budget
+ * at all (*next is then the least there is, why says so). */
+int eng_auto_decide(eng_auto *a, const eng_plan_query *q, const eng_policy *cur,
+	size_t measured_peak, int step, eng_policy *next, eng_plan *pred, char *why,
+	size_t whylen);
+
+/* The worker's cgroup v2 memory limit, memory.max, less the headroom: the cgroup this
+ * process is in (from proc_cgroup, normally /proc/self/cgroup, the "0::" line) under
+ * root (normally /sys/fs/cgroup). 0 with *bytes, or -1 with err (no cgroup v2, no limit:
+ * "max"). */
+int eng_auto_cgroup(const char *root, const char *proc_cgroup, size_t *bytes, eng_err *err);
+/* /sys/fs/cgroup and /proc/self/cgroup, or $REMAT_CGROUP_ROOT and $REMAT_PROC_CGROUP (a
+ * fake tree, for tests). */
+const char *eng_auto_cgroup_root(void);
+const char *eng_auto_proc_cgroup(void);
+
+#endif
