@@ -372,20 +372,26 @@ HANDLER(cmd_costs)
 	return r;
 }
 
+/* A change only a cpu run measures for (its costs), and none while a probe runs. */
+static eng_ctl_cmd *cpu_change(struct eng_ctl *c, ctl_conn *k, json_t *id, const char *what)
+{
+	char desc[PROTO_DESC_LEN];
+	if (c->tr->spec.device != ENG_DEVICE_CPU) {
+		snprintf(desc, sizeof desc, "%s runs on device cpu only for now (the GPU model "
+			 "does not measure its sections' costs)", what);
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+		return NULL;
+	}
+	return probing(c, k, id) ? NULL : change_new(c, k, id);
+}
+
 /* remat-profile: the next 3 x rounds steps cycle every section through its modes */
 HANDLER(cmd_profile)
 {
 	UNUSED_ARGS;
 	json_t *n = json_object_get(args, "rounds");
 	int rounds = n ? (int)json_integer_value(n) : PROTO_PROFILE_ROUNDS;
-	if (c->tr->spec.device != ENG_DEVICE_CPU) {
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "remat-profile measures device cpu "
-				    "runs only (the GPU model times only its recomputes)", id);
-		return NULL;
-	}
-	if (probing(c, k, id))
-		return NULL;
-	eng_ctl_cmd *q = change_new(c, k, id);
+	eng_ctl_cmd *q = cpu_change(c, k, id, "remat-profile");
 	if (!q)
 		return NULL;
 	q->op = CTL_OP_PROFILE;
@@ -410,9 +416,9 @@ HANDLER(cmd_auto)
 				    "'budget' (cgroup, device or off), one of the two", id);
 		return NULL;
 	}
-	if (c->tr->spec.device != ENG_DEVICE_CPU || (src && !strcmp(src, "device"))) {
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, "remat-auto runs on device cpu "
-				    "only for now (the GPU model does not measure its costs)", id);
+	if (src && !strcmp(src, "device")) {
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, "budget device: the memory "
+				    "controller runs on device cpu only for now", id);
 		return NULL;
 	}
 	if (b)
@@ -428,9 +434,7 @@ HANDLER(cmd_auto)
 				    "('budget': \"off\" turns the controller off)", id);
 		return NULL;
 	}
-	if (probing(c, k, id))
-		return NULL;
-	eng_ctl_cmd *q = change_new(c, k, id);
+	eng_ctl_cmd *q = cpu_change(c, k, id, "remat-auto");
 	if (!q)
 		return NULL;
 	q->op = CTL_OP_AUTO;

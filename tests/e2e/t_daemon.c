@@ -428,3 +428,15 @@ void td_wait_step(td_conn *c, const char *job)
 			return;
 	}
 }
+
+td_conn td_real_job(td_daemon *d, char *id)
+{
+	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), NULL};
+	td_daemon_paths(d);
+	td_daemon_start(d, extra);
+	td_conn c = td_open(d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	snprintf(id, 16, "%s", td_job_start(&c, T_TINY_SPEC, "starting"));
+	td_wait_step(&c, id);
+	return c;
+}

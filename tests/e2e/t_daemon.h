@@ -112,5 +112,8 @@ json_t *td_job_status(td_conn *c, const char *job);
 json_t *td_wait_state(td_conn *c, const char *job, const char *to, int ms);
 /* Waits for the first STEP event of job (T_JOB_MS), failing early if the job fails. */
 void td_wait_step(td_conn *c, const char *job);
+/* A rematd running the real worker, a connection subscribed to every event, and a tiny
+ * job (T_TINY_SPEC) past its first step, whose id goes to id (16 bytes). */
+td_conn td_real_job(td_daemon *d, char *id);
 
 #endif

@@ -862,15 +862,8 @@ END_TEST
 START_TEST(test_daemon_profile_fills_costs)
 {
 	td_daemon d;
-	td_daemon_paths(&d);
-	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), NULL};
-	td_daemon_start(&d, extra);
-	td_conn c = td_open(&d);
-	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
-	const char *job = td_job_start(&c, T_TINY_SPEC, "starting");
 	char id[16];
-	snprintf(id, sizeof id, "%s", job);
-	td_wait_step(&c, id);
+	td_conn c = td_real_job(&d, id);
 	json_t *r = td_request(&c, "{\"execute\":\"remat-profile\",\"arguments\":{\"job\":\"%s\","
 		"\"rounds\":2}}", id);
 	json_t *ret = td_expect_return(r);

@@ -751,14 +751,8 @@ END_TEST
 START_TEST(test_lifecycle_auto_budget)
 {
 	td_daemon d;
-	td_daemon_paths(&d);
-	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), NULL};
-	td_daemon_start(&d, extra);
-	td_conn c = td_open(&d);
-	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
 	char id[16];
-	snprintf(id, sizeof id, "%s", td_job_start(&c, T_TINY_SPEC, "starting"));
-	td_wait_step(&c, id);
+	td_conn c = td_real_job(&d, id);
 	json_t *r = td_request(&c, "{\"execute\":\"remat-plan\",\"arguments\":{\"job\":\"%s\","
 		"\"default\":\"off\",\"sections\":{\"head\":\"off\"}}}", id);
 	json_int_t off = json_integer_value(json_object_get(td_expect_return(r), "peak_bytes"));
