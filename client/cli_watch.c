@@ -1,6 +1,7 @@
 /* cli_watch.c - `rematctl watch JOB` (see cli_watch.h).
  *
- * State: the job-status reply, kept current by STEP, REMAT_APPLIED and JOB_STATE_CHANGED
+ * State: the job-status reply, kept current by STEP, REMAT_APPLIED, REMAT_AUTO (the
+ * memory controller's budget, drawn as a line under the memory bars) and JOB_STATE_CHANGED
  * events; the last mem-stats reply, polled every interval and when a MEMORY event comes;
  * remat-get again after REMAT_APPLIED. An event, or a poll, and the queries it calls for
  * make one update, drawn once they are answered; a plain line that would repeat the one
@@ -212,6 +213,13 @@ static void draw_tty(watch *w)
 	json_t *total = cli_jobj(w->mem, "total");
 	emit(w, "%-12s %-*s %10s %10s", "total", bw, "", cli_show_size(total, "current", a, 32),
 	     cli_show_size(total, "peak", b, 32));
+	double budget, now = 0;
+	if (cli_jnum(st, "auto_budget_bytes", &budget) && budget > 0) {
+		/* the memory controller's budget: the whole total against it */
+		cli_jnum(total, "current", &now);
+		emit(w, "%-12s %s %10s %10s", "budget", bar(w, now, budget, bw, barbuf, sizeof barbuf),
+		     cli_size_format(budget, a, sizeof a), "remat-auto");
+	}
 	emit(w, "%-12s %-*s %10s %10s", "rss", bw, "", cli_show_size(w->mem, "rss", a, 32),
 	     cli_show_size(w->mem, "rss_peak", b, 32));
 	if (w->note[0]) {
@@ -241,6 +249,11 @@ static int draw_line(watch *w)
 		 cli_show_size(cli_jobj(w->mem, "total"), "current", g, sizeof g),
 		 cli_show_size(w->mem, "rss", h, sizeof h),
 		 cli_policy_format(cli_jobj(st, "policy"), pol, sizeof pol));
+	double budget;
+	if (cli_jnum(st, "auto_budget_bytes", &budget) && budget > 0) {
+		size_t n = strlen(line);
+		snprintf(line + n, sizeof line - n, " budget %s", cli_size_format(budget, a, sizeof a));
+	}
 	if (strcmp(line, w->last) == 0)
 		return 0;
 	memcpy(w->last, line, sizeof line);
@@ -339,6 +352,16 @@ static void on_event(json_t *msg, void *ud)
 			 cli_show_num(data, "step", "%.0f", a, sizeof a),
 			 cli_str_clean(cli_jstr(data, "path") ? cli_jstr(data, "path") : "-", text,
 				       sizeof text));
+	} else if (strcmp(name, "REMAT_AUTO") == 0) {
+		/* the memory controller: its budget (none once it lets go) and why it moved */
+		json_t *pol = cli_jobj(data, "policy");
+		json_object_set_new(w->status, "auto_budget_bytes", pol ?
+			json_incref(json_object_get(data, "budget_bytes")) : json_null());
+		snprintf(w->note, sizeof w->note, "remat-auto at step %s: %s",
+			 cli_show_num(data, "step", "%.0f", a, sizeof a),
+			 cli_str_clean(cli_jstr(data, "reason") ? cli_jstr(data, "reason") : "-", text,
+				       sizeof text));
+		w->need_mem = 1;
 	} else if (strcmp(name, "MEMORY") == 0) {
 		w->need_mem = 1; /* the figures come from mem-stats, asked next */
 	} else {

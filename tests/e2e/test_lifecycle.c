@@ -778,6 +778,11 @@ START_TEST(test_lifecycle_auto_budget)
 	json_t *st = td_job_status(&c, id);
 	ck_assert_int_eq(json_integer_value(json_object_get(st, "auto_budget_bytes")), budget);
 	json_decref(st);
+	/* watch shows the budget beside the memory */
+	char *out;
+	int rc = ctl(&d, &out, "watch", id, "--count", "2", NULL);
+	ck_assert_msg(rc == 0 && strstr(out, " budget "), "watch: %d %s", rc, out);
+	free(out);
 	r = td_request(&c, "{\"execute\":\"remat-set\",\"arguments\":{\"job\":\"%s\","
 		"\"sections\":{\"h.0\":\"full\"}}}", id);
 	td_expect_return(r);
