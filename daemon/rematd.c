@@ -640,6 +640,7 @@ int main(int argc, char **argv)
 	uv_loop_t loop;
 	char err[ERR_LEN] = "";
 	int rc = 1, signals = 0;
+	srv->state_d.fd = srv->jobs_d.fd = -1; /* closed until srv_job_table_init opens them */
 
 	/* jansson's hash seed before any thread exists (OpenBLAS may start some) */
 	json_object_seed(0);

@@ -22,6 +22,7 @@
 #include <uv.h>
 
 #include "eng_cred.h"
+#include "eng_fs.h"
 #include "proto.h"
 #include "sv_msg.h"
 #include "srv_listen.h"
@@ -53,6 +54,9 @@ typedef struct srv_server {
 	uv_loop_t *loop;                   /* the one event loop */
 	char socket_path[SRV_PATH_LEN];    /* where clients connect */
 	char state_dir[SRV_PATH_LEN];      /* jobs/ID/{job.json,worker.log,checkpoints} */
+	eng_dir state_d;                   /* it, open (fd -1 until srv_job_table_init) */
+	eng_dir jobs_d;                    /* STATE_DIR/jobs, open: every job directory is an
+					    * entry of it, reached without following a link */
 	char worker_path[SRV_PATH_LEN];    /* the remat-train binary spawned per job */
 	int max_jobs;                      /* workers alive at once; more jobs wait queued */
 	int stop_timeout_s;                /* shutdown: workers alive this long after job-stop

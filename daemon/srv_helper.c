@@ -64,16 +64,8 @@ static void helper_on_close(uv_handle_t *hd)
  * link. */
 static int helper_tmp_dir(srv_server *srv, eng_dir *d, char *err, size_t errlen)
 {
-	eng_dir sd;
 	eng_err e = {0};
-	int rc = eng_dir_open(&sd, srv->state_dir, &e);
-	if (rc == 0) {
-		if (mkdirat(sd.fd, "tmp", HELPER_TMP_MODE) < 0 && errno != EEXIST)
-			rc = eng_errf(&e, "cannot create 'tmp' in '%s': %s", sd.path, strerror(errno));
-		else
-			rc = eng_dir_open_at(d, &sd, "tmp", &e);
-		eng_dir_close(&sd);
-	}
+	int rc = eng_dir_make_at(d, &srv->state_d, "tmp", HELPER_TMP_MODE, 0, &e);
 	if (rc < 0)
 		srv_fmt(err, errlen, "%s", e.msg);
 	return rc;

@@ -146,37 +146,34 @@ void srv_job_set_state(srv_job *job, srv_job_state to, const char *reason)
 
 /* ---- the table ---- */
 
-/* Creates dir (mode) when missing; as root, gives an existing one of ours that mode. */
-static int job_make_dir(const srv_server *srv, const char *dir, mode_t mode, char *err,
-	size_t errlen)
-{
-	struct stat st;
-	if (mkdir(dir, mode) == 0)
-		return chmod(dir, mode); /* mkdir's mode went through the umask */
-	if (errno != EEXIST || lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		srv_fmt(err, errlen, "cannot create '%s': %s", dir,
-			errno == EEXIST ? "not a directory" : strerror(errno));
-		return -1;
-	}
-	if (srv->uid == 0 && st.st_uid == 0 && (st.st_mode & 07777) != mode)
-		return chmod(dir, mode);
-	return 0;
-}
-
 int srv_job_table_init(srv_server *srv, char *err, size_t errlen)
 {
-	char dir[SRV_PATH_LEN];
+	eng_err e = {0};
+	struct stat st;
 	mode_t mode = srv->uid == 0 ? JOB_DIR_MODE_ROOT : JOB_DIR_MODE;
-	if ((size_t)snprintf(dir, sizeof dir, "%s/jobs", srv->state_dir) >= sizeof dir) {
-		srv_fmt(err, errlen, "state directory path too long");
-		return -1;
+	srv->jobs_d.fd = -1;
+	/* the state directory is the administrator's path (its links followed, as for any
+	 * path a user names for himself); what is in it is reached relative to it */
+	if (eng_dir_open(&srv->state_d, srv->state_dir, &e) < 0)
+		goto fail;
+	/* as root, the owners of jobs pass through to their checkpoints (nothing is
+	 * listable): our own state directory gets that mode */
+	if (srv->uid == 0 && fstat(srv->state_d.fd, &st) == 0 && st.st_uid == 0 &&
+		(st.st_mode & 07777) != mode && fchmod(srv->state_d.fd, mode) < 0) {
+		eng_errf(&e, "cannot set the mode of '%s': %s", srv->state_dir, strerror(errno));
+		goto fail;
 	}
-	/* as root, the owners of jobs pass through to their checkpoints (nothing is listable) */
-	if (srv->uid == 0 && job_make_dir(srv, srv->state_dir, mode, err, errlen) < 0)
-		return -1;
-	if (job_make_dir(srv, dir, mode, err, errlen) < 0)
-		return -1;
+	if (eng_dir_make_at(&srv->jobs_d, &srv->state_d, "jobs", mode, 0, &e) < 0)
+		goto fail;
 	return srv_store_load(srv, err, errlen);
+fail:
+	srv_fmt(err, errlen, "%s", e.msg);
+	return -1;
+}
+
+int srv_job_dir_open(const srv_job *job, eng_dir *d, eng_err *err)
+{
+	return eng_dir_open_at(d, &job->srv->jobs_d, job->id, err);
 }
 
 srv_job *srv_job_alloc(srv_server *srv)
@@ -210,6 +207,8 @@ void srv_job_table_free(srv_server *srv)
 	free(srv->jobs);
 	srv->jobs = NULL;
 	srv->n_jobs = srv->cap_jobs = 0;
+	eng_dir_close(&srv->jobs_d);
+	eng_dir_close(&srv->state_d);
 }
 
 /* 1 when a record may go from memory: ended, its handles closed, no check on it. */
@@ -370,13 +369,16 @@ static int job_reserve(srv_server *srv, srv_job *job, char *desc, size_t desclen
 			srv_fmt(desc, desclen, "state directory path too long");
 			return -1;
 		}
-		if (mkdir(job->dir, mode) == 0) {
+		eng_dir jd;
+		eng_err e = {0};
+		int r = eng_dir_make_at(&jd, &srv->jobs_d, job->id, mode, 1, &e);
+		if (r == 0) {
+			eng_dir_close(&jd);
 			job->num = num;
-			return chmod(job->dir, mode); /* past the umask */
+			return 0;
 		}
-		if (errno != EEXIST) {
-			srv_fmt(desc, desclen, "cannot create '%s': %s", job->dir,
-				strerror(errno));
+		if (r < 0) {
+			srv_fmt(desc, desclen, "%s", e.msg);
 			return -1;
 		}
 	}
@@ -390,7 +392,7 @@ static int job_write_file(srv_job *job, const char *name, const json_t *spec, ch
 {
 	eng_dir d;
 	eng_err e = {0};
-	int rc = eng_dir_open(&d, job->dir, &e);
+	int rc = srv_job_dir_open(job, &d, &e);
 	if (rc == 0) {
 		rc = eng_fs_write_json(&d, name, JOB_FILE_MODE, spec, &e);
 		eng_dir_close(&d);
@@ -412,7 +414,7 @@ static int job_make_save_dir(srv_job *job, char *desc, size_t desclen)
 		srv_fmt(desc, desclen, "state directory path too long");
 		return -1;
 	}
-	if (eng_dir_open(&jd, job->dir, &e) < 0)
+	if (srv_job_dir_open(job, &jd, &e) < 0)
 		goto out;
 	if (mkdirat(jd.fd, "checkpoints", JOB_SAVE_MODE) < 0 && errno != EEXIST) {
 		eng_errf(&e, "cannot create '%s': %s", job->save_dir, strerror(errno));
@@ -526,8 +528,8 @@ static srv_job *job_create(srv_server *srv, job_check *k, const json_t *out,
 	srv_job_schedule(srv);
 	return job;
 fail:
-	if (job->dir[0])
-		rmdir(job->dir); /* only when it is still empty */
+	if (job->dir[0]) /* only when it is still empty */
+		unlinkat(srv->jobs_d.fd, job->id, AT_REMOVEDIR);
 	for (int i = 0; i < srv->n_jobs; i++)
 		if (srv->jobs[i] == job)
 			job_table_take(srv, i);
@@ -881,20 +883,16 @@ json_t *srv_job_remove(srv_job *job, proto_errclass *ec, char *desc, size_t desc
 	}
 	/* rematd's own files of the job, never through a link; its checkpoints are its
 	 * owner's and stay */
-	eng_dir jd, jobs;
+	eng_dir jd;
 	eng_err e = {0};
-	if (eng_dir_open(&jd, job->dir, &e) == 0) {
+	if (srv_job_dir_open(job, &jd, &e) == 0) {
 		for (int i = 0; own[i]; i++)
 			if (eng_fs_remove_file(&jd, own[i], &e) < 0)
 				srv_log("job %s: %s", job->id, e.msg);
 		eng_dir_close(&jd);
 	}
-	char jobs_dir[SRV_PATH_LEN + 8];
-	srv_fmt(jobs_dir, sizeof jobs_dir, "%s/jobs", srv->state_dir);
-	if (eng_dir_open(&jobs, jobs_dir, &e) == 0) {
-		unlinkat(jobs.fd, job->id, AT_REMOVEDIR); /* only when no checkpoint is left in it */
-		eng_dir_close(&jobs);
-	}
+	/* only when no checkpoint is left in it */
+	unlinkat(srv->jobs_d.fd, job->id, AT_REMOVEDIR);
 	srv_log("job %s removed", job->id);
 	json_t *data = json_pack("{s:s,s:s,s:s,s:s}", "job", job->id, "from",
 		srv_job_state_name(job->state), "to", "removed", "reason", "job-remove");

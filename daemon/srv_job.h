@@ -211,4 +211,8 @@ void srv_job_schedule(srv_server *srv);
 /* Writes the job's record (state.json); a failure is logged, the job goes on. */
 void srv_job_save_record(srv_job *job);
 
+/* The job's directory, STATE_DIR/jobs/ID, open: an entry of srv->jobs_d that is a
+ * directory of ours and no symlink. */
+int srv_job_dir_open(const srv_job *job, eng_dir *d, eng_err *err);
+
 #endif

@@ -3,6 +3,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +56,7 @@ int srv_store_save(const srv_job *job, char *err, size_t errlen)
 		srv_fmt(err, errlen, "out of memory");
 		return -1;
 	}
-	if (eng_dir_open(&d, job->dir, &e) == 0) {
+	if (srv_job_dir_open(job, &d, &e) == 0) {
 		rc = eng_fs_write_json(&d, SRV_STORE_FILE, STORE_MODE, o, &e);
 		eng_dir_close(&d);
 	}
@@ -136,13 +138,22 @@ static int cmp_num(const void *a, const void *b)
  * is bad (logged). */
 static srv_job *load_one(srv_server *srv, unsigned num)
 {
-	char path[SRV_PATH_LEN + 64], why[256];
+	char path[SRV_PATH_LEN + 64], why[256], name[16];
 	char q[SRV_QUOTE_BUF];
 	eng_err e = {0};
+	eng_dir jd;
+	FILE *f = NULL;
 	srv_fmt(path, sizeof path, "%s/jobs/j%u/%s", srv->state_dir, num, SRV_STORE_FILE);
-	FILE *f = eng_fs_fopen_read(path, "job record", &e);
+	snprintf(name, sizeof name, "j%u", num);
+	/* an entry of jobs/ that is a directory of ours, its record no symlink */
+	int absent = 0;
+	if (eng_dir_open_at(&jd, &srv->jobs_d, name, &e) == 0) {
+		f = eng_fs_fopen_at(&jd, SRV_STORE_FILE, "job record", &e);
+		absent = !f && errno == ENOENT;
+		eng_dir_close(&jd);
+	}
 	if (!f) {
-		if (errno != ENOENT)
+		if (!absent)
 			srv_log("%s: skipped", e.msg);
 		return NULL;
 	}
@@ -171,13 +182,15 @@ static srv_job *load_one(srv_server *srv, unsigned num)
 
 int srv_store_load(srv_server *srv, char *err, size_t errlen)
 {
-	char dir[SRV_PATH_LEN + 8];
 	srv_job **found = NULL;
 	size_t n = 0, cap = 0;
-	snprintf(dir, sizeof dir, "%s/jobs", srv->state_dir);
-	DIR *d = opendir(dir);
+	/* the listing of the jobs/ opened at start (a descriptor of its own for the stream) */
+	int fd = dup(srv->jobs_d.fd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
-		srv_fmt(err, errlen, "cannot read '%s': %s", dir, strerror(errno));
+		srv_fmt(err, errlen, "cannot read '%s': %s", srv->jobs_d.path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
 	struct dirent *e;
@@ -237,7 +250,9 @@ int srv_store_load(srv_server *srv, char *err, size_t errlen)
 
 /* ---- what the workers run ---- */
 
-/* The identity of the binary at path, as a JSON object; NULL when it cannot be stat'ed. */
+/* The identity of the binary at path, as a JSON object; NULL when it cannot be stat'ed.
+ * The administrator's --worker path, the one rematd executes: stat follows links as exec
+ * does, so that the identity is that of what runs. */
 static json_t *binary_id(const char *path)
 {
 	struct stat st;
@@ -250,11 +265,10 @@ static json_t *binary_id(const char *path)
 
 json_t *srv_store_worker_info(const srv_server *srv, const char *path)
 {
-	char file[SRV_PATH_LEN + 32];
 	eng_err e = {0};
 	json_t *id = binary_id(path), *o = NULL, *info = NULL;
-	srv_fmt(file, sizeof file, "%s/%s", srv->state_dir, SRV_STORE_WORKER_INFO);
-	FILE *f = id ? eng_fs_fopen_read(file, "worker info", &e) : NULL;
+	FILE *f = id ? eng_fs_fopen_at(&srv->state_d, SRV_STORE_WORKER_INFO, "worker info", &e)
+		     : NULL;
 	if (f) {
 		o = json_loadf(f, JSON_REJECT_DUPLICATES, NULL);
 		fclose(f);
@@ -272,9 +286,7 @@ json_t *srv_store_worker_info(const srv_server *srv, const char *path)
 int srv_store_save_worker_info(const srv_server *srv, const char *path, const json_t *info,
 	char *err, size_t errlen)
 {
-	eng_dir d;
 	eng_err e = {0};
-	int rc = -1;
 	json_t *id = binary_id(path);
 	json_t *o = id ? json_pack("{s:i,s:o,s:O}", "format", SRV_STORE_FORMAT, "worker", id,
 				 "info", info)
@@ -283,10 +295,7 @@ int srv_store_save_worker_info(const srv_server *srv, const char *path, const js
 		srv_fmt(err, errlen, "cannot stat '%s' or out of memory", path);
 		return -1;
 	}
-	if (eng_dir_open(&d, srv->state_dir, &e) == 0) {
-		rc = eng_fs_write_json(&d, SRV_STORE_WORKER_INFO, STORE_MODE, o, &e);
-		eng_dir_close(&d);
-	}
+	int rc = eng_fs_write_json(&srv->state_d, SRV_STORE_WORKER_INFO, STORE_MODE, o, &e);
 	if (rc < 0)
 		srv_fmt(err, errlen, "%s", e.msg);
 	json_decref(o);

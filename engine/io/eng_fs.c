@@ -38,19 +38,19 @@ const char *eng_fs_kind(mode_t mode)
 
 /* ---- reading ---- */
 
-int eng_fs_open_read(const char *path, const char *what, struct stat *st, eng_err *err)
+/* Opens name relative to dirfd for reading (flags added: O_NOFOLLOW for an entry of a
+ * directory of ours), and refuses anything but a regular file before it is read; label
+ * names the file in messages. The descriptor, blocking again, or -1. */
+static int open_regular(int dirfd, const char *name, int flags, const char *label,
+	struct stat *st, eng_err *err)
 {
 	struct stat sb;
-	char label[ENG_FS_PATH_LEN + 64];
-	if (what)
-		snprintf(label, sizeof label, "%s '%s'", what, path);
-	else
-		snprintf(label, sizeof label, "'%s'", path);
 	/* O_NONBLOCK: opening a FIFO without a writer, or a device, returns at once, so that
 	 * fstat can refuse it before anything waits on it */
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | flags);
 	if (fd < 0)
-		return eng_errf(err, "cannot open %s: %s", label, strerror(errno));
+		return eng_errf(err, "cannot open %s: %s", label,
+			errno == ELOOP ? "it is a symbolic link" : strerror(errno));
 	if (fstat(fd, &sb) < 0) {
 		eng_errf(err, "cannot stat %s: %s", label, strerror(errno));
 		goto fail;
@@ -73,17 +73,41 @@ fail:
 	return -1;
 }
 
-FILE *eng_fs_fopen_read(const char *path, const char *what, eng_err *err)
+/* A descriptor as a stdio stream ("rb"), or NULL (the descriptor closed). */
+static FILE *stream_of(int fd, const char *label, eng_err *err)
 {
-	int fd = eng_fs_open_read(path, what, NULL, err);
 	if (fd < 0)
 		return NULL;
 	FILE *f = fdopen(fd, "rb");
 	if (!f) {
-		eng_errf(err, "cannot read '%s': %s", path, strerror(errno));
+		eng_errf(err, "cannot read %s: %s", label, strerror(errno));
 		close(fd);
 	}
 	return f;
+}
+
+int eng_fs_open_read(const char *path, const char *what, struct stat *st, eng_err *err)
+{
+	char label[ENG_FS_PATH_LEN + 64];
+	if (what)
+		snprintf(label, sizeof label, "%s '%s'", what, path);
+	else
+		snprintf(label, sizeof label, "'%s'", path);
+	return open_regular(AT_FDCWD, path, 0, label, st, err);
+}
+
+FILE *eng_fs_fopen_read(const char *path, const char *what, eng_err *err)
+{
+	char label[ENG_FS_PATH_LEN + 8];
+	snprintf(label, sizeof label, "'%s'", path);
+	return stream_of(eng_fs_open_read(path, what, NULL, err), label, err);
+}
+
+FILE *eng_fs_fopen_at(const eng_dir *d, const char *name, const char *what, eng_err *err)
+{
+	char label[ENG_FS_PATH_LEN + 128];
+	snprintf(label, sizeof label, "%s '%s' in '%s'", what, name, d->path);
+	return stream_of(open_regular(d->fd, name, O_NOFOLLOW, label, NULL, err), label, err);
 }
 
 /* ---- directories ---- */
@@ -221,6 +245,28 @@ int eng_fs_remove_dir(const eng_dir *d, const char *name, eng_err *err)
 	if (rc == 0 && unlinkat(d->fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		rc = eng_errf(err, "cannot remove '%s' in '%s': %s", name, d->path, strerror(errno));
 	return rc;
+}
+
+int eng_dir_make_at(eng_dir *out, const eng_dir *parent, const char *name, mode_t mode,
+	int fresh, eng_err *err)
+{
+	out->fd = -1;
+	if (mkdirat(parent->fd, name, mode) < 0) {
+		if (errno != EEXIST)
+			return eng_errf(err, "cannot create '%s' in '%s': %s", name, parent->path,
+				strerror(errno));
+		if (fresh)
+			return 1;
+	}
+	if (eng_dir_open_at(out, parent, name, err) < 0)
+		return -1;
+	/* the mode exactly, past the umask, on the directory opened (never a link's target) */
+	if (fchmod(out->fd, mode) < 0) {
+		eng_errf(err, "cannot set the mode of '%s': %s", out->path, strerror(errno));
+		eng_dir_close(out);
+		return -1;
+	}
+	return 0;
 }
 
 int eng_fs_mkdir(const eng_dir *d, const char *name, eng_err *err)

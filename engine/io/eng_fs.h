@@ -48,6 +48,9 @@ typedef struct eng_dir {
 int eng_fs_open_read(const char *path, const char *what, struct stat *st, eng_err *err);
 /* The same as a stdio stream ("rb"); NULL on failure. */
 FILE *eng_fs_fopen_read(const char *path, const char *what, eng_err *err);
+/* The regular file d/name, never through a symlink (O_NOFOLLOW), as a stream; NULL with
+ * "cannot open what 'name' in 'dir': ..." (errno ENOENT when it is absent). */
+FILE *eng_fs_fopen_at(const eng_dir *d, const char *name, const char *what, eng_err *err);
 
 /* "a FIFO", "a directory", "a symbolic link", ...: what an st_mode is, for messages. */
 const char *eng_fs_kind(mode_t mode);
@@ -59,6 +62,12 @@ int eng_dir_open(eng_dir *d, const char *path, eng_err *err);
 /* Opens d/name, a directory of ours that is no symlink (eng_fs_entry's rules); its path
  * for messages is parent/name. */
 int eng_dir_open_at(eng_dir *d, const eng_dir *parent, const char *name, eng_err *err);
+/* Makes parent/name with exactly mode (fchmod'ed past the umask, on the directory
+ * opened), or takes the existing one when fresh is 0: a directory of ours that is no
+ * symlink (eng_dir_open_at's rules). 0 with *out open; 1 when fresh and it exists
+ * already; -1 with a message. */
+int eng_dir_make_at(eng_dir *out, const eng_dir *parent, const char *name, mode_t mode,
+	int fresh, eng_err *err);
 /* mkdir -p (mode 0777 before the umask), then eng_dir_open. */
 int eng_dir_make(eng_dir *d, const char *path, eng_err *err);
 void eng_dir_close(eng_dir *d); /* safe on a closed or zeroed-then-fd=-1 one */

@@ -711,6 +711,58 @@ START_TEST(test_security_fifo_refused_at_job_start)
 }
 END_TEST
 
+/* Links planted in rematd's state directory are never followed: a jobs/jN that is a link
+ * to another directory is not loaded as a job, nor written through (new jobs take other
+ * ids); a jobs/ that is a link stops rematd at start, before anything is written. */
+START_TEST(test_security_state_dir_links_not_followed)
+{
+	td_daemon d;
+	td_daemon_paths(&d);
+	char *victim = make_victim(d.dir);
+	char *rec = path_join(victim, "state.json");
+	write_text(rec, "{\"format\":1,\"name\":\"planted\",\"state\":\"stopped\"}\n");
+	char jobs[700], link[800];
+	snprintf(jobs, sizeof jobs, "%s/jobs", d.state);
+	ck_assert_int_eq(mkdir(d.state, 0700), 0);
+	ck_assert_int_eq(mkdir(jobs, 0711), 0);
+	snprintf(link, sizeof link, "%s/j1", jobs);
+	ck_assert_int_eq(symlink(victim, link), 0);
+	td_daemon_start(&d, NULL);
+	td_conn c = td_open(&d);
+	json_t *r = td_request(&c, "{\"execute\":\"job-list\"}");
+	ck_assert_uint_eq(json_array_size(json_object_get(td_expect_return(r), "jobs")), 0);
+	json_decref(r);
+	ck_assert_ptr_nonnull(strstr(td_slurp(d.log), "symbolic link"));
+	/* a new job: another id, and nothing written through the link */
+	const char *id = td_job_start(&c, "{\"model\":{\"preset\":\"tiny\"},\"data\":{\"train\":\""
+		T_GPL "\",\"format\":\"bytes\"},\"batch\":2,\"seq_len\":32,\"steps\":1}", NULL);
+	ck_assert_str_ne(id, "j1");
+	td_close(&c);
+	td_daemon_stop(&d);
+	victim_intact(victim, "jobs/j1 a link");
+	char *spec = path_join(victim, "job.json");
+	ck_assert_msg(access(spec, F_OK) < 0, "a job's spec was written through jobs/j1");
+	free(spec);
+
+	/* jobs/ itself a link: rematd refuses to start */
+	char *other = path_join(d.dir, "elsewhere");
+	ck_assert_int_eq(mkdir(other, 0755), 0);
+	char cmd[2048];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", jobs);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(symlink(other, jobs), 0);
+	pid_t pid = td_daemon_exec(&d, NULL);
+	int st = td_wait_pid(pid, T_STOP_MS);
+	ck_assert_msg(st == 1, "rematd with jobs/ a link: status %d", st);
+	ck_assert_ptr_nonnull(strstr(td_slurp(d.log), "symbolic link"));
+	snprintf(cmd, sizeof cmd, "[ -z \"$(ls -A '%s')\" ]", other);
+	ck_assert_msg(system(cmd) == 0, "rematd wrote into the directory jobs/ points to");
+	free(other);
+	free(rec);
+	free(victim);
+}
+END_TEST
+
 Suite *suite_security(void)
 {
 	Suite *s = suite_create("security");
@@ -735,6 +787,7 @@ Suite *suite_security(void)
 	tcase_add_test(tc, test_security_group_peer_has_own_rights);
 	tcase_add_test(tc, test_security_control_socket_checks_peer);
 	tcase_add_test(tc, test_security_fifo_refused_at_job_start);
+	tcase_add_test(tc, test_security_state_dir_links_not_followed);
 	suite_add_tcase(s, tc);
 	return s;
 }
