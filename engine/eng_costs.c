@@ -13,6 +13,13 @@ void eng_costs_init(eng_costs *c, int n_layer)
 	c->n_layer = n_layer;
 }
 
+void eng_costs_copy(eng_costs *dst, const eng_costs *src)
+{
+	dst->n_layer = src->n_layer;
+	memcpy(dst->block, src->block, (size_t)src->n_layer * sizeof src->block[0]);
+	memcpy(dst->head, src->head, sizeof src->head);
+}
+
 const eng_cost_cell *eng_costs_cell(const eng_costs *c, int i, eng_mode m)
 {
 	if (i < c->n_layer)

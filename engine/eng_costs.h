@@ -37,6 +37,10 @@ typedef struct eng_costs {
 
 void eng_costs_init(eng_costs *c, int n_layer);
 
+/* dst = src, copying only the n_layer blocks in use and the head (what a step boundary
+ * hands the control thread: a few KiB, not the table's whole capacity). */
+void eng_costs_copy(eng_costs *dst, const eng_costs *src);
+
 /* One step's samples under policy p: sec_ms[i][part] for sections 0..L (the head at L),
  * saved[i] the bytes each kept. Offloaded blocks are not recorded. */
 void eng_costs_add(eng_costs *c, const eng_policy *p, const double (*sec_ms)[3],

@@ -121,8 +121,9 @@ void eng_plan_policy(const eng_config *cfg, int B, int T, int chunk_rows, const 
 /* A block's modes in the order ties go to: full, then selective, then off. */
 static const eng_mode search_modes[3] = {ENG_MODE_FULL, ENG_MODE_SELECTIVE, ENG_MODE_OFF};
 
-/* g[i][f][s] of the search, flattened: (L + 1) x W x W with W = L + 1. */
-#define G(i, f, s) g[((size_t)(i) * W + (size_t)(f)) * W + (size_t)(s)]
+/* The search's tables: the least costs of blocks i.. (two rows, i and i + 1, W x W each,
+ * W = L + 1) and each block's choice (L + 1 rows of W x W bytes). */
+#define G(row, f, s) g[(row) * (size_t)W * W + (size_t)(f) * W + (size_t)(s)]
 #define CHOICE(i, f, s) choice[((size_t)(i) * W + (size_t)(f)) * W + (size_t)(s)]
 
 /* The peak of a policy with f blocks full, s selective, the rest off, and head mode h. */
@@ -146,7 +147,7 @@ int eng_plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out)
 		eng_plan_block(cfg, q->B, q->T, (eng_mode)m, &blk[m]);
 	eng_plan_head(cfg, q->B, q->T, q->chunk_rows, ENG_MODE_OFF, &head[0]);
 	eng_plan_head(cfg, q->B, q->T, q->chunk_rows, ENG_MODE_CHUNKED, &head[1]);
-	double *g = malloc((size_t)W * W * W * sizeof *g);
+	double *g = malloc(2 * (size_t)W * W * sizeof *g);
 	unsigned char *choice = malloc((size_t)W * W * W);
 	eng_policy_init(p, L);
 	if (!g || !choice) {
@@ -160,11 +161,13 @@ int eng_plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out)
 		out->peak_bytes = q->fixed + out->saved_bytes + out->recompute_bytes;
 		return -1;
 	}
-	/* G(i, f, s): the least cost of blocks i..L-1 with f of them full and s selective */
+	/* G(i % 2, f, s): the least cost of blocks i..L-1 with f of them full and s
+	 * selective; each row needs only the one after it */
 	for (int f = 0; f < W; f++)
 		for (int s = 0; s < W; s++)
-			G(L, f, s) = f || s ? HUGE_VAL : 0.0;
+			G(L % 2, f, s) = f || s ? HUGE_VAL : 0.0;
 	for (int i = L - 1; i >= 0; i--) {
+		int cur = i % 2, nxt = (i + 1) % 2;
 		for (int f = 0; f < W; f++) {
 			for (int s = 0; s < W; s++) {
 				double best = HUGE_VAL;
@@ -172,15 +175,15 @@ int eng_plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out)
 				for (int k = 0; k < 3; k++) {
 					eng_mode m = search_modes[k];
 					int f1 = f - (m == ENG_MODE_FULL), s1 = s - (m == ENG_MODE_SELECTIVE);
-					if (f1 < 0 || s1 < 0 || G(i + 1, f1, s1) == HUGE_VAL)
+					if (f1 < 0 || s1 < 0 || G(nxt, f1, s1) == HUGE_VAL)
 						continue;
 					double c = q->costs ? q->costs->block[i][m] : blk[m].extra_flops;
-					if (G(i + 1, f1, s1) + c < best) {
-						best = G(i + 1, f1, s1) + c;
+					if (G(nxt, f1, s1) + c < best) {
+						best = G(nxt, f1, s1) + c;
 						pick = (unsigned char)m;
 					}
 				}
-				G(i, f, s) = best;
+				G(cur, f, s) = best;
 				CHOICE(i, f, s) = pick;
 			}
 		}
@@ -196,7 +199,7 @@ int eng_plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out)
 				if (G(0, f, s) == HUGE_VAL)
 					continue;
 				size_t peak = counts_peak(blk, &head[h], L, f, s, q->fixed);
-				double cost = G(0, f, s) + hc;
+				double cost = G(0, f, s) + hc; /* row 0: blocks 0..L-1 */
 				/* equal peaks: the more aggressive (head chunked, more blocks full) */
 				if (peak < least || (peak == least && (h > lh || (h == lh && f > lf)))) {
 					least = peak;

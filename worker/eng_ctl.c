@@ -79,7 +79,7 @@ void eng_ctl_attach(eng_ctl *c, eng_trainer *tr)
 	c->step = tr->step;
 	c->steps = tr->spec.steps;
 	c->policy = c->pending = tr->policy;
-	c->costs = tr->costs;
+	eng_costs_copy(&c->costs, &tr->costs);
 	for (int i = 0; i <= tr->model.cfg.n_layer; i++)
 		c->saved[i] = eng_trainer_saved_bytes(tr, i);
 	snprintf(c->name, sizeof c->name, "%s", tr->spec.name);
@@ -148,8 +148,8 @@ void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st)
 	c->has_last = 1;
 	c->step = st->step;
 	c->in_step = 0;
-	if (c->tr)
-		c->costs = c->tr->costs; /* remat-costs reads this copy, never the trainer's */
+	if (c->tr) /* remat-costs reads this copy, never the trainer's */
+		eng_costs_copy(&c->costs, &c->tr->costs);
 	pthread_mutex_unlock(&c->mu);
 	json_t *d = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:i}", "step", st->step, "loss",
 		(double)st->loss, "lr", (double)st->lr, "tokens_per_s", st->tokens_per_s, "step_ms",
