@@ -29,13 +29,7 @@ int eng_auto_decide(eng_auto *a, const eng_plan_query *q, const eng_policy *cur,
 	eng_plan_query qq = *q;
 	eng_plan_policy(q->cfg, q->B, q->T, q->chunk_rows, cur, &now);
 	size_t now_peak = q->fixed + now.peak_bytes;
-	double now_cost = now.extra_flops;
-	if (q->costs) {
-		now_cost = q->costs->head[cur->head == ENG_MODE_CHUNKED];
-		for (int i = 0; i < cur->n_layer; i++)
-			now_cost += cur->block[i] <= ENG_MODE_FULL ? q->costs->block[i][cur->block[i]]
-								    : 0.0;
-	}
+	double now_cost = eng_plan_policy_cost(q->cfg, q->B, q->T, q->chunk_rows, q->costs, cur);
 	/* a prediction that fell short: aim that much lower from now on */
 	if (measured_peak > now_peak && measured_peak - now_peak > a->margin)
 		a->margin = measured_peak - now_peak;
@@ -101,7 +95,7 @@ int eng_auto_cgroup(const char *root, const char *proc_cgroup, size_t *bytes, en
 	if (!got || strcmp(val, "max") == 0 || errno || end == val || *end || v == 0)
 		return eng_errf(err, "the cgroup sets no memory limit ('%s' says '%.16s')", path,
 			got ? val : "");
-	*bytes = (size_t)((double)v * (1.0 - ENG_AUTO_HEADROOM));
+	*bytes = (size_t)v; /* the controller keeps its headroom below it */
 	return 0;
 }
 

@@ -47,7 +47,8 @@ int eng_auto_decide(eng_auto *a, const eng_plan_query *q, const eng_policy *cur,
 	size_t measured_peak, int step, eng_policy *next, eng_plan *pred, char *why,
 	size_t whylen);
 
-/* The worker's cgroup v2 memory limit, memory.max, less the headroom: the cgroup this
+/* The worker's cgroup v2 memory limit, memory.max (the controller keeps its headroom
+ * below it, as below any budget): the cgroup this
  * process is in (from proc_cgroup, normally /proc/self/cgroup, the "0::" line) under
  * root (normally /sys/fs/cgroup). 0 with *bytes, or -1 with err (no cgroup v2, no limit:
  * "max"). */

@@ -107,6 +107,16 @@ void eng_costs_plan(const eng_costs *c, const eng_config *cfg, int B, int T, int
 	}
 }
 
+double eng_costs_rate(const eng_config *cfg, int B, int T, int chunk_rows, const eng_policy *p,
+	double step_ms)
+{
+	eng_plan now;
+	if (step_ms <= 0)
+		return 0.0;
+	eng_plan_policy(cfg, B, T, chunk_rows, p, &now);
+	return step_ms / (now.model_flops + now.extra_flops);
+}
+
 /* One mode's entry of a section in the table. */
 static json_t *cell_json(const eng_cost_cell *cell, const eng_cost_cell *off,
 	const eng_plan_section *s)

@@ -61,6 +61,11 @@ double eng_cost_median(const eng_cost_cell *cell, int part);
 void eng_costs_plan(const eng_costs *c, const eng_config *cfg, int B, int T, int chunk_rows,
 	double ms_per_flop, eng_plan_costs *out, unsigned char (*measured)[ENG_COSTS_MODES]);
 
+/* Milliseconds per FLOP at which a step of policy p that took step_ms ran (its model and
+ * recomputed FLOPs together); 0 when step_ms is not known. */
+double eng_costs_rate(const eng_config *cfg, int B, int T, int chunk_rows, const eng_policy *p,
+	double step_ms);
+
 /* remat-costs' "sections": for each section, for each mode it has samples in, samples,
  * forward_ms, recompute_ms, backward_ms, saved_bytes, workspace_bytes (the plan's),
  * added_ms (against off, null until both are measured) and ms_per_mib_saved (added_ms per

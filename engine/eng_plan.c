@@ -229,11 +229,22 @@ int eng_plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out)
 	eng_plan_policy(cfg, q->B, q->T, q->chunk_rows, p, out);
 	out->fixed_bytes = q->fixed;
 	out->peak_bytes = q->fixed + out->saved_bytes + out->recompute_bytes;
-	out->cost = 0;
-	for (int i = 0; i < L; i++)
-		out->cost += q->costs ? q->costs->block[i][p->block[i]] : out->block[i].extra_flops;
-	out->cost += q->costs ? q->costs->head[bh] : out->head.extra_flops;
+	out->cost = eng_plan_policy_cost(cfg, q->B, q->T, q->chunk_rows, q->costs, p);
 	return found ? 0 : -1;
+}
+
+double eng_plan_policy_cost(const eng_config *cfg, int B, int T, int chunk_rows,
+	const eng_plan_costs *c, const eng_policy *p)
+{
+	eng_plan pl;
+	if (!c) {
+		eng_plan_policy(cfg, B, T, chunk_rows, p, &pl);
+		return pl.extra_flops;
+	}
+	double cost = c->head[p->head == ENG_MODE_CHUNKED];
+	for (int i = 0; i < p->n_layer; i++)
+		cost += p->block[i] <= ENG_MODE_FULL ? c->block[i][p->block[i]] : 0.0;
+	return cost;
 }
 
 int eng_plan_fit(const eng_config *cfg, int B, int T, int chunk_rows, size_t budget,

@@ -38,6 +38,11 @@ typedef struct eng_plan_costs {
 	double head[2];                  /* off, chunked */
 } eng_plan_costs;
 
+/* The summed cost of p under c (an offloaded block costs nothing here: it is not in the
+ * table); NULL c: p's analytic extra FLOPs. */
+double eng_plan_policy_cost(const eng_config *cfg, int B, int T, int chunk_rows,
+	const eng_plan_costs *c, const eng_policy *p);
+
 /* A search for the best policy under a memory budget. */
 typedef struct eng_plan_query {
 	const eng_config *cfg;

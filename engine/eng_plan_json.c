@@ -96,14 +96,9 @@ json_t *eng_plan_reply(const eng_plan_job *j, const json_t *args, char *desc,
 		fixed += j->fixed[c];
 	if (eng_plan_policy_args(j->aliases, j->device, args, &p, desc, desclen) < 0)
 		return NULL;
-	/* the least memory any policy needs, for a budget that nothing fits */
-	eng_policy least_p;
-	eng_plan least;
-	eng_plan_query q = {&j->cfg, j->B, j->T, j->chunk_rows, fixed, j->costs, 0};
-	eng_plan_search(&q, &least_p, &least);
+	eng_plan_query q = {&j->cfg, j->B, j->T, j->chunk_rows, fixed, j->costs, b};
 	if (budget && !has_pol) {
-		q.budget = b;
-		fits = eng_plan_search(&q, &p, &plan) == 0;
+		fits = eng_plan_search(&q, &p, &plan) == 0; /* else plan is the least there is */
 	} else {
 		eng_plan_policy(&j->cfg, j->B, j->T, j->chunk_rows, &p, &plan);
 		plan.fixed_bytes = fixed;
@@ -120,8 +115,16 @@ json_t *eng_plan_reply(const eng_plan_job *j, const json_t *args, char *desc,
 		add_step_time(j, &p, r);
 	if (r && budget) {
 		json_object_set_new(r, "fits", json_boolean(fits));
-		if (!fits)
+		if (!fits) {
+			/* the least memory any policy needs: what the search returned, or for a
+			 * policy asked for, a search of its own */
+			eng_policy least_p;
+			eng_plan least = plan;
+			q.budget = 0;
+			if (has_pol)
+				eng_plan_search(&q, &least_p, &least);
 			json_object_set_new(r, "least_bytes", json_integer((json_int_t)least.peak_bytes));
+		}
 	}
 	if (!r)
 		snprintf(desc, desclen, "out of memory");

@@ -202,6 +202,27 @@ static int trainer_policy(const eng_spec *s, eng_aliases *al, eng_policy *p, eng
 	return eng_policy_check_device(s->device, p, err);
 }
 
+/* What a run of s holds whatever its policy, by category: the model's part, both token
+ * files and the batch, and with save.dir the snapshot a save holds while it writes (one
+ * count for --check, the memory limit, the controller and remat-plan). */
+static void fixed_of(const eng_spec *s, size_t ntok, size_t vtok, size_t out[ENG_MEM_NCAT])
+{
+	eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->threads, out);
+	out[ENG_MEM_DATA] = 2 * (ntok + vtok) + 2 * 2 * (size_t)s->batch * s->seq_len;
+	if (s->save_dir[0])
+		out[ENG_MEM_WORKSPACE] += eng_ckpt_snap_bytes(out[ENG_MEM_PARAMS] / sizeof(float));
+}
+
+size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT])
+{
+	size_t fx[ENG_MEM_NCAT], total = 0;
+	size_t *o = out ? out : fx;
+	fixed_of(&tr->spec, tr->train.ntok, tr->val.tok ? tr->val.ntok : 0, o);
+	for (int c = 0; c < ENG_MEM_NCAT; c++)
+		total += o[c];
+	return total;
+}
+
 int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 {
 	eng_config cfg;
@@ -226,10 +247,7 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 		out->chunk_rows = s->batch * s->seq_len;
 	out->ntok = ntok;
 	/* the model's fixed part, and the data: both token files and the batch (inp, tgt) */
-	eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->threads, out->fixed);
-	out->fixed[ENG_MEM_DATA] = 2 * (ntok + vtok) + 2 * 2 * (size_t)s->batch * s->seq_len;
-	if (s->save_dir[0]) /* a save's snapshot, held while training goes on */
-		out->fixed[ENG_MEM_WORKSPACE] += eng_ckpt_snap_bytes(out->fixed[ENG_MEM_PARAMS] / 4);
+	fixed_of(s, ntok, vtok, out->fixed);
 	return 0;
 }
 
@@ -241,16 +259,11 @@ static int start_policy(eng_trainer *tr, eng_policy *p, eng_err *err)
 {
 	const eng_spec *s = &tr->spec;
 	const eng_model *m = &tr->model;
-	eng_mem_stats ms;
 	eng_policy fit;
 	eng_plan pl;
 	if (!s->mem_limit || tr->gpu)
 		return eng_trainer_set_policy(tr, p, err);
-	eng_mem_get_counters(&ms);
-	size_t fixed = ms.total_current - ms.current[ENG_MEM_ACTIVATIONS] -
-		       ms.current[ENG_MEM_RECOMPUTE];
-	if (s->save_dir[0]) /* a save holds a snapshot while training goes on */
-		fixed += eng_ckpt_snap_bytes(m->nfloats);
+	size_t fixed = eng_trainer_fixed_bytes(tr, NULL);
 	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, p, &pl);
 	if (fixed + pl.peak_bytes <= s->mem_limit && eng_trainer_set_policy(tr, p, err) == 0)
 		return 0;
@@ -273,6 +286,20 @@ static int start_policy(eng_trainer *tr, eng_policy *p, eng_err *err)
 			     "%.1f MiB of activations with every block full and the head chunked)",
 		s->mem_limit / 1048576.0, pl.peak_bytes / 1048576.0, fixed / 1048576.0,
 		s->save_dir[0] ? " and a save's snapshot" : "", (pl.peak_bytes - fixed) / 1048576.0);
+}
+
+int eng_trainer_ensure_layout(eng_trainer *tr, eng_err *err)
+{
+	const eng_model *m = &tr->model;
+	eng_policy least;
+	eng_plan pl;
+	if (tr->gpu || m->lay.policy.n_layer == m->cfg.n_layer)
+		return 0;
+	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, eng_trainer_fixed_bytes(tr, NULL),
+		NULL, 0};
+	eng_plan_search(&q, &least, &pl);
+	tr->oom_retries++;
+	return eng_trainer_set_policy(tr, &least, err);
 }
 
 int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)

@@ -29,8 +29,9 @@ typedef struct eng_step_stats {
 	size_t activation_bytes; /* saved for backward during the step */
 	size_t peak_bytes;       /* all categories during the step (nothing is allocated inside
 				  * a step, so the step's peak is the total at its end) */
-	int oom_retries;         /* allocations refused and retried with a smaller policy, all
-				  * told (PyTorch's num_alloc_retries) */
+	int oom_retries;         /* policies given up for memory (an allocation refused, or a
+				  * predicted peak over memory.limit) and replaced by a smaller
+				  * one, all told (PyTorch's num_alloc_retries) */
 } eng_step_stats;
 
 struct eng_cuda;
@@ -45,7 +46,7 @@ typedef struct eng_trainer {
 	eng_aliases aliases;
 	eng_policy policy;       /* what the activations are laid out for, either device */
 	eng_costs costs;         /* each section's measured time and bytes per mode (cpu) */
-	int oom_retries;         /* layouts refused under memory.limit and tried smaller */
+	int oom_retries;         /* policies given up for memory (eng_step_stats) */
 	int step;                /* completed steps */
 	uint16_t *inp, *tgt;     /* (B,T) current batch (ENG_MEM_DATA) */
 	int has_save_lock;       /* 1 while save_lock is held */
@@ -89,6 +90,16 @@ int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err);
 int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy *out,
 	eng_err *err);
 /* Replaces the policy from the next step on. */
+/* What the run holds whatever its policy (params, grads, optimizer, workspace, data, and
+ * with save.dir a save's snapshot): counted from its shape and data, as --check counts
+ * it, never from the live counters (which hold a snapshot only while a save writes).
+ * The total; by category into out when not NULL. */
+size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT]);
+
+/* Device cpu: when a failed policy change left nothing laid out, lays out the policy of
+ * the least memory (an OOM retry). 0 when a layout is there, or -1 with err. */
+int eng_trainer_ensure_layout(eng_trainer *tr, eng_err *err);
+
 int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err);
 /* Whether the run's backend takes policy p: `offload` needs device cuda. */
 int eng_trainer_check_policy(const eng_trainer *tr, const eng_policy *p, eng_err *err);

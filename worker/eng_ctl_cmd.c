@@ -51,7 +51,7 @@ HANDLER(cmd_status)
 	json_object_set_new(r, "lr", c->has_last ? json_real(c->last.lr) : json_null());
 	json_object_set_new(r, "tokens_per_s", json_real(c->has_last ? c->last.tokens_per_s : 0));
 	json_object_set_new(r, "step_ms", json_real(c->has_last ? c->last.step_ms : 0));
-	json_object_set_new(r, "oom_retries", json_integer(c->tr ? c->tr->oom_retries : 0));
+	json_object_set_new(r, "oom_retries", json_integer(c->has_last ? c->last.oom_retries : 0));
 	json_object_set_new(r, "auto_budget_bytes",
 		c->auto_budget ? json_integer((json_int_t)c->auto_budget) : json_null());
 	json_object_set_new(r, "policy", c->tr ? eng_policy_json(&c->policy) : json_object());
@@ -192,29 +192,26 @@ HANDLER(cmd_plan)
 	eng_plan_job j = {m->cfg, m->B, m->T, m->chunk_rows, c->tr->spec.device,
 		&c->tr->aliases, c->pending, {0}, "measured", NULL, NULL, 0.0};
 	/* what the run holds now whatever its policy: measured, on the device it runs on */
-	eng_mem_stats ms;
 	eng_cuda_mem_stats ds;
-	eng_mem_get_counters(&ms);
 	eng_cuda_mem_get_stats(&ds); /* atomics only: no CUDA call on this thread */
-	for (int cat = 0; cat < ENG_MEM_NCAT; cat++)
-		if (cat != ENG_MEM_ACTIVATIONS && cat != ENG_MEM_RECOMPUTE)
-			j.fixed[cat] = ds.active ? ds.current[cat] : ms.current[cat];
-	/* a save holds a snapshot of the weights and moments while training goes on (host
-	 * memory, on either device) */
-	if (c->tr->spec.save_dir[0] && !ds.active)
-		j.fixed[ENG_MEM_WORKSPACE] += eng_ckpt_snap_bytes(m->nfloats);
+	if (ds.active) { /* the device's, measured */
+		for (int cat = 0; cat < ENG_MEM_NCAT; cat++)
+			if (cat != ENG_MEM_ACTIVATIONS && cat != ENG_MEM_RECOMPUTE)
+				j.fixed[cat] = ds.current[cat];
+	} else { /* counted as the run was laid out (spec, shape, data: fixed since) */
+		eng_trainer_fixed_bytes(c->tr, j.fixed);
+		j.fixed_source = "engine";
+	}
 	/* the step time: measured per section where the table has it, the FLOPs at the rate
 	 * the last step ran at else (device cpu: the GPU model times only its recomputes) */
 	eng_plan_costs pc;
 	unsigned char measured[ENG_MAX_LAYERS + 1][3];
 	if (c->tr->spec.device == ENG_DEVICE_CPU && c->has_last && c->last.step_ms > 0) {
-		eng_plan now;
-		eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, &c->policy, &now);
-		double rate = c->last.step_ms / (now.model_flops + now.extra_flops);
+		double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &c->policy,
+			c->last.step_ms);
 		eng_costs_plan(&c->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc, measured);
-		double cur = pc.head[c->policy.head == ENG_MODE_CHUNKED];
-		for (int i = 0; i < m->cfg.n_layer; i++)
-			cur += pc.block[i][c->policy.block[i]];
+		double cur = eng_plan_policy_cost(&m->cfg, m->B, m->T, m->chunk_rows, &pc,
+			&c->policy);
 		j.costs = &pc;
 		j.measured = (const unsigned char (*)[3])measured;
 		j.off_step_ms = c->last.step_ms - cur;

@@ -145,6 +145,7 @@ typedef struct run_ctl {
 	eng_auto autoc;          /* the memory controller (remat-auto, remat.budget) */
 	size_t last_peak;        /* the last step's tracked bytes at its end */
 	double last_ms;          /* and its time */
+	eng_policy last_policy;  /* and the policy it ran under */
 	int probe_left;          /* steps of a probe (remat-profile) still to run */
 	int probe_k;             /* the probe's steps so far */
 	eng_policy probe_base;   /* the policy to come back to after it */
@@ -303,23 +304,21 @@ static void auto_set(eng_ctl *c, run_ctl *rc, size_t budget, int step)
 static void auto_step(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int json)
 {
 	const eng_model *m = &tr->model;
-	eng_mem_stats ms;
 	eng_plan_costs pc;
-	eng_plan now, pred;
+	eng_plan pred;
 	eng_policy next;
 	eng_err err;
 	char why[256];
-	eng_mem_get_counters(&ms);
-	size_t fixed = ms.total_current - ms.current[ENG_MEM_ACTIVATIONS] -
-		       ms.current[ENG_MEM_RECOMPUTE];
-	if (tr->spec.save_dir[0])
-		fixed += eng_ckpt_snap_bytes(m->nfloats);
-	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, &tr->policy, &now);
-	double rate = rc->last_ms > 0 ? rc->last_ms / (now.model_flops + now.extra_flops) : 0.0;
+	double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &rc->last_policy,
+		rc->last_ms);
 	eng_costs_plan(&tr->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc, NULL);
-	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, fixed, &pc, 0};
-	int r = eng_auto_decide(&rc->autoc, &q, &tr->policy, rc->last_peak, tr->step + 1, &next,
-		&pred, why, sizeof why);
+	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, eng_trainer_fixed_bytes(tr, NULL),
+		&pc, 0};
+	/* the last step's peak says something of the policy now only if it ran under it (not
+	 * under a probe's, nor before a change) */
+	size_t seen = eng_policy_equal(&rc->last_policy, &tr->policy) ? rc->last_peak : 0;
+	int r = eng_auto_decide(&rc->autoc, &q, &tr->policy, seen, tr->step + 1, &next, &pred, why,
+		sizeof why);
 	if (r == 0)
 		return;
 	if (r < 0)
@@ -567,6 +566,13 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 			probe_step(tr, c, &run, o->json);
 		else if (run.autoc.on)
 			auto_step(tr, c, &run, o->json);
+		/* a change that failed and could not lay the old policy out again: the least
+		 * memory there is, rather than a step with nothing laid out */
+		if (eng_trainer_ensure_layout(tr, &err) < 0) {
+			fprintf(stderr, "remat-train: %s\n", err.msg);
+			eng_ctl_set_state(c, CTL_FAILED, err.msg);
+			goto out;
+		}
 		if (!eng_ctl_begin_step(c))
 			continue; /* a command came in since the take: apply it first */
 		eng_step_stats st;
@@ -580,6 +586,7 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		print_step(tr, &st, o->json, o->under_rematd);
 		run.last_peak = st.peak_bytes;
 		run.last_ms = st.step_ms;
+		run.last_policy = tr->policy;
 		if (run.probe_left)
 			probe_next(tr, c, &run, o->json);
 	}
