@@ -24,8 +24,9 @@ typedef struct eng_plan_job {
 	eng_policy policy;           /* the one asked about is built on top of this */
 	size_t fixed[ENG_MEM_NCAT];  /* held whatever the policy: params, grads, optimizer,
 				      * workspace, data (activations and recompute 0) */
-	const char *fixed_source;    /* "measured" (a running job), "engine" (remat-train
-				      * --check's count), NULL: not known (all 0) */
+	const char *fixed_source;    /* "engine" (counted from the shape and data, as --check
+				      * counts), "measured" (a running cuda job's device), NULL:
+				      * not known (all 0) */
 	/* a running job's step time: what each section's mode adds (ms), which of those were
 	 * measured, and a step's time with every section off; costs NULL: FLOPs only */
 	const eng_plan_costs *costs;
