@@ -172,14 +172,14 @@ int eng_layout_set(eng_layout *lay, const eng_layout_mem *mem, const eng_policy 
 	if (prev.n_layer == 0 || build(&back, &kept, mem, &prev, &wb) == 0) {
 		back.policy = prev;
 		*lay = back;
-		return eng_errf(err, "cannot allocate %.1f MiB of %s for %s %s: out of memory; the "
+		return eng_err_nomem(err, "cannot allocate %.1f MiB of %s for %s %s: out of memory; the "
 				     "previous policy stays", w.bytes / 1048576.0, mem->where, sec,
 			w.field);
 	}
 	release_unshared(&back, &kept, mem);
 	eng_layout_free(&kept, mem);
 	memset(lay, 0, sizeof *lay); /* nothing laid out: a step refuses to run */
-	return eng_errf(err, "cannot allocate %.1f MiB of %s for %s %s: out of memory, and the "
+	return eng_err_nomem(err, "cannot allocate %.1f MiB of %s for %s %s: out of memory, and the "
 			     "previous policy no longer fits either: no activations are laid out",
 		w.bytes / 1048576.0, mem->where, sec, w.field);
 }

@@ -34,6 +34,8 @@ int eng_auto_decide(eng_auto *a, const eng_plan_query *q, const eng_policy *cur,
 	if (measured_peak > now_peak && measured_peak - now_peak > a->margin)
 		a->margin = measured_peak - now_peak;
 	qq.budget = target_bytes(a);
+	if (q->budget && q->budget < qq.budget) /* what the system refused, less nothing */
+		qq.budget = q->budget;
 	int fits = eng_plan_search(&qq, next, pred) == 0;
 	if (!fits) {
 		snprintf(why, whylen, "no policy fits the budget of %.1f MiB (less %.0f%% headroom):"

@@ -39,8 +39,9 @@ typedef struct eng_auto {
 void eng_auto_set(eng_auto *a, size_t budget);
 
 /* The decision before step `step` (1-based, the next one): q holds the run's shape, its
- * fixed bytes and costs (q->budget is ignored); cur is the policy now, measured_peak the
- * last step's tracked peak (0: none yet). 1 when the policy should change, with *next,
+ * fixed bytes and costs, and in q->budget a ceiling besides the controller's own (the
+ * least total an allocation was refused at; 0 none); cur is the policy now, measured_peak
+ * the last step's tracked peak (0: none yet). 1 when the policy should change, with *next,
  * its plan in *pred and the reason in why; 0 to keep it; -1 when no policy fits the budget
  * at all (*next is then the least there is, why says so). */
 int eng_auto_decide(eng_auto *a, const eng_plan_query *q, const eng_policy *cur,

@@ -15,6 +15,18 @@ int eng_errf(eng_err *err, const char *fmt, ...)
 	return -1;
 }
 
+int eng_err_nomem(eng_err *err, const char *fmt, ...)
+{
+	if (err) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+		va_end(ap);
+		err->kind = ENG_ERR_NOMEM;
+	}
+	return -1;
+}
+
 int eng_err_invalid(eng_err *err, const char *kind, const char *path, const char *fmt, ...)
 {
 	char what[ENG_ERR_LEN];

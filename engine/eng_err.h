@@ -18,6 +18,8 @@
 typedef enum eng_err_kind {
 	ENG_ERR_BAD,  /* the input is wrong: as it is, it will fail again */
 	ENG_ERR_BUSY, /* something is in use (another job's save directory): try again later */
+	ENG_ERR_NOMEM, /* an allocation was refused (the system, memory.limit, the device):
+			* a policy of less memory may fit */
 } eng_err_kind;
 
 typedef struct eng_err {
@@ -28,6 +30,9 @@ typedef struct eng_err {
 /* Formats a message into err (err may be NULL), marks it ENG_ERR_BAD and returns -1, so
  * callers write `return eng_errf(err, "bad %s", x);`. */
 int eng_errf(eng_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The same, marked ENG_ERR_NOMEM: an allocation was refused. */
+int eng_err_nomem(eng_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* "invalid <kind> '<path>': <problem>" (problem formatted from fmt), returns -1: the one
  * shape of message for a file whose contents are wrong. */

@@ -83,6 +83,37 @@ size_t eng_mem_get_limit(void)
 	return atomic_load(&mem_limit);
 }
 
+static atomic_size_t mem_refused;     /* eng_mem_refused */
+static atomic_ulong mem_allocs;      /* allocations asked for so far */
+static atomic_ulong mem_fail_at;     /* the hook: the allocation number refused, 0 none */
+
+size_t eng_mem_refused(void)
+{
+	return atomic_load(&mem_refused);
+}
+
+void eng_mem_fail_nth(unsigned long n)
+{
+	atomic_store(&mem_fail_at, n ? atomic_load(&mem_allocs) + n : 0);
+}
+
+unsigned long eng_mem_allocs(void)
+{
+	return atomic_load(&mem_allocs);
+}
+
+int eng_mem_hook_refuses(void)
+{
+	unsigned long k = atomic_fetch_add(&mem_allocs, 1) + 1;
+	unsigned long at = k;
+	return atomic_compare_exchange_strong(&mem_fail_at, &at, 0);
+}
+
+void eng_mem_note_refused(size_t held, size_t bytes)
+{
+	atomic_store(&mem_refused, bytes > SIZE_MAX - held ? SIZE_MAX : held + bytes);
+}
+
 void *eng_mem_alloc(eng_mem_cat cat, size_t bytes)
 {
 	ENG_ASSERT(cat >= 0 && cat < ENG_MEM_NCAT);
@@ -90,13 +121,15 @@ void *eng_mem_alloc(eng_mem_cat cat, size_t bytes)
 		return NULL;
 	/* a hard limit refuses as a GPU does at its capacity (the training thread allocates
 	 * alone, so the check and the count cannot race another allocation) */
-	size_t limit = atomic_load(&mem_limit);
-	if (limit && (bytes > limit || atomic_load(&mem_counts.total) > limit - bytes))
-		return NULL;
+	size_t limit = atomic_load(&mem_limit), held = atomic_load(&mem_counts.total);
+	void *base = MAP_FAILED;
 	size_t mapped = bytes + MEM_HEADER;
-	void *base = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (base == MAP_FAILED)
+	if (!eng_mem_hook_refuses() && !(limit && (bytes > limit || held > limit - bytes)))
+		base = mmap(NULL, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (base == MAP_FAILED) {
+		eng_mem_note_refused(held, bytes);
 		return NULL;
+	}
 	/* 2 MiB pages where the kernel allows them (THP "madvise" mode is Debian's default):
 	 * first-touch faults of a large buffer cost a 512th as many traps. Advice only: a
 	 * kernel without THP ignores it. */

@@ -63,6 +63,21 @@ void *eng_mem_alloc(eng_mem_cat cat, size_t bytes);
 void eng_mem_set_limit(size_t bytes);
 size_t eng_mem_get_limit(void);
 
+/* What the last refused allocation would have brought the total to: the bytes held then
+ * plus its own (0: none refused yet). A refusal is what the run knows of its memory:
+ * nothing at or above that total is known to fit. */
+size_t eng_mem_refused(void);
+
+/* Test hook: the n-th allocation from now on (1-based, this allocator's and the device's
+ * together) is refused, once, as if memory had run out; 0 turns it off. The count of
+ * allocations made so far (eng_mem_allocs) lets a test find each site of a step. */
+void eng_mem_fail_nth(unsigned long n);
+unsigned long eng_mem_allocs(void);
+/* For an allocator (this one, the device's): counts one allocation and says whether the
+ * hook refuses it (1); notes a refusal of `bytes` with `held` already allocated. */
+int eng_mem_hook_refuses(void);
+void eng_mem_note_refused(size_t held, size_t bytes);
+
 /* Frees a buffer from eng_mem_alloc and returns its pages to the system. NULL is a no-op. */
 void eng_mem_free(void *p);
 

@@ -399,7 +399,7 @@ static int fit_scratch(eng_model *m, eng_err *err)
 	size_t bytes = 4 * kn_attention_scratch_floats(m->T);
 	float *s = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes);
 	if (!s)
-		return eng_errf(err, "cannot allocate %.1f MiB of attention workspace for %d "
+		return eng_err_nomem(err, "cannot allocate %.1f MiB of attention workspace for %d "
 				     "threads: out of memory", bytes / 1048576.0, kn_get_threads());
 	eng_mem_free(m->att_scratch);
 	m->att_scratch = s;

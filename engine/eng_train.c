@@ -251,55 +251,131 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	return 0;
 }
 
-/* The spec's policy; under memory.limit, when it would not fit (its layout refused, or
- * no room left for a save's snapshot), the cheapest policy the planner finds fits (a margin
- * more each try, for the alignment the plan does not count), and last the one of the least
- * memory. Each refusal is an OOM retry. */
-static int start_policy(eng_trainer *tr, eng_policy *p, eng_err *err)
+/* ---- memory: what fits, and out of memory as a retry ---- */
+
+#define FIT_SLACK 0.03 /* of the bound, less each refusal: the plan misses chunk alignment */
+#define FIT_TRIES 4    /* refusals in one step before the run gives up */
+
+/* The bytes of all tracked categories held now: the host's, or with device cuda the
+ * device's. */
+static size_t held_bytes(const eng_trainer *tr)
 {
-	const eng_spec *s = &tr->spec;
-	const eng_model *m = &tr->model;
-	eng_policy fit;
-	eng_plan pl;
-	if (!s->mem_limit || tr->gpu)
-		return eng_trainer_set_policy(tr, p, err);
-	size_t fixed = eng_trainer_fixed_bytes(tr, NULL);
-	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, p, &pl);
-	if (fixed + pl.peak_bytes <= s->mem_limit && eng_trainer_set_policy(tr, p, err) == 0)
-		return 0;
-	for (int attempt = 0; attempt < 4; attempt++) {
-		tr->oom_retries++;
-		eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, fixed, NULL,
-			(size_t)((double)s->mem_limit * (1.0 - 0.03 * attempt))};
-		eng_plan_search(&q, &fit, &pl); /* nothing fits: the least there is */
-		if (pl.peak_bytes > s->mem_limit)
-			break;
-		if (eng_trainer_set_policy(tr, &fit, err) == 0) {
-			*p = fit;
-			return 0;
-		}
+	eng_mem_stats ms;
+	if (tr->gpu) {
+		eng_cuda_mem_stats ds;
+		eng_cuda_mem_get_stats(&ds);
+		return ds.total_current;
 	}
-	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, fixed, NULL, 0};
-	eng_plan_search(&q, &fit, &pl);
-	return eng_errf(err, "memory.limit %.1f MiB is too small: this run needs at least %.1f "
-			     "MiB (%.1f MiB of weights, gradients, moments, workspace, data%s, and "
-			     "%.1f MiB of activations with every block full and the head chunked)",
-		s->mem_limit / 1048576.0, pl.peak_bytes / 1048576.0, fixed / 1048576.0,
-		s->save_dir[0] ? " and a save's snapshot" : "", (pl.peak_bytes - fixed) / 1048576.0);
+	eng_mem_get_counters(&ms);
+	return ms.total_current;
 }
 
-int eng_trainer_ensure_layout(eng_trainer *tr, eng_err *err)
+static int laid_out(const eng_trainer *tr)
+{
+	int L = tr->model.cfg.n_layer;
+	return (tr->gpu ? eng_cuda_policy(tr->gpu)->n_layer : tr->model.lay.policy.n_layer) == L;
+}
+
+/* The planner's peak of policy p for this run, its fixed part included. */
+static size_t predicted(const eng_trainer *tr, const eng_policy *p)
 {
 	const eng_model *m = &tr->model;
-	eng_policy least;
 	eng_plan pl;
-	if (tr->gpu || m->lay.policy.n_layer == m->cfg.n_layer)
-		return 0;
+	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, p, &pl);
+	return eng_trainer_fixed_bytes(tr, NULL) + pl.peak_bytes;
+}
+
+/* What a policy must fit in after `tries` refusals: memory.limit (device cpu) or the least
+ * total a refusal happened at, whichever is smaller, less FIT_SLACK a try; 0: unbounded. */
+static size_t fit_bound(const eng_trainer *tr, int tries)
+{
+	size_t b = tr->gpu ? 0 : tr->spec.mem_limit;
+	if (tr->mem_cap && (!b || tr->mem_cap < b))
+		b = tr->mem_cap;
+	return (size_t)((double)b * (1.0 - FIT_SLACK * tries));
+}
+
+/* The fastest policy whose predicted peak fits bound, on the run's measured costs (the
+ * analytic FLOPs where there are none): 0; or -1 when none does, *p then the policy of the
+ * least memory. The least any policy needs goes to *need. */
+static int fit_policy(const eng_trainer *tr, size_t bound, eng_policy *p, size_t *need)
+{
+	const eng_model *m = &tr->model;
+	eng_plan_costs pc;
+	eng_plan pl;
+	double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &tr->last_policy,
+		tr->last_ms);
+	eng_costs_plan(&tr->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc, NULL);
 	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, eng_trainer_fixed_bytes(tr, NULL),
-		NULL, 0};
-	eng_plan_search(&q, &least, &pl);
+		&pc, bound};
+	int r = eng_plan_search(&q, p, &pl);
+	*need = pl.peak_bytes;
+	return r;
+}
+
+/* The run cannot go on: not even the policy of the least memory fits. `why` is the last
+ * refusal ("" when memory.limit is known to be too small without trying). */
+static int cannot_fit(const eng_trainer *tr, const char *why, eng_err *err)
+{
+	eng_policy least;
+	size_t need, fixed = eng_trainer_fixed_bytes(tr, NULL);
+	char what[320], msg[ENG_ERR_LEN];
+	fit_policy(tr, 0, &least, &need);
+	snprintf(what, sizeof what, "%.1f MiB (%.1f MiB of weights, gradients, moments, "
+		"workspace, data%s, and %.1f MiB of activations with every block full and the head "
+		"chunked)", need / 1048576.0, fixed / 1048576.0,
+		tr->spec.save_dir[0] ? " and a save's snapshot" : "", (need - fixed) / 1048576.0);
+	snprintf(msg, sizeof msg, "%s", why);
+	if (!why[0])
+		return eng_err_nomem(err, "memory.limit %.1f MiB is too small: this run needs at "
+					  "least %s", tr->spec.mem_limit / 1048576.0, what);
+	return eng_err_nomem(err, "out of memory: this run needs at least %s, and even that was "
+				  "refused (%.300s)", what, msg);
+}
+
+/* After an allocation was refused with policy p laid out or being laid out: the bound
+ * learnt from it (what the refused allocation would have brought the total to), one OOM
+ * retry counted, and in *p the fastest policy under the new bound, or the least there is.
+ * -1 after FIT_TRIES refusals in this step. */
+static int on_refusal(eng_trainer *tr, eng_policy *p, int *tries, eng_err *err)
+{
+	size_t at = eng_mem_refused(), need;
+	if (at && (!tr->mem_cap || at < tr->mem_cap))
+		tr->mem_cap = at;
 	tr->oom_retries++;
-	return eng_trainer_set_policy(tr, &least, err);
+	if (++*tries >= FIT_TRIES)
+		return cannot_fit(tr, err->msg, err);
+	snprintf(tr->oom_why, sizeof tr->oom_why, "%s", err->msg);
+	fit_policy(tr, *tries >= FIT_TRIES - 1 ? 0 : fit_bound(tr, *tries), p, &need);
+	return 0;
+}
+
+/* Lays policy p out for the next step; when memory will not have it, the fastest policy
+ * that fits what is known instead (*p then the one laid out, each policy given up an OOM
+ * retry): a policy predicted over memory.limit or over a refusal's total is given up
+ * untried, one refused is given up after the try. The policy of the least memory is always
+ * tried, unless memory.limit is known to be too small for it. `tries` counts this step's
+ * refusals; -1 when there were too many, or on another error. */
+static int lay_out(eng_trainer *tr, eng_policy *p, int *tries, eng_err *err)
+{
+	eng_policy least;
+	size_t need;
+	fit_policy(tr, 0, &least, &need);
+	if (!tr->gpu && tr->spec.mem_limit && need > tr->spec.mem_limit)
+		return cannot_fit(tr, "", err);
+	for (;;) {
+		size_t bound = fit_bound(tr, *tries);
+		if (bound && !eng_policy_equal(p, &least) && predicted(tr, p) > bound) {
+			fit_policy(tr, bound, p, &need); /* the least when nothing fits */
+			tr->oom_retries++;
+		}
+		if (laid_out(tr) && eng_policy_equal(p, &tr->policy))
+			return 0;
+		if (eng_trainer_set_policy(tr, p, err) == 0)
+			return 0;
+		if (err->kind != ENG_ERR_NOMEM || on_refusal(tr, p, tries, err) < 0)
+			return -1;
+	}
 }
 
 int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
@@ -357,7 +433,8 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		eng_errf(err, "out of memory for the batch buffers");
 		goto fail;
 	}
-	if (start_policy(tr, &p, err) < 0)
+	int tries = 0;
+	if (lay_out(tr, &p, &tries, err) < 0)
 		goto fail;
 	if (s->save_dir[0] && open_save_dir(tr, err) < 0)
 		goto fail;
@@ -400,28 +477,36 @@ float eng_lr_at(const eng_spec *s, int i)
 }
 
 /* "step N: <what the GPU model said>" */
-static int step_failed(const eng_trainer *tr, eng_err *err)
+static int step_failed(eng_trainer *tr, size_t cursor, eng_err *err)
 {
 	char why[ENG_ERR_LEN];
+	eng_err_kind kind = err->kind;
 	snprintf(why, sizeof why, "%s", err->msg);
-	return eng_errf(err, "step %d: %s; weights left as they were after step %d", tr->step + 1,
+	tr->train.cursor = cursor; /* the batch is taken again by the step that replaces it */
+	eng_errf(err, "step %d: %.400s; weights left as they were after step %d", tr->step + 1,
 		why, tr->step);
+	err->kind = kind;
+	return -1;
 }
 
-int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)
+/* One try at step tr->step + 1 under the policy laid out. A failure changes nothing the
+ * next try would see: weights, moments and the data cursor stay (the gradients are
+ * written afresh by every step). */
+static int step_try(eng_trainer *tr, eng_step_stats *st, eng_err *err)
 {
 	eng_model *m = &tr->model;
 	const eng_spec *s = &tr->spec;
 	double t0 = now_ms(), sumsq;
 	float loss, scale = 1.0f;
+	size_t cursor = tr->train.cursor;
 	eng_data_next(&tr->train, tr->inp, tr->tgt);
 	if (tr->gpu) {
 		if (eng_cuda_step(tr->gpu, tr->inp, tr->tgt, &loss, err) < 0 ||
 			eng_cuda_grad_sumsq(tr->gpu, &sumsq, err) < 0)
-			return step_failed(tr, err);
+			return step_failed(tr, cursor, err);
 	} else {
 		if (eng_model_step(m, tr->inp, tr->tgt, &loss, err) < 0)
-			return step_failed(tr, err);
+			return step_failed(tr, cursor, err);
 		sumsq = kn_sumsq(m->grads, m->nfloats);
 		size_t saved[ENG_MAX_LAYERS + 1];
 		for (int i = 0; i <= m->cfg.n_layer; i++)
@@ -429,9 +514,11 @@ int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)
 		eng_costs_add(&tr->costs, &tr->policy, (const double (*)[3])m->sec_ms, saved);
 	}
 	double norm = sqrt(sumsq);
-	if (!isfinite(loss) || !isfinite(norm))
+	if (!isfinite(loss) || !isfinite(norm)) {
+		tr->train.cursor = cursor;
 		return eng_errf(err, "step %d: loss %g, gradient norm %g: not finite; weights left "
 				     "as they were after step %d", tr->step + 1, loss, norm, tr->step);
+	}
 	if (s->grad_clip > 0) {
 		/* torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6), at most 1 */
 		double coef = s->grad_clip / (norm + 1e-6);
@@ -447,7 +534,7 @@ int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)
 		/* the clipping scale is applied inside the update, as kn_scale would have */
 		if (eng_cuda_adamw(tr->gpu, scale, lr, s->beta1, s->beta2, s->eps, s->weight_decay,
 			    bc1, bc2, err) < 0)
-			return step_failed(tr, err);
+			return step_failed(tr, cursor, err);
 	} else {
 		for (int i = 0; i < m->ntensors; i++) {
 			const eng_ptensor *pt = &m->tensors[i];
@@ -478,7 +565,38 @@ int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)
 	st->activation_bytes = ms_now.current[ENG_MEM_ACTIVATIONS];
 	st->peak_bytes = ms_now.total_current;
 	st->oom_retries = tr->oom_retries;
+	tr->last_ms = ms;
+	tr->last_policy = tr->policy;
 	return 0;
+}
+
+int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats *st,
+	eng_err *err)
+{
+	eng_policy p = want ? *want : tr->policy;
+	int tries = 0;
+	if (want && eng_trainer_check_policy(tr, want, err) < 0)
+		return -1;
+	tr->oom_why[0] = '\0';
+	for (;;) {
+		if (lay_out(tr, &p, &tries, err) < 0) {
+			char why[ENG_ERR_LEN];
+			eng_err_kind kind = err->kind;
+			snprintf(why, sizeof why, "%s", err->msg);
+			eng_errf(err, "step %d: %.440s", tr->step + 1, why);
+			err->kind = kind;
+			return -1;
+		}
+		if (step_try(tr, st, err) == 0)
+			return 0;
+		if (err->kind != ENG_ERR_NOMEM || on_refusal(tr, &p, &tries, err) < 0)
+			return -1;
+	}
+}
+
+int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)
+{
+	return eng_trainer_step_as(tr, NULL, st, err);
 }
 
 int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy *out,
@@ -501,6 +619,8 @@ int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err)
 		     : eng_model_set_policy(&tr->model, p, err)) < 0)
 		return -1;
 	tr->policy = *p; /* what the control thread and the progress lines read */
+	if (tr->mem_cap && held_bytes(tr) >= tr->mem_cap)
+		tr->mem_cap = 0; /* more than a refusal's total fits now: that memory came back */
 	return 0;
 }
 

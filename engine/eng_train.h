@@ -47,6 +47,12 @@ typedef struct eng_trainer {
 	eng_policy policy;       /* what the activations are laid out for, either device */
 	eng_costs costs;         /* each section's measured time and bytes per mode (cpu) */
 	int oom_retries;         /* policies given up for memory (eng_step_stats) */
+	size_t mem_cap;          /* the least total an allocation was refused at, 0 none (or
+				  * that memory came back): no policy predicted over it is tried
+				  * but the least */
+	char oom_why[ENG_ERR_LEN]; /* the last step's last refusal, "" when it had none */
+	double last_ms;          /* the last step's time, 0 before the first */
+	eng_policy last_policy;  /* and its policy (the controller's rate of FLOPs) */
 	int step;                /* completed steps */
 	uint16_t *inp, *tgt;     /* (B,T) current batch (ENG_MEM_DATA) */
 	int has_save_lock;       /* 1 while save_lock is held */
@@ -82,9 +88,19 @@ void eng_trainer_free(eng_trainer *tr); /* safe on a zeroed or failed trainer */
 /* Learning rate of the step with 0-based index s (warm-up, then cosine or constant). */
 float eng_lr_at(const eng_spec *spec, int s);
 
-/* Takes step tr->step + 1. Fails (weights untouched) when the loss or gradient norm is
- * not finite. */
-int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err);
+/* Takes step tr->step + 1 under policy want (NULL: the current one), laid out at the
+ * step's start. Out of memory is a retry, not a death: an allocation refused (by the
+ * system, memory.limit, the device, or the test hook eng_mem_fail_nth), while the policy is
+ * laid out or inside the step, abandons the try with nothing changed (weights, moments,
+ * data cursor), gives up that policy for the fastest one predicted to fit below what was
+ * refused (on the measured costs), and tries again; each policy given up is an OOM retry
+ * (oom_retries). A policy predicted over memory.limit or over a refusal's total is given
+ * up without a try. Fails, with the least memory the run needs in the message and kind
+ * ENG_ERR_NOMEM, only after FIT_TRIES refusals in the step (the policy of the least memory
+ * among them); and (weights untouched) when the loss or gradient norm is not finite. */
+int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats *st,
+	eng_err *err);
+int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err); /* want NULL */
 
 /* Parses "MODE" or "SEL=MODE;..." with the job's aliases on top of the current policy. */
 int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy *out,
@@ -95,10 +111,6 @@ int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy
  * it, never from the live counters (which hold a snapshot only while a save writes).
  * The total; by category into out when not NULL. */
 size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT]);
-
-/* Device cpu: when a failed policy change left nothing laid out, lays out the policy of
- * the least memory (an OOM retry). 0 when a layout is there, or -1 with err. */
-int eng_trainer_ensure_layout(eng_trainer *tr, eng_err *err);
 
 int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err);
 /* Whether the run's backend takes policy p: `offload` needs device cuda. */

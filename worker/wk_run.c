@@ -104,13 +104,13 @@ int wk_schedule_check(const eng_trainer *tr, const wk_schedule *sc)
 
 /* ---- the boundaries ---- */
 
-static void print_policy(const eng_trainer *tr, int json)
+static void print_policy(const eng_trainer *tr, int json, int from_step)
 {
 	if (json)
 		return;
 	char buf[8192];
 	eng_policy_format(&tr->policy, buf, sizeof buf);
-	printf("remat: from step %d: %s\n", tr->step + 1, buf);
+	printf("remat: from step %d: %s\n", from_step, buf);
 }
 
 static int apply_text(eng_trainer *tr, eng_ctl *c, const char *text, int json)
@@ -123,7 +123,7 @@ static int apply_text(eng_trainer *tr, eng_ctl *c, const char *text, int json)
 		return -1;
 	}
 	eng_ctl_policy_applied(c, tr->step + 1);
-	print_policy(tr, json);
+	print_policy(tr, json, tr->step + 1);
 	return 0;
 }
 
@@ -144,8 +144,8 @@ typedef struct run_ctl {
 	const volatile sig_atomic_t *sig; /* set by SIGINT or SIGTERM */
 	eng_auto autoc;          /* the memory controller (remat-auto, remat.budget) */
 	size_t last_peak;        /* the last step's tracked bytes at its end */
-	double last_ms;          /* and its time */
-	eng_policy last_policy;  /* and the policy it ran under */
+	char auto_why[256];      /* why the controller asked for the next step's policy */
+	eng_plan auto_pred;      /* and its plan */
 	int probe_left;          /* steps of a probe (remat-profile) still to run */
 	int probe_k;             /* the probe's steps so far */
 	eng_policy probe_base;   /* the policy to come back to after it */
@@ -256,26 +256,17 @@ static void probe_end(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int json)
 		return;
 	}
 	eng_ctl_policy_applied(c, tr->step + 1);
-	print_policy(tr, json);
+	print_policy(tr, json, tr->step + 1);
 }
 
 /* Before a step: the probe's policy for it, when a probe runs. */
-static void probe_step(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int json)
+static void probe_want(const eng_trainer *tr, const run_ctl *rc, eng_policy *p)
 {
-	eng_err err;
-	eng_policy p = tr->policy;
+	*p = tr->policy;
 	int k = rc->probe_k % 3;
-	for (int i = 0; i < p.n_layer; i++)
-		p.block[i] = (eng_mode)((i + k) % 3);
-	p.head = k == 1 ? ENG_MODE_CHUNKED : ENG_MODE_OFF;
-	if (eng_policy_equal(&p, &tr->policy))
-		return;
-	if (eng_trainer_set_policy(tr, &p, &err) < 0) {
-		fprintf(stderr, "remat-train: remat-profile stopped: %s\n", err.msg);
-		probe_end(tr, c, rc, json);
-		return;
-	}
-	eng_ctl_policy_applied(c, tr->step + 1);
+	for (int i = 0; i < p->n_layer; i++)
+		p->block[i] = (eng_mode)((i + k) % 3);
+	p->head = k == 1 ? ENG_MODE_CHUNKED : ENG_MODE_OFF;
 }
 
 /* After a step of the probe. */
@@ -300,37 +291,58 @@ static void auto_set(eng_ctl *c, run_ctl *rc, size_t budget, int step)
 }
 
 /* Before a step: the controller's decision, on the run's measured fixed bytes (and a
- * save's snapshot) and its measured costs. */
-static void auto_step(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int json)
+ * save's snapshot), its measured costs and what the system refused: 1 with the policy it
+ * wants in *next (its reason and plan in rc), 0 to keep the policy. */
+static int auto_want(const eng_trainer *tr, run_ctl *rc, eng_policy *next)
 {
 	const eng_model *m = &tr->model;
 	eng_plan_costs pc;
-	eng_plan pred;
-	eng_policy next;
-	eng_err err;
-	char why[256];
-	double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &rc->last_policy,
-		rc->last_ms);
+	double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &tr->last_policy,
+		tr->last_ms);
 	eng_costs_plan(&tr->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc, NULL);
 	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, eng_trainer_fixed_bytes(tr, NULL),
-		&pc, 0};
+		&pc, tr->mem_cap};
 	/* the last step's peak says something of the policy now only if it ran under it (not
 	 * under a probe's, nor before a change) */
-	size_t seen = eng_policy_equal(&rc->last_policy, &tr->policy) ? rc->last_peak : 0;
-	int r = eng_auto_decide(&rc->autoc, &q, &tr->policy, seen, tr->step + 1, &next, &pred, why,
-		sizeof why);
-	if (r == 0)
-		return;
+	size_t seen = eng_policy_equal(&tr->last_policy, &tr->policy) ? rc->last_peak : 0;
+	int r = eng_auto_decide(&rc->autoc, &q, &tr->policy, seen, tr->step + 1, next,
+		&rc->auto_pred, rc->auto_why, sizeof rc->auto_why);
 	if (r < 0)
-		fprintf(stderr, "remat-train: remat-auto: %s: the least there is instead\n", why);
-	if (eng_trainer_set_policy(tr, &next, &err) < 0) {
-		fprintf(stderr, "remat-train: remat-auto: %s\n", err.msg);
-		return;
+		fprintf(stderr, "remat-train: remat-auto: %s: the least there is instead\n",
+			rc->auto_why);
+	return r != 0;
+}
+
+/* After a step: what changed its policy, said. `asked` is what the controller or a probe
+ * wanted (NULL: the policy of the step before), `before` that policy. */
+static void step_policy_said(eng_trainer *tr, eng_ctl *c, run_ctl *rc, const eng_policy *before,
+	const eng_policy *asked, int by_auto, int step, int json)
+{
+	char why[sizeof rc->auto_why + ENG_ERR_LEN];
+	int oom = tr->oom_why[0] != '\0';
+	if (oom) {
+		char buf[8192];
+		eng_policy_format(&tr->policy, buf, sizeof buf);
+		fprintf(stderr, "remat-train: step %d: out of memory (%s): %s instead\n", step,
+			tr->oom_why, buf);
 	}
-	eng_ctl_policy_applied(c, tr->step + 1);
-	print_policy(tr, json);
-	eng_ctl_event_auto(c, tr->step + 1, eng_policy_json(&tr->policy), why, rc->autoc.budget,
-		pred.peak_bytes, rc->last_peak);
+	if (eng_policy_equal(&tr->policy, before))
+		return;
+	eng_ctl_policy_applied(c, step);
+	print_policy(tr, json, step);
+	if (!rc->autoc.on)
+		return;
+	if (oom)
+		snprintf(why, sizeof why, "out of memory: %s", tr->oom_why);
+	else if (by_auto && asked && eng_policy_equal(&tr->policy, asked))
+		snprintf(why, sizeof why, "%s", rc->auto_why);
+	else
+		snprintf(why, sizeof why, "the policy does not fit what the system refused");
+	eng_plan pred;
+	const eng_model *m = &tr->model;
+	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, &tr->policy, &pred);
+	eng_ctl_event_auto(c, step, eng_policy_json(&tr->policy), why, rc->autoc.budget,
+		eng_trainer_fixed_bytes(tr, NULL) + pred.peak_bytes, rc->last_peak);
 }
 
 /* Applies commands taken at a boundary; keeps job-stop requests in rc->stops. */
@@ -350,7 +362,7 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 			if (rc->autoc.on) /* the user's policy now: the controller lets go */
 				auto_set(c, rc, 0, tr->step + 1);
 			eng_ctl_policy_applied(c, tr->step + 1);
-			print_policy(tr, json);
+			print_policy(tr, json, tr->step + 1);
 			break;
 		case CTL_OP_PAUSE:
 			rc->paused = 1;
@@ -522,6 +534,23 @@ static void periodic_save(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json)
 
 /* ---- the loop ---- */
 
+/* A step that failed: said, and the run failed. Out of memory names the last checkpoint,
+ * which is what the run can be resumed from. */
+static void step_fatal(const eng_trainer *tr, eng_ctl *c, const run_ctl *run, const eng_err *err)
+{
+	char msg[ENG_ERR_LEN + ENG_PATH_LEN + 128];
+	eng_ckpt_writer_wait(run->writer); /* a save in progress is the last checkpoint */
+	if (err->kind != ENG_ERR_NOMEM || !tr->spec.save_dir[0])
+		snprintf(msg, sizeof msg, "%s", err->msg);
+	else if (run->last_saved >= 0)
+		snprintf(msg, sizeof msg, "%s; the last checkpoint is '%s' (step %d)", err->msg,
+			run->last_path, run->last_saved);
+	else
+		snprintf(msg, sizeof msg, "%s; no checkpoint was saved", err->msg);
+	fprintf(stderr, "remat-train: %s\n", msg);
+	eng_ctl_set_state(c, CTL_FAILED, msg);
+}
+
 int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 {
 	run_ctl run = {0};
@@ -562,31 +591,29 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 			apply_cmds(tr, c, eng_ctl_wait(c, PAUSE_POLL_MS), &run, o->json);
 			continue;
 		}
-		if (run.probe_left)
-			probe_step(tr, c, &run, o->json);
-		else if (run.autoc.on)
-			auto_step(tr, c, &run, o->json);
-		/* a change that failed and could not lay the old policy out again: the least
-		 * memory there is, rather than a step with nothing laid out */
-		if (eng_trainer_ensure_layout(tr, &err) < 0) {
-			fprintf(stderr, "remat-train: %s\n", err.msg);
-			eng_ctl_set_state(c, CTL_FAILED, err.msg);
-			goto out;
-		}
 		if (!eng_ctl_begin_step(c))
 			continue; /* a command came in since the take: apply it first */
+		/* the step's policy: a probe's, the controller's, or the one there is; laid out
+		 * by the step itself, which retries with less when memory runs out */
+		eng_policy want, before = tr->policy;
+		int by_auto = 0, asked = 0;
+		if (run.probe_left) {
+			probe_want(tr, &run, &want);
+			asked = 1;
+		} else if (run.autoc.on) {
+			asked = by_auto = auto_want(tr, &run, &want);
+		}
 		eng_step_stats st;
-		if (eng_trainer_step(tr, &st, &err) < 0) {
-			fprintf(stderr, "remat-train: %s\n", err.msg);
-			eng_ctl_set_state(c, CTL_FAILED, err.msg);
+		if (eng_trainer_step_as(tr, asked ? &want : NULL, &st, &err) < 0) {
+			step_fatal(tr, c, &run, &err);
 			goto out;
 		}
+		step_policy_said(tr, c, &run, &before, asked ? &want : NULL, by_auto, st.step,
+			o->json);
 		eng_ctl_end_step(c, &st);
 		periodic_save(tr, c, &run, o->json);
 		print_step(tr, &st, o->json, o->under_rematd);
 		run.last_peak = st.peak_bytes;
-		run.last_ms = st.step_ms;
-		run.last_policy = tr->policy;
 		if (run.probe_left)
 			probe_next(tr, c, &run, o->json);
 	}

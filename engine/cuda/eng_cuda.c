@@ -30,6 +30,9 @@ int ec_cuda_check(int cuda_error, const char *what, eng_err *err)
 {
 	if (cuda_error == cudaSuccess)
 		return 0;
+	if (cuda_error == cudaErrorMemoryAllocation) /* the same event as a refusal */
+		return eng_err_nomem(err, "cuda: %s: %s", what,
+			cudaGetErrorString((cudaError_t)cuda_error));
 	return eng_errf(err, "cuda: %s: %s", what, cudaGetErrorString((cudaError_t)cuda_error));
 }
 
@@ -149,7 +152,7 @@ static int dev_alloc(void **p, eng_mem_cat cat, size_t bytes, const char *what, 
 		return 0;
 	eng_cuda_mem_stats ms;
 	eng_cuda_mem_get_stats(&ms);
-	return eng_errf(err, "out of device memory for %s (%.1f MiB; %.1f MiB free of %.1f)",
+	return eng_err_nomem(err, "out of device memory for %s (%.1f MiB; %.1f MiB free of %.1f)",
 		what, bytes / 1048576.0, ms.device_free / 1048576.0, ms.device_total / 1048576.0);
 }
 

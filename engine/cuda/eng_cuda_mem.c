@@ -151,6 +151,11 @@ void *eng_cuda_mem_alloc(eng_mem_cat cat, size_t bytes)
 		return NULL;
 	size_t span = align_up(bytes);
 	dev_block b = {NULL, bytes, span, NULL};
+	size_t held = atomic_load(&mem_counts.total);
+	if (eng_mem_hook_refuses()) {
+		eng_mem_note_refused(held, bytes);
+		return NULL;
+	}
 	pthread_mutex_lock(&mem_mu);
 	if (span >= ENG_CUDA_ARENA_DIRECT) {
 		b.a = arena_new(cat, span, 1);
@@ -175,8 +180,10 @@ void *eng_cuda_mem_alloc(eng_mem_cat cat, size_t bytes)
 	if (b.p)
 		b.a->nlive++;
 	pthread_mutex_unlock(&mem_mu);
-	if (!b.p)
+	if (!b.p) { /* cudaErrorMemoryAllocation: the event memory.limit is on the CPU */
+		eng_mem_note_refused(held, bytes);
 		return NULL;
+	}
 	count_alloc(cat, bytes);
 	/* zeroed, as eng_mem gives it: the memset runs on the legacy stream, which the GPU
 	 * model's non-blocking streams do not wait for, hence the synchronisation */

@@ -452,6 +452,107 @@ START_TEST(test_plan_peak_matches_measured)
 }
 END_TEST
 
+/* STEPS steps, step s+1 asking for want[s] (NULL: the policy there is) and forcing the
+ * attention scratch to be allocated again at step 4 (as a change of thread count does);
+ * with fail_n, the fail_n-th allocation from the first step on is refused. */
+static void run_wanting(const char *const want[STEPS], unsigned long fail_n, run_result *r,
+	int *retries, unsigned long *allocs)
+{
+	eng_trainer tr;
+	eng_err err;
+	small_trainer(&tr);
+	unsigned long a0 = eng_mem_allocs();
+	eng_mem_fail_nth(fail_n);
+	for (int s = 0; s < STEPS; s++) {
+		eng_policy p;
+		if (want[s])
+			ck_assert_msg(eng_trainer_parse_policy(&tr, want[s], &p, &err) == 0, "%s",
+				err.msg);
+		if (s == 3)
+			tr.model.scratch_threads = 0;
+		eng_step_stats st;
+		ck_assert_msg(eng_trainer_step_as(&tr, want[s] ? &p : NULL, &st, &err) == 0,
+			"allocation %lu refused: step %d: %s", fail_n, s + 1, err.msg);
+		r->loss[s] = st.loss;
+	}
+	eng_mem_fail_nth(0);
+	*allocs = eng_mem_allocs() - a0;
+	*retries = tr.oom_retries;
+	size_t bytes = tr.model.nfloats * sizeof(float);
+	r->nfloats = tr.model.nfloats;
+	r->params = malloc(bytes);
+	r->grads = malloc(bytes);
+	r->m = malloc(bytes);
+	r->v = malloc(bytes);
+	memcpy(r->params, tr.model.params, bytes);
+	memcpy(r->grads, tr.model.grads, bytes);
+	memcpy(r->m, tr.model.m, bytes);
+	memcpy(r->v, tr.model.v, bytes);
+	eng_trainer_free(&tr);
+}
+
+/* Out of memory is a retry: an allocation refused at each of the sites a step allocates
+ * at (every buffer of each policy change the steps make, and the attention scratch) is
+ * retried under a policy that fits, counted, and the run ends with an uninterrupted run's
+ * losses, weights and moments, bit for bit. */
+START_TEST(test_oom_retry_every_site)
+{
+	static const char *const want[STEPS] = {NULL, "full,head=chunked", "off",
+		"h.0=full,h.1=selective,h.2=off", "selective,head=chunked"};
+	run_result ref, got;
+	int retries;
+	unsigned long allocs, n;
+	run_wanting(want, 0, &ref, &retries, &allocs);
+	ck_assert_int_eq(retries, 0);
+	ck_assert_msg(allocs >= 10, "the steps allocate only %lu times", allocs);
+	for (n = 1; n <= allocs; n++) {
+		unsigned long a;
+		char what[64];
+		run_wanting(want, n, &got, &retries, &a);
+		snprintf(what, sizeof what, "allocation %lu of %lu refused", n, allocs);
+		ck_assert_msg(retries >= 1, "%s: no retry counted", what);
+		assert_same(&ref, &got, what);
+		free_result(&got);
+	}
+	free_result(&ref);
+}
+END_TEST
+
+/* When not even the policy of the least memory fits, the step fails with the least the run
+ * needs, as out of memory, and changes nothing: the weights and the data cursor are the
+ * last step's, and with memory back the same step goes on as if nothing had happened. */
+START_TEST(test_oom_least_fails_cleanly)
+{
+	eng_trainer tr;
+	eng_step_stats st;
+	eng_err err = {0};
+	eng_mem_stats ms;
+	small_trainer(&tr);
+	set(&tr, "full,head=chunked");
+	ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+	size_t bytes = tr.model.nfloats * sizeof(float), cursor = tr.train.cursor;
+	float *w = malloc(bytes);
+	memcpy(w, tr.model.params, bytes);
+	eng_mem_get_counters(&ms);
+	eng_mem_set_limit(ms.total_current); /* nothing more: the scratch cannot come back */
+	tr.model.scratch_threads = 0;
+	ck_assert_int_eq(eng_trainer_step(&tr, &st, &err), -1);
+	ck_assert_int_eq(err.kind, ENG_ERR_NOMEM);
+	ck_assert_msg(strstr(err.msg, "step 2: ") && strstr(err.msg, "out of memory: this run "
+		"needs at least ") && strstr(err.msg, "every block full and the head chunked"),
+		"%s", err.msg);
+	ck_assert_int_ge(tr.oom_retries, 1);
+	ck_assert_int_eq(tr.step, 1);
+	ck_assert(tr.train.cursor == cursor);
+	ck_assert_msg(memcmp(w, tr.model.params, bytes) == 0, "a failed step changed the weights");
+	eng_mem_set_limit(0);
+	ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(st.step, 2);
+	free(w);
+	eng_trainer_free(&tr);
+}
+END_TEST
+
 Suite *suite_model(void)
 {
 	Suite *s = suite_create("model");
@@ -467,6 +568,8 @@ Suite *suite_model(void)
 	tcase_add_test(tc, test_layout_lost_refuses_steps);
 	tcase_add_test(tc, test_layout_switch_peak);
 	tcase_add_test(tc, test_plan_peak_matches_measured);
+	tcase_add_test(tc, test_oom_retry_every_site);
+	tcase_add_test(tc, test_oom_least_fails_cleanly);
 	suite_add_tcase(s, tc);
 	return s;
 }
