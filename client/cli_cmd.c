@@ -209,6 +209,58 @@ static int build_plan_spec(const cli_command *cmd, const cli_args *a, json_t **r
 	return rc;
 }
 
+/* remat memlog JOB [--count N] [--trace FILE [--format pytorch|chrome]] */
+static int build_memlog(const cli_command *cmd, const cli_args *a, json_t **req)
+{
+	if (a->format && !a->trace)
+		return cli_fail_usage(cmd, "%s", "--format is the format of --trace FILE");
+	int rc = cli_build_job(cmd, a, req);
+	if (rc != CLI_EXIT_OK)
+		return rc;
+	if (a->count > 0)
+		json_object_set_new(*req, "steps", json_integer(a->count));
+	if (a->trace)
+		json_object_set_new(*req, "trace", json_string(a->format ? a->format : "pytorch"));
+	return CLI_EXIT_OK;
+}
+
+/* --trace FILE: the last step's timeline, as the worker gave it, into FILE (the client's
+ * own file, written with its own rights; "-" for stdout). */
+static int write_trace(const cli_args *a, const json_t *ret)
+{
+	if (!a->trace)
+		return CLI_EXIT_OK;
+	json_t *tr = json_object_get(ret, "trace"), *data = json_object_get(tr, "data");
+	if (!data) {
+		fprintf(stderr, CLI_NAME ": no memory timeline: %s\n", json_is_null(tr) ?
+			"the job has taken no step yet, or runs on device cuda" : "the reply has none");
+		return CLI_EXIT_FAIL;
+	}
+	int to_stdout = !strcmp(a->trace, "-");
+	FILE *f = to_stdout ? stdout : fopen(a->trace, "w");
+	if (!f) {
+		fprintf(stderr, CLI_NAME ": cannot write '%s': %s\n", a->trace, strerror(errno));
+		return CLI_EXIT_FAIL;
+	}
+	int bad = json_dumpf(data, f, JSON_COMPACT) < 0;
+	bad |= fputc('\n', f) == EOF;
+	bad |= to_stdout ? fflush(f) != 0 : fclose(f) != 0;
+	if (bad) {
+		fprintf(stderr, CLI_NAME ": cannot write '%s': %s\n", a->trace, strerror(errno));
+		return CLI_EXIT_FAIL;
+	}
+	if (!to_stdout && !a->json) {
+		double step = 0, n = 0;
+		cli_jnum(tr, "step", &step);
+		cli_jnum(tr, "events", &n);
+		fprintf(stdout, "\nstep %.0f's memory timeline (%.0f events) written to %s: %s\n",
+			step, n, a->trace, !strcmp(json_string_value(json_object_get(tr, "format")),
+			"chrome") ? "open it in ui.perfetto.dev or chrome://tracing"
+				  : "open it in pytorch.org/memory_viz (Active Memory Timeline)");
+	}
+	return CLI_EXIT_OK;
+}
+
 /* subscribe: job, events */
 static int build_events(const cli_command *cmd, const cli_args *a, json_t **req)
 {
@@ -243,50 +295,54 @@ static void show_plan(FILE *f, const char *job, const json_t *ret)
 const cli_command cli_commands[] = {
     {"start", "SPEC.json [--name NAME]", CLI_JOB_NONE, CLI_OPT_NAME, 1, 1, "job-start", build_start,
      cli_show_start,
-     "start a job, print its id; relative paths in the spec are from the current directory"},
-    {"ls", "", CLI_JOB_NONE, 0, 0, 0, "job-list", build_empty, cli_show_list, "list jobs"},
+     "start a job, print its id; relative paths in the spec are from the current directory", NULL},
+    {"ls", "", CLI_JOB_NONE, 0, 0, 0, "job-list", build_empty, cli_show_list, "list jobs", NULL},
     {"status", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-status", NULL, cli_show_status,
-     "state, step, loss, speed, policy, last checkpoint"},
+     "state, step, loss, speed, policy, last checkpoint", NULL},
     {"pause", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-pause", NULL, cli_show_pause,
-     "pause at the next step boundary"},
+     "pause at the next step boundary", NULL},
     {"resume", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-resume", NULL, cli_show_resume,
-     "resume a paused job; a stopped, failed or interrupted one from its last checkpoint"},
+     "resume a paused job; a stopped, failed or interrupted one from its last checkpoint", NULL},
     {"stop", "JOB [--save [--name NAME]]", CLI_JOB_NEEDED, CLI_OPT_SAVE | CLI_OPT_NAME, 0, 0,
      "job-stop", build_save_flag, cli_show_stop,
-     "stop at the next step boundary (saved first with --save); a queued job is cancelled"},
+     "stop at the next step boundary (saved first with --save); a queued job is cancelled", NULL},
     {"rm", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-remove", NULL, cli_show_remove,
-     "forget an ended job and remove its spec, record and log (never its checkpoints)"},
+     "forget an ended job and remove its spec, record and log (never its checkpoints)", NULL},
     {"remat get", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "remat-get", NULL, cli_show_remat_get,
-     "the recompute policy and saved bytes per section"},
+     "the recompute policy and saved bytes per section", NULL},
     {"remat set", "JOB SELECTOR=MODE... [--default MODE]", CLI_JOB_NEEDED, CLI_OPT_DEFAULT, 0,
      CLI_MAX_POS, "remat-set", build_remat, cli_show_remat_set,
-     "change the policy from the next step on (a later selector wins)"},
+     "change the policy from the next step on (a later selector wins)", NULL},
     {"remat plan", "JOB [SELECTOR=MODE...] [--default MODE] [--budget SIZE]", CLI_JOB_NEEDED,
      CLI_OPT_DEFAULT | CLI_OPT_BUDGET, 0, CLI_MAX_POS, "remat-plan", build_remat, show_plan,
-     "predict bytes and extra FLOPs, or the cheapest policy under a budget"},
+     "predict bytes and extra FLOPs, or the cheapest policy under a budget", NULL},
     {"plan", "SPEC.json [SELECTOR=MODE...] [--default MODE] [--budget SIZE]", CLI_JOB_NONE,
      CLI_OPT_DEFAULT | CLI_OPT_BUDGET, 1, CLI_MAX_POS, "remat-plan", build_plan_spec,
-     show_plan, "remat plan for a spec file, before anything starts (checked as a job-start)"},
+     show_plan, "remat plan for a spec file, before anything starts (checked as a job-start)", NULL},
     {"remat costs", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "remat-costs", NULL, cli_show_costs,
-     "measured time and bytes per section and mode (ms added, ms per MiB saved)"},
+     "measured time and bytes per section and mode (ms added, ms per MiB saved)", NULL},
     {"remat auto", "JOB --budget SIZE|cgroup|off", CLI_JOB_NEEDED, CLI_OPT_BUDGET, 0, 0,
      "remat-auto", build_auto, cli_show_auto,
-     "keep the job under a memory budget by itself (off, or a remat set, gives it back)"},
+     "keep the job under a memory budget by itself (off, or a remat set, gives it back)", NULL},
     {"remat profile", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "remat-profile", NULL, cli_show_profile,
-     "measure every section in every mode over the next steps (the numbers do not change)"},
+     "measure every section in every mode over the next steps (the numbers do not change)", NULL},
+    {"remat memlog", "JOB [--count N] [--trace FILE [--format pytorch|chrome]]", CLI_JOB_NEEDED,
+     CLI_OPT_COUNT | CLI_OPT_TRACE | CLI_OPT_FORMAT, 0, 0, "remat-memlog", build_memlog,
+     cli_show_memlog, "the last N steps' peaks by category and section; --trace writes the "
+     "last step's memory timeline for PyTorch's memory viewer or Chrome", write_trace},
     {"mem", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "mem-stats", NULL, cli_show_mem,
-     "memory per category and section, RSS"},
+     "memory per category and section, RSS", NULL},
     {"mem reset", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "mem-reset-peak", NULL, cli_show_reset,
-     "reset the peak-since-reset counters"},
+     "reset the peak-since-reset counters", NULL},
     {"save", "JOB [--name NAME]", CLI_JOB_NEEDED, CLI_OPT_NAME, 0, 0, "ckpt-save", build_ckpt_save,
-     cli_show_save, "save a checkpoint while the job goes on"},
+     cli_show_save, "save a checkpoint while the job goes on", NULL},
     {"watch", "JOB [--interval DUR] [--count N]", CLI_JOB_NEEDED, CLI_OPT_INTERVAL | CLI_OPT_COUNT,
-     0, 0, NULL, NULL, NULL, "live view: step, loss, speed, policy, memory bars"},
+     0, 0, NULL, NULL, NULL, "live view: step, loss, speed, policy, memory bars", NULL},
     {"events", "[JOB] [--event NAME]... [--count N]", CLI_JOB_NONE, CLI_OPT_EVENT | CLI_OPT_COUNT,
-     0, 1, NULL, build_events, NULL, "print events as JSON lines until interrupted"},
+     0, 1, NULL, build_events, NULL, "print events as JSON lines until interrupted", NULL},
     {"info", "", CLI_JOB_NONE, 0, 0, 0, "daemon-info", build_empty, cli_show_info,
-     "the daemon's version, pid, uptime, backends"},
+     "the daemon's version, pid, uptime, backends", NULL},
     {"shutdown", "[--save]", CLI_JOB_NONE, CLI_OPT_SAVE, 0, 0, "daemon-shutdown", build_save_flag,
-     cli_show_shutdown, "stop every job (saved first with --save), then the daemon"},
-    {NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL},
+     cli_show_shutdown, "stop every job (saved first with --save), then the daemon", NULL},
+    {NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL},
 };

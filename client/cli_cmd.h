@@ -23,6 +23,8 @@
 #define CLI_OPT_INTERVAL (1u << 4)
 #define CLI_OPT_COUNT	 (1u << 5)
 #define CLI_OPT_EVENT	 (1u << 6)
+#define CLI_OPT_TRACE	 (1u << 7)
+#define CLI_OPT_FORMAT	 (1u << 8)
 
 /* How a command takes a job. */
 enum { CLI_JOB_NONE, CLI_JOB_NEEDED };
@@ -43,6 +45,8 @@ typedef struct cli_args {
 	long count;			    /* --count */
 	const char *events[CLI_MAX_EVENTS]; /* --event, in order */
 	int nevents;
+	const char *trace;		    /* --trace FILE (remat memlog) */
+	const char *format;		    /* --format pytorch|chrome */
 	char *pos[CLI_MAX_POS]; /* positional arguments, the command's words first */
 	int npos;
 	const char *job; /* the JOB argument, NULL when left out */
@@ -63,6 +67,9 @@ struct cli_command {
 	int (*build)(const cli_command *cmd, const cli_args *a, json_t **req);
 	cli_show_fn *show; /* human output of the reply */
 	const char *help;  /* one line */
+	/* after the reply is shown (NULL: nothing): what the command does with it besides,
+	 * returning an exit status (remat memlog --trace writes its file) */
+	int (*after)(const cli_args *a, const json_t *ret);
 };
 
 /* The subcommands, in the order usage lists them; a NULL name ends the table. */

@@ -215,6 +215,53 @@ void cli_show_auto(FILE *f, const char *job, const json_t *ret)
 			   "yours\n", job, a);
 }
 
+void cli_show_memlog(FILE *f, const char *job, const json_t *ret)
+{
+	/* what every step holds (weights, gradients, moments, data) in one column: the rest
+	 * is what the policy and the step move */
+	static const char *const head[] = {"STEP", "PEAK", "ACTIVATIONS", "RECOMPUTE",
+		"WORKSPACE", "FIXED", "OOM-RETRIES"};
+	static const char *const fixed[] = {"params", "grads", "optimizer", "data"};
+	cli_table t;
+	size_t i;
+	json_t *row, *rows = json_object_get(ret, "steps"), *last = NULL;
+	(void)job;
+	cli_table_init(&t, 7, head, "rrrrrrr");
+	json_array_foreach(rows, i, row) {
+		char pk[CLI_SIZE_LEN], ac[CLI_SIZE_LEN], rc[CLI_SIZE_LEN], ws[CLI_SIZE_LEN],
+			fx[CLI_SIZE_LEN], n[16], o[16];
+		json_t *cats = cli_jobj(row, "categories");
+		double sum = 0, v;
+		for (int c = 0; c < 4; c++)
+			sum += cli_jnum(cats, fixed[c], &v) ? v : 0;
+		cli_table_add(&t, cli_show_num(row, "step", "%.0f", n, sizeof n),
+			cli_show_size(row, "peak_bytes", pk, sizeof pk),
+			cli_show_size(cats, "activations", ac, sizeof ac),
+			cli_show_size(cats, "recompute", rc, sizeof rc),
+			cli_show_size(cats, "workspace", ws, sizeof ws), cli_size_format(sum, fx, sizeof fx),
+			cli_show_num(row, "oom_retries", "%.0f", o, sizeof o));
+		last = row;
+	}
+	table_flush(f, &t);
+	if (!last) {
+		fprintf(f, "no step yet\n");
+		return;
+	}
+	static const char *const shead[] = {"SECTION", "SAVED"};
+	const char *name;
+	json_t *v;
+	double step = 0;
+	cli_jnum(last, "step", &step);
+	fprintf(f, "\nwhat each section held at step %.0f:\n", step);
+	cli_table_init(&t, 2, shead, "lr");
+	json_object_foreach(cli_jobj(last, "sections"), name, v) {
+		char sec[64], sz[CLI_SIZE_LEN];
+		cli_table_add(&t, cli_str_clean(name, sec, sizeof sec),
+			cli_size_format(json_number_value(v), sz, sizeof sz));
+	}
+	table_flush(f, &t);
+}
+
 void cli_show_profile(FILE *f, const char *job, const json_t *ret)
 {
 	double a = 0, u = 0;

@@ -29,6 +29,7 @@ cli_show_fn cli_show_remat_set;
 cli_show_fn cli_show_costs;   /* remat-costs: the measured cost table */
 cli_show_fn cli_show_profile; /* remat-profile: the steps it measures */
 cli_show_fn cli_show_auto;    /* remat-auto: the budget kept, or off */
+cli_show_fn cli_show_memlog;  /* remat-memlog: peaks per step by category, sections */
 cli_show_fn cli_show_save;
 cli_show_fn cli_show_reset;
 cli_show_fn cli_show_shutdown;

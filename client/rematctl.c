@@ -72,8 +72,9 @@ static int run_request(cli_conn *c, const cli_command *cmd, const cli_args *a, j
 	}
 	/* a plan under a budget that no policy fits is a failed command (status 1) */
 	int fails = json_is_false(json_object_get(ret, "fits"));
+	int after = cmd->after ? cmd->after(a, ret) : CLI_EXIT_OK;
 	json_decref(ret);
-	return fails ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+	return fails ? CLI_EXIT_FAIL : after;
 }
 
 /* Prints events as JSON lines until interrupted, --count events, or the end of the
@@ -160,7 +161,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *arg, siz
 
 /* The options, by position in opts[]. */
 enum { O_SOCKET, O_CONTROL, O_JSON, O_TIMEOUT, O_HELP, O_VERSION, O_SAVE, O_NAME, O_DEFAULT,
-	O_BUDGET, O_INTERVAL, O_COUNT, O_EVENT, O_COUNT_ };
+	O_BUDGET, O_INTERVAL, O_COUNT, O_EVENT, O_TRACE, O_FORMAT, O_COUNT_ };
 
 static const struct {
 	const char *name;
@@ -180,6 +181,8 @@ static const struct {
 	[O_INTERVAL] = {"--interval", CLI_OPT_INTERVAL, 1},
 	[O_COUNT] = {"--count", CLI_OPT_COUNT, 1},
 	[O_EVENT] = {"--event", CLI_OPT_EVENT, 1},
+	[O_TRACE] = {"--trace", CLI_OPT_TRACE, 1},
+	[O_FORMAT] = {"--format", CLI_OPT_FORMAT, 1},
 };
 
 /* --event's value: one of the protocol's events. */
@@ -254,6 +257,14 @@ static int set_option(int k, const char *v, cli_args *a, int *version)
 		break;
 	case O_EVENT:
 		return set_event(a, v);
+	case O_TRACE:
+		a->trace = v;
+		break;
+	case O_FORMAT:
+		if (strcmp(v, "pytorch") && strcmp(v, "chrome"))
+			return cli_fail_usage(NULL, "bad --format '%s' (pytorch or chrome)", v);
+		a->format = v;
+		break;
 	}
 	return CLI_EXIT_OK;
 }
@@ -322,14 +333,12 @@ static const cli_command *find_command(cli_args *a, int *words)
 /* Checks the command's options and positionals, sets a->job and a->rest. */
 static int check_args(const cli_command *cmd, int words, cli_args *a)
 {
-	static const char *const optname[] = {"--save",	    "--name",  "--default", "--budget",
-					      "--interval", "--count", "--event"};
 	char **p = a->pos + words;
 	int n = a->npos - words;
 
-	for (int b = 0; b < 7; b++)
-		if ((a->given & (1u << b)) && !(cmd->opts & (1u << b)))
-			return cli_fail_usage(cmd, "this command takes no %s option", optname[b]);
+	for (int k = 0; k < O_COUNT_; k++)
+		if ((a->given & opts[k].bit) && !(cmd->opts & opts[k].bit))
+			return cli_fail_usage(cmd, "this command takes no %s option", opts[k].name);
 	if (cmd->job == CLI_JOB_NEEDED) {
 		/* SEL=MODE can never be a job id: "remat set h.0=full" on a worker has no JOB */
 		if (n > 0 && !strchr(p[0], '=')) {

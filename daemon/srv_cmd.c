@@ -311,6 +311,7 @@ static cmd_fn *const handlers[PROTO_CMD_COUNT] = {
 	[PROTO_CMD_CKPT_SAVE] = cmd_job,
 	[PROTO_CMD_JOB_REMOVE] = cmd_job,
 	[PROTO_CMD_REMAT_COSTS] = cmd_job,
+	[PROTO_CMD_REMAT_MEMLOG] = cmd_job,
 	[PROTO_CMD_REMAT_PROFILE] = cmd_job,
 	[PROTO_CMD_REMAT_AUTO] = cmd_job,
 	[PROTO_CMD_SUBSCRIBE] = cmd_subscribe,

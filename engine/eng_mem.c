@@ -40,9 +40,25 @@ void eng_mem_counts_add(eng_mem_counts *k, eng_mem_cat cat, size_t bytes)
 	size_t now = atomic_fetch_add(&k->current[cat], bytes) + bytes;
 	eng_mem_peak_raise(&k->peak[cat], now);
 	eng_mem_peak_raise(&k->peak_reset[cat], now);
+	eng_mem_peak_raise(&k->peak_step[cat], now);
 	size_t tot = atomic_fetch_add(&k->total, bytes) + bytes;
 	eng_mem_peak_raise(&k->total_peak, tot);
 	eng_mem_peak_raise(&k->total_peak_reset, tot);
+	eng_mem_peak_raise(&k->total_peak_step, tot);
+}
+
+void eng_mem_counts_step(eng_mem_counts *k, size_t *peak, size_t *total, int restart)
+{
+	for (int c = 0; c < ENG_MEM_NCAT; c++) {
+		if (peak)
+			peak[c] = atomic_load(&k->peak_step[c]);
+		if (restart)
+			atomic_store(&k->peak_step[c], atomic_load(&k->current[c]));
+	}
+	if (total)
+		*total = atomic_load(&k->total_peak_step);
+	if (restart)
+		atomic_store(&k->total_peak_step, atomic_load(&k->total));
 }
 
 void eng_mem_counts_sub(eng_mem_counts *k, eng_mem_cat cat, size_t bytes)
@@ -81,6 +97,15 @@ void eng_mem_set_limit(size_t bytes)
 size_t eng_mem_get_limit(void)
 {
 	return atomic_load(&mem_limit);
+}
+
+static _Thread_local eng_mem_trace_fn trace_fn; /* eng_mem_trace_thread */
+static _Thread_local void *trace_ctx;
+
+void eng_mem_trace_thread(eng_mem_trace_fn fn, void *ctx)
+{
+	trace_fn = fn;
+	trace_ctx = ctx;
 }
 
 static atomic_size_t mem_refused;     /* eng_mem_refused */
@@ -141,6 +166,8 @@ void *eng_mem_alloc(eng_mem_cat cat, size_t bytes)
 	h->mapped = mapped;
 	h->cat = cat;
 	eng_mem_counts_add(&mem_counts, cat, bytes);
+	if (trace_fn)
+		trace_fn(trace_ctx, 1, (char *)base + MEM_HEADER, bytes, cat);
 	return (char *)base + MEM_HEADER;
 }
 
@@ -151,6 +178,8 @@ void eng_mem_free(void *p)
 	mem_header *h = (mem_header *)((char *)p - MEM_HEADER);
 	ENG_ASSERT(h->magic == MEM_MAGIC);
 	h->magic = 0;
+	if (trace_fn)
+		trace_fn(trace_ctx, 0, p, h->bytes, (eng_mem_cat)h->cat);
 	eng_mem_counts_sub(&mem_counts, h->cat, h->bytes);
 	munmap(h, h->mapped);
 }
@@ -198,4 +227,9 @@ void eng_mem_get_counters(eng_mem_stats *st)
 void eng_mem_reset_peak(void)
 {
 	eng_mem_counts_reset_peak(&mem_counts);
+}
+
+void eng_mem_step_peaks(size_t *peak, size_t *total, int restart)
+{
+	eng_mem_counts_step(&mem_counts, peak, total, restart);
 }

@@ -41,6 +41,7 @@ typedef struct eng_mem_stats {
 typedef struct eng_mem_counts {
 	atomic_size_t current[ENG_MEM_NCAT], peak[ENG_MEM_NCAT], peak_reset[ENG_MEM_NCAT];
 	atomic_size_t total, total_peak, total_peak_reset;
+	atomic_size_t peak_step[ENG_MEM_NCAT], total_peak_step; /* since eng_mem_counts_step */
 } eng_mem_counts;
 
 void eng_mem_counts_add(eng_mem_counts *k, eng_mem_cat cat, size_t bytes);
@@ -50,6 +51,10 @@ void eng_mem_counts_read(eng_mem_counts *k, size_t *current, size_t *peak, size_
 	size_t *total, size_t *total_peak, size_t *total_peak_reset);
 /* The peaks since a reset start again from the current values. */
 void eng_mem_counts_reset_peak(eng_mem_counts *k);
+/* A step's own peak window, apart from the user's reset (mem-reset-peak): the peaks so
+ * far into peak (ENG_MEM_NCAT) and *total when not NULL, then (restart) a new window from
+ * the current values. */
+void eng_mem_counts_step(eng_mem_counts *k, size_t *peak, size_t *total, int restart);
 /* *peak = max(*peak, value), lock-free. */
 void eng_mem_peak_raise(atomic_size_t *peak, size_t value);
 
@@ -92,6 +97,16 @@ void eng_mem_get_counters(eng_mem_stats *st);
 
 /* Starts a new "since reset" peak window at the current values. */
 void eng_mem_reset_peak(void);
+
+/* This allocator's step window (eng_mem_counts_step). */
+void eng_mem_step_peaks(size_t *peak, size_t *total, int restart);
+
+/* The allocations and frees of the calling thread go to fn while it is set (NULL: none):
+ * a step's trace sees the mappings it makes (eng_memtrace.h). Per thread, so another
+ * thread's allocations (a save's snapshot) never land in the training thread's trace. */
+typedef void (*eng_mem_trace_fn)(void *ctx, int alloc, const void *p, size_t bytes,
+	eng_mem_cat cat);
+void eng_mem_trace_thread(eng_mem_trace_fn fn, void *ctx);
 
 /* Name of a category as used in the protocol: "params", "grads", ... (inline: the planner's
  * answer in libremat-core.a names them too, without this allocator) */

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "eng_mem.h"
+#include "eng_memtrace.h"
 #include "kn.h"
 
 #define ALIGN_FLOATS 16 /* 64 bytes: every tensor and chunk starts on a cache line */
@@ -391,6 +392,39 @@ static float *chunk_buf(eng_model *m, int k)
 	return logits ? logits + (size_t)k * chunk_stride(m) : (float *)m->lay.head.chunk;
 }
 
+/* ---- the step's memory timeline (m->trace) ---- */
+
+/* Block l's saved buffers (pool 0), or the pool's that l rebuilds into (pool 1: those its
+ * mode does not keep), start or stop holding what the step needs. */
+static void trace_block(const eng_model *m, int l, int pool, eng_mt_kind kind)
+{
+	const eng_acts *saved = &m->lay.saved[l];
+	for (int k = 0; m->trace && k < ENG_ACT_N; k++) {
+		void *p = pool ? (saved->f[k] ? NULL : m->lay.pool.f[k]) : saved->f[k];
+		if (p)
+			eng_memtrace_add(m->trace, kind, p, m->mem.size(p),
+				pool ? ENG_MEM_RECOMPUTE : ENG_MEM_ACTIVATIONS, l, k);
+	}
+}
+
+static void trace_head(const eng_model *m, eng_mt_kind kind)
+{
+	unsigned keep = ENG_KEEP(m->lay.policy.head);
+	for (int k = 0; m->trace && k < ENG_HEAD_N; k++) {
+		void *p = m->lay.head.f[k];
+		if (p)
+			eng_memtrace_add(m->trace, kind, p, m->mem.size(p), eng_head_fields[k].keep &
+				keep ? ENG_MEM_ACTIVATIONS : ENG_MEM_RECOMPUTE, m->cfg.n_layer, k);
+	}
+}
+
+/* Section s's pass (ENG_SEC_*) begins or ends. */
+static void trace_pass(const eng_model *m, int s, int pass, eng_mt_kind kind)
+{
+	if (m->trace)
+		eng_memtrace_add(m->trace, kind, NULL, 0, ENG_MEM_ACTIVATIONS, s, pass);
+}
+
 /* The attention scratch is per thread: follow a change of the thread count. */
 static int fit_scratch(eng_model *m, eng_err *err)
 {
@@ -425,10 +459,17 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 	for (int l = 0; l < L; l++) {
 		eng_acts a = eng_layout_view(&m->lay, l);
 		double t0 = now_ms();
+		trace_pass(m, l, ENG_SEC_FWD, ENG_MT_BEGIN);
+		trace_block(m, l, 0, ENG_MT_LIVE);
+		trace_block(m, l, 1, ENG_MT_LIVE);
 		block_forward(m, l, &a, l + 1 < L ? m->lay.saved[l + 1].x : h->xf);
+		trace_block(m, l, 1, ENG_MT_DEAD);
+		trace_pass(m, l, ENG_SEC_FWD, ENG_MT_END);
 		m->sec_ms[l][ENG_SEC_FWD] = now_ms() - t0;
 	}
 	double t0 = now_ms();
+	trace_pass(m, L, ENG_SEC_FWD, ENG_MT_BEGIN);
+	trace_head(m, ENG_MT_LIVE);
 	kn_layernorm_forward(h->lnf, h->lnf_mean, h->lnf_rstd, h->xf, m->w.lnfw, m->w.lnfb, N, C);
 	for (int r0 = 0, k = 0; r0 < N; r0 += R, k++) {
 		int rows = N - r0 < R ? N - r0 : R;
@@ -443,6 +484,9 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 			kn_crossentropy_forward(lse + r0, m->losses + r0, buf, tgt + r0, rows, V);
 	}
 	m->sec_ms[L][ENG_SEC_FWD] = now_ms() - t0;
+	trace_pass(m, L, ENG_SEC_FWD, ENG_MT_END);
+	if (!grad)
+		trace_head(m, ENG_MT_DEAD);
 	double sum = 0.0;
 	for (int r = 0; r < N; r++)
 		sum += m->losses[r];
@@ -497,18 +541,30 @@ int eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float
 	memset(m->grads, 0, m->nfloats * sizeof(float));
 	if (forward(m, inp, tgt, 1, loss, err) < 0)
 		return -1;
+	trace_pass(m, L, ENG_SEC_BWD, ENG_MT_BEGIN);
 	double rc_ms = head_backward(m, tgt);
+	trace_head(m, ENG_MT_DEAD);
+	trace_pass(m, L, ENG_SEC_BWD, ENG_MT_END);
 	for (int l = L - 1; l >= 0; l--) {
 		eng_acts a = eng_layout_view(&m->lay, l);
 		eng_mode mode = m->lay.policy.block[l];
 		double t0 = now_ms();
+		trace_block(m, l, 1, ENG_MT_LIVE);
+		if (mode != ENG_MODE_OFF)
+			trace_pass(m, l, ENG_SEC_RECOMPUTE, ENG_MT_BEGIN);
 		if (mode == ENG_MODE_SELECTIVE)
 			block_recompute_selective(m, l, &a);
 		else if (mode == ENG_MODE_FULL)
 			block_forward(m, l, &a, NULL);
+		if (mode != ENG_MODE_OFF)
+			trace_pass(m, l, ENG_SEC_RECOMPUTE, ENG_MT_END);
 		double t1 = now_ms();
 		rc_ms += t1 - t0;
+		trace_pass(m, l, ENG_SEC_BWD, ENG_MT_BEGIN);
 		block_backward(m, l, &a);
+		trace_block(m, l, 1, ENG_MT_DEAD);
+		trace_block(m, l, 0, ENG_MT_DEAD);
+		trace_pass(m, l, ENG_SEC_BWD, ENG_MT_END);
 		m->sec_ms[l][ENG_SEC_RECOMPUTE] = t1 - t0;
 		m->sec_ms[l][ENG_SEC_BWD] = now_ms() - t1;
 	}

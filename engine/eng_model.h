@@ -82,6 +82,7 @@ typedef struct eng_model {
 	/* the last step's time per section (blocks 0..L-1, the head at L), in milliseconds:
 	 * its forward, its recompute in backward, its backward (the cost table's samples) */
 	double sec_ms[ENG_MAX_LAYERS + 1][3];
+	struct eng_memtrace *trace;  /* NULL, or the step's memory timeline (eng_memtrace.h) */
 } eng_model;
 
 /* Builds the tensor table and allocates parameters, gradients and moments (zeroed) and the

@@ -389,6 +389,10 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	if (trainer_plan(s, &cfg, err) < 0)
 		goto fail;
 	eng_costs_init(&tr->costs, s->cfg.n_layer);
+	if (eng_memtrace_init(&tr->trace, ENG_MEMTRACE_CAP) < 0) {
+		eng_errf(err, "out of memory for the step's memory timeline");
+		goto fail;
+	}
 	eng_mem_set_limit(s->device == ENG_DEVICE_CPU ? s->mem_limit : 0);
 	kn_set_threads(s->threads);
 	if ((cuda ? host_mirror_init(tr, err)
@@ -433,8 +437,12 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		eng_errf(err, "out of memory for the batch buffers");
 		goto fail;
 	}
+	/* under a budget the first step lays out the controller's policy: the run never holds
+	 * one over it, not even before that step */
 	int tries = 0;
-	if (lay_out(tr, &p, &tries, err) < 0)
+	if (!cuda && (s->remat_budget || s->remat_budget_cgroup))
+		tr->policy = p;
+	else if (lay_out(tr, &p, &tries, err) < 0)
 		goto fail;
 	if (s->save_dir[0] && open_save_dir(tr, err) < 0)
 		goto fail;
@@ -456,6 +464,7 @@ void eng_trainer_free(eng_trainer *tr)
 	eng_data_close(&tr->train);
 	eng_cuda_destroy(tr->gpu);
 	eng_model_free(&tr->model);
+	eng_memtrace_free(&tr->trace);
 	if (tr->save_lock >= 0)
 		close(tr->save_lock); /* the save directory is free for another job */
 	if (tr->spec.mem_limit)
@@ -563,21 +572,47 @@ static int step_try(eng_trainer *tr, eng_step_stats *st, eng_err *err)
 	st->recompute_ms = tr->gpu ? eng_cuda_recompute_ms(tr->gpu) : m->recompute_ms;
 	st->tokens_per_s = ms > 0 ? (double)s->batch * s->seq_len / (ms / 1e3) : 0.0;
 	st->activation_bytes = ms_now.current[ENG_MEM_ACTIVATIONS];
-	st->peak_bytes = ms_now.total_current;
+	if (tr->gpu)
+		eng_cuda_mem_step_peaks(st->peak_cat, &st->peak_bytes, 0);
+	else
+		eng_mem_step_peaks(st->peak_cat, &st->peak_bytes, 0);
 	st->oom_retries = tr->oom_retries;
 	tr->last_ms = ms;
 	tr->last_policy = tr->policy;
 	return 0;
 }
 
+/* The step's window on the peaks and its memory timeline begin: what every step holds
+ * (all but activations and recompute) is live from the start, one event a category; the
+ * model adds its sections' buffers, the allocator the mappings the step makes (cpu). */
+static void trace_begin(eng_trainer *tr)
+{
+	eng_mem_stats ms;
+	if (tr->gpu)
+		eng_cuda_mem_step_peaks(NULL, NULL, 1);
+	else
+		eng_mem_step_peaks(NULL, NULL, 1);
+	eng_memtrace_begin(&tr->trace, tr->step + 1, tr->model.cfg.n_layer);
+	if (tr->gpu)
+		return; /* the GPU model's passes are not traced */
+	eng_mem_get_counters(&ms);
+	for (int c = 0; c < ENG_MEM_NCAT; c++)
+		if (c != ENG_MEM_ACTIVATIONS && c != ENG_MEM_RECOMPUTE && ms.current[c])
+			eng_memtrace_add(&tr->trace, ENG_MT_LIVE, (void *)((uintptr_t)(c + 1) << 40),
+				ms.current[c], (eng_mem_cat)c, -1, -1);
+	tr->model.trace = &tr->trace;
+	eng_mem_trace_thread(eng_memtrace_on_alloc, &tr->trace);
+}
+
 int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats *st,
 	eng_err *err)
 {
 	eng_policy p = want ? *want : tr->policy;
-	int tries = 0;
+	int tries = 0, rc;
 	if (want && eng_trainer_check_policy(tr, want, err) < 0)
 		return -1;
 	tr->oom_why[0] = '\0';
+	trace_begin(tr);
 	for (;;) {
 		if (lay_out(tr, &p, &tries, err) < 0) {
 			char why[ENG_ERR_LEN];
@@ -585,13 +620,17 @@ int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats 
 			snprintf(why, sizeof why, "%s", err->msg);
 			eng_errf(err, "step %d: %.440s", tr->step + 1, why);
 			err->kind = kind;
-			return -1;
+			rc = -1;
+			break;
 		}
-		if (step_try(tr, st, err) == 0)
-			return 0;
+		if ((rc = step_try(tr, st, err)) == 0)
+			break;
 		if (err->kind != ENG_ERR_NOMEM || on_refusal(tr, &p, &tries, err) < 0)
-			return -1;
+			break;
 	}
+	tr->model.trace = NULL;
+	eng_mem_trace_thread(NULL, NULL);
+	return rc;
 }
 
 int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)

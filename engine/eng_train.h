@@ -14,6 +14,7 @@
 #include "eng_data.h"
 #include "eng_err.h"
 #include "eng_costs.h"
+#include "eng_memtrace.h"
 #include "eng_model.h"
 #include "eng_policy.h"
 #include "eng_spec.h"
@@ -27,8 +28,9 @@ typedef struct eng_step_stats {
 	double recompute_ms;     /* of which recomputation */
 	double tokens_per_s;     /* B*T / step time */
 	size_t activation_bytes; /* saved for backward during the step */
-	size_t peak_bytes;       /* all categories during the step (nothing is allocated inside
-				  * a step, so the step's peak is the total at its end) */
+	size_t peak_bytes;       /* the most all categories held together during the step,
+				  * its policy change included */
+	size_t peak_cat[ENG_MEM_NCAT]; /* the most each category held during it */
 	int oom_retries;         /* policies given up for memory (an allocation refused, or a
 				  * predicted peak over memory.limit) and replaced by a smaller
 				  * one, all told (PyTorch's num_alloc_retries) */
@@ -53,6 +55,7 @@ typedef struct eng_trainer {
 	char oom_why[ENG_ERR_LEN]; /* the last step's last refusal, "" when it had none */
 	double last_ms;          /* the last step's time, 0 before the first */
 	eng_policy last_policy;  /* and its policy (the controller's rate of FLOPs) */
+	eng_memtrace trace;      /* the memory timeline of the step taken last (device cpu) */
 	int step;                /* completed steps */
 	uint16_t *inp, *tgt;     /* (B,T) current batch (ENG_MEM_DATA) */
 	int has_save_lock;       /* 1 while save_lock is held */

@@ -117,6 +117,7 @@ typedef enum proto_cmd_id {
 	PROTO_CMD_REMAT_COSTS,
 	PROTO_CMD_REMAT_PROFILE,
 	PROTO_CMD_REMAT_AUTO,
+	PROTO_CMD_REMAT_MEMLOG,
 	PROTO_CMD_SUBSCRIBE,
 	PROTO_CMD_UNSUBSCRIBE,
 	PROTO_CMD_COUNT
@@ -198,6 +199,10 @@ const char *proto_modes_text(char *buf, size_t len);
 /* remat-profile: each round runs every section once in each of its modes (3 steps) */
 #define PROTO_PROFILE_ROUNDS 4      /* rounds when not given: 4 samples a cell */
 #define PROTO_PROFILE_MAX_ROUNDS 16
+
+/* remat-memlog: the worker keeps the last PROTO_MEMLOG_STEPS steps' peaks */
+#define PROTO_MEMLOG_STEPS 256
+#define PROTO_MEMLOG_DEFAULT 16 /* steps returned when not given */
 
 /* Longest section selector ("h.0-5", an alias), in bytes: the protocol's limit, and the
  * engine's (ENG_SELECTOR_LEN is it with the NUL). */

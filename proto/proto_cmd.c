@@ -30,6 +30,8 @@ typedef enum arg_type {
 	ARG_BYTES,    /* integer >= 0 */
 	ARG_ROUNDS,   /* remat-profile's rounds: integer 1..PROTO_PROFILE_MAX_ROUNDS */
 	ARG_BUDGET,   /* remat-auto's budget source: "cgroup", "device" or "off" */
+	ARG_STEPS,    /* remat-memlog's steps: integer 1..PROTO_MEMLOG_STEPS */
+	ARG_TRACE,    /* remat-memlog's trace format: "pytorch" or "chrome" */
 	ARG_CKPT,     /* a checkpoint name: 1..64 of [A-Za-z0-9._-], no leading '.' */
 	ARG_EVENTS,   /* array of event names */
 } arg_type;
@@ -91,6 +93,8 @@ static const proto_command commands[PROTO_CMD_COUNT + 1] = {
 	/* a budget in bytes, or one of its sources, or off (the worker wants exactly one) */
 	CMD(REMAT_AUTO, "remat-auto", JOB, 0, 0,
 		{JOB, {"budget_bytes", ARG_BYTES, ARG_OPTIONAL}, {"budget", ARG_BUDGET, ARG_OPTIONAL}}),
+	CMD(REMAT_MEMLOG, "remat-memlog", JOB, 0, 1,
+		{JOB, {"steps", ARG_STEPS, ARG_OPTIONAL}, {"trace", ARG_TRACE, ARG_OPTIONAL}}),
 	CMD(SUBSCRIBE, "subscribe", CONN, 0, 1,
 		{{"job", ARG_JOB, ARG_OPTIONAL}, {"events", ARG_EVENTS, ARG_OPTIONAL}}),
 	CMD(UNSUBSCRIBE, "unsubscribe", CONN, 0, 1,
@@ -452,6 +456,22 @@ static int check_arg(const arg_spec *a, const json_t *v, char *desc, size_t desc
 			return -1;
 		}
 		return 0;
+	case ARG_STEPS:
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+			json_integer_value(v) > PROTO_MEMLOG_STEPS) {
+			proto__descf(desc, desclen, "'%s' must be an integer from 1 to %d", a->name,
+				PROTO_MEMLOG_STEPS);
+			return -1;
+		}
+		return 0;
+	case ARG_TRACE: {
+		const char *f = json_string_value(v);
+		if (f && (!strcmp(f, "pytorch") || !strcmp(f, "chrome")))
+			return 0;
+		proto__descf(desc, desclen, "'%s' must be \"pytorch\" (the snapshot PyTorch's "
+			     "memory viewer reads) or \"chrome\" (a Chrome trace)", a->name);
+		return -1;
+	}
 	case ARG_BUDGET: {
 		const char *b = json_string_value(v);
 		if (b && (!strcmp(b, "cgroup") || !strcmp(b, "device") || !strcmp(b, "off")))

@@ -83,6 +83,17 @@ void eng_ctl_attach(eng_ctl *c, eng_trainer *tr)
 	for (int i = 0; i <= tr->model.cfg.n_layer; i++)
 		c->saved[i] = eng_trainer_saved_bytes(tr, i);
 	snprintf(c->name, sizeof c->name, "%s", tr->spec.name);
+	/* remat-memlog's: without memory for them the command says so, training goes on */
+	c->memlog = calloc(PROTO_MEMLOG_STEPS, sizeof *c->memlog);
+	c->memlog_sec = calloc((size_t)PROTO_MEMLOG_STEPS * (tr->model.cfg.n_layer + 1),
+		sizeof *c->memlog_sec);
+	if (eng_memtrace_init(&c->trace, ENG_MEMTRACE_CAP) < 0 || !c->memlog || !c->memlog_sec) {
+		free(c->memlog);
+		free(c->memlog_sec);
+		eng_memtrace_free(&c->trace);
+		c->memlog = NULL;
+		c->memlog_sec = NULL;
+	}
 	c->replay = 1; /* requests that came while starting are answered before step 1 */
 	pthread_mutex_unlock(&c->mu);
 	uv_async_send(&c->async);
@@ -139,6 +150,21 @@ int eng_ctl_begin_step(eng_ctl *c)
 	return ok;
 }
 
+/* The step just taken into remat-memlog's ring, and its timeline; mu held. */
+static void memlog_add(eng_ctl *c, const eng_step_stats *st)
+{
+	int L = c->tr->model.cfg.n_layer, row = c->memlog_n % PROTO_MEMLOG_STEPS;
+	ctl_memrow *r = &c->memlog[row];
+	r->step = st->step;
+	r->peak = st->peak_bytes;
+	memcpy(r->cat, st->peak_cat, sizeof r->cat);
+	r->oom_retries = st->oom_retries;
+	for (int i = 0; i <= L; i++)
+		c->memlog_sec[(size_t)row * (L + 1) + i] = eng_trainer_saved_bytes(c->tr, i);
+	c->memlog_n++;
+	eng_memtrace_copy(&c->trace, &c->tr->trace);
+}
+
 void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st)
 {
 	if (!c)
@@ -150,6 +176,8 @@ void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st)
 	c->in_step = 0;
 	if (c->tr) /* remat-costs reads this copy, never the trainer's */
 		eng_costs_copy(&c->costs, &c->tr->costs);
+	if (c->tr && c->memlog)
+		memlog_add(c, st);
 	pthread_mutex_unlock(&c->mu);
 	json_t *d = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:i}", "step", st->step, "loss",
 		(double)st->loss, "lr", (double)st->lr, "tokens_per_s", st->tokens_per_s, "step_ms",
@@ -659,6 +687,9 @@ void eng_ctl_stop(eng_ctl *c)
 	uv_loop_close(&c->loop);
 	eng_ctl_cmd_free(c->q_head);
 	json_decref(c->save_error);
+	free(c->memlog);
+	free(c->memlog_sec);
+	eng_memtrace_free(&c->trace);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
 	free(c);

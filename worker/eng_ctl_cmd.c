@@ -369,6 +369,63 @@ HANDLER(cmd_costs)
 	return r;
 }
 
+/* remat-memlog's row r: the step, its peaks all together and by category, and what each
+ * section held. */
+static json_t *memlog_row(const struct eng_ctl *c, int row)
+{
+	const ctl_memrow *r = &c->memlog[row];
+	int L = c->tr->model.cfg.n_layer;
+	json_t *cats = json_object(), *secs = json_object();
+	char name[16];
+	for (int i = 0; i < ENG_MEM_NCAT; i++)
+		json_object_set_new(cats, eng_mem_cat_name((eng_mem_cat)i),
+			json_integer((json_int_t)r->cat[i]));
+	for (int i = 0; i <= L; i++) {
+		if (i < L)
+			snprintf(name, sizeof name, "h.%d", i);
+		else
+			snprintf(name, sizeof name, "head");
+		json_object_set_new(secs, name,
+			json_integer((json_int_t)c->memlog_sec[(size_t)row * (L + 1) + i]));
+	}
+	return json_pack("{s:i,s:I,s:o,s:o,s:i}", "step", r->step, "peak_bytes",
+		(json_int_t)r->peak, "categories", cats, "sections", secs, "oom_retries",
+		r->oom_retries);
+}
+
+/* remat-memlog: the last steps' peaks by category and by section, oldest first; with
+ * "trace", the last step's memory timeline as PyTorch's snapshot or a Chrome trace */
+HANDLER(cmd_memlog)
+{
+	UNUSED_ARGS;
+	json_t *n = json_object_get(args, "steps");
+	const char *fmt = json_string_value(json_object_get(args, "trace"));
+	int want = n ? (int)json_integer_value(n) : PROTO_MEMLOG_DEFAULT;
+	if (!c->memlog) {
+		eng_ctl__send_error(k, PROTO_ERR_INTERNAL, "the worker had no memory for its "
+				    "memory log", id);
+		return NULL;
+	}
+	int have = c->memlog_n < PROTO_MEMLOG_STEPS ? c->memlog_n : PROTO_MEMLOG_STEPS;
+	if (want > have)
+		want = have;
+	json_t *rows = json_array(), *r = NULL;
+	for (int i = c->memlog_n - want; rows && i < c->memlog_n; i++)
+		json_array_append_new(rows, memlog_row(c, i % PROTO_MEMLOG_STEPS));
+	r = json_pack("{s:i,s:o}", "step", c->step, "steps", rows);
+	if (!r || !fmt)
+		return r;
+	if (c->trace.step == 0 || c->tr->gpu) {
+		json_object_set_new(r, "trace", json_null()); /* no step yet, or the GPU's */
+		return r;
+	}
+	json_t *data = !strcmp(fmt, "pytorch") ? eng_memtrace_pytorch(&c->trace)
+					       : eng_memtrace_chrome(&c->trace);
+	json_object_set_new(r, "trace", json_pack("{s:i,s:s,s:i,s:i,s:o*}", "step", c->trace.step,
+		"format", fmt, "events", c->trace.n, "dropped", c->trace.dropped, "data", data));
+	return r;
+}
+
 /* A change only a cpu run measures for (its costs), and none while a probe runs. */
 static eng_ctl_cmd *cpu_change(struct eng_ctl *c, ctl_conn *k, json_t *id, const char *what)
 {
@@ -466,6 +523,7 @@ static const struct {
 	[PROTO_CMD_REMAT_COSTS] = {cmd_costs, 1},
 	[PROTO_CMD_REMAT_PROFILE] = {cmd_profile, 1},
 	[PROTO_CMD_REMAT_AUTO] = {cmd_auto, 1},
+	[PROTO_CMD_REMAT_MEMLOG] = {cmd_memlog, 1},
 };
 
 json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,

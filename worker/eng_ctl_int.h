@@ -53,6 +53,13 @@ typedef struct ctl_conn {
 	struct ctl_conn *next, *prev;
 } ctl_conn;
 
+/* One step of remat-memlog: its peaks, all together and by category. */
+typedef struct ctl_memrow {
+	int step;
+	size_t peak, cat[ENG_MEM_NCAT];
+	int oom_retries;
+} ctl_memrow;
+
 /* A request that came while the job was starting (no trainer yet): answered once it has
  * started, before its first step, in the order received. */
 typedef struct ctl_early {
@@ -97,6 +104,12 @@ struct eng_ctl {
 	size_t auto_budget;    /* the memory controller's budget; 0: off */
 	eng_costs costs;       /* the trainer's cost table as of the last step */
 	size_t saved[ENG_MAX_LAYERS + 1]; /* measured saved bytes per section */
+	/* remat-memlog: the last PROTO_MEMLOG_STEPS steps (a ring, memlog_n appended in all)
+	 * and the last step's memory timeline; allocated at attach (NULL: none) */
+	ctl_memrow *memlog;
+	size_t *memlog_sec;    /* PROTO_MEMLOG_STEPS rows of n_layer + 1 saved bytes */
+	int memlog_n;
+	eng_memtrace trace;
 	char last_ckpt[ENG_PATH_LEN + 64];
 	json_t *save_error;    /* the last save's failure {step, path, reason}, NULL after a
 				* save that worked (job-status' last_save_error) */

@@ -320,6 +320,11 @@ void eng_cuda_mem_reset_peak(void)
 	eng_mem_counts_reset_peak(&mem_counts);
 }
 
+void eng_cuda_mem_step_peaks(size_t *peak, size_t *total, int restart)
+{
+	eng_mem_counts_step(&mem_counts, peak, total, restart);
+}
+
 /* ---- probe ---- */
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;

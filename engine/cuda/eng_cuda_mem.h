@@ -55,5 +55,7 @@ void eng_cuda_mem_refresh(void);
 /* Any thread, no CUDA call. */
 void eng_cuda_mem_get_stats(eng_cuda_mem_stats *st);
 void eng_cuda_mem_reset_peak(void);
+/* The device allocator's step window (eng_mem_counts_step). */
+void eng_cuda_mem_step_peaks(size_t *peak, size_t *total, int restart);
 
 #endif

@@ -157,3 +157,12 @@ void eng_cuda_mem_get_stats(eng_cuda_mem_stats *st)
 void eng_cuda_mem_reset_peak(void)
 {
 }
+
+void eng_cuda_mem_step_peaks(size_t *peak, size_t *total, int restart)
+{
+	(void)restart;
+	if (peak)
+		memset(peak, 0, ENG_MEM_NCAT * sizeof *peak);
+	if (total)
+		*total = 0;
+}

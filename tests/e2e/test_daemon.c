@@ -31,6 +31,7 @@
 
 #include "proto.h"
 #include "t_daemon.h"
+#include "t_util.h"
 
 #define T_MANY 100             /* connections opened and dropped */
 #define T_UID_NOBODY 65534     /* the peer with another uid (Debian's nobody/nogroup) */
@@ -920,6 +921,76 @@ START_TEST(test_daemon_profile_fills_costs)
 }
 END_TEST
 
+/* remat-memlog through rematd: the last steps' peaks (each category within the step's
+ * peak, every section named), the last step's timeline in PyTorch's snapshot and as a
+ * Chrome trace, bad arguments refused; rematctl remat memlog --trace writes the file. */
+START_TEST(test_daemon_memlog)
+{
+	td_daemon d;
+	char id[16];
+	td_conn c = td_real_job(&d, id);
+	td_sleep_ms(300); /* a few steps */
+	json_t *r = td_request(&c, "{\"execute\":\"remat-memlog\",\"arguments\":{\"job\":\"%s\","
+		"\"steps\":2,\"trace\":\"pytorch\"}}", id);
+	json_t *ret = td_expect_return(r), *row;
+	json_t *rows = json_object_get(ret, "steps");
+	ck_assert_uint_eq(json_array_size(rows), 2);
+	size_t i;
+	json_array_foreach(rows, i, row) {
+		json_int_t peak = json_integer_value(json_object_get(row, "peak_bytes")), sum = 0;
+		const char *k;
+		json_t *v;
+		json_object_foreach(json_object_get(row, "categories"), k, v) {
+			ck_assert_msg(json_integer_value(v) <= peak, "%s over the peak", k);
+			sum += json_integer_value(v);
+		}
+		ck_assert_int_ge(sum, peak); /* each at its own peak: together at least the peak */
+		json_t *secs = json_object_get(row, "sections");
+		ck_assert_uint_eq(json_object_size(secs), 3); /* tiny: h.0, h.1, head */
+		ck_assert_int_gt(json_integer_value(json_object_get(secs, "head")), 0);
+	}
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(rows, 1), "step")),
+		json_integer_value(json_object_get(json_array_get(rows, 0), "step")) + 1);
+	json_t *tr = json_object_get(ret, "trace");
+	ck_assert_str_eq(td_str(tr, "format"), "pytorch");
+	json_t *dev = json_array_get(json_object_get(json_object_get(tr, "data"), "device_traces"), 0);
+	ck_assert_int_gt(json_array_size(dev), 10);
+	ck_assert_str_eq(td_str(json_array_get(dev, 0), "action"), "alloc");
+	json_decref(r);
+	r = td_request(&c, "{\"execute\":\"remat-memlog\",\"arguments\":{\"job\":\"%s\","
+		"\"trace\":\"chrome\"}}", id);
+	ret = td_expect_return(r);
+	ck_assert_int_gt(json_array_size(json_object_get(json_object_get(json_object_get(ret,
+		"trace"), "data"), "traceEvents")), 10);
+	json_decref(r);
+	static const char *const bad[] = {"\"steps\":0", "\"steps\":257", "\"trace\":\"svg\"",
+		"\"trace\":true"};
+	for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+		r = td_request(&c, "{\"execute\":\"remat-memlog\",\"arguments\":{\"job\":\"%s\",%s}}",
+			id, bad[b]);
+		ck_assert_msg(!strcmp(td_str(json_object_get(r, "error"), "class"),
+			"InvalidParameter"), "%s accepted", bad[b]);
+		json_decref(r);
+	}
+	char path[700], *out;
+	snprintf(path, sizeof path, "%s/step.json", d.dir);
+	char *argv[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "remat", "memlog", id,
+		"--count", "3", "--trace", path, NULL};
+	int rc = t_run(argv, &out);
+	ck_assert_msg(rc == 0 && strstr(out, "PEAK") && strstr(out, "memory_viz"), "%d: %s", rc,
+		out);
+	free(out);
+	size_t len;
+	char *text = t_read_file(path, &len);
+	json_t *snap = text ? json_loads(text, 0, NULL) : NULL;
+	ck_assert_msg(json_is_array(json_object_get(snap, "device_traces")), "%s", path);
+	json_decref(snap);
+	free(text);
+	td_daemon_stop(&d);
+	td_close(&c);
+}
+END_TEST
+
 Suite *suite_daemon(void)
 {
 	Suite *s = suite_create("daemon");
@@ -961,6 +1032,7 @@ Suite *suite_daemon(void)
 	tcase_add_test(tc, test_daemon_real_worker_queue_and_shutdown);
 	tcase_add_test(tc, test_daemon_real_worker_sigterm);
 	tcase_add_test(tc, test_daemon_profile_fills_costs);
+	tcase_add_test(tc, test_daemon_memlog);
 	suite_add_tcase(s, tc);
 	return s;
 }

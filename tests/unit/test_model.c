@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "eng_mem.h"
+#include "eng_memtrace.h"
 #include "t_util.h"
 #include "tests.h"
 
@@ -553,6 +554,78 @@ START_TEST(test_oom_least_fails_cleanly)
 }
 END_TEST
 
+/* A step's memory timeline: every buffer a section makes live dies in the same step, none
+ * is live twice; at the end of the forward the live activations are what the sections
+ * hold; recompute buffers come alive in the backward only under a mode that rebuilds;
+ * both exports carry it (PyTorch's alloc/free_completed pairs, Chrome's passes). */
+START_TEST(test_memtrace_step)
+{
+	static const char *const policies[] = {"off", "full,head=chunked", "selective"};
+	for (size_t pi = 0; pi < sizeof policies / sizeof policies[0]; pi++) {
+		eng_trainer tr;
+		eng_step_stats st;
+		eng_err err = {0};
+		small_trainer(&tr);
+		set(&tr, policies[pi]);
+		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+		const eng_memtrace *t = &tr.trace;
+		int L = tr.model.cfg.n_layer, lives = 0, deads = 0, rebuilt_in_bwd = 0, in_bwd = 0;
+		size_t act = 0, act_at_fwd_end = 0, saved = 0;
+		ck_assert_int_eq(t->step, 1);
+		ck_assert_int_eq(t->dropped, 0);
+		for (int i = 0; i <= L; i++)
+			saved += eng_trainer_saved_bytes(&tr, i);
+		for (int i = 0; i < t->n; i++) {
+			const eng_mt_ev *e = &t->ev[i];
+			if (e->kind == ENG_MT_END && e->section == L && e->field == ENG_SEC_FWD)
+				act_at_fwd_end = act;
+			if (e->kind == ENG_MT_BEGIN && e->field == ENG_SEC_BWD)
+				in_bwd = 1;
+			if (e->kind != ENG_MT_LIVE && e->kind != ENG_MT_DEAD)
+				continue;
+			if (e->section < 0) /* what every step holds: live all along */
+				continue;
+			int live = 0;
+			for (int j = 0; j < i; j++) /* live already? */
+				if (t->ev[j].addr == e->addr && (t->ev[j].kind == ENG_MT_LIVE ||
+							      t->ev[j].kind == ENG_MT_DEAD))
+					live = t->ev[j].kind == ENG_MT_LIVE;
+			ck_assert_msg(live == (e->kind == ENG_MT_DEAD), "%s: event %d: %s twice",
+				policies[pi], i, live ? "live" : "dead");
+			if (e->kind == ENG_MT_LIVE) {
+				lives++;
+				rebuilt_in_bwd += in_bwd && e->cat == ENG_MEM_RECOMPUTE && e->section < L;
+			} else {
+				deads++;
+			}
+			if (e->cat == ENG_MEM_ACTIVATIONS)
+				act = e->kind == ENG_MT_LIVE ? act + e->size : act - e->size;
+		}
+		ck_assert_msg(lives == deads && lives > 0, "%s: %d live, %d dead", policies[pi], lives,
+			deads);
+		ck_assert_msg(act_at_fwd_end == saved, "%s: %zu live at the forward's end, sections "
+			      "hold %zu", policies[pi], act_at_fwd_end, saved);
+		ck_assert_msg((rebuilt_in_bwd > 0) == (pi != 0), "%s: %d buffers rebuilt in backward",
+			policies[pi], rebuilt_in_bwd);
+		json_t *py = eng_memtrace_pytorch(t), *ch = eng_memtrace_chrome(t);
+		ck_assert_ptr_nonnull(py);
+		ck_assert_ptr_nonnull(ch);
+		json_t *trace = json_array_get(json_object_get(py, "device_traces"), 0);
+		ck_assert_uint_eq(json_array_size(trace), (size_t)(lives + deads + 5));
+		size_t slices = 0, k;
+		json_t *ev;
+		json_array_foreach(json_object_get(ch, "traceEvents"), k, ev)
+			slices += !strcmp(json_string_value(json_object_get(ev, "ph")), "X");
+		/* forward and backward of every section, and a recompute of every block that
+		 * rebuilds */
+		ck_assert_uint_eq(slices, (size_t)(2 * (L + 1) + (pi != 0 ? L : 0)));
+		json_decref(py);
+		json_decref(ch);
+		eng_trainer_free(&tr);
+	}
+}
+END_TEST
+
 Suite *suite_model(void)
 {
 	Suite *s = suite_create("model");
@@ -570,6 +643,7 @@ Suite *suite_model(void)
 	tcase_add_test(tc, test_plan_peak_matches_measured);
 	tcase_add_test(tc, test_oom_retry_every_site);
 	tcase_add_test(tc, test_oom_least_fails_cleanly);
+	tcase_add_test(tc, test_memtrace_step);
 	suite_add_tcase(s, tc);
 	return s;
 }

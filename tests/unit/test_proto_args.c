@@ -34,6 +34,7 @@ static const struct {
 	{"remat-costs", PROTO_SCOPE_JOB, 0},
 	{"remat-profile", PROTO_SCOPE_JOB, 0},
 	{"remat-auto", PROTO_SCOPE_JOB, 0},
+	{"remat-memlog", PROTO_SCOPE_JOB, 0},
 	{"subscribe", PROTO_SCOPE_CONN, 0}, {"unsubscribe", PROTO_SCOPE_CONN, 0},
 };
 #define N_DOCUMENTED (sizeof documented / sizeof documented[0])
@@ -58,7 +59,7 @@ START_TEST(test_proto_command_find_documented)
 	ck_assert_uint_eq(n, PROTO_CMD_COUNT);
 	/* what only looks: anyone may send it about any job, and rematd does not log it */
 	const char *queries[] = {"daemon-info", "job-list", "job-status", "remat-get",
-		"remat-plan", "mem-stats", "remat-costs", "subscribe", "unsubscribe"};
+		"remat-plan", "mem-stats", "remat-costs", "remat-memlog", "subscribe", "unsubscribe"};
 	size_t nq = 0;
 	for (const proto_command *c = proto_commands(); c->name != NULL; c++) {
 		int want = 0;
