@@ -169,11 +169,11 @@ static int build_remat(const cli_command *cmd, const cli_args *a, json_t **req)
 	return rc;
 }
 
-/* remat auto JOB --budget SIZE|cgroup|off: the memory controller on that budget, or off */
+/* remat auto JOB --budget SIZE|cgroup|device|off: the memory controller on that budget, or off */
 static int build_auto(const cli_command *cmd, const cli_args *a, json_t **req)
 {
 	if (!a->budget_word && a->budget < 0)
-		return cli_fail_usage(cmd, "%s", "give --budget SIZE, --budget cgroup or --budget off");
+		return cli_fail_usage(cmd, "%s", "give --budget SIZE, cgroup, device or off");
 	int rc = cli_build_job(cmd, a, req);
 	if (rc != CLI_EXIT_OK)
 		return rc;
@@ -321,7 +321,7 @@ const cli_command cli_commands[] = {
      show_plan, "remat plan for a spec file, before anything starts (checked as a job-start)", NULL},
     {"remat costs", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "remat-costs", NULL, cli_show_costs,
      "measured time and bytes per section and mode (ms added, ms per MiB saved)", NULL},
-    {"remat auto", "JOB --budget SIZE|cgroup|off", CLI_JOB_NEEDED, CLI_OPT_BUDGET, 0, 0,
+    {"remat auto", "JOB --budget SIZE|cgroup|device|off", CLI_JOB_NEEDED, CLI_OPT_BUDGET, 0, 0,
      "remat-auto", build_auto, cli_show_auto,
      "keep the job under a memory budget by itself (off, or a remat set, gives it back)", NULL},
     {"remat profile", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "remat-profile", NULL, cli_show_profile,

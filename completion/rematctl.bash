@@ -187,8 +187,20 @@ _rematctl_value()
 		done < <(compgen -f -- "${cur#"$pre"}")
 		;;
 	--default) for v in off selective full; do cand+=("$pre$v"); done ;;
+	--budget) # remat auto's sources (the caller's words so far); a plan takes a size
+		[[ " ${pos[*]-} " == *" remat auto "* ]] &&
+			for v in cgroup device off; do cand+=("$pre$v"); done
+		;;
+	--format) for v in pytorch chrome; do cand+=("$pre$v"); done ;;
+	--trace)
+		compopt -o filenames 2>/dev/null
+		while IFS= read -r f; do
+			cand+=("$pre$f")
+		done < <(compgen -f -- "${cur#"$pre"}")
+		;;
 	--event)
-		for v in STEP REMAT_APPLIED CHECKPOINT_SAVED JOB_STATE_CHANGED MEMORY; do
+		for v in STEP REMAT_APPLIED CHECKPOINT_SAVED JOB_STATE_CHANGED MEMORY CHECKPOINT_FAILED \
+			REMAT_AUTO; do
 			cand+=("$pre$v")
 		done
 		;;
@@ -202,7 +214,7 @@ _rematctl()
 	local -a pos=() cand=() _rematctl_w=() _rematctl_conn=() _rematctl_jobs=()
 	local _rematctl_keep _rematctl_nblocks
 	local value_opts=" --socket --control --timeout --name --default --budget --interval "
-	value_opts+="--count --event "
+	value_opts+="--count --event --trace --format "
 	COMPREPLY=()
 	_rematctl_split
 	cur=${_rematctl_w[${#_rematctl_w[@]} - 1]}
@@ -256,6 +268,7 @@ _rematctl()
 		"remat set") cand+=(--default) ;;
 		"remat plan" | plan) cand+=(--default --budget) ;;
 		"remat auto") cand+=(--budget) ;;
+		"remat memlog") cand+=(--count --trace --format) ;;
 		watch) cand+=(--interval --count) ;;
 		events) cand+=(--event --count) ;;
 		esac
@@ -268,7 +281,7 @@ _rematctl()
 		_rematctl_reply start plan ls status pause resume stop rm remat mem save watch \
 			events info shutdown help
 		;;
-	1:remat\ ) _rematctl_reply get plan set costs profile auto ;;
+	1:remat\ ) _rematctl_reply get plan set costs profile auto memlog ;;
 	1:start | 1:plan)
 		compopt -o filenames 2>/dev/null
 		while IFS= read -r f; do
@@ -297,7 +310,7 @@ _rematctl()
 		_rematctl_job_ids "$_rematctl_live_states"
 		_rematctl_reply reset "${_rematctl_jobs[@]}"
 		;;
-	1:stop | 1:save | 1:watch | 2:remat\ get | 2:remat\ costs | 2:remat\ profile | 2:remat\ auto | 2:mem\ reset)
+	1:stop | 1:save | 1:watch | 2:remat\ get | 2:remat\ costs | 2:remat\ profile | 2:remat\ auto | 2:remat\ memlog | 2:mem\ reset)
 		_rematctl_job_ids "$_rematctl_live_states"
 		_rematctl_reply "${_rematctl_jobs[@]}"
 		;;

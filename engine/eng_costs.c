@@ -18,6 +18,7 @@ void eng_costs_copy(eng_costs *dst, const eng_costs *src)
 	dst->n_layer = src->n_layer;
 	memcpy(dst->block, src->block, (size_t)src->n_layer * sizeof src->block[0]);
 	memcpy(dst->head, src->head, sizeof src->head);
+	dst->rest = src->rest;
 }
 
 const eng_cost_cell *eng_costs_cell(const eng_costs *c, int i, eng_mode m)
@@ -31,9 +32,11 @@ const eng_cost_cell *eng_costs_cell(const eng_costs *c, int i, eng_mode m)
 }
 
 void eng_costs_add(eng_costs *c, const eng_policy *p, const double (*sec_ms)[3],
-	const size_t *saved)
+	const size_t *saved, double step_ms)
 {
+	double rest = step_ms;
 	for (int i = 0; i <= c->n_layer; i++) {
+		rest -= sec_ms[i][0] + sec_ms[i][1] + sec_ms[i][2];
 		eng_cost_cell *cell = (eng_cost_cell *)eng_costs_cell(c, i,
 			i < c->n_layer ? p->block[i] : p->head);
 		if (!cell)
@@ -43,6 +46,7 @@ void eng_costs_add(eng_costs *c, const eng_policy *p, const double (*sec_ms)[3],
 		cell->n++;
 		cell->saved = saved[i];
 	}
+	c->rest.ms[0][c->rest.n++ % ENG_COSTS_WINDOW] = (float)(rest > 0 ? rest : 0);
 }
 
 static int cmp_float(const void *a, const void *b)
@@ -67,6 +71,18 @@ static double cell_ms(const eng_cost_cell *cell)
 {
 	return eng_cost_median(cell, ENG_SEC_FWD) + eng_cost_median(cell, ENG_SEC_RECOMPUTE) +
 	       eng_cost_median(cell, ENG_SEC_BWD);
+}
+
+double eng_costs_off_step_ms(const eng_costs *c)
+{
+	double ms = eng_cost_median(&c->rest, 0);
+	for (int i = 0; i <= c->n_layer; i++) {
+		const eng_cost_cell *off = i < c->n_layer ? &c->block[i][ENG_MODE_OFF] : &c->head[0];
+		if (!off->n)
+			return 0.0;
+		ms += cell_ms(off);
+	}
+	return c->rest.n ? ms : 0.0;
 }
 
 /* Added milliseconds of a cell against off's, or NAN until both have samples. */

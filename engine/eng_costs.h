@@ -3,9 +3,10 @@
  * For every block and the head, under each mode it has run: the time its forward, its
  * recompute in backward and its backward took (medians over the last ENG_COSTS_WINDOW
  * steps it ran in that mode, with the sample count), and the bytes it kept. Filled after
- * every step from the model's section timings (eng_model.sec_ms); a probe (remat-profile)
- * runs a few steps with the sections cycled through their modes so that every cell gets
- * samples. Switching modes never changes a bit of the numbers, so measuring by trying is
+ * every step from the model's section timings (eng_model.sec_ms), but for a step that
+ * began with a policy change (its new buffers make it slower than the policy's next
+ * steps); a probe (remat-profile) runs a few steps with the sections cycled through their
+ * modes, two steps a pattern, so that every cell gets samples. Switching modes never changes a bit of the numbers, so measuring by trying is
  * free of any effect on training.
  *
  * Not here: where the samples come from (eng_model.c), the search that uses the costs
@@ -33,6 +34,8 @@ typedef struct eng_costs {
 	int n_layer;
 	eng_cost_cell block[ENG_MAX_LAYERS][ENG_COSTS_MODES];
 	eng_cost_cell head[2];         /* off, chunked */
+	eng_cost_cell rest;            /* ms[0]: a step's time outside its sections (the
+					* encoder, the gradient norm, the optimizer) */
 } eng_costs;
 
 void eng_costs_init(eng_costs *c, int n_layer);
@@ -42,9 +45,14 @@ void eng_costs_init(eng_costs *c, int n_layer);
 void eng_costs_copy(eng_costs *dst, const eng_costs *src);
 
 /* One step's samples under policy p: sec_ms[i][part] for sections 0..L (the head at L),
- * saved[i] the bytes each kept. Offloaded blocks are not recorded. */
+ * saved[i] the bytes each kept, step_ms the whole step. Offloaded blocks are not
+ * recorded. */
 void eng_costs_add(eng_costs *c, const eng_policy *p, const double (*sec_ms)[3],
-	const size_t *saved);
+	const size_t *saved, double step_ms);
+
+/* What a step under off takes, from the table: the median time outside the sections plus
+ * every section's median under off; 0 while a section has no sample under off. */
+double eng_costs_off_step_ms(const eng_costs *c);
 
 /* The cell of section i (i == n_layer: the head) in mode m, or NULL when the table has no
  * such cell (offload; a block mode on the head). */

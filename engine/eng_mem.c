@@ -18,6 +18,9 @@
 #define MEM_HEADER 64         /* header bytes before the user pointer; keeps 64-byte alignment */
 #define MEM_MAGIC 0x72656d6174ULL /* "remat": catches frees of foreign pointers */
 #define MEM_HUGE (4u << 20)       /* from this size on, ask for transparent huge pages */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23    /* Linux 5.14: fault the pages in, writable */
+#endif
 
 typedef struct mem_header {
 	uint64_t magic;   /* MEM_MAGIC while the block is live */
@@ -160,6 +163,10 @@ void *eng_mem_alloc(eng_mem_cat cat, size_t bytes)
 	 * kernel without THP ignores it. */
 	if (bytes >= MEM_HUGE)
 		madvise(base, mapped, MADV_HUGEPAGE);
+	/* the pages now (Linux 5.14 on; advice only before): a new buffer's first touch is
+	 * the allocation's cost, not the first step's after a policy change, whose sections'
+	 * times the cost table takes as that policy's */
+	madvise(base, mapped, MADV_POPULATE_WRITE);
 	mem_header *h = base;
 	h->magic = MEM_MAGIC;
 	h->bytes = bytes;

@@ -217,7 +217,14 @@ size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT])
 {
 	size_t fx[ENG_MEM_NCAT], total = 0;
 	size_t *o = out ? out : fx;
-	fixed_of(&tr->spec, tr->train.ntok, tr->val.tok ? tr->val.ntok : 0, o);
+	if (tr->gpu) { /* the device's, as its allocator counts them */
+		eng_cuda_mem_stats ds;
+		eng_cuda_mem_get_stats(&ds);
+		for (int c = 0; c < ENG_MEM_NCAT; c++)
+			o[c] = c == ENG_MEM_ACTIVATIONS || c == ENG_MEM_RECOMPUTE ? 0 : ds.current[c];
+	} else {
+		fixed_of(&tr->spec, tr->train.ntok, tr->val.tok ? tr->val.ntok : 0, o);
+	}
 	for (int c = 0; c < ENG_MEM_NCAT; c++)
 		total += o[c];
 	return total;
@@ -501,7 +508,7 @@ static int step_failed(eng_trainer *tr, size_t cursor, eng_err *err)
 /* One try at step tr->step + 1 under the policy laid out. A failure changes nothing the
  * next try would see: weights, moments and the data cursor stay (the gradients are
  * written afresh by every step). */
-static int step_try(eng_trainer *tr, eng_step_stats *st, eng_err *err)
+static int step_try(eng_trainer *tr, int changed, eng_step_stats *st, eng_err *err)
 {
 	eng_model *m = &tr->model;
 	const eng_spec *s = &tr->spec;
@@ -517,10 +524,6 @@ static int step_try(eng_trainer *tr, eng_step_stats *st, eng_err *err)
 		if (eng_model_step(m, tr->inp, tr->tgt, &loss, err) < 0)
 			return step_failed(tr, cursor, err);
 		sumsq = kn_sumsq(m->grads, m->nfloats);
-		size_t saved[ENG_MAX_LAYERS + 1];
-		for (int i = 0; i <= m->cfg.n_layer; i++)
-			saved[i] = eng_model_saved_bytes(m, i);
-		eng_costs_add(&tr->costs, &tr->policy, (const double (*)[3])m->sec_ms, saved);
 	}
 	double norm = sqrt(sumsq);
 	if (!isfinite(loss) || !isfinite(norm)) {
@@ -554,6 +557,14 @@ static int step_try(eng_trainer *tr, eng_step_stats *st, eng_err *err)
 	}
 	tr->step = t;
 	double ms = now_ms() - t0;
+	if (!tr->gpu && !changed) {
+		/* a sample of the costs, unless the step began with a policy change: its new
+		 * buffers make its sections slower than the same policy's next steps */
+		size_t saved[ENG_MAX_LAYERS + 1];
+		for (int i = 0; i <= m->cfg.n_layer; i++)
+			saved[i] = eng_model_saved_bytes(m, i);
+		eng_costs_add(&tr->costs, &tr->policy, (const double (*)[3])m->sec_ms, saved, ms);
+	}
 	eng_mem_stats ms_now;
 	eng_mem_get_counters(&ms_now); /* no /proc read on the step path */
 	if (tr->gpu) {
@@ -609,6 +620,7 @@ int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats 
 {
 	eng_policy p = want ? *want : tr->policy;
 	int tries = 0, rc;
+	double t_start = now_ms();
 	if (want && eng_trainer_check_policy(tr, want, err) < 0)
 		return -1;
 	tr->oom_why[0] = '\0';
@@ -623,8 +635,14 @@ int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats 
 			rc = -1;
 			break;
 		}
-		if ((rc = step_try(tr, st, err)) == 0)
+		if ((rc = step_try(tr, !eng_policy_equal(&tr->policy, &tr->last_policy), st,
+			     err)) == 0) {
+			/* the whole step: its policy change and any try before included (the cost
+			 * table took the sections' own times) */
+			st->step_ms = now_ms() - t_start;
+			st->tokens_per_s = (double)tr->spec.batch * tr->spec.seq_len / (st->step_ms / 1e3);
 			break;
+		}
 		if (err->kind != ENG_ERR_NOMEM || on_refusal(tr, &p, &tries, err) < 0)
 			break;
 	}

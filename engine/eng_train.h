@@ -24,7 +24,8 @@ typedef struct eng_step_stats {
 	float loss;              /* mean cross-entropy before the update */
 	float lr;                /* learning rate used */
 	float grad_norm;         /* global gradient norm before clipping */
-	double step_ms;          /* forward + backward + optimizer */
+	double step_ms;          /* the policy change it starts with, forward, backward,
+				  * optimizer */
 	double recompute_ms;     /* of which recomputation */
 	double tokens_per_s;     /* B*T / step time */
 	size_t activation_bytes; /* saved for backward during the step */
@@ -114,6 +115,8 @@ int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy
  * it, never from the live counters (which hold a snapshot only while a save writes).
  * The total; by category into out when not NULL. */
 size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT]);
+/* (device cuda: measured on the device, where those live; a save's snapshot is host
+ * memory there) */
 
 int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err);
 /* Whether the run's backend takes policy p: `offload` needs device cuda. */

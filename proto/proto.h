@@ -198,6 +198,10 @@ const char *proto_modes_text(char *buf, size_t len);
 
 /* remat-profile: each round runs every section once in each of its modes (3 steps) */
 #define PROTO_PROFILE_ROUNDS 4      /* rounds when not given: 4 samples a cell */
+/* steps each pattern of modes runs: the first after a change is no sample (its buffers
+ * are new), the next is */
+#define PROTO_PROFILE_HOLD 2
+#define PROTO_PROFILE_STEPS(rounds) (3 * PROTO_PROFILE_HOLD * (rounds))
 #define PROTO_PROFILE_MAX_ROUNDS 16
 
 /* remat-memlog: the worker keeps the last PROTO_MEMLOG_STEPS steps' peaks */

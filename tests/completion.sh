@@ -135,7 +135,11 @@ export REMAT_SOCKET=$tmp/none.sock
 expect "$x " "${cmds[@]}"
 expect "$x st" start status stop
 expect "$x p" plan pause
-expect "$x remat " get plan set costs profile auto
+expect "$x remat " get plan set costs profile auto memlog
+expect "$x remat memlog j1 --" "${globals[@]}" --count --trace --format
+expect "$x remat memlog j1 --format " pytorch chrome
+expect_opt "$x remat memlog j1 --trace " filenames
+expect "$x remat auto j1 --budget " cgroup device off
 expect "$x remat s" set
 expect "$x --j" --json
 expect "$x -" "${globals[@]}"
@@ -157,7 +161,10 @@ expect_opt "$x remat set j1 " nospace
 expect "$x remat set j1 --default " off selective full
 expect "$x remat set j1 --default=se" selective
 expect "$x remat plan j1 --budget " # a size: nothing to offer
-expect "$x events --event " STEP REMAT_APPLIED CHECKPOINT_SAVED JOB_STATE_CHANGED MEMORY
+# every event of the protocol's table, as rematctl's own error lists them
+events=$("$ctl" events --event NOSUCH 2>&1 | sed -n "s/.*unknown event 'NOSUCH' (\(.*\))/\1/p" | tr -d ,)
+# shellcheck disable=SC2086
+expect "$x events --event " $events
 expect "$x events --event=J" JOB_STATE_CHANGED
 expect "$x -- --" # after --, no options
 expect "$x ls " # ls takes no argument

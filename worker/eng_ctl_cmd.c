@@ -214,7 +214,9 @@ HANDLER(cmd_plan)
 			&c->policy);
 		j.costs = &pc;
 		j.measured = (const unsigned char (*)[3])measured;
-		j.off_step_ms = c->last.step_ms - cur;
+		/* off's step from the table's medians, steadier than the last step alone */
+		double off = eng_costs_off_step_ms(&c->costs);
+		j.off_step_ms = off > 0 ? off : c->last.step_ms - cur;
 	}
 	json_t *r = eng_plan_reply(&j, args, desc, sizeof desc);
 	if (!r)
@@ -439,7 +441,8 @@ static eng_ctl_cmd *cpu_change(struct eng_ctl *c, ctl_conn *k, json_t *id, const
 	return probing(c, k, id) ? NULL : change_new(c, k, id);
 }
 
-/* remat-profile: the next 3 x rounds steps cycle every section through its modes */
+/* remat-profile: the next PROTO_PROFILE_STEPS(rounds) steps cycle every section through
+ * its modes */
 HANDLER(cmd_profile)
 {
 	UNUSED_ARGS;
@@ -450,13 +453,34 @@ HANDLER(cmd_profile)
 		return NULL;
 	q->op = CTL_OP_PROFILE;
 	q->rounds = rounds;
-	c->probe_until = applies_at(c) + 3 * rounds - 1;
+	c->probe_until = applies_at(c) + PROTO_PROFILE_STEPS(rounds) - 1;
 	eng_ctl__enqueue(c, q);
 	return json_pack("{s:i,s:i,s:i}", "applies_at_step", applies_at(c), "until_step",
 		c->probe_until, "rounds", rounds);
 }
 
-/* remat-auto: the memory controller on a budget (bytes, or the worker's cgroup), or off */
+/* budget device: what this process may hold on the GPU, the device memory free
+ * (cudaMemGetInfo at the allocator's last refresh: atomics only, no CUDA call on this
+ * thread) and its own arenas. */
+static int device_budget(struct eng_ctl *c, size_t *bytes, char *desc, size_t len)
+{
+	eng_cuda_mem_stats ds;
+	if (c->tr->spec.device != ENG_DEVICE_CUDA) {
+		snprintf(desc, len, "budget device: the job runs on device cpu, whose memory is "
+			 "the host's (give a size, or cgroup)");
+		return -1;
+	}
+	eng_cuda_mem_get_stats(&ds);
+	if (!ds.device_total) {
+		snprintf(desc, len, "budget device: the device's free memory is not known yet");
+		return -1;
+	}
+	*bytes = ds.device_free + ds.reserved;
+	return 0;
+}
+
+/* remat-auto: the memory controller on a budget (bytes, the worker's cgroup, the GPU's
+ * memory), or off */
 HANDLER(cmd_auto)
 {
 	UNUSED_ARGS;
@@ -470,9 +494,13 @@ HANDLER(cmd_auto)
 				    "'budget' (cgroup, device or off), one of the two", id);
 		return NULL;
 	}
-	if (src && !strcmp(src, "device")) {
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, "budget device: the memory "
-				    "controller runs on device cpu only for now", id);
+	if (src && !strcmp(src, "device") && device_budget(c, &bytes, desc, sizeof desc) < 0) {
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+		return NULL;
+	}
+	if (src && !strcmp(src, "cgroup") && c->tr->spec.device != ENG_DEVICE_CPU) {
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "budget cgroup: a cgroup limits host "
+				    "memory, and the job's is the GPU's (give a size, or device)", id);
 		return NULL;
 	}
 	if (b)
@@ -488,7 +516,7 @@ HANDLER(cmd_auto)
 				    "('budget': \"off\" turns the controller off)", id);
 		return NULL;
 	}
-	eng_ctl_cmd *q = cpu_change(c, k, id, "remat-auto");
+	eng_ctl_cmd *q = probing(c, k, id) ? NULL : change_new(c, k, id);
 	if (!q)
 		return NULL;
 	q->op = CTL_OP_AUTO;

@@ -143,7 +143,7 @@ typedef struct run_ctl {
 	eng_ctl_cmd *stops;   /* job-stop requests, answered when the run has stopped */
 	const volatile sig_atomic_t *sig; /* set by SIGINT or SIGTERM */
 	eng_auto autoc;          /* the memory controller (remat-auto, remat.budget) */
-	size_t last_peak;        /* the last step's tracked bytes at its end */
+	size_t last_peak;        /* the last step's peak of tracked bytes */
 	char auto_why[256];      /* why the controller asked for the next step's policy */
 	eng_plan auto_pred;      /* and its plan */
 	int probe_left;          /* steps of a probe (remat-profile) still to run */
@@ -230,15 +230,16 @@ static int save_async(eng_trainer *tr, eng_ctl *c, eng_ckpt_writer *w, const cha
 
 /* ---- a probe of the sections' costs (remat-profile) ---- */
 
-/* The next 3 x rounds steps cycle every section through its modes, so that each cell of
- * the cost table gets samples: in step k of a round, block i runs mode (i + k) % 3 (off,
- * selective, full) and the head chunked at k == 1, off else. The numbers do not change:
- * no mode changes a bit of them. */
+/* The next PROTO_PROFILE_STEPS(rounds) steps cycle every section through its modes, so
+ * that each cell of the cost table gets samples: in pattern k of a round (each held
+ * PROTO_PROFILE_HOLD steps: the step that changes the policy is no sample), block i runs
+ * mode (i + k) % 3 (off, selective, full) and the head chunked at k == 1, off else. The
+ * numbers do not change: no mode changes a bit of them. */
 static void probe_start(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int rounds)
 {
 	if (!rc->probe_left)
 		rc->probe_base = tr->policy;
-	rc->probe_left = 3 * rounds;
+	rc->probe_left = PROTO_PROFILE_STEPS(rounds);
 	rc->probe_k = 0;
 	eng_ctl_set_probe(c, tr->step + rc->probe_left);
 }
@@ -263,7 +264,7 @@ static void probe_end(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int json)
 static void probe_want(const eng_trainer *tr, const run_ctl *rc, eng_policy *p)
 {
 	*p = tr->policy;
-	int k = rc->probe_k % 3;
+	int k = rc->probe_k / PROTO_PROFILE_HOLD % 3;
 	for (int i = 0; i < p->n_layer; i++)
 		p->block[i] = (eng_mode)((i + k) % 3);
 	p->head = k == 1 ? ENG_MODE_CHUNKED : ENG_MODE_OFF;
@@ -563,11 +564,14 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 	if (s->remat_profile && s->device == ENG_DEVICE_CPU)
 		probe_start(tr, c, &run, PROTO_PROFILE_ROUNDS);
 	size_t budget = s->remat_budget;
-	if (s->remat_budget_cgroup && s->device == ENG_DEVICE_CPU &&
-		eng_auto_cgroup(eng_auto_cgroup_root(), eng_auto_proc_cgroup(), &budget, &err) < 0)
+	if (s->remat_budget_cgroup && s->device != ENG_DEVICE_CPU)
+		fprintf(stderr, "remat-train: remat.budget cgroup: a cgroup limits host memory, "
+				"and device cuda's is the GPU's: the controller stays off\n");
+	else if (s->remat_budget_cgroup && eng_auto_cgroup(eng_auto_cgroup_root(),
+						  eng_auto_proc_cgroup(), &budget, &err) < 0)
 		fprintf(stderr, "remat-train: remat.budget cgroup: %s: the controller stays off\n",
 			err.msg);
-	if (budget && s->device == ENG_DEVICE_CPU)
+	if (budget)
 		auto_set(c, &run, budget, tr->step + 1);
 	if (s->save_dir[0] && !(run.writer = eng_ckpt_writer_start())) {
 		fprintf(stderr, "remat-train: cannot start the checkpoint writer thread\n");

@@ -574,6 +574,68 @@ int t_cuda_usable(char *why, size_t n)
 	return atoi(buf) > 0;
 }
 
+/* ---- out of memory is a retry, on the device too ---- */
+
+/* 4 steps asking for want[s] (NULL: the policy there is), float32; with fail_n the
+ * fail_n-th allocation from the first step on (the device's among them) is refused. The
+ * weights at the end into *params (malloc'd), the retries counted into *retries. */
+static void run_wanting(unsigned long fail_n, float **params, int *retries,
+	unsigned long *allocs)
+{
+	static const char *const want[] = {NULL, "full,head=chunked", "off", "selective"};
+	eng_trainer tr;
+	eng_err err;
+	gpl_trainer(&tr, "cuda", 1.0, NULL);
+	unsigned long a0 = eng_mem_allocs();
+	eng_mem_fail_nth(fail_n);
+	for (int s = 0; s < 4; s++) { /* of the trainer's STEPS + 2 */
+		eng_policy p;
+		eng_step_stats st;
+		const char *w = want[s];
+		if (w)
+			ck_assert_msg(eng_trainer_parse_policy(&tr, w, &p, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_step_as(&tr, w ? &p : NULL, &st, &err) == 0,
+			"allocation %lu refused: step %d: %s", fail_n, s + 1, err.msg);
+	}
+	eng_mem_fail_nth(0);
+	*allocs = eng_mem_allocs() - a0;
+	*retries = tr.oom_retries;
+	sync_host(&tr);
+	*params = malloc(tr.model.nfloats * sizeof(float));
+	ck_assert_ptr_nonnull(*params);
+	memcpy(*params, tr.model.params, tr.model.nfloats * sizeof(float));
+	eng_trainer_free(&tr);
+}
+
+/* A device allocation refused at each site the steps allocate at (the buffers of every
+ * policy change) is retried under a policy that fits, counted, and the run ends with an
+ * uninterrupted run's weights, bit for bit (float32: every policy gives the same bits). */
+START_TEST(test_cuda_oom_retry_every_site)
+{
+	setenv("REMAT_CUDA_PRECISION", "fp32", 1);
+	setenv("REMAT_CUDA_ATTENTION", "own", 1);
+	float *ref, *got;
+	int retries;
+	unsigned long allocs, a;
+	run_wanting(0, &ref, &retries, &allocs);
+	ck_assert_int_eq(retries, 0);
+	ck_assert_msg(allocs >= 5, "the steps allocate only %lu times", allocs);
+	eng_trainer probe;
+	gpl_trainer(&probe, "cuda", 1.0, NULL);
+	size_t nf = probe.model.nfloats;
+	eng_trainer_free(&probe);
+	for (unsigned long n = 1; n <= allocs; n++) {
+		run_wanting(n, &got, &retries, &a);
+		ck_assert_msg(retries >= 1, "allocation %lu of %lu refused: no retry counted", n,
+			allocs);
+		ck_assert_msg(memcmp(got, ref, nf * sizeof(float)) == 0, "allocation %lu of %lu "
+			      "refused: the weights differ from an uninterrupted run's", n, allocs);
+		free(got);
+	}
+	free(ref);
+}
+END_TEST
+
 Suite *suite_cuda(void)
 {
 	Suite *s = suite_create("cuda");
@@ -599,6 +661,7 @@ Suite *suite_cuda(void)
 	tcase_add_loop_test(tc, test_cuda_activation_bytes, 0, 2);
 	tcase_add_test(tc, test_cuda_memory_returned);
 	tcase_add_test(tc, test_cuda_remat_train);
+	tcase_add_test(tc, test_cuda_oom_retry_every_site);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -870,7 +870,7 @@ START_TEST(test_daemon_profile_fills_costs)
 	json_t *ret = td_expect_return(r);
 	int until = (int)json_integer_value(json_object_get(ret, "until_step"));
 	ck_assert_int_eq(until - (int)json_integer_value(json_object_get(ret, "applies_at_step")),
-		5);
+		PROTO_PROFILE_STEPS(2) - 1);
 	json_decref(r);
 	r = td_request(&c, "{\"execute\":\"remat-set\",\"arguments\":{\"job\":\"%s\","
 		"\"sections\":{\"h.0\":\"full\"}}}", id);

@@ -404,6 +404,13 @@ START_TEST(test_layout_switch_peak)
 		size_t larger = steady[0] > steady[1] ? steady[0] : steady[1];
 		ck_assert_msg(over_switch <= larger, "%s -> %s: peak %zu over the switch, steady %zu "
 			      "and %zu", pairs[i][0], pairs[i][1], over_switch, steady[0], steady[1]);
+		/* and as the controller switches, inside the step: the step's own peak */
+		eng_policy back;
+		ck_assert_int_eq(eng_trainer_parse_policy(&tr, pairs[i][0], &back, &err), 0);
+		ck_assert_msg(eng_trainer_step_as(&tr, &back, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(st.peak_bytes <= larger, "%s -> %s in a step: peak %zu, steady %zu and "
+			      "%zu", pairs[i][1], pairs[i][0], st.peak_bytes, steady[0], steady[1]);
+		ck_assert(eng_policy_equal(&tr.policy, &back));
 		eng_trainer_free(&tr);
 	}
 }
