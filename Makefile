@@ -290,6 +290,8 @@ bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm
 	@$(if $(KEEP_CORETYPE),,[ -z "$$OPENBLAS_CORETYPE" ] || echo "bench: OPENBLAS_CORETYPE=$$OPENBLAS_CORETYPE unset for the run (KEEP_CORETYPE=1 keeps it)")
 	@$(BENCH_ENV) sh bench/steps.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 3 $(abspath $(BUILD)/bench/gpt2-small.json)
 	@$(BENCH_ENV) sh bench/steps.sh $(abspath $(BUILD)/bin) mini 4 256 3 $(abspath $(BUILD)/bench/mini.json)
+	@$(BENCH_ENV) sh bench/auto.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 $(abspath $(BUILD)/bench/auto-gpt2-small.json)
+	@$(BENCH_ENV) sh bench/auto.sh $(abspath $(BUILD)/bin) mini 4 256 $(abspath $(BUILD)/bench/auto-mini.json)
 	@$(BENCH_ENV) sh bench/latency.sh $(abspath $(BUILD)/bin)
 	@$(BENCH_ENV) sh bench/ckpt.sh $(abspath $(TRAIN))
 	@echo "JSON: $(abspath $(BUILD)/bench)/*.json"
