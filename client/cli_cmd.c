@@ -254,8 +254,8 @@ static int write_trace(const cli_args *a, const json_t *ret)
 		cli_jnum(tr, "step", &step);
 		cli_jnum(tr, "events", &n);
 		fprintf(stdout, "\nstep %.0f's memory timeline (%.0f events) written to %s: %s\n",
-			step, n, a->trace, !strcmp(json_string_value(json_object_get(tr, "format")),
-			"chrome") ? "open it in ui.perfetto.dev or chrome://tracing"
+			step, n, a->trace, a->format && !strcmp(a->format, "chrome")
+			? "open it in ui.perfetto.dev or chrome://tracing"
 				  : "open it in pytorch.org/memory_viz (Active Memory Timeline)");
 	}
 	return CLI_EXIT_OK;

@@ -7,6 +7,7 @@
  */
 #include "eng_mem.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -120,6 +121,11 @@ size_t eng_mem_refused(void)
 	return atomic_load(&mem_refused);
 }
 
+size_t eng_mem_take_refused(void)
+{
+	return atomic_exchange(&mem_refused, 0);
+}
+
 void eng_mem_fail_nth(unsigned long n)
 {
 	atomic_store(&mem_fail_at, n ? atomic_load(&mem_allocs) + n : 0);
@@ -166,7 +172,11 @@ void *eng_mem_alloc(eng_mem_cat cat, size_t bytes)
 	/* the pages now (Linux 5.14 on; advice only before): a new buffer's first touch is
 	 * the allocation's cost, not the first step's after a policy change, whose sections'
 	 * times the cost table takes as that policy's */
-	madvise(base, mapped, MADV_POPULATE_WRITE);
+	if (madvise(base, mapped, MADV_POPULATE_WRITE) < 0 && errno == ENOMEM) {
+		munmap(base, mapped); /* refused now rather than killed at the first touch */
+		eng_mem_note_refused(held, bytes);
+		return NULL;
+	}
 	mem_header *h = base;
 	h->magic = MEM_MAGIC;
 	h->bytes = bytes;

@@ -72,6 +72,8 @@ size_t eng_mem_get_limit(void);
  * plus its own (0: none refused yet). A refusal is what the run knows of its memory:
  * nothing at or above that total is known to fit. */
 size_t eng_mem_refused(void);
+/* The same, and forgets it: each refusal is learnt once (0: none since). */
+size_t eng_mem_take_refused(void);
 
 /* Test hook: the n-th allocation from now on (1-based, this allocator's and the device's
  * together) is refused, once, as if memory had run out; 0 turns it off. The count of

@@ -106,7 +106,18 @@ static void buffer_name(const eng_memtrace *t, const eng_mt_ev *e, char *buf, si
 			eng_block_fields[e->field].name : "?", cat);
 }
 
-json_t *eng_memtrace_pytorch(const eng_memtrace *t)
+/* Whether event i+1 continues event i's run: what one section made live or dead at once,
+ * in one category (the same run, in the same order, ends it: the first address of each
+ * stands for the run). */
+static int same_run(const eng_memtrace *t, int i)
+{
+	const eng_mt_ev *a = &t->ev[i], *b = &t->ev[i + 1];
+	return i + 1 < t->n && a->section >= 0 && (a->kind == ENG_MT_LIVE ||
+		a->kind == ENG_MT_DEAD) && b->kind == a->kind && b->section == a->section &&
+	       b->cat == a->cat;
+}
+
+json_t *eng_memtrace_pytorch(const eng_memtrace *t, int by_section)
 {
 	static const char *const actions[] = {[ENG_MT_LIVE] = "alloc",
 		[ENG_MT_DEAD] = "free_completed"};
@@ -119,9 +130,21 @@ json_t *eng_memtrace_pytorch(const eng_memtrace *t)
 		if (e->kind != ENG_MT_LIVE && e->kind != ENG_MT_DEAD)
 			continue; /* passes and mappings are the Chrome trace's: the viewer maps
 				   * segments only of its snapshot's "segments" */
-		buffer_name(t, e, name, sizeof name);
+		size_t size = e->size;
+		int first = i, count = 1;
+		while (by_section && same_run(t, i)) {
+			size += t->ev[++i].size;
+			count++;
+		}
+		buffer_name(t, &t->ev[first], name, sizeof name);
+		if (count > 1) {
+			char sec[16];
+			section_name(t, e, sec, sizeof sec);
+			snprintf(name, sizeof name, "%s: %d buffers (%s)", sec, count,
+				eng_mem_cat_name((eng_mem_cat)e->cat));
+		}
 		json_t *o = json_pack("{s:s,s:I,s:I,s:i,s:I,s:[{s:s,s:s,s:i}]}", "action",
-			actions[e->kind], "addr", (json_int_t)e->addr, "size", (json_int_t)e->size,
+			actions[e->kind], "addr", (json_int_t)e->addr, "size", (json_int_t)size,
 			"stream", 0, "time_us", (json_int_t)e->t_us, "frames", "name", name, "filename",
 			"remat", "line", 0);
 		if (!o || json_array_append_new(trace, o) < 0)
@@ -145,7 +168,7 @@ static json_t *counter(double ts, const size_t live[ENG_MEM_NCAT])
 		"pid", 1, "tid", 0, "args", args);
 }
 
-json_t *eng_memtrace_chrome(const eng_memtrace *t)
+json_t *eng_memtrace_chrome(const eng_memtrace *t, int by_section)
 {
 	json_t *evs = json_array();
 	size_t live[ENG_MEM_NCAT] = {0};
@@ -163,6 +186,8 @@ json_t *eng_memtrace_chrome(const eng_memtrace *t)
 				live[e->cat] += e->size;
 			else
 				live[e->cat] -= e->size < live[e->cat] ? e->size : live[e->cat];
+			if (by_section && same_run(t, i))
+				continue; /* one sample at the run's end */
 			o = counter(e->t_us, live);
 		} else if (e->kind == ENG_MT_BEGIN && s >= 0 && pass >= 0) {
 			begun[s][pass] = e->t_us;

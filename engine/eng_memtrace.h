@@ -75,8 +75,11 @@ void eng_memtrace_copy(eng_memtrace *dst, const eng_memtrace *src);
 void eng_memtrace_on_alloc(void *ctx, int alloc, const void *p, size_t bytes, eng_mem_cat cat);
 
 /* The snapshot PyTorch's memory viewer reads, and the Chrome trace (new references; NULL
- * when out of memory). */
-json_t *eng_memtrace_pytorch(const eng_memtrace *t);
-json_t *eng_memtrace_chrome(const eng_memtrace *t);
+ * when out of memory). by_section merges what one section makes live or dead at once
+ * (its saved buffers, its pool buffers) into one buffer of their summed size, and the
+ * Chrome counter into one sample: about a tenth of the events, for a step too large for
+ * the protocol's line otherwise. */
+json_t *eng_memtrace_pytorch(const eng_memtrace *t, int by_section);
+json_t *eng_memtrace_chrome(const eng_memtrace *t, int by_section);
 
 #endif

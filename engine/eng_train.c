@@ -346,7 +346,7 @@ static int cannot_fit(const eng_trainer *tr, const char *why, eng_err *err)
  * -1 after FIT_TRIES refusals in this step. */
 static int on_refusal(eng_trainer *tr, eng_policy *p, int *tries, eng_err *err)
 {
-	size_t at = eng_mem_refused(), need;
+	size_t at = eng_mem_take_refused(), need; /* 0: a refusal no allocator counted */
 	if (at && (!tr->mem_cap || at < tr->mem_cap))
 		tr->mem_cap = at;
 	tr->oom_retries++;
@@ -545,8 +545,10 @@ static int step_try(eng_trainer *tr, int changed, eng_step_stats *st, eng_err *e
 	if (tr->gpu) {
 		/* the clipping scale is applied inside the update, as kn_scale would have */
 		if (eng_cuda_adamw(tr->gpu, scale, lr, s->beta1, s->beta2, s->eps, s->weight_decay,
-			    bc1, bc2, err) < 0)
+			    bc1, bc2, err) < 0) {
+			err->kind = ENG_ERR_BAD; /* the update may have begun: never a retry */
 			return step_failed(tr, cursor, err);
+		}
 	} else {
 		for (int i = 0; i < m->ntensors; i++) {
 			const eng_ptensor *pt = &m->tensors[i];

@@ -415,16 +415,53 @@ HANDLER(cmd_memlog)
 	for (int i = c->memlog_n - want; rows && i < c->memlog_n; i++)
 		json_array_append_new(rows, memlog_row(c, i % PROTO_MEMLOG_STEPS));
 	r = json_pack("{s:i,s:o}", "step", c->step, "steps", rows);
-	if (!r || !fmt)
+	/* the reply is one line: rows and timeline within the protocol's limit */
+	size_t room = PROTO_MAX_LINE - 4096, used = r ? json_dumpb(r, NULL, 0, JSON_COMPACT) : 0;
+	if (!r || used > room) {
+		json_decref(r);
+		eng_ctl__send_error(k, r ? PROTO_ERR_INVALID_PARAMETER : PROTO_ERR_INTERNAL, r ?
+			"that many steps of this model are over the protocol's 1 MiB line: ask "
+			"for fewer" : "out of memory", id);
+		return NULL;
+	}
+	if (!fmt)
 		return r;
 	if (c->trace.step == 0 || c->tr->gpu) {
 		json_object_set_new(r, "trace", json_null()); /* no step yet, or the GPU's */
 		return r;
 	}
-	json_t *data = !strcmp(fmt, "pytorch") ? eng_memtrace_pytorch(&c->trace)
-					       : eng_memtrace_chrome(&c->trace);
-	json_object_set_new(r, "trace", json_pack("{s:i,s:s,s:i,s:i,s:o*}", "step", c->trace.step,
-		"format", fmt, "events", c->trace.n, "dropped", c->trace.dropped, "data", data));
+	json_t *data = NULL;
+	int merged, is_py = !strcmp(fmt, "pytorch");
+	size_t size = 0;
+	for (merged = 0; merged < 2; merged++) { /* each buffer, or else by section */
+		json_decref(data);
+		data = is_py ? eng_memtrace_pytorch(&c->trace, merged)
+			     : eng_memtrace_chrome(&c->trace, merged);
+		size = data ? json_dumpb(data, NULL, 0, JSON_COMPACT) : 0;
+		if (!data || used + size <= room)
+			break;
+	}
+	if (!data || merged == 2) {
+		char desc[PROTO_DESC_LEN];
+		int too_big = data != NULL;
+		if (too_big)
+			snprintf(desc, sizeof desc, "step %d's memory timeline is %.1f MiB as JSON "
+				 "even merged by section, over the protocol's 1 MiB line: ask for fewer "
+				 "steps", c->trace.step, size / 1048576.0);
+		else
+			snprintf(desc, sizeof desc, "out of memory for step %d's memory timeline",
+				c->trace.step);
+		json_decref(data);
+		json_decref(r);
+		eng_ctl__send_error(k, too_big ? PROTO_ERR_INVALID_STATE : PROTO_ERR_INTERNAL, desc,
+			id);
+		return NULL;
+	}
+	json_t *evs = is_py ? json_array_get(json_object_get(data, "device_traces"), 0)
+			    : json_object_get(data, "traceEvents");
+	json_object_set_new(r, "trace", json_pack("{s:i,s:s,s:b,s:I,s:i,s:o}", "step",
+		c->trace.step, "format", fmt, "merged", merged, "events",
+		(json_int_t)json_array_size(evs), "dropped", c->trace.dropped, "data", data));
 	return r;
 }
 

@@ -546,6 +546,9 @@ static void step_fatal(const eng_trainer *tr, eng_ctl *c, const run_ctl *run, co
 	else if (run->last_saved >= 0)
 		snprintf(msg, sizeof msg, "%s; the last checkpoint is '%s' (step %d)", err->msg,
 			run->last_path, run->last_saved);
+	else if (tr->spec.resume)
+		snprintf(msg, sizeof msg, "%s; the last checkpoint is the one it resumed from, "
+			"'%s'", err->msg, tr->spec.init_from);
 	else
 		snprintf(msg, sizeof msg, "%s; no checkpoint was saved", err->msg);
 	fprintf(stderr, "remat-train: %s\n", msg);

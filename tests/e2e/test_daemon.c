@@ -991,6 +991,43 @@ START_TEST(test_daemon_memlog)
 }
 END_TEST
 
+/* A step whose timeline, buffer by buffer, is over the protocol's 1 MiB line (100 blocks
+ * under full): the worker merges it by section rather than sending a line rematd must cut
+ * (which would kill the job); the job keeps running. */
+START_TEST(test_daemon_memlog_large)
+{
+	td_daemon d;
+	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), NULL};
+	td_daemon_paths(&d);
+	td_daemon_start(&d, extra);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	char id[16];
+	snprintf(id, sizeof id, "%s", td_job_start(&c, "{\"model\":{\"n_layer\":100,\"n_embd\":32,"
+		"\"n_head\":2,\"n_positions\":32,\"vocab_size\":256},\"data\":{\"train\":\"" T_GPL
+		"\",\"format\":\"bytes\"},\"batch\":2,\"seq_len\":32,\"steps\":1000000,\"threads\":2,"
+		"\"remat\":{\"default\":\"full\"}}", "starting"));
+	td_wait_step(&c, id);
+	static const char *const fmts[] = {"chrome", "pytorch"};
+	for (int f = 0; f < 2; f++) {
+		json_t *r = td_request(&c, "{\"execute\":\"remat-memlog\",\"arguments\":{\"job\":\"%s\","
+			"\"trace\":\"%s\"}}", id, fmts[f]);
+		json_t *tr = json_object_get(td_expect_return(r), "trace");
+		/* Chrome's, a counter sample an event, is past the line unmerged (1.3 MB) */
+		ck_assert_msg(f == 1 || json_is_true(json_object_get(tr, "merged")), "%s not merged",
+			fmts[f]);
+		ck_assert(json_is_object(json_object_get(tr, "data")));
+		ck_assert_int_gt(json_integer_value(json_object_get(tr, "events")), 100);
+		json_decref(r);
+	}
+	json_t *st = td_job_status(&c, id);
+	ck_assert_str_eq(td_str(st, "state"), "running");
+	json_decref(st);
+	td_daemon_stop(&d);
+	td_close(&c);
+}
+END_TEST
+
 Suite *suite_daemon(void)
 {
 	Suite *s = suite_create("daemon");
@@ -1033,6 +1070,7 @@ Suite *suite_daemon(void)
 	tcase_add_test(tc, test_daemon_real_worker_sigterm);
 	tcase_add_test(tc, test_daemon_profile_fills_costs);
 	tcase_add_test(tc, test_daemon_memlog);
+	tcase_add_test(tc, test_daemon_memlog_large);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -614,7 +614,24 @@ START_TEST(test_memtrace_step)
 			      "hold %zu", policies[pi], act_at_fwd_end, saved);
 		ck_assert_msg((rebuilt_in_bwd > 0) == (pi != 0), "%s: %d buffers rebuilt in backward",
 			policies[pi], rebuilt_in_bwd);
-		json_t *py = eng_memtrace_pytorch(t), *ch = eng_memtrace_chrome(t);
+		json_t *py = eng_memtrace_pytorch(t, 0), *ch = eng_memtrace_chrome(t, 0);
+		json_t *pyc = eng_memtrace_pytorch(t, 1);
+		/* merged by section: fewer buffers, and at the step's end what every step holds
+		 * is all that is left alive, as unmerged */
+		json_t *ct = json_array_get(json_object_get(pyc, "device_traces"), 0), *cev;
+		size_t ci;
+		long long live_now = 0, fixed_live = 0;
+		json_array_foreach(ct, ci, cev) {
+			long long sz = json_integer_value(json_object_get(cev, "size"));
+			live_now += strcmp(json_string_value(json_object_get(cev, "action")), "alloc")
+					    ? -sz : sz;
+		}
+		for (int i = 0; i < t->n; i++)
+			if (t->ev[i].section < 0 && t->ev[i].kind == ENG_MT_LIVE)
+				fixed_live += (long long)t->ev[i].size;
+		ck_assert_int_eq(live_now, fixed_live);
+		ck_assert_uint_lt(json_array_size(ct), (size_t)(lives + deads + 5));
+		json_decref(pyc);
 		ck_assert_ptr_nonnull(py);
 		ck_assert_ptr_nonnull(ch);
 		json_t *trace = json_array_get(json_object_get(py, "device_traces"), 0);
