@@ -71,15 +71,58 @@ fail:
 	return -1;
 }
 
-int eng_data_check(const char *path, eng_data_format fmt, int B, int T, size_t *ntok,
-	eng_err *err)
+#define DATA_CHUNK (1u << 16) /* bytes a check reads at a time */
+
+/* Tokens first .. first+n-1 of path, raw (2 little-endian bytes each for llmc, one byte
+ * for bytes), into tok when not NULL; fails on the first one >= vocab, saying what the
+ * file was most likely made for. */
+static int take_tokens(const char *path, eng_data_format fmt, const uint8_t *raw, size_t n,
+	size_t first, int vocab, uint16_t *tok, eng_err *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned t = fmt == ENG_DATA_LLMC ? (unsigned)(raw[2 * i] | raw[2 * i + 1] << 8)
+						  : raw[i];
+		if (t < (unsigned)vocab) {
+			if (tok)
+				tok[i] = (uint16_t)t;
+			continue;
+		}
+		const char *why = fmt == ENG_DATA_BYTES
+			? "\"format\": \"bytes\" reads a token a byte (0-255), which needs vocab_size "
+			  "256 or more"
+			: t == 50256 ? "50256 is GPT-2's <|endoftext|>: the file is tokenized with "
+				       "GPT-2's tokenizer, which needs vocab_size 50257 or more (the "
+				       "gpt2 presets)"
+				     : "the file was tokenized for a larger vocabulary than the model's";
+		return eng_errf(err, "data file '%s': token %zu is %u, out of range for vocab_size "
+				     "%d; %s", path, first + i, t, vocab, why);
+	}
+	return 0;
+}
+
+int eng_data_check(const char *path, eng_data_format fmt, int B, int T, int vocab,
+	size_t *ntok, eng_err *err)
 {
 	FILE *f;
-	size_t nbytes;
+	size_t nbytes, per = fmt == ENG_DATA_LLMC ? 2 : 1, done = 0;
+	uint8_t buf[DATA_CHUNK];
+	int rc = 0;
 	if (data_header(path, fmt, B, T, &f, ntok, &nbytes, err) < 0)
 		return -1;
+	/* every token against the vocabulary, as the start will: a file made for another
+	 * model is refused when the job is checked, not when it starts */
+	while (rc == 0 && done < nbytes) {
+		size_t want = nbytes - done < DATA_CHUNK ? nbytes - done : DATA_CHUNK;
+		if (fread(buf, 1, want, f) != want) {
+			rc = eng_errf(err, "data file '%s': read failed: %s", path,
+				ferror(f) ? strerror(errno) : "file shrank");
+			break;
+		}
+		rc = take_tokens(path, fmt, buf, want / per, done / per, vocab, NULL, err);
+		done += want;
+	}
 	fclose(f);
-	return 0;
+	return rc;
 }
 
 int eng_data_open(eng_data *d, const char *path, eng_data_format fmt, int vocab, int B, int T,
@@ -103,16 +146,8 @@ int eng_data_open(eng_data *d, const char *path, eng_data_format fmt, int vocab,
 			ferror(f) ? strerror(errno) : "file shrank");
 		goto out;
 	}
-	for (size_t i = 0; i < ntok; i++) {
-		unsigned t = fmt == ENG_DATA_LLMC ? (unsigned)(raw[2 * i] | raw[2 * i + 1] << 8)
-						  : raw[i];
-		if (t >= (unsigned)vocab) {
-			eng_errf(err, "data file '%s': token %zu is %u, out of range for vocab_size %d",
-				path, i, t, vocab);
-			goto out;
-		}
-		d->tok[i] = (uint16_t)t;
-	}
+	if (take_tokens(path, fmt, raw, ntok, 0, vocab, d->tok, err) < 0)
+		goto out;
 	d->ntok = ntok;
 	d->B = B;
 	d->T = T;

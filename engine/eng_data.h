@@ -32,10 +32,11 @@ int eng_data_open(eng_data *d, const char *path, eng_data_format fmt, int vocab,
 	eng_err *err);
 void eng_data_close(eng_data *d); /* safe on a zeroed struct */
 
-/* eng_data_open's checks short of reading the tokens (the file, its header, its size, one
- * batch at least): what a job's validation needs; the token count in *ntok. */
-int eng_data_check(const char *path, eng_data_format fmt, int B, int T, size_t *ntok,
-	eng_err *err);
+/* eng_data_open's checks without keeping the tokens (the file, its header, its size, one
+ * batch at least, every token under vocab, read a chunk at a time): what a job's
+ * validation needs; the token count in *ntok. */
+int eng_data_check(const char *path, eng_data_format fmt, int B, int T, int vocab,
+	size_t *ntok, eng_err *err);
 
 /* Copies the next batch into inp and tgt (B*T each) and advances the cursor. */
 void eng_data_next(eng_data *d, uint16_t *inp, uint16_t *tgt);

@@ -238,11 +238,12 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	if (trainer_plan(s, &cfg, err) < 0 || trainer_policy(s, &out->aliases, &out->policy,
 		err) < 0)
 		return -1;
-	if (eng_data_check(s->train_path, s->data_format, s->batch, s->seq_len, &ntok, err) < 0)
+	if (eng_data_check(s->train_path, s->data_format, s->batch, s->seq_len,
+		    s->cfg.vocab_size, &ntok, err) < 0)
 		return -1;
 	size_t vtok = 0;
 	if (s->val_path[0] && eng_data_check(s->val_path, s->data_format, s->batch, s->seq_len,
-		&vtok, err) < 0)
+		    s->cfg.vocab_size, &vtok, err) < 0)
 		return -1;
 	if (s->save_dir[0] && check_save_dir(s->save_dir, err) < 0)
 		return -1;

@@ -450,8 +450,26 @@ START_TEST(test_cli_llmc_errors)
 	char *vocab = write_llmc("bad_token.llmc", LLMC_MAGIC, NTOK, tok, NTOK);
 	rc = llmc_job("llmc_token.json", vocab, &err);
 	expect_error("token >= vocab", rc, err, 1, "bad_token.llmc", "token 60 is 256",
-		"vocab_size 256", NULL);
+		"vocab_size 256", "tokenized for a larger vocabulary", NULL);
 	free(err);
+	/* and the check a job-start runs says the same, before anything starts */
+	char *cj = spec_file("llmc_token_check.json", "{\"model\": {\"preset\": \"tiny\"}, "
+		"\"data\": {\"train\": \"%s\", \"format\": \"llmc\"}, \"batch\": 2, "
+		"\"seq_len\": 16, \"steps\": 1, \"threads\": 2}", vocab);
+	const char *cargs[] = {"--check", cj, NULL};
+	rc = t_train_run(&err, 0, cargs); /* its answer is JSON on stdout */
+	ck_assert_msg(rc == 1 && strstr(err, "\"ok\":false") && strstr(err, "token 60 is 256"),
+		"--check passed a file for another vocabulary (%d): %s", rc, err);
+	free(err);
+	free(cj);
+	tok[60] = 50256; /* GPT-2's <|endoftext|>, in a file for a byte model */
+	char *eot = write_llmc("gpt2_tokens.llmc", LLMC_MAGIC, NTOK, tok, NTOK);
+	rc = llmc_job("llmc_eot.json", eot, &err);
+	expect_error("GPT-2 tokens for a byte model", rc, err, 1, "token 60 is 50256",
+		"GPT-2's <|endoftext|>", "vocab_size 50257 or more", NULL);
+	free(err);
+	free(eot);
+	tok[60] = 256;
 
 	/* shorter than the header */
 	char *shortf = tmp_path("short.llmc");
