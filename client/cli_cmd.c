@@ -10,6 +10,7 @@
 #include "cli_cmd.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,7 +226,8 @@ static int build_memlog(const cli_command *cmd, const cli_args *a, json_t **req)
 }
 
 /* --trace FILE: the last step's timeline, as the worker gave it, into FILE (the client's
- * own file, written with its own rights; "-" for stdout). */
+ * own file, written with its own rights; "-" for stdout). A symbolic link there is not
+ * followed: rematctl run as root in a shared directory writes no file a link names. */
 static int write_trace(const cli_args *a, const json_t *ret)
 {
 	if (!a->trace)
@@ -237,9 +239,14 @@ static int write_trace(const cli_args *a, const json_t *ret)
 		return CLI_EXIT_FAIL;
 	}
 	int to_stdout = !strcmp(a->trace, "-");
-	FILE *f = to_stdout ? stdout : fopen(a->trace, "w");
+	int fd = to_stdout ? -1 : open(a->trace, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+		O_CLOEXEC, 0644);
+	FILE *f = to_stdout ? stdout : fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f) {
-		fprintf(stderr, CLI_NAME ": cannot write '%s': %s\n", a->trace, strerror(errno));
+		fprintf(stderr, CLI_NAME ": cannot write '%s': %s\n", a->trace, errno == ELOOP
+			? "it is a symbolic link (not followed)" : strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return CLI_EXIT_FAIL;
 	}
 	int bad = json_dumpf(data, f, JSON_COMPACT) < 0;

@@ -3,27 +3,31 @@
 
 #include <stdarg.h>
 
-int eng_errf(eng_err *err, const char *fmt, ...)
+/* The message, of kind k; -1. */
+static int err_vset(eng_err *err, eng_err_kind k, const char *fmt, va_list ap)
 {
 	if (err) {
-		va_list ap;
-		va_start(ap, fmt);
 		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-		va_end(ap);
-		err->kind = ENG_ERR_BAD;
+		err->kind = k;
 	}
+	return -1;
+}
+
+int eng_errf(eng_err *err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	err_vset(err, ENG_ERR_BAD, fmt, ap);
+	va_end(ap);
 	return -1;
 }
 
 int eng_err_nomem(eng_err *err, const char *fmt, ...)
 {
-	if (err) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-		va_end(ap);
-		err->kind = ENG_ERR_NOMEM;
-	}
+	va_list ap;
+	va_start(ap, fmt);
+	err_vset(err, ENG_ERR_NOMEM, fmt, ap);
+	va_end(ap);
 	return -1;
 }
 

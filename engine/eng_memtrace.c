@@ -58,15 +58,11 @@ void eng_memtrace_add(eng_memtrace *t, eng_mt_kind kind, const void *p, size_t s
 	e->field = (short)field;
 }
 
-void eng_memtrace_copy(eng_memtrace *dst, const eng_memtrace *src)
+void eng_memtrace_swap(eng_memtrace *a, eng_memtrace *b)
 {
-	int n = src->n < dst->cap ? src->n : dst->cap;
-	memcpy(dst->ev, src->ev, (size_t)n * sizeof *src->ev);
-	dst->n = n;
-	dst->dropped = src->dropped + (src->n - n);
-	dst->step = src->step;
-	dst->n_layer = src->n_layer;
-	dst->t0_ms = src->t0_ms;
+	eng_memtrace t = *a;
+	*a = *b;
+	*b = t;
 }
 
 void eng_memtrace_on_alloc(void *ctx, int alloc, const void *p, size_t bytes, eng_mem_cat cat)

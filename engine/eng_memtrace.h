@@ -68,8 +68,9 @@ void eng_memtrace_begin(eng_memtrace *t, int step, int n_layer);
 void eng_memtrace_add(eng_memtrace *t, eng_mt_kind kind, const void *p, size_t size,
 	eng_mem_cat cat, int section, int field);
 
-/* dst (its own buffer of the same cap) becomes a copy of src. */
-void eng_memtrace_copy(eng_memtrace *dst, const eng_memtrace *src);
+/* a and b trade places (buffers and all): how a step's trace is handed to a reader at
+ * each step boundary without copying it; the other becomes the next step's to fill. */
+void eng_memtrace_swap(eng_memtrace *a, eng_memtrace *b);
 
 /* An eng_mem_trace_fn: the calling thread's mappings into ctx (an eng_memtrace). */
 void eng_memtrace_on_alloc(void *ctx, int alloc, const void *p, size_t bytes, eng_mem_cat cat);

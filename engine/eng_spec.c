@@ -453,21 +453,28 @@ static int parse_aliases(eng_spec *s, json_t *al, eng_err *err)
 	return 0;
 }
 
+/* A size in a spec ("6GiB", or a number of bytes) above 0, or -1. */
+static long long spec_size(const json_t *v)
+{
+	long long bytes = -1;
+	if (json_is_integer(v))
+		bytes = json_integer_value(v);
+	else if (json_is_string(v) && proto_size_parse(json_string_value(v), &bytes) < 0)
+		bytes = -1;
+	return bytes > 0 ? bytes : -1;
+}
+
 /* remat.budget: a size, a number of bytes, or "cgroup" (the worker's memory.max, read
  * when the run starts). */
 static int parse_budget(eng_spec *s, const json_t *v, eng_err *err)
 {
-	long long bytes = -1;
 	const char *t = json_string_value(v);
 	if (t && strcmp(t, "cgroup") == 0) {
 		s->remat_budget_cgroup = 1;
 		return 0;
 	}
-	if (json_is_integer(v))
-		bytes = json_integer_value(v);
-	else if (t && proto_size_parse(t, &bytes) < 0)
-		bytes = -1;
-	if (bytes <= 0)
+	long long bytes = spec_size(v);
+	if (bytes < 0)
 		return eng_errf(err, "'remat.budget' must be a size above 0 (\"6GiB\"), a number of "
 				     "bytes or \"cgroup\"");
 	s->remat_budget = (size_t)bytes;
@@ -539,11 +546,7 @@ static int parse_memory(eng_spec *s, json_t *root, eng_err *err)
 		return -1;
 	if (!(v = json_object_get(m, "limit")))
 		return 0;
-	if (json_is_integer(v))
-		bytes = json_integer_value(v);
-	else if (json_is_string(v) && proto_size_parse(json_string_value(v), &bytes) < 0)
-		bytes = -1;
-	if (bytes <= 0)
+	if ((bytes = spec_size(v)) < 0)
 		return eng_errf(err, "'memory.limit' must be a size above 0, such as \"3GiB\" or "
 				     "a number of bytes");
 	s->mem_limit = (size_t)bytes;

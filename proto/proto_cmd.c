@@ -360,6 +360,15 @@ static int check_default(const json_t *v, char *desc, size_t desclen)
 
 /* A checkpoint name becomes a file name: a safe alphabet, and no leading '.' so that it can
  * be neither hidden nor "." or "..". */
+/* An integer from 1 to max. */
+static int check_count(const char *name, const json_t *v, int max, char *desc, size_t desclen)
+{
+	if (json_is_integer(v) && json_integer_value(v) >= 1 && json_integer_value(v) <= max)
+		return 0;
+	proto__descf(desc, desclen, "'%s' must be an integer from 1 to %d", name, max);
+	return -1;
+}
+
 static int check_ckpt_name(const json_t *v, char *desc, size_t desclen)
 {
 	size_t n = 0;
@@ -449,21 +458,9 @@ static int check_arg(const arg_spec *a, const json_t *v, char *desc, size_t desc
 		}
 		return 0;
 	case ARG_ROUNDS:
-		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-			json_integer_value(v) > PROTO_PROFILE_MAX_ROUNDS) {
-			proto__descf(desc, desclen, "'%s' must be an integer from 1 to %d", a->name,
-				PROTO_PROFILE_MAX_ROUNDS);
-			return -1;
-		}
-		return 0;
+		return check_count(a->name, v, PROTO_PROFILE_MAX_ROUNDS, desc, desclen);
 	case ARG_STEPS:
-		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-			json_integer_value(v) > PROTO_MEMLOG_STEPS) {
-			proto__descf(desc, desclen, "'%s' must be an integer from 1 to %d", a->name,
-				PROTO_MEMLOG_STEPS);
-			return -1;
-		}
-		return 0;
+		return check_count(a->name, v, PROTO_MEMLOG_STEPS, desc, desclen);
 	case ARG_TRACE: {
 		const char *f = json_string_value(v);
 		if (f && (!strcmp(f, "pytorch") || !strcmp(f, "chrome")))

@@ -162,7 +162,7 @@ static void memlog_add(eng_ctl *c, const eng_step_stats *st)
 	for (int i = 0; i <= L; i++)
 		c->memlog_sec[(size_t)row * (L + 1) + i] = eng_trainer_saved_bytes(c->tr, i);
 	c->memlog_n++;
-	eng_memtrace_copy(&c->trace, &c->tr->trace);
+	eng_memtrace_swap(&c->trace, &c->tr->trace); /* no copy on the step path */
 }
 
 void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st)

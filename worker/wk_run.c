@@ -145,7 +145,6 @@ typedef struct run_ctl {
 	eng_auto autoc;          /* the memory controller (remat-auto, remat.budget) */
 	size_t last_peak;        /* the last step's peak of tracked bytes */
 	char auto_why[256];      /* why the controller asked for the next step's policy */
-	eng_plan auto_pred;      /* and its plan */
 	int probe_left;          /* steps of a probe (remat-profile) still to run */
 	int probe_k;             /* the probe's steps so far */
 	eng_policy probe_base;   /* the policy to come back to after it */
@@ -293,11 +292,12 @@ static void auto_set(eng_ctl *c, run_ctl *rc, size_t budget, int step)
 
 /* Before a step: the controller's decision, on the run's measured fixed bytes (and a
  * save's snapshot), its measured costs and what the system refused: 1 with the policy it
- * wants in *next (its reason and plan in rc), 0 to keep the policy. */
+ * wants in *next (its reason in rc), 0 to keep the policy. */
 static int auto_want(const eng_trainer *tr, run_ctl *rc, eng_policy *next)
 {
 	const eng_model *m = &tr->model;
 	eng_plan_costs pc;
+	eng_plan pred;
 	double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &tr->last_policy,
 		tr->last_ms);
 	eng_costs_plan(&tr->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc, NULL);
@@ -307,7 +307,7 @@ static int auto_want(const eng_trainer *tr, run_ctl *rc, eng_policy *next)
 	 * under a probe's, nor before a change) */
 	size_t seen = eng_policy_equal(&tr->last_policy, &tr->policy) ? rc->last_peak : 0;
 	int r = eng_auto_decide(&rc->autoc, &q, &tr->policy, seen, tr->step + 1, next,
-		&rc->auto_pred, rc->auto_why, sizeof rc->auto_why);
+		&pred, rc->auto_why, sizeof rc->auto_why); /* its plan: said after the step */
 	if (r < 0)
 		fprintf(stderr, "remat-train: remat-auto: %s: the least there is instead\n",
 			rc->auto_why);

@@ -986,6 +986,16 @@ START_TEST(test_daemon_memlog)
 	ck_assert_msg(json_is_array(json_object_get(snap, "device_traces")), "%s", path);
 	json_decref(snap);
 	free(text);
+	/* a link where the file goes is not followed: what it names stays untouched */
+	char link[700], target[700];
+	snprintf(link, sizeof link, "%s/link.json", d.dir);
+	snprintf(target, sizeof target, "%s/elsewhere.json", d.dir);
+	ck_assert_int_eq(symlink(target, link), 0);
+	argv[9] = link;
+	rc = t_run(argv, &out);
+	ck_assert_msg(rc == 1 && strstr(out, "symbolic link"), "%d: %s", rc, out);
+	ck_assert_int_eq(access(target, F_OK), -1);
+	free(out);
 	td_daemon_stop(&d);
 	td_close(&c);
 }

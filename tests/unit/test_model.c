@@ -40,6 +40,22 @@ typedef struct run_result {
 	float *params, *grads, *m, *v;
 } run_result;
 
+/* The trainer's weights, gradients and moments now, into r (malloc'd). */
+static void keep_result(const eng_trainer *tr, run_result *r)
+{
+	size_t bytes = tr->model.nfloats * sizeof(float);
+	r->nfloats = tr->model.nfloats;
+	r->params = malloc(bytes);
+	r->grads = malloc(bytes);
+	r->m = malloc(bytes);
+	r->v = malloc(bytes);
+	ck_assert(r->params && r->grads && r->m && r->v);
+	memcpy(r->params, tr->model.params, bytes);
+	memcpy(r->grads, tr->model.grads, bytes);
+	memcpy(r->m, tr->model.m, bytes);
+	memcpy(r->v, tr->model.v, bytes);
+}
+
 /* Runs STEPS steps; schedule[s] (may be NULL) is applied before step s+1. */
 static void run(const char *const schedule[STEPS], run_result *r)
 {
@@ -57,16 +73,7 @@ static void run(const char *const schedule[STEPS], run_result *r)
 		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
 		r->loss[s] = st.loss;
 	}
-	size_t bytes = tr.model.nfloats * sizeof(float);
-	r->nfloats = tr.model.nfloats;
-	r->params = malloc(bytes);
-	r->grads = malloc(bytes);
-	r->m = malloc(bytes);
-	r->v = malloc(bytes);
-	memcpy(r->params, tr.model.params, bytes);
-	memcpy(r->grads, tr.model.grads, bytes);
-	memcpy(r->m, tr.model.m, bytes);
-	memcpy(r->v, tr.model.v, bytes);
+	keep_result(&tr, r);
 	eng_trainer_free(&tr);
 }
 
@@ -486,16 +493,7 @@ static void run_wanting(const char *const want[STEPS], unsigned long fail_n, run
 	eng_mem_fail_nth(0);
 	*allocs = eng_mem_allocs() - a0;
 	*retries = tr.oom_retries;
-	size_t bytes = tr.model.nfloats * sizeof(float);
-	r->nfloats = tr.model.nfloats;
-	r->params = malloc(bytes);
-	r->grads = malloc(bytes);
-	r->m = malloc(bytes);
-	r->v = malloc(bytes);
-	memcpy(r->params, tr.model.params, bytes);
-	memcpy(r->grads, tr.model.grads, bytes);
-	memcpy(r->m, tr.model.m, bytes);
-	memcpy(r->v, tr.model.v, bytes);
+	keep_result(&tr, r);
 	eng_trainer_free(&tr);
 }
 
