@@ -151,6 +151,7 @@ int eng_data_open(eng_data *d, const char *path, eng_data_format fmt, int vocab,
 	d->ntok = ntok;
 	d->B = B;
 	d->T = T;
+	d->nsamples = (ntok - 1) / ((size_t)B * T);
 	rc = 0;
 out:
 	free(raw);
@@ -164,15 +165,113 @@ out:
 void eng_data_close(eng_data *d)
 {
 	eng_mem_free(d->tok);
+	eng_mem_free(d->perm);
 	memset(d, 0, sizeof *d);
+}
+
+size_t eng_data_bytes(size_t ntok, int B, int T, int shuffle)
+{
+	size_t n = ntok * sizeof(uint16_t);
+	if (shuffle && ntok > 0)
+		n += (ntok - 1) / ((size_t)B * T) * sizeof(uint32_t);
+	return n;
+}
+
+/* ---- MT19937 (Matsumoto and Nishimura 1998) ---- */
+
+#define MT_M 397
+#define MT_UPPER 0x80000000u
+#define MT_LOWER 0x7fffffffu
+#define MT_MATRIX 0x9908b0dfu
+
+void eng_mt_seed(eng_mt *g, uint32_t seed)
+{
+	g->s[0] = seed;
+	for (int j = 1; j < ENG_MT_N; j++)
+		g->s[j] = 1812433253u * (g->s[j - 1] ^ (g->s[j - 1] >> 30)) + (uint32_t)j;
+	g->i = ENG_MT_N;
+}
+
+/* The next ENG_MT_N words, all at once. */
+static void mt_twist(eng_mt *g)
+{
+	for (int k = 0; k < ENG_MT_N; k++) {
+		uint32_t y = (g->s[k] & MT_UPPER) | (g->s[(k + 1) % ENG_MT_N] & MT_LOWER);
+		g->s[k] = g->s[(k + MT_M) % ENG_MT_N] ^ (y >> 1) ^ (y & 1u ? MT_MATRIX : 0u);
+	}
+	g->i = 0;
+}
+
+uint32_t eng_mt_next(eng_mt *g)
+{
+	if (g->i >= ENG_MT_N)
+		mt_twist(g);
+	uint32_t y = g->s[g->i++];
+	y ^= y >> 11;
+	y ^= (y << 7) & 0x9d2c5680u;
+	y ^= (y << 15) & 0xefc60000u;
+	y ^= y >> 18;
+	return y;
+}
+
+/* ---- the order of samples ---- */
+
+/* This epoch's permutation, drawn from pos.rng into perm (live: the generator after it).
+ * perm[0 .. n) = identity, then for i = n-1 .. 1: j = draw % (i+1), swap perm[i], perm[j]. */
+static void draw_perm(eng_data *d)
+{
+	size_t n = d->nsamples;
+	d->live = d->pos.rng;
+	for (size_t i = 0; i < n; i++)
+		d->perm[i] = (uint32_t)i;
+	for (size_t i = n - 1; i >= 1 && n > 1; i--) {
+		size_t j = eng_mt_next(&d->live) % (i + 1);
+		uint32_t t = d->perm[i];
+		d->perm[i] = d->perm[j];
+		d->perm[j] = t;
+	}
+}
+
+int eng_data_shuffle(eng_data *d, uint32_t seed, eng_err *err)
+{
+	if (d->nsamples > UINT32_MAX)
+		return eng_errf(err, "%zu samples are more than a shuffle can number", d->nsamples);
+	d->perm = eng_mem_alloc(ENG_MEM_DATA, d->nsamples * sizeof(uint32_t));
+	if (!d->perm)
+		return eng_errf(err, "out of memory for the shuffle of %zu samples", d->nsamples);
+	d->shuffle = 1;
+	memset(&d->pos, 0, sizeof d->pos);
+	eng_mt_seed(&d->pos.rng, seed);
+	draw_perm(d);
+	return 0;
+}
+
+size_t eng_data_next_sample(const eng_data *d)
+{
+	return d->shuffle ? d->perm[d->pos.sample] : d->pos.sample;
 }
 
 void eng_data_next(eng_data *d, uint16_t *inp, uint16_t *tgt)
 {
-	size_t n = (size_t)d->B * d->T;
-	memcpy(inp, d->tok + d->cursor, n * sizeof(uint16_t));
-	memcpy(tgt, d->tok + d->cursor + 1, n * sizeof(uint16_t));
-	d->cursor += n;
-	if (d->cursor + n + 1 > d->ntok)
-		d->cursor = 0;
+	size_t n = (size_t)d->B * d->T, at = eng_data_next_sample(d) * n;
+	memcpy(inp, d->tok + at, n * sizeof(uint16_t));
+	memcpy(tgt, d->tok + at + 1, n * sizeof(uint16_t));
+	if (++d->pos.sample < d->nsamples)
+		return;
+	/* the epoch is over: the next one begins now, so that the next sample is known */
+	d->pos.sample = 0;
+	d->pos.epoch++;
+	if (d->shuffle) {
+		d->pos.rng = d->live;
+		draw_perm(d);
+	}
+}
+
+void eng_data_seek(eng_data *d, const eng_data_pos *p)
+{
+	int redraw = d->shuffle && (p->epoch != d->pos.epoch ||
+		memcmp(&p->rng, &d->pos.rng, sizeof p->rng) != 0);
+	d->pos = *p;
+	if (redraw)
+		draw_perm(d);
 }

@@ -22,6 +22,8 @@
 #include "eng_fs.h"
 
 #define SPEC_MAX_BATCH 65536          /* B: far past any CPU or one-GPU batch */
+#define SPEC_MAX_ACCUM 65536          /* grad_accum */
+#define SPEC_LLMC_SHUFFLE_SEED 42     /* llm.c's shuffle seed, 42 + rank */
 #define SPEC_MAX_SEQ 65536            /* T: as long as ENG_MAX_POSITIONS */
 #define SPEC_MAX_STEPS 1000000000     /* steps, save.every and schedule.warmup */
 #define SPEC_MAX_LR 10.0              /* a larger learning rate is a typo, not a choice */
@@ -33,10 +35,13 @@
 #define SPEC_PATH_LEN 64              /* "schedule.min_lr_frac": our own keys only */
 
 static const char *const root_keys[] = {"name", "model", "data", "batch", "seq_len", "steps",
-	"seed", "optim", "schedule", "remat", "save", "threads", "device", "memory", NULL};
+	"grad_accum", "seed", "optim", "schedule", "remat", "eval", "save", "threads", "device",
+	"memory", NULL};
 static const char *const model_keys[] = {"preset", "n_layer", "n_embd", "n_head",
 	"n_positions", "vocab_size", "init_from", "resume", NULL};
-static const char *const data_keys[] = {"train", "format", "val", NULL};
+static const char *const data_keys[] = {"train", "format", "val", "shuffle", "shuffle_seed",
+	NULL};
+static const char *const eval_keys[] = {"every", "batches", NULL};
 static const char *const optim_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay",
 	"grad_clip", NULL};
 static const char *const schedule_keys[] = {"kind", "warmup", "min_lr_frac", NULL};
@@ -193,6 +198,8 @@ static void spec_defaults(eng_spec *s)
 	s->batch = 4;
 	s->seq_len = 0; /* min(SPEC_DEFAULT_SEQ, n_positions), set by eng_spec_finish */
 	s->steps = 1000;
+	s->grad_accum = 1;
+	s->shuffle_seed = SPEC_LLMC_SHUFFLE_SEED;
 	s->seed = 1337;
 	s->lr = 3e-4f;
 	s->beta1 = 0.9f;
@@ -245,6 +252,31 @@ static int parse_data(eng_spec *s, json_t *root, eng_err *err)
 	if (f && get_choice(f, "data.format", formats, &k, err) < 0)
 		return -1;
 	s->data_format = k == 1 ? ENG_DATA_BYTES : ENG_DATA_LLMC;
+	long long seed = s->shuffle_seed;
+	if ((f = json_object_get(d, "shuffle"))) {
+		if (!json_is_boolean(f))
+			return eng_errf(err, "'data.shuffle' must be true or false");
+		s->shuffle = json_is_true(f);
+	}
+	if (get_int64(d, "data", "shuffle_seed", 0, UINT32_MAX, &seed, err) < 0)
+		return -1;
+	s->shuffle_seed = (uint32_t)seed;
+	return 0;
+}
+
+static int parse_eval(eng_spec *s, json_t *root, eng_err *err)
+{
+	json_t *v;
+	if (get_object(root, "eval", &v, err) < 0)
+		return -1;
+	if (!v)
+		return 0;
+	if (check_keys(v, "eval", eval_keys, err) < 0 ||
+		get_int(v, "eval", "every", 0, SPEC_MAX_STEPS, &s->eval_every, err) < 0 ||
+		get_int(v, "eval", "batches", 0, INT_MAX, &s->eval_batches, err) < 0)
+		return -1;
+	if (!s->val_path[0])
+		return eng_errf(err, "'eval' needs 'data.val', the validation token file");
 	return 0;
 }
 
@@ -578,17 +610,24 @@ static int parse_root(eng_spec *s, json_t *root, eng_err *err)
 		get_int(root, "", "batch", 1, SPEC_MAX_BATCH, &s->batch, err) < 0 ||
 		get_int(root, "", "seq_len", 1, SPEC_MAX_SEQ, &s->seq_len, err) < 0 ||
 		get_int(root, "", "steps", 1, SPEC_MAX_STEPS, &s->steps, err) < 0 ||
+		get_int(root, "", "grad_accum", 1, SPEC_MAX_ACCUM, &s->grad_accum, err) < 0 ||
 		get_int64(root, "", "seed", 0, INT64_MAX, &seed, err) < 0 ||
 		check_tokens(s, err) < 0 || parse_optim(s, root, err) < 0 ||
 		parse_schedule(s, root, err) < 0 || parse_remat(s, root, err) < 0 ||
-		parse_save(s, root, err) < 0 || parse_memory(s, root, err) < 0 ||
+		parse_eval(s, root, err) < 0 || parse_save(s, root, err) < 0 ||
+		parse_memory(s, root, err) < 0 ||
 		get_int(root, "", "threads", 1, SPEC_MAX_THREADS, &s->threads, err) < 0)
 		return -1;
 	s->seed = (uint64_t)seed;
+	s->has_grad_accum = json_object_get(root, "grad_accum") != NULL;
 	v = json_object_get(root, "device");
 	if (v && get_choice(v, "device", devices, &dev, err) < 0)
 		return -1;
 	s->device = dev == 1 ? ENG_DEVICE_CUDA : ENG_DEVICE_CPU;
+	if (s->device == ENG_DEVICE_CUDA && s->grad_accum > 1)
+		return eng_errf(err, "'grad_accum' %d: device cuda takes one batch a step for now "
+				     "(grad_accum 1); accumulate on device cpu, or raise 'batch'",
+			s->grad_accum);
 	return 0;
 }
 

@@ -45,11 +45,18 @@ typedef struct eng_spec {
 	char train_path[ENG_PATH_LEN];    /* data.train, required */
 	char val_path[ENG_PATH_LEN];      /* data.val, "" when absent */
 	eng_data_format data_format;      /* data.format, default llmc */
+	int shuffle;                      /* data.shuffle: llm.c's shuffled order, default 0
+					   * (file order) */
+	uint32_t shuffle_seed;            /* data.shuffle_seed, default 42 (llm.c's, rank 0) */
 
 	int batch;                        /* B, default 4 */
 	int seq_len;                      /* T, default min(256, n_positions) (0 until the
 					   * shape is known: see eng_spec_finish) */
 	int steps;                        /* the step the run ends at, default 1000 */
+	int grad_accum;                   /* micro-batches of `batch` rows per optimizer step,
+					   * default 1 */
+	int has_grad_accum;               /* 1 when the spec gave grad_accum (resume takes the
+					   * checkpoint's otherwise) */
 	uint64_t seed;                    /* default 1337 */
 
 	/* optim */
@@ -78,6 +85,11 @@ typedef struct eng_spec {
 	size_t remat_budget;              /* remat.budget: the memory controller keeps the
 					   * run under it (bytes), 0 off */
 	int remat_budget_cgroup;          /* remat.budget "cgroup": the worker's memory.max */
+
+	/* eval: the validation loss over eval_batches batches of data.val (0: all that fit)
+	 * every eval_every steps (0: only at the end) and at the end */
+	int eval_every;
+	int eval_batches;
 
 	/* save */
 	char save_dir[ENG_PATH_LEN];      /* "" = no saving */

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -182,6 +183,8 @@ static int trainer_plan(eng_spec *s, eng_config *cfg, eng_err *err)
 	/* a checkpoint directory, or an llm.c model file (eng_import.h) */
 	if (s->init_from[0] && eng_import_read_config(s->init_from, cfg, err) < 0)
 		return -1;
+	if (s->resume && eng_ckpt_adopt(s->init_from, s, err) < 0)
+		return -1;
 	return eng_spec_finish(s, cfg, err);
 }
 
@@ -208,7 +211,11 @@ static int trainer_policy(const eng_spec *s, eng_aliases *al, eng_policy *p, eng
 static void fixed_of(const eng_spec *s, size_t ntok, size_t vtok, size_t out[ENG_MEM_NCAT])
 {
 	eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->threads, out);
-	out[ENG_MEM_DATA] = 2 * (ntok + vtok) + 2 * 2 * (size_t)s->batch * s->seq_len;
+	if (s->grad_accum > 1)
+		out[ENG_MEM_GRADS] *= 2; /* the sum of the micro-batches' gradients */
+	out[ENG_MEM_DATA] = eng_data_bytes(ntok, s->batch, s->seq_len, s->shuffle) +
+		eng_data_bytes(vtok, s->batch, s->seq_len, 0) +
+		2 * 2 * (size_t)s->batch * s->seq_len;
 	if (s->save_dir[0])
 		out[ENG_MEM_WORKSPACE] += eng_ckpt_snap_bytes(out[ENG_MEM_PARAMS] / sizeof(float));
 }
@@ -257,6 +264,12 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	/* the model's fixed part, and the data: both token files and the batch (inp, tgt) */
 	fixed_of(s, ntok, vtok, out->fixed);
 	return 0;
+}
+
+/* Tokens an optimizer step trains on: grad_accum micro-batches of B x T. */
+static double step_tokens(const eng_spec *s)
+{
+	return (double)s->grad_accum * s->batch * s->seq_len;
 }
 
 /* ---- memory: what fits, and out of memory as a retry ---- */
@@ -438,11 +451,19 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	if (s->val_path[0] && eng_data_open(&tr->val, s->val_path, s->data_format,
 				      s->cfg.vocab_size, s->batch, s->seq_len, err) < 0)
 		goto fail;
+	if (s->shuffle && eng_data_shuffle(&tr->train, s->shuffle_seed, err) < 0)
+		goto fail;
 	size_t n = (size_t)s->batch * s->seq_len * sizeof(uint16_t);
 	tr->inp = eng_mem_alloc(ENG_MEM_DATA, n);
 	tr->tgt = eng_mem_alloc(ENG_MEM_DATA, n);
 	if (!tr->inp || !tr->tgt) {
 		eng_errf(err, "out of memory for the batch buffers");
+		goto fail;
+	}
+	if (s->grad_accum > 1 &&
+		!(tr->acc = eng_mem_alloc(ENG_MEM_GRADS, tr->model.nfloats * sizeof(float)))) {
+		eng_errf(err, "out of memory for the accumulated gradients (%.1f MiB)",
+			tr->model.nfloats * 4 / 1048576.0);
 		goto fail;
 	}
 	/* under a budget the first step lays out the controller's policy: the run never holds
@@ -468,6 +489,7 @@ void eng_trainer_free(eng_trainer *tr)
 {
 	eng_mem_free(tr->inp);
 	eng_mem_free(tr->tgt);
+	eng_mem_free(tr->acc);
 	eng_data_close(&tr->val);
 	eng_data_close(&tr->train);
 	eng_cuda_destroy(tr->gpu);
@@ -494,41 +516,76 @@ float eng_lr_at(const eng_spec *s, int i)
 }
 
 /* "step N: <what the GPU model said>" */
-static int step_failed(eng_trainer *tr, size_t cursor, eng_err *err)
+static int step_failed(eng_trainer *tr, const eng_data_pos *at, eng_err *err)
 {
 	char why[ENG_ERR_LEN];
 	eng_err_kind kind = err->kind;
 	snprintf(why, sizeof why, "%s", err->msg);
-	tr->train.cursor = cursor; /* the batch is taken again by the step that replaces it */
+	eng_data_seek(&tr->train, at); /* the batches are taken again by the step that replaces
+					* it */
 	eng_errf(err, "step %d: %.400s; weights left as they were after step %d", tr->step + 1,
 		why, tr->step);
 	err->kind = kind;
 	return -1;
 }
 
+/* The step's gradient, of the mean loss over its grad_accum micro-batches, into the
+ * model's gradients (one micro-batch) or tr->acc: each micro-batch's gradient is computed
+ * alone, of its own mean loss, and added to the sum (as an all-reduce adds ranks'), the
+ * sum then scaled by 1/K. The step's loss (the micro-batches' mean) in *loss, its section
+ * times summed into sec_ms, its recomputation into *rec_ms. */
+static int step_grads(eng_trainer *tr, float *loss, double sec_ms[][3], double *rec_ms,
+	eng_err *err)
+{
+	eng_model *m = &tr->model;
+	int K = tr->spec.grad_accum, L = m->cfg.n_layer;
+	double sum = 0.0;
+	*rec_ms = 0.0;
+	for (int k = 0; k < K; k++) {
+		float l;
+		eng_data_next(&tr->train, tr->inp, tr->tgt);
+		if (tr->gpu) {
+			if (eng_cuda_step(tr->gpu, tr->inp, tr->tgt, &l, err) < 0)
+				return -1;
+			*rec_ms += eng_cuda_recompute_ms(tr->gpu);
+		} else {
+			if (eng_model_step(m, tr->inp, tr->tgt, &l, err) < 0)
+				return -1;
+			*rec_ms += m->recompute_ms;
+			for (int i = 0; i <= L; i++)
+				for (int j = 0; j < 3; j++)
+					sec_ms[i][j] = (k ? sec_ms[i][j] : 0.0) + m->sec_ms[i][j];
+		}
+		sum += l;
+		if (K > 1 && k == 0)
+			memcpy(tr->acc, m->grads, m->nfloats * sizeof(float)); /* 0 + g, exactly */
+		else if (K > 1)
+			kn_add(tr->acc, m->grads, m->nfloats);
+	}
+	if (K > 1)
+		kn_scale(tr->acc, 1.0f / (float)K, m->nfloats);
+	*loss = K > 1 ? (float)(sum / K) : (float)sum;
+	return 0;
+}
+
 /* One try at step tr->step + 1 under the policy laid out. A failure changes nothing the
- * next try would see: weights, moments and the data cursor stay (the gradients are
+ * next try would see: weights, moments and the data position stay (the gradients are
  * written afresh by every step). */
 static int step_try(eng_trainer *tr, int changed, eng_step_stats *st, eng_err *err)
 {
 	eng_model *m = &tr->model;
 	const eng_spec *s = &tr->spec;
-	double t0 = now_ms(), sumsq;
-	float loss, scale = 1.0f;
-	size_t cursor = tr->train.cursor;
-	eng_data_next(&tr->train, tr->inp, tr->tgt);
-	if (tr->gpu) {
-		if (eng_cuda_step(tr->gpu, tr->inp, tr->tgt, &loss, err) < 0 ||
-			eng_cuda_grad_sumsq(tr->gpu, &sumsq, err) < 0)
-			return step_failed(tr, cursor, err);
-	} else {
-		if (eng_model_step(m, tr->inp, tr->tgt, &loss, err) < 0)
-			return step_failed(tr, cursor, err);
-		sumsq = kn_sumsq(m->grads, m->nfloats);
-	}
+	double t0 = now_ms(), sumsq, rec_ms, sec_ms[ENG_MAX_LAYERS + 1][3];
+	float loss, scale = 1.0f, *grads = tr->acc ? tr->acc : m->grads;
+	eng_data_pos at = tr->train.pos;
+	if (step_grads(tr, &loss, sec_ms, &rec_ms, err) < 0 ||
+		(tr->gpu && eng_cuda_grad_sumsq(tr->gpu, &sumsq, err) < 0))
+		return step_failed(tr, &at, err);
+	if (!tr->gpu)
+		sumsq = kn_sumsq(grads, m->nfloats);
 	double norm = sqrt(sumsq);
 	if (!isfinite(loss) || !isfinite(norm)) {
-		tr->train.cursor = cursor;
+		eng_data_seek(&tr->train, &at);
 		return eng_errf(err, "step %d: loss %g, gradient norm %g: not finite; weights left "
 				     "as they were after step %d", tr->step + 1, loss, norm, tr->step);
 	}
@@ -539,7 +596,7 @@ static int step_try(eng_trainer *tr, int changed, eng_step_stats *st, eng_err *e
 			scale = (float)coef;
 	}
 	if (!tr->gpu && scale != 1.0f)
-		kn_scale(m->grads, scale, m->nfloats);
+		kn_scale(grads, scale, m->nfloats);
 	float lr = eng_lr_at(s, tr->step);
 	int t = tr->step + 1;
 	double bc1 = 1.0 - pow(s->beta1, t), bc2 = 1.0 - pow(s->beta2, t);
@@ -548,13 +605,13 @@ static int step_try(eng_trainer *tr, int changed, eng_step_stats *st, eng_err *e
 		if (eng_cuda_adamw(tr->gpu, scale, lr, s->beta1, s->beta2, s->eps, s->weight_decay,
 			    bc1, bc2, err) < 0) {
 			err->kind = ENG_ERR_BAD; /* the update may have begun: never a retry */
-			return step_failed(tr, cursor, err);
+			return step_failed(tr, &at, err);
 		}
 	} else {
 		for (int i = 0; i < m->ntensors; i++) {
 			const eng_ptensor *pt = &m->tensors[i];
 			kn_adamw_update(m->params + pt->offset, m->m + pt->offset, m->v + pt->offset,
-				m->grads + pt->offset, pt->numel, lr, s->beta1, s->beta2, s->eps,
+				grads + pt->offset, pt->numel, lr, s->beta1, s->beta2, s->eps,
 				pt->decay ? s->weight_decay : 0.0f, bc1, bc2);
 		}
 	}
@@ -566,7 +623,7 @@ static int step_try(eng_trainer *tr, int changed, eng_step_stats *st, eng_err *e
 		size_t saved[ENG_MAX_LAYERS + 1];
 		for (int i = 0; i <= m->cfg.n_layer; i++)
 			saved[i] = eng_model_saved_bytes(m, i);
-		eng_costs_add(&tr->costs, &tr->policy, (const double (*)[3])m->sec_ms, saved, ms);
+		eng_costs_add(&tr->costs, &tr->policy, (const double (*)[3])sec_ms, saved, ms);
 	}
 	eng_mem_stats ms_now;
 	eng_mem_get_counters(&ms_now); /* no /proc read on the step path */
@@ -583,8 +640,9 @@ static int step_try(eng_trainer *tr, int changed, eng_step_stats *st, eng_err *e
 	st->lr = lr;
 	st->grad_norm = (float)norm;
 	st->step_ms = ms;
-	st->recompute_ms = tr->gpu ? eng_cuda_recompute_ms(tr->gpu) : m->recompute_ms;
-	st->tokens_per_s = ms > 0 ? (double)s->batch * s->seq_len / (ms / 1e3) : 0.0;
+	st->recompute_ms = rec_ms;
+	st->micro_batches = s->grad_accum;
+	st->tokens_per_s = ms > 0 ? step_tokens(s) / (ms / 1e3) : 0.0;
 	st->activation_bytes = ms_now.current[ENG_MEM_ACTIVATIONS];
 	if (tr->gpu)
 		eng_cuda_mem_step_peaks(st->peak_cat, &st->peak_bytes, 0);
@@ -643,7 +701,7 @@ int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats 
 			/* the whole step: its policy change and any try before included (the cost
 			 * table took the sections' own times) */
 			st->step_ms = now_ms() - t_start;
-			st->tokens_per_s = (double)tr->spec.batch * tr->spec.seq_len / (st->step_ms / 1e3);
+			st->tokens_per_s = step_tokens(&tr->spec) / (st->step_ms / 1e3);
 			break;
 		}
 		if (err->kind != ENG_ERR_NOMEM || on_refusal(tr, &p, &tries, err) < 0)
@@ -713,12 +771,11 @@ float eng_trainer_val_loss(eng_trainer *tr, int batches)
 	if (!tr->val.tok)
 		return NAN;
 	eng_data *d = &tr->val;
-	size_t per = (size_t)d->B * d->T;
-	int fit = (int)((d->ntok - 1) / per);
+	int fit = d->nsamples > INT_MAX ? INT_MAX : (int)d->nsamples;
 	if (batches <= 0 || batches > fit)
 		batches = fit;
-	size_t saved = d->cursor;
-	d->cursor = 0;
+	eng_data_pos saved = d->pos, start = {0};
+	eng_data_seek(d, &start);
 	double sum = 0.0;
 	for (int i = 0; i < batches; i++) {
 		float l;
@@ -729,7 +786,7 @@ float eng_trainer_val_loss(eng_trainer *tr, int batches)
 			l = NAN; /* a failure: the mean says so, the next step reports it */
 		sum += l;
 	}
-	d->cursor = saved;
+	eng_data_seek(d, &saved);
 	return (float)(sum / batches);
 }
 

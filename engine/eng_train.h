@@ -21,13 +21,15 @@
 
 typedef struct eng_step_stats {
 	int step;                /* 1-based number of the step just taken */
-	float loss;              /* mean cross-entropy before the update */
+	float loss;              /* mean cross-entropy before the update, over all its
+				  * micro-batches */
 	float lr;                /* learning rate used */
 	float grad_norm;         /* global gradient norm before clipping */
 	double step_ms;          /* the policy change it starts with, forward, backward,
 				  * optimizer */
 	double recompute_ms;     /* of which recomputation */
-	double tokens_per_s;     /* B*T / step time */
+	double tokens_per_s;     /* grad_accum*B*T / step time */
+	int micro_batches;       /* grad_accum: the micro-batches the step took */
 	size_t activation_bytes; /* saved for backward during the step */
 	size_t peak_bytes;       /* the most all categories held together during the step,
 				  * its policy change included */
@@ -59,6 +61,8 @@ typedef struct eng_trainer {
 	eng_memtrace trace;      /* the memory timeline of the step taken last (device cpu) */
 	int step;                /* completed steps */
 	uint16_t *inp, *tgt;     /* (B,T) current batch (ENG_MEM_DATA) */
+	float *acc;              /* grad_accum > 1: the sum of the step's micro-batch
+				  * gradients, nfloats (ENG_MEM_GRADS); else NULL */
 	int has_save_lock;       /* 1 while save_lock is held */
 	int save_lock;           /* the save directory's lock (eng_fs_lock) */
 } eng_trainer;

@@ -139,6 +139,8 @@ void kn_crossentropy_fused(float *logits, float *lse, float *loss, const uint16_
 double kn_sumsq(const float *x, size_t N);
 /* x(N) *= s */
 void kn_scale(float *x, float s, size_t N);
+/* y(N) += x(N), element by element: the sum gradient accumulation and an all-reduce make */
+void kn_add(float *y, const float *x, size_t N);
 /* One AdamW step (PyTorch semantics) on a tensor: param(N), m(N), v(N) updated from grad;
  * lr_t already includes the schedule; bc1 = 1 - beta1^t, bc2 = 1 - beta2^t; decay 0 for
  * tensors that take none */

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -106,7 +107,8 @@ int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err)
 	}
 	s->cfg = m->cfg;
 	s->step = tr->step;
-	s->cursor = tr->train.cursor;
+	s->cursor = eng_data_next_sample(&tr->train) * (size_t)tr->train.B * tr->train.T;
+	s->pos = tr->train.pos;
 	s->ntok = tr->train.ntok;
 	s->spec = tr->spec;
 	s->tensors = m->tensors;
@@ -181,6 +183,39 @@ static int hash_at(const eng_dir *d, const char *name, char hex[65], size_t *siz
 	return rc;
 }
 
+/* The shuffle's generator before this epoch's permutation: {"seed", "index", "state": 624
+ * words in hex, 8 digits each}. */
+static json_t *rng_json(const eng_mt *g, uint32_t seed)
+{
+	char hex[ENG_MT_N * 8 + 1];
+	for (int i = 0; i < ENG_MT_N; i++)
+		snprintf(hex + 8 * i, 9, "%08" PRIx32, g->s[i]);
+	return json_pack("{s:I,s:i,s:s}", "seed", (json_int_t)seed, "index", g->i, "state", hex);
+}
+
+/* rng_json's inverse: 0, or -1 when it is not one. */
+static int rng_parse(const json_t *o, eng_mt *g)
+{
+	const char *hex = json_string_value(json_object_get(o, "state"));
+	json_t *idx = json_object_get(o, "index");
+	if (!hex || strlen(hex) != ENG_MT_N * 8 || !json_is_integer(idx) ||
+		json_integer_value(idx) < 0 || json_integer_value(idx) > ENG_MT_N)
+		return -1;
+	for (int i = 0; i < ENG_MT_N; i++) {
+		uint32_t w = 0;
+		for (int k = 0; k < 8; k++) {
+			int c = hex[8 * i + k];
+			int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+			if (v < 0)
+				return -1;
+			w = w << 4 | (uint32_t)v;
+		}
+		g->s[i] = w;
+	}
+	g->i = (int)json_integer_value(idx);
+	return 0;
+}
+
 /* trainer_state.json: the training state and the checksums of the other files. */
 static int write_state(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, eng_err *err)
 {
@@ -196,11 +231,14 @@ static int write_state(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, 
 						    "bytes", (json_int_t)size));
 		*bytes += size;
 	}
-	json_t *o = json_pack("{s:i,s:i,s:{s:I,s:I,s:s},s:{s:I},s:{s:s,s:i,s:f,s:f,s:i},"
-			      "s:{s:f,s:f,s:f,s:f,s:f,s:f},s:i,s:i,s:o}",
+	json_t *o = json_pack("{s:i,s:i,s:{s:I,s:I,s:s,s:I,s:I,s:b},s:{s:I},"
+			      "s:{s:s,s:i,s:f,s:f,s:i},s:{s:f,s:f,s:f,s:f,s:f,s:f},s:i,s:i,s:i,"
+			      "s:o}",
 		"format_version", ENG_CKPT_FORMAT, "step", s->step,
 		"data", "cursor", (json_int_t)s->cursor, "tokens", (json_int_t)s->ntok, "format",
-		sp->data_format == ENG_DATA_BYTES ? "bytes" : "llmc",
+		sp->data_format == ENG_DATA_BYTES ? "bytes" : "llmc", "epoch",
+		(json_int_t)s->pos.epoch, "sample", (json_int_t)s->pos.sample, "shuffle",
+		sp->shuffle,
 		"rng", "seed", (json_int_t)sp->seed,
 		"schedule", "kind", sp->sched == ENG_SCHED_COSINE ? "cosine" : "constant", "warmup",
 		sp->warmup, "min_lr_frac", (double)sp->min_lr_frac, "lr", (double)sp->lr, "steps",
@@ -208,7 +246,11 @@ static int write_state(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, 
 		"optim", "lr", (double)sp->lr, "beta1", (double)sp->beta1, "beta2",
 		(double)sp->beta2, "eps", (double)sp->eps, "weight_decay",
 		(double)sp->weight_decay, "grad_clip", (double)sp->grad_clip,
-		"batch", sp->batch, "seq_len", sp->seq_len, "files", files);
+		"batch", sp->batch, "seq_len", sp->seq_len, "grad_accum", sp->grad_accum, "files",
+		files);
+	if (o && sp->shuffle)
+		json_object_set_new(json_object_get(o, "data"), "shuffle_rng",
+			rng_json(&s->pos.rng, sp->shuffle_seed));
 	files = NULL; /* stolen by "o" */
 	if (!o) {
 		eng_errf(err, "cannot build trainer_state.json");
@@ -716,24 +758,56 @@ int eng_ckpt_previous(const char *ckpt, char *out, size_t outlen)
 
 /* ---- resume ---- */
 
+/* The data position of state o, for batches of B x T on ntok tokens (shuffled or not, as
+ * the state says; an older state has its cursor alone, in file order): 0, or -1 when it
+ * is not one of that data. */
+static int state_pos(const json_t *o, int B, int T, size_t ntok, eng_data_pos *pos)
+{
+	const json_t *data = json_object_get(o, "data");
+	json_t *cur = json_object_get(data, "cursor"), *smp = json_object_get(data, "sample");
+	json_t *ep = json_object_get(data, "epoch");
+	size_t per = (size_t)B * T, nsamples = (ntok - 1) / per;
+	memset(pos, 0, sizeof *pos);
+	if (smp) {
+		if (!json_is_integer(smp) || json_integer_value(smp) < 0 ||
+			(ep && (!json_is_integer(ep) || json_integer_value(ep) < 0)))
+			return -1;
+		pos->sample = (size_t)json_integer_value(smp);
+		pos->epoch = ep ? (uint64_t)json_integer_value(ep) : 0;
+	} else {
+		if (!json_is_integer(cur) || json_integer_value(cur) < 0 ||
+			(size_t)json_integer_value(cur) % per)
+			return -1;
+		pos->sample = (size_t)json_integer_value(cur) / per;
+	}
+	if (pos->sample >= nsamples)
+		return -1;
+	if (json_is_true(json_object_get(data, "shuffle")) &&
+		rng_parse(json_object_get(data, "shuffle_rng"), &pos->rng) < 0)
+		return -1;
+	return 0;
+}
+
 /* Whether a run of spec s, on training data of ntok tokens, can resume from the state o of
- * checkpoint ckpt: the batch shape, the data, and steps left. */
+ * checkpoint ckpt: the batch shape, the data and where the run is in it, and steps left. */
 static int resume_fits(const json_t *o, const char *ckpt, const eng_spec *s, size_t ntok,
-	eng_err *err)
+	eng_data_pos *pos, eng_err *err)
 {
 	json_int_t step = json_integer_value(json_object_get(o, "step"));
 	json_t *data = json_object_get(o, "data");
-	json_int_t cursor = json_integer_value(json_object_get(data, "cursor"));
 	json_int_t tokens = json_integer_value(json_object_get(data, "tokens"));
 	json_int_t B = json_integer_value(json_object_get(o, "batch"));
 	json_int_t T = json_integer_value(json_object_get(o, "seq_len"));
-	if (step < 0 || cursor < 0 || B != s->batch || T != s->seq_len)
+	if (step < 0 || B != s->batch || T != s->seq_len)
 		return eng_errf(err, "cannot resume from '%s': it was trained at batch %lld x %lld, "
 				     "the job asks for %d x %d", ckpt, (long long)B, (long long)T,
 			s->batch, s->seq_len);
-	if ((size_t)tokens != ntok || (size_t)cursor + (size_t)B * T + 1 > ntok)
+	if ((size_t)tokens != ntok)
 		return eng_errf(err, "cannot resume from '%s': its data had %lld tokens, '%s' has %zu",
 			ckpt, (long long)tokens, s->train_path, ntok);
+	if (state_pos(o, s->batch, s->seq_len, ntok, pos) < 0)
+		return eng_errf(err, "cannot resume from '%s': its trainer_state.json gives no "
+				     "position in the data that fits it", ckpt);
 	if (step >= s->steps)
 		return eng_errf(err, "cannot resume from '%s': it is at step %lld and the job ends at "
 				     "step %d (\"steps\" is the step the run ends at)", ckpt,
@@ -741,13 +815,40 @@ static int resume_fits(const json_t *o, const char *ckpt, const eng_spec *s, siz
 	return 0;
 }
 
-int eng_ckpt_check_resume(const char *ckpt, const eng_spec *s, size_t ntok, int *step,
-	eng_err *err)
+int eng_ckpt_adopt(const char *ckpt, eng_spec *s, eng_err *err)
 {
 	json_t *o = load_state(ckpt, err);
 	if (!o)
 		return -1;
-	int rc = resume_fits(o, ckpt, s, ntok, err);
+	json_t *k = json_object_get(o, "grad_accum");
+	int K = json_is_integer(k) ? (int)json_integer_value(k) : 1, rc = -1;
+	int shuffled = json_is_true(json_object_get(json_object_get(o, "data"), "shuffle"));
+	if (K < 1 || (k && !json_is_integer(k)))
+		eng_errf(err, "cannot resume from '%s': its grad_accum is not a count", ckpt);
+	else if (s->has_grad_accum && K != s->grad_accum)
+		eng_errf(err, "cannot resume from '%s': it was trained with grad_accum %d, the job "
+			      "asks for %d (leave grad_accum out to take the checkpoint's)", ckpt, K,
+			s->grad_accum);
+	else if (shuffled != s->shuffle)
+		eng_errf(err, "cannot resume from '%s': its data was read %s, the job asks for %s "
+			      "(data.shuffle %s)", ckpt, shuffled ? "shuffled" : "in file order",
+			s->shuffle ? "shuffled" : "file order", shuffled ? "true" : "false");
+	else
+		rc = 0;
+	if (rc == 0)
+		s->grad_accum = K;
+	json_decref(o);
+	return rc;
+}
+
+int eng_ckpt_check_resume(const char *ckpt, const eng_spec *s, size_t ntok, int *step,
+	eng_err *err)
+{
+	eng_data_pos pos;
+	json_t *o = load_state(ckpt, err);
+	if (!o)
+		return -1;
+	int rc = resume_fits(o, ckpt, s, ntok, &pos, err);
 	*step = (int)json_integer_value(json_object_get(o, "step"));
 	json_decref(o);
 	return rc;
@@ -758,14 +859,13 @@ int eng_ckpt_resume(eng_trainer *tr, const char *ckpt, eng_err *err)
 	json_t *o = load_state(ckpt, err);
 	eng_st_file st = {0};
 	eng_model *m = &tr->model;
+	eng_data_pos pos;
 	int rc = -1;
 	char p[CKPT_PATH], name[ENG_NAME_MAX + 16];
 	if (!o)
 		return -1;
 	json_int_t step = json_integer_value(json_object_get(o, "step"));
-	json_int_t cursor = json_integer_value(json_object_get(json_object_get(o, "data"),
-		"cursor"));
-	if (resume_fits(o, ckpt, &tr->spec, tr->train.ntok, err) < 0)
+	if (resume_fits(o, ckpt, &tr->spec, tr->train.ntok, &pos, err) < 0)
 		goto out;
 	join(p, sizeof p, ckpt, "/optimizer.safetensors");
 	if (eng_st_read(&st, p, err) < 0)
@@ -780,7 +880,7 @@ int eng_ckpt_resume(eng_trainer *tr, const char *ckpt, eng_err *err)
 			goto out;
 	}
 	tr->step = (int)step;
-	tr->train.cursor = (size_t)cursor;
+	eng_data_seek(&tr->train, &pos);
 	rc = 0;
 out:
 	eng_st_free(&st);

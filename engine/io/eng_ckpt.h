@@ -35,7 +35,8 @@
 typedef struct eng_ckpt_snap {
 	eng_config cfg;
 	int step;                 /* completed steps */
-	size_t cursor;            /* the data loader's next position */
+	size_t cursor;            /* the first token of the next batch (for the reader) */
+	eng_data_pos pos;         /* where the data is: epoch, sample, shuffle generator */
 	size_t ntok;              /* tokens in the training data (checked on resume) */
 	eng_spec spec;            /* hyperparameters recorded (paths and run settings are not) */
 	const eng_ptensor *tensors; /* the model's table (borrowed: the model outlives it) */
@@ -94,6 +95,10 @@ int eng_ckpt_previous(const char *ckpt, char *out, size_t outlen);
  * trainer whose weights were loaded from the same checkpoint. Checks batch and seq_len
  * against the spec, the data's token count, and that the run has steps left. */
 int eng_ckpt_resume(eng_trainer *tr, const char *ckpt, eng_err *err);
+/* Before a resumed run is built: what the checkpoint decides of its spec. grad_accum is a
+ * hyperparameter of the run: the checkpoint's, unless the spec gives one (a different one
+ * is refused, as a different batch is); data.shuffle must be the checkpoint's. */
+int eng_ckpt_adopt(const char *ckpt, eng_spec *s, eng_err *err);
 /* eng_ckpt_resume's checks alone, for a spec and training data of ntok tokens; the
  * checkpoint's step into *step. */
 int eng_ckpt_check_resume(const char *ckpt, const eng_spec *s, size_t ntok, int *step,

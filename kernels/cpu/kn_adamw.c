@@ -35,6 +35,14 @@ void kn_scale(float *x, float s, size_t N)
 		x[i] *= s;
 }
 
+/* y(N) += x(N) */
+void kn_add(float *y, const float *x, size_t N)
+{
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < N; i++)
+		y[i] += x[i];
+}
+
 /* param, m, v (N) updated as torch.optim.AdamW (decoupled decay, bias correction) */
 void kn_adamw_update(float *param, float *m, float *v, const float *grad, size_t N, float lr,
 	float beta1, float beta2, float eps, float weight_decay, double bc1, double bc2)

@@ -16,12 +16,17 @@ the same files as the shipped tiny/ and odd/ (see reference/README.md):
     expected.safetensors  float32: loss.step{k}, logits [B,T,V] and grad.<name> of step 1
                           (before clipping), param.<name> after the last step
 
+A case may also accumulate gradients (job.json "grad_accum": K; expected adds
+micro_loss.step1.{j}) and evaluate (job.json "eval": {"every", "batches"}, a val.bin; expected
+adds val_loss.step{s}); see train(). `generate greedy` writes reference/greedy/expected.json:
+greedy decoding on the shipped tiny/ case (see generate_greedy()).
+
 What it is not: part of the build. CI has no torch; the generated files are committed.
 
 How to run it (Debian's python3-torch: `apt-get install python3-torch`; use /usr/bin/python3,
 not a pyenv or venv python without torch), from the repository root:
 
-    /usr/bin/python3 tests/data/gen_reference.py generate            # every case in CASES
+    /usr/bin/python3 tests/data/gen_reference.py generate            # CASES and greedy
     /usr/bin/python3 tests/data/gen_reference.py generate wide       # one case
     /usr/bin/python3 tests/data/gen_reference.py validate tests/data/reference/tiny
 
@@ -37,6 +42,14 @@ import math
 import os
 import struct
 import sys
+
+# The float64 matrix products go through OpenBLAS (Debian's torch is built against the generic
+# libblas, OpenBLAS by default), which picks its kernels by CPU: an AVX-512 machine rounds
+# differently from an AVX2 one in the last bits of the values whose true value is 0 (the
+# key-bias gradients, ~1e-21, so a different float32 of round-off). The committed files were
+# made with the Haswell (AVX2) kernels; pinning them makes `generate` give the same bytes on
+# any x86-64 machine with AVX2. Must be set before numpy or torch loads OpenBLAS.
+os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
 
 import numpy as np
 import torch
@@ -62,7 +75,24 @@ CASES = {
                  batch=4, seq_len=20, steps=3, n_tokens=331, seed=31,
                  lr=5e-3, weight_decay=0.0, grad_clip=0.0,
                  schedule=dict(kind="constant", warmup=2, min_lr_frac=0.1)),
+    # accum: gradient accumulation (3 micro-batches per optimizer step) and validation.
+    # 347 tokens, B*T = 48: micro-batches 1-7 read from 0, 48, .., 288, then the cursor
+    # returns to 0, so step 3's micro-batches read from 288, 0 and 48 (the wrap falls inside
+    # one optimizer step). Clip 0.8 engages in step 1 only (accumulated gradient norms 0.887,
+    # 0.775, 0.715). val.bin: 248 tokens of its own; each evaluation reads its first two
+    # batches (from 0 and 48).
+    "accum": dict(n_layer=2, n_embd=48, n_head=4, n_positions=32, vocab_size=211,
+                  batch=2, seq_len=24, grad_accum=3, steps=3, n_tokens=7 * 48 + 1 + 10,
+                  seed=37, lr=3e-3, weight_decay=0.1, grad_clip=0.8,
+                  schedule=dict(kind="cosine", warmup=1, min_lr_frac=0.1),
+                  n_val_tokens=5 * 48 + 1 + 7, eval=dict(every=2, batches=2)),
 }
+
+# greedy: greedy decoding on the shipped tiny/ case (its folder is only read), from its
+# initial weights and from its weights after its 3 steps (tiny/expected.safetensors'
+# param.*). The prompt is tokens [start, start+length) of tiny/train.bin; each new token is
+# the argmax of the last position's logits, with the whole sequence fed again every time.
+GREEDY = dict(source="tiny", prompt_start=0, prompt_len=6, n_new=24, min_margin=1e-3)
 BETA1, BETA2, ADAM_EPS = 0.9, 0.95, 1e-8
 
 
@@ -200,7 +230,8 @@ def gelu_tanh(x):
 
 
 def forward(P, c, idx, tgt):
-    """Returns (logits [B,T,V], mean cross-entropy). P: name -> float64 leaf tensor."""
+    """Returns (logits [B,T,V], mean cross-entropy). P: name -> float64 leaf tensor. With
+    tgt None, the loss is None."""
     B, T = idx.shape
     C, NH = c["n_embd"], c["n_head"]
     hs = C // NH
@@ -223,6 +254,8 @@ def forward(P, c, idx, tgt):
         x = x + u @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"]
     x = layer_norm(x, P["transformer.ln_f.weight"], P["transformer.ln_f.bias"])
     logits = x @ P["transformer.wte.weight"].T                                # tied lm_head
+    if tgt is None:
+        return logits, None
     loss = torch.nn.functional.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(-1))
     return logits, loss
 
@@ -242,9 +275,30 @@ def lr_at(job, i):
     return min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
 
 
-def train(c, job, weights, tokens):
-    """Runs job["steps"] steps; returns the expected tensors in the shipped files' order:
-    loss.step1, logits, grad.*, loss.step2.., param.* (float64 numpy)."""
+def eval_loss(P, c, B, T, val, n_batches):
+    """Validation loss: the mean over n_batches batches of val read from its start in llm.c's
+    order (batch b = val[b*B*T : b*B*T + B*T + 1]), of each batch's mean cross-entropy."""
+    assert n_batches * B * T + 1 <= len(val)
+    with torch.no_grad():
+        losses = []
+        for b in range(n_batches):
+            buf = val[b * B * T:b * B * T + B * T + 1]
+            losses.append(forward(P, c, buf[:-1].view(B, T), buf[1:].view(B, T))[1].item())
+    return sum(losses) / n_batches
+
+
+def train(c, job, weights, tokens, val_tokens=None, info=None):
+    """Runs job["steps"] optimizer steps; returns the expected tensors in the shipped files'
+    order: loss.step1, logits, grad.*, loss.step2.., param.* (float64 numpy).
+
+    With job["grad_accum"] = K > 1, each step reads K micro-batches in turn from the plain
+    cursor, backpropagates each micro-batch's mean loss divided by K (so the gradient is the
+    one of the mean of the K losses), then clips and steps once; loss.step{k} is that mean,
+    micro_loss.step1.{j} the K losses of step 1, logits those of its first micro-batch.
+    With job["eval"] = {"every", "batches"} and val_tokens, val_loss.step0 is the validation
+    loss of the initial weights and val_loss.step{s} the one after step s, for s a multiple
+    of every and for the last step. info, if given, receives the gradient norm of each step
+    (before clipping) when clipping is on."""
     names = param_names(c["n_layer"])
     P = {n: torch.tensor(weights[n], dtype=torch.float64, requires_grad=True) for n in names}
     decay = [P[n] for n in names if P[n].dim() == 2]
@@ -253,33 +307,57 @@ def train(c, job, weights, tokens):
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=job["lr"], betas=(job["beta1"], job["beta2"]), eps=job["eps"])
     B, T = job["batch"], job["seq_len"]
+    K = job.get("grad_accum", 1)
+    ev = job.get("eval")
     tok = torch.tensor(tokens, dtype=torch.int64)
+    val = None if val_tokens is None else torch.tensor(val_tokens, dtype=torch.int64)
+    assert (ev is None) == (val is None)
     out = {}
+    if ev is not None:
+        out["val_loss.step0"] = np.array(eval_loss(P, c, B, T, val, ev["batches"]))
     cur = 0
+    norms = []          # the global gradient norm of each step, before clipping
     for i in range(job["steps"]):
-        # llm.c's loader: read tok[cur : cur+B*T+1], advance, wrap when the next window
-        # would not fit
-        buf = tok[cur:cur + B * T + 1]
-        idx, tgt = buf[:-1].view(B, T), buf[1:].view(B, T)
-        cur += B * T
-        if cur + B * T + 1 > len(tok):
-            cur = 0
         for g in opt.param_groups:
             g["lr"] = lr_at(job, i)
         opt.zero_grad(set_to_none=True)
-        logits, loss = forward(P, c, idx, tgt)
-        loss.backward()
-        out["loss.step%d" % (i + 1)] = np.array(loss.item())
+        micro = []
+        for j in range(K):
+            # llm.c's loader: read tok[cur : cur+B*T+1], advance, wrap when the next window
+            # would not fit
+            buf = tok[cur:cur + B * T + 1]
+            idx, tgt = buf[:-1].view(B, T), buf[1:].view(B, T)
+            cur += B * T
+            if cur + B * T + 1 > len(tok):
+                cur = 0
+            logits, loss = forward(P, c, idx, tgt)
+            if K == 1:
+                loss.backward()
+            else:
+                (loss / K).backward()       # .grad accumulates the sum over micro-batches
+            micro.append(loss.item())
+            if i == 0 and j == 0:
+                first_logits = logits.detach().numpy().copy()
+        out["loss.step%d" % (i + 1)] = np.array(micro[0] if K == 1 else sum(micro) / K)
         if i == 0:
-            out["logits"] = logits.detach().numpy().copy()
+            if K > 1:
+                for j in range(K):
+                    out["micro_loss.step1.%d" % j] = np.array(micro[j])
+            out["logits"] = first_logits
             for n in names:
                 out["grad." + n] = P[n].grad.detach().numpy().copy()
         if job["grad_clip"] > 0:
             norm = torch.nn.utils.clip_grad_norm_([P[n] for n in names], job["grad_clip"])
-            if i == 0:
-                print("  step 1 gradient norm %.6g (clip %g)"
-                      % (norm.item(), job["grad_clip"]))
+            norms.append(norm.item())
         opt.step()
+        s = i + 1
+        if ev is not None and (s % ev["every"] == 0 or s == job["steps"]):
+            out["val_loss.step%d" % s] = np.array(eval_loss(P, c, B, T, val, ev["batches"]))
+    if norms:
+        print("  gradient norm per step %s (clip %g)"
+              % (" ".join("%.6g" % x for x in norms), job["grad_clip"]))
+    if info is not None:
+        info["grad_norms"] = norms
     for n in names:
         out["param." + n] = P[n].detach().numpy().copy()
     return out
@@ -295,11 +373,15 @@ def job_from_file(path):
     if isinstance(s, str):
         s = {"kind": s, "warmup": 0, "min_lr_frac": 0.1}
     o = j["optim"]
-    return dict(batch=j["batch"], seq_len=j["seq_len"], steps=j["steps"], lr=o["lr"],
-                beta1=o["beta1"], beta2=o["beta2"], eps=o["eps"],
-                weight_decay=o["weight_decay"], grad_clip=o["grad_clip"],
-                schedule=dict(kind=s.get("kind", "cosine"), warmup=s.get("warmup", 0),
-                              min_lr_frac=s.get("min_lr_frac", 0.1)))
+    job = dict(batch=j["batch"], seq_len=j["seq_len"], steps=j["steps"], lr=o["lr"],
+               beta1=o["beta1"], beta2=o["beta2"], eps=o["eps"],
+               weight_decay=o["weight_decay"], grad_clip=o["grad_clip"],
+               schedule=dict(kind=s.get("kind", "cosine"), warmup=s.get("warmup", 0),
+                             min_lr_frac=s.get("min_lr_frac", 0.1)))
+    for key in ("grad_accum", "eval"):
+        if key in j:
+            job[key] = j[key]
+    return job
 
 
 def validate(folder):
@@ -309,8 +391,9 @@ def validate(folder):
     job = job_from_file(os.path.join(folder, "job.json"))
     weights = st_read(os.path.join(folder, "model.safetensors"))
     tokens = llmc_read(os.path.join(folder, "train.bin"))
+    val_tokens = llmc_read(os.path.join(folder, "val.bin")) if "eval" in job else None
     print("%s:" % folder)
-    got = train(c, job, weights, tokens)
+    got = train(c, job, weights, tokens, val_tokens)
     ref = st_read(os.path.join(folder, "expected.safetensors"))
     assert set(got) == set(ref), sorted(set(got) ^ set(ref))
     # Two measures per tensor, the worst of each group printed. (1) The relative L2 error of
@@ -321,6 +404,10 @@ def validate(folder):
     # float64 round-off (the key-bias gradients: softmax ignores a shift shared by all
     # keys, so they are ~1e-21 against a tensor scale of ~1e-2); hence L2, not ulps.
     groups = {"loss": [], "logits": [], "grad": [], "param": []}
+    if "eval" in job:
+        groups["val_loss"] = []
+    if job.get("grad_accum", 1) > 1:
+        groups["micro_loss"] = []
     for name in ref:
         r = ref[name].astype(np.float64).ravel()
         g64 = got[name].astype(np.float64).ravel()
@@ -347,9 +434,18 @@ def generate(name, outdir):
     job = dict(batch=c["batch"], seq_len=c["seq_len"], steps=c["steps"], lr=c["lr"],
                beta1=BETA1, beta2=BETA2, eps=ADAM_EPS, weight_decay=c["weight_decay"],
                grad_clip=c["grad_clip"], schedule=c["schedule"])
+    K = c.get("grad_accum", 1)
+    if K > 1:
+        job["grad_accum"] = K
+    if "eval" in c:
+        job["eval"] = c["eval"]
     gen = torch.Generator().manual_seed(c["seed"])
     weights = init_weights(c, gen)
     tokens = torch.randint(0, c["vocab_size"], (c["n_tokens"],), generator=gen).numpy()
+    val_tokens = None
+    if "eval" in c:      # drawn after the training tokens, from the same generator
+        val_tokens = torch.randint(0, c["vocab_size"], (c["n_val_tokens"],),
+                                   generator=gen).numpy()
     folder = os.path.join(outdir, name)
     os.makedirs(folder, exist_ok=True)
     print("%s:" % folder)
@@ -357,27 +453,119 @@ def generate(name, outdir):
     write_json(os.path.join(folder, "config.json"), cfg)
     st_write(os.path.join(folder, "model.safetensors"), weights)
     llmc_write(os.path.join(folder, "train.bin"), tokens)
-    write_json(os.path.join(folder, "job.json"), {
-        "batch": c["batch"], "seq_len": c["seq_len"], "steps": c["steps"],
+    if val_tokens is not None:
+        llmc_write(os.path.join(folder, "val.bin"), val_tokens)
+    spec = {"batch": c["batch"], "seq_len": c["seq_len"], "steps": c["steps"]}
+    if K > 1:
+        spec["grad_accum"] = K
+    spec.update({
         "seed": c["seed"],
         "optim": {"lr": c["lr"], "beta1": BETA1, "beta2": BETA2, "eps": ADAM_EPS,
                   "weight_decay": c["weight_decay"], "grad_clip": c["grad_clip"]},
         "schedule": c["schedule"],
         "lr_per_step": [float("%.12g" % lr_at(job, i)) for i in range(c["steps"])],
-        "weight_decay_applies_to":
-            "2-D weights (wte, wpe, linear weights); not biases or LayerNorm",
     })
+    if "eval" in c:
+        spec["eval"] = c["eval"]
+    spec["weight_decay_applies_to"] = \
+        "2-D weights (wte, wpe, linear weights); not biases or LayerNorm"
+    write_json(os.path.join(folder, "job.json"), spec)
     # Check what was written by reading it back the way validate does.
     assert all(np.array_equal(v, weights[k])
                for k, v in st_read(os.path.join(folder, "model.safetensors")).items())
     assert np.array_equal(llmc_read(os.path.join(folder, "train.bin")), tokens)
-    out = train(cfg, job, weights, tokens)
+    if val_tokens is not None:
+        assert np.array_equal(llmc_read(os.path.join(folder, "val.bin")), val_tokens)
+    info = {}
+    out = train(cfg, job, weights, tokens, val_tokens, info)
+    if c["grad_clip"] > 0:
+        assert info["grad_norms"][0] > c["grad_clip"], "clipping does not engage in step 1"
     st_write(os.path.join(folder, "expected.safetensors"), out)
     back = st_read(os.path.join(folder, "expected.safetensors"))
     assert list(back) == list(out) and all(back[k].shape == out[k].shape for k in out)
     print("  losses %s; lr per step %s" % (
         " ".join("%.6f" % out["loss.step%d" % (k + 1)] for k in range(c["steps"])),
         " ".join("%g" % lr_at(job, i) for i in range(c["steps"]))))
+    if K > 1:
+        print("  step 1 micro-batch losses %s" % " ".join(
+            "%.6f" % out["micro_loss.step1.%d" % j] for j in range(K)))
+    vals = sorted((int(k[len("val_loss.step"):]), v) for k, v in out.items()
+                  if k.startswith("val_loss."))
+    if vals:
+        print("  val losses %s" % " ".join("step%d %.6f" % (st, v) for st, v in vals))
+
+
+def greedy_decode(P, c, prompt, n_new):
+    """Greedy decoding: n_new times, feeds the whole sequence, appends the argmax of the last
+    position's logits. Returns (new ids, top1 - top2 logit per step). P: name -> tensor, of
+    any float dtype (the computation is in that dtype)."""
+    seq = list(prompt)
+    new, margins = [], []
+    assert len(prompt) + n_new - 1 <= c["n_positions"]
+    with torch.no_grad():
+        for _ in range(n_new):
+            logits, _ = forward(P, c, torch.tensor([seq], dtype=torch.int64), None)
+            last = logits[0, -1]
+            top = torch.topk(last, 2)
+            nxt = int(top.indices[0])
+            assert nxt == int(torch.argmax(last))
+            new.append(nxt)
+            margins.append((top.values[0] - top.values[1]).item())
+            seq.append(nxt)
+    return new, margins
+
+
+def generate_greedy(outdir, srcdir):
+    """Writes <outdir>/greedy/expected.json from the shipped source folder under srcdir
+    (only read)."""
+    g = GREEDY
+    src = os.path.join(srcdir, g["source"])
+    with open(os.path.join(src, "config.json")) as f:
+        c = json.load(f)
+    names = param_names(c["n_layer"])
+    init = st_read(os.path.join(src, "model.safetensors"))
+    ref = st_read(os.path.join(src, "expected.safetensors"))
+    trained = {n: ref["param." + n] for n in names}
+    tokens = llmc_read(os.path.join(src, "train.bin"))
+    prompt = [int(t) for t in tokens[g["prompt_start"]:g["prompt_start"] + g["prompt_len"]]]
+    folder = os.path.join(outdir, "greedy")
+    print("%s:" % folder)
+    res = {}
+    for label, w in (("init", init), ("trained", trained)):
+        P64 = {n: torch.tensor(w[n], dtype=torch.float64) for n in names}
+        ids, margins = greedy_decode(P64, c, prompt, g["n_new"])
+        # the same in float32, as the engine computes: it must pick the same tokens
+        P32 = {n: torch.tensor(w[n], dtype=torch.float32) for n in names}
+        ids32, _ = greedy_decode(P32, c, prompt, g["n_new"])
+        assert ids32 == ids, (label, "float32 decoding differs", ids, ids32)
+        m = min(margins)
+        print("  %-7s %s  min margin %.4g (step %d)" % (
+            label, " ".join(map(str, ids)), m, margins.index(m) + 1))
+        assert m >= g["min_margin"], (
+            "%s: margin %.3g below %g; choose another GREEDY prompt" % (label, m,
+                                                                         g["min_margin"]))
+        res[label] = (ids, margins)
+    # The trained weights above are tiny's float32 param.*; the unrounded float64 result of
+    # its training must decode the same (an engine's weights differ from both by ~1e-5).
+    out64 = train(c, job_from_file(os.path.join(src, "job.json")), init, tokens)
+    P = {n: torch.tensor(out64["param." + n], dtype=torch.float64) for n in names}
+    assert greedy_decode(P, c, prompt, g["n_new"])[0] == res["trained"][0]
+    os.makedirs(folder, exist_ok=True)
+    write_json(os.path.join(folder, "expected.json"), {
+        "source": g["source"],
+        "prompt_from": "%s/train.bin tokens [%d, %d)" % (
+            g["source"], g["prompt_start"], g["prompt_start"] + g["prompt_len"]),
+        "prompt": prompt,
+        "n_new": g["n_new"],
+        "init": res["init"][0],
+        "trained": res["trained"][0],
+        "min_margin_init": float("%.6g" % min(res["init"][1])),
+        "min_margin_trained": float("%.6g" % min(res["trained"][1])),
+        "margins_init": [float("%.6g" % x) for x in res["init"][1]],
+        "margins_trained": [float("%.6g" % x) for x in res["trained"][1]],
+        "weights": {"init": "%s/model.safetensors" % g["source"],
+                    "trained": "%s/expected.safetensors param.*" % g["source"]},
+    })
 
 
 def main():
@@ -385,18 +573,22 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate", help="write cases into tests/data/reference")
-    g.add_argument("cases", nargs="*", help="names from CASES (default: all)")
+    g.add_argument("cases", nargs="*", help="names from CASES, or greedy (default: all)")
     g.add_argument("--out", default=os.path.join(here, "reference"))
     v = sub.add_parser("validate", help="rerun shipped folders and compare")
     v.add_argument("folders", nargs="+")
     a = ap.parse_args()
     torch.manual_seed(0)     # nothing draws from it; set so that nothing can vary by accident
     if a.cmd == "generate":
-        unknown = [n for n in a.cases if n not in CASES]
+        known = sorted(CASES) + ["greedy"]
+        unknown = [n for n in a.cases if n not in known]
         if unknown:
-            ap.error("unknown case %s; known: %s" % (", ".join(unknown), ", ".join(CASES)))
-        for name in a.cases or sorted(CASES):
-            generate(name, a.out)
+            ap.error("unknown case %s; known: %s" % (", ".join(unknown), ", ".join(known)))
+        for name in a.cases or known:
+            if name == "greedy":
+                generate_greedy(a.out, os.path.join(here, "reference"))
+            else:
+                generate(name, a.out)
         return 0
     return 0 if all([validate(f) for f in a.folders]) else 1
 

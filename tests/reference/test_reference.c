@@ -41,6 +41,30 @@ static const ref_case cases[] = {
 static const char *policies[] = {"off", "selective", "full", "head=chunked", NULL};
 #define NPOL (int)(sizeof policies / sizeof policies[0])
 
+/* Worst relative L2 error of the model's tensors against prefix.<name> of ex (param. or
+ * grad.), its name into *worst_name. */
+static double worst_tensor(const eng_model *m, const float *x, eng_st_file *ex,
+	const char *prefix, const char **worst_name)
+{
+	double worst = 0;
+	eng_err err;
+	for (int i = 0; i < m->ntensors; i++) {
+		const eng_ptensor *t = &m->tensors[i];
+		char name[128];
+		snprintf(name, sizeof name, "%s.%s", prefix, t->name);
+		float *r = malloc(t->numel * sizeof(float));
+		ck_assert_msg(eng_st_get_f32(ex, name, t->ndim, t->shape, r, &err) == 0, "%s",
+			err.msg);
+		double e = t_rel_l2(x + t->offset, r, t->numel);
+		if (e > worst) {
+			worst = e;
+			*worst_name = t->name;
+		}
+		free(r);
+	}
+	return worst;
+}
+
 static void run_case(const ref_case *c, const char *policy, const char *policy2)
 {
 	char rel[256];
@@ -84,22 +108,8 @@ static void run_case(const ref_case *c, const char *policy, const char *policy2)
 	ck_assert_msg(eng_st_get_f32(&ex, "logits", 3, lshape, ref, &err) == 0, "%s", err.msg);
 	double e = t_rel_l2(logits, ref, N * V);
 	ck_assert_msg(e < 1e-4, "%s [%s]: logits rel err %.3g", c->dir, policy, e);
-	double worst = 0;
 	const char *worst_name = "";
-	for (int i = 0; i < m->ntensors; i++) {
-		const eng_ptensor *t = &m->tensors[i];
-		char name[128];
-		snprintf(name, sizeof name, "grad.%s", t->name);
-		float *r = malloc(t->numel * sizeof(float));
-		ck_assert_msg(eng_st_get_f32(&ex, name, t->ndim, t->shape, r, &err) == 0, "%s",
-			err.msg);
-		double ei = t_rel_l2(m->grads + t->offset, r, t->numel);
-		if (ei > worst) {
-			worst = ei;
-			worst_name = t->name;
-		}
-		free(r);
-	}
+	double worst = worst_tensor(m, m->grads, &ex, "grad", &worst_name);
 	ck_assert_msg(worst < 1e-4, "%s [%s]: worst gradient %s rel err %.3g", c->dir, policy,
 		worst_name, worst);
 
@@ -120,21 +130,7 @@ static void run_case(const ref_case *c, const char *policy, const char *policy2)
 		ck_assert_msg(el < 1e-5, "%s [%s]: step %d loss %.9g vs %.9g (rel %.3g)", c->dir,
 			policy, s, st.loss, rl, el);
 	}
-	worst = 0;
-	for (int i = 0; i < m->ntensors; i++) {
-		const eng_ptensor *t = &m->tensors[i];
-		char name[128];
-		snprintf(name, sizeof name, "param.%s", t->name);
-		float *r = malloc(t->numel * sizeof(float));
-		ck_assert_msg(eng_st_get_f32(&ex, name, t->ndim, t->shape, r, &err) == 0, "%s",
-			err.msg);
-		double ei = t_rel_l2(m->params + t->offset, r, t->numel);
-		if (ei > worst) {
-			worst = ei;
-			worst_name = t->name;
-		}
-		free(r);
-	}
+	worst = worst_tensor(m, m->params, &ex, "param", &worst_name);
 	ck_assert_msg(worst < 3e-4, "%s [%s]: worst weight %s rel err %.3g", c->dir, policy,
 		worst_name, worst);
 	free(inp);
@@ -186,6 +182,140 @@ START_TEST(test_reference_policy_changed_between_steps)
 }
 END_TEST
 
+/* ---- gradient accumulation and evaluation (reference/accum, GENERATED.md) ---- */
+
+/* As accum/job.json says: B 2 x T 24, grad_accum 3, 3 steps, cosine with warm-up 1, clipping
+ * at 0.8 (engages in step 1 only), eval every 2 steps over 2 batches of val.bin. */
+static void accum_trainer(eng_trainer *tr, const char *dir, int B, int K, const char *policy)
+{
+	eng_policy p;
+	eng_err err;
+	t_trainer(tr,
+		"{\"model\":{\"init_from\":\"%s\"},\"data\":{\"train\":\"%s/train.bin\","
+		"\"val\":\"%s/val.bin\"},\"batch\":%d,\"seq_len\":24,\"steps\":3,"
+		"\"grad_accum\":%d,\"threads\":2,\"optim\":{\"lr\":3e-3,\"beta1\":0.9,"
+		"\"beta2\":0.95,\"eps\":1e-8,\"weight_decay\":0.1,\"grad_clip\":0.8},"
+		"\"schedule\":{\"kind\":\"cosine\",\"warmup\":1,\"min_lr_frac\":0.1},"
+		"\"eval\":{\"every\":2,\"batches\":2},\"remat\":{\"chunk_rows\":16}}",
+		dir, dir, dir, B, K);
+	ck_assert_msg(eng_trainer_parse_policy(tr, policy, &p, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_trainer_set_policy(tr, &p, &err) == 0, "%s", err.msg);
+}
+
+static float ref_scalar(eng_st_file *ex, const char *fmt, int k)
+{
+	char name[64];
+	float v;
+	eng_err err;
+	snprintf(name, sizeof name, fmt, k);
+	ck_assert_msg(eng_st_get_f32(ex, name, 0, NULL, &v, &err) == 0, "%s", err.msg);
+	return v;
+}
+
+/* Every step's loss (the mean over its three micro-batches), the step-1 gradient norm (of
+ * the accumulated gradient, before clipping), the validation loss before training and
+ * after steps 2 and 3, and the weights after step 3, under every policy; and the weights
+ * bit for bit the same under all of them. */
+START_TEST(test_reference_accum_and_eval)
+{
+	char *dir = t_data("reference/accum");
+	char *exp_path = t_data("reference/accum/expected.safetensors");
+	eng_st_file ex;
+	eng_err err;
+	ck_assert_msg(eng_st_read(&ex, exp_path, &err) == 0, "%s", err.msg);
+	float *first = NULL;
+	for (int pi = 0; pi < NPOL; pi++) {
+		const char *policy = policies[pi] ? policies[pi] : "h.0=full;h.1=selective;head=chunked";
+		eng_trainer tr;
+		accum_trainer(&tr, dir, 2, 3, policy);
+		eng_model *m = &tr.model;
+		/* the reference's gradient norm of step 1, from its gradients */
+		double sq = 0;
+		for (int i = 0; i < m->ntensors; i++) {
+			const eng_ptensor *t = &m->tensors[i];
+			char name[128];
+			snprintf(name, sizeof name, "grad.%s", t->name);
+			float *r = malloc(t->numel * sizeof(float));
+			ck_assert_msg(eng_st_get_f32(&ex, name, t->ndim, t->shape, r, &err) == 0,
+				"%s", err.msg);
+			for (size_t j = 0; j < t->numel; j++)
+				sq += (double)r[j] * r[j];
+			free(r);
+		}
+		float v0 = eng_trainer_val_loss(&tr, 2), rv0 = ref_scalar(&ex, "val_loss.step%d", 0);
+		ck_assert_msg(fabs(v0 - rv0) < 1e-5 * fabs(rv0), "val loss before training %.9g vs "
+			"%.9g", v0, rv0);
+		for (int s = 1; s <= 3; s++) {
+			eng_step_stats st;
+			ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+			ck_assert_int_eq(st.micro_batches, 3);
+			float rl = ref_scalar(&ex, "loss.step%d", s);
+			ck_assert_msg(fabs(st.loss - rl) < 1e-5 * fabs(rl), "[%s] step %d loss %.9g vs "
+				"%.9g", policy, s, st.loss, rl);
+			if (s == 1)
+				ck_assert_msg(fabs(st.grad_norm - sqrt(sq)) < 1e-4 * sqrt(sq), "[%s] "
+					"step-1 gradient norm %.9g vs %.9g", policy, st.grad_norm, sqrt(sq));
+			if (s >= 2) {
+				float v = eng_trainer_val_loss(&tr, 2);
+				float rv = ref_scalar(&ex, "val_loss.step%d", s);
+				ck_assert_msg(fabs(v - rv) < 1e-5 * fabs(rv), "[%s] val loss after step "
+					"%d: %.9g vs %.9g", policy, s, v, rv);
+			}
+		}
+		const char *wn = "";
+		double w = worst_tensor(m, m->params, &ex, "param", &wn);
+		ck_assert_msg(w < 3e-4, "[%s] worst weight %s rel err %.3g", policy, wn, w);
+		size_t bytes = m->nfloats * sizeof(float);
+		if (!first) {
+			first = malloc(bytes);
+			memcpy(first, m->params, bytes);
+		} else {
+			ck_assert_msg(memcmp(first, m->params, bytes) == 0, "policy %s changed the "
+				"bits of a run with grad_accum", policy);
+		}
+		eng_trainer_free(&tr);
+	}
+	free(first);
+	eng_st_free(&ex);
+	free(exp_path);
+	free(dir);
+}
+END_TEST
+
+/* Three micro-batches of 2 rows against one batch of 6 rows on the same tokens (a batch of
+ * 6 x 24 reads the windows the three micro-batches read, and the data holds no wrap in
+ * two steps): the weights agree within the reference's tolerance, 3e-4 relative L2 a
+ * tensor (float32 rounding of a sum taken in another order). */
+START_TEST(test_reference_accum_equals_larger_batch)
+{
+	char *dir = t_data("reference/accum");
+	eng_trainer a, b;
+	eng_err err;
+	eng_step_stats st;
+	accum_trainer(&a, dir, 2, 3, "off");
+	accum_trainer(&b, dir, 6, 1, "off");
+	a.spec.steps = b.spec.steps = 2;
+	for (int s = 0; s < 2; s++) {
+		ck_assert_msg(eng_trainer_step(&a, &st, &err) == 0, "%s", err.msg);
+		float la = st.loss;
+		ck_assert_msg(eng_trainer_step(&b, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(fabs(la - st.loss) < 1e-6 * fabs(st.loss), "step %d loss %.9g vs "
+			"%.9g", s + 1, la, st.loss);
+	}
+	double worst = 0;
+	for (int i = 0; i < a.model.ntensors; i++) {
+		const eng_ptensor *t = &a.model.tensors[i];
+		double e = t_rel_l2(a.model.params + t->offset, b.model.params + t->offset, t->numel);
+		worst = e > worst ? e : worst;
+	}
+	ck_assert_msg(worst < 3e-4, "worst weight rel err %.3g", worst);
+	ck_assert_msg(worst > 0, "no rounding difference at all: is accumulation running?");
+	eng_trainer_free(&a);
+	eng_trainer_free(&b);
+	free(dir);
+}
+END_TEST
+
 Suite *suite_reference(void)
 {
 	Suite *s = suite_create("reference");
@@ -196,6 +326,8 @@ Suite *suite_reference(void)
 	tcase_add_loop_test(tc, test_reference_wide_policy, 0, NPOL);
 	tcase_add_loop_test(tc, test_reference_deep_policy, 0, NPOL);
 	tcase_add_test(tc, test_reference_policy_changed_between_steps);
+	tcase_add_test(tc, test_reference_accum_and_eval);
+	tcase_add_test(tc, test_reference_accum_equals_larger_batch);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -324,6 +324,63 @@ START_TEST(test_ckpt_write_killed_mid_save)
 }
 END_TEST
 
+/* A run with shuffled data and grad_accum 3 on reference/accum's data (7 samples an epoch,
+ * 3 a step: epochs end inside steps), saved after step 2, in the middle of its first epoch,
+ * and resumed: the resumed run's losses and weights are the uninterrupted run's, bit for
+ * bit, across two reshuffles. The checkpoint records the order, the generator and
+ * grad_accum, which the resumed spec does not give. */
+START_TEST(test_ckpt_resume_shuffled_accumulated)
+{
+	char *data = t_data("reference/accum"), *root = tmp_dir("shufacc");
+	static const char spec[] = "{\"model\":{%s},\"data\":{\"train\":\"%s/train.bin\","
+		"\"shuffle\":true,\"shuffle_seed\":5},\"batch\":2,\"seq_len\":24,\"steps\":8,"
+		"%s\"threads\":2,\"optim\":{\"lr\":3e-3},\"save\":{\"dir\":\"%s/%s\"}}";
+	char model[8192], path[ENG_PATH_LEN + 64];
+	eng_trainer a, b;
+	eng_step_stats st;
+	eng_err err;
+	float loss[9];
+	snprintf(model, sizeof model, "\"init_from\":\"%s\"", data);
+	t_trainer(&a, spec, model, data, "\"grad_accum\":3,", root, "a");
+	for (int s = 1; s <= 8; s++) {
+		ck_assert_msg(eng_trainer_step(&a, &st, &err) == 0, "%s", err.msg);
+		loss[s] = st.loss;
+		if (s == 2)
+			ck_assert_msg(eng_trainer_save(&a, NULL, path, sizeof path, NULL, &err) == 0,
+				"%s", err.msg);
+	}
+	ck_assert_int_eq(a.train.pos.epoch, 3); /* 24 samples: three epochs of 7, and 3 */
+	snprintf(model, sizeof model, "\"init_from\":\"%s\",\"resume\":true", path);
+	t_trainer(&b, spec, model, data, "", root, "b");
+	ck_assert_int_eq(b.spec.grad_accum, 3);
+	ck_assert_int_eq(b.step, 2);
+	for (int s = 3; s <= 8; s++) {
+		ck_assert_msg(eng_trainer_step(&b, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(st.loss == loss[s], "step %d: resumed loss %.9g, uninterrupted %.9g", s,
+			st.loss, loss[s]);
+	}
+	ck_assert_msg(memcmp(a.model.params, b.model.params, a.model.nfloats * 4) == 0,
+		"resumed weights differ from the uninterrupted run's");
+	eng_trainer_free(&b);
+	/* a resume that asks for another grad_accum, or file order, is refused */
+	eng_spec sp;
+	char text[16384];
+	snprintf(text, sizeof text, spec, model, data, "\"grad_accum\":2,", root, "c");
+	ck_assert(eng_spec_parse(&sp, text, &err) == 0);
+	ck_assert_int_eq(eng_trainer_init(&b, &sp, &err), -1);
+	ck_assert_msg(strstr(err.msg, "trained with grad_accum 3, the job asks for 2"), "%s",
+		err.msg);
+	snprintf(text, sizeof text, "{\"model\":{%s},\"data\":{\"train\":\"%s/train.bin\"},"
+		"\"batch\":2,\"seq_len\":24,\"steps\":8}", model, data);
+	ck_assert(eng_spec_parse(&sp, text, &err) == 0);
+	ck_assert_int_eq(eng_trainer_init(&b, &sp, &err), -1);
+	ck_assert_msg(strstr(err.msg, "its data was read shuffled"), "%s", err.msg);
+	eng_trainer_free(&a);
+	free(root);
+	free(data);
+}
+END_TEST
+
 /* ---- 4. damaged checkpoints ---- */
 
 /* The 8-byte little-endian header length of a safetensors buffer. */
@@ -336,6 +393,7 @@ Suite *suite_ckpt(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_ckpt_write_same_under_every_policy);
 	tcase_add_test(tc, test_ckpt_resume_bit_exact);
+	tcase_add_test(tc, test_ckpt_resume_shuffled_accumulated);
 	suite_add_tcase(s, tc);
 
 	/* real time: kills and saves slowed by REMAT_CKPT_DELAY_US; generous for a loaded or

@@ -1,0 +1,144 @@
+/* test_data.c - the data order: llm.c's shuffled and unshuffled sample orders, against the
+ * indices llm.c's own DataLoader printed for a small file (tests/data/llmc_shuffle, its
+ * README has the commands), MT19937 against its published outputs, and a position taken
+ * and sought back (what a failed step and a resume do) giving the same batches. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eng_data.h"
+#include "eng_mem.h"
+#include "t_util.h"
+#include "tests.h"
+
+/* tokens.bin holds 1000 tokens, token i = i: a batch's first input is its offset. */
+#define SHUF_VOCAB 1000
+
+static void open_tokens(eng_data *d, int B, int T)
+{
+	char *path = t_data("llmc_shuffle/tokens.bin");
+	eng_err err;
+	ck_assert_msg(eng_data_open(d, path, ENG_DATA_LLMC, SHUF_VOCAB, B, T, &err) == 0, "%s",
+		err.msg);
+	free(path);
+}
+
+/* Every line of expected (batch sample first_token) against the batches d serves. */
+static void check_against(eng_data *d, const char *expected)
+{
+	char *path = t_data(expected);
+	FILE *f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "cannot open %s", path);
+	size_t n = (size_t)d->B * d->T;
+	uint16_t *inp = malloc(n * 2), *tgt = malloc(n * 2);
+	char line[256];
+	int lines = 0;
+	while (fgets(line, sizeof line, f)) {
+		long b, idx, first;
+		if (line[0] == '#')
+			continue;
+		ck_assert_msg(sscanf(line, "%ld %ld %ld", &b, &idx, &first) == 3, "%s: '%s'",
+			expected, line);
+		ck_assert_int_eq(b, lines);
+		ck_assert_msg(eng_data_next_sample(d) == (size_t)idx, "%s: batch %ld: sample %zu, "
+			"llm.c read %ld", expected, b, eng_data_next_sample(d), idx);
+		eng_data_next(d, inp, tgt);
+		ck_assert_int_eq(inp[0], first);
+		ck_assert_int_eq(tgt[n - 1], first + (long)n); /* B*T+1 tokens, shifted by one */
+		lines++;
+	}
+	ck_assert_int_gt(lines, 30);
+	fclose(f);
+	free(inp);
+	free(tgt);
+	free(path);
+}
+
+START_TEST(test_data_shuffle_is_llmc)
+{
+	static const struct { int B, T; const char *file; } cases[] = {
+		{2, 16, "llmc_shuffle/expected_B2_T16.txt"},
+		{3, 7, "llmc_shuffle/expected_B3_T7.txt"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		eng_data d;
+		eng_err err;
+		open_tokens(&d, cases[i].B, cases[i].T);
+		ck_assert_msg(eng_data_shuffle(&d, 42, &err) == 0, "%s", err.msg);
+		check_against(&d, cases[i].file);
+		ck_assert_int_eq(d.pos.epoch, 3); /* three epochs and five batches */
+		eng_data_close(&d);
+	}
+}
+END_TEST
+
+START_TEST(test_data_file_order_is_llmc)
+{
+	eng_data d;
+	open_tokens(&d, 2, 16);
+	check_against(&d, "llmc_shuffle/expected_noshuffle_B2_T16.txt");
+	eng_data_close(&d);
+	open_tokens(&d, 3, 7);
+	check_against(&d, "llmc_shuffle/expected_noshuffle_B3_T7.txt");
+	eng_data_close(&d);
+}
+END_TEST
+
+/* The published check values: std::mt19937 seeded 5489 gives 3499211612 first and
+ * 4123659995 as its 10000th output (C++11 [rand.predef]); llm.c's seed 42 starts with
+ * 1608637542. */
+START_TEST(test_data_mt19937)
+{
+	eng_mt g;
+	eng_mt_seed(&g, 5489);
+	ck_assert_uint_eq(eng_mt_next(&g), 3499211612u);
+	uint32_t x = 0;
+	for (int i = 1; i < 10000; i++)
+		x = eng_mt_next(&g);
+	ck_assert_uint_eq(x, 4123659995u);
+	eng_mt_seed(&g, 42);
+	ck_assert_uint_eq(eng_mt_next(&g), 1608637542u);
+}
+END_TEST
+
+/* A position taken mid-epoch and one taken just before an epoch's end, sought back after
+ * the run has gone on (across a reshuffle), serve the same batches again. */
+START_TEST(test_data_seek_back)
+{
+	eng_data d;
+	eng_err err;
+	open_tokens(&d, 2, 16);
+	ck_assert_msg(eng_data_shuffle(&d, 7, &err) == 0, "%s", err.msg);
+	uint16_t inp[32], tgt[32];
+	size_t seen[80];
+	for (int at = 0; at < 2; at++) {
+		int skip = at ? 29 : 10; /* 31 samples an epoch: 29 is two before its end */
+		for (int i = 0; i < skip; i++)
+			eng_data_next(&d, inp, tgt);
+		eng_data_pos pos = d.pos;
+		for (int i = 0; i < 80; i++) {
+			seen[i] = eng_data_next_sample(&d);
+			eng_data_next(&d, inp, tgt);
+		}
+		eng_data_seek(&d, &pos);
+		for (int i = 0; i < 80; i++) {
+			ck_assert_uint_eq(eng_data_next_sample(&d), seen[i]);
+			eng_data_next(&d, inp, tgt);
+			ck_assert_uint_eq(inp[0], seen[i] * 32);
+		}
+	}
+	eng_data_close(&d);
+}
+END_TEST
+
+Suite *suite_data(void)
+{
+	Suite *s = suite_create("data");
+	TCase *tc = tcase_create("order");
+	tcase_add_test(tc, test_data_shuffle_is_llmc);
+	tcase_add_test(tc, test_data_file_order_is_llmc);
+	tcase_add_test(tc, test_data_mt19937);
+	tcase_add_test(tc, test_data_seek_back);
+	suite_add_tcase(s, tc);
+	return s;
+}
