@@ -89,7 +89,7 @@ TEST_SRC   = $(wildcard tests/unit/*.c tests/e2e/*.c tests/reference/*.c tests/s
 	tests/cuda/test_cuda.c $(if $(HAVE_CUDA),$(filter-out tests/cuda/test_cuda.c \
 	tests/cuda/bench_%,$(wildcard tests/cuda/*.c tests/cuda/*.cu)))
 TEST_OBJ   = $(patsubst %.cu,$(BUILD)/%.o,$(TEST_SRC:%.c=$(BUILD)/%.o))
-$(TEST_OBJ): ALL_CFLAGS += -Itests/unit -Itests/e2e
+$(TEST_OBJ): ALL_CFLAGS += -Itests/unit -Itests/e2e -Iclient
 
 TRAIN   = $(BUILD)/bin/remat-train
 DAEMON  = $(BUILD)/bin/rematd
@@ -143,7 +143,7 @@ $(DAEMON): $(DAEMON_OBJ) $(CORE_LIB)
 
 $(CLIENT): $(CLIENT_OBJ) $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CORE_LINK_FLAGS) -o $@ $^ $(CORE_LDLIBS)
+	$(CC) $(CORE_LINK_FLAGS) -o $@ $^ $(CORE_LDLIBS) -lz
 
 # The safetensors parser on bytes from memory: the file format is outside input too.
 $(FUZZ_ST): tests/fuzz/fuzz_st.c engine/io/eng_st.c engine/io/eng_fs.c engine/eng_err.c
@@ -157,14 +157,14 @@ $(FUZZ): tests/fuzz/fuzz_proto.c $(PROTO_SRC)
 	clang -g -O1 -std=c11 -D_GNU_SOURCE -Iproto -fsanitize=fuzzer,address,undefined \
 		-o $@ $^ -ljansson -lm
 
-# The client's pure helpers (formatting, argument parsing) are unit-tested too.
-CLIENT_TESTED = $(BUILD)/client/cli_fmt.o
+# The client's pure helpers (formatting, argument parsing, plots) are unit-tested too.
+CLIENT_TESTED = $(BUILD)/client/cli_fmt.o $(BUILD)/client/cli_plot.o
 # So is the daemon's sd_notify protocol (no libuv, no logging in it).
 DAEMON_TESTED = $(BUILD)/daemon/srv_notify.o
 
 $(TESTS): $(TEST_OBJ) $(CLIENT_TESTED) $(DAEMON_TESTED) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) $(CHECK_LIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) $(CHECK_LIBS) -lz
 
 # The tests find the binary under test and the data through the environment.
 TEST_ENV = REMAT_TRAIN=$(abspath $(TRAIN)) REMAT_TESTDATA=$(abspath tests/data) \

@@ -8,8 +8,9 @@ set -eu
 # systemd: systemd-analyze, systemd-socket-activate and systemd-sysusers for the unit tests
 # (container images of Debian 12 leave it out).
 # mandoc and groff-base: tests/man.sh lints the man pages with both.
+# zlib1g-dev: rematctl plot --png compresses its image with zlib.
 pkgs="build-essential pkg-config libuv1-dev libjansson-dev check libopenblas-openmp-dev
-      clang libclang-rt-14-dev systemd mandoc groff-base"
+      clang libclang-rt-14-dev systemd mandoc groff-base zlib1g-dev"
 
 missing=""
 for p in $pkgs; do
