@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "cli.h"
 #include "cli_conn.h"
 #include "cli_fmt.h"
+#include "cli_logs.h"
 
 static long long plan_budget = -1; /* --budget: set by build_remat, read by show_plan */
 
@@ -225,6 +227,52 @@ static int build_memlog(const cli_command *cmd, const cli_args *a, json_t **req)
 	return CLI_EXIT_OK;
 }
 
+/* set: KEY=VALUE... into {"job", "set": {KEY: VALUE}}, each checked as the worker will
+ * (proto's table): numbers as numbers, schedule's cosine or constant as a string. */
+static int build_set(const cli_command *cmd, const cli_args *a, json_t **req)
+{
+	char desc[PROTO_DESC_LEN];
+	json_t *set = json_object();
+	int rc = cli_build_job(cmd, a, req);
+	if (rc != CLI_EXIT_OK || !set) {
+		json_decref(set);
+		return rc != CLI_EXIT_OK ? rc : CLI_EXIT_FAIL;
+	}
+	for (int i = 0; i < a->nrest; i++) {
+		const char *kv = a->rest[i], *eq = strchr(kv, '=');
+		char key[64], *end;
+		size_t n = eq ? (size_t)(eq - kv) : 0;
+		int h = -1;
+		if (eq && n < sizeof key) {
+			memcpy(key, kv, n);
+			key[n] = '\0';
+			h = proto_hparam_find(key);
+		}
+		if (h < 0) {
+			json_decref(set);
+			json_decref(*req);
+			return cli_fail_usage(cmd, "'%s' is not KEY=VALUE with a live hyperparameter "
+				"(lr, schedule, warmup, min_lr_frac, grad_clip, weight_decay, eval.every, "
+				"save.every)", kv);
+		}
+		errno = 0;
+		double x = strtod(eq + 1, &end);
+		json_t *v = h == PROTO_HP_SCHEDULE ? json_string(eq + 1)
+			: errno || end == eq + 1 || *end ? NULL
+			: x == floor(x) && fabs(x) < 1e15 && strpbrk(eq + 1, ".eE") == NULL
+				? json_integer((json_int_t)x) : json_real(x);
+		if (!v || proto_hparam_check((proto_hparam)h, v, desc, sizeof desc) < 0) {
+			json_decref(v);
+			json_decref(set);
+			json_decref(*req);
+			return cli_fail_usage(cmd, "%s", v ? desc : "a value must be a number");
+		}
+		json_object_set_new(set, key, v);
+	}
+	json_object_set_new(*req, "set", set);
+	return CLI_EXIT_OK;
+}
+
 /* --trace FILE: the last step's timeline, as the worker gave it, into FILE (the client's
  * own file, written with its own rights; "-" for stdout). A symbolic link there is not
  * followed: rematctl run as root in a shared directory writes no file a link names. */
@@ -302,54 +350,66 @@ static void show_plan(FILE *f, const char *job, const json_t *ret)
 const cli_command cli_commands[] = {
     {"start", "SPEC.json [--name NAME]", CLI_JOB_NONE, CLI_OPT_NAME, 1, 1, "job-start", build_start,
      cli_show_start,
-     "start a job, print its id; relative paths in the spec are from the current directory", NULL},
-    {"ls", "", CLI_JOB_NONE, 0, 0, 0, "job-list", build_empty, cli_show_list, "list jobs", NULL},
+     "start a job, print its id; relative paths in the spec are from the current directory", NULL, NULL},
+    {"ls", "", CLI_JOB_NONE, 0, 0, 0, "job-list", build_empty, cli_show_list, "list jobs", NULL, NULL},
     {"status", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-status", NULL, cli_show_status,
-     "state, step, loss, speed, policy, last checkpoint", NULL},
+     "state, step, loss, speed, policy, last checkpoint", NULL, NULL},
     {"pause", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-pause", NULL, cli_show_pause,
-     "pause at the next step boundary", NULL},
+     "pause at the next step boundary", NULL, NULL},
     {"resume", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-resume", NULL, cli_show_resume,
-     "resume a paused job; a stopped, failed or interrupted one from its last checkpoint", NULL},
+     "resume a paused job; a stopped, failed or interrupted one from its last checkpoint", NULL, NULL},
     {"stop", "JOB [--save [--name NAME]]", CLI_JOB_NEEDED, CLI_OPT_SAVE | CLI_OPT_NAME, 0, 0,
      "job-stop", build_save_flag, cli_show_stop,
-     "stop at the next step boundary (saved first with --save); a queued job is cancelled", NULL},
+     "stop at the next step boundary (saved first with --save); a queued job is cancelled", NULL, NULL},
     {"rm", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-remove", NULL, cli_show_remove,
-     "forget an ended job and remove its spec, record and log (never its checkpoints)", NULL},
+     "forget an ended job and remove its spec, record and log (never its checkpoints)", NULL, NULL},
     {"remat get", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "remat-get", NULL, cli_show_remat_get,
-     "the recompute policy and saved bytes per section", NULL},
+     "the recompute policy and saved bytes per section", NULL, NULL},
     {"remat set", "JOB SELECTOR=MODE... [--default MODE]", CLI_JOB_NEEDED, CLI_OPT_DEFAULT, 0,
      CLI_MAX_POS, "remat-set", build_remat, cli_show_remat_set,
-     "change the policy from the next step on (a later selector wins)", NULL},
+     "change the policy from the next step on (a later selector wins)", NULL, NULL},
     {"remat plan", "JOB [SELECTOR=MODE...] [--default MODE] [--budget SIZE]", CLI_JOB_NEEDED,
      CLI_OPT_DEFAULT | CLI_OPT_BUDGET, 0, CLI_MAX_POS, "remat-plan", build_remat, show_plan,
-     "predict bytes and extra FLOPs, or the cheapest policy under a budget", NULL},
+     "predict bytes and extra FLOPs, or the cheapest policy under a budget", NULL, NULL},
     {"plan", "SPEC.json [SELECTOR=MODE...] [--default MODE] [--budget SIZE]", CLI_JOB_NONE,
      CLI_OPT_DEFAULT | CLI_OPT_BUDGET, 1, CLI_MAX_POS, "remat-plan", build_plan_spec,
-     show_plan, "remat plan for a spec file, before anything starts (checked as a job-start)", NULL},
+     show_plan, "remat plan for a spec file, before anything starts (checked as a job-start)", NULL, NULL},
     {"remat costs", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "remat-costs", NULL, cli_show_costs,
-     "measured time and bytes per section and mode (ms added, ms per MiB saved)", NULL},
+     "measured time and bytes per section and mode (ms added, ms per MiB saved)", NULL, NULL},
     {"remat auto", "JOB --budget SIZE|cgroup|device|off", CLI_JOB_NEEDED, CLI_OPT_BUDGET, 0, 0,
      "remat-auto", build_auto, cli_show_auto,
-     "keep the job under a memory budget by itself (off, or a remat set, gives it back)", NULL},
+     "keep the job under a memory budget by itself (off, or a remat set, gives it back)", NULL, NULL},
     {"remat profile", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "remat-profile", NULL, cli_show_profile,
-     "measure every section in every mode over the next steps (the numbers do not change)", NULL},
+     "measure every section in every mode over the next steps (the numbers do not change)", NULL, NULL},
     {"remat memlog", "JOB [--count N] [--trace FILE [--format pytorch|chrome]]", CLI_JOB_NEEDED,
      CLI_OPT_COUNT | CLI_OPT_TRACE | CLI_OPT_FORMAT, 0, 0, "remat-memlog", build_memlog,
      cli_show_memlog, "the last N steps' peaks by category and section; --trace writes the "
-     "last step's memory timeline for PyTorch's memory viewer or Chrome", write_trace},
+     "last step's memory timeline for PyTorch's memory viewer or Chrome", write_trace, NULL},
     {"mem", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "mem-stats", NULL, cli_show_mem,
-     "memory per category and section, RSS", NULL},
+     "memory per category and section, RSS", NULL, NULL},
     {"mem reset", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "mem-reset-peak", NULL, cli_show_reset,
-     "reset the peak-since-reset counters", NULL},
+     "reset the peak-since-reset counters", NULL, NULL},
     {"save", "JOB [--name NAME]", CLI_JOB_NEEDED, CLI_OPT_NAME, 0, 0, "ckpt-save", build_ckpt_save,
-     cli_show_save, "save a checkpoint while the job goes on", NULL},
+     cli_show_save, "save a checkpoint while the job goes on", NULL, NULL},
+    {"eval", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-eval", NULL, cli_show_eval,
+     "the validation loss now (at the next step boundary)", NULL, NULL},
+    {"set", "JOB KEY=VALUE...", CLI_JOB_NEEDED, 0, 1, CLI_MAX_POS, "job-set", build_set,
+     cli_show_set, "change lr (with schedule, warmup, min_lr_frac: a new schedule), "
+     "grad_clip, weight_decay, eval.every or save.every from the next step on", NULL, NULL},
+    {"logs", "JOB [-f] [--interval DUR] [--count N]", CLI_JOB_NEEDED,
+     CLI_OPT_FOLLOW | CLI_OPT_INTERVAL | CLI_OPT_COUNT, 0, 0, NULL, NULL, NULL,
+     "every step and eval of the job (metrics.jsonl) as JSON lines; -f follows", NULL,
+     cli_logs_run},
+    {"plot", "JOB [--png FILE]", CLI_JOB_NEEDED, CLI_OPT_PNG, 0, 0, NULL, NULL, NULL,
+     "training and validation loss, tokens/s and peak memory against the step; --png "
+     "draws the loss as an image", NULL, cli_plot_run},
     {"watch", "JOB [--interval DUR] [--count N]", CLI_JOB_NEEDED, CLI_OPT_INTERVAL | CLI_OPT_COUNT,
-     0, 0, NULL, NULL, NULL, "live view: step, loss, speed, policy, memory bars", NULL},
+     0, 0, NULL, NULL, NULL, "live view: step, loss, speed, policy, memory bars", NULL, NULL},
     {"events", "[JOB] [--event NAME]... [--count N]", CLI_JOB_NONE, CLI_OPT_EVENT | CLI_OPT_COUNT,
-     0, 1, NULL, build_events, NULL, "print events as JSON lines until interrupted", NULL},
+     0, 1, NULL, build_events, NULL, "print events as JSON lines until interrupted", NULL, NULL},
     {"info", "", CLI_JOB_NONE, 0, 0, 0, "daemon-info", build_empty, cli_show_info,
-     "the daemon's version, pid, uptime, backends", NULL},
+     "the daemon's version, pid, uptime, backends", NULL, NULL},
     {"shutdown", "[--save]", CLI_JOB_NONE, CLI_OPT_SAVE, 0, 0, "daemon-shutdown", build_save_flag,
-     cli_show_shutdown, "stop every job (saved first with --save), then the daemon", NULL},
-    {NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL},
+     cli_show_shutdown, "stop every job (saved first with --save), then the daemon", NULL, NULL},
+    {NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };

@@ -25,6 +25,8 @@
 #define CLI_OPT_EVENT	 (1u << 6)
 #define CLI_OPT_TRACE	 (1u << 7)
 #define CLI_OPT_FORMAT	 (1u << 8)
+#define CLI_OPT_FOLLOW	 (1u << 9)
+#define CLI_OPT_PNG	 (1u << 10)
 
 /* How a command takes a job. */
 enum { CLI_JOB_NONE, CLI_JOB_NEEDED };
@@ -47,6 +49,7 @@ typedef struct cli_args {
 	int nevents;
 	const char *trace;		    /* --trace FILE (remat memlog) */
 	const char *format;		    /* --format pytorch|chrome */
+	const char *png;		    /* --png FILE (plot) */
 	char *pos[CLI_MAX_POS]; /* positional arguments, the command's words first */
 	int npos;
 	const char *job; /* the JOB argument, NULL when left out */
@@ -54,6 +57,7 @@ typedef struct cli_args {
 	int nrest;
 } cli_args;
 
+struct cli_conn;
 typedef struct cli_command cli_command;
 struct cli_command {
 	const char *name;	/* "remat set" */
@@ -70,6 +74,9 @@ struct cli_command {
 	/* after the reply is shown (NULL: nothing): what the command does with it besides,
 	 * returning an exit status (remat memlog --trace writes its file) */
 	int (*after)(const cli_args *a, const json_t *ret);
+	/* a command that runs requests of its own (logs, plot; execute NULL): its exit
+	 * status */
+	int (*run)(struct cli_conn *c, const cli_args *a);
 };
 
 /* The subcommands, in the order usage lists them; a NULL name ends the table. */

@@ -72,6 +72,24 @@ char *cli_flops_format(double flops, char *buf, size_t len)
 	return buf;
 }
 
+char *cli_duration_format(double s, char *buf, size_t len)
+{
+	long long t = s >= 0 && s < 1e15 ? (long long)(s + 0.5) : 0;
+	if (!(s >= 0) || s >= 1e15)
+		snprintf(buf, len, "-");
+	else if (s < 1)
+		snprintf(buf, len, "%.0f ms", s * 1e3);
+	else if (s < 60)
+		snprintf(buf, len, "%.1f s", s);
+	else if (t < 3600)
+		snprintf(buf, len, "%lldm%02llds", t / 60, t % 60);
+	else if (t < 86400)
+		snprintf(buf, len, "%lldh%02lldm", t / 3600, t % 3600 / 60);
+	else
+		snprintf(buf, len, "%lldd%02lldh", t / 86400, t % 86400 / 3600);
+	return buf;
+}
+
 int cli_seconds_parse(const char *text, double *seconds)
 {
 	double v = 0, mult;

@@ -30,6 +30,9 @@ char *cli_flops_format(double flops, char *buf, size_t len);
 /* Parses a duration: a number and an optional unit ms, s (default), m or h. Returns 0 with
  * seconds > 0, or -1. */
 int cli_seconds_parse(const char *text, double *seconds);
+/* A duration for people: "850 ms", "12.3 s", "4m05s", "2h07m", "3d04h"; "-" when negative
+ * or not finite. Returns buf. */
+char *cli_duration_format(double seconds, char *buf, size_t len);
 
 /* ---- arguments ---- */
 

@@ -104,8 +104,26 @@ void cli_show_status(FILE *f, const char *job, const json_t *ret)
 	kv(f, "step:", step_of(ret, buf, sizeof buf));
 	kv(f, "loss:", cli_show_num(ret, "loss", "%.4f", buf, sizeof buf));
 	kv(f, "lr:", cli_show_num(ret, "lr", "%.3e", buf, sizeof buf));
+	if (cli_jnum(ret, "val_loss", &v)) {
+		char step[32];
+		snprintf(buf, sizeof buf, "%.4f (after step %s)", v,
+			cli_show_num(ret, "val_step", "%.0f", step, sizeof step));
+		kv(f, "val loss:", buf);
+	}
 	kv(f, "tokens/s:", cli_show_num(ret, "tokens_per_s", "%.0f", buf, sizeof buf));
 	kv(f, "step time:", cli_show_num(ret, "step_ms", "%.1f ms", buf, sizeof buf));
+	if (cli_jnum(ret, "grad_accum", &v) && v > 1)
+		kv(f, "grad accum:", cli_show_num(ret, "grad_accum", "%.0f micro-batches a step", buf,
+			sizeof buf));
+	if (cli_jnum(ret, "elapsed_s", &v) && v > 0) {
+		char eta[32] = "";
+		double e;
+		size_t n = strlen(cli_duration_format(v, buf, sizeof buf));
+		if (cli_jnum(ret, "eta_s", &e))
+			snprintf(buf + n, sizeof buf - n, ", %s to go",
+				cli_duration_format(e, eta, sizeof eta));
+		kv(f, "elapsed:", buf);
+	}
 	kv(f, "policy:", cli_policy_format(cli_jobj(ret, "policy"), buf, sizeof buf));
 	kv(f, "last checkpoint:", show_str(ret, "last_checkpoint", "-", buf, sizeof buf));
 	json_t *se = cli_jobj(ret, "last_save_error");
@@ -534,6 +552,34 @@ void cli_show_save(FILE *f, const char *job, const json_t *ret)
 		show_str(ret, "path", "-", path, sizeof path),
 		cli_show_size(ret, "bytes", size, sizeof size),
 		cli_show_num(ret, "ms", "%.0f", ms, sizeof ms));
+}
+
+void cli_show_eval(FILE *f, const char *job, const json_t *ret)
+{
+	char v[32], step[32], toks[32];
+	fprintf(f, "%s: val loss %s after step %s (%s tokens)\n", job,
+		cli_show_num(ret, "val_loss", "%.6f", v, sizeof v),
+		cli_show_num(ret, "step", "%.0f", step, sizeof step),
+		cli_show_num(ret, "val_tokens", "%.0f", toks, sizeof toks));
+}
+
+void cli_show_set(FILE *f, const char *job, const json_t *ret)
+{
+	char step[32], kv[TEXT_LEN] = "";
+	const char *k;
+	json_t *v;
+	size_t used = 0;
+	json_object_foreach(json_object_get(ret, "set"), k, v) {
+		char *t = json_dumps(v, JSON_ENCODE_ANY);
+		if (used < sizeof kv)
+			used += (size_t)snprintf(kv + used, sizeof kv - used, "%s%s=%s",
+				used ? " " : "", k, t ? t : "?");
+		free(t);
+	}
+	char clean[TEXT_LEN];
+	fprintf(f, "%s: from step %s: %s\n", job,
+		cli_show_num(ret, "applies_at_step", "%.0f", step, sizeof step),
+		cli_str_clean(kv, clean, sizeof clean));
 }
 
 void cli_show_reset(FILE *f, const char *job, const json_t *ret)

@@ -24,6 +24,8 @@ cli_show_fn cli_show_start;	/* job-start: the new job's id alone */
 cli_show_fn cli_show_pause;	/* one-line results */
 cli_show_fn cli_show_resume;
 cli_show_fn cli_show_remove;
+cli_show_fn cli_show_eval;	/* job-eval: the validation loss */
+cli_show_fn cli_show_set;	/* job-set: what applies from which step */
 cli_show_fn cli_show_stop;
 cli_show_fn cli_show_remat_set;
 cli_show_fn cli_show_costs;   /* remat-costs: the measured cost table */

@@ -179,11 +179,16 @@ static void draw_tty(watch *w)
 	     cli_show_num(st, "step", "%.0f", a, sizeof a),
 	     cli_show_num(st, "steps", "%.0f", b, sizeof b),
 	     w->final ? "" : "    (Ctrl-C to quit)");
-	emit(w, "loss %s   lr %s   %s tok/s   step %s ms   recompute %s ms",
-	     cli_show_num(st, "loss", "%.4f", a, sizeof a), cli_show_num(st, "lr", "%.2e", b, 32),
+	emit(w, "loss %s   val %s   lr %s   %s tok/s   step %s ms   recompute %s ms",
+	     cli_show_num(st, "loss", "%.4f", a, sizeof a),
+	     cli_show_num(st, "val_loss", "%.4f", name, sizeof name),
+	     cli_show_num(st, "lr", "%.2e", b, 32),
 	     cli_show_num(st, "tokens_per_s", "%.0f", c, sizeof c),
 	     cli_show_num(st, "step_ms", "%.1f", d, sizeof d),
 	     cli_show_num(st, "recompute_ms", "%.1f", e, sizeof e));
+	emit(w, "elapsed %s   eta %s", cli_duration_format(cli_jnum(st, "elapsed_s", &v) ? v : 0, a,
+					    sizeof a),
+	     cli_duration_format(cli_jnum(st, "eta_s", &v) ? v : -1, b, sizeof b));
 	emit(w, "");
 	sec = json_array_size(json_object_get(w->mem, "sections"))
 		  ? json_object_get(w->mem, "sections")
@@ -249,11 +254,16 @@ static int draw_line(watch *w)
 		 cli_show_size(cli_jobj(w->mem, "total"), "current", g, sizeof g),
 		 cli_show_size(w->mem, "rss", h, sizeof h),
 		 cli_policy_format(cli_jobj(st, "policy"), pol, sizeof pol));
-	double budget;
+	double budget, v;
 	if (cli_jnum(st, "auto_budget_bytes", &budget) && budget > 0) {
 		size_t n = strlen(line);
 		snprintf(line + n, sizeof line - n, " budget %s", cli_size_format(budget, a, sizeof a));
 	}
+	size_t n = strlen(line);
+	if (cli_jnum(st, "val_loss", &v))
+		n += (size_t)snprintf(line + n, sizeof line - n, " val_loss %.4f", v);
+	if (n < sizeof line && cli_jnum(st, "eta_s", &v))
+		snprintf(line + n, sizeof line - n, " eta %s", cli_duration_format(v, a, sizeof a));
 	if (strcmp(line, w->last) == 0)
 		return 0;
 	memcpy(w->last, line, sizeof line);
@@ -266,7 +276,8 @@ static void draw_json(watch *w)
 {
 	static const char *const keys[] = {
 	    "job",	    "name",    "state",	       "step",	 "steps",  "loss",	  "lr",
-	    "tokens_per_s", "step_ms", "recompute_ms", "policy", "reason", "exit_status", NULL};
+	    "tokens_per_s", "step_ms", "recompute_ms", "policy", "reason", "exit_status",
+	    "val_loss", "elapsed_s", "eta_s", NULL};
 	json_t *o = json_object(), *mem = json_object(), *cats = cli_jobj(w->mem, "categories");
 	const char *key;
 	json_t *v;

@@ -161,7 +161,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *arg, siz
 
 /* The options, by position in opts[]. */
 enum { O_SOCKET, O_CONTROL, O_JSON, O_TIMEOUT, O_HELP, O_VERSION, O_SAVE, O_NAME, O_DEFAULT,
-	O_BUDGET, O_INTERVAL, O_COUNT, O_EVENT, O_TRACE, O_FORMAT, O_COUNT_ };
+	O_BUDGET, O_INTERVAL, O_COUNT, O_EVENT, O_TRACE, O_FORMAT, O_FOLLOW, O_PNG, O_COUNT_ };
 
 static const struct {
 	const char *name;
@@ -183,6 +183,8 @@ static const struct {
 	[O_EVENT] = {"--event", CLI_OPT_EVENT, 1},
 	[O_TRACE] = {"--trace", CLI_OPT_TRACE, 1},
 	[O_FORMAT] = {"--format", CLI_OPT_FORMAT, 1},
+	[O_FOLLOW] = {"--follow", CLI_OPT_FOLLOW, 0},
+	[O_PNG] = {"--png", CLI_OPT_PNG, 1},
 };
 
 /* --event's value: one of the protocol's events. */
@@ -265,6 +267,11 @@ static int set_option(int k, const char *v, cli_args *a, int *version)
 			return cli_fail_usage(NULL, "bad --format '%s' (pytorch or chrome)", v);
 		a->format = v;
 		break;
+	case O_FOLLOW:
+		break;
+	case O_PNG:
+		a->png = v;
+		break;
 	}
 	return CLI_EXIT_OK;
 }
@@ -289,6 +296,8 @@ static int parse_args(int argc, char **argv, cli_args *a, int *version)
 			a->help = 1;
 			continue;
 		}
+		if (strcmp(arg, "-f") == 0)
+			arg = "--follow"; /* tail -f's */
 		int k;
 		size_t n = 0;
 		for (k = 0; k < O_COUNT_; k++) {
@@ -400,7 +409,7 @@ int main(int argc, char **argv)
 		return CLI_EXIT_CONN;
 	}
 	/* everything that can fail here (a spec file, an argument) fails before connecting */
-	if (cmd->build || cmd->execute) {
+	if (!cmd->run && (cmd->build || cmd->execute)) {
 		rc = (cmd->build ? cmd->build : cli_build_job)(cmd, &a, &req);
 		if (rc != CLI_EXIT_OK)
 			return rc;
@@ -420,7 +429,9 @@ int main(int argc, char **argv)
 		rc = fail_conn(&c, rc);
 		goto out;
 	}
-	if (cmd->execute)
+	if (cmd->run)
+		rc = cmd->run(&c, &a);
+	else if (cmd->execute)
 		rc = run_request(&c, cmd, &a, req);
 	else if (req)
 		rc = run_events(&c, &a, req);

@@ -192,7 +192,7 @@ _rematctl_value()
 			for v in cgroup device off; do cand+=("$pre$v"); done
 		;;
 	--format) for v in pytorch chrome; do cand+=("$pre$v"); done ;;
-	--trace)
+	--trace | --png)
 		compopt -o filenames 2>/dev/null
 		while IFS= read -r f; do
 			cand+=("$pre$f")
@@ -200,7 +200,7 @@ _rematctl_value()
 		;;
 	--event)
 		for v in STEP REMAT_APPLIED CHECKPOINT_SAVED JOB_STATE_CHANGED MEMORY CHECKPOINT_FAILED \
-			REMAT_AUTO; do
+			REMAT_AUTO EVAL HPARAMS_APPLIED SAMPLE; do
 			cand+=("$pre$v")
 		done
 		;;
@@ -214,7 +214,7 @@ _rematctl()
 	local -a pos=() cand=() _rematctl_w=() _rematctl_conn=() _rematctl_jobs=()
 	local _rematctl_keep _rematctl_nblocks
 	local value_opts=" --socket --control --timeout --name --default --budget --interval "
-	value_opts+="--count --event --trace --format "
+	value_opts+="--count --event --trace --format --png "
 	COMPREPLY=()
 	_rematctl_split
 	cur=${_rematctl_w[${#_rematctl_w[@]} - 1]}
@@ -270,6 +270,8 @@ _rematctl()
 		"remat auto") cand+=(--budget) ;;
 		"remat memlog") cand+=(--count --trace --format) ;;
 		watch) cand+=(--interval --count) ;;
+		logs) cand+=(-f --follow --interval --count) ;;
+		plot) cand+=(--png) ;;
 		events) cand+=(--event --count) ;;
 		esac
 		_rematctl_reply "${cand[@]}"
@@ -278,8 +280,8 @@ _rematctl()
 
 	case ${#pos[@]}:$cmd in
 	0:*)
-		_rematctl_reply start plan ls status pause resume stop rm remat mem save watch \
-			events info shutdown help
+		_rematctl_reply start plan ls status pause resume stop rm remat mem save eval set logs \
+			plot watch events info shutdown help
 		;;
 	1:remat\ ) _rematctl_reply get plan set costs profile auto memlog ;;
 	1:start | 1:plan)
@@ -310,7 +312,23 @@ _rematctl()
 		_rematctl_job_ids "$_rematctl_live_states"
 		_rematctl_reply reset "${_rematctl_jobs[@]}"
 		;;
-	1:stop | 1:save | 1:watch | 2:remat\ get | 2:remat\ costs | 2:remat\ profile | 2:remat\ auto | 2:remat\ memlog | 2:mem\ reset)
+	1:logs | 1:plot)
+		# an ended job's log is still there
+		_rematctl_job_ids
+		_rematctl_reply "${_rematctl_jobs[@]}"
+		;;
+	*:set)
+		# the job, then the live hyperparameters (proto's table, as rematctl set names them)
+		if ((${#pos[@]} == 1)); then
+			_rematctl_job_ids "$_rematctl_live_states"
+			_rematctl_reply "${_rematctl_jobs[@]}"
+		else
+			compopt -o nospace 2>/dev/null
+			_rematctl_reply lr= schedule= warmup= min_lr_frac= grad_clip= weight_decay= \
+				eval.every= save.every=
+		fi
+		;;
+	1:stop | 1:save | 1:eval | 1:watch | 2:remat\ get | 2:remat\ costs | 2:remat\ profile | 2:remat\ auto | 2:remat\ memlog | 2:mem\ reset)
 		_rematctl_job_ids "$_rematctl_live_states"
 		_rematctl_reply "${_rematctl_jobs[@]}"
 		;;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "srv_job.h"
+#include "srv_metrics.h"
 
 /* Replies with an error and logs it as a bad request. */
 static void cmd_refuse(srv_conn *c, const char *execute, proto_errclass ec, const char *desc,
@@ -224,7 +225,18 @@ static int here_resume(srv_conn *c, const proto_request *req, srv_job *job)
 	return 1;
 }
 
+/* the job's log, whatever its state: rematd keeps the file */
+static int here_metrics(srv_conn *c, const proto_request *req, srv_job *job)
+{
+	proto_errclass ec;
+	char desc[PROTO_DESC_LEN];
+	json_t *ret = srv_metrics_read(job, req->args, &ec, desc, sizeof desc);
+	cmd_answer(c, "job-metrics", ret, ec, desc, req->id);
+	return 1;
+}
+
 static job_here_fn *const job_here[PROTO_CMD_COUNT] = {
+	[PROTO_CMD_JOB_METRICS] = here_metrics,
 	[PROTO_CMD_JOB_REMOVE] = here_remove,
 	[PROTO_CMD_JOB_STATUS] = here_status,
 	[PROTO_CMD_REMAT_PLAN] = here_plan,
@@ -314,6 +326,9 @@ static cmd_fn *const handlers[PROTO_CMD_COUNT] = {
 	[PROTO_CMD_REMAT_MEMLOG] = cmd_job,
 	[PROTO_CMD_REMAT_PROFILE] = cmd_job,
 	[PROTO_CMD_REMAT_AUTO] = cmd_job,
+	[PROTO_CMD_JOB_EVAL] = cmd_job,
+	[PROTO_CMD_JOB_SET] = cmd_job,
+	[PROTO_CMD_JOB_METRICS] = cmd_job,
 	[PROTO_CMD_SUBSCRIBE] = cmd_subscribe,
 	[PROTO_CMD_UNSUBSCRIBE] = cmd_subscribe,
 };

@@ -925,6 +925,9 @@ json_t *srv_job_status(const srv_job *job)
 		return NULL;
 	json_object_set_new(o, "loss", job->has_loss ? json_real(job->loss) : json_null());
 	json_object_set_new(o, "lr", job->has_lr ? json_real(job->lr) : json_null());
+	json_object_set_new(o, "val_loss", job->has_val ? json_real(job->val_loss) : json_null());
+	json_object_set_new(o, "val_step", job->has_val ? json_integer(job->val_step)
+							: json_null());
 	/* rates only mean something while the worker runs, and then the worker answers */
 	json_object_set_new(o, "tokens_per_s", json_null());
 	json_object_set_new(o, "step_ms", json_null());

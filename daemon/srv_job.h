@@ -101,6 +101,8 @@ struct srv_job {
 	int step;                       /* the last step reported */
 	double loss;                    /* the last loss reported */
 	int has_loss;                   /* 0 until a loss was reported */
+	double val_loss;                /* the last EVAL's, with its step */
+	int val_step, has_val;
 	char *last_checkpoint;          /* malloc'd path, or NULL */
 	json_t *last_save_error;        /* the last CHECKPOINT_FAILED's data until a save
 					 * works, or NULL */

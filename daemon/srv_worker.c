@@ -21,6 +21,7 @@
 #define WORKER_LOG_TAIL 4096   /* bytes of worker.log read for a failure's reason */
 #define WORKER_LOG_SHOW 120    /* longest worker log line kept in a reason */
 #define WORKER_FD_ARG "3"      /* SRV_WORKER_CONTROL_FD as the worker's argument */
+#define METRICS_FD_ARG "4"     /* SRV_WORKER_METRICS_FD */
 
 static void worker_on_close(uv_handle_t *h)
 {
@@ -152,11 +153,24 @@ static void worker_note_progress(srv_job *job, const json_t *o)
 	}
 }
 
+/* An EVAL event's (or job-status') validation loss, kept for the job's record. */
+static void worker_note_eval(srv_job *job, const json_t *o, const char *loss_key,
+	const char *step_key)
+{
+	const json_t *v = json_object_get(o, loss_key);
+	if (!json_is_number(v))
+		return;
+	job->val_loss = json_number_value(v);
+	job->val_step = (int)json_integer_value(json_object_get(o, step_key));
+	job->has_val = 1;
+}
+
 /* Learns from a successful reply before it goes back to the client. */
 static void worker_note_return(srv_job *job, const char *execute, json_t *ret)
 {
 	if (strcmp(execute, "job-status") == 0) {
 		worker_note_progress(job, ret);
+		worker_note_eval(job, ret, "val_loss", "val_step");
 		worker_set_policy(job, json_object_get(ret, "policy"));
 		/* the worker cannot know its pid as rematd sees it in every namespace; tests
 		 * and rematctl use it to find the process */
@@ -261,6 +275,8 @@ static void worker_on_event(srv_job *job, json_t *obj, const char *line, size_t 
 	int ev = proto_event_find(name);
 	if (ev == PROTO_EV_STEP && data) {
 		worker_note_progress(job, data);
+	} else if (ev == PROTO_EV_EVAL && data) {
+		worker_note_eval(job, data, "val_loss", "step");
 	} else if (ev == PROTO_EV_CHECKPOINT_SAVED && data) {
 		worker_set_checkpoint(job, json_object_get(data, "path"));
 	} else if (ev == PROTO_EV_CHECKPOINT_FAILED && data) {
@@ -579,7 +595,8 @@ void srv_worker_spawn(srv_job *job)
 {
 	srv_server *srv = job->srv;
 	char log_path[SRV_PATH_LEN + 16], spec_path[SRV_PATH_LEN + 16], err[SRV_REASON_LEN];
-	int sv[2] = {-1, -1}, log_fd = -1;
+	char metrics_path[SRV_PATH_LEN + 16];
+	int sv[2] = {-1, -1}, log_fd = -1, metrics_fd = -1;
 
 	/* one worker per job, ever: its handles live in the job record */
 	ENG_ASSERT(job->state == SRV_JOB_QUEUED && job->handles_open == 0 && !job->reaped);
@@ -591,6 +608,15 @@ void srv_worker_spawn(srv_job *job)
 		srv_fmt(err, sizeof err, "cannot open '%s': %s", log_path, strerror(errno));
 		goto fail;
 	}
+	/* every step and eval, appended by the worker (a resumed job goes on in the same file);
+	 * job-metrics reads it back */
+	snprintf(metrics_path, sizeof metrics_path, "%s/" SRV_METRICS_FILE, job->dir);
+	metrics_fd = open(metrics_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+		0600);
+	if (metrics_fd < 0) {
+		srv_fmt(err, sizeof err, "cannot open '%s': %s", metrics_path, strerror(errno));
+		goto fail;
+	}
 	/* CLOEXEC on both ends: libuv dup2s the child's end onto fd 3, which clears the flag
 	 * there only; no other child inherits either end */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -600,10 +626,10 @@ void srv_worker_spawn(srv_job *job)
 	/* as its owner when rematd is root and the owner is not (remat-train drops first) */
 	char as_arg[ENG_CRED_ARG_LEN];
 	char *args[] = {srv->worker_path, "--control-fd", WORKER_FD_ARG, "--job-id", job->id,
-		NULL, NULL, NULL, NULL};
-	int n = 5 + srv_cred_args(srv, &job->owner, as_arg, args + 5);
+		"--metrics-fd", METRICS_FD_ARG, NULL, NULL, NULL, NULL};
+	int n = 7 + srv_cred_args(srv, &job->owner, as_arg, args + 7);
 	args[n] = spec_path;
-	uv_stdio_container_t stdio[SRV_WORKER_CONTROL_FD + 1];
+	uv_stdio_container_t stdio[SRV_WORKER_METRICS_FD + 1];
 	stdio[0].flags = UV_IGNORE; /* /dev/null */
 	stdio[1].flags = UV_INHERIT_FD;
 	stdio[1].data.fd = log_fd;
@@ -611,6 +637,8 @@ void srv_worker_spawn(srv_job *job)
 	stdio[2].data.fd = log_fd;
 	stdio[SRV_WORKER_CONTROL_FD].flags = UV_INHERIT_FD;
 	stdio[SRV_WORKER_CONTROL_FD].data.fd = sv[1];
+	stdio[SRV_WORKER_METRICS_FD].flags = UV_INHERIT_FD;
+	stdio[SRV_WORKER_METRICS_FD].data.fd = metrics_fd;
 	uv_process_options_t opt;
 	memset(&opt, 0, sizeof opt);
 	opt.exit_cb = worker_on_exit;
@@ -619,7 +647,7 @@ void srv_worker_spawn(srv_job *job)
 	opt.cwd = job->dir;
 	/* its own session: a terminal's ^C reaches rematd alone, which stops workers in order */
 	opt.flags = UV_PROCESS_DETACHED;
-	opt.stdio_count = SRV_WORKER_CONTROL_FD + 1;
+	opt.stdio_count = SRV_WORKER_METRICS_FD + 1;
 	opt.stdio = stdio;
 	job->proc.data = job;
 	int r = uv_spawn(srv->loop, &job->proc, &opt);
@@ -637,7 +665,8 @@ void srv_worker_spawn(srv_job *job)
 	srv->n_active++;
 	close(sv[1]);
 	close(log_fd);
-	sv[1] = log_fd = -1;
+	close(metrics_fd);
+	sv[1] = log_fd = metrics_fd = -1;
 
 	worker_channel_open(job, &sv[0]);
 	if (sv[0] >= 0)
@@ -651,6 +680,8 @@ fail:
 		close(sv[1]);
 	if (log_fd >= 0)
 		close(log_fd);
+	if (metrics_fd >= 0)
+		close(metrics_fd);
 	srv_log("job %s failed: %s", job->id, err);
 	srv_job_set_state(job, SRV_JOB_FAILED, err);
 }

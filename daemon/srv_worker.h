@@ -17,6 +17,8 @@
 #define SRV_WORKER_EOF_GRACE_MS 10000 /* channel closed, process alive: SIGKILL after this */
 #define SRV_WORKER_DRAIN_MS 2000      /* process gone, channel open: read its rest this long */
 #define SRV_WORKER_CONTROL_FD 3       /* the worker's end of the socketpair */
+#define SRV_WORKER_METRICS_FD 4       /* the job's metrics.jsonl, opened by rematd */
+#define SRV_METRICS_FILE "metrics.jsonl" /* in the job's directory */
 
 /* Spawns the job's worker (state starting), or marks the job failed when it cannot. */
 void srv_worker_spawn(srv_job *job);

@@ -477,6 +477,8 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 		head_logits(m, buf, r0, rows);
 		if (m->logits_tap)
 			memcpy(m->logits_tap + (size_t)r0 * V, buf, sizeof(float) * rows * V);
+		if (m->row_tap && m->row_tap_at >= r0 && m->row_tap_at < r0 + rows)
+			memcpy(m->row_tap, buf + (size_t)(m->row_tap_at - r0) * V, sizeof(float) * V);
 		if (grad && h->logits)
 			kn_crossentropy_fused(buf, lse + r0, m->losses + r0, tgt + r0, 1.0f / N, rows,
 				V);

@@ -78,6 +78,8 @@ typedef struct eng_model {
 	int scratch_threads;         /* threads att_scratch was sized for */
 
 	float *logits_tap;           /* tests: when set, (B,T,V) receives every chunk's logits */
+	float *row_tap;              /* when set, (V) receives the logits of row row_tap_at */
+	int row_tap_at;              /* (of the B*T rows) */
 	double recompute_ms;         /* time spent recomputing in the last backward */
 	/* the last step's time per section (blocks 0..L-1, the head at L), in milliseconds:
 	 * its forward, its recompute in backward, its backward (the cost table's samples) */

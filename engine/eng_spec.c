@@ -23,6 +23,7 @@
 
 #define SPEC_MAX_BATCH 65536          /* B: far past any CPU or one-GPU batch */
 #define SPEC_MAX_ACCUM 65536          /* grad_accum */
+#define SPEC_MAX_SAMPLE 4096          /* sample.tokens: ENG_SAMPLE_MAX_TOKENS */
 #define SPEC_LLMC_SHUFFLE_SEED 42     /* llm.c's shuffle seed, 42 + rank */
 #define SPEC_MAX_SEQ 65536            /* T: as long as ENG_MAX_POSITIONS */
 #define SPEC_MAX_STEPS 1000000000     /* steps, save.every and schedule.warmup */
@@ -35,13 +36,15 @@
 #define SPEC_PATH_LEN 64              /* "schedule.min_lr_frac": our own keys only */
 
 static const char *const root_keys[] = {"name", "model", "data", "batch", "seq_len", "steps",
-	"grad_accum", "seed", "optim", "schedule", "remat", "eval", "save", "threads", "device",
-	"memory", NULL};
+	"grad_accum", "seed", "optim", "schedule", "remat", "eval", "sample", "save", "threads",
+	"device", "memory", NULL};
 static const char *const model_keys[] = {"preset", "n_layer", "n_embd", "n_head",
 	"n_positions", "vocab_size", "init_from", "resume", NULL};
 static const char *const data_keys[] = {"train", "format", "val", "shuffle", "shuffle_seed",
 	NULL};
 static const char *const eval_keys[] = {"every", "batches", NULL};
+static const char *const sample_keys[] = {"every", "tokens", "prompt", "temperature", "top_k",
+	"seed", NULL};
 static const char *const optim_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay",
 	"grad_clip", NULL};
 static const char *const schedule_keys[] = {"kind", "warmup", "min_lr_frac", NULL};
@@ -199,6 +202,9 @@ static void spec_defaults(eng_spec *s)
 	s->seq_len = 0; /* min(SPEC_DEFAULT_SEQ, n_positions), set by eng_spec_finish */
 	s->steps = 1000;
 	s->grad_accum = 1;
+	s->sample_tokens = 64;
+	s->sample_temperature = 1.0f;
+	s->sample_seed = 1337;
 	s->shuffle_seed = SPEC_LLMC_SHUFFLE_SEED;
 	s->seed = 1337;
 	s->lr = 3e-4f;
@@ -585,6 +591,59 @@ static int parse_memory(eng_spec *s, json_t *root, eng_err *err)
 	return 0;
 }
 
+/* sample.prompt: a string (data.format bytes: a token a byte) or an array of token ids
+ * (llmc; checked against the vocabulary once it is known, eng_spec_finish). */
+static int parse_prompt(eng_spec *s, json_t *v, eng_err *err)
+{
+	if (s->data_format == ENG_DATA_BYTES) {
+		const char *t = json_string_value(v);
+		size_t n = t ? json_string_length(v) : 0;
+		if (!t || n < 1 || n > ENG_MAX_PROMPT)
+			return eng_errf(err, "'sample.prompt' must be text of 1 to %d bytes (data.format "
+					     "is bytes)", ENG_MAX_PROMPT);
+		for (size_t i = 0; i < n; i++)
+			s->sample_prompt[i] = (unsigned char)t[i];
+		s->sample_n = (int)n;
+		return 0;
+	}
+	size_t n = json_array_size(v), i;
+	json_t *x;
+	if (!json_is_array(v) || n < 1 || n > ENG_MAX_PROMPT)
+		return eng_errf(err, "'sample.prompt' must be an array of 1 to %d token ids "
+				     "(data.format is llmc)", ENG_MAX_PROMPT);
+	json_array_foreach(v, i, x) {
+		if (!json_is_integer(x) || json_integer_value(x) < 0 ||
+			json_integer_value(x) > UINT16_MAX)
+			return eng_errf(err, "'sample.prompt[%zu]' must be a token id 0..65535", i);
+		s->sample_prompt[i] = (uint16_t)json_integer_value(x);
+	}
+	s->sample_n = (int)n;
+	return 0;
+}
+
+/* Needs s->data_format (the prompt's form). */
+static int parse_sample(eng_spec *s, json_t *root, eng_err *err)
+{
+	json_t *v, *p;
+	long long seed = s->sample_seed;
+	if (get_object(root, "sample", &v, err) < 0)
+		return -1;
+	if (!v)
+		return 0;
+	s->sample_on = 1;
+	if (check_keys(v, "sample", sample_keys, err) < 0 ||
+		get_int(v, "sample", "every", 0, SPEC_MAX_STEPS, &s->sample_every, err) < 0 ||
+		get_int(v, "sample", "tokens", 1, SPEC_MAX_SAMPLE, &s->sample_tokens, err) < 0 ||
+		get_float(v, "sample", "temperature", 0, 0, 100, 0, &s->sample_temperature, err) < 0 ||
+		get_int(v, "sample", "top_k", 0, INT_MAX, &s->sample_top_k, err) < 0 ||
+		get_int64(v, "sample", "seed", 0, UINT32_MAX, &seed, err) < 0)
+		return -1;
+	s->sample_seed = (uint32_t)seed;
+	if ((p = json_object_get(v, "prompt")) && parse_prompt(s, p, err) < 0)
+		return -1;
+	return 0;
+}
+
 /* B*T tokens per step (and B*T*V logits) are counted in int further on. */
 static int check_tokens(const eng_spec *s, eng_err *err)
 {
@@ -614,7 +673,8 @@ static int parse_root(eng_spec *s, json_t *root, eng_err *err)
 		get_int64(root, "", "seed", 0, INT64_MAX, &seed, err) < 0 ||
 		check_tokens(s, err) < 0 || parse_optim(s, root, err) < 0 ||
 		parse_schedule(s, root, err) < 0 || parse_remat(s, root, err) < 0 ||
-		parse_eval(s, root, err) < 0 || parse_save(s, root, err) < 0 ||
+		parse_eval(s, root, err) < 0 || parse_sample(s, root, err) < 0 ||
+		parse_save(s, root, err) < 0 ||
 		parse_memory(s, root, err) < 0 ||
 		get_int(root, "", "threads", 1, SPEC_MAX_THREADS, &s->threads, err) < 0)
 		return -1;
@@ -628,6 +688,9 @@ static int parse_root(eng_spec *s, json_t *root, eng_err *err)
 		return eng_errf(err, "'grad_accum' %d: device cuda takes one batch a step for now "
 				     "(grad_accum 1); accumulate on device cpu, or raise 'batch'",
 			s->grad_accum);
+	if (s->device == ENG_DEVICE_CUDA && s->sample_on)
+		return eng_errf(err, "'sample': device cuda does not sample yet; sample from the "
+				     "checkpoints with remat-train --sample");
 	return 0;
 }
 
@@ -759,6 +822,16 @@ int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 	if (spec->data_format == ENG_DATA_BYTES && cfg->vocab_size < 256)
 		return eng_errf(err, "'data.format' is \"bytes\" but the model's vocab_size is %d "
 				     "(bytes need at least 256)", cfg->vocab_size);
+	if (spec->sample_on && spec->sample_n == 0) {
+		/* no prompt: a new line (nanoGPT's), or GPT-2's <|endoftext|> (llm.c's), or 0 */
+		spec->sample_prompt[0] = spec->data_format == ENG_DATA_BYTES ? '\n'
+			: cfg->vocab_size > 50256 ? 50256 : 0;
+		spec->sample_n = 1;
+	}
+	for (int i = 0; i < spec->sample_n; i++)
+		if (spec->sample_prompt[i] >= cfg->vocab_size)
+			return eng_errf(err, "'sample.prompt[%d]' is %d, out of range for vocab_size %d",
+				i, spec->sample_prompt[i], cfg->vocab_size);
 
 	al.n = 0;
 	for (int i = 0; i < spec->n_alias; i++)

@@ -19,6 +19,7 @@
 #define ENG_PATH_LEN 4096      /* longest path kept from a spec */
 #define ENG_NAME_LEN 64        /* longest job name */
 #define ENG_MAX_ASSIGN 64      /* remat.sections entries one spec may give */
+#define ENG_MAX_PROMPT 1024    /* sample.prompt tokens */
 
 typedef enum { ENG_DATA_LLMC, ENG_DATA_BYTES } eng_data_format;
 typedef enum { ENG_SCHED_COSINE, ENG_SCHED_CONSTANT } eng_sched_kind;
@@ -91,6 +92,17 @@ typedef struct eng_spec {
 	int eval_every;
 	int eval_batches;
 
+	/* sample: sample_tokens new tokens from the prompt every sample_every steps (0: only
+	 * at the end), when sample_on; temperature 0 is greedy */
+	int sample_on;
+	int sample_every;                 /* sample.every, default 0 */
+	int sample_tokens;                /* sample.tokens, default 64 */
+	float sample_temperature;         /* sample.temperature, default 1 (llm.c's) */
+	int sample_top_k;                 /* sample.top_k, default 0: all */
+	uint32_t sample_seed;             /* sample.seed, default 1337 */
+	int sample_n;                     /* the prompt: bytes of a string (format bytes) or */
+	uint16_t sample_prompt[ENG_MAX_PROMPT]; /* token ids (llmc), checked against vocab */
+
 	/* save */
 	char save_dir[ENG_PATH_LEN];      /* "" = no saving */
 	int save_every;                   /* default 0 = only at the end */
@@ -98,7 +110,26 @@ typedef struct eng_spec {
 
 	int threads;                      /* default: online CPUs */
 	eng_device device;                /* default cpu */
+
+	/* job-set, mid-run (a run's history, never in a spec file): which fields it changed
+	 * (ENG_HP_*), and a learning rate set from a step on */
+	unsigned hp_set;
+	int lr_from;                      /* ENG_HP_LR: from this 0-based step index on, */
+	eng_sched_kind lr_kind;           /* a schedule of its own: warm-up, then cosine */
+	float lr_new;                     /* from lr_new to lr_new * lr_min_frac at the end, */
+	int lr_warmup;                    /* or constant lr_new */
+	float lr_min_frac;
+	char hp_log[2048];                /* the changes, a JSON array of {"step", "set"} */
 } eng_spec;
+
+/* What job-set changed (eng_spec.hp_set). */
+enum {
+	ENG_HP_LR = 1u << 0,
+	ENG_HP_GRAD_CLIP = 1u << 1,
+	ENG_HP_WEIGHT_DECAY = 1u << 2,
+	ENG_HP_EVAL_EVERY = 1u << 3,
+	ENG_HP_SAVE_EVERY = 1u << 4,
+};
 
 /* Parses JSON text into *spec (zeroed first, then defaults). Returns 0, or -1 with a message
  * for the first problem found. */

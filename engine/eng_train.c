@@ -502,17 +502,28 @@ void eng_trainer_free(eng_trainer *tr)
 	memset(tr, 0, sizeof *tr);
 }
 
-float eng_lr_at(const eng_spec *s, int i)
+/* Step index i of a schedule of `steps` steps: warm-up lr*(i+1)/warmup, then cosine from
+ * lr down to lr*min_frac at the end, or constant. */
+static float lr_formula(float lr, eng_sched_kind kind, int warmup, float min_frac, int steps,
+	int i)
 {
-	if (s->warmup > 0 && i < s->warmup)
-		return s->lr * (float)(i + 1) / (float)s->warmup;
-	if (s->sched == ENG_SCHED_CONSTANT || s->steps <= s->warmup)
-		return s->lr;
-	double ratio = (double)(i - s->warmup) / (double)(s->steps - s->warmup);
+	if (warmup > 0 && i < warmup)
+		return lr * (float)(i + 1) / (float)warmup;
+	if (kind == ENG_SCHED_CONSTANT || steps <= warmup)
+		return lr;
+	double ratio = (double)(i - warmup) / (double)(steps - warmup);
 	if (ratio > 1.0)
 		ratio = 1.0;
-	double min_lr = (double)s->lr * s->min_lr_frac;
-	return (float)(min_lr + 0.5 * (1.0 + cos(M_PI * ratio)) * (s->lr - min_lr));
+	double min_lr = (double)lr * min_frac;
+	return (float)(min_lr + 0.5 * (1.0 + cos(M_PI * ratio)) * (lr - min_lr));
+}
+
+float eng_lr_at(const eng_spec *s, int i)
+{
+	if ((s->hp_set & ENG_HP_LR) && i >= s->lr_from)
+		return lr_formula(s->lr_new, s->lr_kind, s->lr_warmup, s->lr_min_frac,
+			s->steps - s->lr_from, i - s->lr_from);
+	return lr_formula(s->lr, s->sched, s->warmup, s->min_lr_frac, s->steps, i);
 }
 
 /* "step N: <what the GPU model said>" */

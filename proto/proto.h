@@ -118,6 +118,9 @@ typedef enum proto_cmd_id {
 	PROTO_CMD_REMAT_PROFILE,
 	PROTO_CMD_REMAT_AUTO,
 	PROTO_CMD_REMAT_MEMLOG,
+	PROTO_CMD_JOB_EVAL,
+	PROTO_CMD_JOB_SET,
+	PROTO_CMD_JOB_METRICS,
 	PROTO_CMD_SUBSCRIBE,
 	PROTO_CMD_UNSUBSCRIBE,
 	PROTO_CMD_COUNT
@@ -160,6 +163,9 @@ typedef enum proto_event {
 	PROTO_EV_MEMORY,            /* the periodic memory summary */
 	PROTO_EV_CHECKPOINT_FAILED, /* a save failed; the run goes on */
 	PROTO_EV_REMAT_AUTO,        /* the memory controller changed the policy */
+	PROTO_EV_EVAL,              /* a validation loss was computed */
+	PROTO_EV_HPARAMS_APPLIED,   /* a job-set took effect */
+	PROTO_EV_SAMPLE,            /* text sampled from the model */
 	PROTO_EV_COUNT
 } proto_event;
 
@@ -169,6 +175,33 @@ const char *proto_event_name(proto_event e);
 int proto_event_find(const char *name);
 /* 1 when name is an event's name. */
 int proto_event_known(const char *name);
+
+/* ---- live hyperparameters (job-set) ---- */
+
+/* What job-set may change, at a step boundary: the one table the worker, the client's help
+ * and docs/protocol.md follow. */
+typedef enum proto_hparam {
+	PROTO_HP_LR,           /* number > 0: constant from the step on, or with schedule the
+				* new schedule's peak */
+	PROTO_HP_SCHEDULE,     /* "cosine" or "constant": a new schedule from the step on */
+	PROTO_HP_WARMUP,       /* integer >= 0: the new schedule's warm-up (with schedule) */
+	PROTO_HP_MIN_LR_FRAC,  /* number in [0, 1]: the new cosine's floor (with schedule) */
+	PROTO_HP_GRAD_CLIP,    /* number >= 0, 0 = off */
+	PROTO_HP_WEIGHT_DECAY, /* number >= 0 */
+	PROTO_HP_EVAL_EVERY,   /* integer >= 0, 0 = only at the end */
+	PROTO_HP_SAVE_EVERY,   /* integer >= 0, 0 = only at the end */
+	PROTO_HP_COUNT
+} proto_hparam;
+
+/* "lr", "schedule", ..., "eval.every", "save.every" */
+const char *proto_hparam_name(proto_hparam h);
+/* The hyperparameter called name, or -1. */
+int proto_hparam_find(const char *name);
+/* Checks one value for h: 0, or -1 with a description naming it. */
+int proto_hparam_check(proto_hparam h, const json_t *v, char *desc, size_t desclen);
+
+#define PROTO_METRICS_MAX_LINES 20000 /* job-metrics: lines one reply carries at most */
+#define PROTO_METRICS_MAX_BYTES (4u << 20) /* and bytes of them */
 
 /* ---- recompute modes (DESIGN §3) ---- */
 

@@ -34,6 +34,9 @@ typedef enum arg_type {
 	ARG_TRACE,    /* remat-memlog's trace format: "pytorch" or "chrome" */
 	ARG_CKPT,     /* a checkpoint name: 1..64 of [A-Za-z0-9._-], no leading '.' */
 	ARG_EVENTS,   /* array of event names */
+	ARG_HPARAMS,  /* job-set's: an object of hyperparameter -> value (proto_hparam) */
+	ARG_OFFSET,   /* job-metrics' byte offset: integer >= 0 */
+	ARG_LINES,    /* job-metrics' most lines: integer 1..PROTO_METRICS_MAX_LINES */
 } arg_type;
 
 typedef enum arg_need {
@@ -95,6 +98,10 @@ static const proto_command commands[PROTO_CMD_COUNT + 1] = {
 		{JOB, {"budget_bytes", ARG_BYTES, ARG_OPTIONAL}, {"budget", ARG_BUDGET, ARG_OPTIONAL}}),
 	CMD(REMAT_MEMLOG, "remat-memlog", JOB, 0, 1,
 		{JOB, {"steps", ARG_STEPS, ARG_OPTIONAL}, {"trace", ARG_TRACE, ARG_OPTIONAL}}),
+	CMD(JOB_EVAL, "job-eval", JOB, 1, 0, {JOB}),
+	CMD(JOB_SET, "job-set", JOB, 0, 0, {JOB, {"set", ARG_HPARAMS, ARG_REQUIRED}}),
+	CMD(JOB_METRICS, "job-metrics", JOB, 0, 1,
+		{JOB, {"offset", ARG_OFFSET, ARG_OPTIONAL}, {"lines", ARG_LINES, ARG_OPTIONAL}}),
 	CMD(SUBSCRIBE, "subscribe", CONN, 0, 1,
 		{{"job", ARG_JOB, ARG_OPTIONAL}, {"events", ARG_EVENTS, ARG_OPTIONAL}}),
 	CMD(UNSUBSCRIBE, "unsubscribe", CONN, 0, 1,
@@ -111,6 +118,9 @@ static const char *const event_names[PROTO_EV_COUNT + 1] = {
 	[PROTO_EV_MEMORY] = "MEMORY",
 	[PROTO_EV_CHECKPOINT_FAILED] = "CHECKPOINT_FAILED",
 	[PROTO_EV_REMAT_AUTO] = "REMAT_AUTO",
+	[PROTO_EV_EVAL] = "EVAL",
+	[PROTO_EV_HPARAMS_APPLIED] = "HPARAMS_APPLIED",
+	[PROTO_EV_SAMPLE] = "SAMPLE",
 	[PROTO_EV_COUNT] = NULL,
 };
 
@@ -135,6 +145,97 @@ static const unsigned char mode_parts[PROTO_MODE_COUNT] = {
 	[PROTO_MODE_CHUNKED] = ON_HEAD,
 	[PROTO_MODE_OFFLOAD] = ON_BLOCK,
 };
+
+/* The one table of live hyperparameters: name, and the value each takes. */
+typedef enum { HP_NUMBER, HP_COUNT, HP_SCHEDULE } hp_kind;
+static const struct {
+	const char *name;
+	hp_kind kind;
+	double lo, hi;  /* HP_NUMBER: lo < v (lo_open) or lo <= v, v <= hi */
+	int lo_open;
+} hparams[PROTO_HP_COUNT] = {
+	[PROTO_HP_LR] = {"lr", HP_NUMBER, 0, 10, 1},
+	[PROTO_HP_SCHEDULE] = {"schedule", HP_SCHEDULE, 0, 0, 0},
+	[PROTO_HP_WARMUP] = {"warmup", HP_COUNT, 0, 1e9, 0},
+	[PROTO_HP_MIN_LR_FRAC] = {"min_lr_frac", HP_NUMBER, 0, 1, 0},
+	[PROTO_HP_GRAD_CLIP] = {"grad_clip", HP_NUMBER, 0, 1e30, 0},
+	[PROTO_HP_WEIGHT_DECAY] = {"weight_decay", HP_NUMBER, 0, 1e30, 0},
+	[PROTO_HP_EVAL_EVERY] = {"eval.every", HP_COUNT, 0, 1e9, 0},
+	[PROTO_HP_SAVE_EVERY] = {"save.every", HP_COUNT, 0, 1e9, 0},
+};
+
+const char *proto_hparam_name(proto_hparam h)
+{
+	return (unsigned)h < PROTO_HP_COUNT ? hparams[h].name : "?";
+}
+
+int proto_hparam_find(const char *name)
+{
+	for (int i = 0; name != NULL && i < PROTO_HP_COUNT; i++)
+		if (strcmp(name, hparams[i].name) == 0)
+			return i;
+	return -1;
+}
+
+int proto_hparam_check(proto_hparam h, const json_t *v, char *desc, size_t desclen)
+{
+	const char *n = proto_hparam_name(h);
+	double x = json_number_value(v);
+	switch (hparams[h].kind) {
+	case HP_SCHEDULE: {
+		const char *k = json_string_value(v);
+		if (k && (!strcmp(k, "cosine") || !strcmp(k, "constant")))
+			return 0;
+		proto__descf(desc, desclen, "'%s' must be \"cosine\" or \"constant\"", n);
+		return -1;
+	}
+	case HP_COUNT:
+		if (json_is_integer(v) && x >= hparams[h].lo && x <= hparams[h].hi)
+			return 0;
+		proto__descf(desc, desclen, "'%s' must be an integer from %.0f to %.0f", n,
+			hparams[h].lo, hparams[h].hi);
+		return -1;
+	case HP_NUMBER:
+		if (json_is_number(v) && (hparams[h].lo_open ? x > hparams[h].lo : x >= hparams[h].lo)
+			&& x <= hparams[h].hi)
+			return 0;
+		if (hparams[h].hi < 1e29)
+			proto__descf(desc, desclen, "'%s' must be a number %s %g, at most %g", n,
+				hparams[h].lo_open ? "above" : "from", hparams[h].lo, hparams[h].hi);
+		else
+			proto__descf(desc, desclen, "'%s' must be a number >= %g", n, hparams[h].lo);
+		return -1;
+	}
+	return -1;
+}
+
+/* job-set's object: at least one key, each a live hyperparameter with a value it takes. */
+static int check_hparams(const json_t *v, char *desc, size_t desclen)
+{
+	const char *key;
+	json_t *val;
+	if (!json_is_object(v) || json_object_size(v) == 0) {
+		proto__descf(desc, desclen, "'set' must be an object of hyperparameter -> value, "
+			     "not empty");
+		return -1;
+	}
+	json_object_foreach((json_t *)v, key, val) {
+		int h = proto_hparam_find(key);
+		if (h < 0) {
+			char known[256];
+			size_t used = 0;
+			for (int i = 0; i < PROTO_HP_COUNT && used < sizeof known; i++)
+				used += (size_t)snprintf(known + used, sizeof known - used, "%s%s",
+					i ? ", " : "", hparams[i].name);
+			proto__descf(desc, desclen, "'set' has '%.64s', which is not a live "
+				     "hyperparameter (known: %s)", key, known);
+			return -1;
+		}
+		if (proto_hparam_check((proto_hparam)h, val, desc, desclen) < 0)
+			return -1;
+	}
+	return 0;
+}
 
 const char *proto_mode_name(int m)
 {
@@ -461,6 +562,15 @@ static int check_arg(const arg_spec *a, const json_t *v, char *desc, size_t desc
 		return check_count(a->name, v, PROTO_PROFILE_MAX_ROUNDS, desc, desclen);
 	case ARG_STEPS:
 		return check_count(a->name, v, PROTO_MEMLOG_STEPS, desc, desclen);
+	case ARG_LINES:
+		return check_count(a->name, v, PROTO_METRICS_MAX_LINES, desc, desclen);
+	case ARG_HPARAMS:
+		return check_hparams(v, desc, desclen);
+	case ARG_OFFSET:
+		if (json_is_integer(v) && json_integer_value(v) >= 0)
+			return 0;
+		proto__descf(desc, desclen, "'%s' must be an integer >= 0", a->name);
+		return -1;
 	case ARG_TRACE: {
 		const char *f = json_string_value(v);
 		if (f && (!strcmp(f, "pytorch") || !strcmp(f, "chrome")))

@@ -125,7 +125,7 @@ if [[ $(complete -p rematctl 2>&1) != *"-F _rematctl rematctl"* ]]; then
 	fails=$((fails + 1))
 fi
 
-cmds=(start plan ls status pause resume stop rm remat mem save watch events info shutdown help)
+cmds=(start plan ls status pause resume stop rm remat mem save eval set logs plot watch events info shutdown help)
 globals=(--socket --control --json --timeout --help --version)
 sock=$tmp/rematd.sock
 x=$ctl # the command as typed: the path of the rematctl under test
@@ -134,7 +134,7 @@ x=$ctl # the command as typed: the path of the rematctl under test
 export REMAT_SOCKET=$tmp/none.sock
 expect "$x " "${cmds[@]}"
 expect "$x st" start status stop
-expect "$x p" plan pause
+expect "$x p" plan pause plot
 expect "$x remat " get plan set costs profile auto memlog
 expect "$x remat memlog j1 --" "${globals[@]}" --count --trace --format
 expect "$x remat memlog j1 --format " pytorch chrome

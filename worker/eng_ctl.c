@@ -165,26 +165,62 @@ static void memlog_add(eng_ctl *c, const eng_step_stats *st)
 	eng_memtrace_swap(&c->trace, &c->tr->trace); /* no copy on the step path */
 }
 
-void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st)
+void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st, json_t *row)
 {
-	if (!c)
+	if (!c) {
+		json_decref(row);
 		return;
+	}
 	pthread_mutex_lock(&c->mu);
 	c->last = *st;
 	c->has_last = 1;
 	c->step = st->step;
 	c->in_step = 0;
+	if (c->steps_here++ == 0)
+		c->first_step_s = eng_ctl__mono_s() - st->step_ms / 1e3;
 	if (c->tr) /* remat-costs reads this copy, never the trainer's */
 		eng_costs_copy(&c->costs, &c->tr->costs);
 	if (c->tr && c->memlog)
 		memlog_add(c, st);
 	pthread_mutex_unlock(&c->mu);
-	json_t *d = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:i}", "step", st->step, "loss",
-		(double)st->loss, "lr", (double)st->lr, "tokens_per_s", st->tokens_per_s, "step_ms",
-		st->step_ms, "recompute_ms", st->recompute_ms, "activation_bytes",
-		(json_int_t)st->activation_bytes, "peak_bytes", (json_int_t)st->peak_bytes,
-		"oom_retries", st->oom_retries);
-	emit(c, EV_STEP, d);
+	if (row)
+		emit(c, EV_STEP, row);
+}
+
+void eng_ctl_event_eval(eng_ctl *c, json_t *row)
+{
+	if (!c || !row) {
+		json_decref(row);
+		return;
+	}
+	pthread_mutex_lock(&c->mu);
+	json_decref(c->last_eval);
+	c->last_eval = json_deep_copy(row);
+	pthread_mutex_unlock(&c->mu);
+	emit(c, EV_EVAL, row);
+}
+
+void eng_ctl_event(eng_ctl *c, proto_event ev, json_t *data)
+{
+	if (!c || !data) {
+		json_decref(data);
+		return;
+	}
+	emit(c, 1 << ev, data);
+}
+
+void eng_ctl_set_hparams(eng_ctl *c, json_t *hp)
+{
+	if (!c) {
+		json_decref(hp);
+		return;
+	}
+	pthread_mutex_lock(&c->mu);
+	if (!c->hparams)
+		c->hparams = json_object();
+	json_object_update(c->hparams, hp); /* every value job-set has given, the last wins */
+	pthread_mutex_unlock(&c->mu);
+	json_decref(hp);
 }
 
 void eng_ctl_policy_applied(eng_ctl *c, int first_step)
@@ -216,6 +252,7 @@ void eng_ctl_cmd_free(eng_ctl_cmd *cmds)
 	while (cmds) {
 		eng_ctl_cmd *n = cmds->next;
 		json_decref(cmds->id);
+		json_decref(cmds->set);
 		free(cmds);
 		cmds = n;
 	}
@@ -687,6 +724,8 @@ void eng_ctl_stop(eng_ctl *c)
 	uv_loop_close(&c->loop);
 	eng_ctl_cmd_free(c->q_head);
 	json_decref(c->save_error);
+	json_decref(c->last_eval);
+	json_decref(c->hparams);
 	free(c->memlog);
 	free(c->memlog_sec);
 	eng_memtrace_free(&c->trace);

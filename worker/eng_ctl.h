@@ -30,7 +30,7 @@ typedef enum eng_ctl_state {
 } eng_ctl_state;
 
 typedef enum eng_ctl_op { CTL_OP_POLICY, CTL_OP_PAUSE, CTL_OP_RESUME, CTL_OP_STOP,
-	CTL_OP_SAVE, CTL_OP_PROFILE, CTL_OP_AUTO } eng_ctl_op;
+	CTL_OP_SAVE, CTL_OP_PROFILE, CTL_OP_AUTO, CTL_OP_EVAL, CTL_OP_SET } eng_ctl_op;
 
 /* One queued change, drained by the training thread at a step boundary. */
 typedef struct eng_ctl_cmd {
@@ -39,6 +39,7 @@ typedef struct eng_ctl_cmd {
 	int save;                 /* CTL_OP_STOP: save first */
 	int rounds;               /* CTL_OP_PROFILE: rounds of 3 steps */
 	size_t budget;            /* CTL_OP_AUTO: bytes, 0 off */
+	json_t *set;              /* CTL_OP_SET: hyperparameter -> value (own reference) */
 	char name[72];            /* CTL_OP_SAVE, CTL_OP_STOP: checkpoint name, "" for
 				   * step_XXXXXXXX */
 	int conn;                 /* connection to reply to (deferred ops), -1 none */
@@ -70,8 +71,15 @@ eng_ctl_cmd *eng_ctl_wait(eng_ctl *c, int ms);
 /* Marks a step as running; returns 0 (and marks nothing) when commands arrived since the
  * last take, so they are applied first. Makes `applies_at_step` in replies exact. */
 int eng_ctl_begin_step(eng_ctl *c);
-/* Publishes the step's figures and the policy, marks the step done, queues a STEP event. */
-void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st);
+/* Publishes the step's figures and the policy, marks the step done, queues a STEP event
+ * of row (wk_step_json's fields; stolen). */
+void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st, json_t *row);
+/* An evaluation (wk_eval_json's row, stolen): job-status' val_loss, and an EVAL event. */
+void eng_ctl_event_eval(eng_ctl *c, json_t *row);
+/* Any other event of the training thread: HPARAMS_APPLIED, SAMPLE (data stolen). */
+void eng_ctl_event(eng_ctl *c, proto_event ev, json_t *data);
+/* Values job-set gave (stolen), merged into job-status' "hparams". */
+void eng_ctl_set_hparams(eng_ctl *c, json_t *hp);
 /* Publishes the policy and per-section bytes after a policy change; queues REMAT_APPLIED
  * naming the first step that runs under it. */
 void eng_ctl_policy_applied(eng_ctl *c, int first_step);

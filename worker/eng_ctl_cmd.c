@@ -61,6 +61,23 @@ HANDLER(cmd_status)
 	json_object_set_new(r, "exit_status", json_null());
 	json_object_set_new(r, "last_save_error", c->save_error ? json_deep_copy(c->save_error)
 								: json_null());
+	/* the last evaluation, the training so far and what remains at its pace here */
+	const json_t *ev = c->last_eval;
+	json_object_set_new(r, "val_loss", ev ? json_deep_copy(json_object_get(ev, "val_loss"))
+					      : json_null());
+	json_object_set_new(r, "val_step", ev ? json_deep_copy(json_object_get(ev, "step"))
+					      : json_null());
+	if (c->tr) {
+		const eng_spec *s = &c->tr->spec;
+		json_object_set_new(r, "grad_accum", json_integer(s->grad_accum));
+		json_object_set_new(r, "tokens", json_integer((json_int_t)c->step * s->grad_accum *
+								 s->batch * s->seq_len));
+	}
+	double el = c->steps_here ? eng_ctl__mono_s() - c->first_step_s : 0;
+	json_object_set_new(r, "elapsed_s", json_real(el));
+	json_object_set_new(r, "eta_s", c->steps_here && !eng_ctl__is_final(c->state)
+		? json_real(el / c->steps_here * (c->steps - c->step)) : json_null());
+	json_object_set_new(r, "hparams", c->hparams ? json_deep_copy(c->hparams) : json_object());
 	return r;
 }
 
@@ -563,6 +580,55 @@ HANDLER(cmd_auto)
 		bytes ? json_integer((json_int_t)bytes) : json_null());
 }
 
+/* job-eval: the validation loss at the next step boundary, answered once computed */
+HANDLER(cmd_eval)
+{
+	UNUSED_ARGS;
+	if (!c->tr->val.tok) {
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "the job has no data.val to "
+							      "evaluate on", id);
+		return NULL;
+	}
+	eng_ctl_cmd *q = change_new(c, k, id);
+	if (!q)
+		return NULL;
+	q->conn = handle;
+	q->id = json_incref(id);
+	k->inflight++;
+	q->op = CTL_OP_EVAL;
+	eng_ctl__enqueue(c, q);
+	return NULL;
+}
+
+/* job-set: the values are proto's to check (proto_hparam_check); what goes together is
+ * the job's: warmup and min_lr_frac shape a new schedule, eval.every needs data.val. */
+HANDLER(cmd_set)
+{
+	UNUSED_ARGS;
+	const json_t *set = json_object_get(args, "set");
+	const char *why = NULL;
+	if (!json_object_get(set, "schedule") && (json_object_get(set, "warmup") ||
+						     json_object_get(set, "min_lr_frac")))
+		why = "'warmup' and 'min_lr_frac' shape a new schedule: give 'schedule' (cosine or "
+		      "constant) with them";
+	else if (json_integer_value(json_object_get(set, "eval.every")) > 0 && !c->tr->val.tok)
+		why = "'eval.every' needs data.val, which the job has not";
+	else if (json_integer_value(json_object_get(set, "save.every")) > 0 &&
+		 !c->tr->spec.save_dir[0])
+		why = "'save.every' needs save.dir, which the job has not";
+	if (why) {
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, why, id);
+		return NULL;
+	}
+	eng_ctl_cmd *q = change_new(c, k, id);
+	if (!q)
+		return NULL;
+	q->op = CTL_OP_SET;
+	q->set = json_deep_copy(set);
+	eng_ctl__enqueue(c, q);
+	return json_pack("{s:i,s:O}", "applies_at_step", applies_at(c), "set", set);
+}
+
 /* What a worker answers, and whether it needs the trainer (while the job starts, those
  * requests are kept and answered before the first step: keep_early). A command without a
  * handler is rematd's. */
@@ -589,6 +655,8 @@ static const struct {
 	[PROTO_CMD_REMAT_PROFILE] = {cmd_profile, 1},
 	[PROTO_CMD_REMAT_AUTO] = {cmd_auto, 1},
 	[PROTO_CMD_REMAT_MEMLOG] = {cmd_memlog, 1},
+	[PROTO_CMD_JOB_EVAL] = {cmd_eval, 1},
+	[PROTO_CMD_JOB_SET] = {cmd_set, 1},
 };
 
 json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,

@@ -28,6 +28,7 @@ enum {
 	EV_MEMORY = 1u << PROTO_EV_MEMORY,
 	EV_FAILED = 1u << PROTO_EV_CHECKPOINT_FAILED,
 	EV_AUTO = 1u << PROTO_EV_REMAT_AUTO,
+	EV_EVAL = 1u << PROTO_EV_EVAL,
 };
 extern const char *const state_names[7];   /* by eng_ctl_state: "starting", ... */
 
@@ -97,6 +98,11 @@ struct eng_ctl {
 	int in_step;           /* a step is running */
 	eng_step_stats last;   /* figures of the last step */
 	int has_last;
+	json_t *last_eval;     /* the last evaluation's row (wk_eval_json), NULL before one */
+	json_t *hparams;       /* the live hyperparameters in force (job-status) */
+	int steps_here;        /* steps this process took, and when the first began, for
+				* job-status' eta_s */
+	double first_step_s;
 	eng_policy policy;     /* in force */
 	eng_policy pending;    /* in force once queued changes apply */
 	int pause_pending;     /* a job-pause queued and not yet applied */

@@ -1,10 +1,13 @@
 /* remat_train.c - remat-train: one training job, in the foreground or under control.
  *
- *   remat-train [--json] [--remat-schedule STEP:POLICY,...] [--control PATH |
- *               --control-fd N] [--job-id ID] [--as UID:GID[:GROUPS]] JOB.json
+ *   remat-train [--json] [--metrics FILE] [--remat-schedule STEP:POLICY,...]
+ *               [--control PATH | --control-fd N [--metrics-fd N]] [--job-id ID]
+ *               [--as UID:GID[:GROUPS]] JOB.json
  *   remat-train --check [--as UID:GID[:GROUPS]] JOB.json
  *   remat-train --info
  *   remat-train --export-llmc CKPT_DIR OUT.bin [--bf16]
+ *   remat-train --sample CKPT [--prompt TEXT|IDS] [--tokens N] [--temperature T]
+ *               [--top-k K] [--seed S] [--json]
  *
  * Validates the job spec, builds the run, trains to `steps` printing one line per step (or
  * one JSON object per step with --json), and saves the weights at the end when save.dir is
@@ -12,6 +15,8 @@
  * "0:off,5:full,9:h.0-1=selective,head=chunked": an entry S:P applies once S steps are done,
  * so it governs step S+1 onwards; each entry applies on top of the policy before it.
  * SIGINT/SIGTERM stop the run after the current step (saving when save.dir is set).
+ * --metrics FILE appends every step and every evaluation to FILE, one JSON object a line
+ * (wk_metrics.h); rematd hands its job's metrics.jsonl over as --metrics-fd.
  * --control PATH listens on a socket of its own for rematctl; --control-fd N speaks to
  * rematd over an inherited socketpair (eng_ctl.c): both take the protocol's commands,
  * applied here at step boundaries.
@@ -25,6 +30,8 @@
  * --export-llmc trains nothing: it loads a checkpoint (config.json + model.safetensors, or an
  * llm.c file) and writes it as an llm.c model file, version 3 (float32) or with --bf16
  * version 5 (bfloat16), then exits.
+ * --sample trains nothing: it continues a prompt from a checkpoint (wk_sample.h), greedily
+ * with --temperature 0.
  * Exit status: 0 done (finished or stopped), 1 bad input or a failed run, 2 bad usage,
  * 130 interrupted by a signal.
  */
@@ -48,6 +55,7 @@
 #include "eng_train.h"
 #include "kn.h"
 #include "wk_run.h"
+#include "wk_sample.h"
 
 #define REMAT_VERSION "0.1.0"
 
@@ -61,12 +69,15 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
 	char modes[160];
-	fprintf(f, "usage: remat-train [--json] [--remat-schedule STEP:POLICY[,STEP:POLICY...]]\n"
-		   "                   [--control PATH | --control-fd N] [--job-id ID]\n"
-		   "                   [--as UID:GID[:GROUPS]] JOB.json\n"
+	fprintf(f, "usage: remat-train [--json] [--metrics FILE]\n"
+		   "                   [--remat-schedule STEP:POLICY[,STEP:POLICY...]]\n"
+		   "                   [--control PATH | --control-fd N [--metrics-fd N]]\n"
+		   "                   [--job-id ID] [--as UID:GID[:GROUPS]] JOB.json\n"
 		   "       remat-train --check [--as UID:GID[:GROUPS]] JOB.json\n"
 		   "       remat-train --info\n"
 		   "       remat-train --export-llmc CKPT_DIR OUT.bin [--bf16]\n"
+		   "       remat-train --sample CKPT [--prompt TEXT|IDS] [--tokens N]\n"
+		   "                   [--temperature T] [--top-k K] [--seed S] [--json]\n"
 		   "       remat-train --version\n"
 		   "POLICY is a MODE, or SECTION=MODE[,SECTION=MODE] with sections h.N, h.N-M,\n"
 		   "blocks, head, all or an alias of the job.\n"
@@ -184,15 +195,46 @@ static int check_job(eng_spec *s)
 typedef struct train_opts {
 	int json, check, bf16;
 	int ctl_fd;                        /* --control-fd, -1 none */
+	int metrics_fd;                    /* --metrics-fd, -1 none */
 	const char *job, *sched_arg, *ctl_path, *job_id, *as, *export_from, *export_to;
+	const char *metrics;               /* --metrics FILE */
+	wk_sample_args sample;             /* --sample CKPT and its options */
 } train_opts;
+
+/* --tokens, --temperature, --top-k, --seed: remat-train --sample's numbers */
+static int is_sample_num(const char *a)
+{
+	return !strcmp(a, "--tokens") || !strcmp(a, "--temperature") || !strcmp(a, "--top-k") ||
+		!strcmp(a, "--seed");
+}
+
+static int sample_num(const char *a, const char *v, wk_sample_args *s)
+{
+	char *end;
+	errno = 0;
+	double x = strtod(v, &end);
+	if (errno || end == v || *end || x < 0)
+		return -1;
+	if (!strcmp(a, "--temperature"))
+		s->o.temperature = (float)x;
+	else if (x != (double)(long long)x || x > (a[2] == 's' ? 4294967295.0 : 1e9))
+		return -1;
+	else if (!strcmp(a, "--tokens"))
+		s->o.tokens = (int)x;
+	else if (!strcmp(a, "--top-k"))
+		s->o.top_k = (int)x;
+	else
+		s->o.seed = (uint32_t)x;
+	return !strcmp(a, "--tokens") && (x < 1 || x > ENG_SAMPLE_MAX_TOKENS) ? -1 : 0;
+}
 
 /* Parses argv into o: -1 to go on, or the exit status of a run that ends here (--help,
  * --version, --info, bad usage). */
 static int parse_args(int argc, char **argv, train_opts *o)
 {
 	memset(o, 0, sizeof *o);
-	o->ctl_fd = -1;
+	o->ctl_fd = o->metrics_fd = -1;
+	o->sample.o = (eng_sample_opts){64, 1.0f, 0, 1337};
 	o->job_id = "job";
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -205,14 +247,26 @@ static int parse_args(int argc, char **argv, train_opts *o)
 			o->sched_arg = a + 17;
 		} else if (strcmp(a, "--control") == 0 && more) {
 			o->ctl_path = argv[++i];
-		} else if (strcmp(a, "--control-fd") == 0 && more) {
+		} else if ((strcmp(a, "--control-fd") == 0 || strcmp(a, "--metrics-fd") == 0) &&
+			   more) {
 			char *end;
 			long v = strtol(argv[++i], &end, 10);
 			if (*end || v < 0 || v > 65535) {
 				usage(stderr);
 				return 2;
 			}
-			o->ctl_fd = (int)v;
+			*(a[2] == 'c' ? &o->ctl_fd : &o->metrics_fd) = (int)v;
+		} else if (strcmp(a, "--metrics") == 0 && more) {
+			o->metrics = argv[++i];
+		} else if (strcmp(a, "--sample") == 0 && more) {
+			o->sample.ckpt = argv[++i];
+		} else if (strcmp(a, "--prompt") == 0 && more) {
+			o->sample.prompt = argv[++i];
+		} else if (is_sample_num(a) && more) {
+			if (sample_num(a, argv[++i], &o->sample) < 0) {
+				usage(stderr);
+				return 2;
+			}
 		} else if (strcmp(a, "--job-id") == 0 && more) {
 			o->job_id = argv[++i];
 		} else if (strcmp(a, "--export-llmc") == 0 && i + 2 < argc) {
@@ -242,10 +296,18 @@ static int parse_args(int argc, char **argv, train_opts *o)
 		}
 	}
 	/* what may go together: --export-llmc and --check are subcommands of their own */
-	int run_opts = o->json || o->sched_arg || o->ctl_path || o->ctl_fd >= 0;
-	int ok = o->export_from ? !o->job && !run_opts && !o->as && !o->check
+	int run_opts = o->json || o->sched_arg || o->ctl_path || o->ctl_fd >= 0 || o->metrics ||
+		o->metrics_fd >= 0;
+	int sample_opts = o->sample.prompt != NULL; /* and its numbers: defaults elsewhere */
+	if (o->sample.ckpt)
+		return !o->job && !o->export_from && !o->check && !o->as && !o->sched_arg &&
+				!o->ctl_path && o->ctl_fd < 0 && !o->metrics && o->metrics_fd < 0
+			? -1 : (usage(stderr), 2);
+	int ok = sample_opts ? 0
+		: o->export_from ? !o->job && !run_opts && !o->as && !o->check
 				: o->job && !o->bf16 && !(o->check && run_opts) &&
-					  !(o->ctl_fd >= 0 && o->ctl_path);
+					  !(o->ctl_fd >= 0 && o->ctl_path) &&
+					  !(o->metrics && o->metrics_fd >= 0);
 	if (!ok) {
 		usage(stderr);
 		return 2;
@@ -320,6 +382,10 @@ int main(int argc, char **argv)
 		return rc;
 	if (o.export_from)
 		return export_llmc(o.export_from, o.export_to, o.bf16);
+	if (o.sample.ckpt) {
+		o.sample.json = o.json;
+		return wk_sample_cli(&o.sample);
+	}
 	if (o.sched_arg && wk_schedule_parse(o.sched_arg, &sched) < 0)
 		return 2;
 	int spec_rc = load_spec(&o, &spec, &err);
@@ -346,8 +412,17 @@ int main(int argc, char **argv)
 	if (!o.json)
 		print_banner(&tr);
 	eng_ctl_attach(c, &tr);
-	wk_run_opts ro = {o.json, o.ctl_fd >= 0, &sched, &stop_signal};
+	wk_metrics mx;
+	wk_metrics_init(&mx);
+	if (o.metrics_fd >= 0)
+		wk_metrics_adopt(&mx, o.metrics_fd);
+	else if (o.metrics && wk_metrics_open(&mx, o.metrics) < 0) {
+		rc = 1;
+		goto out;
+	}
+	wk_run_opts ro = {o.json, o.ctl_fd >= 0, &sched, &stop_signal, &mx};
 	rc = wk_run(&tr, c, &ro);
+	wk_metrics_close(&mx);
 out:
 	eng_ctl_stop(c);
 	eng_trainer_free(&tr);

@@ -11,6 +11,8 @@
 #include "eng_auto.h"
 #include "eng_ckpt.h"
 #include "eng_mem.h"
+#include "wk_metrics.h"
+#include "wk_sample.h"
 
 #define PAUSE_POLL_MS 200 /* while paused, how often signals are looked at */
 #define LOG_EVERY 100     /* under rematd (--control-fd), a progress line per this many steps */
@@ -148,6 +150,8 @@ typedef struct run_ctl {
 	int probe_left;          /* steps of a probe (remat-profile) still to run */
 	int probe_k;             /* the probe's steps so far */
 	eng_policy probe_base;   /* the policy to come back to after it */
+	wk_metrics *mx;          /* metrics.jsonl (fd -1: none) and the run's clock */
+	int eval_step;           /* the step of the last evaluation, -1 none */
 } run_ctl;
 
 /* A save handed to the writer thread, and who to tell when it ends. */
@@ -167,6 +171,7 @@ static void on_saved(void *ud, int ok, const eng_ckpt_result *res, const char *m
 	save_job *j = ud;
 	snprintf(j->run->last_err, sizeof j->run->last_err, "%s", ok ? "" : msg);
 	if (ok) {
+		wk_metrics_sync(j->run->mx); /* the log that led to the checkpoint, on disk too */
 		j->run->last_saved = res->step;
 		snprintf(j->run->last_path, sizeof j->run->last_path, "%s", res->path);
 		eng_ctl_event_saved(j->c, res->path, res->step, res->bytes);
@@ -346,6 +351,126 @@ static void step_policy_said(eng_trainer *tr, eng_ctl *c, run_ctl *rc, const eng
 		eng_trainer_fixed_bytes(tr, NULL) + pred.peak_bytes, rc->last_peak);
 }
 
+/* ---- evaluation and live hyperparameters ---- */
+
+/* The validation loss now (eval.batches of data.val from its start), recorded: a line of
+ * metrics.jsonl, an EVAL event, job-status' val_loss, the line printed; the answer to
+ * job-eval when cmd is one. */
+static void run_eval(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json,
+	const eng_ctl_cmd *cmd)
+{
+	const eng_spec *s = &tr->spec;
+	int fit = (int)(tr->val.nsamples < (size_t)INT32_MAX ? tr->val.nsamples : INT32_MAX);
+	int used = s->eval_batches > 0 && s->eval_batches < fit ? s->eval_batches : fit;
+	float v = eng_trainer_val_loss(tr, s->eval_batches);
+	json_t *row = wk_eval_json(tr, v, used, run->mx);
+	run->eval_step = tr->step;
+	wk_metrics_write(run->mx, row);
+	if (json) {
+		char *line = json_dumps(row, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		printf("%s\n", line ? line : "{}");
+		free(line);
+	} else {
+		printf("val loss %.6f (after step %d, %d batches of %d x %d)\n", v, tr->step, used,
+			s->batch, s->seq_len);
+	}
+	if (cmd)
+		eng_ctl_reply(c, cmd, json_deep_copy(row));
+	eng_ctl_event_eval(c, row);
+}
+
+/* One job-set entry, k -> v (checked by proto and the control thread), into the spec. */
+static void set_one(eng_spec *s, const char *k, const json_t *v)
+{
+	double x = json_number_value(v);
+	if (!strcmp(k, "grad_clip")) {
+		s->grad_clip = (float)x;
+		s->hp_set |= ENG_HP_GRAD_CLIP;
+	} else if (!strcmp(k, "weight_decay")) {
+		s->weight_decay = (float)x;
+		s->hp_set |= ENG_HP_WEIGHT_DECAY;
+	} else if (!strcmp(k, "eval.every")) {
+		s->eval_every = (int)json_integer_value(v);
+		s->hp_set |= ENG_HP_EVAL_EVERY;
+	} else if (!strcmp(k, "save.every")) {
+		s->save_every = (int)json_integer_value(v);
+		s->hp_set |= ENG_HP_SAVE_EVERY;
+	}
+}
+
+/* Appends {"step", "set"} to the spec's log of changes (the oldest dropped when it would
+ * not fit). */
+static void log_change(eng_spec *s, int step, const json_t *set)
+{
+	json_t *log = json_loads(s->hp_log, 0, NULL);
+	if (!json_is_array(log)) {
+		json_decref(log);
+		log = json_array();
+	}
+	json_array_append_new(log, json_pack("{s:i,s:O}", "step", step, "set", set));
+	for (;;) {
+		char *text = json_dumps(log, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		if (text && strlen(text) < sizeof s->hp_log) {
+			snprintf(s->hp_log, sizeof s->hp_log, "%s", text);
+			free(text);
+			break;
+		}
+		free(text);
+		if (json_array_size(log) <= 1) {
+			snprintf(s->hp_log, sizeof s->hp_log, "[]");
+			break;
+		}
+		json_array_remove(log, 0);
+	}
+	json_decref(log);
+}
+
+/* job-set at a boundary: lr (and schedule, warmup, min_lr_frac) start a schedule of their
+ * own from the next step; the rest replace the spec's values. Recorded in the spec, which
+ * checkpoints write (trainer_state.json "live") and a resume takes back. */
+static void apply_set(eng_trainer *tr, eng_ctl *c, const json_t *set, int json)
+{
+	eng_spec *s = &tr->spec;
+	const char *k;
+	json_t *v, *lr = json_object_get(set, "lr"), *kind = json_object_get(set, "schedule");
+	if (lr || kind) {
+		float now = eng_lr_at(s, tr->step); /* what the next step would have used */
+		json_t *w = json_object_get(set, "warmup"), *f = json_object_get(set, "min_lr_frac");
+		s->lr_new = lr ? (float)json_number_value(lr) : now;
+		s->lr_kind = kind && !strcmp(json_string_value(kind), "cosine") ? ENG_SCHED_COSINE
+										 : ENG_SCHED_CONSTANT;
+		s->lr_warmup = w ? (int)json_integer_value(w) : 0;
+		s->lr_min_frac = f ? (float)json_number_value(f) : s->min_lr_frac;
+		s->lr_from = tr->step;
+		s->hp_set |= ENG_HP_LR;
+	}
+	json_object_foreach((json_t *)set, k, v) set_one(s, k, v);
+	log_change(s, tr->step + 1, set);
+	if (!json)
+		printf("set: from step %d: lr %.3e, grad_clip %g, weight_decay %g, eval.every %d, "
+		       "save.every %d\n", tr->step + 1, eng_lr_at(s, tr->step), s->grad_clip,
+			s->weight_decay, s->eval_every, s->save_every);
+	json_t *hp = json_pack("{s:f,s:f,s:f,s:i,s:i}", "lr", (double)eng_lr_at(s, tr->step),
+		"grad_clip", (double)s->grad_clip, "weight_decay", (double)s->weight_decay,
+		"eval.every", s->eval_every, "save.every", s->save_every);
+	eng_ctl_event(c, PROTO_EV_HPARAMS_APPLIED, json_pack("{s:i,s:O,s:o}", "step",
+		tr->step + 1, "set", set, "now", hp));
+	eng_ctl_set_hparams(c, json_deep_copy(set));
+}
+
+/* After a step: an evaluation and a sample when eval.every and sample.every say so (the
+ * last step's come with the end). */
+static void eval_due(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json)
+{
+	const eng_spec *s = &tr->spec;
+	if (tr->val.tok && s->eval_every > 0 && tr->step % s->eval_every == 0 &&
+		tr->step < s->steps)
+		run_eval(tr, c, run, json, NULL);
+	if (s->sample_on && s->sample_every > 0 && tr->step % s->sample_every == 0 &&
+		tr->step < s->steps)
+		wk_sample_run(tr, c, json);
+}
+
 /* Applies commands taken at a boundary; keeps job-stop requests in rc->stops. */
 static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *rc, int json)
 {
@@ -387,6 +512,12 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 			break;
 		case CTL_OP_AUTO:
 			auto_set(c, rc, cmd->budget, tr->step + 1);
+			break;
+		case CTL_OP_EVAL:
+			run_eval(tr, c, rc, json, cmd);
+			break;
+		case CTL_OP_SET:
+			apply_set(tr, c, cmd->set, json);
 			break;
 		case CTL_OP_SAVE:
 			if (save_async(tr, c, rc->writer, cmd->name[0] ? cmd->name : NULL, cmd, json, 0,
@@ -470,8 +601,10 @@ static void end_failed(eng_trainer *tr, eng_ctl *c, run_ctl *run, const char *wh
 static int reach_end(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json, int *ended_once)
 {
 	eng_err err;
-	if (tr->val.tok && !json && !*ended_once)
-		printf("val loss %.6f\n", eng_trainer_val_loss(tr, 0));
+	if (tr->val.tok && !*ended_once && run->eval_step != tr->step)
+		run_eval(tr, c, run, json, NULL);
+	if (tr->spec.sample_on && !*ended_once)
+		wk_sample_run(tr, c, json);
 	*ended_once = 1;
 	if (end_run(tr, c, run, json, &err) == 0)
 		return 1;
@@ -489,24 +622,21 @@ static int reach_end(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json, int *e
 }
 
 
-/* A step's line: a JSON object with --json, else the progress line (under rematd, whose
- * log it is, one in LOG_EVERY). */
-static void print_step(const eng_trainer *tr, const eng_step_stats *st, int json,
-	int under_rematd)
+/* A step's line: with --json its row (wk_step_json) and the process's RSS and the policy,
+ * else the progress line (under rematd, whose log it is, one in LOG_EVERY). */
+static void print_step(const eng_trainer *tr, const eng_step_stats *st, const json_t *row,
+	int json, int under_rematd)
 {
 	const eng_spec *s = &tr->spec;
 	if (json) {
 		eng_mem_stats ms;
 		eng_mem_get_stats(&ms); /* RSS for the JSON line only */
-		json_t *o = json_pack("{s:i,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:f,s:i,s:o}",
-			"step", st->step, "loss", (double)st->loss, "lr", (double)st->lr,
-			"tokens_per_s", st->tokens_per_s, "step_ms", st->step_ms, "recompute_ms",
-			st->recompute_ms, "activation_bytes", (json_int_t)st->activation_bytes,
-			"peak_bytes", (json_int_t)st->peak_bytes, "rss", (json_int_t)ms.rss, "rss_peak",
-			(json_int_t)ms.rss_peak, "grad_norm", (double)st->grad_norm, "oom_retries",
-			st->oom_retries, "policy", eng_policy_json(&tr->policy));
+		json_t *o = json_deep_copy(row);
+		json_object_set_new(o, "rss", json_integer((json_int_t)ms.rss));
+		json_object_set_new(o, "rss_peak", json_integer((json_int_t)ms.rss_peak));
+		json_object_set_new(o, "policy", eng_policy_json(&tr->policy));
 		char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-		printf("%s\n", line);
+		printf("%s\n", line ? line : "{}");
 		free(line);
 		json_decref(o);
 	} else if (!under_rematd || st->step % LOG_EVERY == 0 || st->step == s->steps) {
@@ -564,6 +694,8 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 	const wk_schedule *sc = o->sched;
 	run.sig = o->stop_signal;
 	run.last_saved = -1;
+	run.eval_step = -1;
+	run.mx = o->metrics;
 	if (s->remat_profile && s->device == ENG_DEVICE_CPU)
 		probe_start(tr, c, &run, PROTO_PROFILE_ROUNDS);
 	size_t budget = s->remat_budget;
@@ -617,9 +749,12 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		}
 		step_policy_said(tr, c, &run, &before, asked ? &want : NULL, by_auto, st.step,
 			o->json);
-		eng_ctl_end_step(c, &st);
+		json_t *row = wk_step_json(tr, &st, run.mx);
+		wk_metrics_write(run.mx, row);
+		print_step(tr, &st, row, o->json, o->under_rematd);
+		eng_ctl_end_step(c, &st, row);
 		periodic_save(tr, c, &run, o->json);
-		print_step(tr, &st, o->json, o->under_rematd);
+		eval_due(tr, c, &run, o->json);
 		run.last_peak = st.peak_bytes;
 		if (run.probe_left)
 			probe_next(tr, c, &run, o->json);

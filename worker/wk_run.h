@@ -15,6 +15,7 @@
 
 #include "eng_ctl.h"
 #include "eng_train.h"
+#include "wk_metrics.h"
 
 #define WK_MAX_SCHEDULE 64 /* entries of --remat-schedule */
 
@@ -42,6 +43,7 @@ typedef struct wk_run_opts {
 	int under_rematd;                      /* --control-fd: rematd's log, one line in 100 */
 	const wk_schedule *sched;              /* NULL: none */
 	const volatile sig_atomic_t *stop_signal; /* non-zero once SIGINT or SIGTERM came */
+	wk_metrics *metrics;                   /* every step and eval (fd -1: no file) */
 } wk_run_opts;
 
 /* Trains tr (initialised, its policy laid out) under controller c (NULL: alone) to the end.

@@ -7,7 +7,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -25,6 +24,7 @@
 #include "eng_mem.h"
 #include "eng_sha256.h"
 #include "eng_st.h"
+#include "eng_state_json.h"
 
 #define CKPT_PATH (ENG_PATH_LEN + 128) /* room for a save dir, a name and a file name */
 #define CKPT_MAX_LIST 4096             /* checkpoints considered in one save directory */
@@ -183,39 +183,6 @@ static int hash_at(const eng_dir *d, const char *name, char hex[65], size_t *siz
 	return rc;
 }
 
-/* The shuffle's generator before this epoch's permutation: {"seed", "index", "state": 624
- * words in hex, 8 digits each}. */
-static json_t *rng_json(const eng_mt *g, uint32_t seed)
-{
-	char hex[ENG_MT_N * 8 + 1];
-	for (int i = 0; i < ENG_MT_N; i++)
-		snprintf(hex + 8 * i, 9, "%08" PRIx32, g->s[i]);
-	return json_pack("{s:I,s:i,s:s}", "seed", (json_int_t)seed, "index", g->i, "state", hex);
-}
-
-/* rng_json's inverse: 0, or -1 when it is not one. */
-static int rng_parse(const json_t *o, eng_mt *g)
-{
-	const char *hex = json_string_value(json_object_get(o, "state"));
-	json_t *idx = json_object_get(o, "index");
-	if (!hex || strlen(hex) != ENG_MT_N * 8 || !json_is_integer(idx) ||
-		json_integer_value(idx) < 0 || json_integer_value(idx) > ENG_MT_N)
-		return -1;
-	for (int i = 0; i < ENG_MT_N; i++) {
-		uint32_t w = 0;
-		for (int k = 0; k < 8; k++) {
-			int c = hex[8 * i + k];
-			int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-			if (v < 0)
-				return -1;
-			w = w << 4 | (uint32_t)v;
-		}
-		g->s[i] = w;
-	}
-	g->i = (int)json_integer_value(idx);
-	return 0;
-}
-
 /* trainer_state.json: the training state and the checksums of the other files. */
 static int write_state(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, eng_err *err)
 {
@@ -250,7 +217,9 @@ static int write_state(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, 
 		files);
 	if (o && sp->shuffle)
 		json_object_set_new(json_object_get(o, "data"), "shuffle_rng",
-			rng_json(&s->pos.rng, sp->shuffle_seed));
+			eng_state_rng_json(&s->pos.rng, sp->shuffle_seed));
+	if (o && sp->hp_set)
+		json_object_set_new(o, "live", eng_state_live_json(sp));
 	files = NULL; /* stolen by "o" */
 	if (!o) {
 		eng_errf(err, "cannot build trainer_state.json");
@@ -783,7 +752,7 @@ static int state_pos(const json_t *o, int B, int T, size_t ntok, eng_data_pos *p
 	if (pos->sample >= nsamples)
 		return -1;
 	if (json_is_true(json_object_get(data, "shuffle")) &&
-		rng_parse(json_object_get(data, "shuffle_rng"), &pos->rng) < 0)
+		eng_state_rng_parse(json_object_get(data, "shuffle_rng"), &pos->rng) < 0)
 		return -1;
 	return 0;
 }
@@ -833,6 +802,9 @@ int eng_ckpt_adopt(const char *ckpt, eng_spec *s, eng_err *err)
 		eng_errf(err, "cannot resume from '%s': its data was read %s, the job asks for %s "
 			      "(data.shuffle %s)", ckpt, shuffled ? "shuffled" : "in file order",
 			s->shuffle ? "shuffled" : "file order", shuffled ? "true" : "false");
+	else if (json_object_get(o, "live") && eng_state_live_parse(json_object_get(o, "live"), s) < 0)
+		eng_errf(err, "cannot resume from '%s': its trainer_state.json 'live' is not what "
+			      "job-set records", ckpt);
 	else
 		rc = 0;
 	if (rc == 0)

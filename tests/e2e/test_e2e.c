@@ -5,7 +5,12 @@
  *    naming the same step, saved activations in `mem` drop, and the final weights are
  *    bitwise those of `remat-train --remat-schedule` switching at that step;
  *  - pause (the step stops advancing), resume, stop with save (a checkpoint that loads);
- *  - two clients at once, each getting its own replies while the other is subscribed.
+ *  - two clients at once, each getting its own replies while the other is subscribed;
+ *  - the training loop: a job with shuffled data, grad_accum and eval paused, given a
+ *    job-set and a job-eval, saved and resumed; metrics.jsonl (rematctl logs) holds every
+ *    step once and every eval, the set applies at the step its reply named, a job
+ *    resumed from the checkpoint taken with it reproduces the rest bit for bit, and
+ *    rematctl plot draws it (text and PNG).
  * Bad input, killed workers, queueing and SIGTERM are in test_daemon.c. */
 #include <errno.h>
 #include <signal.h>
@@ -295,6 +300,226 @@ START_TEST(test_e2e_two_clients)
 }
 END_TEST
 
+/* ---- the training loop ---- */
+
+/* A job on reference/accum's data: shuffled, grad_accum 3, eval every 5 steps over 2
+ * batches; model is the inside of "model". */
+static char *write_loop_spec(const td_daemon *d, const char *name, const char *model,
+	const char *accum, int steps)
+{
+	char path[700], text[8192], *data = t_data("reference/accum");
+	snprintf(path, sizeof path, "%s/%s", d->dir, name);
+	snprintf(text, sizeof text,
+		"{\"name\":\"loop\",\"model\":{%s},\"data\":{\"train\":\"%s/train.bin\","
+		"\"val\":\"%s/val.bin\",\"shuffle\":true},\"batch\":2,\"seq_len\":24,"
+		"\"steps\":%d,%s\"threads\":1,\"optim\":{\"lr\":1e-3},"
+		"\"eval\":{\"every\":5,\"batches\":2},\"save\":{\"dir\":\"%s/%s.ckpt\"}}", model,
+		data, data, steps, accum, d->dir, name);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	free(data);
+	return strdup(path);
+}
+
+/* rematctl logs JOB: the job's metrics.jsonl lines, parsed, into an array (new ref). */
+static json_t *logs_of(const td_daemon *d, const char *job)
+{
+	char *argv[] = {(char *)t_env("REMATCTL"), "--socket", (char *)d->sock, "logs",
+		(char *)job, NULL};
+	char *out;
+	ck_assert_int_eq(t_run(argv, &out), 0);
+	json_t *lines = json_array();
+	for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+		json_t *o = json_loads(l, 0, NULL);
+		ck_assert_msg(json_is_object(o), "logs: not a JSON object: %s", l);
+		json_array_append_new(lines, o);
+	}
+	free(out);
+	return lines;
+}
+
+/* The line of lines with "step" == step that has (or, key NULL, is a step's: "loss"). */
+static json_t *line_at(json_t *lines, int step, const char *key)
+{
+	size_t i;
+	json_t *o;
+	json_array_foreach(lines, i, o)
+		if (json_integer_value(json_object_get(o, "step")) == step &&
+			json_object_get(o, key ? key : "loss"))
+			return o;
+	return NULL;
+}
+
+START_TEST(test_e2e_training_loop)
+{
+	td_daemon d;
+	td_daemon_paths(&d);
+	td_daemon_start(&d, NULL);
+	int steps = 400;
+	char model[4096], *data = t_data("reference/accum");
+	snprintf(model, sizeof model, "\"init_from\":\"%s\"", data);
+	char *spec = write_loop_spec(&d, "a.json", model, "\"grad_accum\":3,", steps);
+	json_t *r = ctl_json(&d, "start", spec, NULL);
+	char job[64];
+	snprintf(job, sizeof job, "%s", json_string_value(json_object_get(r, "job")));
+	json_decref(r);
+	json_decref(ctl_json(&d, "pause", job, NULL));
+	json_t *st = wait_status(&d, job, -1, "paused");
+	int k = (int)int_at(st, "step");
+	json_decref(st);
+	ck_assert_msg(k < steps - 10, "paused at step %d of %d", k, steps);
+
+	r = ctl_json(&d, "set", job, "lr=1e-4", "grad_clip=0.5", "eval.every=7", NULL);
+	ck_assert_int_eq(int_at(r, "applies_at_step"), k + 1);
+	json_decref(r);
+	r = ctl_json(&d, "save", job, NULL);
+	char ckpt[1024];
+	snprintf(ckpt, sizeof ckpt, "%s", json_string_value(json_object_get(r, "path")));
+	ck_assert_int_eq(int_at(r, "step"), k);
+	json_decref(r);
+	r = ctl_json(&d, "eval", job, NULL);
+	ck_assert_int_eq(int_at(r, "step"), k);
+	double ev = json_number_value(json_object_get(r, "val_loss"));
+	json_decref(r);
+	json_decref(ctl_json(&d, "resume", job, NULL));
+	st = wait_status(&d, job, -1, "finished");
+	ck_assert_msg(json_number_value(json_object_get(st, "val_loss")) > 0, "no val_loss in "
+		"status after the end");
+	json_decref(st);
+
+	/* every step once, in order; evals every 5 to the set, every 7 after, at the end and
+	 * the job-eval's; the set's lr from the step it named */
+	json_t *a = logs_of(&d, job);
+	int nstep = 0, last = 0;
+	size_t i;
+	json_t *o;
+	json_array_foreach(a, i, o) {
+		if (!json_object_get(o, "loss"))
+			continue;
+		int s = (int)int_at(o, "step");
+		ck_assert_msg(s == last + 1, "metrics.jsonl: step %d after %d", s, last);
+		ck_assert_int_eq(int_at(o, "micro_batches"), 3);
+		ck_assert_int_eq(int_at(o, "tokens"), (json_int_t)s * 3 * 2 * 24);
+		last = s;
+		nstep++;
+	}
+	ck_assert_int_eq(nstep, steps);
+	for (int s = 5; s <= k; s += 5)
+		ck_assert_msg(line_at(a, s, "val_loss"), "no eval after step %d", s);
+	for (int s = (k / 7 + 1) * 7; s < steps; s += 7)
+		ck_assert_msg(line_at(a, s, "val_loss"), "no eval after step %d (eval.every 7)", s);
+	ck_assert_ptr_nonnull(line_at(a, steps, "val_loss"));
+	ck_assert(json_number_value(json_object_get(line_at(a, k, "val_loss"), "val_loss")) == ev);
+	ck_assert(json_number_value(json_object_get(line_at(a, k + 1, NULL), "lr")) ==
+		(double)1e-4f);
+	ck_assert(json_number_value(json_object_get(line_at(a, k, NULL), "lr")) != (double)1e-4f);
+
+	/* resumed from the checkpoint taken with the set: the same steps, bit for bit (the
+	 * spec gives neither grad_accum nor the set: the checkpoint does) */
+	snprintf(model, sizeof model, "\"init_from\":\"%s\",\"resume\":true", ckpt);
+	char *spec2 = write_loop_spec(&d, "b.json", model, "", steps);
+	r = ctl_json(&d, "start", spec2, NULL);
+	char job2[64];
+	snprintf(job2, sizeof job2, "%s", json_string_value(json_object_get(r, "job")));
+	json_decref(r);
+	json_decref(wait_status(&d, job2, -1, "finished"));
+	json_t *b = logs_of(&d, job2);
+	ck_assert(line_at(b, k, NULL) == NULL && line_at(b, k + 1, NULL) != NULL);
+	for (int s = k + 1; s <= steps; s++) {
+		json_t *x = line_at(a, s, NULL), *y = line_at(b, s, NULL);
+		ck_assert_msg(y != NULL, "resumed run: no step %d", s);
+		ck_assert_msg(json_number_value(json_object_get(x, "loss")) ==
+			json_number_value(json_object_get(y, "loss")) &&
+			json_number_value(json_object_get(x, "lr")) ==
+			json_number_value(json_object_get(y, "lr")),
+			"step %d: resumed loss %.9g lr %.9g, uninterrupted %.9g %.9g", s,
+			json_number_value(json_object_get(y, "loss")),
+			json_number_value(json_object_get(y, "lr")),
+			json_number_value(json_object_get(x, "loss")),
+			json_number_value(json_object_get(x, "lr")));
+	}
+	json_decref(b);
+	json_decref(a);
+
+	/* rematctl plot: text with both curves, and a PNG */
+	char png[700], *out;
+	snprintf(png, sizeof png, "%s/loss.png", d.dir);
+	char *pargv[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "plot", job, NULL};
+	ck_assert_int_eq(t_run(pargv, &out), 0);
+	ck_assert_msg(strstr(out, "train loss") && strstr(out, "val loss") &&
+		strstr(out, "tokens/s") && strstr(out, "\xe2\xa0"), "plot: %s", out);
+	free(out);
+	char *gargv[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "plot", job, "--png", png,
+		NULL};
+	ck_assert_int_eq(t_run(gargv, &out), 0);
+	free(out);
+	size_t n;
+	char *img = t_read_file(png, &n);
+	ck_assert_msg(n > 1000 && memcmp(img, "\x89PNG\r\n\x1a\n", 8) == 0, "%s: no PNG", png);
+	free(img);
+	free(spec);
+	free(spec2);
+	free(data);
+	td_daemon_stop(&d);
+}
+END_TEST
+
+/* remat-train alone: --metrics FILE holds the steps and evals --json prints (without the
+ * process's RSS and the policy), a sample goes to stdout only, and a link at FILE is
+ * refused, not followed. */
+START_TEST(test_e2e_metrics_file)
+{
+	td_daemon d;
+	td_daemon_paths(&d); /* a scratch directory; no daemon */
+	char model[4096], *data = t_data("reference/accum"), mpath[700], link[700], *out;
+	snprintf(model, sizeof model, "\"init_from\":\"%s\"", data);
+	char *spec = write_loop_spec(&d, "m.json", model, "\"sample\":{\"tokens\":5,"
+		"\"prompt\":[1,2,3],\"temperature\":0},\"grad_accum\":2,", 12);
+	snprintf(mpath, sizeof mpath, "%s/metrics.jsonl", d.dir);
+	char *argv[] = {(char *)t_env("REMAT_TRAIN"), "--json", "--metrics", mpath, spec, NULL};
+	ck_assert_msg(t_run(argv, &out) == 0, "%s", out);
+	json_t *printed = json_array();
+	for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n"))
+		json_array_append_new(printed, json_loads(l, 0, NULL));
+	free(out);
+	size_t n;
+	char *text = t_read_file(mpath, &n);
+	json_t *logged = json_array();
+	for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n"))
+		json_array_append_new(logged, json_loads(l, 0, NULL));
+	free(text);
+	/* 12 steps, evals after 5, 10 and 12; the sample (after 12) printed only */
+	ck_assert_int_eq(json_array_size(logged), 15);
+	ck_assert_int_eq(json_array_size(printed), 16);
+	json_t *smp = json_array_get(printed, 15);
+	ck_assert_int_eq(json_array_size(json_object_get(smp, "tokens")), 5);
+	for (size_t i = 0; i < 15; i++) {
+		json_t *p = json_deep_copy(json_array_get(printed, i));
+		json_object_del(p, "rss");
+		json_object_del(p, "rss_peak");
+		json_object_del(p, "policy");
+		ck_assert_msg(json_equal(p, json_array_get(logged, i)), "line %zu: printed %s, "
+			"logged %s", i, json_dumps(p, JSON_COMPACT),
+			json_dumps(json_array_get(logged, i), JSON_COMPACT));
+		json_decref(p);
+	}
+	ck_assert_ptr_nonnull(json_object_get(json_array_get(logged, 5), "val_loss"));
+	json_decref(printed);
+	json_decref(logged);
+	/* a symbolic link where the file goes: refused, the link's target untouched */
+	snprintf(link, sizeof link, "%s/link.jsonl", d.dir);
+	ck_assert_int_eq(symlink(mpath, link), 0);
+	char *largv[] = {(char *)t_env("REMAT_TRAIN"), "--metrics", link, spec, NULL};
+	ck_assert_int_eq(t_run(largv, &out), 1);
+	ck_assert_msg(strstr(out, "symbolic link"), "%s", out);
+	free(out);
+	free(spec);
+	free(data);
+}
+END_TEST
+
 Suite *suite_e2e(void)
 {
 	Suite *s = suite_create("e2e");
@@ -303,6 +528,8 @@ Suite *suite_e2e(void)
 	tcase_add_test(tc, test_e2e_remat_set_mid_run);
 	tcase_add_test(tc, test_e2e_pause_resume_stop_save);
 	tcase_add_test(tc, test_e2e_two_clients);
+	tcase_add_test(tc, test_e2e_training_loop);
+	tcase_add_test(tc, test_e2e_metrics_file);
 	suite_add_tcase(s, tc);
 	return s;
 }

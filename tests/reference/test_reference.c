@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "eng_sample.h"
 #include "t_util.h"
 #include "tests.h"
 
@@ -316,6 +319,80 @@ START_TEST(test_reference_accum_equals_larger_batch)
 }
 END_TEST
 
+/* ---- greedy decoding (reference/greedy/expected.json, GENERATED.md) ---- */
+
+/* expected.json's ids under key into ids (n of them). */
+static int greedy_ids(const char *key, uint16_t *ids, int max)
+{
+	char *path = t_data("reference/greedy/expected.json");
+	json_t *o = json_load_file(path, 0, NULL), *a = json_object_get(o, key), *v;
+	ck_assert_msg(json_is_array(a), "%s: no '%s'", path, key);
+	size_t i;
+	int n = 0;
+	json_array_foreach(a, i, v) if (n < max) ids[n++] = (uint16_t)json_integer_value(v);
+	json_decref(o);
+	free(path);
+	return n;
+}
+
+/* The shared tiny model's greedy continuation of the prompt, from its initial weights and
+ * after its three reference steps, is PyTorch's token for token, under every policy (the
+ * sampler's forward runs in the training buffers of any layout); and remat-train --sample
+ * prints the same from the checkpoint. */
+START_TEST(test_reference_greedy)
+{
+	uint16_t prompt[16], init[64], trained[64], out[64];
+	int np = greedy_ids("prompt", prompt, 16), ni = greedy_ids("init", init, 64);
+	int nt = greedy_ids("trained", trained, 64);
+	ck_assert(np == 6 && ni == 24 && nt == 24);
+	eng_sample_opts o = {24, 0.0f, 0, 1};
+	eng_err err;
+	char *dir = t_data("reference/tiny");
+	for (int pi = 0; pi < NPOL; pi++) {
+		const char *policy = policies[pi] ? policies[pi] : cases[0].mixed;
+		eng_trainer tr;
+		eng_policy p;
+		t_trainer(&tr, "{\"model\":{\"init_from\":\"%s\"},\"data\":{\"train\":\"%s/train.bin\"},"
+			"\"batch\":2,\"seq_len\":32,\"steps\":3,\"threads\":2,\"optim\":{\"lr\":1e-3,"
+			"\"beta1\":0.9,\"beta2\":0.95,\"eps\":1e-8,\"weight_decay\":0.1,\"grad_clip\":0},"
+			"\"schedule\":\"constant\",\"remat\":{\"chunk_rows\":16}}", dir, dir);
+		ck_assert_msg(eng_trainer_parse_policy(&tr, policy, &p, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_set_policy(&tr, &p, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_sample(&tr.model, prompt, np, &o, tr.inp, tr.tgt, out, &err) == 0,
+			"%s", err.msg);
+		for (int i = 0; i < ni; i++)
+			ck_assert_msg(out[i] == init[i], "[%s] initial weights: token %d is %u, PyTorch's "
+				"%u", policy, i, out[i], init[i]);
+		for (int s = 0; s < 3; s++) {
+			eng_step_stats st;
+			ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+		}
+		ck_assert_msg(eng_sample(&tr.model, prompt, np, &o, tr.inp, tr.tgt, out, &err) == 0,
+			"%s", err.msg);
+		for (int i = 0; i < nt; i++)
+			ck_assert_msg(out[i] == trained[i], "[%s] after 3 steps: token %d is %u, PyTorch's "
+				"%u", policy, i, out[i], trained[i]);
+		eng_trainer_free(&tr);
+	}
+	char ids[128] = "", want[256] = "", *text;
+	for (int i = 0; i < np; i++)
+		snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%u", i ? "," : "", prompt[i]);
+	for (int i = 0; i < ni; i++)
+		snprintf(want + strlen(want), sizeof want - strlen(want), "%s%u", i ? " " : "", init[i]);
+	char *argv[] = {(char *)t_env("REMAT_TRAIN"), "--sample", dir, "--prompt", ids, "--tokens",
+		"24", "--temperature", "0", NULL};
+	ck_assert_int_eq(t_run(argv, &text), 0);
+	ck_assert_msg(strncmp(text, want, strlen(want)) == 0, "remat-train --sample printed '%s', "
+		"PyTorch's greedy is '%s'", text, want);
+	free(text);
+	char *bad[] = {(char *)t_env("REMAT_TRAIN"), "--sample", dir, "--prompt", "5,1000", NULL};
+	ck_assert_int_eq(t_run(bad, &text), 2); /* 1000 is past tiny's vocabulary */
+	ck_assert_msg(strstr(text, "vocab_size"), "%s", text);
+	free(text);
+	free(dir);
+}
+END_TEST
+
 Suite *suite_reference(void)
 {
 	Suite *s = suite_create("reference");
@@ -328,6 +405,7 @@ Suite *suite_reference(void)
 	tcase_add_test(tc, test_reference_policy_changed_between_steps);
 	tcase_add_test(tc, test_reference_accum_and_eval);
 	tcase_add_test(tc, test_reference_accum_equals_larger_batch);
+	tcase_add_test(tc, test_reference_greedy);
 	suite_add_tcase(s, tc);
 	return s;
 }

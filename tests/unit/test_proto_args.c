@@ -35,6 +35,9 @@ static const struct {
 	{"remat-profile", PROTO_SCOPE_JOB, 0},
 	{"remat-auto", PROTO_SCOPE_JOB, 0},
 	{"remat-memlog", PROTO_SCOPE_JOB, 0},
+	{"job-eval", PROTO_SCOPE_JOB, 1},
+	{"job-set", PROTO_SCOPE_JOB, 0},
+	{"job-metrics", PROTO_SCOPE_JOB, 0},
 	{"subscribe", PROTO_SCOPE_CONN, 0}, {"unsubscribe", PROTO_SCOPE_CONN, 0},
 };
 #define N_DOCUMENTED (sizeof documented / sizeof documented[0])
@@ -59,7 +62,8 @@ START_TEST(test_proto_command_find_documented)
 	ck_assert_uint_eq(n, PROTO_CMD_COUNT);
 	/* what only looks: anyone may send it about any job, and rematd does not log it */
 	const char *queries[] = {"daemon-info", "job-list", "job-status", "remat-get",
-		"remat-plan", "mem-stats", "remat-costs", "remat-memlog", "subscribe", "unsubscribe"};
+		"remat-plan", "mem-stats", "remat-costs", "remat-memlog", "job-metrics", "subscribe",
+		"unsubscribe"};
 	size_t nq = 0;
 	for (const proto_command *c = proto_commands(); c->name != NULL; c++) {
 		int want = 0;
@@ -79,7 +83,7 @@ END_TEST
 START_TEST(test_proto_event_known_names)
 {
 	const char *known[] = {"STEP", "REMAT_APPLIED", "CHECKPOINT_SAVED", "JOB_STATE_CHANGED",
-		"MEMORY"};
+		"MEMORY", "EVAL", "HPARAMS_APPLIED", "SAMPLE"};
 	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
 		ck_assert_msg(proto_event_known(known[i]), "%s unknown", known[i]);
 	ck_assert(!proto_event_known("step"));
@@ -309,6 +313,36 @@ START_TEST(test_proto_args_validate_ckpt_save)
 }
 END_TEST
 
+/* job-set: each key of proto's table with the value it takes, nothing else; job-metrics'
+ * window; job-eval takes the job alone. */
+START_TEST(test_proto_args_validate_job_set)
+{
+	OK("job-set", "{\"job\":\"j1\",\"set\":{\"lr\":1e-4}}");
+	OK("job-set", "{\"job\":\"j1\",\"set\":{\"lr\":2e-3,\"schedule\":\"cosine\","
+		"\"warmup\":10,\"min_lr_frac\":0,\"grad_clip\":0,\"weight_decay\":0.05,"
+		"\"eval.every\":200,\"save.every\":0}}");
+	BAD("job-set", "{\"job\":\"j1\"}", "missing argument 'set'");
+	BAD("job-set", "{\"job\":\"j1\",\"set\":{}}", "not empty");
+	BAD("job-set", "{\"job\":\"j1\",\"set\":[1]}", "'set' must be an object");
+	BAD("job-set", "{\"job\":\"j1\",\"set\":{\"lr\":0}}", "'lr' must be a number above 0");
+	BAD("job-set", "{\"job\":\"j1\",\"set\":{\"lr\":11}}", "at most 10");
+	BAD("job-set", "{\"job\":\"j1\",\"set\":{\"lr\":\"1e-4\"}}", "'lr' must be a number");
+	BAD("job-set", "{\"job\":\"j1\",\"set\":{\"grad_clip\":-1}}", "'grad_clip' must be");
+	BAD("job-set", "{\"job\":\"j1\",\"set\":{\"min_lr_frac\":1.5}}", "at most 1");
+	BAD("job-set", "{\"job\":\"j1\",\"set\":{\"eval.every\":1.5}}",
+		"'eval.every' must be an integer");
+	BAD("job-set", "{\"job\":\"j1\",\"set\":{\"schedule\":\"linear\"}}",
+		"\"cosine\" or \"constant\"");
+	BAD("job-set", "{\"job\":\"j1\",\"set\":{\"batch\":8}}",
+		"'batch', which is not a live hyperparameter (known: lr, schedule");
+	OK("job-metrics", "{\"job\":\"j1\",\"offset\":1024,\"lines\":10}");
+	BAD("job-metrics", "{\"job\":\"j1\",\"offset\":-1}", "'offset' must be an integer >= 0");
+	BAD("job-metrics", "{\"job\":\"j1\",\"lines\":0}", "'lines' must be an integer from 1");
+	OK("job-eval", "{\"job\":\"j1\"}");
+	BAD("job-eval", "{\"job\":\"j1\",\"batches\":3}", "unknown argument 'batches'");
+}
+END_TEST
+
 START_TEST(test_proto_args_validate_subscribe)
 {
 	const char *cmds[] = {"subscribe", "unsubscribe"};
@@ -377,6 +411,7 @@ TCase *tcase_proto_args(void)
 	tcase_add_test(tc, test_proto_args_validate_remat_set);
 	tcase_add_test(tc, test_proto_args_validate_remat_plan);
 	tcase_add_test(tc, test_proto_args_validate_ckpt_save);
+	tcase_add_test(tc, test_proto_args_validate_job_set);
 	tcase_add_test(tc, test_proto_args_validate_subscribe);
 	tcase_add_test(tc, test_proto_args_validate_long_key_quoted);
 	return tc;

@@ -289,6 +289,23 @@ static const struct {
 		"'model.layers'"},
 	{"{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"t\", \"test\": \"v\"}}",
 		"'data.test'"},
+	/* the training loop's keys */
+	{WITH("\"grad_accum\": 0"), "'grad_accum' 0 out of range 1..65536"},
+	{WITH("\"grad_accum\": 2, \"device\": \"cuda\""), "device cuda takes one batch a step"},
+	{WITH("\"eval\": {\"every\": 10}"), "'eval' needs 'data.val'"},
+	{WITH("\"eval\": {\"often\": 10}"), "unknown key 'eval.often'"},
+	{"{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"t\", \"val\": \"v\"}, "
+		"\"eval\": {\"every\": -1}}", "'eval.every' -1 out of range"},
+	{"{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"t\", \"shuffle\": 1}}",
+		"'data.shuffle' must be true or false"},
+	{"{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"t\", \"shuffle_seed\": "
+		"4294967296}}", "'data.shuffle_seed' 4294967296 out of range"},
+	{WITH("\"sample\": {\"prompt\": \"hello\"}"), "array of 1 to 1024 token ids"},
+	{WITH("\"sample\": {\"prompt\": [1, -2]}"), "'sample.prompt[1]' must be a token id"},
+	{WITH("\"sample\": {\"tokens\": 0}"), "'sample.tokens' 0 out of range"},
+	{WITH("\"sample\": {\"temperature\": -1}"), "'sample.temperature'"},
+	{"{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"t\", \"format\": "
+		"\"bytes\"}, \"sample\": {\"prompt\": [1]}}", "text of 1 to 1024 bytes"},
 	/* types */
 	{WITH("\"batch\": \"8\""), "'batch' must be an integer"},
 	{WITH("\"batch\": 2.5"), "'batch' must be an integer"},
@@ -503,6 +520,35 @@ START_TEST(test_eng_spec_parse_too_many)
 }
 END_TEST
 
+/* The loop's defaults, and what a prompt becomes: bytes of text, or ids checked against
+ * the vocabulary once it is known. */
+START_TEST(test_eng_spec_parse_loop)
+{
+	eng_spec s;
+	eng_err e;
+	parse_ok(&s, "{" BASE "}");
+	ck_assert_int_eq(s.grad_accum, 1);
+	ck_assert_int_eq(s.has_grad_accum, 0);
+	ck_assert_int_eq(s.shuffle, 0);
+	ck_assert_uint_eq(s.shuffle_seed, 42);
+	ck_assert_int_eq(s.eval_every, 0);
+	ck_assert_int_eq(s.sample_on, 0);
+	parse_ok(&s, "{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"t\", "
+		"\"format\": \"bytes\", \"shuffle\": true}, \"grad_accum\": 4, "
+		"\"sample\": {\"prompt\": \"Hi\", \"every\": 50}}");
+	ck_assert(s.grad_accum == 4 && s.has_grad_accum && s.shuffle);
+	ck_assert(s.sample_on && s.sample_every == 50 && s.sample_tokens == 64);
+	ck_assert(s.sample_n == 2 && s.sample_prompt[0] == 'H' && s.sample_prompt[1] == 'i');
+	parse_ok(&s, WITH("\"sample\": {\"prompt\": [3, 300]}"));
+	ck_assert_int_eq(eng_spec_finish(&s, &tiny, &e), -1); /* tiny's vocabulary is 256 */
+	ck_assert_msg(strstr(e.msg, "'sample.prompt[1]' is 300, out of range for vocab_size 256"),
+		"%s", e.msg);
+	parse_ok(&s, WITH("\"sample\": {}"));
+	ck_assert_int_eq(eng_spec_finish(&s, &tiny, &e), 0);
+	ck_assert(s.sample_n == 1 && s.sample_prompt[0] == 0); /* no <|endoftext|> in 256 */
+}
+END_TEST
+
 START_TEST(test_eng_spec_finish_seq_len)
 {
 	eng_spec s;
@@ -645,6 +691,7 @@ Suite *suite_spec(void)
 	tcase_add_test(tc, test_eng_spec_parse_bytes_vocab);
 	tcase_add_test(tc, test_eng_spec_parse_init_from);
 	tcase_add_test(tc, test_eng_spec_parse_null_text);
+	tcase_add_test(tc, test_eng_spec_parse_loop);
 	tcase_add_loop_test(tc, test_eng_spec_parse_bad, 0,
 		(int)(sizeof bad_specs / sizeof bad_specs[0]));
 	tcase_add_test(tc, test_eng_spec_parse_long_strings);

@@ -1,0 +1,223 @@
+/* cli_logs.c - rematctl logs and plot (see cli_logs.h). */
+#include "cli_logs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli_fmt.h"
+#include "cli_plot.h"
+
+/* One page of job-metrics from *offset: CLI_OK with *ret (lines, next, size, state). */
+static int page(cli_conn *c, const cli_args *a, long long offset, json_t **ret)
+{
+	json_t *req = json_pack("{s:I}", "offset", (json_int_t)offset);
+	if (a->job)
+		json_object_set_new(req, "job", json_string(a->job));
+	int rc = cli_conn_call(c, "job-metrics", req, a->timeout_ms > 0 ? a->timeout_ms
+									: CLI_TIMEOUT_MS,
+		ret, NULL, NULL);
+	json_decref(req);
+	return rc;
+}
+
+static int failed(const cli_conn *c, int rc)
+{
+	if (rc == CLI_EINTR)
+		return CLI_EXIT_OK;
+	fprintf(stderr, CLI_NAME ": %s\n", c->err);
+	return rc == CLI_EREPLY ? CLI_EXIT_FAIL : CLI_EXIT_CONN;
+}
+
+static int state_final(const char *state)
+{
+	return state && (!strcmp(state, "finished") || !strcmp(state, "stopped") ||
+			 !strcmp(state, "failed") || !strcmp(state, "interrupted"));
+}
+
+/* Waits s seconds, or less when a signal comes (the caller's stop flag ends the loop). */
+static void pause_s(double s)
+{
+	poll(NULL, 0, (int)(s * 1000));
+}
+
+int cli_logs_run(cli_conn *c, const cli_args *a)
+{
+	long long off = 0;
+	long shown = 0;
+	for (;;) {
+		json_t *ret = NULL, *line;
+		size_t i;
+		int rc = page(c, a, off, &ret);
+		if (rc != CLI_OK)
+			return failed(c, rc);
+		json_array_foreach(json_object_get(ret, "lines"), i, line) {
+			char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
+			printf("%s\n", text ? text : "{}");
+			free(text);
+			if (a->count > 0 && ++shown >= a->count)
+				break;
+		}
+		long long next = json_integer_value(json_object_get(ret, "next"));
+		long long size = json_integer_value(json_object_get(ret, "size"));
+		int ended = state_final(cli_jstr(ret, "state"));
+		json_decref(ret);
+		if (fflush(stdout) != 0 || (a->count > 0 && shown >= a->count))
+			return CLI_EXIT_OK;
+		if (next < size && next > off) { /* more is there already */
+			off = next;
+			continue;
+		}
+		off = next;
+		if (!(a->given & CLI_OPT_FOLLOW) || ended || (c->stop && *c->stop))
+			return CLI_EXIT_OK;
+		pause_s(a->interval > 0 ? a->interval : CLI_LOGS_POLL_S);
+		if (c->stop && *c->stop)
+			return CLI_EXIT_OK;
+	}
+}
+
+/* ---- plot ---- */
+
+/* A growing series of points. */
+typedef struct pts {
+	double *x, *y;
+	size_t n, cap;
+} pts;
+
+static int pts_add(pts *p, double x, double y)
+{
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? 2 * p->cap : 256;
+		double *nx = realloc(p->x, cap * sizeof *nx);
+		if (!nx)
+			return -1;
+		p->x = nx;
+		double *ny = realloc(p->y, cap * sizeof *ny);
+		if (!ny)
+			return -1;
+		p->y = ny;
+		p->cap = cap;
+	}
+	p->x[p->n] = x;
+	p->y[p->n++] = y;
+	return 0;
+}
+
+/* The curves of a log: what each plot draws, by its key in the lines. */
+enum { P_LOSS, P_VAL, P_SPEED, P_PEAK, P_N };
+static const struct {
+	const char *key, *name;
+	double scale;
+} curves[P_N] = {
+	[P_LOSS] = {"loss", "train loss", 1},
+	[P_VAL] = {"val_loss", "val loss", 1},
+	[P_SPEED] = {"tokens_per_s", "tokens/s", 1},
+	[P_PEAK] = {"peak_bytes", "peak MiB", 1.0 / 1048576.0},
+};
+
+/* Every line of the job's log into the curves; CLI_OK or a connection's failure. */
+static int fetch_all(cli_conn *c, const cli_args *a, pts p[P_N])
+{
+	long long off = 0;
+	for (;;) {
+		json_t *ret = NULL, *line;
+		size_t i;
+		int rc = page(c, a, off, &ret);
+		if (rc != CLI_OK)
+			return rc;
+		json_array_foreach(json_object_get(ret, "lines"), i, line) {
+			json_t *step = json_object_get(line, "step");
+			if (!json_is_integer(step))
+				continue;
+			for (int k = 0; k < P_N; k++) {
+				json_t *v = json_object_get(line, curves[k].key);
+				if (json_is_number(v) && pts_add(&p[k], (double)json_integer_value(step),
+					json_number_value(v) * curves[k].scale) < 0) {
+					json_decref(ret);
+					snprintf(c->err, sizeof c->err, "out of memory");
+					return CLI_ECONN;
+				}
+			}
+		}
+		long long next = json_integer_value(json_object_get(ret, "next"));
+		long long size = json_integer_value(json_object_get(ret, "size"));
+		json_decref(ret);
+		if (next >= size || next <= off)
+			return CLI_OK;
+		off = next;
+	}
+}
+
+static cli_series series_of(const pts *p, int k)
+{
+	cli_series s = {curves[k].name, p[k].x, p[k].y, p[k].n};
+	return s;
+}
+
+/* The loss (train and val) as a PNG at path, created anew (0644, never through a link). */
+static int write_png(const char *path, const cli_series *loss, int n)
+{
+	char err[256];
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		fprintf(stderr, CLI_NAME ": cannot write '%s': %s\n", path, strerror(errno));
+		return CLI_EXIT_FAIL;
+	}
+	int rc = cli_plot_png(fd, "loss", loss, n, CLI_PNG_W, CLI_PNG_H, err, sizeof err);
+	if (close(fd) < 0 && rc == 0) {
+		snprintf(err, sizeof err, "%s", strerror(errno));
+		rc = -1;
+	}
+	if (rc < 0) {
+		fprintf(stderr, CLI_NAME ": '%s': %s\n", path, err);
+		return CLI_EXIT_FAIL;
+	}
+	return CLI_EXIT_OK;
+}
+
+int cli_plot_run(cli_conn *c, const cli_args *a)
+{
+	pts p[P_N];
+	char err[256];
+	int rc = CLI_EXIT_OK, color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
+	memset(p, 0, sizeof p);
+	int r = fetch_all(c, a, p);
+	if (r != CLI_OK) {
+		rc = failed(c, r);
+		goto out;
+	}
+	if (p[P_LOSS].n == 0) {
+		fprintf(stderr, CLI_NAME ": job %s has no steps in its log yet\n",
+			a->job ? a->job : "");
+		rc = CLI_EXIT_FAIL;
+		goto out;
+	}
+	cli_series loss[2] = {series_of(p, P_LOSS), series_of(p, P_VAL)};
+	int nloss = p[P_VAL].n ? 2 : 1;
+	if (a->png) {
+		rc = write_png(a->png, loss, nloss);
+		goto out;
+	}
+	cli_series speed = series_of(p, P_SPEED), peak = series_of(p, P_PEAK);
+	if (cli_plot_text(stdout, "loss", loss, nloss, CLI_PLOT_COLS, CLI_PLOT_ROWS, color, err,
+		    sizeof err) < 0 ||
+		(printf("\n"), cli_plot_text(stdout, "tokens/s", &speed, 1, CLI_PLOT_COLS,
+				       CLI_PLOT_ROWS / 2, color, err, sizeof err)) < 0 ||
+		(printf("\n"), cli_plot_text(stdout, "peak memory (MiB)", &peak, 1,
+				       CLI_PLOT_COLS, CLI_PLOT_ROWS / 2, color, err, sizeof err)) < 0) {
+		fprintf(stderr, CLI_NAME ": plot: %s\n", err);
+		rc = CLI_EXIT_FAIL;
+	}
+out:
+	for (int k = 0; k < P_N; k++) {
+		free(p[k].x);
+		free(p[k].y);
+	}
+	return rc;
+}

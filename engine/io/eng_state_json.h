@@ -1,0 +1,25 @@
+/* eng_state_json.h - the parts of trainer_state.json that are a run's history rather than
+ * its hyperparameters (eng_ckpt.c writes and reads the rest): the shuffle's generator, and
+ * what rematctl set changed mid-run. Each *_parse is its *_json's inverse.
+ */
+#ifndef ENG_STATE_JSON_H
+#define ENG_STATE_JSON_H
+
+#include <jansson.h>
+
+#include "eng_data.h"
+#include "eng_spec.h"
+
+/* {"seed", "index", "state": 624 words in hex, 8 digits each}: the generator before this
+ * epoch's permutation was drawn. */
+json_t *eng_state_rng_json(const eng_mt *g, uint32_t seed);
+/* 0, or -1 when o is not one. */
+int eng_state_rng_parse(const json_t *o, eng_mt *g);
+
+/* {"set": {field: value, "lr": {"from", "kind", "lr", "warmup", "min_lr_frac"}},
+ * "changes": [{"step", "set"}, ...]}: sp's ENG_HP_* fields as job-set left them. */
+json_t *eng_state_live_json(const eng_spec *sp);
+/* Onto s (its hp_set, fields and hp_log): 0, or -1 when live is not one. */
+int eng_state_live_parse(const json_t *live, eng_spec *s);
+
+#endif

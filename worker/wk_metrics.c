@@ -1,0 +1,95 @@
+/* wk_metrics.c - step and eval records, and metrics.jsonl (see wk_metrics.h). */
+#include "wk_metrics.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+double wk_now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void wk_metrics_init(wk_metrics *m)
+{
+	m->fd = -1;
+	m->failed = 0;
+	m->t0 = wk_now_s();
+}
+
+int wk_metrics_open(wk_metrics *m, const char *path)
+{
+	m->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (m->fd >= 0)
+		return 0;
+	fprintf(stderr, "remat-train: --metrics '%s': %s\n", path,
+		errno == ELOOP ? "a symbolic link (not followed)" : strerror(errno));
+	return -1;
+}
+
+void wk_metrics_adopt(wk_metrics *m, int fd)
+{
+	m->fd = fd;
+}
+
+void wk_metrics_close(wk_metrics *m)
+{
+	if (m->fd >= 0)
+		close(m->fd);
+	m->fd = -1;
+}
+
+/* Tokens trained on after `step` optimizer steps. */
+static json_int_t tokens_at(const eng_trainer *tr, int step)
+{
+	const eng_spec *s = &tr->spec;
+	return (json_int_t)step * s->grad_accum * s->batch * s->seq_len;
+}
+
+json_t *wk_step_json(const eng_trainer *tr, const eng_step_stats *st, const wk_metrics *m)
+{
+	return json_pack("{s:i,s:f,s:f,s:f,s:I,s:f,s:f,s:f,s:i,s:I,s:I,s:i,s:f}", "step",
+		st->step, "loss", (double)st->loss, "lr", (double)st->lr, "grad_norm",
+		(double)st->grad_norm, "tokens", tokens_at(tr, st->step), "tokens_per_s",
+		st->tokens_per_s, "step_ms", st->step_ms, "recompute_ms", st->recompute_ms,
+		"micro_batches", st->micro_batches, "activation_bytes",
+		(json_int_t)st->activation_bytes, "peak_bytes", (json_int_t)st->peak_bytes,
+		"oom_retries", st->oom_retries, "elapsed_s", wk_now_s() - m->t0);
+}
+
+json_t *wk_eval_json(const eng_trainer *tr, float val_loss, int batches, const wk_metrics *m)
+{
+	return json_pack("{s:i,s:f,s:I,s:I,s:f}", "step", tr->step, "val_loss", (double)val_loss,
+		"val_tokens", (json_int_t)batches * tr->spec.batch * tr->spec.seq_len, "tokens",
+		tokens_at(tr, tr->step), "elapsed_s", wk_now_s() - m->t0);
+}
+
+void wk_metrics_write(wk_metrics *m, const json_t *o)
+{
+	if (m->fd < 0 || !o)
+		return;
+	char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	size_t n = line ? strlen(line) : 0;
+	if (line) {
+		line[n] = '\n'; /* json_dumps' NUL becomes the line's end: one write, one line */
+		ssize_t w = write(m->fd, line, n + 1);
+		if (w != (ssize_t)(n + 1) && !m->failed) {
+			m->failed = 1;
+			fprintf(stderr, "remat-train: metrics.jsonl: %s; the run goes on without it\n",
+				w < 0 ? strerror(errno) : "short write");
+		}
+	}
+	free(line);
+}
+
+void wk_metrics_sync(wk_metrics *m)
+{
+	if (m->fd >= 0)
+		fsync(m->fd);
+}

@@ -1,0 +1,235 @@
+/* wk_sample.c - samples during a run and from a checkpoint (see wk_sample.h). */
+#include "wk_sample.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "eng_fs.h"
+#include "eng_import.h"
+#include "kn.h"
+
+/* Bytes of the UTF-8 sequence at s (n left), 0 when it is not a valid one. */
+static int utf8_len(const unsigned char *s, int n)
+{
+	int k = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3
+		: (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+	if (k == 0 || k > n || (k == 2 && s[0] < 0xc2))
+		return 0;
+	for (int i = 1; i < k; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	return k;
+}
+
+void wk_sample_text(const uint16_t *tok, int n, char *buf, size_t len)
+{
+	unsigned char *b = malloc((size_t)n + 1);
+	size_t o = 0;
+	if (!b || len == 0) {
+		if (len)
+			buf[0] = '\0';
+		free(b);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		b[i] = (unsigned char)tok[i];
+	for (int i = 0; i < n && o + 5 < len;) {
+		int k = utf8_len(b + i, n - i);
+		if (k == 1 && b[i] < 0x20 && b[i] != '\n' && b[i] != '\t')
+			k = 0;
+		if (k == 1 && b[i] == 0x7f)
+			k = 0;
+		if (k == 0) {
+			buf[o++] = '?';
+			i++;
+			continue;
+		}
+		memcpy(buf + o, b + i, (size_t)k);
+		o += (size_t)k;
+		i += k;
+	}
+	buf[o] = '\0';
+	free(b);
+}
+
+static json_t *ids_json(const uint16_t *tok, int n)
+{
+	json_t *a = json_array();
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a, json_integer(tok[i]));
+	return a;
+}
+
+void wk_sample_run(eng_trainer *tr, eng_ctl *c, int json)
+{
+	const eng_spec *s = &tr->spec;
+	eng_sample_opts o = {s->sample_tokens, s->sample_temperature, s->sample_top_k,
+		s->sample_seed + (uint32_t)tr->step};
+	uint16_t *out = malloc((size_t)o.tokens * sizeof *out);
+	size_t tlen = 4 * (size_t)o.tokens + 8;
+	char *text = malloc(tlen);
+	eng_err err;
+	if (!out || !text) {
+		fprintf(stderr, "remat-train: sample: out of memory\n");
+		goto out;
+	}
+	if (eng_sample(&tr->model, s->sample_prompt, s->sample_n, &o, tr->inp, tr->tgt, out,
+		    &err) < 0) {
+		fprintf(stderr, "remat-train: sample after step %d: %s\n", tr->step, err.msg);
+		goto out;
+	}
+	int bytes = s->data_format == ENG_DATA_BYTES;
+	json_t *row = json_pack("{s:i,s:o,s:o}", "step", tr->step, "prompt",
+		ids_json(s->sample_prompt, s->sample_n), "tokens", ids_json(out, o.tokens));
+	if (bytes) {
+		wk_sample_text(out, o.tokens, text, tlen);
+		json_object_set_new(row, "text", json_string(text));
+	}
+	if (json) {
+		char *line = json_dumps(row, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		printf("%s\n", line ? line : "{}");
+		free(line);
+	} else if (bytes) {
+		printf("sample after step %d:\n%s\n", tr->step, text);
+	} else {
+		printf("sample after step %d:", tr->step);
+		for (int i = 0; i < o.tokens; i++)
+			printf(" %u", out[i]);
+		printf("\n");
+	}
+	eng_ctl_event(c, PROTO_EV_SAMPLE, row);
+out:
+	free(out);
+	free(text);
+}
+
+/* Whether ckpt's trainer_state.json says its data was bytes: 1, 0 (llmc), -1 (none). */
+static int ckpt_bytes(const char *ckpt)
+{
+	char p[ENG_PATH_LEN + 32];
+	eng_err e;
+	snprintf(p, sizeof p, "%s/trainer_state.json", ckpt);
+	FILE *f = access(p, F_OK) == 0 ? eng_fs_fopen_read(p, "checkpoint file", &e) : NULL;
+	if (!f)
+		return -1;
+	json_t *o = json_loadf(f, 0, NULL);
+	fclose(f);
+	const char *fmt = json_string_value(json_object_get(json_object_get(o, "data"), "format"));
+	int r = fmt ? strcmp(fmt, "bytes") == 0 : -1;
+	json_decref(o);
+	return r;
+}
+
+/* The prompt as tokens: bytes of text, or ids separated by commas or blanks. */
+static int parse_prompt(const char *text, int bytes, int vocab, uint16_t *tok, int *n)
+{
+	*n = 0;
+	if (bytes) {
+		for (const char *c = text; *c && *n < ENG_MAX_PROMPT; c++)
+			tok[(*n)++] = (unsigned char)*c;
+		return *n > 0 && !text[*n] ? 0 : -1;
+	}
+	for (const char *c = text; *c;) {
+		char *end;
+		if (*c == ',' || *c == ' ') {
+			c++;
+			continue;
+		}
+		errno = 0;
+		long v = strtol(c, &end, 10);
+		if (errno || end == c || v < 0 || v >= vocab || *n == ENG_MAX_PROMPT)
+			return -1;
+		tok[(*n)++] = (uint16_t)v;
+		c = end;
+	}
+	return *n > 0 ? 0 : -1;
+}
+
+/* The continuation printed: the text (a byte model) or the new ids. */
+static void print_sample(const wk_sample_args *a, const uint16_t *prompt, int n,
+	const uint16_t *out, int bytes)
+{
+	int k = a->o.tokens;
+	size_t tlen = 4 * (size_t)(n + k) + 8;
+	char *text = bytes ? malloc(tlen) : NULL;
+	if (text) {
+		uint16_t *all = malloc((size_t)(n + k) * sizeof *all);
+		if (all) {
+			memcpy(all, prompt, (size_t)n * sizeof *all);
+			memcpy(all + n, out, (size_t)k * sizeof *all);
+			wk_sample_text(all, n + k, text, tlen);
+		}
+		free(all);
+		if (!all)
+			text[0] = '\0';
+	}
+	if (a->json) {
+		json_t *o = json_pack("{s:o,s:o}", "prompt", ids_json(prompt, n), "tokens",
+			ids_json(out, k));
+		if (text)
+			json_object_set_new(o, "text", json_string(text));
+		char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		printf("%s\n", line ? line : "{}");
+		free(line);
+		json_decref(o);
+	} else if (text) {
+		printf("%s\n", text);
+	} else {
+		for (int i = 0; i < k; i++)
+			printf("%s%u", i ? " " : "", out[i]);
+		printf("\n");
+	}
+	free(text);
+}
+
+int wk_sample_cli(const wk_sample_args *a)
+{
+	eng_config cfg;
+	eng_model m = {0};
+	eng_policy p;
+	eng_err err;
+	uint16_t prompt[ENG_MAX_PROMPT], *inp = NULL, *tgt = NULL, *out = NULL;
+	int n, rc = 1;
+	if (eng_import_read_config(a->ckpt, &cfg, &err) < 0)
+		goto fail;
+	int st = ckpt_bytes(a->ckpt), bytes = st >= 0 ? st : cfg.vocab_size <= 256;
+	const char *text = a->prompt ? a->prompt : bytes ? "\n" : cfg.vocab_size > 50256 ? "50256"
+											 : "0";
+	if (parse_prompt(text, bytes, cfg.vocab_size, prompt, &n) < 0) {
+		fprintf(stderr, "remat-train: --prompt: %s\n", bytes
+			? "text of 1 to 1024 bytes (a byte model)"
+			: "token ids under the model's vocab_size, separated by commas or blanks");
+		return 2;
+	}
+	int T = n + a->o.tokens < cfg.n_positions ? n + a->o.tokens : cfg.n_positions;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	kn_set_threads(a->threads > 0 ? a->threads : cpus > 0 ? (int)cpus : 1);
+	if (eng_model_init(&m, &cfg, 1, T, 0, &err) < 0 || eng_import_load(&m, a->ckpt, &err) < 0)
+		goto fail;
+	eng_policy_init(&p, cfg.n_layer);
+	inp = malloc((size_t)T * sizeof *inp);
+	tgt = malloc((size_t)T * sizeof *tgt);
+	out = malloc((size_t)a->o.tokens * sizeof *out);
+	if (!inp || !tgt || !out) {
+		eng_errf(&err, "out of memory");
+		goto fail;
+	}
+	if (eng_model_set_policy(&m, &p, &err) < 0 ||
+		eng_sample(&m, prompt, n, &a->o, inp, tgt, out, &err) < 0)
+		goto fail;
+	print_sample(a, prompt, n, out, bytes);
+	rc = 0;
+	goto out;
+fail:
+	fprintf(stderr, "remat-train: --sample: %s\n", err.msg);
+out:
+	free(inp);
+	free(tgt);
+	free(out);
+	eng_model_free(&m);
+	return rc;
+}

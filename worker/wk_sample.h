@@ -1,0 +1,35 @@
+/* wk_sample.h - samples from the model: during a run (the spec's "sample": a SAMPLE
+ * event and a line every sample.every steps and at the end) and from a checkpoint alone
+ * (remat-train --sample). The decoding itself is eng_sample.h's.
+ */
+#ifndef WK_SAMPLE_H
+#define WK_SAMPLE_H
+
+#include "eng_ctl.h"
+#include "eng_sample.h"
+#include "eng_train.h"
+
+/* A sample's tokens as text for a byte model: valid UTF-8 and tabs and newlines kept,
+ * any other byte shown as '?' (no control character reaches a terminal or a log). */
+void wk_sample_text(const uint16_t *tok, int n, char *buf, size_t len);
+
+/* During a run: the spec's sample after step tr->step (seed sample.seed + step, so each is
+ * reproducible), printed (text for bytes data, ids else; one JSON object with --json) and
+ * sent as SAMPLE {step, prompt, tokens[, text]}. A failure is said, never fatal. */
+void wk_sample_run(eng_trainer *tr, eng_ctl *c, int json);
+
+/* remat-train --sample CKPT's options. */
+typedef struct wk_sample_args {
+	const char *ckpt;         /* a checkpoint directory or an llm.c model file */
+	const char *prompt;       /* text (a byte model) or token ids "1,2,3"; NULL: default */
+	eng_sample_opts o;
+	int threads;              /* 0: online CPUs */
+	int json;
+} wk_sample_args;
+
+/* Loads the model and prints the continuation: the prompt and the text for a byte model
+ * (its checkpoint's data.format, or vocab_size 256 without one), the new token ids else.
+ * Returns the exit status (1 and a message on stderr on bad input). */
+int wk_sample_cli(const wk_sample_args *a);
+
+#endif
