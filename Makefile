@@ -294,6 +294,7 @@ bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm
 	@$(BENCH_ENV) sh bench/auto.sh $(abspath $(BUILD)/bin) mini 4 256 $(abspath $(BUILD)/bench/auto-mini.json)
 	@$(BENCH_ENV) sh bench/latency.sh $(abspath $(BUILD)/bin)
 	@$(BENCH_ENV) sh bench/ckpt.sh $(abspath $(TRAIN))
+	@$(BENCH_ENV) sh bench/loop.sh $(abspath $(BUILD)/bin) mini 12 $(abspath $(BUILD)/bench/loop-mini.json)
 	@echo "JSON: $(abspath $(BUILD)/bench)/*.json"
 
 # The matmul libraries compared on the model's products (INSTALL=1 installs BLIS and oneDNN)

@@ -137,7 +137,12 @@ static int fetch_all(cli_conn *c, const cli_args *a, pts p[P_N])
 				continue;
 			for (int k = 0; k < P_N; k++) {
 				json_t *v = json_object_get(line, curves[k].key);
-				if (json_is_number(v) && pts_add(&p[k], (double)json_integer_value(step),
+				double x = (double)json_integer_value(step);
+				/* a resumed job logs its steps again from its checkpoint: the
+				 * later lines replace the earlier (as TensorBoard purges) */
+				while (json_is_number(v) && p[k].n && p[k].x[p[k].n - 1] >= x)
+					p[k].n--;
+				if (json_is_number(v) && pts_add(&p[k], x,
 					json_number_value(v) * curves[k].scale) < 0) {
 					json_decref(ret);
 					snprintf(c->err, sizeof c->err, "out of memory");

@@ -3,7 +3,8 @@
  * The worker appends one JSON object a line to STATE_DIR/jobs/ID/metrics.jsonl, every step
  * and every eval (rematd opened it and handed the worker its descriptor). This reads a
  * window of it from a byte offset: whole lines only, at most PROTO_METRICS_MAX_LINES (or
- * the request's "lines") and PROTO_METRICS_MAX_BYTES, so that `rematctl logs -f` and
+ * the request's "lines") and PROTO_METRICS_MAX_BYTES (the lines are written back as read,
+ * so the reply stays within PROTO_MAX_LINE), so that `rematctl logs -f` and
  * `rematctl plot` page through a long run with "next". Opened relative to the job's
  * directory, never through a link.
  */
@@ -18,20 +19,35 @@
 
 #include "srv_worker.h"
 
-/* Up to max lines of buf (n bytes, from file offset off) parsed into lines; the offset just
- * past the last whole line taken into *next. */
+/* Up to max lines of buf (n bytes, from file offset off) parsed into lines, as long as
+ * they write back (as the reply will: numbers in jansson's form, which may be longer than
+ * the file's) into PROTO_METRICS_MAX_BYTES; the offset just past the last whole line taken
+ * into *next. A window without a line end is one line longer than any reply may carry, not
+ * one of ours (a STEP row is a few hundred bytes): skipped, so that a reader paging
+ * through never stalls. */
 static void take_lines(const char *buf, size_t n, size_t off, int max, json_t *lines,
 	size_t *next)
 {
-	size_t at = 0;
+	size_t at = 0, out = 0;
 	*next = off;
 	while (at < n && (int)json_array_size(lines) < max) {
 		const char *nl = memchr(buf + at, '\n', n - at);
-		if (!nl)
-			break; /* a line being written: the next read takes it */
+		if (!nl) {
+			if (at == 0 && n == PROTO_METRICS_MAX_BYTES)
+				*next = off + n;
+			break; /* else a line being written: the next read takes it */
+		}
 		size_t len = (size_t)(nl - (buf + at));
 		json_t *o = json_loadb(buf + at, len, JSON_REJECT_DUPLICATES, NULL);
-		if (json_is_object(o))
+		size_t w = json_is_object(o) ? json_dumpb(o, NULL, 0, JSON_COMPACT) + 1 : 0;
+		if (out + w > PROTO_METRICS_MAX_BYTES) {
+			json_decref(o);
+			if (json_array_size(lines) == 0) /* alone past a reply: skipped */
+				*next = off + at + len + 1;
+			break;
+		}
+		out += w;
+		if (w)
 			json_array_append_new(lines, o);
 		else
 			json_decref(o); /* not one of ours (a torn write after a crash): skipped */

@@ -18,20 +18,23 @@ static int argmax(const float *x, int V)
 	return best;
 }
 
-/* A draw from softmax(logits / t) over the top_k likeliest (all when top_k <= 0): the
- * first index whose running sum of weights passes u * total, u uniform in [0, 1). */
-static int draw(const float *logits, int V, float t, int top_k, eng_mt *g, double *w)
+static int desc_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* A draw from softmax(logits / t) over the top_k likeliest (all when top_k <= 0; ties at
+ * the k-th value all stay): the first index whose running sum of weights passes u * total,
+ * u uniform in [0, 1). w: V doubles of scratch, sorted: V floats. */
+static int draw(const float *logits, int V, float t, int top_k, eng_mt *g, double *w,
+	float *sorted)
 {
 	float cut = -INFINITY, mx = logits[argmax(logits, V)];
 	if (top_k > 0 && top_k < V) {
-		/* the k-th largest, by counting: O(V k) is nothing next to a forward */
-		for (int i = 0; i < V; i++) {
-			int above = 0;
-			for (int j = 0; j < V && above < top_k; j++)
-				above += logits[j] > logits[i];
-			if (above < top_k && (cut == -INFINITY || logits[i] < cut))
-				cut = logits[i];
-		}
+		memcpy(sorted, logits, (size_t)V * sizeof *sorted);
+		qsort(sorted, (size_t)V, sizeof *sorted, desc_float);
+		cut = sorted[top_k - 1];
 	}
 	double total = 0.0;
 	for (int i = 0; i < V; i++) {
@@ -55,9 +58,12 @@ int eng_sample(eng_model *m, const uint16_t *prompt, int n, const eng_sample_opt
 	uint16_t *ctx = malloc((size_t)(n + o->tokens) * sizeof *ctx);
 	float *row = malloc((size_t)V * sizeof *row);
 	double *w = o->temperature > 0 ? malloc((size_t)V * sizeof *w) : NULL;
+	float *sorted = o->temperature > 0 && o->top_k > 0 ? malloc((size_t)V * sizeof *sorted)
+							   : NULL;
 	eng_mt g;
 	eng_mt_seed(&g, o->seed);
-	if (!ctx || !row || (o->temperature > 0 && !w)) {
+	if (!ctx || !row || (o->temperature > 0 && !w) ||
+		(o->temperature > 0 && o->top_k > 0 && !sorted)) {
 		eng_errf(err, "out of memory for sampling");
 		goto out;
 	}
@@ -74,7 +80,8 @@ int eng_sample(eng_model *m, const uint16_t *prompt, int n, const eng_sample_opt
 		m->row_tap = NULL;
 		if (r < 0)
 			goto out;
-		int t = o->temperature > 0 ? draw(row, V, o->temperature, o->top_k, &g, w)
+		int t = o->temperature > 0 ? draw(row, V, o->temperature, o->top_k, &g, w,
+						sorted)
 					   : argmax(row, V);
 		ctx[len] = (uint16_t)t;
 		out[k] = (uint16_t)t;
@@ -84,5 +91,6 @@ out:
 	free(ctx);
 	free(row);
 	free(w);
+	free(sorted);
 	return rc;
 }

@@ -22,7 +22,7 @@
 #include "eng_fs.h"
 
 #define SPEC_MAX_BATCH 65536          /* B: far past any CPU or one-GPU batch */
-#define SPEC_MAX_ACCUM 65536          /* grad_accum */
+#define SPEC_MAX_ACCUM ENG_MAX_ACCUM  /* grad_accum */
 #define SPEC_MAX_SAMPLE 4096          /* sample.tokens: ENG_SAMPLE_MAX_TOKENS */
 #define SPEC_LLMC_SHUFFLE_SEED 42     /* llm.c's shuffle seed, 42 + rank */
 #define SPEC_MAX_SEQ 65536            /* T: as long as ENG_MAX_POSITIONS */
@@ -680,17 +680,11 @@ static int parse_root(eng_spec *s, json_t *root, eng_err *err)
 		return -1;
 	s->seed = (uint64_t)seed;
 	s->has_grad_accum = json_object_get(root, "grad_accum") != NULL;
+	s->has_shuffle_seed = json_object_get(json_object_get(root, "data"), "shuffle_seed") != NULL;
 	v = json_object_get(root, "device");
 	if (v && get_choice(v, "device", devices, &dev, err) < 0)
 		return -1;
 	s->device = dev == 1 ? ENG_DEVICE_CUDA : ENG_DEVICE_CPU;
-	if (s->device == ENG_DEVICE_CUDA && s->grad_accum > 1)
-		return eng_errf(err, "'grad_accum' %d: device cuda takes one batch a step for now "
-				     "(grad_accum 1); accumulate on device cpu, or raise 'batch'",
-			s->grad_accum);
-	if (s->device == ENG_DEVICE_CUDA && s->sample_on)
-		return eng_errf(err, "'sample': device cuda does not sample yet; sample from the "
-				     "checkpoints with remat-train --sample");
 	return 0;
 }
 
@@ -819,6 +813,14 @@ int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 			cfg->n_positions);
 	if (check_tokens(spec, err) < 0)
 		return -1;
+	/* here, not at the parse: a resumed run's grad_accum is its checkpoint's */
+	if (spec->device == ENG_DEVICE_CUDA && spec->grad_accum > 1)
+		return eng_errf(err, "'grad_accum' %d: device cuda takes one batch a step for now "
+				     "(grad_accum 1); accumulate on device cpu, or raise 'batch'",
+			spec->grad_accum);
+	if (spec->device == ENG_DEVICE_CUDA && spec->sample_on)
+		return eng_errf(err, "'sample': device cuda does not sample yet; sample from the "
+				     "checkpoints with remat-train --sample");
 	if (spec->data_format == ENG_DATA_BYTES && cfg->vocab_size < 256)
 		return eng_errf(err, "'data.format' is \"bytes\" but the model's vocab_size is %d "
 				     "(bytes need at least 256)", cfg->vocab_size);

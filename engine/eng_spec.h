@@ -20,6 +20,7 @@
 #define ENG_NAME_LEN 64        /* longest job name */
 #define ENG_MAX_ASSIGN 64      /* remat.sections entries one spec may give */
 #define ENG_MAX_PROMPT 1024    /* sample.prompt tokens */
+#define ENG_MAX_ACCUM 65536    /* grad_accum */
 
 typedef enum { ENG_DATA_LLMC, ENG_DATA_BYTES } eng_data_format;
 typedef enum { ENG_SCHED_COSINE, ENG_SCHED_CONSTANT } eng_sched_kind;
@@ -49,6 +50,8 @@ typedef struct eng_spec {
 	int shuffle;                      /* data.shuffle: llm.c's shuffled order, default 0
 					   * (file order) */
 	uint32_t shuffle_seed;            /* data.shuffle_seed, default 42 (llm.c's, rank 0) */
+	int has_shuffle_seed;             /* 1 when the spec gave it (resume takes the
+					   * checkpoint's otherwise) */
 
 	int batch;                        /* B, default 4 */
 	int seq_len;                      /* T, default min(256, n_positions) (0 until the

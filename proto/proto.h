@@ -201,7 +201,8 @@ int proto_hparam_find(const char *name);
 int proto_hparam_check(proto_hparam h, const json_t *v, char *desc, size_t desclen);
 
 #define PROTO_METRICS_MAX_LINES 20000 /* job-metrics: lines one reply carries at most */
-#define PROTO_METRICS_MAX_BYTES (4u << 20) /* and bytes of them */
+#define PROTO_METRICS_MAX_BYTES (PROTO_MAX_LINE - 8192) /* and bytes of them: the reply
+						* is one line */
 
 /* ---- recompute modes (DESIGN §3) ---- */
 

@@ -459,8 +459,6 @@ static int check_default(const json_t *v, char *desc, size_t desclen)
 	return 0;
 }
 
-/* A checkpoint name becomes a file name: a safe alphabet, and no leading '.' so that it can
- * be neither hidden nor "." or "..". */
 /* An integer from 1 to max. */
 static int check_count(const char *name, const json_t *v, int max, char *desc, size_t desclen)
 {
@@ -470,6 +468,8 @@ static int check_count(const char *name, const json_t *v, int max, char *desc, s
 	return -1;
 }
 
+/* A checkpoint name becomes a file name: a safe alphabet, and no leading '.' so that it can
+ * be neither hidden nor "." or "..". */
 static int check_ckpt_name(const json_t *v, char *desc, size_t desclen)
 {
 	size_t n = 0;

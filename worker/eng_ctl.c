@@ -178,6 +178,7 @@ void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st, json_t *row)
 	c->in_step = 0;
 	if (c->steps_here++ == 0)
 		c->first_step_s = eng_ctl__mono_s() - st->step_ms / 1e3;
+	c->busy_s += st->step_ms / 1e3;
 	if (c->tr) /* remat-costs reads this copy, never the trainer's */
 		eng_costs_copy(&c->costs, &c->tr->costs);
 	if (c->tr && c->memlog)

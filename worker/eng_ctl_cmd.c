@@ -76,7 +76,7 @@ HANDLER(cmd_status)
 	double el = c->steps_here ? eng_ctl__mono_s() - c->first_step_s : 0;
 	json_object_set_new(r, "elapsed_s", json_real(el));
 	json_object_set_new(r, "eta_s", c->steps_here && !eng_ctl__is_final(c->state)
-		? json_real(el / c->steps_here * (c->steps - c->step)) : json_null());
+		? json_real(c->busy_s / c->steps_here * (c->steps - c->step)) : json_null());
 	json_object_set_new(r, "hparams", c->hparams ? json_deep_copy(c->hparams) : json_object());
 	return r;
 }
@@ -349,6 +349,14 @@ HANDLER(cmd_resume)
 	return json_pack("{s:s,s:i}", "state", "running", "step", c->step);
 }
 
+/* q's reply goes to connection handle (k) once the training thread is done with it */
+static void defer_reply(eng_ctl_cmd *q, ctl_conn *k, int handle, json_t *id)
+{
+	q->conn = handle;
+	q->id = json_incref(id);
+	k->inflight++;
+}
+
 /* job-stop and ckpt-save: answered once done (eng_ctl_reply) */
 HANDLER(cmd_deferred)
 {
@@ -363,9 +371,7 @@ HANDLER(cmd_deferred)
 		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "the job has no save.dir", id);
 		return NULL;
 	}
-	q->conn = handle;
-	q->id = json_incref(id);
-	k->inflight++;
+	defer_reply(q, k, handle, id);
 	json_t *n = json_object_get(args, "name");
 	if (n)
 		snprintf(q->name, sizeof q->name, "%s", json_string_value(n));
@@ -592,9 +598,7 @@ HANDLER(cmd_eval)
 	eng_ctl_cmd *q = change_new(c, k, id);
 	if (!q)
 		return NULL;
-	q->conn = handle;
-	q->id = json_incref(id);
-	k->inflight++;
+	defer_reply(q, k, handle, id);
 	q->op = CTL_OP_EVAL;
 	eng_ctl__enqueue(c, q);
 	return NULL;

@@ -100,9 +100,9 @@ struct eng_ctl {
 	int has_last;
 	json_t *last_eval;     /* the last evaluation's row (wk_eval_json), NULL before one */
 	json_t *hparams;       /* the live hyperparameters in force (job-status) */
-	int steps_here;        /* steps this process took, and when the first began, for
-				* job-status' eta_s */
-	double first_step_s;
+	int steps_here;        /* steps this process took, when the first began, and their
+				* time, for job-status' elapsed_s and eta_s (pauses left out) */
+	double first_step_s, busy_s;
 	eng_policy policy;     /* in force */
 	eng_policy pending;    /* in force once queued changes apply */
 	int pause_pending;     /* a job-pause queued and not yet applied */

@@ -36,6 +36,7 @@
  * 130 interrupted by a signal.
  */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,11 +214,13 @@ static int sample_num(const char *a, const char *v, wk_sample_args *s)
 	char *end;
 	errno = 0;
 	double x = strtod(v, &end);
-	if (errno || end == v || *end || x < 0)
+	if (errno || end == v || *end || !(x >= 0)) /* NaN too */
 		return -1;
-	if (!strcmp(a, "--temperature"))
+	if (!strcmp(a, "--temperature")) {
 		s->o.temperature = (float)x;
-	else if (x != (double)(long long)x || x > (a[2] == 's' ? 4294967295.0 : 1e9))
+		return x <= 100 ? 0 : -1; /* sample.temperature's range */
+	}
+	if (x > (a[2] == 's' ? 4294967295.0 : 1e9) || x != floor(x))
 		return -1;
 	else if (!strcmp(a, "--tokens"))
 		s->o.tokens = (int)x;
@@ -399,6 +402,13 @@ int main(int argc, char **argv)
 	rc = 1;
 	if (start_control(&o, &c) < 0)
 		return 1;
+	/* the log before the model: a bad path fails before minutes of loading */
+	wk_metrics mx;
+	wk_metrics_init(&mx);
+	if (o.metrics_fd >= 0)
+		wk_metrics_adopt(&mx, o.metrics_fd);
+	else if (spec_rc == 0 && o.metrics && wk_metrics_open(&mx, o.metrics) < 0)
+		goto out;
 	if (spec_rc < 0 || eng_trainer_init(&tr, &spec, &err) < 0) {
 		fprintf(stderr, "remat-train: %s\n", err.msg);
 		eng_ctl_set_state(c, CTL_FAILED, err.msg);
@@ -412,18 +422,10 @@ int main(int argc, char **argv)
 	if (!o.json)
 		print_banner(&tr);
 	eng_ctl_attach(c, &tr);
-	wk_metrics mx;
-	wk_metrics_init(&mx);
-	if (o.metrics_fd >= 0)
-		wk_metrics_adopt(&mx, o.metrics_fd);
-	else if (o.metrics && wk_metrics_open(&mx, o.metrics) < 0) {
-		rc = 1;
-		goto out;
-	}
 	wk_run_opts ro = {o.json, o.ctl_fd >= 0, &sched, &stop_signal, &mx};
 	rc = wk_run(&tr, c, &ro);
-	wk_metrics_close(&mx);
 out:
+	wk_metrics_close(&mx);
 	eng_ctl_stop(c);
 	eng_trainer_free(&tr);
 	return rc;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,8 +66,11 @@ json_t *wk_step_json(const eng_trainer *tr, const eng_step_stats *st, const wk_m
 
 json_t *wk_eval_json(const eng_trainer *tr, float val_loss, int batches, const wk_metrics *m)
 {
-	return json_pack("{s:i,s:f,s:I,s:I,s:f}", "step", tr->step, "val_loss", (double)val_loss,
-		"val_tokens", (json_int_t)batches * tr->spec.batch * tr->spec.seq_len, "tokens",
+	/* a loss that is not finite (a batch failed, or the model diverged) is null: JSON has
+	 * no NaN */
+	return json_pack("{s:i,s:o,s:I,s:I,s:f}", "step", tr->step, "val_loss",
+		isfinite(val_loss) ? json_real(val_loss) : json_null(), "val_tokens",
+		(json_int_t)batches * tr->spec.batch * tr->spec.seq_len, "tokens",
 		tokens_at(tr, tr->step), "elapsed_s", wk_now_s() - m->t0);
 }
 

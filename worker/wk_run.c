@@ -374,6 +374,11 @@ static void run_eval(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json,
 		printf("val loss %.6f (after step %d, %d batches of %d x %d)\n", v, tr->step, used,
 			s->batch, s->seq_len);
 	}
+	if (!row) { /* out of memory */
+		if (cmd)
+			eng_ctl_reply_error(c, cmd, PROTO_ERR_INTERNAL, "out of memory");
+		return;
+	}
 	if (cmd)
 		eng_ctl_reply(c, cmd, json_deep_copy(row));
 	eng_ctl_event_eval(c, row);
@@ -456,6 +461,27 @@ static void apply_set(eng_trainer *tr, eng_ctl *c, const json_t *set, int json)
 	eng_ctl_event(c, PROTO_EV_HPARAMS_APPLIED, json_pack("{s:i,s:O,s:o}", "step",
 		tr->step + 1, "set", set, "now", hp));
 	eng_ctl_set_hparams(c, json_deep_copy(set));
+}
+
+/* What job-set has changed in s, under job-set's names (job-status' hparams): after a
+ * resume, what the checkpoint brought back. */
+static json_t *live_values(const eng_spec *s)
+{
+	json_t *o = json_object();
+	if (s->hp_set & ENG_HP_LR) {
+		json_object_set_new(o, "lr", json_real(s->lr_new));
+		json_object_set_new(o, "schedule", json_string(s->lr_kind == ENG_SCHED_COSINE
+			? "cosine" : "constant"));
+	}
+	if (s->hp_set & ENG_HP_GRAD_CLIP)
+		json_object_set_new(o, "grad_clip", json_real(s->grad_clip));
+	if (s->hp_set & ENG_HP_WEIGHT_DECAY)
+		json_object_set_new(o, "weight_decay", json_real(s->weight_decay));
+	if (s->hp_set & ENG_HP_EVAL_EVERY)
+		json_object_set_new(o, "eval.every", json_integer(s->eval_every));
+	if (s->hp_set & ENG_HP_SAVE_EVERY)
+		json_object_set_new(o, "save.every", json_integer(s->save_every));
+	return o;
 }
 
 /* After a step: an evaluation and a sample when eval.every and sample.every say so (the
@@ -601,9 +627,12 @@ static void end_failed(eng_trainer *tr, eng_ctl *c, run_ctl *run, const char *wh
 static int reach_end(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json, int *ended_once)
 {
 	eng_err err;
-	if (tr->val.tok && !*ended_once && run->eval_step != tr->step)
+	/* the last step's eval and sample, when the run reached its end: a stop or a signal
+	 * wants its save now (rematd's stop timeout), not a sample first */
+	int reached = !run->stop && !*run->sig;
+	if (reached && tr->val.tok && !*ended_once && run->eval_step != tr->step)
 		run_eval(tr, c, run, json, NULL);
-	if (tr->spec.sample_on && !*ended_once)
+	if (reached && tr->spec.sample_on && !*ended_once)
 		wk_sample_run(tr, c, json);
 	*ended_once = 1;
 	if (end_run(tr, c, run, json, &err) == 0)
@@ -696,6 +725,8 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 	run.last_saved = -1;
 	run.eval_step = -1;
 	run.mx = o->metrics;
+	if (s->hp_set)
+		eng_ctl_set_hparams(c, live_values(s));
 	if (s->remat_profile && s->device == ENG_DEVICE_CPU)
 		probe_start(tr, c, &run, PROTO_PROFILE_ROUNDS);
 	size_t budget = s->remat_budget;

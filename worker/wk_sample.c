@@ -36,7 +36,7 @@ void wk_sample_text(const uint16_t *tok, int n, char *buf, size_t len)
 		return;
 	}
 	for (int i = 0; i < n; i++)
-		b[i] = (unsigned char)tok[i];
+		b[i] = tok[i] < 256 ? (unsigned char)tok[i] : 0x01; /* past a byte: shown as '?' */
 	for (int i = 0; i < n && o + 5 < len;) {
 		int k = utf8_len(b + i, n - i);
 		if (k == 1 && b[i] < 0x20 && b[i] != '\n' && b[i] != '\t')
@@ -124,13 +124,17 @@ static int ckpt_bytes(const char *ckpt)
 	return r;
 }
 
-/* The prompt as tokens: bytes of text, or ids separated by commas or blanks. */
+/* The prompt as tokens: bytes of text, or ids separated by commas or blanks; each under
+ * the vocabulary (the kernels trust their input). */
 static int parse_prompt(const char *text, int bytes, int vocab, uint16_t *tok, int *n)
 {
 	*n = 0;
 	if (bytes) {
-		for (const char *c = text; *c && *n < ENG_MAX_PROMPT; c++)
+		for (const char *c = text; *c && *n < ENG_MAX_PROMPT; c++) {
+			if ((unsigned char)*c >= vocab)
+				return -1;
 			tok[(*n)++] = (unsigned char)*c;
+		}
 		return *n > 0 && !text[*n] ? 0 : -1;
 	}
 	for (const char *c = text; *c;) {
@@ -196,12 +200,12 @@ int wk_sample_cli(const wk_sample_args *a)
 	int n, rc = 1;
 	if (eng_import_read_config(a->ckpt, &cfg, &err) < 0)
 		goto fail;
-	int st = ckpt_bytes(a->ckpt), bytes = st >= 0 ? st : cfg.vocab_size <= 256;
+	int st = ckpt_bytes(a->ckpt), bytes = st >= 0 ? st : cfg.vocab_size == 256;
 	const char *text = a->prompt ? a->prompt : bytes ? "\n" : cfg.vocab_size > 50256 ? "50256"
 											 : "0";
 	if (parse_prompt(text, bytes, cfg.vocab_size, prompt, &n) < 0) {
 		fprintf(stderr, "remat-train: --prompt: %s\n", bytes
-			? "text of 1 to 1024 bytes (a byte model)"
+			? "text of 1 to 1024 bytes, each under the model's vocab_size (a byte model)"
 			: "token ids under the model's vocab_size, separated by commas or blanks");
 		return 2;
 	}

@@ -29,6 +29,7 @@ typedef struct wk_sample_args {
 
 /* Loads the model and prints the continuation: the prompt and the text for a byte model
  * (its checkpoint's data.format, or vocab_size 256 without one), the new token ids else.
+ * A token past 255 in a byte model's text shows as '?'.
  * Returns the exit status (1 and a message on stderr on bad input). */
 int wk_sample_cli(const wk_sample_args *a);
 

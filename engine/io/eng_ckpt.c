@@ -727,36 +727,6 @@ int eng_ckpt_previous(const char *ckpt, char *out, size_t outlen)
 
 /* ---- resume ---- */
 
-/* The data position of state o, for batches of B x T on ntok tokens (shuffled or not, as
- * the state says; an older state has its cursor alone, in file order): 0, or -1 when it
- * is not one of that data. */
-static int state_pos(const json_t *o, int B, int T, size_t ntok, eng_data_pos *pos)
-{
-	const json_t *data = json_object_get(o, "data");
-	json_t *cur = json_object_get(data, "cursor"), *smp = json_object_get(data, "sample");
-	json_t *ep = json_object_get(data, "epoch");
-	size_t per = (size_t)B * T, nsamples = (ntok - 1) / per;
-	memset(pos, 0, sizeof *pos);
-	if (smp) {
-		if (!json_is_integer(smp) || json_integer_value(smp) < 0 ||
-			(ep && (!json_is_integer(ep) || json_integer_value(ep) < 0)))
-			return -1;
-		pos->sample = (size_t)json_integer_value(smp);
-		pos->epoch = ep ? (uint64_t)json_integer_value(ep) : 0;
-	} else {
-		if (!json_is_integer(cur) || json_integer_value(cur) < 0 ||
-			(size_t)json_integer_value(cur) % per)
-			return -1;
-		pos->sample = (size_t)json_integer_value(cur) / per;
-	}
-	if (pos->sample >= nsamples)
-		return -1;
-	if (json_is_true(json_object_get(data, "shuffle")) &&
-		eng_state_rng_parse(json_object_get(data, "shuffle_rng"), &pos->rng) < 0)
-		return -1;
-	return 0;
-}
-
 /* Whether a run of spec s, on training data of ntok tokens, can resume from the state o of
  * checkpoint ckpt: the batch shape, the data and where the run is in it, and steps left. */
 static int resume_fits(const json_t *o, const char *ckpt, const eng_spec *s, size_t ntok,
@@ -774,7 +744,7 @@ static int resume_fits(const json_t *o, const char *ckpt, const eng_spec *s, siz
 	if ((size_t)tokens != ntok)
 		return eng_errf(err, "cannot resume from '%s': its data had %lld tokens, '%s' has %zu",
 			ckpt, (long long)tokens, s->train_path, ntok);
-	if (state_pos(o, s->batch, s->seq_len, ntok, pos) < 0)
+	if (eng_state_pos(o, s->batch, s->seq_len, ntok, pos) < 0)
 		return eng_errf(err, "cannot resume from '%s': its trainer_state.json gives no "
 				     "position in the data that fits it", ckpt);
 	if (step >= s->steps)
@@ -789,26 +759,37 @@ int eng_ckpt_adopt(const char *ckpt, eng_spec *s, eng_err *err)
 	json_t *o = load_state(ckpt, err);
 	if (!o)
 		return -1;
-	json_t *k = json_object_get(o, "grad_accum");
-	int K = json_is_integer(k) ? (int)json_integer_value(k) : 1, rc = -1;
-	int shuffled = json_is_true(json_object_get(json_object_get(o, "data"), "shuffle"));
-	if (K < 1 || (k && !json_is_integer(k)))
-		eng_errf(err, "cannot resume from '%s': its grad_accum is not a count", ckpt);
+	json_t *k = json_object_get(o, "grad_accum"), *data = json_object_get(o, "data");
+	json_t *seed = json_object_get(json_object_get(data, "shuffle_rng"), "seed");
+	json_int_t K = k ? json_integer_value(k) : 1;
+	int rc = -1, shuffled = json_is_true(json_object_get(data, "shuffle"));
+	uint32_t sseed = (uint32_t)json_integer_value(seed);
+	if (K < 1 || K > ENG_MAX_ACCUM || (k && !json_is_integer(k)))
+		eng_errf(err, "cannot resume from '%s': its grad_accum is not a count 1..%d", ckpt,
+			ENG_MAX_ACCUM);
 	else if (s->has_grad_accum && K != s->grad_accum)
 		eng_errf(err, "cannot resume from '%s': it was trained with grad_accum %d, the job "
-			      "asks for %d (leave grad_accum out to take the checkpoint's)", ckpt, K,
-			s->grad_accum);
+			      "asks for %d (leave grad_accum out to take the checkpoint's)", ckpt,
+			(int)K, s->grad_accum);
 	else if (shuffled != s->shuffle)
 		eng_errf(err, "cannot resume from '%s': its data was read %s, the job asks for %s "
 			      "(data.shuffle %s)", ckpt, shuffled ? "shuffled" : "in file order",
 			s->shuffle ? "shuffled" : "file order", shuffled ? "true" : "false");
-	else if (json_object_get(o, "live") && eng_state_live_parse(json_object_get(o, "live"), s) < 0)
+	else if (shuffled && s->has_shuffle_seed && sseed != s->shuffle_seed)
+		eng_errf(err, "cannot resume from '%s': its data was shuffled with shuffle_seed %u, "
+			      "the job asks for %u (leave it out to take the checkpoint's)", ckpt,
+			sseed, s->shuffle_seed);
+	else if (json_object_get(o, "live") && eng_state_live_parse(json_object_get(o, "live"),
+		(int)json_integer_value(json_object_get(o, "step")), s) < 0)
 		eng_errf(err, "cannot resume from '%s': its trainer_state.json 'live' is not what "
-			      "job-set records", ckpt);
+			      "rematctl set records", ckpt);
 	else
 		rc = 0;
-	if (rc == 0)
-		s->grad_accum = K;
+	if (rc == 0) {
+		s->grad_accum = (int)K;
+		if (shuffled)
+			s->shuffle_seed = sseed;
+	}
 	json_decref(o);
 	return rc;
 }

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto.h"
+
 /* The shuffle's generator before this epoch's permutation: {"seed", "index", "state": 624
  * words in hex, 8 digits each}. */
 json_t *eng_state_rng_json(const eng_mt *g, uint32_t seed)
@@ -60,39 +62,57 @@ json_t *eng_state_live_json(const eng_spec *sp)
 	return json_pack("{s:o,s:o}", "set", set, "changes", changes ? changes : json_array());
 }
 
-/* live_json's inverse, onto s: 0, or -1 when it is not one. */
-int eng_state_live_parse(const json_t *live, eng_spec *s)
+/* One value of live's "set" through job-set's own check (proto's table): 0 when absent
+ * or good, -1 else. */
+static int live_ok(const json_t *v, proto_hparam h)
 {
-	const json_t *set = json_object_get(live, "set"), *lr = json_object_get(set, "lr"), *v;
-	if (!json_is_object(set))
+	char desc[PROTO_DESC_LEN];
+	return !v || proto_hparam_check(h, v, desc, sizeof desc) == 0 ? 0 : -1;
+}
+
+int eng_state_live_parse(const json_t *live, int step, eng_spec *s)
+{
+	const json_t *set = json_object_get(live, "set"), *lr = json_object_get(set, "lr");
+	const json_t *gc = json_object_get(set, "grad_clip"), *wd = json_object_get(set,
+		"weight_decay"), *ee = json_object_get(set, "eval_every"), *se = json_object_get(set,
+		"save_every");
+	if (!json_is_object(set) || live_ok(gc, PROTO_HP_GRAD_CLIP) < 0 ||
+		live_ok(wd, PROTO_HP_WEIGHT_DECAY) < 0 || live_ok(ee, PROTO_HP_EVAL_EVERY) < 0 ||
+		live_ok(se, PROTO_HP_SAVE_EVERY) < 0)
 		return -1;
 	if (lr) {
 		const char *kind = json_string_value(json_object_get(lr, "kind"));
-		if (!json_is_integer(json_object_get(lr, "from")) || !kind ||
-			!json_is_number(json_object_get(lr, "lr")))
+		const json_t *from = json_object_get(lr, "from"), *w = json_object_get(lr, "warmup");
+		if (!json_is_integer(from) || json_integer_value(from) < 0 ||
+			json_integer_value(from) > step || !kind ||
+			(strcmp(kind, "cosine") && strcmp(kind, "constant")) ||
+			!json_object_get(lr, "lr") ||
+			live_ok(json_object_get(lr, "lr"), PROTO_HP_LR) < 0 || !w ||
+			live_ok(w, PROTO_HP_WARMUP) < 0 || !json_object_get(lr, "min_lr_frac") ||
+			live_ok(json_object_get(lr, "min_lr_frac"), PROTO_HP_MIN_LR_FRAC) < 0)
 			return -1;
 		s->hp_set |= ENG_HP_LR;
-		s->lr_from = (int)json_integer_value(json_object_get(lr, "from"));
+		s->lr_from = (int)json_integer_value(from);
 		s->lr_kind = strcmp(kind, "cosine") == 0 ? ENG_SCHED_COSINE : ENG_SCHED_CONSTANT;
 		s->lr_new = (float)json_number_value(json_object_get(lr, "lr"));
-		s->lr_warmup = (int)json_integer_value(json_object_get(lr, "warmup"));
+		s->lr_warmup = (int)json_integer_value(w);
 		s->lr_min_frac = (float)json_number_value(json_object_get(lr, "min_lr_frac"));
 	}
-	if ((v = json_object_get(set, "grad_clip"))) {
+	if (gc) {
 		s->hp_set |= ENG_HP_GRAD_CLIP;
-		s->grad_clip = (float)json_number_value(v);
+		s->grad_clip = (float)json_number_value(gc);
 	}
-	if ((v = json_object_get(set, "weight_decay"))) {
+	if (wd) {
 		s->hp_set |= ENG_HP_WEIGHT_DECAY;
-		s->weight_decay = (float)json_number_value(v);
+		s->weight_decay = (float)json_number_value(wd);
 	}
-	if ((v = json_object_get(set, "eval_every"))) {
+	if (ee) {
 		s->hp_set |= ENG_HP_EVAL_EVERY;
-		s->eval_every = (int)json_integer_value(v);
+		s->eval_every = (int)json_integer_value(ee);
 	}
-	if ((v = json_object_get(set, "save_every"))) {
+	if (se) {
 		s->hp_set |= ENG_HP_SAVE_EVERY;
-		s->save_every = (int)json_integer_value(v);
+		s->save_every = (int)json_integer_value(se);
 	}
 	char *log = json_dumps(json_object_get(live, "changes"), JSON_COMPACT);
 	if (log && strlen(log) < sizeof s->hp_log)
@@ -101,3 +121,32 @@ int eng_state_live_parse(const json_t *live, eng_spec *s)
 	return 0;
 }
 
+/* The data position of state o, for batches of B x T on ntok tokens (shuffled or not, as
+ * the state says; an older state has its cursor alone, in file order): 0, or -1 when it
+ * is not one of that data. */
+int eng_state_pos(const json_t *o, int B, int T, size_t ntok, eng_data_pos *pos)
+{
+	const json_t *data = json_object_get(o, "data");
+	json_t *cur = json_object_get(data, "cursor"), *smp = json_object_get(data, "sample");
+	json_t *ep = json_object_get(data, "epoch");
+	size_t per = (size_t)B * T, nsamples = (ntok - 1) / per;
+	memset(pos, 0, sizeof *pos);
+	if (smp) {
+		if (!json_is_integer(smp) || json_integer_value(smp) < 0 ||
+			(ep && (!json_is_integer(ep) || json_integer_value(ep) < 0)))
+			return -1;
+		pos->sample = (size_t)json_integer_value(smp);
+		pos->epoch = ep ? (uint64_t)json_integer_value(ep) : 0;
+	} else {
+		if (!json_is_integer(cur) || json_integer_value(cur) < 0 ||
+			(size_t)json_integer_value(cur) % per)
+			return -1;
+		pos->sample = (size_t)json_integer_value(cur) / per;
+	}
+	if (pos->sample >= nsamples)
+		return -1;
+	if (json_is_true(json_object_get(data, "shuffle")) &&
+		eng_state_rng_parse(json_object_get(data, "shuffle_rng"), &pos->rng) < 0)
+		return -1;
+	return 0;
+}

@@ -16,10 +16,17 @@ json_t *eng_state_rng_json(const eng_mt *g, uint32_t seed);
 /* 0, or -1 when o is not one. */
 int eng_state_rng_parse(const json_t *o, eng_mt *g);
 
+/* The data position of trainer_state.json o (its "data": sample and epoch, or an older
+ * state's cursor alone, in file order; shuffled, the generator) for batches of B x T on
+ * ntok tokens: 0, or -1 when it is not one of that data. */
+int eng_state_pos(const json_t *o, int B, int T, size_t ntok, eng_data_pos *pos);
+
 /* {"set": {field: value, "lr": {"from", "kind", "lr", "warmup", "min_lr_frac"}},
  * "changes": [{"step", "set"}, ...]}: sp's ENG_HP_* fields as job-set left them. */
 json_t *eng_state_live_json(const eng_spec *sp);
-/* Onto s (its hp_set, fields and hp_log): 0, or -1 when live is not one. */
-int eng_state_live_parse(const json_t *live, eng_spec *s);
+/* Onto s (its hp_set, fields and hp_log) for a checkpoint at `step`, every value checked
+ * as job-set checks it (a schedule from a step past the checkpoint's is none): 0, or -1
+ * when live is not one. */
+int eng_state_live_parse(const json_t *live, int step, eng_spec *s);
 
 #endif

@@ -520,6 +520,45 @@ START_TEST(test_e2e_metrics_file)
 }
 END_TEST
 
+/* job-metrics pages through a log longer than any reply: 12000 lines (1.9 MB) from a
+ * stand-in worker on the descriptor rematd hands it, a 1.3 MB line of junk in the middle
+ * skipped; rematctl logs prints every line once, in order, and rematd keeps serving. */
+START_TEST(test_e2e_logs_longer_than_a_reply)
+{
+	td_daemon d;
+	td_daemon_paths(&d);
+	char *w = td_script(&d, "worker.sh",
+		"i=1; while [ $i -le 6000 ]; do printf '{\"step\":%d,\"loss\":1.25,\"lr\":0.0003,"
+		"\"pad\":\"%0120d\"}\\n' $i 0; i=$((i+1)); done >&4\n"
+		"head -c 1300000 /dev/zero | tr '\\000' x >&4; echo >&4\n"
+		"while [ $i -le 12000 ]; do printf '{\"step\":%d,\"loss\":1.25,\"lr\":0.0003,"
+		"\"pad\":\"%0120d\"}\\n' $i 0; i=$((i+1)); done >&4\nexit 3");
+	const char *extra[] = {"--worker", w, NULL};
+	td_daemon_start(&d, extra);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	const char *job = td_job_start(&c, T_TINY_SPEC, NULL);
+	json_decref(td_wait_state(&c, job, "failed", E2E_MS));
+	char *argv[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "logs", (char *)job, NULL};
+	char *out;
+	int rc = t_run(argv, &out);
+	ck_assert_msg(rc == 0, "rematctl logs: exit %d: %.300s", rc, out);
+	int n = 0;
+	for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+		json_t *o = json_loads(l, 0, NULL);
+		ck_assert_msg(o != NULL, "line %d is not JSON", n + 1);
+		ck_assert_int_eq(json_integer_value(json_object_get(o, "step")), ++n);
+		json_decref(o);
+	}
+	ck_assert_int_eq(n, 12000);
+	free(out);
+	td_alive(&d);
+	td_close(&c);
+	free(w);
+	td_daemon_stop(&d);
+}
+END_TEST
+
 Suite *suite_e2e(void)
 {
 	Suite *s = suite_create("e2e");
@@ -530,6 +569,7 @@ Suite *suite_e2e(void)
 	tcase_add_test(tc, test_e2e_two_clients);
 	tcase_add_test(tc, test_e2e_training_loop);
 	tcase_add_test(tc, test_e2e_metrics_file);
+	tcase_add_test(tc, test_e2e_logs_longer_than_a_reply);
 	suite_add_tcase(s, tc);
 	return s;
 }

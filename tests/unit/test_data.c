@@ -1,13 +1,16 @@
 /* test_data.c - the data order: llm.c's shuffled and unshuffled sample orders, against the
  * indices llm.c's own DataLoader printed for a small file (tests/data/llmc_shuffle, its
- * README has the commands), MT19937 against its published outputs, and a position taken
- * and sought back (what a failed step and a resume do) giving the same batches. */
+ * README has the commands), MT19937 against its published outputs, a position taken and
+ * sought back (what a failed step and a resume do) giving the same batches; and the rest of
+ * a run's history in trainer_state.json, rematctl set's changes, checked on the way back. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "eng_data.h"
 #include "eng_mem.h"
+#include "eng_state_json.h"
+#include "eng_train.h"
 #include "t_util.h"
 #include "tests.h"
 
@@ -131,6 +134,46 @@ START_TEST(test_data_seek_back)
 }
 END_TEST
 
+/* trainer_state.json's "live" (what rematctl set changed) round-trips, and a value job-set
+ * would refuse, or a schedule from past the checkpoint's step, is refused on the way back. */
+START_TEST(test_data_live_state)
+{
+	eng_spec a, b;
+	eng_err err;
+	ck_assert(eng_spec_parse(&a, "{\"model\":{\"preset\":\"tiny\"},\"data\":{\"train\":\"t\"}}",
+		&err) == 0);
+	b = a;
+	a.hp_set = ENG_HP_LR | ENG_HP_GRAD_CLIP | ENG_HP_EVAL_EVERY;
+	a.lr_from = 7;
+	a.lr_kind = ENG_SCHED_COSINE;
+	a.lr_new = 2e-3f;
+	a.lr_warmup = 3;
+	a.lr_min_frac = 0.2f;
+	a.grad_clip = 0.5f;
+	a.eval_every = 40;
+	snprintf(a.hp_log, sizeof a.hp_log, "[{\"step\":8,\"set\":{\"lr\":0.002}}]");
+	json_t *live = eng_state_live_json(&a);
+	ck_assert_int_eq(eng_state_live_parse(live, 10, &b), 0);
+	ck_assert(b.hp_set == a.hp_set && b.lr_from == 7 && b.lr_kind == ENG_SCHED_COSINE);
+	ck_assert(b.lr_new == a.lr_new && b.lr_warmup == 3 && b.lr_min_frac == a.lr_min_frac);
+	ck_assert(b.grad_clip == 0.5f && b.eval_every == 40 && strcmp(b.hp_log, a.hp_log) == 0);
+	for (int k = 1; k < 1000; k++)
+		ck_assert(eng_lr_at(&a, k) == eng_lr_at(&b, k));
+	ck_assert_int_eq(eng_state_live_parse(live, 6, &b), -1); /* from 7, past step 6 */
+	static const char *const bad[] = {"{\"set\":{\"grad_clip\":-1}}",
+		"{\"set\":{\"eval_every\":\"x\"}}", "{\"set\":{\"lr\":{\"from\":0,\"kind\":\"linear\","
+		"\"lr\":0.1,\"warmup\":0,\"min_lr_frac\":0}}}", "{\"set\":{\"lr\":{\"from\":0,"
+		"\"kind\":\"cosine\",\"lr\":-0.1,\"warmup\":0,\"min_lr_frac\":0}}}", "{\"set\":5}"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		json_t *o = json_loads(bad[i], 0, NULL);
+		ck_assert_ptr_nonnull(o);
+		ck_assert_msg(eng_state_live_parse(o, 10, &b) == -1, "accepted %s", bad[i]);
+		json_decref(o);
+	}
+	json_decref(live);
+}
+END_TEST
+
 Suite *suite_data(void)
 {
 	Suite *s = suite_create("data");
@@ -139,6 +182,7 @@ Suite *suite_data(void)
 	tcase_add_test(tc, test_data_file_order_is_llmc);
 	tcase_add_test(tc, test_data_mt19937);
 	tcase_add_test(tc, test_data_seek_back);
+	tcase_add_test(tc, test_data_live_state);
 	suite_add_tcase(s, tc);
 	return s;
 }

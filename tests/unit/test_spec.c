@@ -291,7 +291,6 @@ static const struct {
 		"'data.test'"},
 	/* the training loop's keys */
 	{WITH("\"grad_accum\": 0"), "'grad_accum' 0 out of range 1..65536"},
-	{WITH("\"grad_accum\": 2, \"device\": \"cuda\""), "device cuda takes one batch a step"},
 	{WITH("\"eval\": {\"every\": 10}"), "'eval' needs 'data.val'"},
 	{WITH("\"eval\": {\"often\": 10}"), "unknown key 'eval.often'"},
 	{"{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"t\", \"val\": \"v\"}, "
@@ -545,6 +544,11 @@ START_TEST(test_eng_spec_parse_loop)
 		"%s", e.msg);
 	parse_ok(&s, WITH("\"sample\": {}"));
 	ck_assert_int_eq(eng_spec_finish(&s, &tiny, &e), 0);
+	/* at the finish, where a resumed run's grad_accum is known */
+	finish_bad(WITH("\"grad_accum\": 2, \"device\": \"cuda\""), &tiny,
+		"device cuda takes one batch a step");
+	finish_bad(WITH("\"sample\": {}, \"device\": \"cuda\""), &tiny,
+		"device cuda does not sample yet");
 	ck_assert(s.sample_n == 1 && s.sample_prompt[0] == 0); /* no <|endoftext|> in 256 */
 }
 END_TEST
