@@ -19,14 +19,17 @@ the same files as the shipped tiny/ and odd/ (see reference/README.md):
 A case may also accumulate gradients (job.json "grad_accum": K; expected adds
 micro_loss.step1.{j}) and evaluate (job.json "eval": {"every", "batches"}, a val.bin; expected
 adds val_loss.step{s}); see train(). `generate greedy` writes reference/greedy/expected.json:
-greedy decoding on the shipped tiny/ case (see generate_greedy()).
+greedy decoding on the shipped tiny/ case (see generate_greedy()). `generate greedy_trained`
+writes reference/greedy_trained/ (config.json, model.safetensors, expected.json): a small
+model trained here on a periodic token pattern, and its greedy continuation of a prompt
+(see GREEDY_TRAINED and generate_greedy_trained()).
 
 What it is not: part of the build. CI has no torch; the generated files are committed.
 
 How to run it (Debian's python3-torch: `apt-get install python3-torch`; use /usr/bin/python3,
 not a pyenv or venv python without torch), from the repository root:
 
-    /usr/bin/python3 tests/data/gen_reference.py generate            # CASES and greedy
+    /usr/bin/python3 tests/data/gen_reference.py generate            # CASES, greedy*
     /usr/bin/python3 tests/data/gen_reference.py generate wide       # one case
     /usr/bin/python3 tests/data/gen_reference.py validate tests/data/reference/tiny
 
@@ -93,6 +96,21 @@ CASES = {
 # param.*). The prompt is tokens [start, start+length) of tiny/train.bin; each new token is
 # the argmax of the last position's logits, with the whole sequence fed again every time.
 GREEDY = dict(source="tiny", prompt_start=0, prompt_len=6, n_new=24, min_margin=1e-3)
+
+# greedy_trained: greedy decoding on a model trained here until it has learned a pattern, so
+# that its continuation is varied (the tiny model's repeats one token). The pattern is the
+# infinite stream whose even positions cycle through cycle_a (period 7) and odd positions
+# through cycle_b (period 5): token t = cycle_a[(t/2) % 7] for even t, cycle_b[(t/2) % 5] for
+# odd t, period 70; each next token is the successor of the one two places back, so the model
+# has to attend, not just learn bigrams. Training: init_weights(seed), then `steps` AdamW
+# steps in float32 (betas 0.9, 0.95, eps 1e-8, no weight decay, no clipping; lr warm-up over
+# `warmup` steps, then cosine down to lr * min_lr_frac) on batches of `batch` windows of
+# seq_len + 1 tokens of the stream, each starting at a phase drawn from the same generator.
+# The prompt is stream[prompt_phase : prompt_phase + prompt_len].
+GREEDY_TRAINED = dict(n_layer=2, n_embd=64, n_head=4, n_positions=64, vocab_size=64, seed=41,
+                      cycle_a=[3, 17, 42, 8, 55, 29, 61], cycle_b=[12, 40, 5, 33, 50],
+                      steps=1000, batch=16, seq_len=48, lr=2e-3, warmup=20, min_lr_frac=0.1,
+                      prompt_phase=0, prompt_len=8, n_new=32, min_margin=1e-3, min_distinct=5)
 BETA1, BETA2, ADAM_EPS = 0.9, 0.95, 1e-8
 
 
@@ -568,25 +586,121 @@ def generate_greedy(outdir, srcdir):
     })
 
 
+def pattern_stream(g, start, n):
+    """Tokens [start, start + n) of GREEDY_TRAINED's pattern (see there)."""
+    a, b = g["cycle_a"], g["cycle_b"]
+    return [a[(t // 2) % len(a)] if t % 2 == 0 else b[(t // 2) % len(b)]
+            for t in range(start, start + n)]
+
+
+def train_pattern(g, c):
+    """GREEDY_TRAINED's training (see there); returns the float32 weights (numpy) and the
+    loss of the last step. Single-threaded, so that no reduction order depends on the
+    machine's core count."""
+    names = param_names(c["n_layer"])
+    gen = torch.Generator().manual_seed(g["seed"])
+    weights = init_weights(c, gen)
+    P = {n: torch.tensor(weights[n], dtype=torch.float32, requires_grad=True) for n in names}
+    opt = torch.optim.AdamW([P[n] for n in names], lr=g["lr"], betas=(BETA1, BETA2),
+                            eps=ADAM_EPS, weight_decay=0.0)
+    period = 2 * len(g["cycle_a"]) * len(g["cycle_b"])   # 2 * lcm, the cycles being coprime
+    steps, warmup, lr, T = g["steps"], g["warmup"], g["lr"], g["seq_len"]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for i in range(steps):
+            if i < warmup:
+                rate = lr * (i + 1) / warmup
+            else:
+                ratio = (i - warmup) / (steps - warmup)
+                min_lr = lr * g["min_lr_frac"]
+                rate = min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (lr - min_lr)
+            for group in opt.param_groups:
+                group["lr"] = rate
+            phases = torch.randint(0, period, (g["batch"],), generator=gen).tolist()
+            buf = torch.tensor([pattern_stream(g, p, T + 1) for p in phases], dtype=torch.int64)
+            opt.zero_grad(set_to_none=True)
+            _, loss = forward(P, c, buf[:, :-1], buf[:, 1:])
+            loss.backward()
+            opt.step()
+    finally:
+        torch.set_num_threads(threads)
+    return {n: P[n].detach().numpy().copy() for n in names}, loss.item()
+
+
+def generate_greedy_trained(outdir):
+    """Writes <outdir>/greedy_trained/: config.json, model.safetensors (the trained float32
+    weights) and expected.json (greedy decoding from them, computed in float64)."""
+    g = GREEDY_TRAINED
+    c = hf_config(g)
+    names = param_names(c["n_layer"])
+    assert g["prompt_len"] + g["n_new"] - 1 <= c["n_positions"]
+    folder = os.path.join(outdir, "greedy_trained")
+    print("%s:" % folder)
+    weights, last_loss = train_pattern(g, c)
+    prompt = pattern_stream(g, g["prompt_phase"], g["prompt_len"])
+    P64 = {n: torch.tensor(weights[n], dtype=torch.float64) for n in names}
+    ids, margins = greedy_decode(P64, c, prompt, g["n_new"])
+    with torch.no_grad():
+        logits1 = forward(P64, c, torch.tensor([prompt], dtype=torch.int64), None)[0][0, -1]
+    assert int(torch.argmax(logits1)) == ids[0]
+    # the same in float32, as the engine computes: it must pick the same tokens
+    P32 = {n: torch.tensor(weights[n], dtype=torch.float32) for n in names}
+    assert greedy_decode(P32, c, prompt, g["n_new"])[0] == ids, "float32 decoding differs"
+    m = min(margins)
+    truth = pattern_stream(g, g["prompt_phase"] + g["prompt_len"], g["n_new"])
+    print("  last training loss %.6f; prompt %s" % (last_loss, " ".join(map(str, prompt))))
+    print("  greedy %s\n  min margin %.4g (step %d), %d distinct ids, %s the pattern" % (
+        " ".join(map(str, ids)), m, margins.index(m) + 1, len(set(ids)),
+        "follows" if ids == truth else "departs from"))
+    assert m >= g["min_margin"], "margin %.3g below %g; train differently" % (m, g["min_margin"])
+    assert len(set(ids)) >= g["min_distinct"], "continuation too repetitive"
+    os.makedirs(folder, exist_ok=True)
+    write_json(os.path.join(folder, "config.json"), c)
+    st_write(os.path.join(folder, "model.safetensors"), weights)
+    assert all(np.array_equal(v, weights[k])
+               for k, v in st_read(os.path.join(folder, "model.safetensors")).items())
+    write_json(os.path.join(folder, "expected.json"), {
+        "prompt": prompt,
+        "greedy": ids,
+        "margins": [float("%.6g" % x) for x in margins],
+        "min_margin": float("%.6g" % m),
+        # float32 values, written with 9 significant digits: read back as float32 exactly
+        "logits_step1": [float("%.9g" % x) for x in logits1.numpy().astype(np.float32)],
+        "n_positions": c["n_positions"],
+        "how": "init_weights(seed %d) then %d float32 AdamW steps (lr %g, warm-up %d, cosine "
+               "to %g, batch %d x %d) on windows of a stream whose even positions cycle "
+               "through %s and odd positions through %s; greedy and margins computed in "
+               "float64 from the float32 weights in model.safetensors" % (
+                   g["seed"], g["steps"], g["lr"], g["warmup"], g["lr"] * g["min_lr_frac"],
+                   g["batch"], g["seq_len"], g["cycle_a"], g["cycle_b"]),
+        "n_new": g["n_new"],
+        "pattern_continuation": truth,
+    })
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate", help="write cases into tests/data/reference")
-    g.add_argument("cases", nargs="*", help="names from CASES, or greedy (default: all)")
+    g.add_argument("cases", nargs="*",
+                   help="names from CASES, greedy or greedy_trained (default: all)")
     g.add_argument("--out", default=os.path.join(here, "reference"))
     v = sub.add_parser("validate", help="rerun shipped folders and compare")
     v.add_argument("folders", nargs="+")
     a = ap.parse_args()
     torch.manual_seed(0)     # nothing draws from it; set so that nothing can vary by accident
     if a.cmd == "generate":
-        known = sorted(CASES) + ["greedy"]
+        known = sorted(CASES) + ["greedy", "greedy_trained"]
         unknown = [n for n in a.cases if n not in known]
         if unknown:
             ap.error("unknown case %s; known: %s" % (", ".join(unknown), ", ".join(known)))
         for name in a.cases or known:
             if name == "greedy":
                 generate_greedy(a.out, os.path.join(here, "reference"))
+            elif name == "greedy_trained":
+                generate_greedy_trained(a.out)
             else:
                 generate(name, a.out)
         return 0

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "eng_import.h"
 #include "eng_sample.h"
 #include "t_util.h"
 #include "tests.h"
@@ -393,6 +394,78 @@ START_TEST(test_reference_greedy)
 }
 END_TEST
 
+/* A model trained (in PyTorch) on an interleaved pattern, whose greedy continuation is the
+ * pattern itself, 32 tokens of 12 ids (reference/greedy_trained): the engine's step-1
+ * logits within 1e-4 of PyTorch's, and its 32 tokens PyTorch's, under every policy. */
+START_TEST(test_reference_greedy_trained)
+{
+	char *dir = t_data("reference/greedy_trained"), *path = t_data(
+		"reference/greedy_trained/expected.json");
+	json_t *ex = json_load_file(path, 0, NULL), *v;
+	ck_assert_ptr_nonnull(ex);
+	uint16_t prompt[16], want[64], out[64];
+	float ref[64], logits[64];
+	size_t i, np = json_array_size(json_object_get(ex, "prompt"));
+	size_t nw = json_array_size(json_object_get(ex, "greedy"));
+	ck_assert(np <= 16 && nw <= 64);
+	json_array_foreach(json_object_get(ex, "prompt"), i, v) prompt[i] = (uint16_t)json_integer_value(v);
+	json_array_foreach(json_object_get(ex, "greedy"), i, v) want[i] = (uint16_t)json_integer_value(v);
+	json_array_foreach(json_object_get(ex, "logits_step1"), i, v) if (i < 64) ref[i] = (float)json_number_value(v);
+	eng_config cfg;
+	eng_model m;
+	eng_err err;
+	eng_aliases al = {0};
+	ck_assert_msg(eng_import_read_config(dir, &cfg, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(cfg.vocab_size, 64);
+	ck_assert_msg(eng_model_init(&m, &cfg, 1, cfg.n_positions, 16, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_import_load(&m, dir, &err) == 0, "%s", err.msg);
+	uint16_t inp[64], tgt[64];
+	for (int pi = 0; pi < NPOL; pi++) {
+		const char *policy = policies[pi] ? policies[pi] : "h.0=full;h.1=selective;head=chunked";
+		eng_policy p;
+		eng_policy_init(&p, cfg.n_layer);
+		ck_assert_msg(eng_policy_parse(&p, &al, policy, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_model_set_policy(&m, &p, &err) == 0, "%s", err.msg);
+		/* step 1's logits: the prompt's last position */
+		float loss;
+		memset(inp, 0, sizeof inp);
+		memset(tgt, 0, sizeof tgt);
+		memcpy(inp, prompt, np * sizeof *inp);
+		m.row_tap = logits;
+		m.row_tap_at = (int)np - 1;
+		ck_assert_msg(eng_model_loss(&m, inp, tgt, &loss, &err) == 0, "%s", err.msg);
+		m.row_tap = NULL;
+		double e = t_rel_l2(logits, ref, 64);
+		ck_assert_msg(e < 1e-4, "[%s] step-1 logits rel err %.3g", policy, e);
+		eng_sample_opts o = {(int)nw, 0.0f, 0, 1};
+		ck_assert_msg(eng_sample(&m, prompt, (int)np, &o, inp, tgt, out, &err) == 0, "%s",
+			err.msg);
+		for (size_t k = 0; k < nw; k++)
+			ck_assert_msg(out[k] == want[k], "[%s] token %zu is %u, PyTorch's %u", policy, k,
+				out[k], want[k]);
+	}
+	eng_model_free(&m);
+	/* and remat-train --sample from the folder prints the same ids */
+	char ids[128] = "", wants[512] = "", *text;
+	for (size_t k = 0; k < np; k++)
+		snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%u", k ? "," : "", prompt[k]);
+	for (size_t k = 0; k < nw; k++)
+		snprintf(wants + strlen(wants), sizeof wants - strlen(wants), "%s%u", k ? " " : "",
+			want[k]);
+	char n_new[16];
+	snprintf(n_new, sizeof n_new, "%zu", nw);
+	char *argv[] = {(char *)t_env("REMAT_TRAIN"), "--sample", dir, "--prompt", ids, "--tokens",
+		n_new, "--temperature", "0", NULL};
+	ck_assert_int_eq(t_run(argv, &text), 0);
+	ck_assert_msg(strncmp(text, wants, strlen(wants)) == 0, "remat-train --sample printed "
+		"'%s', PyTorch's greedy is '%s'", text, wants);
+	free(text);
+	json_decref(ex);
+	free(path);
+	free(dir);
+}
+END_TEST
+
 Suite *suite_reference(void)
 {
 	Suite *s = suite_create("reference");
@@ -406,6 +479,7 @@ Suite *suite_reference(void)
 	tcase_add_test(tc, test_reference_accum_and_eval);
 	tcase_add_test(tc, test_reference_accum_equals_larger_batch);
 	tcase_add_test(tc, test_reference_greedy);
+	tcase_add_test(tc, test_reference_greedy_trained);
 	suite_add_tcase(s, tc);
 	return s;
 }
