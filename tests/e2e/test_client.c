@@ -129,6 +129,21 @@ START_TEST(test_cli_seconds_parse_forms)
 }
 END_TEST
 
+/* watch's and status' durations: ms below a second, tenths below a minute, then two
+ * units; "-" for what is not one. */
+START_TEST(test_cli_duration_format)
+{
+	char b[32];
+	ck_assert_str_eq(cli_duration_format(0.85, b, sizeof b), "850 ms");
+	ck_assert_str_eq(cli_duration_format(12.34, b, sizeof b), "12.3 s");
+	ck_assert_str_eq(cli_duration_format(245, b, sizeof b), "4m05s");
+	ck_assert_str_eq(cli_duration_format(7620, b, sizeof b), "2h07m");
+	ck_assert_str_eq(cli_duration_format(273600, b, sizeof b), "3d04h");
+	ck_assert_str_eq(cli_duration_format(-1, b, sizeof b), "-");
+	ck_assert_str_eq(cli_duration_format(NAN, b, sizeof b), "-");
+}
+END_TEST
+
 /* ---- SEL=MODE ---- */
 
 /* Parses args into a sections object and returns its compact JSON (malloc'd). */
@@ -663,6 +678,7 @@ Suite *suite_client(void)
 	tcase_add_test(tc, test_cli_size_parse_forms);
 	tcase_add_test(tc, test_cli_size_parse_bad);
 	tcase_add_test(tc, test_cli_seconds_parse_forms);
+	tcase_add_test(tc, test_cli_duration_format);
 	tcase_add_test(tc, test_cli_sections_parse_order);
 	tcase_add_test(tc, test_cli_sections_parse_bad);
 	tcase_add_test(tc, test_cli_path_absolute_cases);
