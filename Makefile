@@ -22,7 +22,8 @@ BLAS_LIBS = -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas
 # -fno-trapping-math: no code here reads floating-point exception flags, and without it
 # GCC keeps a branch (a clamp, a max) from vectorising; results are the same bits.
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -fopenmp -fno-trapping-math \
-	-I. -Iengine -Iengine/io -Iengine/cuda -Ikernels -Iproto -Iserve -Iworker -I$(BLAS_INC)
+	-I. -Iengine -Iengine/io -Iengine/cuda -Iengine/dp -Ikernels -Iproto -Iserve -Iworker \
+	-I$(BLAS_INC)
 CFLAGS  ?= $(OPT)
 ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS  = $(BLAS_LIBS) -luv -ljansson -lm -lpthread -fopenmp $(EXTRA_LDFLAGS)
@@ -62,6 +63,20 @@ CUDA_SRC    = $(wildcard kernels/cuda/kc_*.cu)
 endif
 CUDA_OBJ    = $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 
+# ---- MPI (engine/dp/) ----
+# Data parallelism over Open MPI when its headers are there (scripts/deps.sh installs
+# libopenmpi-dev); MPI=0 builds without (engine/dp/eng_nodp.c: one process). Only the worker
+# and the tests link libmpi; rematd and rematctl never do.
+ifneq ($(MPI),0)
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
+MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null)
+endif
+ifneq ($(MPI_LIBS),)
+HAVE_MPI := 1
+LDLIBS   += $(MPI_LIBS)
+endif
+$(BUILD)/engine/dp/eng_dp.o: ALL_CFLAGS += $(MPI_CFLAGS)
+
 # Two libraries. libremat-core.a: the protocol, the control servers' connection layer
 # (serve/), the job spec's validation and the planner, and the safe file access of eng_fs:
 # what rematd and rematctl link, no maths in it.
@@ -69,8 +84,9 @@ CUDA_OBJ    = $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 PROTO_SRC  = $(wildcard proto/proto_*.c)
 CORE_SRC   = $(PROTO_SRC) $(wildcard serve/sv_*.c) $(addprefix engine/,eng_acts.c eng_config.c eng_cred.c eng_err.c \
 	eng_plan.c eng_plan_json.c eng_policy.c eng_spec.c io/eng_fs.c)
-ENGINE_SRC = $(filter-out $(CORE_SRC) $(if $(HAVE_CUDA),engine/cuda/eng_nocuda.c,engine/cuda/eng_cuda%.c), \
-	$(wildcard engine/eng_*.c engine/io/eng_*.c engine/cuda/eng_*.c))
+ENGINE_SRC = $(filter-out $(CORE_SRC) $(if $(HAVE_CUDA),engine/cuda/eng_nocuda.c,engine/cuda/eng_cuda%.c) \
+	$(if $(HAVE_MPI),engine/dp/eng_nodp.c,engine/dp/eng_dp.c), \
+	$(wildcard engine/eng_*.c engine/io/eng_*.c engine/cuda/eng_*.c engine/dp/eng_*.c))
 KERNEL_SRC = $(wildcard kernels/cpu/kn_*.c)
 LIB_SRC    = $(CORE_SRC) $(ENGINE_SRC) $(KERNEL_SRC)
 CORE_OBJ   = $(CORE_SRC:%.c=$(BUILD)/%.o)
@@ -295,6 +311,7 @@ bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm
 	@$(BENCH_ENV) sh bench/latency.sh $(abspath $(BUILD)/bin)
 	@$(BENCH_ENV) sh bench/ckpt.sh $(abspath $(TRAIN))
 	@$(BENCH_ENV) sh bench/loop.sh $(abspath $(BUILD)/bin) mini 12 $(abspath $(BUILD)/bench/loop-mini.json)
+	@$(BENCH_ENV) sh bench/mpi.sh $(abspath $(BUILD)/bin) mini 8 $(abspath $(BUILD)/bench/mpi-mini.json)
 	@echo "JSON: $(abspath $(BUILD)/bench)/*.json"
 
 # The matmul libraries compared on the model's products (INSTALL=1 installs BLIS and oneDNN)

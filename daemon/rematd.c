@@ -65,11 +65,12 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: rematd [--socket PATH] [--group NAME] [--state-dir DIR] "
 		   "[--max-jobs N]\n"
-		   "              [--worker PATH] [--stop-timeout SECONDS] [--idle-timeout SECONDS]\n"
-		   "              [--foreground]\n"
+		   "              [--worker PATH] [--mpirun PATH] [--stop-timeout SECONDS]\n"
+		   "              [--idle-timeout SECONDS] [--foreground]\n"
 		   "       rematd --version\n"
 		   "Serves the remat control protocol on a Unix socket and runs one remat-train\n"
-		   "per job. Runs in the foreground; SIGTERM or SIGINT stop it cleanly.\n");
+		   "per job (a job of parallel.ranks N: mpirun -np N remat-train). Runs in the\n"
+		   "foreground; SIGTERM or SIGINT stop it cleanly.\n");
 }
 
 /* dst = a + b, failing when it does not fit. */
@@ -160,6 +161,26 @@ static void default_worker(char *dst, size_t len)
 		}
 	}
 	path_join(dst, len, WORKER_NAME, "");
+}
+
+/* The first executable `name` in a directory of $PATH into dst; "" when there is none. */
+static void find_on_path(const char *name, char *dst, size_t len)
+{
+	const char *path = getenv("PATH");
+	dst[0] = '\0';
+	for (const char *p = path ? path : ""; *p;) {
+		const char *colon = strchr(p, ':');
+		size_t n = colon ? (size_t)(colon - p) : strlen(p);
+		char cand[PATH_MAX];
+		if (n && n < sizeof cand - strlen(name) - 2 && p[0] == '/') {
+			snprintf(cand, sizeof cand, "%.*s/%s", (int)n, p, name);
+			if (access(cand, X_OK) == 0 && strlen(cand) < len) {
+				snprintf(dst, len, "%s", cand);
+				return;
+			}
+		}
+		p += n + (colon != NULL);
+	}
 }
 
 static int parse_group(const char *name, gid_t *gid, char *err)
@@ -528,7 +549,8 @@ static void learn_worker_info(srv_server *srv)
 	uv_run(srv->loop, UV_RUN_NOWAIT); /* its close */
 }
 
-enum { OPT_SOCKET = 256, OPT_GROUP, OPT_STATE_DIR, OPT_MAX_JOBS, OPT_WORKER, OPT_STOP_TIMEOUT,
+enum { OPT_SOCKET = 256, OPT_GROUP, OPT_STATE_DIR, OPT_MAX_JOBS, OPT_WORKER, OPT_MPIRUN,
+	OPT_STOP_TIMEOUT,
 	OPT_IDLE_TIMEOUT, OPT_FOREGROUND, OPT_VERSION, OPT_HELP };
 
 /* An integer option in lo..hi, or -1 after printing why. */
@@ -553,6 +575,7 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 		{"state-dir", required_argument, NULL, OPT_STATE_DIR},
 		{"max-jobs", required_argument, NULL, OPT_MAX_JOBS},
 		{"worker", required_argument, NULL, OPT_WORKER},
+		{"mpirun", required_argument, NULL, OPT_MPIRUN},
 		{"stop-timeout", required_argument, NULL, OPT_STOP_TIMEOUT},
 		{"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
 		{"foreground", no_argument, NULL, OPT_FOREGROUND},
@@ -560,7 +583,7 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 		{"help", no_argument, NULL, OPT_HELP},
 		{NULL, 0, NULL, 0},
 	};
-	const char *sock = NULL, *state = NULL, *worker = NULL;
+	const char *sock = NULL, *state = NULL, *worker = NULL, *mpirun = NULL;
 	int o;
 	long n;
 	srv->max_jobs = 1;
@@ -571,6 +594,7 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 		case OPT_SOCKET: sock = optarg; break;
 		case OPT_STATE_DIR: state = optarg; break;
 		case OPT_WORKER: worker = optarg; break;
+		case OPT_MPIRUN: mpirun = optarg; break;
 		case OPT_FOREGROUND: break; /* the only mode */
 		case OPT_GROUP:
 			if (parse_group(optarg, &srv->group, err) < 0)
@@ -629,6 +653,13 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 	} else {
 		default_worker(srv->worker_path, sizeof srv->worker_path);
 	}
+	/* data parallel jobs: --mpirun, or mpirun on PATH ("" none: such jobs are refused) */
+	if (mpirun && path_absolute(srv->mpirun_path, sizeof srv->mpirun_path, mpirun) < 0) {
+		snprintf(err, ERR_LEN, "mpirun path too long");
+		return 1;
+	}
+	if (!mpirun)
+		find_on_path("mpirun", srv->mpirun_path, sizeof srv->mpirun_path);
 	return 0;
 }
 

@@ -58,6 +58,8 @@ typedef struct srv_server {
 	eng_dir jobs_d;                    /* STATE_DIR/jobs, open: every job directory is an
 					    * entry of it, reached without following a link */
 	char worker_path[SRV_PATH_LEN];    /* the remat-train binary spawned per job */
+	char mpirun_path[SRV_PATH_LEN];    /* --mpirun or PATH's: data parallel jobs' launcher,
+					    * "" none */
 	int max_jobs;                      /* workers alive at once; more jobs wait queued */
 	int stop_timeout_s;                /* shutdown: workers alive this long after job-stop
 					    * are killed */

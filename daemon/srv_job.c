@@ -183,6 +183,7 @@ srv_job *srv_job_alloc(srv_server *srv)
 		return NULL;
 	job->srv = srv;
 	job->exit_status = -1;
+	job->mpi_lfd = -1;
 	job->state = SRV_JOB_QUEUED;
 	snprintf(job->spec_file, sizeof job->spec_file, "job.json");
 	return job;
@@ -479,6 +480,15 @@ static srv_job *job_create(srv_server *srv, job_check *k, const json_t *out,
 	}
 	if (job_count(srv, SRV_JOB_QUEUED) >= SRV_MAX_QUEUED) {
 		srv_fmt(desc, desclen, "too many jobs queued (at most %d)", SRV_MAX_QUEUED);
+		return NULL;
+	}
+	json_int_t ranks = json_integer_value(json_object_get(json_object_get(out, "parallel"),
+		"ranks"));
+	if (ranks > 1 && !srv->mpirun_path[0]) {
+		*ec = PROTO_ERR_INVALID_PARAMETER;
+		srv_fmt(desc, desclen, "parallel.ranks %lld needs mpirun, which rematd has not "
+			"found on its PATH: install openmpi-bin, or start rematd with --mpirun PATH",
+			(long long)ranks);
 		return NULL;
 	}
 	job = srv_job_alloc(srv);

@@ -124,6 +124,10 @@ struct srv_job {
 	pid_t pid;                      /* while alive, else 0 */
 	int proc_alive;                 /* 1 from spawn until the exit callback */
 	int chan_open;                  /* 1 from spawn until the channel's end */
+	int mpi_lfd;                    /* data parallel: the socket rank 0 connects to (-1
+					 * once it has, or none) */
+	uv_poll_t mpi_poll;             /* readable: rank 0 is connecting */
+	int mpi_polling;
 	int reaped;                     /* 1 once the end was recorded */
 	int greeted;                    /* 1 once the worker's greeting came */
 	int final_reported;             /* 1 once the worker reported finished/stopped/failed */

@@ -17,6 +17,7 @@
 
 #include "eng_err.h"
 #include "srv_conn.h"
+#include "srv_mpi.h"
 
 #define WORKER_LOG_TAIL 4096   /* bytes of worker.log read for a failure's reason */
 #define WORKER_LOG_SHOW 120    /* longest worker log line kept in a reason */
@@ -414,12 +415,21 @@ static void worker_log_tail(const srv_job *job, char *out, size_t outlen)
 	close(fd);
 	if (n <= 0)
 		return;
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
-		n--;
 	buf[n] = '\0';
-	char *start = memrchr(buf, '\n', (size_t)n);
-	start = start ? start + 1 : buf;
+	/* the last line that says something: not blank, not one of mpirun's rules of dashes;
+	 * mpirun's word on a rank that died, when there is one */
+	char *start = NULL, *line, *save = NULL;
+	for (line = strtok_r(buf, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
+		if (strstr(line, "noticed that process rank"))
+			start = line;
+		else if (line[strspn(line, "- ")] && !(start && strstr(start, "noticed that")))
+			start = line;
+	}
+	if (!start)
+		return;
 	size_t len = strlen(start);
+	while (len && start[len - 1] == ' ')
+		start[--len] = '\0';
 	/* the worker's text is as untrusted as a client's: escaped like it, cut shorter */
 	char q[SRV_QUOTE_BUF];
 	srv_quote(start, len > WORKER_LOG_SHOW ? WORKER_LOG_SHOW : len, q);
@@ -526,6 +536,7 @@ static void worker_on_exit(uv_process_t *proc, int64_t status, int sig)
 {
 	srv_job *job = proc->data;
 	job->proc_alive = 0;
+	srv_mpi_close(job); /* mpirun ended before rank 0 connected */
 	job->term_signal = sig;
 	job->exit_status = sig ? -1 : (int)status;
 	uv_close((uv_handle_t *)proc, worker_on_close);
@@ -565,7 +576,7 @@ static void worker_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 /* The worker runs: rematd's end of the socketpair (*fd, taken) becomes its channel, read
  * from now on, and rematd's own subscription goes first (the worker reads requests in
  * order). A channel that cannot be opened kills the worker. */
-static void worker_channel_open(srv_job *job, int *fd)
+void srv_worker_channel_open(srv_job *job, int *fd)
 {
 	srv_server *srv = job->srv;
 	uv_timer_init(srv->loop, &job->timer);
@@ -608,46 +619,54 @@ void srv_worker_spawn(srv_job *job)
 		srv_fmt(err, sizeof err, "cannot open '%s': %s", log_path, strerror(errno));
 		goto fail;
 	}
-	/* every step and eval, appended by the worker (a resumed job goes on in the same file);
-	 * job-metrics reads it back */
-	snprintf(metrics_path, sizeof metrics_path, "%s/" SRV_METRICS_FILE, job->dir);
-	metrics_fd = open(metrics_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
-		0600);
-	if (metrics_fd < 0) {
-		srv_fmt(err, sizeof err, "cannot open '%s': %s", metrics_path, strerror(errno));
-		goto fail;
-	}
-	/* CLOEXEC on both ends: libuv dup2s the child's end onto fd 3, which clears the flag
-	 * there only; no other child inherits either end */
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-		snprintf(err, sizeof err, "cannot create a socketpair: %s", strerror(errno));
-		goto fail;
-	}
 	/* as its owner when rematd is root and the owner is not (remat-train drops first) */
-	char as_arg[ENG_CRED_ARG_LEN];
-	char *args[] = {srv->worker_path, "--control-fd", WORKER_FD_ARG, "--job-id", job->id,
-		"--metrics-fd", METRICS_FD_ARG, NULL, NULL, NULL, NULL};
-	int n = 7 + srv_cred_args(srv, &job->owner, as_arg, args + 7);
-	args[n] = spec_path;
+	char as_arg[ENG_CRED_ARG_LEN], mpi_store[4 * SRV_PATH_LEN];
+	char *args[SRV_MPI_MAX_ARGS] = {srv->worker_path, "--control-fd", WORKER_FD_ARG,
+		"--job-id", job->id, "--metrics-fd", METRICS_FD_ARG};
+	int mpi = srv_mpi_ranks(job) > 1, n = 7 + srv_cred_args(srv, &job->owner, as_arg, args + 7);
 	uv_stdio_container_t stdio[SRV_WORKER_METRICS_FD + 1];
 	stdio[0].flags = UV_IGNORE; /* /dev/null */
 	stdio[1].flags = UV_INHERIT_FD;
 	stdio[1].data.fd = log_fd;
 	stdio[2].flags = UV_INHERIT_FD;
 	stdio[2].data.fd = log_fd;
-	stdio[SRV_WORKER_CONTROL_FD].flags = UV_INHERIT_FD;
-	stdio[SRV_WORKER_CONTROL_FD].data.fd = sv[1];
-	stdio[SRV_WORKER_METRICS_FD].flags = UV_INHERIT_FD;
-	stdio[SRV_WORKER_METRICS_FD].data.fd = metrics_fd;
+	if (mpi) {
+		/* mpirun -np N remat-train: rank 0 connects to a socket of the job's */
+		if (srv_mpi_prepare(job, n > 7 ? as_arg : NULL, spec_path, args, mpi_store,
+			    sizeof mpi_store, err, sizeof err) < 0)
+			goto fail;
+	} else {
+		args[n] = spec_path;
+		/* every step and eval, appended by the worker (a resumed job goes on in the same
+		 * file); job-metrics reads it back */
+		snprintf(metrics_path, sizeof metrics_path, "%s/" SRV_METRICS_FILE, job->dir);
+		metrics_fd = open(metrics_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+			O_NOFOLLOW, 0600);
+		if (metrics_fd < 0) {
+			srv_fmt(err, sizeof err, "cannot open '%s': %s", metrics_path,
+				strerror(errno));
+			goto fail;
+		}
+		/* CLOEXEC on both ends: libuv dup2s the child's end onto fd 3, which clears the
+		 * flag there only; no other child inherits either end */
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+			snprintf(err, sizeof err, "cannot create a socketpair: %s", strerror(errno));
+			goto fail;
+		}
+		stdio[SRV_WORKER_CONTROL_FD].flags = UV_INHERIT_FD;
+		stdio[SRV_WORKER_CONTROL_FD].data.fd = sv[1];
+		stdio[SRV_WORKER_METRICS_FD].flags = UV_INHERIT_FD;
+		stdio[SRV_WORKER_METRICS_FD].data.fd = metrics_fd;
+	}
 	uv_process_options_t opt;
 	memset(&opt, 0, sizeof opt);
 	opt.exit_cb = worker_on_exit;
-	opt.file = srv->worker_path;
+	opt.file = args[0];
 	opt.args = args;
 	opt.cwd = job->dir;
 	/* its own session: a terminal's ^C reaches rematd alone, which stops workers in order */
 	opt.flags = UV_PROCESS_DETACHED;
-	opt.stdio_count = SRV_WORKER_METRICS_FD + 1;
+	opt.stdio_count = mpi ? 3 : SRV_WORKER_METRICS_FD + 1;
 	opt.stdio = stdio;
 	job->proc.data = job;
 	int r = uv_spawn(srv->loop, &job->proc, &opt);
@@ -655,20 +674,25 @@ void srv_worker_spawn(srv_job *job)
 		/* libuv initialised the handle all the same: it must be closed */
 		job->handles_open++;
 		uv_close((uv_handle_t *)&job->proc, worker_on_close);
-		srv_fmt(err, sizeof err, "cannot start worker '%s': %s", srv->worker_path,
-			uv_strerror(r));
+		srv_fmt(err, sizeof err, "cannot start worker '%s': %s", args[0], uv_strerror(r));
 		goto fail;
 	}
 	job->handles_open++;
 	job->proc_alive = 1;
 	job->pid = job->proc.pid;
 	srv->n_active++;
-	close(sv[1]);
+	if (sv[1] >= 0)
+		close(sv[1]);
 	close(log_fd);
-	close(metrics_fd);
+	if (metrics_fd >= 0)
+		close(metrics_fd);
 	sv[1] = log_fd = metrics_fd = -1;
 
-	worker_channel_open(job, &sv[0]);
+	if (mpi) {
+		srv_mpi_wait(job); /* rank 0's connection opens the channel */
+		return;
+	}
+	srv_worker_channel_open(job, &sv[0]);
 	if (sv[0] >= 0)
 		close(sv[0]);
 	return;
@@ -682,6 +706,7 @@ fail:
 		close(log_fd);
 	if (metrics_fd >= 0)
 		close(metrics_fd);
+	srv_mpi_close(job);
 	srv_log("job %s failed: %s", job->id, err);
 	srv_job_set_state(job, SRV_JOB_FAILED, err);
 }

@@ -22,6 +22,9 @@
 
 /* Spawns the job's worker (state starting), or marks the job failed when it cannot. */
 void srv_worker_spawn(srv_job *job);
+/* The job's channel is the connected socket *fd (taken: -1 after), read from now on; the
+ * worker's subscription goes first. A channel that cannot be opened kills the worker. */
+void srv_worker_channel_open(srv_job *job, int *fd);
 /* Sends a request with a fresh integer id; its reply goes to connection conn_id with
  * client_id (borrowed), or is only logged when conn_id is 0 (rematd's own). 0 or -1. */
 int srv_worker_request(srv_job *job, const char *execute, const json_t *args,

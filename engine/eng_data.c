@@ -152,6 +152,7 @@ int eng_data_open(eng_data *d, const char *path, eng_data_format fmt, int vocab,
 	d->B = B;
 	d->T = T;
 	d->nsamples = (ntok - 1) / ((size_t)B * T);
+	d->ranks = 1;
 	rc = 0;
 out:
 	free(raw);
@@ -232,6 +233,18 @@ static void draw_perm(eng_data *d)
 	}
 }
 
+int eng_data_set_ranks(eng_data *d, int ranks, int rank, eng_err *err)
+{
+	size_t per = (size_t)ranks * d->B * d->T;
+	if (d->ntok < per + 1)
+		return eng_errf(err, "%zu tokens, fewer than one step of %d ranks needs (%d x %d x %d "
+				     "+ 1)", d->ntok, ranks, ranks, d->B, d->T);
+	d->ranks = ranks;
+	d->rank = rank;
+	d->nsamples = (d->ntok - 1) / per;
+	return 0;
+}
+
 int eng_data_shuffle(eng_data *d, uint32_t seed, eng_err *err)
 {
 	if (d->nsamples > UINT32_MAX)
@@ -253,7 +266,8 @@ size_t eng_data_next_sample(const eng_data *d)
 
 void eng_data_next(eng_data *d, uint16_t *inp, uint16_t *tgt)
 {
-	size_t n = (size_t)d->B * d->T, at = eng_data_next_sample(d) * n;
+	size_t n = (size_t)d->B * d->T;
+	size_t at = (eng_data_next_sample(d) * (size_t)d->ranks + (size_t)d->rank) * n;
 	memcpy(inp, d->tok + at, n * sizeof(uint16_t));
 	memcpy(tgt, d->tok + at + 1, n * sizeof(uint16_t));
 	if (++d->pos.sample < d->nsamples)

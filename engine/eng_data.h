@@ -6,7 +6,8 @@
  * so the kernels never see an id out of range.
  *
  * Batches are llm.c's samples (llmc/dataloader.h): the file holds nsamples = (ntok - 1) /
- * (B*T) of them, sample i being tokens[i*B*T : i*B*T + B*T + 1] (inputs the first B*T,
+ * (B*T) of them (data parallel: of ranks*B*T, eng_data_set_ranks), sample i being
+ * tokens[i*B*T : i*B*T + B*T + 1] (inputs the first B*T,
  * targets the same shifted by one; the tokens past the last whole sample are never read).
  * An epoch serves every sample once: in file order, or, shuffled, in the order of a
  * permutation drawn afresh each epoch exactly as llm.c draws it: one MT19937 (seeded with
@@ -49,8 +50,10 @@ typedef struct eng_data_pos {
 typedef struct eng_data {
 	uint16_t *tok;    /* ntok tokens (ENG_MEM_DATA) */
 	size_t ntok;
-	size_t nsamples;  /* (ntok - 1) / (B*T) */
+	size_t nsamples;  /* (ntok - 1) / (ranks*B*T) */
 	int B, T;
+	int ranks, rank;  /* data parallel: a sample is ranks micro-batches, this rank's the
+			   * rank-th (1 and 0 alone) */
 	int shuffle;
 	uint32_t *perm;   /* shuffled: this epoch's order of the nsamples (ENG_MEM_DATA) */
 	eng_mt live;      /* shuffled: the generator after this epoch's permutation */
@@ -72,6 +75,13 @@ void eng_data_close(eng_data *d); /* safe on a zeroed struct */
  * validation needs; the token count in *ntok. */
 int eng_data_check(const char *path, eng_data_format fmt, int B, int T, int vocab,
 	size_t *ntok, eng_err *err);
+
+/* Data parallel, llm.c's process_rank layout: a sample is `ranks` consecutive micro-batches
+ * of B*T, rank r reading the r-th (tokens [(i*ranks + r)*B*T, +B*T+1) of sample i), so that
+ * ranks of batch B together read what one process with grad_accum `ranks` reads; shuffled,
+ * the same permutation (of the fewer, longer samples) on every rank. At open, before any
+ * batch; fails when the file holds no whole sample of ranks*B*T+1 tokens. */
+int eng_data_set_ranks(eng_data *d, int ranks, int rank, eng_err *err);
 
 /* From file order to llm.c's shuffled order, seeded with seed, at the first epoch's start
  * (at open, before any batch). Fails only out of memory. */

@@ -20,6 +20,8 @@ typedef enum eng_err_kind {
 	ENG_ERR_BUSY, /* something is in use (another job's save directory): try again later */
 	ENG_ERR_NOMEM, /* an allocation was refused (the system, memory.limit, the device):
 			* a policy of less memory may fit */
+	ENG_ERR_PEER, /* data parallel: another rank's try at the step failed, not this one's;
+		       * the step is taken again on every rank, or given up on every rank */
 } eng_err_kind;
 
 typedef struct eng_err {

@@ -37,12 +37,13 @@
 
 static const char *const root_keys[] = {"name", "model", "data", "batch", "seq_len", "steps",
 	"grad_accum", "seed", "optim", "schedule", "remat", "eval", "sample", "save", "threads",
-	"device", "memory", NULL};
+	"device", "memory", "parallel", NULL};
 static const char *const model_keys[] = {"preset", "n_layer", "n_embd", "n_head",
 	"n_positions", "vocab_size", "init_from", "resume", NULL};
 static const char *const data_keys[] = {"train", "format", "val", "shuffle", "shuffle_seed",
 	NULL};
 static const char *const eval_keys[] = {"every", "batches", NULL};
+static const char *const parallel_keys[] = {"ranks", "hosts", "hostfile", NULL};
 static const char *const sample_keys[] = {"every", "tokens", "prompt", "temperature", "top_k",
 	"seed", NULL};
 static const char *const optim_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay",
@@ -202,6 +203,7 @@ static void spec_defaults(eng_spec *s)
 	s->seq_len = 0; /* min(SPEC_DEFAULT_SEQ, n_positions), set by eng_spec_finish */
 	s->steps = 1000;
 	s->grad_accum = 1;
+	s->ranks = 1;
 	s->sample_tokens = 64;
 	s->sample_temperature = 1.0f;
 	s->sample_seed = 1337;
@@ -644,6 +646,48 @@ static int parse_sample(eng_spec *s, json_t *root, eng_err *err)
 	return 0;
 }
 
+/* parallel.hosts: host names (or "host:slots"), for mpirun --host; no blanks or commas in
+ * a name, which would split it. */
+static int parse_hosts(eng_spec *s, json_t *h, eng_err *err)
+{
+	size_t i, used = 0;
+	json_t *v;
+	if (!json_is_array(h) || json_array_size(h) == 0)
+		return eng_errf(err, "'parallel.hosts' must be an array of host names");
+	json_array_foreach(h, i, v) {
+		const char *n = json_string_value(v);
+		size_t len = n ? strlen(n) : 0;
+		if (!n || len == 0 || strcspn(n, " ,\t\n'\"\\") != len || n[0] == '-')
+			return eng_errf(err, "'parallel.hosts[%zu]' must be a host name (no blanks, "
+					     "commas or quotes, not starting with '-')", i);
+		if (used + len + 2 > sizeof s->hosts)
+			return eng_errf(err, "'parallel.hosts' is longer than %zu bytes",
+				sizeof s->hosts - 1);
+		used += (size_t)snprintf(s->hosts + used, sizeof s->hosts - used, "%s%s",
+			i ? "," : "", n);
+	}
+	return 0;
+}
+
+static int parse_parallel(eng_spec *s, json_t *root, eng_err *err)
+{
+	json_t *v, *h;
+	if (get_object(root, "parallel", &v, err) < 0)
+		return -1;
+	if (!v)
+		return 0;
+	if (check_keys(v, "parallel", parallel_keys, err) < 0 ||
+		get_int(v, "parallel", "ranks", 1, ENG_MAX_RANKS, &s->ranks, err) < 0 ||
+		get_str(v, "parallel", "hostfile", s->hostfile, sizeof s->hostfile, err) < 0)
+		return -1;
+	s->has_ranks = json_object_get(v, "ranks") != NULL;
+	if ((h = json_object_get(v, "hosts")) && parse_hosts(s, h, err) < 0)
+		return -1;
+	if (s->hosts[0] && s->hostfile[0])
+		return eng_errf(err, "'parallel' takes 'hosts' or 'hostfile', not both");
+	return 0;
+}
+
 /* B*T tokens per step (and B*T*V logits) are counted in int further on. */
 static int check_tokens(const eng_spec *s, eng_err *err)
 {
@@ -674,7 +718,7 @@ static int parse_root(eng_spec *s, json_t *root, eng_err *err)
 		check_tokens(s, err) < 0 || parse_optim(s, root, err) < 0 ||
 		parse_schedule(s, root, err) < 0 || parse_remat(s, root, err) < 0 ||
 		parse_eval(s, root, err) < 0 || parse_sample(s, root, err) < 0 ||
-		parse_save(s, root, err) < 0 ||
+		parse_save(s, root, err) < 0 || parse_parallel(s, root, err) < 0 ||
 		parse_memory(s, root, err) < 0 ||
 		get_int(root, "", "threads", 1, SPEC_MAX_THREADS, &s->threads, err) < 0)
 		return -1;
@@ -818,6 +862,10 @@ int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 		return eng_errf(err, "'grad_accum' %d: device cuda takes one batch a step for now "
 				     "(grad_accum 1); accumulate on device cpu, or raise 'batch'",
 			spec->grad_accum);
+	if (spec->device == ENG_DEVICE_CUDA && spec->ranks > 1)
+		return eng_errf(err, "'parallel.ranks' %d: device cuda runs one rank for now (its "
+				     "all-reduce through NCCL is to come); data parallel runs on device "
+				     "cpu", spec->ranks);
 	if (spec->device == ENG_DEVICE_CUDA && spec->sample_on)
 		return eng_errf(err, "'sample': device cuda does not sample yet; sample from the "
 				     "checkpoints with remat-train --sample");

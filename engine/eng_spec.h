@@ -21,6 +21,7 @@
 #define ENG_MAX_ASSIGN 64      /* remat.sections entries one spec may give */
 #define ENG_MAX_PROMPT 1024    /* sample.prompt tokens */
 #define ENG_MAX_ACCUM 65536    /* grad_accum */
+#define ENG_MAX_RANKS 4096     /* parallel.ranks */
 
 typedef enum { ENG_DATA_LLMC, ENG_DATA_BYTES } eng_data_format;
 typedef enum { ENG_SCHED_COSINE, ENG_SCHED_CONSTANT } eng_sched_kind;
@@ -111,8 +112,16 @@ typedef struct eng_spec {
 	int save_every;                   /* default 0 = only at the end */
 	int save_keep;                    /* default 3, >= 1 */
 
-	int threads;                      /* default: online CPUs */
+	int threads;                      /* default: online CPUs (per rank) */
 	eng_device device;                /* default cpu */
+
+	/* parallel: data parallel over MPI, every rank the whole model and its own
+	 * micro-batches (eng_dp.h) */
+	int ranks;                        /* parallel.ranks, default 1 */
+	int has_ranks;                    /* 1 when the spec gave it */
+	char hosts[1024];                 /* parallel.hosts joined by ',' for mpirun --host,
+					   * "" none */
+	char hostfile[ENG_PATH_LEN];      /* parallel.hostfile, for mpirun --hostfile */
 
 	/* job-set, mid-run (a run's history, never in a spec file): which fields it changed
 	 * (ENG_HP_*), and a learning rate set from a step on */

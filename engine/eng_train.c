@@ -17,6 +17,7 @@
 #include "eng_ckpt.h"
 #include "eng_cuda.h"
 #include "eng_cuda_mem.h"
+#include "eng_dp.h"
 #include "eng_fs.h"
 #include "eng_hfconfig.h"
 #include "eng_import.h"
@@ -248,6 +249,10 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	if (eng_data_check(s->train_path, s->data_format, s->batch, s->seq_len,
 		    s->cfg.vocab_size, &ntok, err) < 0)
 		return -1;
+	if (s->ranks > 1 && ntok < (size_t)s->ranks * s->batch * s->seq_len + 1)
+		return eng_errf(err, "data file '%s': %zu tokens, fewer than one step of %d ranks "
+				     "needs (%d x %d x %d + 1)", s->train_path, ntok, s->ranks, s->ranks,
+			s->batch, s->seq_len);
 	size_t vtok = 0;
 	if (s->val_path[0] && eng_data_check(s->val_path, s->data_format, s->batch, s->seq_len,
 		    s->cfg.vocab_size, &vtok, err) < 0)
@@ -266,10 +271,10 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	return 0;
 }
 
-/* Tokens an optimizer step trains on: grad_accum micro-batches of B x T. */
+/* Tokens an optimizer step trains on: grad_accum micro-batches of B x T on every rank. */
 static double step_tokens(const eng_spec *s)
 {
-	return (double)s->grad_accum * s->batch * s->seq_len;
+	return (double)s->grad_accum * s->batch * s->seq_len * eng_dp_size();
 }
 
 /* ---- memory: what fits, and out of memory as a retry ---- */
@@ -451,6 +456,8 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	if (s->val_path[0] && eng_data_open(&tr->val, s->val_path, s->data_format,
 				      s->cfg.vocab_size, s->batch, s->seq_len, err) < 0)
 		goto fail;
+	if (s->ranks > 1 && eng_data_set_ranks(&tr->train, s->ranks, eng_dp_rank(), err) < 0)
+		goto fail;
 	if (s->shuffle && eng_data_shuffle(&tr->train, s->shuffle_seed, err) < 0)
 		goto fail;
 	size_t n = (size_t)s->batch * s->seq_len * sizeof(uint16_t);
@@ -473,7 +480,8 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		tr->policy = p;
 	else if (lay_out(tr, &p, &tries, err) < 0)
 		goto fail;
-	if (s->save_dir[0] && open_save_dir(tr, err) < 0)
+	/* data parallel: rank 0 writes the checkpoints */
+	if (s->save_dir[0] && eng_dp_rank() == 0 && open_save_dir(tr, err) < 0)
 		goto fail;
 	if (s->resume && eng_ckpt_resume(tr, s->init_from, err) < 0)
 		goto fail;
@@ -540,17 +548,16 @@ static int step_failed(eng_trainer *tr, const eng_data_pos *at, eng_err *err)
 	return -1;
 }
 
-/* The step's gradient, of the mean loss over its grad_accum micro-batches, into the
- * model's gradients (one micro-batch) or tr->acc: each micro-batch's gradient is computed
- * alone, of its own mean loss, and added to the sum (as an all-reduce adds ranks'), the
- * sum then scaled by 1/K. The step's loss (the micro-batches' mean) in *loss, its section
- * times summed into sec_ms, its recomputation into *rec_ms. */
-static int step_grads(eng_trainer *tr, float *loss, double sec_ms[][3], double *rec_ms,
+/* This rank's part of the step's gradient: the sum of its grad_accum micro-batch gradients,
+ * each computed alone, of its own mean loss, and added to the sum (as an all-reduce adds
+ * ranks'), in the model's gradients (one micro-batch) or tr->acc; the sum of their losses in
+ * *loss_sum, their section times summed into sec_ms, their recomputation into *rec_ms. */
+static int step_grads(eng_trainer *tr, double *loss_sum, double sec_ms[][3], double *rec_ms,
 	eng_err *err)
 {
 	eng_model *m = &tr->model;
 	int K = tr->spec.grad_accum, L = m->cfg.n_layer;
-	double sum = 0.0;
+	*loss_sum = 0.0;
 	*rec_ms = 0.0;
 	for (int k = 0; k < K; k++) {
 		float l;
@@ -567,30 +574,56 @@ static int step_grads(eng_trainer *tr, float *loss, double sec_ms[][3], double *
 				for (int j = 0; j < 3; j++)
 					sec_ms[i][j] = (k ? sec_ms[i][j] : 0.0) + m->sec_ms[i][j];
 		}
-		sum += l;
+		*loss_sum += l;
 		if (K > 1 && k == 0)
 			memcpy(tr->acc, m->grads, m->nfloats * sizeof(float)); /* 0 + g, exactly */
 		else if (K > 1)
 			kn_add(tr->acc, m->grads, m->nfloats);
 	}
-	if (K > 1)
-		kn_scale(tr->acc, 1.0f / (float)K, m->nfloats);
-	*loss = K > 1 ? (float)(sum / K) : (float)sum;
 	return 0;
 }
 
-/* One try at step tr->step + 1 under the policy laid out. A failure changes nothing the
- * next try would see: weights, moments and the data position stay (the gradients are
- * written afresh by every step). */
-static int step_try(eng_trainer *tr, int changed, eng_step_stats *st, eng_err *err)
+/* Every rank's part of the step summed (data parallel; nothing with one rank): first
+ * whether every rank's part worked (lrc: this one's; its message in err), then the
+ * gradients and the losses. A part that failed anywhere fails the try everywhere: this
+ * rank's own error, or ENG_ERR_PEER naming the rank that failed. */
+static int step_sum(eng_trainer *tr, int lrc, float *grads, double *loss_sum, eng_err *err)
+{
+	char msg[ENG_ERR_LEN];
+	if (eng_dp_size() == 1)
+		return lrc;
+	snprintf(msg, sizeof msg, "%s", lrc < 0 ? err->msg : "");
+	int first = eng_dp_first_failure(lrc < 0, msg, sizeof msg);
+	if (first >= 0 && lrc == 0) {
+		eng_errf(err, "rank %d: %.440s", first, msg);
+		err->kind = ENG_ERR_PEER;
+	}
+	if (first >= 0)
+		return -1;
+	return eng_dp_sum_floats(grads, tr->model.nfloats, err) < 0 ||
+		eng_dp_sum_doubles(loss_sum, 1, err) < 0 ? -1 : 0;
+}
+
+/* One try at step tr->step + 1 under the policy laid out (laid 0: its lay-out failed, the
+ * message in err, and this rank only tells the others). A failure changes nothing the next
+ * try would see: weights, moments and the data position stay (the gradients are written
+ * afresh by every step). */
+static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, eng_err *err)
 {
 	eng_model *m = &tr->model;
 	const eng_spec *s = &tr->spec;
-	double t0 = now_ms(), sumsq, rec_ms, sec_ms[ENG_MAX_LAYERS + 1][3];
-	float loss, scale = 1.0f, *grads = tr->acc ? tr->acc : m->grads;
+	double t0 = now_ms(), sumsq, rec_ms = 0, sec_ms[ENG_MAX_LAYERS + 1][3], loss_sum = 0;
+	float scale = 1.0f, *grads = tr->acc ? tr->acc : m->grads;
 	eng_data_pos at = tr->train.pos;
-	if (step_grads(tr, &loss, sec_ms, &rec_ms, err) < 0 ||
-		(tr->gpu && eng_cuda_grad_sumsq(tr->gpu, &sumsq, err) < 0))
+	/* the mean over every micro-batch of every rank: the sum, scaled once */
+	int n = s->grad_accum * eng_dp_size();
+	int lrc = laid ? step_grads(tr, &loss_sum, sec_ms, &rec_ms, err) : -1;
+	if (step_sum(tr, lrc, grads, &loss_sum, err) < 0)
+		return step_failed(tr, &at, err);
+	if (!tr->gpu && n > 1)
+		kn_scale(grads, 1.0f / (float)n, m->nfloats);
+	float loss = (float)(loss_sum / n);
+	if (tr->gpu && eng_cuda_grad_sumsq(tr->gpu, &sumsq, err) < 0)
 		return step_failed(tr, &at, err);
 	if (!tr->gpu)
 		sumsq = kn_sumsq(grads, m->nfloats);
@@ -687,6 +720,22 @@ static void trace_begin(eng_trainer *tr)
 	eng_mem_trace_thread(eng_memtrace_on_alloc, &tr->trace);
 }
 
+/* Whether the step is tried again: on every rank, or on none when some rank gives it up
+ * (again 0 here: err holds why; elsewhere: err names that rank and says why). 0: again. */
+static int step_again(int again, eng_err *err)
+{
+	char msg[ENG_ERR_LEN];
+	if (eng_dp_size() == 1)
+		return again ? 0 : -1;
+	snprintf(msg, sizeof msg, "%s", again ? "" : err->msg);
+	int first = eng_dp_first_failure(!again, msg, sizeof msg);
+	if (first < 0)
+		return 0;
+	if (again) /* this rank's try was fine, or it could have gone on */
+		eng_errf(err, "rank %d: %.480s", first, msg);
+	return -1;
+}
+
 int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats *st,
 	eng_err *err)
 {
@@ -698,7 +747,8 @@ int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats 
 	tr->oom_why[0] = '\0';
 	trace_begin(tr);
 	for (;;) {
-		if (lay_out(tr, &p, &tries, err) < 0) {
+		int laid = lay_out(tr, &p, &tries, err) == 0, dp = eng_dp_size() > 1;
+		if (!laid && !dp) { /* with ranks, step_try says it to the others first */
 			char why[ENG_ERR_LEN];
 			eng_err_kind kind = err->kind;
 			snprintf(why, sizeof why, "%s", err->msg);
@@ -707,7 +757,7 @@ int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats 
 			rc = -1;
 			break;
 		}
-		if ((rc = step_try(tr, !eng_policy_equal(&tr->policy, &tr->last_policy), st,
+		if ((rc = step_try(tr, !eng_policy_equal(&tr->policy, &tr->last_policy), laid, st,
 			     err)) == 0) {
 			/* the whole step: its policy change and any try before included (the cost
 			 * table took the sections' own times) */
@@ -715,7 +765,10 @@ int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats 
 			st->tokens_per_s = step_tokens(&tr->spec) / (st->step_ms / 1e3);
 			break;
 		}
-		if (err->kind != ENG_ERR_NOMEM || on_refusal(tr, &p, &tries, err) < 0)
+		/* again after a refusal of this rank's own, or after another rank's failure */
+		int again = laid && (err->kind == ENG_ERR_PEER ||
+			(err->kind == ENG_ERR_NOMEM && on_refusal(tr, &p, &tries, err) == 0));
+		if (step_again(again, err) < 0)
 			break;
 	}
 	tr->model.trace = NULL;

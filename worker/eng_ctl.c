@@ -210,6 +210,19 @@ void eng_ctl_event(eng_ctl *c, proto_event ev, json_t *data)
 	emit(c, 1 << ev, data);
 }
 
+void eng_ctl_set_ranks(eng_ctl *c, eng_ctl_rank *rows, int n)
+{
+	if (!c) {
+		free(rows);
+		return;
+	}
+	pthread_mutex_lock(&c->mu);
+	free(c->ranks);
+	c->ranks = rows;
+	c->nranks = n;
+	pthread_mutex_unlock(&c->mu);
+}
+
 void eng_ctl_set_hparams(eng_ctl *c, json_t *hp)
 {
 	if (!c) {
@@ -727,6 +740,7 @@ void eng_ctl_stop(eng_ctl *c)
 	json_decref(c->save_error);
 	json_decref(c->last_eval);
 	json_decref(c->hparams);
+	free(c->ranks);
 	free(c->memlog);
 	free(c->memlog_sec);
 	eng_memtrace_free(&c->trace);

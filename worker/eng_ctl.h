@@ -20,6 +20,7 @@
 #include <jansson.h>
 #include <pthread.h>
 
+#include "eng_mem.h"
 #include "eng_plan_json.h"
 #include "eng_train.h"
 #include "proto.h"
@@ -48,6 +49,15 @@ typedef struct eng_ctl_cmd {
 } eng_ctl_cmd;
 
 typedef struct eng_ctl eng_ctl; /* opaque: the control thread and its loop */
+
+/* One rank's counters after a step (data parallel: gathered on rank 0, wk_dp.h). */
+typedef struct eng_ctl_rank {
+	int rank, step;
+	double step_ms;
+	double allreduce_ms;          /* the step's gradient all-reduce */
+	eng_mem_stats mem;            /* by category, current and peak, and RSS */
+	size_t saved[ENG_MAX_LAYERS + 1]; /* saved bytes by section */
+} eng_ctl_rank;
 
 /* Every function below accepts c == NULL (no control side) and then does nothing, so the
  * training loop has one shape with or without a controller. */
@@ -78,6 +88,9 @@ void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st, json_t *row);
 void eng_ctl_event_eval(eng_ctl *c, json_t *row);
 /* Any other event of the training thread: HPARAMS_APPLIED, SAMPLE (data stolen). */
 void eng_ctl_event(eng_ctl *c, proto_event ev, json_t *data);
+/* Every rank's counters after the last step (n rows, taken): mem-stats' "ranks", and the
+ * most over ranks at its top. */
+void eng_ctl_set_ranks(eng_ctl *c, eng_ctl_rank *rows, int n);
 /* Values job-set gave (stolen), merged into job-status' "hparams". */
 void eng_ctl_set_hparams(eng_ctl *c, json_t *hp);
 /* Publishes the policy and per-section bytes after a policy change; queues REMAT_APPLIED

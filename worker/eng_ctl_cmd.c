@@ -71,13 +71,17 @@ HANDLER(cmd_status)
 		const eng_spec *s = &c->tr->spec;
 		json_object_set_new(r, "grad_accum", json_integer(s->grad_accum));
 		json_object_set_new(r, "tokens", json_integer((json_int_t)c->step * s->grad_accum *
-								 s->batch * s->seq_len));
+								 s->batch * s->seq_len * s->ranks));
 	}
 	double el = c->steps_here ? eng_ctl__mono_s() - c->first_step_s : 0;
 	json_object_set_new(r, "elapsed_s", json_real(el));
 	json_object_set_new(r, "eta_s", c->steps_here && !eng_ctl__is_final(c->state)
 		? json_real(c->busy_s / c->steps_here * (c->steps - c->step)) : json_null());
 	json_object_set_new(r, "hparams", c->hparams ? json_deep_copy(c->hparams) : json_object());
+	/* data parallel: the ranks, and how their gradients are summed */
+	json_object_set_new(r, "ranks", json_integer(c->nranks > 1 ? c->nranks : 1));
+	json_object_set_new(r, "allreduce", c->nranks > 1 ? json_string("mpi: reduce-scatter and "
+		"all-gather of float32 gradients in host memory") : json_null());
 	return r;
 }
 
@@ -99,21 +103,69 @@ static json_t *device_json(const eng_cuda_mem_stats *ds)
 		"pinned_host_peak", (json_int_t)ds->pinned_peak);
 }
 
+/* {"categories": {cat: {current, peak[, peak_since_reset]}}, "total": {...}, "rss",
+ * "rss_peak"} of one rank's counters */
+static json_t *mem_json(const eng_mem_stats *ms, int reset)
+{
+	json_t *cats = json_object();
+	for (int i = 0; i < ENG_MEM_NCAT; i++) {
+		json_t *o = json_pack("{s:I,s:I}", "current", (json_int_t)ms->current[i], "peak",
+			(json_int_t)ms->peak[i]);
+		if (reset)
+			json_object_set_new(o, "peak_since_reset", json_integer((json_int_t)ms->peak_reset[i]));
+		json_object_set_new(cats, eng_mem_cat_name(i), o);
+	}
+	json_t *tot = json_pack("{s:I,s:I}", "current", (json_int_t)ms->total_current, "peak",
+		(json_int_t)ms->total_peak);
+	if (reset)
+		json_object_set_new(tot, "peak_since_reset", json_integer((json_int_t)ms->total_peak_reset));
+	return json_pack("{s:o,s:o,s:I,s:I}", "categories", cats, "total", tot, "rss",
+		(json_int_t)ms->rss, "rss_peak", (json_int_t)ms->rss_peak);
+}
+
+/* Data parallel: each field the most over ranks (rank 0's own counters live, the others'
+ * as of the last step): the rank that runs out is the largest. */
+static void mem_max(eng_mem_stats *ms, const eng_ctl_rank *rows, int n)
+{
+	for (int r = 0; r < n; r++) {
+		const eng_mem_stats *o = &rows[r].mem;
+		if (rows[r].rank == 0)
+			continue;
+		for (int i = 0; i < ENG_MEM_NCAT; i++) {
+			ms->current[i] = o->current[i] > ms->current[i] ? o->current[i] : ms->current[i];
+			ms->peak[i] = o->peak[i] > ms->peak[i] ? o->peak[i] : ms->peak[i];
+		}
+		ms->total_current = o->total_current > ms->total_current ? o->total_current
+									 : ms->total_current;
+		ms->total_peak = o->total_peak > ms->total_peak ? o->total_peak : ms->total_peak;
+		ms->rss = o->rss > ms->rss ? o->rss : ms->rss;
+		ms->rss_peak = o->rss_peak > ms->rss_peak ? o->rss_peak : ms->rss_peak;
+	}
+}
+
 HANDLER(cmd_mem)
 {
 	UNUSED_ARGS;
 	eng_mem_stats ms;
 	eng_mem_get_stats(&ms);
-	json_t *cats = json_object();
-	for (int i = 0; i < ENG_MEM_NCAT; i++)
-		json_object_set_new(cats, eng_mem_cat_name(i), json_pack("{s:I,s:I,s:I}", "current",
-			(json_int_t)ms.current[i], "peak", (json_int_t)ms.peak[i], "peak_since_reset",
-			(json_int_t)ms.peak_reset[i]));
-	json_t *secs = measured_sections(c);
-	json_t *r = json_pack("{s:o,s:{s:I,s:I,s:I},s:o,s:I,s:I,s:i}", "categories", cats, "total",
-		"current", (json_int_t)ms.total_current, "peak", (json_int_t)ms.total_peak,
-		"peak_since_reset", (json_int_t)ms.total_peak_reset, "sections", secs, "rss",
-		(json_int_t)ms.rss, "rss_peak", (json_int_t)ms.rss_peak, "step", c->step);
+	json_t *ranks = NULL;
+	if (c->nranks > 1) {
+		ranks = json_array();
+		for (int r = 0; r < c->nranks; r++) {
+			json_t *o = mem_json(&c->ranks[r].mem, 0);
+			json_object_set_new(o, "rank", json_integer(c->ranks[r].rank));
+			json_object_set_new(o, "step", json_integer(c->ranks[r].step));
+			json_object_set_new(o, "step_ms", json_real(c->ranks[r].step_ms));
+			json_object_set_new(o, "allreduce_ms", json_real(c->ranks[r].allreduce_ms));
+			json_array_append_new(ranks, o);
+		}
+		mem_max(&ms, c->ranks, c->nranks);
+	}
+	json_t *r = mem_json(&ms, 1);
+	json_object_set_new(r, "sections", measured_sections(c));
+	json_object_set_new(r, "step", json_integer(c->step));
+	if (ranks)
+		json_object_set_new(r, "ranks", ranks);
 	eng_cuda_mem_stats ds;
 	eng_cuda_mem_get_stats(&ds); /* atomics only: no CUDA call on this thread */
 	if (r && ds.active)

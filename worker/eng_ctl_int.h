@@ -100,6 +100,8 @@ struct eng_ctl {
 	int has_last;
 	json_t *last_eval;     /* the last evaluation's row (wk_eval_json), NULL before one */
 	json_t *hparams;       /* the live hyperparameters in force (job-status) */
+	eng_ctl_rank *ranks;   /* data parallel: every rank's counters after the last step */
+	int nranks;            /* (0 alone) */
 	int steps_here;        /* steps this process took, when the first began, and their
 				* time, for job-status' elapsed_s and eta_s (pauses left out) */
 	double first_step_s, busy_s;

@@ -41,6 +41,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +52,7 @@
 #include "eng_cred.h"
 #include "eng_ctl.h"
 #include "eng_cuda.h"
+#include "eng_dp.h"
 #include "eng_import.h"
 #include "eng_llmc.h"
 #include "eng_mem.h"
@@ -72,7 +76,8 @@ static void usage(FILE *f)
 	char modes[160];
 	fprintf(f, "usage: remat-train [--json] [--metrics FILE]\n"
 		   "                   [--remat-schedule STEP:POLICY[,STEP:POLICY...]]\n"
-		   "                   [--control PATH | --control-fd N [--metrics-fd N]]\n"
+		   "                   [--control PATH | --control-fd N [--metrics-fd N] |\n"
+		   "                    --control-connect PATH]\n"
 		   "                   [--job-id ID] [--as UID:GID[:GROUPS]] JOB.json\n"
 		   "       remat-train --check [--as UID:GID[:GROUPS]] JOB.json\n"
 		   "       remat-train --info\n"
@@ -178,6 +183,10 @@ static int check_job(eng_spec *s)
 			"tokens", (json_int_t)ck.ntok);
 		if (o && s->resume)
 			json_object_set_new(o, "resume_step", json_integer(ck.resume_step));
+		/* data parallel: what rematd passes to mpirun */
+		if (o)
+			json_object_set_new(o, "parallel", json_pack("{s:i,s:s,s:s}", "ranks", s->ranks,
+				"hosts", s->hosts, "hostfile", s->hostfile));
 		/* what the run will hold whatever its policy (the planner's fixed part) */
 		json_t *fx = json_object();
 		for (int c = 0; fx && c < ENG_MEM_NCAT; c++)
@@ -199,6 +208,8 @@ typedef struct train_opts {
 	int metrics_fd;                    /* --metrics-fd, -1 none */
 	const char *job, *sched_arg, *ctl_path, *job_id, *as, *export_from, *export_to;
 	const char *metrics;               /* --metrics FILE */
+	const char *ctl_connect;           /* --control-connect PATH: rematd's socket (data
+					    * parallel: rank 0, started by mpirun) */
 	wk_sample_args sample;             /* --sample CKPT and its options */
 } train_opts;
 
@@ -261,6 +272,8 @@ static int parse_args(int argc, char **argv, train_opts *o)
 			*(a[2] == 'c' ? &o->ctl_fd : &o->metrics_fd) = (int)v;
 		} else if (strcmp(a, "--metrics") == 0 && more) {
 			o->metrics = argv[++i];
+		} else if (strcmp(a, "--control-connect") == 0 && more) {
+			o->ctl_connect = argv[++i];
 		} else if (strcmp(a, "--sample") == 0 && more) {
 			o->sample.ckpt = argv[++i];
 		} else if (strcmp(a, "--prompt") == 0 && more) {
@@ -300,7 +313,7 @@ static int parse_args(int argc, char **argv, train_opts *o)
 	}
 	/* what may go together: --export-llmc and --check are subcommands of their own */
 	int run_opts = o->json || o->sched_arg || o->ctl_path || o->ctl_fd >= 0 || o->metrics ||
-		o->metrics_fd >= 0;
+		o->metrics_fd >= 0 || o->ctl_connect;
 	int sample_opts = o->sample.prompt != NULL; /* and its numbers: defaults elsewhere */
 	if (o->sample.ckpt)
 		return !o->job && !o->export_from && !o->check && !o->as && !o->sched_arg &&
@@ -309,7 +322,7 @@ static int parse_args(int argc, char **argv, train_opts *o)
 	int ok = sample_opts ? 0
 		: o->export_from ? !o->job && !run_opts && !o->as && !o->check
 				: o->job && !o->bf16 && !(o->check && run_opts) &&
-					  !(o->ctl_fd >= 0 && o->ctl_path) &&
+					  (o->ctl_fd >= 0) + !!o->ctl_path + !!o->ctl_connect <= 1 &&
 					  !(o->metrics && o->metrics_fd >= 0);
 	if (!ok) {
 		usage(stderr);
@@ -349,6 +362,28 @@ static void print_banner(eng_trainer *tr)
 		s->seq_len, s->threads, eng_trainer_backend(tr));
 }
 
+/* --control-connect: the socket rematd made for this job's rank 0 (mpirun passes no
+ * descriptor), connected; then it is rematd's link as --control-fd's would be. -1 said. */
+static int connect_rematd(const char *path)
+{
+	struct sockaddr_un a;
+	memset(&a, 0, sizeof a);
+	a.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof a.sun_path) {
+		fprintf(stderr, "remat-train: --control-connect '%s': path too long\n", path);
+		return -1;
+	}
+	memcpy(a.sun_path, path, strlen(path) + 1);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+		fprintf(stderr, "remat-train: --control-connect '%s': %s\n", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* The control thread, when asked for (--control, --control-fd): -1 when it cannot start
  * (said). Then the start, held by the test hook REMAT_START_DELAY_MS (as a large
  * init_from would hold it, so that tests can talk to a job that is still starting; unset
@@ -360,12 +395,34 @@ static int start_control(const train_opts *o, eng_ctl **c)
 	json_object_seed(0);
 	signal(SIGPIPE, SIG_IGN);
 	*c = NULL;
-	if ((o->ctl_fd >= 0 || o->ctl_path) &&
-		!(*c = eng_ctl_start(o->ctl_fd, o->ctl_path, o->job_id, NULL)))
+	int fd = o->ctl_fd;
+	if (o->ctl_connect && (fd = connect_rematd(o->ctl_connect)) < 0)
+		return -1;
+	if ((fd >= 0 || o->ctl_path) && !(*c = eng_ctl_start(fd, o->ctl_path, o->job_id, NULL)))
 		return -1;
 	const char *delay = getenv("REMAT_START_DELAY_MS");
 	if (delay && atoi(delay) > 0)
 		usleep((useconds_t)atoi(delay) * 1000u);
+	return 0;
+}
+
+/* The ranks the spec asks for against those mpirun started (s->ranks becomes them): 0, or
+ * the exit status after saying what is wrong. */
+static int check_ranks(eng_spec *s)
+{
+	int world = eng_dp_size();
+	if (world > 1 && s->has_ranks && s->ranks != world) {
+		fprintf(stderr, "remat-train: parallel.ranks is %d, but mpirun started %d ranks\n",
+			s->ranks, world);
+		return 2;
+	}
+	if (world == 1 && s->ranks > 1) {
+		fprintf(stderr, "remat-train: parallel.ranks %d: start the job with rematd (which "
+				"runs mpirun), or run mpirun -np %d remat-train yourself\n", s->ranks,
+			s->ranks);
+		return 2;
+	}
+	s->ranks = world;
 	return 0;
 }
 
@@ -383,6 +440,11 @@ int main(int argc, char **argv)
 			       * OpenMP wait policy */
 	if ((rc = parse_args(argc, argv, &o)) >= 0)
 		return rc;
+	/* under mpirun: the ranks of one job (a world of one otherwise) */
+	if (eng_dp_init(&argc, &argv, &err) < 0) {
+		fprintf(stderr, "remat-train: %s\n", err.msg);
+		return 1;
+	}
 	if (o.export_from)
 		return export_llmc(o.export_from, o.export_to, o.bf16);
 	if (o.sample.ckpt) {
@@ -399,15 +461,26 @@ int main(int argc, char **argv)
 			return print_check(check_failed(&err));
 		return check_job(&spec);
 	}
-	rc = 1;
-	if (start_control(&o, &c) < 0)
-		return 1;
-	/* the log before the model: a bad path fails before minutes of loading */
 	wk_metrics mx;
 	wk_metrics_init(&mx);
-	if (o.metrics_fd >= 0)
+	if (spec_rc == 0 && (rc = check_ranks(&spec)) != 0)
+		goto out;
+	/* a rank dies with mpirun (set now: a change of user clears it), so that no rank
+	 * outlives a job rematd killed */
+	if (eng_dp_size() > 1 && (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() == 1))
+		goto out;
+	rc = 1;
+	/* data parallel: rank 0 is the worker that is spoken to, writes the log and prints;
+	 * the others follow it (wk_dp.h) and say only what goes wrong */
+	int lead = eng_dp_rank() == 0;
+	if (!lead && !freopen("/dev/null", "w", stdout))
+		goto out;
+	if (lead && start_control(&o, &c) < 0)
+		goto out;
+	/* the log before the model: a bad path fails before minutes of loading */
+	if (o.metrics_fd >= 0 && lead)
 		wk_metrics_adopt(&mx, o.metrics_fd);
-	else if (spec_rc == 0 && o.metrics && wk_metrics_open(&mx, o.metrics) < 0)
+	else if (spec_rc == 0 && lead && o.metrics && wk_metrics_open(&mx, o.metrics) < 0)
 		goto out;
 	if (spec_rc < 0 || eng_trainer_init(&tr, &spec, &err) < 0) {
 		fprintf(stderr, "remat-train: %s\n", err.msg);
@@ -422,11 +495,14 @@ int main(int argc, char **argv)
 	if (!o.json)
 		print_banner(&tr);
 	eng_ctl_attach(c, &tr);
-	wk_run_opts ro = {o.json, o.ctl_fd >= 0, &sched, &stop_signal, &mx};
+	wk_run_opts ro = {o.json, o.ctl_fd >= 0 || o.ctl_connect, &sched, &stop_signal, &mx};
 	rc = wk_run(&tr, c, &ro);
 out:
 	wk_metrics_close(&mx);
 	eng_ctl_stop(c);
 	eng_trainer_free(&tr);
+	if (rc != 0 && rc != 130 && eng_dp_size() > 1)
+		eng_dp_abort(rc); /* no rank left waiting in a collective for this one */
+	eng_dp_finalize();
 	return rc;
 }

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "eng_dp.h"
+
 double wk_now_s(void)
 {
 	struct timespec ts;
@@ -46,14 +48,15 @@ void wk_metrics_close(wk_metrics *m)
 	m->fd = -1;
 }
 
-/* Tokens trained on after `step` optimizer steps. */
+/* Tokens trained on after `step` optimizer steps, every rank's. */
 static json_int_t tokens_at(const eng_trainer *tr, int step)
 {
 	const eng_spec *s = &tr->spec;
-	return (json_int_t)step * s->grad_accum * s->batch * s->seq_len;
+	return (json_int_t)step * s->grad_accum * s->batch * s->seq_len * s->ranks;
 }
 
-json_t *wk_step_json(const eng_trainer *tr, const eng_step_stats *st, const wk_metrics *m)
+/* The STEP fields every run has (wk_step_json adds the all-reduce's under ranks). */
+static json_t *step_fields(const eng_trainer *tr, const eng_step_stats *st, const wk_metrics *m)
 {
 	return json_pack("{s:i,s:f,s:f,s:f,s:I,s:f,s:f,s:f,s:i,s:I,s:I,s:i,s:f}", "step",
 		st->step, "loss", (double)st->loss, "lr", (double)st->lr, "grad_norm",
@@ -63,6 +66,15 @@ json_t *wk_step_json(const eng_trainer *tr, const eng_step_stats *st, const wk_m
 		(json_int_t)st->activation_bytes, "peak_bytes", (json_int_t)st->peak_bytes,
 		"oom_retries", st->oom_retries, "elapsed_s", wk_now_s() - m->t0);
 }
+
+json_t *wk_step_json(const eng_trainer *tr, const eng_step_stats *st, const wk_metrics *m)
+{
+	json_t *o = step_fields(tr, st, m);
+	if (o && tr->spec.ranks > 1) /* data parallel: the step's gradient all-reduce */
+		json_object_set_new(o, "allreduce_ms", json_real(eng_dp_last_sum_ms()));
+	return o;
+}
+
 
 json_t *wk_eval_json(const eng_trainer *tr, float val_loss, int batches, const wk_metrics *m)
 {

@@ -11,6 +11,8 @@
 #include "eng_auto.h"
 #include "eng_ckpt.h"
 #include "eng_mem.h"
+#include "eng_dp.h"
+#include "wk_dp.h"
 #include "wk_metrics.h"
 #include "wk_sample.h"
 
@@ -152,6 +154,9 @@ typedef struct run_ctl {
 	eng_policy probe_base;   /* the policy to come back to after it */
 	wk_metrics *mx;          /* metrics.jsonl (fd -1: none) and the run's clock */
 	int eval_step;           /* the step of the last evaluation, -1 none */
+	wk_dp_msg dpm;           /* data parallel, rank 0: what this boundary applied, for the
+				  * other ranks */
+	int dp_ended;            /* the other ranks know the run is over */
 } run_ctl;
 
 /* A save handed to the writer thread, and who to tell when it ends. */
@@ -505,6 +510,10 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 		eng_ctl_cmd *cmd = cmds;
 		cmds = cmds->next;
 		cmd->next = NULL;
+		/* what every rank applies goes to the others before the next step */
+		if ((cmd->op == CTL_OP_POLICY || cmd->op == CTL_OP_SET || cmd->op == CTL_OP_PROFILE ||
+			    cmd->op == CTL_OP_AUTO) && wk_dp_note(&rc->dpm, cmd) < 0)
+			fprintf(stderr, "remat-train: out of memory for the other ranks' commands\n");
 		switch (cmd->op) {
 		case CTL_OP_POLICY:
 			if (eng_trainer_set_policy(tr, &cmd->policy, &err) < 0) {
@@ -714,21 +723,20 @@ static void step_fatal(const eng_trainer *tr, eng_ctl *c, const run_ctl *run, co
 	eng_ctl_set_state(c, CTL_FAILED, msg);
 }
 
-int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
+/* The run's start, on every rank: the spec's probe and memory controller (each rank keeps
+ * itself under the budget: policies change no bit, so the ranks' may differ). */
+static void run_start(eng_trainer *tr, eng_ctl *c, run_ctl *run, const wk_run_opts *o)
 {
-	run_ctl run = {0};
-	eng_err err;
-	int rc = 1;
 	const eng_spec *s = &tr->spec;
-	const wk_schedule *sc = o->sched;
-	run.sig = o->stop_signal;
-	run.last_saved = -1;
-	run.eval_step = -1;
-	run.mx = o->metrics;
+	eng_err err;
+	run->sig = o->stop_signal;
+	run->last_saved = -1;
+	run->eval_step = -1;
+	run->mx = o->metrics;
 	if (s->hp_set)
 		eng_ctl_set_hparams(c, live_values(s));
 	if (s->remat_profile && s->device == ENG_DEVICE_CPU)
-		probe_start(tr, c, &run, PROTO_PROFILE_ROUNDS);
+		probe_start(tr, c, run, PROTO_PROFILE_ROUNDS);
 	size_t budget = s->remat_budget;
 	if (s->remat_budget_cgroup && s->device != ENG_DEVICE_CPU)
 		fprintf(stderr, "remat-train: remat.budget cgroup: a cgroup limits host memory, "
@@ -738,7 +746,74 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		fprintf(stderr, "remat-train: remat.budget cgroup: %s: the controller stays off\n",
 			err.msg);
 	if (budget)
-		auto_set(c, &run, budget, tr->step + 1);
+		auto_set(c, run, budget, tr->step + 1);
+}
+
+/* The step's policy: a probe's, the controller's, or (0) the one there is. */
+static int step_want(const eng_trainer *tr, run_ctl *run, eng_policy *want, int *by_auto)
+{
+	*by_auto = 0;
+	if (run->probe_left) {
+		probe_want(tr, run, want);
+		return 1;
+	}
+	if (run->autoc.on)
+		return *by_auto = auto_want(tr, run, want);
+	return 0;
+}
+
+/* Data parallel, ranks but 0: each boundary as rank 0 broadcast it (its schedule entries,
+ * then its commands), then the step, together; no output, no save, no evaluation, which
+ * are rank 0's. Returns the exit status. */
+static int follow(eng_trainer *tr, const wk_run_opts *o)
+{
+	run_ctl run = {0};
+	wk_dp_msg m = {0};
+	eng_err err;
+	int next = 0, rc = 1;
+	const wk_schedule *sc = o->sched;
+	run_start(tr, NULL, &run, o);
+	for (;;) {
+		for (; sc && next < sc->n && sc->e[next].at <= tr->step; next++)
+			if (apply_text(tr, NULL, sc->e[next].text, 0) < 0)
+				goto out;
+		if (wk_dp_recv(&m, &err) < 0) {
+			fprintf(stderr, "remat-train: rank %d: %s\n", eng_dp_rank(), err.msg);
+			goto out;
+		}
+		apply_cmds(tr, NULL, wk_dp_cmds(&m), &run, 0);
+		if (m.end) {
+			rc = m.failed ? 1 : 0;
+			break;
+		}
+		eng_policy want;
+		eng_step_stats st;
+		int by_auto, asked = step_want(tr, &run, &want, &by_auto);
+		if (eng_trainer_step_as(tr, asked ? &want : NULL, &st, &err) < 0) {
+			fprintf(stderr, "remat-train: rank %d: %s\n", eng_dp_rank(), err.msg);
+			goto out;
+		}
+		if (wk_dp_gather(tr, &st, NULL, &err) < 0)
+			fprintf(stderr, "remat-train: rank %d: %s\n", eng_dp_rank(), err.msg);
+		run.last_peak = st.peak_bytes;
+		if (run.probe_left)
+			probe_next(tr, NULL, &run, 0);
+	}
+out:
+	wk_dp_free(&m);
+	return rc;
+}
+
+int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
+{
+	run_ctl run = {0};
+	eng_err err;
+	int rc = 1;
+	const eng_spec *s = &tr->spec;
+	const wk_schedule *sc = o->sched;
+	if (eng_dp_rank() > 0)
+		return follow(tr, o);
+	run_start(tr, c, &run, o);
 	if (s->save_dir[0] && !(run.writer = eng_ckpt_writer_start())) {
 		fprintf(stderr, "remat-train: cannot start the checkpoint writer thread\n");
 		return 1;
@@ -766,16 +841,15 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		/* the step's policy: a probe's, the controller's, or the one there is; laid out
 		 * by the step itself, which retries with less when memory runs out */
 		eng_policy want, before = tr->policy;
-		int by_auto = 0, asked = 0;
-		if (run.probe_left) {
-			probe_want(tr, &run, &want);
-			asked = 1;
-		} else if (run.autoc.on) {
-			asked = by_auto = auto_want(tr, &run, &want);
-		}
+		int by_auto, asked = step_want(tr, &run, &want, &by_auto);
 		eng_step_stats st;
-		if (eng_trainer_step_as(tr, asked ? &want : NULL, &st, &err) < 0) {
+		if (wk_dp_send(&run.dpm, 0, 0, &err) < 0) { /* the other ranks: step, as this */
 			step_fatal(tr, c, &run, &err);
+			goto out;
+		}
+		if (eng_trainer_step_as(tr, asked ? &want : NULL, &st, &err) < 0) {
+			step_fatal(tr, c, &run, &err); /* the other ranks know: the step was theirs */
+			run.dp_ended = 1;
 			goto out;
 		}
 		step_policy_said(tr, c, &run, &before, asked ? &want : NULL, by_auto, st.step,
@@ -784,6 +858,8 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		wk_metrics_write(run.mx, row);
 		print_step(tr, &st, row, o->json, o->under_rematd);
 		eng_ctl_end_step(c, &st, row);
+		if (wk_dp_gather(tr, &st, c, &err) < 0)
+			fprintf(stderr, "remat-train: the ranks' counters: %s\n", err.msg);
 		periodic_save(tr, c, &run, o->json);
 		eval_due(tr, c, &run, o->json);
 		run.last_peak = st.peak_bytes;
@@ -797,6 +873,10 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 	}
 	rc = 0;
 out:
+	/* the other ranks end with this one (after a step that failed they know already) */
+	if (!run.dp_ended && wk_dp_send(&run.dpm, 1, rc != 0 && rc != 130, &err) < 0)
+		fprintf(stderr, "remat-train: telling the other ranks: %s\n", err.msg);
+	wk_dp_free(&run.dpm);
 	eng_ctl_cmd_free(run.stops);
 	eng_ckpt_writer_stop(run.writer); /* a save in progress is finished, never cut */
 	return rc;

@@ -107,7 +107,9 @@ int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err)
 	}
 	s->cfg = m->cfg;
 	s->step = tr->step;
-	s->cursor = eng_data_next_sample(&tr->train) * (size_t)tr->train.B * tr->train.T;
+	/* the stream's position, whatever the ranks: the next sample's first token */
+	s->cursor = eng_data_next_sample(&tr->train) * (size_t)tr->train.ranks * tr->train.B *
+		tr->train.T;
 	s->pos = tr->train.pos;
 	s->ntok = tr->train.ntok;
 	s->spec = tr->spec;
@@ -213,11 +215,16 @@ static int write_state(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, 
 		"optim", "lr", (double)sp->lr, "beta1", (double)sp->beta1, "beta2",
 		(double)sp->beta2, "eps", (double)sp->eps, "weight_decay",
 		(double)sp->weight_decay, "grad_clip", (double)sp->grad_clip,
-		"batch", sp->batch, "seq_len", sp->seq_len, "grad_accum", sp->grad_accum, "files",
+		"batch", sp->batch, "seq_len", sp->seq_len, "grad_accum", sp->grad_accum * sp->ranks,
+		"files",
 		files);
 	if (o && sp->shuffle)
 		json_object_set_new(json_object_get(o, "data"), "shuffle_rng",
 			eng_state_rng_json(&s->pos.rng, sp->shuffle_seed));
+	/* a sample's tokens (every rank's micro-batch of it): the position's unit */
+	if (o)
+		json_object_set_new(json_object_get(o, "data"), "sample_tokens",
+			json_integer((json_int_t)sp->ranks * sp->batch * sp->seq_len));
 	if (o && sp->hp_set)
 		json_object_set_new(o, "live", eng_state_live_json(sp));
 	files = NULL; /* stolen by "o" */
@@ -744,7 +751,15 @@ static int resume_fits(const json_t *o, const char *ckpt, const eng_spec *s, siz
 	if ((size_t)tokens != ntok)
 		return eng_errf(err, "cannot resume from '%s': its data had %lld tokens, '%s' has %zu",
 			ckpt, (long long)tokens, s->train_path, ntok);
-	if (eng_state_pos(o, s->batch, s->seq_len, ntok, pos) < 0)
+	json_t *st = json_object_get(data, "sample_tokens");
+	if (json_is_true(json_object_get(data, "shuffle")) && json_is_integer(st) &&
+		json_integer_value(st) != (json_int_t)s->ranks * s->batch * s->seq_len)
+		return eng_errf(err, "cannot resume from '%s': its data was shuffled in samples of "
+				     "%lld tokens (its ranks x batch x seq_len), the job's are %lld: "
+				     "shuffled data resumes with the ranks it was saved with", ckpt,
+			(long long)json_integer_value(st),
+			(long long)s->ranks * s->batch * s->seq_len);
+	if (eng_state_pos(o, s->ranks, s->batch, s->seq_len, ntok, pos) < 0)
 		return eng_errf(err, "cannot resume from '%s': its trainer_state.json gives no "
 				     "position in the data that fits it", ckpt);
 	if (step >= s->steps)
@@ -761,16 +776,21 @@ int eng_ckpt_adopt(const char *ckpt, eng_spec *s, eng_err *err)
 		return -1;
 	json_t *k = json_object_get(o, "grad_accum"), *data = json_object_get(o, "data");
 	json_t *seed = json_object_get(json_object_get(data, "shuffle_rng"), "seed");
-	json_int_t K = k ? json_integer_value(k) : 1;
+	json_int_t total = k ? json_integer_value(k) : 1, R = s->ranks;
 	int rc = -1, shuffled = json_is_true(json_object_get(data, "shuffle"));
 	uint32_t sseed = (uint32_t)json_integer_value(seed);
-	if (K < 1 || K > ENG_MAX_ACCUM || (k && !json_is_integer(k)))
-		eng_errf(err, "cannot resume from '%s': its grad_accum is not a count 1..%d", ckpt,
-			ENG_MAX_ACCUM);
+	/* grad_accum there is the micro-batches of a step, every rank's: here, per rank */
+	json_int_t K = total / R;
+	if (total < 1 || total > (json_int_t)ENG_MAX_ACCUM * ENG_MAX_RANKS ||
+		(k && !json_is_integer(k)))
+		eng_errf(err, "cannot resume from '%s': its grad_accum is not a count", ckpt);
+	else if (total % R)
+		eng_errf(err, "cannot resume from '%s': its steps took %lld micro-batches, which %lld "
+			      "ranks cannot share", ckpt, (long long)total, (long long)R);
 	else if (s->has_grad_accum && K != s->grad_accum)
-		eng_errf(err, "cannot resume from '%s': it was trained with grad_accum %d, the job "
-			      "asks for %d (leave grad_accum out to take the checkpoint's)", ckpt,
-			(int)K, s->grad_accum);
+		eng_errf(err, "cannot resume from '%s': its steps took %lld micro-batches, the job "
+			      "asks for %d x %lld ranks (leave grad_accum out to take %lld)", ckpt,
+			(long long)total, s->grad_accum, (long long)R, (long long)K);
 	else if (shuffled != s->shuffle)
 		eng_errf(err, "cannot resume from '%s': its data was read %s, the job asks for %s "
 			      "(data.shuffle %s)", ckpt, shuffled ? "shuffled" : "in file order",
@@ -786,7 +806,7 @@ int eng_ckpt_adopt(const char *ckpt, eng_spec *s, eng_err *err)
 	else
 		rc = 0;
 	if (rc == 0) {
-		s->grad_accum = (int)K;
+		s->grad_accum = (int)K; /* at most ENG_MAX_ACCUM: total / R, R >= 1 */
 		if (shuffled)
 			s->shuffle_seed = sseed;
 	}

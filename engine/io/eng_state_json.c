@@ -124,14 +124,20 @@ int eng_state_live_parse(const json_t *live, int step, eng_spec *s)
 /* The data position of state o, for batches of B x T on ntok tokens (shuffled or not, as
  * the state says; an older state has its cursor alone, in file order): 0, or -1 when it
  * is not one of that data. */
-int eng_state_pos(const json_t *o, int B, int T, size_t ntok, eng_data_pos *pos)
+int eng_state_pos(const json_t *o, int ranks, int B, int T, size_t ntok, eng_data_pos *pos)
 {
 	const json_t *data = json_object_get(o, "data");
 	json_t *cur = json_object_get(data, "cursor"), *smp = json_object_get(data, "sample");
-	json_t *ep = json_object_get(data, "epoch");
-	size_t per = (size_t)B * T, nsamples = (ntok - 1) / per;
+	json_t *ep = json_object_get(data, "epoch"), *st = json_object_get(data, "sample_tokens");
+	size_t per = (size_t)ranks * B * T, nsamples = (ntok - 1) / per;
+	int shuffled = json_is_true(json_object_get(data, "shuffle"));
 	memset(pos, 0, sizeof *pos);
-	if (smp) {
+	/* samples of another size (saved with other ranks): in file order the position is
+	 * the cursor's, shuffled it is a place in another permutation */
+	int same = !st || (json_is_integer(st) && (size_t)json_integer_value(st) == per);
+	if (!same && shuffled)
+		return -1;
+	if (smp && same) {
 		if (!json_is_integer(smp) || json_integer_value(smp) < 0 ||
 			(ep && (!json_is_integer(ep) || json_integer_value(ep) < 0)))
 			return -1;
@@ -142,11 +148,11 @@ int eng_state_pos(const json_t *o, int B, int T, size_t ntok, eng_data_pos *pos)
 			(size_t)json_integer_value(cur) % per)
 			return -1;
 		pos->sample = (size_t)json_integer_value(cur) / per;
+		pos->epoch = json_is_integer(ep) ? (uint64_t)json_integer_value(ep) : 0;
 	}
 	if (pos->sample >= nsamples)
 		return -1;
-	if (json_is_true(json_object_get(data, "shuffle")) &&
-		eng_state_rng_parse(json_object_get(data, "shuffle_rng"), &pos->rng) < 0)
+	if (shuffled && eng_state_rng_parse(json_object_get(data, "shuffle_rng"), &pos->rng) < 0)
 		return -1;
 	return 0;
 }

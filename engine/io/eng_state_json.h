@@ -17,9 +17,10 @@ json_t *eng_state_rng_json(const eng_mt *g, uint32_t seed);
 int eng_state_rng_parse(const json_t *o, eng_mt *g);
 
 /* The data position of trainer_state.json o (its "data": sample and epoch, or an older
- * state's cursor alone, in file order; shuffled, the generator) for batches of B x T on
- * ntok tokens: 0, or -1 when it is not one of that data. */
-int eng_state_pos(const json_t *o, int B, int T, size_t ntok, eng_data_pos *pos);
+ * state's cursor alone, in file order; shuffled, the generator) for samples of ranks x B x
+ * T on ntok tokens. Saved with samples of another size (other ranks), a position in file
+ * order is the cursor's; a shuffled one is none. 0, or -1 when it is not one of that data. */
+int eng_state_pos(const json_t *o, int ranks, int B, int T, size_t ntok, eng_data_pos *pos);
 
 /* {"set": {field: value, "lr": {"from", "kind", "lr", "warmup", "min_lr_frac"}},
  * "changes": [{"step", "set"}, ...]}: sp's ENG_HP_* fields as job-set left them. */

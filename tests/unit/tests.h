@@ -26,6 +26,7 @@ Suite *suite_daemon(void);
 Suite *suite_proto(void);
 Suite *suite_client(void);
 Suite *suite_e2e(void);
+Suite *suite_mpi(void); /* tests/e2e/test_mpi.c: skipped with one line without Open MPI */
 Suite *suite_ckpt(void);
 Suite *suite_security(void); /* tests/security/test_security.c */
 Suite *suite_lifecycle(void);

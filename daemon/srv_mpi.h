@@ -1,0 +1,31 @@
+/* srv_mpi.h - a data-parallel job's launch: mpirun -np N remat-train, and the socket rank 0
+ * connects to (mpirun passes no descriptor but stdio to its ranks), in the job's directory.
+ */
+#ifndef SRV_MPI_H
+#define SRV_MPI_H
+
+#include <stddef.h>
+
+#include "srv_job.h"
+
+#define SRV_MPI_SOCKET "ctl.sock" /* in the job's directory, until rank 0 has connected */
+#define SRV_MPI_MAX_ARGS 24
+
+/* The ranks the job's check said (1: one remat-train). */
+int srv_mpi_ranks(const srv_job *job);
+
+/* Before the spawn: the socket rank 0 will connect to (listening, the owner's) and the
+ * job's metrics.jsonl (created, the owner's: rank 0 opens it), then mpirun's arguments
+ * into args (SRV_MPI_MAX_ARGS, pointing into store). 0, or -1 with why in err. */
+int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, char **args,
+	char *store, size_t storelen, char *err, size_t errlen);
+
+/* After the spawn: waits for rank 0's connection, which becomes the job's channel (a peer
+ * of another user is refused and waited past). */
+void srv_mpi_wait(srv_job *job);
+
+/* The listening socket closed (the job ended before rank 0 connected, or a failed spawn);
+ * nothing when there is none. */
+void srv_mpi_close(srv_job *job);
+
+#endif

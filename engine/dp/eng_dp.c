@@ -1,0 +1,174 @@
+/* eng_dp.c - eng_dp.h over Open MPI (see eng_dp.h). One communicator, MPI_COMM_WORLD;
+ * MPI_THREAD_FUNNELED: only the training thread calls MPI (the control thread of rank 0
+ * never does). Errors are MPI's default, fatal: a rank that dies ends the job (mpirun
+ * kills the others), which is what a step that can no longer be summed must do. */
+#include "eng_dp.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define DP_POLL_NS 200000 /* a waiting rank tests its broadcast this often */
+
+static int dp_on, dp_rank, dp_size = 1;
+static double dp_sum_ms;
+static char dp_desc[128] = "one process";
+
+int eng_dp_init(int *argc, char ***argv, eng_err *err)
+{
+	int provided, n = 0, len = 0;
+	char ver[MPI_MAX_LIBRARY_VERSION_STRING];
+	if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMIX_RANK"))
+		return 0; /* not under mpirun: a world of one, MPI never started */
+	if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+		return eng_errf(err, "MPI_Init_thread failed");
+	dp_on = 1;
+	MPI_Comm_rank(MPI_COMM_WORLD, &dp_rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &dp_size);
+	MPI_Get_library_version(ver, &len);
+	/* "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4" */
+	while (n < len && ver[n] != ',' && ver[n] != '\n')
+		n++;
+	snprintf(dp_desc, sizeof dp_desc, "%.*s, %d ranks", n, ver, dp_size);
+	return 0;
+}
+
+void eng_dp_finalize(void)
+{
+	if (dp_on)
+		MPI_Finalize();
+	dp_on = 0;
+}
+
+void eng_dp_abort(int status)
+{
+	if (dp_on)
+		MPI_Abort(MPI_COMM_WORLD, status);
+	exit(status);
+}
+
+int eng_dp_rank(void)
+{
+	return dp_rank;
+}
+
+int eng_dp_size(void)
+{
+	return dp_size;
+}
+
+const char *eng_dp_describe(void)
+{
+	return dp_desc;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int eng_dp_sum_floats(float *x, size_t n, eng_err *err)
+{
+	if (dp_size == 1)
+		return 0;
+	if (n / (size_t)dp_size >= INT_MAX)
+		return eng_errf(err, "%zu floats are more than one all-reduce can sum", n);
+	double t0 = now_ms();
+	int *counts = malloc(2 * (size_t)dp_size * sizeof *counts), rc = 0;
+	if (!counts)
+		return eng_errf(err, "out of memory for the all-reduce");
+	int *displs = counts + dp_size;
+	/* rank r sums part r (the first n % size parts one longer), then every part goes to
+	 * every rank */
+	for (int r = 0, at = 0; r < dp_size; r++) {
+		counts[r] = (int)(n / (size_t)dp_size) + (r < (int)(n % (size_t)dp_size));
+		displs[r] = at;
+		at += counts[r];
+	}
+	if (MPI_Reduce_scatter(MPI_IN_PLACE, x, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) !=
+		MPI_SUCCESS) {
+		rc = eng_errf(err, "MPI_Reduce_scatter failed");
+		goto out;
+	}
+	/* in place, the sum of part r lands at x's start: to its own place */
+	memmove(x + displs[dp_rank], x, (size_t)counts[dp_rank] * sizeof *x);
+	if (MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, MPI_FLOAT,
+		    MPI_COMM_WORLD) != MPI_SUCCESS)
+		rc = eng_errf(err, "MPI_Allgatherv failed");
+out:
+	free(counts);
+	dp_sum_ms = now_ms() - t0;
+	return rc;
+}
+
+int eng_dp_sum_doubles(double *x, int n, eng_err *err)
+{
+	if (dp_size == 1)
+		return 0;
+	/* two ranks: a + b either way; more: MPI's order, the same on every rank for
+	 * MPI_Allreduce of this size, which only losses and counts go through */
+	if (MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
+		return eng_errf(err, "MPI_Allreduce failed");
+	return 0;
+}
+
+int eng_dp_any(int flag)
+{
+	int v = flag != 0, any = v;
+	if (dp_size > 1)
+		MPI_Allreduce(&v, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	return any;
+}
+
+int eng_dp_first_failure(int failed, char *msg, size_t len)
+{
+	int me = failed ? dp_rank : INT_MAX, first = me;
+	if (dp_size == 1)
+		return failed ? 0 : -1;
+	MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+	if (first == INT_MAX)
+		return -1;
+	MPI_Bcast(msg, (int)len, MPI_CHAR, first, MPI_COMM_WORLD);
+	msg[len - 1] = '\0';
+	return first;
+}
+
+int eng_dp_bcast(void *buf, size_t n, eng_err *err)
+{
+	if (dp_size == 1)
+		return 0;
+	if (n > INT_MAX)
+		return eng_errf(err, "a broadcast of %zu bytes", n);
+	MPI_Request req;
+	int done = 0;
+	if (MPI_Ibcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD, &req) != MPI_SUCCESS)
+		return eng_errf(err, "MPI_Ibcast failed");
+	struct timespec ts = {0, DP_POLL_NS};
+	while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done)
+		nanosleep(&ts, NULL);
+	return done ? 0 : eng_errf(err, "MPI_Test failed");
+}
+
+int eng_dp_gather(const void *mine, size_t n, void *all, eng_err *err)
+{
+	if (dp_size == 1) {
+		memcpy(all, mine, n);
+		return 0;
+	}
+	if (n > INT_MAX)
+		return eng_errf(err, "a gather of %zu bytes", n);
+	if (MPI_Gather(mine, (int)n, MPI_BYTE, all, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD) !=
+		MPI_SUCCESS)
+		return eng_errf(err, "MPI_Gather failed");
+	return 0;
+}
+
+double eng_dp_last_sum_ms(void)
+{
+	return dp_sum_ms;
+}

@@ -1,0 +1,52 @@
+/* eng_dp.h - data parallelism over MPI: the ranks of one job and the collectives the trainer
+ * and the worker need (DESIGN §10).
+ *
+ * Every rank holds the whole model and takes its own micro-batches; their gradients are
+ * summed across ranks once a step, so that every rank takes one identical AdamW step. The
+ * sum is a reduce-scatter then an all-gather (what a ring all-reduce is): each part of the
+ * vector is summed on one rank, in an order fixed by the sizes alone, and copied to the
+ * others, so every rank holds the same bits whatever the timing, and with two ranks the sum
+ * a + b is a one-process sum's (grad_accum 2). One process outside mpirun is a world of
+ * one: every call below is then nothing (or its identity).
+ *
+ * Built with Open MPI when its headers are there (REMAT_MPI, engine/dp/eng_dp.c), else
+ * engine/dp/eng_nodp.c: a world of one, and a clear error under mpirun.
+ */
+#ifndef ENG_DP_H
+#define ENG_DP_H
+
+#include <stddef.h>
+
+#include "eng_err.h"
+
+/* Under mpirun (its environment says so), MPI_Init; else a world of one. Call once, first
+ * thing in main. 0, or -1 with a message (a build without MPI under mpirun). */
+int eng_dp_init(int *argc, char ***argv, eng_err *err);
+void eng_dp_finalize(void);
+/* Ends every rank of the job now (MPI_Abort), or the process alone outside mpirun. */
+void eng_dp_abort(int status);
+
+int eng_dp_rank(void); /* 0 outside mpirun */
+int eng_dp_size(void); /* 1 outside mpirun */
+/* "Open MPI v4.1.4, 2 ranks" or "one process" */
+const char *eng_dp_describe(void);
+
+/* x(n) <- the sum over ranks of every rank's x(n), the same bits on every rank. */
+int eng_dp_sum_floats(float *x, size_t n, eng_err *err);
+/* x(n) <- the sum over ranks, for a few doubles (a loss, counts). */
+int eng_dp_sum_doubles(double *x, int n, eng_err *err);
+/* 1 when flag is non-zero on some rank (every rank calls it). */
+int eng_dp_any(int flag);
+/* The lowest rank whose `failed` is non-zero, with its msg (len bytes) copied to every
+ * rank; -1 (msg untouched) when none failed. */
+int eng_dp_first_failure(int failed, char *msg, size_t len);
+/* n bytes of rank 0's buf to every rank's. The other ranks wait by polling (sleeping
+ * between tests), so that a paused or evaluating rank 0 does not keep them spinning. */
+int eng_dp_bcast(void *buf, size_t n, eng_err *err);
+/* Rank 0 gets every rank's n bytes of mine in all (size x n), rank order. */
+int eng_dp_gather(const void *mine, size_t n, void *all, eng_err *err);
+
+/* Milliseconds the last eng_dp_sum_floats took (the step's all-reduce), 0 before one. */
+double eng_dp_last_sum_ms(void);
+
+#endif

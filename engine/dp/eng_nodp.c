@@ -1,0 +1,87 @@
+/* eng_nodp.c - eng_dp.h in a build without MPI: a world of one (see eng_dp.h). */
+#include "eng_dp.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int eng_dp_init(int *argc, char ***argv, eng_err *err)
+{
+	(void)argc;
+	(void)argv;
+	if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK"))
+		return eng_errf(err, "started by mpirun, but this build has no MPI (install "
+				     "libopenmpi-dev, which scripts/deps.sh does, and rebuild)");
+	return 0;
+}
+
+void eng_dp_finalize(void)
+{
+}
+
+void eng_dp_abort(int status)
+{
+	exit(status);
+}
+
+int eng_dp_rank(void)
+{
+	return 0;
+}
+
+int eng_dp_size(void)
+{
+	return 1;
+}
+
+const char *eng_dp_describe(void)
+{
+	return "one process (built without MPI)";
+}
+
+int eng_dp_sum_floats(float *x, size_t n, eng_err *err)
+{
+	(void)x;
+	(void)n;
+	(void)err;
+	return 0;
+}
+
+int eng_dp_sum_doubles(double *x, int n, eng_err *err)
+{
+	(void)x;
+	(void)n;
+	(void)err;
+	return 0;
+}
+
+int eng_dp_any(int flag)
+{
+	return flag != 0;
+}
+
+int eng_dp_first_failure(int failed, char *msg, size_t len)
+{
+	(void)msg;
+	(void)len;
+	return failed ? 0 : -1;
+}
+
+int eng_dp_bcast(void *buf, size_t n, eng_err *err)
+{
+	(void)buf;
+	(void)n;
+	(void)err;
+	return 0;
+}
+
+int eng_dp_gather(const void *mine, size_t n, void *all, eng_err *err)
+{
+	(void)err;
+	memcpy(all, mine, n);
+	return 0;
+}
+
+double eng_dp_last_sum_ms(void)
+{
+	return 0;
+}

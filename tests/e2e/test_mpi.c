@@ -1,0 +1,341 @@
+/* test_mpi.c - data parallel over MPI: remat-train under `mpirun --oversubscribe -np 2`
+ * (one thread a rank), alone and started by rematd.
+ *
+ *  - 2 ranks of batch B give the weights and moments of one process with grad_accum 2 of
+ *    batch B, bit for bit, over shared memory and over TCP (--mca btl self,tcp);
+ *  - a checkpoint saved by 2 ranks resumes in one process (grad_accum taken from it) to
+ *    the same bits;
+ *  - through rematd: `remat set` applies on both ranks at the step its reply named (rank
+ *    1's saved activations change with it), mem-stats shows both ranks, and the weights
+ *    are those of the unswitched one-process run;
+ *  - SIGKILL of rank 1 fails the job within seconds, naming the rank, with no process left.
+ * Skipped, with one line, when Open MPI's mpirun is not there or the build has no MPI.
+ */
+#include <dirent.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "eng_dp.h"
+#include "t_daemon.h"
+#include "t_util.h"
+#include "tests.h"
+
+#define MPI_STEPS 20
+#define MPI_MS 60000 /* a job of this file ends within this */
+
+/* Why MPI tests cannot run here, or NULL. */
+static const char *mpi_missing(void)
+{
+	if (access("/usr/bin/mpirun", X_OK) != 0)
+		return "no /usr/bin/mpirun (scripts/deps.sh installs openmpi-bin)";
+	if (strstr(eng_dp_describe(), "without MPI"))
+		return "this build has no MPI (libopenmpi-dev missing when it was built)";
+	return NULL;
+}
+
+#define NEED_MPI()                                                                         \
+	do {                                                                               \
+		const char *why_ = mpi_missing();                                          \
+		if (why_) {                                                                \
+			fprintf(stderr, "mpi: skipped: %s\n", why_);                       \
+			return;                                                            \
+		}                                                                          \
+	} while (0)
+
+/* A tiny job on the GPL's bytes: extra is more keys (ending in ','), save under dir/save. */
+static char *mpi_spec(const char *dir, const char *name, const char *extra, const char *save,
+	int steps)
+{
+	char path[700], text[4096];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	snprintf(text, sizeof text,
+		"{\"model\":{\"preset\":\"tiny\"},\"data\":{\"train\":\"" T_GPL "\",\"format\":"
+		"\"bytes\"},\"batch\":2,\"seq_len\":32,\"steps\":%d,\"threads\":1,%s"
+		"\"optim\":{\"lr\":1e-3},\"save\":{\"dir\":\"%s/%s\"}}", steps, extra, dir, save);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	return strdup(path);
+}
+
+/* mpirun -np 2 [--mca btl self,tcp] remat-train spec: exit 0. */
+static void mpirun2(const char *spec, int tcp)
+{
+	char *argv[16] = {"/usr/bin/mpirun", "--oversubscribe", "--bind-to", "none", "-np", "2"};
+	int n = 6;
+	if (tcp) {
+		argv[n++] = "--mca";
+		argv[n++] = "btl";
+		argv[n++] = "self,tcp";
+	}
+	argv[n++] = (char *)t_env("REMAT_TRAIN");
+	argv[n++] = (char *)spec;
+	argv[n] = NULL;
+	setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1); /* the tests may run as root */
+	setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+	char *out;
+	int rc = t_run(argv, &out);
+	ck_assert_msg(rc == 0, "mpirun -np 2%s: exit %d:\n%s", tcp ? " (tcp)" : "", rc, out);
+	free(out);
+}
+
+static void train1(const char *spec)
+{
+	char *argv[] = {(char *)t_env("REMAT_TRAIN"), (char *)spec, NULL}, *out;
+	int rc = t_run(argv, &out);
+	ck_assert_msg(rc == 0, "remat-train: exit %d:\n%s", rc, out);
+	free(out);
+}
+
+/* The two checkpoints' weights and moments are the same bytes. */
+static void same_weights(const char *a, const char *b, const char *what)
+{
+	static const char *const files[] = {"model.safetensors", "optimizer.safetensors"};
+	for (int i = 0; i < 2; i++) {
+		char pa[800], pb[800];
+		size_t na, nb;
+		snprintf(pa, sizeof pa, "%s/%s", a, files[i]);
+		snprintf(pb, sizeof pb, "%s/%s", b, files[i]);
+		char *x = t_read_file(pa, &na), *y = t_read_file(pb, &nb);
+		ck_assert_msg(na == nb && memcmp(x, y, na) == 0, "%s: %s differs from %s", what, pb,
+			pa);
+		free(x);
+		free(y);
+	}
+}
+
+START_TEST(test_mpi_two_ranks_equal_accum)
+{
+	NEED_MPI();
+	td_daemon d;
+	td_daemon_paths(&d); /* a scratch directory */
+	char *one = mpi_spec(d.dir, "one.json", "\"grad_accum\":2,", "one", MPI_STEPS);
+	char *two = mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", MPI_STEPS);
+	char *tcp = mpi_spec(d.dir, "tcp.json", "\"parallel\":{\"ranks\":2},", "tcp", MPI_STEPS);
+	train1(one);
+	mpirun2(two, 0);
+	mpirun2(tcp, 1);
+	char a[700], b[700], c[700];
+	snprintf(a, sizeof a, "%s/one/step_%08d", d.dir, MPI_STEPS);
+	snprintf(b, sizeof b, "%s/two/step_%08d", d.dir, MPI_STEPS);
+	snprintf(c, sizeof c, "%s/tcp/step_%08d", d.dir, MPI_STEPS);
+	same_weights(a, b, "2 ranks over shared memory against grad_accum 2");
+	same_weights(a, c, "2 ranks over TCP against grad_accum 2");
+	free(one);
+	free(two);
+	free(tcp);
+}
+END_TEST
+
+START_TEST(test_mpi_save_two_resume_one)
+{
+	NEED_MPI();
+	td_daemon d;
+	td_daemon_paths(&d);
+	char *one = mpi_spec(d.dir, "one.json", "\"grad_accum\":2,", "one", MPI_STEPS);
+	char *two = mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", MPI_STEPS);
+	train1(one);
+	/* saved at step 10 by two ranks */
+	char text[4096], path[800];
+	snprintf(path, sizeof path, "%s/two10.json", d.dir);
+	size_t n;
+	char *t = t_read_file(two, &n);
+	char *at = strstr(t, "\"save\":{\"dir\":");
+	ck_assert_ptr_nonnull(at);
+	snprintf(text, sizeof text, "%.*s\"save\":{\"every\":10,\"dir\":%s", (int)(at - t), t,
+		at + strlen("\"save\":{\"dir\":"));
+	FILE *f = fopen(path, "w");
+	fputs(text, f);
+	fclose(f);
+	mpirun2(path, 0);
+	/* resumed by one process, which takes grad_accum 2 from the checkpoint */
+	snprintf(text, sizeof text,
+		"{\"model\":{\"init_from\":\"%s/two/step_00000010\",\"resume\":true},\"data\":{"
+		"\"train\":\"" T_GPL "\",\"format\":\"bytes\"},\"batch\":2,\"seq_len\":32,"
+		"\"steps\":%d,\"threads\":1,\"optim\":{\"lr\":1e-3},\"save\":{\"dir\":\"%s/res\"}}",
+		d.dir, MPI_STEPS, d.dir);
+	snprintf(path, sizeof path, "%s/res.json", d.dir);
+	f = fopen(path, "w");
+	fputs(text, f);
+	fclose(f);
+	train1(path);
+	char a[700], b[700];
+	snprintf(a, sizeof a, "%s/one/step_%08d", d.dir, MPI_STEPS);
+	snprintf(b, sizeof b, "%s/res/step_%08d", d.dir, MPI_STEPS);
+	same_weights(a, b, "saved by 2 ranks at step 10, resumed by one process");
+	free(t);
+	free(one);
+	free(two);
+}
+END_TEST
+
+/* The REMAT_APPLIED event of job after `after` (its step), waiting up to ms. */
+static int applied_step(td_conn *c, const char *job, int ms)
+{
+	long t0 = td_ms();
+	while (td_ms() - t0 < ms) {
+		json_t *m = td_read_msg(c, 1000);
+		if (!m)
+			continue;
+		const char *ev = json_string_value(json_object_get(m, "event"));
+		json_t *data = json_object_get(m, "data");
+		int step = ev && !strcmp(ev, "REMAT_APPLIED") &&
+			!strcmp(json_string_value(json_object_get(data, "job")), job) &&
+			json_integer_value(json_object_get(data, "step")) > 1
+			? (int)json_integer_value(json_object_get(data, "step")) : 0;
+		json_decref(m);
+		if (step)
+			return step;
+	}
+	ck_abort_msg("no REMAT_APPLIED for job %s within %d ms", job, ms);
+	return 0;
+}
+
+/* mem-stats' ranks: rank r's activations now, and their count into *n. */
+static long long rank_acts(td_conn *c, const char *job, int r, int *n)
+{
+	json_t *m = td_request(c, "{\"execute\":\"mem-stats\",\"arguments\":{\"job\":\"%s\"}}", job);
+	json_t *ranks = json_object_get(td_expect_return(m), "ranks");
+	*n = (int)json_array_size(ranks);
+	json_t *row = json_array_get(ranks, (size_t)r);
+	long long v = json_integer_value(json_object_get(json_object_get(json_object_get(row,
+		"categories"), "activations"), "current"));
+	json_decref(m);
+	return v;
+}
+
+START_TEST(test_mpi_daemon_set_mem)
+{
+	NEED_MPI();
+	td_daemon d;
+	td_daemon_paths(&d);
+	td_daemon_start(&d, NULL);
+	/* within the first epoch (274 samples of 2 x 2 x 32 in the GPL's 35149 bytes): past
+	 * it the two layouts wrap at different places (remat-job(5)) */
+	int steps = 250;
+	char *one = mpi_spec(d.dir, "one.json", "\"grad_accum\":2,", "one", steps);
+	char *two = mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", steps);
+	train1(one);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	size_t n;
+	char *text = t_read_file(two, &n);
+	const char *job = td_job_start(&c, text, NULL);
+	char id[16];
+	snprintf(id, sizeof id, "%s", job);
+	td_wait_step(&c, id);
+	int nr;
+	long long before = rank_acts(&c, id, 1, &nr);
+	ck_assert_int_eq(nr, 2);
+	json_t *r = td_request(&c, "{\"execute\":\"remat-set\",\"arguments\":{\"job\":\"%s\","
+		"\"sections\":{\"h.0-1\":\"full\"}}}", id);
+	int at = (int)json_integer_value(json_object_get(td_expect_return(r), "applies_at_step"));
+	json_decref(r);
+	ck_assert_int_eq(applied_step(&c, id, MPI_MS), at);
+	/* rank 1 runs under it too: its saved activations fall */
+	long long after = before;
+	for (long t0 = td_ms(); after >= before && td_ms() - t0 < 10000; td_sleep_ms(50))
+		after = rank_acts(&c, id, 1, &nr);
+	ck_assert_msg(after < before, "rank 1's activations %lld -> %lld after h.0-1=full",
+		before, after);
+	json_decref(td_wait_state(&c, id, "finished", MPI_MS));
+	char a[700], b[700];
+	snprintf(a, sizeof a, "%s/one/step_%08d", d.dir, steps);
+	snprintf(b, sizeof b, "%s/two/step_%08d", d.dir, steps);
+	same_weights(a, b, "2 ranks switched by remat set against the unswitched grad_accum 2");
+	td_close(&c);
+	free(text);
+	free(one);
+	free(two);
+	td_daemon_stop(&d);
+}
+END_TEST
+
+/* The pid of the rank-r process of the job whose spec is at spec, or 0. */
+static pid_t rank_pid(const char *spec, int r)
+{
+	char want[32];
+	snprintf(want, sizeof want, "OMPI_COMM_WORLD_RANK=%d", r);
+	DIR *dp = opendir("/proc");
+	struct dirent *e;
+	pid_t found = 0;
+	while (dp && !found && (e = readdir(dp))) {
+		char p[300];
+		size_t n;
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
+		FILE *f = fopen(p, "r");
+		char cmd[4096] = "";
+		n = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
+		if (f)
+			fclose(f);
+		for (size_t i = 0; i + 1 < n; i++)
+			cmd[i] = cmd[i] ? cmd[i] : ' ';
+		if (!strstr(cmd, "remat-train") || !strstr(cmd, spec) || strstr(cmd, "mpirun"))
+			continue;
+		snprintf(p, sizeof p, "/proc/%s/environ", e->d_name);
+		char *env = t_read_file(p, &n);
+		for (size_t i = 0; i < n; i += strlen(env + i) + 1)
+			if (!strcmp(env + i, want))
+				found = (pid_t)atoi(e->d_name);
+		free(env);
+	}
+	if (dp)
+		closedir(dp);
+	return found;
+}
+
+START_TEST(test_mpi_rank_killed)
+{
+	NEED_MPI();
+	td_daemon d;
+	td_daemon_paths(&d);
+	td_daemon_start(&d, NULL);
+	char *two = mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", 1000000);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	size_t n;
+	char *text = t_read_file(two, &n);
+	const char *job = td_job_start(&c, text, NULL);
+	char id[16], spec[700];
+	snprintf(id, sizeof id, "%s", job);
+	td_wait_step(&c, id);
+	snprintf(spec, sizeof spec, "%s/jobs/%s/job.json", d.state, id);
+	pid_t p1 = rank_pid(spec, 1);
+	ck_assert_msg(p1 > 0, "no rank 1 of %s", spec);
+	kill(p1, SIGKILL);
+	long t0 = td_ms();
+	json_t *data = td_wait_state(&c, id, "failed", 20000);
+	ck_assert_msg(td_ms() - t0 < 15000, "the job took %ld ms to fail", td_ms() - t0);
+	const char *reason = td_str(data, "reason");
+	ck_assert_msg(strstr(reason, "rank 1"), "reason '%s' names no rank", reason);
+	json_decref(data);
+	for (t0 = td_ms(); (rank_pid(spec, 0) || rank_pid(spec, 1)) && td_ms() - t0 < 10000;)
+		td_sleep_ms(50);
+	ck_assert_msg(!rank_pid(spec, 0) && !rank_pid(spec, 1), "a rank outlived the job");
+	td_alive(&d);
+	td_close(&c);
+	free(text);
+	free(two);
+	td_daemon_stop(&d);
+}
+END_TEST
+
+Suite *suite_mpi(void)
+{
+	Suite *s = suite_create("mpi");
+	TCase *tc = tcase_create("ranks");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_mpi_two_ranks_equal_accum);
+	tcase_add_test(tc, test_mpi_save_two_resume_one);
+	tcase_add_test(tc, test_mpi_daemon_set_mem);
+	tcase_add_test(tc, test_mpi_rank_killed);
+	suite_add_tcase(s, tc);
+	return s;
+}
