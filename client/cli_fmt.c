@@ -235,6 +235,7 @@ int cli_spec_absolutize(json_t *spec, const char *cwd, char *err, size_t errlen)
 	    {"data", "val"},
 	    {"model", "init_from"},
 	    {"save", "dir"},
+	    {"parallel", "hostfile"},
 	};
 	char buf[CLI_PATH_MAX];
 

@@ -45,6 +45,7 @@ static const char *const job_path_keys[][2] = {
 	{"data", "val"},
 	{"model", "init_from"},
 	{"save", "dir"},
+	{"parallel", "hostfile"},
 };
 
 /* What a check was run for, and who waits for its answer. */

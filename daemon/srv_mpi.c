@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -20,27 +21,21 @@ int srv_mpi_ranks(const srv_job *job)
 	return n > 1 ? (int)n : 1;
 }
 
-/* The job's owner gets path (an entry of the job's directory) when rematd is root and the
- * owner is not: rank 0 runs as the owner. */
-static int give_to_owner(const srv_job *job, const char *name, char *err, size_t errlen)
+/* The owner of the job's fd (an entry of the job's directory) becomes the job's owner when
+ * rematd is root and the owner is not: mpirun and its ranks run as the owner. */
+static int give_to_owner(const srv_job *job, int fd, const char *name, char *err,
+	size_t errlen)
 {
-	eng_dir d;
-	eng_err e = {0};
-	if (geteuid() != 0 || job->owner.uid == 0)
+	if (geteuid() != 0 || job->owner.uid == 0 || fchown(fd, job->owner.uid,
+		    job->owner.gid) == 0)
 		return 0;
-	if (srv_job_dir_open(job, &d, &e) < 0) {
-		snprintf(err, errlen, "%s", e.msg);
-		return -1;
-	}
-	int rc = fchownat(d.fd, name, job->owner.uid, job->owner.gid, AT_SYMLINK_NOFOLLOW);
-	eng_dir_close(&d);
-	if (rc < 0)
-		snprintf(err, errlen, "cannot give %s to uid %lu: %s", name,
-			(unsigned long)job->owner.uid, strerror(errno));
-	return rc;
+	snprintf(err, errlen, "cannot give %s to uid %lu: %s", name,
+		(unsigned long)job->owner.uid, strerror(errno));
+	return -1;
 }
 
-/* The listening socket at JOBDIR/ctl.sock, mode 0600, the owner's. */
+/* The listening socket at JOBDIR/ctl.sock: created 0600 (under a umask, never changed after
+ * by name), the owner's. */
 static int listen_socket(srv_job *job, char *path, size_t len, char *err, size_t errlen)
 {
 	struct sockaddr_un a;
@@ -56,10 +51,15 @@ static int listen_socket(srv_job *job, char *path, size_t len, char *err, size_t
 	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
 		unlink(path); /* a socket left by a job that died before rank 0 connected */
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || chmod(path, 0600) < 0 ||
-		give_to_owner(job, SRV_MPI_SOCKET, err, errlen) < 0 || listen(fd, 4) < 0) {
-		if (!err[0])
-			snprintf(err, errlen, "cannot listen at '%s': %s", path, strerror(errno));
+	mode_t old = umask(0177);
+	int bound = fd >= 0 ? bind(fd, (struct sockaddr *)&a, sizeof a) : -1;
+	umask(old);
+	/* a socket's owner is its inode's: given through the path, which is rematd's own
+	 * directory (0711, root's), where the owner cannot put a link */
+	if (bound < 0 || (geteuid() == 0 && job->owner.uid != 0 &&
+			     lchown(path, job->owner.uid, job->owner.gid) < 0) ||
+		listen(fd, 4) < 0) {
+		snprintf(err, errlen, "cannot listen at '%s': %s", path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		return -1;
@@ -68,17 +68,45 @@ static int listen_socket(srv_job *job, char *path, size_t len, char *err, size_t
 	return 0;
 }
 
-/* JOBDIR/metrics.jsonl, created when missing, the owner's: rank 0 appends to it. */
-static int metrics_file(srv_job *job, char *path, size_t len, char *err, size_t errlen)
+/* A file of the job's directory, created (or emptied when trunc) 0600 and the owner's,
+ * written with text when not NULL. */
+static int owner_file(srv_job *job, const char *name, int trunc, const char *text,
+	char *path, size_t len, char *err, size_t errlen)
 {
-	snprintf(path, len, "%s/" SRV_METRICS_FILE, job->dir);
-	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	snprintf(path, len, "%s/%s", job->dir, name);
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (trunc ? O_TRUNC
+									   : O_APPEND), 0600);
 	if (fd < 0) {
 		snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
 		return -1;
 	}
+	int rc = give_to_owner(job, fd, name, err, errlen);
+	size_t n = text ? strlen(text) : 0;
+	if (rc == 0 && n && write(fd, text, n) != (ssize_t)n) {
+		snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+		rc = -1;
+	}
 	close(fd);
-	return give_to_owner(job, SRV_METRICS_FILE, err, errlen);
+	return rc;
+}
+
+/* The spec the ranks read: job.json itself, or a copy that is the owner's when mpirun runs
+ * as the owner (job.json is rematd's, 0600). */
+static int rank_spec(srv_job *job, const char *spec_path, int drop, char *path, size_t len,
+	char *err, size_t errlen)
+{
+	if (!drop) {
+		snprintf(path, len, "%s", spec_path);
+		return 0;
+	}
+	json_t *spec = json_load_file(spec_path, JSON_REJECT_DUPLICATES, NULL);
+	char *text = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
+	int rc = text ? owner_file(job, SRV_MPI_SPEC, 1, text, path, len, err, errlen) : -1;
+	if (!text)
+		snprintf(err, errlen, "cannot read the job's spec '%s'", spec_path);
+	free(text);
+	json_decref(spec);
+	return rc;
 }
 
 int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, char **args,
@@ -95,21 +123,28 @@ int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, cha
 	/* store holds the strings the arguments point at, one after another */
 #define KEEP(...) (used < storelen ? (args[n++] = store + used, \
 	used += (size_t)snprintf(store + used, storelen - used, __VA_ARGS__) + 1) : 0)
-	char sock[SRV_PATH_LEN + 16], metrics[SRV_PATH_LEN + 16];
+	char sock[SRV_PATH_LEN + 16], metrics[SRV_PATH_LEN + 16], spec[SRV_PATH_LEN + 16];
 	if (!srv->mpirun_path[0]) {
 		snprintf(err, errlen, "no mpirun: install openmpi-bin, or start rematd with --mpirun");
 		return -1;
 	}
 	if (listen_socket(job, sock, sizeof sock, err, errlen) < 0 ||
-		metrics_file(job, metrics, sizeof metrics, err, errlen) < 0) {
+		owner_file(job, SRV_METRICS_FILE, 0, NULL, metrics, sizeof metrics, err, errlen) < 0 ||
+		rank_spec(job, spec_path, as_arg != NULL, spec, sizeof spec, err, errlen) < 0) {
 		srv_mpi_close(job);
 		return -1;
+	}
+	if (as_arg) { /* mpirun, its daemons and every rank the owner's from the start */
+		KEEP("%s", srv->worker_path);
+		KEEP("--as");
+		KEEP("%s", as_arg);
+		KEEP("--exec");
 	}
 	KEEP("%s", srv->mpirun_path);
 	KEEP("-np");
 	KEEP("%d", srv_mpi_ranks(job));
-	if (geteuid() == 0)
-		KEEP("--allow-run-as-root"); /* the ranks drop to the owner themselves (--as) */
+	if (geteuid() == 0 && !as_arg)
+		KEEP("--allow-run-as-root"); /* the owner is root */
 	KEEP("--bind-to"); /* each rank's OpenMP threads stay free to spread */
 	KEEP("none");
 	if (hosts && hosts[0]) {
@@ -126,11 +161,7 @@ int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, cha
 	KEEP("%s", metrics);
 	KEEP("--job-id");
 	KEEP("%s", job->id);
-	if (as_arg) {
-		KEEP("--as");
-		KEEP("%s", as_arg);
-	}
-	KEEP("%s", spec_path);
+	KEEP("%s", spec);
 #undef KEEP
 	if (used >= storelen || n >= SRV_MPI_MAX_ARGS) {
 		snprintf(err, errlen, "mpirun's arguments are too long");
@@ -162,22 +193,48 @@ void srv_mpi_close(srv_job *job)
 	}
 }
 
-/* Rank 0, as the job's owner (or root): the job's channel from now on. */
+/* Whether pid descends from ancestor (its parents, from /proc, a few generations up). */
+static int descends(pid_t pid, pid_t ancestor)
+{
+	for (int depth = 0; depth < 8 && pid > 1; depth++) {
+		char p[64], buf[512];
+		snprintf(p, sizeof p, "/proc/%ld/stat", (long)pid);
+		FILE *f = fopen(p, "r");
+		size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+		if (f)
+			fclose(f);
+		buf[n] = '\0';
+		char *rp = strrchr(buf, ')'); /* "pid (comm) state ppid ..." */
+		long ppid;
+		if (!rp || sscanf(rp + 1, " %*c %ld", &ppid) != 1)
+			return 0;
+		if ((pid_t)ppid == ancestor)
+			return 1;
+		pid = (pid_t)ppid;
+	}
+	return 0;
+}
+
+/* Rank 0, a process of the job's own mpirun run as its owner (or root): the job's channel
+ * from now on. Another process of the owner's is refused. */
 static void on_connect(uv_poll_t *p, int status, int events)
 {
 	srv_job *job = p->data;
 	(void)events;
-	if (status < 0)
+	if (status < 0) {
+		srv_worker_kill(job, "its rank-0 socket failed");
+		srv_mpi_close(job);
 		return;
+	}
 	int fd = accept4(job->mpi_lfd, NULL, NULL, SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
 	struct ucred cr;
 	socklen_t len = sizeof cr;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 ||
-		(cr.uid != job->owner.uid && cr.uid != geteuid())) {
-		srv_log("job %s: refused a connection to its rank-0 socket from uid %lu", job->id,
-			(unsigned long)cr.uid);
+		(cr.uid != job->owner.uid && cr.uid != geteuid()) || !descends(cr.pid, job->pid)) {
+		srv_log("job %s: refused a connection to its rank-0 socket from pid %ld (uid %lu): "
+			"not a process of its mpirun", job->id, (long)cr.pid, (unsigned long)cr.uid);
 		close(fd);
 		return;
 	}
@@ -189,11 +246,17 @@ static void on_connect(uv_poll_t *p, int status, int events)
 
 void srv_mpi_wait(srv_job *job)
 {
-	if (uv_poll_init(job->srv->loop, &job->mpi_poll, job->mpi_lfd) < 0)
+	srv_job_set_state(job, SRV_JOB_STARTING, "mpirun spawned, waiting for rank 0");
+	if (uv_poll_init(job->srv->loop, &job->mpi_poll, job->mpi_lfd) < 0) {
+		srv_worker_kill(job, "cannot wait for its rank 0");
+		srv_mpi_close(job);
 		return;
+	}
 	job->mpi_poll.data = job;
 	job->handles_open++;
 	job->mpi_polling = 1;
-	uv_poll_start(&job->mpi_poll, UV_READABLE, on_connect);
-	srv_job_set_state(job, SRV_JOB_STARTING, "mpirun spawned, waiting for rank 0");
+	if (uv_poll_start(&job->mpi_poll, UV_READABLE, on_connect) < 0) {
+		srv_worker_kill(job, "cannot wait for its rank 0");
+		srv_mpi_close(job);
+	}
 }

@@ -9,14 +9,18 @@
 #include "srv_job.h"
 
 #define SRV_MPI_SOCKET "ctl.sock" /* in the job's directory, until rank 0 has connected */
+#define SRV_MPI_SPEC "rank.json"  /* the spec the ranks read when they are not rematd's */
 #define SRV_MPI_MAX_ARGS 24
 
 /* The ranks the job's check said (1: one remat-train). */
 int srv_mpi_ranks(const srv_job *job);
 
-/* Before the spawn: the socket rank 0 will connect to (listening, the owner's) and the
- * job's metrics.jsonl (created, the owner's: rank 0 opens it), then mpirun's arguments
- * into args (SRV_MPI_MAX_ARGS, pointing into store). 0, or -1 with why in err. */
+/* Before the spawn: the socket rank 0 will connect to (listening, the owner's), the job's
+ * metrics.jsonl (created, the owner's: rank 0 opens it), then the arguments into args
+ * (SRV_MPI_MAX_ARGS, pointing into store): mpirun's, or with as_arg (rematd root, the owner
+ * not) remat-train --as as_arg --exec mpirun..., so that mpirun, its daemons and every rank
+ * are the owner's from the start, reading a copy of the spec that is theirs. 0, or -1 with
+ * why in err. */
 int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, char **args,
 	char *store, size_t storelen, char *err, size_t errlen);
 

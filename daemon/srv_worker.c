@@ -579,9 +579,6 @@ static void worker_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 void srv_worker_channel_open(srv_job *job, int *fd)
 {
 	srv_server *srv = job->srv;
-	uv_timer_init(srv->loop, &job->timer);
-	job->timer.data = job;
-	job->handles_open++;
 	uv_pipe_init(srv->loop, &job->chan, 0);
 	job->chan.data = job;
 	job->handles_open++;
@@ -681,6 +678,10 @@ void srv_worker_spawn(srv_job *job)
 	job->proc_alive = 1;
 	job->pid = job->proc.pid;
 	srv->n_active++;
+	/* the reaping closes it, whether a channel ever opened (mpirun may end first) */
+	uv_timer_init(srv->loop, &job->timer);
+	job->timer.data = job;
+	job->handles_open++;
 	if (sv[1] >= 0)
 		close(sv[1]);
 	close(log_fd);

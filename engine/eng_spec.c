@@ -646,8 +646,8 @@ static int parse_sample(eng_spec *s, json_t *root, eng_err *err)
 	return 0;
 }
 
-/* parallel.hosts: host names (or "host:slots"), for mpirun --host; no blanks or commas in
- * a name, which would split it. */
+/* parallel.hosts: host names, each with an optional ":slots", for mpirun --host: letters,
+ * digits, '.', '-' and '_' only (mpirun hands names on to remote shells). */
 static int parse_hosts(eng_spec *s, json_t *h, eng_err *err)
 {
 	size_t i, used = 0;
@@ -656,10 +656,14 @@ static int parse_hosts(eng_spec *s, json_t *h, eng_err *err)
 		return eng_errf(err, "'parallel.hosts' must be an array of host names");
 	json_array_foreach(h, i, v) {
 		const char *n = json_string_value(v);
-		size_t len = n ? strlen(n) : 0;
-		if (!n || len == 0 || strcspn(n, " ,\t\n'\"\\") != len || n[0] == '-')
-			return eng_errf(err, "'parallel.hosts[%zu]' must be a host name (no blanks, "
-					     "commas or quotes, not starting with '-')", i);
+		size_t len = n ? strlen(n) : 0, name = n ? strspn(n, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			"abcdefghijklmnopqrstuvwxyz0123456789._-") : 0;
+		int ok = n && name > 0 && n[0] != '-' && (name == len || (n[name] == ':' &&
+			name + 1 < len && strspn(n + name + 1, "0123456789") == len - name - 1));
+		if (!ok)
+			return eng_errf(err, "'parallel.hosts[%zu]' must be a host name (letters, "
+					     "digits, '.', '-', '_', not starting with '-') with an "
+					     "optional ':slots'", i);
 		if (used + len + 2 > sizeof s->hosts)
 			return eng_errf(err, "'parallel.hosts' is longer than %zu bytes",
 				sizeof s->hosts - 1);
@@ -685,6 +689,8 @@ static int parse_parallel(eng_spec *s, json_t *root, eng_err *err)
 		return -1;
 	if (s->hosts[0] && s->hostfile[0])
 		return eng_errf(err, "'parallel' takes 'hosts' or 'hostfile', not both");
+	if (s->hostfile[0] == '-')
+		return eng_errf(err, "'parallel.hostfile' must be a path, not an option");
 	return 0;
 }
 
@@ -724,6 +730,7 @@ static int parse_root(eng_spec *s, json_t *root, eng_err *err)
 		return -1;
 	s->seed = (uint64_t)seed;
 	s->has_grad_accum = json_object_get(root, "grad_accum") != NULL;
+	s->has_threads = json_object_get(root, "threads") != NULL;
 	s->has_shuffle_seed = json_object_get(json_object_get(root, "data"), "shuffle_seed") != NULL;
 	v = json_object_get(root, "device");
 	if (v && get_choice(v, "device", devices, &dev, err) < 0)

@@ -112,7 +112,9 @@ typedef struct eng_spec {
 	int save_every;                   /* default 0 = only at the end */
 	int save_keep;                    /* default 3, >= 1 */
 
-	int threads;                      /* default: online CPUs (per rank) */
+	int threads;                      /* default: online CPUs (data parallel: shared by
+					   * the ranks of a host) */
+	int has_threads;                  /* 1 when the spec gave it */
 	eng_device device;                /* default cpu */
 
 	/* parallel: data parallel over MPI, every rank the whole model and its own

@@ -249,6 +249,13 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	if (eng_data_check(s->train_path, s->data_format, s->batch, s->seq_len,
 		    s->cfg.vocab_size, &ntok, err) < 0)
 		return -1;
+	if (s->hostfile[0]) { /* mpirun reads it as the job's owner, as this check runs */
+		struct stat hst;
+		int hfd = eng_fs_open_read(s->hostfile, "hostfile", &hst, err);
+		if (hfd < 0)
+			return -1;
+		close(hfd);
+	}
 	if (s->ranks > 1 && ntok < (size_t)s->ranks * s->batch * s->seq_len + 1)
 		return eng_errf(err, "data file '%s': %zu tokens, fewer than one step of %d ranks "
 				     "needs (%d x %d x %d + 1)", s->train_path, ntok, s->ranks, s->ranks,
@@ -592,8 +599,9 @@ static int step_sum(eng_trainer *tr, int lrc, float *grads, double *loss_sum, en
 	char msg[ENG_ERR_LEN];
 	if (eng_dp_size() == 1)
 		return lrc;
+	int kind = err->kind;
 	snprintf(msg, sizeof msg, "%s", lrc < 0 ? err->msg : "");
-	int first = eng_dp_first_failure(lrc < 0, msg, sizeof msg);
+	int first = eng_dp_first_failure(lrc < 0, &kind, msg, sizeof msg);
 	if (first >= 0 && lrc == 0) {
 		eng_errf(err, "rank %d: %.440s", first, msg);
 		err->kind = ENG_ERR_PEER;
@@ -727,12 +735,15 @@ static int step_again(int again, eng_err *err)
 	char msg[ENG_ERR_LEN];
 	if (eng_dp_size() == 1)
 		return again ? 0 : -1;
+	int kind = err->kind;
 	snprintf(msg, sizeof msg, "%s", again ? "" : err->msg);
-	int first = eng_dp_first_failure(!again, msg, sizeof msg);
+	int first = eng_dp_first_failure(!again, &kind, msg, sizeof msg);
 	if (first < 0)
 		return 0;
-	if (again) /* this rank's try was fine, or it could have gone on */
+	if (again) { /* this rank's try was fine, or it could have gone on: the giver-up's */
 		eng_errf(err, "rank %d: %.480s", first, msg);
+		err->kind = (eng_err_kind)kind; /* out of memory names the last checkpoint */
+	}
 	return -1;
 }
 

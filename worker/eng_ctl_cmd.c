@@ -79,8 +79,9 @@ HANDLER(cmd_status)
 		? json_real(c->busy_s / c->steps_here * (c->steps - c->step)) : json_null());
 	json_object_set_new(r, "hparams", c->hparams ? json_deep_copy(c->hparams) : json_object());
 	/* data parallel: the ranks, and how their gradients are summed */
-	json_object_set_new(r, "ranks", json_integer(c->nranks > 1 ? c->nranks : 1));
-	json_object_set_new(r, "allreduce", c->nranks > 1 ? json_string("mpi: reduce-scatter and "
+	int ranks = c->tr ? c->tr->spec.ranks : 1;
+	json_object_set_new(r, "ranks", json_integer(ranks));
+	json_object_set_new(r, "allreduce", ranks > 1 ? json_string("mpi: reduce-scatter and "
 		"all-gather of float32 gradients in host memory") : json_null());
 	return r;
 }

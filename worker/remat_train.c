@@ -211,6 +211,7 @@ typedef struct train_opts {
 	const char *ctl_connect;           /* --control-connect PATH: rematd's socket (data
 					    * parallel: rank 0, started by mpirun) */
 	wk_sample_args sample;             /* --sample CKPT and its options */
+	char **exec;                       /* --exec PROGRAM ARGS...: run it as --as's user */
 } train_opts;
 
 /* --tokens, --temperature, --top-k, --seed: remat-train --sample's numbers */
@@ -274,6 +275,9 @@ static int parse_args(int argc, char **argv, train_opts *o)
 			o->metrics = argv[++i];
 		} else if (strcmp(a, "--control-connect") == 0 && more) {
 			o->ctl_connect = argv[++i];
+		} else if (strcmp(a, "--exec") == 0 && more) {
+			o->exec = argv + i + 1; /* the rest is the program's */
+			break;
 		} else if (strcmp(a, "--sample") == 0 && more) {
 			o->sample.ckpt = argv[++i];
 		} else if (strcmp(a, "--prompt") == 0 && more) {
@@ -314,6 +318,9 @@ static int parse_args(int argc, char **argv, train_opts *o)
 	/* what may go together: --export-llmc and --check are subcommands of their own */
 	int run_opts = o->json || o->sched_arg || o->ctl_path || o->ctl_fd >= 0 || o->metrics ||
 		o->metrics_fd >= 0 || o->ctl_connect;
+	if (o->exec) /* --as and --exec alone */
+		return o->as && !o->job && !o->json && !o->check && !o->sample.ckpt ? -1
+			: (usage(stderr), 2);
 	int sample_opts = o->sample.prompt != NULL; /* and its numbers: defaults elsewhere */
 	if (o->sample.ckpt)
 		return !o->job && !o->export_from && !o->check && !o->as && !o->sched_arg &&
@@ -406,6 +413,23 @@ static int start_control(const train_opts *o, eng_ctl **c)
 	return 0;
 }
 
+/* --as CRED --exec PROGRAM ARGS...: rematd's way to start mpirun for a data-parallel job as
+ * its owner (groups, gid, uid: what --as drops to), so that mpirun, its daemons and every
+ * rank are the owner's from the start. Returns only on failure. */
+static int exec_as(const char *as, char **argv)
+{
+	eng_cred cred;
+	char why[256];
+	if (eng_cred_parse(as, &cred, why, sizeof why) < 0 ||
+		eng_cred_drop(&cred, why, sizeof why) < 0) {
+		fprintf(stderr, "remat-train: %s\n", why);
+		return 2;
+	}
+	execv(argv[0], argv);
+	fprintf(stderr, "remat-train: cannot run '%s': %s\n", argv[0], strerror(errno));
+	return 127;
+}
+
 /* The ranks the spec asks for against those mpirun started (s->ranks becomes them): 0, or
  * the exit status after saying what is wrong. */
 static int check_ranks(eng_spec *s)
@@ -423,6 +447,12 @@ static int check_ranks(eng_spec *s)
 		return 2;
 	}
 	s->ranks = world;
+	/* the ranks of one host share its processors, unless the spec says */
+	const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+	if (world > 1 && !s->has_threads && local && atoi(local) > 1) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		s->threads = cpus / atoi(local) > 1 ? (int)(cpus / atoi(local)) : 1;
+	}
 	return 0;
 }
 
@@ -436,6 +466,7 @@ int main(int argc, char **argv)
 	eng_spec spec;
 	eng_err err;
 	memset(&tr, 0, sizeof tr);
+	pid_t parent = getppid(); /* mpirun's, under it */
 	kn_fix_runtime(argv); /* may re-execute this program with a better BLAS kernel and
 			       * OpenMP wait policy */
 	if ((rc = parse_args(argc, argv, &o)) >= 0)
@@ -447,6 +478,8 @@ int main(int argc, char **argv)
 	}
 	if (o.export_from)
 		return export_llmc(o.export_from, o.export_to, o.bf16);
+	if (o.exec)
+		return exec_as(o.as, o.exec);
 	if (o.sample.ckpt) {
 		o.sample.json = o.json;
 		return wk_sample_cli(&o.sample);
@@ -462,13 +495,16 @@ int main(int argc, char **argv)
 		return check_job(&spec);
 	}
 	wk_metrics mx;
+	int together = 0;
 	wk_metrics_init(&mx);
 	if (spec_rc == 0 && (rc = check_ranks(&spec)) != 0)
 		goto out;
 	/* a rank dies with mpirun (set now: a change of user clears it), so that no rank
-	 * outlives a job rematd killed */
-	if (eng_dp_size() > 1 && (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() == 1))
+	 * outlives a job rematd killed; mpirun gone already: no job to be part of */
+	if (eng_dp_size() > 1 && (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)) {
+		rc = 1;
 		goto out;
+	}
 	rc = 1;
 	/* data parallel: rank 0 is the worker that is spoken to, writes the log and prints;
 	 * the others follow it (wk_dp.h) and say only what goes wrong */
@@ -495,13 +531,14 @@ int main(int argc, char **argv)
 	if (!o.json)
 		print_banner(&tr);
 	eng_ctl_attach(c, &tr);
-	wk_run_opts ro = {o.json, o.ctl_fd >= 0 || o.ctl_connect, &sched, &stop_signal, &mx};
+	wk_run_opts ro = {o.json, o.ctl_fd >= 0 || o.ctl_connect, &sched, &stop_signal, &mx,
+		&together};
 	rc = wk_run(&tr, c, &ro);
 out:
 	wk_metrics_close(&mx);
 	eng_ctl_stop(c);
 	eng_trainer_free(&tr);
-	if (rc != 0 && rc != 130 && eng_dp_size() > 1)
+	if (rc != 0 && rc != 130 && eng_dp_size() > 1 && !together)
 		eng_dp_abort(rc); /* no rank left waiting in a collective for this one */
 	eng_dp_finalize();
 	return rc;

@@ -2,6 +2,7 @@
 #include "wk_dp.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,8 +127,11 @@ int wk_dp_gather(const eng_trainer *tr, const eng_step_stats *st, eng_ctl *c, en
 		return 0;
 	eng_ctl_rank mine, *all = eng_dp_rank() == 0 ? calloc((size_t)n, sizeof *all) : NULL;
 	eng_mem_stats ms;
-	if (eng_dp_rank() == 0 && !all)
-		return eng_errf(err, "out of memory for %d ranks' counters", n);
+	if (eng_dp_rank() == 0 && !all) {
+		/* the others are in the gather already: the job cannot go on as one */
+		fprintf(stderr, "remat-train: out of memory for %d ranks' counters\n", n);
+		eng_dp_abort(1);
+	}
 	eng_mem_get_stats(&ms);
 	memset(&mine, 0, sizeof mine);
 	mine.rank = eng_dp_rank();

@@ -512,8 +512,11 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 		cmd->next = NULL;
 		/* what every rank applies goes to the others before the next step */
 		if ((cmd->op == CTL_OP_POLICY || cmd->op == CTL_OP_SET || cmd->op == CTL_OP_PROFILE ||
-			    cmd->op == CTL_OP_AUTO) && wk_dp_note(&rc->dpm, cmd) < 0)
+			    cmd->op == CTL_OP_AUTO) && wk_dp_note(&rc->dpm, cmd) < 0) {
+			/* applied here and not there, the ranks would part: the job cannot go on */
 			fprintf(stderr, "remat-train: out of memory for the other ranks' commands\n");
+			eng_dp_abort(1);
+		}
 		switch (cmd->op) {
 		case CTL_OP_POLICY:
 			if (eng_trainer_set_policy(tr, &cmd->policy, &err) < 0) {
@@ -745,6 +748,10 @@ static void run_start(eng_trainer *tr, eng_ctl *c, run_ctl *run, const wk_run_op
 						  eng_auto_proc_cgroup(), &budget, &err) < 0)
 		fprintf(stderr, "remat-train: remat.budget cgroup: %s: the controller stays off\n",
 			err.msg);
+	/* data parallel: the ranks on this host share its cgroup */
+	const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+	if (s->remat_budget_cgroup && s->ranks > 1 && local && atoi(local) > 1)
+		budget /= (size_t)atoi(local);
 	if (budget)
 		auto_set(c, run, budget, tr->step + 1);
 }
@@ -782,15 +789,19 @@ static int follow(eng_trainer *tr, const wk_run_opts *o)
 			goto out;
 		}
 		apply_cmds(tr, NULL, wk_dp_cmds(&m), &run, 0);
-		if (m.end) {
-			rc = m.failed ? 1 : 0;
+		if (m.end) { /* rank 0's exit status says how it ended */
+			*o->together = 1;
+			rc = 0;
 			break;
 		}
 		eng_policy want;
 		eng_step_stats st;
 		int by_auto, asked = step_want(tr, &run, &want, &by_auto);
 		if (eng_trainer_step_as(tr, asked ? &want : NULL, &st, &err) < 0) {
+			/* every rank failed it together: rank 0 says why, and exits so */
 			fprintf(stderr, "remat-train: rank %d: %s\n", eng_dp_rank(), err.msg);
+			*o->together = 1;
+			rc = 0;
 			goto out;
 		}
 		if (wk_dp_gather(tr, &st, NULL, &err) < 0)
@@ -850,6 +861,7 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		if (eng_trainer_step_as(tr, asked ? &want : NULL, &st, &err) < 0) {
 			step_fatal(tr, c, &run, &err); /* the other ranks know: the step was theirs */
 			run.dp_ended = 1;
+			*o->together = 1;
 			goto out;
 		}
 		step_policy_said(tr, c, &run, &before, asked ? &want : NULL, by_auto, st.step,
@@ -876,6 +888,8 @@ out:
 	/* the other ranks end with this one (after a step that failed they know already) */
 	if (!run.dp_ended && wk_dp_send(&run.dpm, 1, rc != 0 && rc != 130, &err) < 0)
 		fprintf(stderr, "remat-train: telling the other ranks: %s\n", err.msg);
+	else
+		*o->together = 1;
 	wk_dp_free(&run.dpm);
 	eng_ctl_cmd_free(run.stops);
 	eng_ckpt_writer_stop(run.writer); /* a save in progress is finished, never cut */

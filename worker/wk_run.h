@@ -44,6 +44,9 @@ typedef struct wk_run_opts {
 	const wk_schedule *sched;              /* NULL: none */
 	const volatile sig_atomic_t *stop_signal; /* non-zero once SIGINT or SIGTERM came */
 	wk_metrics *metrics;                   /* every step and eval (fd -1: no file) */
+	int *together;                         /* out, data parallel: 1 when every rank knows
+						* the run is over (no rank waits in a
+						* collective for this one) */
 } wk_run_opts;
 
 /* Trains tr (initialised, its policy laid out) under controller c (NULL: alone) to the end.

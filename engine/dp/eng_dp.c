@@ -14,6 +14,8 @@
 #define DP_POLL_NS 200000 /* a waiting rank tests its broadcast this often */
 
 static int dp_on, dp_rank, dp_size = 1;
+static int *dp_counts, *dp_displs; /* the all-reduce's parts: allocated at init, so that no
+				    * rank can fail to enter it for want of memory */
 static double dp_sum_ms;
 static char dp_desc[128] = "one process";
 
@@ -33,6 +35,10 @@ int eng_dp_init(int *argc, char ***argv, eng_err *err)
 	while (n < len && ver[n] != ',' && ver[n] != '\n')
 		n++;
 	snprintf(dp_desc, sizeof dp_desc, "%.*s, %d ranks", n, ver, dp_size);
+	dp_counts = malloc(2 * (size_t)dp_size * sizeof *dp_counts);
+	if (!dp_counts)
+		return eng_errf(err, "out of memory for %d ranks", dp_size);
+	dp_displs = dp_counts + dp_size;
 	return 0;
 }
 
@@ -41,6 +47,8 @@ void eng_dp_finalize(void)
 	if (dp_on)
 		MPI_Finalize();
 	dp_on = 0;
+	free(dp_counts);
+	dp_counts = dp_displs = NULL;
 }
 
 void eng_dp_abort(int status)
@@ -76,13 +84,10 @@ int eng_dp_sum_floats(float *x, size_t n, eng_err *err)
 {
 	if (dp_size == 1)
 		return 0;
-	if (n / (size_t)dp_size >= INT_MAX)
+	if (n > INT_MAX)
 		return eng_errf(err, "%zu floats are more than one all-reduce can sum", n);
 	double t0 = now_ms();
-	int *counts = malloc(2 * (size_t)dp_size * sizeof *counts), rc = 0;
-	if (!counts)
-		return eng_errf(err, "out of memory for the all-reduce");
-	int *displs = counts + dp_size;
+	int *counts = dp_counts, *displs = dp_displs, rc = 0;
 	/* rank r sums part r (the first n % size parts one longer), then every part goes to
 	 * every rank */
 	for (int r = 0, at = 0; r < dp_size; r++) {
@@ -101,7 +106,6 @@ int eng_dp_sum_floats(float *x, size_t n, eng_err *err)
 		    MPI_COMM_WORLD) != MPI_SUCCESS)
 		rc = eng_errf(err, "MPI_Allgatherv failed");
 out:
-	free(counts);
 	dp_sum_ms = now_ms() - t0;
 	return rc;
 }
@@ -125,7 +129,7 @@ int eng_dp_any(int flag)
 	return any;
 }
 
-int eng_dp_first_failure(int failed, char *msg, size_t len)
+int eng_dp_first_failure(int failed, int *kind, char *msg, size_t len)
 {
 	int me = failed ? dp_rank : INT_MAX, first = me;
 	if (dp_size == 1)
@@ -133,6 +137,7 @@ int eng_dp_first_failure(int failed, char *msg, size_t len)
 	MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
 	if (first == INT_MAX)
 		return -1;
+	MPI_Bcast(kind, 1, MPI_INT, first, MPI_COMM_WORLD);
 	MPI_Bcast(msg, (int)len, MPI_CHAR, first, MPI_COMM_WORLD);
 	msg[len - 1] = '\0';
 	return first;

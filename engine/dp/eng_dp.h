@@ -37,9 +37,9 @@ int eng_dp_sum_floats(float *x, size_t n, eng_err *err);
 int eng_dp_sum_doubles(double *x, int n, eng_err *err);
 /* 1 when flag is non-zero on some rank (every rank calls it). */
 int eng_dp_any(int flag);
-/* The lowest rank whose `failed` is non-zero, with its msg (len bytes) copied to every
- * rank; -1 (msg untouched) when none failed. */
-int eng_dp_first_failure(int failed, char *msg, size_t len);
+/* The lowest rank whose `failed` is non-zero, with its *kind (an eng_err_kind) and msg (len
+ * bytes) copied to every rank; -1 (both untouched) when none failed. */
+int eng_dp_first_failure(int failed, int *kind, char *msg, size_t len);
 /* n bytes of rank 0's buf to every rank's. The other ranks wait by polling (sleeping
  * between tests), so that a paused or evaluating rank 0 does not keep them spinning. */
 int eng_dp_bcast(void *buf, size_t n, eng_err *err);

@@ -59,8 +59,9 @@ int eng_dp_any(int flag)
 	return flag != 0;
 }
 
-int eng_dp_first_failure(int failed, char *msg, size_t len)
+int eng_dp_first_failure(int failed, int *kind, char *msg, size_t len)
 {
+	(void)kind;
 	(void)msg;
 	(void)len;
 	return failed ? 0 : -1;

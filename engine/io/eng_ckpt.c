@@ -752,13 +752,13 @@ static int resume_fits(const json_t *o, const char *ckpt, const eng_spec *s, siz
 		return eng_errf(err, "cannot resume from '%s': its data had %lld tokens, '%s' has %zu",
 			ckpt, (long long)tokens, s->train_path, ntok);
 	json_t *st = json_object_get(data, "sample_tokens");
-	if (json_is_true(json_object_get(data, "shuffle")) && json_is_integer(st) &&
-		json_integer_value(st) != (json_int_t)s->ranks * s->batch * s->seq_len)
+	json_int_t was = st ? json_integer_value(st) : (json_int_t)s->batch * s->seq_len;
+	if (json_is_true(json_object_get(data, "shuffle")) &&
+		was != (json_int_t)s->ranks * s->batch * s->seq_len)
 		return eng_errf(err, "cannot resume from '%s': its data was shuffled in samples of "
 				     "%lld tokens (its ranks x batch x seq_len), the job's are %lld: "
 				     "shuffled data resumes with the ranks it was saved with", ckpt,
-			(long long)json_integer_value(st),
-			(long long)s->ranks * s->batch * s->seq_len);
+			(long long)was, (long long)s->ranks * s->batch * s->seq_len);
 	if (eng_state_pos(o, s->ranks, s->batch, s->seq_len, ntok, pos) < 0)
 		return eng_errf(err, "cannot resume from '%s': its trainer_state.json gives no "
 				     "position in the data that fits it", ckpt);
@@ -784,9 +784,10 @@ int eng_ckpt_adopt(const char *ckpt, eng_spec *s, eng_err *err)
 	if (total < 1 || total > (json_int_t)ENG_MAX_ACCUM * ENG_MAX_RANKS ||
 		(k && !json_is_integer(k)))
 		eng_errf(err, "cannot resume from '%s': its grad_accum is not a count", ckpt);
-	else if (total % R)
+	else if (total % R || K > ENG_MAX_ACCUM)
 		eng_errf(err, "cannot resume from '%s': its steps took %lld micro-batches, which %lld "
-			      "ranks cannot share", ckpt, (long long)total, (long long)R);
+			      "ranks cannot share (at most %d each)", ckpt, (long long)total,
+			(long long)R, ENG_MAX_ACCUM);
 	else if (s->has_grad_accum && K != s->grad_accum)
 		eng_errf(err, "cannot resume from '%s': its steps took %lld micro-batches, the job "
 			      "asks for %d x %lld ranks (leave grad_accum out to take %lld)", ckpt,

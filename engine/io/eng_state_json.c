@@ -134,7 +134,11 @@ int eng_state_pos(const json_t *o, int ranks, int B, int T, size_t ntok, eng_dat
 	memset(pos, 0, sizeof *pos);
 	/* samples of another size (saved with other ranks): in file order the position is
 	 * the cursor's, shuffled it is a place in another permutation */
-	int same = !st || (json_is_integer(st) && (size_t)json_integer_value(st) == per);
+	/* a state without it was written by one process: samples of B x T */
+	size_t was = st ? (json_is_integer(st) && json_integer_value(st) > 0
+				  ? (size_t)json_integer_value(st) : 0)
+			: (size_t)B * T;
+	int same = was == per;
 	if (!same && shuffled)
 		return -1;
 	if (smp && same) {

@@ -305,6 +305,14 @@ static const struct {
 	{WITH("\"sample\": {\"temperature\": -1}"), "'sample.temperature'"},
 	{"{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"t\", \"format\": "
 		"\"bytes\"}, \"sample\": {\"prompt\": [1]}}", "text of 1 to 1024 bytes"},
+	{WITH("\"parallel\": {\"ranks\": 0}"), "'parallel.ranks' 0 out of range"},
+	{WITH("\"parallel\": {\"hosts\": [\"a;b\"]}"), "'parallel.hosts[0]' must be a host name"},
+	{WITH("\"parallel\": {\"hosts\": [\"$(id)\"]}"), "must be a host name"},
+	{WITH("\"parallel\": {\"hosts\": [\"-H\"]}"), "not starting with '-'"},
+	{WITH("\"parallel\": {\"hosts\": [\"node1:x\"]}"), "optional ':slots'"},
+	{WITH("\"parallel\": {\"hosts\": [\"a\"], \"hostfile\": \"/h\"}"), "not both"},
+	{WITH("\"parallel\": {\"hostfile\": \"-x\"}"), "a path, not an option"},
+	{WITH("\"parallel\": {\"ranks\": 2, \"bogus\": 1}"), "unknown key 'parallel.bogus'"},
 	/* types */
 	{WITH("\"batch\": \"8\""), "'batch' must be an integer"},
 	{WITH("\"batch\": 2.5"), "'batch' must be an integer"},
