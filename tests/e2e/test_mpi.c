@@ -372,22 +372,31 @@ static pid_t rank_pid(const char *spec, int r)
 	return found;
 }
 
+/* A rematd running a 2-rank job that would run for ever, past its first step: its id
+ * (16 bytes) and the path of the spec its ranks run (700 bytes). */
+static void long_job(td_daemon *d, td_conn *c, char *id, char *spec)
+{
+	td_daemon_paths(d);
+	td_daemon_start(d, NULL);
+	char *two = mpi_spec(d->dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", 1000000);
+	*c = td_open(d);
+	json_decref(td_request(c, "{\"execute\":\"subscribe\"}"));
+	size_t n;
+	char *text = t_read_file(two, &n);
+	snprintf(id, 16, "%s", td_job_start(c, text, NULL));
+	td_wait_step(c, id);
+	snprintf(spec, 700, "%s/jobs/%s/job.json", d->state, id);
+	free(text);
+	free(two);
+}
+
 START_TEST(test_mpi_rank_killed)
 {
 	NEED(slots_missing);
 	td_daemon d;
-	td_daemon_paths(&d);
-	td_daemon_start(&d, NULL);
-	char *two = mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", 1000000);
-	td_conn c = td_open(&d);
-	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
-	size_t n;
-	char *text = t_read_file(two, &n);
-	const char *job = td_job_start(&c, text, NULL);
+	td_conn c;
 	char id[16], spec[700];
-	snprintf(id, sizeof id, "%s", job);
-	td_wait_step(&c, id);
-	snprintf(spec, sizeof spec, "%s/jobs/%s/job.json", d.state, id);
+	long_job(&d, &c, id, spec);
 	pid_t p1 = rank_pid(spec, 1);
 	ck_assert_msg(p1 > 0, "no rank 1 of %s", spec);
 	kill(p1, SIGKILL);
@@ -402,8 +411,6 @@ START_TEST(test_mpi_rank_killed)
 	ck_assert_msg(!rank_pid(spec, 0) && !rank_pid(spec, 1), "a rank outlived the job");
 	td_alive(&d);
 	td_close(&c);
-	free(text);
-	free(two);
 	td_daemon_stop(&d);
 }
 END_TEST
@@ -414,18 +421,9 @@ START_TEST(test_mpi_stop_reaches_every_rank)
 {
 	NEED(slots_missing);
 	td_daemon d;
-	td_daemon_paths(&d);
-	td_daemon_start(&d, NULL);
-	char *two = mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", 1000000);
-	td_conn c = td_open(&d);
-	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
-	size_t n;
-	char *text = t_read_file(two, &n);
-	const char *job = td_job_start(&c, text, NULL);
+	td_conn c;
 	char id[16], spec[700];
-	snprintf(id, sizeof id, "%s", job);
-	td_wait_step(&c, id);
-	snprintf(spec, sizeof spec, "%s/jobs/%s/job.json", d.state, id);
+	long_job(&d, &c, id, spec);
 	ck_assert(rank_pid(spec, 0) > 0 && rank_pid(spec, 1) > 0);
 	json_t *r = td_request(&c, "{\"execute\":\"job-stop\",\"arguments\":{\"job\":\"%s\","
 		"\"save\":true}}", id);
@@ -440,8 +438,6 @@ START_TEST(test_mpi_stop_reaches_every_rank)
 		td_sleep_ms(50);
 	ck_assert_msg(!rank_pid(spec, 0) && !rank_pid(spec, 1), "a rank outlived job-stop");
 	td_close(&c);
-	free(text);
-	free(two);
 	td_daemon_stop(&d);
 }
 END_TEST
