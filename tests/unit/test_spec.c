@@ -557,7 +557,11 @@ START_TEST(test_eng_spec_parse_loop)
 		"device cuda takes one batch a step");
 	finish_bad(WITH("\"sample\": {}, \"device\": \"cuda\""), &tiny,
 		"device cuda does not sample yet");
+	finish_bad(WITH("\"parallel\": {\"ranks\": 2}, \"device\": \"cuda\""), &tiny,
+		"device cuda runs one rank for now");
 	ck_assert(s.sample_n == 1 && s.sample_prompt[0] == 0); /* no <|endoftext|> in 256 */
+	parse_ok(&s, WITH("\"parallel\": {\"ranks\": 4, \"hosts\": [\"node-1:2\", \"node_2\"]}"));
+	ck_assert(s.ranks == 4 && s.has_ranks && strcmp(s.hosts, "node-1:2,node_2") == 0);
 }
 END_TEST
 
