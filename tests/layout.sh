@@ -28,7 +28,7 @@ out=$(
 	check serve 'proto\.h|sv_[a-z0-9_]+\.h|eng_cred\.h'
 	check kernels/cpu 'kn[a-z0-9_]*\.h'
 	check kernels/cuda 'k[cn][a-z0-9_]*\.(h|cuh)'
-	for d in engine engine/io engine/cuda; do
+	for d in engine engine/io engine/cuda engine/dp; do
 		check "$d" 'eng_[a-z0-9_]+\.h|kn\.h|kc\.h|proto\.h'
 	done
 	check daemon "srv[a-z0-9_]*\.h|proto\.h|sv_[a-z0-9_]+\.h|$core"
@@ -39,6 +39,6 @@ if [ -n "$out" ]; then
 	echo "layout: $(printf '%s\n' "$out" | wc -l) includes out of place" >&2
 	exit 1
 fi
-checks=$(ls proto serve kernels/cpu kernels/cuda engine engine/io engine/cuda daemon client |
+checks=$(ls proto serve kernels/cpu kernels/cuda engine engine/io engine/cuda engine/dp daemon client |
 	grep -Ec '\.(c|h|cu|cuh)$')
 echo "layout: $checks files of proto/, serve/, kernels/, engine/, daemon/, client/ include only what their folder may"
