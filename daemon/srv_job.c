@@ -5,6 +5,7 @@
  * (srv_store.c), running remat-train --check (srv_helper.c).
  */
 #include "srv_job.h"
+#include "srv_mpi.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -483,13 +484,8 @@ static srv_job *job_create(srv_server *srv, job_check *k, const json_t *out,
 		srv_fmt(desc, desclen, "too many jobs queued (at most %d)", SRV_MAX_QUEUED);
 		return NULL;
 	}
-	json_int_t ranks = json_integer_value(json_object_get(json_object_get(out, "parallel"),
-		"ranks"));
-	if (ranks > 1 && !srv->mpirun_path[0]) {
+	if (srv_mpi_check(srv, out, desc, desclen) < 0) {
 		*ec = PROTO_ERR_INVALID_PARAMETER;
-		srv_fmt(desc, desclen, "parallel.ranks %lld needs mpirun, which rematd has not "
-			"found on its PATH: install openmpi-bin, or start rematd with --mpirun PATH",
-			(long long)ranks);
 		return NULL;
 	}
 	job = srv_job_alloc(srv);

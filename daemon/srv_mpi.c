@@ -14,6 +14,17 @@
 #include "srv.h"
 #include "srv_worker.h"
 
+int srv_mpi_check(const srv_server *srv, const json_t *check, char *desc, size_t desclen)
+{
+	json_int_t ranks = json_integer_value(json_object_get(json_object_get(check, "parallel"),
+		"ranks"));
+	if (ranks <= 1 || srv->mpirun_path[0])
+		return 0;
+	srv_fmt(desc, desclen, "parallel.ranks %lld needs mpirun, which rematd has not found on "
+		"its PATH: install openmpi-bin, or start rematd with --mpirun PATH", (long long)ranks);
+	return -1;
+}
+
 int srv_mpi_ranks(const srv_job *job)
 {
 	json_int_t n = json_integer_value(json_object_get(json_object_get(job->info, "parallel"),

@@ -599,11 +599,36 @@ void srv_worker_channel_open(srv_job *job, int *fd)
 	}
 }
 
+/* One remat-train's descriptors: the job's metrics.jsonl (every step and eval, appended by
+ * the worker; a resumed job goes on in the same file, job-metrics reads it back) as fd 4,
+ * the socketpair's end as fd 3. 0, or -1 with why in err. */
+static int worker_fds(srv_job *job, int sv[2], int *metrics_fd, uv_stdio_container_t *stdio,
+	char *err, size_t errlen)
+{
+	char path[SRV_PATH_LEN + 16];
+	snprintf(path, sizeof path, "%s/" SRV_METRICS_FILE, job->dir);
+	*metrics_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (*metrics_fd < 0) {
+		srv_fmt(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	/* CLOEXEC on both ends: libuv dup2s the child's end onto fd 3, which clears the flag
+	 * there only; no other child inherits either end */
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+		snprintf(err, errlen, "cannot create a socketpair: %s", strerror(errno));
+		return -1;
+	}
+	stdio[SRV_WORKER_CONTROL_FD].flags = UV_INHERIT_FD;
+	stdio[SRV_WORKER_CONTROL_FD].data.fd = sv[1];
+	stdio[SRV_WORKER_METRICS_FD].flags = UV_INHERIT_FD;
+	stdio[SRV_WORKER_METRICS_FD].data.fd = *metrics_fd;
+	return 0;
+}
+
 void srv_worker_spawn(srv_job *job)
 {
 	srv_server *srv = job->srv;
 	char log_path[SRV_PATH_LEN + 16], spec_path[SRV_PATH_LEN + 16], err[SRV_REASON_LEN];
-	char metrics_path[SRV_PATH_LEN + 16];
 	int sv[2] = {-1, -1}, log_fd = -1, metrics_fd = -1;
 
 	/* one worker per job, ever: its handles live in the job record */
@@ -634,26 +659,8 @@ void srv_worker_spawn(srv_job *job)
 			goto fail;
 	} else {
 		args[n] = spec_path;
-		/* every step and eval, appended by the worker (a resumed job goes on in the same
-		 * file); job-metrics reads it back */
-		snprintf(metrics_path, sizeof metrics_path, "%s/" SRV_METRICS_FILE, job->dir);
-		metrics_fd = open(metrics_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
-			O_NOFOLLOW, 0600);
-		if (metrics_fd < 0) {
-			srv_fmt(err, sizeof err, "cannot open '%s': %s", metrics_path,
-				strerror(errno));
+		if (worker_fds(job, sv, &metrics_fd, stdio, err, sizeof err) < 0)
 			goto fail;
-		}
-		/* CLOEXEC on both ends: libuv dup2s the child's end onto fd 3, which clears the
-		 * flag there only; no other child inherits either end */
-		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-			snprintf(err, sizeof err, "cannot create a socketpair: %s", strerror(errno));
-			goto fail;
-		}
-		stdio[SRV_WORKER_CONTROL_FD].flags = UV_INHERIT_FD;
-		stdio[SRV_WORKER_CONTROL_FD].data.fd = sv[1];
-		stdio[SRV_WORKER_METRICS_FD].flags = UV_INHERIT_FD;
-		stdio[SRV_WORKER_METRICS_FD].data.fd = metrics_fd;
 	}
 	uv_process_options_t opt;
 	memset(&opt, 0, sizeof opt);
