@@ -72,6 +72,15 @@ char *cli_flops_format(double flops, char *buf, size_t len)
 	return buf;
 }
 
+int cli_state_final(const char *s)
+{
+	static const char *const final[] = {"finished", "stopped", "failed", "interrupted"};
+	for (size_t i = 0; s && i < sizeof final / sizeof final[0]; i++)
+		if (strcmp(s, final[i]) == 0)
+			return 1;
+	return 0;
+}
+
 char *cli_duration_format(double s, char *buf, size_t len)
 {
 	long long t = s >= 0 && s < 1e15 ? (long long)(s + 0.5) : 0;

@@ -34,6 +34,10 @@ int cli_seconds_parse(const char *text, double *seconds);
  * or not finite. Returns buf. */
 char *cli_duration_format(double seconds, char *buf, size_t len);
 
+/* 1 when a job in state s has ended: finished, stopped, failed or interrupted (rematd's
+ * final states), 0 else or for NULL. */
+int cli_state_final(const char *s);
+
 /* ---- arguments ---- */
 
 /* Turns SELECTOR=MODE arguments (separate words, or joined by commas: "a=x,b=y", the

@@ -34,12 +34,6 @@ static int failed(const cli_conn *c, int rc)
 	return rc == CLI_EREPLY ? CLI_EXIT_FAIL : CLI_EXIT_CONN;
 }
 
-static int state_final(const char *state)
-{
-	return state && (!strcmp(state, "finished") || !strcmp(state, "stopped") ||
-			 !strcmp(state, "failed") || !strcmp(state, "interrupted"));
-}
-
 /* Waits s seconds, or less when a signal comes (the caller's stop flag ends the loop). */
 static void pause_s(double s)
 {
@@ -65,7 +59,7 @@ int cli_logs_run(cli_conn *c, const cli_args *a)
 		}
 		long long next = json_integer_value(json_object_get(ret, "next"));
 		long long size = json_integer_value(json_object_get(ret, "size"));
-		int ended = state_final(cli_jstr(ret, "state"));
+		int ended = cli_state_final(cli_jstr(ret, "state"));
 		json_decref(ret);
 		if (fflush(stdout) != 0 || (a->count > 0 && shown >= a->count))
 			return CLI_EXIT_OK;

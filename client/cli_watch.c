@@ -49,17 +49,11 @@ typedef struct watch {
 	int tty;	     /* 1: redraw in place */
 	int utf8;	     /* 1: block characters for bars */
 	int cols;	     /* terminal width */
-	int final;	     /* the job reached finished, stopped or failed */
+	int final;	     /* the job ended (cli_state_final) */
 	int need_mem;	     /* poll mem-stats before waiting again */
 	int need_policy;     /* poll remat-get before waiting again */
 	int status_code;     /* exit status when it ends */
 } watch;
-
-static int state_final(const char *s)
-{
-	return s && (strcmp(s, "finished") == 0 || strcmp(s, "stopped") == 0 ||
-		     strcmp(s, "failed") == 0);
-}
 
 static long long now_ms(void)
 {
@@ -357,7 +351,7 @@ static void on_event(json_t *msg, void *ud)
 			json_object_set(w->status, "reason", v);
 		if ((v = json_object_get(data, "exit_status")))
 			json_object_set(w->status, "exit_status", v);
-		w->final = state_final(to);
+		w->final = cli_state_final(to);
 	} else if (strcmp(name, "CHECKPOINT_SAVED") == 0) {
 		snprintf(w->note, sizeof w->note, "checkpoint saved at step %s: %s",
 			 cli_show_num(data, "step", "%.0f", a, sizeof a),
@@ -500,7 +494,7 @@ int cli_watch_run(cli_conn *c, const cli_watch_opts *o)
 		goto out;
 	if (!w.status && !(w.status = json_object()))
 		goto out;
-	w.final = state_final(cli_jstr(w.status, "state"));
+	w.final = cli_state_final(cli_jstr(w.status, "state"));
 	w.need_policy = w.need_mem = !w.final;
 	if (refresh(&w) < 0)
 		goto out;

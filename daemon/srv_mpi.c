@@ -45,11 +45,27 @@ static int give_to_owner(const srv_job *job, int fd, const char *name, char *err
 	return -1;
 }
 
-/* The listening socket at JOBDIR/ctl.sock: created 0600 (under a umask, never changed after
- * by name), the owner's. */
+/* Removes the entry name of the job's directory when it is a socket (one left by a job
+ * that died before rank 0 connected), through the directory's descriptor, never a link. */
+static void remove_socket(const srv_job *job, const char *name)
+{
+	eng_dir d;
+	eng_err e = {0};
+	struct stat st;
+	if (srv_job_dir_open(job, &d, &e) < 0)
+		return;
+	if (fstatat(d.fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode))
+		unlinkat(d.fd, name, 0);
+	eng_dir_close(&d);
+}
+
+/* The listening socket at JOBDIR/ctl.sock: created 0600 (under a umask: bind takes a path,
+ * the job's directory is rematd's own, 0711), the owner's (fchownat, no link followed). */
 static int listen_socket(srv_job *job, char *path, size_t len, char *err, size_t errlen)
 {
 	struct sockaddr_un a;
+	eng_dir d;
+	eng_err e = {0};
 	memset(&a, 0, sizeof a);
 	a.sun_family = AF_UNIX;
 	if ((size_t)snprintf(path, len, "%s/" SRV_MPI_SOCKET, job->dir) >= sizeof a.sun_path) {
@@ -58,35 +74,45 @@ static int listen_socket(srv_job *job, char *path, size_t len, char *err, size_t
 		return -1;
 	}
 	memcpy(a.sun_path, path, strlen(path) + 1); /* fits: checked above */
-	struct stat st;
-	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-		unlink(path); /* a socket left by a job that died before rank 0 connected */
+	remove_socket(job, SRV_MPI_SOCKET);
+	if (srv_job_dir_open(job, &d, &e) < 0) {
+		snprintf(err, errlen, "%s", e.msg);
+		return -1;
+	}
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	mode_t old = umask(0177);
 	int bound = fd >= 0 ? bind(fd, (struct sockaddr *)&a, sizeof a) : -1;
 	umask(old);
-	/* a socket's owner is its inode's: given through the path, which is rematd's own
-	 * directory (0711, root's), where the owner cannot put a link */
-	if (bound < 0 || (geteuid() == 0 && job->owner.uid != 0 &&
-			     lchown(path, job->owner.uid, job->owner.gid) < 0) ||
-		listen(fd, 4) < 0) {
+	int rc = bound < 0 || (geteuid() == 0 && job->owner.uid != 0 &&
+		fchownat(d.fd, SRV_MPI_SOCKET, job->owner.uid, job->owner.gid,
+			AT_SYMLINK_NOFOLLOW) < 0) || listen(fd, 4) < 0 ? -1 : 0;
+	if (rc < 0) {
 		snprintf(err, errlen, "cannot listen at '%s': %s", path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
-		return -1;
+	} else {
+		job->mpi_lfd = fd;
 	}
-	job->mpi_lfd = fd;
-	return 0;
+	eng_dir_close(&d);
+	return rc;
 }
 
-/* A file of the job's directory, created (or emptied when trunc) 0600 and the owner's,
- * written with text when not NULL. */
+/* A file of the job's directory, opened through its descriptor (O_NOFOLLOW), created (or
+ * emptied when trunc) 0600 and the owner's, written with text when not NULL; its path for
+ * mpirun's arguments into path. */
 static int owner_file(srv_job *job, const char *name, int trunc, const char *text,
 	char *path, size_t len, char *err, size_t errlen)
 {
+	eng_dir d;
+	eng_err e = {0};
 	snprintf(path, len, "%s/%s", job->dir, name);
-	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | (trunc ? O_TRUNC
-									   : O_APPEND), 0600);
+	if (srv_job_dir_open(job, &d, &e) < 0) {
+		snprintf(err, errlen, "%s", e.msg);
+		return -1;
+	}
+	int fd = openat(d.fd, name, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
+		(trunc ? O_TRUNC : O_APPEND), 0600);
+	eng_dir_close(&d);
 	if (fd < 0) {
 		snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
 		return -1;
@@ -102,15 +128,23 @@ static int owner_file(srv_job *job, const char *name, int trunc, const char *tex
 }
 
 /* The spec the ranks read: job.json itself, or a copy that is the owner's when mpirun runs
- * as the owner (job.json is rematd's, 0600). */
+ * as the owner (job.json is rematd's, 0600), read through the job's directory. */
 static int rank_spec(srv_job *job, const char *spec_path, int drop, char *path, size_t len,
 	char *err, size_t errlen)
 {
+	eng_dir d = {.fd = -1};
+	eng_err e = {0};
 	if (!drop) {
 		snprintf(path, len, "%s", spec_path);
 		return 0;
 	}
-	json_t *spec = json_load_file(spec_path, JSON_REJECT_DUPLICATES, NULL);
+	int fd = srv_job_dir_open(job, &d, &e) == 0 ? openat(d.fd, job->spec_file,
+		O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+	if (d.fd >= 0)
+		eng_dir_close(&d);
+	json_t *spec = fd >= 0 ? json_loadfd(fd, JSON_REJECT_DUPLICATES, NULL) : NULL;
+	if (fd >= 0)
+		close(fd);
 	char *text = spec ? json_dumps(spec, JSON_COMPACT) : NULL;
 	int rc = text ? owner_file(job, SRV_MPI_SPEC, 1, text, path, len, err, errlen) : -1;
 	if (!text)
@@ -191,7 +225,6 @@ static void on_poll_close(uv_handle_t *h)
 
 void srv_mpi_close(srv_job *job)
 {
-	char path[SRV_PATH_LEN + 16];
 	if (job->mpi_polling) {
 		uv_close((uv_handle_t *)&job->mpi_poll, on_poll_close);
 		job->mpi_polling = 0;
@@ -199,8 +232,7 @@ void srv_mpi_close(srv_job *job)
 	if (job->mpi_lfd >= 0) {
 		close(job->mpi_lfd);
 		job->mpi_lfd = -1;
-		snprintf(path, sizeof path, "%s/" SRV_MPI_SOCKET, job->dir);
-		unlink(path);
+		remove_socket(job, SRV_MPI_SOCKET);
 	}
 }
 
@@ -209,12 +241,12 @@ static int descends(pid_t pid, pid_t ancestor)
 {
 	for (int depth = 0; depth < 8 && pid > 1; depth++) {
 		char p[64], buf[512];
-		snprintf(p, sizeof p, "/proc/%ld/stat", (long)pid);
-		FILE *f = fopen(p, "r");
-		size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-		if (f)
-			fclose(f);
-		buf[n] = '\0';
+		snprintf(p, sizeof p, "/proc/%ld/stat", (long)pid); /* the kernel's, not a client's */
+		int fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		buf[n > 0 ? n : 0] = '\0';
 		char *rp = strrchr(buf, ')'); /* "pid (comm) state ppid ..." */
 		long ppid;
 		if (!rp || sscanf(rp + 1, " %*c %ld", &ppid) != 1)

@@ -278,10 +278,9 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	return 0;
 }
 
-/* Tokens an optimizer step trains on: grad_accum micro-batches of B x T on every rank. */
-static double step_tokens(const eng_spec *s)
+size_t eng_step_tokens(const eng_spec *s)
 {
-	return (double)s->grad_accum * s->batch * s->seq_len * eng_dp_size();
+	return (size_t)s->grad_accum * s->batch * s->seq_len * s->ranks;
 }
 
 /* ---- memory: what fits, and out of memory as a retry ---- */
@@ -694,7 +693,7 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 	st->step_ms = ms;
 	st->recompute_ms = rec_ms;
 	st->micro_batches = s->grad_accum;
-	st->tokens_per_s = ms > 0 ? step_tokens(s) / (ms / 1e3) : 0.0;
+	st->tokens_per_s = ms > 0 ? (double)eng_step_tokens(s) / (ms / 1e3) : 0.0;
 	st->activation_bytes = ms_now.current[ENG_MEM_ACTIVATIONS];
 	if (tr->gpu)
 		eng_cuda_mem_step_peaks(st->peak_cat, &st->peak_bytes, 0);
@@ -773,7 +772,7 @@ int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats 
 			/* the whole step: its policy change and any try before included (the cost
 			 * table took the sections' own times) */
 			st->step_ms = now_ms() - t_start;
-			st->tokens_per_s = step_tokens(&tr->spec) / (st->step_ms / 1e3);
+			st->tokens_per_s = (double)eng_step_tokens(&tr->spec) / (st->step_ms / 1e3);
 			break;
 		}
 		/* again after a refusal of this rank's own, or after another rank's failure */

@@ -93,6 +93,10 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err);
 int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err);
 void eng_trainer_free(eng_trainer *tr); /* safe on a zeroed or failed trainer */
 
+/* Tokens an optimizer step trains on: grad_accum micro-batches of B x T on every rank
+ * (spec->ranks: mpirun's, once the run is under way). */
+size_t eng_step_tokens(const eng_spec *spec);
+
 /* Learning rate of the step with 0-based index s (warm-up, then cosine or constant). */
 float eng_lr_at(const eng_spec *spec, int s);
 

@@ -70,8 +70,8 @@ HANDLER(cmd_status)
 	if (c->tr) {
 		const eng_spec *s = &c->tr->spec;
 		json_object_set_new(r, "grad_accum", json_integer(s->grad_accum));
-		json_object_set_new(r, "tokens", json_integer((json_int_t)c->step * s->grad_accum *
-								 s->batch * s->seq_len * s->ranks));
+		json_object_set_new(r, "tokens", json_integer((json_int_t)c->step *
+			(json_int_t)eng_step_tokens(s)));
 	}
 	double el = c->steps_here ? eng_ctl__mono_s() - c->first_step_s : 0;
 	json_object_set_new(r, "elapsed_s", json_real(el));

@@ -51,8 +51,7 @@ void wk_metrics_close(wk_metrics *m)
 /* Tokens trained on after `step` optimizer steps, every rank's. */
 static json_int_t tokens_at(const eng_trainer *tr, int step)
 {
-	const eng_spec *s = &tr->spec;
-	return (json_int_t)step * s->grad_accum * s->batch * s->seq_len * s->ranks;
+	return (json_int_t)step * (json_int_t)eng_step_tokens(&tr->spec);
 }
 
 /* The STEP fields every run has (wk_step_json adds the all-reduce's under ranks). */

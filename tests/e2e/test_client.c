@@ -144,6 +144,20 @@ START_TEST(test_cli_duration_format)
 }
 END_TEST
 
+/* The states logs -f and watch stop at: rematd's final ones, interrupted included. */
+START_TEST(test_cli_state_final)
+{
+	static const char *const ended[] = {"finished", "stopped", "failed", "interrupted"};
+	static const char *const live[] = {"queued", "starting", "running", "paused", "stopping",
+		"", "FINISHED"};
+	for (size_t i = 0; i < sizeof ended / sizeof ended[0]; i++)
+		ck_assert_msg(cli_state_final(ended[i]), "%s", ended[i]);
+	for (size_t i = 0; i < sizeof live / sizeof live[0]; i++)
+		ck_assert_msg(!cli_state_final(live[i]), "%s", live[i]);
+	ck_assert(!cli_state_final(NULL));
+}
+END_TEST
+
 /* ---- SEL=MODE ---- */
 
 /* Parses args into a sections object and returns its compact JSON (malloc'd). */
@@ -679,6 +693,7 @@ Suite *suite_client(void)
 	tcase_add_test(tc, test_cli_size_parse_bad);
 	tcase_add_test(tc, test_cli_seconds_parse_forms);
 	tcase_add_test(tc, test_cli_duration_format);
+	tcase_add_test(tc, test_cli_state_final);
 	tcase_add_test(tc, test_cli_sections_parse_order);
 	tcase_add_test(tc, test_cli_sections_parse_bad);
 	tcase_add_test(tc, test_cli_path_absolute_cases);

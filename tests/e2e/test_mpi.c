@@ -372,6 +372,14 @@ static pid_t rank_pid(const char *spec, int r)
 	return found;
 }
 
+/* Neither rank of the job running spec is left within 10 s of what ended it. */
+static void no_rank_left(const char *spec, const char *what)
+{
+	for (long t0 = td_ms(); (rank_pid(spec, 0) || rank_pid(spec, 1)) && td_ms() - t0 < 10000;)
+		td_sleep_ms(50);
+	ck_assert_msg(!rank_pid(spec, 0) && !rank_pid(spec, 1), "a rank outlived %s", what);
+}
+
 /* A rematd running a 2-rank job that would run for ever, past its first step: its id
  * (16 bytes) and the path of the spec its ranks run (700 bytes). */
 static void long_job(td_daemon *d, td_conn *c, char *id, char *spec)
@@ -406,9 +414,7 @@ START_TEST(test_mpi_rank_killed)
 	const char *reason = td_str(data, "reason");
 	ck_assert_msg(strstr(reason, "rank 1"), "reason '%s' names no rank", reason);
 	json_decref(data);
-	for (t0 = td_ms(); (rank_pid(spec, 0) || rank_pid(spec, 1)) && td_ms() - t0 < 10000;)
-		td_sleep_ms(50);
-	ck_assert_msg(!rank_pid(spec, 0) && !rank_pid(spec, 1), "a rank outlived the job");
+	no_rank_left(spec, "the job");
 	td_alive(&d);
 	td_close(&c);
 	td_daemon_stop(&d);
@@ -433,10 +439,7 @@ START_TEST(test_mpi_stop_reaches_every_rank)
 	ck_assert_msg(access(path, R_OK) == 0, "no %s", path);
 	json_decref(r);
 	json_decref(td_wait_state(&c, id, "stopped", MPI_MS));
-	long t0 = td_ms();
-	while ((rank_pid(spec, 0) || rank_pid(spec, 1)) && td_ms() - t0 < 10000)
-		td_sleep_ms(50);
-	ck_assert_msg(!rank_pid(spec, 0) && !rank_pid(spec, 1), "a rank outlived job-stop");
+	no_rank_left(spec, "job-stop");
 	td_close(&c);
 	td_daemon_stop(&d);
 }
