@@ -99,10 +99,11 @@ DAEMON_SRC = $(wildcard daemon/*.c)
 DAEMON_OBJ = $(DAEMON_SRC:%.c=$(BUILD)/%.o)
 CLIENT_SRC = $(wildcard client/*.c)
 CLIENT_OBJ = $(CLIENT_SRC:%.c=$(BUILD)/%.o)
-# tests/cuda/test_cuda.c only needs eng_cuda.h (it skips without the backend); the rest of
-# tests/cuda/ needs the toolkit
+# tests/cuda/test_cuda.c and test_cuda_dp.c only need eng_cuda.h (they skip without the
+# backend); the rest of tests/cuda/ needs the toolkit
+CUDA_TEST_ANY = tests/cuda/test_cuda.c tests/cuda/test_cuda_dp.c
 TEST_SRC   = $(wildcard tests/unit/*.c tests/e2e/*.c tests/reference/*.c tests/security/*.c) \
-	tests/cuda/test_cuda.c $(if $(HAVE_CUDA),$(filter-out tests/cuda/test_cuda.c \
+	$(CUDA_TEST_ANY) $(if $(HAVE_CUDA),$(filter-out $(CUDA_TEST_ANY) \
 	tests/cuda/bench_%,$(wildcard tests/cuda/*.c tests/cuda/*.cu)))
 TEST_OBJ   = $(patsubst %.cu,$(BUILD)/%.o,$(TEST_SRC:%.c=$(BUILD)/%.o))
 $(TEST_OBJ): ALL_CFLAGS += -Itests/unit -Itests/e2e -Iclient
@@ -214,7 +215,7 @@ test: all
 .PHONY: test-cuda
 test-cuda: binaries
 	@rm -rf $(BUILD)/tmp && mkdir -p $(BUILD)/tmp
-	@rc=0; for s in cuda $(if $(HAVE_CUDA),cuda-kernels sdpa); do \
+	@rc=0; for s in cuda $(if $(HAVE_CUDA),cuda-kernels sdpa) cuda-dp; do \
 		CK_RUN_SUITE=$$s $(TEST_ENV) $(TESTS) || rc=1; done; exit $$rc
 
 fuzz: all $(FUZZ) $(FUZZ_ST)

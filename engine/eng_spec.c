@@ -864,15 +864,6 @@ int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 			cfg->n_positions);
 	if (check_tokens(spec, err) < 0)
 		return -1;
-	/* here, not at the parse: a resumed run's grad_accum is its checkpoint's */
-	if (spec->device == ENG_DEVICE_CUDA && spec->grad_accum > 1)
-		return eng_errf(err, "'grad_accum' %d: device cuda takes one batch a step for now "
-				     "(grad_accum 1); accumulate on device cpu, or raise 'batch'",
-			spec->grad_accum);
-	if (spec->device == ENG_DEVICE_CUDA && spec->ranks > 1)
-		return eng_errf(err, "'parallel.ranks' %d: device cuda runs one rank for now (its "
-				     "all-reduce through NCCL is to come); data parallel runs on device "
-				     "cpu", spec->ranks);
 	if (spec->device == ENG_DEVICE_CUDA && spec->sample_on)
 		return eng_errf(err, "'sample': device cuda does not sample yet; sample from the "
 				     "checkpoints with remat-train --sample");

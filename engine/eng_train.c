@@ -450,8 +450,12 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		goto fail;
 	if (cuda) {
 		eng_cuda_opts o;
-		if (eng_cuda_opts_from_env(&o, err) < 0 ||
-			eng_cuda_new(&tr->gpu, &tr->model, &o, err) < 0)
+		if (eng_cuda_opts_from_env(&o, err) < 0)
+			goto fail;
+		o.gpu = eng_dp_local_rank(); /* ranks on one machine take its GPUs in turn */
+		o.accum = s->grad_accum > 1;
+		if (eng_cuda_new(&tr->gpu, &tr->model, &o, err) < 0 ||
+			eng_cuda_dp_open(tr->gpu, o.comm, err) < 0)
 			goto fail;
 	}
 	/* the data before the activations: all the run holds besides them is allocated when
@@ -473,7 +477,7 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		eng_errf(err, "out of memory for the batch buffers");
 		goto fail;
 	}
-	if (s->grad_accum > 1 &&
+	if (!cuda && s->grad_accum > 1 &&
 		!(tr->acc = eng_mem_alloc(ENG_MEM_GRADS, tr->model.nfloats * sizeof(float)))) {
 		eng_errf(err, "out of memory for the accumulated gradients (%.1f MiB)",
 			tr->model.nfloats * 4 / 1048576.0);
@@ -556,7 +560,8 @@ static int step_failed(eng_trainer *tr, const eng_data_pos *at, eng_err *err)
 
 /* This rank's part of the step's gradient: the sum of its grad_accum micro-batch gradients,
  * each computed alone, of its own mean loss, and added to the sum (as an all-reduce adds
- * ranks'), in the model's gradients (one micro-batch) or tr->acc; the sum of their losses in
+ * ranks'), in the model's gradients (one micro-batch) or tr->acc (on the GPU: its own
+ * buffers, eng_cuda_accumulate); the sum of their losses in
  * *loss_sum, their section times summed into sec_ms, their recomputation into *rec_ms. */
 static int step_grads(eng_trainer *tr, double *loss_sum, double sec_ms[][3], double *rec_ms,
 	eng_err *err)
@@ -569,9 +574,12 @@ static int step_grads(eng_trainer *tr, double *loss_sum, double sec_ms[][3], dou
 		float l;
 		eng_data_next(&tr->train, tr->inp, tr->tgt);
 		if (tr->gpu) {
-			if (eng_cuda_step(tr->gpu, tr->inp, tr->tgt, &l, err) < 0)
+			if (eng_cuda_step(tr->gpu, tr->inp, tr->tgt, &l, err) < 0 ||
+				eng_cuda_accumulate(tr->gpu, k, err) < 0)
 				return -1;
 			*rec_ms += eng_cuda_recompute_ms(tr->gpu);
+			*loss_sum += l;
+			continue;
 		} else {
 			if (eng_model_step(m, tr->inp, tr->tgt, &l, err) < 0)
 				return -1;
@@ -591,11 +599,14 @@ static int step_grads(eng_trainer *tr, double *loss_sum, double sec_ms[][3], dou
 
 /* Every rank's part of the step summed (data parallel; nothing with one rank): first
  * whether every rank's part worked (lrc: this one's; its message in err), then the
- * gradients and the losses. A part that failed anywhere fails the try everywhere: this
- * rank's own error, or ENG_ERR_PEER naming the rank that failed. */
-static int step_sum(eng_trainer *tr, int lrc, float *grads, double *loss_sum, eng_err *err)
+ * gradients (on the GPU: eng_cuda_sum_ranks) and the losses, in *ar_ms milliseconds. A
+ * part that failed anywhere fails the try everywhere: this rank's own error, or
+ * ENG_ERR_PEER naming the rank that failed. */
+static int step_sum(eng_trainer *tr, int lrc, float *grads, double *loss_sum, double *ar_ms,
+	eng_err *err)
 {
 	char msg[ENG_ERR_LEN];
+	*ar_ms = 0;
 	if (eng_dp_size() == 1)
 		return lrc;
 	int kind = err->kind;
@@ -607,8 +618,12 @@ static int step_sum(eng_trainer *tr, int lrc, float *grads, double *loss_sum, en
 	}
 	if (first >= 0)
 		return -1;
-	return eng_dp_sum_floats(grads, tr->model.nfloats, err) < 0 ||
+	double t0 = now_ms();
+	int rc = (tr->gpu ? eng_cuda_sum_ranks(tr->gpu, err)
+			  : eng_dp_sum_floats(grads, tr->model.nfloats, err)) < 0 ||
 		eng_dp_sum_doubles(loss_sum, 1, err) < 0 ? -1 : 0;
+	*ar_ms = now_ms() - t0;
+	return rc;
 }
 
 /* One try at step tr->step + 1 under the policy laid out (laid 0: its lay-out failed, the
@@ -620,17 +635,19 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 	eng_model *m = &tr->model;
 	const eng_spec *s = &tr->spec;
 	double t0 = now_ms(), sumsq, rec_ms = 0, sec_ms[ENG_MAX_LAYERS + 1][3], loss_sum = 0;
+	double ar_ms;
 	float scale = 1.0f, *grads = tr->acc ? tr->acc : m->grads;
 	eng_data_pos at = tr->train.pos;
 	/* the mean over every micro-batch of every rank: the sum, scaled once */
 	int n = s->grad_accum * eng_dp_size();
 	int lrc = laid ? step_grads(tr, &loss_sum, sec_ms, &rec_ms, err) : -1;
-	if (step_sum(tr, lrc, grads, &loss_sum, err) < 0)
+	if (step_sum(tr, lrc, grads, &loss_sum, &ar_ms, err) < 0)
 		return step_failed(tr, &at, err);
 	if (!tr->gpu && n > 1)
 		kn_scale(grads, 1.0f / (float)n, m->nfloats);
 	float loss = (float)(loss_sum / n);
-	if (tr->gpu && eng_cuda_grad_sumsq(tr->gpu, &sumsq, err) < 0)
+	if (tr->gpu && ((n > 1 && eng_cuda_scale_grads(tr->gpu, 1.0f / (float)n, err) < 0) ||
+			       eng_cuda_grad_sumsq(tr->gpu, &sumsq, err) < 0))
 		return step_failed(tr, &at, err);
 	if (!tr->gpu)
 		sumsq = kn_sumsq(grads, m->nfloats);
@@ -692,6 +709,7 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 	st->grad_norm = (float)norm;
 	st->step_ms = ms;
 	st->recompute_ms = rec_ms;
+	st->allreduce_ms = ar_ms;
 	st->micro_batches = s->grad_accum;
 	st->tokens_per_s = ms > 0 ? (double)eng_step_tokens(s) / (ms / 1e3) : 0.0;
 	st->activation_bytes = ms_now.current[ENG_MEM_ACTIVATIONS];
@@ -835,9 +853,18 @@ const char *eng_trainer_backend(const eng_trainer *tr)
 	}
 	eng_cuda_info info;
 	eng_cuda_probe(&info);
-	snprintf(buf, sizeof buf, "cuda: %s (%.1f GiB), %s", info.gpu[0].name,
-		info.gpu[0].memory_bytes / 1073741824.0, eng_cuda_describe(tr->gpu));
+	const eng_cuda_gpu *gpu = &info.gpu[eng_cuda_device(tr->gpu)];
+	snprintf(buf, sizeof buf, "cuda: GPU %d, %s (%.1f GiB), %s", eng_cuda_device(tr->gpu),
+		gpu->name, gpu->memory_bytes / 1073741824.0, eng_cuda_describe(tr->gpu));
 	return buf;
+}
+
+const char *eng_trainer_allreduce(const eng_trainer *tr)
+{
+	if (tr->spec.ranks == 1)
+		return NULL;
+	return tr->gpu ? eng_cuda_dp_describe(tr->gpu)
+		       : "mpi: reduce-scatter and all-gather of float32 gradients in host memory";
 }
 
 float eng_trainer_val_loss(eng_trainer *tr, int batches)

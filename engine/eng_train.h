@@ -28,6 +28,7 @@ typedef struct eng_step_stats {
 	double step_ms;          /* the policy change it starts with, forward, backward,
 				  * optimizer */
 	double recompute_ms;     /* of which recomputation */
+	double allreduce_ms;     /* of which summing the ranks' gradients (data parallel) */
 	double tokens_per_s;     /* grad_accum*B*T / step time */
 	int micro_batches;       /* grad_accum: the micro-batches the step took */
 	size_t activation_bytes; /* saved for backward during the step */
@@ -140,6 +141,9 @@ int eng_trainer_sync_host(eng_trainer *tr, eng_err *err);
 
 /* "cpu: OpenBLAS ..." or "cuda: NVIDIA H200, bf16 ...": what runs the model. */
 const char *eng_trainer_backend(const eng_trainer *tr);
+/* How the ranks' gradients are summed (job-status' "allreduce"): MPI in host memory on the
+ * CPU; on the GPU NCCL or host memory (eng_cuda_dp_describe). NULL with one rank. */
+const char *eng_trainer_allreduce(const eng_trainer *tr);
 
 /* Mean loss over `batches` batches of the val file from its start (0 batches: all that fit
  * once); NAN when there is no val file. */

@@ -79,10 +79,9 @@ HANDLER(cmd_status)
 		? json_real(c->busy_s / c->steps_here * (c->steps - c->step)) : json_null());
 	json_object_set_new(r, "hparams", c->hparams ? json_deep_copy(c->hparams) : json_object());
 	/* data parallel: the ranks, and how their gradients are summed */
-	int ranks = c->tr ? c->tr->spec.ranks : 1;
-	json_object_set_new(r, "ranks", json_integer(ranks));
-	json_object_set_new(r, "allreduce", ranks > 1 ? json_string("mpi: reduce-scatter and "
-		"all-gather of float32 gradients in host memory") : json_null());
+	const char *how = c->tr ? eng_trainer_allreduce(c->tr) : NULL;
+	json_object_set_new(r, "ranks", json_integer(c->tr ? c->tr->spec.ranks : 1));
+	json_object_set_new(r, "allreduce", how ? json_string(how) : json_null());
 	return r;
 }
 
@@ -124,23 +123,35 @@ static json_t *mem_json(const eng_mem_stats *ms, int reset)
 		(json_int_t)ms->rss, "rss_peak", (json_int_t)ms->rss_peak);
 }
 
+#define RAISE(a, b) ((a) = (b) > (a) ? (b) : (a))
+
 /* Data parallel: each field the most over ranks (rank 0's own counters live, the others'
- * as of the last step): the rank that runs out is the largest. */
-static void mem_max(eng_mem_stats *ms, const eng_ctl_rank *rows, int n)
+ * as of the last step): the rank that runs out is the largest. On the GPU the device's
+ * too (free and total stay rank 0's). */
+static void mem_max(eng_mem_stats *ms, eng_cuda_mem_stats *ds, const eng_ctl_rank *rows,
+	int n)
 {
 	for (int r = 0; r < n; r++) {
 		const eng_mem_stats *o = &rows[r].mem;
+		const eng_cuda_mem_stats *d = &rows[r].dev;
 		if (rows[r].rank == 0)
 			continue;
 		for (int i = 0; i < ENG_MEM_NCAT; i++) {
-			ms->current[i] = o->current[i] > ms->current[i] ? o->current[i] : ms->current[i];
-			ms->peak[i] = o->peak[i] > ms->peak[i] ? o->peak[i] : ms->peak[i];
+			RAISE(ms->current[i], o->current[i]);
+			RAISE(ms->peak[i], o->peak[i]);
+			RAISE(ds->current[i], d->current[i]);
+			RAISE(ds->peak[i], d->peak[i]);
 		}
-		ms->total_current = o->total_current > ms->total_current ? o->total_current
-									 : ms->total_current;
-		ms->total_peak = o->total_peak > ms->total_peak ? o->total_peak : ms->total_peak;
-		ms->rss = o->rss > ms->rss ? o->rss : ms->rss;
-		ms->rss_peak = o->rss_peak > ms->rss_peak ? o->rss_peak : ms->rss_peak;
+		RAISE(ms->total_current, o->total_current);
+		RAISE(ms->total_peak, o->total_peak);
+		RAISE(ms->rss, o->rss);
+		RAISE(ms->rss_peak, o->rss_peak);
+		RAISE(ds->total_current, d->total_current);
+		RAISE(ds->total_peak, d->total_peak);
+		RAISE(ds->reserved, d->reserved);
+		RAISE(ds->reserved_peak, d->reserved_peak);
+		RAISE(ds->pinned, d->pinned);
+		RAISE(ds->pinned_peak, d->pinned_peak);
 	}
 }
 
@@ -148,7 +159,9 @@ HANDLER(cmd_mem)
 {
 	UNUSED_ARGS;
 	eng_mem_stats ms;
+	eng_cuda_mem_stats ds;
 	eng_mem_get_stats(&ms);
+	eng_cuda_mem_get_stats(&ds); /* atomics only: no CUDA call on this thread */
 	json_t *ranks = NULL;
 	if (c->nranks > 1) {
 		ranks = json_array();
@@ -158,17 +171,17 @@ HANDLER(cmd_mem)
 			json_object_set_new(o, "step", json_integer(c->ranks[r].step));
 			json_object_set_new(o, "step_ms", json_real(c->ranks[r].step_ms));
 			json_object_set_new(o, "allreduce_ms", json_real(c->ranks[r].allreduce_ms));
+			if (c->ranks[r].dev.active)
+				json_object_set_new(o, "device", device_json(&c->ranks[r].dev));
 			json_array_append_new(ranks, o);
 		}
-		mem_max(&ms, c->ranks, c->nranks);
+		mem_max(&ms, &ds, c->ranks, c->nranks);
 	}
 	json_t *r = mem_json(&ms, 1);
 	json_object_set_new(r, "sections", measured_sections(c));
 	json_object_set_new(r, "step", json_integer(c->step));
 	if (ranks)
 		json_object_set_new(r, "ranks", ranks);
-	eng_cuda_mem_stats ds;
-	eng_cuda_mem_get_stats(&ds); /* atomics only: no CUDA call on this thread */
 	if (r && ds.active)
 		json_object_set_new(r, "device", device_json(&ds));
 	return r;

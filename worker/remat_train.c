@@ -367,6 +367,9 @@ static void print_banner(eng_trainer *tr)
 	       "%d threads, %s\n", REMAT_VERSION, s->name, eng_config_num_params(&s->cfg),
 		s->cfg.n_layer, s->cfg.n_embd, s->cfg.n_head, s->cfg.vocab_size, s->batch,
 		s->seq_len, s->threads, eng_trainer_backend(tr));
+	if (eng_trainer_allreduce(tr))
+		printf("remat-train: %d ranks (%s), gradients summed by %s\n", s->ranks,
+			eng_dp_describe(), eng_trainer_allreduce(tr));
 }
 
 /* --control-connect: the socket rematd made for this job's rank 0 (mpirun passes no

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eng_cuda_mem.h"
 #include "eng_dp.h"
 
 /* One command as it travels: what a follower applies (every rank runs the same build, so
@@ -137,8 +138,9 @@ int wk_dp_gather(const eng_trainer *tr, const eng_step_stats *st, eng_ctl *c, en
 	mine.rank = eng_dp_rank();
 	mine.step = st->step;
 	mine.step_ms = st->step_ms;
-	mine.allreduce_ms = eng_dp_last_sum_ms();
+	mine.allreduce_ms = st->allreduce_ms;
 	mine.mem = ms;
+	eng_cuda_mem_get_stats(&mine.dev);
 	for (int i = 0; i <= L; i++)
 		mine.saved[i] = eng_trainer_saved_bytes(tr, i);
 	int rc = eng_dp_gather(&mine, sizeof mine, all, err);

@@ -10,7 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "eng_dp.h"
 
 double wk_now_s(void)
 {
@@ -70,7 +69,7 @@ json_t *wk_step_json(const eng_trainer *tr, const eng_step_stats *st, const wk_m
 {
 	json_t *o = step_fields(tr, st, m);
 	if (o && tr->spec.ranks > 1) /* data parallel: the step's gradient all-reduce */
-		json_object_set_new(o, "allreduce_ms", json_real(eng_dp_last_sum_ms()));
+		json_object_set_new(o, "allreduce_ms", json_real(st->allreduce_ms));
 	return o;
 }
 

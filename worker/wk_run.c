@@ -869,9 +869,10 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		json_t *row = wk_step_json(tr, &st, run.mx);
 		wk_metrics_write(run.mx, row);
 		print_step(tr, &st, row, o->json, o->under_rematd);
-		eng_ctl_end_step(c, &st, row);
+		/* the ranks' counters before the STEP event: a mem-stats that follows it has them */
 		if (wk_dp_gather(tr, &st, c, &err) < 0)
 			fprintf(stderr, "remat-train: the ranks' counters: %s\n", err.msg);
+		eng_ctl_end_step(c, &st, row);
 		periodic_save(tr, c, &run, o->json);
 		eval_due(tr, c, &run, o->json);
 		run.last_peak = st.peak_bytes;

@@ -1,5 +1,5 @@
 /* eng_cuda.c - the GPU model's lifetime, memory layout and transfers (see eng_cuda.h):
- * creation on GPU 0, weights up and down, the activation layout of a policy (saved
+ * creation on its GPU, weights up and down, the activation layout of a policy (saved
  * buffers, the shared recompute pool, offload slots and pinned host copies), and what it
  * reports. The maths of a step is in eng_cuda_step.c.
  *
@@ -52,7 +52,9 @@ const char *eng_cuda_libraries(void)
 
 int eng_cuda_opts_from_env(eng_cuda_opts *o, eng_err *err)
 {
+	static const char *const comms[] = {"auto", "nccl", "host"};
 	const char *p = getenv("REMAT_CUDA_PRECISION"), *a = getenv("REMAT_CUDA_ATTENTION");
+	const char *c = getenv("REMAT_CUDA_COMM");
 	memset(o, 0, sizeof *o);
 	if (p && *p) {
 		if (strcmp(p, "fp32") == 0)
@@ -66,7 +68,14 @@ int eng_cuda_opts_from_env(eng_cuda_opts *o, eng_err *err)
 		else if (strcmp(a, "cudnn") != 0)
 			return eng_errf(err, "REMAT_CUDA_ATTENTION='%.32s': expected cudnn or own", a);
 	}
-	return 0;
+	if (!c || !*c)
+		return 0;
+	for (int i = 0; i < 3; i++)
+		if (strcmp(c, comms[i]) == 0) {
+			o->comm = (eng_cuda_comm)i;
+			return 0;
+		}
+	return eng_errf(err, "REMAT_CUDA_COMM='%.32s': expected auto, nccl or host", c);
 }
 
 /* ---- lifetime ---- */
@@ -179,10 +188,12 @@ static int create_streams(eng_cuda *g, eng_err *err)
 }
 
 /* Weights (float32 master and the bf16 working copy), gradients and moments. */
-static int alloc_weights(eng_cuda *g, eng_err *err)
+static int alloc_weights(eng_cuda *g, int accum, eng_err *err)
 {
 	size_t pbytes = g->nfloats * sizeof(float);
 	if (dev_alloc((void **)&g->params, ENG_MEM_PARAMS, pbytes, "weights", err) < 0 ||
+		(accum && dev_alloc((void **)&g->acc, ENG_MEM_GRADS, pbytes,
+				  "the sum of the micro-batches' gradients", err) < 0) ||
 		(g->dt != KC_F32 && dev_alloc(&g->wcopy, ENG_MEM_PARAMS, g->nfloats * g->es,
 					    "the bf16 copy of the weights", err) < 0) ||
 		dev_alloc((void **)&g->grads, ENG_MEM_GRADS, pbytes, "gradients", err) < 0 ||
@@ -274,7 +285,8 @@ int eng_cuda_new(eng_cuda **out, const eng_model *host, const eng_cuda_opts *o, 
 	eng_cuda *g = calloc(1, sizeof *g);
 	if (!g)
 		return eng_errf(err, "out of memory");
-	if (ec_cuda_check(cudaSetDevice(0), "cudaSetDevice", err) < 0)
+	g->gpu = (o->gpu < 0 ? 0 : o->gpu) % info.ngpus;
+	if (ec_cuda_check(cudaSetDevice(g->gpu), "cudaSetDevice", err) < 0)
 		goto fail;
 	g->cfg = host->cfg;
 	g->B = host->B;
@@ -291,7 +303,7 @@ int eng_cuda_new(eng_cuda **out, const eng_model *host, const eng_cuda_opts *o, 
 		goto fail;
 	}
 	memcpy(g->tensors, host->tensors, (size_t)g->ntensors * sizeof *g->tensors);
-	if (create_streams(g, err) < 0 || alloc_weights(g, err) < 0 ||
+	if (create_streams(g, err) < 0 || alloc_weights(g, o->accum, err) < 0 ||
 		alloc_workspace(g, err) < 0 || setup_attention(g, o, err) < 0 ||
 		alloc_batch(g, err) < 0)
 		goto fail;
@@ -313,9 +325,10 @@ void eng_cuda_destroy(eng_cuda *g)
 		cudaStreamSynchronize(g->cst);
 	if (g->mem.free)
 		eng_layout_free(&g->lay, &g->mem);
+	ec_dp_close(g->dp);
 	kc_sdpa_destroy(g->sdpa);
 	kc_blas_destroy(g->blas);
-	void *bufs[] = {g->params, g->wcopy, g->grads, g->m, g->v, g->losses, g->tmp, g->dres,
+	void *bufs[] = {g->params, g->wcopy, g->grads, g->acc, g->m, g->v, g->losses, g->tmp, g->dres,
 		g->dbuf,
 		g->dbig, g->dqkv, g->red_scratch, g->sumsq, g->blas_ws, g->sdpa_ws, g->att_scratch,
 		g->d_inp, g->d_tgt, g->d_order, g->d_bstart, g->d_btok};
@@ -346,6 +359,11 @@ void eng_cuda_destroy(eng_cuda *g)
 const char *eng_cuda_describe(const eng_cuda *g)
 {
 	return g->desc;
+}
+
+int eng_cuda_device(const eng_cuda *g)
+{
+	return g->gpu;
 }
 
 /* ---- weights up and down ---- */
@@ -382,7 +400,7 @@ int eng_cuda_download(eng_cuda *g, eng_model *host, eng_err *err)
 
 int eng_cuda_get_grads(eng_cuda *g, float *out, eng_err *err)
 {
-	if (ec_cuda_check(cudaMemcpyAsync(out, g->grads, g->nfloats * sizeof(float),
+	if (ec_cuda_check(cudaMemcpyAsync(out, ec_step_grads(g), g->nfloats * sizeof(float),
 			      cudaMemcpyDeviceToHost, g->st), "download of the gradients", err) < 0)
 		return -1;
 	return ec_cuda_check(cudaStreamSynchronize(g->st), "download", err);

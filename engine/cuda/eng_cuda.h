@@ -54,17 +54,29 @@ const char *eng_cuda_libraries(void);
 
 typedef struct eng_cuda eng_cuda;
 
+/* How a data-parallel job sums its ranks' gradients (eng_cuda_dp_open). */
+typedef enum eng_cuda_comm {
+	ENG_CUDA_COMM_AUTO, /* NCCL where it serves (libnccl.so.2 loads on every rank, each on
+			     * a GPU of its own), host memory otherwise */
+	ENG_CUDA_COMM_NCCL, /* NCCL, or the job fails saying why not */
+	ENG_CUDA_COMM_HOST, /* host memory and MPI */
+} eng_cuda_comm;
+
 typedef struct eng_cuda_opts {
 	int fp32;     /* 1: float32 activations and matmuls (comparisons); 0: bf16 (training) */
 	int no_cudnn; /* 1: the engine's own attention even where cuDNN could serve */
+	int gpu;      /* which GPU, modulo the GPUs there are (a rank's node-local rank) */
+	int accum;    /* 1: a buffer for the sum of a step's micro-batches (grad_accum > 1) */
+	eng_cuda_comm comm; /* data parallel */
 } eng_cuda_opts;
 
-/* Options from the environment: REMAT_CUDA_PRECISION=bf16|fp32 (default bf16) and
- * REMAT_CUDA_ATTENTION=cudnn|own (default cudnn where it serves the shape). -1 with a
- * message on a value it does not know. */
+/* Options from the environment: REMAT_CUDA_PRECISION=bf16|fp32 (default bf16),
+ * REMAT_CUDA_ATTENTION=cudnn|own (default cudnn where it serves the shape) and
+ * REMAT_CUDA_COMM=auto|nccl|host (default auto); gpu and accum 0. -1 with a message on a
+ * value it does not know. */
 int eng_cuda_opts_from_env(eng_cuda_opts *o, eng_err *err);
 
-/* A model on GPU 0 for host's shape, batch and chunking (host->cfg, B, T, chunk_rows,
+/* A model on GPU o->gpu (modulo the GPUs) for host's shape, batch and chunking (host->cfg, B, T, chunk_rows,
  * tensors): weights, gradients, moments and workspace allocated, nothing uploaded yet and
  * no activations (eng_cuda_set_policy lays them out). */
 int eng_cuda_new(eng_cuda **out, const eng_model *host, const eng_cuda_opts *o, eng_err *err);
@@ -72,6 +84,8 @@ void eng_cuda_destroy(eng_cuda *g); /* NULL is a no-op */
 
 /* "bf16, attention cuDNN" and the like: how this model runs. */
 const char *eng_cuda_describe(const eng_cuda *g);
+/* The index of its GPU. */
+int eng_cuda_device(const eng_cuda *g);
 
 /* Weights and moments: host -> device (the working copy is rounded from the float32
  * weights), and device -> host. */
@@ -90,10 +104,29 @@ int eng_cuda_step(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, float *
 /* Forward only. */
 int eng_cuda_loss(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, float *loss,
 	eng_err *err);
-/* Sum of squares of every gradient, in double (fixed order). */
+/* Micro-batch k (from 0) of a step of several (opts.accum): the gradient eng_cuda_step just
+ * wrote becomes the step's (k 0: copied, 0 + g exactly) or is added to it (kc_add, the bits
+ * of the CPU's kn_add). Without opts.accum the step's gradient is eng_cuda_step's. */
+int eng_cuda_accumulate(eng_cuda *g, int k, eng_err *err);
+/* The step's gradient times s (kc_scale: kn_scale's bits). */
+int eng_cuda_scale_grads(eng_cuda *g, float s, eng_err *err);
+
+/* Data parallel (eng_dp.h), collective: every rank calls it once after eng_cuda_new, and
+ * they agree on how the step's gradient is summed (eng_cuda_dp.c): ncclAllReduce on the
+ * device, or a copy to host memory, eng_dp_sum_floats, and back. Nothing with one rank.
+ * -1 with a message: comm NCCL where it cannot serve, or NCCL failing to start. */
+int eng_cuda_dp_open(eng_cuda *g, eng_cuda_comm comm, eng_err *err);
+/* The step's gradient <- its sum over the ranks, the same bits on every rank (collective;
+ * nothing with one rank). */
+int eng_cuda_sum_ranks(eng_cuda *g, eng_err *err);
+/* How it is summed, for job-status' "allreduce": "nccl 2.27.7: ..." or "mpi: ... host
+ * memory (not NCCL: why)"; NULL with one rank. */
+const char *eng_cuda_dp_describe(const eng_cuda *g);
+
+/* Sum of squares of the step's gradient, in double (fixed order). */
 int eng_cuda_grad_sumsq(eng_cuda *g, double *out, eng_err *err);
-/* AdamW on every tensor (decay where the table says), gradients scaled by grad_scale
- * first; as eng_train.c does on the CPU. Waits for the GPU. */
+/* AdamW on every tensor (decay where the table says), the step's gradient scaled by
+ * grad_scale first; as eng_train.c does on the CPU. Waits for the GPU. */
 int eng_cuda_adamw(eng_cuda *g, float grad_scale, float lr, float beta1, float beta2,
 	float eps, float weight_decay, double bc1, double bc2, eng_err *err);
 
@@ -103,7 +136,7 @@ size_t eng_cuda_saved_bytes(const eng_cuda *g, int i);
 size_t eng_cuda_offloaded_bytes(const eng_cuda *g, int i);
 double eng_cuda_recompute_ms(const eng_cuda *g);
 
-/* Tests: the float32 gradients (nfloats of the host table) into host memory. */
+/* Tests: the step's float32 gradient (nfloats of the host table) into host memory. */
 int eng_cuda_get_grads(eng_cuda *g, float *out, eng_err *err);
 /* Tests: the (B,T,C) input of block l (l == L: of ln_f) after the last forward, as
  * float32, into host memory. */

@@ -34,7 +34,12 @@ typedef struct ec_weights {
 	void *lnfw, *lnfb;          /* (C) */
 } ec_weights;
 
+/* Data parallel: how the gradient is summed across ranks (eng_cuda_dp.c). */
+typedef struct ec_dp ec_dp;
+void ec_dp_close(ec_dp *d); /* NULL is a no-op */
+
 struct eng_cuda {
+	int gpu;                     /* its device index */
 	eng_config cfg;
 	int B, T, chunk_rows, Vp;
 	kc_dtype dt;
@@ -50,6 +55,9 @@ struct eng_cuda {
 	void *blas_ws, *sdpa_ws, *att_scratch; /* workspace */
 
 	float *params, *grads, *m, *v; /* float32 (nfloats) */
+	float *acc;                  /* grad_accum > 1: the sum of the step's micro-batches
+				      * (nfloats), else NULL */
+	ec_dp *dp;                   /* data parallel, else NULL */
 	void *wcopy;                 /* bf16 working copy of params, NULL in float32 */
 	ec_weights w;                /* into wcopy, or params in float32 */
 	ec_weights g;                /* into grads */
@@ -82,6 +90,12 @@ struct eng_cuda {
 	double recompute_ms;
 	char desc[512];              /* eng_cuda_describe */
 };
+
+/* The step's gradient: the micro-batches' sum, or the one micro-batch's. */
+static inline float *ec_step_grads(const eng_cuda *g)
+{
+	return g->acc ? g->acc : g->grads;
+}
 
 /* Bytes of one chunk of logits, (chunk_rows, Vp), rounded up to the alignment: the stride
  * of the chunks in the head=off buffer. */

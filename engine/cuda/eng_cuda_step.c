@@ -344,7 +344,7 @@ int eng_cuda_step(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, float *
 
 int eng_cuda_grad_sumsq(eng_cuda *g, double *out, eng_err *err)
 {
-	KC(kc_sumsq(g->st, g->sumsq + KC_SUMSQ_PARTS, g->sumsq, g->grads, g->nfloats),
+	KC(kc_sumsq(g->st, g->sumsq + KC_SUMSQ_PARTS, g->sumsq, ec_step_grads(g), g->nfloats),
 		"gradient norm");
 	CU(cudaMemcpyAsync(out, g->sumsq + KC_SUMSQ_PARTS, sizeof(double), cudaMemcpyDeviceToHost,
 		   g->st), "gradient norm");
@@ -352,14 +352,34 @@ int eng_cuda_grad_sumsq(eng_cuda *g, double *out, eng_err *err)
 	return 0;
 }
 
+int eng_cuda_accumulate(eng_cuda *g, int k, eng_err *err)
+{
+	if (!g->acc)
+		return 0;
+	size_t bytes = g->nfloats * sizeof(float);
+	if (k == 0)
+		CU(cudaMemcpyAsync(g->acc, g->grads, bytes, cudaMemcpyDeviceToDevice, g->st),
+			"gradient accumulation");
+	else
+		KC(kc_add(g->st, g->acc, g->grads, g->nfloats), "gradient accumulation");
+	return 0;
+}
+
+int eng_cuda_scale_grads(eng_cuda *g, float s, eng_err *err)
+{
+	KC(kc_scale(g->st, ec_step_grads(g), s, g->nfloats), "gradient scaling");
+	return 0;
+}
+
 int eng_cuda_adamw(eng_cuda *g, float grad_scale, float lr, float beta1, float beta2,
 	float eps, float weight_decay, double bc1, double bc2, eng_err *err)
 {
+	const float *grads = ec_step_grads(g);
 	for (int i = 0; i < g->ntensors; i++) {
 		const eng_ptensor *t = &g->tensors[i];
 		void *copy = g->wcopy ? at(g->wcopy, t->offset, g->es) : NULL;
 		KC(kc_adamw(g->st, g->params + t->offset, g->m + t->offset, g->v + t->offset,
-			   g->grads + t->offset, copy, g->dt, t->numel, lr, beta1, beta2, eps,
+			   grads + t->offset, copy, g->dt, t->numel, lr, beta1, beta2, eps,
 			   t->decay ? weight_decay : 0.0f, bc1, bc2, grad_scale), "AdamW");
 	}
 	CU(cudaStreamSynchronize(g->st), "AdamW");

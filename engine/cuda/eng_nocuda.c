@@ -49,6 +49,12 @@ const char *eng_cuda_describe(const eng_cuda *g)
 	return NOT_BUILT;
 }
 
+int eng_cuda_device(const eng_cuda *g)
+{
+	(void)g;
+	return 0;
+}
+
 int eng_cuda_upload(eng_cuda *g, const eng_model *host, eng_err *err)
 {
 	(void)g;
@@ -90,6 +96,39 @@ int eng_cuda_loss(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, float *
 	eng_err *err)
 {
 	return eng_cuda_step(g, inp, tgt, loss, err);
+}
+
+int eng_cuda_accumulate(eng_cuda *g, int k, eng_err *err)
+{
+	(void)g;
+	(void)k;
+	return eng_errf(err, "%s", NOT_BUILT);
+}
+
+int eng_cuda_scale_grads(eng_cuda *g, float s, eng_err *err)
+{
+	(void)g;
+	(void)s;
+	return eng_errf(err, "%s", NOT_BUILT);
+}
+
+int eng_cuda_dp_open(eng_cuda *g, eng_cuda_comm comm, eng_err *err)
+{
+	(void)g;
+	(void)comm;
+	return eng_errf(err, "%s", NOT_BUILT);
+}
+
+int eng_cuda_sum_ranks(eng_cuda *g, eng_err *err)
+{
+	(void)g;
+	return eng_errf(err, "%s", NOT_BUILT);
+}
+
+const char *eng_cuda_dp_describe(const eng_cuda *g)
+{
+	(void)g;
+	return NULL;
 }
 
 int eng_cuda_grad_sumsq(eng_cuda *g, double *out, eng_err *err)

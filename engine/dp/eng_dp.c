@@ -13,10 +13,9 @@
 
 #define DP_POLL_NS 200000 /* a waiting rank tests its broadcast this often */
 
-static int dp_on, dp_rank, dp_size = 1;
+static int dp_on, dp_rank, dp_size = 1, dp_local;
 static int *dp_counts, *dp_displs; /* the all-reduce's parts: allocated at init, so that no
 				    * rank can fail to enter it for want of memory */
-static double dp_sum_ms;
 static char dp_desc[128] = "one process";
 
 int eng_dp_init(int *argc, char ***argv, eng_err *err)
@@ -30,6 +29,12 @@ int eng_dp_init(int *argc, char ***argv, eng_err *err)
 	dp_on = 1;
 	MPI_Comm_rank(MPI_COMM_WORLD, &dp_rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &dp_size);
+	MPI_Comm node;
+	if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) !=
+		MPI_SUCCESS)
+		return eng_errf(err, "MPI_Comm_split_type failed");
+	MPI_Comm_rank(node, &dp_local);
+	MPI_Comm_free(&node);
 	MPI_Get_library_version(ver, &len);
 	/* "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4" */
 	while (n < len && ver[n] != ',' && ver[n] != '\n')
@@ -68,16 +73,14 @@ int eng_dp_size(void)
 	return dp_size;
 }
 
+int eng_dp_local_rank(void)
+{
+	return dp_local;
+}
+
 const char *eng_dp_describe(void)
 {
 	return dp_desc;
-}
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 int eng_dp_sum_floats(float *x, size_t n, eng_err *err)
@@ -86,7 +89,6 @@ int eng_dp_sum_floats(float *x, size_t n, eng_err *err)
 		return 0;
 	if (n > INT_MAX)
 		return eng_errf(err, "%zu floats are more than one all-reduce can sum", n);
-	double t0 = now_ms();
 	int *counts = dp_counts, *displs = dp_displs, rc = 0;
 	/* rank r sums part r (the first n % size parts one longer), then every part goes to
 	 * every rank */
@@ -97,16 +99,13 @@ int eng_dp_sum_floats(float *x, size_t n, eng_err *err)
 	}
 	if (MPI_Reduce_scatter(MPI_IN_PLACE, x, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) !=
 		MPI_SUCCESS) {
-		rc = eng_errf(err, "MPI_Reduce_scatter failed");
-		goto out;
+		return eng_errf(err, "MPI_Reduce_scatter failed");
 	}
 	/* in place, the sum of part r lands at x's start: to its own place */
 	memmove(x + displs[dp_rank], x, (size_t)counts[dp_rank] * sizeof *x);
 	if (MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, MPI_FLOAT,
 		    MPI_COMM_WORLD) != MPI_SUCCESS)
 		rc = eng_errf(err, "MPI_Allgatherv failed");
-out:
-	dp_sum_ms = now_ms() - t0;
 	return rc;
 }
 
@@ -171,9 +170,4 @@ int eng_dp_gather(const void *mine, size_t n, void *all, eng_err *err)
 		MPI_SUCCESS)
 		return eng_errf(err, "MPI_Gather failed");
 	return 0;
-}
-
-double eng_dp_last_sum_ms(void)
-{
-	return dp_sum_ms;
 }

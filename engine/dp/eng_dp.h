@@ -28,6 +28,8 @@ void eng_dp_abort(int status);
 
 int eng_dp_rank(void); /* 0 outside mpirun */
 int eng_dp_size(void); /* 1 outside mpirun */
+/* This rank's place among the ranks of its machine (0 outside mpirun): which GPU it takes. */
+int eng_dp_local_rank(void);
 /* "Open MPI v4.1.4, 2 ranks" or "one process" */
 const char *eng_dp_describe(void);
 
@@ -45,8 +47,5 @@ int eng_dp_first_failure(int failed, int *kind, char *msg, size_t len);
 int eng_dp_bcast(void *buf, size_t n, eng_err *err);
 /* Rank 0 gets every rank's n bytes of mine in all (size x n), rank order. */
 int eng_dp_gather(const void *mine, size_t n, void *all, eng_err *err);
-
-/* Milliseconds the last eng_dp_sum_floats took (the step's all-reduce), 0 before one. */
-double eng_dp_last_sum_ms(void);
 
 #endif

@@ -33,6 +33,11 @@ int eng_dp_size(void)
 	return 1;
 }
 
+int eng_dp_local_rank(void)
+{
+	return 0;
+}
+
 const char *eng_dp_describe(void)
 {
 	return "one process (built without MPI)";
@@ -79,10 +84,5 @@ int eng_dp_gather(const void *mine, size_t n, void *all, eng_err *err)
 {
 	(void)err;
 	memcpy(all, mine, n);
-	return 0;
-}
-
-double eng_dp_last_sum_ms(void)
-{
 	return 0;
 }

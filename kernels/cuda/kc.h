@@ -209,6 +209,11 @@ int kc_crossentropy_fused(cudaStream_t st, kc_dtype dt, void *logits, int ld, fl
 /* *out (device double) = sum of squares of x(n), partial sums over KC_SUMSQ_PARTS slices
  * added in slice order; scratch: KC_SUMSQ_PARTS doubles */
 int kc_sumsq(cudaStream_t st, double *out, double *scratch, const float *x, size_t n);
+/* y(n) += x(n), float32, each element rounded once as kn_add does: the sum of the gradients
+ * of a step's micro-batches */
+int kc_add(cudaStream_t st, float *y, const float *x, size_t n);
+/* x(n) *= s, float32, as kn_scale: the sum over micro-batches and ranks made a mean */
+int kc_scale(cudaStream_t st, float *x, float s, size_t n);
 /* One AdamW step (PyTorch semantics, as kn_adamw_update) on param(n), m(n), v(n) from
  * grad(n) * grad_scale; when copy is not NULL it receives the new param in dt (the working
  * copy of a mixed-precision run) */

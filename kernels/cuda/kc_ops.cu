@@ -621,6 +621,36 @@ extern "C" int kc_adamw(cudaStream_t st, float *param, float *m, float *v, const
 	return kc_check_launch("adamw");
 }
 
+/* ---- sums of gradients ---- */
+
+/* y(n) += x(n); one rounding per element, no contraction possible */
+__global__ void add_f32(float *y, const float *x, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+		i += (size_t)gridDim.x * blockDim.x)
+		y[i] = y[i] + x[i];
+}
+
+/* x(n) *= s */
+__global__ void scale_f32(float *x, float s, size_t n)
+{
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+		i += (size_t)gridDim.x * blockDim.x)
+		x[i] = x[i] * s;
+}
+
+extern "C" int kc_add(cudaStream_t st, float *y, const float *x, size_t n)
+{
+	add_f32<<<ew_blocks(n), EW_THREADS, 0, st>>>(y, x, n);
+	return kc_check_launch("add");
+}
+
+extern "C" int kc_scale(cudaStream_t st, float *x, float s, size_t n)
+{
+	scale_f32<<<ew_blocks(n), EW_THREADS, 0, st>>>(x, s, n);
+	return kc_check_launch("scale");
+}
+
 /* ---- casts ---- */
 
 template <typename F>

@@ -1,9 +1,9 @@
 #!/bin/sh
 # run-on-gpu.sh - the CUDA backend on a GPU machine, in one shot: build with CUDA=1, run the
-# CUDA test suites (cuda, cuda-kernels, sdpa) printing every measured error, then the GPU
-# benchmark, and print one table. Each stage has a time limit, so the whole stays under 8
-# minutes (build 150 s, tests 240 s, benchmark 80 s); the exit status is 0 only when the
-# build and every test passed.
+# CUDA test suites (cuda, cuda-kernels, sdpa, then cuda-dp, whose rank tests need mpirun)
+# printing every measured error, then the GPU benchmark, and print one table. Each stage
+# has a time limit, so the whole stays under 8 minutes (build 150 s, tests 240 s, benchmark
+# 80 s); the exit status is 0 only when the build and every test passed.
 #
 #   sh tests/cuda/run-on-gpu.sh [BUILD_DIR]      default build-gpu
 #

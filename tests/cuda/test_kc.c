@@ -573,6 +573,28 @@ START_TEST(test_kc_adamw)
 }
 END_TEST
 
+/* the sum of micro-batch gradients and its scaling: the CPU's bits, element by element */
+START_TEST(test_kc_add_scale)
+{
+	size_t n = 100003;
+	rng_state = SEED + 9;
+	float *y = hrand(n, -1, 1, KC_F32), *x = hrand(n, -1e-3f, 1e-3f, KC_F32);
+	float *dy = dup_dev(y, n, KC_F32), *dx = dup_dev(x, n, KC_F32);
+	kn_add(y, x, n);
+	kn_scale(y, 0.37f, n);
+	kc_ok(kc_add(0, dy, dx, n), "add");
+	kc_ok(kc_scale(0, dy, 0.37f, n), "scale");
+	float *got = get_dev(dy, n, KC_F32);
+	ck_assert_msg(memcmp(got, y, n * sizeof(float)) == 0, "kc_add + kc_scale differ from "
+								 "kn_add + kn_scale");
+	cudaFree(dy);
+	cudaFree(dx);
+	free(got);
+	free(x);
+	free(y);
+}
+END_TEST
+
 START_TEST(test_kc_bf16_rounding)
 {
 	size_t n = 10007;
@@ -712,6 +734,7 @@ Suite *suite_cuda_kernels(void)
 	tcase_add_loop_test(tc, test_kc_adamw, 0, 2);
 	tcase_add_test(tc, test_kc_sumsq);
 	tcase_add_test(tc, test_kc_bf16_rounding);
+	tcase_add_test(tc, test_kc_add_scale);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -26,6 +26,7 @@
 #include "eng_import.h"
 #include "eng_model.h"
 #include "t_daemon.h"
+#include "t_mpi.h"
 #include "t_util.h"
 #include "tests.h"
 
@@ -47,8 +48,7 @@ static void mpi_env(void)
 	setenv("ASAN_OPTIONS", "fast_unwind_on_malloc=0", 1);
 }
 
-/* Why MPI tests cannot run here, or NULL (the environment set for them when they can). */
-static const char *mpi_missing(void)
+const char *t_mpi_missing(void)
 {
 	if (access("/usr/bin/mpirun", X_OK) != 0)
 		return "no /usr/bin/mpirun (scripts/deps.sh installs openmpi-bin)";
@@ -61,7 +61,7 @@ static const char *mpi_missing(void)
 /* rematd's mpirun takes Open MPI's slots as they are (no --oversubscribe): two cores */
 static const char *slots_missing(void)
 {
-	const char *why = mpi_missing();
+	const char *why = t_mpi_missing();
 	if (!why && sysconf(_SC_NPROCESSORS_ONLN) < 2)
 		why = "one core: rematd's mpirun -np 2 would find one slot";
 	return why;
@@ -76,8 +76,7 @@ static const char *slots_missing(void)
 		}                                                                          \
 	} while (0)
 
-/* A tiny job on the GPL's bytes: extra is more keys (ending in ','), save under dir/save. */
-static char *mpi_spec(const char *dir, const char *name, const char *extra, const char *save,
+char *t_mpi_spec(const char *dir, const char *name, const char *extra, const char *save,
 	int steps)
 {
 	char path[700], text[4096];
@@ -93,28 +92,33 @@ static char *mpi_spec(const char *dir, const char *name, const char *extra, cons
 	return strdup(path);
 }
 
-/* mpirun -np 2 [--mca btl self,tcp] remat-train spec: exit 0. */
-static void mpirun2(const char *spec, int tcp)
+int t_mpirun(const char *spec, int np, int tcp, char **out)
 {
-	char *argv[16] = {"/usr/bin/mpirun", "--oversubscribe", "--bind-to", "none", "-np", "2"};
-	int n = 6;
+	char n[16], *argv[16] = {"/usr/bin/mpirun", "--oversubscribe", "--bind-to", "none", "-np", n};
+	int k = 6;
+	snprintf(n, sizeof n, "%d", np);
 	if (tcp) {
-		argv[n++] = "--mca";
-		argv[n++] = "btl";
-		argv[n++] = "self,tcp";
+		argv[k++] = "--mca";
+		argv[k++] = "btl";
+		argv[k++] = "self,tcp";
 	}
-	argv[n++] = (char *)t_env("REMAT_TRAIN");
-	argv[n++] = (char *)spec;
-	argv[n] = NULL;
+	argv[k++] = (char *)t_env("REMAT_TRAIN");
+	argv[k++] = (char *)spec;
+	argv[k] = NULL;
+	return t_run(argv, out);
+}
+
+void t_mpirun2(const char *spec, int tcp)
+{
 	char *out;
-	int rc = t_run(argv, &out);
+	int rc = t_mpirun(spec, 2, tcp, &out);
 	size_t len = strlen(out);
 	ck_assert_msg(rc == 0, "mpirun -np 2%s: exit %d:\n...%s", tcp ? " (tcp)" : "", rc,
 		out + (len > 2000 ? len - 2000 : 0));
 	free(out);
 }
 
-static void train1(const char *spec)
+void t_mpi_train1(const char *spec)
 {
 	char *argv[] = {(char *)t_env("REMAT_TRAIN"), (char *)spec, NULL}, *out;
 	int rc = t_run(argv, &out);
@@ -123,8 +127,7 @@ static void train1(const char *spec)
 	free(out);
 }
 
-/* The two checkpoints' weights and moments are the same bytes. */
-static void same_weights(const char *a, const char *b, const char *what)
+void t_same_weights(const char *a, const char *b, const char *what)
 {
 	static const char *const files[] = {"model.safetensors", "optimizer.safetensors"};
 	for (int i = 0; i < 2; i++) {
@@ -142,21 +145,21 @@ static void same_weights(const char *a, const char *b, const char *what)
 
 START_TEST(test_mpi_two_ranks_equal_accum)
 {
-	NEED(mpi_missing);
+	NEED(t_mpi_missing);
 	td_daemon d;
 	td_daemon_paths(&d); /* a scratch directory */
-	char *one = mpi_spec(d.dir, "one.json", "\"grad_accum\":2,", "one", MPI_STEPS);
-	char *two = mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", MPI_STEPS);
-	char *tcp = mpi_spec(d.dir, "tcp.json", "\"parallel\":{\"ranks\":2},", "tcp", MPI_STEPS);
-	train1(one);
-	mpirun2(two, 0);
-	mpirun2(tcp, 1);
+	char *one = t_mpi_spec(d.dir, "one.json", "\"grad_accum\":2,", "one", MPI_STEPS);
+	char *two = t_mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", MPI_STEPS);
+	char *tcp = t_mpi_spec(d.dir, "tcp.json", "\"parallel\":{\"ranks\":2},", "tcp", MPI_STEPS);
+	t_mpi_train1(one);
+	t_mpirun2(two, 0);
+	t_mpirun2(tcp, 1);
 	char a[700], b[700], c[700];
 	snprintf(a, sizeof a, "%s/one/step_%08d", d.dir, MPI_STEPS);
 	snprintf(b, sizeof b, "%s/two/step_%08d", d.dir, MPI_STEPS);
 	snprintf(c, sizeof c, "%s/tcp/step_%08d", d.dir, MPI_STEPS);
-	same_weights(a, b, "2 ranks over shared memory against grad_accum 2");
-	same_weights(a, c, "2 ranks over TCP against grad_accum 2");
+	t_same_weights(a, b, "2 ranks over shared memory against grad_accum 2");
+	t_same_weights(a, c, "2 ranks over TCP against grad_accum 2");
 	free(one);
 	free(two);
 	free(tcp);
@@ -165,12 +168,12 @@ END_TEST
 
 START_TEST(test_mpi_save_two_resume_one)
 {
-	NEED(mpi_missing);
+	NEED(t_mpi_missing);
 	td_daemon d;
 	td_daemon_paths(&d);
-	char *one = mpi_spec(d.dir, "one.json", "\"grad_accum\":2,", "one", MPI_STEPS);
-	char *two = mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", MPI_STEPS);
-	train1(one);
+	char *one = t_mpi_spec(d.dir, "one.json", "\"grad_accum\":2,", "one", MPI_STEPS);
+	char *two = t_mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", MPI_STEPS);
+	t_mpi_train1(one);
 	/* saved at step 10 by two ranks */
 	char text[4096], path[800];
 	snprintf(path, sizeof path, "%s/two10.json", d.dir);
@@ -183,7 +186,7 @@ START_TEST(test_mpi_save_two_resume_one)
 	FILE *f = fopen(path, "w");
 	fputs(text, f);
 	fclose(f);
-	mpirun2(path, 0);
+	t_mpirun2(path, 0);
 	/* resumed by one process, which takes grad_accum 2 from the checkpoint */
 	snprintf(text, sizeof text,
 		"{\"model\":{\"init_from\":\"%s/two/step_00000010\",\"resume\":true},\"data\":{"
@@ -194,11 +197,11 @@ START_TEST(test_mpi_save_two_resume_one)
 	f = fopen(path, "w");
 	fputs(text, f);
 	fclose(f);
-	train1(path);
+	t_mpi_train1(path);
 	char a[700], b[700];
 	snprintf(a, sizeof a, "%s/one/step_%08d", d.dir, MPI_STEPS);
 	snprintf(b, sizeof b, "%s/res/step_%08d", d.dir, MPI_STEPS);
-	same_weights(a, b, "saved by 2 ranks at step 10, resumed by one process");
+	t_same_weights(a, b, "saved by 2 ranks at step 10, resumed by one process");
 	free(t);
 	free(one);
 	free(two);
@@ -231,16 +234,15 @@ static double worst_rel(const char *a, const char *b)
  * agree within the reference's tolerance, 3e-4 relative L2 a tensor (6.8e-5 measured). */
 START_TEST(test_mpi_three_ranks_within_tolerance)
 {
-	NEED(mpi_missing);
+	NEED(t_mpi_missing);
 	td_daemon d;
 	td_daemon_paths(&d);
-	char *one = mpi_spec(d.dir, "one.json", "\"grad_accum\":3,", "one", MPI_STEPS);
-	char *three = mpi_spec(d.dir, "three.json", "\"parallel\":{\"ranks\":3},", "three",
+	char *one = t_mpi_spec(d.dir, "one.json", "\"grad_accum\":3,", "one", MPI_STEPS);
+	char *three = t_mpi_spec(d.dir, "three.json", "\"parallel\":{\"ranks\":3},", "three",
 		MPI_STEPS);
-	train1(one);
-	char *argv[] = {"/usr/bin/mpirun", "--oversubscribe", "--bind-to", "none", "-np", "3",
-		(char *)t_env("REMAT_TRAIN"), three, NULL}, *out;
-	int rc = t_run(argv, &out);
+	t_mpi_train1(one);
+	char *out;
+	int rc = t_mpirun(three, 3, 0, &out);
 	size_t len = strlen(out);
 	ck_assert_msg(rc == 0, "mpirun -np 3: exit %d:\n...%s", rc, out + (len > 2000 ? len - 2000
 										 : 0));
@@ -299,9 +301,9 @@ START_TEST(test_mpi_daemon_set_mem)
 	/* within the first epoch (274 samples of 2 x 2 x 32 in the GPL's 35149 bytes): past
 	 * it the two layouts wrap at different places (remat-job(5)) */
 	int steps = 250;
-	char *one = mpi_spec(d.dir, "one.json", "\"grad_accum\":2,", "one", steps);
-	char *two = mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", steps);
-	train1(one);
+	char *one = t_mpi_spec(d.dir, "one.json", "\"grad_accum\":2,", "one", steps);
+	char *two = t_mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", steps);
+	t_mpi_train1(one);
 	td_conn c = td_open(&d);
 	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
 	size_t n;
@@ -328,7 +330,7 @@ START_TEST(test_mpi_daemon_set_mem)
 	char a[700], b[700];
 	snprintf(a, sizeof a, "%s/one/step_%08d", d.dir, steps);
 	snprintf(b, sizeof b, "%s/two/step_%08d", d.dir, steps);
-	same_weights(a, b, "2 ranks switched by remat set against the unswitched grad_accum 2");
+	t_same_weights(a, b, "2 ranks switched by remat set against the unswitched grad_accum 2");
 	td_close(&c);
 	free(text);
 	free(one);
@@ -386,7 +388,7 @@ static void long_job(td_daemon *d, td_conn *c, char *id, char *spec)
 {
 	td_daemon_paths(d);
 	td_daemon_start(d, NULL);
-	char *two = mpi_spec(d->dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", 1000000);
+	char *two = t_mpi_spec(d->dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", 1000000);
 	*c = td_open(d);
 	json_decref(td_request(c, "{\"execute\":\"subscribe\"}"));
 	size_t n;
@@ -449,11 +451,11 @@ END_TEST
  * with mpirun's word, and rematd goes on serving. */
 START_TEST(test_mpi_mpirun_fails_early)
 {
-	NEED(mpi_missing);
+	NEED(t_mpi_missing);
 	td_daemon d;
 	td_daemon_paths(&d);
 	td_daemon_start(&d, NULL);
-	char *two = mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2,\"hosts\":["
+	char *two = t_mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2,\"hosts\":["
 		"\"no-such-host.invalid\"]},", "two", 100);
 	td_conn c = td_open(&d);
 	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));

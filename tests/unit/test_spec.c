@@ -552,13 +552,15 @@ START_TEST(test_eng_spec_parse_loop)
 		"%s", e.msg);
 	parse_ok(&s, WITH("\"sample\": {}"));
 	ck_assert_int_eq(eng_spec_finish(&s, &tiny, &e), 0);
-	/* at the finish, where a resumed run's grad_accum is known */
-	finish_bad(WITH("\"grad_accum\": 2, \"device\": \"cuda\""), &tiny,
-		"device cuda takes one batch a step");
 	finish_bad(WITH("\"sample\": {}, \"device\": \"cuda\""), &tiny,
 		"device cuda does not sample yet");
-	finish_bad(WITH("\"parallel\": {\"ranks\": 2}, \"device\": \"cuda\""), &tiny,
-		"device cuda runs one rank for now");
+	/* device cuda accumulates and runs ranks as the CPU does */
+	parse_ok(&s, WITH("\"grad_accum\": 2, \"parallel\": {\"ranks\": 2}, \"device\": "
+			  "\"cuda\""));
+	ck_assert_int_eq(eng_spec_finish(&s, &tiny, &e), 0);
+	ck_assert(s.grad_accum == 2 && s.ranks == 2 && s.device == ENG_DEVICE_CUDA);
+	parse_ok(&s, WITH("\"sample\": {}"));
+	ck_assert_int_eq(eng_spec_finish(&s, &tiny, &e), 0);
 	ck_assert(s.sample_n == 1 && s.sample_prompt[0] == 0); /* no <|endoftext|> in 256 */
 	parse_ok(&s, WITH("\"parallel\": {\"ranks\": 4, \"hosts\": [\"node-1:2\", \"node_2\"]}"));
 	ck_assert(s.ranks == 4 && s.has_ranks && strcmp(s.hosts, "node-1:2,node_2") == 0);

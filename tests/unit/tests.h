@@ -32,6 +32,7 @@ Suite *suite_security(void); /* tests/security/test_security.c */
 Suite *suite_lifecycle(void);
 Suite *suite_systemd(void);
 Suite *suite_cuda(void); /* tests/cuda/test_cuda.c: GPU tests skip with one line without one */
+Suite *suite_cuda_dp(void); /* tests/cuda/test_cuda_dp.c: the same */
 #ifdef REMAT_CUDA
 Suite *suite_cuda_kernels(void); /* tests/cuda/test_kc.c, built with the CUDA backend only */
 Suite *suite_sdpa(void); /* tests/cuda/test_sdpa.c, built with the CUDA backend only */

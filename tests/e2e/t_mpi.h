@@ -1,0 +1,26 @@
+/* t_mpi.h - remat-train under Open MPI's mpirun, for the suites that run ranks
+ * (tests/e2e/test_mpi.c: "mpi"; tests/cuda/test_cuda_dp.c: "cuda-dp"). */
+#ifndef T_MPI_H
+#define T_MPI_H
+
+/* Why MPI tests cannot run here, or NULL (the environment set for them when they can:
+ * root may run mpirun, and make asan's suppressions of Open MPI's own leaks). */
+const char *t_mpi_missing(void);
+
+/* A tiny job on the GPL's bytes, batch 2 x 32, one thread, lr 1e-3, `steps` steps, written
+ * to dir/name: extra is more keys (ending in ','), save under dir/save. Malloc'd path. */
+char *t_mpi_spec(const char *dir, const char *name, const char *extra, const char *save,
+	int steps);
+
+/* mpirun --oversubscribe -np np [--mca btl self,tcp] remat-train spec: its exit status,
+ * its output in *out (malloc'd). */
+int t_mpirun(const char *spec, int np, int tcp, char **out);
+/* The same with 2 ranks, which must exit 0. */
+void t_mpirun2(const char *spec, int tcp);
+/* remat-train spec alone, which must exit 0. */
+void t_mpi_train1(const char *spec);
+
+/* The two checkpoints' weights and moments are the same bytes (what says which). */
+void t_same_weights(const char *a, const char *b, const char *what);
+
+#endif
