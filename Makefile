@@ -319,9 +319,14 @@ bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm
 bench-blas: all $(BUILD)/bin/bench-sgemm
 	@sh bench/blas.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 $(if $(INSTALL),--install)
 
-# remat against PyTorch on gpt2-small (INSTALL=1 lets it install Debian's python3-torch)
-bench-torch: all $(BUILD)/bin/bench-sgemm
-	@$(BENCH_ENV) sh bench/torch.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 $(if $(INSTALL),--install)
+# remat against a tuned PyTorch (its best OpenBLAS kernel, passive OpenMP, jemalloc; fp32
+# and bf16 autocast), interleaved, on gpt2-small and a head-heavy shape; ROUNDS rounds
+# (default 3), the table's JSON in $(BUILD)/bench/torch.json (INSTALL=1 lets it install
+# Debian's python3-torch and libjemalloc2)
+bench-torch: all
+	@mkdir -p $(BUILD)/bench
+	@$(BENCH_ENV) JSON_OUT=$(abspath $(BUILD)/bench/torch.json) sh bench/torch.sh \
+		$(abspath $(BUILD)/bin) $(or $(ROUNDS),3) $(if $(INSTALL),--install)
 
 $(BUILD)/bin/bench-sgemm: bench/sgemm.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)

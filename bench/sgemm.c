@@ -1,6 +1,6 @@
 /* sgemm.c - bench-sgemm: the matmul ceiling on a model's shapes, through kn_sgemm.
  *
- *   bench-sgemm [preset] [batch] [seq_len] [threads] [--lib blis|dnnl]
+ *   bench-sgemm [preset|L,C,NH,P,V] [batch] [seq_len] [threads] [--lib blis|dnnl]
  *
  * With --lib the same products go through another library, opened with dlopen so that its
  * cblas_sgemm never clashes with OpenBLAS's: BLIS (Debian's libblis4-openmp) or oneDNN's
@@ -10,7 +10,9 @@
  * backward products of each linear layer, the lm_head in the engine's chunks), each the
  * median of several runs, and prints GFLOP/s per shape and the FLOP-weighted ceiling: the
  * speed a step would reach if it were nothing but these products. A benchmark for
- * `make bench`; the library and kernel are the ones kn_blas_describe names.
+ * `make bench`; the library and kernel are the ones kn_blas_describe names, chosen as
+ * remat-train chooses them (kn_fix_runtime: OpenBLAS's strongest kernel for the processor,
+ * passive OpenMP waits), so that the ceiling is the one remat's steps run against.
  */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -91,6 +93,20 @@ static void sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda,
 		kn_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
 }
 
+/* A preset's name, or a shape written L,C,NH,P,V (n_layer, n_embd, n_head, n_positions,
+ * vocab_size): the shapes the benchmarks compare that no preset has. */
+static int parse_shape(const char *name, eng_config *cfg, eng_err *err)
+{
+	char end;
+	if (!strchr(name, ','))
+		return eng_config_preset(name, cfg, err);
+	memset(cfg, 0, sizeof *cfg);
+	if (sscanf(name, "%d,%d,%d,%d,%d%c", &cfg->n_layer, &cfg->n_embd, &cfg->n_head,
+		    &cfg->n_positions, &cfg->vocab_size, &end) != 5)
+		return eng_errf(err, "shape '%.64s': expected L,C,NH,P,V", name);
+	return eng_config_validate(cfg, "shape", err);
+}
+
 typedef struct shape {
 	const char *what;
 	int ta, tb, M, N, K;
@@ -104,9 +120,11 @@ int main(int argc, char **argv)
 	int threads = argc > 4 ? atoi(argv[4]) : 2;
 	const char *lib = argc > 6 && strcmp(argv[5], "--lib") == 0 ? argv[6] : NULL;
 	eng_config cfg;
-	eng_err err;
-	if (eng_config_preset(preset, &cfg, &err) < 0 || B < 1 || T < 1) {
-		fprintf(stderr, "bench-sgemm: %s\n", err.msg);
+	eng_err err = {0};
+	kn_fix_runtime(argv); /* remat-train's kernel and waits: may restart this program */
+	if (parse_shape(preset, &cfg, &err) < 0 || B < 1 || T < 1) {
+		fprintf(stderr, "bench-sgemm: %s\n", err.msg[0] ? err.msg : "batch and seq_len "
+									      "must be positive");
 		return 2;
 	}
 	kn_set_threads(threads);

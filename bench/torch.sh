@@ -1,48 +1,148 @@
 #!/bin/sh
-# bench/torch.sh - remat against PyTorch on the same shape, in the same run.
+# bench/torch.sh - remat against a tuned PyTorch on the same shapes, interleaved in one run.
 #
-#   sh bench/torch.sh BINDIR [preset] [batch] [seq_len] [--install]
+#   sh bench/torch.sh BINDIR [rounds] [--install]
 #
-# Runs bench/torch_gpt2.py (Debian's python3-torch; --install installs it with apt-get when
-# it is missing, nothing else ever does) and bench/steps.sh on the same shape, then prints
-# remat/PyTorch ratios of tokens/s and saved activations.
+# Two shapes: gpt2-small at batch 4 x 256, and L4 C256 NH4 V50257 at batch 8 x 256, where
+# the lm_head is about 78 % of the FLOPs. Two threads each.
+#
+# PyTorch (Debian's python3-torch; --install installs it with apt-get when missing, nothing
+# else ever does) runs as a user who cares about speed would run it: OPENBLAS_CORETYPE set
+# to the kernel remat-train picks for this processor (OpenBLAS's own pick is its Prescott
+# fallback on processors it does not know), OMP_WAIT_POLICY=PASSIVE, jemalloc preloaded when
+# libjemalloc2 is installed; float32 and bf16 autocast, each without checkpointing and with
+# every block checkpointed (bench/torch_gpt2.py). remat runs its policies off, selective and
+# full in float32 (one remat-train, --remat-schedule; the first step after each switch is
+# dropped). Each round runs one PyTorch process and then one remat process per shape, so a
+# change in the machine's load falls on both; the table has the medians of every timed step
+# of every round, and the ratios of those medians. "theory" is the cost of one more forward
+# of every block: what `full` should add (eng_plan's FLOP count, attention included).
 set -eu
 bin=$1
-preset=${2:-gpt2-small}
-B=${3:-4}
-T=${4:-256}
-install=${5:-}
+rounds=${2:-3}
+install=${3:-}
+steps=${STEPS:-2}   # timed steps per PyTorch mode and round (after one warm-up)
+seg=${SEG:-3}       # remat steps per policy and round (the first dropped)
+threads=2
 py=/usr/bin/python3
+here=$(cd "$(dirname "$0")" && pwd)
 if ! $py -c 'import torch' 2>/dev/null; then
 	if [ "$install" != "--install" ]; then
 		echo "bench/torch.sh: python3-torch is missing; run 'make bench-torch INSTALL=1' to install it" >&2
 		exit 1
 	fi
-	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch >/dev/null
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch libjemalloc2 >/dev/null
 fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/remat-torch.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
-here=$(dirname "$0")
-echo "== PyTorch $($py -c 'import torch; print(torch.__version__)'), $preset, batch $B x $T, 2 threads"
-$py "$here/torch_gpt2.py" "$preset" "$B" "$T" 2 7 > "$dir/torch.json"
-cat "$dir/torch.json"
-echo "== remat"
-sh "$here/steps.sh" "$bin" "$preset" "$B" "$T" 3 "$dir/remat.json"
-$py - "$dir/torch.json" "$dir/remat.json" <<'PY'
-import json, sys
-torch = [json.loads(l) for l in open(sys.argv[1])]
-remat = json.load(open(sys.argv[2]))["policies"]
-t_off = next(t for t in torch if t["mode"] == "off")
-t_ck = next(t for t in torch if t["mode"] == "checkpoint")
-r = {p["policy"]: p for p in remat}
-print("== remat / PyTorch, same run")
-print("off:  tokens/s x%.2f, step time vs its own off 1.00 (PyTorch 1.00), saved %.1f vs %.1f MiB"
-      % (r["off"]["tokens_per_s"] / t_off["tokens_per_s"], r["off"]["activation_mib"], t_off["saved_mib"]))
-print("full: tokens/s x%.2f; overhead vs off x%.2f (PyTorch checkpointing x%.2f); saved %.1f vs %.1f MiB"
-      % (r["full"]["tokens_per_s"] / t_ck["tokens_per_s"], r["full"]["vs_off"],
-         t_ck["step_ms"] / t_off["step_ms"], r["full"]["activation_mib"], t_ck["saved_mib"]))
-fc = r["full;head=chunked"]
-print("full + chunked head: saved %.1f MiB = %.0f%% of off (PyTorch checkpointing keeps %.0f%%)"
-      % (fc["activation_mib"], 100 * fc["activation_mib"] / r["off"]["activation_mib"],
-         100 * t_ck["saved_mib"] / t_off["saved_mib"]))
+
+# PyTorch's tuning: remat-train's kernel, passive waits, jemalloc when there
+core=$("$bin/remat-train" --version | sed -n 's/.*; kernel \([A-Za-z0-9]*\).*/\1/p' | head -1)
+jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
+[ -e "$jemalloc" ] || jemalloc=
+torch_env() {
+	env ${core:+OPENBLAS_CORETYPE=$core} OMP_WAIT_POLICY=PASSIVE ${jemalloc:+LD_PRELOAD=$jemalloc} "$@"
+}
+echo "== PyTorch $($py -c 'import torch; print(torch.__version__)'), tuned: OPENBLAS_CORETYPE=${core:-unset}, OMP_WAIT_POLICY=PASSIVE, jemalloc ${jemalloc:-not installed (apt-get install libjemalloc2)}"
+echo "== remat: $("$bin/remat-train" --version | sed -n 's/^backend cpu: //p')"
+
+# name,L,C,NH,P,V,batch,seq each (SHAPES overrides: a quick look at a small one)
+shapes=${SHAPES:-"gpt2-small,12,768,12,1024,50257,4,256 L4-C256,4,256,4,1024,50257,8,256"}
+
+remat_round() { # name L C NH P V B T out: one remat-train, off / selective / full
+	cat > "$dir/job.json" <<JOB
+{"name": "bench-torch", "model": {"n_layer": $2, "n_embd": $3, "n_head": $4,
+ "n_positions": $5, "vocab_size": $6},
+ "data": {"train": "/usr/share/common-licenses/GPL-3", "format": "bytes"},
+ "batch": $7, "seq_len": $8, "steps": $((3 * seg)), "threads": $threads,
+ "schedule": "constant"}
+JOB
+	"$bin/remat-train" --json --remat-schedule "0:off,$seg:selective,$((2 * seg)):full" \
+		"$dir/job.json" > "$dir/remat.out"
+	awk -v seg="$seg" -v name="$1" '/"step":/ { s = $0; sub(/.*"step":/, "", s); s = int(s) - 1
+		if (s % seg == 0) next
+		p = int(s / seg); pol = p == 0 ? "off" : p == 1 ? "selective" : "full"
+		ms = $0; sub(/.*"step_ms":/, "", ms); sub(/[,}].*/, "", ms)
+		printf "{\"shape\":\"%s\",\"engine\":\"remat\",\"precision\":\"fp32\",\"mode\":\"%s\",\"step_ms\":[%s]}\n", name, pol, ms }' \
+		"$dir/remat.out" >> "$9"
+}
+
+r=1
+while [ $r -le "$rounds" ]; do
+	for sh in $shapes; do
+		IFS=, read -r name L C NH P V B T <<EOF
+$sh
+EOF
+		saved=
+		[ $r -eq 1 ] && saved=--saved
+		echo "round $r/$rounds: $name, PyTorch" >&2
+		torch_env $py "$here/torch_gpt2.py" "$L,$C,$NH,$P,$V" "$B" "$T" $threads "$steps" $saved |
+			sed "s/^{/{\"shape\":\"$name\",\"engine\":\"torch\",/" >> "$dir/rows.jsonl"
+		echo "round $r/$rounds: $name, remat" >&2
+		remat_round "$name" "$L" "$C" "$NH" "$P" "$V" "$B" "$T" "$dir/rows.jsonl"
+	done
+	r=$((r + 1))
+done
+
+$py - "$dir/rows.jsonl" "$shapes" "${JSON_OUT:-}" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+shapes = [s.split(",") for s in sys.argv[2].split()]
+out = {"shapes": []}
+info = next((r for r in rows if "torch" in r), {})
+print("PyTorch %s: BLAS %s, oneDNN (mkldnn) %s" % (info.get("torch"), info.get("blas"),
+      "yes" if info.get("mkldnn") else "no"))
+
+def med(engine, shape, precision, mode):
+    t = [x for r in rows if r.get("engine") == engine and r["shape"] == shape and
+         r.get("precision") == precision and r.get("mode") == mode for x in r["step_ms"]]
+    return (statistics.median(t), len(t)) if t else (None, 0)
+
+def theory(L, C, NH, V, B, T):
+    """1 + one more forward of every block / the step's FLOPs (eng_plan's count: 2 per
+    multiply-add, backward twice the forward)"""
+    N = B * T
+    block = 2 * N * 12 * C * C + 4 * B * T * T * C
+    step = 3 * (L * block + 2 * N * C * V)
+    return 1 + L * block / step
+
+for name, L, C, NH, P, V, B, T in shapes:
+    L, C, NH, V, B, T = int(L), int(C), int(NH), int(V), int(B), int(T)
+    tok = B * T
+    r_off, n1 = med("remat", name, "fp32", "off")
+    r_sel, _ = med("remat", name, "fp32", "selective")
+    r_full, _ = med("remat", name, "fp32", "full")
+    t_off, n2 = med("torch", name, "fp32", "off")
+    t_ck, _ = med("torch", name, "fp32", "checkpoint")
+    b_off, _ = med("torch", name, "bf16", "off")
+    b_ck, _ = med("torch", name, "bf16", "checkpoint")
+    th = theory(L, C, NH, V, B, T)
+    print("\n%s (L%d C%d NH%d V%d), batch %d x %d, %d threads: medians of %d remat and %d "
+          "PyTorch steps a mode" % (name, L, C, NH, V, B, T, 2, n1, n2))
+    print("%-34s %10s %10s %8s" % ("", "remat ms", "PyTorch ms", "remat x"))
+    def line(what, r, t):
+        ratio = "%.2f" % (t / r) if r and t else "-"
+        print("%-34s %10s %10s %8s" % (what, "%.0f" % r if r else "-", "%.0f" % t if t else "-",
+                                        ratio))
+    line("fp32, no checkpointing", r_off, t_off)
+    line("fp32, every block recomputed", r_full, t_ck)
+    line("fp32, selective (remat only)", r_sel, None)
+    line("bf16 autocast, no checkpointing", None, b_off)
+    line("bf16 autocast, every block", None, b_ck)
+    print("remat: full x%.3f of off, selective x%.3f; PyTorch: checkpoint x%.3f of off; "
+          "theory x%.3f" % (r_full / r_off, r_sel / r_off, t_ck / t_off, th))
+    print("PyTorch bf16 autocast: x%.2f remat fp32's tokens/s (remat has no bf16 on the "
+          "CPU yet)" % (r_off / b_off))
+    saved = {r["mode"]: r["saved_mib"] for r in rows
+             if r.get("engine") == "torch" and r["shape"] == name and "saved_mib" in r}
+    out["shapes"].append({"shape": name, "L": L, "C": C, "NH": NH, "V": V, "batch": B,
+                          "seq_len": T, "remat_ms": {"off": r_off, "selective": r_sel,
+                          "full": r_full}, "torch_ms": {"fp32": t_off, "fp32_checkpoint": t_ck,
+                          "bf16": b_off, "bf16_checkpoint": b_ck},
+                          "torch_saved_mib": saved, "theory_full": th,
+                          "ratio_fp32": t_off / r_off, "ratio_full": t_ck / r_full})
+if sys.argv[3]:
+    out["torch"] = info
+    json.dump(out, open(sys.argv[3], "w"), indent=1)
+    print("\nJSON: %s" % sys.argv[3])
 PY

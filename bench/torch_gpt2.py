@@ -1,17 +1,22 @@
 #!/usr/bin/python3
-"""torch_gpt2.py - the PyTorch side of `make bench-torch`: a plain float32 GPT-2 (the
-architecture of DESIGN §5) trained with torch.optim.AdamW on the same shape, without
-checkpointing and with every block checkpointed (torch.utils.checkpoint), printing the
-median step time and the activations kept for backward.
+"""torch_gpt2.py - the PyTorch side of `make bench-torch`: a GPT-2 (the architecture of
+DESIGN §5) trained with torch.optim.AdamW on the same shape as remat, in four modes: float32
+and bf16 autocast (torch.autocast("cpu", torch.bfloat16), PyTorch's mixed precision on the
+CPU), each without checkpointing and with every block checkpointed
+(torch.utils.checkpoint, non-reentrant).
 
-    /usr/bin/python3 bench/torch_gpt2.py PRESET BATCH SEQ THREADS STEPS
+    /usr/bin/python3 bench/torch_gpt2.py L,C,NH,P,V BATCH SEQ THREADS STEPS [--saved]
 
-Prints one JSON line per mode. Needs Debian's python3-torch (bench/torch.sh installs it when
-asked); never run by make test.
+Each mode takes one warm-up step and then STEPS timed steps; one JSON line per mode with
+every step time (bench/torch.sh interleaves such runs with remat's and takes medians).
+--saved adds the activations autograd keeps for backward (float32 modes). The tuning (the
+OpenBLAS kernel, OpenMP waits, jemalloc) is the environment's: bench/torch.sh sets it and
+this prints what it found. Needs Debian's python3-torch; never run by make test.
 """
 import json
 import math
-import statistics
+import os
+import re
 import sys
 import time
 
@@ -19,10 +24,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
-
-PRESETS = {"tiny": (2, 64, 4, 256, 256), "mini": (6, 384, 6, 1024, 50257),
-           "gpt2-small": (12, 768, 12, 1024, 50257)}
-
 
 class Block(nn.Module):
     def __init__(self, C, NH):
@@ -85,32 +86,53 @@ def saved_bytes(model, idx, tgt):
     return total[0]
 
 
+MODES = (("fp32", False), ("fp32", True), ("bf16", False), ("bf16", True))
+
+
+def train_step(model, opt, idx, tgt, precision):
+    if precision == "bf16":
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(idx, tgt)
+    else:
+        loss = model(idx, tgt)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+
+
 def main():
-    preset, B, T, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
+    shape, B, T, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
         int(sys.argv[4]), int(sys.argv[5])
+    want_saved = "--saved" in sys.argv[6:]
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    L, C, NH, P, V = PRESETS[preset]
+    L, C, NH, P, V = (int(x) for x in shape.split(","))
     model = GPT(L, C, NH, P, V)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
-    data = torch.randint(0, 256, (steps + 1, B, T + 1))
-    for ckpt in (False, True):
+    data = torch.randint(0, 256, (steps + 2, B, T + 1))
+    blas = re.search(r"BLAS_INFO=([^,]*)", torch.__config__.show())
+    # Debian's torch takes the system's libblas.so.3: which one the alternatives chose
+    libblas = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
+    print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(),
+                      "blas": "%s (%s)" % (blas.group(1) if blas else "?", libblas),
+                      "mkldnn": torch.backends.mkldnn.is_available(),
+                      "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+                      "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+                      "ld_preload": os.environ.get("LD_PRELOAD")}))
+    for precision, ckpt in MODES:
         model.ckpt = ckpt
         times = []
-        for s in range(steps):
+        for s in range(steps + 1):
             idx, tgt = data[s, :, :-1], data[s, :, 1:]
             t0 = time.perf_counter()
-            loss = model(idx, tgt)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
+            train_step(model, opt, idx, tgt, precision)
             times.append((time.perf_counter() - t0) * 1e3)
-        ms = statistics.median(times[2:])
-        print(json.dumps({"mode": "checkpoint" if ckpt else "off", "step_ms": ms,
-                          "tokens_per_s": B * T / (ms / 1e3),
-                          "saved_mib": saved_bytes(model, data[0, :, :-1], data[0, :, 1:]) /
-                          1048576}))
+        row = {"precision": precision, "mode": "checkpoint" if ckpt else "off",
+               "step_ms": times[1:]}
+        if want_saved and precision == "fp32":
+            row["saved_mib"] = saved_bytes(model, data[0, :, :-1], data[0, :, 1:]) / 1048576
+        print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

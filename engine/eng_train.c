@@ -450,7 +450,8 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		goto fail;
 	if (cuda) {
 		eng_cuda_opts o;
-		if (eng_cuda_opts_from_env(&o, err) < 0)
+		/* rank 0's settings on every rank: mpirun passes no environment to other hosts */
+		if (eng_cuda_opts_from_env(&o, err) < 0 || eng_dp_bcast(&o, sizeof o, err) < 0)
 			goto fail;
 		o.gpu = eng_dp_local_rank(); /* ranks on one machine take its GPUs in turn */
 		o.accum = s->grad_accum > 1;
@@ -597,6 +598,20 @@ static int step_grads(eng_trainer *tr, double *loss_sum, double sec_ms[][3], dou
 	return 0;
 }
 
+/* A GPU rank's failure once the ranks' sum has begun (a CUDA error in the sum, the norm or
+ * the update) is its own: the others went on, their sum done or their update taken, and
+ * cannot be told. Data parallel, the job ends here, every rank with it (MPI_Abort: mpirun
+ * reports this rank); alone, the step fails as any other. -1. */
+static int dp_alone(const eng_trainer *tr, const eng_err *err)
+{
+	if (eng_dp_size() > 1) {
+		fprintf(stderr, "remat-train: rank %d: step %d: %s; the ranks can no longer agree, "
+				"ending the job\n", eng_dp_rank(), tr->step + 1, err->msg);
+		eng_dp_abort(1);
+	}
+	return -1;
+}
+
 /* Every rank's part of the step summed (data parallel; nothing with one rank): first
  * whether every rank's part worked (lrc: this one's; its message in err), then the
  * gradients (on the GPU: eng_cuda_sum_ranks) and the losses, in *ar_ms milliseconds. A
@@ -619,8 +634,9 @@ static int step_sum(eng_trainer *tr, int lrc, float *grads, double *loss_sum, do
 	if (first >= 0)
 		return -1;
 	double t0 = now_ms();
-	int rc = (tr->gpu ? eng_cuda_sum_ranks(tr->gpu, err)
-			  : eng_dp_sum_floats(grads, tr->model.nfloats, err)) < 0 ||
+	if (tr->gpu && eng_cuda_sum_ranks(tr->gpu, err) < 0)
+		return dp_alone(tr, err);
+	int rc = (!tr->gpu && eng_dp_sum_floats(grads, tr->model.nfloats, err) < 0) ||
 		eng_dp_sum_doubles(loss_sum, 1, err) < 0 ? -1 : 0;
 	*ar_ms = now_ms() - t0;
 	return rc;
@@ -647,8 +663,10 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 		kn_scale(grads, 1.0f / (float)n, m->nfloats);
 	float loss = (float)(loss_sum / n);
 	if (tr->gpu && ((n > 1 && eng_cuda_scale_grads(tr->gpu, 1.0f / (float)n, err) < 0) ||
-			       eng_cuda_grad_sumsq(tr->gpu, &sumsq, err) < 0))
+			       eng_cuda_grad_sumsq(tr->gpu, &sumsq, err) < 0)) {
+		dp_alone(tr, err);
 		return step_failed(tr, &at, err);
+	}
 	if (!tr->gpu)
 		sumsq = kn_sumsq(grads, m->nfloats);
 	double norm = sqrt(sumsq);
@@ -673,6 +691,7 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 		if (eng_cuda_adamw(tr->gpu, scale, lr, s->beta1, s->beta2, s->eps, s->weight_decay,
 			    bc1, bc2, err) < 0) {
 			err->kind = ENG_ERR_BAD; /* the update may have begun: never a retry */
+			dp_alone(tr, err);
 			return step_failed(tr, &at, err);
 		}
 	} else {
@@ -853,9 +872,10 @@ const char *eng_trainer_backend(const eng_trainer *tr)
 	}
 	eng_cuda_info info;
 	eng_cuda_probe(&info);
-	const eng_cuda_gpu *gpu = &info.gpu[eng_cuda_device(tr->gpu)];
-	snprintf(buf, sizeof buf, "cuda: GPU %d, %s (%.1f GiB), %s", eng_cuda_device(tr->gpu),
-		gpu->name, gpu->memory_bytes / 1073741824.0, eng_cuda_describe(tr->gpu));
+	int d = eng_cuda_device(tr->gpu);
+	const eng_cuda_gpu *gpu = d < info.ngpus ? &info.gpu[d] : &info.gpu[0];
+	snprintf(buf, sizeof buf, "cuda: GPU %d, %s (%.1f GiB), %s", d, gpu->name,
+		gpu->memory_bytes / 1073741824.0, eng_cuda_describe(tr->gpu));
 	return buf;
 }
 

@@ -540,9 +540,9 @@ int main(int argc, char **argv)
 out:
 	wk_metrics_close(&mx);
 	eng_ctl_stop(c);
-	eng_trainer_free(&tr);
 	if (rc != 0 && rc != 130 && eng_dp_size() > 1 && !together)
 		eng_dp_abort(rc); /* no rank left waiting in a collective for this one */
+	eng_trainer_free(&tr);
 	eng_dp_finalize();
 	return rc;
 }

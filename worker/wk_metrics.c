@@ -10,7 +10,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 double wk_now_s(void)
 {
 	struct timespec ts;

@@ -49,7 +49,7 @@ typedef struct ec_nccl {
 	ncclResult_t (*init_rank)(ncclComm_t *, int, ncclUniqueId, int);
 	ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,
 		ncclComm_t, cudaStream_t);
-	ncclResult_t (*destroy)(ncclComm_t);
+	ncclResult_t (*abort)(ncclComm_t);
 	const char *(*error_string)(ncclResult_t);
 	ncclComm_t comm;
 } ec_nccl;
@@ -85,8 +85,11 @@ void ec_dp_close(ec_dp *d)
 	if (!d)
 		return;
 #ifdef EC_NCCL
+	/* ncclCommAbort, not ncclCommDestroy: the destroy is collective, and a rank that ends
+	 * alone (its own error) must not wait in it for the others; the library stays mapped
+	 * (RTLD_NODELETE) for NCCL's threads */
 	if (d->nccl.comm)
-		d->nccl.destroy(d->nccl.comm);
+		d->nccl.abort(d->nccl.comm);
 	if (d->nccl.lib)
 		dlclose(d->nccl.lib);
 #endif
@@ -99,11 +102,11 @@ void ec_dp_close(ec_dp *d)
 static int nccl_load(ec_nccl *n, char *why, size_t len)
 {
 	static const char *const names[] = {"ncclGetVersion", "ncclGetUniqueId",
-		"ncclCommInitRank", "ncclAllReduce", "ncclCommDestroy", "ncclGetErrorString"};
+		"ncclCommInitRank", "ncclAllReduce", "ncclCommAbort", "ncclGetErrorString"};
 	void **slots[] = {(void **)&n->get_version, (void **)&n->get_unique_id,
-		(void **)&n->init_rank, (void **)&n->all_reduce, (void **)&n->destroy,
+		(void **)&n->init_rank, (void **)&n->all_reduce, (void **)&n->abort,
 		(void **)&n->error_string};
-	n->lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+	n->lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
 	if (!n->lib) {
 		snprintf(why, len, "libnccl.so.2: %s", dlerror());
 		return -1;
@@ -200,9 +203,10 @@ static int start(eng_cuda *g, ec_dp *d, const ec_choice *c, eng_err *err)
 		d->nccl.comm = NULL;
 		return nccl_fail(&d->nccl, r, "ncclCommInitRank", err);
 	}
-	int v = d->nccl.version; /* 22707 for 2.27.7 */
+	/* 22707 for 2.27.7; before 2.9, 2804 for 2.8.4 */
+	int v = d->nccl.version, major = v >= 10000 ? v / 10000 : v / 1000;
 	snprintf(d->desc, sizeof d->desc, "nccl %d.%d.%d: all-reduce of float32 gradients on the "
-		"device", v / 10000, v / 100 % 100, v % 100);
+		"device", major, v / 100 % 100, v % 100);
 	return 0;
 #else
 	return eng_errf(err, "nccl chosen in a build without it");
