@@ -77,6 +77,18 @@ LDLIBS   += $(MPI_LIBS)
 endif
 $(BUILD)/engine/dp/eng_dp.o: ALL_CFLAGS += $(MPI_CFLAGS)
 
+# ---- oneDNN (kernels/cpu/kn_bf16.c) ----
+# The CPU's bf16 matmuls ("precision": "bf16") through oneDNN when its header is there
+# (scripts/deps.sh installs libdnnl-dev); DNNL=0 builds without (bf16 jobs are then refused,
+# saying why). Only the worker and the tests link libdnnl; rematd and rematctl never do.
+ifneq ($(DNNL),0)
+HAVE_DNNL := $(wildcard /usr/include/oneapi/dnnl/dnnl.h)
+endif
+ifneq ($(HAVE_DNNL),)
+LDLIBS += -ldnnl
+$(BUILD)/kernels/cpu/kn_bf16.o: ALL_CFLAGS += -DREMAT_DNNL -I/usr/include/oneapi/dnnl
+endif
+
 # Two libraries. libremat-core.a: the protocol, the control servers' connection layer
 # (serve/), the job spec's validation and the planner, and the safe file access of eng_fs:
 # what rematd and rematctl link, no maths in it.

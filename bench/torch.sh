@@ -10,10 +10,12 @@
 # else ever does) runs as a user who cares about speed would run it: OPENBLAS_CORETYPE set
 # to the kernel remat-train picks for this processor (OpenBLAS's own pick is its Prescott
 # fallback on processors it does not know), OMP_WAIT_POLICY=PASSIVE, jemalloc preloaded when
-# libjemalloc2 is installed; float32 and bf16 autocast, each without checkpointing and with
+# libjemalloc2 is installed, torch.set_flush_denormal(True) (without it a step that meets
+# denormal numbers takes three times as long); float32 and bf16 autocast, each without checkpointing and with
 # every block checkpointed (bench/torch_gpt2.py). remat runs its policies off, selective and
 # full in float32 (one remat-train, --remat-schedule; the first step after each switch is
-# dropped). Each round runs one PyTorch process and then one remat process per shape, so a
+# dropped), and in bf16 (off, selective, full; where remat-train --version says it can).
+# Each round runs one PyTorch process and then one remat process per shape, so a
 # change in the machine's load falls on both; the table has the medians of every timed step
 # of every round, and the ratios of those medians. "theory" is the cost of one more forward
 # of every block: what `full` should add (eng_plan's FLOP count, attention included).
@@ -43,27 +45,32 @@ jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 torch_env() {
 	env ${core:+OPENBLAS_CORETYPE=$core} OMP_WAIT_POLICY=PASSIVE ${jemalloc:+LD_PRELOAD=$jemalloc} "$@"
 }
-echo "== PyTorch $($py -c 'import torch; print(torch.__version__)'), tuned: OPENBLAS_CORETYPE=${core:-unset}, OMP_WAIT_POLICY=PASSIVE, jemalloc ${jemalloc:-not installed (apt-get install libjemalloc2)}"
+echo "== PyTorch $($py -c 'import torch; print(torch.__version__)'), tuned: OPENBLAS_CORETYPE=${core:-unset}, OMP_WAIT_POLICY=PASSIVE, jemalloc ${jemalloc:-not installed (apt-get install libjemalloc2)}, flush_denormal"
 echo "== remat: $("$bin/remat-train" --version | sed -n 's/^backend cpu: //p')"
+bf16_line=$("$bin/remat-train" --version | sed -n 's/^precision bf16 (cpu): //p')
+echo "== remat bf16: $bf16_line"
+bf16=1
+case $bf16_line in "not available"*) bf16= ;; esac
 
 # name,L,C,NH,P,V,batch,seq each (SHAPES overrides: a quick look at a small one)
 shapes=${SHAPES:-"gpt2-small,12,768,12,1024,50257,4,256 L4-C256,4,256,4,1024,50257,8,256"}
 
-remat_round() { # name L C NH P V B T out: one remat-train, off / selective / full
+remat_round() { # name L C NH P V B T out precision: one remat-train, off / selective / full
 	cat > "$dir/job.json" <<JOB
 {"name": "bench-torch", "model": {"n_layer": $2, "n_embd": $3, "n_head": $4,
  "n_positions": $5, "vocab_size": $6},
  "data": {"train": "/usr/share/common-licenses/GPL-3", "format": "bytes"},
  "batch": $7, "seq_len": $8, "steps": $((3 * seg)), "threads": $threads,
- "schedule": "constant"}
+ "schedule": "constant", "precision": "${10}"}
 JOB
 	"$bin/remat-train" --json --remat-schedule "0:off,$seg:selective,$((2 * seg)):full" \
 		"$dir/job.json" > "$dir/remat.out"
-	awk -v seg="$seg" -v name="$1" '/"step":/ { s = $0; sub(/.*"step":/, "", s); s = int(s) - 1
+	awk -v seg="$seg" -v name="$1" -v prec="${10}" '/"step":/ { s = $0; sub(/.*"step":/, "", s); s = int(s) - 1
 		if (s % seg == 0) next
 		p = int(s / seg); pol = p == 0 ? "off" : p == 1 ? "selective" : "full"
 		ms = $0; sub(/.*"step_ms":/, "", ms); sub(/[,}].*/, "", ms)
-		printf "{\"shape\":\"%s\",\"engine\":\"remat\",\"precision\":\"fp32\",\"mode\":\"%s\",\"step_ms\":[%s]}\n", name, pol, ms }' \
+		act = $0; sub(/.*"activation_bytes":/, "", act); sub(/[,}].*/, "", act)
+		printf "{\"shape\":\"%s\",\"engine\":\"remat\",\"precision\":\"%s\",\"mode\":\"%s\",\"step_ms\":[%s],\"act\":[%s]}\n", name, prec, pol, ms, act }' \
 		"$dir/remat.out" >> "$9"
 }
 
@@ -76,10 +83,15 @@ EOF
 		saved=
 		[ $r -eq 1 ] && saved=--saved
 		echo "round $r/$rounds: $name, PyTorch" >&2
-		torch_env $py "$here/torch_gpt2.py" "$L,$C,$NH,$P,$V" "$B" "$T" $threads "$steps" $saved |
+		torch_env $py "$here/torch_gpt2.py" "$L,$C,$NH,$P,$V" "$B" "$T" $threads "$steps" \
+			--flush-denormal $saved |
 			sed "s/^{/{\"shape\":\"$name\",\"engine\":\"torch\",/" >> "$dir/rows.jsonl"
 		echo "round $r/$rounds: $name, remat" >&2
-		remat_round "$name" "$L" "$C" "$NH" "$P" "$V" "$B" "$T" "$dir/rows.jsonl"
+		remat_round "$name" "$L" "$C" "$NH" "$P" "$V" "$B" "$T" "$dir/rows.jsonl" fp32
+		if [ -n "$bf16" ]; then
+			echo "round $r/$rounds: $name, remat bf16" >&2
+			remat_round "$name" "$L" "$C" "$NH" "$P" "$V" "$B" "$T" "$dir/rows.jsonl" bf16
+		fi
 	done
 	r=$((r + 1))
 done
@@ -127,17 +139,27 @@ for name, L, C, NH, P, V, B, T in shapes:
     line("fp32, no checkpointing", r_off, t_off)
     line("fp32, every block recomputed", r_full, t_ck)
     line("fp32, selective (remat only)", r_sel, None)
-    line("bf16 autocast, no checkpointing", None, b_off)
-    line("bf16 autocast, every block", None, b_ck)
+    rb_off, _ = med("remat", name, "bf16", "off")
+    rb_full, _ = med("remat", name, "bf16", "full")
+    line("bf16, no checkpointing", rb_off, b_off)
+    line("bf16, every block recomputed", rb_full, b_ck)
     print("remat: full x%.3f of off, selective x%.3f; PyTorch: checkpoint x%.3f of off; "
           "theory x%.3f" % (r_full / r_off, r_sel / r_off, t_ck / t_off, th))
-    print("PyTorch bf16 autocast: x%.2f remat fp32's tokens/s (remat has no bf16 on the "
-          "CPU yet)" % (r_off / b_off))
+    print("bf16 against fp32, tokens/s: PyTorch x%.2f, remat %s" % (t_off / b_off,
+          "x%.2f" % (r_off / rb_off) if rb_off else "- (no bf16 here)"))
+    acts = {p: statistics.median([x for r in rows if r.get("engine") == "remat" and
+                                  r["shape"] == name and r.get("precision") == p and
+                                  r.get("mode") == "off" for x in r.get("act", [])] or [0])
+            for p in ("fp32", "bf16")}
+    if acts["bf16"]:
+        print("remat activations without checkpointing: fp32 %.1f MiB, bf16 %.1f MiB (x%.2f)"
+              % (acts["fp32"] / 1048576, acts["bf16"] / 1048576, acts["bf16"] / acts["fp32"]))
     saved = {r["mode"]: r["saved_mib"] for r in rows
              if r.get("engine") == "torch" and r["shape"] == name and "saved_mib" in r}
     out["shapes"].append({"shape": name, "L": L, "C": C, "NH": NH, "V": V, "batch": B,
                           "seq_len": T, "remat_ms": {"off": r_off, "selective": r_sel,
-                          "full": r_full}, "torch_ms": {"fp32": t_off, "fp32_checkpoint": t_ck,
+                          "full": r_full, "bf16_off": rb_off, "bf16_full": rb_full},
+                          "torch_ms": {"fp32": t_off, "fp32_checkpoint": t_ck,
                           "bf16": b_off, "bf16_checkpoint": b_ck},
                           "torch_saved_mib": saved, "theory_full": th,
                           "ratio_fp32": t_off / r_off, "ratio_full": t_ck / r_full})

@@ -6,12 +6,15 @@ CPU), each without checkpointing and with every block checkpointed
 (torch.utils.checkpoint, non-reentrant).
 
     /usr/bin/python3 bench/torch_gpt2.py L,C,NH,P,V BATCH SEQ THREADS STEPS [--saved]
+        [--flush-denormal]
 
 Each mode takes one warm-up step and then STEPS timed steps; one JSON line per mode with
 every step time (bench/torch.sh interleaves such runs with remat's and takes medians).
---saved adds the activations autograd keeps for backward (float32 modes). The tuning (the
-OpenBLAS kernel, OpenMP waits, jemalloc) is the environment's: bench/torch.sh sets it and
-this prints what it found. Needs Debian's python3-torch; never run by make test.
+--saved adds the activations autograd keeps for backward (float32 modes);
+--flush-denormal calls torch.set_flush_denormal(True) (Intel's tuning guide for PyTorch on
+CPUs: on this machine a step that meets denormal numbers, the third here, takes 22 s instead
+of 7). The rest of the tuning (the OpenBLAS kernel, OpenMP waits, jemalloc) is the
+environment's: bench/torch.sh sets it and this prints what it found. Needs Debian's python3-torch; never run by make test.
 """
 import json
 import math
@@ -105,6 +108,9 @@ def main():
     shape, B, T, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
         int(sys.argv[4]), int(sys.argv[5])
     want_saved = "--saved" in sys.argv[6:]
+    flush = "--flush-denormal" in sys.argv[6:]
+    if flush:
+        torch.set_flush_denormal(True)
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     L, C, NH, P, V = (int(x) for x in shape.split(","))
@@ -119,7 +125,8 @@ def main():
                       "mkldnn": torch.backends.mkldnn.is_available(),
                       "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
                       "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
-                      "ld_preload": os.environ.get("LD_PRELOAD")}))
+                      "ld_preload": os.environ.get("LD_PRELOAD"),
+                      "flush_denormal": flush}))
     for precision, ckpt in MODES:
         model.ckpt = ckpt
         times = []

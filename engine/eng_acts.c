@@ -4,11 +4,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#define BLOCK_ENTRY(nm, nc_, n_, lse_, f32_, keep_, pool_) \
-	{.name = #nm, .nc = nc_, .n = n_, .lse = lse_, .f32 = f32_, .keep = keep_, .pool = pool_},
-#define HEAD_ENTRY(nm, nc_, n_, nv_, rv_, f32_, keep_, pool_)                               \
-	{.name = #nm, .nc = nc_, .n = n_, .nv = nv_, .rv = rv_, .f32 = f32_, .keep = keep_,    \
+#define BLOCK_ENTRY(nm, nc_, n_, lse_, f32_, mm_, keep_, pool_)                            \
+	{.name = #nm, .nc = nc_, .n = n_, .lse = lse_, .f32 = f32_, .mm = mm_, .keep = keep_,  \
 		.pool = pool_},
+#define HEAD_ENTRY(nm, nc_, n_, nv_, rv_, f32_, mm_, keep_, pool_)                          \
+	{.name = #nm, .nc = nc_, .n = n_, .nv = nv_, .rv = rv_, .f32 = f32_, .mm = mm_,        \
+		.keep = keep_, .pool = pool_},
 
 const eng_act_field eng_block_fields[ENG_ACT_N] = {ENG_BLOCK_FIELDS(BLOCK_ENTRY)};
 const eng_act_field eng_head_fields[ENG_HEAD_N] = {ENG_HEAD_FIELDS(HEAD_ENTRY)};
@@ -18,6 +19,11 @@ size_t eng_act_elems(const eng_act_field *f, const eng_config *cfg, int B, int T
 	size_t N = (size_t)B * T, C = cfg->n_embd, V = cfg->vocab_size;
 	return f->nc * N * C + f->n * N + f->lse * (size_t)cfg->n_head * N + f->nv * N * V +
 	       f->rv * (size_t)R * V;
+}
+
+size_t eng_act_bytes(const eng_act_field *f, const eng_config *cfg, int B, int T, int R)
+{
+	return (cfg->mm_bf16 && f->mm ? 2 : 4) * eng_act_elems(f, cfg, B, T, R);
 }
 
 int eng_act_offloaded(int k)

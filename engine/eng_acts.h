@@ -38,35 +38,37 @@
 #define ENG_K_BLOCK (ENG_K_OFF | ENG_K_SEL | ENG_K_FULL | ENG_K_OFFLOAD)
 #define ENG_K_HEAD (ENG_K_OFF | ENG_K_CHUNKED)
 
-/* X(name, nc, n, lse, f32, keep, pool): elements nc*N*C + n*N + lse*NH*N.
+/* X(name, nc, n, lse, f32, mm, keep, pool): elements nc*N*C + n*N + lse*NH*N. mm: read only
+ * by matmuls (and their backward), so stored in bf16 under the CPU's precision bf16 (where
+ * everything else stays float32); f32: float32 whatever a GPU's activation type.
  * `offload` keeps x on the device and what `off` keeps besides in pinned host memory
  * (eng_act_offloaded); it rebuilds nothing, so it needs no pool. */
 #define ENG_BLOCK_FIELDS(X)                                                                 \
-	X(x, 1, 0, 0, 0, ENG_K_BLOCK, 0)                     /* (B,T,C) block input */      \
-	X(ln1, 1, 0, 0, 0, ENG_K_OFF, ENG_K_SEL | ENG_K_FULL) /* (B,T,C) */                 \
-	X(ln1_mean, 0, 1, 0, 1, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */              \
-	X(ln1_rstd, 0, 1, 0, 1, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */              \
-	X(qkv, 3, 0, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL)      /* (B,T,3C) */           \
-	X(att_lse, 0, 0, 1, 1, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL)  /* (B,NH,T) row lse */   \
-	X(atty, 1, 0, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T,C) before c_proj */  \
-	X(res2, 1, 0, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T,C) after attention */ \
-	X(ln2, 1, 0, 0, 0, ENG_K_OFF, ENG_K_SEL | ENG_K_FULL)  /* (B,T,C) */                \
-	X(ln2_mean, 0, 1, 0, 1, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */              \
-	X(ln2_rstd, 0, 1, 0, 1, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */              \
-	X(fch, 4, 0, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL)  /* (B,T,4C) before GELU */   \
-	X(gelu, 4, 0, 0, 0, ENG_K_OFF, ENG_K_SEL | ENG_K_FULL) /* (B,T,4C) */
+	X(x, 1, 0, 0, 0, 0, ENG_K_BLOCK, 0)                  /* (B,T,C) block input */      \
+	X(ln1, 1, 0, 0, 0, 1, ENG_K_OFF, ENG_K_SEL | ENG_K_FULL) /* (B,T,C) */              \
+	X(ln1_mean, 0, 1, 0, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */           \
+	X(ln1_rstd, 0, 1, 0, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */           \
+	X(qkv, 3, 0, 0, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL)   /* (B,T,3C) */           \
+	X(att_lse, 0, 0, 1, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,NH,T) row lse */ \
+	X(atty, 1, 0, 0, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T,C) before c_proj */ \
+	X(res2, 1, 0, 0, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T,C) after attention */ \
+	X(ln2, 1, 0, 0, 0, 1, ENG_K_OFF, ENG_K_SEL | ENG_K_FULL) /* (B,T,C) */              \
+	X(ln2_mean, 0, 1, 0, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */           \
+	X(ln2_rstd, 0, 1, 0, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */           \
+	X(fch, 4, 0, 0, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T,4C) before GELU */ \
+	X(gelu, 4, 0, 0, 0, 1, ENG_K_OFF, ENG_K_SEL | ENG_K_FULL) /* (B,T,4C) */
 
-/* X(name, nc, n, nv, rv, f32, keep, pool): elements nc*N*C + n*N + nv*N*V + rv*R*V. The
- * head works in chunks of R rows under both modes: `off` keeps every chunk's logits,
+/* X(name, nc, n, nv, rv, f32, mm, keep, pool): elements nc*N*C + n*N + nv*N*V + rv*R*V.
+ * The head works in chunks of R rows under both modes: `off` keeps every chunk's logits,
  * `chunked` only the log-sum-exp, and rebuilds one chunk at a time into `chunk`. */
 #define ENG_HEAD_FIELDS(X)                                                                  \
-	X(xf, 1, 0, 0, 0, 0, ENG_K_HEAD, 0)      /* (B,T,C) last block's output */          \
-	X(lnf, 1, 0, 0, 0, 0, ENG_K_HEAD, 0)     /* (B,T,C) ln_f output */                  \
-	X(lnf_mean, 0, 1, 0, 0, 1, ENG_K_HEAD, 0) /* (B,T) */                               \
-	X(lnf_rstd, 0, 1, 0, 0, 1, ENG_K_HEAD, 0) /* (B,T) */                               \
-	X(lse, 0, 1, 0, 0, 1, ENG_K_HEAD, 0)     /* (B,T) log-sum-exp of the logits rows */ \
-	X(logits, 0, 0, 1, 0, 0, ENG_K_OFF, 0)   /* (N,V) in chunks of (R,V), each aligned */ \
-	X(chunk, 0, 0, 0, 1, 0, 0, ENG_K_CHUNKED) /* (R,V) one chunk, rebuilt in backward */
+	X(xf, 1, 0, 0, 0, 0, 0, ENG_K_HEAD, 0)      /* (B,T,C) last block's output */       \
+	X(lnf, 1, 0, 0, 0, 0, 1, ENG_K_HEAD, 0)     /* (B,T,C) ln_f output */               \
+	X(lnf_mean, 0, 1, 0, 0, 1, 0, ENG_K_HEAD, 0) /* (B,T) */                            \
+	X(lnf_rstd, 0, 1, 0, 0, 1, 0, ENG_K_HEAD, 0) /* (B,T) */                            \
+	X(lse, 0, 1, 0, 0, 1, 0, ENG_K_HEAD, 0)     /* (B,T) log-sum-exp of the logits rows */ \
+	X(logits, 0, 0, 1, 0, 0, 0, ENG_K_OFF, 0)   /* (N,V) in chunks of (R,V), each aligned */ \
+	X(chunk, 0, 0, 0, 1, 0, 0, 0, ENG_K_CHUNKED) /* (R,V) one chunk, rebuilt in backward */
 
 #define ENG_ACT_ENUM(name, ...) ENG_ACT_##name,
 #define ENG_HEAD_ENUM(name, ...) ENG_HEAD_##name,
@@ -96,6 +98,7 @@ typedef struct eng_act_field {
 	const char *name;
 	unsigned nc, n, lse, nv, rv; /* element count terms (above) */
 	unsigned f32;                /* 1: float32 whatever the activation type */
+	unsigned mm;                 /* 1: a matmul's input only (bf16 under cpu precision bf16) */
 	unsigned keep;               /* modes that keep it saved (ENG_KEEP bits) */
 	unsigned pool;               /* modes that rebuild it into the recompute pool */
 } eng_act_field;
@@ -105,6 +108,10 @@ extern const eng_act_field eng_head_fields[ENG_HEAD_N];
 
 /* Elements of field f for batches of B x T (R rows per logits chunk). */
 size_t eng_act_elems(const eng_act_field *f, const eng_config *cfg, int B, int T, int R);
+
+/* Bytes of field f on the CPU: float32, but 2 a matmul input (mm) takes under precision
+ * bf16 (cfg->mm_bf16). What the CPU model lays out and the planner counts. */
+size_t eng_act_bytes(const eng_act_field *f, const eng_config *cfg, int B, int T, int R);
 
 /* 1 when an offloaded block's host copy holds block field k: what `off` keeps, but x. */
 int eng_act_offloaded(int k);

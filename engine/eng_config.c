@@ -8,10 +8,10 @@ static const struct {
 	eng_config cfg;
 } presets[] = {
 	/* name          L   C    NH  P     V */
-	{"tiny",       {2,  64,  4,  256,  256}},   /* seconds per hundred steps; byte-level */
-	{"mini",       {6,  384, 6,  1024, 50257}}, /* ~30M parameters, between tiny and gpt2 */
-	{"gpt2-small", {12, 768, 12, 1024, 50257}}, /* the 124M GPT-2 shape */
-	{"gpt2",       {12, 768, 12, 1024, 50257}}, /* Hugging Face's name for the same */
+	{"tiny",       {2,  64,  4,  256,  256, 0}},   /* seconds per hundred steps; byte-level */
+	{"mini",       {6,  384, 6,  1024, 50257, 0}}, /* ~30M parameters, between tiny and gpt2 */
+	{"gpt2-small", {12, 768, 12, 1024, 50257, 0}}, /* the 124M GPT-2 shape */
+	{"gpt2",       {12, 768, 12, 1024, 50257, 0}}, /* Hugging Face's name for the same */
 };
 
 int eng_config_preset(const char *name, eng_config *cfg, eng_err *err)

@@ -20,6 +20,11 @@ typedef struct eng_config {
 	int n_head;      /* NH, attention heads; C % NH == 0 */
 	int n_positions; /* P, longest sequence (rows of wpe) */
 	int vocab_size;  /* V, rows of wte */
+	/* Not the model's but its run's (never in config.json or a checkpoint): 1 under the
+	 * CPU's precision bf16, where the matmuls take bf16 operands and their inputs are kept
+	 * in bf16 (eng_acts.h `mm`). In the shape so that every size the engine derives from
+	 * it (the model's buffers, the planner, the accounting) sees it. */
+	int mm_bf16;
 } eng_config;
 
 /* Looks up a preset by name ("tiny", "mini", "gpt2-small"; "gpt2" is gpt2-small) into *cfg.

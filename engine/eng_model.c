@@ -14,6 +14,15 @@
  * taken chunk by chunk either way, so the bits agree): `off` keeps every chunk's logits from
  * forward to backward, `chunked` keeps only the log-sum-exp and recomputes a chunk's logits
  * into one buffer when its backward comes.
+ *
+ * Precision bf16 (cfg.mm_bf16): every product of a linear layer and of the head takes bf16
+ * operands and sums in float32 (kn_gemm_bf16, oneDNN): the weights from their bf16 copy
+ * (wbf, rounded once after each change of the float32 weights), the inputs that only
+ * matmuls read (ln1, ln2, gelu, lnf: eng_acts.h `mm`) kept in bf16, computed in float32
+ * and rounded as they are stored; gradients rounded just before their products. Master
+ * weights, gradients, AdamW, the residual stream, LayerNorm, attention, softmax and the
+ * cross-entropy stay float32. A recompute rounds the same float32 values, so every policy
+ * still gives the same bits.
  */
 #include "eng_model.h"
 
@@ -142,16 +151,17 @@ static size_t logits_bytes(const eng_model *m)
 	return 4 * nchunks * chunk_stride(m);
 }
 
-/* The activation tables' sizes for this model, in floats of eng_mem. */
+/* The activation tables' sizes for this model (eng_act_bytes: float32, bf16 matmul inputs
+ * under precision bf16), in eng_mem. */
 static void layout_mem(eng_model *m)
 {
 	eng_layout_mem *mem = &m->mem;
 	for (int k = 0; k < ENG_ACT_N; k++)
-		mem->block_bytes[k] = 4 * eng_act_elems(&eng_block_fields[k], &m->cfg, m->B, m->T,
-						   m->chunk_rows);
+		mem->block_bytes[k] = eng_act_bytes(&eng_block_fields[k], &m->cfg, m->B, m->T,
+			m->chunk_rows);
 	for (int k = 0; k < ENG_HEAD_N; k++)
-		mem->head_bytes[k] = 4 * eng_act_elems(&eng_head_fields[k], &m->cfg, m->B, m->T,
-						  m->chunk_rows);
+		mem->head_bytes[k] = eng_act_bytes(&eng_head_fields[k], &m->cfg, m->B, m->T,
+			m->chunk_rows);
 	/* chunks start 64-byte aligned, kept or rebuilt alike */
 	mem->head_bytes[ENG_HEAD_logits] = logits_bytes(m);
 	mem->head_bytes[ENG_HEAD_chunk] = 4 * chunk_stride(m);
@@ -159,6 +169,158 @@ static void layout_mem(eng_model *m)
 	mem->free = eng_mem_free;
 	mem->size = eng_mem_size;
 	mem->where = "memory";
+}
+
+/* ---- precision bf16: the products, their operands, oneDNN's scratchpads ---- */
+
+/* One product as kn_gemm_bf16 takes it. */
+typedef struct mm_shape {
+	int ta, tb, M, N, K, lda, ldb, ldc;
+	float beta;
+} mm_shape;
+
+#define MM_SHAPES 18 /* 4 linear layers x 3 products, and the head's 3 for 2 chunk sizes */
+
+/* Every product a step of N rows makes (C channels, V vocab, logits chunks of R rows, the
+ * last N % R), with the strides the calls below pass. */
+static int mm_shapes(int N, int C, int V, int R, mm_shape *s)
+{
+	static const int io[4][2] = {{1, 3}, {1, 1}, {1, 4}, {4, 1}}; /* in, out, in C */
+	int n = 0, rows[2] = {R, N % R};
+	for (int i = 0; i < 4; i++) {
+		int in = io[i][0] * C, out = io[i][1] * C;
+		s[n++] = (mm_shape){0, 0, N, out, in, in, out, out, 0.0f};  /* y = x W */
+		s[n++] = (mm_shape){0, 1, N, in, out, out, out, in, 0.0f};  /* dx = dy W^T */
+		s[n++] = (mm_shape){1, 0, in, out, N, in, out, out, 1.0f};  /* dW += x^T dy */
+	}
+	for (int k = 0; k < 2; k++) {
+		if (!rows[k])
+			continue;
+		s[n++] = (mm_shape){0, 1, rows[k], V, C, C, C, V, 0.0f}; /* logits = lnf wte^T */
+		s[n++] = (mm_shape){0, 0, rows[k], C, V, V, C, C, 0.0f}; /* dlnf = dlogits wte */
+		s[n++] = (mm_shape){1, 0, V, C, rows[k], V, C, C, 1.0f}; /* dwte += dlogits^T lnf */
+	}
+	return n;
+}
+
+/* The largest scratchpad of those products at the current thread count (their primitives
+ * made on the way), or -1 with kn_bf16_error(). */
+static long mm_scratch_need(int N, int C, int V, int R)
+{
+	mm_shape sh[MM_SHAPES];
+	long most = 0;
+	int n = mm_shapes(N, C, V, R, sh);
+	for (int i = 0; i < n; i++) {
+		long b = kn_gemm_bf16_scratch(sh[i].ta, sh[i].tb, sh[i].M, sh[i].N, sh[i].K,
+			sh[i].lda, sh[i].ldb, sh[i].ldc, sh[i].beta);
+		if (b < 0)
+			return -1;
+		most = b > most ? b : most;
+	}
+	return most;
+}
+
+/* Elements of the rounded-gradient workspace: the widest linear gradient or a chunk's. */
+static size_t bf_out_elems(size_t N, size_t C, size_t V, size_t R)
+{
+	return 4 * N * C > R * V ? 4 * N * C : R * V;
+}
+
+/* oneDNN's scratchpads for the current thread count (they are per thread). */
+static int mm_fit(eng_model *m, eng_err *err)
+{
+	if (!m->cfg.mm_bf16 || m->mm_threads == kn_get_threads())
+		return 0;
+	long need = mm_scratch_need(m->B * m->T, m->cfg.n_embd, m->cfg.vocab_size,
+		m->chunk_rows);
+	if (need < 0)
+		return eng_errf(err, "precision bf16: %s", kn_bf16_error());
+	void *p = need ? eng_mem_alloc(ENG_MEM_WORKSPACE, (size_t)need) : NULL;
+	if (need && !p)
+		return eng_err_nomem(err, "cannot allocate %.1f MiB of bf16 matmul scratchpad: out "
+				     "of memory", need / 1048576.0);
+	eng_mem_free(m->mm_scratch);
+	m->mm_scratch = p;
+	m->mm_scratch_bytes = (size_t)need;
+	m->mm_threads = kn_get_threads();
+	return 0;
+}
+
+void eng_model_params_changed(eng_model *m)
+{
+	m->wbf_valid = 0;
+}
+
+static const uint16_t *wb(const eng_model *m, const float *w)
+{
+	return m->wbf + (w - m->params);
+}
+
+/* C = op(A) op(B) + beta C in bf16; the first failure is kept for the pass's end. */
+static void mm(eng_model *m, int ta, int tb, int M, int N, int K, const void *A, int lda,
+	const void *B, int ldb, float beta, float *C, int ldc)
+{
+	if (!m->mm_err[0] && kn_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc,
+				     m->mm_scratch, m->mm_scratch_bytes) < 0)
+		snprintf(m->mm_err, sizeof m->mm_err, "precision bf16: %s", kn_bf16_error());
+}
+
+/* out(N,OC) = inp(N,C) w(C,OC) + b(OC): inp float32, or bf16 under precision bf16 */
+static void linear_fwd(eng_model *m, float *out, const void *inp, const float *w,
+	const float *b, int N, int C, int OC)
+{
+	if (!m->cfg.mm_bf16) {
+		kn_linear_forward(out, inp, w, b, N, C, OC);
+		return;
+	}
+	mm(m, 0, 0, N, OC, C, inp, C, wb(m, w), OC, 0.0f, out, OC);
+	if (b)
+		kn_add_bias(out, b, N, OC);
+}
+
+/* dinp(N,C) = dout w^T, dw(C,OC) += inp^T dout, db(OC) += column sums of dout(N,OC): dout
+ * float32 (rounded into bf_out under bf16), inp as linear_fwd's */
+static void linear_bwd(eng_model *m, float *dinp, float *dw, float *db, const float *dout,
+	const void *inp, const float *w, int N, int C, int OC)
+{
+	if (!m->cfg.mm_bf16) {
+		kn_linear_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+		return;
+	}
+	kn_to_bf16(m->bf_out, dout, (size_t)N * OC);
+	if (dinp)
+		mm(m, 0, 1, N, C, OC, m->bf_out, OC, wb(m, w), OC, 0.0f, dinp, C);
+	mm(m, 1, 0, C, OC, N, inp, C, m->bf_out, OC, 1.0f, dw, OC);
+	if (db)
+		kn_bias_backward(db, dout, N, OC);
+}
+
+/* A float32 activation as a matmul's input (n elements): itself, or rounded into bf_in */
+static const void *mm_input(eng_model *m, const float *x, size_t n)
+{
+	if (!m->cfg.mm_bf16)
+		return x;
+	kn_to_bf16(m->bf_in, x, n);
+	return m->bf_in;
+}
+
+/* Where a matmul input field (ln1, ln2, gelu, lnf) is computed: the field itself in float32;
+ * under bf16 the float32 scratch f, which mm_store then rounds into the field. */
+static float *mm_f32(const eng_model *m, void *field, float *f)
+{
+	return m->cfg.mm_bf16 ? f : field;
+}
+
+static void mm_store(const eng_model *m, void *field, const float *f, size_t n)
+{
+	if (m->cfg.mm_bf16)
+		kn_to_bf16(field, f, n);
+}
+
+/* Row r of a matmul input field of C columns. */
+static const void *mm_row(const eng_model *m, const void *field, int r, int C)
+{
+	return (const char *)field + (size_t)r * C * (m->cfg.mm_bf16 ? 2 : 4);
 }
 
 /* ---- lifetime ---- */
@@ -179,7 +341,7 @@ static const struct ws_field {
 };
 #define NWORKSPACE (sizeof workspace / sizeof workspace[0])
 
-void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int threads,
+void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, int threads,
 	size_t out[ENG_MEM_NCAT])
 {
 	size_t N = (size_t)B * T, C = cfg->n_embd, ws = 0;
@@ -192,6 +354,16 @@ void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int threads,
 	out[ENG_MEM_PARAMS] = out[ENG_MEM_GRADS] = 4 * nfloats;
 	out[ENG_MEM_OPTIMIZER] = 2 * 4 * nfloats;
 	out[ENG_MEM_WORKSPACE] = ws + 4 * kn_attention_scratch_floats_for(T, threads);
+	if (cfg->mm_bf16) {
+		/* the bf16 weights, the rounded operands, oneDNN's scratchpads (at the current
+		 * thread count: they are made here, as the run will make them) */
+		int R = chunk_rows > 0 ? chunk_rows : eng_plan_chunk_rows(cfg, B, T);
+		R = (size_t)R > N ? (int)N : R; /* as eng_model_init clamps it */
+		long sc = mm_scratch_need((int)N, (int)C, cfg->vocab_size, R);
+		out[ENG_MEM_PARAMS] += 2 * nfloats;
+		out[ENG_MEM_WORKSPACE] += 2 * (bf_out_elems(N, C, cfg->vocab_size, R) + N * C) +
+					  (sc > 0 ? (size_t)sc : 0);
+	}
 }
 
 int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_rows,
@@ -235,6 +407,18 @@ int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_
 	m->att_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * kn_attention_scratch_floats(T));
 	if (!m->att_scratch)
 		goto oom;
+	if (cfg->mm_bf16) {
+		m->wbf = eng_mem_alloc(ENG_MEM_PARAMS, 2 * m->nfloats);
+		m->bf_out = eng_mem_alloc(ENG_MEM_WORKSPACE, 2 * bf_out_elems(N, C,
+			cfg->vocab_size, m->chunk_rows));
+		m->bf_in = eng_mem_alloc(ENG_MEM_WORKSPACE, 2 * N * C);
+		if (!m->wbf || !m->bf_out || !m->bf_in)
+			goto oom;
+		if (mm_fit(m, err) < 0) {
+			eng_model_free(m);
+			return -1;
+		}
+	}
 	layout_mem(m);
 	/* no activations laid out yet: lay.policy.n_layer 0 marks "nothing allocated" */
 	return 0;
@@ -248,8 +432,8 @@ void eng_model_free(eng_model *m)
 {
 	if (m->mem.free)
 		eng_layout_free(&m->lay, &m->mem);
-	float *bufs[] = {m->params, m->grads, m->m, m->v, m->losses, m->tmp, m->dres, m->dbuf,
-		m->dbig, m->dqkv, m->att_scratch};
+	void *bufs[] = {m->params, m->grads, m->m, m->v, m->losses, m->tmp, m->dres, m->dbuf,
+		m->dbig, m->dqkv, m->att_scratch, m->wbf, m->bf_out, m->bf_in, m->mm_scratch};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		eng_mem_free(bufs[i]);
 	free(m->tensors);
@@ -273,6 +457,7 @@ static double uniform01(uint64_t *s)
 void eng_model_init_weights(eng_model *m, uint64_t seed)
 {
 	uint64_t s = seed;
+	eng_model_params_changed(m);
 	double proj_std = 0.02 / sqrt(2.0 * m->cfg.n_layer);
 	memset(m->params, 0, m->nfloats * sizeof(float));
 	for (int i = 0; i < m->ntensors; i++) {
@@ -318,17 +503,26 @@ static void block_forward(eng_model *m, int l, eng_acts *a, float *out)
 {
 	int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
 	const eng_layer_w *w = &m->w.h[l];
-	kn_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1w, w->ln1b, N, C);
-	kn_linear_forward(a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
+	size_t NC = (size_t)N * C;
+	/* under bf16 the LayerNorm and GELU outputs are computed into dbuf and dbig (free in
+	 * a forward and before a block's backward) and stored rounded */
+	float *ln = mm_f32(m, a->ln1, m->dbuf);
+	kn_layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, a->x, w->ln1w, w->ln1b, N, C);
+	mm_store(m, a->ln1, ln, NC);
+	linear_fwd(m, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
 	kn_attention_forward(a->atty, a->att_lse, m->att_scratch, a->qkv, B, T, C, NH);
-	kn_linear_forward(m->tmp, a->atty, w->attprojw, NULL, N, C, C);
-	kn_residual_layernorm_forward(a->res2, a->ln2, a->ln2_mean, a->ln2_rstd, a->x, m->tmp,
+	linear_fwd(m, m->tmp, mm_input(m, a->atty, NC), w->attprojw, NULL, N, C, C);
+	ln = mm_f32(m, a->ln2, m->dbuf);
+	kn_residual_layernorm_forward(a->res2, ln, a->ln2_mean, a->ln2_rstd, a->x, m->tmp,
 		w->attprojb, w->ln2w, w->ln2b, N, C);
-	kn_linear_forward(a->fch, a->ln2, w->fcw, NULL, N, C, 4 * C);
-	kn_bias_gelu_forward(a->fch, a->gelu, w->fcb, N, 4 * C);
+	mm_store(m, a->ln2, ln, NC);
+	linear_fwd(m, a->fch, a->ln2, w->fcw, NULL, N, C, 4 * C);
+	float *ge = mm_f32(m, a->gelu, m->dbig);
+	kn_bias_gelu_forward(a->fch, ge, w->fcb, N, 4 * C);
+	mm_store(m, a->gelu, ge, 4 * NC);
 	if (!out)
 		return;
-	kn_linear_forward(m->tmp, a->gelu, w->fcprojw, NULL, N, 4 * C, C);
+	linear_fwd(m, m->tmp, a->gelu, w->fcprojw, NULL, N, 4 * C, C);
 	kn_residual_forward(out, a->res2, m->tmp, w->fcprojb, N, C);
 }
 
@@ -338,9 +532,16 @@ static void block_recompute_selective(eng_model *m, int l, eng_acts *a)
 {
 	int C = m->cfg.n_embd, N = m->B * m->T;
 	const eng_layer_w *w = &m->w.h[l];
-	kn_layernorm_apply(a->ln1, a->x, a->ln1_mean, a->ln1_rstd, w->ln1w, w->ln1b, N, C);
-	kn_layernorm_apply(a->ln2, a->res2, a->ln2_mean, a->ln2_rstd, w->ln2w, w->ln2b, N, C);
-	kn_gelu_forward(a->gelu, a->fch, (size_t)N * 4 * C);
+	size_t NC = (size_t)N * C;
+	float *ln = mm_f32(m, a->ln1, m->dbuf);
+	kn_layernorm_apply(ln, a->x, a->ln1_mean, a->ln1_rstd, w->ln1w, w->ln1b, N, C);
+	mm_store(m, a->ln1, ln, NC);
+	ln = mm_f32(m, a->ln2, m->dbuf);
+	kn_layernorm_apply(ln, a->res2, a->ln2_mean, a->ln2_rstd, w->ln2w, w->ln2b, N, C);
+	mm_store(m, a->ln2, ln, NC);
+	float *ge = mm_f32(m, a->gelu, m->dbig);
+	kn_gelu_forward(ge, a->fch, 4 * NC);
+	mm_store(m, a->gelu, ge, 4 * NC);
 }
 
 /* dres holds dL/d(block output) on entry and dL/d(block input) on return.
@@ -359,19 +560,19 @@ static void block_backward(eng_model *m, int l, const eng_acts *a)
 	const eng_layer_w *w = &m->w.h[l];
 	eng_layer_w *g = &m->g.h[l];
 	/* MLP branch: out = res2 + gelu(ln2 @ fcw + fcb) @ fcprojw + fcprojb */
-	kn_linear_backward(m->dbig, g->fcprojw, g->fcprojb, m->dres, a->gelu, w->fcprojw, N,
-		4 * C, C);
+	linear_bwd(m, m->dbig, g->fcprojw, g->fcprojb, m->dres, a->gelu, w->fcprojw, N, 4 * C,
+		C);
 	kn_gelu_backward(m->dbig, a->fch, m->dbig, (size_t)N * 4 * C);
-	kn_linear_backward(m->dbuf, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, 4 * C);
+	linear_bwd(m, m->dbuf, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, 4 * C);
 	/* dres += ln_2's backward: now dL/dres2 */
 	kn_layernorm_backward(m->dres, g->ln2w, g->ln2b, m->dbuf, a->res2, a->ln2_mean,
 		a->ln2_rstd, w->ln2w, N, C);
 	/* attention branch: res2 = x + attn(ln1) @ attprojw + attprojb */
-	kn_linear_backward(m->dbuf, g->attprojw, g->attprojb, m->dres, a->atty, w->attprojw, N,
-		C, C);
+	linear_bwd(m, m->dbuf, g->attprojw, g->attprojb, m->dres,
+		mm_input(m, a->atty, (size_t)N * C), w->attprojw, N, C, C);
 	kn_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->atty, a->att_lse, B,
 		T, C, NH);
-	kn_linear_backward(m->dbuf, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
+	linear_bwd(m, m->dbuf, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
 	/* dres += ln_1's backward: now dL/dx */
 	kn_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dbuf, a->x, a->ln1_mean,
 		a->ln1_rstd, w->ln1w, N, C);
@@ -381,8 +582,11 @@ static void block_backward(eng_model *m, int l, const eng_acts *a)
 static void head_logits(eng_model *m, float *buf, int r0, int rows)
 {
 	int C = m->cfg.n_embd, V = m->cfg.vocab_size;
-	const float *lnf = m->lay.head.lnf;
-	kn_sgemm(0, 1, rows, V, C, 1.0f, lnf + (size_t)r0 * C, C, m->w.wte, C, 0.0f, buf, V);
+	const void *lnf = mm_row(m, m->lay.head.lnf, r0, C);
+	if (m->cfg.mm_bf16)
+		mm(m, 0, 1, rows, V, C, lnf, C, wb(m, m->w.wte), C, 0.0f, buf, V);
+	else
+		kn_sgemm(0, 1, rows, V, C, 1.0f, lnf, C, m->w.wte, C, 0.0f, buf, V);
 }
 
 /* Chunk k of the logits: its own slot under head=off, the one rebuilt chunk under chunked. */
@@ -453,8 +657,13 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 	if (m->lay.policy.n_layer != L)
 		return eng_errf(err, "no activations are laid out (a policy change failed): set a "
 				     "policy that fits first");
-	if (fit_scratch(m, err) < 0)
+	if (fit_scratch(m, err) < 0 || mm_fit(m, err) < 0)
 		return -1;
+	if (m->cfg.mm_bf16 && !m->wbf_valid) {
+		kn_to_bf16(m->wbf, m->params, m->nfloats);
+		m->wbf_valid = 1;
+	}
+	m->mm_err[0] = '\0';
 	kn_encoder_forward(m->lay.saved[0].x, inp, m->w.wte, m->w.wpe, B, T, C);
 	for (int l = 0; l < L; l++) {
 		eng_acts a = eng_layout_view(&m->lay, l);
@@ -470,7 +679,9 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 	double t0 = now_ms();
 	trace_pass(m, L, ENG_SEC_FWD, ENG_MT_BEGIN);
 	trace_head(m, ENG_MT_LIVE);
-	kn_layernorm_forward(h->lnf, h->lnf_mean, h->lnf_rstd, h->xf, m->w.lnfw, m->w.lnfb, N, C);
+	float *lnf = mm_f32(m, h->lnf, m->dbuf);
+	kn_layernorm_forward(lnf, h->lnf_mean, h->lnf_rstd, h->xf, m->w.lnfw, m->w.lnfb, N, C);
+	mm_store(m, h->lnf, lnf, (size_t)N * C);
 	for (int r0 = 0, k = 0; r0 < N; r0 += R, k++) {
 		int rows = N - r0 < R ? N - r0 : R;
 		float *buf = chunk_buf(m, k);
@@ -493,7 +704,7 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 	for (int r = 0; r < N; r++)
 		sum += m->losses[r];
 	*loss = (float)(sum / N);
-	return 0;
+	return m->mm_err[0] ? eng_errf(err, "%s", m->mm_err) : 0;
 }
 
 int eng_model_loss(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float *loss,
@@ -510,7 +721,7 @@ static double head_backward(eng_model *m, const uint16_t *tgt)
 {
 	int C = m->cfg.n_embd, V = m->cfg.vocab_size, N = m->B * m->T, R = m->chunk_rows;
 	const eng_head_acts *h = &m->lay.head;
-	float *lse = h->lse, *lnf = h->lnf;
+	float *lse = h->lse;
 	double rc_ms = 0.0, start = now_ms();
 	for (int r0 = 0, k = 0; r0 < N; r0 += R, k++) {
 		int rows = N - r0 < R ? N - r0 : R;
@@ -522,9 +733,17 @@ static double head_backward(eng_model *m, const uint16_t *tgt)
 			kn_crossentropy_fused(buf, lse + r0, m->losses + r0, tgt + r0, 1.0f / N, rows,
 				V);
 		}
+		const void *lnf = mm_row(m, h->lnf, r0, C);
+		if (m->cfg.mm_bf16) {
+			kn_to_bf16(m->bf_out, buf, (size_t)rows * V);
+			mm(m, 0, 0, rows, C, V, m->bf_out, V, wb(m, m->w.wte), C, 0.0f,
+				m->dbuf + (size_t)r0 * C, C);
+			mm(m, 1, 0, V, C, rows, m->bf_out, V, lnf, C, 1.0f, m->g.wte, C);
+			continue;
+		}
 		kn_sgemm(0, 0, rows, C, V, 1.0f, buf, V, m->w.wte, C, 0.0f, m->dbuf + (size_t)r0 * C,
 			C);
-		kn_sgemm(1, 0, V, C, rows, 1.0f, buf, V, lnf + (size_t)r0 * C, C, 1.0f, m->g.wte, C);
+		kn_sgemm(1, 0, V, C, rows, 1.0f, buf, V, lnf, C, 1.0f, m->g.wte, C);
 	}
 	/* ln_f's backward accumulates: dres starts at zero */
 	memset(m->dres, 0, sizeof(float) * N * C);
@@ -572,5 +791,5 @@ int eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float
 	}
 	kn_encoder_backward(m->g.wte, m->g.wpe, m->dres, inp, B, T, C);
 	m->recompute_ms = rc_ms;
-	return 0;
+	return m->mm_err[0] ? eng_errf(err, "%s", m->mm_err) : 0;
 }

@@ -77,6 +77,16 @@ typedef struct eng_model {
 	float *att_scratch;          /* kn_attention_scratch_floats(T): per-thread blocks */
 	int scratch_threads;         /* threads att_scratch was sized for */
 
+	/* precision bf16 (cfg.mm_bf16): the matmuls' bf16 operands (kn_gemm_bf16) */
+	uint16_t *wbf;               /* (nfloats) params rounded to bf16, ENG_MEM_PARAMS */
+	int wbf_valid;               /* 0: params changed since (eng_model_params_changed) */
+	uint16_t *bf_out;            /* workspace: a gradient rounded, max(4 N C, R V) */
+	uint16_t *bf_in;             /* workspace: atty rounded, (B,T,C) */
+	void *mm_scratch;            /* oneDNN's scratchpads, the largest of the step's shapes */
+	size_t mm_scratch_bytes;
+	int mm_threads;              /* threads mm_scratch was sized for (0: not yet) */
+	char mm_err[256];            /* a bf16 matmul's failure in this pass, "" when none */
+
 	float *logits_tap;           /* tests: when set, (B,T,V) receives every chunk's logits */
 	float *row_tap;              /* when set, (V) receives the logits of row row_tap_at */
 	int row_tap_at;              /* (of the B*T rows) */
@@ -97,6 +107,10 @@ void eng_model_free(eng_model *m); /* safe on a zeroed or failed model */
 /* GPT-2 initialisation from a seed: N(0, 0.02) weights, c_proj weights N(0, 0.02/sqrt(2L)),
  * zero biases, LayerNorm weight 1. Deterministic for a seed. */
 void eng_model_init_weights(eng_model *m, uint64_t seed);
+
+/* The parameters were written (a load, an optimizer step): under precision bf16 their bf16
+ * copy is rounded again before the next forward. Nothing in float32. */
+void eng_model_params_changed(eng_model *m);
 
 /* Lays out activation buffers for policy p: allocates what it needs first, then frees what
  * it no longer needs (returned to the OS). On failure the old layout is untouched. */
@@ -121,10 +135,12 @@ size_t eng_model_saved_bytes(const eng_model *m, int i);
 int eng_model_ntensors(const eng_config *c);
 size_t eng_model_table(const eng_config *c, eng_ptensor *tab);
 
-/* What a model of shape cfg for batches of B x T, run with `threads` threads, holds whatever
- * its policy: parameters, gradients, moments and the step's workspace, by category (the
- * rest 0), as eng_model_init allocates them, without allocating. */
-void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int threads,
+/* What a model of shape cfg for batches of B x T (logits chunks of chunk_rows, 0: the
+ * default), run with `threads` threads, holds whatever its policy: parameters, gradients,
+ * moments and the step's workspace, by category (the rest 0), as eng_model_init allocates
+ * them, without allocating (under precision bf16 also the bf16 weights, the rounded
+ * operands and oneDNN's scratchpads, at the current thread count). */
+void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, int threads,
 	size_t out[ENG_MEM_NCAT]);
 
 /* Tensor by name, NULL when none. */

@@ -48,7 +48,7 @@ static size_t table_bytes(const eng_act_field *tab, int n, const eng_config *cfg
 	size_t total = 0;
 	for (int k = 0; k < n; k++)
 		if ((pool ? tab[k].pool : tab[k].keep) & m)
-			total += F * eng_act_elems(&tab[k], cfg, B, T, R);
+			total += eng_act_bytes(&tab[k], cfg, B, T, R);
 	return total;
 }
 

@@ -35,9 +35,11 @@
 #define SPEC_KEY_SHOW 64              /* characters of an outside key quoted in a message */
 #define SPEC_PATH_LEN 64              /* "schedule.min_lr_frac": our own keys only */
 
+const char *const eng_precision_names[] = {"fp32", "bf16", NULL};
+
 static const char *const root_keys[] = {"name", "model", "data", "batch", "seq_len", "steps",
 	"grad_accum", "seed", "optim", "schedule", "remat", "eval", "sample", "save", "threads",
-	"device", "memory", "parallel", NULL};
+	"device", "precision", "memory", "parallel", NULL};
 static const char *const model_keys[] = {"preset", "n_layer", "n_embd", "n_head",
 	"n_positions", "vocab_size", "init_from", "resume", NULL};
 static const char *const data_keys[] = {"train", "format", "val", "shuffle", "shuffle_seed",
@@ -709,7 +711,7 @@ static int parse_root(eng_spec *s, json_t *root, eng_err *err)
 {
 	static const char *const devices[] = {"cpu", "cuda", NULL};
 	long long seed = (long long)s->seed;
-	int dev = 0;
+	int dev = 0, prec = 0;
 	json_t *v;
 	if (!json_is_object(root))
 		return eng_errf(err, "a job spec must be a JSON object, not %s",
@@ -736,6 +738,11 @@ static int parse_root(eng_spec *s, json_t *root, eng_err *err)
 	if (v && get_choice(v, "device", devices, &dev, err) < 0)
 		return -1;
 	s->device = dev == 1 ? ENG_DEVICE_CUDA : ENG_DEVICE_CPU;
+	v = json_object_get(root, "precision");
+	if (v && get_choice(v, "precision", eng_precision_names, &prec, err) < 0)
+		return -1;
+	s->precision = (eng_precision)prec;
+	s->has_precision = v != NULL;
 	return 0;
 }
 
@@ -856,6 +863,8 @@ int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 	if (eng_config_validate(cfg, "model", err) < 0)
 		return -1;
 	spec->cfg = *cfg;
+	/* the matmuls in bf16: the CPU's precision bf16 (a GPU's bf16 is its own, eng_cuda.h) */
+	spec->cfg.mm_bf16 = spec->device == ENG_DEVICE_CPU && spec->precision == ENG_PREC_BF16;
 	if (spec->seq_len == 0)
 		spec->seq_len = cfg->n_positions < SPEC_DEFAULT_SEQ ? cfg->n_positions
 								    : SPEC_DEFAULT_SEQ;

@@ -26,6 +26,10 @@
 typedef enum { ENG_DATA_LLMC, ENG_DATA_BYTES } eng_data_format;
 typedef enum { ENG_SCHED_COSINE, ENG_SCHED_CONSTANT } eng_sched_kind;
 typedef enum { ENG_DEVICE_CPU, ENG_DEVICE_CUDA } eng_device;
+/* "precision": the matmuls' operands. The CPU's bf16 takes oneDNN's bf16 matmuls (kn.h);
+ * a GPU runs bf16 unless told fp32 (eng_cuda.h). */
+typedef enum { ENG_PREC_FP32, ENG_PREC_BF16 } eng_precision;
+extern const char *const eng_precision_names[]; /* "fp32", "bf16", NULL */
 
 typedef struct eng_assign {
 	char selector[ENG_SELECTOR_LEN]; /* as written: "h.0-5", "trunk", "head" */
@@ -116,6 +120,8 @@ typedef struct eng_spec {
 					   * the ranks of a host) */
 	int has_threads;                  /* 1 when the spec gave it */
 	eng_device device;                /* default cpu */
+	eng_precision precision;          /* default fp32 (device cuda: bf16 unless given) */
+	int has_precision;                /* 1 when the spec gave it */
 
 	/* parallel: data parallel over MPI, every rank the whole model and its own
 	 * micro-batches (eng_dp.h) */

@@ -186,7 +186,13 @@ static int trainer_plan(eng_spec *s, eng_config *cfg, eng_err *err)
 		return -1;
 	if (s->resume && eng_ckpt_adopt(s->init_from, s, err) < 0)
 		return -1;
-	return eng_spec_finish(s, cfg, err);
+	if (eng_spec_finish(s, cfg, err) < 0)
+		return -1;
+	*cfg = s->cfg;
+	char why[256];
+	if (s->cfg.mm_bf16 && !kn_bf16_available(why, sizeof why))
+		return eng_errf(err, "'precision' \"bf16\" is refused: %s; train in \"fp32\"", why);
+	return 0;
 }
 
 /* The spec's aliases and the policy it starts with (checked against the device). */
@@ -211,7 +217,7 @@ static int trainer_policy(const eng_spec *s, eng_aliases *al, eng_policy *p, eng
  * count for --check, the memory limit, the controller and remat-plan). */
 static void fixed_of(const eng_spec *s, size_t ntok, size_t vtok, size_t out[ENG_MEM_NCAT])
 {
-	eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->threads, out);
+	eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->chunk_rows, s->threads, out);
 	if (s->grad_accum > 1)
 		out[ENG_MEM_GRADS] *= 2; /* the sum of the micro-batches' gradients */
 	out[ENG_MEM_DATA] = eng_data_bytes(ntok, s->batch, s->seq_len, s->shuffle) +
@@ -431,7 +437,8 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		  : eng_model_init(&tr->model, &s->cfg, s->batch, s->seq_len, s->chunk_rows, err)) < 0) {
 		if (!cuda && s->mem_limit) {
 			size_t fx[ENG_MEM_NCAT], need = 0;
-			eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->threads, fx);
+			eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->chunk_rows,
+				s->threads, fx);
 			for (int c = 0; c < ENG_MEM_NCAT; c++)
 				need += fx[c];
 			eng_errf(err, "memory.limit %.1f MiB is too small: this run needs %.1f MiB "
@@ -453,6 +460,8 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		/* rank 0's settings on every rank: mpirun passes no environment to other hosts */
 		if (eng_cuda_opts_from_env(&o, err) < 0 || eng_dp_bcast(&o, sizeof o, err) < 0)
 			goto fail;
+		if (s->has_precision) /* the spec's, over REMAT_CUDA_PRECISION */
+			o.fp32 = s->precision == ENG_PREC_FP32;
 		o.gpu = eng_dp_local_rank(); /* ranks on one machine take its GPUs in turn */
 		o.accum = s->grad_accum > 1;
 		if (eng_cuda_new(&tr->gpu, &tr->model, &o, err) < 0 ||
@@ -701,6 +710,7 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 				grads + pt->offset, pt->numel, lr, s->beta1, s->beta2, s->eps,
 				pt->decay ? s->weight_decay : 0.0f, bc1, bc2);
 		}
+		eng_model_params_changed(m); /* precision bf16: its bf16 copy, before the next step */
 	}
 	tr->step = t;
 	double ms = now_ms() - t0;
@@ -867,7 +877,9 @@ const char *eng_trainer_backend(const eng_trainer *tr)
 {
 	static char buf[512];
 	if (!tr->gpu) {
-		snprintf(buf, sizeof buf, "cpu: %s", kn_blas_describe());
+		snprintf(buf, sizeof buf, "cpu: %s%s%s", kn_blas_describe(),
+			tr->model.cfg.mm_bf16 ? "; bf16 matmuls: " : "",
+			tr->model.cfg.mm_bf16 ? kn_bf16_describe() : "");
 		return buf;
 	}
 	eng_cuda_info info;
@@ -877,6 +889,11 @@ const char *eng_trainer_backend(const eng_trainer *tr)
 	snprintf(buf, sizeof buf, "cuda: GPU %d, %s (%.1f GiB), %s", d, gpu->name,
 		gpu->memory_bytes / 1073741824.0, eng_cuda_describe(tr->gpu));
 	return buf;
+}
+
+const char *eng_trainer_precision(const eng_trainer *tr)
+{
+	return tr->gpu ? eng_cuda_precision(tr->gpu) : tr->model.cfg.mm_bf16 ? "bf16" : "fp32";
 }
 
 const char *eng_trainer_allreduce(const eng_trainer *tr)

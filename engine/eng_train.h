@@ -141,6 +141,8 @@ int eng_trainer_sync_host(eng_trainer *tr, eng_err *err);
 
 /* "cpu: OpenBLAS ..." or "cuda: NVIDIA H200, bf16 ...": what runs the model. */
 const char *eng_trainer_backend(const eng_trainer *tr);
+/* "fp32" or "bf16": the matmuls' operands (job-status' "precision"). */
+const char *eng_trainer_precision(const eng_trainer *tr);
 /* How the ranks' gradients are summed (job-status' "allreduce"): MPI in host memory on the
  * CPU; on the GPU NCCL or host memory (eng_cuda_dp_describe). NULL with one rank. */
 const char *eng_trainer_allreduce(const eng_trainer *tr);

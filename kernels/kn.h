@@ -56,6 +56,32 @@ void kn_fix_runtime(char **argv);
 void kn_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
 	int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
+/* ---- bf16 matmuls (precision "bf16": kn_bf16.c, oneDNN) ---- */
+
+/* 1 when bf16 matmuls run here natively (oneDNN built in, and the processor's AVX512-BF16
+ * or AMX as oneDNN sees them: ONEDNN_MAX_CPU_ISA can hide them); else 0 and why. */
+int kn_bf16_available(char *why, size_t n);
+/* "oneDNN 2.6.3, Intel AVX-512 with bfloat16 ...": the library and its instruction set. */
+const char *kn_bf16_describe(void);
+/* dst(n) = src(n) rounded to bf16 (to nearest, ties to even) */
+void kn_to_bf16(uint16_t *dst, const float *src, size_t n);
+/* Bytes of scratchpad kn_gemm_bf16 needs for this shape at the current thread count (its
+ * primitive made now, JIT and all), or -1 with kn_bf16_error(). */
+long kn_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc,
+	float beta);
+/* C(M,N) = op(A) op(B) + beta * C, beta 0 or 1: A, B bf16, C float32, sums in float32;
+ * strides and flags as kn_sgemm. scratch: at least kn_gemm_bf16_scratch's bytes. 0, or -1
+ * with kn_bf16_error() (out of memory in oneDNN, a scratchpad too small). */
+int kn_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
+	const uint16_t *B, int ldb, float beta, float *C, int ldc, void *scratch,
+	size_t scratch_bytes);
+/* The last failure's message ("" when none). */
+const char *kn_bf16_error(void);
+/* out(N,OC) += b(OC): a linear layer's bias, after its product */
+void kn_add_bias(float *out, const float *b, int N, int OC);
+/* db(OC) += column sums of dout(N,OC), in an order fixed by the shape */
+void kn_bias_backward(float *db, const float *dout, int N, int OC);
+
 /* ---- embedding ---- */
 
 /* out(B,T,C) = wte[tok[b,t]] + wpe[t] */

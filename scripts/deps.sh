@@ -10,9 +10,10 @@ set -eu
 # mandoc and groff-base: tests/man.sh lints the man pages with both.
 # zlib1g-dev: rematctl plot --png compresses its image with zlib.
 # libopenmpi-dev, openmpi-bin: data parallelism ("parallel": {"ranks": N}) and its tests.
+# libdnnl-dev: oneDNN's bf16 matmuls for "precision": "bf16" on the CPU.
 pkgs="build-essential pkg-config libuv1-dev libjansson-dev check libopenblas-openmp-dev
       clang libclang-rt-14-dev systemd mandoc groff-base zlib1g-dev libopenmpi-dev
-      openmpi-bin"
+      openmpi-bin libdnnl-dev"
 
 missing=""
 for p in $pkgs; do

@@ -70,6 +70,7 @@ HANDLER(cmd_status)
 	if (c->tr) {
 		const eng_spec *s = &c->tr->spec;
 		json_object_set_new(r, "grad_accum", json_integer(s->grad_accum));
+		json_object_set_new(r, "precision", json_string(eng_trainer_precision(c->tr)));
 		json_object_set_new(r, "tokens", json_integer((json_int_t)c->step *
 			(json_int_t)eng_step_tokens(s)));
 	}

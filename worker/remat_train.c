@@ -302,7 +302,12 @@ static int parse_args(int argc, char **argv, train_opts *o)
 			return print_info();
 		} else if (strcmp(a, "--version") == 0) {
 			kn_set_threads(1);
+			char why[320];
 			printf("remat-train %s\nbackend cpu: %s\n", REMAT_VERSION, kn_blas_describe());
+			if (kn_bf16_available(why, sizeof why))
+				printf("precision bf16 (cpu): %s\n", kn_bf16_describe());
+			else
+				printf("precision bf16 (cpu): not available: %s\n", why);
 			print_cuda_backend();
 			return 0;
 		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {

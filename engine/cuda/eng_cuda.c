@@ -369,6 +369,11 @@ int eng_cuda_device(const eng_cuda *g)
 	return g->gpu;
 }
 
+const char *eng_cuda_precision(const eng_cuda *g)
+{
+	return kc_dtype_name(g->dt);
+}
+
 /* ---- weights up and down ---- */
 
 int eng_cuda_upload(eng_cuda *g, const eng_model *host, eng_err *err)

@@ -86,6 +86,8 @@ void eng_cuda_destroy(eng_cuda *g); /* NULL is a no-op */
 const char *eng_cuda_describe(const eng_cuda *g);
 /* The index of its GPU. */
 int eng_cuda_device(const eng_cuda *g);
+/* "bf16" or "fp32": its activations' and matmuls' type. */
+const char *eng_cuda_precision(const eng_cuda *g);
 
 /* Weights and moments: host -> device (the working copy is rounded from the float32
  * weights), and device -> host. */

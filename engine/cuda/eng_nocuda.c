@@ -55,6 +55,12 @@ int eng_cuda_device(const eng_cuda *g)
 	return 0;
 }
 
+const char *eng_cuda_precision(const eng_cuda *g)
+{
+	(void)g;
+	return "fp32";
+}
+
 int eng_cuda_upload(eng_cuda *g, const eng_model *host, eng_err *err)
 {
 	(void)g;

@@ -12,8 +12,13 @@ void kn_linear_forward(float *out, const float *inp, const float *w, const float
 	int C, int OC)
 {
 	kn_sgemm(0, 0, N, OC, C, 1.0f, inp, C, w, OC, 0.0f, out, OC);
-	if (!b)
-		return;
+	if (b)
+		kn_add_bias(out, b, N, OC);
+}
+
+/* out(N,OC) += b(OC) */
+void kn_add_bias(float *out, const float *b, int N, int OC)
+{
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++) {
 		float *o = out + (size_t)r * OC;
@@ -29,8 +34,13 @@ void kn_linear_backward(float *dinp, float *dw, float *db, const float *dout, co
 	if (dinp)
 		kn_sgemm(0, 1, N, C, OC, 1.0f, dout, OC, w, OC, 0.0f, dinp, C);
 	kn_sgemm(1, 0, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dw, OC);
-	if (!db)
-		return;
+	if (db)
+		kn_bias_backward(db, dout, N, OC);
+}
+
+/* db(OC) += column sums of dout(N,OC) */
+void kn_bias_backward(float *db, const float *dout, int N, int OC)
+{
 	/* Column blocks, rows in order: the sum's order never depends on the thread count. */
 	int nblk = (OC + LIN_COLS - 1) / LIN_COLS;
 #pragma omp parallel for schedule(static)

@@ -5,6 +5,8 @@
  *    of the analytic plan per section, the chunked head never holding more than one chunk
  *    of logits, nothing allocated inside a step, and RSS dropping when a policy change
  *    frees activations;
+ *  - both in float32 and in precision bf16 (oneDNN's bf16 matmuls, bf16 matmul inputs: the
+ *    planner's bytes and the fixed part counted for them too), where the processor has it;
  *  - the activation tables (eng_acts.h): every block field kept or rebuilt under each CPU
  *    mode, never both; the one policy change leaving the old layout whole, and leaking
  *    nothing, whichever of its allocations fails, and naming what it could not allocate. */
@@ -15,11 +17,26 @@
 
 #include "eng_mem.h"
 #include "eng_memtrace.h"
+#include "kn.h"
 #include "t_util.h"
 #include "tests.h"
 
 #define GPL "/usr/share/common-licenses/GPL-3"
 #define STEPS 5
+
+static const char *precision = "fp32"; /* of small_trainer's runs (loop tests: both) */
+
+/* Loop tests run in float32 (_i 0) and bf16 (_i 1); 0 when bf16 cannot run here (said). */
+static int set_precision(int i)
+{
+	char why[320];
+	precision = i ? "bf16" : "fp32";
+	if (i && !kn_bf16_available(why, sizeof why)) {
+		fprintf(stderr, "model: bf16 skipped: %s\n", why);
+		return 0;
+	}
+	return 1;
+}
 
 /* 3 layers, C 48, 4 heads (hs 12), byte vocabulary; B*T = 96 rows in chunks of 20, so
  * the head's last chunk is a short one. */
@@ -28,10 +45,10 @@ static void small_trainer(eng_trainer *tr)
 	t_trainer(tr, "{\"model\":{\"n_layer\":3,\"n_embd\":48,\"n_head\":4,\"n_positions\":64},"
 		      "\"data\":{\"train\":\"" GPL "\",\"format\":\"bytes\"},\"batch\":3,"
 		      "\"seq_len\":32,\"steps\":%d,\"threads\":2,\"seed\":5,"
-		      "\"optim\":{\"lr\":3e-3,\"grad_clip\":0.5},"
+		      "\"optim\":{\"lr\":3e-3,\"grad_clip\":0.5},\"precision\":\"%s\","
 		      "\"schedule\":{\"kind\":\"cosine\",\"warmup\":2},"
 		      "\"remat\":{\"chunk_rows\":20,\"aliases\":{\"trunk\":\"h.1-2\"}}}",
-		STEPS);
+		STEPS, precision);
 }
 
 typedef struct run_result {
@@ -99,6 +116,8 @@ static void free_result(run_result *r)
 
 START_TEST(test_model_step_bitwise_every_policy)
 {
+	if (!set_precision(_i))
+		return;
 	static const char *const fixed[] = {
 		"selective", "full", "head=chunked", "full;head=chunked",
 		"h.0=full;h.1=selective;h.2=off;head=chunked", "trunk=full",
@@ -118,6 +137,8 @@ END_TEST
 
 START_TEST(test_model_step_bitwise_policy_changed_mid_run)
 {
+	if (!set_precision(_i))
+		return;
 	const char *const base_sched[STEPS] = {"off"};
 	const char *const changing[][STEPS] = {
 		{"off", "full", NULL, "selective;head=chunked", "h.1=off;head=off"},
@@ -144,6 +165,8 @@ static void set(eng_trainer *tr, const char *text)
 
 START_TEST(test_model_saved_bytes_order_and_plan)
 {
+	if (!set_precision(_i))
+		return;
 	eng_trainer tr;
 	small_trainer(&tr);
 	eng_model *m = &tr.model;
@@ -428,6 +451,8 @@ END_TEST
  * allocates), the whole within 5 % (chunk alignment) under several policies. */
 START_TEST(test_plan_peak_matches_measured)
 {
+	if (!set_precision(_i))
+		return;
 	static const char *const policies[] = {"off", "selective", "full,head=chunked",
 		"h.0=full,h.1=selective,h.2=off"};
 	eng_mem_stats before, now;
@@ -649,24 +674,89 @@ START_TEST(test_memtrace_step)
 }
 END_TEST
 
+/* ---- precision bf16: refused where it cannot run, and as good as float32 where it can ---- */
+
+/* ONEDNN_MAX_CPU_ISA hides the bf16 instructions from oneDNN (read once per process: the
+ * test's own, forked): the job is refused at its start and at --check, saying why. */
+START_TEST(test_bf16_refused_without_isa)
+{
+	eng_spec spec;
+	eng_trainer tr;
+	eng_check ck;
+	eng_err err;
+	setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE", 1);
+	const char *text = "{\"model\":{\"preset\":\"tiny\"},\"data\":{\"train\":\"" GPL "\","
+			   "\"format\":\"bytes\"},\"precision\":\"bf16\"}";
+	ck_assert_int_eq(eng_spec_parse(&spec, text, &err), 0);
+	ck_assert_int_eq(eng_trainer_init(&tr, &spec, &err), -1);
+	ck_assert_msg(strstr(err.msg, "'precision' \"bf16\" is refused: ") &&
+		(strstr(err.msg, "no bf16 matmul instructions") || strstr(err.msg, "no oneDNN")),
+		"%s", err.msg);
+	ck_assert_int_eq(eng_spec_parse(&spec, text, &err), 0);
+	ck_assert_int_eq(eng_trainer_check(&spec, &ck, &err), -1);
+	ck_assert_msg(strstr(err.msg, "is refused"), "%s", err.msg);
+}
+END_TEST
+
+/* tiny, 300 steps: the validation loss of a bf16 run within 2 % of the float32 run's at
+ * every evaluation (every 50 steps), both from the same weights and batches. */
+START_TEST(test_bf16_follows_fp32)
+{
+	char why[320];
+	if (!kn_bf16_available(why, sizeof why)) {
+		fprintf(stderr, "model: bf16 skipped: %s\n", why);
+		return;
+	}
+	eng_trainer a, b;
+	eng_step_stats st;
+	eng_err err;
+	const char *fmt = "{\"model\":{\"preset\":\"tiny\"},\"data\":{\"train\":\"" GPL "\","
+			  "\"val\":\"/usr/share/common-licenses/Apache-2.0\",\"format\":\"bytes\"},"
+			  "\"batch\":4,\"seq_len\":64,\"steps\":300,\"threads\":2,\"seed\":3,"
+			  "\"optim\":{\"lr\":2e-3},\"precision\":\"%s\"}";
+	t_trainer(&a, fmt, "fp32");
+	t_trainer(&b, fmt, "bf16");
+	double worst = 0;
+	for (int s = 1; s <= 300; s++) {
+		ck_assert_msg(eng_trainer_step(&a, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_step(&b, &st, &err) == 0, "%s", err.msg);
+		if (s % 50)
+			continue;
+		float va = eng_trainer_val_loss(&a, 8), vb = eng_trainer_val_loss(&b, 8);
+		double e = fabs((double)vb - va) / va;
+		if (getenv("REMAT_VERBOSE"))
+			fprintf(stderr, "model: step %d val loss fp32 %.5f bf16 %.5f (%.3f %%)\n", s,
+				va, vb, 100 * e);
+		ck_assert_msg(e <= 0.02, "step %d: val loss bf16 %.5f, fp32 %.5f: %.2f %% apart", s,
+			vb, va, 100 * e);
+		worst = e > worst ? e : worst;
+	}
+	ck_assert(worst > 0); /* two precisions, not one run twice */
+	eng_trainer_free(&a);
+	eng_trainer_free(&b);
+}
+END_TEST
+
 Suite *suite_model(void)
 {
 	Suite *s = suite_create("model");
 	TCase *tc = tcase_create("policy");
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_model_step_bitwise_every_policy);
-	tcase_add_test(tc, test_model_step_bitwise_policy_changed_mid_run);
-	tcase_add_test(tc, test_model_saved_bytes_order_and_plan);
+	tcase_add_loop_test(tc, test_model_step_bitwise_every_policy, 0, 2);
+	tcase_add_loop_test(tc, test_model_step_bitwise_policy_changed_mid_run, 0, 2);
+	tcase_add_loop_test(tc, test_model_saved_bytes_order_and_plan, 0, 2);
 	tcase_add_test(tc, test_model_chunked_head_holds_one_chunk);
 	tcase_add_test(tc, test_model_set_policy_returns_memory_to_os);
 	tcase_add_test(tc, test_acts_tables_consistent);
 	tcase_add_test(tc, test_layout_change_rolls_back_every_failure);
 	tcase_add_test(tc, test_layout_lost_refuses_steps);
 	tcase_add_test(tc, test_layout_switch_peak);
-	tcase_add_test(tc, test_plan_peak_matches_measured);
+	tcase_add_loop_test(tc, test_plan_peak_matches_measured, 0, 2);
 	tcase_add_test(tc, test_oom_retry_every_site);
 	tcase_add_test(tc, test_oom_least_fails_cleanly);
 	tcase_add_test(tc, test_memtrace_step);
+	tcase_add_test(tc, test_bf16_refused_without_isa);
+	tcase_add_test(tc, test_bf16_follows_fp32);
 	suite_add_tcase(s, tc);
 	return s;
 }
