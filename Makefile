@@ -325,6 +325,7 @@ bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm
 	@$(BENCH_ENV) sh bench/ckpt.sh $(abspath $(TRAIN))
 	@$(BENCH_ENV) sh bench/loop.sh $(abspath $(BUILD)/bin) mini 12 $(abspath $(BUILD)/bench/loop-mini.json)
 	@$(BENCH_ENV) sh bench/mpi.sh $(abspath $(BUILD)/bin) mini 8 $(abspath $(BUILD)/bench/mpi-mini.json)
+	@$(BENCH_ENV) sh bench/bf16.sh $(abspath $(BUILD)/bin) mini 4 64 300 $(abspath $(BUILD)/bench/bf16-mini.json)
 	@echo "JSON: $(abspath $(BUILD)/bench)/*.json"
 
 # The matmul libraries compared on the model's products (INSTALL=1 installs BLIS and oneDNN)

@@ -8,7 +8,10 @@
 # remat would ask for if detection fell back (kn_blas_better_kernel), forced to Haswell
 # (AVX2) and to Prescott (the generic SSE3 fallback of processors it does not know); BLIS
 # (Debian's libblis4-openmp) with the configuration it detects and forced to skx and zen3,
-# and oneDNN's dnnl_sgemm (libdnnl2), both through dlopen.
+# and oneDNN's dnnl_sgemm (libdnnl2), both through dlopen; and oneDNN's matmul primitive
+# in float32 with plain layouts (kn_sgemm_dnnl: what the engine would call), linked.
+# bench-sgemm takes remat-train's kernel choice (kn_fix_runtime); the "detected" row keeps
+# OpenBLAS's own (REMAT_BLAS_REEXEC=1: the choice counts as made).
 # --install installs the two with apt-get when missing; nothing else ever does.
 set -eu
 bin=$1
@@ -45,10 +48,13 @@ run() { # label, then the command
 }
 
 sg="$bin/bench-sgemm $preset $B $T $threads"
-detected=$(env -u OPENBLAS_CORETYPE "$bin/remat-train" --version | sed -n 's/.*; kernel \([A-Za-z0-9_]*\).*/\1/p')
+# OpenBLAS's own pick: what remat-train says it replaced, else the kernel it kept
+ver=$(env -u OPENBLAS_CORETYPE "$bin/remat-train" --version)
+detected=$(echo "$ver" | sed -n 's/.*OpenBLAS had picked \([A-Za-z0-9_]*\).*/\1/p')
+[ -n "$detected" ] || detected=$(echo "$ver" | sed -n 's/.*; kernel \([A-Za-z0-9_]*\).*/\1/p')
 echo "$preset, batch $B x $T, $threads threads: GFLOP/s over one step's matmul products"
 printf '%-40s %9s %9s %9s\n' library ceiling slowest fastest
-run "OpenBLAS, detected kernel ($detected)" env -u OPENBLAS_CORETYPE $sg
+run "OpenBLAS, detected kernel ($detected)" env -u OPENBLAS_CORETYPE REMAT_BLAS_REEXEC=1 $sg
 for k in SkylakeX Haswell Prescott; do
 	[ "$k" = "$detected" ] || run "OpenBLAS, OPENBLAS_CORETYPE=$k" env OPENBLAS_CORETYPE=$k $sg
 done
@@ -57,4 +63,5 @@ for a in skx zen3; do
 	run "BLIS 0.9 (OpenMP), BLIS_ARCH_TYPE=$a" env -u OPENBLAS_CORETYPE BLIS_ARCH_TYPE=$a $sg --lib blis
 done
 run "oneDNN dnnl_sgemm" env -u OPENBLAS_CORETYPE $sg --lib dnnl
-echo "per-shape figures: bench-sgemm $preset $B $T $threads [--lib blis|dnnl]"
+run "oneDNN matmul primitive, plain layouts" env -u OPENBLAS_CORETYPE $sg --lib dnnl-matmul
+echo "per-shape figures: bench-sgemm $preset $B $T $threads [--lib blis|dnnl|dnnl-matmul]"

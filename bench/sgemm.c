@@ -1,10 +1,11 @@
 /* sgemm.c - bench-sgemm: the matmul ceiling on a model's shapes, through kn_sgemm.
  *
- *   bench-sgemm [preset|L,C,NH,P,V] [batch] [seq_len] [threads] [--lib blis|dnnl]
+ *   bench-sgemm [preset|L,C,NH,P,V] [batch] [seq_len] [threads] [--lib blis|dnnl|dnnl-matmul]
  *
  * With --lib the same products go through another library, opened with dlopen so that its
  * cblas_sgemm never clashes with OpenBLAS's: BLIS (Debian's libblis4-openmp) or oneDNN's
- * dnnl_sgemm (libdnnl2). For `make bench-blas`, which compares them with OpenBLAS.
+ * dnnl_sgemm (libdnnl2); dnnl-matmul is oneDNN's matmul primitive in float32 (plain
+ * layouts, kn_sgemm_dnnl). For `make bench-blas`, which compares them with OpenBLAS.
  *
  * Times every product one training step of the model makes (forward, and the two
  * backward products of each linear layer, the lm_head in the engine's chunks), each the
@@ -48,6 +49,9 @@ typedef int (*dnnl_fn)(char, char, int64_t, int64_t, int64_t, float, const float
 	const float *, int64_t, float, float *, int64_t);
 static cblas_fn lib_cblas;
 static dnnl_fn lib_dnnl;
+static int lib_matmul;      /* --lib dnnl-matmul */
+static void *mm_scratch;    /* its scratchpads, grown to the largest */
+static size_t mm_scratch_bytes;
 static char lib_desc[128];
 
 #define BLIS_SO "/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4"
@@ -66,6 +70,12 @@ static int open_lib(const char *name, int threads)
 		snprintf(lib_desc, sizeof lib_desc, "BLIS (%s)", BLIS_SO);
 		return 0;
 	}
+	if (strcmp(name, "dnnl-matmul") == 0) {
+		lib_matmul = 1;
+		snprintf(lib_desc, sizeof lib_desc, "oneDNN matmul primitive, float32 (%s)",
+			kn_bf16_describe());
+		return 0;
+	}
 	if (strcmp(name, "dnnl") == 0) {
 		h = dlopen(DNNL_SO, RTLD_NOW | RTLD_LOCAL);
 		if (!h || !(lib_dnnl = (dnnl_fn)dlsym(h, "dnnl_sgemm")))
@@ -73,7 +83,7 @@ static int open_lib(const char *name, int threads)
 		snprintf(lib_desc, sizeof lib_desc, "oneDNN dnnl_sgemm (%s)", DNNL_SO);
 		return 0;
 	}
-	fprintf(stderr, "bench-sgemm: --lib takes blis or dnnl, not '%s'\n", name);
+	fprintf(stderr, "bench-sgemm: --lib takes blis, dnnl or dnnl-matmul, not '%s'\n", name);
 	return -1;
 fail:
 	fprintf(stderr, "bench-sgemm: cannot use %s: %s\n", name, dlerror());
@@ -89,6 +99,9 @@ static void sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda,
 			C, ldc);
 	else if (lib_dnnl)
 		lib_dnnl(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+	else if (lib_matmul)
+		kn_sgemm_dnnl(ta, tb, M, N, K, A, lda, B, ldb, 0.0f, C, ldc, mm_scratch,
+			mm_scratch_bytes);
 	else
 		kn_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
 }
@@ -177,6 +190,17 @@ int main(int argc, char **argv)
 		const shape *s = &sh[i];
 		int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
 		double t[REPS];
+		long need = lib_matmul ? kn_dnnl_scratch(0, s->ta, s->tb, s->M, s->N, s->K, lda,
+			ldb, s->N, 0.0f) : 0;
+		if (need < 0) {
+			fprintf(stderr, "bench-sgemm: %s\n", kn_bf16_error());
+			return 1;
+		}
+		if ((size_t)need > mm_scratch_bytes) {
+			eng_mem_free(mm_scratch);
+			mm_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, (size_t)need);
+			mm_scratch_bytes = mm_scratch ? (size_t)need : 0;
+		}
 		sgemm(s->ta, s->tb, s->M, s->N, s->K, A, lda, Bm, ldb, Cm, s->N);
 		for (int r = 0; r < REPS; r++) {
 			double t0 = now_s();
@@ -198,6 +222,7 @@ int main(int argc, char **argv)
 	printf("{\"library\":\"%s\",\"preset\":\"%s\",\"batch\":%d,\"seq_len\":%d,\"threads\":%d,"
 	       "\"ceiling_gflops\":%.2f,\"model_flops\":%.6g}\n",
 		lib ? lib : "openblas", preset, B, T, threads, total_flops / total_s / 1e9, plan.model_flops);
+	eng_mem_free(mm_scratch);
 	eng_mem_free(A);
 	eng_mem_free(Bm);
 	eng_mem_free(Cm);

@@ -115,6 +115,9 @@ void cli_show_status(FILE *f, const char *job, const json_t *ret)
 	if (cli_jnum(ret, "grad_accum", &v) && v > 1)
 		kv(f, "grad accum:", cli_show_num(ret, "grad_accum", "%.0f micro-batches a step", buf,
 			sizeof buf));
+	const char *prec = json_string_value(json_object_get(ret, "precision"));
+	if (prec && strcmp(prec, "fp32") != 0)
+		kv(f, "precision:", prec);
 	if (cli_jnum(ret, "elapsed_s", &v) && v > 0) {
 		char eta[32] = "";
 		double e;

@@ -211,7 +211,7 @@ static long mm_scratch_need(int N, int C, int V, int R)
 	long most = 0;
 	int n = mm_shapes(N, C, V, R, sh);
 	for (int i = 0; i < n; i++) {
-		long b = kn_gemm_bf16_scratch(sh[i].ta, sh[i].tb, sh[i].M, sh[i].N, sh[i].K,
+		long b = kn_dnnl_scratch(1, sh[i].ta, sh[i].tb, sh[i].M, sh[i].N, sh[i].K,
 			sh[i].lda, sh[i].ldb, sh[i].ldc, sh[i].beta);
 		if (b < 0)
 			return -1;

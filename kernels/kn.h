@@ -65,15 +65,21 @@ int kn_bf16_available(char *why, size_t n);
 const char *kn_bf16_describe(void);
 /* dst(n) = src(n) rounded to bf16 (to nearest, ties to even) */
 void kn_to_bf16(uint16_t *dst, const float *src, size_t n);
-/* Bytes of scratchpad kn_gemm_bf16 needs for this shape at the current thread count (its
- * primitive made now, JIT and all), or -1 with kn_bf16_error(). */
-long kn_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc,
+/* Bytes of scratchpad kn_gemm_bf16 (bf16 1) or kn_sgemm_dnnl (0) needs for this shape at
+ * the current thread count (its primitive made now, JIT and all), or -1 with
+ * kn_bf16_error(). */
+long kn_dnnl_scratch(int bf16, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc,
 	float beta);
 /* C(M,N) = op(A) op(B) + beta * C, beta 0 or 1: A, B bf16, C float32, sums in float32;
- * strides and flags as kn_sgemm. scratch: at least kn_gemm_bf16_scratch's bytes. 0, or -1
+ * strides and flags as kn_sgemm. scratch: at least kn_dnnl_scratch's bytes. 0, or -1
  * with kn_bf16_error() (out of memory in oneDNN, a scratchpad too small). */
 int kn_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
 	const uint16_t *B, int ldb, float beta, float *C, int ldc, void *scratch,
+	size_t scratch_bytes);
+/* The same product in float32 through oneDNN's matmul primitive, plain layouts: for
+ * bench-sgemm's comparison of libraries (kn_sgemm stays the engine's float32 matmul). */
+int kn_sgemm_dnnl(int ta, int tb, int M, int N, int K, const float *A, int lda,
+	const float *B, int ldb, float beta, float *C, int ldc, void *scratch,
 	size_t scratch_bytes);
 /* The last failure's message ("" when none). */
 const char *kn_bf16_error(void);

@@ -11,12 +11,18 @@
  *
  * One primitive per shape (transposes, dimensions, strides, beta, thread count), made on
  * first use and kept in a small table: oneDNN's JIT and its choice of blocking happen once.
- * Scratchpads are the caller's (user mode): kn_gemm_bf16_scratch says how much a shape
+ * Scratchpads are the caller's (user mode): kn_dnnl_scratch says how much a shape
  * needs, so the engine counts that memory as its workspace instead of oneDNN mallocing it
  * behind every call. Determinism: oneDNN (OpenMP runtime, the engine's thread count)
  * partitions a product by its shape and thread count alone and sums each output in one
  * order; the same shape on buffers of the same alignment gives the same bits, which the
  * engine's "every policy, the same numbers" rests on (tests/unit/test_model.c checks it).
+ * What pins it: the thread count in the key (a new count makes new primitives), the
+ * engine's 64-byte-aligned buffers, and the strict fpmath mode set on every primitive.
+ *
+ * The same primitives in float32 (kn_sgemm_dnnl) serve bench-sgemm's comparison of
+ * matmul libraries; the engine's float32 products stay OpenBLAS's (kn_sgemm), which that
+ * comparison keeps choosing.
  *
  * Built with oneDNN's headers (Debian's libdnnl-dev) when REMAT_DNNL is defined; without
  * them every call says why not.
@@ -58,7 +64,7 @@ void kn_to_bf16(uint16_t *dst, const float *src, size_t n)
 #define BF16_CACHE 96 /* shapes kept: a model makes some twenty */
 
 typedef struct bf16_key {
-	int ta, tb, M, N, K, lda, ldb, ldc, beta, threads;
+	int f32, ta, tb, M, N, K, lda, ldb, ldc, beta, threads; /* f32: float32 operands */
 } bf16_key;
 
 typedef struct bf16_prim {
@@ -81,25 +87,27 @@ static int fail(const char *what, dnnl_status_t s)
 	return -1;
 }
 
-/* Native bf16 (AVX512-BF16, or AMX) as oneDNN sees it: ONEDNN_MAX_CPU_ISA lowers it. */
+/* oneDNN's CPU engine (for either type), then native bf16 (AVX512-BF16, or AMX) as oneDNN
+ * sees it: ONEDNN_MAX_CPU_ISA lowers it. 1 when bf16 serves. */
 static int bf16_start(void)
 {
 	dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
 	const dnnl_version_t *v = dnnl_version();
 	snprintf(bf16_desc, sizeof bf16_desc, "oneDNN %d.%d.%d, %s", v->major, v->minor, v->patch,
 		dnnl_cpu_isa2str(isa));
-	if ((isa & dnnl_cpu_isa_avx512_core_bf16) != dnnl_cpu_isa_avx512_core_bf16) {
-		snprintf(bf16_why, sizeof bf16_why, "this processor has no bf16 matmul instructions "
-			"as %.150s sees it (it needs AVX512-BF16 or AMX; ONEDNN_MAX_CPU_ISA may hide "
-			"them)", bf16_desc);
-		return 0;
-	}
 	dnnl_status_t s = dnnl_engine_create(&bf16_engine, dnnl_cpu, 0);
 	if (s == dnnl_success)
 		s = dnnl_stream_create(&bf16_stream, bf16_engine, dnnl_stream_default_flags);
 	if (s != dnnl_success) {
+		bf16_engine = NULL;
 		snprintf(bf16_why, sizeof bf16_why, "oneDNN: cannot start its CPU engine: %s",
 			dnnl_status2str(s));
+		return 0;
+	}
+	if ((isa & dnnl_cpu_isa_avx512_core_bf16) != dnnl_cpu_isa_avx512_core_bf16) {
+		snprintf(bf16_why, sizeof bf16_why, "this processor has no bf16 matmul instructions "
+			"as %.150s sees it (it needs AVX512-BF16 or AMX; ONEDNN_MAX_CPU_ISA may hide "
+			"them)", bf16_desc);
 		return 0;
 	}
 	return 1;
@@ -157,15 +165,19 @@ static bf16_prim *prim_of(const bf16_key *k)
 	dnnl_post_ops_t ops = NULL;
 	dnnl_primitive_desc_t pd = NULL;
 	dnnl_status_t s;
+	dnnl_data_type_t dt = k->f32 ? dnnl_f32 : dnnl_bf16;
 	/* op(A) is M x K: A is stored M x K, or K x M transposed */
-	if ((s = desc(&p->a, k->ta, k->ta ? k->K : k->M, k->ta ? k->M : k->K, k->lda,
-		     dnnl_bf16)) != dnnl_success ||
-		(s = desc(&p->b, k->tb, k->tb ? k->N : k->K, k->tb ? k->K : k->N, k->ldb,
-			 dnnl_bf16)) != dnnl_success ||
+	if ((s = desc(&p->a, k->ta, k->ta ? k->K : k->M, k->ta ? k->M : k->K, k->lda, dt)) !=
+			dnnl_success ||
+		(s = desc(&p->b, k->tb, k->tb ? k->N : k->K, k->tb ? k->K : k->N, k->ldb, dt)) !=
+			dnnl_success ||
 		(s = desc(&p->c, 0, k->M, k->N, k->ldc, dnnl_f32)) != dnnl_success ||
 		(s = dnnl_matmul_desc_init(&md, &p->a, &p->b, NULL, &p->c)) != dnnl_success ||
 		(s = dnnl_primitive_attr_create(&attr)) != dnnl_success ||
 		(s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) !=
+			dnnl_success ||
+		/* strict: no implicit down-conversion, whatever ONEDNN_DEFAULT_FPMATH_MODE says */
+		(s = dnnl_primitive_attr_set_fpmath_mode(attr, dnnl_fpmath_mode_strict)) !=
 			dnnl_success)
 		goto out;
 	if (k->beta && ((s = dnnl_post_ops_create(&ops)) != dnnl_success ||
@@ -189,7 +201,8 @@ out:
 		dnnl_primitive_attr_destroy(attr);
 	if (s != dnnl_success) {
 		char what[96];
-		snprintf(what, sizeof what, "a bf16 matmul %d x %d x %d", k->M, k->N, k->K);
+		snprintf(what, sizeof what, "a %s matmul %d x %d x %d", k->f32 ? "float32" : "bf16",
+			k->M, k->N, k->K);
 		fail(what, s);
 		return NULL;
 	}
@@ -197,20 +210,22 @@ out:
 	return p;
 }
 
-static void key_of(bf16_key *k, int ta, int tb, int M, int N, int K, int lda, int ldb,
-	int ldc, float beta)
+static void key_of(bf16_key *k, int f32, int ta, int tb, int M, int N, int K, int lda,
+	int ldb, int ldc, float beta)
 {
 	memset(k, 0, sizeof *k);
-	*k = (bf16_key){ta, tb, M, N, K, lda, ldb, ldc, beta != 0.0f, kn_get_threads()};
+	*k = (bf16_key){f32, ta, tb, M, N, K, lda, ldb, ldc, beta != 0.0f, kn_get_threads()};
 }
 
-long kn_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc,
+long kn_dnnl_scratch(int bf16, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc,
 	float beta)
 {
 	bf16_key k;
-	if (!kn_bf16_available(bf16_err, sizeof bf16_err))
+	if (!kn_bf16_available(bf16_err, sizeof bf16_err) && bf16)
 		return -1;
-	key_of(&k, ta, tb, M, N, K, lda, ldb, ldc, beta);
+	if (!bf16_engine)
+		return fail("no CPU engine", dnnl_runtime_error);
+	key_of(&k, !bf16, ta, tb, M, N, K, lda, ldb, ldc, beta);
 	pthread_mutex_lock(&bf16_lock);
 	bf16_prim *p = prim_of(&k);
 	long n = p ? (long)p->scratch : -1;
@@ -218,24 +233,27 @@ long kn_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, int lda, int ldb,
 	return n;
 }
 
-int kn_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
-	const uint16_t *B, int ldb, float beta, float *C, int ldc, void *scratch,
+/* One product through oneDNN, operands bf16 or (f32) float32 */
+static int gemm(int f32, int ta, int tb, int M, int N, int K, const void *A, int lda,
+	const void *B, int ldb, float beta, float *C, int ldc, void *scratch,
 	size_t scratch_bytes)
 {
 	bf16_key k;
 	dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, ms = NULL;
 	int rc = -1;
-	if (!kn_bf16_available(bf16_err, sizeof bf16_err))
+	if (!kn_bf16_available(bf16_err, sizeof bf16_err) && !f32)
 		return -1;
-	key_of(&k, ta, tb, M, N, K, lda, ldb, ldc, beta);
+	if (!bf16_engine)
+		return fail("no CPU engine", dnnl_runtime_error);
+	key_of(&k, f32, ta, tb, M, N, K, lda, ldb, ldc, beta);
 	pthread_mutex_lock(&bf16_lock);
 	bf16_prim *p = prim_of(&k);
 	dnnl_status_t s = dnnl_success;
 	if (!p)
 		goto out;
 	if (p->scratch > scratch_bytes) {
-		snprintf(bf16_err, sizeof bf16_err, "oneDNN: a bf16 matmul %d x %d x %d needs %zu "
-			"bytes of scratchpad, %zu given", M, N, K, p->scratch, scratch_bytes);
+		snprintf(bf16_err, sizeof bf16_err, "oneDNN: a matmul %d x %d x %d needs %zu bytes "
+			"of scratchpad, %zu given", M, N, K, p->scratch, scratch_bytes);
 		goto out;
 	}
 	if ((s = dnnl_memory_create(&ma, &p->a, bf16_engine, (void *)A)) != dnnl_success ||
@@ -253,13 +271,27 @@ int kn_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda
 	rc = 0;
 out:
 	if (rc < 0 && s != dnnl_success)
-		fail("a bf16 matmul", s);
+		fail("a matmul", s);
 	dnnl_memory_t mems[] = {ma, mb, mc, ms};
 	for (int i = 0; i < 4; i++)
 		if (mems[i])
 			dnnl_memory_destroy(mems[i]);
 	pthread_mutex_unlock(&bf16_lock);
 	return rc;
+}
+
+int kn_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
+	const uint16_t *B, int ldb, float beta, float *C, int ldc, void *scratch,
+	size_t scratch_bytes)
+{
+	return gemm(0, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, scratch, scratch_bytes);
+}
+
+int kn_sgemm_dnnl(int ta, int tb, int M, int N, int K, const float *A, int lda,
+	const float *B, int ldb, float beta, float *C, int ldc, void *scratch,
+	size_t scratch_bytes)
+{
+	return gemm(1, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, scratch, scratch_bytes);
 }
 
 #else /* no oneDNN */
@@ -278,10 +310,21 @@ const char *kn_bf16_describe(void)
 	return "no oneDNN";
 }
 
-long kn_gemm_bf16_scratch(int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc,
+long kn_dnnl_scratch(int bf16, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc,
 	float beta)
 {
-	(void)ta, (void)tb, (void)M, (void)N, (void)K, (void)lda, (void)ldb, (void)ldc, (void)beta;
+	(void)bf16, (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)lda, (void)ldb;
+	(void)ldc, (void)beta;
+	snprintf(bf16_err, sizeof bf16_err, "%s", NO_DNNL);
+	return -1;
+}
+
+int kn_sgemm_dnnl(int ta, int tb, int M, int N, int K, const float *A, int lda,
+	const float *B, int ldb, float beta, float *C, int ldc, void *scratch,
+	size_t scratch_bytes)
+{
+	(void)ta, (void)tb, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb;
+	(void)beta, (void)C, (void)ldc, (void)scratch, (void)scratch_bytes;
 	snprintf(bf16_err, sizeof bf16_err, "%s", NO_DNNL);
 	return -1;
 }
