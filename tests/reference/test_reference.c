@@ -32,7 +32,6 @@
 
 #include "eng_import.h"
 #include "eng_sample.h"
-#include "kn.h"
 #include "t_util.h"
 #include "tests.h"
 
@@ -219,11 +218,8 @@ END_TEST
 /* precision bf16 against the same float64 results, every case, off and the case's own mix */
 START_TEST(test_reference_bf16)
 {
-	char why[320];
-	if (!kn_bf16_available(why, sizeof why)) {
-		fprintf(stderr, "reference: bf16 skipped: %s\n", why);
+	if (!t_bf16_here("reference"))
 		return;
-	}
 	const ref_case *c = &cases[_i / 2];
 	run_case(c, _i % 2 ? c->mixed : "off", NULL, &tol_bf16);
 }

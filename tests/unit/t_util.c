@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kn.h"
 #include "tests.h"
 
 void t_trainer(eng_trainer *tr, const char *fmt, ...)
@@ -21,6 +22,15 @@ void t_trainer(eng_trainer *tr, const char *fmt, ...)
 	eng_err err;
 	ck_assert_msg(eng_spec_parse(&spec, text, &err) == 0, "spec: %s\n%s", err.msg, text);
 	ck_assert_msg(eng_trainer_init(tr, &spec, &err) == 0, "trainer: %s", err.msg);
+}
+
+int t_bf16_here(const char *suite)
+{
+	char why[320];
+	if (kn_bf16_available(why, sizeof why))
+		return 1;
+	fprintf(stderr, "%s: bf16 skipped: %s\n", suite, why);
+	return 0;
 }
 
 double t_rel_l2(const float *a, const float *b, size_t n)

@@ -14,6 +14,10 @@ void t_trainer(eng_trainer *tr, const char *fmt, ...) __attribute__((format(prin
 /* ||a - b|| / ||b|| in double */
 double t_rel_l2(const float *a, const float *b, size_t n);
 
+/* 1 when precision bf16 runs here (kn_bf16_available); else 0, and one line on stderr:
+ * "<suite>: bf16 skipped: why". */
+int t_bf16_here(const char *suite);
+
 /* Absolute path of a file under REMAT_TESTDATA (malloc'd). */
 char *t_data(const char *rel);
 

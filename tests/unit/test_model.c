@@ -17,7 +17,6 @@
 
 #include "eng_mem.h"
 #include "eng_memtrace.h"
-#include "kn.h"
 #include "t_util.h"
 #include "tests.h"
 
@@ -29,13 +28,8 @@ static const char *precision = "fp32"; /* of small_trainer's runs (loop tests: b
 /* Loop tests run in float32 (_i 0) and bf16 (_i 1); 0 when bf16 cannot run here (said). */
 static int set_precision(int i)
 {
-	char why[320];
 	precision = i ? "bf16" : "fp32";
-	if (i && !kn_bf16_available(why, sizeof why)) {
-		fprintf(stderr, "model: bf16 skipped: %s\n", why);
-		return 0;
-	}
-	return 1;
+	return !i || t_bf16_here("model");
 }
 
 /* 3 layers, C 48, 4 heads (hs 12), byte vocabulary; B*T = 96 rows in chunks of 20, so
@@ -702,11 +696,8 @@ END_TEST
  * every evaluation (every 50 steps), both from the same weights and batches. */
 START_TEST(test_bf16_follows_fp32)
 {
-	char why[320];
-	if (!kn_bf16_available(why, sizeof why)) {
-		fprintf(stderr, "model: bf16 skipped: %s\n", why);
+	if (!t_bf16_here("model"))
 		return;
-	}
 	eng_trainer a, b;
 	eng_step_stats st;
 	eng_err err;
