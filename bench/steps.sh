@@ -14,6 +14,8 @@
 # the matmuls (lm_head included) plus the attention products, as eng_plan counts them.
 # RSS: the largest resident size at the end of the policy's steps (the process-wide peak
 # belongs to whichever policy holds the most).
+# Last, full's recompute time against off's blocks' forward time (blocks_forward_ms): what
+# full adds should be that forward, no more.
 set -eu
 bin=$1
 preset=${2:-gpt2-small}
@@ -69,6 +71,8 @@ for policy in off selective full "full;head=chunked"; do
 	act=$(field activation_bytes < "$dir/steady.json" | median)
 	rss=$(field rss < "$dir/steady.json" | sort -g | tail -1)
 	[ -n "$off_ms" ] || off_ms=$ms
+	[ $k -ne 0 ] || off_fwd=$(field blocks_forward_ms < "$dir/steady.json" | median)
+	[ "$policy" != full ] || full_rc=$rc
 	line=$(awk -v p="$policy" -v ms="$ms" -v rc="$rc" -v act="$act" -v rss="$rss" -v off="$off_ms" \
 		-v n="$((B * T))" -v fl="$mflops" -v ceil="$ceiling" -v cnt="$n" 'BEGIN {
 		g = fl / (ms / 1000) / 1e9
@@ -80,4 +84,7 @@ for policy in off selective full "full;head=chunked"; do
 	sep=","
 	k=$((k + 1))
 done
+# what full adds is a forward of every block: its recompute against off's blocks' forward
+awk -v rc="$full_rc" -v fwd="$off_fwd" 'BEGIN { if (fwd > 0)
+	printf "full recomputes in %.1f ms a step; off'"'"'s blocks'"'"' forward takes %.1f ms (x%.3f)\n", rc, fwd, rc / fwd }'
 [ -z "$json_out" ] || echo "]}" >> "$json_out"

@@ -739,6 +739,8 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 	st->step_ms = ms;
 	st->recompute_ms = rec_ms;
 	st->allreduce_ms = ar_ms;
+	for (int l = 0; !tr->gpu && l < m->cfg.n_layer; l++)
+		st->blocks_forward_ms += sec_ms[l][ENG_SEC_FWD];
 	st->micro_batches = s->grad_accum;
 	st->tokens_per_s = ms > 0 ? (double)eng_step_tokens(s) / (ms / 1e3) : 0.0;
 	st->activation_bytes = ms_now.current[ENG_MEM_ACTIVATIONS];

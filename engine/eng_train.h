@@ -28,6 +28,8 @@ typedef struct eng_step_stats {
 	double step_ms;          /* the policy change it starts with, forward, backward,
 				  * optimizer */
 	double recompute_ms;     /* of which recomputation */
+	double blocks_forward_ms; /* of which the blocks' forward (device cpu; 0 on a GPU):
+				   * what `full` reruns, so its recompute_ms is to match it */
 	double allreduce_ms;     /* of which summing the ranks' gradients (data parallel) */
 	double tokens_per_s;     /* grad_accum*B*T / step time */
 	int micro_batches;       /* grad_accum: the micro-batches the step took */

@@ -55,11 +55,11 @@ static json_int_t tokens_at(const eng_trainer *tr, int step)
 /* The STEP fields every run has (wk_step_json adds the all-reduce's under ranks). */
 static json_t *step_fields(const eng_trainer *tr, const eng_step_stats *st, const wk_metrics *m)
 {
-	return json_pack("{s:i,s:f,s:f,s:f,s:I,s:f,s:f,s:f,s:i,s:I,s:I,s:i,s:f}", "step",
+	return json_pack("{s:i,s:f,s:f,s:f,s:I,s:f,s:f,s:f,s:f,s:i,s:I,s:I,s:i,s:f}", "step",
 		st->step, "loss", (double)st->loss, "lr", (double)st->lr, "grad_norm",
 		(double)st->grad_norm, "tokens", tokens_at(tr, st->step), "tokens_per_s",
 		st->tokens_per_s, "step_ms", st->step_ms, "recompute_ms", st->recompute_ms,
-		"micro_batches", st->micro_batches, "activation_bytes",
+		"blocks_forward_ms", st->blocks_forward_ms, "micro_batches", st->micro_batches, "activation_bytes",
 		(json_int_t)st->activation_bytes, "peak_bytes", (json_int_t)st->peak_bytes,
 		"oom_retries", st->oom_retries, "elapsed_s", wk_now_s() - m->t0);
 }
