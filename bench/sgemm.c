@@ -200,6 +200,10 @@ int main(int argc, char **argv)
 			eng_mem_free(mm_scratch);
 			mm_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, (size_t)need);
 			mm_scratch_bytes = mm_scratch ? (size_t)need : 0;
+			if (!mm_scratch) {
+				fprintf(stderr, "bench-sgemm: out of memory for a scratchpad\n");
+				return 1;
+			}
 		}
 		sgemm(s->ta, s->tb, s->M, s->N, s->K, A, lda, Bm, ldb, Cm, s->N);
 		for (int r = 0; r < REPS; r++) {

@@ -739,6 +739,9 @@ static int plan_job_from(const json_t *info, const json_t *policy, eng_plan_job 
 	j->chunk_rows = (int)json_integer_value(json_object_get(info, "chunk_rows"));
 	const char *dev = json_string_value(json_object_get(info, "device"));
 	j->device = dev && strcmp(dev, "cuda") == 0 ? ENG_DEVICE_CUDA : ENG_DEVICE_CPU;
+	/* the CPU's bf16 keeps the matmul inputs in bf16 (eng_spec_finish does the same) */
+	const char *prec = json_string_value(json_object_get(info, "precision"));
+	j->cfg.mm_bf16 = j->device == ENG_DEVICE_CPU && prec && strcmp(prec, "bf16") == 0;
 	/* what the run will hold whatever its policy, as remat-train --check counted it */
 	json_t *fx = json_object_get(info, "fixed_bytes");
 	for (int c = 0; json_is_object(fx) && c < ENG_MEM_NCAT; c++) {

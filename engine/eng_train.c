@@ -223,8 +223,11 @@ static void fixed_of(const eng_spec *s, size_t ntok, size_t vtok, size_t out[ENG
 	out[ENG_MEM_DATA] = eng_data_bytes(ntok, s->batch, s->seq_len, s->shuffle) +
 		eng_data_bytes(vtok, s->batch, s->seq_len, 0) +
 		2 * 2 * (size_t)s->batch * s->seq_len;
+	/* the snapshot of weights and moments: the floats of one of them (PARAMS also holds
+	 * the bf16 copy under precision bf16; OPTIMIZER is exactly two moments) */
 	if (s->save_dir[0])
-		out[ENG_MEM_WORKSPACE] += eng_ckpt_snap_bytes(out[ENG_MEM_PARAMS] / sizeof(float));
+		out[ENG_MEM_WORKSPACE] += eng_ckpt_snap_bytes(out[ENG_MEM_OPTIMIZER] /
+							      (2 * sizeof(float)));
 }
 
 size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT])
@@ -252,6 +255,8 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	if (trainer_plan(s, &cfg, err) < 0 || trainer_policy(s, &out->aliases, &out->policy,
 		err) < 0)
 		return -1;
+	/* the run's thread count: oneDNN's scratchpads (precision bf16) are sized for it */
+	kn_set_threads(s->threads);
 	if (eng_data_check(s->train_path, s->data_format, s->batch, s->seq_len,
 		    s->cfg.vocab_size, &ntok, err) < 0)
 		return -1;

@@ -183,6 +183,9 @@ static int check_job(eng_spec *s)
 			"tokens", (json_int_t)ck.ntok);
 		if (o && s->resume)
 			json_object_set_new(o, "resume_step", json_integer(ck.resume_step));
+		if (o) /* the planner's activation bytes depend on it (cfg.mm_bf16) */
+			json_object_set_new(o, "precision",
+				json_string(eng_precision_names[s->precision]));
 		/* data parallel: what rematd passes to mpirun */
 		if (o)
 			json_object_set_new(o, "parallel", json_pack("{s:i,s:s,s:s}", "ranks", s->ranks,

@@ -102,6 +102,7 @@ int eng_model_load_safetensors(eng_model *m, const char *path, eng_err *err)
 				   err) < 0)
 			goto out;
 	}
+	eng_model_params_changed(m);
 	rc = 0;
 out:
 	eng_st_free(&f);

@@ -294,6 +294,7 @@ int eng_model_load_llmc(eng_model *m, const char *path, eng_err *err)
 		if (pt.out)
 			transpose(pt.p, scratch, pt.out, pt.in); /* (out, in) -> (in, out) */
 	}
+	eng_model_params_changed(m);
 	rc = 0;
 out:
 	free(scratch);

@@ -99,6 +99,8 @@ static int bf16_start(void)
 	if (s == dnnl_success)
 		s = dnnl_stream_create(&bf16_stream, bf16_engine, dnnl_stream_default_flags);
 	if (s != dnnl_success) {
+		if (bf16_engine)
+			dnnl_engine_destroy(bf16_engine);
 		bf16_engine = NULL;
 		snprintf(bf16_why, sizeof bf16_why, "oneDNN: cannot start its CPU engine: %s",
 			dnnl_status2str(s));

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eng_ckpt.h"
 #include "eng_mem.h"
 #include "eng_memtrace.h"
 #include "t_util.h"
@@ -486,6 +487,27 @@ START_TEST(test_plan_peak_matches_measured)
 }
 END_TEST
 
+/* With save.dir the fixed part adds one snapshot of the weights and both moments, in either
+ * precision (bf16's bf16 weight copy is not snapshotted). */
+START_TEST(test_plan_fixed_counts_one_snapshot)
+{
+	if (!set_precision(_i))
+		return;
+	eng_trainer tr;
+	eng_check a, b;
+	eng_err err;
+	small_trainer(&tr);
+	eng_spec spec = tr.spec;
+	ck_assert_msg(eng_trainer_check(&spec, &a, &err) == 0, "%s", err.msg);
+	spec = tr.spec;
+	snprintf(spec.save_dir, sizeof spec.save_dir, "%s/fixed-snap-%d", t_env("REMAT_TMP"), _i);
+	ck_assert_msg(eng_trainer_check(&spec, &b, &err) == 0, "%s", err.msg);
+	ck_assert_uint_eq(b.fixed[ENG_MEM_WORKSPACE] - a.fixed[ENG_MEM_WORKSPACE],
+		eng_ckpt_snap_bytes(tr.model.nfloats));
+	eng_trainer_free(&tr);
+}
+END_TEST
+
 /* STEPS steps, step s+1 asking for want[s] (NULL: the policy there is) and forcing the
  * attention scratch to be allocated again at step 4 (as a change of thread count does);
  * with fail_n, the fail_n-th allocation from the first step on is refused. */
@@ -743,6 +765,7 @@ Suite *suite_model(void)
 	tcase_add_test(tc, test_layout_lost_refuses_steps);
 	tcase_add_test(tc, test_layout_switch_peak);
 	tcase_add_loop_test(tc, test_plan_peak_matches_measured, 0, 2);
+	tcase_add_loop_test(tc, test_plan_fixed_counts_one_snapshot, 0, 2);
 	tcase_add_test(tc, test_oom_retry_every_site);
 	tcase_add_test(tc, test_oom_least_fails_cleanly);
 	tcase_add_test(tc, test_memtrace_step);
