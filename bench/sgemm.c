@@ -126,6 +126,24 @@ typedef struct shape {
 	int times;   /* how often one step makes this product */
 } shape;
 
+/* --lib dnnl-matmul: a scratchpad for product s, grown to the largest; -1 said */
+static int fit_scratch(const shape *s, int lda, int ldb)
+{
+	long need = kn_dnnl_scratch(0, s->ta, s->tb, s->M, s->N, s->K, lda, ldb, s->N, 0.0f);
+	if (need < 0) {
+		fprintf(stderr, "bench-sgemm: %s\n", kn_bf16_error());
+		return -1;
+	}
+	if ((size_t)need <= mm_scratch_bytes)
+		return 0;
+	eng_mem_free(mm_scratch);
+	mm_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, (size_t)need);
+	mm_scratch_bytes = mm_scratch ? (size_t)need : 0;
+	if (!mm_scratch)
+		fprintf(stderr, "bench-sgemm: out of memory for a scratchpad\n");
+	return mm_scratch ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *preset = argc > 1 ? argv[1] : "gpt2-small";
@@ -190,21 +208,8 @@ int main(int argc, char **argv)
 		const shape *s = &sh[i];
 		int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
 		double t[REPS];
-		long need = lib_matmul ? kn_dnnl_scratch(0, s->ta, s->tb, s->M, s->N, s->K, lda,
-			ldb, s->N, 0.0f) : 0;
-		if (need < 0) {
-			fprintf(stderr, "bench-sgemm: %s\n", kn_bf16_error());
+		if (lib_matmul && fit_scratch(s, lda, ldb) < 0)
 			return 1;
-		}
-		if ((size_t)need > mm_scratch_bytes) {
-			eng_mem_free(mm_scratch);
-			mm_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, (size_t)need);
-			mm_scratch_bytes = mm_scratch ? (size_t)need : 0;
-			if (!mm_scratch) {
-				fprintf(stderr, "bench-sgemm: out of memory for a scratchpad\n");
-				return 1;
-			}
-		}
 		sgemm(s->ta, s->tb, s->M, s->N, s->K, A, lda, Bm, ldb, Cm, s->N);
 		for (int r = 0; r < REPS; r++) {
 			double t0 = now_s();

@@ -42,10 +42,7 @@ static const char *const job_state_names[SRV_JOB_NSTATES] = {
 /* Keys of a spec that name files: each must be an absolute path, since the worker runs in
  * the job's directory and a client's working directory means nothing to rematd. */
 static const char *const job_path_keys[][2] = {
-	{"data", "train"},
-	{"data", "val"},
-	{"model", "init_from"},
-	{"save", "dir"},
+	{"data", "train"}, {"data", "val"}, {"model", "init_from"}, {"save", "dir"},
 	{"parallel", "hostfile"},
 };
 
@@ -739,8 +736,7 @@ static int plan_job_from(const json_t *info, const json_t *policy, eng_plan_job 
 	j->chunk_rows = (int)json_integer_value(json_object_get(info, "chunk_rows"));
 	const char *dev = json_string_value(json_object_get(info, "device"));
 	j->device = dev && strcmp(dev, "cuda") == 0 ? ENG_DEVICE_CUDA : ENG_DEVICE_CPU;
-	/* the CPU's bf16 keeps the matmul inputs in bf16 (eng_spec_finish does the same) */
-	const char *prec = json_string_value(json_object_get(info, "precision"));
+	const char *prec = json_string_value(json_object_get(info, "precision")); /* cpu bf16 */
 	j->cfg.mm_bf16 = j->device == ENG_DEVICE_CPU && prec && strcmp(prec, "bf16") == 0;
 	/* what the run will hold whatever its policy, as remat-train --check counted it */
 	json_t *fx = json_object_get(info, "fixed_bytes");
