@@ -10,7 +10,9 @@
  * a memory descriptor's strides, never a copy of ours; beta 1 is oneDNN's sum post-op.
  *
  * One primitive per shape (transposes, dimensions, strides, beta, thread count), made on
- * first use and kept in a small table: oneDNN's JIT and its choice of blocking happen once.
+ * first use and kept in a table that only grows: oneDNN's JIT and its choice of blocking
+ * happen once. The products run on the training thread alone (one stream); the table's
+ * lock is never held while one runs.
  * Scratchpads are the caller's (user mode): kn_dnnl_scratch says how much a shape
  * needs, so the engine counts that memory as its workspace instead of oneDNN mallocing it
  * behind every call. Determinism: oneDNN (OpenMP runtime, the engine's thread count)
@@ -38,7 +40,7 @@
 #include <dnnl_debug.h>
 #endif
 
-static char bf16_err[256];
+static _Thread_local char bf16_err[256]; /* each thread's last failure */
 
 const char *kn_bf16_error(void)
 {
@@ -61,7 +63,7 @@ void kn_to_bf16(uint16_t *dst, const float *src, size_t n)
 
 #ifdef REMAT_DNNL
 
-#define BF16_CACHE 96 /* shapes kept: a model makes some twenty */
+#define BF16_CACHE 96 /* shapes kept: a model makes at most 18 (eng_model.c) */
 
 typedef struct bf16_key {
 	int f32, ta, tb, M, N, K, lda, ldb, ldc, beta, threads; /* f32: float32 operands */
@@ -148,18 +150,16 @@ static dnnl_status_t desc(dnnl_memory_desc_t *d, int t, int rows, int cols, int 
 	return dnnl_memory_desc_init_by_strides(d, 2, dims, dt, strides);
 }
 
-/* The primitive of key k, made now when the table has none. NULL with bf16_err. */
-static bf16_prim *prim_of(const bf16_key *k)
+/* The primitive of key k, made now when the table has none (under bf16_lock). The table
+ * only grows and its entries never move, so a primitive found in it stays valid while it
+ * runs outside the lock; once it is full, new shapes get *tmp, which the caller destroys
+ * after its one use (uncached_done). NULL with bf16_err. */
+static bf16_prim *prim_of(const bf16_key *k, bf16_prim *tmp)
 {
 	for (int i = 0; i < bf16_n; i++)
 		if (memcmp(&bf16_cache[i].key, k, sizeof *k) == 0)
 			return &bf16_cache[i];
-	if (bf16_n == BF16_CACHE) { /* a new set of shapes (another batch): start over */
-		for (int i = 0; i < bf16_n; i++)
-			dnnl_primitive_destroy(bf16_cache[i].prim);
-		bf16_n = 0;
-	}
-	bf16_prim *p = &bf16_cache[bf16_n];
+	bf16_prim *p = bf16_n < BF16_CACHE ? &bf16_cache[bf16_n] : tmp;
 	memset(p, 0, sizeof *p);
 	p->key = *k;
 	dnnl_matmul_desc_t md;
@@ -208,8 +208,15 @@ out:
 		fail(what, s);
 		return NULL;
 	}
-	bf16_n++;
+	if (p != tmp)
+		bf16_n++;
 	return p;
+}
+
+static void uncached_done(bf16_prim *p, bf16_prim *tmp)
+{
+	if (p == tmp && p->prim)
+		dnnl_primitive_destroy(p->prim);
 }
 
 static void key_of(bf16_key *k, int f32, int ta, int tb, int M, int N, int K, int lda,
@@ -228,10 +235,13 @@ long kn_dnnl_scratch(int bf16, int ta, int tb, int M, int N, int K, int lda, int
 	if (!bf16_engine)
 		return fail("no CPU engine", dnnl_runtime_error);
 	key_of(&k, !bf16, ta, tb, M, N, K, lda, ldb, ldc, beta);
+	bf16_prim tmp = {0};
 	pthread_mutex_lock(&bf16_lock);
-	bf16_prim *p = prim_of(&k);
-	long n = p ? (long)p->scratch : -1;
+	bf16_prim *p = prim_of(&k, &tmp);
 	pthread_mutex_unlock(&bf16_lock);
+	long n = p ? (long)p->scratch : -1;
+	if (p)
+		uncached_done(p, &tmp);
 	return n;
 }
 
@@ -248,8 +258,12 @@ static int gemm(int f32, int ta, int tb, int M, int N, int K, const void *A, int
 	if (!bf16_engine)
 		return fail("no CPU engine", dnnl_runtime_error);
 	key_of(&k, f32, ta, tb, M, N, K, lda, ldb, ldc, beta);
+	/* the lock covers the table only: a query on another thread (the control side's
+	 * plans) never waits behind a running product */
+	bf16_prim tmp = {0};
 	pthread_mutex_lock(&bf16_lock);
-	bf16_prim *p = prim_of(&k);
+	bf16_prim *p = prim_of(&k, &tmp);
+	pthread_mutex_unlock(&bf16_lock);
 	dnnl_status_t s = dnnl_success;
 	if (!p)
 		goto out;
@@ -278,7 +292,8 @@ out:
 	for (int i = 0; i < 4; i++)
 		if (mems[i])
 			dnnl_memory_destroy(mems[i]);
-	pthread_mutex_unlock(&bf16_lock);
+	if (p)
+		uncached_done(p, &tmp);
 	return rc;
 }
 
