@@ -731,13 +731,12 @@ static int plan_job_from(const json_t *info, const json_t *policy, eng_plan_job 
 	j->cfg.n_head = (int)json_integer_value(json_object_get(cfg, "n_head"));
 	j->cfg.n_positions = (int)json_integer_value(json_object_get(cfg, "n_positions"));
 	j->cfg.vocab_size = (int)json_integer_value(json_object_get(cfg, "vocab_size"));
+	j->cfg.mm_bf16 = json_is_true(json_object_get(cfg, "mm_bf16")); /* the CPU's bf16 */
 	j->B = (int)json_integer_value(json_object_get(info, "batch"));
 	j->T = (int)json_integer_value(json_object_get(info, "seq_len"));
 	j->chunk_rows = (int)json_integer_value(json_object_get(info, "chunk_rows"));
 	const char *dev = json_string_value(json_object_get(info, "device"));
 	j->device = dev && strcmp(dev, "cuda") == 0 ? ENG_DEVICE_CUDA : ENG_DEVICE_CPU;
-	const char *prec = json_string_value(json_object_get(info, "precision")); /* cpu bf16 */
-	j->cfg.mm_bf16 = j->device == ENG_DEVICE_CPU && prec && strcmp(prec, "bf16") == 0;
 	/* what the run will hold whatever its policy, as remat-train --check counted it */
 	json_t *fx = json_object_get(info, "fixed_bytes");
 	for (int c = 0; json_is_object(fx) && c < ENG_MEM_NCAT; c++) {

@@ -32,6 +32,7 @@
 #include "kn.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -80,7 +81,8 @@ static pthread_mutex_t bf16_lock = PTHREAD_MUTEX_INITIALIZER;
 static dnnl_engine_t bf16_engine;
 static dnnl_stream_t bf16_stream;
 static bf16_prim bf16_cache[BF16_CACHE];
-static int bf16_n, bf16_ok = -1; /* -1: not asked yet */
+static int bf16_n;
+static _Atomic int bf16_ok = -1; /* -1: not asked yet; read without the lock once known */
 static char bf16_desc[160], bf16_why[320];
 
 static int fail(const char *what, dnnl_status_t s)
@@ -119,13 +121,16 @@ static int bf16_start(void)
 
 int kn_bf16_available(char *why, size_t n)
 {
-	pthread_mutex_lock(&bf16_lock);
-	if (bf16_ok < 0)
-		bf16_ok = bf16_start();
-	pthread_mutex_unlock(&bf16_lock);
-	if (!bf16_ok && why)
+	if (bf16_ok < 0) { /* once: every product asks */
+		pthread_mutex_lock(&bf16_lock);
+		if (bf16_ok < 0)
+			bf16_ok = bf16_start();
+		pthread_mutex_unlock(&bf16_lock);
+	}
+	int ok = bf16_ok;
+	if (!ok && why)
 		snprintf(why, n, "%s", bf16_why);
-	return bf16_ok;
+	return ok;
 }
 
 const char *kn_bf16_describe(void)

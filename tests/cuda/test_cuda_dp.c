@@ -14,6 +14,7 @@
  *    share a GPU the job fails, saying so.
  * Without a usable GPU, or without mpirun for the rank tests, each says so in one line.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,7 +134,9 @@ END_TEST
 static void scratch(char *dir, size_t n, const char *name)
 {
 	snprintf(dir, n, "%s/cuda-dp-%s", t_env("REMAT_TMP"), name);
-	mkdir(dir, 0777);
+	ck_assert_msg(mkdir(dir, 0700) == 0 || errno == EEXIST, "%s: %s", dir, strerror(errno));
+	struct stat st;
+	ck_assert_msg(lstat(dir, &st) == 0 && S_ISDIR(st.st_mode), "%s is not a directory", dir);
 }
 
 /* The line of remat-train's banner that says how the gradients are summed, checked. */

@@ -87,10 +87,7 @@ static char *write_spec(const td_daemon *d, const char *name, const char *save, 
 		"\"n_positions\":64},\"data\":{\"train\":\"" T_GPL "\",\"format\":\"bytes\"},"
 		"\"batch\":4,\"seq_len\":64,\"steps\":%d,\"seed\":11,\"threads\":2,"
 		"\"optim\":{\"lr\":1e-3},\"save\":{\"dir\":\"%s/%s\"}}", steps, d->dir, save);
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(text, f);
-	fclose(f);
+	t_write_file(path, text, strlen(text));
 	return strdup(path);
 }
 
@@ -245,9 +242,7 @@ START_TEST(test_e2e_pause_resume_stop_save)
 	snprintf(text, sizeof text, "{\"model\":{\"init_from\":\"%s\"},\"data\":{\"train\":\""
 		T_GPL "\",\"format\":\"bytes\"},\"batch\":4,\"seq_len\":64,\"steps\":1,"
 		"\"threads\":2}", ckpt);
-	FILE *f = fopen(path, "w");
-	fputs(text, f);
-	fclose(f);
+	t_write_file(path, text, strlen(text));
 	char *argv[] = {(char *)t_env("REMAT_TRAIN"), path, NULL};
 	char *out;
 	ck_assert_msg(t_run(argv, &out) == 0, "loading %s: %s", ckpt, out);
@@ -315,10 +310,7 @@ static char *write_loop_spec(const td_daemon *d, const char *name, const char *m
 		"\"steps\":%d,%s\"threads\":1,\"optim\":{\"lr\":1e-3},"
 		"\"eval\":{\"every\":5,\"batches\":2},\"save\":{\"dir\":\"%s/%s.ckpt\"}}", model,
 		data, data, steps, accum, d->dir, name);
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(text, f);
-	fclose(f);
+	t_write_file(path, text, strlen(text));
 	free(data);
 	return strdup(path);
 }

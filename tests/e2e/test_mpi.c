@@ -85,10 +85,7 @@ char *t_mpi_spec(const char *dir, const char *name, const char *extra, const cha
 		"{\"model\":{\"preset\":\"tiny\"},\"data\":{\"train\":\"" T_GPL "\",\"format\":"
 		"\"bytes\"},\"batch\":2,\"seq_len\":32,\"steps\":%d,\"threads\":1,%s"
 		"\"optim\":{\"lr\":1e-3},\"save\":{\"dir\":\"%s/%s\"}}", steps, extra, dir, save);
-	FILE *f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs(text, f);
-	fclose(f);
+	t_write_file(path, text, strlen(text));
 	return strdup(path);
 }
 
@@ -183,9 +180,7 @@ START_TEST(test_mpi_save_two_resume_one)
 	ck_assert_ptr_nonnull(at);
 	snprintf(text, sizeof text, "%.*s\"save\":{\"every\":10,\"dir\":%s", (int)(at - t), t,
 		at + strlen("\"save\":{\"dir\":"));
-	FILE *f = fopen(path, "w");
-	fputs(text, f);
-	fclose(f);
+	t_write_file(path, text, strlen(text));
 	t_mpirun2(path, 0);
 	/* resumed by one process, which takes grad_accum 2 from the checkpoint */
 	snprintf(text, sizeof text,
@@ -194,9 +189,7 @@ START_TEST(test_mpi_save_two_resume_one)
 		"\"steps\":%d,\"threads\":1,\"optim\":{\"lr\":1e-3},\"save\":{\"dir\":\"%s/res\"}}",
 		d.dir, MPI_STEPS, d.dir);
 	snprintf(path, sizeof path, "%s/res.json", d.dir);
-	f = fopen(path, "w");
-	fputs(text, f);
-	fclose(f);
+	t_write_file(path, text, strlen(text));
 	t_mpi_train1(path);
 	char a[700], b[700];
 	snprintf(a, sizeof a, "%s/one/step_%08d", d.dir, MPI_STEPS);

@@ -2,11 +2,13 @@
 #include "t_util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kn.h"
 #include "tests.h"
@@ -82,10 +84,15 @@ char *t_read_file(const char *path, size_t *len)
 
 void t_write_file(const char *path, const void *buf, size_t len)
 {
-	FILE *f = fopen(path, "wb");
-	ck_assert_msg(f != NULL, "cannot write %s: %s", path, strerror(errno));
-	ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
-	ck_assert_int_eq(fclose(f), 0);
+	/* never through a link planted where a test writes */
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	ck_assert_msg(fd >= 0, "cannot write %s: %s", path, strerror(errno));
+	for (size_t off = 0; off < len;) {
+		ssize_t w = write(fd, (const char *)buf + off, len - off);
+		ck_assert_msg(w > 0, "cannot write %s: %s", path, strerror(errno));
+		off += (size_t)w;
+	}
+	ck_assert_int_eq(close(fd), 0);
 }
 
 int t_train_run(char **out, int stderr_only, const char *const *args)
