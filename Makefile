@@ -77,7 +77,7 @@ LDLIBS   += $(MPI_LIBS)
 endif
 $(BUILD)/engine/dp/eng_dp.o: ALL_CFLAGS += $(MPI_CFLAGS)
 
-# ---- oneDNN (kernels/cpu/kn_bf16.c) ----
+# ---- oneDNN (kernels/cpu/kn_dnnl.c) ----
 # The CPU's bf16 matmuls ("precision": "bf16") through oneDNN when its header is there
 # (scripts/deps.sh installs libdnnl-dev); DNNL=0 builds without (bf16 jobs are then refused,
 # saying why). Only the worker and the tests link libdnnl; rematd and rematctl never do.
@@ -86,7 +86,7 @@ HAVE_DNNL := $(wildcard /usr/include/oneapi/dnnl/dnnl.h)
 endif
 ifneq ($(HAVE_DNNL),)
 LDLIBS += -ldnnl
-$(BUILD)/kernels/cpu/kn_bf16.o: ALL_CFLAGS += -DREMAT_DNNL -I/usr/include/oneapi/dnnl
+$(BUILD)/kernels/cpu/kn_dnnl.o: ALL_CFLAGS += -DREMAT_DNNL -I/usr/include/oneapi/dnnl
 endif
 
 # Two libraries. libremat-core.a: the protocol, the control servers' connection layer

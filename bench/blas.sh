@@ -8,8 +8,10 @@
 # remat would ask for if detection fell back (kn_blas_better_kernel), forced to Haswell
 # (AVX2) and to Prescott (the generic SSE3 fallback of processors it does not know); BLIS
 # (Debian's libblis4-openmp) with the configuration it detects and forced to skx and zen3,
-# and oneDNN's dnnl_sgemm (libdnnl2), both through dlopen; and oneDNN's matmul primitive
-# in float32 with plain layouts (kn_sgemm_dnnl: what the engine would call), linked.
+# and oneDNN's dnnl_sgemm (libdnnl2), both through dlopen; oneDNN's matmul primitive in
+# float32 with plain layouts for every product, linked; and last what the engine runs: each
+# product by its route (eng_model_products: OpenBLAS, the head's logits and dlnf by oneDNN's
+# matmul, dlnf with wte packed once a step, that packing counted).
 # bench-sgemm takes remat-train's kernel choice (kn_fix_runtime); the "detected" row keeps
 # OpenBLAS's own (REMAT_BLAS_REEXEC=1: the choice counts as made).
 # --install installs the two with apt-get when missing; nothing else ever does.
@@ -54,9 +56,9 @@ detected=$(echo "$ver" | sed -n 's/.*OpenBLAS had picked \([A-Za-z0-9_]*\).*/\1/
 [ -n "$detected" ] || detected=$(echo "$ver" | sed -n 's/.*; kernel \([A-Za-z0-9_]*\).*/\1/p')
 echo "$preset, batch $B x $T, $threads threads: GFLOP/s over one step's matmul products"
 printf '%-40s %9s %9s %9s\n' library ceiling slowest fastest
-run "OpenBLAS, detected kernel ($detected)" env -u OPENBLAS_CORETYPE REMAT_BLAS_REEXEC=1 $sg
+run "OpenBLAS, detected kernel ($detected)" env -u OPENBLAS_CORETYPE REMAT_BLAS_REEXEC=1 $sg --lib openblas
 for k in SkylakeX Haswell Prescott; do
-	[ "$k" = "$detected" ] || run "OpenBLAS, OPENBLAS_CORETYPE=$k" env OPENBLAS_CORETYPE=$k $sg
+	[ "$k" = "$detected" ] || run "OpenBLAS, OPENBLAS_CORETYPE=$k" env OPENBLAS_CORETYPE=$k $sg --lib openblas
 done
 run "BLIS 0.9 (OpenMP), detected config" env -u OPENBLAS_CORETYPE -u BLIS_ARCH_TYPE $sg --lib blis
 for a in skx zen3; do
@@ -64,4 +66,5 @@ for a in skx zen3; do
 done
 run "oneDNN dnnl_sgemm" env -u OPENBLAS_CORETYPE $sg --lib dnnl
 run "oneDNN matmul primitive, plain layouts" env -u OPENBLAS_CORETYPE $sg --lib dnnl-matmul
-echo "per-shape figures: bench-sgemm $preset $B $T $threads [--lib blis|dnnl|dnnl-matmul]"
+run "remat's routes (OpenBLAS + oneDNN head)" env -u OPENBLAS_CORETYPE $sg
+echo "per-product figures: bench-sgemm $preset $B $T $threads [--lib openblas|blis|dnnl|dnnl-matmul]"

@@ -1,19 +1,22 @@
-/* sgemm.c - bench-sgemm: the matmul ceiling on a model's shapes, through kn_sgemm.
+/* sgemm.c - bench-sgemm: the float32 matmul ceiling on a model's products, run as the
+ * engine runs them.
  *
- *   bench-sgemm [preset|L,C,NH,P,V] [batch] [seq_len] [threads] [--lib blis|dnnl|dnnl-matmul]
+ *   bench-sgemm [preset|L,C,NH,P,V] [batch] [seq_len] [threads]
+ *               [--lib openblas|blis|dnnl|dnnl-matmul]
  *
- * With --lib the same products go through another library, opened with dlopen so that its
- * cblas_sgemm never clashes with OpenBLAS's: BLIS (Debian's libblis4-openmp) or oneDNN's
- * dnnl_sgemm (libdnnl2); dnnl-matmul is oneDNN's matmul primitive in float32 (plain
- * layouts, kn_sgemm_dnnl). For `make bench-blas`, which compares them with OpenBLAS.
- *
- * Times every product one training step of the model makes (forward, and the two
- * backward products of each linear layer, the lm_head in the engine's chunks), each the
- * median of several runs, and prints GFLOP/s per shape and the FLOP-weighted ceiling: the
- * speed a step would reach if it were nothing but these products. A benchmark for
- * `make bench`; the library and kernel are the ones kn_blas_describe names, chosen as
- * remat-train chooses them (kn_fix_runtime: OpenBLAS's strongest kernel for the processor,
- * passive OpenMP waits), so that the ceiling is the one remat's steps run against.
+ * Times every product one training step of the model makes (the engine's table,
+ * eng_model_products: forward and the two backward products of each linear layer, the
+ * lm_head's in the engine's chunks), each the median of several runs, and prints GFLOP/s
+ * per product and the FLOP-weighted ceiling: the speed a step would reach if it were
+ * nothing but these products. Without --lib each product goes where the engine sends it
+ * (OpenBLAS, or oneDNN's matmul primitive for the head's logits and dlnf, dlnf with wte
+ * packed: that packing, once a step, is timed and counted in the ceiling). With --lib all
+ * of them go to one library: openblas (kn_sgemm), BLIS (Debian's libblis4-openmp) or
+ * oneDNN's dnnl_sgemm (libdnnl2), those two opened with dlopen so that their cblas_sgemm
+ * never clashes with OpenBLAS's; dnnl-matmul is oneDNN's matmul primitive with plain
+ * layouts. For `make bench` and `make bench-blas`. OpenBLAS's kernel is chosen as
+ * remat-train chooses it (kn_fix_runtime: the strongest for the processor, passive OpenMP
+ * waits), so that the ceiling is the one remat's steps run against.
  */
 #include <dlfcn.h>
 #include <stdint.h>
@@ -24,6 +27,7 @@
 
 #include "eng_config.h"
 #include "eng_mem.h"
+#include "eng_model.h"
 #include "eng_plan.h"
 #include "kn.h"
 
@@ -42,17 +46,17 @@ static int cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* the library under test: kn_sgemm unless --lib names another */
+/* the library under test: the engine's routes unless --lib names one */
 typedef void (*cblas_fn)(int, int, int, int, int, int, float, const float *, int,
 	const float *, int, float, float *, int);
 typedef int (*dnnl_fn)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t,
 	const float *, int64_t, float, float *, int64_t);
 static cblas_fn lib_cblas;
 static dnnl_fn lib_dnnl;
-static int lib_matmul;      /* --lib dnnl-matmul */
-static void *mm_scratch;    /* its scratchpads, grown to the largest */
+static int lib_force = -1;  /* --lib openblas or dnnl-matmul: that route for every product */
+static void *mm_scratch;    /* oneDNN's scratchpads, grown to the largest */
 static size_t mm_scratch_bytes;
-static char lib_desc[128];
+static char lib_desc[192];
 
 #define BLIS_SO "/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4"
 #define DNNL_SO "libdnnl.so.2"
@@ -70,8 +74,13 @@ static int open_lib(const char *name, int threads)
 		snprintf(lib_desc, sizeof lib_desc, "BLIS (%s)", BLIS_SO);
 		return 0;
 	}
+	if (strcmp(name, "openblas") == 0) {
+		lib_force = ENG_ROUTE_OPENBLAS;
+		snprintf(lib_desc, sizeof lib_desc, "%s", kn_blas_describe());
+		return 0;
+	}
 	if (strcmp(name, "dnnl-matmul") == 0) {
-		lib_matmul = 1;
+		lib_force = ENG_ROUTE_DNNL;
 		snprintf(lib_desc, sizeof lib_desc, "oneDNN matmul primitive, float32 (%s)",
 			kn_bf16_describe());
 		return 0;
@@ -83,27 +92,33 @@ static int open_lib(const char *name, int threads)
 		snprintf(lib_desc, sizeof lib_desc, "oneDNN dnnl_sgemm (%s)", DNNL_SO);
 		return 0;
 	}
-	fprintf(stderr, "bench-sgemm: --lib takes blis, dnnl or dnnl-matmul, not '%s'\n", name);
+	fprintf(stderr, "bench-sgemm: --lib takes openblas, blis, dnnl or dnnl-matmul, not '%s'\n", name);
 	return -1;
 fail:
 	fprintf(stderr, "bench-sgemm: cannot use %s: %s\n", name, dlerror());
 	return -1;
 }
 
-/* CBLAS enum values (row-major 101, no-trans 111, trans 112), the same in every cblas.h */
-static void sgemm(int ta, int tb, int M, int N, int K, const float *A, int lda,
-	const float *B, int ldb, float *C, int ldc)
+/* Product p once, by route (packed: B already packed), beta as the table has it. CBLAS
+ * enum values: row-major 101, no-trans 111, trans 112, the same in every cblas.h. */
+static int product(const kn_mm *q, int route, const float *A, const float *B,
+	const void *packed, float *C)
 {
 	if (lib_cblas)
-		lib_cblas(101, ta ? 112 : 111, tb ? 112 : 111, M, N, K, 1.0f, A, lda, B, ldb, 0.0f,
-			C, ldc);
+		lib_cblas(101, q->ta ? 112 : 111, q->tb ? 112 : 111, q->M, q->N, q->K, 1.0f, A,
+			q->lda, B, q->ldb, (float)q->beta, C, q->ldc);
 	else if (lib_dnnl)
-		lib_dnnl(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
-	else if (lib_matmul)
-		kn_sgemm_dnnl(ta, tb, M, N, K, A, lda, B, ldb, 0.0f, C, ldc, mm_scratch,
-			mm_scratch_bytes);
-	else
-		kn_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
+		lib_dnnl(q->ta ? 'T' : 'N', q->tb ? 'T' : 'N', q->M, q->N, q->K, 1.0f, A, q->lda, B,
+			q->ldb, (float)q->beta, C, q->ldc);
+	else if (route == ENG_ROUTE_OPENBLAS)
+		kn_sgemm(q->ta, q->tb, q->M, q->N, q->K, 1.0f, A, q->lda, B, q->ldb,
+			(float)q->beta, C, q->ldc);
+	else if (kn_dnnl_gemm(q, A, route == ENG_ROUTE_PACKED ? packed : B, C, mm_scratch,
+			 mm_scratch_bytes) < 0) {
+		fprintf(stderr, "bench-sgemm: %s\n", kn_bf16_error());
+		return -1;
+	}
+	return 0;
 }
 
 /* A preset's name, or a shape written L,C,NH,P,V (n_layer, n_embd, n_head, n_positions,
@@ -120,28 +135,48 @@ static int parse_shape(const char *name, eng_config *cfg, eng_err *err)
 	return eng_config_validate(cfg, "shape", err);
 }
 
-typedef struct shape {
-	const char *what;
-	int ta, tb, M, N, K;
-	int times;   /* how often one step makes this product */
-} shape;
-
-/* --lib dnnl-matmul: a scratchpad for product s, grown to the largest; -1 said */
-static int fit_scratch(const shape *s, int lda, int ldb)
+/* A oneDNN product's scratchpad (grown to the largest) and packed B (*packed, *pbytes); -1
+ * said */
+static int fit_dnnl(const kn_mm *q, void **packed, size_t *pbytes)
 {
-	long need = kn_dnnl_scratch(0, s->ta, s->tb, s->M, s->N, s->K, lda, ldb, s->N, 0.0f);
-	if (need < 0) {
+	size_t need, pk;
+	if (kn_dnnl_sizes(q, &need, &pk) < 0) {
 		fprintf(stderr, "bench-sgemm: %s\n", kn_bf16_error());
 		return -1;
 	}
-	if ((size_t)need <= mm_scratch_bytes)
-		return 0;
-	eng_mem_free(mm_scratch);
-	mm_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, (size_t)need);
-	mm_scratch_bytes = mm_scratch ? (size_t)need : 0;
-	if (!mm_scratch)
-		fprintf(stderr, "bench-sgemm: out of memory for a scratchpad\n");
-	return mm_scratch ? 0 : -1;
+	if (need > mm_scratch_bytes) {
+		eng_mem_free(mm_scratch);
+		mm_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, need);
+		mm_scratch_bytes = mm_scratch ? need : 0;
+	}
+	if (q->packed && pk > *pbytes) {
+		eng_mem_free(*packed);
+		*packed = eng_mem_alloc(ENG_MEM_WORKSPACE, pk);
+		*pbytes = *packed ? pk : 0;
+	}
+	if ((need && !mm_scratch) || (q->packed && !*packed)) {
+		fprintf(stderr, "bench-sgemm: out of memory for oneDNN\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* The median of REPS runs of product q (after one warm-up), or of its B's packing (pack);
+ * -1 on failure */
+static double median_s(const kn_mm *q, int route, int pack, const float *A, const float *B,
+	void *packed, size_t pbytes, float *C)
+{
+	double t[REPS];
+	for (int r = -1; r < REPS; r++) {
+		double t0 = now_s();
+		if (pack ? kn_dnnl_pack(q, B, packed, pbytes) < 0 :
+			   product(q, route, A, B, packed, C) < 0)
+			return -1;
+		if (r >= 0)
+			t[r] = now_s() - t0;
+	}
+	qsort(t, REPS, sizeof t[0], cmp);
+	return t[REPS / 2];
 }
 
 int main(int argc, char **argv)
@@ -161,33 +196,21 @@ int main(int argc, char **argv)
 	kn_set_threads(threads);
 	if (lib && open_lib(lib, threads) < 0)
 		return 2;
-	int N = B * T, C = cfg.n_embd, V = cfg.vocab_size, L = cfg.n_layer;
-	int R = eng_plan_chunk_rows(&cfg, B, T), chunks = (N + R - 1) / R;
-	shape sh[] = {
-		{"qkv fwd      N x C . C x 3C", 0, 0, N, 3 * C, C, L},
-		{"qkv dinp     N x 3C . (C x 3C)^T", 0, 1, N, C, 3 * C, L},
-		{"qkv dW       (N x C)^T . N x 3C", 1, 0, C, 3 * C, N, L},
-		{"proj fwd     N x C . C x C", 0, 0, N, C, C, L},
-		{"proj dinp", 0, 1, N, C, C, L},
-		{"proj dW", 1, 0, C, C, N, L},
-		{"fc fwd       N x C . C x 4C", 0, 0, N, 4 * C, C, L},
-		{"fc dinp", 0, 1, N, C, 4 * C, L},
-		{"fc dW", 1, 0, C, 4 * C, N, L},
-		{"fcproj fwd   N x 4C . 4C x C", 0, 0, N, C, 4 * C, L},
-		{"fcproj dinp", 0, 1, N, 4 * C, C, L},
-		{"fcproj dW", 1, 0, 4 * C, C, N, L},
-		{"head fwd     R x C . (V x C)^T", 0, 1, R, V, C, chunks},
-		{"head dinp    R x V . V x C", 0, 0, R, C, V, chunks},
-		{"head dW      (R x V)^T . R x C", 1, 0, V, C, R, chunks},
-	};
-	int nsh = (int)(sizeof sh / sizeof sh[0]);
-	size_t maxf = 0;
-	for (int i = 0; i < nsh; i++) {
-		size_t a = (size_t)sh[i].M * sh[i].K, b = (size_t)sh[i].K * sh[i].N,
-		       c = (size_t)sh[i].M * sh[i].N;
+	int L = cfg.n_layer, R = eng_plan_chunk_rows(&cfg, B, T);
+	eng_product pr[ENG_PRODUCTS];
+	int n = eng_model_products(&cfg, B, T, R, !lib && kn_dnnl_available(NULL, 0) ?
+		ENG_PRODUCTS_DNNL : 0, pr);
+	size_t maxf = 0, pbytes = 0;
+	void *packed = NULL;
+	for (int i = 0; i < n; i++) {
+		const kn_mm *q = &pr[i].mm;
+		size_t a = (size_t)q->M * q->K, b = (size_t)q->K * q->N, c = (size_t)q->M * q->N;
 		maxf = a > maxf ? a : maxf;
 		maxf = b > maxf ? b : maxf;
 		maxf = c > maxf ? c : maxf;
+		if (lib_force >= 0)
+			pr[i].route = lib_force;
+		pr[i].mm.packed = pr[i].route == ENG_ROUTE_PACKED;
 	}
 	float *A = eng_mem_alloc(ENG_MEM_WORKSPACE, maxf * 4);
 	float *Bm = eng_mem_alloc(ENG_MEM_WORKSPACE, maxf * 4);
@@ -199,28 +222,35 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < maxf; i++) {
 		A[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
 		Bm[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
+		Cm[i] = 0.0f;
 	}
 	printf("%s, batch %d x %d, %d threads; %s\n", preset, B, T, threads,
-		lib ? lib_desc : kn_blas_describe());
-	printf("%-36s %8s %8s %8s %10s\n", "product", "M", "N", "K", "GFLOP/s");
+		lib ? lib_desc : "as the engine runs them: OpenBLAS, oneDNN where marked");
+	printf("%-26s %-9s %8s %8s %8s %10s\n", "product", "by", "M", "N", "K", "GFLOP/s");
+	static const char *const by[] = {"OpenBLAS", "oneDNN", "oneDNN-p"};
 	double total_flops = 0, total_s = 0;
-	for (int i = 0; i < nsh; i++) {
-		const shape *s = &sh[i];
-		int lda = s->ta ? s->M : s->K, ldb = s->tb ? s->K : s->N;
-		double t[REPS];
-		if (lib_matmul && fit_scratch(s, lda, ldb) < 0)
+	for (int i = 0; i < n; i++) {
+		const kn_mm *q = &pr[i].mm;
+		int route = pr[i].route;
+		if (route != ENG_ROUTE_OPENBLAS && !lib_cblas && !lib_dnnl &&
+			fit_dnnl(q, &packed, &pbytes) < 0)
 			return 1;
-		sgemm(s->ta, s->tb, s->M, s->N, s->K, A, lda, Bm, ldb, Cm, s->N);
-		for (int r = 0; r < REPS; r++) {
-			double t0 = now_s();
-			sgemm(s->ta, s->tb, s->M, s->N, s->K, A, lda, Bm, ldb, Cm, s->N);
-			t[r] = now_s() - t0;
+		if (route == ENG_ROUTE_PACKED) { /* once a step, after the optimizer */
+			double ps = median_s(q, route, 1, A, Bm, packed, pbytes, Cm);
+			if (ps < 0)
+				return 1;
+			printf("%-26s %-9s %8s %8d %8d %8.1f ms\n", "  (packing its B)", "oneDNN", "",
+				q->N, q->K, ps * 1e3);
+			total_s += ps;
 		}
-		qsort(t, REPS, sizeof t[0], cmp);
-		double flops = 2.0 * s->M * s->N * s->K;
-		printf("%-36s %8d %8d %8d %10.1f\n", s->what, s->M, s->N, s->K, flops / t[REPS / 2] / 1e9);
-		total_flops += flops * s->times;
-		total_s += t[REPS / 2] * s->times;
+		double t = median_s(q, route, 0, A, Bm, packed, pbytes, Cm);
+		if (t < 0)
+			return 1;
+		double flops = 2.0 * q->M * q->N * q->K;
+		printf("%-26s %-9s %8d %8d %8d %10.1f\n", pr[i].name, lib ? "" : by[route], q->M,
+			q->N, q->K, flops / t / 1e9);
+		total_flops += flops * pr[i].count;
+		total_s += t * pr[i].count;
 	}
 	printf("ceiling (FLOP-weighted over one step's products): %.1f GFLOP/s\n",
 		total_flops / total_s / 1e9);
@@ -230,8 +260,9 @@ int main(int argc, char **argv)
 	eng_plan_policy(&cfg, B, T, R, &off, &plan);
 	printf("{\"library\":\"%s\",\"preset\":\"%s\",\"batch\":%d,\"seq_len\":%d,\"threads\":%d,"
 	       "\"ceiling_gflops\":%.2f,\"model_flops\":%.6g}\n",
-		lib ? lib : "openblas", preset, B, T, threads, total_flops / total_s / 1e9, plan.model_flops);
+		lib ? lib : "engine", preset, B, T, threads, total_flops / total_s / 1e9, plan.model_flops);
 	eng_mem_free(mm_scratch);
+	eng_mem_free(packed);
 	eng_mem_free(A);
 	eng_mem_free(Bm);
 	eng_mem_free(Cm);

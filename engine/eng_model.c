@@ -173,51 +173,95 @@ static void layout_mem(eng_model *m)
 
 /* ---- precision bf16: the products, their operands, oneDNN's scratchpads ---- */
 
-/* One product as kn_gemm_bf16 takes it. */
-typedef struct mm_shape {
-	int ta, tb, M, N, K, lda, ldb, ldc;
-	float beta;
-} mm_shape;
+/* ---- the step's products ---- */
 
-#define MM_SHAPES 18 /* 4 linear layers x 3 products, and the head's 3 for 2 chunk sizes */
+#define HEAD_PRODUCTS 12 /* the head's products start here in the table */
 
-/* Every product a step of N rows makes (C channels, V vocab, logits chunks of R rows, the
- * last N % R), with the strides the calls below pass. */
-static int mm_shapes(int N, int C, int V, int R, mm_shape *s)
+int eng_model_products(const eng_config *cfg, int B, int T, int R, unsigned flags,
+	eng_product *out)
 {
-	static const int io[4][2] = {{1, 3}, {1, 1}, {1, 4}, {4, 1}}; /* in, out, in C */
-	int n = 0, rows[2] = {R, N % R};
+	static const struct {
+		const char *name[3];
+		int in, out; /* in C */
+	} layer[4] = {{{"qkv fwd", "qkv dinp", "qkv dW"}, 1, 3},
+		{{"proj fwd", "proj dinp", "proj dW"}, 1, 1},
+		{{"fc fwd", "fc dinp", "fc dW"}, 1, 4},
+		{{"fcproj fwd", "fcproj dinp", "fcproj dW"}, 4, 1}};
+	static const char *const head[2][3] = {{"head logits", "head dlnf", "head dwte"},
+		{"head logits, last chunk", "head dlnf, last chunk", "head dwte, last chunk"}};
+	int N = B * T, C = cfg->n_embd, V = cfg->vocab_size, L = cfg->n_layer, bf = cfg->mm_bf16;
+	int dnnl = !!(flags & ENG_PRODUCTS_DNNL), pack = bf && (flags & ENG_PRODUCTS_PACK_BF16);
+	int n = 0, rows[2] = {R, N % R}, times[2] = {N / R, 1};
+	/* bf16: all oneDNN's, every product of a weight packed with ENG_PRODUCTS_PACK_BF16;
+	 * float32: OpenBLAS's but the head's logits and dlnf, where oneDNN's brgemm measured
+	 * 10-40 % faster on 256-row chunks, dlnf's wte packed (bench-blas) */
+	int lin = bf ? ENG_ROUTE_DNNL : ENG_ROUTE_OPENBLAS, wlin = pack ? ENG_ROUTE_PACKED : lin;
+	int wide = bf || dnnl ? ENG_ROUTE_DNNL : ENG_ROUTE_OPENBLAS;
 	for (int i = 0; i < 4; i++) {
-		int in = io[i][0] * C, out = io[i][1] * C;
-		s[n++] = (mm_shape){0, 0, N, out, in, in, out, out, 0.0f};  /* y = x W */
-		s[n++] = (mm_shape){0, 1, N, in, out, out, out, in, 0.0f};  /* dx = dy W^T */
-		s[n++] = (mm_shape){1, 0, in, out, N, in, out, out, 1.0f};  /* dW += x^T dy */
+		int in = layer[i].in * C, o = layer[i].out * C;
+		/* y = x W; dx = dy W^T; dW += x^T dy */
+		out[n++] = (eng_product){layer[i].name[0], {bf, 0, 0, N, o, in, in, o, o, 0, 0}, L,
+			wlin};
+		out[n++] = (eng_product){layer[i].name[1], {bf, 0, 1, N, in, o, o, o, in, 0, 0}, L,
+			wlin};
+		out[n++] = (eng_product){layer[i].name[2], {bf, 1, 0, in, o, N, in, o, o, 1, 0}, L,
+			lin};
 	}
 	for (int k = 0; k < 2; k++) {
 		if (!rows[k])
 			continue;
-		s[n++] = (mm_shape){0, 1, rows[k], V, C, C, C, V, 0.0f}; /* logits = lnf wte^T */
-		s[n++] = (mm_shape){0, 0, rows[k], C, V, V, C, C, 0.0f}; /* dlnf = dlogits wte */
-		s[n++] = (mm_shape){1, 0, V, C, rows[k], V, C, C, 1.0f}; /* dwte += dlogits^T lnf */
+		int r = rows[k];
+		/* wte packed for full chunks only (the last chunk's shape may want another
+		 * layout): for both products in bf16, for dlnf in float32 */
+		int pk0 = pack && k == 0, pk1 = (pack || (!bf && dnnl)) && k == 0;
+		/* logits = lnf wte^T; dlnf = dlogits wte; dwte += dlogits^T lnf */
+		out[n++] = (eng_product){head[k][0], {bf, 0, 1, r, V, C, C, C, V, 0, 0}, times[k],
+			pk0 ? ENG_ROUTE_PACKED : wide};
+		out[n++] = (eng_product){head[k][1], {bf, 0, 0, r, C, V, V, C, C, 0, 0}, times[k],
+			pk1 ? ENG_ROUTE_PACKED : wide};
+		out[n++] = (eng_product){head[k][2], {bf, 1, 0, V, C, r, V, C, C, 1, 0}, times[k], lin};
 	}
+	for (int i = 0; i < n; i++)
+		out[i].mm.packed = out[i].route == ENG_ROUTE_PACKED;
 	return n;
 }
 
-/* The largest scratchpad of those products at the current thread count (their primitives
- * made on the way), or -1 with kn_bf16_error(). */
-static long mm_scratch_need(int N, int C, int V, int R)
+/* What decides the routes here: oneDNN's presence, and AMX for bf16 packing */
+static unsigned products_flags(const eng_config *cfg)
 {
-	mm_shape sh[MM_SHAPES];
-	long most = 0;
-	int n = mm_shapes(N, C, V, R, sh);
+	return (kn_dnnl_available(NULL, 0) ? ENG_PRODUCTS_DNNL : 0) |
+	       (cfg->mm_bf16 && kn_bf16_pack_weights() ? ENG_PRODUCTS_PACK_BF16 : 0);
+}
+
+/* Copies of a packed product's B: one per layer for a linear layer's, wte's one. */
+static int pack_copies(int i, int L)
+{
+	return i < HEAD_PRODUCTS ? L : 1;
+}
+
+/* oneDNN's bytes for the products that route through it at the current thread count (their
+ * primitives made on the way): the largest scratchpad, and the packed weights, where each
+ * packed product's copies start (at[i], 64-byte aligned) and how far apart (sz[i]; at and
+ * sz may be NULL). -1 with kn_bf16_error(). */
+static int dnnl_bytes(const eng_product *pr, int n, int L, size_t *scratch, size_t *packed,
+	size_t *at, size_t *sz)
+{
+	*scratch = *packed = 0;
 	for (int i = 0; i < n; i++) {
-		long b = kn_dnnl_scratch(1, sh[i].ta, sh[i].tb, sh[i].M, sh[i].N, sh[i].K,
-			sh[i].lda, sh[i].ldb, sh[i].ldc, sh[i].beta);
-		if (b < 0)
+		size_t sc, pk;
+		if (pr[i].route == ENG_ROUTE_OPENBLAS)
+			continue;
+		if (kn_dnnl_sizes(&pr[i].mm, &sc, &pk) < 0)
 			return -1;
-		most = b > most ? b : most;
+		*scratch = sc > *scratch ? sc : *scratch;
+		if (pr[i].route != ENG_ROUTE_PACKED)
+			continue;
+		pk = (pk + 63) / 64 * 64;
+		if (at)
+			at[i] = *packed, sz[i] = pk;
+		*packed += pk * pack_copies(i, L);
 	}
-	return most;
+	return 0;
 }
 
 /* Elements of the rounded-gradient workspace: the widest linear gradient or a chunk's. */
@@ -226,29 +270,40 @@ static size_t bf_out_elems(size_t N, size_t C, size_t V, size_t R)
 	return 4 * N * C > R * V ? 4 * N * C : R * V;
 }
 
-/* oneDNN's scratchpads for the current thread count (they are per thread). */
+/* oneDNN's scratchpads and packed weights for the current thread count (its primitives are
+ * per thread count, and their layouts may follow it). */
 static int mm_fit(eng_model *m, eng_err *err)
 {
-	if (!m->cfg.mm_bf16 || m->mm_threads == kn_get_threads())
+	if (!m->dnnl || m->mm_threads == kn_get_threads())
 		return 0;
-	long need = mm_scratch_need(m->B * m->T, m->cfg.n_embd, m->cfg.vocab_size,
-		m->chunk_rows);
-	if (need < 0)
-		return eng_errf(err, "precision bf16: %s", kn_bf16_error());
-	void *p = need ? eng_mem_alloc(ENG_MEM_WORKSPACE, (size_t)need) : NULL;
-	if (need && !p)
-		return eng_err_nomem(err, "cannot allocate %.1f MiB of bf16 matmul scratchpad: out "
-				     "of memory", need / 1048576.0);
+	size_t need, packed;
+	if (dnnl_bytes(m->prod, m->nprod, m->cfg.n_layer, &need, &packed, m->pack_at,
+		    m->pack_sz) < 0)
+		return eng_errf(err, "oneDNN matmuls: %s", kn_bf16_error());
+	void *p = need ? eng_mem_alloc(ENG_MEM_WORKSPACE, need) : NULL;
+	void *w = packed && packed != m->wpack_bytes ? eng_mem_alloc(ENG_MEM_PARAMS, packed) : NULL;
+	if ((need && !p) || (packed && packed != m->wpack_bytes && !w)) {
+		eng_mem_free(p);
+		eng_mem_free(w);
+		return eng_err_nomem(err, "cannot allocate %.1f MiB for oneDNN's matmuls (scratchpad "
+				     "and packed weights): out of memory", (need + packed) / 1048576.0);
+	}
 	eng_mem_free(m->mm_scratch);
 	m->mm_scratch = p;
-	m->mm_scratch_bytes = (size_t)need;
+	m->mm_scratch_bytes = need;
+	if (packed != m->wpack_bytes) {
+		eng_mem_free(m->wpack);
+		m->wpack = w;
+		m->wpack_bytes = packed;
+	}
+	m->wcopy_valid = 0; /* a new thread count may pack another way */
 	m->mm_threads = kn_get_threads();
 	return 0;
 }
 
 void eng_model_params_changed(eng_model *m)
 {
-	m->wbf_valid = 0;
+	m->wcopy_valid = 0;
 }
 
 static const uint16_t *wb(const eng_model *m, const float *w)
@@ -256,32 +311,78 @@ static const uint16_t *wb(const eng_model *m, const float *w)
 	return m->wbf + (w - m->params);
 }
 
-/* C = op(A) op(B) + beta C in bf16; the first failure is kept for the pass's end. */
-static void mm(eng_model *m, int ta, int tb, int M, int N, int K, const void *A, int lda,
-	const void *B, int ldb, float beta, float *C, int ldc)
+/* The weight product i multiplies by in layer l (a linear layer's, or wte), as the product
+ * takes it: float32, or its bf16 copy. */
+static const void *weight_of(const eng_model *m, int i, int l)
 {
-	if (!m->mm_err[0] && kn_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc,
-				     m->mm_scratch, m->mm_scratch_bytes) < 0)
-		snprintf(m->mm_err, sizeof m->mm_err, "precision bf16: %s", kn_bf16_error());
+	const eng_layer_w *h = &m->w.h[l];
+	const float *w = i >= HEAD_PRODUCTS ? m->w.wte :
+		(const float *[]){h->qkvw, h->attprojw, h->fcw, h->fcprojw}[i / 3];
+	return m->cfg.mm_bf16 ? (const void *)wb(m, w) : w;
 }
 
-/* out(N,OC) = inp(N,C) w(C,OC) + b(OC): inp float32, or bf16 under precision bf16 */
-static void linear_fwd(eng_model *m, float *out, const void *inp, const float *w,
+/* Product i's packed copy of layer l's weight */
+static void *packed_of(const eng_model *m, int i, int l)
+{
+	return (char *)m->wpack + m->pack_at[i] + (size_t)l * m->pack_sz[i];
+}
+
+/* The weights' copies for this forward: bf16, then the packed ones (from those). */
+static int wcopy_make(eng_model *m, eng_err *err)
+{
+	if (m->wcopy_valid)
+		return 0;
+	if (m->cfg.mm_bf16)
+		kn_to_bf16(m->wbf, m->params, m->nfloats);
+	for (int i = 0; i < m->nprod; i++)
+		for (int l = 0; m->prod[i].route == ENG_ROUTE_PACKED &&
+				l < pack_copies(i, m->cfg.n_layer); l++)
+			if (kn_dnnl_pack(&m->prod[i].mm, weight_of(m, i, l), packed_of(m, i, l),
+				    m->pack_sz[i]) < 0)
+				return eng_errf(err, "oneDNN matmuls: %s", kn_bf16_error());
+	m->wcopy_valid = 1;
+	return 0;
+}
+
+/* C = op(A) op(B) + beta C: product i of the table (in layer l), by its route, a packed
+ * one with its packed weight for B; oneDNN's first failure is kept for the pass's end. */
+static void prod_run(eng_model *m, int i, int l, const void *A, const void *B, float *C)
+{
+	const eng_product *p = &m->prod[i];
+	const kn_mm *q = &p->mm;
+	if (p->route == ENG_ROUTE_OPENBLAS)
+		kn_sgemm(q->ta, q->tb, q->M, q->N, q->K, 1.0f, A, q->lda, B, q->ldb,
+			(float)q->beta, C, q->ldc);
+	else if (!m->mm_err[0] && kn_dnnl_gemm(q, A, p->route == ENG_ROUTE_PACKED ?
+						      packed_of(m, i, l) : B, C, m->mm_scratch,
+					  m->mm_scratch_bytes) < 0)
+		snprintf(m->mm_err, sizeof m->mm_err, "oneDNN matmul: %s", kn_bf16_error());
+}
+
+/* Head product k (0 logits, 1 dlnf, 2 dwte) of a chunk of `rows` rows */
+static void head_mm(eng_model *m, int k, int rows, const void *A, const void *B, float *C)
+{
+	prod_run(m, HEAD_PRODUCTS + k + (rows == m->chunk_rows ? 0 : 3), 0, A, B, C);
+}
+
+/* Linear layer k (0 qkv, 1 attention proj, 2 fc, 3 fc proj) of block l:
+ * out(N,OC) = inp(N,C) w(C,OC) + b(OC), inp float32, or bf16 under precision bf16 */
+static void linear_fwd(eng_model *m, int k, int l, float *out, const void *inp, const float *w,
 	const float *b, int N, int C, int OC)
 {
 	if (!m->cfg.mm_bf16) {
 		kn_linear_forward(out, inp, w, b, N, C, OC);
 		return;
 	}
-	mm(m, 0, 0, N, OC, C, inp, C, wb(m, w), OC, 0.0f, out, OC);
+	prod_run(m, 3 * k, l, inp, wb(m, w), out);
 	if (b)
 		kn_add_bias(out, b, N, OC);
 }
 
 /* dinp(N,C) = dout w^T, dw(C,OC) += inp^T dout, db(OC) += column sums of dout(N,OC): dout
  * float32 (rounded into bf_out under bf16), inp as linear_fwd's */
-static void linear_bwd(eng_model *m, float *dinp, float *dw, float *db, const float *dout,
-	const void *inp, const float *w, int N, int C, int OC)
+static void linear_bwd(eng_model *m, int k, int l, float *dinp, float *dw, float *db,
+	const float *dout, const void *inp, const float *w, int N, int C, int OC)
 {
 	if (!m->cfg.mm_bf16) {
 		kn_linear_backward(dinp, dw, db, dout, inp, w, N, C, OC);
@@ -289,8 +390,8 @@ static void linear_bwd(eng_model *m, float *dinp, float *dw, float *db, const fl
 	}
 	kn_to_bf16(m->bf_out, dout, (size_t)N * OC);
 	if (dinp)
-		mm(m, 0, 1, N, C, OC, m->bf_out, OC, wb(m, w), OC, 0.0f, dinp, C);
-	mm(m, 1, 0, C, OC, N, inp, C, m->bf_out, OC, 1.0f, dw, OC);
+		prod_run(m, 3 * k + 1, l, m->bf_out, wb(m, w), dinp);
+	prod_run(m, 3 * k + 2, l, inp, m->bf_out, dw);
 	if (db)
 		kn_bias_backward(db, dout, N, OC);
 }
@@ -354,16 +455,20 @@ void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, 
 	out[ENG_MEM_PARAMS] = out[ENG_MEM_GRADS] = 4 * nfloats;
 	out[ENG_MEM_OPTIMIZER] = 2 * 4 * nfloats;
 	out[ENG_MEM_WORKSPACE] = ws + 4 * kn_attention_scratch_floats_for(T, threads);
-	if (cfg->mm_bf16) {
-		/* the bf16 weights, the rounded operands, oneDNN's scratchpads (at the current
-		 * thread count: they are made here, as the run will make them) */
-		int R = chunk_rows > 0 ? chunk_rows : eng_plan_chunk_rows(cfg, B, T);
-		R = (size_t)R > N ? (int)N : R; /* as eng_model_init clamps it */
-		long sc = mm_scratch_need((int)N, (int)C, cfg->vocab_size, R);
+	int R = chunk_rows > 0 ? chunk_rows : eng_plan_chunk_rows(cfg, B, T);
+	R = (size_t)R > N ? (int)N : R; /* as eng_model_init clamps it */
+	eng_product pr[ENG_PRODUCTS];
+	int npr = eng_model_products(cfg, B, T, R, products_flags(cfg), pr);
+	size_t sc = 0, pk = 0;
+	/* oneDNN's scratchpads and packed weights at the current thread count: its primitives
+	 * are made here, as the run will make them (a failure there fails the run, not this) */
+	dnnl_bytes(pr, npr, cfg->n_layer, &sc, &pk, NULL, NULL);
+	out[ENG_MEM_PARAMS] += pk;
+	out[ENG_MEM_WORKSPACE] += sc;
+	if (cfg->mm_bf16) /* the bf16 weights, the rounded operands */
 		out[ENG_MEM_PARAMS] += 2 * nfloats;
-		out[ENG_MEM_WORKSPACE] += 2 * (bf_out_elems(N, C, cfg->vocab_size, R) + N * C) +
-					  (sc > 0 ? (size_t)sc : 0);
-	}
+	if (cfg->mm_bf16)
+		out[ENG_MEM_WORKSPACE] += 2 * (bf_out_elems(N, C, cfg->vocab_size, R) + N * C);
 }
 
 int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_rows,
@@ -407,6 +512,8 @@ int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_
 	m->att_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * kn_attention_scratch_floats(T));
 	if (!m->att_scratch)
 		goto oom;
+	m->dnnl = cfg->mm_bf16 || kn_dnnl_available(NULL, 0);
+	m->nprod = eng_model_products(cfg, B, T, m->chunk_rows, products_flags(cfg), m->prod);
 	if (cfg->mm_bf16) {
 		m->wbf = eng_mem_alloc(ENG_MEM_PARAMS, 2 * m->nfloats);
 		m->bf_out = eng_mem_alloc(ENG_MEM_WORKSPACE, 2 * bf_out_elems(N, C,
@@ -414,10 +521,10 @@ int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_
 		m->bf_in = eng_mem_alloc(ENG_MEM_WORKSPACE, 2 * N * C);
 		if (!m->wbf || !m->bf_out || !m->bf_in)
 			goto oom;
-		if (mm_fit(m, err) < 0) {
-			eng_model_free(m);
-			return -1;
-		}
+	}
+	if (mm_fit(m, err) < 0) {
+		eng_model_free(m);
+		return -1;
 	}
 	layout_mem(m);
 	/* no activations laid out yet: lay.policy.n_layer 0 marks "nothing allocated" */
@@ -433,7 +540,7 @@ void eng_model_free(eng_model *m)
 	if (m->mem.free)
 		eng_layout_free(&m->lay, &m->mem);
 	void *bufs[] = {m->params, m->grads, m->m, m->v, m->losses, m->tmp, m->dres, m->dbuf,
-		m->dbig, m->dqkv, m->att_scratch, m->wbf, m->bf_out, m->bf_in, m->mm_scratch};
+		m->dbig, m->dqkv, m->att_scratch, m->wbf, m->wpack, m->bf_out, m->bf_in, m->mm_scratch};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		eng_mem_free(bufs[i]);
 	free(m->tensors);
@@ -509,20 +616,20 @@ static void block_forward(eng_model *m, int l, eng_acts *a, float *out)
 	float *ln = mm_f32(m, a->ln1, m->dbuf);
 	kn_layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, a->x, w->ln1w, w->ln1b, N, C);
 	mm_store(m, a->ln1, ln, NC);
-	linear_fwd(m, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
+	linear_fwd(m, 0, l, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
 	kn_attention_forward(a->atty, a->att_lse, m->att_scratch, a->qkv, B, T, C, NH);
-	linear_fwd(m, m->tmp, mm_input(m, a->atty, NC), w->attprojw, NULL, N, C, C);
+	linear_fwd(m, 1, l, m->tmp, mm_input(m, a->atty, NC), w->attprojw, NULL, N, C, C);
 	ln = mm_f32(m, a->ln2, m->dbuf);
 	kn_residual_layernorm_forward(a->res2, ln, a->ln2_mean, a->ln2_rstd, a->x, m->tmp,
 		w->attprojb, w->ln2w, w->ln2b, N, C);
 	mm_store(m, a->ln2, ln, NC);
-	linear_fwd(m, a->fch, a->ln2, w->fcw, NULL, N, C, 4 * C);
+	linear_fwd(m, 2, l, a->fch, a->ln2, w->fcw, NULL, N, C, 4 * C);
 	float *ge = mm_f32(m, a->gelu, m->dbig);
 	kn_bias_gelu_forward(a->fch, ge, w->fcb, N, 4 * C);
 	mm_store(m, a->gelu, ge, 4 * NC);
 	if (!out)
 		return;
-	linear_fwd(m, m->tmp, a->gelu, w->fcprojw, NULL, N, 4 * C, C);
+	linear_fwd(m, 3, l, m->tmp, a->gelu, w->fcprojw, NULL, N, 4 * C, C);
 	kn_residual_forward(out, a->res2, m->tmp, w->fcprojb, N, C);
 }
 
@@ -560,19 +667,19 @@ static void block_backward(eng_model *m, int l, const eng_acts *a)
 	const eng_layer_w *w = &m->w.h[l];
 	eng_layer_w *g = &m->g.h[l];
 	/* MLP branch: out = res2 + gelu(ln2 @ fcw + fcb) @ fcprojw + fcprojb */
-	linear_bwd(m, m->dbig, g->fcprojw, g->fcprojb, m->dres, a->gelu, w->fcprojw, N, 4 * C,
+	linear_bwd(m, 3, l, m->dbig, g->fcprojw, g->fcprojb, m->dres, a->gelu, w->fcprojw, N, 4 * C,
 		C);
 	kn_gelu_backward(m->dbig, a->fch, m->dbig, (size_t)N * 4 * C);
-	linear_bwd(m, m->dbuf, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, 4 * C);
+	linear_bwd(m, 2, l, m->dbuf, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, 4 * C);
 	/* dres += ln_2's backward: now dL/dres2 */
 	kn_layernorm_backward(m->dres, g->ln2w, g->ln2b, m->dbuf, a->res2, a->ln2_mean,
 		a->ln2_rstd, w->ln2w, N, C);
 	/* attention branch: res2 = x + attn(ln1) @ attprojw + attprojb */
-	linear_bwd(m, m->dbuf, g->attprojw, g->attprojb, m->dres,
+	linear_bwd(m, 1, l, m->dbuf, g->attprojw, g->attprojb, m->dres,
 		mm_input(m, a->atty, (size_t)N * C), w->attprojw, N, C, C);
 	kn_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->atty, a->att_lse, B,
 		T, C, NH);
-	linear_bwd(m, m->dbuf, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
+	linear_bwd(m, 0, l, m->dbuf, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
 	/* dres += ln_1's backward: now dL/dx */
 	kn_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dbuf, a->x, a->ln1_mean,
 		a->ln1_rstd, w->ln1w, N, C);
@@ -581,12 +688,9 @@ static void block_backward(eng_model *m, int l, const eng_acts *a)
 /* Logits of rows [r0, r0+rows) into buf (rows, V) */
 static void head_logits(eng_model *m, float *buf, int r0, int rows)
 {
-	int C = m->cfg.n_embd, V = m->cfg.vocab_size;
+	int C = m->cfg.n_embd;
 	const void *lnf = mm_row(m, m->lay.head.lnf, r0, C);
-	if (m->cfg.mm_bf16)
-		mm(m, 0, 1, rows, V, C, lnf, C, wb(m, m->w.wte), C, 0.0f, buf, V);
-	else
-		kn_sgemm(0, 1, rows, V, C, 1.0f, lnf, C, m->w.wte, C, 0.0f, buf, V);
+	head_mm(m, 0, rows, lnf, m->cfg.mm_bf16 ? (const void *)wb(m, m->w.wte) : m->w.wte, buf);
 }
 
 /* Chunk k of the logits: its own slot under head=off, the one rebuilt chunk under chunked. */
@@ -659,10 +763,8 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 				     "policy that fits first");
 	if (fit_scratch(m, err) < 0 || mm_fit(m, err) < 0)
 		return -1;
-	if (m->cfg.mm_bf16 && !m->wbf_valid) {
-		kn_to_bf16(m->wbf, m->params, m->nfloats);
-		m->wbf_valid = 1;
-	}
+	if (wcopy_make(m, err) < 0)
+		return -1;
 	m->mm_err[0] = '\0';
 	kn_encoder_forward(m->lay.saved[0].x, inp, m->w.wte, m->w.wpe, B, T, C);
 	for (int l = 0; l < L; l++) {
@@ -733,17 +835,14 @@ static double head_backward(eng_model *m, const uint16_t *tgt)
 			kn_crossentropy_fused(buf, lse + r0, m->losses + r0, tgt + r0, 1.0f / N, rows,
 				V);
 		}
-		const void *lnf = mm_row(m, h->lnf, r0, C);
+		const void *lnf = mm_row(m, h->lnf, r0, C), *dl = buf, *wte = m->w.wte;
 		if (m->cfg.mm_bf16) {
 			kn_to_bf16(m->bf_out, buf, (size_t)rows * V);
-			mm(m, 0, 0, rows, C, V, m->bf_out, V, wb(m, m->w.wte), C, 0.0f,
-				m->dbuf + (size_t)r0 * C, C);
-			mm(m, 1, 0, V, C, rows, m->bf_out, V, lnf, C, 1.0f, m->g.wte, C);
-			continue;
+			dl = m->bf_out;
+			wte = wb(m, m->w.wte);
 		}
-		kn_sgemm(0, 0, rows, C, V, 1.0f, buf, V, m->w.wte, C, 0.0f, m->dbuf + (size_t)r0 * C,
-			C);
-		kn_sgemm(1, 0, V, C, rows, 1.0f, buf, V, lnf, C, 1.0f, m->g.wte, C);
+		head_mm(m, 1, rows, dl, wte, m->dbuf + (size_t)r0 * C);
+		head_mm(m, 2, rows, dl, lnf, m->g.wte);
 	}
 	/* ln_f's backward accumulates: dres starts at zero */
 	memset(m->dres, 0, sizeof(float) * N * C);

@@ -20,6 +20,7 @@
 #include "eng_err.h"
 #include "eng_plan.h"
 #include "eng_policy.h"
+#include "kn.h"
 
 #define ENG_NAME_MAX 64 /* longest tensor name, with its NUL */
 
@@ -52,6 +53,33 @@ typedef struct eng_weights {
 	float *lnfw, *lnfb;          /* (C) */
 } eng_weights;
 
+/* ---- the matmul products of a step: one table, that the engine runs and bench-sgemm times */
+
+/* Who runs a product. Float32: OpenBLAS, unless oneDNN's matmul primitive measured faster
+ * on it (the lm_head's chunks: bench-blas); bf16: always oneDNN. PACKED: oneDNN with its B
+ * (a weight) packed once after each optimizer step, not copied into blocks on every call. */
+enum { ENG_ROUTE_OPENBLAS, ENG_ROUTE_DNNL, ENG_ROUTE_PACKED };
+
+#define ENG_PRODUCTS 18 /* 4 linear layers x 3 products, the head's 3 for 2 chunk sizes */
+
+typedef struct eng_product {
+	const char *name; /* "fc dW", "head dinp" */
+	kn_mm mm;         /* shape, strides, beta; bf16 under precision bf16 */
+	int count;        /* how many of it a step makes */
+	int route;        /* ENG_ROUTE_* */
+} eng_product;
+
+/* The products of a step of B x T rows with logits chunks of R rows (the last chunk's
+ * N % R rows a shape of its own), in a fixed order: per linear layer (qkv, proj, fc,
+ * fcproj) forward, dinp, dW; then the head's logits, dlnf, dwte for a full chunk, and for
+ * the last when it is short. flags: ENG_PRODUCTS_DNNL when oneDNN runs here
+ * (kn_dnnl_available: the float32 routes), ENG_PRODUCTS_PACK_BF16 when bf16 products pack
+ * their weights (kn_bf16_pack_weights). Returns how many (at most ENG_PRODUCTS). */
+#define ENG_PRODUCTS_DNNL 1u
+#define ENG_PRODUCTS_PACK_BF16 2u
+int eng_model_products(const eng_config *cfg, int B, int T, int R, unsigned flags,
+	eng_product *out);
+
 typedef struct eng_model {
 	eng_config cfg;
 	int B, T;                    /* batch and sequence length the buffers are sized for */
@@ -77,15 +105,24 @@ typedef struct eng_model {
 	float *att_scratch;          /* kn_attention_scratch_floats(T): per-thread blocks */
 	int scratch_threads;         /* threads att_scratch was sized for */
 
-	/* precision bf16 (cfg.mm_bf16): the matmuls' bf16 operands (kn_gemm_bf16) */
-	uint16_t *wbf;               /* (nfloats) params rounded to bf16, ENG_MEM_PARAMS */
-	int wbf_valid;               /* 0: params changed since (eng_model_params_changed) */
+	/* the step's products and who runs each (eng_model_products, fixed at init) */
+	eng_product prod[ENG_PRODUCTS];
+	int nprod;
+	int dnnl;                    /* some product runs through oneDNN */
+	/* copies of the weights, made again after each change (eng_model_params_changed) */
+	int wcopy_valid;             /* 0: params changed since */
+	uint16_t *wbf;               /* precision bf16: (nfloats) params rounded, ENG_MEM_PARAMS */
+	void *wpack;                 /* the packed B of ENG_ROUTE_PACKED products, ENG_MEM_PARAMS */
+	size_t wpack_bytes;
+	size_t pack_at[ENG_PRODUCTS], pack_sz[ENG_PRODUCTS]; /* product i's copy for layer l:
+	                                * wpack + pack_at[i] + l * pack_sz[i] */
+	/* precision bf16 (cfg.mm_bf16): the matmuls' bf16 operands */
 	uint16_t *bf_out;            /* workspace: a gradient rounded, max(4 N C, R V) */
 	uint16_t *bf_in;             /* workspace: atty rounded, (B,T,C) */
-	void *mm_scratch;            /* oneDNN's scratchpads, the largest of the step's shapes */
+	void *mm_scratch;            /* oneDNN's scratchpads, the largest of the step's products */
 	size_t mm_scratch_bytes;
-	int mm_threads;              /* threads mm_scratch was sized for (0: not yet) */
-	char mm_err[256];            /* a bf16 matmul's failure in this pass, "" when none */
+	int mm_threads;              /* threads mm_scratch and wpack were sized for (0: not yet) */
+	char mm_err[256];            /* a oneDNN matmul's failure in this pass, "" when none */
 
 	float *logits_tap;           /* tests: when set, (B,T,V) receives every chunk's logits */
 	float *row_tap;              /* when set, (V) receives the logits of row row_tap_at */
@@ -108,8 +145,8 @@ void eng_model_free(eng_model *m); /* safe on a zeroed or failed model */
  * zero biases, LayerNorm weight 1. Deterministic for a seed. */
 void eng_model_init_weights(eng_model *m, uint64_t seed);
 
-/* The parameters were written (a load, an optimizer step): under precision bf16 their bf16
- * copy is rounded again before the next forward. Nothing in float32. */
+/* The parameters were written (a load, an optimizer step): their copies (bf16, packed for
+ * oneDNN) are made again before the next forward. */
 void eng_model_params_changed(eng_model *m);
 
 /* Lays out activation buffers for policy p: allocates what it needs first, then frees what

@@ -56,30 +56,40 @@ void kn_fix_runtime(char **argv);
 void kn_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
 	int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
-/* ---- bf16 matmuls (precision "bf16": kn_bf16.c, oneDNN) ---- */
+/* ---- oneDNN's matmuls (kn_dnnl.c): precision "bf16", and float32 where they win ---- */
 
 /* 1 when bf16 matmuls run here natively (oneDNN built in, and the processor's AVX512-BF16
  * or AMX as oneDNN sees them: ONEDNN_MAX_CPU_ISA can hide them); else 0 and why. */
 int kn_bf16_available(char *why, size_t n);
+/* 1 when oneDNN runs here at all (float32 products); else 0 and why. */
+int kn_dnnl_available(char *why, size_t n);
+/* 1 when bf16 products of a weight should take it packed (kn_dnnl_pack) once a step: where
+ * oneDNN runs AMX, whose tiles want a layout of their own. On AVX512-BF16 alone every packed
+ * variant measured slower per step (gpt2-small B4 x T256: 6.6-7.4 s against 6.2 s plain), so
+ * not there. REMAT_BF16_PACK=1 or 0 overrides (tests, measurements). */
+int kn_bf16_pack_weights(void);
 /* "oneDNN 2.6.3, Intel AVX-512 with bfloat16 ...": the library and its instruction set. */
 const char *kn_bf16_describe(void);
 /* dst(n) = src(n) rounded to bf16 (to nearest, ties to even) */
 void kn_to_bf16(uint16_t *dst, const float *src, size_t n);
-/* Bytes of scratchpad kn_gemm_bf16 (bf16 1) or kn_sgemm_dnnl (0) needs for this shape at
- * the current thread count (its primitive made now, JIT and all), or -1 with
+
+/* One product C(M,N) = op(A)(M,K) op(B)(K,N) + beta C, beta 0 or 1, through oneDNN: A and
+ * B bf16 (bf16 1) or float32, C float32, sums in float32; strides and flags as kn_sgemm.
+ * packed: B in the layout the primitive prefers, made by kn_dnnl_pack from B as tb and
+ * ldb describe it. */
+typedef struct kn_mm {
+	int bf16, ta, tb, M, N, K, lda, ldb, ldc, beta, packed;
+} kn_mm;
+/* Bytes of scratchpad, and of a packed B (packed may be NULL), that product q needs at the
+ * current thread count (its primitive made now, JIT and all); 0, or -1 with
  * kn_bf16_error(). */
-long kn_dnnl_scratch(int bf16, int ta, int tb, int M, int N, int K, int lda, int ldb, int ldc,
-	float beta);
-/* C(M,N) = op(A) op(B) + beta * C, beta 0 or 1: A, B bf16, C float32, sums in float32;
- * strides and flags as kn_sgemm. scratch: at least kn_dnnl_scratch's bytes. 0, or -1
- * with kn_bf16_error() (out of memory in oneDNN, a scratchpad too small). */
-int kn_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
-	const uint16_t *B, int ldb, float beta, float *C, int ldc, void *scratch,
-	size_t scratch_bytes);
-/* The same product in float32 through oneDNN's matmul primitive, plain layouts: for
- * bench-sgemm's comparison of libraries (kn_sgemm stays the engine's float32 matmul). */
-int kn_sgemm_dnnl(int ta, int tb, int M, int N, int K, const float *A, int lda,
-	const float *B, int ldb, float beta, float *C, int ldc, void *scratch,
+int kn_dnnl_sizes(const kn_mm *q, size_t *scratch, size_t *packed);
+/* dst (bytes, at least kn_dnnl_sizes's packed) = B in product q's packed layout. 0 or -1. */
+int kn_dnnl_pack(const kn_mm *q, const void *B, void *dst, size_t bytes);
+/* C = op(A) op(B) + beta C for product q; B packed when q is. scratch: at least
+ * kn_dnnl_sizes's bytes. 0, or -1 with kn_bf16_error() (out of memory in oneDNN, a
+ * scratchpad too small). */
+int kn_dnnl_gemm(const kn_mm *q, const void *A, const void *B, float *C, void *scratch,
 	size_t scratch_bytes);
 /* The last failure's message ("" when none). */
 const char *kn_bf16_error(void);

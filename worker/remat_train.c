@@ -308,8 +308,15 @@ static int parse_args(int argc, char **argv, train_opts *o)
 			kn_set_threads(1);
 			char why[320];
 			printf("remat-train %s\nbackend cpu: %s\n", REMAT_VERSION, kn_blas_describe());
+			if (kn_dnnl_available(why, sizeof why))
+				printf("float32 lm_head (cpu): logits and dlnf by oneDNN's matmul (%s), wte "
+				       "packed once a step; the rest OpenBLAS\n", kn_bf16_describe());
+			else
+				printf("float32 lm_head (cpu): OpenBLAS (no oneDNN: %s)\n", why);
 			if (kn_bf16_available(why, sizeof why))
-				printf("precision bf16 (cpu): %s\n", kn_bf16_describe());
+				printf("precision bf16 (cpu): %s; weights %s\n", kn_bf16_describe(),
+					kn_bf16_pack_weights() ? "packed for oneDNN once a step (AMX)" :
+					"in plain layout (packing pays with AMX only)");
 			else
 				printf("precision bf16 (cpu): not available: %s\n", why);
 			print_cuda_backend();

@@ -18,6 +18,7 @@
 #include "tests.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -931,6 +932,64 @@ START_TEST(test_kn_sgemm_transposes)
 }
 END_TEST
 
+/* oneDNN's float32 matmul, plain and with B packed (the engine's routes for the head):
+ * every op() pair, padded strides, beta 0 and 1, against a double loop; run to run, and
+ * packed against plain, bitwise (the engine needs neither, but a change would show here) */
+START_TEST(test_kn_dnnl_gemm)
+{
+	int M = 37, N = 45, K = 300, pad = 3;
+	int ta = _i & 1, tb = (_i >> 1) & 1, beta = _i >> 2;
+	char why[320];
+	if (!kn_dnnl_available(why, sizeof why)) {
+		if (_i == 0)
+			fprintf(stderr, "kernels: oneDNN's float32 matmul skipped: %s\n", why);
+		return;
+	}
+	rng_seed(SEED + (uint64_t)_i);
+	kn_set_threads(2);
+	int arows = ta ? K : M, acols = ta ? M : K, brows = tb ? N : K, bcols = tb ? K : N;
+	int lda = acols + pad, ldb = bcols + pad, ldc = N + pad;
+	size_t na = (size_t)arows * lda, nb = (size_t)brows * ldb, nc = (size_t)M * ldc;
+	float *A = fnew(na), *B = fnew(nb), *C0 = fnew(nc), *want = fnew(nc);
+	float *C[3] = {fnew(nc), fnew(nc), fnew(nc)};
+	fill(A, na, -1.0f, 1.0f), fill(B, nb, -1.0f, 1.0f), fill(C0, nc, -1.0f, 1.0f);
+	for (int i = 0; i < M; i++)
+		for (int j = 0; j < ldc; j++) {
+			double s = 0.0;
+			for (int k = 0; k < K && j < N; k++)
+				s += (double)(ta ? A[k * lda + i] : A[i * lda + k]) *
+				     (tb ? B[j * ldb + k] : B[k * ldb + j]);
+			want[i * ldc + j] = j >= N ? C0[i * ldc + j] : /* padding is left alone */
+				(float)(s + beta * (double)C0[i * ldc + j]);
+		}
+	void *scratch = NULL, *packed = NULL;
+	for (int r = 0; r < 3; r++) { /* plain, plain again, packed */
+		kn_mm q = {0, ta, tb, M, N, K, lda, ldb, ldc, beta, r == 2};
+		size_t sb, pb;
+		memcpy(C[r], C0, nc * sizeof(float));
+		ck_assert_msg(kn_dnnl_sizes(&q, &sb, &pb) == 0, "%s", kn_bf16_error());
+		free(scratch);
+		scratch = malloc(sb + 1);
+		if (q.packed) {
+			packed = aligned_alloc(64, (pb + 63) / 64 * 64);
+			ck_assert_msg(kn_dnnl_pack(&q, B, packed, pb) == 0, "%s", kn_bf16_error());
+		}
+		ck_assert_msg(kn_dnnl_gemm(&q, A, q.packed ? packed : B, C[r], scratch, sb) == 0,
+			"%s", kn_bf16_error());
+		double err = rel_l2(C[r], want, nc);
+		ck_assert_msg(err < SGEMM_TOL, "oneDNN matmul%s: C (trans_a %d, trans_b %d, beta %d) "
+			"off a double loop by relative L2 error %.3e (limit %.0e)",
+			q.packed ? ", B packed" : "", ta, tb, beta, err, SGEMM_TOL);
+	}
+	expect_bitwise("oneDNN matmul", "C", "run to run", C[1], C[0], nc);
+	expect_bitwise("oneDNN matmul", "C", "B packed against plain", C[2], C[0], nc);
+	free(packed), free(scratch);
+	for (int r = 0; r < 3; r++)
+		free(C[r]);
+	free(want), free(C0), free(B), free(A);
+}
+END_TEST
+
 START_TEST(test_kn_sumsq_double)
 {
 	size_t n = sumsq_sizes[_i];
@@ -1099,6 +1158,7 @@ Suite *suite_kernels(void)
 	tc = tcase_create("reference");
 	tcase_set_timeout(tc, TIMEOUT);
 	tcase_add_loop_test(tc, test_kn_sgemm_transposes, 0, 4);
+	tcase_add_loop_test(tc, test_kn_dnnl_gemm, 0, 8);
 	tcase_add_loop_test(tc, test_kn_attention_reference, 0, 3);
 	tcase_add_loop_test(tc, test_kn_sumsq_double, 0, (int)N_SUMSQ_SIZES);
 	tcase_add_loop_test(tc, test_kn_adamw_update_torch, 0, 2);

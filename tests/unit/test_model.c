@@ -5,8 +5,9 @@
  *    of the analytic plan per section, the chunked head never holding more than one chunk
  *    of logits, nothing allocated inside a step, and RSS dropping when a policy change
  *    frees activations;
- *  - both in float32 and in precision bf16 (oneDNN's bf16 matmuls, bf16 matmul inputs: the
- *    planner's bytes and the fixed part counted for them too), where the processor has it;
+ *  - in float32 and in precision bf16 (oneDNN's bf16 matmuls, bf16 matmul inputs: the
+ *    planner's bytes and the fixed part counted for them too), with and without the
+ *    weights packed for oneDNN, where the processor has it;
  *  - the activation tables (eng_acts.h): every block field kept or rebuilt under each CPU
  *    mode, never both; the one policy change leaving the old layout whole, and leaking
  *    nothing, whichever of its allocations fails, and naming what it could not allocate. */
@@ -26,10 +27,16 @@
 
 static const char *precision = "fp32"; /* of small_trainer's runs (loop tests: both) */
 
-/* Loop tests run in float32 (_i 0) and bf16 (_i 1); 0 when bf16 cannot run here (said). */
+/* Loop tests run in float32 (_i 0), bf16 (_i 1) and bf16 with the weights packed for
+ * oneDNN once a step (_i 2: what AMX processors do by themselves, forced here); 0 when bf16
+ * cannot run here (said). */
 static int set_precision(int i)
 {
 	precision = i ? "bf16" : "fp32";
+	if (i == 2)
+		setenv("REMAT_BF16_PACK", "1", 1);
+	else
+		unsetenv("REMAT_BF16_PACK");
 	return !i || t_bf16_here("model");
 }
 
@@ -755,17 +762,17 @@ Suite *suite_model(void)
 	Suite *s = suite_create("model");
 	TCase *tc = tcase_create("policy");
 	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, test_model_step_bitwise_every_policy, 0, 2);
-	tcase_add_loop_test(tc, test_model_step_bitwise_policy_changed_mid_run, 0, 2);
-	tcase_add_loop_test(tc, test_model_saved_bytes_order_and_plan, 0, 2);
+	tcase_add_loop_test(tc, test_model_step_bitwise_every_policy, 0, 3);
+	tcase_add_loop_test(tc, test_model_step_bitwise_policy_changed_mid_run, 0, 3);
+	tcase_add_loop_test(tc, test_model_saved_bytes_order_and_plan, 0, 3);
 	tcase_add_test(tc, test_model_chunked_head_holds_one_chunk);
 	tcase_add_test(tc, test_model_set_policy_returns_memory_to_os);
 	tcase_add_test(tc, test_acts_tables_consistent);
 	tcase_add_test(tc, test_layout_change_rolls_back_every_failure);
 	tcase_add_test(tc, test_layout_lost_refuses_steps);
 	tcase_add_test(tc, test_layout_switch_peak);
-	tcase_add_loop_test(tc, test_plan_peak_matches_measured, 0, 2);
-	tcase_add_loop_test(tc, test_plan_fixed_counts_one_snapshot, 0, 2);
+	tcase_add_loop_test(tc, test_plan_peak_matches_measured, 0, 3);
+	tcase_add_loop_test(tc, test_plan_fixed_counts_one_snapshot, 0, 3);
 	tcase_add_test(tc, test_oom_retry_every_site);
 	tcase_add_test(tc, test_oom_least_fails_cleanly);
 	tcase_add_test(tc, test_memtrace_step);
