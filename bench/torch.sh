@@ -70,7 +70,8 @@ JOB
 		p = int(s / seg); pol = p == 0 ? "off" : p == 1 ? "selective" : "full"
 		ms = $0; sub(/.*"step_ms":/, "", ms); sub(/[,}].*/, "", ms)
 		act = $0; sub(/.*"activation_bytes":/, "", act); sub(/[,}].*/, "", act)
-		printf "{\"shape\":\"%s\",\"engine\":\"remat\",\"precision\":\"%s\",\"mode\":\"%s\",\"step_ms\":[%s],\"act\":[%s]}\n", name, prec, pol, ms, act }' \
+		rc = $0; sub(/.*"recompute_ms":/, "", rc); sub(/[,}].*/, "", rc)
+		printf "{\"shape\":\"%s\",\"engine\":\"remat\",\"precision\":\"%s\",\"mode\":\"%s\",\"step_ms\":[%s],\"act\":[%s],\"rc\":[%s]}\n", name, prec, pol, ms, act, rc }' \
 		"$dir/remat.out" >> "$9"
 }
 
@@ -105,9 +106,9 @@ info = next((r for r in rows if "torch" in r), {})
 print("PyTorch %s: BLAS %s, oneDNN (mkldnn) %s" % (info.get("torch"), info.get("blas"),
       "yes" if info.get("mkldnn") else "no"))
 
-def med(engine, shape, precision, mode):
+def med(engine, shape, precision, mode, key="step_ms"):
     t = [x for r in rows if r.get("engine") == engine and r["shape"] == shape and
-         r.get("precision") == precision and r.get("mode") == mode for x in r["step_ms"]]
+         r.get("precision") == precision and r.get("mode") == mode for x in r.get(key, [])]
     return (statistics.median(t), len(t)) if t else (None, 0)
 
 def theory(L, C, NH, V, B, T):
@@ -145,6 +146,16 @@ for name, L, C, NH, P, V, B, T in shapes:
     line("bf16, every block recomputed", rb_full, b_ck)
     print("remat: full x%.3f of off, selective x%.3f; PyTorch: checkpoint x%.3f of off; "
           "theory x%.3f" % (r_full / r_off, r_sel / r_off, t_ck / t_off, th))
+    # what full adds, measured inside its steps (the load of a shared machine moves whole
+    # steps by +-10 %): its recompute against off's step, and the rest of its step
+    rc, _ = med("remat", name, "fp32", "full", "rc")
+    if rc is not None:
+        rest = [s - c for r in rows if r.get("engine") == "remat" and r["shape"] == name and
+                r.get("precision") == "fp32" and r.get("mode") == "full"
+                for s, c in zip(r["step_ms"], r.get("rc", []))]
+        print("remat full, inside its steps: the recompute adds x%.3f of off's step "
+              "(theory x%.3f); the rest of the step x%.3f of off's" %
+              (1 + rc / r_off, th, statistics.median(rest) / r_off))
     print("bf16 against fp32, tokens/s: PyTorch x%.2f, remat %s" % (t_off / b_off,
           "x%.2f" % (r_off / rb_off) if rb_off else "- (no bf16 here)"))
     acts = {p: statistics.median([x for r in rows if r.get("engine") == "remat" and
@@ -162,6 +173,7 @@ for name, L, C, NH, P, V, B, T in shapes:
                           "torch_ms": {"fp32": t_off, "fp32_checkpoint": t_ck,
                           "bf16": b_off, "bf16_checkpoint": b_ck},
                           "torch_saved_mib": saved, "theory_full": th,
+                          "full_recompute_ms": rc,
                           "ratio_fp32": t_off / r_off, "ratio_full": t_ck / r_full})
 if sys.argv[3]:
     out["torch"] = info
