@@ -15,8 +15,12 @@
  * forward to backward, `chunked` keeps only the log-sum-exp and recomputes a chunk's logits
  * into one buffer when its backward comes.
  *
+ * The step's matmul products are one table (eng_model_products) that says who runs each:
+ * OpenBLAS, or oneDNN's matmul primitive (kn_dnnl.c) for the float32 head's logits and dlnf
+ * (dlnf with wte packed once a step for it) and for every bf16 product.
+ *
  * Precision bf16 (cfg.mm_bf16): every product of a linear layer and of the head takes bf16
- * operands and sums in float32 (kn_gemm_bf16, oneDNN): the weights from their bf16 copy
+ * operands and sums in float32 (kn_dnnl_gemm): the weights from their bf16 copy
  * (wbf, rounded once after each change of the float32 weights), the inputs that only
  * matmuls read (ln1, ln2, gelu, lnf: eng_acts.h `mm`) kept in bf16, computed in float32
  * and rounded as they are stored; gradients rounded just before their products. Master
