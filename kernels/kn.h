@@ -145,10 +145,41 @@ void kn_attention_forward(float *out, float *lse, float *scratch, const float *q
  * lse are what kn_attention_forward wrote */
 void kn_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
 	const float *out, const float *lse, int B, int T, int C, int NH);
+/* The same with grouped key/value heads (the Llama family): qkv(B,T,(NH+2 NKV) hs) holds
+ * q | k | v, query head h reading kv head h / (NH/NKV); out(B,T,NH*hs), lse(B,NH,T).
+ * kn_attention_forward/backward are these with NKV = NH, hs = C/NH. */
+void kn_gqa_attention_forward(float *out, float *lse, float *scratch, const float *qkv,
+	int B, int T, int NH, int NKV, int hs);
+void kn_gqa_attention_backward(float *dqkv, float *scratch, const float *dout,
+	const float *qkv, const float *out, const float *lse, int B, int T, int NH, int NKV,
+	int hs);
 /* floats of scratch either needs for T with the current thread count */
 size_t kn_attention_scratch_floats(int T);
 /* The same for a given number of threads (what a run of that many will need). */
 size_t kn_attention_scratch_floats_for(int T, int threads);
+
+/* ---- the Llama family (kn_llama.c): RMSNorm, rotary embeddings, SwiGLU ---- */
+
+/* out(N,C) = w * (x * rstd), rstd(N) = 1/sqrt(mean(x^2) + eps) */
+void kn_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, float eps,
+	int N, int C);
+/* out(N,C) from the saved rstd: bitwise what kn_rmsnorm_forward wrote */
+void kn_rmsnorm_apply(float *out, const float *inp, const float *rstd, const float *w, int N,
+	int C);
+/* dinp(N,C) +=, dw(C) += */
+void kn_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
+	const float *rstd, const float *w, int N, int C);
+/* cs(T,hs) = cos | sin of position t's angles t * theta^(-2j/hs), j < hs/2 */
+void kn_rope_table(float *cs, int T, int hs, double theta);
+/* x(B,T,ld) in place: the first nh heads of hs columns of each row rotated as Hugging
+ * Face's apply_rotary_pos_emb (rotate_half pairs j and j + hs/2) */
+void kn_rope_forward(float *x, const float *cs, int B, int T, int nh, int hs, int ld);
+/* dx(B,T,ld) in place: the gradient through that rotation (turned back) */
+void kn_rope_backward(float *dx, const float *cs, int B, int T, int nh, int hs, int ld);
+/* h(N,I) = silu(gate) * up, gu(N,2I) = gate | up per row */
+void kn_swiglu_forward(float *h, const float *gu, int N, int I);
+/* dgu(N,2I) = d gate | d up from dh(N,I) */
+void kn_swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int I);
 
 /* ---- pointwise ---- */
 

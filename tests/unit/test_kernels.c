@@ -25,21 +25,10 @@
 
 #include "kn.h"
 #include "cpu/kn_rows.h"
+#include "t_kn.h"
 
 #define TIMEOUT 60 /* seconds per test; each takes milliseconds */
 #define SEED 0x5eed2024u
-
-/* Finite differences. With FD_H = 1e-2 the measured relative L2 errors are: layernorm dinp
- * 2.0e-5, dw 1.7e-6, db 3.6e-7; linear dinp 5.1e-6, dw 4.4e-6, db 5.2e-7; attention dq
- * 1.7e-5, dk 2.9e-5, dv 2.7e-6; gelu 1.0e-5; cross-entropy 3.1e-5; encoder dwte 6.1e-7, dwpe
- * 5.0e-7. They are float rounding of the loss divided by the step (FD_H = 1e-3 gives 3e-4
- * on cross-entropy), not truncation, hence the large step. Backwards broken on purpose
- * (a term dropped, a factor or transpose wrong, `=` for `+=`) measured 2.2e-2 (gelu' with
- * 0.044715 for 3 * 0.044715) to 2.2 (attention without the softmax's rowsum term), so
- * FD_TOL sits between the two: 30x above the worst correct error, 20x below the subtlest
- * broken one. */
-#define FD_H 1e-2f
-#define FD_TOL 1e-3
 
 /* Shapes of the finite-difference checks: odd, several rows per reduction. */
 #define FD_N 6   /* rows */
@@ -56,139 +45,10 @@
 #define TH_C 200
 #define TH_OC 150
 
-#define GARBAGE 12345.0f  /* prefill of `=` outputs: a kernel that accumulates shows */
 #define ADAM_TOL 1e-6     /* relative L2 error of one AdamW step against double */
 #define SUMSQ_TOL 1e-12   /* kn_sumsq against a double loop in another order */
 #define SGEMM_TOL 1e-6    /* kn_sgemm against a double loop */
 #define ACCUM_TOL 1e-6    /* second backward into the first one's result: twice it */
-
-/* ---- helpers ---------------------------------------------------------------------------- */
-
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t s)
-{
-	rng_state = s;
-}
-
-/* splitmix64 */
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* uniform in [lo, hi) */
-static float rng_uniform(float lo, float hi)
-{
-	return lo + (hi - lo) * (float)((double)(rng_next() >> 40) / 16777216.0);
-}
-
-static void fill(float *x, size_t n, float lo, float hi)
-{
-	for (size_t i = 0; i < n; i++)
-		x[i] = rng_uniform(lo, hi);
-}
-
-static void fill_const(float *x, size_t n, float v)
-{
-	for (size_t i = 0; i < n; i++)
-		x[i] = v;
-}
-
-static void fill_tokens(uint16_t *tok, size_t n, int V)
-{
-	for (size_t i = 0; i < n; i++)
-		tok[i] = (uint16_t)(rng_next() % (uint64_t)V);
-}
-
-/* n zeroed floats, 64-byte aligned as the kernels' determinism promise assumes; freed with
- * free() */
-static float *fnew(size_t n)
-{
-	size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
-	float *p = aligned_alloc(64, bytes ? bytes : 64);
-	ck_assert_ptr_nonnull(p);
-	memset(p, 0, bytes);
-	return p;
-}
-
-static float *fdup(const float *x, size_t n)
-{
-	float *p = fnew(n);
-	memcpy(p, x, n * sizeof(float));
-	return p;
-}
-
-static double dotd(const float *a, const float *b, size_t n)
-{
-	double s = 0.0;
-	for (size_t i = 0; i < n; i++)
-		s += (double)a[i] * b[i];
-	return s;
-}
-
-/* ||a - b|| / ||b|| over a rows x cols block of two matrices of row stride ld, in double */
-static double rel_l2_block(const float *a, const float *b, size_t rows, size_t cols, size_t ld)
-{
-	double num = 0.0, den = 0.0;
-	for (size_t i = 0; i < rows; i++)
-		for (size_t j = 0; j < cols; j++) {
-			double d = (double)a[i * ld + j] - b[i * ld + j];
-			num += d * d;
-			den += (double)b[i * ld + j] * b[i * ld + j];
-		}
-	if (num == 0.0)
-		return 0.0;
-	return sqrt(num / den); /* inf when b is all zero: the check then fails */
-}
-
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-	return rel_l2_block(a, b, 1, n, n);
-}
-
-/* Fails unless the analytic gradient got is within FD_TOL of the numeric one want. */
-static void expect_grad(const char *kernel, const char *tensor, const float *got,
-	const float *want, size_t n)
-{
-	double err = rel_l2(got, want, n);
-	ck_assert_msg(err < FD_TOL,
-		"%s: %s off the finite differences by relative L2 error %.3e (limit %.0e)",
-		kernel, tensor, err, FD_TOL);
-}
-
-/* Fails unless a and b hold the same bits; names the first difference. */
-static void expect_bitwise(const char *kernel, const char *tensor, const char *when,
-	const float *a, const float *b, size_t n)
-{
-	size_t i = 0;
-	while (i < n && memcmp(&a[i], &b[i], sizeof(float)) == 0)
-		i++;
-	ck_assert_msg(i == n, "%s: %s not bitwise identical %s: first difference at [%zu], "
-		"%.9g vs %.9g", kernel, tensor, when, i, i < n ? a[i] : 0.0f,
-		i < n ? b[i] : 0.0f);
-}
-
-/* A scalar loss of the inputs a finite-difference check perturbs. */
-typedef double (*fd_loss)(void *ctx);
-
-/* g(n) = central differences of loss over x(n), each x[i] moved in place and restored.
- * Divides by the step the floats actually took, not by 2 FD_H. */
-static void fd_grad(float *g, float *x, size_t n, fd_loss loss, void *ctx)
-{
-	for (size_t i = 0; i < n; i++) {
-		float x0 = x[i], xp = x0 + FD_H, xm = x0 - FD_H;
-		x[i] = xp;
-		double lp = loss(ctx);
-		x[i] = xm;
-		double lm = loss(ctx);
-		x[i] = x0;
-		g[i] = (float)((lp - lm) / ((double)xp - xm));
-	}
-}
 
 /* ---- finite differences ----------------------------------------------------------------- */
 

@@ -1,0 +1,327 @@
+/* test_llama_kernels.c - the Llama family's CPU kernels (kernels/cpu/kn_llama.c, and the
+ * grouped key/value heads of kn_attention.c), as test_kernels.c checks the others.
+ *
+ * Every backward against its forward by central differences (t_kn.h: loss sum(out * r),
+ * tensor by tensor); every forward against Hugging Face's equations written out in double
+ * (LlamaRMSNorm, LlamaRotaryEmbedding with apply_rotary_pos_emb and rotate_half, LlamaMLP's
+ * act_fn(gate) * up); grouped-query attention against the multi-head kernel run on keys and
+ * values repeated as HF's repeat_kv repeats them; the recompute and thread-count promises
+ * bitwise.
+ */
+#include "tests.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kn.h"
+#include "t_kn.h"
+
+#define TIMEOUT 60
+#define SEED 0x11a3a2025u
+#define REF_TOL 1e-6 /* a float kernel against the same equations in double */
+
+/* FD shapes: odd sizes, several rows per reduction */
+#define N_ 6
+#define C_ 10
+#define I_ 7
+
+/* ---- RMSNorm ---- */
+
+struct rms_ctx {
+	float *inp, *w; /* (N,C), (C): perturbed */
+	float *out, *rstd;
+	const float *r;
+	int N, C;
+};
+
+static double rms_loss(void *p)
+{
+	struct rms_ctx *c = p;
+	kn_rmsnorm_forward(c->out, c->rstd, c->inp, c->w, 1e-5f, c->N, c->C);
+	return dotd(c->out, c->r, (size_t)c->N * c->C);
+}
+
+START_TEST(test_kn_rmsnorm_backward_fd)
+{
+	int N = N_, C = C_;
+	size_t nc = (size_t)N * C;
+	rng_seed(SEED);
+	kn_set_threads(2);
+	struct rms_ctx c = {fnew(nc), fnew(C), fnew(nc), fnew(N), NULL, N, C};
+	float *r = fnew(nc), *dinp = fnew(nc), *dw = fnew(C), *ni = fnew(nc), *nw = fnew(C);
+	fill(c.inp, nc, -1.0f, 2.0f), fill(c.w, C, -1.5f, 1.5f), fill(r, nc, -1.0f, 1.0f);
+	c.r = r;
+	rms_loss(&c);
+	kn_rmsnorm_backward(dinp, dw, r, c.inp, c.rstd, c.w, N, C);
+	fd_grad(ni, c.inp, nc, rms_loss, &c);
+	fd_grad(nw, c.w, C, rms_loss, &c);
+	expect_grad("kn_rmsnorm_backward", "dinp", dinp, ni, nc);
+	expect_grad("kn_rmsnorm_backward", "dw", dw, nw, C);
+	free(nw), free(ni), free(dw), free(dinp), free(r);
+	free(c.rstd), free(c.out), free(c.w), free(c.inp);
+}
+END_TEST
+
+/* LlamaRMSNorm in double; apply redoes the forward bitwise; the backward accumulates;
+ * 1 and 2 threads give the same bits */
+START_TEST(test_kn_rmsnorm_reference)
+{
+	int N = 37, C = 200; /* more than one 64-column task */
+	size_t nc = (size_t)N * C;
+	float eps = 1e-6f;
+	rng_seed(SEED);
+	float *x = fnew(nc), *w = fnew(C), *r = fnew(nc), *out = fnew(nc), *rstd = fnew(N);
+	float *want = fnew(nc), *again = fnew(nc);
+	fill(x, nc, -2.0f, 2.0f), fill(w, C, -1.0f, 1.0f), fill(r, nc, -1.0f, 1.0f);
+	kn_set_threads(2);
+	kn_rmsnorm_forward(out, rstd, x, w, eps, N, C);
+	for (int i = 0; i < N; i++) {
+		double ss = 0.0;
+		for (int c = 0; c < C; c++)
+			ss += (double)x[i * C + c] * x[i * C + c];
+		double s = 1.0 / sqrt(ss / C + eps);
+		for (int c = 0; c < C; c++)
+			want[i * C + c] = (float)(w[c] * (x[i * C + c] * s));
+	}
+	double err = rel_l2(out, want, nc);
+	ck_assert_msg(err < REF_TOL, "kn_rmsnorm_forward off LlamaRMSNorm in double by %.3e", err);
+	fill_const(again, nc, GARBAGE);
+	kn_rmsnorm_apply(again, x, rstd, w, N, C);
+	expect_bitwise("kn_rmsnorm_apply", "out", "against the forward", again, out, nc);
+
+	float *dx[2], *dw[2];
+	for (int k = 0; k < 2; k++) {
+		kn_set_threads(k + 1);
+		dx[k] = fnew(nc), dw[k] = fnew(C);
+		kn_rmsnorm_backward(dx[k], dw[k], r, x, rstd, w, N, C);
+	}
+	expect_bitwise("kn_rmsnorm_backward", "dinp", "for 1 and 2 threads", dx[1], dx[0], nc);
+	expect_bitwise("kn_rmsnorm_backward", "dw", "for 1 and 2 threads", dw[1], dw[0], C);
+	/* += : a second backward onto the first gives twice it */
+	kn_rmsnorm_backward(dx[1], dw[1], r, x, rstd, w, N, C);
+	for (size_t i = 0; i < nc; i++)
+		ck_assert_msg(fabsf(dx[1][i] - 2 * dx[0][i]) <= 1e-6f * (1 + fabsf(dx[0][i])),
+			"kn_rmsnorm_backward: dinp does not accumulate at [%zu]", i);
+	for (int k = 0; k < 2; k++)
+		free(dw[k]), free(dx[k]);
+	free(again), free(want), free(rstd), free(out), free(r), free(w), free(x);
+}
+END_TEST
+
+/* ---- rotary embeddings ---- */
+
+/* apply_rotary_pos_emb for row position t, head h of x (ld columns a row), in double:
+ * inv_freq_j = theta^(-2j/hs), emb = cat(freqs, freqs), x cos(emb) + rotate_half(x) sin */
+static void rope_ref(double *out, const float *x, int t, int hs, double theta)
+{
+	int half = hs / 2;
+	for (int i = 0; i < hs; i++) {
+		int j = i % half;
+		double a = t * (1.0 / pow(theta, 2.0 * j / hs));
+		double rot = i < half ? -(double)x[i + half] : (double)x[i - half];
+		out[i] = x[i] * cos(a) + rot * sin(a);
+	}
+}
+
+START_TEST(test_kn_rope_reference)
+{
+	int B = 2, T = 40, nh = 3, hs = 6, ld = 5 * hs + 3; /* 3 heads rotated of 5, padding */
+	double theta = 10000.0;
+	size_t n = (size_t)B * T * ld;
+	rng_seed(SEED);
+	kn_set_threads(2);
+	float *cs = fnew((size_t)T * hs), *x = fnew(n), *y = fnew(n);
+	fill(x, n, -1.0f, 1.0f);
+	memcpy(y, x, n * sizeof(float));
+	kn_rope_table(cs, T, hs, theta);
+	kn_rope_forward(y, cs, B, T, nh, hs, ld);
+	double num = 0.0, den = 0.0, ref[64];
+	for (int bt = 0; bt < B * T; bt++) {
+		const float *xr = x + (size_t)bt * ld, *yr = y + (size_t)bt * ld;
+		for (int h = 0; h < nh; h++) {
+			rope_ref(ref, xr + h * hs, bt % T, hs, theta);
+			for (int i = 0; i < hs; i++) {
+				double d = yr[h * hs + i] - ref[i];
+				num += d * d, den += ref[i] * ref[i];
+			}
+		}
+		/* heads past nh and the padding are left alone; position 0 is the identity */
+		ck_assert_msg(memcmp(yr + nh * hs, xr + nh * hs, sizeof(float) * (ld - nh * hs)) ==
+			0, "kn_rope_forward wrote past its %d heads at row %d", nh, bt);
+		if (bt % T == 0)
+			expect_bitwise("kn_rope_forward", "x", "at position 0", yr, xr, nh * hs);
+	}
+	ck_assert_msg(sqrt(num / den) < REF_TOL, "kn_rope_forward off apply_rotary_pos_emb in "
+		"double by %.3e", sqrt(num / den));
+	/* the backward is the transpose: <R x, r> == <x, R^T r> */
+	float *r = fnew(n), *rt = fnew(n);
+	fill(r, n, -1.0f, 1.0f);
+	memcpy(rt, r, n * sizeof(float));
+	kn_rope_backward(rt, cs, B, T, nh, hs, ld);
+	double lhs = dotd(y, r, n), rhs = dotd(x, rt, n);
+	ck_assert_msg(fabs(lhs - rhs) < 1e-5 * (fabs(lhs) + 1), "kn_rope_backward is not the "
+		"rotation's transpose: <Rx, r> %.9g, <x, R^T r> %.9g", lhs, rhs);
+	free(rt), free(r), free(y), free(x), free(cs);
+}
+END_TEST
+
+/* ---- SwiGLU ---- */
+
+struct glu_ctx {
+	float *gu; /* (N,2I): perturbed */
+	float *h;
+	const float *r;
+	int N, I;
+};
+
+static double glu_loss(void *p)
+{
+	struct glu_ctx *c = p;
+	kn_swiglu_forward(c->h, c->gu, c->N, c->I);
+	return dotd(c->h, c->r, (size_t)c->N * c->I);
+}
+
+START_TEST(test_kn_swiglu_backward_fd)
+{
+	int N = N_, I = I_;
+	size_t n2 = (size_t)N * 2 * I, n = (size_t)N * I;
+	rng_seed(SEED);
+	kn_set_threads(2);
+	struct glu_ctx c = {fnew(n2), fnew(n), NULL, N, I};
+	float *r = fnew(n), *d = fnew(n2), *nd = fnew(n2), *want = fnew(n);
+	fill(c.gu, n2, -3.0f, 3.0f), fill(r, n, -1.0f, 1.0f);
+	c.r = r;
+	glu_loss(&c);
+	for (int i = 0; i < N; i++) /* LlamaMLP: act_fn(gate_proj(x)) * up_proj(x), silu */
+		for (int j = 0; j < I; j++) {
+			double g = c.gu[(size_t)i * 2 * I + j], u = c.gu[(size_t)i * 2 * I + I + j];
+			want[(size_t)i * I + j] = (float)(g / (1.0 + exp(-g)) * u);
+		}
+	double err = rel_l2(c.h, want, n);
+	ck_assert_msg(err < REF_TOL, "kn_swiglu_forward off silu(g) * u in double by %.3e", err);
+	fill_const(d, n2, GARBAGE); /* `=` */
+	kn_swiglu_backward(d, r, c.gu, N, I);
+	fd_grad(nd, c.gu, n2, glu_loss, &c);
+	/* gate and up apart: one could hide the other */
+	double eg = rel_l2_block(d, nd, N, I, 2 * I), eu = rel_l2_block(d + I, nd + I, N, I, 2 * I);
+	ck_assert_msg(eg < FD_TOL && eu < FD_TOL, "kn_swiglu_backward off the finite differences: "
+		"d gate %.3e, d up %.3e (limit %.0e)", eg, eu, FD_TOL);
+	free(want), free(nd), free(d), free(r), free(c.h), free(c.gu);
+}
+END_TEST
+
+/* ---- grouped-query attention ---- */
+
+struct gqa_ctx {
+	float *qkv, *lse, *scratch, *out;
+	const float *r;
+	int B, T, NH, NKV, hs;
+};
+
+static double gqa_loss(void *p)
+{
+	struct gqa_ctx *c = p;
+	kn_gqa_attention_forward(c->out, c->lse, c->scratch, c->qkv, c->B, c->T, c->NH, c->NKV,
+		c->hs);
+	return dotd(c->out, c->r, (size_t)c->B * c->T * c->NH * c->hs);
+}
+
+START_TEST(test_kn_gqa_attention_backward_fd)
+{
+	int B = 2, T = 5, NH = 4, NKV = 2, hs = 3, W = (NH + 2 * NKV) * hs;
+	size_t bt = (size_t)B * T, nqkv = bt * W, no = bt * NH * hs;
+	rng_seed(SEED);
+	kn_set_threads(2);
+	struct gqa_ctx c = {fnew(nqkv), fnew(bt * NH), fnew(kn_attention_scratch_floats(T)),
+		fnew(no), NULL, B, T, NH, NKV, hs};
+	float *r = fnew(no), *d = fnew(nqkv), *nd = fnew(nqkv);
+	fill(c.qkv, nqkv, -2.0f, 2.0f), fill(r, no, -1.0f, 1.0f);
+	c.r = r;
+	gqa_loss(&c);
+	fill_const(d, nqkv, GARBAGE); /* `=` */
+	kn_gqa_attention_backward(d, c.scratch, r, c.qkv, c.out, c.lse, B, T, NH, NKV, hs);
+	fd_grad(nd, c.qkv, nqkv, gqa_loss, &c);
+	static const char *name[3] = {"dq", "dk", "dv"};
+	int col[3] = {0, NH * hs, (NH + NKV) * hs}, width[3] = {NH * hs, NKV * hs, NKV * hs};
+	for (int part = 0; part < 3; part++) {
+		double err = rel_l2_block(d + col[part], nd + col[part], bt, width[part], W);
+		ck_assert_msg(err < FD_TOL, "kn_gqa_attention_backward: %s off the finite "
+			"differences by %.3e (limit %.0e)", name[part], err, FD_TOL);
+	}
+	free(nd), free(d), free(r), free(c.out), free(c.scratch), free(c.lse), free(c.qkv);
+}
+END_TEST
+
+/* GQA is multi-head attention on keys and values repeated (HF's repeat_kv: kv head j serves
+ * query heads j*rep .. j*rep+rep-1): the forward gives the same bits as the multi-head
+ * kernel on the repeated qkv, dq too, and dk, dv are the repeated copies' sums; then
+ * 1 and 2 threads give the same bits */
+START_TEST(test_kn_gqa_attention_repeat_kv)
+{
+	int B = 2, T = 70, NH = 6, NKV = 2, hs = 6, rep = NH / NKV; /* two query blocks */
+	int W = (NH + 2 * NKV) * hs, C = NH * hs;
+	size_t bt = (size_t)B * T, nqkv = bt * W, nfull = bt * 3 * C, no = bt * C;
+	size_t nl = bt * NH, sc = kn_attention_scratch_floats_for(T, 2);
+	rng_seed(SEED);
+	kn_set_threads(2);
+	float *qkv = fnew(nqkv), *full = fnew(nfull), *r = fnew(no), *scratch = fnew(sc);
+	float *o[3] = {fnew(no), fnew(no), fnew(no)}, *l[3] = {fnew(nl), fnew(nl), fnew(nl)};
+	float *d[3] = {fnew(nqkv), fnew(nfull), fnew(nqkv)};
+	fill(qkv, nqkv, -1.5f, 1.5f), fill(r, no, -1.0f, 1.0f);
+	for (size_t i = 0; i < bt; i++) {
+		const float *src = qkv + i * W;
+		float *dst = full + i * 3 * C;
+		memcpy(dst, src, sizeof(float) * C); /* q */
+		for (int h = 0; h < NH; h++) {
+			memcpy(dst + C + h * hs, src + C + (h / rep) * hs, sizeof(float) * hs);
+			memcpy(dst + 2 * C + h * hs, src + C + (NKV + h / rep) * hs, sizeof(float) * hs);
+		}
+	}
+	kn_gqa_attention_forward(o[0], l[0], scratch, qkv, B, T, NH, NKV, hs);
+	kn_gqa_attention_backward(d[0], scratch, r, qkv, o[0], l[0], B, T, NH, NKV, hs);
+	kn_attention_forward(o[1], l[1], scratch, full, B, T, C, NH);
+	kn_attention_backward(d[1], scratch, r, full, o[1], l[1], B, T, C, NH);
+	expect_bitwise("kn_gqa_attention_forward", "out", "against repeat_kv", o[0], o[1], no);
+	expect_bitwise("kn_gqa_attention_forward", "lse", "against repeat_kv", l[0], l[1], nl);
+	double num = 0.0, den = 0.0;
+	for (size_t i = 0; i < bt; i++) {
+		const float *g = d[0] + i * W, *f = d[1] + i * 3 * C;
+		expect_bitwise("kn_gqa_attention_backward", "dq", "against repeat_kv", g, f, C);
+		for (int kh = 0; kh < 2 * NKV; kh++) /* dk heads, then dv heads */
+			for (int j = 0; j < hs; j++) {
+				double s = 0.0;
+				for (int h = (kh % NKV) * rep; h < (kh % NKV + 1) * rep; h++)
+					s += f[(kh < NKV ? C : 2 * C) + h * hs + j];
+				double e = g[C + kh * hs + j] - s;
+				num += e * e, den += s * s;
+			}
+	}
+	ck_assert_msg(sqrt(num / den) < REF_TOL, "kn_gqa_attention_backward: dk, dv off the "
+		"sums over repeated heads by %.3e", sqrt(num / den));
+	kn_set_threads(1);
+	kn_gqa_attention_forward(o[2], l[2], scratch, qkv, B, T, NH, NKV, hs);
+	kn_gqa_attention_backward(d[2], scratch, r, qkv, o[2], l[2], B, T, NH, NKV, hs);
+	expect_bitwise("kn_gqa_attention_forward", "out", "for 1 and 2 threads", o[2], o[0], no);
+	expect_bitwise("kn_gqa_attention_backward", "dqkv", "for 1 and 2 threads", d[2], d[0],
+		nqkv);
+	for (int k = 0; k < 3; k++)
+		free(d[k]), free(l[k]), free(o[k]);
+	free(scratch), free(r), free(full), free(qkv);
+}
+END_TEST
+
+Suite *suite_llama_kernels(void)
+{
+	Suite *s = suite_create("llama-kernels");
+	TCase *tc = tcase_create("llama");
+	tcase_set_timeout(tc, TIMEOUT);
+	tcase_add_test(tc, test_kn_rmsnorm_backward_fd);
+	tcase_add_test(tc, test_kn_rmsnorm_reference);
+	tcase_add_test(tc, test_kn_rope_reference);
+	tcase_add_test(tc, test_kn_swiglu_backward_fd);
+	tcase_add_test(tc, test_kn_gqa_attention_backward_fd);
+	tcase_add_test(tc, test_kn_gqa_attention_repeat_kv);
+	suite_add_tcase(s, tc);
+	return s;
+}
