@@ -24,6 +24,10 @@ writes reference/greedy_trained/ (config.json, model.safetensors, expected.json)
 model trained here on a periodic token pattern, and its greedy continuation of a prompt
 (see GREEDY_TRAINED and generate_greedy_trained()).
 
+The Llama family's cases (CASES with arch "llama": llama, llama_tied) use a plain Llama
+written to Hugging Face's modeling_llama.py instead (llama_forward), with LlamaForCausalLM's
+tensor names (nn.Linear weights [out, in]) and LlamaConfig's keys in config.json.
+
 What it is not: part of the build. CI has no torch; the generated files are committed.
 
 How to run it (Debian's python3-torch: `apt-get install python3-torch`; use /usr/bin/python3,
@@ -89,6 +93,24 @@ CASES = {
                   seed=37, lr=3e-3, weight_decay=0.1, grad_clip=0.8,
                   schedule=dict(kind="cosine", warmup=1, min_lr_frac=0.1),
                   n_val_tokens=5 * 48 + 1 + 7, eval=dict(every=2, batches=2)),
+    # llama: the Llama family (arch "llama", see llama_forward): grouped-query attention (6
+    # query heads on 2 key/value heads), a head size of 6 (not a power of two; rotary
+    # embeddings need it even), an odd intermediate size, an untied lm_head, rope_theta
+    # 10000, RMSNorm eps 1e-5; clipping engages in step 1, cosine schedule with warm-up.
+    "llama": dict(arch="llama", n_layer=2, n_embd=36, n_head=6, n_kv_head=2,
+                  intermediate_size=53, n_positions=32, vocab_size=211,
+                  rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                  batch=2, seq_len=24, steps=3, n_tokens=3 * 48 + 1 + 13, seed=43,
+                  lr=3e-3, weight_decay=0.1, grad_clip=1.0,
+                  schedule=dict(kind="cosine", warmup=1, min_lr_frac=0.1)),
+    # llama_tied: the same family with the lm_head tied to the embeddings, one key/value
+    # head for all (multi-query), two layers, no clipping
+    "llama_tied": dict(arch="llama", n_layer=2, n_embd=32, n_head=4, n_kv_head=1,
+                       intermediate_size=40, n_positions=20, vocab_size=97,
+                       rope_theta=500000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
+                       batch=3, seq_len=20, steps=2, n_tokens=2 * 60 + 1 + 7, seed=47,
+                       lr=2e-3, weight_decay=0.05, grad_clip=0.0,
+                       schedule=dict(kind="constant", warmup=0, min_lr_frac=0.1)),
 }
 
 # greedy: greedy decoding on the shipped tiny/ case (its folder is only read), from its
@@ -179,6 +201,8 @@ def write_json(path, obj):
 
 
 def hf_config(c):
+    if c.get("arch") == "llama":
+        return llama_hf_config(c)
     return {
         "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
         "vocab_size": c["vocab_size"], "n_positions": c["n_positions"],
@@ -278,6 +302,142 @@ def forward(P, c, idx, tgt):
     return logits, loss
 
 
+# ---- the Llama family ----------------------------------------------------------------------
+#
+# Written to Hugging Face's modeling_llama.py (transformers 4.4x), equation by equation:
+#   LlamaRMSNorm.forward:   x * rsqrt(mean(x^2, -1) + eps), then weight * that
+#   LlamaRotaryEmbedding:   inv_freq = 1 / theta^(arange(0, hd, 2) / hd), freqs = t * inv_freq,
+#                           emb = cat(freqs, freqs), cos(emb), sin(emb) (HF rounds inv_freq to
+#                           float32 first; here everything is float64)
+#   apply_rotary_pos_emb:   q * cos + rotate_half(q) * sin, rotate_half(x) = cat(-x2, x1) of
+#                           the head's two halves; the same for k
+#   repeat_kv:              key/value head j serves query heads j*n_rep .. j*n_rep + n_rep-1
+#   LlamaAttention:         softmax(q k^T / sqrt(hd) + causal mask) v, then o_proj
+#   LlamaMLP.forward:       down_proj(act_fn(gate_proj(x)) * up_proj(x)), act_fn silu
+#   LlamaDecoderLayer:      x + attn(input_layernorm(x)), then + mlp(post_attention_layernorm)
+#   LlamaForCausalLM:       lm_head(norm(x)), lm_head tied to embed_tokens when
+#                           tie_word_embeddings
+# nn.Linear weights are [out, in] (y = x W^T), no biases anywhere.
+
+def llama_hf_config(c):
+    """LlamaConfig's keys, architecture only"""
+    return {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+        "vocab_size": c["vocab_size"], "hidden_size": c["n_embd"],
+        "intermediate_size": c["intermediate_size"], "num_hidden_layers": c["n_layer"],
+        "num_attention_heads": c["n_head"], "num_key_value_heads": c["n_kv_head"],
+        "head_dim": c["n_embd"] // c["n_head"], "hidden_act": "silu",
+        "max_position_embeddings": c["n_positions"], "rms_norm_eps": c["rms_norm_eps"],
+        "rope_theta": c["rope_theta"], "rope_scaling": None, "attention_bias": False,
+        "mlp_bias": False, "tie_word_embeddings": c["tie_word_embeddings"],
+        "initializer_range": 0.02, "bos_token_id": 0, "eos_token_id": c["vocab_size"] - 1,
+        "torch_dtype": "float32",
+    }
+
+
+def is_llama(c):
+    return c.get("model_type") == "llama" or c.get("arch") == "llama"
+
+
+def llama_param_names(c):
+    """LlamaForCausalLM's names in its state_dict order (lm_head absent when tied)"""
+    names = ["model.embed_tokens.weight"]
+    L = c.get("num_hidden_layers", c.get("n_layer"))
+    for l in range(L):
+        p = "model.layers.%d." % l
+        names += [p + s for s in (
+            "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+            "self_attn.o_proj.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+            "mlp.down_proj.weight", "input_layernorm.weight",
+            "post_attention_layernorm.weight")]
+    names.append("model.norm.weight")
+    if not c["tie_word_embeddings"]:
+        names.append("lm_head.weight")
+    return names
+
+
+def llama_init_weights(c, gen):
+    """float32 initial weights: normal(0, 0.02), o_proj and down_proj 0.02/sqrt(2L); RMSNorm
+    weights 1 + normal(0, 0.05) (so that no gradient is trivially the ones' case)"""
+    C, L, V, I = c["n_embd"], c["n_layer"], c["vocab_size"], c["intermediate_size"]
+    hd = C // c["n_head"]
+    shapes = {"embed_tokens.weight": (V, C), "lm_head.weight": (V, C),
+              "q_proj.weight": (c["n_head"] * hd, C), "k_proj.weight": (c["n_kv_head"] * hd, C),
+              "v_proj.weight": (c["n_kv_head"] * hd, C), "o_proj.weight": (C, c["n_head"] * hd),
+              "gate_proj.weight": (I, C), "up_proj.weight": (I, C), "down_proj.weight": (C, I),
+              "input_layernorm.weight": (C,), "post_attention_layernorm.weight": (C,),
+              "norm.weight": (C,)}
+    out = {}
+    for name in llama_param_names(c):
+        key = next(k for k in shapes if name.endswith("." + k) or name == k)
+        shape = shapes[key]
+        r = torch.randn(*shape, generator=gen, dtype=torch.float32)
+        if len(shape) == 1:
+            t = 1.0 + r * 0.05
+        elif key in ("o_proj.weight", "down_proj.weight"):
+            t = r * (0.02 / math.sqrt(2 * L))
+        else:
+            t = r * 0.02
+        out[name] = t.numpy()
+    return out
+
+
+def rms_norm(x, w, eps):
+    return w * (x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + eps))
+
+
+def rotate_half(x):
+    x1, x2 = x[..., :x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def llama_forward(P, c, idx, tgt):
+    """Returns (logits [B,T,V], mean cross-entropy) as forward() does, for the Llama family"""
+    B, T = idx.shape
+    C, NH, NKV = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
+    hd, eps, rep = C // NH, c["rms_norm_eps"], NH // NKV
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    inv_freq = 1.0 / (c["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    freqs = torch.arange(T, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)                                  # [T, hd]
+    cos, sin = emb.cos(), emb.sin()
+    x = P["model.embed_tokens.weight"][idx]
+    for l in range(c["num_hidden_layers"]):
+        p = "model.layers.%d." % l
+        h = rms_norm(x, P[p + "input_layernorm.weight"], eps)
+        q = (h @ P[p + "self_attn.q_proj.weight"].T).view(B, T, NH, hd).transpose(1, 2)
+        k = (h @ P[p + "self_attn.k_proj.weight"].T).view(B, T, NKV, hd).transpose(1, 2)
+        v = (h @ P[p + "self_attn.v_proj.weight"].T).view(B, T, NKV, hd).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        k = k.repeat_interleave(rep, dim=1)                                  # repeat_kv
+        v = v.repeat_interleave(rep, dim=1)
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
+        att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, NH * hd)
+        x = x + y @ P[p + "self_attn.o_proj.weight"].T
+        h = rms_norm(x, P[p + "post_attention_layernorm.weight"], eps)
+        g = h @ P[p + "mlp.gate_proj.weight"].T
+        u = h @ P[p + "mlp.up_proj.weight"].T
+        x = x + (torch.nn.functional.silu(g) * u) @ P[p + "mlp.down_proj.weight"].T
+    x = rms_norm(x, P["model.norm.weight"], eps)
+    head = P["model.embed_tokens.weight" if c["tie_word_embeddings"] else "lm_head.weight"]
+    logits = x @ head.T
+    if tgt is None:
+        return logits, None
+    loss = torch.nn.functional.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(-1))
+    return logits, loss
+
+
+def model_names(c):
+    """The parameter names of config c (GPT-2's or the Llama family's), in file order"""
+    return llama_param_names(c) if is_llama(c) else param_names(c["n_layer"])
+
+
+def model_forward(P, c, idx, tgt):
+    return (llama_forward if is_llama(c) else forward)(P, c, idx, tgt)
+
+
 def lr_at(job, i):
     """The engine's eng_lr_at for 0-based step index i (in float64; the engine rounds to
     float32, 1e-7 relative, far below the tolerances)."""
@@ -301,7 +461,8 @@ def eval_loss(P, c, B, T, val, n_batches):
         losses = []
         for b in range(n_batches):
             buf = val[b * B * T:b * B * T + B * T + 1]
-            losses.append(forward(P, c, buf[:-1].view(B, T), buf[1:].view(B, T))[1].item())
+            losses.append(model_forward(P, c, buf[:-1].view(B, T),
+                                        buf[1:].view(B, T))[1].item())
     return sum(losses) / n_batches
 
 
@@ -317,7 +478,7 @@ def train(c, job, weights, tokens, val_tokens=None, info=None):
     loss of the initial weights and val_loss.step{s} the one after step s, for s a multiple
     of every and for the last step. info, if given, receives the gradient norm of each step
     (before clipping) when clipping is on."""
-    names = param_names(c["n_layer"])
+    names = model_names(c)
     P = {n: torch.tensor(weights[n], dtype=torch.float64, requires_grad=True) for n in names}
     decay = [P[n] for n in names if P[n].dim() == 2]
     no_decay = [P[n] for n in names if P[n].dim() != 2]
@@ -348,7 +509,7 @@ def train(c, job, weights, tokens, val_tokens=None, info=None):
             cur += B * T
             if cur + B * T + 1 > len(tok):
                 cur = 0
-            logits, loss = forward(P, c, idx, tgt)
+            logits, loss = model_forward(P, c, idx, tgt)
             if K == 1:
                 loss.backward()
             else:
@@ -449,6 +610,8 @@ def validate(folder):
 def generate(name, outdir):
     c = CASES[name]
     assert c["n_embd"] % c["n_head"] == 0 and c["seq_len"] <= c["n_positions"]
+    llama = c.get("arch") == "llama"
+    assert not llama or (c["n_head"] % c["n_kv_head"] == 0 and (c["n_embd"] // c["n_head"]) % 2 == 0)
     job = dict(batch=c["batch"], seq_len=c["seq_len"], steps=c["steps"], lr=c["lr"],
                beta1=BETA1, beta2=BETA2, eps=ADAM_EPS, weight_decay=c["weight_decay"],
                grad_clip=c["grad_clip"], schedule=c["schedule"])
@@ -458,7 +621,7 @@ def generate(name, outdir):
     if "eval" in c:
         job["eval"] = c["eval"]
     gen = torch.Generator().manual_seed(c["seed"])
-    weights = init_weights(c, gen)
+    weights = (llama_init_weights if llama else init_weights)(c, gen)
     tokens = torch.randint(0, c["vocab_size"], (c["n_tokens"],), generator=gen).numpy()
     val_tokens = None
     if "eval" in c:      # drawn after the training tokens, from the same generator
@@ -485,8 +648,9 @@ def generate(name, outdir):
     })
     if "eval" in c:
         spec["eval"] = c["eval"]
-    spec["weight_decay_applies_to"] = \
-        "2-D weights (wte, wpe, linear weights); not biases or LayerNorm"
+    spec["weight_decay_applies_to"] = (
+        "2-D weights (embed_tokens, the linear weights, lm_head); not the RMSNorm weights"
+        if llama else "2-D weights (wte, wpe, linear weights); not biases or LayerNorm")
     write_json(os.path.join(folder, "job.json"), spec)
     # Check what was written by reading it back the way validate does.
     assert all(np.array_equal(v, weights[k])
