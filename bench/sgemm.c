@@ -92,7 +92,8 @@ static int open_lib(const char *name, int threads)
 		snprintf(lib_desc, sizeof lib_desc, "oneDNN dnnl_sgemm (%s)", DNNL_SO);
 		return 0;
 	}
-	fprintf(stderr, "bench-sgemm: --lib takes openblas, blis, dnnl or dnnl-matmul, not '%s'\n", name);
+	fprintf(stderr, "bench-sgemm: --lib takes openblas, blis, dnnl or dnnl-matmul, not "
+		"'%s'\n", name);
 	return -1;
 fail:
 	fprintf(stderr, "bench-sgemm: cannot use %s: %s\n", name, dlerror());
@@ -260,7 +261,8 @@ int main(int argc, char **argv)
 	eng_plan_policy(&cfg, B, T, R, &off, &plan);
 	printf("{\"library\":\"%s\",\"preset\":\"%s\",\"batch\":%d,\"seq_len\":%d,\"threads\":%d,"
 	       "\"ceiling_gflops\":%.2f,\"model_flops\":%.6g}\n",
-		lib ? lib : "engine", preset, B, T, threads, total_flops / total_s / 1e9, plan.model_flops);
+		lib ? lib : "engine", preset, B, T, threads, total_flops / total_s / 1e9,
+		plan.model_flops);
 	eng_mem_free(mm_scratch);
 	eng_mem_free(packed);
 	eng_mem_free(A);

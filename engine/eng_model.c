@@ -223,7 +223,8 @@ int eng_model_products(const eng_config *cfg, int B, int T, int R, unsigned flag
 			pk0 ? ENG_ROUTE_PACKED : wide};
 		out[n++] = (eng_product){head[k][1], {bf, 0, 0, r, C, V, V, C, C, 0, 0}, times[k],
 			pk1 ? ENG_ROUTE_PACKED : wide};
-		out[n++] = (eng_product){head[k][2], {bf, 1, 0, V, C, r, V, C, C, 1, 0}, times[k], lin};
+		out[n++] = (eng_product){head[k][2], {bf, 1, 0, V, C, r, V, C, C, 1, 0}, times[k],
+			lin};
 	}
 	for (int i = 0; i < n; i++)
 		out[i].mm.packed = out[i].route == ENG_ROUTE_PACKED;
@@ -235,6 +236,21 @@ static unsigned products_flags(const eng_config *cfg)
 {
 	return (kn_dnnl_available(NULL, 0) ? ENG_PRODUCTS_DNNL : 0) |
 	       (cfg->mm_bf16 && kn_bf16_pack_weights() ? ENG_PRODUCTS_PACK_BF16 : 0);
+}
+
+static int dnnl_bytes(const eng_product *pr, int n, int L, size_t *scratch, size_t *packed,
+	size_t *at, size_t *sz);
+
+/* The step's products and their routes here: float32 falls back to OpenBLAS for every
+ * product when oneDNN cannot make its primitives (OpenBLAS alone trains it as well); bf16
+ * has no such fallback, its failure is the run's. */
+static int routes_of(const eng_config *cfg, int B, int T, int R, eng_product *pr)
+{
+	int n = eng_model_products(cfg, B, T, R, products_flags(cfg), pr);
+	size_t sc, pk;
+	if (!cfg->mm_bf16 && dnnl_bytes(pr, n, cfg->n_layer, &sc, &pk, NULL, NULL) < 0)
+		n = eng_model_products(cfg, B, T, R, 0, pr);
+	return n;
 }
 
 /* Copies of a packed product's B: one per layer for a linear layer's, wte's one. */
@@ -280,18 +296,21 @@ static int mm_fit(eng_model *m, eng_err *err)
 {
 	if (!m->dnnl || m->mm_threads == kn_get_threads())
 		return 0;
-	size_t need, packed;
-	if (dnnl_bytes(m->prod, m->nprod, m->cfg.n_layer, &need, &packed, m->pack_at,
-		    m->pack_sz) < 0)
+	size_t need, packed, at[ENG_PRODUCTS] = {0}, sz[ENG_PRODUCTS] = {0};
+	if (dnnl_bytes(m->prod, m->nprod, m->cfg.n_layer, &need, &packed, at, sz) < 0)
 		return eng_errf(err, "oneDNN matmuls: %s", kn_bf16_error());
 	void *p = need ? eng_mem_alloc(ENG_MEM_WORKSPACE, need) : NULL;
 	void *w = packed && packed != m->wpack_bytes ? eng_mem_alloc(ENG_MEM_PARAMS, packed) : NULL;
 	if ((need && !p) || (packed && packed != m->wpack_bytes && !w)) {
 		eng_mem_free(p);
 		eng_mem_free(w);
-		return eng_err_nomem(err, "cannot allocate %.1f MiB for oneDNN's matmuls (scratchpad "
-				     "and packed weights): out of memory", (need + packed) / 1048576.0);
+		return eng_err_nomem(err, "cannot allocate %.1f MiB for oneDNN's matmuls "
+				     "(scratchpad and packed weights): out of memory",
+			(need + packed) / 1048576.0);
 	}
+	/* all or nothing: the offsets change only with the buffers they index */
+	memcpy(m->pack_at, at, sizeof at);
+	memcpy(m->pack_sz, sz, sizeof sz);
 	eng_mem_free(m->mm_scratch);
 	m->mm_scratch = p;
 	m->mm_scratch_bytes = need;
@@ -462,17 +481,19 @@ void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, 
 	int R = chunk_rows > 0 ? chunk_rows : eng_plan_chunk_rows(cfg, B, T);
 	R = (size_t)R > N ? (int)N : R; /* as eng_model_init clamps it */
 	eng_product pr[ENG_PRODUCTS];
-	int npr = eng_model_products(cfg, B, T, R, products_flags(cfg), pr);
+	int npr = routes_of(cfg, B, T, R, pr);
 	size_t sc = 0, pk = 0;
-	/* oneDNN's scratchpads and packed weights at the current thread count: its primitives
-	 * are made here, as the run will make them (a failure there fails the run, not this) */
-	dnnl_bytes(pr, npr, cfg->n_layer, &sc, &pk, NULL, NULL);
+	/* oneDNN's scratchpads and packed weights at the current thread count (the caller's
+	 * kn_set_threads): its primitives are made here, as the run will make them; a bf16
+	 * plan that fails here fails the run too, not this */
+	if (dnnl_bytes(pr, npr, cfg->n_layer, &sc, &pk, NULL, NULL) < 0)
+		sc = pk = 0;
 	out[ENG_MEM_PARAMS] += pk;
 	out[ENG_MEM_WORKSPACE] += sc;
-	if (cfg->mm_bf16) /* the bf16 weights, the rounded operands */
+	if (cfg->mm_bf16) { /* the bf16 weights, the rounded operands */
 		out[ENG_MEM_PARAMS] += 2 * nfloats;
-	if (cfg->mm_bf16)
 		out[ENG_MEM_WORKSPACE] += 2 * (bf_out_elems(N, C, cfg->vocab_size, R) + N * C);
+	}
 }
 
 int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_rows,
@@ -516,8 +537,10 @@ int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_
 	m->att_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * kn_attention_scratch_floats(T));
 	if (!m->att_scratch)
 		goto oom;
-	m->dnnl = cfg->mm_bf16 || kn_dnnl_available(NULL, 0);
-	m->nprod = eng_model_products(cfg, B, T, m->chunk_rows, products_flags(cfg), m->prod);
+	m->nprod = routes_of(cfg, B, T, m->chunk_rows, m->prod);
+	m->dnnl = 0;
+	for (int i = 0; i < m->nprod; i++)
+		m->dnnl |= m->prod[i].route != ENG_ROUTE_OPENBLAS;
 	if (cfg->mm_bf16) {
 		m->wbf = eng_mem_alloc(ENG_MEM_PARAMS, 2 * m->nfloats);
 		m->bf_out = eng_mem_alloc(ENG_MEM_WORKSPACE, 2 * bf_out_elems(N, C,
@@ -544,7 +567,8 @@ void eng_model_free(eng_model *m)
 	if (m->mem.free)
 		eng_layout_free(&m->lay, &m->mem);
 	void *bufs[] = {m->params, m->grads, m->m, m->v, m->losses, m->tmp, m->dres, m->dbuf,
-		m->dbig, m->dqkv, m->att_scratch, m->wbf, m->wpack, m->bf_out, m->bf_in, m->mm_scratch};
+		m->dbig, m->dqkv, m->att_scratch, m->wbf, m->wpack, m->bf_out, m->bf_in,
+		m->mm_scratch};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		eng_mem_free(bufs[i]);
 	free(m->tensors);

@@ -123,6 +123,12 @@ static int host_mirror_init(eng_trainer *tr, eng_err *err)
 	eng_mem_free(m->grads);
 	m->grads = NULL;
 	memset(&m->g, 0, sizeof m->g);
+	/* nor any of the CPU's matmuls: no oneDNN scratchpad, no packed weights */
+	eng_mem_free(m->mm_scratch);
+	eng_mem_free(m->wpack);
+	m->mm_scratch = m->wpack = NULL;
+	m->mm_scratch_bytes = m->wpack_bytes = 0;
+	m->dnnl = m->nprod = 0;
 	size_t N = (size_t)s->batch * s->seq_len;
 	m->B = s->batch;
 	m->T = s->seq_len;

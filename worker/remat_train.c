@@ -247,6 +247,27 @@ static int sample_num(const char *a, const char *v, wk_sample_args *s)
 	return !strcmp(a, "--tokens") && (x < 1 || x > ENG_SAMPLE_MAX_TOKENS) ? -1 : 0;
 }
 
+/* --version: the libraries and what runs each kind of product */
+static int print_version(void)
+{
+	char why[320];
+	kn_set_threads(1);
+	printf("remat-train %s\nbackend cpu: %s\n", REMAT_VERSION, kn_blas_describe());
+	if (kn_dnnl_available(why, sizeof why))
+		printf("float32 lm_head (cpu): logits and dlnf by oneDNN's matmul (%s), wte packed "
+		       "once a step; the rest OpenBLAS\n", kn_bf16_describe());
+	else
+		printf("float32 lm_head (cpu): OpenBLAS (no oneDNN: %s)\n", why);
+	if (kn_bf16_available(why, sizeof why))
+		printf("precision bf16 (cpu): %s; weights %s\n", kn_bf16_describe(),
+			kn_bf16_pack_weights() ? "packed for oneDNN once a step (AMX)" :
+			"in plain layout (packing pays with AMX only)");
+	else
+		printf("precision bf16 (cpu): not available: %s\n", why);
+	print_cuda_backend();
+	return 0;
+}
+
 /* Parses argv into o: -1 to go on, or the exit status of a run that ends here (--help,
  * --version, --info, bad usage). */
 static int parse_args(int argc, char **argv, train_opts *o)
@@ -305,22 +326,7 @@ static int parse_args(int argc, char **argv, train_opts *o)
 		} else if (strcmp(a, "--info") == 0) {
 			return print_info();
 		} else if (strcmp(a, "--version") == 0) {
-			kn_set_threads(1);
-			char why[320];
-			printf("remat-train %s\nbackend cpu: %s\n", REMAT_VERSION, kn_blas_describe());
-			if (kn_dnnl_available(why, sizeof why))
-				printf("float32 lm_head (cpu): logits and dlnf by oneDNN's matmul (%s), wte "
-				       "packed once a step; the rest OpenBLAS\n", kn_bf16_describe());
-			else
-				printf("float32 lm_head (cpu): OpenBLAS (no oneDNN: %s)\n", why);
-			if (kn_bf16_available(why, sizeof why))
-				printf("precision bf16 (cpu): %s; weights %s\n", kn_bf16_describe(),
-					kn_bf16_pack_weights() ? "packed for oneDNN once a step (AMX)" :
-					"in plain layout (packing pays with AMX only)");
-			else
-				printf("precision bf16 (cpu): not available: %s\n", why);
-			print_cuda_backend();
-			return 0;
+			return print_version();
 		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			usage(stdout);
 			return 0;

@@ -1,6 +1,6 @@
 /* kn_dnnl.c - matmuls through oneDNN's matmul primitive: bfloat16 (precision "bf16"), and
- * the float32 products where it beats OpenBLAS (the engine's table says which); the rounding to bf16
- * around them (kn.h).
+ * the float32 products where it beats OpenBLAS (the engine's table says which); the
+ * rounding to bf16 around them (kn.h).
  *
  * Legend: M, N, K the product's dimensions; op(X) = X or X^T by flag; every matrix
  * row-major with its row stride (lda, ldb, ldc), as kn_sgemm.
@@ -30,6 +30,7 @@
  */
 #include "kn.h"
 
+#include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -64,7 +65,7 @@ void kn_to_bf16(uint16_t *dst, const float *src, size_t n)
 
 #ifdef REMAT_DNNL
 
-#define PRIM_CACHE 96 /* products kept: a model makes at most 19 (eng_model.c) */
+#define PRIM_CACHE 96 /* products kept: a model makes at most 18 (eng_model.c) */
 
 typedef struct prim_key {
 	kn_mm mm;
@@ -225,7 +226,13 @@ static dnnl_prim *prim_of(const prim_key *k, dnnl_prim *tmp)
 		p->s = *sd;
 	p->scratch = sd ? dnnl_memory_desc_get_size(sd) : 0;
 	if (q->packed) {
-		p->bp = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+		const dnnl_memory_desc_t *wd = dnnl_primitive_desc_query_md(pd,
+			dnnl_query_weights_md, 0);
+		if (!wd) {
+			s = dnnl_runtime_error;
+			goto out;
+		}
+		p->bp = *wd;
 		p->packed = dnnl_memory_desc_get_size(&p->bp);
 		if ((s = dnnl_reorder_primitive_desc_create(&rpd, &p->b, dnnl_eng, &p->bp,
 			     dnnl_eng, NULL)) != dnnl_success ||
@@ -276,9 +283,12 @@ static dnnl_prim *lookup(const kn_mm *q, dnnl_prim *tmp)
 	k.mm = *q;
 	k.mm.beta = q->beta != 0;
 	k.mm.packed = q->packed != 0;
-	k.threads = kn_get_threads();
-	if (!kn_bf16_available(bf16_err, sizeof bf16_err) && q->bf16)
+	/* the count oneDNN's OpenMP will partition by on this thread (what kn_set_threads set
+	 * here; another thread's primitives get their own key) */
+	k.threads = omp_get_max_threads();
+	if (q->bf16 && !kn_bf16_available(bf16_err, sizeof bf16_err))
 		return NULL;
+	kn_bf16_available(NULL, 0); /* starts the engine for float32 products too */
 	if (!dnnl_eng) {
 		fail("no CPU engine", dnnl_runtime_error);
 		return NULL;

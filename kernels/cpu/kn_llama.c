@@ -30,7 +30,7 @@
 
 #define RMS_COLS 64 /* columns per task of the weight-gradient reduction */
 
-/* out(N,C) = w * x * rstd, rstd(N) = */
+/* out(N,C) = w * (x * rstd), rstd(N) = 1/sqrt(mean(x^2) + eps) */
 void kn_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, float eps,
 	int N, int C)
 {

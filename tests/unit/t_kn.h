@@ -9,8 +9,8 @@
  * 2.0e-5, dw 1.7e-6, db 3.6e-7; linear dinp 5.1e-6, dw 4.4e-6, db 5.2e-7; attention dq
  * 1.7e-5, dk 2.9e-5, dv 2.7e-6; gelu 1.0e-5; cross-entropy 3.1e-5; encoder dwte 6.1e-7, dwpe
  * 5.0e-7; rmsnorm dinp 1.2e-5, dw 1.6e-6; swiglu d gate 9.2e-6, d up 2.6e-6; grouped-query
- * attention dq 2.2e-5, dk 3.9e-5, dv 2.6e-6. They are float rounding of the loss divided by the step (FD_H = 1e-3 gives 3e-4
- * on cross-entropy), not truncation, hence the large step. Backwards broken on purpose
+ * attention dq 2.2e-5, dk 3.9e-5, dv 2.6e-6. They are float rounding of the loss divided by
+ * the step (FD_H = 1e-3 gives 3e-4 on cross-entropy), not truncation, hence the large step. Backwards broken on purpose
  * (a term dropped, a factor or transpose wrong, `=` for `+=`) measured 2.2e-2 (gelu' with
  * 0.044715 for 3 * 0.044715) to 2.2 (attention without the softmax's rowsum term), so
  * FD_TOL sits between the two: 30x above the worst correct error, 20x below the subtlest

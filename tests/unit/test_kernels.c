@@ -829,7 +829,7 @@ START_TEST(test_kn_dnnl_gemm)
 		memcpy(C[r], C0, nc * sizeof(float));
 		ck_assert_msg(kn_dnnl_sizes(&q, &sb, &pb) == 0, "%s", kn_bf16_error());
 		free(scratch);
-		scratch = malloc(sb + 1);
+		scratch = aligned_alloc(64, (sb + 64) / 64 * 64); /* as the engine's */
 		if (q.packed) {
 			packed = aligned_alloc(64, (pb + 63) / 64 * 64);
 			ck_assert_msg(kn_dnnl_pack(&q, B, packed, pb) == 0, "%s", kn_bf16_error());

@@ -275,7 +275,8 @@ START_TEST(test_kn_gqa_attention_repeat_kv)
 		memcpy(dst, src, sizeof(float) * C); /* q */
 		for (int h = 0; h < NH; h++) {
 			memcpy(dst + C + h * hs, src + C + (h / rep) * hs, sizeof(float) * hs);
-			memcpy(dst + 2 * C + h * hs, src + C + (NKV + h / rep) * hs, sizeof(float) * hs);
+			memcpy(dst + 2 * C + h * hs, src + C + (NKV + h / rep) * hs,
+				sizeof(float) * hs);
 		}
 	}
 	kn_gqa_attention_forward(o[0], l[0], scratch, qkv, B, T, NH, NKV, hs);
