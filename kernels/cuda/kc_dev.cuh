@@ -80,6 +80,30 @@ __device__ __forceinline__ float block_max(float v, float *sh)
 	} while (0)
 
 /* After every launch: a bad configuration or an earlier fault becomes an error return. */
+#define SLAB_ROWS 64   /* rows per partial of a column sum */
+#define EW_THREADS 256 /* threads per block of elementwise kernels */
+#define ROW_WARPS 8    /* warps per block of warp-per-row kernels */
+
+/* Blocks for a grid-stride loop over n elements. */
+static inline unsigned ew_blocks(size_t n)
+{
+	size_t b = (n + EW_THREADS - 1) / EW_THREADS;
+	return (unsigned)(b < 1 ? 1 : b > (1u << 20) ? (1u << 20) : b);
+}
+
+/* Slabs of SLAB_ROWS rows of N, and blocks of ROW_WARPS rows, a warp each */
+static inline int slabs(int N)
+{
+	return (N + SLAB_ROWS - 1) / SLAB_ROWS;
+}
+static inline unsigned row_blocks(int N)
+{
+	return (unsigned)((N + ROW_WARPS - 1) / ROW_WARPS);
+}
+
+/* out(C) += part(nslab, C) summed in slab order (kc_ops.cu): the column sums' last pass */
+int kc_sum_slabs(cudaStream_t st, float *out, const float *part, int nslab, int C);
+
 static inline int kc_check_launch(const char *what)
 {
 	cudaError_t e = cudaGetLastError();

@@ -56,22 +56,7 @@ extern "C" const char *kc_dtype_name(kc_dtype dt)
 
 #define LN_EPS 1e-5f
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-#define SLAB_ROWS 64               /* rows per partial of a column sum */
-#define EW_THREADS 256             /* threads per block of elementwise kernels */
-#define ROW_WARPS 8                /* warps per block of warp-per-row kernels */
 #define CE_THREADS 512             /* threads per row of the cross-entropy */
-
-/* Blocks for a grid-stride loop over n elements. */
-static unsigned ew_blocks(size_t n)
-{
-	size_t b = (n + EW_THREADS - 1) / EW_THREADS;
-	return (unsigned)(b < 1 ? 1 : b > (1u << 20) ? (1u << 20) : b);
-}
-
-static int slabs(int N)
-{
-	return (N + SLAB_ROWS - 1) / SLAB_ROWS;
-}
 
 /* ---- embedding ---- */
 
@@ -290,9 +275,11 @@ __global__ void sum_slabs(float *out, const float *part, int nslab, int C)
 	out[c] += acc;
 }
 
-static unsigned row_blocks(int N)
+int kc_sum_slabs(cudaStream_t st, float *out, const float *part, int nslab, int C)
 {
-	return (unsigned)((N + ROW_WARPS - 1) / ROW_WARPS);
+	sum_slabs<<<(unsigned)((C + EW_THREADS - 1) / EW_THREADS), EW_THREADS, 0, st>>>(out, part,
+		nslab, C);
+	return kc_check_launch("column sums");
 }
 
 extern "C" int kc_layernorm_forward(cudaStream_t st, kc_dtype dt, void *out, float *mean,
