@@ -1,16 +1,21 @@
 /* eng_import.c - models other programs wrote, into the model's table; and out to llm.c.
  *
  * Hugging Face GPT-2 model.safetensors as transformers writes it (with or without the
- * "transformer." prefix, with or without the tied lm_head, F32, F16 or BF16), llm.c model
+ * "transformer." prefix, with or without the tied lm_head, F32, F16 or BF16, in one file or
+ * in shards named by model.safetensors.index.json), llm.c model
  * files through eng_llmc.c, and the choice between the two that model.init_from makes.
  * Not here: remat's own full checkpoints with optimizer state (eng_ckpt.c); the formats'
  * bytes (eng_st.c, eng_llmc.c).
  */
 #include "eng_import.h"
 
+#include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "eng_hfconfig.h"
 #include "eng_llmc.h"
@@ -20,6 +25,7 @@
 #define HF_PREFIX_LEN (sizeof HF_PREFIX - 1)
 #define HF_LM_HEAD    "lm_head.weight" /* never prefixed */
 #define PATH_MAX_LEN  4096	       /* longest init_from path joined with a file name here */
+#define HF_INDEX      "model.safetensors.index.json" /* a sharded checkpoint's map */
 
 static int has_prefix(const char *name)
 {
@@ -45,67 +51,212 @@ static int is_mask_buffer(const char *name, int n_layer)
 	return strcmp(p, ".attn.bias") == 0 || strcmp(p, ".attn.masked_bias") == 0;
 }
 
-int eng_model_load_safetensors(eng_model *m, const char *path, eng_err *err)
+/* What the files of one model said so far (one file, or the shards of a sharded one). */
+typedef struct hf_load {
+	int prefixed;                 /* -1 not known yet; else whether names carry the prefix */
+	char first[ENG_NAME_MAX];     /* the name that decided it, for the mixing message */
+	unsigned char *seen;          /* per tensor of the model's table: loaded */
+	const char *what;             /* the file, or the index of the shards, in messages */
+} hf_load;
+
+/* Loads the tensors of file f into m, checking each against the table and what the files
+ * before it said (ls): names, prefix, shapes, no tensor twice. */
+static int load_file(eng_model *m, const eng_st_file *f, hf_load *ls, eng_err *err)
 {
-	const eng_st_tensor *lm_head = NULL, *with = NULL, *without = NULL;
 	char full[ENG_NAME_MAX + HF_PREFIX_LEN];
-	eng_st_file f;
-	int rc = -1;
-	if (eng_st_read(&f, path, err) < 0)
-		return -1;
-	for (int i = 0; i < f.n; i++) {
-		const eng_st_tensor *t = &f.t[i];
-		if (strcmp(t->name, HF_LM_HEAD) == 0)
-			lm_head = t;
-		else if (has_prefix(t->name))
-			with = with ? with : t;
-		else
-			without = without ? without : t;
-	}
-	if (with && without) {
-		eng_errf(err,
-			 "'%s' mixes tensor names with and without the '" HF_PREFIX "' prefix "
-			 "('%.80s' and '%.80s')",
-			 path, with->name, without->name);
-		goto out;
-	}
-	/* Names as the file spells them: the engine's table always has the prefix. */
-	size_t skip = without ? HF_PREFIX_LEN : 0;
-	for (int i = 0; i < f.n; i++) {
-		const eng_st_tensor *t = &f.t[i];
-		const char *base = t == lm_head ? NULL : t->name + (without ? 0 : HF_PREFIX_LEN);
-		if (!base || is_mask_buffer(base, m->cfg.n_layer))
+	for (int i = 0; i < f->n; i++) {
+		const eng_st_tensor *t = &f->t[i];
+		if (strcmp(t->name, HF_LM_HEAD) == 0) {
+			/* tied: the engine's wte is the lm_head, so the copy is only checked */
+			const eng_ptensor *wte = &m->tensors[0];
+			if (t->ndim != 2 || t->shape[0] != wte->shape[0] ||
+				t->shape[1] != wte->shape[1])
+				return eng_errf(err, "'%s': tensor '" HF_LM_HEAD "' is not of wte's "
+					"shape [%lld, %lld] (the lm_head is tied to wte)", f->path,
+					(long long)wte->shape[0], (long long)wte->shape[1]);
+			continue;
+		}
+		int pre = has_prefix(t->name);
+		if (ls->prefixed < 0) {
+			ls->prefixed = pre;
+			snprintf(ls->first, sizeof ls->first, "%s", t->name);
+		} else if (pre != ls->prefixed) {
+			return eng_errf(err, "'%s' mixes tensor names with and without the '"
+				HF_PREFIX "' prefix ('%.80s' and '%.80s')", ls->what, ls->first,
+				t->name);
+		}
+		const char *base = t->name + (pre ? HF_PREFIX_LEN : 0);
+		if (is_mask_buffer(base, m->cfg.n_layer))
 			continue;
 		snprintf(full, sizeof full, HF_PREFIX "%s", base);
-		if (strlen(base) >= sizeof full - HF_PREFIX_LEN || !eng_model_find(m, full)) {
-			eng_errf(err, "'%s': unexpected tensor '%.80s' for a GPT-2 of %d layers",
-				 path, t->name, m->cfg.n_layer);
-			goto out;
-		}
+		const eng_ptensor *mt = strlen(base) < sizeof full - HF_PREFIX_LEN ?
+			eng_model_find(m, full) : NULL;
+		if (!mt)
+			return eng_errf(err, "'%s': unexpected tensor '%.80s' for a GPT-2 of %d "
+				"layers", f->path, t->name, m->cfg.n_layer);
+		size_t k = (size_t)(mt - m->tensors);
+		if (ls->seen[k])
+			return eng_errf(err, "'%s': tensor '%.80s' again (an earlier shard held it)",
+				f->path, t->name);
+		if (eng_st_get_f32(f, t->name, mt->ndim, mt->shape, m->params + mt->offset,
+			    err) < 0)
+			return -1;
+		ls->seen[k] = 1;
 	}
-	if (lm_head) {
-		/* tied: the engine's wte is the lm_head, so the copy is only checked, never read */
-		const eng_ptensor *wte = &m->tensors[0];
-		if (lm_head->ndim != 2 || lm_head->shape[0] != wte->shape[0] ||
-		    lm_head->shape[1] != wte->shape[1]) {
-			eng_errf(err,
-				 "'%s': tensor '" HF_LM_HEAD "' is not of wte's shape [%lld, %lld] "
-				 "(the lm_head is tied to wte)",
-				 path, (long long)wte->shape[0], (long long)wte->shape[1]);
-			goto out;
-		}
-	}
+	return 0;
+}
+
+/* Every tensor of the table loaded, or the first missing one, named as the files spell
+ * them. */
+static int load_done(eng_model *m, const hf_load *ls, eng_err *err)
+{
 	for (int i = 0; i < m->ntensors; i++) {
-		const eng_ptensor *t = &m->tensors[i];
-		ENG_ASSERT(has_prefix(t->name));
-		if (eng_st_get_f32(&f, t->name + skip, t->ndim, t->shape, m->params + t->offset,
-				   err) < 0)
-			goto out;
+		const char *name = m->tensors[i].name;
+		ENG_ASSERT(has_prefix(name));
+		if (!ls->seen[i])
+			return eng_errf(err, "tensor '%s' not found in '%s'",
+				name + (ls->prefixed == 0 ? HF_PREFIX_LEN : 0), ls->what);
 	}
 	eng_model_params_changed(m);
-	rc = 0;
+	return 0;
+}
+
+int eng_model_load_safetensors(eng_model *m, const char *path, eng_err *err)
+{
+	eng_st_file f;
+	hf_load ls = {-1, "", calloc((size_t)m->ntensors, 1), path};
+	int rc = -1;
+	memset(&f, 0, sizeof f);
+	if (!ls.seen)
+		eng_errf(err, "out of memory reading '%s'", path);
+	else if (eng_st_read(&f, path, err) == 0 && load_file(m, &f, &ls, err) == 0)
+		rc = load_done(m, &ls, err);
+	eng_st_free(&f);
+	free(ls.seen);
+	return rc;
+}
+
+/* A shard's name as the index gives it: a plain file name of the directory, nothing that
+ * could leave it */
+static int shard_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n == 0 || n > 255 || s[0] == '.')
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!(s[i] == '.' || s[i] == '-' || s[i] == '_' || (s[i] >= '0' && s[i] <= '9') ||
+			    (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')))
+			return 0;
+	return 1;
+}
+
+/* The index's weight_map (tensor -> shard), checked: an object of shard names. Borrowed
+ * from root. NULL with a message. */
+static json_t *weight_map(json_t *root, const char *what, eng_err *err)
+{
+	json_t *map = json_is_object(root) ? json_object_get(root, "weight_map") : NULL;
+	const char *name;
+	json_t *v;
+	if (!json_is_object(map) || json_object_size(map) == 0) {
+		eng_errf(err, "'%s': no \"weight_map\" object of tensor names and shard files", what);
+		return NULL;
+	}
+	json_object_foreach(map, name, v)
+	{
+		if (!json_is_string(v) || !shard_name_ok(json_string_value(v))) {
+			eng_errf(err, "'%s': tensor '%.80s' is mapped to %s, not to a file name of "
+				"its directory (letters, digits, '.', '-', '_')", what, name,
+				json_is_string(v) ? "a path" : "something not a string");
+			return NULL;
+		}
+	}
+	return map;
+}
+
+/* Loads shard `file` of the index's map: every tensor it holds is one the map puts in it,
+ * and it holds all those. */
+static int load_shard(eng_model *m, const eng_dir *d, json_t *map, const char *file,
+	hf_load *ls, eng_err *err)
+{
+	eng_st_file f;
+	const char *name;
+	json_t *v;
+	size_t listed = 0;
+	int rc = -1;
+	json_object_foreach(map, name, v) listed += strcmp(json_string_value(v), file) == 0;
+	if (eng_st_read_at(&f, d, file, err) < 0)
+		return -1;
+	for (int i = 0; i < f.n; i++) {
+		json_t *w = json_object_get(map, f.t[i].name);
+		if (!w || strcmp(json_string_value(w), file) != 0) {
+			eng_errf(err, "'%s' holds tensor '%.80s', which the index %s", f.path,
+				f.t[i].name, w ? "puts in another shard" : "does not list");
+			goto out;
+		}
+	}
+	if ((size_t)f.n != listed)
+		eng_errf(err, "'%s' holds %d tensors, the index lists %zu in it", f.path, f.n,
+			listed);
+	else
+		rc = load_file(m, &f, ls, err);
 out:
 	eng_st_free(&f);
+	return rc;
+}
+
+/* <from>/model.safetensors.index.json and the shards it names, as transformers'
+ * save_pretrained writes a model past its max_shard_size: each shard read, checked and
+ * freed in the order the map first names it. */
+static int load_sharded(eng_model *m, const char *from, eng_err *err)
+{
+	eng_dir d = {-1, ""};
+	json_t *root = NULL, *done = json_object(), *map, *v; /* done: the shards loaded */
+	json_error_t jerr;
+	struct stat st;
+	FILE *fp = NULL;
+	char what[PATH_MAX_LEN + 64];
+	hf_load ls = {-1, "", calloc((size_t)m->ntensors, 1), what};
+	const char *name;
+	int rc = -1;
+	snprintf(what, sizeof what, "%s/" HF_INDEX, from);
+	if (!ls.seen || !done) {
+		eng_errf(err, "out of memory reading '%s'", what);
+		goto out;
+	}
+	int fd = eng_dir_open(&d, from, err) < 0 ? -1 :
+		eng_fs_open_read_at(&d, HF_INDEX, "shard index", &st, err);
+	if (fd < 0)
+		goto out;
+	/* jansson builds the whole tree first: a bound, as for a safetensors header */
+	if ((size_t)st.st_size > ENG_ST_MAX_HEADER || !(fp = fdopen(fd, "rb"))) {
+		eng_errf(err, "'%s': %s", what, (size_t)st.st_size > ENG_ST_MAX_HEADER ?
+			"larger than any index of shards (16 MiB)" : strerror(errno));
+		close(fd);
+		goto out;
+	}
+	if (!(root = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr))) {
+		eng_errf(err, "'%s': not JSON: %s (line %d)", what, jerr.text, jerr.line);
+		goto out;
+	}
+	if (!(map = weight_map(root, what, err)))
+		goto out;
+	json_object_foreach(map, name, v)
+	{
+		const char *file = json_string_value(v);
+		if (json_object_get(done, file))
+			continue;
+		json_object_set_new(done, file, json_true());
+		if (load_shard(m, &d, map, file, &ls, err) < 0)
+			goto out;
+	}
+	rc = load_done(m, &ls, err);
+out:
+	if (fp)
+		fclose(fp);
+	json_decref(done);
+	json_decref(root);
+	eng_dir_close(&d);
+	free(ls.seen);
 	return rc;
 }
 
@@ -141,6 +292,15 @@ int eng_import_load(eng_model *m, const char *from, eng_err *err)
 		return eng_model_load_llmc(m, from, err);
 	if (join(path, sizeof path, from, "model.safetensors", err) < 0)
 		return -1;
+	struct stat st;
+	/* no model.safetensors but an index of shards: a sharded checkpoint */
+	if (lstat(path, &st) < 0 && errno == ENOENT) {
+		char index[PATH_MAX_LEN + 64];
+		if (join(index, sizeof index, from, HF_INDEX, err) < 0)
+			return -1;
+		if (lstat(index, &st) == 0)
+			return load_sharded(m, from, err);
+	}
 	return eng_model_load_safetensors(m, path, err);
 }
 

@@ -3,7 +3,9 @@
  *
  * What model.init_from may name, and so what eng_import_read_config / eng_import_load take:
  *   - a directory holding config.json and model.safetensors: a checkpoint of this engine or a
- *     Hugging Face GPT-2 as transformers saves it;
+ *     Hugging Face GPT-2 as transformers saves it; or config.json,
+ *     model.safetensors.index.json and the shards it names, as save_pretrained writes a model
+ *     past its max_shard_size;
  *   - a regular file: an llm.c model file (eng_llmc.h), its shape read from its header.
  */
 #ifndef ENG_IMPORT_H
@@ -31,8 +33,11 @@ int eng_import_is_file(const char *from);
 int eng_import_read_config(const char *from, eng_config *cfg, eng_err *err);
 
 /* Loads the weights `from` names into m (of the shape eng_import_read_config gave):
- * <from>/model.safetensors (eng_model_load_safetensors) or the llm.c file itself
- * (eng_model_load_llmc). 0, or -1 with a message naming the file. */
+ * <from>/model.safetensors (eng_model_load_safetensors), or when it is absent the shards of
+ * <from>/model.safetensors.index.json (each a plain file name of the directory, opened
+ * without following a symlink, holding exactly the tensors the index maps to it, read and
+ * freed one at a time), or the llm.c file itself (eng_model_load_llmc). 0, or -1 with a
+ * message naming the file. */
 int eng_import_load(eng_model *m, const char *from, eng_err *err);
 
 /* remat-train --export-llmc: loads the model `from` names (as above) and writes it to `out`

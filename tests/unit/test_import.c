@@ -4,6 +4,9 @@
  * tiny checkpoint (names with and without "transformer.", with lm_head.weight and the old
  * attention-mask buffers, F16 and BF16 built byte by byte) load to the same weights, and the
  * same loss on the same batch; files that mix prefixes, lack or add a tensor are refused.
+ * Sharded checkpoints (an index and three shards, one in BF16) load to the same weights;
+ * an index that maps out of its directory, leaves a tensor out, misplaces one or names a
+ * missing shard, a shard that is a symlink, and an index that is not JSON are refused.
  * llm.c model files: export and import round trips (float32 exact, bfloat16 rounded to
  * nearest even, checked against a rounding written independently here), a file written by
  * hand with Vp > V whose every value says where it belongs (so each linear weight's
@@ -952,6 +955,173 @@ START_TEST(test_llmc_save_errors)
 }
 END_TEST
 
+/* ---- sharded checkpoints: model.safetensors.index.json and its shards ---------------- */
+
+/* A sharded checkpoint directory of m as transformers' save_pretrained writes one past its
+ * max_shard_size: config.json, shard k (of 3, F32 but the middle one `mid_dtype`) holding
+ * the tensors i of the prefixed names with i % 3 == k, lm_head.weight in the last, and the
+ * index mapping each name to its shard. edit, when given, changes the index first. */
+static char *sharded_dir(const char *prefix, const eng_model *m, eng_st_dtype mid_dtype,
+	void (*edit)(json_t *map))
+{
+	static const char *const shard[3] = {"model-00001-of-00003.safetensors",
+		"model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"};
+	char *dir = tmp_dir(prefix);
+	size_t len;
+	char *src = t_data(TINY "/config.json"), *dst = join(dir, "config.json");
+	unsigned char *cfg = read_all(src, &len);
+	write_all(dst, cfg, len);
+	entries *all = malloc(sizeof *all), *part = malloc(sizeof *part);
+	ck_assert(all && part);
+	variant v = {1, 1, 0, ENG_ST_F32};
+	variant_entries(all, m, &v);
+	json_t *map = json_object();
+	for (int k = 0; k < 3; k++) {
+		memset(part, 0, sizeof *part);
+		for (int i = 0; i < all->n; i++) {
+			const eng_st_entry *e = &all->e[i];
+			if ((i == all->n - 1 ? 2 : i % 3) != k)
+				continue;
+			add_entry(part, e->name, e->ndim, e->shape, e->data);
+			json_object_set_new(map, e->name, json_string(shard[k]));
+		}
+		char *path = join(dir, shard[k]);
+		eng_err err;
+		if (k == 1 && mid_dtype != ENG_ST_F32)
+			write_st_half(path, part, mid_dtype);
+		else
+			ck_assert_msg(eng_st_write(path, part->e, part->n, &err) == 0, "%s", err.msg);
+		free(path);
+	}
+	if (edit)
+		edit(map);
+	json_t *index = json_pack("{s:{s:I},s:o}", "metadata", "total_size", (json_int_t)0,
+		"weight_map", map);
+	char *text = json_dumps(index, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	char *ip = join(dir, "model.safetensors.index.json");
+	write_all(ip, text, strlen(text));
+	free(ip), free(text), json_decref(index);
+	free(all->zeros), free(all), free(part);
+	free(cfg), free(dst), free(src);
+	return dir;
+}
+
+/* The shards load to the single file's weights (the BF16 shard's rounded to bf16), and a
+ * job from the all-F32 shards takes the single file's first step, bit for bit */
+START_TEST(test_load_sharded)
+{
+	eng_model ref, got, want;
+	eng_err err;
+	tiny_model(&ref);
+	char *ref_dir = t_data(TINY);
+	float ref_loss = first_batch_loss(ref_dir);
+	char *dir = sharded_dir("shard32", &ref, ENG_ST_F32, NULL);
+	empty_model(&got, &ref.cfg);
+	ck_assert_msg(eng_import_load(&got, dir, &err) == 0, "%s", err.msg);
+	assert_same_weights(&ref, &got, "F32 shards");
+	eng_model_free(&got);
+	float loss = first_batch_loss(dir);
+	ck_assert_msg(memcmp(&loss, &ref_loss, sizeof loss) == 0, "sharded: loss %.9g, want "
+		"%.9g (same weights, same batch)", loss, ref_loss);
+	free(dir);
+	dir = sharded_dir("shardbf", &ref, ENG_ST_BF16, NULL);
+	empty_model(&got, &ref.cfg);
+	ck_assert_msg(eng_import_load(&got, dir, &err) == 0, "%s", err.msg);
+	tiny_model(&want); /* the middle shard's tensors (every third, from the second) rounded */
+	for (int i = 1; i < want.ntensors; i += 3)
+		for (size_t k = 0; k < want.tensors[i].numel; k++) {
+			float *x = want.params + want.tensors[i].offset + k;
+			*x = eng_bf16_to_f32(bf16_ref(*x));
+		}
+	assert_same_weights(&want, &got, "F32 and BF16 shards");
+	eng_model_free(&want), eng_model_free(&got), eng_model_free(&ref);
+	free(dir), free(ref_dir);
+}
+END_TEST
+
+static void edit_escape(json_t *map)
+{
+	json_object_set_new(map, "transformer.wpe.weight", json_string("../model.safetensors"));
+}
+
+static void edit_drop(json_t *map)
+{
+	json_object_del(map, "transformer.ln_f.bias");
+}
+
+static void edit_move(json_t *map) /* shard 1's first tensor said to be in shard 3 */
+{
+	json_object_set_new(map, "transformer.wte.weight",
+		json_string("model-00003-of-00003.safetensors"));
+}
+
+static void edit_misplace(json_t *map) /* another tensor of shard 1 said to be in shard 2 */
+{
+	const char *name;
+	json_t *v;
+	int i = 0;
+	json_object_foreach(map, name, v)
+	{
+		if (i++ == 3) {
+			json_string_set(v, "model-00002-of-00003.safetensors");
+			break;
+		}
+	}
+}
+
+static void edit_missing(json_t *map)
+{
+	json_object_set_new(map, "transformer.wte.weight",
+		json_string("model-00004-of-00003.safetensors"));
+}
+
+/* A damaged sharded checkpoint is refused with the file and the tensor named, and a shard
+ * that is a symbolic link is not followed */
+START_TEST(test_load_sharded_refused)
+{
+	eng_model ref, got;
+	eng_err err;
+	tiny_model(&ref);
+	static const struct {
+		void (*edit)(json_t *map);
+		const char *want;
+	} cases[] = {
+		{edit_escape, "is mapped to a path, not to a file name of its directory"},
+		{edit_drop, "does not list"},
+		{edit_move, "holds 10 tensors, the index lists 11 in it"},
+		{edit_misplace, "which the index puts in another shard"},
+		{edit_missing, "model-00004-of-00003.safetensors"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char *dir = sharded_dir("shardbad", &ref, ENG_ST_F32, cases[i].edit);
+		empty_model(&got, &ref.cfg);
+		ck_assert_msg(eng_import_load(&got, dir, &err) < 0, "case %zu loaded", i);
+		ck_assert_msg(strstr(err.msg, cases[i].want), "case %zu: '%s' lacks '%s'", i,
+			err.msg, cases[i].want);
+		eng_model_free(&got);
+		free(dir);
+	}
+	/* not JSON; a shard replaced by a symbolic link to a good copy of itself */
+	char *dir = sharded_dir("shardjson", &ref, ENG_ST_F32, NULL);
+	char *ip = join(dir, "model.safetensors.index.json");
+	write_all(ip, "{\"weight_map\": ", 15);
+	empty_model(&got, &ref.cfg);
+	ck_assert_int_lt(eng_import_load(&got, dir, &err), 0);
+	ck_assert_msg(strstr(err.msg, "not JSON"), "%s", err.msg);
+	eng_model_free(&got);
+	free(ip), free(dir);
+	dir = sharded_dir("shardlink", &ref, ENG_ST_F32, NULL);
+	char *s2 = join(dir, "model-00002-of-00003.safetensors"), *copy = join(dir, "copy");
+	ck_assert_int_eq(rename(s2, copy), 0);
+	ck_assert_int_eq(symlink("copy", s2), 0);
+	empty_model(&got, &ref.cfg);
+	ck_assert_int_lt(eng_import_load(&got, dir, &err), 0);
+	ck_assert_msg(strstr(err.msg, "symbolic link"), "%s", err.msg);
+	eng_model_free(&got), eng_model_free(&ref);
+	free(copy), free(s2), free(dir);
+}
+END_TEST
+
 /* ---- init_from an llm.c file ----------------------------------------------------------- */
 
 typedef struct first_step {
@@ -1148,6 +1318,8 @@ Suite *suite_import(void)
 	tcase_add_test(tc, test_load_safetensors_f32_variants);
 	tcase_add_test(tc, test_load_safetensors_half_variants);
 	tcase_add_test(tc, test_load_safetensors_refused);
+	tcase_add_test(tc, test_load_sharded);
+	tcase_add_test(tc, test_load_sharded_refused);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("llmc");
 	tcase_set_timeout(tc, TIMEOUT);
