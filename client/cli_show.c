@@ -483,6 +483,7 @@ void cli_show_info(FILE *f, const char *job, const json_t *ret)
 	}
 	kv(f, "backends:", o ? buf : "-");
 	kv(f, "blas:", show_str(ret, "blas", "-", buf, sizeof buf));
+	kv(f, "matmul:", show_str(ret, "matmul", "-", buf, sizeof buf));
 	kv(f, "max jobs:", cli_show_num(ret, "max_jobs", "%.0f", buf, sizeof buf));
 	kv(f, "jobs running:", cli_show_num(ret, "jobs_running", "%.0f", buf, sizeof buf));
 }

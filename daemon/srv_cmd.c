@@ -46,6 +46,8 @@ static json_t *daemon_info(srv_server *srv)
 		return NULL;
 	json_object_set_new(ret, "blas", json_string(wi ? json_string_value(json_object_get(wi,
 		"blas")) : srv->worker_info_err));
+	const char *mm = json_string_value(json_object_get(wi, "matmul"));
+	json_object_set_new(ret, "matmul", json_string(mm ? mm : "-"));
 	json_t *b = json_object_get(wi, "backends"), *g = json_object_get(wi, "gpus");
 	json_object_set_new(ret, "backends", b ? json_deep_copy(b) : json_pack("[s]", "cpu"));
 	json_object_set_new(ret, "gpus", g ? json_deep_copy(g) : json_array());

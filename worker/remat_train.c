@@ -120,11 +120,37 @@ static int export_llmc(const char *from, const char *out, int bf16)
 	return 0;
 }
 
+/* Who runs the CPU's matmul products, in float32 and in bf16, into buf (the lines of
+ * --version, and --info's "matmul") */
+static void describe_matmuls(char *buf, size_t n, const char *sep)
+{
+	char why[320];
+	int o;
+	if (kn_dnnl_available(why, sizeof why))
+		o = snprintf(buf, n, "float32 lm_head (cpu): logits and dlnf by oneDNN's matmul (%s), "
+			"wte packed once a step; the rest OpenBLAS", kn_bf16_describe());
+	else
+		o = snprintf(buf, n, "float32 lm_head (cpu): OpenBLAS (no oneDNN: %s)", why);
+	if (o < 0 || (size_t)o >= n)
+		return;
+	if (kn_bf16_available(why, sizeof why))
+		snprintf(buf + o, n - (size_t)o, "%sprecision bf16 (cpu): %s; weights %s", sep,
+			kn_bf16_describe(), kn_bf16_pack_weights() ?
+			"packed for oneDNN once a step (AMX)" :
+			"in plain layout (packing pays with AMX only)");
+	else
+		snprintf(buf + o, n - (size_t)o, "%sprecision bf16 (cpu): not available: %s", sep,
+			why);
+}
+
 /* --info: one JSON line of what this build runs on, as a worker sees it. */
 static int print_info(void)
 {
+	char mm[1024];
 	kn_set_threads(1);
-	json_t *o = json_pack("{s:s,s:s}", "version", REMAT_VERSION, "blas", kn_blas_describe());
+	describe_matmuls(mm, sizeof mm, "; ");
+	json_t *o = json_pack("{s:s,s:s,s:s}", "version", REMAT_VERSION, "blas", kn_blas_describe(),
+		"matmul", mm);
 	if (!o || eng_backends_json(o) < 0) {
 		fprintf(stderr, "remat-train: out of memory\n");
 		return 1;
@@ -250,20 +276,10 @@ static int sample_num(const char *a, const char *v, wk_sample_args *s)
 /* --version: the libraries and what runs each kind of product */
 static int print_version(void)
 {
-	char why[320];
+	char mm[1024];
 	kn_set_threads(1);
-	printf("remat-train %s\nbackend cpu: %s\n", REMAT_VERSION, kn_blas_describe());
-	if (kn_dnnl_available(why, sizeof why))
-		printf("float32 lm_head (cpu): logits and dlnf by oneDNN's matmul (%s), wte packed "
-		       "once a step; the rest OpenBLAS\n", kn_bf16_describe());
-	else
-		printf("float32 lm_head (cpu): OpenBLAS (no oneDNN: %s)\n", why);
-	if (kn_bf16_available(why, sizeof why))
-		printf("precision bf16 (cpu): %s; weights %s\n", kn_bf16_describe(),
-			kn_bf16_pack_weights() ? "packed for oneDNN once a step (AMX)" :
-			"in plain layout (packing pays with AMX only)");
-	else
-		printf("precision bf16 (cpu): not available: %s\n", why);
+	describe_matmuls(mm, sizeof mm, "\n");
+	printf("remat-train %s\nbackend cpu: %s\n%s\n", REMAT_VERSION, kn_blas_describe(), mm);
 	print_cuda_backend();
 	return 0;
 }

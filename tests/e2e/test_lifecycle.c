@@ -487,6 +487,9 @@ START_TEST(test_lifecycle_queue_cancel_plan_remove)
 	json_t *info = json_loads(out, 0, NULL);
 	r = td_request(&c, "{\"execute\":\"daemon-info\"}");
 	ck_assert_str_eq(td_str(td_expect_return(r), "blas"), td_str(info, "blas"));
+	/* and who runs the matmul products, float32 and bf16 */
+	ck_assert_str_eq(td_str(td_expect_return(r), "matmul"), td_str(info, "matmul"));
+	ck_assert_ptr_nonnull(strstr(td_str(info, "matmul"), "float32 lm_head (cpu): "));
 	json_decref(r);
 	json_decref(info);
 	free(out);
