@@ -147,7 +147,8 @@ void kn_attention_backward(float *dqkv, float *scratch, const float *dout, const
 	const float *out, const float *lse, int B, int T, int C, int NH);
 /* The same with grouped key/value heads (the Llama family): qkv(B,T,(NH+2 NKV) hs) holds
  * q | k | v, query head h reading kv head h / (NH/NKV); out(B,T,NH*hs), lse(B,NH,T).
- * kn_attention_forward/backward are these with NKV = NH, hs = C/NH. */
+ * NH must be a multiple of NKV (the caller's shape checks see to it: a kernel does not
+ * check). kn_attention_forward/backward are these with NKV = NH, hs = C/NH. */
 void kn_gqa_attention_forward(float *out, float *lse, float *scratch, const float *qkv,
 	int B, int T, int NH, int NKV, int hs);
 void kn_gqa_attention_backward(float *dqkv, float *scratch, const float *dout,
