@@ -33,6 +33,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -231,10 +232,13 @@ int eng_model_products(const eng_config *cfg, int B, int T, int R, unsigned flag
 	return n;
 }
 
-/* What decides the routes here: oneDNN's presence, and AMX for bf16 packing */
+/* What decides the routes here: oneDNN's presence (REMAT_FP32_DNNL=0 keeps every float32
+ * product on OpenBLAS: the bits of builds without oneDNN), and AMX for bf16 packing */
 static unsigned products_flags(const eng_config *cfg)
 {
-	return (kn_dnnl_available(NULL, 0) ? ENG_PRODUCTS_DNNL : 0) |
+	const char *e = getenv("REMAT_FP32_DNNL");
+	int f32 = !(e && strcmp(e, "0") == 0) && kn_dnnl_available(NULL, 0);
+	return (f32 ? ENG_PRODUCTS_DNNL : 0) |
 	       (cfg->mm_bf16 && kn_bf16_pack_weights() ? ENG_PRODUCTS_PACK_BF16 : 0);
 }
 

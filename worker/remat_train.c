@@ -126,7 +126,10 @@ static void describe_matmuls(char *buf, size_t n, const char *sep)
 {
 	char why[320];
 	int o;
-	if (kn_dnnl_available(why, sizeof why))
+	const char *off = getenv("REMAT_FP32_DNNL");
+	if (off && strcmp(off, "0") == 0)
+		o = snprintf(buf, n, "float32 lm_head (cpu): OpenBLAS (REMAT_FP32_DNNL=0)");
+	else if (kn_dnnl_available(why, sizeof why))
 		o = snprintf(buf, n, "float32 lm_head (cpu): logits and dlnf by oneDNN's matmul (%s), "
 			"wte packed once a step; the rest OpenBLAS", kn_bf16_describe());
 	else

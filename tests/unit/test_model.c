@@ -697,6 +697,46 @@ START_TEST(test_memtrace_step)
 }
 END_TEST
 
+/* REMAT_FP32_DNNL=0: every float32 product on OpenBLAS, no packed wte (params' bytes the
+ * gradients'), and the same training to float rounding (the head's sums in another order);
+ * by default, where oneDNN runs, its two head products hold the packed copy */
+START_TEST(test_fp32_openblas_routes)
+{
+	run_result dflt, blas;
+	const char *const sched[STEPS] = {"off"};
+	eng_trainer tr;
+	size_t fx[ENG_MEM_NCAT];
+	precision = "fp32";
+	unsetenv("REMAT_FP32_DNNL");
+	small_trainer(&tr);
+	int dnnl = kn_dnnl_available(NULL, 0);
+	eng_trainer_fixed_bytes(&tr, fx);
+	ck_assert_msg(dnnl ? fx[ENG_MEM_PARAMS] > fx[ENG_MEM_GRADS] :
+			     fx[ENG_MEM_PARAMS] == fx[ENG_MEM_GRADS],
+		"params %zu, grads %zu bytes (oneDNN %d)", fx[ENG_MEM_PARAMS], fx[ENG_MEM_GRADS], dnnl);
+	eng_trainer_free(&tr);
+	run(sched, &dflt);
+	setenv("REMAT_FP32_DNNL", "0", 1);
+	small_trainer(&tr);
+	for (int i = 0; i < tr.model.nprod; i++)
+		ck_assert_msg(tr.model.prod[i].route == ENG_ROUTE_OPENBLAS, "%s not OpenBLAS's",
+			tr.model.prod[i].name);
+	eng_trainer_fixed_bytes(&tr, fx);
+	ck_assert_uint_eq(fx[ENG_MEM_PARAMS], fx[ENG_MEM_GRADS]);
+	ck_assert_ptr_null(tr.model.wpack);
+	eng_trainer_free(&tr);
+	run(sched, &blas);
+	unsetenv("REMAT_FP32_DNNL");
+	for (int k = 0; k < STEPS; k++)
+		ck_assert_msg(fabsf(blas.loss[k] - dflt.loss[k]) <= 1e-5f * dflt.loss[k],
+			"step %d: loss %.9g on OpenBLAS alone, %.9g by default", k + 1, blas.loss[k],
+			dflt.loss[k]);
+	ck_assert_msg(t_rel_l2(blas.params, dflt.params, dflt.nfloats) < 1e-5, "weights apart");
+	free_result(&blas);
+	free_result(&dflt);
+}
+END_TEST
+
 /* ---- precision bf16: refused where it cannot run, and as good as float32 where it can ---- */
 
 /* ONEDNN_MAX_CPU_ISA hides the bf16 instructions from oneDNN (read once per process: the
@@ -776,6 +816,7 @@ Suite *suite_model(void)
 	tcase_add_test(tc, test_oom_retry_every_site);
 	tcase_add_test(tc, test_oom_least_fails_cleanly);
 	tcase_add_test(tc, test_memtrace_step);
+	tcase_add_test(tc, test_fp32_openblas_routes);
 	tcase_add_test(tc, test_bf16_refused_without_isa);
 	tcase_add_test(tc, test_bf16_follows_fp32);
 	suite_add_tcase(s, tc);
