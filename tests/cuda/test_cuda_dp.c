@@ -130,15 +130,6 @@ END_TEST
 		}                                                                          \
 	} while (0)
 
-/* A scratch directory of its own for test `name`. */
-static void scratch(char *dir, size_t n, const char *name)
-{
-	snprintf(dir, n, "%s/cuda-dp-%s", t_env("REMAT_TMP"), name);
-	ck_assert_msg(mkdir(dir, 0700) == 0 || errno == EEXIST, "%s: %s", dir, strerror(errno));
-	struct stat st;
-	ck_assert_msg(lstat(dir, &st) == 0 && S_ISDIR(st.st_mode), "%s is not a directory", dir);
-}
-
 /* The line of remat-train's banner that says how the gradients are summed, checked. */
 static void banner_says(const char *out, const char *want)
 {
@@ -157,12 +148,13 @@ static void banner_says(const char *out, const char *want)
 static int two_ranks_equal(const char *name, const char *precision, const char *comm,
 	const char *want)
 {
-	char dir[600], a[700], b[700], *out;
+	char a[700], b[700], *out, pre[64];
 	setenv("REMAT_CUDA_PRECISION", precision, 1);
 	setenv("REMAT_CUDA_ATTENTION", "own", 1);
 	if (comm)
 		setenv("REMAT_CUDA_COMM", comm, 1);
-	scratch(dir, sizeof dir, name);
+	snprintf(pre, sizeof pre, "cuda-dp-%s-", name);
+	char *dir = t_tmp_dir(pre);
 	char *one = t_mpi_spec(dir, "one.json", "\"device\":\"cuda\",\"grad_accum\":2,", "one",
 		DP_STEPS);
 	char *two = t_mpi_spec(dir, "two.json", "\"device\":\"cuda\",\"parallel\":{\"ranks\":2},",
@@ -174,6 +166,7 @@ static int two_ranks_equal(const char *name, const char *precision, const char *
 		free(out);
 		free(one);
 		free(two);
+		free(dir);
 		return 1;
 	}
 	t_mpi_train1(one);
@@ -186,6 +179,7 @@ static int two_ranks_equal(const char *name, const char *precision, const char *
 	free(out);
 	free(one);
 	free(two);
+	free(dir);
 	return 0;
 }
 
@@ -219,9 +213,9 @@ START_TEST(test_cuda_dp_nccl)
 					"(the job said so)\n");
 		return;
 	}
-	char dir[600], *out;
+	char *out;
 	setenv("REMAT_CUDA_COMM", "nccl", 1);
-	scratch(dir, sizeof dir, "nccl-shared");
+	char *dir = t_tmp_dir("cuda-dp-nccl-shared-");
 	char *two = t_mpi_spec(dir, "two.json", "\"device\":\"cuda\",\"parallel\":{\"ranks\":2},",
 		"two", DP_STEPS);
 	int rc = t_mpirun(two, 2, 0, &out);
@@ -230,6 +224,7 @@ START_TEST(test_cuda_dp_nccl)
 		(strstr(out, "share a GPU") || strstr(out, "libnccl.so.2")), "%s", out);
 	free(out);
 	free(two);
+	free(dir);
 }
 END_TEST
 

@@ -49,16 +49,6 @@ static char *tmp_path(const char *name)
 	return p;
 }
 
-/* A fresh directory REMAT_TMP/<prefix>XXXXXX (malloc'd path). */
-static char *tmp_dir(const char *prefix)
-{
-	char name[64];
-	snprintf(name, sizeof name, "%sXXXXXX", prefix);
-	char *p = tmp_path(name);
-	ck_assert_msg(mkdtemp(p) != NULL, "mkdtemp %s: %s", p, strerror(errno));
-	return p;
-}
-
 static char *path_join(const char *dir, const char *name)
 {
 	size_t n = strlen(dir) + strlen(name) + 2;
@@ -492,7 +482,7 @@ END_TEST
 static char *copy_tiny_checkpoint(const char *prefix)
 {
 	const char *data = t_env("REMAT_TESTDATA");
-	char *dir = tmp_dir(prefix);
+	char *dir = t_tmp_dir(prefix);
 	const char *files[] = {"config.json", "model.safetensors"};
 	for (int i = 0; i < 2; i++) {
 		char src[4096];
@@ -727,7 +717,7 @@ END_TEST
 /* Trains TINY_JOB with the given remat object, saving into a fresh directory. */
 static char *train_and_save(const char *name, const char *remat)
 {
-	char *dir = tmp_dir(name);
+	char *dir = t_tmp_dir(name);
 	char spec[64];
 	snprintf(spec, sizeof spec, "%s.json", name);
 	char *job = spec_file(spec, TINY_JOB(", \"remat\": %s, \"save\": {\"dir\": \"%s\"}"), remat,
@@ -886,7 +876,7 @@ START_TEST(test_cli_memory_limit_retries)
 	long long need = (off + least) / 2 + 3 * params;
 
 	char *a = train_and_save("lim_free", "{\"default\": \"off\"}");
-	char *dir = tmp_dir("lim_save");
+	char *dir = t_tmp_dir("lim_save");
 	job = spec_file("lim.json", TINY_JOB(", \"memory\": {\"limit\": %lld}, \"save\": "
 					      "{\"dir\": \"%s\"}"), need, dir);
 	n = json_run(job, NULL, rows, 8);

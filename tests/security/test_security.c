@@ -160,7 +160,7 @@ static int is_root(const char *test, const char *why)
 START_TEST(test_security_tmp_symlink_not_followed)
 {
 	need_gpl();
-	char *root = tmp_dir("sec_tmp"), *victim = make_victim(root);
+	char *root = t_tmp_dir("sec_tmp"), *victim = make_victim(root);
 	char *sd = path_join(root, "save"), *link = path_join(sd, "step_00000005.tmp");
 	ck_assert_int_eq(mkdir(sd, 0755), 0);
 	ck_assert_int_eq(symlink(victim, link), 0);
@@ -181,7 +181,7 @@ END_TEST
 START_TEST(test_security_old_symlink_not_followed)
 {
 	need_gpl();
-	char *root = tmp_dir("sec_old"), *victim = make_victim(root);
+	char *root = t_tmp_dir("sec_old"), *victim = make_victim(root);
 	char *sd = path_join(root, "save"), *base = path_join(sd, "best");
 	char *link = path_join(sd, "best.old");
 	ck_assert_int_eq(mkdir(sd, 0755), 0);
@@ -203,7 +203,7 @@ END_TEST
 START_TEST(test_security_step_symlink_not_pruned)
 {
 	need_gpl();
-	char *root = tmp_dir("sec_step"), *victim = make_victim(root);
+	char *root = t_tmp_dir("sec_step"), *victim = make_victim(root);
 	char *sd = path_join(root, "save"), *link = path_join(sd, "step_00000000");
 	ck_assert_int_eq(mkdir(sd, 0755), 0);
 	ck_assert_int_eq(symlink(victim, link), 0);
@@ -273,7 +273,7 @@ static int ctl_save(const char *sock, const char *name, char **out)
 START_TEST(test_security_latest_tmp_symlink_not_written)
 {
 	need_gpl();
-	char *root = tmp_dir("sec_latest"), *victim = make_victim(root);
+	char *root = t_tmp_dir("sec_latest"), *victim = make_victim(root);
 	char *sd = path_join(root, "save"), *sock;
 	pid_t pid = start_controlled(root, sd, &sock);
 	char *link = path_join(sd, "latest.tmp"), *target = path_join(victim, "precious.txt");
@@ -303,7 +303,7 @@ END_TEST
 START_TEST(test_security_named_symlink_not_replaced)
 {
 	need_gpl();
-	char *root = tmp_dir("sec_named"), *victim = make_victim(root);
+	char *root = t_tmp_dir("sec_named"), *victim = make_victim(root);
 	char *sd = path_join(root, "save"), *sock;
 	pid_t pid = start_controlled(root, sd, &sock);
 	char *link = path_join(sd, "best");
@@ -331,7 +331,7 @@ START_TEST(test_security_foreign_entry_refused)
 	if (!is_root("test_security_foreign_entry_refused", " to chown"))
 		return;
 	need_gpl();
-	char *root = tmp_dir("sec_foreign"), *sd = path_join(root, "save");
+	char *root = t_tmp_dir("sec_foreign"), *sd = path_join(root, "save");
 	char *tmp = path_join(sd, "step_00000004.tmp"), *f = path_join(tmp, "precious.txt");
 	ck_assert_int_eq(mkdir(sd, 0755), 0);
 	ck_assert_int_eq(mkdir(tmp, 0755), 0);
@@ -354,7 +354,7 @@ END_TEST
 
 START_TEST(test_security_fifo_data_refused)
 {
-	char *root = tmp_dir("sec_fifo"), *fifo = path_join(root, "data.fifo");
+	char *root = t_tmp_dir("sec_fifo"), *fifo = path_join(root, "data.fifo");
 	ck_assert_int_eq(mkfifo(fifo, 0644), 0);
 	char extra[256];
 	char *job = NULL;
@@ -375,7 +375,7 @@ END_TEST
 START_TEST(test_security_fifo_in_init_from_refused)
 {
 	need_gpl();
-	char *root = tmp_dir("sec_fifo_init"), *ck = path_join(root, "ck");
+	char *root = t_tmp_dir("sec_fifo_init"), *ck = path_join(root, "ck");
 	char *src = t_data("reference/tiny");
 	copy_dir(src, ck);
 	char *cfg = path_join(ck, "config.json");
@@ -397,7 +397,7 @@ END_TEST
  * form: the daemon may be made to open what the user could not read. */
 START_TEST(test_security_bytes_not_echoed)
 {
-	char *root = tmp_dir("sec_echo"), *secret = path_join(root, "secret.bin");
+	char *root = t_tmp_dir("sec_echo"), *secret = path_join(root, "secret.bin");
 	static const char bytes[] = "SECRETXYhunter2-password-and-more-than-256-bytes-follow";
 	char *big = calloc(1, 4096);
 	ck_assert_ptr_nonnull(big);
@@ -650,7 +650,7 @@ START_TEST(test_security_control_socket_checks_peer)
 	if (!is_root("test_security_control_socket_checks_peer", ""))
 		return;
 	need_gpl();
-	char *root = tmp_dir("sec_ctl"), *sd = path_join(root, "save"), *sock;
+	char *root = t_tmp_dir("sec_ctl"), *sd = path_join(root, "save"), *sock;
 	ck_assert_int_eq(chmod(root, 0711), 0);
 	if (!peer_can_reach("test_security_control_socket_checks_peer", root))
 		return;

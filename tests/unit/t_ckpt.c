@@ -41,16 +41,6 @@ char *path_join(const char *dir, const char *name)
 	return p;
 }
 
-/* A fresh directory REMAT_TMP/<prefix>XXXXXX (malloc'd path). */
-char *tmp_dir(const char *prefix)
-{
-	char name[64];
-	snprintf(name, sizeof name, "%sXXXXXX", prefix);
-	char *p = path_join(t_env("REMAT_TMP"), name);
-	ck_assert_msg(mkdtemp(p) != NULL, "mkdtemp %s: %s", p, strerror(errno));
-	return p;
-}
-
 void write_text(const char *path, const char *text)
 {
 	t_write_file(path, text, strlen(text));

@@ -32,7 +32,6 @@ typedef struct run_rows {
 } run_rows;
 
 char *path_join(const char *dir, const char *name);
-char *tmp_dir(const char *prefix);
 void write_text(const char *path, const char *text);
 int exists(const char *path);
 void copy_dir(const char *src, const char *dst);

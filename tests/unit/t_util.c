@@ -46,6 +46,17 @@ double t_rel_l2(const float *a, const float *b, size_t n)
 	return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+char *t_tmp_dir(const char *prefix)
+{
+	const char *dir = t_env("REMAT_TMP");
+	size_t n = strlen(dir) + strlen(prefix) + 9;
+	char *p = malloc(n);
+	ck_assert_ptr_nonnull(p);
+	snprintf(p, n, "%s/%sXXXXXX", dir, prefix);
+	ck_assert_msg(mkdtemp(p) != NULL, "mkdtemp %s: %s", p, strerror(errno));
+	return p;
+}
+
 char *t_data(const char *rel)
 {
 	const char *dir = t_env("REMAT_TESTDATA");

@@ -24,6 +24,9 @@ char *t_data(const char *rel);
 /* The whole file at path (malloc'd, with a NUL after its len bytes); fails the test when
  * it cannot be read. */
 char *t_read_file(const char *path, size_t *len);
+/* A fresh directory REMAT_TMP/<prefix>XXXXXX (mkdtemp: made here, 0700, never one that was
+ * there before); its path malloc'd. */
+char *t_tmp_dir(const char *prefix);
 /* Writes len bytes to path (created or truncated); fails the test on error. */
 void t_write_file(const char *path, const void *buf, size_t len);
 

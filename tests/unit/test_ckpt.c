@@ -46,7 +46,7 @@
 START_TEST(test_ckpt_write_same_under_every_policy)
 {
 	need_gpl();
-	char *root = tmp_dir("policy");
+	char *root = t_tmp_dir("policy");
 	static const struct {
 		const char *name, *remat, *sched;
 	} runs[] = {
@@ -164,7 +164,7 @@ static void expect_resumed(const char *what, const run_rows *r, const run_rows *
 START_TEST(test_ckpt_resume_bit_exact)
 {
 	need_gpl();
-	char *root = tmp_dir("resume");
+	char *root = t_tmp_dir("resume");
 	run_rows ref, a_off, a_mix, r;
 	/* the reference: N+M steps in one go, saved at the end only */
 	char *ref_dir = train_resume(root, "ref", TINY, "{\"default\": \"off\"}", NULL, 0, &ref);
@@ -239,7 +239,7 @@ END_TEST
 START_TEST(test_ckpt_write_killed_mid_save)
 {
 	need_gpl();
-	char *root = tmp_dir("crash"), *sd = path_join(root, "save");
+	char *root = t_tmp_dir("crash"), *sd = path_join(root, "save");
 	char *log = path_join(root, "train.log");
 	/* one good checkpoint first, so `latest` exists before the first kill */
 	free(good_checkpoint(sd, 1, 1000000));
@@ -331,7 +331,7 @@ END_TEST
  * grad_accum, which the resumed spec does not give. */
 START_TEST(test_ckpt_resume_shuffled_accumulated)
 {
-	char *data = t_data("reference/accum"), *root = tmp_dir("shufacc");
+	char *data = t_data("reference/accum"), *root = t_tmp_dir("shufacc");
 	static const char spec[] = "{\"model\":{%s},\"data\":{\"train\":\"%s/train.bin\","
 		"\"shuffle\":true,\"shuffle_seed\":5},\"batch\":2,\"seq_len\":24,\"steps\":8,"
 		"%s\"threads\":2,\"optim\":{\"lr\":3e-3},\"save\":{\"dir\":\"%s/%s\"}}";

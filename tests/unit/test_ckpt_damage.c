@@ -264,7 +264,7 @@ static void expect_train_refuses(const char *root, const char *ckpt, const char 
 START_TEST(test_ckpt_verify_damaged)
 {
 	need_gpl();
-	char *root = tmp_dir("damage");
+	char *root = t_tmp_dir("damage");
 	char *good = good_checkpoint(root, 1, 1000);
 	ck_assert_int_eq(eng_ckpt_verify(good, NULL), 0);
 	int n = 0;
@@ -278,7 +278,7 @@ START_TEST(test_ckpt_verify_damaged)
 				resum ? " (sums recomputed)" : "");
 			/* each copy alone in its save dir: no other checkpoint to offer */
 			snprintf(name, sizeof name, "d%02d%d", (int)i, resum);
-			char *dir = tmp_dir(name), *ckpt = path_join(dir, "step_00000001");
+			char *dir = t_tmp_dir(name), *ckpt = path_join(dir, "step_00000001");
 			copy_dir(good, ckpt);
 			damage_do(ckpt, d);
 			if (resum)
@@ -310,7 +310,7 @@ END_TEST
 START_TEST(test_ckpt_find_offers_previous)
 {
 	need_gpl();
-	char *root = tmp_dir("previous"), *sd = path_join(root, "save");
+	char *root = t_tmp_dir("previous"), *sd = path_join(root, "save");
 	char extra[4200];
 	snprintf(extra, sizeof extra, ", \"save\": {\"dir\": \"%s\"}", sd);
 	eng_trainer tr;
@@ -375,7 +375,7 @@ END_TEST
 START_TEST(test_ckpt_find_resave_interrupted)
 {
 	need_gpl();
-	char *root = tmp_dir("resave"), *sd = path_join(root, "save");
+	char *root = t_tmp_dir("resave"), *sd = path_join(root, "save");
 	char *ck = good_checkpoint(sd, 1, 1000);
 	char *old = path_join(sd, "step_00000001.old"), *tmp = path_join(sd, "step_00000001.tmp");
 	copy_dir(ck, tmp);
@@ -414,7 +414,7 @@ static void round_trip(const char *which)
 {
 	char rel[64];
 	snprintf(rel, sizeof rel, "reference/%s", which);
-	char *ref = t_data(rel), *sd = tmp_dir("roundtrip");
+	char *ref = t_data(rel), *sd = t_tmp_dir("roundtrip");
 	char *orig_st = path_join(ref, "model.safetensors"), *orig_cfg = path_join(ref,
 		"config.json");
 	char *train = path_join(ref, "train.bin");
@@ -497,7 +497,7 @@ static json_t *reply_with_id(td_conn *c, int id, const char *dir, int *max_tmp)
 START_TEST(test_ckpt_writer_busy_over_control)
 {
 	need_gpl();
-	char *root = tmp_dir("busy"), *sd = path_join(root, "save");
+	char *root = t_tmp_dir("busy"), *sd = path_join(root, "save");
 	char *sock = path_join(root, "ctl.sock"), *log = path_join(root, "train.log");
 	char extra[4200];
 	snprintf(extra, sizeof extra, ", \"save\": {\"dir\": \"%s\"}", sd);
@@ -595,7 +595,7 @@ static void on_done(void *ud, int ok, const eng_ckpt_result *res, const char *ms
 START_TEST(test_ckpt_writer_submit_busy)
 {
 	need_gpl();
-	char *root = tmp_dir("writer"), *sd = path_join(root, "save");
+	char *root = t_tmp_dir("writer"), *sd = path_join(root, "save");
 	char extra[4200];
 	snprintf(extra, sizeof extra, ", \"save\": {\"dir\": \"%s\"}", sd);
 	eng_trainer tr;
@@ -642,7 +642,7 @@ static void write_as(eng_ckpt_snap *s, const char *dir, int step, const char *na
 START_TEST(test_ckpt_write_keep_prunes)
 {
 	need_gpl();
-	char *root = tmp_dir("keep"), *sd = path_join(root, "save");
+	char *root = t_tmp_dir("keep"), *sd = path_join(root, "save");
 	eng_trainer tr;
 	eng_err err;
 	trainer_from(&tr, TINY, 1000, "");
@@ -681,7 +681,7 @@ END_TEST
 START_TEST(test_ckpt_write_name_checked)
 {
 	need_gpl();
-	char *root = tmp_dir("names"), *sd = path_join(root, "save");
+	char *root = t_tmp_dir("names"), *sd = path_join(root, "save");
 	eng_trainer tr;
 	eng_err err = {0};
 	trainer_from(&tr, TINY, 1000, "");

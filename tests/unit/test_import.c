@@ -20,6 +20,7 @@
 #include "tests.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <jansson.h>
 #include <math.h>
@@ -57,16 +58,6 @@ static char *join(const char *dir, const char *name)
 static char *tmp_path(const char *name)
 {
 	return join(t_env("REMAT_TMP"), name);
-}
-
-/* A fresh directory REMAT_TMP/<prefix>XXXXXX. */
-static char *tmp_dir(const char *prefix)
-{
-	char name[64];
-	snprintf(name, sizeof name, "%sXXXXXX", prefix);
-	char *p = tmp_path(name);
-	ck_assert_msg(mkdtemp(p) != NULL, "mkdtemp %s: %s", p, strerror(errno));
-	return p;
 }
 
 static unsigned char *read_all(const char *path, size_t *len)
@@ -335,7 +326,7 @@ static void write_variant(const char *path, const eng_model *m, const variant *v
 /* A checkpoint directory: the reference config.json and the variant's model.safetensors. */
 static char *variant_dir(const char *prefix, const eng_model *m, const variant *v)
 {
-	char *dir = tmp_dir(prefix);
+	char *dir = t_tmp_dir(prefix);
 	size_t len;
 	char *src = t_data(TINY "/config.json"), *dst = join(dir, "config.json");
 	unsigned char *cfg = read_all(src, &len);
@@ -966,7 +957,7 @@ static char *sharded_dir(const char *prefix, const eng_model *m, eng_st_dtype mi
 {
 	static const char *const shard[3] = {"model-00001-of-00003.safetensors",
 		"model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"};
-	char *dir = tmp_dir(prefix);
+	char *dir = t_tmp_dir(prefix);
 	size_t len;
 	char *src = t_data(TINY "/config.json"), *dst = join(dir, "config.json");
 	unsigned char *cfg = read_all(src, &len);
@@ -1111,14 +1102,16 @@ START_TEST(test_load_sharded_refused)
 	eng_model_free(&got);
 	free(ip), free(dir);
 	dir = sharded_dir("shardlink", &ref, ENG_ST_F32, NULL);
-	char *s2 = join(dir, "model-00002-of-00003.safetensors"), *copy = join(dir, "copy");
-	ck_assert_int_eq(rename(s2, copy), 0);
-	ck_assert_int_eq(symlink("copy", s2), 0);
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_ge(dfd, 0);
+	ck_assert_int_eq(renameat(dfd, "model-00002-of-00003.safetensors", dfd, "copy"), 0);
+	ck_assert_int_eq(symlinkat("copy", dfd, "model-00002-of-00003.safetensors"), 0);
+	close(dfd);
 	empty_model(&got, &ref.cfg);
 	ck_assert_int_lt(eng_import_load(&got, dir, &err), 0);
 	ck_assert_msg(strstr(err.msg, "symbolic link"), "%s", err.msg);
 	eng_model_free(&got), eng_model_free(&ref);
-	free(copy), free(s2), free(dir);
+	free(dir);
 }
 END_TEST
 
