@@ -177,7 +177,7 @@ $(CLIENT): $(CLIENT_OBJ) $(CORE_LIB)
 # The safetensors parser on bytes from memory: the file format is outside input too.
 $(FUZZ_ST): tests/fuzz/fuzz_st.c engine/io/eng_st.c engine/io/eng_fs.c engine/eng_err.c
 	@mkdir -p $(dir $@)
-	clang -g -O1 -std=c11 -D_GNU_SOURCE -Iengine -Iengine/io -fsanitize=fuzzer,address,undefined \
+	clang -g -O1 -std=c11 -D_GNU_SOURCE -Iengine -Iengine/io -Ikernels -fsanitize=fuzzer,address,undefined \
 		-o $@ $^ -ljansson -lm
 
 # libFuzzer needs clang; the target links proto/ alone (no I/O there).

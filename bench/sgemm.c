@@ -199,8 +199,7 @@ int main(int argc, char **argv)
 		return 2;
 	int L = cfg.n_layer, R = eng_plan_chunk_rows(&cfg, B, T);
 	eng_product pr[ENG_PRODUCTS];
-	int n = eng_model_products(&cfg, B, T, R, !lib && kn_dnnl_available(NULL, 0) ?
-		ENG_PRODUCTS_DNNL : 0, pr);
+	int n = eng_model_products(&cfg, B, T, R, lib ? 0 : eng_model_route_flags(&cfg), pr);
 	size_t maxf = 0, pbytes = 0;
 	void *packed = NULL;
 	for (int i = 0; i < n; i++) {

@@ -176,8 +176,6 @@ static void layout_mem(eng_model *m)
 	mem->where = "memory";
 }
 
-/* ---- precision bf16: the products, their operands, oneDNN's scratchpads ---- */
-
 /* ---- the step's products ---- */
 
 #define HEAD_PRODUCTS 12 /* the head's products start here in the table */
@@ -232,9 +230,7 @@ int eng_model_products(const eng_config *cfg, int B, int T, int R, unsigned flag
 	return n;
 }
 
-/* What decides the routes here: oneDNN's presence (REMAT_FP32_DNNL=0 keeps every float32
- * product on OpenBLAS: the bits of builds without oneDNN), and AMX for bf16 packing */
-static unsigned products_flags(const eng_config *cfg)
+unsigned eng_model_route_flags(const eng_config *cfg)
 {
 	const char *e = getenv("REMAT_FP32_DNNL");
 	int f32 = !(e && strcmp(e, "0") == 0) && kn_dnnl_available(NULL, 0);
@@ -245,16 +241,28 @@ static unsigned products_flags(const eng_config *cfg)
 static int dnnl_bytes(const eng_product *pr, int n, int L, size_t *scratch, size_t *packed,
 	size_t *at, size_t *sz);
 
-/* The step's products and their routes here: float32 falls back to OpenBLAS for every
- * product when oneDNN cannot make its primitives (OpenBLAS alone trains it as well); bf16
- * has no such fallback, its failure is the run's. */
-static int routes_of(const eng_config *cfg, int B, int T, int R, eng_product *pr)
+/* The step's products and their routes here, and oneDNN's bytes for them (*sc scratchpad,
+ * *pk packed weights; its primitives made on the way, once: later sizings find them).
+ * float32 falls back to OpenBLAS for every product when oneDNN cannot make its primitives
+ * (OpenBLAS alone trains it as well); bf16 has no such fallback: its failure is the run's,
+ * at mm_fit, and counts nothing here. */
+static int routes_of(const eng_config *cfg, int B, int T, int R, eng_product *pr, size_t *sc,
+	size_t *pk)
 {
-	int n = eng_model_products(cfg, B, T, R, products_flags(cfg), pr);
-	size_t sc, pk;
-	if (!cfg->mm_bf16 && dnnl_bytes(pr, n, cfg->n_layer, &sc, &pk, NULL, NULL) < 0)
-		n = eng_model_products(cfg, B, T, R, 0, pr);
-	return n;
+	int n = eng_model_products(cfg, B, T, R, eng_model_route_flags(cfg), pr);
+	if (dnnl_bytes(pr, n, cfg->n_layer, sc, pk, NULL, NULL) == 0)
+		return n;
+	*sc = *pk = 0;
+	return cfg->mm_bf16 ? n : eng_model_products(cfg, B, T, R, 0, pr);
+}
+
+/* Some product of m runs through oneDNN */
+static int uses_dnnl(const eng_model *m)
+{
+	for (int i = 0; i < m->nprod; i++)
+		if (m->prod[i].route != ENG_ROUTE_OPENBLAS)
+			return 1;
+	return 0;
 }
 
 /* Copies of a packed product's B: one per layer for a linear layer's, wte's one. */
@@ -298,7 +306,7 @@ static size_t bf_out_elems(size_t N, size_t C, size_t V, size_t R)
  * per thread count, and their layouts may follow it). */
 static int mm_fit(eng_model *m, eng_err *err)
 {
-	if (!m->dnnl || m->mm_threads == kn_get_threads())
+	if (m->mm_threads == kn_get_threads() || !uses_dnnl(m))
 		return 0;
 	size_t need, packed, at[ENG_PRODUCTS] = {0}, sz[ENG_PRODUCTS] = {0};
 	if (dnnl_bytes(m->prod, m->nprod, m->cfg.n_layer, &need, &packed, at, sz) < 0)
@@ -470,7 +478,7 @@ static const struct ws_field {
 #define NWORKSPACE (sizeof workspace / sizeof workspace[0])
 
 void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, int threads,
-	size_t out[ENG_MEM_NCAT])
+	const eng_model *live, size_t out[ENG_MEM_NCAT])
 {
 	size_t N = (size_t)B * T, C = cfg->n_embd, ws = 0;
 	eng_ptensor *tab = calloc((size_t)eng_model_ntensors(cfg), sizeof *tab);
@@ -485,13 +493,11 @@ void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, 
 	int R = chunk_rows > 0 ? chunk_rows : eng_plan_chunk_rows(cfg, B, T);
 	R = (size_t)R > N ? (int)N : R; /* as eng_model_init clamps it */
 	eng_product pr[ENG_PRODUCTS];
-	int npr = routes_of(cfg, B, T, R, pr);
-	size_t sc = 0, pk = 0;
-	/* oneDNN's scratchpads and packed weights at the current thread count (the caller's
-	 * kn_set_threads): its primitives are made here, as the run will make them; a bf16
-	 * plan that fails here fails the run too, not this */
-	if (dnnl_bytes(pr, npr, cfg->n_layer, &sc, &pk, NULL, NULL) < 0)
-		sc = pk = 0;
+	/* oneDNN's scratchpads and packed weights: a live model's, or at the current thread
+	 * count (the caller's kn_set_threads), its primitives made here as the run will */
+	size_t sc = live ? live->mm_scratch_bytes : 0, pk = live ? live->wpack_bytes : 0;
+	if (!live)
+		routes_of(cfg, B, T, R, pr, &sc, &pk);
 	out[ENG_MEM_PARAMS] += pk;
 	out[ENG_MEM_WORKSPACE] += sc;
 	if (cfg->mm_bf16) { /* the bf16 weights, the rounded operands */
@@ -500,8 +506,9 @@ void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, 
 	}
 }
 
-int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_rows,
-	eng_err *err)
+/* eng_model_init, with the step's matmul products (and their oneDNN state) or none */
+static int model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_rows,
+	int products, eng_err *err)
 {
 	memset(m, 0, sizeof *m);
 	if (eng_config_validate(cfg, "model", err) < 0)
@@ -541,10 +548,8 @@ int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_
 	m->att_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * kn_attention_scratch_floats(T));
 	if (!m->att_scratch)
 		goto oom;
-	m->nprod = routes_of(cfg, B, T, m->chunk_rows, m->prod);
-	m->dnnl = 0;
-	for (int i = 0; i < m->nprod; i++)
-		m->dnnl |= m->prod[i].route != ENG_ROUTE_OPENBLAS;
+	size_t sc, pk; /* mm_fit allocates them, with the packed copies' offsets */
+	m->nprod = products ? routes_of(cfg, B, T, m->chunk_rows, m->prod, &sc, &pk) : 0;
 	if (cfg->mm_bf16) {
 		m->wbf = eng_mem_alloc(ENG_MEM_PARAMS, 2 * m->nfloats);
 		m->bf_out = eng_mem_alloc(ENG_MEM_WORKSPACE, 2 * bf_out_elems(N, C,
@@ -564,6 +569,17 @@ oom:
 	eng_model_free(m);
 	return eng_errf(err, "out of memory allocating a model of %zu parameters for batch %d x %d",
 		eng_config_num_params(cfg), B, T);
+}
+
+int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_rows,
+	eng_err *err)
+{
+	return model_init(m, cfg, B, T, chunk_rows, 1, err);
+}
+
+int eng_model_init_host(eng_model *m, const eng_config *cfg, eng_err *err)
+{
+	return model_init(m, cfg, 1, 1, 1, 0, err);
 }
 
 void eng_model_free(eng_model *m)
@@ -722,7 +738,7 @@ static void head_logits(eng_model *m, float *buf, int r0, int rows)
 {
 	int C = m->cfg.n_embd;
 	const void *lnf = mm_row(m, m->lay.head.lnf, r0, C);
-	head_mm(m, 0, rows, lnf, m->cfg.mm_bf16 ? (const void *)wb(m, m->w.wte) : m->w.wte, buf);
+	head_mm(m, 0, rows, lnf, weight_of(m, HEAD_PRODUCTS, 0), buf);
 }
 
 /* Chunk k of the logits: its own slot under head=off, the one rebuilt chunk under chunked. */
@@ -867,13 +883,12 @@ static double head_backward(eng_model *m, const uint16_t *tgt)
 			kn_crossentropy_fused(buf, lse + r0, m->losses + r0, tgt + r0, 1.0f / N, rows,
 				V);
 		}
-		const void *lnf = mm_row(m, h->lnf, r0, C), *dl = buf, *wte = m->w.wte;
+		const void *lnf = mm_row(m, h->lnf, r0, C), *dl = buf;
 		if (m->cfg.mm_bf16) {
 			kn_to_bf16(m->bf_out, buf, (size_t)rows * V);
 			dl = m->bf_out;
-			wte = wb(m, m->w.wte);
 		}
-		head_mm(m, 1, rows, dl, wte, m->dbuf + (size_t)r0 * C);
+		head_mm(m, 1, rows, dl, weight_of(m, HEAD_PRODUCTS, 0), m->dbuf + (size_t)r0 * C);
 		head_mm(m, 2, rows, dl, lnf, m->g.wte);
 	}
 	/* ln_f's backward accumulates: dres starts at zero */

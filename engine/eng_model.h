@@ -79,6 +79,10 @@ typedef struct eng_product {
 #define ENG_PRODUCTS_PACK_BF16 2u
 int eng_model_products(const eng_config *cfg, int B, int T, int R, unsigned flags,
 	eng_product *out);
+/* The flags a model of cfg runs with here: ENG_PRODUCTS_DNNL where oneDNN runs, unless
+ * REMAT_FP32_DNNL=0 keeps every float32 product on OpenBLAS (the bits of builds without
+ * oneDNN); ENG_PRODUCTS_PACK_BF16 under bf16 where kn_bf16_pack_weights says so. */
+unsigned eng_model_route_flags(const eng_config *cfg);
 
 typedef struct eng_model {
 	eng_config cfg;
@@ -108,7 +112,6 @@ typedef struct eng_model {
 	/* the step's products and who runs each (eng_model_products, fixed at init) */
 	eng_product prod[ENG_PRODUCTS];
 	int nprod;
-	int dnnl;                    /* some product runs through oneDNN */
 	/* copies of the weights, made again after each change (eng_model_params_changed) */
 	int wcopy_valid;             /* 0: params changed since */
 	uint16_t *wbf;               /* precision bf16: (nfloats) params rounded, ENG_MEM_PARAMS */
@@ -139,6 +142,9 @@ typedef struct eng_model {
  * 0 picks eng_plan_chunk_rows. */
 int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_rows,
 	eng_err *err);
+/* The same for a model that never steps on the CPU (the CUDA backend's host copy of the
+ * weights and moments): batch 1 x 1, and no matmul products (no oneDNN state). */
+int eng_model_init_host(eng_model *m, const eng_config *cfg, eng_err *err);
 void eng_model_free(eng_model *m); /* safe on a zeroed or failed model */
 
 /* GPT-2 initialisation from a seed: N(0, 0.02) weights, c_proj weights N(0, 0.02/sqrt(2L)),
@@ -175,10 +181,11 @@ size_t eng_model_table(const eng_config *c, eng_ptensor *tab);
 /* What a model of shape cfg for batches of B x T (logits chunks of chunk_rows, 0: the
  * default), run with `threads` threads, holds whatever its policy: parameters, gradients,
  * moments and the step's workspace, by category (the rest 0), as eng_model_init allocates
- * them, without allocating (under precision bf16 also the bf16 weights, the rounded
- * operands and oneDNN's scratchpads, at the current thread count). */
+ * them, without allocating (also oneDNN's scratchpads and packed weights, at the current
+ * thread count, or those live (may be NULL: a plan), a running model of that shape, holds;
+ * under precision bf16 the bf16 weights and the rounded operands). */
 void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, int threads,
-	size_t out[ENG_MEM_NCAT]);
+	const eng_model *live, size_t out[ENG_MEM_NCAT]);
 
 /* Tensor by name, NULL when none. */
 const eng_ptensor *eng_model_find(const eng_model *m, const char *name);

@@ -118,17 +118,11 @@ static int host_mirror_init(eng_trainer *tr, eng_err *err)
 	if (s->batch < 1 || s->seq_len < 1 || s->seq_len > s->cfg.n_positions)
 		return eng_errf(err, "batch %d x seq_len %d does not fit the model (n_positions %d)",
 			s->batch, s->seq_len, s->cfg.n_positions);
-	if (eng_model_init(m, &s->cfg, 1, 1, 1, err) < 0)
+	if (eng_model_init_host(m, &s->cfg, err) < 0)
 		return -1;
 	eng_mem_free(m->grads);
 	m->grads = NULL;
 	memset(&m->g, 0, sizeof m->g);
-	/* nor any of the CPU's matmuls: no oneDNN scratchpad, no packed weights */
-	eng_mem_free(m->mm_scratch);
-	eng_mem_free(m->wpack);
-	m->mm_scratch = m->wpack = NULL;
-	m->mm_scratch_bytes = m->wpack_bytes = 0;
-	m->dnnl = m->nprod = 0;
 	size_t N = (size_t)s->batch * s->seq_len;
 	m->B = s->batch;
 	m->T = s->seq_len;
@@ -221,9 +215,10 @@ static int trainer_policy(const eng_spec *s, eng_aliases *al, eng_policy *p, eng
 /* What a run of s holds whatever its policy, by category: the model's part, both token
  * files and the batch, and with save.dir the snapshot a save holds while it writes (one
  * count for --check, the memory limit, the controller and remat-plan). */
-static void fixed_of(const eng_spec *s, size_t ntok, size_t vtok, size_t out[ENG_MEM_NCAT])
+static void fixed_of(const eng_spec *s, size_t ntok, size_t vtok, const eng_model *live,
+	size_t out[ENG_MEM_NCAT])
 {
-	eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->chunk_rows, s->threads, out);
+	eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->chunk_rows, s->threads, live, out);
 	if (s->grad_accum > 1)
 		out[ENG_MEM_GRADS] *= 2; /* the sum of the micro-batches' gradients */
 	out[ENG_MEM_DATA] = eng_data_bytes(ntok, s->batch, s->seq_len, s->shuffle) +
@@ -246,7 +241,7 @@ size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT])
 		for (int c = 0; c < ENG_MEM_NCAT; c++)
 			o[c] = c == ENG_MEM_ACTIVATIONS || c == ENG_MEM_RECOMPUTE ? 0 : ds.current[c];
 	} else {
-		fixed_of(&tr->spec, tr->train.ntok, tr->val.tok ? tr->val.ntok : 0, o);
+		fixed_of(&tr->spec, tr->train.ntok, tr->val.tok ? tr->val.ntok : 0, &tr->model, o);
 	}
 	for (int c = 0; c < ENG_MEM_NCAT; c++)
 		total += o[c];
@@ -291,7 +286,7 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 		out->chunk_rows = s->batch * s->seq_len;
 	out->ntok = ntok;
 	/* the model's fixed part, and the data: both token files and the batch (inp, tgt) */
-	fixed_of(s, ntok, vtok, out->fixed);
+	fixed_of(s, ntok, vtok, NULL, out->fixed);
 	return 0;
 }
 
@@ -449,7 +444,7 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		if (!cuda && s->mem_limit) {
 			size_t fx[ENG_MEM_NCAT], need = 0;
 			eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->chunk_rows,
-				s->threads, fx);
+				s->threads, NULL, fx);
 			for (int c = 0; c < ENG_MEM_NCAT; c++)
 				need += fx[c];
 			eng_errf(err, "memory.limit %.1f MiB is too small: this run needs %.1f MiB "
@@ -599,8 +594,6 @@ static int step_grads(eng_trainer *tr, double *loss_sum, double sec_ms[][3], dou
 				eng_cuda_accumulate(tr->gpu, k, err) < 0)
 				return -1;
 			*rec_ms += eng_cuda_recompute_ms(tr->gpu);
-			*loss_sum += l;
-			continue;
 		} else {
 			if (eng_model_step(m, tr->inp, tr->tgt, &l, err) < 0)
 				return -1;
@@ -608,12 +601,12 @@ static int step_grads(eng_trainer *tr, double *loss_sum, double sec_ms[][3], dou
 			for (int i = 0; i <= L; i++)
 				for (int j = 0; j < 3; j++)
 					sec_ms[i][j] = (k ? sec_ms[i][j] : 0.0) + m->sec_ms[i][j];
+			if (K > 1 && k == 0) /* 0 + g, exactly */
+				memcpy(tr->acc, m->grads, m->nfloats * sizeof(float));
+			else if (K > 1)
+				kn_add(tr->acc, m->grads, m->nfloats);
 		}
 		*loss_sum += l;
-		if (K > 1 && k == 0)
-			memcpy(tr->acc, m->grads, m->nfloats * sizeof(float)); /* 0 + g, exactly */
-		else if (K > 1)
-			kn_add(tr->acc, m->grads, m->nfloats);
 	}
 	return 0;
 }
@@ -898,7 +891,10 @@ const char *eng_trainer_backend(const eng_trainer *tr)
 	eng_cuda_info info;
 	eng_cuda_probe(&info);
 	int d = eng_cuda_device(tr->gpu);
-	const eng_cuda_gpu *gpu = d < info.ngpus ? &info.gpu[d] : &info.gpu[0];
+	const eng_cuda_gpu *gpu = &info.gpu[0];
+	for (int i = 0; i < info.ngpus; i++)
+		if (info.gpu[i].device == d)
+			gpu = &info.gpu[i];
 	snprintf(buf, sizeof buf, "cuda: GPU %d, %s (%.1f GiB), %s", d, gpu->name,
 		gpu->memory_bytes / 1073741824.0, eng_cuda_describe(tr->gpu));
 	return buf;

@@ -18,6 +18,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---- threads and the matmul library ---- */
 
@@ -70,7 +71,17 @@ int kn_dnnl_available(char *why, size_t n);
 int kn_bf16_pack_weights(void);
 /* "oneDNN 2.6.3, Intel AVX-512 with bfloat16 ...": the library and its instruction set. */
 const char *kn_bf16_describe(void);
-/* dst(n) = src(n) rounded to bf16 (to nearest, ties to even) */
+/* x rounded to bfloat16 bits: to nearest, ties to even; a NaN stays a (quiet) NaN rather
+ * than rounding into an infinity. The one rounding of the engine (checkpoints' BF16 too). */
+static inline uint16_t kn_bf16_from_f32(float x)
+{
+	uint32_t b;
+	memcpy(&b, &x, sizeof b);
+	if ((b & 0x7fffffffu) > 0x7f800000u)
+		return (uint16_t)((b >> 16) | 0x0040u);
+	return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+/* dst(n) = src(n) rounded to bf16 (kn_bf16_from_f32) */
 void kn_to_bf16(uint16_t *dst, const float *src, size_t n);
 
 /* One product C(M,N) = op(A)(M,K) op(B)(K,N) + beta C, beta 0 or 1, through oneDNN: A and

@@ -126,20 +126,19 @@ static void describe_matmuls(char *buf, size_t n, const char *sep)
 {
 	char why[320];
 	int o;
-	const char *off = getenv("REMAT_FP32_DNNL");
-	if (off && strcmp(off, "0") == 0)
-		o = snprintf(buf, n, "float32 lm_head (cpu): OpenBLAS (REMAT_FP32_DNNL=0)");
-	else if (kn_dnnl_available(why, sizeof why))
+	eng_config f32 = {0}, bf = {.mm_bf16 = 1};
+	if (eng_model_route_flags(&f32) & ENG_PRODUCTS_DNNL)
 		o = snprintf(buf, n, "float32 lm_head (cpu): logits and dlnf by oneDNN's matmul (%s), "
 			"wte packed once a step; the rest OpenBLAS", kn_bf16_describe());
 	else
-		o = snprintf(buf, n, "float32 lm_head (cpu): OpenBLAS (no oneDNN: %s)", why);
+		o = snprintf(buf, n, "float32 lm_head (cpu): OpenBLAS (%s)",
+			kn_dnnl_available(why, sizeof why) ? "REMAT_FP32_DNNL=0" : why);
 	if (o < 0 || (size_t)o >= n)
 		return;
 	if (kn_bf16_available(why, sizeof why))
 		snprintf(buf + o, n - (size_t)o, "%sprecision bf16 (cpu): %s; weights %s", sep,
-			kn_bf16_describe(), kn_bf16_pack_weights() ?
-			"packed for oneDNN once a step (AMX)" :
+			kn_bf16_describe(), eng_model_route_flags(&bf) & ENG_PRODUCTS_PACK_BF16 ?
+			"packed for oneDNN once a step" :
 			"in plain layout (packing pays with AMX only)");
 	else
 		snprintf(buf + o, n - (size_t)o, "%sprecision bf16 (cpu): not available: %s", sep,
@@ -492,10 +491,10 @@ static int check_ranks(eng_spec *s)
 	}
 	s->ranks = world;
 	/* the ranks of one host share its processors, unless the spec says */
-	const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-	if (world > 1 && !s->has_threads && local && atoi(local) > 1) {
+	int local = eng_dp_local_size();
+	if (world > 1 && !s->has_threads && local > 1) {
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-		s->threads = cpus / atoi(local) > 1 ? (int)(cpus / atoi(local)) : 1;
+		s->threads = cpus / local > 1 ? (int)(cpus / local) : 1;
 	}
 	return 0;
 }

@@ -749,9 +749,8 @@ static void run_start(eng_trainer *tr, eng_ctl *c, run_ctl *run, const wk_run_op
 		fprintf(stderr, "remat-train: remat.budget cgroup: %s: the controller stays off\n",
 			err.msg);
 	/* data parallel: the ranks on this host share its cgroup */
-	const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-	if (s->remat_budget_cgroup && s->ranks > 1 && local && atoi(local) > 1)
-		budget /= (size_t)atoi(local);
+	if (s->remat_budget_cgroup && s->ranks > 1 && eng_dp_local_size() > 1)
+		budget /= (size_t)eng_dp_local_size();
 	if (budget)
 		auto_set(c, run, budget, tr->step + 1);
 }

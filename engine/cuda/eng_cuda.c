@@ -285,10 +285,8 @@ int eng_cuda_new(eng_cuda **out, const eng_model *host, const eng_cuda_opts *o, 
 	eng_cuda *g = calloc(1, sizeof *g);
 	if (!g)
 		return eng_errf(err, "out of memory");
-	int count = 0;
-	if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1)
-		count = info.ngpus;
-	g->gpu = (o->gpu < 0 ? 0 : o->gpu) % count;
+	/* of the GPUs the probe could query, the (local rank)-th, round the list */
+	g->gpu = info.gpu[(o->gpu < 0 ? 0 : o->gpu) % info.ngpus].device;
 	if (ec_cuda_check(cudaSetDevice(g->gpu), "cudaSetDevice", err) < 0)
 		goto fail;
 	g->cfg = host->cfg;

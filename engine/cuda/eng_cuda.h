@@ -31,6 +31,7 @@
 #define ENG_CUDA_NAME_LEN 128 /* longest GPU name kept, with its NUL */
 
 typedef struct eng_cuda_gpu {
+	int device;                   /* the runtime's number for it (cudaSetDevice) */
 	char name[ENG_CUDA_NAME_LEN]; /* "NVIDIA H200" */
 	size_t memory_bytes;          /* total device memory */
 	int cc_major, cc_minor;       /* compute capability */

@@ -361,6 +361,7 @@ static void probe_run(void)
 			continue;
 		}
 		eng_cuda_gpu *g = &in->gpu[in->ngpus++];
+		g->device = i;
 		snprintf(g->name, sizeof g->name, "%.*s", (int)sizeof g->name - 1, p.name);
 		g->memory_bytes = p.totalGlobalMem;
 		g->cc_major = p.major;

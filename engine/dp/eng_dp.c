@@ -13,7 +13,7 @@
 
 #define DP_POLL_NS 200000 /* a waiting rank tests its broadcast this often */
 
-static int dp_on, dp_rank, dp_size = 1, dp_local;
+static int dp_on, dp_rank, dp_size = 1, dp_local, dp_local_size = 1;
 static int *dp_counts, *dp_displs; /* the all-reduce's parts: allocated at init, so that no
 				    * rank can fail to enter it for want of memory */
 static char dp_desc[128] = "one process";
@@ -34,6 +34,7 @@ int eng_dp_init(int *argc, char ***argv, eng_err *err)
 		MPI_SUCCESS)
 		return eng_errf(err, "MPI_Comm_split_type failed");
 	MPI_Comm_rank(node, &dp_local);
+	MPI_Comm_size(node, &dp_local_size);
 	MPI_Comm_free(&node);
 	MPI_Get_library_version(ver, &len);
 	/* "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4" */
@@ -76,6 +77,11 @@ int eng_dp_size(void)
 int eng_dp_local_rank(void)
 {
 	return dp_local;
+}
+
+int eng_dp_local_size(void)
+{
+	return dp_local_size;
 }
 
 const char *eng_dp_describe(void)

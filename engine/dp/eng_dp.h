@@ -30,6 +30,8 @@ int eng_dp_rank(void); /* 0 outside mpirun */
 int eng_dp_size(void); /* 1 outside mpirun */
 /* This rank's place among the ranks of its machine (0 outside mpirun): which GPU it takes. */
 int eng_dp_local_rank(void);
+/* The ranks of this rank's machine (1 outside mpirun): they share its processors. */
+int eng_dp_local_size(void);
 /* "Open MPI v4.1.4, 2 ranks" or "one process" */
 const char *eng_dp_describe(void);
 

@@ -38,6 +38,11 @@ int eng_dp_local_rank(void)
 	return 0;
 }
 
+int eng_dp_local_size(void)
+{
+	return 1;
+}
+
 const char *eng_dp_describe(void)
 {
 	return "one process (built without MPI)";

@@ -110,14 +110,6 @@ FILE *eng_fs_fopen_at(const eng_dir *d, const char *name, const char *what, eng_
 	return stream_of(open_regular(d->fd, name, O_NOFOLLOW, label, NULL, err), label, err);
 }
 
-int eng_fs_open_read_at(const eng_dir *d, const char *name, const char *what, struct stat *st,
-	eng_err *err)
-{
-	char label[ENG_FS_PATH_LEN + 128];
-	snprintf(label, sizeof label, "%s '%s' in '%s'", what, name, d->path);
-	return open_regular(d->fd, name, O_NOFOLLOW, label, st, err);
-}
-
 /* ---- directories ---- */
 
 int eng_dir_open(eng_dir *d, const char *path, eng_err *err)

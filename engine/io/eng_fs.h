@@ -51,9 +51,6 @@ FILE *eng_fs_fopen_read(const char *path, const char *what, eng_err *err);
 /* The regular file d/name, never through a symlink (O_NOFOLLOW), as a stream; NULL with
  * "cannot open what 'name' in 'dir': ..." (errno ENOENT when it is absent). */
 FILE *eng_fs_fopen_at(const eng_dir *d, const char *name, const char *what, eng_err *err);
-/* The same as a descriptor, with its stat in *st (may be NULL); -1 on failure. */
-int eng_fs_open_read_at(const eng_dir *d, const char *name, const char *what, struct stat *st,
-	eng_err *err);
 
 /* "a FIFO", "a directory", "a symbolic link", ...: what an st_mode is, for messages. */
 const char *eng_fs_kind(mode_t mode);

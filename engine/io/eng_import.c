@@ -173,18 +173,16 @@ static json_t *weight_map(json_t *root, const char *what, eng_err *err)
 	return map;
 }
 
-/* Loads shard `file` of the index's map: every tensor it holds is one the map puts in it,
- * and it holds all those. */
-static int load_shard(eng_model *m, const eng_dir *d, json_t *map, const char *file,
-	hf_load *ls, eng_err *err)
+/* Loads shard `file` (in directory from) of the index's map: every tensor it holds is one
+ * the map puts in it, and it holds all `listed` of those. */
+static int load_shard(eng_model *m, const char *from, const char *file, size_t listed,
+	json_t *map, hf_load *ls, eng_err *err)
 {
 	eng_st_file f;
-	const char *name;
-	json_t *v;
-	size_t listed = 0;
+	char path[PATH_MAX_LEN + 260];
 	int rc = -1;
-	json_object_foreach(map, name, v) listed += strcmp(json_string_value(v), file) == 0;
-	if (eng_st_read_at(&f, d, file, err) < 0)
+	snprintf(path, sizeof path, "%s/%s", from, file);
+	if (eng_st_read(&f, path, err) < 0)
 		return -1;
 	for (int i = 0; i < f.n; i++) {
 		json_t *w = json_object_get(map, f.t[i].name);
@@ -206,35 +204,31 @@ out:
 
 /* <from>/model.safetensors.index.json and the shards it names, as transformers'
  * save_pretrained writes a model past its max_shard_size: each shard read, checked and
- * freed in the order the map first names it. */
+ * freed in the order the map first names it. Shards are read as model.safetensors is, a
+ * symlink followed (Hugging Face's hub cache links a snapshot's files to its blobs); the
+ * index's plain file names keep them in the directory. */
 static int load_sharded(eng_model *m, const char *from, eng_err *err)
 {
-	eng_dir d = {-1, ""};
-	json_t *root = NULL, *done = json_object(), *map, *v; /* done: the shards loaded */
+	json_t *root = NULL, *shards = json_object(), *map, *v; /* shards: file -> tensors */
 	json_error_t jerr;
 	struct stat st;
-	FILE *fp = NULL;
 	char what[PATH_MAX_LEN + 64];
 	hf_load ls = {-1, "", calloc((size_t)m->ntensors, 1), what};
 	const char *name;
-	int rc = -1;
+	int rc = -1, fd = -1;
 	snprintf(what, sizeof what, "%s/" HF_INDEX, from);
-	if (!ls.seen || !done) {
+	if (!ls.seen || !shards) {
 		eng_errf(err, "out of memory reading '%s'", what);
 		goto out;
 	}
-	int fd = eng_dir_open(&d, from, err) < 0 ? -1 :
-		eng_fs_open_read_at(&d, HF_INDEX, "shard index", &st, err);
-	if (fd < 0)
+	if ((fd = eng_fs_open_read(what, "shard index", &st, err)) < 0)
 		goto out;
 	/* jansson builds the whole tree first: a bound, as for a safetensors header */
-	if ((size_t)st.st_size > ENG_ST_MAX_HEADER || !(fp = fdopen(fd, "rb"))) {
-		eng_errf(err, "'%s': %s", what, (size_t)st.st_size > ENG_ST_MAX_HEADER ?
-			"larger than any index of shards (16 MiB)" : strerror(errno));
-		close(fd);
+	if ((size_t)st.st_size > ENG_ST_MAX_HEADER) {
+		eng_errf(err, "'%s': larger than any index of shards (16 MiB)", what);
 		goto out;
 	}
-	if (!(root = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr))) {
+	if (!(root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr))) {
 		eng_errf(err, "'%s': not JSON: %s (line %d)", what, jerr.text, jerr.line);
 		goto out;
 	}
@@ -242,20 +236,19 @@ static int load_sharded(eng_model *m, const char *from, eng_err *err)
 		goto out;
 	json_object_foreach(map, name, v)
 	{
-		const char *file = json_string_value(v);
-		if (json_object_get(done, file))
-			continue;
-		json_object_set_new(done, file, json_true());
-		if (load_shard(m, &d, map, file, &ls, err) < 0)
-			goto out;
+		json_t *n = json_object_get(shards, json_string_value(v));
+		json_object_set_new(shards, json_string_value(v),
+			json_integer(n ? json_integer_value(n) + 1 : 1));
 	}
+	json_object_foreach(shards, name, v)
+		if (load_shard(m, from, name, (size_t)json_integer_value(v), map, &ls, err) < 0)
+			goto out;
 	rc = load_done(m, &ls, err);
 out:
-	if (fp)
-		fclose(fp);
-	json_decref(done);
+	if (fd >= 0)
+		close(fd);
+	json_decref(shards);
 	json_decref(root);
-	eng_dir_close(&d);
 	free(ls.seen);
 	return rc;
 }

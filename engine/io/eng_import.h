@@ -34,9 +34,9 @@ int eng_import_read_config(const char *from, eng_config *cfg, eng_err *err);
 
 /* Loads the weights `from` names into m (of the shape eng_import_read_config gave):
  * <from>/model.safetensors (eng_model_load_safetensors), or when it is absent the shards of
- * <from>/model.safetensors.index.json (each a plain file name of the directory, opened
- * without following a symlink, holding exactly the tensors the index maps to it, read and
- * freed one at a time), or the llm.c file itself (eng_model_load_llmc). 0, or -1 with a
+ * <from>/model.safetensors.index.json (each a plain file name of the directory, a symlink
+ * followed as for model.safetensors, holding exactly the tensors the index maps to it, read
+ * and freed one at a time), or the llm.c file itself (eng_model_load_llmc). 0, or -1 with a
  * message naming the file. */
 int eng_import_load(eng_model *m, const char *from, eng_err *err);
 

@@ -21,6 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kn.h"
+
 /* F32 data is memcpy'd between file and memory: the format is little-endian. */
 #if defined(__BYTE_ORDER__) && defined(__ORDER_LITTLE_ENDIAN__)
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "eng_st assumes a little-endian host");
@@ -92,12 +94,15 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
 #define bad(err, path, ...) eng_err_invalid(err, "safetensors file", path, __VA_ARGS__)
 
 /* Reads the whole regular file at path into a malloc'd buffer. */
-/* The whole file fd (its stat st; closed here) called path into *out */
-static int read_fd(int fd, const struct stat *sp, const char *path, uint8_t **out,
-	size_t *out_len, eng_err *err)
+static int read_whole(const char *path, uint8_t **out, size_t *out_len, eng_err *err)
 {
+	int fd = -1;
 	uint8_t *buf = NULL;
-	struct stat st = *sp;
+	struct stat st;
+
+	fd = eng_fs_open_read(path, NULL, &st, err);
+	if (fd < 0)
+		goto fail;
 	if ((unsigned long long)st.st_size > SIZE_MAX) {
 		eng_errf(err, "cannot read '%s': file too large", path);
 		goto fail;
@@ -130,15 +135,9 @@ static int read_fd(int fd, const struct stat *sp, const char *path, uint8_t **ou
 	return 0;
 fail:
 	free(buf);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	return -1;
-}
-
-static int read_whole(const char *path, uint8_t **out, size_t *out_len, eng_err *err)
-{
-	struct stat st;
-	int fd = eng_fs_open_read(path, NULL, &st, err);
-	return fd < 0 ? -1 : read_fd(fd, &st, path, out, out_len, err);
 }
 
 static int parse_dtype(const char *s, eng_st_dtype *d)
@@ -417,20 +416,6 @@ int eng_st_read(eng_st_file *f, const char *path, eng_err *err)
 	return parse_owned(f, path, buf, len, err); /* no copy: the file may be large */
 }
 
-int eng_st_read_at(eng_st_file *f, const eng_dir *d, const char *name, eng_err *err)
-{
-	uint8_t *buf = NULL;
-	size_t len = 0;
-	struct stat st;
-	char path[ENG_FS_PATH_LEN + 260];
-	memset(f, 0, sizeof *f);
-	snprintf(path, sizeof path, "%s/%.255s", d->path, name);
-	int fd = eng_fs_open_read_at(d, name, "safetensors file", &st, err);
-	if (fd < 0 || read_fd(fd, &st, path, &buf, &len, err) != 0)
-		return -1;
-	return parse_owned(f, path, buf, len, err);
-}
-
 void eng_st_free(eng_st_file *f)
 {
 	if (!f)
@@ -465,12 +450,7 @@ float eng_bf16_to_f32(uint16_t b)
 
 uint16_t eng_bf16_from_f32(float x)
 {
-	uint32_t b;
-	memcpy(&b, &x, sizeof b);
-	if ((b & 0x7fffffffu) > 0x7f800000u)
-		return (uint16_t)((b >> 16) | 0x0040u);
-	b += 0x7fffu + ((b >> 16) & 1u);
-	return (uint16_t)(b >> 16);
+	return kn_bf16_from_f32(x);
 }
 
 static float half_to_float(uint16_t h)

@@ -57,10 +57,6 @@ typedef struct eng_st_file {
  * failure *f is left zeroed, so eng_st_free is harmless. Free with eng_st_free. */
 int eng_st_read(eng_st_file *f, const char *path, eng_err *err);
 
-/* The same for the regular file d/name, never through a symlink (O_NOFOLLOW); messages
- * call it "<dir>/<name>". */
-int eng_st_read_at(eng_st_file *f, const eng_dir *d, const char *name, eng_err *err);
-
 /* The same checks on a file already in memory: the len bytes at buf (borrowed; may be NULL
  * when len is 0) as the contents of a safetensors file called name, which messages use and
  * f->path keeps. eng_st_parse copies the bytes into f->buf, so buf may be freed or reused as

@@ -16,7 +16,7 @@
  * One primitive per product (kn_mm, and the thread count), made on first use and kept in a
  * table that only grows: oneDNN's JIT and its choice of blocking happen once. The products
  * run on the training thread alone (one stream); the table's lock is never held while one
- * runs. Scratchpads are the caller's (user mode): kn_dnnl_scratch says how much a product
+ * runs. Scratchpads are the caller's (user mode): kn_dnnl_sizes says how much a product
  * needs, so the engine counts that memory as its workspace instead of oneDNN mallocing it
  * behind every call. Determinism: oneDNN (OpenMP runtime, the engine's thread count)
  * partitions a product by its shape and thread count alone and sums each output in one
@@ -53,14 +53,8 @@ const char *kn_bf16_error(void)
 void kn_to_bf16(uint16_t *dst, const float *src, size_t n)
 {
 #pragma omp parallel for schedule(static)
-	for (size_t i = 0; i < n; i++) {
-		uint32_t b;
-		memcpy(&b, &src[i], sizeof b);
-		if ((b & 0x7fffffffu) > 0x7f800000u)
-			dst[i] = (uint16_t)((b >> 16) | 0x0040u);
-		else
-			dst[i] = (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
-	}
+	for (size_t i = 0; i < n; i++)
+		dst[i] = kn_bf16_from_f32(src[i]);
 }
 
 #ifdef REMAT_DNNL
@@ -286,9 +280,9 @@ static dnnl_prim *lookup(const kn_mm *q, dnnl_prim *tmp)
 	/* the count oneDNN's OpenMP will partition by on this thread (what kn_set_threads set
 	 * here; another thread's primitives get their own key) */
 	k.threads = omp_get_max_threads();
-	if (q->bf16 && !kn_bf16_available(bf16_err, sizeof bf16_err))
+	/* starts the engine; its bf16 verdict matters to bf16 products only */
+	if (!kn_bf16_available(q->bf16 ? bf16_err : NULL, sizeof bf16_err) && q->bf16)
 		return NULL;
-	kn_bf16_available(NULL, 0); /* starts the engine for float32 products too */
 	if (!dnnl_eng) {
 		fail("no CPU engine", dnnl_runtime_error);
 		return NULL;

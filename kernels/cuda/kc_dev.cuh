@@ -79,7 +79,6 @@ __device__ __forceinline__ float block_max(float v, float *sh)
 		}                                                                                  \
 	} while (0)
 
-/* After every launch: a bad configuration or an earlier fault becomes an error return. */
 #define SLAB_ROWS 64   /* rows per partial of a column sum */
 #define EW_THREADS 256 /* threads per block of elementwise kernels */
 #define ROW_WARPS 8    /* warps per block of warp-per-row kernels */
@@ -104,6 +103,7 @@ static inline unsigned row_blocks(int N)
 /* out(C) += part(nslab, C) summed in slab order (kc_ops.cu): the column sums' last pass */
 int kc_sum_slabs(cudaStream_t st, float *out, const float *part, int nslab, int C);
 
+/* After every launch: a bad configuration or an earlier fault becomes an error return. */
 static inline int kc_check_launch(const char *what)
 {
 	cudaError_t e = cudaGetLastError();

@@ -320,7 +320,6 @@ extern "C" int kc_layernorm_backward(cudaStream_t st, kc_dtype dt, void *dinp, f
 	int ns = slabs(N);
 	float *pw = (float *)scratch, *pb = pw + (size_t)ns * C;
 	dim3 cgrid((C + EW_THREADS - 1) / EW_THREADS, ns);
-	unsigned cblocks = (unsigned)((C + EW_THREADS - 1) / EW_THREADS);
 	KC_DISPATCH(dt, F, layernorm_bwd_inp<F><<<row_blocks(N), ROW_WARPS * 32, 0, st>>>(
 				   (F *)dinp, (const F *)dout, (const F *)inp, mean, rstd,
 				   (const F *)w, N, C));
@@ -330,9 +329,7 @@ extern "C" int kc_layernorm_backward(cudaStream_t st, kc_dtype dt, void *dinp, f
 				   (const F *)dout, (const F *)inp, mean, rstd, N, C));
 	if (kc_check_launch("layernorm_backward (columns)") < 0)
 		return -1;
-	sum_slabs<<<cblocks, EW_THREADS, 0, st>>>(dw, pw, ns, C);
-	sum_slabs<<<cblocks, EW_THREADS, 0, st>>>(db, pb, ns, C);
-	return kc_check_launch("layernorm_backward (sums)");
+	return kc_sum_slabs(st, dw, pw, ns, C) < 0 ? -1 : kc_sum_slabs(st, db, pb, ns, C);
 }
 
 /* ---- bias ---- */
@@ -378,8 +375,7 @@ extern "C" int kc_bias_backward(cudaStream_t st, kc_dtype dt, float *db, const v
 				   (const F *)dout, N, OC));
 	if (kc_check_launch("bias_backward (columns)") < 0)
 		return -1;
-	sum_slabs<<<cblocks, EW_THREADS, 0, st>>>(db, (const float *)scratch, ns, OC);
-	return kc_check_launch("bias_backward (sums)");
+	return kc_sum_slabs(st, db, (const float *)scratch, ns, OC);
 }
 
 extern "C" int kc_add_bias(cudaStream_t st, kc_dtype dt, void *out, const void *bias, int N,

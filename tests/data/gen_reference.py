@@ -201,7 +201,7 @@ def write_json(path, obj):
 
 
 def hf_config(c):
-    if c.get("arch") == "llama":
+    if is_llama(c):
         return llama_hf_config(c)
     return {
         "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
@@ -610,7 +610,7 @@ def validate(folder):
 def generate(name, outdir):
     c = CASES[name]
     assert c["n_embd"] % c["n_head"] == 0 and c["seq_len"] <= c["n_positions"]
-    llama = c.get("arch") == "llama"
+    llama = is_llama(c)
     assert not llama or (c["n_head"] % c["n_kv_head"] == 0 and (c["n_embd"] // c["n_head"]) % 2 == 0)
     job = dict(batch=c["batch"], seq_len=c["seq_len"], steps=c["steps"], lr=c["lr"],
                beta1=BETA1, beta2=BETA2, eps=ADAM_EPS, weight_decay=c["weight_decay"],

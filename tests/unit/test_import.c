@@ -6,7 +6,8 @@
  * same loss on the same batch; files that mix prefixes, lack or add a tensor are refused.
  * Sharded checkpoints (an index and three shards, one in BF16) load to the same weights;
  * an index that maps out of its directory, leaves a tensor out, misplaces one or names a
- * missing shard, a shard that is a symlink, and an index that is not JSON are refused.
+ * missing shard, and an index that is not JSON are refused; a shard linked from Hugging
+ * Face's hub cache layout (a symlink to a blob) loads.
  * llm.c model files: export and import round trips (float32 exact, bfloat16 rounded to
  * nearest even, checked against a rounding written independently here), a file written by
  * hand with Vp > V whose every value says where it belongs (so each linear weight's
@@ -323,20 +324,27 @@ static void write_variant(const char *path, const eng_model *m, const variant *v
 	free(es);
 }
 
-/* A checkpoint directory: the reference config.json and the variant's model.safetensors. */
-static char *variant_dir(const char *prefix, const eng_model *m, const variant *v)
+/* A fresh checkpoint directory holding the reference tiny config.json */
+static char *tiny_config_dir(const char *prefix)
 {
 	char *dir = t_tmp_dir(prefix);
 	size_t len;
 	char *src = t_data(TINY "/config.json"), *dst = join(dir, "config.json");
 	unsigned char *cfg = read_all(src, &len);
 	write_all(dst, cfg, len);
-	char *st = join(dir, "model.safetensors");
-	write_variant(st, m, v);
-	free(st);
 	free(cfg);
 	free(dst);
 	free(src);
+	return dir;
+}
+
+/* A checkpoint directory: the reference config.json and the variant's model.safetensors. */
+static char *variant_dir(const char *prefix, const eng_model *m, const variant *v)
+{
+	char *dir = tiny_config_dir(prefix);
+	char *st = join(dir, "model.safetensors");
+	write_variant(st, m, v);
+	free(st);
 	return dir;
 }
 
@@ -957,11 +965,7 @@ static char *sharded_dir(const char *prefix, const eng_model *m, eng_st_dtype mi
 {
 	static const char *const shard[3] = {"model-00001-of-00003.safetensors",
 		"model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"};
-	char *dir = t_tmp_dir(prefix);
-	size_t len;
-	char *src = t_data(TINY "/config.json"), *dst = join(dir, "config.json");
-	unsigned char *cfg = read_all(src, &len);
-	write_all(dst, cfg, len);
+	char *dir = tiny_config_dir(prefix);
 	entries *all = malloc(sizeof *all), *part = malloc(sizeof *part);
 	ck_assert(all && part);
 	variant v = {1, 1, 0, ENG_ST_F32};
@@ -993,7 +997,6 @@ static char *sharded_dir(const char *prefix, const eng_model *m, eng_st_dtype mi
 	write_all(ip, text, strlen(text));
 	free(ip), free(text), json_decref(index);
 	free(all->zeros), free(all), free(part);
-	free(cfg), free(dst), free(src);
 	return dir;
 }
 
@@ -1066,8 +1069,7 @@ static void edit_missing(json_t *map)
 		json_string("model-00004-of-00003.safetensors"));
 }
 
-/* A damaged sharded checkpoint is refused with the file and the tensor named, and a shard
- * that is a symbolic link is not followed */
+/* A damaged sharded checkpoint is refused with the file and the tensor named */
 START_TEST(test_load_sharded_refused)
 {
 	eng_model ref, got;
@@ -1101,17 +1103,30 @@ START_TEST(test_load_sharded_refused)
 	ck_assert_msg(strstr(err.msg, "not JSON"), "%s", err.msg);
 	eng_model_free(&got);
 	free(ip), free(dir);
-	dir = sharded_dir("shardlink", &ref, ENG_ST_F32, NULL);
+	eng_model_free(&ref);
+}
+END_TEST
+
+/* Hugging Face's hub cache: a snapshot's files are symlinks to blobs elsewhere; a shard
+ * read through one loads as the file itself */
+START_TEST(test_load_sharded_hub_cache)
+{
+	eng_model ref, got;
+	eng_err err;
+	tiny_model(&ref);
+	char *dir = sharded_dir("shardlink", &ref, ENG_ST_F32, NULL), *blobs = t_tmp_dir("blobs");
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	ck_assert_int_ge(dfd, 0);
-	ck_assert_int_eq(renameat(dfd, "model-00002-of-00003.safetensors", dfd, "copy"), 0);
-	ck_assert_int_eq(symlinkat("copy", dfd, "model-00002-of-00003.safetensors"), 0);
-	close(dfd);
+	int bfd = open(blobs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert(dfd >= 0 && bfd >= 0);
+	char *target = join(blobs, "4b2e7c");
+	ck_assert_int_eq(renameat(dfd, "model-00002-of-00003.safetensors", bfd, "4b2e7c"), 0);
+	ck_assert_int_eq(symlinkat(target, dfd, "model-00002-of-00003.safetensors"), 0);
+	close(dfd), close(bfd);
 	empty_model(&got, &ref.cfg);
-	ck_assert_int_lt(eng_import_load(&got, dir, &err), 0);
-	ck_assert_msg(strstr(err.msg, "symbolic link"), "%s", err.msg);
+	ck_assert_msg(eng_import_load(&got, dir, &err) == 0, "%s", err.msg);
+	assert_same_weights(&ref, &got, "a shard through a symlink");
 	eng_model_free(&got), eng_model_free(&ref);
-	free(dir);
+	free(target), free(blobs), free(dir);
 }
 END_TEST
 
@@ -1313,6 +1328,7 @@ Suite *suite_import(void)
 	tcase_add_test(tc, test_load_safetensors_refused);
 	tcase_add_test(tc, test_load_sharded);
 	tcase_add_test(tc, test_load_sharded_refused);
+	tcase_add_test(tc, test_load_sharded_hub_cache);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("llmc");
 	tcase_set_timeout(tc, TIMEOUT);

@@ -106,11 +106,14 @@ START_TEST(test_kn_rmsnorm_reference)
 	}
 	expect_bitwise("kn_rmsnorm_backward", "dinp", "for 1 and 2 threads", dx[1], dx[0], nc);
 	expect_bitwise("kn_rmsnorm_backward", "dw", "for 1 and 2 threads", dw[1], dw[0], C);
-	/* += : a second backward onto the first gives twice it */
+	/* += : a second backward onto the first gives twice it, dinp and dw */
 	kn_rmsnorm_backward(dx[1], dw[1], r, x, rstd, w, N, C);
 	for (size_t i = 0; i < nc; i++)
 		ck_assert_msg(fabsf(dx[1][i] - 2 * dx[0][i]) <= 1e-6f * (1 + fabsf(dx[0][i])),
 			"kn_rmsnorm_backward: dinp does not accumulate at [%zu]", i);
+	for (int c = 0; c < C; c++)
+		ck_assert_msg(fabsf(dw[1][c] - 2 * dw[0][c]) <= 1e-6f * (1 + fabsf(dw[0][c])),
+			"kn_rmsnorm_backward: dw does not accumulate at [%d]", c);
 	for (int k = 0; k < 2; k++)
 		free(dw[k]), free(dx[k]);
 	free(again), free(want), free(rstd), free(out), free(r), free(w), free(x);

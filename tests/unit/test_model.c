@@ -715,6 +715,10 @@ START_TEST(test_fp32_openblas_routes)
 			     fx[ENG_MEM_PARAMS] == fx[ENG_MEM_GRADS],
 		"params %zu, grads %zu bytes (oneDNN %d)", fx[ENG_MEM_PARAMS], fx[ENG_MEM_GRADS], dnnl);
 	eng_trainer_free(&tr);
+	if (!dnnl) { /* both runs would be OpenBLAS's: nothing to compare */
+		fprintf(stderr, "model: oneDNN's float32 routes skipped: no oneDNN here\n");
+		return;
+	}
 	run(sched, &dflt);
 	setenv("REMAT_FP32_DNNL", "0", 1);
 	small_trainer(&tr);
