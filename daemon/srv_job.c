@@ -726,12 +726,7 @@ static int plan_job_from(const json_t *info, const json_t *policy, eng_plan_job 
 	eng_err err;
 	memset(j, 0, sizeof *j);
 	memset(al, 0, sizeof *al);
-	j->cfg.n_layer = (int)json_integer_value(json_object_get(cfg, "n_layer"));
-	j->cfg.n_embd = (int)json_integer_value(json_object_get(cfg, "n_embd"));
-	j->cfg.n_head = (int)json_integer_value(json_object_get(cfg, "n_head"));
-	j->cfg.n_positions = (int)json_integer_value(json_object_get(cfg, "n_positions"));
-	j->cfg.vocab_size = (int)json_integer_value(json_object_get(cfg, "vocab_size"));
-	j->cfg.mm_bf16 = json_is_true(json_object_get(cfg, "mm_bf16")); /* the CPU's bf16 */
+	eng_config_from_json(cfg, &j->cfg);
 	j->B = (int)json_integer_value(json_object_get(info, "batch"));
 	j->T = (int)json_integer_value(json_object_get(info, "seq_len"));
 	j->chunk_rows = (int)json_integer_value(json_object_get(info, "chunk_rows"));

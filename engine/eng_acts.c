@@ -4,21 +4,26 @@
 #include <stdio.h>
 #include <string.h>
 
-#define BLOCK_ENTRY(nm, nc_, n_, lse_, f32_, mm_, keep_, pool_)                            \
-	{.name = #nm, .nc = nc_, .n = n_, .lse = lse_, .f32 = f32_, .mm = mm_, .keep = keep_,  \
-		.pool = pool_},
-#define HEAD_ENTRY(nm, nc_, n_, nv_, rv_, f32_, mm_, keep_, pool_)                          \
-	{.name = #nm, .nc = nc_, .n = n_, .nv = nv_, .rv = rv_, .f32 = f32_, .mm = mm_,        \
-		.keep = keep_, .pool = pool_},
+#define ENTRY(nm, w_, f32_, mm_, keep_, pool_)                                              \
+	{.name = #nm, .width = w_, .f32 = f32_, .mm = mm_, .keep = keep_, .pool = pool_},
 
-const eng_act_field eng_block_fields[ENG_ACT_N] = {ENG_BLOCK_FIELDS(BLOCK_ENTRY)};
-const eng_act_field eng_head_fields[ENG_HEAD_N] = {ENG_HEAD_FIELDS(HEAD_ENTRY)};
+const eng_act_field eng_block_fields[ENG_ACT_N] = {ENG_BLOCK_FIELDS(ENTRY)};
+const eng_act_field eng_head_fields[ENG_HEAD_N] = {ENG_HEAD_FIELDS(ENTRY)};
 
 size_t eng_act_elems(const eng_act_field *f, const eng_config *cfg, int B, int T, int R)
 {
 	size_t N = (size_t)B * T, C = cfg->n_embd, V = cfg->vocab_size;
-	return f->nc * N * C + f->n * N + f->lse * (size_t)cfg->n_head * N + f->nv * N * V +
-	       f->rv * (size_t)R * V;
+	switch (f->width) {
+	case ENG_W_C: return N * C;
+	case ENG_W_ROW: return N;
+	case ENG_W_MEAN: return cfg->arch == ENG_ARCH_LLAMA ? 0 : N;
+	case ENG_W_LSE: return N * (size_t)cfg->n_head;
+	case ENG_W_QKV: return N * (size_t)eng_config_qkv(cfg);
+	case ENG_W_FFI: return N * (size_t)eng_config_ffn_in(cfg);
+	case ENG_W_FF: return N * (size_t)eng_config_ffn(cfg);
+	case ENG_W_V: return N * V;
+	default: return (size_t)R * V; /* ENG_W_CHUNK */
+	}
 }
 
 size_t eng_act_bytes(const eng_act_field *f, const eng_config *cfg, int B, int T, int R)
@@ -50,7 +55,7 @@ static int take(void **dst, void *old, int wanted, const eng_layout_mem *mem, in
 	eng_mem_cat cat, size_t bytes, want *w)
 {
 	*dst = NULL;
-	if (!wanted)
+	if (!wanted || !bytes) /* bytes 0: a field this family has not */
 		return 0;
 	if (old || w->reuse_only) {
 		*dst = old;

@@ -2,7 +2,7 @@
  * mode, and the one path that lays them out for a policy.
  *
  * Legend: B batch, T time, C channels, NH heads, V vocab, N = B*T rows, R rows of one
- * logits chunk.
+ * logits chunk, NKV key/value heads, hs head size, I the Llama MLP's width.
  *
  * A block's activations and the head's are each one table below (ENG_BLOCK_FIELDS,
  * ENG_HEAD_FIELDS): a field's size as a function of the shapes, whether it is always
@@ -38,37 +38,53 @@
 #define ENG_K_BLOCK (ENG_K_OFF | ENG_K_SEL | ENG_K_FULL | ENG_K_OFFLOAD)
 #define ENG_K_HEAD (ENG_K_OFF | ENG_K_CHUNKED)
 
-/* X(name, nc, n, lse, f32, mm, keep, pool): elements nc*N*C + n*N + lse*NH*N. mm: read only
- * by matmuls (and their backward), so stored in bf16 under the CPU's precision bf16 (where
- * everything else stays float32); f32: float32 whatever a GPU's activation type.
+/* How wide a field is, per row of the N = B*T rows (its elements: N times that), in terms
+ * of the model's shape, one table for both families (eng_config.h): */
+enum {
+	ENG_W_C,     /* C */
+	ENG_W_ROW,   /* 1: a statistic of the row */
+	ENG_W_MEAN,  /* 1 under LayerNorm (its mean), 0 under RMSNorm (none) */
+	ENG_W_LSE,   /* NH: the attention's log-sum-exp per head */
+	ENG_W_QKV,   /* q|k|v: 3C, or (NH + 2 NKV) hs under grouped-query attention */
+	ENG_W_FFI,   /* the MLP's first product: 4C before GELU, or gate|up 2I */
+	ENG_W_FF,    /* the MLP's hidden activation: GELU's 4C, or SwiGLU's I */
+	ENG_W_V,     /* V: a row of logits */
+	ENG_W_CHUNK, /* R*V in all (not per row): one chunk of logits */
+};
+
+/* X(name, width, f32, mm, keep, pool). mm: read only by matmuls (and their backward), so
+ * stored in bf16 under the CPU's precision bf16 (where everything else stays float32);
+ * f32: float32 whatever a GPU's activation type. The Llama family's block has the same
+ * fields: ln1 and ln2 are its RMSNorm outputs (no mean), qkv holds q and k after the
+ * rotary embedding, fch is gate|up and gelu SwiGLU's product silu(gate) * up.
  * `offload` keeps x on the device and what `off` keeps besides in pinned host memory
  * (eng_act_offloaded); it rebuilds nothing, so it needs no pool. */
 #define ENG_BLOCK_FIELDS(X)                                                                 \
-	X(x, 1, 0, 0, 0, 0, ENG_K_BLOCK, 0)                  /* (B,T,C) block input */      \
-	X(ln1, 1, 0, 0, 0, 1, ENG_K_OFF, ENG_K_SEL | ENG_K_FULL) /* (B,T,C) */              \
-	X(ln1_mean, 0, 1, 0, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */           \
-	X(ln1_rstd, 0, 1, 0, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */           \
-	X(qkv, 3, 0, 0, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL)   /* (B,T,3C) */           \
-	X(att_lse, 0, 0, 1, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,NH,T) row lse */ \
-	X(atty, 1, 0, 0, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T,C) before c_proj */ \
-	X(res2, 1, 0, 0, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T,C) after attention */ \
-	X(ln2, 1, 0, 0, 0, 1, ENG_K_OFF, ENG_K_SEL | ENG_K_FULL) /* (B,T,C) */              \
-	X(ln2_mean, 0, 1, 0, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */           \
-	X(ln2_rstd, 0, 1, 0, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */           \
-	X(fch, 4, 0, 0, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T,4C) before GELU */ \
-	X(gelu, 4, 0, 0, 0, 1, ENG_K_OFF, ENG_K_SEL | ENG_K_FULL) /* (B,T,4C) */
+	X(x, ENG_W_C, 0, 0, ENG_K_BLOCK, 0)                     /* (B,T,C) block input */   \
+	X(ln1, ENG_W_C, 0, 1, ENG_K_OFF, ENG_K_SEL | ENG_K_FULL) /* (B,T,C) */              \
+	X(ln1_mean, ENG_W_MEAN, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */        \
+	X(ln1_rstd, ENG_W_ROW, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */         \
+	X(qkv, ENG_W_QKV, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL)   /* (B,T,3C) */         \
+	X(att_lse, ENG_W_LSE, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,NH,T) row lse */ \
+	X(atty, ENG_W_C, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T,C) before c_proj */ \
+	X(res2, ENG_W_C, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T,C) after attention */ \
+	X(ln2, ENG_W_C, 0, 1, ENG_K_OFF, ENG_K_SEL | ENG_K_FULL) /* (B,T,C) */              \
+	X(ln2_mean, ENG_W_MEAN, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */        \
+	X(ln2_rstd, ENG_W_ROW, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */         \
+	X(fch, ENG_W_FFI, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T,4C) before GELU */ \
+	X(gelu, ENG_W_FF, 0, 1, ENG_K_OFF, ENG_K_SEL | ENG_K_FULL) /* (B,T,4C) */
 
-/* X(name, nc, n, nv, rv, f32, mm, keep, pool): elements nc*N*C + n*N + nv*N*V + rv*R*V.
- * The head works in chunks of R rows under both modes: `off` keeps every chunk's logits,
- * `chunked` only the log-sum-exp, and rebuilds one chunk at a time into `chunk`. */
+/* X(name, width, f32, mm, keep, pool). The head works in chunks of R rows under both
+ * modes: `off` keeps every chunk's logits, `chunked` only the log-sum-exp, and rebuilds
+ * one chunk at a time into `chunk`. lnf is ln_f's output (the final RMSNorm's under llama). */
 #define ENG_HEAD_FIELDS(X)                                                                  \
-	X(xf, 1, 0, 0, 0, 0, 0, ENG_K_HEAD, 0)      /* (B,T,C) last block's output */       \
-	X(lnf, 1, 0, 0, 0, 0, 1, ENG_K_HEAD, 0)     /* (B,T,C) ln_f output */               \
-	X(lnf_mean, 0, 1, 0, 0, 1, 0, ENG_K_HEAD, 0) /* (B,T) */                            \
-	X(lnf_rstd, 0, 1, 0, 0, 1, 0, ENG_K_HEAD, 0) /* (B,T) */                            \
-	X(lse, 0, 1, 0, 0, 1, 0, ENG_K_HEAD, 0)     /* (B,T) log-sum-exp of the logits rows */ \
-	X(logits, 0, 0, 1, 0, 0, 0, ENG_K_OFF, 0)   /* (N,V) in chunks of (R,V), each aligned */ \
-	X(chunk, 0, 0, 0, 1, 0, 0, 0, ENG_K_CHUNKED) /* (R,V) one chunk, rebuilt in backward */
+	X(xf, ENG_W_C, 0, 0, ENG_K_HEAD, 0)          /* (B,T,C) last block's output */       \
+	X(lnf, ENG_W_C, 0, 1, ENG_K_HEAD, 0)         /* (B,T,C) ln_f output */               \
+	X(lnf_mean, ENG_W_MEAN, 1, 0, ENG_K_HEAD, 0) /* (B,T) */                             \
+	X(lnf_rstd, ENG_W_ROW, 1, 0, ENG_K_HEAD, 0)  /* (B,T) */                             \
+	X(lse, ENG_W_ROW, 1, 0, ENG_K_HEAD, 0)       /* (B,T) log-sum-exp of the logits rows */ \
+	X(logits, ENG_W_V, 0, 0, ENG_K_OFF, 0)       /* (N,V) in chunks of (R,V), each aligned */ \
+	X(chunk, ENG_W_CHUNK, 0, 0, 0, ENG_K_CHUNKED) /* (R,V) one chunk, rebuilt in backward */
 
 #define ENG_ACT_ENUM(name, ...) ENG_ACT_##name,
 #define ENG_HEAD_ENUM(name, ...) ENG_HEAD_##name,
@@ -96,7 +112,7 @@ typedef union eng_head_acts {
 
 typedef struct eng_act_field {
 	const char *name;
-	unsigned nc, n, lse, nv, rv; /* element count terms (above) */
+	unsigned width;              /* ENG_W_*: elements per row (above) */
 	unsigned f32;                /* 1: float32 whatever the activation type */
 	unsigned mm;                 /* 1: a matmul's input only (bf16 under cpu precision bf16) */
 	unsigned keep;               /* modes that keep it saved (ENG_KEEP bits) */
@@ -106,7 +122,8 @@ typedef struct eng_act_field {
 extern const eng_act_field eng_block_fields[ENG_ACT_N];
 extern const eng_act_field eng_head_fields[ENG_HEAD_N];
 
-/* Elements of field f for batches of B x T (R rows per logits chunk). */
+/* Elements of field f for batches of B x T (R rows per logits chunk); 0 for a field the
+ * family has not (ln1_mean under RMSNorm): never allocated. */
 size_t eng_act_elems(const eng_act_field *f, const eng_config *cfg, int B, int T, int R);
 
 /* Bytes of field f on the CPU: float32, but 2 a matmul input (mm) takes under precision

@@ -3,15 +3,25 @@
 
 #include <string.h>
 
+/* the Llama shapes, as ENG_GPT2 writes GPT-2's */
+#define LLAMA(L, C, NH, NKV, I, P, V, theta, eps, unt)                                 \
+	{.n_layer = L, .n_embd = C, .n_head = NH, .n_positions = P, .vocab_size = V,          \
+		.arch = ENG_ARCH_LLAMA, .n_kv_head = NKV, .intermediate_size = I,               \
+		.rope_theta = theta, .rms_norm_eps = eps, .untied = unt}
+
 static const struct {
 	const char *name;
 	eng_config cfg;
 } presets[] = {
 	/* name          L   C    NH  P     V */
-	{"tiny",       {2,  64,  4,  256,  256, 0}},   /* seconds per hundred steps; byte-level */
-	{"mini",       {6,  384, 6,  1024, 50257, 0}}, /* ~30M parameters, between tiny and gpt2 */
-	{"gpt2-small", {12, 768, 12, 1024, 50257, 0}}, /* the 124M GPT-2 shape */
-	{"gpt2",       {12, 768, 12, 1024, 50257, 0}}, /* Hugging Face's name for the same */
+	{"tiny",       ENG_GPT2(2, 64, 4, 256, 256)},   /* seconds per hundred steps; byte-level */
+	{"mini",       ENG_GPT2(6, 384, 6, 1024, 50257)}, /* ~30M parameters, between tiny and gpt2 */
+	{"gpt2-small", ENG_GPT2(12, 768, 12, 1024, 50257)}, /* the 124M GPT-2 shape */
+	{"gpt2",       ENG_GPT2(12, 768, 12, 1024, 50257)}, /* Hugging Face's name for the same */
+	/* a Llama as small as "tiny": GQA 4/2, byte-level, untied */
+	{"llama-tiny", LLAMA(2, 64, 4, 2, 176, 256, 256, 10000.0, 1e-5, 1)},
+	/* HuggingFaceTB/SmolLM-135M's config.json (tied, theta 1e4, eps 1e-5, 2048 positions) */
+	{"smollm-135m", LLAMA(30, 576, 9, 3, 1536, 2048, 49152, 10000.0, 1e-5, 0)},
 };
 
 int eng_config_preset(const char *name, eng_config *cfg, eng_err *err)
@@ -22,12 +32,51 @@ int eng_config_preset(const char *name, eng_config *cfg, eng_err *err)
 			return 0;
 		}
 	}
-	return eng_errf(err, "unknown model preset '%.64s' (known: tiny, mini, gpt2-small, gpt2)",
-		name);
+	return eng_errf(err, "unknown model preset '%.64s' (known: tiny, mini, gpt2-small, gpt2, "
+			     "llama-tiny, smollm-135m)", name);
+}
+
+static const char *const arch_names[] = {"gpt2", "llama"};
+
+const char *eng_arch_name(eng_arch a)
+{
+	return (unsigned)a < 2 ? arch_names[a] : "?";
+}
+
+int eng_arch_parse(const char *s, eng_arch *a)
+{
+	for (int i = 0; i < 2; i++)
+		if (strcmp(s, arch_names[i]) == 0) {
+			*a = (eng_arch)i;
+			return 0;
+		}
+	return -1;
+}
+
+/* The Llama fields' checks */
+static int validate_llama(const eng_config *c, const char *what, eng_err *err)
+{
+	if (c->n_kv_head < 1 || c->n_kv_head > c->n_head || c->n_head % c->n_kv_head != 0)
+		return eng_errf(err, "%s: n_kv_head %d must divide n_head %d", what, c->n_kv_head,
+			c->n_head);
+	if (c->intermediate_size < 1 || c->intermediate_size > ENG_MAX_FFN)
+		return eng_errf(err, "%s: intermediate_size %d out of range 1..%d", what,
+			c->intermediate_size, ENG_MAX_FFN);
+	if (!(c->rope_theta > 0.0 && c->rope_theta < 1e12))
+		return eng_errf(err, "%s: rope_theta %g must be positive (and below 1e12)", what,
+			c->rope_theta);
+	if (!(c->rms_norm_eps > 0.0 && c->rms_norm_eps < 1.0))
+		return eng_errf(err, "%s: rms_norm_eps %g must be in (0, 1)", what, c->rms_norm_eps);
+	if ((c->n_embd / c->n_head) % 2 != 0)
+		return eng_errf(err, "%s: head_dim %d (n_embd / n_head) must be even for rotary "
+				     "embeddings", what, c->n_embd / c->n_head);
+	return 0;
 }
 
 int eng_config_validate(const eng_config *c, const char *what, eng_err *err)
 {
+	if (c->arch != ENG_ARCH_GPT2 && c->arch != ENG_ARCH_LLAMA)
+		return eng_errf(err, "%s: unknown architecture %d", what, (int)c->arch);
 	if (c->n_layer < 1 || c->n_layer > ENG_MAX_LAYERS)
 		return eng_errf(err, "%s: n_layer %d out of range 1..%d", what, c->n_layer,
 			ENG_MAX_LAYERS);
@@ -46,13 +95,41 @@ int eng_config_validate(const eng_config *c, const char *what, eng_err *err)
 	if (c->vocab_size < 1 || c->vocab_size > ENG_MAX_VOCAB)
 		return eng_errf(err, "%s: vocab_size %d out of range 1..%d", what, c->vocab_size,
 			ENG_MAX_VOCAB);
-	return 0;
+	return c->arch == ENG_ARCH_LLAMA ? validate_llama(c, what, err) : 0;
+}
+
+int eng_config_kv_heads(const eng_config *c)
+{
+	return c->arch == ENG_ARCH_LLAMA ? c->n_kv_head : c->n_head;
+}
+
+int eng_config_qkv(const eng_config *c)
+{
+	return (c->n_head + 2 * eng_config_kv_heads(c)) * (c->n_embd / c->n_head);
+}
+
+int eng_config_ffn(const eng_config *c)
+{
+	return c->arch == ENG_ARCH_LLAMA ? c->intermediate_size : 4 * c->n_embd;
+}
+
+int eng_config_ffn_in(const eng_config *c)
+{
+	return c->arch == ENG_ARCH_LLAMA ? 2 * c->intermediate_size : 4 * c->n_embd;
+}
+
+int eng_config_tied(const eng_config *c)
+{
+	return c->arch != ENG_ARCH_LLAMA || !c->untied;
 }
 
 size_t eng_config_num_params(const eng_config *c)
 {
 	size_t L = c->n_layer, C = c->n_embd, V = c->vocab_size, P = c->n_positions;
-	size_t per_block = 2 * C + C * 3 * C + 3 * C + C * C + C + 2 * C + C * 4 * C + 4 * C +
-			   4 * C * C + C;
+	size_t W = eng_config_qkv(c), F = eng_config_ffn(c), Fi = eng_config_ffn_in(c);
+	if (c->arch == ENG_ARCH_LLAMA) /* two RMSNorms, q|k|v, o, gate|up, down */
+		return V * C * (eng_config_tied(c) ? 1 : 2) + C +
+		       L * (2 * C + C * W + C * C + C * Fi + F * C);
+	size_t per_block = 2 * C + C * W + W + C * C + C + 2 * C + C * F + F + F * C + C;
 	return V * C + P * C + L * per_block + 2 * C;
 }

@@ -1,41 +1,76 @@
-/* eng_config.h - the architecture of a GPT-2-family model, and the named presets.
+/* eng_config.h - the architecture of a model, and the named presets.
  *
- * Only the shape: n_layer, n_embd, n_head, n_positions, vocab_size. Everything else about
- * the architecture is fixed by DESIGN §5 (pre-LayerNorm, tanh GELU, learned positions, tied
- * lm_head, LayerNorm eps 1e-5, MLP width 4*n_embd).
+ * Two families (DESIGN §5):
+ *   gpt2   pre-LayerNorm (eps 1e-5), tanh GELU MLP of 4*n_embd, learned positions, biases,
+ *          tied lm_head. The shape: n_layer, n_embd, n_head, n_positions, vocab_size.
+ *   llama  pre-RMSNorm (rms_norm_eps, fp32), rotary positions (rope_theta, Hugging Face's
+ *          rotate_half convention), grouped-query attention (n_kv_head key/value heads,
+ *          n_head % n_kv_head == 0), a SwiGLU MLP of intermediate_size, no biases, the
+ *          lm_head tied or not (tie_word_embeddings). head_dim is n_embd / n_head.
+ * The fields after mm_bf16 are zero for GPT-2 (ENG_GPT2): arch 0 is gpt2, and the accessors
+ * below give GPT-2's implicit values where the fields are 0.
  */
 #ifndef ENG_CONFIG_H
 #define ENG_CONFIG_H
 
+#include <stddef.h>
+
 #include "eng_err.h"
 
-#define ENG_MAX_LAYERS 128      /* more layers than any GPT-2 shape this engine serves */
+#define ENG_MAX_LAYERS 128      /* more layers than any shape this engine serves */
 #define ENG_MAX_EMBD 8192       /* upper bound on n_embd accepted from outside */
 #define ENG_MAX_VOCAB (1 << 20) /* upper bound on vocab_size accepted from outside */
 #define ENG_MAX_POSITIONS 65536 /* upper bound on n_positions accepted from outside */
+#define ENG_MAX_FFN 65536       /* upper bound on intermediate_size accepted from outside */
+
+typedef enum { ENG_ARCH_GPT2, ENG_ARCH_LLAMA } eng_arch;
+
+/* A GPT-2 shape, as an initializer: ENG_GPT2(L, C, NH, P, V) */
+#define ENG_GPT2(L, C, NH, P, V)                                                            \
+	{.n_layer = (L), .n_embd = (C), .n_head = (NH), .n_positions = (P), .vocab_size = (V)}
 
 typedef struct eng_config {
 	int n_layer;     /* L, number of transformer blocks */
 	int n_embd;      /* C, channels */
 	int n_head;      /* NH, attention heads; C % NH == 0 */
-	int n_positions; /* P, longest sequence (rows of wpe) */
+	int n_positions; /* P, longest sequence (rows of wpe; llama: max_position_embeddings) */
 	int vocab_size;  /* V, rows of wte */
 	/* Not the model's but its run's (never in config.json or a checkpoint): 1 under the
 	 * CPU's precision bf16, where the matmuls take bf16 operands and their inputs are kept
 	 * in bf16 (eng_acts.h `mm`). In the shape so that every size the engine derives from
 	 * it (the model's buffers, the planner, the accounting) sees it. */
 	int mm_bf16;
+	eng_arch arch;            /* ENG_ARCH_GPT2 (0) or ENG_ARCH_LLAMA */
+	/* llama only (0 under gpt2) */
+	int n_kv_head;            /* NKV, key/value heads; NH % NKV == 0 */
+	int intermediate_size;    /* I, the SwiGLU MLP's width */
+	int untied;               /* 1: lm_head.weight of its own (tie_word_embeddings false) */
+	double rope_theta;        /* rotary base, > 0 */
+	double rms_norm_eps;      /* > 0 */
 } eng_config;
 
-/* Looks up a preset by name ("tiny", "mini", "gpt2-small"; "gpt2" is gpt2-small) into *cfg.
- * Returns 0, or -1 with a message listing the known names. */
+/* Looks up a preset by name ("tiny", "mini", "gpt2-small"; "gpt2" is gpt2-small; the Llama
+ * shapes "llama-tiny", "smollm-135m") into *cfg. Returns 0, or -1 with a message listing
+ * the known names. */
 int eng_config_preset(const char *name, eng_config *cfg, eng_err *err);
 
-/* Checks that a shape is usable: all positive, within the limits above, C % NH == 0.
- * `what` names the source in the message ("job spec", "config.json 'x'"). */
+/* "gpt2" or "llama"; and back: 0, or -1 when s names neither. */
+const char *eng_arch_name(eng_arch a);
+int eng_arch_parse(const char *s, eng_arch *a);
+
+/* Checks that a shape is usable: all positive, within the limits above, C % NH == 0, and
+ * under llama NH % NKV == 0, I, rope_theta and rms_norm_eps positive. `what` names the
+ * source in the message ("job spec", "config.json 'x'"). */
 int eng_config_validate(const eng_config *cfg, const char *what, eng_err *err);
 
-/* Number of float parameters (tied lm_head counted once). */
+/* The widths the rest of the engine sizes by, one place for both families: */
+int eng_config_kv_heads(const eng_config *c); /* NKV: NH under gpt2 */
+int eng_config_qkv(const eng_config *c);      /* q|k|v columns: (NH + 2 NKV) C/NH (gpt2 3C) */
+int eng_config_ffn(const eng_config *c);      /* the MLP's hidden width: 4C, or I */
+int eng_config_ffn_in(const eng_config *c);   /* its first product's columns: 4C, or 2I */
+int eng_config_tied(const eng_config *c);     /* 1: the lm_head is the token embedding */
+
+/* Number of float parameters (a tied lm_head counted once). */
 size_t eng_config_num_params(const eng_config *cfg);
 
 #endif

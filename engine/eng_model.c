@@ -57,8 +57,10 @@ static double now_ms(void)
 
 /* ---- parameter table ---- */
 
+/* Appends a tensor at *off; the next one starts 64-byte aligned, or right after it with
+ * `join` (q|k|v_proj, gate|up_proj: one weight of one product) */
 static void add_tensor(eng_ptensor *tab, int *n, size_t *off, const char *name, int ndim,
-	int64_t d0, int64_t d1, int decay)
+	int64_t d0, int64_t d1, int decay, int join)
 {
 	eng_ptensor *t = &tab[(*n)++];
 	snprintf(t->name, sizeof t->name, "%s", name);
@@ -68,42 +70,87 @@ static void add_tensor(eng_ptensor *tab, int *n, size_t *off, const char *name, 
 	t->numel = (size_t)d0 * (ndim == 2 ? (size_t)d1 : 1);
 	t->offset = *off;
 	t->decay = decay;
-	*off = round_up(*off + t->numel, ALIGN_FLOATS);
+	*off = join ? *off + t->numel : round_up(*off + t->numel, ALIGN_FLOATS);
 }
 
 int eng_model_ntensors(const eng_config *c)
 {
+	if (c->arch == ENG_ARCH_LLAMA)
+		return 2 + 9 * c->n_layer + !eng_config_tied(c);
 	return 4 + 12 * c->n_layer;
+}
+
+/* A block's tensors, in the order of eng_layer_w's weights: the name's suffix, the rank,
+ * the two dimensions (LT_* below), weight decay, joined to the next. */
+enum { LT_0, LT_C, LT_3C, LT_4C, LT_Q, LT_KV, LT_I };
+typedef struct layer_tensor {
+	const char *suffix;
+	int ndim, d0, d1, decay, join;
+} layer_tensor;
+
+static const layer_tensor gpt2_layer[] = {
+	{"ln_1.weight", 1, LT_C, LT_0, 0, 0},        {"ln_1.bias", 1, LT_C, LT_0, 0, 0},
+	{"attn.c_attn.weight", 2, LT_C, LT_3C, 1, 0}, {"attn.c_attn.bias", 1, LT_3C, LT_0, 0, 0},
+	{"attn.c_proj.weight", 2, LT_C, LT_C, 1, 0},  {"attn.c_proj.bias", 1, LT_C, LT_0, 0, 0},
+	{"ln_2.weight", 1, LT_C, LT_0, 0, 0},        {"ln_2.bias", 1, LT_C, LT_0, 0, 0},
+	{"mlp.c_fc.weight", 2, LT_C, LT_4C, 1, 0},   {"mlp.c_fc.bias", 1, LT_4C, LT_0, 0, 0},
+	{"mlp.c_proj.weight", 2, LT_4C, LT_C, 1, 0}, {"mlp.c_proj.bias", 1, LT_C, LT_0, 0, 0},
+};
+static const layer_tensor llama_layer[] = {
+	{"input_layernorm.weight", 1, LT_C, LT_0, 0, 0},
+	{"self_attn.q_proj.weight", 2, LT_Q, LT_C, 1, 1},
+	{"self_attn.k_proj.weight", 2, LT_KV, LT_C, 1, 1},
+	{"self_attn.v_proj.weight", 2, LT_KV, LT_C, 1, 0},
+	{"self_attn.o_proj.weight", 2, LT_C, LT_Q, 1, 0},
+	{"post_attention_layernorm.weight", 1, LT_C, LT_0, 0, 0},
+	{"mlp.gate_proj.weight", 2, LT_I, LT_C, 1, 1},
+	{"mlp.up_proj.weight", 2, LT_I, LT_C, 1, 0},
+	{"mlp.down_proj.weight", 2, LT_C, LT_I, 1, 0},
+};
+
+static int64_t lt_dim(const eng_config *c, int d)
+{
+	int64_t C = c->n_embd, hs = C / c->n_head;
+	switch (d) {
+	case LT_C: return C;
+	case LT_3C: return 3 * C;
+	case LT_4C: return 4 * C;
+	case LT_Q: return c->n_head * hs;
+	case LT_KV: return eng_config_kv_heads(c) * hs;
+	case LT_I: return c->intermediate_size;
+	default: return 0;
+	}
 }
 
 size_t eng_model_table(const eng_config *c, eng_ptensor *tab)
 {
-	int64_t C = c->n_embd;
+	int llama = c->arch == ENG_ARCH_LLAMA;
+	const char *pre = llama ? "model" : "transformer", *blocks = llama ? "layers" : "h";
+	const layer_tensor *lt = llama ? llama_layer : gpt2_layer;
+	size_t nlt = llama ? sizeof llama_layer / sizeof llama_layer[0]
+			   : sizeof gpt2_layer / sizeof gpt2_layer[0];
+	int64_t C = c->n_embd, V = c->vocab_size;
 	size_t off = 0;
 	int n = 0;
 	char name[ENG_NAME_MAX];
-	add_tensor(tab, &n, &off, "transformer.wte.weight", 2, c->vocab_size, C, 1);
-	add_tensor(tab, &n, &off, "transformer.wpe.weight", 2, c->n_positions, C, 1);
-	for (int l = 0; l < c->n_layer; l++) {
-		static const struct {
-			const char *suffix;
-			int ndim, d0, d1, decay; /* dims in multiples of C */
-		} lt[] = {
-			{"ln_1.weight", 1, 1, 0, 0},     {"ln_1.bias", 1, 1, 0, 0},
-			{"attn.c_attn.weight", 2, 1, 3, 1}, {"attn.c_attn.bias", 1, 3, 0, 0},
-			{"attn.c_proj.weight", 2, 1, 1, 1}, {"attn.c_proj.bias", 1, 1, 0, 0},
-			{"ln_2.weight", 1, 1, 0, 0},     {"ln_2.bias", 1, 1, 0, 0},
-			{"mlp.c_fc.weight", 2, 1, 4, 1}, {"mlp.c_fc.bias", 1, 4, 0, 0},
-			{"mlp.c_proj.weight", 2, 4, 1, 1}, {"mlp.c_proj.bias", 1, 1, 0, 0},
-		};
-		for (size_t k = 0; k < sizeof lt / sizeof lt[0]; k++) {
-			snprintf(name, sizeof name, "transformer.h.%d.%s", l, lt[k].suffix);
-			add_tensor(tab, &n, &off, name, lt[k].ndim, lt[k].d0 * C, lt[k].d1 * C,
-				lt[k].decay);
+	add_tensor(tab, &n, &off, llama ? "model.embed_tokens.weight" : "transformer.wte.weight",
+		2, V, C, 1, 0);
+	if (!llama)
+		add_tensor(tab, &n, &off, "transformer.wpe.weight", 2, c->n_positions, C, 1, 0);
+	for (int l = 0; l < c->n_layer; l++)
+		for (size_t k = 0; k < nlt; k++) {
+			snprintf(name, sizeof name, "%s.%s.%d.%s", pre, blocks, l, lt[k].suffix);
+			add_tensor(tab, &n, &off, name, lt[k].ndim, lt_dim(c, lt[k].d0),
+				lt_dim(c, lt[k].d1), lt[k].decay, lt[k].join);
 		}
+	if (llama) {
+		add_tensor(tab, &n, &off, "model.norm.weight", 1, C, 0, 0, 0);
+		if (!eng_config_tied(c))
+			add_tensor(tab, &n, &off, "lm_head.weight", 2, V, C, 1, 0);
+	} else {
+		add_tensor(tab, &n, &off, "transformer.ln_f.weight", 1, C, 0, 0, 0);
+		add_tensor(tab, &n, &off, "transformer.ln_f.bias", 1, C, 0, 0, 0);
 	}
-	add_tensor(tab, &n, &off, "transformer.ln_f.weight", 1, C, 0, 0);
-	add_tensor(tab, &n, &off, "transformer.ln_f.bias", 1, C, 0, 0);
 	ENG_ASSERT(n == eng_model_ntensors(c));
 	return off;
 }
@@ -112,9 +159,26 @@ size_t eng_model_table(const eng_config *c, eng_ptensor *tab)
 static void bind_weights(const eng_model *m, float *base, eng_weights *w)
 {
 	const eng_ptensor *t = m->tensors;
+	int L = m->cfg.n_layer;
+	memset(w, 0, sizeof *w);
 	w->wte = base + t[0].offset;
+	if (m->cfg.arch == ENG_ARCH_LLAMA) {
+		for (int l = 0; l < L; l++) {
+			const eng_ptensor *lt = t + 1 + 9 * l;
+			eng_layer_w *h = &w->h[l];
+			h->ln1w = base + lt[0].offset;
+			h->qkvw = base + lt[1].offset; /* k_proj, v_proj follow */
+			h->attprojw = base + lt[4].offset;
+			h->ln2w = base + lt[5].offset;
+			h->fcw = base + lt[6].offset;  /* up_proj follows */
+			h->fcprojw = base + lt[8].offset;
+		}
+		w->lnfw = base + t[1 + 9 * L].offset;
+		w->lmw = eng_config_tied(&m->cfg) ? w->wte : base + t[2 + 9 * L].offset;
+		return;
+	}
 	w->wpe = base + t[1].offset;
-	for (int l = 0; l < m->cfg.n_layer; l++) {
+	for (int l = 0; l < L; l++) {
 		const eng_ptensor *lt = t + 2 + 12 * l;
 		eng_layer_w *h = &w->h[l];
 		h->ln1w = base + lt[0].offset;
@@ -132,6 +196,7 @@ static void bind_weights(const eng_model *m, float *base, eng_weights *w)
 	}
 	w->lnfw = base + t[m->ntensors - 2].offset;
 	w->lnfb = base + t[m->ntensors - 1].offset;
+	w->lmw = w->wte;
 }
 
 const eng_ptensor *eng_model_find(const eng_model *m, const char *name)
@@ -183,32 +248,38 @@ static void layout_mem(eng_model *m)
 int eng_model_products(const eng_config *cfg, int B, int T, int R, unsigned flags,
 	eng_product *out)
 {
-	static const struct {
-		const char *name[3];
-		int in, out; /* in C */
-	} layer[4] = {{{"qkv fwd", "qkv dinp", "qkv dW"}, 1, 3},
-		{{"proj fwd", "proj dinp", "proj dW"}, 1, 1},
-		{{"fc fwd", "fc dinp", "fc dW"}, 1, 4},
-		{{"fcproj fwd", "fcproj dinp", "fcproj dW"}, 4, 1}};
+	static const char *const layer[4][3] = {{"qkv fwd", "qkv dinp", "qkv dW"},
+		{"proj fwd", "proj dinp", "proj dW"}, {"fc fwd", "fc dinp", "fc dW"},
+		{"fcproj fwd", "fcproj dinp", "fcproj dW"}};
 	static const char *const head[2][3] = {{"head logits", "head dlnf", "head dwte"},
 		{"head logits, last chunk", "head dlnf, last chunk", "head dwte, last chunk"}};
 	int N = B * T, C = cfg->n_embd, V = cfg->vocab_size, L = cfg->n_layer, bf = cfg->mm_bf16;
 	int dnnl = !!(flags & ENG_PRODUCTS_DNNL), pack = bf && (flags & ENG_PRODUCTS_PACK_BF16);
 	int n = 0, rows[2] = {R, N % R}, times[2] = {N / R, 1};
+	/* the linear layers' widths: in and out columns (eng_config.h) */
+	int qkv = eng_config_qkv(cfg), ffi = eng_config_ffn_in(cfg), ff = eng_config_ffn(cfg);
+	int io[4][2] = {{C, qkv}, {C, C}, {C, ffi}, {ff, C}};
 	/* bf16: all oneDNN's, every product of a weight packed with ENG_PRODUCTS_PACK_BF16;
 	 * float32: OpenBLAS's but the head's logits and dlnf, where oneDNN's brgemm measured
 	 * 10-40 % faster on 256-row chunks, dlnf's wte packed (bench-blas) */
 	int lin = bf ? ENG_ROUTE_DNNL : ENG_ROUTE_OPENBLAS, wlin = pack ? ENG_ROUTE_PACKED : lin;
 	int wide = bf || dnnl ? ENG_ROUTE_DNNL : ENG_ROUTE_OPENBLAS;
 	for (int i = 0; i < 4; i++) {
-		int in = layer[i].in * C, o = layer[i].out * C;
-		/* y = x W; dx = dy W^T; dW += x^T dy */
-		out[n++] = (eng_product){layer[i].name[0], {bf, 0, 0, N, o, in, in, o, o, 0, 0}, L,
-			wlin};
-		out[n++] = (eng_product){layer[i].name[1], {bf, 0, 1, N, in, o, o, o, in, 0, 0}, L,
-			wlin};
-		out[n++] = (eng_product){layer[i].name[2], {bf, 1, 0, in, o, N, in, o, o, 1, 0}, L,
-			lin};
+		int in = io[i][0], o = io[i][1];
+		if (cfg->arch == ENG_ARCH_LLAMA) {
+			/* Linear [out, in]: y = x W^T; dx = dy W; dW += dy^T x */
+			out[n++] = (eng_product){layer[i][0], {bf, 0, 1, N, o, in, in, in, o, 0, 0}, L,
+				wlin};
+			out[n++] = (eng_product){layer[i][1], {bf, 0, 0, N, in, o, o, in, in, 0, 0}, L,
+				wlin};
+			out[n++] = (eng_product){layer[i][2], {bf, 1, 0, o, in, N, o, in, in, 1, 0}, L,
+				lin};
+			continue;
+		}
+		/* Conv1D [in, out]: y = x W; dx = dy W^T; dW += x^T dy */
+		out[n++] = (eng_product){layer[i][0], {bf, 0, 0, N, o, in, in, o, o, 0, 0}, L, wlin};
+		out[n++] = (eng_product){layer[i][1], {bf, 0, 1, N, in, o, o, o, in, 0, 0}, L, wlin};
+		out[n++] = (eng_product){layer[i][2], {bf, 1, 0, in, o, N, in, o, o, 1, 0}, L, lin};
 	}
 	for (int k = 0; k < 2; k++) {
 		if (!rows[k])
@@ -296,10 +367,13 @@ static int dnnl_bytes(const eng_product *pr, int n, int L, size_t *scratch, size
 	return 0;
 }
 
-/* Elements of the rounded-gradient workspace: the widest linear gradient or a chunk's. */
-static size_t bf_out_elems(size_t N, size_t C, size_t V, size_t R)
+/* Elements of the rounded-gradient workspace: the widest linear gradient (q|k|v, the MLP's
+ * first product) or a chunk's. */
+static size_t bf_out_elems(const eng_config *cfg, size_t N, size_t R)
 {
-	return 4 * N * C > R * V ? 4 * N * C : R * V;
+	size_t w = (size_t)eng_config_qkv(cfg), f = (size_t)eng_config_ffn_in(cfg);
+	size_t lin = N * (w > f ? w : f), head = R * (size_t)cfg->vocab_size;
+	return lin > head ? lin : head;
 }
 
 /* oneDNN's scratchpads and packed weights for the current thread count (its primitives are
@@ -351,7 +425,7 @@ static const uint16_t *wb(const eng_model *m, const float *w)
 static const void *weight_of(const eng_model *m, int i, int l)
 {
 	const eng_layer_w *h = &m->w.h[l];
-	const float *w = i >= HEAD_PRODUCTS ? m->w.wte :
+	const float *w = i >= HEAD_PRODUCTS ? m->w.lmw :
 		(const float *[]){h->qkvw, h->attprojw, h->fcw, h->fcprojw}[i / 3];
 	return m->cfg.mm_bf16 ? (const void *)wb(m, w) : w;
 }
@@ -400,33 +474,56 @@ static void head_mm(eng_model *m, int k, int rows, const void *A, const void *B,
 	prod_run(m, HEAD_PRODUCTS + k + (rows == m->chunk_rows ? 0 : 3), 0, A, B, C);
 }
 
+/* 1 when the linear layers run as the product table says (precision bf16, or the Llama
+ * family's [out, in] weights); GPT-2's float32 ones run kn_linear_forward/backward, the
+ * same OpenBLAS products with the bias fused */
+static int linear_by_table(const eng_model *m)
+{
+	return m->cfg.mm_bf16 || m->cfg.arch == ENG_ARCH_LLAMA;
+}
+
+/* A weight as the products take it: float32, or its bf16 copy */
+static const void *wmm(const eng_model *m, const float *w)
+{
+	return m->cfg.mm_bf16 ? (const void *)wb(m, w) : w;
+}
+
 /* Linear layer k (0 qkv, 1 attention proj, 2 fc, 3 fc proj) of block l:
- * out(N,OC) = inp(N,C) w(C,OC) + b(OC), inp float32, or bf16 under precision bf16 */
+ * out(N,OC) = inp(N,C) w + b(OC), w (C,OC) under GPT-2 and (OC,C) under llama; inp float32,
+ * or bf16 under precision bf16; b may be NULL */
 static void linear_fwd(eng_model *m, int k, int l, float *out, const void *inp, const float *w,
 	const float *b, int N, int C, int OC)
 {
-	if (!m->cfg.mm_bf16) {
+	if (!linear_by_table(m)) {
 		kn_linear_forward(out, inp, w, b, N, C, OC);
 		return;
 	}
-	prod_run(m, 3 * k, l, inp, wb(m, w), out);
+	prod_run(m, 3 * k, l, inp, wmm(m, w), out);
 	if (b)
 		kn_add_bias(out, b, N, OC);
 }
 
-/* dinp(N,C) = dout w^T, dw(C,OC) += inp^T dout, db(OC) += column sums of dout(N,OC): dout
- * float32 (rounded into bf_out under bf16), inp as linear_fwd's */
+/* dinp(N,C) = dout through w, dw += its gradient (inp^T dout for GPT-2's (C,OC), dout^T inp
+ * for llama's (OC,C)), db(OC) += column sums of dout(N,OC): dout float32 (rounded into
+ * bf_out under bf16), inp as linear_fwd's; dinp, db may be NULL */
 static void linear_bwd(eng_model *m, int k, int l, float *dinp, float *dw, float *db,
 	const float *dout, const void *inp, const float *w, int N, int C, int OC)
 {
-	if (!m->cfg.mm_bf16) {
+	if (!linear_by_table(m)) {
 		kn_linear_backward(dinp, dw, db, dout, inp, w, N, C, OC);
 		return;
 	}
-	kn_to_bf16(m->bf_out, dout, (size_t)N * OC);
+	const void *d = dout;
+	if (m->cfg.mm_bf16) {
+		kn_to_bf16(m->bf_out, dout, (size_t)N * OC);
+		d = m->bf_out;
+	}
 	if (dinp)
-		prod_run(m, 3 * k + 1, l, m->bf_out, wb(m, w), dinp);
-	prod_run(m, 3 * k + 2, l, inp, m->bf_out, dw);
+		prod_run(m, 3 * k + 1, l, d, wmm(m, w), dinp);
+	if (m->cfg.arch == ENG_ARCH_LLAMA)
+		prod_run(m, 3 * k + 2, l, d, inp, dw);
+	else
+		prod_run(m, 3 * k + 2, l, inp, d, dw);
 	if (db)
 		kn_bias_backward(db, dout, N, OC);
 }
@@ -461,21 +558,41 @@ static const void *mm_row(const eng_model *m, const void *field, int r, int C)
 
 /* ---- lifetime ---- */
 
-/* A step's workspace (ENG_MEM_WORKSPACE) of N rows: nc*C + n floats a row each; then the
- * attention scratch, per thread. What eng_model_init allocates and eng_model_fixed_bytes
- * counts. */
+/* A step's workspace (ENG_MEM_WORKSPACE) of N rows, each `width` floats a row (WS_*);
+ * then the attention scratch, per thread, and under llama the rotary table. What
+ * eng_model_init allocates and eng_model_fixed_bytes counts. */
+enum { WS_ROW, WS_C, WS_BIG, WS_QKV };
 static const struct ws_field {
 	size_t offset; /* of the float * in eng_model */
-	size_t nc, n;
+	int width;
 } workspace[] = {
-	{offsetof(eng_model, losses), 0, 1}, /* (B,T) per-row loss */
-	{offsetof(eng_model, tmp), 1, 0},    /* (B,T,C) */
-	{offsetof(eng_model, dres), 1, 0},   /* (B,T,C) */
-	{offsetof(eng_model, dbuf), 1, 0},   /* (B,T,C) */
-	{offsetof(eng_model, dbig), 4, 0},   /* (B,T,4C) */
-	{offsetof(eng_model, dqkv), 3, 0},   /* (B,T,3C) */
+	{offsetof(eng_model, losses), WS_ROW}, /* (B,T) per-row loss */
+	{offsetof(eng_model, tmp), WS_C},      /* (B,T,C) */
+	{offsetof(eng_model, dres), WS_C},     /* (B,T,C) */
+	{offsetof(eng_model, dbuf), WS_C},     /* (B,T,C) */
+	{offsetof(eng_model, dbig), WS_BIG},   /* (B,T,4C); llama (B,T,2I + I): dgu | dh */
+	{offsetof(eng_model, dqkv), WS_QKV},   /* (B,T,3C); llama (B,T,(NH+2NKV) hs) */
 };
 #define NWORKSPACE (sizeof workspace / sizeof workspace[0])
+
+/* Floats of workspace field k for N rows */
+static size_t ws_floats(const eng_config *cfg, int k, size_t N)
+{
+	switch (workspace[k].width) {
+	case WS_ROW: return N;
+	case WS_C: return N * cfg->n_embd;
+	case WS_BIG:
+		return N * (cfg->arch == ENG_ARCH_LLAMA ?
+			(size_t)eng_config_ffn_in(cfg) + eng_config_ffn(cfg) : 4 * (size_t)cfg->n_embd);
+	default: return N * eng_config_qkv(cfg);
+	}
+}
+
+/* Floats of the rotary table: (T, hs) under llama, none under GPT-2 */
+static size_t rope_floats(const eng_config *cfg, int T)
+{
+	return cfg->arch == ENG_ARCH_LLAMA ? (size_t)T * (cfg->n_embd / cfg->n_head) : 0;
+}
 
 void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, int threads,
 	const eng_model *live, size_t out[ENG_MEM_NCAT])
@@ -485,7 +602,8 @@ void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, 
 	size_t nfloats = tab ? eng_model_table(cfg, tab) : 0;
 	free(tab);
 	for (size_t k = 0; k < NWORKSPACE; k++)
-		ws += 4 * (workspace[k].nc * N * C + workspace[k].n * N);
+		ws += 4 * ws_floats(cfg, (int)k, N);
+	ws += 4 * rope_floats(cfg, T);
 	memset(out, 0, ENG_MEM_NCAT * sizeof out[0]);
 	out[ENG_MEM_PARAMS] = out[ENG_MEM_GRADS] = 4 * nfloats;
 	out[ENG_MEM_OPTIMIZER] = 2 * 4 * nfloats;
@@ -502,7 +620,7 @@ void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, 
 	out[ENG_MEM_WORKSPACE] += sc;
 	if (cfg->mm_bf16) { /* the bf16 weights, the rounded operands */
 		out[ENG_MEM_PARAMS] += 2 * nfloats;
-		out[ENG_MEM_WORKSPACE] += 2 * (bf_out_elems(N, C, cfg->vocab_size, R) + N * C);
+		out[ENG_MEM_WORKSPACE] += 2 * (bf_out_elems(cfg, N, R) + N * C);
 	}
 }
 
@@ -540,9 +658,13 @@ static int model_init(eng_model *m, const eng_config *cfg, int B, int T, int chu
 
 	for (size_t k = 0; k < NWORKSPACE; k++) {
 		float **f = (float **)((char *)m + workspace[k].offset);
-		if (!(*f = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * (workspace[k].nc * N * C +
-									  workspace[k].n * N))))
+		if (!(*f = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * ws_floats(cfg, (int)k, N))))
 			goto oom;
+	}
+	if (rope_floats(cfg, T)) {
+		if (!(m->rope = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * rope_floats(cfg, T))))
+			goto oom;
+		kn_rope_table(m->rope, T, C / cfg->n_head, cfg->rope_theta);
 	}
 	m->scratch_threads = kn_get_threads();
 	m->att_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * kn_attention_scratch_floats(T));
@@ -552,8 +674,8 @@ static int model_init(eng_model *m, const eng_config *cfg, int B, int T, int chu
 	m->nprod = products ? routes_of(cfg, B, T, m->chunk_rows, m->prod, &sc, &pk) : 0;
 	if (cfg->mm_bf16) {
 		m->wbf = eng_mem_alloc(ENG_MEM_PARAMS, 2 * m->nfloats);
-		m->bf_out = eng_mem_alloc(ENG_MEM_WORKSPACE, 2 * bf_out_elems(N, C,
-			cfg->vocab_size, m->chunk_rows));
+		m->bf_out = eng_mem_alloc(ENG_MEM_WORKSPACE, 2 * bf_out_elems(cfg, N,
+			m->chunk_rows));
 		m->bf_in = eng_mem_alloc(ENG_MEM_WORKSPACE, 2 * N * C);
 		if (!m->wbf || !m->bf_out || !m->bf_in)
 			goto oom;
@@ -587,7 +709,7 @@ void eng_model_free(eng_model *m)
 	if (m->mem.free)
 		eng_layout_free(&m->lay, &m->mem);
 	void *bufs[] = {m->params, m->grads, m->m, m->v, m->losses, m->tmp, m->dres, m->dbuf,
-		m->dbig, m->dqkv, m->att_scratch, m->wbf, m->wpack, m->bf_out, m->bf_in,
+		m->dbig, m->dqkv, m->att_scratch, m->rope, m->wbf, m->wpack, m->bf_out, m->bf_in,
 		m->mm_scratch};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		eng_mem_free(bufs[i]);
@@ -614,17 +736,19 @@ void eng_model_init_weights(eng_model *m, uint64_t seed)
 	uint64_t s = seed;
 	eng_model_params_changed(m);
 	double proj_std = 0.02 / sqrt(2.0 * m->cfg.n_layer);
+	int llama = m->cfg.arch == ENG_ARCH_LLAMA;
 	memset(m->params, 0, m->nfloats * sizeof(float));
 	for (int i = 0; i < m->ntensors; i++) {
 		const eng_ptensor *t = &m->tensors[i];
 		float *p = m->params + t->offset;
 		if (t->ndim == 1) {
-			int is_ln_w = strstr(t->name, "ln_") && strstr(t->name, ".weight");
+			/* llama's 1-D tensors are all RMSNorm weights */
+			int is_ln_w = llama || (strstr(t->name, "ln_") && strstr(t->name, ".weight"));
 			for (size_t j = 0; j < t->numel; j++)
 				p[j] = is_ln_w ? 1.0f : 0.0f;
 			continue;
 		}
-		double std = strstr(t->name, "c_proj.weight") ? proj_std : 0.02;
+		double std = !llama && strstr(t->name, "c_proj.weight") ? proj_std : 0.02;
 		for (size_t j = 0; j < t->numel; j += 2) {
 			/* Box-Muller: two normals per pair of uniforms */
 			double u1 = uniform01(&s), u2 = uniform01(&s);
@@ -733,6 +857,140 @@ static void block_backward(eng_model *m, int l, const eng_acts *a)
 		a->ln1_rstd, w->ln1w, N, C);
 }
 
+/* ---- the Llama family's block (eng_config.h), the same fields as GPT-2's (eng_acts.h) ---- */
+
+/* Block forward from a->x, as Hugging Face's LlamaDecoderLayer: h = x + o_proj(attn(
+ * rope(q), rope(k), v)) of RMSNorm(x), out = h + down(silu(gate) * up) of RMSNorm(h); out
+ * NULL stops before down_proj (full recompute: backward never needs that product). */
+static void llama_block_forward(eng_model *m, int l, eng_acts *a, float *out)
+{
+	int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
+	int NKV = m->cfg.n_kv_head, hs = C / NH, W = eng_config_qkv(&m->cfg);
+	int I = m->cfg.intermediate_size;
+	float eps = (float)m->cfg.rms_norm_eps;
+	const eng_layer_w *w = &m->w.h[l];
+	size_t NC = (size_t)N * C;
+	float *ln = mm_f32(m, a->ln1, m->dbuf);
+	kn_rmsnorm_forward(ln, a->ln1_rstd, a->x, w->ln1w, eps, N, C);
+	mm_store(m, a->ln1, ln, NC);
+	linear_fwd(m, 0, l, a->qkv, a->ln1, w->qkvw, NULL, N, C, W);
+	kn_rope_forward(a->qkv, m->rope, B, T, NH, hs, W);               /* q */
+	kn_rope_forward((float *)a->qkv + NH * hs, m->rope, B, T, NKV, hs, W); /* k */
+	kn_gqa_attention_forward(a->atty, a->att_lse, m->att_scratch, a->qkv, B, T, NH, NKV, hs);
+	linear_fwd(m, 1, l, m->tmp, mm_input(m, a->atty, NC), w->attprojw, NULL, N, C, C);
+	kn_residual_forward(a->res2, a->x, m->tmp, NULL, N, C);
+	ln = mm_f32(m, a->ln2, m->dbuf);
+	kn_rmsnorm_forward(ln, a->ln2_rstd, a->res2, w->ln2w, eps, N, C);
+	mm_store(m, a->ln2, ln, NC);
+	linear_fwd(m, 2, l, a->fch, a->ln2, w->fcw, NULL, N, C, 2 * I);
+	float *h = mm_f32(m, a->gelu, m->dbig);
+	kn_swiglu_forward(h, a->fch, N, I);
+	mm_store(m, a->gelu, h, (size_t)N * I);
+	if (!out)
+		return;
+	linear_fwd(m, 3, l, m->tmp, a->gelu, w->fcprojw, NULL, N, I, C);
+	kn_residual_forward(out, a->res2, m->tmp, NULL, N, C);
+}
+
+/* Selective recompute: the RMSNorm outputs from their saved rstd, SwiGLU's product from
+ * gate|up, bitwise the forward's (kn_rmsnorm_apply, the same kn_swiglu_forward). */
+static void llama_block_recompute_selective(eng_model *m, int l, eng_acts *a)
+{
+	int C = m->cfg.n_embd, N = m->B * m->T, I = m->cfg.intermediate_size;
+	const eng_layer_w *w = &m->w.h[l];
+	size_t NC = (size_t)N * C;
+	float *ln = mm_f32(m, a->ln1, m->dbuf);
+	kn_rmsnorm_apply(ln, a->x, a->ln1_rstd, w->ln1w, N, C);
+	mm_store(m, a->ln1, ln, NC);
+	ln = mm_f32(m, a->ln2, m->dbuf);
+	kn_rmsnorm_apply(ln, a->res2, a->ln2_rstd, w->ln2w, N, C);
+	mm_store(m, a->ln2, ln, NC);
+	float *h = mm_f32(m, a->gelu, m->dbig);
+	kn_swiglu_forward(h, a->fch, N, I);
+	mm_store(m, a->gelu, h, (size_t)N * I);
+}
+
+/* dres: dL/d(block output) in, dL/d(block input) out, as block_backward (the RMSNorm
+ * backwards accumulate into it). Scratch: dbig holds dgu (B,T,2I) then dh (B,T,I) after it;
+ * dbuf dL/dln2, dL/datty, dL/dln1 in turn; dqkv dL/dqkv, turned back through the rotation. */
+static void llama_block_backward(eng_model *m, int l, const eng_acts *a)
+{
+	int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
+	int NKV = m->cfg.n_kv_head, hs = C / NH, W = eng_config_qkv(&m->cfg);
+	int I = m->cfg.intermediate_size;
+	const eng_layer_w *w = &m->w.h[l];
+	eng_layer_w *g = &m->g.h[l];
+	float *dgu = m->dbig, *dh = m->dbig + (size_t)N * 2 * I;
+	/* MLP: out = res2 + h down^T */
+	linear_bwd(m, 3, l, dh, g->fcprojw, NULL, m->dres, a->gelu, w->fcprojw, N, I, C);
+	kn_swiglu_backward(dgu, dh, a->fch, N, I);
+	linear_bwd(m, 2, l, m->dbuf, g->fcw, NULL, dgu, a->ln2, w->fcw, N, C, 2 * I);
+	kn_rmsnorm_backward(m->dres, g->ln2w, m->dbuf, a->res2, a->ln2_rstd, w->ln2w, N, C);
+	/* attention: res2 = x + atty o^T */
+	linear_bwd(m, 1, l, m->dbuf, g->attprojw, NULL, m->dres,
+		mm_input(m, a->atty, (size_t)N * C), w->attprojw, N, C, C);
+	kn_gqa_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->atty, a->att_lse,
+		B, T, NH, NKV, hs);
+	kn_rope_backward(m->dqkv, m->rope, B, T, NH, hs, W);
+	kn_rope_backward(m->dqkv + NH * hs, m->rope, B, T, NKV, hs, W);
+	linear_bwd(m, 0, l, m->dbuf, g->qkvw, NULL, m->dqkv, a->ln1, w->qkvw, N, C, W);
+	kn_rmsnorm_backward(m->dres, g->ln1w, m->dbuf, a->x, a->ln1_rstd, w->ln1w, N, C);
+}
+
+/* The family's block passes */
+static void run_block_forward(eng_model *m, int l, eng_acts *a, float *out)
+{
+	if (m->cfg.arch == ENG_ARCH_LLAMA)
+		llama_block_forward(m, l, a, out);
+	else
+		block_forward(m, l, a, out);
+}
+
+static void run_block_recompute_selective(eng_model *m, int l, eng_acts *a)
+{
+	if (m->cfg.arch == ENG_ARCH_LLAMA)
+		llama_block_recompute_selective(m, l, a);
+	else
+		block_recompute_selective(m, l, a);
+}
+
+static void run_block_backward(eng_model *m, int l, const eng_acts *a)
+{
+	if (m->cfg.arch == ENG_ARCH_LLAMA)
+		llama_block_backward(m, l, a);
+	else
+		block_backward(m, l, a);
+}
+
+/* ln_f forward (the final RMSNorm under llama): lnf (float32, or the scratch under bf16)
+ * from xf */
+static void final_norm_forward(eng_model *m, float *lnf)
+{
+	const eng_head_acts *h = &m->lay.head;
+	int C = m->cfg.n_embd, N = m->B * m->T;
+	if (m->cfg.arch == ENG_ARCH_LLAMA)
+		kn_rmsnorm_forward(lnf, h->lnf_rstd, h->xf, m->w.lnfw, (float)m->cfg.rms_norm_eps,
+			N, C);
+	else
+		kn_layernorm_forward(lnf, h->lnf_mean, h->lnf_rstd, h->xf, m->w.lnfw, m->w.lnfb, N,
+			C);
+}
+
+/* dres = ln_f's backward of dbuf (dL/dlnf) */
+static void final_norm_backward(eng_model *m)
+{
+	const eng_head_acts *h = &m->lay.head;
+	int C = m->cfg.n_embd, N = m->B * m->T;
+	/* the backwards accumulate: dres starts at zero */
+	memset(m->dres, 0, sizeof(float) * N * C);
+	if (m->cfg.arch == ENG_ARCH_LLAMA)
+		kn_rmsnorm_backward(m->dres, m->g.lnfw, m->dbuf, h->xf, h->lnf_rstd, m->w.lnfw, N,
+			C);
+	else
+		kn_layernorm_backward(m->dres, m->g.lnfw, m->g.lnfb, m->dbuf, h->xf, h->lnf_mean,
+			h->lnf_rstd, m->w.lnfw, N, C);
+}
+
 /* Logits of rows [r0, r0+rows) into buf (rows, V) */
 static void head_logits(eng_model *m, float *buf, int r0, int rows)
 {
@@ -821,7 +1079,7 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 		trace_pass(m, l, ENG_SEC_FWD, ENG_MT_BEGIN);
 		trace_block(m, l, 0, ENG_MT_LIVE);
 		trace_block(m, l, 1, ENG_MT_LIVE);
-		block_forward(m, l, &a, l + 1 < L ? m->lay.saved[l + 1].x : h->xf);
+		run_block_forward(m, l, &a, l + 1 < L ? m->lay.saved[l + 1].x : h->xf);
 		trace_block(m, l, 1, ENG_MT_DEAD);
 		trace_pass(m, l, ENG_SEC_FWD, ENG_MT_END);
 		m->sec_ms[l][ENG_SEC_FWD] = now_ms() - t0;
@@ -830,7 +1088,7 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 	trace_pass(m, L, ENG_SEC_FWD, ENG_MT_BEGIN);
 	trace_head(m, ENG_MT_LIVE);
 	float *lnf = mm_f32(m, h->lnf, m->dbuf);
-	kn_layernorm_forward(lnf, h->lnf_mean, h->lnf_rstd, h->xf, m->w.lnfw, m->w.lnfb, N, C);
+	final_norm_forward(m, lnf);
 	mm_store(m, h->lnf, lnf, (size_t)N * C);
 	for (int r0 = 0, k = 0; r0 < N; r0 += R, k++) {
 		int rows = N - r0 < R ? N - r0 : R;
@@ -889,12 +1147,9 @@ static double head_backward(eng_model *m, const uint16_t *tgt)
 			dl = m->bf_out;
 		}
 		head_mm(m, 1, rows, dl, weight_of(m, HEAD_PRODUCTS, 0), m->dbuf + (size_t)r0 * C);
-		head_mm(m, 2, rows, dl, lnf, m->g.wte);
+		head_mm(m, 2, rows, dl, lnf, m->g.lmw);
 	}
-	/* ln_f's backward accumulates: dres starts at zero */
-	memset(m->dres, 0, sizeof(float) * N * C);
-	kn_layernorm_backward(m->dres, m->g.lnfw, m->g.lnfb, m->dbuf, h->xf, h->lnf_mean,
-		h->lnf_rstd, m->w.lnfw, N, C);
+	final_norm_backward(m);
 	int L = m->cfg.n_layer;
 	m->sec_ms[L][ENG_SEC_RECOMPUTE] = rc_ms;
 	m->sec_ms[L][ENG_SEC_BWD] = now_ms() - start - rc_ms;
@@ -920,15 +1175,15 @@ int eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float
 		if (mode != ENG_MODE_OFF)
 			trace_pass(m, l, ENG_SEC_RECOMPUTE, ENG_MT_BEGIN);
 		if (mode == ENG_MODE_SELECTIVE)
-			block_recompute_selective(m, l, &a);
+			run_block_recompute_selective(m, l, &a);
 		else if (mode == ENG_MODE_FULL)
-			block_forward(m, l, &a, NULL);
+			run_block_forward(m, l, &a, NULL);
 		if (mode != ENG_MODE_OFF)
 			trace_pass(m, l, ENG_SEC_RECOMPUTE, ENG_MT_END);
 		double t1 = now_ms();
 		rc_ms += t1 - t0;
 		trace_pass(m, l, ENG_SEC_BWD, ENG_MT_BEGIN);
-		block_backward(m, l, &a);
+		run_block_backward(m, l, &a);
 		trace_block(m, l, 1, ENG_MT_DEAD);
 		trace_block(m, l, 0, ENG_MT_DEAD);
 		trace_pass(m, l, ENG_SEC_BWD, ENG_MT_END);

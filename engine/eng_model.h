@@ -1,9 +1,12 @@
-/* eng_model.h - the GPT-2 model on the CPU: parameters, activations per section, one
- * training step (forward + backward) under a replaceable recompute policy.
+/* eng_model.h - the model on the CPU (GPT-2 or the Llama family, eng_config.h):
+ * parameters, activations per section, one training step (forward + backward) under a
+ * replaceable recompute policy.
  *
  * Layout follows llm.c: parameters, gradients and AdamW moments are each one block of
- * floats with a table of named tensors into it (Hugging Face names, Conv1D [in, out]
- * weights, every tensor 64-byte aligned). Activations are allocated per section as the
+ * floats with a table of named tensors into it (Hugging Face names; GPT-2's Conv1D
+ * [in, out] weights, the Llama family's Linear [out, in] ones; every tensor 64-byte aligned
+ * but k_proj and v_proj, which follow q_proj, and up_proj, which follows gate_proj, so that
+ * q|k|v and gate|up are each one weight of one product). Activations are allocated per section as the
  * policy asks (eng_model_set_policy), so switching a block to `full` frees its buffers.
  *
  * Not here: the optimizer loop, data, files (eng_train.c, eng_data.c, eng_ckpt.c).
@@ -36,7 +39,10 @@ typedef struct eng_ptensor {
 	int decay;               /* 1 for 2-D weights (wte, wpe, linear weights) */
 } eng_ptensor;
 
-/* Pointers into one block of parameters (or of gradients, or of a moment). */
+/* Pointers into one block of parameters (or of gradients, or of a moment). GPT-2's shapes;
+ * under llama (no biases: those are NULL) ln1w input_layernorm, qkvw q|k|v_proj
+ * ((NH + 2 NKV) hs, C), attprojw o_proj (C, C), ln2w post_attention_layernorm, fcw
+ * gate|up_proj (2I, C), fcprojw down_proj (C, I). */
 typedef struct eng_layer_w {
 	float *ln1w, *ln1b;         /* (C) */
 	float *qkvw, *qkvb;         /* (C, 3C), (3C) */
@@ -47,10 +53,11 @@ typedef struct eng_layer_w {
 } eng_layer_w;
 
 typedef struct eng_weights {
-	float *wte;                  /* (V, C), also the lm_head */
-	float *wpe;                  /* (P, C) */
+	float *wte;                  /* (V, C): wte, embed_tokens */
+	float *wpe;                  /* (P, C); NULL under llama (rotary positions) */
 	eng_layer_w h[ENG_MAX_LAYERS];
-	float *lnfw, *lnfb;          /* (C) */
+	float *lnfw, *lnfb;          /* (C) ln_f; llama's model.norm (lnfb NULL) */
+	float *lmw;                  /* (V, C) the lm_head: wte when tied */
 } eng_weights;
 
 /* ---- the matmul products of a step: one table, that the engine runs and bench-sgemm times */
@@ -107,6 +114,7 @@ typedef struct eng_model {
 	float *dbig;                 /* (B,T,4C) */
 	float *dqkv;                 /* (B,T,3C) */
 	float *att_scratch;          /* kn_attention_scratch_floats(T): per-thread blocks */
+	float *rope;                 /* llama: (T, hs) cos | sin (kn_rope_table), at init */
 	int scratch_threads;         /* threads att_scratch was sized for */
 
 	/* the step's products and who runs each (eng_model_products, fixed at init) */
@@ -147,8 +155,10 @@ int eng_model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_
 int eng_model_init_host(eng_model *m, const eng_config *cfg, eng_err *err);
 void eng_model_free(eng_model *m); /* safe on a zeroed or failed model */
 
-/* GPT-2 initialisation from a seed: N(0, 0.02) weights, c_proj weights N(0, 0.02/sqrt(2L)),
- * zero biases, LayerNorm weight 1. Deterministic for a seed. */
+/* Initialisation from a seed: GPT-2's N(0, 0.02) weights, c_proj weights
+ * N(0, 0.02/sqrt(2L)), zero biases, LayerNorm weight 1; the Llama family's as Hugging Face's
+ * LlamaPreTrainedModel._init_weights: every 2-D weight N(0, 0.02), RMSNorm weights 1.
+ * Deterministic for a seed. */
 void eng_model_init_weights(eng_model *m, uint64_t seed);
 
 /* The parameters were written (a load, an optimizer step): their copies (bf16, packed for
@@ -173,7 +183,7 @@ size_t eng_model_saved_bytes(const eng_model *m, int i);
 
 /* The parameter table of shape c, in Hugging Face order, without allocating anything:
  * fills tab (eng_model_ntensors(c) entries) and returns the floats of one block of them,
- * padding included. The one description of which tensors a GPT-2 has: the model, the
+ * padding included. The one description of which tensors a model has: the model, the
  * checkpoint checks and the importers all read it. */
 int eng_model_ntensors(const eng_config *c);
 size_t eng_model_table(const eng_config *c, eng_ptensor *tab);

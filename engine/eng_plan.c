@@ -11,7 +11,9 @@
  *   full       x = N C
  *   offload    x = N C on the device (cuda only; the rest of off's, in host memory)
  * Head: x and ln_f output 2 N C, ln_f stats 2 N, lse N; off adds the N V logits. The
- * FLOPs are closed formulas of their own.
+ * FLOPs are closed formulas of their own. The Llama family's block has the same fields, of
+ * its own widths (eng_acts.h: q|k|v (NH + 2 NKV) hs, gate|up 2I, SwiGLU's product I, no
+ * LayerNorm means).
  */
 #include "eng_plan.h"
 
@@ -55,9 +57,11 @@ static size_t table_bytes(const eng_act_field *tab, int n, const eng_config *cfg
 void eng_plan_block(const eng_config *cfg, int B, int T, eng_mode mode, eng_plan_section *s)
 {
 	size_t N = (size_t)B * T, C = cfg->n_embd;
-	/* pointwise work counted as FLOPs: 4 per LayerNorm output, 8 per GELU output */
-	double flops_sel = 2 * 4.0 * N * C + 8.0 * 4 * N * C;
-	double flops_full = 2.0 * N * C * (3 * C + C + 4 * C) + 4.0 * N * T * C + flops_sel;
+	double W = eng_config_qkv(cfg), Fi = eng_config_ffn_in(cfg), Ff = eng_config_ffn(cfg);
+	/* pointwise work counted as FLOPs: 4 per LayerNorm (RMSNorm) output, 8 per GELU
+	 * (SwiGLU) output; full reruns the products up to the MLP's last and the attention */
+	double flops_sel = 2 * 4.0 * N * C + 8.0 * N * Ff;
+	double flops_full = 2.0 * N * C * (W + C + Fi) + 4.0 * N * T * C + flops_sel;
 	memset(s, 0, sizeof *s);
 	s->saved_bytes = table_bytes(eng_block_fields, ENG_ACT_N, cfg, B, T, 0, ENG_KEEP(mode), 0);
 	s->workspace_bytes = table_bytes(eng_block_fields, ENG_ACT_N, cfg, B, T, 0, ENG_KEEP(mode),
@@ -93,7 +97,9 @@ void eng_plan_head(const eng_config *cfg, int B, int T, int chunk_rows, eng_mode
 static double model_flops(const eng_config *cfg, int B, int T)
 {
 	double N = (double)B * T, C = cfg->n_embd, V = cfg->vocab_size, L = cfg->n_layer;
-	double matmul_params = L * (12.0 * C * C) + V * C;
+	double W = eng_config_qkv(cfg), Fi = eng_config_ffn_in(cfg), Ff = eng_config_ffn(cfg);
+	/* q|k|v, the attention's projection, the MLP's two (GPT-2: 12 C^2 a block) */
+	double matmul_params = L * C * (W + C + Fi + Ff) + V * C;
 	return 6.0 * N * matmul_params + L * 12.0 * N * T * C;
 }
 

@@ -143,3 +143,46 @@ json_t *eng_policy_json(const eng_policy *p)
 		eng_policy_each(p, json_item, o);
 	return o;
 }
+
+json_t *eng_config_json(const eng_config *c)
+{
+	json_t *o = json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:s}", "n_layer", c->n_layer, "n_embd",
+		c->n_embd, "n_head", c->n_head, "n_positions", c->n_positions, "vocab_size",
+		c->vocab_size, "mm_bf16", c->mm_bf16, "arch", eng_arch_name(c->arch));
+	if (!o || c->arch != ENG_ARCH_LLAMA)
+		return o;
+	json_t *l = json_pack("{s:i,s:i,s:f,s:f,s:b}", "n_kv_head", c->n_kv_head,
+		"intermediate_size", c->intermediate_size, "rope_theta", c->rope_theta,
+		"rms_norm_eps", c->rms_norm_eps, "tie_word_embeddings", !c->untied);
+	if (!l || json_object_update(o, l) < 0) {
+		json_decref(o);
+		o = NULL;
+	}
+	json_decref(l);
+	return o;
+}
+
+/* o[key] as an int, 0 when absent */
+static int int_of(const json_t *o, const char *key)
+{
+	return (int)json_integer_value(json_object_get(o, key));
+}
+
+void eng_config_from_json(const json_t *o, eng_config *c)
+{
+	const char *arch = json_string_value(json_object_get(o, "arch"));
+	memset(c, 0, sizeof *c);
+	c->n_layer = int_of(o, "n_layer");
+	c->n_embd = int_of(o, "n_embd");
+	c->n_head = int_of(o, "n_head");
+	c->n_positions = int_of(o, "n_positions");
+	c->vocab_size = int_of(o, "vocab_size");
+	c->mm_bf16 = json_is_true(json_object_get(o, "mm_bf16")); /* the CPU's bf16 */
+	if (!arch || eng_arch_parse(arch, &c->arch) < 0 || c->arch != ENG_ARCH_LLAMA)
+		return;
+	c->n_kv_head = int_of(o, "n_kv_head");
+	c->intermediate_size = int_of(o, "intermediate_size");
+	c->rope_theta = json_number_value(json_object_get(o, "rope_theta"));
+	c->rms_norm_eps = json_number_value(json_object_get(o, "rms_norm_eps"));
+	c->untied = !json_is_true(json_object_get(o, "tie_word_embeddings"));
+}

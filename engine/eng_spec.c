@@ -41,7 +41,10 @@ static const char *const root_keys[] = {"name", "model", "data", "batch", "seq_l
 	"grad_accum", "seed", "optim", "schedule", "remat", "eval", "sample", "save", "threads",
 	"device", "precision", "memory", "parallel", NULL};
 static const char *const model_keys[] = {"preset", "n_layer", "n_embd", "n_head",
-	"n_positions", "vocab_size", "init_from", "resume", NULL};
+	"n_positions", "vocab_size", "arch", "n_kv_head", "intermediate_size", "rope_theta",
+	"rms_norm_eps", "tie_word_embeddings", "init_from", "resume", NULL};
+#define MODEL_SHAPE_KEYS 12 /* model_keys[0 .. 12): the preset and the shape's fields */
+static const char *const arch_keys[] = {"gpt2", "llama", NULL}; /* as eng_arch */
 static const char *const data_keys[] = {"train", "format", "val", "shuffle", "shuffle_seed",
 	NULL};
 static const char *const eval_keys[] = {"every", "batches", NULL};
@@ -196,6 +199,24 @@ static int get_choice(json_t *v, const char *path, const char *const *names, int
 		json_string_value(v));
 }
 
+/* A real number in (lo, hi) into *out: 1 present, 0 absent, -1. */
+static int get_real(json_t *obj, const char *prefix, const char *key, double lo, double hi,
+	double *out, eng_err *err)
+{
+	char p[SPEC_PATH_LEN];
+	json_t *v = json_object_get(obj, key);
+	if (!v)
+		return 0;
+	if (!json_is_number(v))
+		return eng_errf(err, "'%s' must be a number", field(p, prefix, key));
+	double d = json_number_value(v);
+	if (!(d > lo && d < hi))
+		return eng_errf(err, "'%s' %g out of range (%g, %g)", field(p, prefix, key), d, lo,
+			hi);
+	*out = d;
+	return 1;
+}
+
 static void spec_defaults(eng_spec *s)
 {
 	memset(s, 0, sizeof *s);
@@ -290,6 +311,57 @@ static int parse_eval(eng_spec *s, json_t *root, eng_err *err)
 	return 0;
 }
 
+/* model.arch over the preset's (*c): they must agree */
+static int parse_arch(json_t *m, int preset, eng_config *c, eng_err *err)
+{
+	json_t *a = json_object_get(m, "arch");
+	int arch = c->arch;
+	if (a && get_choice(a, "model.arch", arch_keys, &arch, err) < 0)
+		return -1;
+	if (preset && arch != (int)c->arch)
+		return eng_errf(err, "'model.arch' \"%s\" is not the preset's (\"%s\")",
+			arch_keys[arch], eng_arch_name(c->arch));
+	c->arch = (eng_arch)arch;
+	return 0;
+}
+
+/* The Llama family's fields (eng_config.h) over the preset's, or LlamaConfig's defaults
+ * (n_kv_head n_head, rope_theta 1e4, rms_norm_eps 1e-6, untied) without one;
+ * intermediate_size has no default. Under gpt2 none of them may be given. */
+static int parse_llama(json_t *m, int preset, eng_config *c, eng_err *err)
+{
+	static const char *const keys[] = {"n_kv_head", "intermediate_size", "rope_theta",
+		"rms_norm_eps", "tie_word_embeddings"};
+	if (c->arch != ENG_ARCH_LLAMA) {
+		for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+			if (json_object_get(m, keys[i]))
+				return eng_errf(err, "'model.%s' is a Llama setting: give \"arch\": "
+						     "\"llama\" (or a Llama preset)", keys[i]);
+		return 0;
+	}
+	if (!preset) {
+		c->n_kv_head = c->n_head;
+		c->rope_theta = 10000.0;
+		c->rms_norm_eps = 1e-6;
+		c->untied = 1;
+	}
+	if (get_int(m, "model", "n_kv_head", 1, ENG_MAX_EMBD, &c->n_kv_head, err) < 0 ||
+	    get_int(m, "model", "intermediate_size", 1, ENG_MAX_FFN, &c->intermediate_size,
+		    err) < 0 ||
+	    get_real(m, "model", "rope_theta", 0.0, 1e12, &c->rope_theta, err) < 0 ||
+	    get_real(m, "model", "rms_norm_eps", 0.0, 1.0, &c->rms_norm_eps, err) < 0)
+		return -1;
+	json_t *t = json_object_get(m, "tie_word_embeddings");
+	if (t && !json_is_boolean(t))
+		return eng_errf(err, "'model.tie_word_embeddings' must be true or false");
+	if (t)
+		c->untied = !json_is_true(t);
+	if (!c->intermediate_size)
+		return eng_errf(err, "'model.intermediate_size' is missing: a Llama's MLP width has "
+				     "no default");
+	return 0;
+}
+
 /* The shape from preset and fields, or init_from alone; needs s->data_format (bytes). */
 static int parse_model(eng_spec *s, json_t *root, eng_err *err)
 {
@@ -322,8 +394,7 @@ static int parse_model(eng_spec *s, json_t *root, eng_err *err)
 	if (rc < 0)
 		return -1;
 	if (rc == 1) {
-		/* model_keys[0 .. nshape]: the preset, then the shape fields */
-		for (int i = 0; i <= nshape; i++)
+		for (int i = 0; i < MODEL_SHAPE_KEYS; i++)
 			if (json_object_get(m, model_keys[i]))
 				return eng_errf(err, "'model.init_from' cannot be combined with "
 						     "'model.%s': the checkpoint's config decides "
@@ -341,6 +412,8 @@ static int parse_model(eng_spec *s, json_t *root, eng_err *err)
 		if (eng_config_preset(json_string_value(p), &c, &e) < 0)
 			return eng_errf(err, "'model.preset': %s", e.msg);
 	}
+	if (parse_arch(m, p != NULL, &c, err) < 0)
+		return -1;
 	int vocab_given = 0;
 	for (int i = 0; i < nshape; i++) {
 		rc = get_int(m, "model", shape[i].key, 1, shape[i].max, shape[i].dst, err);
@@ -360,6 +433,8 @@ static int parse_model(eng_spec *s, json_t *root, eng_err *err)
 	if (used)
 		return eng_errf(err, "'model' shape is incomplete, missing %s (give model.preset, "
 				     "all five shape fields, or model.init_from)", missing);
+	if (parse_llama(m, p != NULL, &c, err) < 0)
+		return -1;
 	if (eng_config_validate(&c, "'model'", err) < 0)
 		return -1;
 	s->cfg = c;
@@ -873,6 +948,9 @@ int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 			cfg->n_positions);
 	if (check_tokens(spec, err) < 0)
 		return -1;
+	if (spec->device == ENG_DEVICE_CUDA && cfg->arch != ENG_ARCH_GPT2)
+		return eng_errf(err, "'device' cuda trains GPT-2 models only so far: a %s model "
+				     "trains on the cpu", eng_arch_name(cfg->arch));
 	if (spec->device == ENG_DEVICE_CUDA && spec->sample_on)
 		return eng_errf(err, "'sample': device cuda does not sample yet; sample from the "
 				     "checkpoints with remat-train --sample");

@@ -111,10 +111,10 @@ void kn_bias_backward(float *db, const float *dout, int N, int OC);
 
 /* ---- embedding ---- */
 
-/* out(B,T,C) = wte[tok[b,t]] + wpe[t] */
+/* out(B,T,C) = wte[tok[b,t]] + wpe[t]; wpe NULL: no positions (rotary models) */
 void kn_encoder_forward(float *out, const uint16_t *tok, const float *wte, const float *wpe,
 	int B, int T, int C);
-/* dwte(V,C) += scatter of dout by tok; dwpe(T',C) += sum over b of dout */
+/* dwte(V,C) += scatter of dout by tok; dwpe(T',C) += sum over b of dout (dwpe may be NULL) */
 void kn_encoder_backward(float *dwte, float *dwpe, const float *dout, const uint16_t *tok,
 	int B, int T, int C);
 

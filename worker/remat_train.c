@@ -201,11 +201,9 @@ static int check_job(eng_spec *s)
 	} else {
 		json_t *al = json_object();
 		alias_item(al, &ck.aliases);
-		o = json_pack("{s:b,s:s,s:i,s:{s:i,s:i,s:i,s:i,s:i,s:b},s:i,s:i,s:i,s:o,s:o,s:s,"
+		o = json_pack("{s:b,s:s,s:i,s:o,s:i,s:i,s:i,s:o,s:o,s:s,"
 			      "s:s,s:s,s:I}", "ok", 1, "name", s->name, "steps", s->steps, "config",
-			"n_layer", s->cfg.n_layer, "n_embd", s->cfg.n_embd, "n_head", s->cfg.n_head,
-			"n_positions", s->cfg.n_positions, "vocab_size", s->cfg.vocab_size,
-			"mm_bf16", s->cfg.mm_bf16, "batch",
+			eng_config_json(&s->cfg), "batch",
 			s->batch, "seq_len", s->seq_len, "chunk_rows", ck.chunk_rows, "policy",
 			eng_policy_json(&ck.policy), "aliases", al, "init_from", s->init_from,
 			"save_dir", s->save_dir, "device", s->device == ENG_DEVICE_CUDA ? "cuda" : "cpu",

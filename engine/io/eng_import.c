@@ -1,8 +1,8 @@
 /* eng_import.c - models other programs wrote, into the model's table; and out to llm.c.
  *
- * Hugging Face GPT-2 model.safetensors as transformers writes it (with or without the
- * "transformer." prefix, with or without the tied lm_head, F32, F16 or BF16, in one file or
- * in shards named by model.safetensors.index.json), llm.c model
+ * Hugging Face GPT-2 and Llama model.safetensors as transformers writes them (with or
+ * without the "transformer." or "model." prefix, with or without a tied lm_head, F32, F16 or
+ * BF16, in one file or in shards named by model.safetensors.index.json), llm.c model
  * files through eng_llmc.c, and the choice between the two that model.init_from makes.
  * Not here: remat's own full checkpoints with optimizer state (eng_ckpt.c); the formats'
  * bytes (eng_st.c, eng_llmc.c).
@@ -21,26 +21,32 @@
 #include "eng_llmc.h"
 #include "eng_st.h"
 
-#define HF_PREFIX     "transformer." /* GPT2LMHeadModel's names; GPT2Model's lack it */
-#define HF_PREFIX_LEN (sizeof HF_PREFIX - 1)
 #define HF_LM_HEAD    "lm_head.weight" /* never prefixed */
 #define PATH_MAX_LEN  4096	       /* longest init_from path joined with a file name here */
 #define HF_INDEX      "model.safetensors.index.json" /* a sharded checkpoint's map */
 
-static int has_prefix(const char *name)
+/* The prefix of the family's names in a ...ForCausalLM / ...LMHeadModel checkpoint (the
+ * bare GPT2Model / LlamaModel's lack it); the lm_head is never prefixed */
+static const char *hf_prefix(const eng_config *c)
 {
-	return strncmp(name, HF_PREFIX, HF_PREFIX_LEN) == 0;
+	return c->arch == ENG_ARCH_LLAMA ? "model." : "transformer.";
 }
 
-/* h.N.attn.bias or h.N.attn.masked_bias with N < n_layer (name without the prefix): the
- * causal-mask buffers older transformers versions saved with the weights. */
-static int is_mask_buffer(const char *name, int n_layer)
+static int has_prefix(const eng_config *c, const char *name)
 {
-	const char *p = name;
-	int layer = 0;
-	if (strncmp(p, "h.", 2) != 0)
+	return strncmp(name, hf_prefix(c), strlen(hf_prefix(c))) == 0;
+}
+
+/* Buffers older transformers versions saved with the weights (name without the prefix),
+ * of layers N < n_layer: GPT-2's causal masks h.N.attn.bias, h.N.attn.masked_bias; Llama's
+ * rotary frequencies layers.N.self_attn.rotary_emb.inv_freq. */
+static int is_mask_buffer(const eng_config *c, const char *name)
+{
+	const char *p = name, *blocks = c->arch == ENG_ARCH_LLAMA ? "layers." : "h.";
+	int layer = 0, n_layer = c->n_layer;
+	if (strncmp(p, blocks, strlen(blocks)) != 0)
 		return 0;
-	p += 2;
+	p += strlen(blocks);
 	if (*p < '0' || *p > '9')
 		return 0;
 	for (; *p >= '0' && *p <= '9'; p++) {
@@ -48,6 +54,8 @@ static int is_mask_buffer(const char *name, int n_layer)
 		if (layer >= n_layer)
 			return 0;
 	}
+	if (c->arch == ENG_ARCH_LLAMA)
+		return strcmp(p, ".self_attn.rotary_emb.inv_freq") == 0;
 	return strcmp(p, ".attn.bias") == 0 || strcmp(p, ".attn.masked_bias") == 0;
 }
 
@@ -63,10 +71,13 @@ typedef struct hf_load {
  * before it said (ls): names, prefix, shapes, no tensor twice. */
 static int load_file(eng_model *m, const eng_st_file *f, hf_load *ls, eng_err *err)
 {
-	char full[ENG_NAME_MAX + HF_PREFIX_LEN];
+	const char *prefix = hf_prefix(&m->cfg);
+	size_t plen = strlen(prefix);
+	char full[ENG_NAME_MAX + 16];
 	for (int i = 0; i < f->n; i++) {
 		const eng_st_tensor *t = &f->t[i];
-		if (strcmp(t->name, HF_LM_HEAD) == 0) {
+		const eng_ptensor *mt = NULL;
+		if (strcmp(t->name, HF_LM_HEAD) == 0 && eng_config_tied(&m->cfg)) {
 			/* tied: the engine's wte is the lm_head, so the copy is only checked */
 			const eng_ptensor *wte = &m->tensors[0];
 			if (t->ndim != 2 || t->shape[0] != wte->shape[0] ||
@@ -76,24 +87,28 @@ static int load_file(eng_model *m, const eng_st_file *f, hf_load *ls, eng_err *e
 					(long long)wte->shape[0], (long long)wte->shape[1]);
 			continue;
 		}
-		int pre = has_prefix(t->name);
-		if (ls->prefixed < 0) {
-			ls->prefixed = pre;
-			snprintf(ls->first, sizeof ls->first, "%s", t->name);
-		} else if (pre != ls->prefixed) {
-			return eng_errf(err, "'%s' mixes tensor names with and without the '"
-				HF_PREFIX "' prefix ('%.80s' and '%.80s')", ls->what, ls->first,
-				t->name);
+		if (strcmp(t->name, HF_LM_HEAD) == 0) {
+			mt = eng_model_find(m, HF_LM_HEAD); /* untied: a tensor of its own */
+		} else {
+			int pre = has_prefix(&m->cfg, t->name);
+			if (ls->prefixed < 0) {
+				ls->prefixed = pre;
+				snprintf(ls->first, sizeof ls->first, "%s", t->name);
+			} else if (pre != ls->prefixed) {
+				return eng_errf(err, "'%s' mixes tensor names with and without the "
+					"'%s' prefix ('%.80s' and '%.80s')", ls->what, prefix,
+					ls->first, t->name);
+			}
+			const char *base = t->name + (pre ? plen : 0);
+			if (is_mask_buffer(&m->cfg, base))
+				continue;
+			snprintf(full, sizeof full, "%s%s", prefix, base);
+			mt = strlen(base) < sizeof full - plen ? eng_model_find(m, full) : NULL;
 		}
-		const char *base = t->name + (pre ? HF_PREFIX_LEN : 0);
-		if (is_mask_buffer(base, m->cfg.n_layer))
-			continue;
-		snprintf(full, sizeof full, HF_PREFIX "%s", base);
-		const eng_ptensor *mt = strlen(base) < sizeof full - HF_PREFIX_LEN ?
-			eng_model_find(m, full) : NULL;
 		if (!mt)
-			return eng_errf(err, "'%s': unexpected tensor '%.80s' for a GPT-2 of %d "
-				"layers", f->path, t->name, m->cfg.n_layer);
+			return eng_errf(err, "'%s': unexpected tensor '%.80s' for a %s of %d layers",
+				f->path, t->name, m->cfg.arch == ENG_ARCH_LLAMA ? "Llama" : "GPT-2",
+				m->cfg.n_layer);
 		size_t k = (size_t)(mt - m->tensors);
 		if (ls->seen[k])
 			return eng_errf(err, "'%s': tensor '%.80s' again (an earlier shard held it)",
@@ -112,10 +127,11 @@ static int load_done(eng_model *m, const hf_load *ls, eng_err *err)
 {
 	for (int i = 0; i < m->ntensors; i++) {
 		const char *name = m->tensors[i].name;
-		ENG_ASSERT(has_prefix(name));
+		int pre = has_prefix(&m->cfg, name); /* all but an untied lm_head */
 		if (!ls->seen[i])
 			return eng_errf(err, "tensor '%s' not found in '%s'",
-				name + (ls->prefixed == 0 ? HF_PREFIX_LEN : 0), ls->what);
+				name + (pre && ls->prefixed == 0 ? strlen(hf_prefix(&m->cfg)) : 0),
+				ls->what);
 	}
 	eng_model_params_changed(m);
 	return 0;

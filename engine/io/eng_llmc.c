@@ -347,6 +347,9 @@ static int llmc_fill(FILE *f, void *ud, eng_err *err)
 int eng_model_save_llmc(const eng_model *m, const char *path, int version, eng_err *err)
 {
 	size_t C = (size_t)m->cfg.n_embd;
+	if (m->cfg.arch != ENG_ARCH_GPT2)
+		return eng_errf(err, "cannot write '%s': llm.c's model files hold GPT-2 models only",
+			path);
 	if (version != ENG_LLMC_F32 && version != ENG_LLMC_BF16)
 		return eng_errf(err,
 				"cannot write '%s': llm.c version %d (3: float32, "

@@ -6,6 +6,8 @@
  * the thread count. The embedding backward's scatter is parallel over channels for the same
  * reason: every row of dwte is summed in (b, t) order.
  */
+#include <string.h>
+
 #include "kn.h"
 
 #include "kn_rows.h"
@@ -19,8 +21,12 @@ void kn_encoder_forward(float *out, const uint16_t *tok, const float *wte, const
 #pragma omp parallel for schedule(static)
 	for (int bt = 0; bt < B * T; bt++) {
 		const float *e = wte + (size_t)tok[bt] * C;
-		const float *p = wpe + (size_t)(bt % T) * C;
 		float *o = out + (size_t)bt * C;
+		if (!wpe) {
+			memcpy(o, e, sizeof(float) * C);
+			continue;
+		}
+		const float *p = wpe + (size_t)(bt % T) * C;
 		for (int c = 0; c < C; c++)
 			o[c] = e[c] + p[c];
 	}
@@ -41,6 +47,8 @@ void kn_encoder_backward(float *dwte, float *dwpe, const float *dout, const uint
 				d[c] += g[c];
 		}
 	}
+	if (!dwpe)
+		return;
 #pragma omp parallel for schedule(static)
 	for (int t = 0; t < T; t++) {
 		float *d = dwpe + (size_t)t * C;

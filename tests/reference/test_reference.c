@@ -57,6 +57,12 @@ static const ref_case cases[] = {
 	{"wide", 2, 45, 4, 2e-3, 0.1, 1.0, "cosine", 2, 0.2, "h.0=selective;head=chunked"},
 	{"deep", 4, 20, 3, 5e-3, 0.0, 0.0, "constant", 2, 0.1,
 		"h.0=full;h.1-2=selective;h.4=full;head=chunked"},
+	/* the Llama family (GENERATED.md): GQA 6/2 heads of 6, SwiGLU 53 wide, untied, clipping,
+	 * cosine; and tied, multi-query (4/1), rope_theta 5e5, rms_norm_eps 1e-6 */
+	{"llama", 2, 24, 3, 3e-3, 0.1, 1.0, "cosine", 1, 0.1,
+		"h.0=full;h.1=selective;head=chunked"},
+	{"llama_tied", 3, 20, 2, 2e-3, 0.05, 0.0, "constant", 0, 0.1,
+		"h.0=selective;h.1=full;head=chunked"},
 };
 
 /* Policies, as remat-train's --remat-schedule texts applied before step 1; NULL stands for
@@ -215,6 +221,18 @@ START_TEST(test_reference_deep_policy)
 }
 END_TEST
 
+START_TEST(test_reference_llama_policy)
+{
+	run_policy(&cases[4], _i);
+}
+END_TEST
+
+START_TEST(test_reference_llama_tied_policy)
+{
+	run_policy(&cases[5], _i);
+}
+END_TEST
+
 /* precision bf16 against the same float64 results, every case, off and the case's own mix */
 START_TEST(test_reference_bf16)
 {
@@ -231,6 +249,8 @@ START_TEST(test_reference_policy_changed_between_steps)
 	run_case(&cases[1], "h.0-1=full;head=chunked", "h.0=off;h.1=selective;head=off", &tol_fp32);
 	run_case(&cases[2], "full", "selective;head=chunked", &tol_fp32);
 	run_case(&cases[3], "h.0-2=full;head=chunked", "h.0=off;h.1-4=selective;head=off", &tol_fp32);
+	run_case(&cases[4], "off", "full;head=chunked", &tol_fp32);
+	run_case(&cases[5], "full;head=chunked", "h.0=off;h.1=selective;head=off", &tol_fp32);
 }
 END_TEST
 
@@ -523,6 +543,8 @@ Suite *suite_reference(void)
 	tcase_add_loop_test(tc, test_reference_odd_policy, 0, NPOL);
 	tcase_add_loop_test(tc, test_reference_wide_policy, 0, NPOL);
 	tcase_add_loop_test(tc, test_reference_deep_policy, 0, NPOL);
+	tcase_add_loop_test(tc, test_reference_llama_policy, 0, NPOL);
+	tcase_add_loop_test(tc, test_reference_llama_tied_policy, 0, NPOL);
 	tcase_add_test(tc, test_reference_policy_changed_between_steps);
 	tcase_add_loop_test(tc, test_reference_bf16, 0, 2 * (int)(sizeof cases / sizeof cases[0]));
 	tcase_add_test(tc, test_reference_accum_and_eval);

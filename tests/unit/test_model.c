@@ -26,12 +26,16 @@
 #define STEPS 5
 
 static const char *precision = "fp32"; /* of small_trainer's runs (loop tests: both) */
+static int llama;                      /* small_trainer's model: 0 GPT-2, 1 Llama */
 
-/* Loop tests run in float32 (_i 0), bf16 (_i 1) and bf16 with the weights packed for
- * oneDNN once a step (_i 2: what AMX processors do by themselves, forced here); 0 when bf16
- * cannot run here (said). */
+/* Loop tests run GPT-2 (_i 0-2) and Llama (_i 3-5) in float32 (_i % 3 == 0), bf16 (1) and
+ * bf16 with the weights packed for oneDNN once a step (2: what AMX processors do by
+ * themselves, forced here); 0 when bf16 cannot run here (said). */
+#define LOOPS 6
 static int set_precision(int i)
 {
+	llama = i / 3;
+	i %= 3;
 	precision = i ? "bf16" : "fp32";
 	if (i == 2)
 		setenv("REMAT_BF16_PACK", "1", 1);
@@ -41,16 +45,17 @@ static int set_precision(int i)
 }
 
 /* 3 layers, C 48, 4 heads (hs 12), byte vocabulary; B*T = 96 rows in chunks of 20, so
- * the head's last chunk is a short one. */
+ * the head's last chunk is a short one. The Llama: 2 KV heads, SwiGLU 72 wide, untied. */
 static void small_trainer(eng_trainer *tr)
 {
-	t_trainer(tr, "{\"model\":{\"n_layer\":3,\"n_embd\":48,\"n_head\":4,\"n_positions\":64},"
+	t_trainer(tr, "{\"model\":{\"n_layer\":3,\"n_embd\":48,\"n_head\":4,\"n_positions\":64%s},"
 		      "\"data\":{\"train\":\"" GPL "\",\"format\":\"bytes\"},\"batch\":3,"
 		      "\"seq_len\":32,\"steps\":%d,\"threads\":2,\"seed\":5,"
 		      "\"optim\":{\"lr\":3e-3,\"grad_clip\":0.5},\"precision\":\"%s\","
 		      "\"schedule\":{\"kind\":\"cosine\",\"warmup\":2},"
 		      "\"remat\":{\"chunk_rows\":20,\"aliases\":{\"trunk\":\"h.1-2\"}}}",
-		STEPS, precision);
+		llama ? ",\"arch\":\"llama\",\"n_kv_head\":2,\"intermediate_size\":72" : "", STEPS,
+		precision);
 }
 
 typedef struct run_result {
@@ -288,7 +293,15 @@ START_TEST(test_acts_tables_consistent)
 				"block field %s neither kept nor rebuilt under mode bit %#x", f->name,
 				cpu_blocks[i]);
 		ck_assert_msg(!(f->pool & ENG_K_OFFLOAD), "offload rebuilds %s", f->name);
-		ck_assert_msg(f->nc + f->n + f->lse > 0, "block field %s has no size", f->name);
+		/* every field has a size under GPT-2; under llama all but LayerNorm's means */
+		const eng_config g2 = ENG_GPT2(2, 64, 4, 256, 256);
+		eng_config ll;
+		eng_err err;
+		ck_assert(eng_config_preset("llama-tiny", &ll, &err) == 0);
+		ck_assert_msg(eng_act_elems(f, &g2, 2, 8, 4) > 0, "block field %s has no size",
+			f->name);
+		ck_assert_msg((eng_act_elems(f, &ll, 2, 8, 4) == 0) == (f->width == ENG_W_MEAN),
+			"llama's block field %s", f->name);
 	}
 	ck_assert_msg(eng_block_fields[ENG_ACT_x].keep == ENG_K_BLOCK, "x is kept under every mode");
 	for (int k = 0; k < ENG_HEAD_N; k++) {
@@ -806,17 +819,17 @@ Suite *suite_model(void)
 	Suite *s = suite_create("model");
 	TCase *tc = tcase_create("policy");
 	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, test_model_step_bitwise_every_policy, 0, 3);
-	tcase_add_loop_test(tc, test_model_step_bitwise_policy_changed_mid_run, 0, 3);
-	tcase_add_loop_test(tc, test_model_saved_bytes_order_and_plan, 0, 3);
+	tcase_add_loop_test(tc, test_model_step_bitwise_every_policy, 0, LOOPS);
+	tcase_add_loop_test(tc, test_model_step_bitwise_policy_changed_mid_run, 0, LOOPS);
+	tcase_add_loop_test(tc, test_model_saved_bytes_order_and_plan, 0, LOOPS);
 	tcase_add_test(tc, test_model_chunked_head_holds_one_chunk);
 	tcase_add_test(tc, test_model_set_policy_returns_memory_to_os);
 	tcase_add_test(tc, test_acts_tables_consistent);
 	tcase_add_test(tc, test_layout_change_rolls_back_every_failure);
 	tcase_add_test(tc, test_layout_lost_refuses_steps);
 	tcase_add_test(tc, test_layout_switch_peak);
-	tcase_add_loop_test(tc, test_plan_peak_matches_measured, 0, 3);
-	tcase_add_loop_test(tc, test_plan_fixed_counts_one_snapshot, 0, 3);
+	tcase_add_loop_test(tc, test_plan_peak_matches_measured, 0, LOOPS);
+	tcase_add_loop_test(tc, test_plan_fixed_counts_one_snapshot, 0, LOOPS);
 	tcase_add_test(tc, test_oom_retry_every_site);
 	tcase_add_test(tc, test_oom_least_fails_cleanly);
 	tcase_add_test(tc, test_memtrace_step);

@@ -21,9 +21,9 @@
 
 #define L12 12 /* layers of the GPT-2 small shape, the one most selectors are tried on */
 
-static const eng_config tiny = {2, 64, 4, 256, 256, 0};
-static const eng_config gpt2_small = {12, 768, 12, 1024, 50257, 0};
-static const eng_config four = {4, 128, 4, 256, 50257, 0}; /* small enough to enumerate */
+static const eng_config tiny = ENG_GPT2(2, 64, 4, 256, 256);
+static const eng_config gpt2_small = ENG_GPT2(12, 768, 12, 1024, 50257);
+static const eng_config four = ENG_GPT2(4, 128, 4, 256, 50257); /* small enough to enumerate */
 
 /* A policy with a bit of everything, so "unchanged" means something. */
 static void mixed_policy(eng_policy *p)

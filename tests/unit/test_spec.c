@@ -18,7 +18,7 @@
 #define BASE "\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"t.bin\"}"
 #define WITH(x) "{" BASE ", " x "}"
 
-static const eng_config tiny = {2, 64, 4, 256, 256, 0};
+static const eng_config tiny = ENG_GPT2(2, 64, 4, 256, 256);
 
 /* Parses text that must be accepted. */
 static void parse_ok(eng_spec *s, const char *text)
@@ -132,7 +132,7 @@ START_TEST(test_eng_spec_parse_full)
 		     "   \"chunk_rows\": 1024},"
 		     " \"save\": {\"dir\": \"/ck\", \"every\": 500, \"keep\": 2},"
 		     " \"threads\": 3, \"device\": \"cuda\"}");
-	eng_config want = {4, 128, 8, 512, 50257, 0};
+	eng_config want = ENG_GPT2(4, 128, 8, 512, 50257);
 	ck_assert_str_eq(s.name, "demo-1");
 	ck_assert(cfg_eq(&s.cfg, &want));
 	ck_assert_int_eq(s.has_shape, 1);
@@ -199,13 +199,13 @@ START_TEST(test_eng_spec_parse_preset_override)
 	eng_spec s;
 	parse_ok(&s, "{\"model\": {\"preset\": \"gpt2-small\", \"n_layer\": 4,"
 		     " \"n_positions\": 512}, \"data\": {\"train\": \"t\"}}");
-	eng_config want = {4, 768, 12, 512, 50257, 0};
+	eng_config want = ENG_GPT2(4, 768, 12, 512, 50257);
 	ck_assert(cfg_eq(&s.cfg, &want));
 	ck_assert_int_eq(s.has_shape, 1);
 	/* the five fields alone make a shape too */
 	parse_ok(&s, "{\"model\": {\"n_layer\": 1, \"n_embd\": 8, \"n_head\": 2,"
 		     " \"n_positions\": 16, \"vocab_size\": 300}, \"data\": {\"train\": \"t\"}}");
-	eng_config want2 = {1, 8, 2, 16, 300, 0};
+	eng_config want2 = ENG_GPT2(1, 8, 2, 16, 300);
 	ck_assert(cfg_eq(&s.cfg, &want2));
 }
 END_TEST
@@ -235,7 +235,7 @@ START_TEST(test_eng_spec_parse_init_from)
 {
 	eng_spec s;
 	eng_err e = {0};
-	eng_config zero = {0, 0, 0, 0, 0, 0};
+	eng_config zero = ENG_GPT2(0, 0, 0, 0, 0);
 	parse_ok(&s, "{\"model\": {\"init_from\": \"/ck/step-500\", \"resume\": true},"
 		     " \"data\": {\"train\": \"t\", \"format\": \"bytes\"}, \"seq_len\": 64}");
 	ck_assert_str_eq(s.init_from, "/ck/step-500");
