@@ -1318,6 +1318,259 @@ START_TEST(test_cli_export_llmc)
 }
 END_TEST
 
+/* ---- the Llama family: config.json, Hugging Face's files, checkpoints ------------------ */
+
+#define LLAMA      "reference/llama"      /* GQA 6/2 heads of 6, untied (GENERATED.md) */
+#define LLAMA_TIED "reference/llama_tied" /* MQA 4/1, tied */
+
+/* The model of a reference folder, by the importer (config.json, model.safetensors) */
+static void llama_model(eng_model *m, const char *rel)
+{
+	eng_config cfg;
+	eng_err err;
+	char *dir = t_data(rel);
+	ck_assert_msg(eng_import_read_config(dir, &cfg, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_model_init(m, &cfg, 2, 8, 0, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_import_load(m, dir, &err) == 0, "%s", err.msg);
+	free(dir);
+}
+
+START_TEST(test_llama_config_read_write)
+{
+	eng_config c, d;
+	eng_err err;
+	char *p = t_data(LLAMA "/config.json");
+	ck_assert_msg(eng_hfconfig_read(p, &c, &err) == 0, "%s", err.msg);
+	ck_assert(c.arch == ENG_ARCH_LLAMA && c.n_layer == 2 && c.n_embd == 36 && c.n_head == 6 &&
+		c.n_kv_head == 2 && c.intermediate_size == 53 && c.n_positions == 32 &&
+		c.vocab_size == 211 && c.untied && c.rope_theta == 10000.0 &&
+		c.rms_norm_eps == 1e-5);
+	free(p);
+	p = t_data(LLAMA_TIED "/config.json");
+	ck_assert_msg(eng_hfconfig_read(p, &d, &err) == 0, "%s", err.msg);
+	ck_assert(d.n_kv_head == 1 && !d.untied && d.rope_theta == 5e5 && d.rms_norm_eps == 1e-6);
+	free(p);
+	/* written twice: the same bytes, LlamaConfig's keys, read back to the same shape */
+	char *o1 = tmp_path("llama_cfg1.json"), *o2 = tmp_path("llama_cfg2.json");
+	ck_assert_msg(eng_hfconfig_write(o1, &c, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_hfconfig_write(o2, &c, &err) == 0, "%s", err.msg);
+	size_t n1, n2;
+	char *t1 = (char *)read_all(o1, &n1), *t2 = (char *)read_all(o2, &n2);
+	ck_assert(n1 == n2 && memcmp(t1, t2, n1) == 0);
+	static const char *const want[] = {"\"LlamaForCausalLM\"", "\"model_type\": \"llama\"",
+		"\"num_key_value_heads\": 2", "\"intermediate_size\": 53", "\"head_dim\": 6",
+		"\"tie_word_embeddings\": false", "\"hidden_act\": \"silu\"",
+		"\"rope_scaling\": null", "\"rms_norm_eps\": 1e-5"};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+		ck_assert_msg(strstr(t1, want[i]), "config.json lacks %s:\n%s", want[i], t1);
+	ck_assert_msg(!strstr(t1, "remat") && !strstr(t1, "mm_bf16") && !strstr(t1, "policy"),
+		"a run setting in config.json:\n%s", t1);
+	ck_assert_msg(eng_hfconfig_read(o1, &d, &err) == 0, "%s", err.msg);
+	ck_assert(memcmp(&c, &d, sizeof c) == 0);
+	/* the SmolLM-135M preset is that model: 134,515,008 parameters */
+	ck_assert(eng_config_preset("smollm-135m", &c, &err) == 0);
+	ck_assert_uint_eq(eng_config_num_params(&c), 134515008u);
+	ck_assert_msg(eng_hfconfig_write(o1, &c, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_hfconfig_read(o1, &d, &err) == 0, "%s", err.msg);
+	ck_assert(memcmp(&c, &d, sizeof c) == 0);
+	free(t1), free(t2), free(o1), free(o2);
+}
+END_TEST
+
+/* LlamaConfigs the engine does not compute, each refused naming the key */
+static const struct {
+	const char *name, *edit, *needle;
+} bad_llama[] = {
+	{"act", "\"hidden_act\": \"gelu\"", "'hidden_act'"},
+	{"scaling", "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}", "'rope_scaling'"},
+	{"bias", "\"attention_bias\": true", "'attention_bias'"},
+	{"mlp_bias", "\"mlp_bias\": true", "'mlp_bias'"},
+	{"head_dim", "\"head_dim\": 8", "'head_dim'"},
+	{"kv", "\"num_key_value_heads\": 4", "n_kv_head 4 must divide n_head 6"},
+	{"theta", "\"rope_theta\": -1.0", "rope_theta"},
+	{"eps", "\"rms_norm_eps\": \"1e-5\"", "'rms_norm_eps' is not a number"},
+	{"type", "\"model_type\": \"mistral\"", "'model_type' must be"},
+};
+
+START_TEST(test_llama_config_refused)
+{
+	/* the reference config with one key replaced (or added before the others) */
+	size_t len;
+	char *src = t_data(LLAMA "/config.json"), name[64];
+	char *text = (char *)read_all(src, &len);
+	json_error_t je;
+	json_t *root = json_loadb(text, len, 0, &je), *edit;
+	ck_assert_ptr_nonnull(root);
+	char buf[256];
+	snprintf(buf, sizeof buf, "{%s}", bad_llama[_i].edit);
+	edit = json_loads(buf, 0, &je);
+	ck_assert_ptr_nonnull(edit);
+	json_object_update(root, edit);
+	char *out = json_dumps(root, JSON_INDENT(2));
+	snprintf(name, sizeof name, "llama_bad_%s.json", bad_llama[_i].name);
+	char *path = tmp_path(name);
+	write_all(path, out, strlen(out));
+	eng_config c;
+	eng_err err = {0};
+	ck_assert_int_eq(eng_hfconfig_read(path, &c, &err), -1);
+	ck_assert_msg(strstr(err.msg, bad_llama[_i].needle), "%s: %s", bad_llama[_i].name,
+		err.msg);
+	/* and (once) without intermediate_size */
+	if (_i == 0) {
+		json_object_del(root, "intermediate_size");
+		json_object_del(root, "hidden_act");
+		free(out);
+		out = json_dumps(root, JSON_INDENT(2));
+		write_all(path, out, strlen(out));
+		ck_assert_int_eq(eng_hfconfig_read(path, &c, &err), -1);
+		ck_assert_msg(strstr(err.msg, "missing key 'intermediate_size'"), "%s", err.msg);
+	}
+	free(path), free(out), json_decref(edit), json_decref(root), free(text), free(src);
+}
+END_TEST
+
+/* A directory of the reference config.json and the tensors of es as shards: tensor i in
+ * shard i % 3, every shard of dtype, and the index */
+static char *llama_shards(const char *prefix, const entries *es, eng_st_dtype dtype)
+{
+	static const char *const shard[3] = {"model-00001-of-00003.safetensors",
+		"model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors"};
+	char *dir = t_tmp_dir(prefix), *src = t_data(LLAMA "/config.json");
+	char *dst = join(dir, "config.json");
+	size_t len;
+	unsigned char *cfg = read_all(src, &len);
+	write_all(dst, cfg, len);
+	free(cfg), free(dst), free(src);
+	entries *part = malloc(sizeof *part);
+	ck_assert_ptr_nonnull(part);
+	json_t *map = json_object();
+	for (int k = 0; k < 3; k++) {
+		memset(part, 0, sizeof *part);
+		for (int i = k; i < es->n; i += 3) {
+			add_entry(part, es->e[i].name, es->e[i].ndim, es->e[i].shape, es->e[i].data);
+			json_object_set_new(map, es->e[i].name, json_string(shard[k]));
+		}
+		char *path = join(dir, shard[k]);
+		write_st_half(path, part, dtype);
+		free(path);
+	}
+	json_t *index = json_pack("{s:{s:I},s:o}", "metadata", "total_size", (json_int_t)0,
+		"weight_map", map);
+	char *text = json_dumps(index, JSON_INDENT(2)), *ip = join(dir, "model.safetensors.index.json");
+	write_all(ip, text, strlen(text));
+	free(ip), free(text), json_decref(index), free(part);
+	return dir;
+}
+
+/* Hugging Face's Llama files: LlamaModel's names (no "model.") with the inv_freq buffers
+ * older transformers saved, a tied model's lm_head.weight copy, sharded BF16 files, and a
+ * file that mixes the two namings, refused */
+START_TEST(test_llama_hf_variants)
+{
+	eng_model ref, got;
+	eng_err err;
+	llama_model(&ref, LLAMA);
+	entries *es = malloc(sizeof *es);
+	ck_assert_ptr_nonnull(es);
+	memset(es, 0, sizeof *es);
+	int64_t half = ref.cfg.n_embd / ref.cfg.n_head / 2;
+	float *inv = calloc((size_t)half, sizeof(float));
+	for (int i = 0; i < ref.ntensors; i++) {
+		const eng_ptensor *t = &ref.tensors[i];
+		int bare = strncmp(t->name, "model.", 6) == 0;
+		add_entry(es, t->name + (bare ? 6 : 0), t->ndim, t->shape, ref.params + t->offset);
+	}
+	for (int l = 0; l < ref.cfg.n_layer; l++) {
+		char name[ENG_NAME_MAX];
+		snprintf(name, sizeof name, "layers.%d.self_attn.rotary_emb.inv_freq", l);
+		add_entry(es, name, 1, &half, inv);
+	}
+	char *st = tmp_path("llama_bare.safetensors");
+	ck_assert_msg(eng_st_write(st, es->e, es->n, &err) == 0, "%s", err.msg);
+	eng_config cfg = ref.cfg;
+	load_st_into(&got, &cfg, st);
+	assert_same_weights(&ref, &got, "LlamaModel names");
+	eng_model_free(&got);
+	/* one "model." name among bare ones */
+	snprintf(es->names[0], ENG_NAME_MAX, "model.embed_tokens.weight");
+	ck_assert_msg(eng_st_write(st, es->e, es->n, &err) == 0, "%s", err.msg);
+	empty_model(&got, &cfg);
+	ck_assert_int_eq(eng_model_load_safetensors(&got, st, &err), -1);
+	ck_assert_msg(strstr(err.msg, "mixes tensor names") && strstr(err.msg, "'model.'"), "%s",
+		err.msg);
+	eng_model_free(&got);
+	/* sharded, every shard BF16, the names as LlamaForCausalLM saves them */
+	memset(es, 0, sizeof *es);
+	for (int i = 0; i < ref.ntensors; i++)
+		add_entry(es, ref.tensors[i].name, ref.tensors[i].ndim, ref.tensors[i].shape,
+			ref.params + ref.tensors[i].offset);
+	char *dir = llama_shards("llama_bf16", es, ENG_ST_BF16);
+	empty_model(&got, &cfg);
+	ck_assert_msg(eng_import_load(&got, dir, &err) == 0, "%s", err.msg);
+	for (size_t k = 0; k < ref.nfloats; k++)
+		ref.params[k] = eng_bf16_to_f32(bf16_ref(ref.params[k]));
+	assert_same_weights(&ref, &got, "BF16 shards");
+	eng_model_free(&got), eng_model_free(&ref);
+	/* tied: lm_head.weight, when a file has it, is embed_tokens' copy, checked only */
+	llama_model(&ref, LLAMA_TIED);
+	memset(es, 0, sizeof *es);
+	for (int i = 0; i < ref.ntensors; i++)
+		add_entry(es, ref.tensors[i].name, ref.tensors[i].ndim, ref.tensors[i].shape,
+			ref.params + ref.tensors[i].offset);
+	add_entry(es, "lm_head.weight", 2, ref.tensors[0].shape, ref.w.wte);
+	ck_assert_msg(eng_st_write(st, es->e, es->n, &err) == 0, "%s", err.msg);
+	cfg = ref.cfg;
+	load_st_into(&got, &cfg, st);
+	assert_same_weights(&ref, &got, "tied, with lm_head.weight");
+	eng_model_free(&got), eng_model_free(&ref);
+	free(dir), free(st), free(inv), free(es);
+}
+END_TEST
+
+/* A Llama trained and saved by remat: config.json is the model's, model.safetensors holds
+ * exactly Hugging Face's names, and the checkpoint, re-imported, gives the trained model's
+ * loss bit for bit */
+START_TEST(test_llama_checkpoint_round_trip)
+{
+	char *data = t_data(LLAMA), *root = t_tmp_dir("llama_ckpt"), path[ENG_PATH_LEN + 64];
+	eng_trainer a, b;
+	eng_step_stats st;
+	eng_err err;
+	t_trainer(&a, "{\"model\":{\"init_from\":\"%s\"},\"data\":{\"train\":\"%s/train.bin\"},"
+		"\"batch\":2,\"seq_len\":24,\"steps\":2,\"threads\":2,\"optim\":{\"lr\":3e-3},"
+		"\"remat\":{\"default\":\"full\"},\"save\":{\"dir\":\"%s\"}}", data, data, root);
+	for (int s = 0; s < 2; s++)
+		ck_assert_msg(eng_trainer_step(&a, &st, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_trainer_save(&a, NULL, path, sizeof path, NULL, &err) == 0, "%s",
+		err.msg);
+	eng_config c;
+	char *cp = join(path, "config.json");
+	ck_assert_msg(eng_hfconfig_read(cp, &c, &err) == 0, "%s", err.msg);
+	ck_assert(memcmp(&c, &a.model.cfg, sizeof c) == 0);
+	char *mp = join(path, "model.safetensors");
+	eng_st_file f;
+	ck_assert_msg(eng_st_read(&f, mp, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(f.n, a.model.ntensors);
+	for (int i = 0; i < a.model.ntensors; i++)
+		ck_assert_msg(eng_st_find(&f, a.model.tensors[i].name), "no %s",
+			a.model.tensors[i].name);
+	ck_assert_ptr_nonnull(eng_st_find(&f, "lm_head.weight"));
+	ck_assert_ptr_nonnull(eng_st_find(&f, "model.layers.1.self_attn.k_proj.weight"));
+	eng_st_free(&f);
+	t_trainer(&b, "{\"model\":{\"init_from\":\"%s\"},\"data\":{\"train\":\"%s/train.bin\"},"
+		"\"batch\":2,\"seq_len\":24,\"steps\":1,\"threads\":2}", path, data);
+	float la, lb;
+	eng_data_next(&b.train, b.inp, b.tgt);
+	ck_assert_msg(eng_model_loss(&a.model, b.inp, b.tgt, &la, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_model_loss(&b.model, b.inp, b.tgt, &lb, &err) == 0, "%s", err.msg);
+	ck_assert_msg(memcmp(&la, &lb, sizeof la) == 0, "re-imported loss %.9g, trained %.9g", lb,
+		la);
+	ck_assert(memcmp(a.model.params, b.model.params, a.model.nfloats * 4) == 0);
+	eng_trainer_free(&b), eng_trainer_free(&a);
+	free(mp), free(cp), free(root), free(data);
+}
+END_TEST
+
 Suite *suite_import(void)
 {
 	Suite *s = suite_create("import");
@@ -1339,6 +1592,14 @@ Suite *suite_import(void)
 	tcase_add_test(tc, test_llmc_save_errors);
 	tcase_add_test(tc, test_llmc_init_from_first_step);
 	tcase_add_test(tc, test_cli_export_llmc);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("llama");
+	tcase_set_timeout(tc, TIMEOUT);
+	tcase_add_test(tc, test_llama_config_read_write);
+	tcase_add_loop_test(tc, test_llama_config_refused, 0,
+		(int)(sizeof bad_llama / sizeof bad_llama[0]));
+	tcase_add_test(tc, test_llama_hf_variants);
+	tcase_add_test(tc, test_llama_checkpoint_round_trip);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -210,6 +210,47 @@ START_TEST(test_eng_spec_parse_preset_override)
 }
 END_TEST
 
+/* The Llama family's keys: a preset, its fields overridden, a shape without one (LlamaConfig's
+ * defaults), and what is refused */
+START_TEST(test_eng_spec_parse_llama)
+{
+	eng_spec s;
+	parse_ok(&s, "{\"model\": {\"preset\": \"llama-tiny\", \"n_kv_head\": 1, \"rope_theta\": 5e5},"
+		     " \"data\": {\"train\": \"t\"}}");
+	ck_assert(s.cfg.arch == ENG_ARCH_LLAMA && s.cfg.n_kv_head == 1 && s.cfg.n_head == 4 &&
+		s.cfg.intermediate_size == 176 && s.cfg.rope_theta == 5e5 && s.cfg.untied);
+	parse_ok(&s, "{\"model\": {\"arch\": \"llama\", \"n_layer\": 2, \"n_embd\": 32, \"n_head\": 4,"
+		     " \"n_positions\": 16, \"vocab_size\": 300, \"intermediate_size\": 40,"
+		     " \"tie_word_embeddings\": true}, \"data\": {\"train\": \"t\"}}");
+	ck_assert(s.cfg.arch == ENG_ARCH_LLAMA && s.cfg.n_kv_head == 4 && !s.cfg.untied &&
+		s.cfg.rope_theta == 10000.0 && s.cfg.rms_norm_eps == 1e-6);
+	parse_ok(&s, "{\"model\": {\"preset\": \"tiny\", \"arch\": \"gpt2\"}, \"data\": {\"train\": \"t\"}}");
+	ck_assert(s.cfg.arch == ENG_ARCH_GPT2);
+	parse_bad("{\"model\": {\"preset\": \"tiny\", \"n_kv_head\": 2}, \"data\": {\"train\": \"t\"}}",
+		"'model.n_kv_head' is a Llama setting");
+	parse_bad("{\"model\": {\"preset\": \"tiny\", \"arch\": \"llama\"}, \"data\": {\"train\": \"t\"}}",
+		"is not the preset's");
+	parse_bad("{\"model\": {\"arch\": \"mamba\"}, \"data\": {\"train\": \"t\"}}", "'model.arch' must be");
+	parse_bad("{\"model\": {\"arch\": \"llama\", \"n_layer\": 2, \"n_embd\": 32, \"n_head\": 4,"
+		  " \"n_positions\": 16, \"vocab_size\": 300}, \"data\": {\"train\": \"t\"}}",
+		"'model.intermediate_size' is missing");
+	parse_bad("{\"model\": {\"preset\": \"llama-tiny\", \"n_kv_head\": 3}, \"data\": {\"train\": \"t\"}}",
+		"n_kv_head 3 must divide n_head 4");
+	parse_bad("{\"model\": {\"preset\": \"llama-tiny\", \"rms_norm_eps\": 0}, \"data\": {\"train\": \"t\"}}",
+		"'model.rms_norm_eps' 0 out of range");
+	parse_bad("{\"model\": {\"preset\": \"llama-tiny\", \"tie_word_embeddings\": 1}, \"data\": {\"train\": \"t\"}}",
+		"'model.tie_word_embeddings' must be true or false");
+	parse_bad("{\"model\": {\"init_from\": \"x\", \"rope_theta\": 1e4}, \"data\": {\"train\": \"t\"}}",
+		"cannot be combined with 'model.rope_theta'");
+	/* a Llama on a GPU: not yet, said when the job is checked */
+	eng_config ll;
+	eng_err e;
+	ck_assert(eng_config_preset("llama-tiny", &ll, &e) == 0);
+	finish_bad("{\"model\": {\"preset\": \"llama-tiny\"}, \"data\": {\"train\": \"t\"},"
+		   " \"device\": \"cuda\"}", &ll, "trains GPT-2 models only so far");
+}
+END_TEST
+
 START_TEST(test_eng_spec_parse_bytes_vocab)
 {
 	eng_spec s;
@@ -718,6 +759,7 @@ Suite *suite_spec(void)
 	tcase_add_test(tc, test_eng_spec_parse_schedule_string);
 	tcase_add_test(tc, test_eng_spec_parse_preset_override);
 	tcase_add_test(tc, test_eng_spec_parse_bytes_vocab);
+	tcase_add_test(tc, test_eng_spec_parse_llama);
 	tcase_add_test(tc, test_eng_spec_parse_init_from);
 	tcase_add_test(tc, test_eng_spec_parse_null_text);
 	tcase_add_test(tc, test_eng_spec_parse_loop);

@@ -934,7 +934,10 @@ static const struct {
     {"inverse_layer_scaling",
      "{\"n_embd\":64,\"scale_attn_by_inverse_layer_idx\":true," CFG_SHAPE "}",
      "scale_attn_by_inverse_layer_idx"},
-    {"model_type_llama", "{\"n_embd\":64,\"model_type\":\"llama\"," CFG_SHAPE "}", "model_type"},
+    {"model_type_other", "{\"n_embd\":64,\"model_type\":\"mistral\"," CFG_SHAPE "}",
+     "'model_type' must be"},
+    {"llama_keys_missing", "{\"n_embd\":64,\"model_type\":\"llama\"," CFG_SHAPE "}",
+     "missing key 'num_hidden_layers'"},
     {"duplicate_key", "{\"n_embd\":64,\"n_embd\":32," CFG_SHAPE "}", "duplicate"},
     {"not_object", "[64]", "not a JSON object"},
 };
