@@ -95,7 +95,7 @@ endif
 # libremat.a: the engine (models, kernels, checkpoints, the CUDA backend), for the worker.
 PROTO_SRC  = $(wildcard proto/proto_*.c)
 CORE_SRC   = $(PROTO_SRC) $(wildcard serve/sv_*.c) $(addprefix engine/,eng_acts.c eng_config.c eng_cred.c eng_err.c \
-	eng_plan.c eng_plan_json.c eng_policy.c eng_spec.c io/eng_fs.c)
+	eng_plan.c eng_plan_json.c eng_policy.c eng_spec.c eng_tensors.c io/eng_fs.c)
 ENGINE_SRC = $(filter-out $(CORE_SRC) $(if $(HAVE_CUDA),engine/cuda/eng_nocuda.c,engine/cuda/eng_cuda%.c) \
 	$(if $(HAVE_MPI),engine/dp/eng_nodp.c,engine/dp/eng_dp.c), \
 	$(wildcard engine/eng_*.c engine/io/eng_*.c engine/cuda/eng_*.c engine/dp/eng_*.c))
@@ -319,6 +319,7 @@ bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm
 	@$(if $(KEEP_CORETYPE),,[ -z "$$OPENBLAS_CORETYPE" ] || echo "bench: OPENBLAS_CORETYPE=$$OPENBLAS_CORETYPE unset for the run (KEEP_CORETYPE=1 keeps it)")
 	@$(BENCH_ENV) sh bench/steps.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 3 $(abspath $(BUILD)/bench/gpt2-small.json)
 	@$(BENCH_ENV) sh bench/steps.sh $(abspath $(BUILD)/bin) mini 4 256 3 $(abspath $(BUILD)/bench/mini.json)
+	@$(BENCH_ENV) sh bench/steps.sh $(abspath $(BUILD)/bin) smollm-135m 4 256 3 $(abspath $(BUILD)/bench/smollm-135m.json)
 	@$(BENCH_ENV) sh bench/auto.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 $(abspath $(BUILD)/bench/auto-gpt2-small.json)
 	@$(BENCH_ENV) sh bench/auto.sh $(abspath $(BUILD)/bin) mini 4 256 $(abspath $(BUILD)/bench/auto-mini.json)
 	@$(BENCH_ENV) sh bench/latency.sh $(abspath $(BUILD)/bin)

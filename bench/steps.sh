@@ -35,7 +35,12 @@ cat > "$dir/job.json" <<JOB
  "schedule": "constant"}
 JOB
 # bytes data: keep the preset's vocabulary (a byte model would be a different shape)
-case $preset in tiny) ;; *) sed -i 's/"preset": "[a-z0-9-]*"/&, "vocab_size": 50257/' "$dir/job.json" ;; esac
+case $preset in
+tiny | llama-tiny) vocab="" ;;
+smollm-135m) vocab=49152 ;;
+*) vocab=50257 ;;
+esac
+[ -z "$vocab" ] || sed -i "s/\"preset\": \"[a-z0-9-]*\"/&, \"vocab_size\": $vocab/" "$dir/job.json"
 
 "$bin/bench-sgemm" "$preset" "$B" "$T" "$threads" > "$dir/sgemm.txt"
 ceiling=$(tail -1 "$dir/sgemm.txt" | sed 's/.*"ceiling_gflops":\([0-9.e+-]*\).*/\1/')

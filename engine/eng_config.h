@@ -22,6 +22,7 @@
 #define ENG_MAX_VOCAB (1 << 20) /* upper bound on vocab_size accepted from outside */
 #define ENG_MAX_POSITIONS 65536 /* upper bound on n_positions accepted from outside */
 #define ENG_MAX_FFN 65536       /* upper bound on intermediate_size accepted from outside */
+#define ENG_MAX_TENSORS (4 + 24 * ENG_MAX_LAYERS) /* entries of any model's tensor table */
 
 typedef enum { ENG_ARCH_GPT2, ENG_ARCH_LLAMA } eng_arch;
 
@@ -47,7 +48,21 @@ typedef struct eng_config {
 	int untied;               /* 1: lm_head.weight of its own (tie_word_embeddings false) */
 	double rope_theta;        /* rotary base, > 0 */
 	double rms_norm_eps;      /* > 0 */
+	/* Not the model's but its run's, as mm_bf16 (train.freeze, resolved by
+	 * eng_spec_finish): bit i set when tensor i of the table (eng_model_table) is frozen,
+	 * so that it has no gradient and no optimizer state. All clear: everything trains. */
+	unsigned char frozen[(ENG_MAX_TENSORS + 7) / 8];
 } eng_config;
+
+/* Tensor i of the table is frozen (eng_config.frozen); set it */
+static inline int eng_config_is_frozen(const eng_config *c, int i)
+{
+	return (c->frozen[i / 8] >> (i % 8)) & 1;
+}
+static inline void eng_config_freeze(eng_config *c, int i)
+{
+	c->frozen[i / 8] |= (unsigned char)(1u << (i % 8));
+}
 
 /* Looks up a preset by name ("tiny", "mini", "gpt2-small"; "gpt2" is gpt2-small; the Llama
  * shapes "llama-tiny", "smollm-135m") into *cfg. Returns 0, or -1 with a message listing

@@ -57,146 +57,72 @@ static double now_ms(void)
 
 /* ---- parameter table ---- */
 
-/* Appends a tensor at *off; the next one starts 64-byte aligned, or right after it with
- * `join` (q|k|v_proj, gate|up_proj: one weight of one product) */
-static void add_tensor(eng_ptensor *tab, int *n, size_t *off, const char *name, int ndim,
-	int64_t d0, int64_t d1, int decay, int join)
+/* Tensor t of `base`: the parameters' (grad 0), or the gradients' (grad 1: NULL when t is
+ * frozen) */
+static float *at_of(float *base, const eng_ptensor *t, int grad)
 {
-	eng_ptensor *t = &tab[(*n)++];
-	snprintf(t->name, sizeof t->name, "%s", name);
-	t->ndim = ndim;
-	t->shape[0] = d0;
-	t->shape[1] = ndim == 2 ? d1 : 0;
-	t->numel = (size_t)d0 * (ndim == 2 ? (size_t)d1 : 1);
-	t->offset = *off;
-	t->decay = decay;
-	*off = join ? *off + t->numel : round_up(*off + t->numel, ALIGN_FLOATS);
+	if (!grad)
+		return base + t->offset;
+	return t->frozen ? NULL : base + t->goff;
 }
 
-int eng_model_ntensors(const eng_config *c)
-{
-	if (c->arch == ENG_ARCH_LLAMA)
-		return 2 + 9 * c->n_layer + !eng_config_tied(c);
-	return 4 + 12 * c->n_layer;
-}
-
-/* A block's tensors, in the order of eng_layer_w's weights: the name's suffix, the rank,
- * the two dimensions (LT_* below), weight decay, joined to the next. */
-enum { LT_0, LT_C, LT_3C, LT_4C, LT_Q, LT_KV, LT_I };
-typedef struct layer_tensor {
-	const char *suffix;
-	int ndim, d0, d1, decay, join;
-} layer_tensor;
-
-static const layer_tensor gpt2_layer[] = {
-	{"ln_1.weight", 1, LT_C, LT_0, 0, 0},        {"ln_1.bias", 1, LT_C, LT_0, 0, 0},
-	{"attn.c_attn.weight", 2, LT_C, LT_3C, 1, 0}, {"attn.c_attn.bias", 1, LT_3C, LT_0, 0, 0},
-	{"attn.c_proj.weight", 2, LT_C, LT_C, 1, 0},  {"attn.c_proj.bias", 1, LT_C, LT_0, 0, 0},
-	{"ln_2.weight", 1, LT_C, LT_0, 0, 0},        {"ln_2.bias", 1, LT_C, LT_0, 0, 0},
-	{"mlp.c_fc.weight", 2, LT_C, LT_4C, 1, 0},   {"mlp.c_fc.bias", 1, LT_4C, LT_0, 0, 0},
-	{"mlp.c_proj.weight", 2, LT_4C, LT_C, 1, 0}, {"mlp.c_proj.bias", 1, LT_C, LT_0, 0, 0},
-};
-static const layer_tensor llama_layer[] = {
-	{"input_layernorm.weight", 1, LT_C, LT_0, 0, 0},
-	{"self_attn.q_proj.weight", 2, LT_Q, LT_C, 1, 1},
-	{"self_attn.k_proj.weight", 2, LT_KV, LT_C, 1, 1},
-	{"self_attn.v_proj.weight", 2, LT_KV, LT_C, 1, 0},
-	{"self_attn.o_proj.weight", 2, LT_C, LT_Q, 1, 0},
-	{"post_attention_layernorm.weight", 1, LT_C, LT_0, 0, 0},
-	{"mlp.gate_proj.weight", 2, LT_I, LT_C, 1, 1},
-	{"mlp.up_proj.weight", 2, LT_I, LT_C, 1, 0},
-	{"mlp.down_proj.weight", 2, LT_C, LT_I, 1, 0},
-};
-
-static int64_t lt_dim(const eng_config *c, int d)
-{
-	int64_t C = c->n_embd, hs = C / c->n_head;
-	switch (d) {
-	case LT_C: return C;
-	case LT_3C: return 3 * C;
-	case LT_4C: return 4 * C;
-	case LT_Q: return c->n_head * hs;
-	case LT_KV: return eng_config_kv_heads(c) * hs;
-	case LT_I: return c->intermediate_size;
-	default: return 0;
-	}
-}
-
-size_t eng_model_table(const eng_config *c, eng_ptensor *tab)
-{
-	int llama = c->arch == ENG_ARCH_LLAMA;
-	const char *pre = llama ? "model" : "transformer", *blocks = llama ? "layers" : "h";
-	const layer_tensor *lt = llama ? llama_layer : gpt2_layer;
-	size_t nlt = llama ? sizeof llama_layer / sizeof llama_layer[0]
-			   : sizeof gpt2_layer / sizeof gpt2_layer[0];
-	int64_t C = c->n_embd, V = c->vocab_size;
-	size_t off = 0;
-	int n = 0;
-	char name[ENG_NAME_MAX];
-	add_tensor(tab, &n, &off, llama ? "model.embed_tokens.weight" : "transformer.wte.weight",
-		2, V, C, 1, 0);
-	if (!llama)
-		add_tensor(tab, &n, &off, "transformer.wpe.weight", 2, c->n_positions, C, 1, 0);
-	for (int l = 0; l < c->n_layer; l++)
-		for (size_t k = 0; k < nlt; k++) {
-			snprintf(name, sizeof name, "%s.%s.%d.%s", pre, blocks, l, lt[k].suffix);
-			add_tensor(tab, &n, &off, name, lt[k].ndim, lt_dim(c, lt[k].d0),
-				lt_dim(c, lt[k].d1), lt[k].decay, lt[k].join);
-		}
-	if (llama) {
-		add_tensor(tab, &n, &off, "model.norm.weight", 1, C, 0, 0, 0);
-		if (!eng_config_tied(c))
-			add_tensor(tab, &n, &off, "lm_head.weight", 2, V, C, 1, 0);
-	} else {
-		add_tensor(tab, &n, &off, "transformer.ln_f.weight", 1, C, 0, 0, 0);
-		add_tensor(tab, &n, &off, "transformer.ln_f.bias", 1, C, 0, 0, 0);
-	}
-	ENG_ASSERT(n == eng_model_ntensors(c));
-	return off;
-}
-
-/* Points w's fields at the tensors of `base` (params or grads), in table order. */
-static void bind_weights(const eng_model *m, float *base, eng_weights *w)
+/* Points w's fields at the tensors of `base` (params, or grads with grad 1), in table
+ * order. */
+static void bind_weights(const eng_model *m, float *base, int grad, eng_weights *w)
 {
 	const eng_ptensor *t = m->tensors;
 	int L = m->cfg.n_layer;
 	memset(w, 0, sizeof *w);
-	w->wte = base + t[0].offset;
+	w->wte = at_of(base, &t[0], grad);
 	if (m->cfg.arch == ENG_ARCH_LLAMA) {
 		for (int l = 0; l < L; l++) {
 			const eng_ptensor *lt = t + 1 + 9 * l;
 			eng_layer_w *h = &w->h[l];
-			h->ln1w = base + lt[0].offset;
-			h->qkvw = base + lt[1].offset; /* k_proj, v_proj follow */
-			h->attprojw = base + lt[4].offset;
-			h->ln2w = base + lt[5].offset;
-			h->fcw = base + lt[6].offset;  /* up_proj follows */
-			h->fcprojw = base + lt[8].offset;
+			h->ln1w = at_of(base, &lt[0], grad);
+			h->qkvw = at_of(base, &lt[1], grad); /* k_proj, v_proj follow */
+			h->attprojw = at_of(base, &lt[4], grad);
+			h->ln2w = at_of(base, &lt[5], grad);
+			h->fcw = at_of(base, &lt[6], grad);  /* up_proj follows */
+			h->fcprojw = at_of(base, &lt[8], grad);
 		}
-		w->lnfw = base + t[1 + 9 * L].offset;
-		w->lmw = eng_config_tied(&m->cfg) ? w->wte : base + t[2 + 9 * L].offset;
+		w->lnfw = at_of(base, &t[1 + 9 * L], grad);
+		w->lmw = eng_config_tied(&m->cfg) ? w->wte : at_of(base, &t[2 + 9 * L], grad);
 		return;
 	}
-	w->wpe = base + t[1].offset;
+	w->wpe = at_of(base, &t[1], grad);
 	for (int l = 0; l < L; l++) {
 		const eng_ptensor *lt = t + 2 + 12 * l;
 		eng_layer_w *h = &w->h[l];
-		h->ln1w = base + lt[0].offset;
-		h->ln1b = base + lt[1].offset;
-		h->qkvw = base + lt[2].offset;
-		h->qkvb = base + lt[3].offset;
-		h->attprojw = base + lt[4].offset;
-		h->attprojb = base + lt[5].offset;
-		h->ln2w = base + lt[6].offset;
-		h->ln2b = base + lt[7].offset;
-		h->fcw = base + lt[8].offset;
-		h->fcb = base + lt[9].offset;
-		h->fcprojw = base + lt[10].offset;
-		h->fcprojb = base + lt[11].offset;
+		h->ln1w = at_of(base, &lt[0], grad);
+		h->ln1b = at_of(base, &lt[1], grad);
+		h->qkvw = at_of(base, &lt[2], grad);
+		h->qkvb = at_of(base, &lt[3], grad);
+		h->attprojw = at_of(base, &lt[4], grad);
+		h->attprojb = at_of(base, &lt[5], grad);
+		h->ln2w = at_of(base, &lt[6], grad);
+		h->ln2b = at_of(base, &lt[7], grad);
+		h->fcw = at_of(base, &lt[8], grad);
+		h->fcb = at_of(base, &lt[9], grad);
+		h->fcprojw = at_of(base, &lt[10], grad);
+		h->fcprojb = at_of(base, &lt[11], grad);
 	}
-	w->lnfw = base + t[m->ntensors - 2].offset;
-	w->lnfb = base + t[m->ntensors - 1].offset;
+	w->lnfw = at_of(base, &t[m->ntensors - 2], grad);
+	w->lnfb = at_of(base, &t[m->ntensors - 1], grad);
 	w->lmw = w->wte;
+}
+
+/* The lowest block a step's backward must reach: the lowest with a trainable tensor, or 0
+ * when the embedding trains (its gradient is the first block's input's); L when only the
+ * head trains. Below it the gradient has nowhere to go. */
+static int backward_floor(const eng_model *m)
+{
+	int floor = m->cfg.n_layer;
+	for (int i = m->ntensors - 1; i >= 0; i--)
+		if (!m->tensors[i].frozen) {
+			int s = eng_tensor_section(&m->cfg, i);
+			floor = s < 0 ? 0 : s < floor ? s : floor;
+		}
+	return floor;
 }
 
 const eng_ptensor *eng_model_find(const eng_model *m, const char *name)
@@ -505,7 +431,7 @@ static void linear_fwd(eng_model *m, int k, int l, float *out, const void *inp, 
 
 /* dinp(N,C) = dout through w, dw += its gradient (inp^T dout for GPT-2's (C,OC), dout^T inp
  * for llama's (OC,C)), db(OC) += column sums of dout(N,OC): dout float32 (rounded into
- * bf_out under bf16), inp as linear_fwd's; dinp, db may be NULL */
+ * bf_out under bf16), inp as linear_fwd's; dinp, dw, db may be NULL (dw, db: frozen) */
 static void linear_bwd(eng_model *m, int k, int l, float *dinp, float *dw, float *db,
 	const float *dout, const void *inp, const float *w, int N, int C, int OC)
 {
@@ -520,9 +446,9 @@ static void linear_bwd(eng_model *m, int k, int l, float *dinp, float *dw, float
 	}
 	if (dinp)
 		prod_run(m, 3 * k + 1, l, d, wmm(m, w), dinp);
-	if (m->cfg.arch == ENG_ARCH_LLAMA)
+	if (dw && m->cfg.arch == ENG_ARCH_LLAMA)
 		prod_run(m, 3 * k + 2, l, d, inp, dw);
-	else
+	else if (dw)
 		prod_run(m, 3 * k + 2, l, inp, d, dw);
 	if (db)
 		kn_bias_backward(db, dout, N, OC);
@@ -598,15 +524,14 @@ void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, 
 	const eng_model *live, size_t out[ENG_MEM_NCAT])
 {
 	size_t N = (size_t)B * T, C = cfg->n_embd, ws = 0;
-	eng_ptensor *tab = calloc((size_t)eng_model_ntensors(cfg), sizeof *tab);
-	size_t nfloats = tab ? eng_model_table(cfg, tab) : 0;
-	free(tab);
+	size_t ngrad, nfloats = eng_model_floats(cfg, &ngrad);
 	for (size_t k = 0; k < NWORKSPACE; k++)
 		ws += 4 * ws_floats(cfg, (int)k, N);
 	ws += 4 * rope_floats(cfg, T);
 	memset(out, 0, ENG_MEM_NCAT * sizeof out[0]);
-	out[ENG_MEM_PARAMS] = out[ENG_MEM_GRADS] = 4 * nfloats;
-	out[ENG_MEM_OPTIMIZER] = 2 * 4 * nfloats;
+	out[ENG_MEM_PARAMS] = 4 * nfloats;
+	out[ENG_MEM_GRADS] = 4 * ngrad; /* frozen tensors have none */
+	out[ENG_MEM_OPTIMIZER] = 2 * 4 * ngrad;
 	out[ENG_MEM_WORKSPACE] = ws + 4 * kn_attention_scratch_floats_for(T, threads);
 	int R = chunk_rows > 0 ? chunk_rows : eng_plan_chunk_rows(cfg, B, T);
 	R = (size_t)R > N ? (int)N : R; /* as eng_model_init clamps it */
@@ -645,16 +570,21 @@ static int model_init(eng_model *m, const eng_config *cfg, int B, int T, int chu
 	m->tensors = calloc((size_t)m->ntensors, sizeof *m->tensors);
 	if (!m->tensors)
 		goto oom;
-	m->nfloats = eng_model_table(cfg, m->tensors);
-	size_t pbytes = m->nfloats * sizeof(float);
+	m->nfloats = eng_model_table(cfg, m->tensors, &m->ngrad);
+	size_t pbytes = m->nfloats * sizeof(float), gbytes = m->ngrad * sizeof(float);
+	if (!m->ngrad) {
+		eng_model_free(m);
+		return eng_errf(err, "every tensor is frozen: nothing would train");
+	}
 	m->params = eng_mem_alloc(ENG_MEM_PARAMS, pbytes);
-	m->grads = eng_mem_alloc(ENG_MEM_GRADS, pbytes);
-	m->m = eng_mem_alloc(ENG_MEM_OPTIMIZER, pbytes);
-	m->v = eng_mem_alloc(ENG_MEM_OPTIMIZER, pbytes);
+	m->grads = eng_mem_alloc(ENG_MEM_GRADS, gbytes);
+	m->m = eng_mem_alloc(ENG_MEM_OPTIMIZER, gbytes);
+	m->v = eng_mem_alloc(ENG_MEM_OPTIMIZER, gbytes);
 	if (!m->params || !m->grads || !m->m || !m->v)
 		goto oom;
-	bind_weights(m, m->params, &m->w);
-	bind_weights(m, m->grads, &m->g);
+	bind_weights(m, m->params, 0, &m->w);
+	bind_weights(m, m->grads, 1, &m->g);
+	m->bwd_floor = backward_floor(m);
 
 	for (size_t k = 0; k < NWORKSPACE; k++) {
 		float **f = (float **)((char *)m + workspace[k].offset);
@@ -1147,7 +1077,8 @@ static double head_backward(eng_model *m, const uint16_t *tgt)
 			dl = m->bf_out;
 		}
 		head_mm(m, 1, rows, dl, weight_of(m, HEAD_PRODUCTS, 0), m->dbuf + (size_t)r0 * C);
-		head_mm(m, 2, rows, dl, lnf, m->g.lmw);
+		if (m->g.lmw) /* NULL: frozen */
+			head_mm(m, 2, rows, dl, lnf, m->g.lmw);
 	}
 	final_norm_backward(m);
 	int L = m->cfg.n_layer;
@@ -1160,7 +1091,7 @@ int eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float
 	eng_err *err)
 {
 	int B = m->B, T = m->T, C = m->cfg.n_embd, L = m->cfg.n_layer;
-	memset(m->grads, 0, m->nfloats * sizeof(float));
+	memset(m->grads, 0, m->ngrad * sizeof(float));
 	if (forward(m, inp, tgt, 1, loss, err) < 0)
 		return -1;
 	trace_pass(m, L, ENG_SEC_BWD, ENG_MT_BEGIN);
@@ -1171,6 +1102,11 @@ int eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float
 		eng_acts a = eng_layout_view(&m->lay, l);
 		eng_mode mode = m->lay.policy.block[l];
 		double t0 = now_ms();
+		if (l < m->bwd_floor) { /* frozen, and nothing below it trains */
+			trace_block(m, l, 0, ENG_MT_DEAD);
+			m->sec_ms[l][ENG_SEC_RECOMPUTE] = m->sec_ms[l][ENG_SEC_BWD] = 0.0;
+			continue;
+		}
 		trace_block(m, l, 1, ENG_MT_LIVE);
 		if (mode != ENG_MODE_OFF)
 			trace_pass(m, l, ENG_SEC_RECOMPUTE, ENG_MT_BEGIN);
@@ -1190,7 +1126,8 @@ int eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float
 		m->sec_ms[l][ENG_SEC_RECOMPUTE] = t1 - t0;
 		m->sec_ms[l][ENG_SEC_BWD] = now_ms() - t1;
 	}
-	kn_encoder_backward(m->g.wte, m->g.wpe, m->dres, inp, B, T, C);
+	if (m->bwd_floor == 0)
+		kn_encoder_backward(m->g.wte, m->g.wpe, m->dres, inp, B, T, C);
 	m->recompute_ms = rc_ms;
 	return m->mm_err[0] ? eng_errf(err, "%s", m->mm_err) : 0;
 }

@@ -23,21 +23,12 @@
 #include "eng_err.h"
 #include "eng_plan.h"
 #include "eng_policy.h"
+#include "eng_tensors.h"
 #include "kn.h"
 
-#define ENG_NAME_MAX 64 /* longest tensor name, with its NUL */
 
 /* The parts of a section's time in a step (eng_model.sec_ms). */
 enum { ENG_SEC_FWD, ENG_SEC_RECOMPUTE, ENG_SEC_BWD };
-
-typedef struct eng_ptensor {
-	char name[ENG_NAME_MAX]; /* "transformer.h.3.attn.c_attn.weight" */
-	int ndim;                /* 1 or 2 */
-	int64_t shape[2];
-	size_t offset;           /* floats from the start of the block; multiple of 16 */
-	size_t numel;
-	int decay;               /* 1 for 2-D weights (wte, wpe, linear weights) */
-} eng_ptensor;
 
 /* Pointers into one block of parameters (or of gradients, or of a moment). GPT-2's shapes;
  * under llama (no biases: those are NULL) ln1w input_layernorm, qkvw q|k|v_proj
@@ -98,9 +89,12 @@ typedef struct eng_model {
 
 	eng_ptensor *tensors;        /* ntensors entries, Hugging Face order */
 	int ntensors;
-	size_t nfloats;              /* floats in each of params/grads/m/v, padding included */
+	size_t nfloats;              /* floats of params, padding included */
+	size_t ngrad;                /* floats of each of grads/m/v: the trainable tensors' */
 	float *params, *grads, *m, *v;
-	eng_weights w, g;            /* pointer tables into params and grads */
+	eng_weights w, g;            /* pointer tables into params and grads (NULL: frozen) */
+	int bwd_floor;               /* the lowest block whose backward a step runs: below it
+	                              * nothing trains (0 when the embedding does) */
 
 	/* activations (eng_acts.h): saved per section, the shared recompute pool, the head's;
 	 * lay.policy is what they are laid out for now */
@@ -180,13 +174,6 @@ int eng_model_loss(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float
 
 /* Measured bytes of saved activations of block i (i < L) or of the head (i == L). */
 size_t eng_model_saved_bytes(const eng_model *m, int i);
-
-/* The parameter table of shape c, in Hugging Face order, without allocating anything:
- * fills tab (eng_model_ntensors(c) entries) and returns the floats of one block of them,
- * padding included. The one description of which tensors a model has: the model, the
- * checkpoint checks and the importers all read it. */
-int eng_model_ntensors(const eng_config *c);
-size_t eng_model_table(const eng_config *c, eng_ptensor *tab);
 
 /* What a model of shape cfg for batches of B x T (logits chunks of chunk_rows, 0: the
  * default), run with `threads` threads, holds whatever its policy: parameters, gradients,

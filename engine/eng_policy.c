@@ -146,20 +146,30 @@ int eng_aliases_add(eng_aliases *al, const char *name, const char *selector, int
 	return 0;
 }
 
-int eng_policy_apply(eng_policy *p, const eng_aliases *al, const char *selector,
-	const char *mode, eng_err *err)
+int eng_selector_sections(const eng_aliases *al, const char *selector, int n_layer, int *lo,
+	int *hi, int *head, eng_err *err)
 {
 	const char *sel = selector;
-	if (al) {
-		for (int i = 0; i < al->n; i++) {
-			if (strcmp(al->a[i].name, selector) == 0) {
-				sel = al->a[i].selector;
-				break;
-			}
+	for (int i = 0; al && i < al->n; i++) {
+		if (strcmp(al->a[i].name, selector) == 0) {
+			sel = al->a[i].selector;
+			break;
 		}
 	}
 	sel_range r;
-	if (parse_builtin(sel, p->n_layer, &r, err) < 0)
+	if (parse_builtin(sel, n_layer, &r, err) < 0)
+		return -1;
+	*lo = r.lo;
+	*hi = r.hi;
+	*head = r.head;
+	return 0;
+}
+
+int eng_policy_apply(eng_policy *p, const eng_aliases *al, const char *selector,
+	const char *mode, eng_err *err)
+{
+	sel_range r;
+	if (eng_selector_sections(al, selector, p->n_layer, &r.lo, &r.hi, &r.head, err) < 0)
 		return -1;
 	eng_mode m = ENG_MODE_OFF;
 	if (eng_mode_parse(mode, &m, err) < 0)

@@ -63,6 +63,10 @@ void eng_policy_init(eng_policy *p, int n_layer);
 int eng_aliases_add(eng_aliases *al, const char *name, const char *selector, int n_layer,
 	eng_err *err);
 
+/* The sections a selector names (an alias of al resolved; al may be NULL): blocks
+ * *lo .. *hi (none when *lo > *hi), and the head when *head. 0, or -1 with a message. */
+int eng_selector_sections(const eng_aliases *al, const char *selector, int n_layer, int *lo,
+	int *hi, int *head, eng_err *err);
 /* Sets the sections the selector names to mode. Checks the selector (range within the
  * model, alias known) and that the mode fits at least one part it names ("h.3=chunked" is
  * an error). On error *p is unchanged. al may be NULL. */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "eng_fs.h"
+#include "eng_tensors.h"
 
 #define SPEC_MAX_BATCH 65536          /* B: far past any CPU or one-GPU batch */
 #define SPEC_MAX_ACCUM ENG_MAX_ACCUM  /* grad_accum */
@@ -39,7 +40,8 @@ const char *const eng_precision_names[] = {"fp32", "bf16", NULL};
 
 static const char *const root_keys[] = {"name", "model", "data", "batch", "seq_len", "steps",
 	"grad_accum", "seed", "optim", "schedule", "remat", "eval", "sample", "save", "threads",
-	"device", "precision", "memory", "parallel", NULL};
+	"device", "precision", "memory", "parallel", "train", NULL};
+static const char *const train_keys[] = {"freeze", NULL};
 static const char *const model_keys[] = {"preset", "n_layer", "n_embd", "n_head",
 	"n_positions", "vocab_size", "arch", "n_kv_head", "intermediate_size", "rope_theta",
 	"rms_norm_eps", "tie_word_embeddings", "init_from", "resume", NULL};
@@ -635,6 +637,36 @@ static int parse_remat(eng_spec *s, json_t *root, eng_err *err)
 	return 0;
 }
 
+/* train.freeze: a list of strings, each a selector, "embed", a tensor name or a glob */
+static int parse_train(eng_spec *s, json_t *root, eng_err *err)
+{
+	json_t *t, *f, *v;
+	size_t i;
+	if (get_object(root, "train", &t, err) < 0)
+		return -1;
+	if (!t)
+		return 0;
+	if (check_keys(t, "train", train_keys, err) < 0)
+		return -1;
+	if (!(f = json_object_get(t, "freeze")))
+		return 0;
+	if (!json_is_array(f))
+		return eng_errf(err, "'train.freeze' must be a list of sections or tensor names");
+	if (json_array_size(f) > ENG_MAX_FREEZE)
+		return eng_errf(err, "'train.freeze' has %zu entries (at most %d)",
+			json_array_size(f), ENG_MAX_FREEZE);
+	json_array_foreach(f, i, v) {
+		if (!json_is_string(v) || json_string_length(v) == 0 ||
+			json_string_length(v) >= ENG_SELECTOR_LEN)
+			return eng_errf(err, "'train.freeze[%zu]' must be a section, \"embed\", a "
+					     "tensor name or a glob (1 to %d characters)", i,
+				ENG_SELECTOR_LEN - 1);
+		snprintf(s->freeze[i], sizeof s->freeze[i], "%s", json_string_value(v));
+	}
+	s->n_freeze = (int)json_array_size(f);
+	return 0;
+}
+
 static int parse_save(eng_spec *s, json_t *root, eng_err *err)
 {
 	json_t *v;
@@ -802,7 +834,7 @@ static int parse_root(eng_spec *s, json_t *root, eng_err *err)
 		parse_schedule(s, root, err) < 0 || parse_remat(s, root, err) < 0 ||
 		parse_eval(s, root, err) < 0 || parse_sample(s, root, err) < 0 ||
 		parse_save(s, root, err) < 0 || parse_parallel(s, root, err) < 0 ||
-		parse_memory(s, root, err) < 0 ||
+		parse_memory(s, root, err) < 0 || parse_train(s, root, err) < 0 ||
 		get_int(root, "", "threads", 1, SPEC_MAX_THREADS, &s->threads, err) < 0)
 		return -1;
 	s->seed = (uint64_t)seed;
@@ -981,5 +1013,8 @@ int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 			    &e) < 0)
 			return eng_errf(err, "'remat.sections.%s': %s", spec->assign[i].selector,
 				e.msg);
-	return 0;
+	if (spec->n_freeze && spec->device == ENG_DEVICE_CUDA)
+		return eng_errf(err, "'train.freeze': device cuda trains every tensor so far; "
+				     "frozen tensors train on the cpu");
+	return eng_freeze_resolve(&spec->cfg, &al, spec->freeze, spec->n_freeze, err);
 }

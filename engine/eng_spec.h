@@ -19,6 +19,7 @@
 #define ENG_PATH_LEN 4096      /* longest path kept from a spec */
 #define ENG_NAME_LEN 64        /* longest job name */
 #define ENG_MAX_ASSIGN 64      /* remat.sections entries one spec may give */
+#define ENG_MAX_FREEZE 32      /* train.freeze entries one spec may give */
 #define ENG_MAX_PROMPT 1024    /* sample.prompt tokens */
 #define ENG_MAX_ACCUM 65536    /* grad_accum */
 #define ENG_MAX_RANKS 4096     /* parallel.ranks */
@@ -87,6 +88,10 @@ typedef struct eng_spec {
 	int n_alias;                      /* remat.aliases in the order written */
 	eng_alias alias[ENG_MAX_ALIASES];
 	int chunk_rows;                   /* remat.chunk_rows: head chunk, 0 = engine's choice */
+	/* train.freeze: what gets no gradient, in the order written (selectors, "embed",
+	 * tensor names or globs), resolved into cfg.frozen by eng_spec_finish */
+	int n_freeze;
+	char freeze[ENG_MAX_FREEZE][ENG_SELECTOR_LEN];
 	int remat_profile;                /* remat.profile: probe every section's modes at the
 					   * start (remat-profile) */
 	size_t mem_limit;                 /* memory.limit: bytes the tracking allocator may

@@ -224,11 +224,11 @@ static void fixed_of(const eng_spec *s, size_t ntok, size_t vtok, const eng_mode
 	out[ENG_MEM_DATA] = eng_data_bytes(ntok, s->batch, s->seq_len, s->shuffle) +
 		eng_data_bytes(vtok, s->batch, s->seq_len, 0) +
 		2 * 2 * (size_t)s->batch * s->seq_len;
-	/* the snapshot of weights and moments: the floats of one of them (PARAMS also holds
-	 * the bf16 copy under precision bf16; OPTIMIZER is exactly two moments) */
+	/* the snapshot of weights and moments (the trainable tensors'), as eng_ckpt_snap_take
+	 * copies them */
+	size_t ngrad, nfloats = eng_model_floats(&s->cfg, &ngrad);
 	if (s->save_dir[0])
-		out[ENG_MEM_WORKSPACE] += eng_ckpt_snap_bytes(out[ENG_MEM_OPTIMIZER] /
-							      (2 * sizeof(float)));
+		out[ENG_MEM_WORKSPACE] += eng_ckpt_snap_bytes(nfloats, ngrad);
 }
 
 size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT])
@@ -494,9 +494,9 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		goto fail;
 	}
 	if (!cuda && s->grad_accum > 1 &&
-		!(tr->acc = eng_mem_alloc(ENG_MEM_GRADS, tr->model.nfloats * sizeof(float)))) {
+		!(tr->acc = eng_mem_alloc(ENG_MEM_GRADS, tr->model.ngrad * sizeof(float)))) {
 		eng_errf(err, "out of memory for the accumulated gradients (%.1f MiB)",
-			tr->model.nfloats * 4 / 1048576.0);
+			tr->model.ngrad * 4 / 1048576.0);
 		goto fail;
 	}
 	/* under a budget the first step lays out the controller's policy: the run never holds
@@ -602,9 +602,9 @@ static int step_grads(eng_trainer *tr, double *loss_sum, double sec_ms[][3], dou
 				for (int j = 0; j < 3; j++)
 					sec_ms[i][j] = (k ? sec_ms[i][j] : 0.0) + m->sec_ms[i][j];
 			if (K > 1 && k == 0) /* 0 + g, exactly */
-				memcpy(tr->acc, m->grads, m->nfloats * sizeof(float));
+				memcpy(tr->acc, m->grads, m->ngrad * sizeof(float));
 			else if (K > 1)
-				kn_add(tr->acc, m->grads, m->nfloats);
+				kn_add(tr->acc, m->grads, m->ngrad);
 		}
 		*loss_sum += l;
 	}
@@ -649,7 +649,7 @@ static int step_sum(eng_trainer *tr, int lrc, float *grads, double *loss_sum, do
 	double t0 = now_ms();
 	if (tr->gpu && eng_cuda_sum_ranks(tr->gpu, err) < 0)
 		return dp_alone(tr, err);
-	int rc = (!tr->gpu && eng_dp_sum_floats(grads, tr->model.nfloats, err) < 0) ||
+	int rc = (!tr->gpu && eng_dp_sum_floats(grads, tr->model.ngrad, err) < 0) ||
 		eng_dp_sum_doubles(loss_sum, 1, err) < 0 ? -1 : 0;
 	*ar_ms = now_ms() - t0;
 	return rc;
@@ -673,7 +673,7 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 	if (step_sum(tr, lrc, grads, &loss_sum, &ar_ms, err) < 0)
 		return step_failed(tr, &at, err);
 	if (!tr->gpu && n > 1)
-		kn_scale(grads, 1.0f / (float)n, m->nfloats);
+		kn_scale(grads, 1.0f / (float)n, m->ngrad);
 	float loss = (float)(loss_sum / n);
 	if (tr->gpu && ((n > 1 && eng_cuda_scale_grads(tr->gpu, 1.0f / (float)n, err) < 0) ||
 			       eng_cuda_grad_sumsq(tr->gpu, &sumsq, err) < 0)) {
@@ -681,7 +681,7 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 		return step_failed(tr, &at, err);
 	}
 	if (!tr->gpu)
-		sumsq = kn_sumsq(grads, m->nfloats);
+		sumsq = kn_sumsq(grads, m->ngrad);
 	double norm = sqrt(sumsq);
 	if (!isfinite(loss) || !isfinite(norm)) {
 		eng_data_seek(&tr->train, &at);
@@ -695,7 +695,7 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 			scale = (float)coef;
 	}
 	if (!tr->gpu && scale != 1.0f)
-		kn_scale(grads, scale, m->nfloats);
+		kn_scale(grads, scale, m->ngrad);
 	float lr = eng_lr_at(s, tr->step);
 	int t = tr->step + 1;
 	double bc1 = 1.0 - pow(s->beta1, t), bc2 = 1.0 - pow(s->beta2, t);
@@ -710,8 +710,10 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 	} else {
 		for (int i = 0; i < m->ntensors; i++) {
 			const eng_ptensor *pt = &m->tensors[i];
-			kn_adamw_update(m->params + pt->offset, m->m + pt->offset, m->v + pt->offset,
-				grads + pt->offset, pt->numel, lr, s->beta1, s->beta2, s->eps,
+			if (pt->frozen) /* no gradient, no moments: never moves */
+				continue;
+			kn_adamw_update(m->params + pt->offset, m->m + pt->goff, m->v + pt->goff,
+				grads + pt->goff, pt->numel, lr, s->beta1, s->beta2, s->eps,
 				pt->decay ? s->weight_decay : 0.0f, bc1, bc2);
 		}
 		eng_model_params_changed(m); /* precision bf16: its bf16 copy, before the next step */

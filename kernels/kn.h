@@ -114,7 +114,8 @@ void kn_bias_backward(float *db, const float *dout, int N, int OC);
 /* out(B,T,C) = wte[tok[b,t]] + wpe[t]; wpe NULL: no positions (rotary models) */
 void kn_encoder_forward(float *out, const uint16_t *tok, const float *wte, const float *wpe,
 	int B, int T, int C);
-/* dwte(V,C) += scatter of dout by tok; dwpe(T',C) += sum over b of dout (dwpe may be NULL) */
+/* dwte(V,C) += scatter of dout by tok; dwpe(T',C) += sum over b of dout (either may be
+ * NULL: not wanted) */
 void kn_encoder_backward(float *dwte, float *dwpe, const float *dout, const uint16_t *tok,
 	int B, int T, int C);
 
@@ -131,7 +132,7 @@ void kn_layernorm_apply(float *out, const float *inp, const float *mean, const f
 void kn_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd,
 	const float *a, const float *y, const float *bias, const float *w, const float *b, int N,
 	int C);
-/* dinp(N,C) +=, dw(C) +=, db(C) += */
+/* dinp(N,C) +=, dw(C) +=, db(C) += (dw, db may be NULL: not wanted) */
 void kn_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 	const float *inp, const float *mean, const float *rstd, const float *w, int N, int C);
 
@@ -140,7 +141,7 @@ void kn_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 /* out(N,OC) = inp(N,C) w(C,OC) + b(OC); b may be NULL */
 void kn_linear_forward(float *out, const float *inp, const float *w, const float *b, int N,
 	int C, int OC);
-/* dinp(N,C) = dout w^T (when dinp != NULL), dw(C,OC) += inp^T dout, db(OC) += colsum dout */
+/* dinp(N,C) = dout w^T, dw(C,OC) += inp^T dout, db(OC) += colsum dout; each may be NULL */
 void kn_linear_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
 	const float *w, int N, int C, int OC);
 
@@ -178,7 +179,7 @@ void kn_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *
 /* out(N,C) from the saved rstd: bitwise what kn_rmsnorm_forward wrote */
 void kn_rmsnorm_apply(float *out, const float *inp, const float *rstd, const float *w, int N,
 	int C);
-/* dinp(N,C) +=, dw(C) += */
+/* dinp(N,C) +=, dw(C) += (dw may be NULL) */
 void kn_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
 	const float *rstd, const float *w, int N, int C);
 /* cs(T,hs) = cos | sin of position t's angles t * theta^(-2j/hs), j < hs/2 */

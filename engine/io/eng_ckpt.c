@@ -74,9 +74,9 @@ static void test_delay(void)
 
 /* ---- snapshot ---- */
 
-size_t eng_ckpt_snap_bytes(size_t nfloats)
+size_t eng_ckpt_snap_bytes(size_t nfloats, size_t ngrad)
 {
-	return 3 * nfloats * sizeof(float);
+	return (nfloats + 2 * ngrad) * sizeof(float);
 }
 
 int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err)
@@ -84,24 +84,27 @@ int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err)
 	double t0 = now_ms();
 	const eng_model *m = &tr->model;
 	memset(s, 0, sizeof *s);
-	size_t bytes = m->nfloats * sizeof(float);
+	size_t bytes = m->nfloats * sizeof(float), gbytes = m->ngrad * sizeof(float);
 	s->params = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes);
-	s->m = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes);
-	s->v = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes);
+	s->m = eng_mem_alloc(ENG_MEM_WORKSPACE, gbytes);
+	s->v = eng_mem_alloc(ENG_MEM_WORKSPACE, gbytes);
 	if (!s->params || !s->m || !s->v) {
 		eng_ckpt_snap_free(s);
 		return eng_errf(err, "out of memory for a checkpoint snapshot (%zu MiB)",
-			3 * bytes >> 20);
+			eng_ckpt_snap_bytes(m->nfloats, m->ngrad) >> 20);
 	}
-	/* The stall of a save: three copies, split over the training threads (first-touch page
-	 * faults of the fresh buffers are most of the cost, and they run in parallel). */
+	/* The stall of a save: three copies (the moments of the trainable tensors only), split
+	 * over the training threads (first-touch page faults of the fresh buffers are most of
+	 * the cost, and they run in parallel). */
 	const float *src[3] = {m->params, m->m, m->v};
 	float *dst[3] = {s->params, s->m, s->v};
+	size_t len[3] = {m->nfloats, m->ngrad, m->ngrad};
 	size_t chunk = 1u << 20, nchunks = (m->nfloats + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) collapse(2)
 	for (int k = 0; k < 3; k++) {
 		for (size_t i = 0; i < nchunks; i++) {
-			size_t off = i * chunk, n = m->nfloats - off < chunk ? m->nfloats - off : chunk;
+			size_t off = i * chunk;
+			size_t n = off >= len[k] ? 0 : len[k] - off < chunk ? len[k] - off : chunk;
 			memcpy(dst[k] + off, src[k] + off, n * sizeof(float));
 		}
 	}
@@ -116,6 +119,7 @@ int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err)
 	s->tensors = m->tensors;
 	s->ntensors = m->ntensors;
 	s->nfloats = m->nfloats;
+	s->ngrad = m->ngrad;
 	s->stall_ms = now_ms() - t0;
 	return 0;
 }
@@ -134,22 +138,30 @@ static int write_tensors(const eng_ckpt_snap *s, const eng_dir *d, const char *n
 	const char *prefix1, const float *base1, const char *prefix2, const float *base2,
 	eng_err *err)
 {
-	int n = s->ntensors * (base2 ? 2 : 1), rc = -1;
+	/* two prefixes: the moments, of the trainable tensors, at their offsets in the
+	 * gradients' layout; one: the weights, every tensor */
+	int n = 0, moments = base2 != NULL, rc = -1;
+	for (int i = 0; i < s->ntensors; i++)
+		n += moments ? 2 * !s->tensors[i].frozen : 1;
 	eng_st_entry *e = calloc((size_t)n, sizeof *e);
 	char (*names)[ENG_NAME_MAX + 16] = calloc((size_t)n, sizeof *names);
 	if (!e || !names) {
 		eng_errf(err, "out of memory");
 		goto out;
 	}
-	for (int i = 0; i < n; i++) {
+	for (int i = 0, k = 0; k < n; i++) {
 		const eng_ptensor *t = &s->tensors[i % s->ntensors];
 		int second = i >= s->ntensors;
-		snprintf(names[i], sizeof names[i], "%s%s", second ? prefix2 : prefix1, t->name);
-		e[i].name = names[i];
-		e[i].ndim = t->ndim;
-		e[i].shape[0] = t->shape[0];
-		e[i].shape[1] = t->shape[1];
-		e[i].data = (second ? base2 : base1) + t->offset;
+		if (moments && t->frozen)
+			continue;
+		snprintf(names[k], sizeof names[k], "%s%s", second && prefix2 ? prefix2 : prefix1,
+			t->name);
+		e[k].name = names[k];
+		e[k].ndim = t->ndim;
+		e[k].shape[0] = t->shape[0];
+		e[k].shape[1] = t->shape[1];
+		e[k].data = (second ? base2 : base1) + (moments ? t->goff : t->offset);
+		k++;
 	}
 	rc = eng_st_write_at(d, name, e, n, err);
 out:
@@ -227,6 +239,17 @@ static int write_state(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, 
 			json_integer((json_int_t)sp->ranks * sp->batch * sp->seq_len));
 	if (o && sp->hp_set)
 		json_object_set_new(o, "live", eng_state_live_json(sp));
+	/* the tensors that have no moments here (train.freeze); absent when every one trains */
+	json_t *fz = NULL;
+	for (int i = 0; o && i < s->ntensors; i++) {
+		if (!s->tensors[i].frozen)
+			continue;
+		if (!fz && !(fz = json_array()))
+			break;
+		json_array_append_new(fz, json_string(s->tensors[i].name));
+	}
+	if (fz)
+		json_object_set_new(o, "frozen", fz);
 	files = NULL; /* stolen by "o" */
 	if (!o) {
 		eng_errf(err, "cannot build trainer_state.json");
@@ -503,20 +526,55 @@ static int check_one(const tensor_check *k, const char *name, int ndim, int64_t 
 	return 0;
 }
 
+/* The tensors trainer_state.json's "frozen" names (none when absent), as cfg's frozen bits
+ * (over any cfg had); -1 when it names one the model has not. */
+static int frozen_of_state(const json_t *o, const char *ckpt, eng_config *cfg, eng_err *err)
+{
+	json_t *list = json_object_get(o, "frozen"), *v;
+	size_t i;
+	int nt = eng_model_ntensors(cfg), rc = 0;
+	if (!list)
+		return 0;
+	eng_ptensor *tab = calloc((size_t)nt, sizeof *tab);
+	if (!tab || !json_is_array(list)) {
+		free(tab);
+		return eng_errf(err, "checkpoint '%s': trainer_state.json's \"frozen\" is not a list "
+				     "of tensor names", ckpt);
+	}
+	eng_model_table(cfg, tab, NULL);
+	json_array_foreach(list, i, v) {
+		int t = 0;
+		while (t < nt && !(json_is_string(v) && strcmp(tab[t].name, json_string_value(v)) == 0))
+			t++;
+		if (t == nt) {
+			rc = eng_errf(err, "checkpoint '%s': trainer_state.json's \"frozen\" names a "
+					   "tensor config.json's model has not", ckpt);
+			break;
+		}
+		eng_config_freeze(cfg, t);
+	}
+	free(tab);
+	return rc;
+}
+
 /* The tensors of st are exactly those config.json implies, under each prefix: F32, with
- * their shapes, and no other. */
+ * their shapes, and no other; under two prefixes (the moments) the trainable ones only
+ * (cfg's frozen bits, from trainer_state.json). */
 static int check_tensors(const char *ckpt, const char *file, const eng_st_file *st,
 	const eng_config *cfg, const char *const *prefix, int nprefix, eng_err *err)
 {
-	int nt = eng_model_ntensors(cfg), want = nprefix * nt;
+	int nt = eng_model_ntensors(cfg), want = 0;
 	tensor_check k = {ckpt, file, st, err};
 	eng_ptensor *tab = calloc((size_t)nt, sizeof *tab);
 	char name[ENG_NAME_MAX + 16];
 	if (!tab)
 		return eng_errf(err, "out of memory");
-	eng_model_table(cfg, tab);
+	eng_model_table(cfg, tab, NULL);
 	for (int i = 0; i < nprefix; i++)
 		for (int t = 0; t < nt; t++) {
+			if (nprefix == 2 && tab[t].frozen)
+				continue;
+			want++;
 			snprintf(name, sizeof name, "%s%s", prefix[i], tab[t].name);
 			if (check_one(&k, name, tab[t].ndim, tab[t].shape[0], tab[t].shape[1]) < 0) {
 				free(tab);
@@ -576,7 +634,7 @@ int eng_ckpt_verify(const char *ckpt, eng_err *err)
 	 * writer's bug, must not pass for a checkpoint that loads) */
 	eng_config cfg;
 	join(p, sizeof p, ckpt, "/config.json");
-	if (eng_hfconfig_read(p, &cfg, err) < 0)
+	if (eng_hfconfig_read(p, &cfg, err) < 0 || frozen_of_state(o, ckpt, &cfg, err) < 0)
 		goto out;
 	join(p, sizeof p, ckpt, "/model.safetensors");
 	if (eng_st_read(&st, p, err) < 0 ||
@@ -762,6 +820,14 @@ static int resume_fits(const json_t *o, const char *ckpt, const eng_spec *s, siz
 	if (eng_state_pos(o, s->ranks, s->batch, s->seq_len, ntok, pos) < 0)
 		return eng_errf(err, "cannot resume from '%s': its trainer_state.json gives no "
 				     "position in the data that fits it", ckpt);
+	eng_config saved = s->cfg;
+	memset(saved.frozen, 0, sizeof saved.frozen);
+	if (frozen_of_state(o, ckpt, &saved, err) < 0)
+		return -1;
+	if (memcmp(saved.frozen, s->cfg.frozen, sizeof saved.frozen) != 0)
+		return eng_errf(err, "cannot resume from '%s': it was trained with other tensors "
+				     "frozen than the job's train.freeze (the optimizer's state is "
+				     "the trainable tensors')", ckpt);
 	if (step >= s->steps)
 		return eng_errf(err, "cannot resume from '%s': it is at step %lld and the job ends at "
 				     "step %d (\"steps\" is the step the run ends at)", ckpt,
@@ -846,11 +912,13 @@ int eng_ckpt_resume(eng_trainer *tr, const char *ckpt, eng_err *err)
 		goto out;
 	for (int i = 0; i < m->ntensors; i++) {
 		const eng_ptensor *t = &m->tensors[i];
+		if (t->frozen)
+			continue;
 		snprintf(name, sizeof name, "exp_avg.%s", t->name);
-		if (eng_st_get_f32(&st, name, t->ndim, t->shape, m->m + t->offset, err) < 0)
+		if (eng_st_get_f32(&st, name, t->ndim, t->shape, m->m + t->goff, err) < 0)
 			goto out;
 		snprintf(name, sizeof name, "exp_avg_sq.%s", t->name);
-		if (eng_st_get_f32(&st, name, t->ndim, t->shape, m->v + t->offset, err) < 0)
+		if (eng_st_get_f32(&st, name, t->ndim, t->shape, m->v + t->goff, err) < 0)
 			goto out;
 	}
 	tr->step = (int)step;

@@ -41,16 +41,16 @@ typedef struct eng_ckpt_snap {
 	eng_spec spec;            /* hyperparameters recorded (paths and run settings are not) */
 	const eng_ptensor *tensors; /* the model's table (borrowed: the model outlives it) */
 	int ntensors;
-	size_t nfloats;
-	float *params, *m, *v;    /* copies (ENG_MEM_WORKSPACE), nfloats each */
+	size_t nfloats, ngrad;
+	float *params, *m, *v;    /* copies (ENG_MEM_WORKSPACE): nfloats, the moments ngrad */
 	double stall_ms;          /* how long the copy held the training thread */
 } eng_ckpt_snap;
 
 /* Copies the trainer's state (call at a step boundary, on the training thread). */
 int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err);
-/* The bytes a snapshot holds (ENG_MEM_WORKSPACE) while it is written: weights and both
- * moments, nfloats floats each. */
-size_t eng_ckpt_snap_bytes(size_t nfloats);
+/* The bytes a snapshot holds (ENG_MEM_WORKSPACE) while it is written: nfloats of weights
+ * and both moments of ngrad (the trainable tensors') floats. */
+size_t eng_ckpt_snap_bytes(size_t nfloats, size_t ngrad);
 void eng_ckpt_snap_free(eng_ckpt_snap *s); /* safe on a zeroed snapshot */
 
 typedef struct eng_ckpt_result {

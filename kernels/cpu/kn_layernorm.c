@@ -75,8 +75,10 @@ void kn_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 			dx[c] += (dn - a - norm * bb) * s;
 		}
 	}
-	/* Parameter gradients: each task owns a block of columns and walks every row in order,
-	 * so the sum's order is fixed whatever the thread count. */
+	/* Parameter gradients (none of a frozen one: NULL): each task owns a block of columns
+	 * and walks every row in order, so the sum's order is fixed whatever the thread count. */
+	if (!dw && !db)
+		return;
 	int nblk = (C + LN_COLS - 1) / LN_COLS;
 #pragma omp parallel for schedule(static)
 	for (int k = 0; k < nblk; k++) {
@@ -91,9 +93,9 @@ void kn_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 				ab[c - c0] += dy[c];
 			}
 		}
-		for (int c = c0; c < c1; c++) {
+		for (int c = c0; dw && c < c1; c++)
 			dw[c] += aw[c - c0];
+		for (int c = c0; db && c < c1; c++)
 			db[c] += ab[c - c0];
-		}
 	}
 }

@@ -27,13 +27,15 @@ void kn_add_bias(float *out, const float *b, int N, int OC)
 	}
 }
 
-/* dinp(N,C) = dout w^T, dw(C,OC) += inp^T dout, db(OC) += column sums of dout */
+/* dinp(N,C) = dout w^T, dw(C,OC) += inp^T dout, db(OC) += column sums of dout; each may be
+ * NULL (not wanted: a frozen weight's) */
 void kn_linear_backward(float *dinp, float *dw, float *db, const float *dout, const float *inp,
 	const float *w, int N, int C, int OC)
 {
 	if (dinp)
 		kn_sgemm(0, 1, N, C, OC, 1.0f, dout, OC, w, OC, 0.0f, dinp, C);
-	kn_sgemm(1, 0, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dw, OC);
+	if (dw)
+		kn_sgemm(1, 0, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dw, OC);
 	if (db)
 		kn_bias_backward(db, dout, N, OC);
 }

@@ -75,7 +75,9 @@ void kn_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float 
 			dx[c] += (w[c] * dy[c] - (x[c] * s) * m) * s;
 	}
 	/* each task owns a block of columns and walks every row in order: a fixed order of
-	 * the sum whatever the thread count */
+	 * the sum whatever the thread count; none for a frozen weight (dw NULL) */
+	if (!dw)
+		return;
 	int nblk = (C + RMS_COLS - 1) / RMS_COLS;
 #pragma omp parallel for schedule(static)
 	for (int k = 0; k < nblk; k++) {
@@ -139,20 +141,25 @@ void kn_rope_backward(float *dx, const float *cs, int B, int T, int nh, int hs, 
 	rope_turn(dx, cs, B, T, nh, hs, ld, -1.0f);
 }
 
-static inline float sigmoidf(float g)
+/* The exponentials of a row first, then the rest: fused into one loop, GCC's vector code
+ * for it ran 10x slower than the two loops (SmolLM-135M's 1024 x 1536: 15 ms against
+ * 1.4 ms on 2 threads), the same arithmetic either way. e(I) = exp(-g). */
+static inline void neg_exp(float *e, const float *g, int I)
 {
-	return 1.0f / (1.0f + kn_expf(-g));
+	for (int i = 0; i < I; i++)
+		e[i] = kn_expf(-g[i]);
 }
 
-/* h(N,I) = silu(gate) * up, gu(N,2I) = gate | up per row */
+/* h(N,I) = silu(gate) * up = gate * sigmoid(gate) * up, gu(N,2I) = gate | up per row */
 void kn_swiglu_forward(float *h, const float *gu, int N, int I)
 {
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++) {
 		const float *g = gu + (size_t)r * 2 * I, *u = g + I;
 		float *o = h + (size_t)r * I;
+		neg_exp(o, g, I);
 		for (int i = 0; i < I; i++)
-			o[i] = g[i] * sigmoidf(g[i]) * u[i];
+			o[i] = g[i] * (1.0f / (1.0f + o[i])) * u[i];
 	}
 }
 
@@ -164,8 +171,9 @@ void kn_swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int
 	for (int r = 0; r < N; r++) {
 		const float *g = gu + (size_t)r * 2 * I, *u = g + I, *d = dh + (size_t)r * I;
 		float *dg = dgu + (size_t)r * 2 * I, *du = dg + I;
+		neg_exp(du, g, I);
 		for (int i = 0; i < I; i++) {
-			float sg = sigmoidf(g[i]);
+			float sg = 1.0f / (1.0f + du[i]);
 			du[i] = d[i] * (g[i] * sg);
 			dg[i] = d[i] * u[i] * sg * (1.0f + g[i] * (1.0f - sg));
 		}

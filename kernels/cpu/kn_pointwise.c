@@ -36,7 +36,7 @@ void kn_encoder_forward(float *out, const uint16_t *tok, const float *wte, const
 void kn_encoder_backward(float *dwte, float *dwpe, const float *dout, const uint16_t *tok,
 	int B, int T, int C)
 {
-	int nblk = (C + ENC_COLS - 1) / ENC_COLS;
+	int nblk = dwte ? (C + ENC_COLS - 1) / ENC_COLS : 0;
 #pragma omp parallel for schedule(static)
 	for (int k = 0; k < nblk; k++) {
 		int c0 = k * ENC_COLS, c1 = c0 + ENC_COLS < C ? c0 + ENC_COLS : C;

@@ -87,6 +87,7 @@ int main(void)
 	srunner_add_suite(sr, suite_import());
 	srunner_add_suite(sr, suite_kernels());
 	srunner_add_suite(sr, suite_llama_kernels());
+	srunner_add_suite(sr, suite_freeze());
 	srunner_add_suite(sr, suite_model());
 	srunner_add_suite(sr, suite_reference());
 	srunner_add_suite(sr, suite_cli());

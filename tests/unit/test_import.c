@@ -693,6 +693,7 @@ static const struct {
 
 static void hand_config(eng_config *cfg)
 {
+	memset(cfg, 0, sizeof *cfg);
 	cfg->n_layer = H_L;
 	cfg->n_embd = H_C;
 	cfg->n_head = 2;

@@ -523,7 +523,7 @@ START_TEST(test_plan_fixed_counts_one_snapshot)
 	snprintf(spec.save_dir, sizeof spec.save_dir, "%s/fixed-snap-%d", t_env("REMAT_TMP"), _i);
 	ck_assert_msg(eng_trainer_check(&spec, &b, &err) == 0, "%s", err.msg);
 	ck_assert_uint_eq(b.fixed[ENG_MEM_WORKSPACE] - a.fixed[ENG_MEM_WORKSPACE],
-		eng_ckpt_snap_bytes(tr.model.nfloats));
+		eng_ckpt_snap_bytes(tr.model.nfloats, tr.model.ngrad));
 	eng_trainer_free(&tr);
 }
 END_TEST

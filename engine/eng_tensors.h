@@ -1,0 +1,55 @@
+/* eng_tensors.h - which tensors a model has: the one table of a shape's parameters (names,
+ * shapes, where each lives in the blocks of parameters and of gradients), and train.freeze
+ * resolved into it. No allocation but a table's, no maths: rematd links it too.
+ */
+#ifndef ENG_TENSORS_H
+#define ENG_TENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "eng_config.h"
+#include "eng_err.h"
+#include "eng_policy.h"
+
+#define ENG_NAME_MAX 64 /* longest tensor name, with its NUL */
+
+typedef struct eng_ptensor {
+	char name[ENG_NAME_MAX]; /* "transformer.h.3.attn.c_attn.weight" */
+	int ndim;                /* 1 or 2 */
+	int64_t shape[2];
+	size_t offset;           /* floats from the start of the parameters' block; a multiple
+	                          * of 16 but for a tensor joined to the one before it */
+	size_t goff;             /* the same in the gradients' and the moments' blocks, which
+	                          * hold the trainable tensors only (SIZE_MAX when frozen) */
+	size_t numel;
+	int decay;               /* 1 for 2-D weights (wte, wpe, linear weights) */
+	int frozen;              /* 1: no gradient, no optimizer state (eng_config.frozen) */
+	int joined;              /* 1: the next tensor follows it as one weight (q|k|v) */
+} eng_ptensor;
+
+/* The parameter table of shape c, in Hugging Face order, without allocating anything:
+ * fills tab (eng_model_ntensors(c) entries) and returns the floats of one block of them,
+ * padding included; *ngrad (may be NULL) the floats of the trainable ones' gradient block.
+ * The one description of which tensors a model has: the model, the checkpoint checks and
+ * the importers all read it. */
+int eng_model_ntensors(const eng_config *c);
+size_t eng_model_table(const eng_config *c, eng_ptensor *tab, size_t *ngrad);
+/* The same two counts without a table of the caller's (0 when out of memory). */
+size_t eng_model_floats(const eng_config *c, size_t *ngrad);
+
+/* Which section tensor i of the table belongs to: -1 the embedding (wte, wpe;
+ * embed_tokens), 0 .. L-1 a block, L the head (ln_f or model.norm, an untied lm_head). */
+int eng_tensor_section(const eng_config *c, int i);
+
+/* train.freeze's items (n of them) into c->frozen (cleared first): "embed" (the embedding),
+ * "all" (every tensor), a section selector of the policies' (h.N, h.N-M, blocks, head, an
+ * alias of al: every tensor of those sections; "embed" is never an alias here), a tensor
+ * name, or a glob over tensor names (fnmatch: "*.self_attn.*").
+ * Refused with a message naming the item: one that names nothing; one that freezes part of
+ * a joined weight (q_proj, k_proj and v_proj are one product, as gate_proj and up_proj);
+ * freezing everything. */
+int eng_freeze_resolve(eng_config *c, const eng_aliases *al, const char (*items)[ENG_SELECTOR_LEN],
+	int n, eng_err *err);
+
+#endif
