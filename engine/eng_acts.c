@@ -21,6 +21,7 @@ size_t eng_act_elems(const eng_act_field *f, const eng_config *cfg, int B, int T
 	case ENG_W_QKV: return N * (size_t)eng_config_qkv(cfg);
 	case ENG_W_FFI: return N * (size_t)eng_config_ffn_in(cfg);
 	case ENG_W_FF: return N * (size_t)eng_config_ffn(cfg);
+	case ENG_W_LORA: return N * (size_t)cfg->lora_r * eng_lora_count(cfg);
 	case ENG_W_V: return N * V;
 	default: return (size_t)R * V; /* ENG_W_CHUNK */
 	}

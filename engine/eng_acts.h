@@ -48,6 +48,7 @@ enum {
 	ENG_W_QKV,   /* q|k|v: 3C, or (NH + 2 NKV) hs under grouped-query attention */
 	ENG_W_FFI,   /* the MLP's first product: 4C before GELU, or gate|up 2I */
 	ENG_W_FF,    /* the MLP's hidden activation: GELU's 4C, or SwiGLU's I */
+	ENG_W_LORA,  /* r per adapter of the block (LoRA's x A^T), 0 without adapters */
 	ENG_W_V,     /* V: a row of logits */
 	ENG_W_CHUNK, /* R*V in all (not per row): one chunk of logits */
 };
@@ -72,7 +73,8 @@ enum {
 	X(ln2_mean, ENG_W_MEAN, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */        \
 	X(ln2_rstd, ENG_W_ROW, 1, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T) */         \
 	X(fch, ENG_W_FFI, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (B,T,4C) before GELU */ \
-	X(gelu, ENG_W_FF, 0, 1, ENG_K_OFF, ENG_K_SEL | ENG_K_FULL) /* (B,T,4C) */
+	X(gelu, ENG_W_FF, 0, 1, ENG_K_OFF, ENG_K_SEL | ENG_K_FULL) /* (B,T,4C) */             \
+	X(lora, ENG_W_LORA, 0, 0, ENG_K_OFF | ENG_K_SEL, ENG_K_FULL) /* (n, B,T,r) x A^T */
 
 /* X(name, width, f32, mm, keep, pool). The head works in chunks of R rows under both
  * modes: `off` keeps every chunk's logits, `chunked` only the log-sum-exp, and rebuilds

@@ -1,6 +1,7 @@
 /* eng_config.c - model shapes and presets (see eng_config.h). */
 #include "eng_config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* the Llama shapes, as ENG_GPT2 writes GPT-2's */
@@ -95,6 +96,10 @@ int eng_config_validate(const eng_config *c, const char *what, eng_err *err)
 	if (c->vocab_size < 1 || c->vocab_size > ENG_MAX_VOCAB)
 		return eng_errf(err, "%s: vocab_size %d out of range 1..%d", what, c->vocab_size,
 			ENG_MAX_VOCAB);
+	if (c->lora_r && (c->lora_r < 1 || c->lora_r > ENG_LORA_MAX_R || !c->lora_units ||
+			     !(c->lora_alpha > 0.0 && c->lora_alpha < 1e6)))
+		return eng_errf(err, "%s: LoRA r %d (1..%d), alpha %g (positive) and its targets", what,
+			c->lora_r, ENG_LORA_MAX_R, c->lora_alpha);
 	return c->arch == ENG_ARCH_LLAMA ? validate_llama(c, what, err) : 0;
 }
 
@@ -132,4 +137,67 @@ size_t eng_config_num_params(const eng_config *c)
 		       L * (2 * C + C * W + C * C + C * Fi + F * C);
 	size_t per_block = 2 * C + C * W + W + C * C + C + 2 * C + C * F + F + F * C + C;
 	return V * C + P * C + L * per_block + 2 * C;
+}
+
+/* ---- LoRA units ---- */
+
+int eng_lora_units(const eng_config *c, eng_lora_unit *out)
+{
+	int C = c->n_embd, hs = C / c->n_head, A = c->n_head * hs, KV = eng_config_kv_heads(c) * hs;
+	int I = c->intermediate_size, n = 0;
+	if (c->arch == ENG_ARCH_LLAMA) {
+		out[n++] = (eng_lora_unit){"self_attn.q_proj", 0, 0, A, C};
+		out[n++] = (eng_lora_unit){"self_attn.k_proj", 0, A, KV, C};
+		out[n++] = (eng_lora_unit){"self_attn.v_proj", 0, A + KV, KV, C};
+		out[n++] = (eng_lora_unit){"self_attn.o_proj", 1, 0, C, A};
+		out[n++] = (eng_lora_unit){"mlp.gate_proj", 2, 0, I, C};
+		out[n++] = (eng_lora_unit){"mlp.up_proj", 2, I, I, C};
+		out[n++] = (eng_lora_unit){"mlp.down_proj", 3, 0, C, I};
+		return n;
+	}
+	out[n++] = (eng_lora_unit){"attn.c_attn", 0, 0, 3 * C, C};
+	out[n++] = (eng_lora_unit){"attn.c_proj", 1, 0, C, C};
+	out[n++] = (eng_lora_unit){"mlp.c_fc", 2, 0, 4 * C, C};
+	out[n++] = (eng_lora_unit){"mlp.c_proj", 3, 0, C, 4 * C};
+	return n;
+}
+
+int eng_lora_targets(const eng_config *c, const char *const *names, int n, unsigned *units,
+	eng_err *err)
+{
+	eng_lora_unit u[ENG_LORA_UNITS];
+	int nu = eng_lora_units(c, u);
+	*units = 0;
+	for (int k = 0; k < n; k++) {
+		size_t len = strlen(names[k]);
+		unsigned hit = 0;
+		for (int i = 0; i < nu; i++) {
+			size_t ml = strlen(u[i].module);
+			if (strcmp(u[i].module, names[k]) == 0 ||
+				(ml > len && u[i].module[ml - len - 1] == '.' &&
+					strcmp(u[i].module + ml - len, names[k]) == 0))
+				hit |= 1u << i;
+		}
+		if (!hit) {
+			char list[160] = "";
+			size_t used = 0;
+			for (int i = 0; i < nu && used < sizeof list; i++)
+				used += (size_t)snprintf(list + used, sizeof list - used, "%s%s",
+					i ? ", " : "", strchr(u[i].module, '.') + 1);
+			return eng_errf(err, "LoRA target '%.64s' names no weight of a %s block (%s)",
+				names[k], eng_arch_name(c->arch), list);
+		}
+		*units |= hit;
+	}
+	return 0;
+}
+
+int eng_lora_count(const eng_config *c)
+{
+	return c->lora_r ? __builtin_popcount(c->lora_units) : 0;
+}
+
+float eng_lora_scale(const eng_config *c)
+{
+	return c->lora_r ? (float)(c->lora_alpha / c->lora_r) : 0.0f;
 }

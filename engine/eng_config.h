@@ -48,6 +48,12 @@ typedef struct eng_config {
 	int untied;               /* 1: lm_head.weight of its own (tie_word_embeddings false) */
 	double rope_theta;        /* rotary base, > 0 */
 	double rms_norm_eps;      /* > 0 */
+	/* LoRA adapters (the job's "lora"; lora_r 0: none): A (r, in) and B (out, r) beside each
+	 * targeted linear weight, y += (alpha / r) (x A^T) B^T, as PEFT's LoraLayer. Part of the
+	 * model's tensors, but written to adapter_config.json, never config.json. */
+	int lora_r;
+	double lora_alpha;
+	unsigned lora_units;      /* bit u: unit u of eng_lora_units (which weights carry one) */
 	/* Not the model's but its run's, as mm_bf16 (train.freeze, resolved by
 	 * eng_spec_finish): bit i set when tensor i of the table (eng_model_table) is frozen,
 	 * so that it has no gradient and no optimizer state. All clear: everything trains. */
@@ -84,6 +90,31 @@ int eng_config_qkv(const eng_config *c);      /* q|k|v columns: (NH + 2 NKV) C/N
 int eng_config_ffn(const eng_config *c);      /* the MLP's hidden width: 4C, or I */
 int eng_config_ffn_in(const eng_config *c);   /* its first product's columns: 4C, or 2I */
 int eng_config_tied(const eng_config *c);     /* 1: the lm_head is the token embedding */
+
+/* ---- LoRA: the weights an adapter can sit beside, per family ---- */
+
+#define ENG_LORA_UNITS 7 /* most of one block: Llama's q, k, v, o, gate, up, down */
+#define ENG_LORA_MAX_R 1024
+
+/* One weight of a block as PEFT targets it: its module's path in the block ("self_attn.q_proj",
+ * "attn.c_attn"), the linear layer of eng_model's it is part of (0 qkv, 1 attention
+ * projection, 2 the MLP's first, 3 its last) and its columns there. */
+typedef struct eng_lora_unit {
+	const char *module;
+	int layer;
+	int col0, cols, in; /* output columns [col0, col0 + cols) of the layer's, input width */
+} eng_lora_unit;
+
+/* The family's units (n of them, at most ENG_LORA_UNITS), in block order. */
+int eng_lora_units(const eng_config *c, eng_lora_unit *out);
+/* The units target names (PEFT's target_modules: a module whose path is the name or ends
+ * with "." name; "c_proj" is GPT-2's attn.c_proj and mlp.c_proj) into *units. 0, or -1 with
+ * a message naming the first that matches nothing. */
+int eng_lora_targets(const eng_config *c, const char *const *names, int n, unsigned *units,
+	eng_err *err);
+/* Units that carry an adapter in c, and the LoRA scale alpha / r */
+int eng_lora_count(const eng_config *c);
+float eng_lora_scale(const eng_config *c);
 
 /* Number of float parameters (a tied lm_head counted once). */
 size_t eng_config_num_params(const eng_config *cfg);

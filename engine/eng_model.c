@@ -66,6 +66,19 @@ static float *at_of(float *base, const eng_ptensor *t, int grad)
 	return t->frozen ? NULL : base + t->goff;
 }
 
+/* The adapters' pointers of w (after the base tensors, eng_model_table's order) */
+static void bind_adapters(const eng_model *m, float *base, int grad, eng_weights *w)
+{
+	const eng_ptensor *t = m->tensors + eng_lora_base_tensors(&m->cfg);
+	for (int l = 0; m->cfg.lora_r && l < m->cfg.n_layer; l++)
+		for (int u = 0; u < ENG_LORA_UNITS; u++) {
+			if (!(m->cfg.lora_units >> u & 1))
+				continue;
+			w->h[l].lora_a[u] = at_of(base, t++, grad);
+			w->h[l].lora_b[u] = at_of(base, t++, grad);
+		}
+}
+
 /* Points w's fields at the tensors of `base` (params, or grads with grad 1), in table
  * order. */
 static void bind_weights(const eng_model *m, float *base, int grad, eng_weights *w)
@@ -87,6 +100,7 @@ static void bind_weights(const eng_model *m, float *base, int grad, eng_weights 
 		}
 		w->lnfw = at_of(base, &t[1 + 9 * L], grad);
 		w->lmw = eng_config_tied(&m->cfg) ? w->wte : at_of(base, &t[2 + 9 * L], grad);
+		bind_adapters(m, base, grad, w);
 		return;
 	}
 	w->wpe = at_of(base, &t[1], grad);
@@ -106,9 +120,11 @@ static void bind_weights(const eng_model *m, float *base, int grad, eng_weights 
 		h->fcprojw = at_of(base, &lt[10], grad);
 		h->fcprojb = at_of(base, &lt[11], grad);
 	}
-	w->lnfw = at_of(base, &t[m->ntensors - 2], grad);
-	w->lnfb = at_of(base, &t[m->ntensors - 1], grad);
+	int nb = eng_lora_base_tensors(&m->cfg);
+	w->lnfw = at_of(base, &t[nb - 2], grad);
+	w->lnfb = at_of(base, &t[nb - 1], grad);
 	w->lmw = w->wte;
+	bind_adapters(m, base, grad, w);
 }
 
 /* The lowest block a step's backward must reach: the lowest with a trainable tensor, or 0
@@ -400,6 +416,85 @@ static void head_mm(eng_model *m, int k, int rows, const void *A, const void *B,
 	prod_run(m, HEAD_PRODUCTS + k + (rows == m->chunk_rows ? 0 : 3), 0, A, B, C);
 }
 
+/* ---- LoRA (eng_config.h): y += s (x A^T) B^T beside each targeted weight, s = alpha / r ----
+ *
+ * Shapes: x (N, in) the layer's input, A (r, in), B (cols, r), mid (N, r) = x A^T kept per
+ * unit in the block's `lora` field (unit j of the block's at j * N * r), y's columns
+ * [col0, col0 + cols) of the layer's OC. In float32 (precision bf16 refuses adapters), by
+ * OpenBLAS: the same calls in forward and recompute, so every policy keeps its bits. */
+
+/* Walks the adapters of linear layer k of a block: each call gives the next one's unit
+ * (u: units[i]) and its mid (slot j of the block's `lora` field, counting every targeted
+ * unit in block order); 0 after the last. */
+typedef struct lora_at {
+	const eng_lora_unit *u;
+	float *mid;
+	int i, j;
+} lora_at;
+
+static int lora_next(const eng_model *m, int k, const eng_acts *a, lora_at *it,
+	const eng_lora_unit *units, int nu)
+{
+	size_t slot = (size_t)m->B * m->T * m->cfg.lora_r;
+	while (it->i < nu) {
+		int i = it->i++;
+		if (!(m->cfg.lora_units >> i & 1))
+			continue;
+		float *mid = (float *)a->lora + slot * (size_t)it->j++;
+		if (units[i].layer != k)
+			continue;
+		it->u = &units[i];
+		it->mid = mid;
+		return 1;
+	}
+	return 0;
+}
+
+/* out(N,OC)[:, unit's columns] += s mid B^T, mid = x A^T, for the adapters of layer k;
+ * out NULL: mid only (full recompute stops before the MLP's last product, whose adapters'
+ * backward still needs it) */
+static void lora_fwd(eng_model *m, int k, int l, const eng_acts *a, float *out,
+	const void *inp, int N, int OC)
+{
+	eng_lora_unit units[ENG_LORA_UNITS];
+	int nu = m->cfg.lora_r ? eng_lora_units(&m->cfg, units) : 0, r = m->cfg.lora_r;
+	float s = eng_lora_scale(&m->cfg);
+	lora_at it = {0};
+	const eng_layer_w *w = &m->w.h[l];
+	while (lora_next(m, k, a, &it, units, nu)) {
+		const eng_lora_unit *u = it.u;
+		int i = (int)(u - units);
+		kn_sgemm(0, 1, N, r, u->in, 1.0f, inp, u->in, w->lora_a[i], u->in, 0.0f, it.mid, r);
+		if (out)
+			kn_sgemm(0, 1, N, u->cols, r, s, it.mid, r, w->lora_b[i], r, 1.0f,
+				out + u->col0, OC);
+	}
+}
+
+/* The adapters' gradients of layer k from dout(N,OC): dB += s dy^T mid, dmid = s dy B,
+ * dA += dmid^T x, and dinp(N,in) += dmid A (dinp already holds the base weight's part) */
+static void lora_bwd(eng_model *m, int k, int l, const eng_acts *a, float *dinp,
+	const float *dout, const void *inp, int N, int OC)
+{
+	eng_lora_unit units[ENG_LORA_UNITS];
+	int nu = m->cfg.lora_r ? eng_lora_units(&m->cfg, units) : 0, r = m->cfg.lora_r;
+	float s = eng_lora_scale(&m->cfg);
+	lora_at it = {0};
+	const eng_layer_w *w = &m->w.h[l];
+	eng_layer_w *g = &m->g.h[l];
+	while (lora_next(m, k, a, &it, units, nu)) {
+		const eng_lora_unit *u = it.u;
+		int i = (int)(u - units);
+		const float *dy = dout + u->col0;
+		kn_sgemm(1, 0, u->cols, r, N, s, dy, OC, it.mid, r, 1.0f, g->lora_b[i], r);
+		kn_sgemm(0, 0, N, r, u->cols, s, dy, OC, w->lora_b[i], r, 0.0f, m->dmid, r);
+		kn_sgemm(1, 0, r, u->in, N, 1.0f, m->dmid, r, inp, u->in, 1.0f, g->lora_a[i], u->in);
+		if (dinp)
+			kn_sgemm(0, 0, N, u->in, r, 1.0f, m->dmid, r, w->lora_a[i], u->in, 1.0f, dinp,
+				u->in);
+	}
+}
+
 /* 1 when the linear layers run as the product table says (precision bf16, or the Llama
  * family's [out, in] weights); GPT-2's float32 ones run kn_linear_forward/backward, the
  * same OpenBLAS products with the bias fused */
@@ -417,26 +512,27 @@ static const void *wmm(const eng_model *m, const float *w)
 /* Linear layer k (0 qkv, 1 attention proj, 2 fc, 3 fc proj) of block l:
  * out(N,OC) = inp(N,C) w + b(OC), w (C,OC) under GPT-2 and (OC,C) under llama; inp float32,
  * or bf16 under precision bf16; b may be NULL */
-static void linear_fwd(eng_model *m, int k, int l, float *out, const void *inp, const float *w,
-	const float *b, int N, int C, int OC)
+static void linear_fwd(eng_model *m, int k, int l, const eng_acts *a, float *out,
+	const void *inp, const float *w, const float *b, int N, int C, int OC)
 {
-	if (!linear_by_table(m)) {
+	if (!linear_by_table(m))
 		kn_linear_forward(out, inp, w, b, N, C, OC);
-		return;
-	}
-	prod_run(m, 3 * k, l, inp, wmm(m, w), out);
-	if (b)
+	else
+		prod_run(m, 3 * k, l, inp, wmm(m, w), out);
+	if (b && linear_by_table(m))
 		kn_add_bias(out, b, N, OC);
+	lora_fwd(m, k, l, a, out, inp, N, OC);
 }
 
 /* dinp(N,C) = dout through w, dw += its gradient (inp^T dout for GPT-2's (C,OC), dout^T inp
  * for llama's (OC,C)), db(OC) += column sums of dout(N,OC): dout float32 (rounded into
  * bf_out under bf16), inp as linear_fwd's; dinp, dw, db may be NULL (dw, db: frozen) */
-static void linear_bwd(eng_model *m, int k, int l, float *dinp, float *dw, float *db,
-	const float *dout, const void *inp, const float *w, int N, int C, int OC)
+static void linear_bwd(eng_model *m, int k, int l, const eng_acts *a, float *dinp, float *dw,
+	float *db, const float *dout, const void *inp, const float *w, int N, int C, int OC)
 {
 	if (!linear_by_table(m)) {
 		kn_linear_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+		lora_bwd(m, k, l, a, dinp, dout, inp, N, OC);
 		return;
 	}
 	const void *d = dout;
@@ -452,6 +548,7 @@ static void linear_bwd(eng_model *m, int k, int l, float *dinp, float *dw, float
 		prod_run(m, 3 * k + 2, l, inp, d, dw);
 	if (db)
 		kn_bias_backward(db, dout, N, OC);
+	lora_bwd(m, k, l, a, dinp, dout, inp, N, OC);
 }
 
 /* A float32 activation as a matmul's input (n elements): itself, or rounded into bf_in */
@@ -487,7 +584,7 @@ static const void *mm_row(const eng_model *m, const void *field, int r, int C)
 /* A step's workspace (ENG_MEM_WORKSPACE) of N rows, each `width` floats a row (WS_*);
  * then the attention scratch, per thread, and under llama the rotary table. What
  * eng_model_init allocates and eng_model_fixed_bytes counts. */
-enum { WS_ROW, WS_C, WS_BIG, WS_QKV };
+enum { WS_ROW, WS_C, WS_BIG, WS_QKV, WS_LORA };
 static const struct ws_field {
 	size_t offset; /* of the float * in eng_model */
 	int width;
@@ -498,6 +595,7 @@ static const struct ws_field {
 	{offsetof(eng_model, dbuf), WS_C},     /* (B,T,C) */
 	{offsetof(eng_model, dbig), WS_BIG},   /* (B,T,4C); llama (B,T,2I + I): dgu | dh */
 	{offsetof(eng_model, dqkv), WS_QKV},   /* (B,T,3C); llama (B,T,(NH+2NKV) hs) */
+	{offsetof(eng_model, dmid), WS_LORA},  /* (B,T,r), none without adapters */
 };
 #define NWORKSPACE (sizeof workspace / sizeof workspace[0])
 
@@ -510,6 +608,7 @@ static size_t ws_floats(const eng_config *cfg, int k, size_t N)
 	case WS_BIG:
 		return N * (cfg->arch == ENG_ARCH_LLAMA ?
 			(size_t)eng_config_ffn_in(cfg) + eng_config_ffn(cfg) : 4 * (size_t)cfg->n_embd);
+	case WS_LORA: return N * (size_t)cfg->lora_r;
 	default: return N * eng_config_qkv(cfg);
 	}
 }
@@ -588,7 +687,8 @@ static int model_init(eng_model *m, const eng_config *cfg, int B, int T, int chu
 
 	for (size_t k = 0; k < NWORKSPACE; k++) {
 		float **f = (float **)((char *)m + workspace[k].offset);
-		if (!(*f = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * ws_floats(cfg, (int)k, N))))
+		size_t n = ws_floats(cfg, (int)k, N);
+		if (n && !(*f = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * n)))
 			goto oom;
 	}
 	if (rope_floats(cfg, T)) {
@@ -639,7 +739,7 @@ void eng_model_free(eng_model *m)
 	if (m->mem.free)
 		eng_layout_free(&m->lay, &m->mem);
 	void *bufs[] = {m->params, m->grads, m->m, m->v, m->losses, m->tmp, m->dres, m->dbuf,
-		m->dbig, m->dqkv, m->att_scratch, m->rope, m->wbf, m->wpack, m->bf_out, m->bf_in,
+		m->dbig, m->dqkv, m->dmid, m->att_scratch, m->rope, m->wbf, m->wpack, m->bf_out, m->bf_in,
 		m->mm_scratch};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		eng_mem_free(bufs[i]);
@@ -668,9 +768,16 @@ void eng_model_init_weights(eng_model *m, uint64_t seed)
 	double proj_std = 0.02 / sqrt(2.0 * m->cfg.n_layer);
 	int llama = m->cfg.arch == ENG_ARCH_LLAMA;
 	memset(m->params, 0, m->nfloats * sizeof(float));
+	int nb = eng_lora_base_tensors(&m->cfg);
 	for (int i = 0; i < m->ntensors; i++) {
 		const eng_ptensor *t = &m->tensors[i];
 		float *p = m->params + t->offset;
+		if (i >= nb) { /* LoRA, as PEFT: A kaiming-uniform (a = sqrt 5), B zero */
+			double bound = 1.0 / sqrt((double)t->shape[1]);
+			for (size_t j = 0; j < t->numel; j++)
+				p[j] = (i - nb) % 2 ? 0.0f : (float)(bound * (2 * uniform01(&s) - 1));
+			continue;
+		}
 		if (t->ndim == 1) {
 			/* llama's 1-D tensors are all RMSNorm weights */
 			int is_ln_w = llama || (strstr(t->name, "ln_") && strstr(t->name, ".weight"));
@@ -718,20 +825,22 @@ static void block_forward(eng_model *m, int l, eng_acts *a, float *out)
 	float *ln = mm_f32(m, a->ln1, m->dbuf);
 	kn_layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, a->x, w->ln1w, w->ln1b, N, C);
 	mm_store(m, a->ln1, ln, NC);
-	linear_fwd(m, 0, l, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
+	linear_fwd(m, 0, l, a, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
 	kn_attention_forward(a->atty, a->att_lse, m->att_scratch, a->qkv, B, T, C, NH);
-	linear_fwd(m, 1, l, m->tmp, mm_input(m, a->atty, NC), w->attprojw, NULL, N, C, C);
+	linear_fwd(m, 1, l, a, m->tmp, mm_input(m, a->atty, NC), w->attprojw, NULL, N, C, C);
 	ln = mm_f32(m, a->ln2, m->dbuf);
 	kn_residual_layernorm_forward(a->res2, ln, a->ln2_mean, a->ln2_rstd, a->x, m->tmp,
 		w->attprojb, w->ln2w, w->ln2b, N, C);
 	mm_store(m, a->ln2, ln, NC);
-	linear_fwd(m, 2, l, a->fch, a->ln2, w->fcw, NULL, N, C, 4 * C);
+	linear_fwd(m, 2, l, a, a->fch, a->ln2, w->fcw, NULL, N, C, 4 * C);
 	float *ge = mm_f32(m, a->gelu, m->dbig);
 	kn_bias_gelu_forward(a->fch, ge, w->fcb, N, 4 * C);
 	mm_store(m, a->gelu, ge, 4 * NC);
-	if (!out)
+	if (!out) {
+		lora_fwd(m, 3, l, a, NULL, a->gelu, N, C);
 		return;
-	linear_fwd(m, 3, l, m->tmp, a->gelu, w->fcprojw, NULL, N, 4 * C, C);
+	}
+	linear_fwd(m, 3, l, a, m->tmp, a->gelu, w->fcprojw, NULL, N, 4 * C, C);
 	kn_residual_forward(out, a->res2, m->tmp, w->fcprojb, N, C);
 }
 
@@ -769,19 +878,19 @@ static void block_backward(eng_model *m, int l, const eng_acts *a)
 	const eng_layer_w *w = &m->w.h[l];
 	eng_layer_w *g = &m->g.h[l];
 	/* MLP branch: out = res2 + gelu(ln2 @ fcw + fcb) @ fcprojw + fcprojb */
-	linear_bwd(m, 3, l, m->dbig, g->fcprojw, g->fcprojb, m->dres, a->gelu, w->fcprojw, N, 4 * C,
+	linear_bwd(m, 3, l, a, m->dbig, g->fcprojw, g->fcprojb, m->dres, a->gelu, w->fcprojw, N, 4 * C,
 		C);
 	kn_gelu_backward(m->dbig, a->fch, m->dbig, (size_t)N * 4 * C);
-	linear_bwd(m, 2, l, m->dbuf, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, 4 * C);
+	linear_bwd(m, 2, l, a, m->dbuf, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, 4 * C);
 	/* dres += ln_2's backward: now dL/dres2 */
 	kn_layernorm_backward(m->dres, g->ln2w, g->ln2b, m->dbuf, a->res2, a->ln2_mean,
 		a->ln2_rstd, w->ln2w, N, C);
 	/* attention branch: res2 = x + attn(ln1) @ attprojw + attprojb */
-	linear_bwd(m, 1, l, m->dbuf, g->attprojw, g->attprojb, m->dres,
+	linear_bwd(m, 1, l, a, m->dbuf, g->attprojw, g->attprojb, m->dres,
 		mm_input(m, a->atty, (size_t)N * C), w->attprojw, N, C, C);
 	kn_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->atty, a->att_lse, B,
 		T, C, NH);
-	linear_bwd(m, 0, l, m->dbuf, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
+	linear_bwd(m, 0, l, a, m->dbuf, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
 	/* dres += ln_1's backward: now dL/dx */
 	kn_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dbuf, a->x, a->ln1_mean,
 		a->ln1_rstd, w->ln1w, N, C);
@@ -803,22 +912,24 @@ static void llama_block_forward(eng_model *m, int l, eng_acts *a, float *out)
 	float *ln = mm_f32(m, a->ln1, m->dbuf);
 	kn_rmsnorm_forward(ln, a->ln1_rstd, a->x, w->ln1w, eps, N, C);
 	mm_store(m, a->ln1, ln, NC);
-	linear_fwd(m, 0, l, a->qkv, a->ln1, w->qkvw, NULL, N, C, W);
+	linear_fwd(m, 0, l, a, a->qkv, a->ln1, w->qkvw, NULL, N, C, W);
 	kn_rope_forward(a->qkv, m->rope, B, T, NH, hs, W);               /* q */
 	kn_rope_forward((float *)a->qkv + NH * hs, m->rope, B, T, NKV, hs, W); /* k */
 	kn_gqa_attention_forward(a->atty, a->att_lse, m->att_scratch, a->qkv, B, T, NH, NKV, hs);
-	linear_fwd(m, 1, l, m->tmp, mm_input(m, a->atty, NC), w->attprojw, NULL, N, C, C);
+	linear_fwd(m, 1, l, a, m->tmp, mm_input(m, a->atty, NC), w->attprojw, NULL, N, C, C);
 	kn_residual_forward(a->res2, a->x, m->tmp, NULL, N, C);
 	ln = mm_f32(m, a->ln2, m->dbuf);
 	kn_rmsnorm_forward(ln, a->ln2_rstd, a->res2, w->ln2w, eps, N, C);
 	mm_store(m, a->ln2, ln, NC);
-	linear_fwd(m, 2, l, a->fch, a->ln2, w->fcw, NULL, N, C, 2 * I);
+	linear_fwd(m, 2, l, a, a->fch, a->ln2, w->fcw, NULL, N, C, 2 * I);
 	float *h = mm_f32(m, a->gelu, m->dbig);
 	kn_swiglu_forward(h, a->fch, N, I);
 	mm_store(m, a->gelu, h, (size_t)N * I);
-	if (!out)
+	if (!out) {
+		lora_fwd(m, 3, l, a, NULL, a->gelu, N, C);
 		return;
-	linear_fwd(m, 3, l, m->tmp, a->gelu, w->fcprojw, NULL, N, I, C);
+	}
+	linear_fwd(m, 3, l, a, m->tmp, a->gelu, w->fcprojw, NULL, N, I, C);
 	kn_residual_forward(out, a->res2, m->tmp, NULL, N, C);
 }
 
@@ -852,18 +963,18 @@ static void llama_block_backward(eng_model *m, int l, const eng_acts *a)
 	eng_layer_w *g = &m->g.h[l];
 	float *dgu = m->dbig, *dh = m->dbig + (size_t)N * 2 * I;
 	/* MLP: out = res2 + h down^T */
-	linear_bwd(m, 3, l, dh, g->fcprojw, NULL, m->dres, a->gelu, w->fcprojw, N, I, C);
+	linear_bwd(m, 3, l, a, dh, g->fcprojw, NULL, m->dres, a->gelu, w->fcprojw, N, I, C);
 	kn_swiglu_backward(dgu, dh, a->fch, N, I);
-	linear_bwd(m, 2, l, m->dbuf, g->fcw, NULL, dgu, a->ln2, w->fcw, N, C, 2 * I);
+	linear_bwd(m, 2, l, a, m->dbuf, g->fcw, NULL, dgu, a->ln2, w->fcw, N, C, 2 * I);
 	kn_rmsnorm_backward(m->dres, g->ln2w, m->dbuf, a->res2, a->ln2_rstd, w->ln2w, N, C);
 	/* attention: res2 = x + atty o^T */
-	linear_bwd(m, 1, l, m->dbuf, g->attprojw, NULL, m->dres,
+	linear_bwd(m, 1, l, a, m->dbuf, g->attprojw, NULL, m->dres,
 		mm_input(m, a->atty, (size_t)N * C), w->attprojw, N, C, C);
 	kn_gqa_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->atty, a->att_lse,
 		B, T, NH, NKV, hs);
 	kn_rope_backward(m->dqkv, m->rope, B, T, NH, hs, W);
 	kn_rope_backward(m->dqkv + NH * hs, m->rope, B, T, NKV, hs, W);
-	linear_bwd(m, 0, l, m->dbuf, g->qkvw, NULL, m->dqkv, a->ln1, w->qkvw, N, C, W);
+	linear_bwd(m, 0, l, a, m->dbuf, g->qkvw, NULL, m->dqkv, a->ln1, w->qkvw, N, C, W);
 	kn_rmsnorm_backward(m->dres, g->ln1w, m->dbuf, a->x, a->ln1_rstd, w->ln1w, N, C);
 }
 

@@ -41,6 +41,8 @@ typedef struct eng_layer_w {
 	float *ln2w, *ln2b;         /* (C) */
 	float *fcw, *fcb;           /* (C, 4C), (4C) */
 	float *fcprojw, *fcprojb;   /* (4C, C), (C) */
+	/* LoRA: unit u's (eng_lora_units) A (r, in) and B (cols, r); NULL where none */
+	float *lora_a[ENG_LORA_UNITS], *lora_b[ENG_LORA_UNITS];
 } eng_layer_w;
 
 typedef struct eng_weights {
@@ -107,6 +109,7 @@ typedef struct eng_model {
 	float *dbuf;                 /* (B,T,C) */
 	float *dbig;                 /* (B,T,4C) */
 	float *dqkv;                 /* (B,T,3C) */
+	float *dmid;                 /* LoRA: (B,T,r) an adapter's d(x A^T); NULL without */
 	float *att_scratch;          /* kn_attention_scratch_floats(T): per-thread blocks */
 	float *rope;                 /* llama: (T, hs) cos | sin (kn_rope_table), at init */
 	int scratch_threads;         /* threads att_scratch was sized for */

@@ -40,7 +40,8 @@ const char *const eng_precision_names[] = {"fp32", "bf16", NULL};
 
 static const char *const root_keys[] = {"name", "model", "data", "batch", "seq_len", "steps",
 	"grad_accum", "seed", "optim", "schedule", "remat", "eval", "sample", "save", "threads",
-	"device", "precision", "memory", "parallel", "train", NULL};
+	"device", "precision", "memory", "parallel", "train", "lora", NULL};
+static const char *const lora_keys[] = {"r", "alpha", "targets", NULL};
 static const char *const train_keys[] = {"freeze", NULL};
 static const char *const model_keys[] = {"preset", "n_layer", "n_embd", "n_head",
 	"n_positions", "vocab_size", "arch", "n_kv_head", "intermediate_size", "rope_theta",
@@ -667,6 +668,38 @@ static int parse_train(eng_spec *s, json_t *root, eng_err *err)
 	return 0;
 }
 
+/* lora: {"r", "alpha" (default 2r... PEFT's 8), "targets"} */
+static int parse_lora(eng_spec *s, json_t *root, eng_err *err)
+{
+	json_t *l, *t, *v;
+	size_t i;
+	if (get_object(root, "lora", &l, err) < 0)
+		return -1;
+	if (!l)
+		return 0;
+	if (check_keys(l, "lora", lora_keys, err) < 0 ||
+		get_int(l, "lora", "r", 1, ENG_LORA_MAX_R, &s->lora_r, err) < 0 ||
+		get_real(l, "lora", "alpha", 0.0, 1e6, &s->lora_alpha, err) < 0)
+		return -1;
+	if (!s->lora_r)
+		return eng_errf(err, "'lora.r' is missing: the adapters' rank (PEFT's r)");
+	if (s->lora_alpha == 0.0)
+		s->lora_alpha = 8.0; /* PEFT's LoraConfig default */
+	t = json_object_get(l, "targets");
+	if (!json_is_array(t) || json_array_size(t) == 0 ||
+		json_array_size(t) > ENG_LORA_UNITS)
+		return eng_errf(err, "'lora.targets' must be a list of 1 to %d module names (PEFT's "
+				     "target_modules: \"q_proj\", \"c_attn\", ...)", ENG_LORA_UNITS);
+	json_array_foreach(t, i, v) {
+		if (!json_is_string(v) || json_string_length(v) == 0 ||
+			json_string_length(v) >= sizeof s->lora_target[0])
+			return eng_errf(err, "'lora.targets[%zu]' must be a module name", i);
+		snprintf(s->lora_target[i], sizeof s->lora_target[i], "%s", json_string_value(v));
+	}
+	s->n_lora_target = (int)json_array_size(t);
+	return 0;
+}
+
 static int parse_save(eng_spec *s, json_t *root, eng_err *err)
 {
 	json_t *v;
@@ -835,6 +868,7 @@ static int parse_root(eng_spec *s, json_t *root, eng_err *err)
 		parse_eval(s, root, err) < 0 || parse_sample(s, root, err) < 0 ||
 		parse_save(s, root, err) < 0 || parse_parallel(s, root, err) < 0 ||
 		parse_memory(s, root, err) < 0 || parse_train(s, root, err) < 0 ||
+		parse_lora(s, root, err) < 0 ||
 		get_int(root, "", "threads", 1, SPEC_MAX_THREADS, &s->threads, err) < 0)
 		return -1;
 	s->seed = (uint64_t)seed;
@@ -958,6 +992,35 @@ int eng_policy_check_device(eng_device device, const eng_policy *p, eng_err *err
 	return 0;
 }
 
+/* The adapters on the model, the base frozen (PEFT's default: only A and B train) */
+static int finish_lora(eng_spec *spec, eng_err *err)
+{
+	eng_config *c = &spec->cfg;
+	const char *names[ENG_LORA_UNITS];
+	eng_err e;
+	if (spec->device == ENG_DEVICE_CUDA || spec->precision == ENG_PREC_BF16)
+		return eng_errf(err, "'lora': adapters train on the cpu in fp32 precision so far");
+	if (spec->n_freeze)
+		return eng_errf(err, "'train.freeze' with 'lora': the adapters are what trains, "
+				     "every base weight is frozen already");
+	if (spec->lora_r && c->lora_r)
+		return eng_errf(err, "'lora' with an adapter directory as model.init_from: its "
+				     "adapter_config.json decides the adapters");
+	for (int i = 0; i < spec->n_lora_target; i++)
+		names[i] = spec->lora_target[i];
+	if (spec->lora_r &&
+		eng_lora_targets(c, names, spec->n_lora_target, &c->lora_units, &e) < 0)
+		return eng_errf(err, "'lora.targets': %s", e.msg);
+	if (spec->lora_r) {
+		c->lora_r = spec->lora_r;
+		c->lora_alpha = spec->lora_alpha;
+	}
+	memset(c->frozen, 0, sizeof c->frozen);
+	for (int i = 0; i < eng_lora_base_tensors(c); i++)
+		eng_config_freeze(c, i);
+	return eng_config_validate(c, "'lora'", err);
+}
+
 int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 {
 	eng_aliases al;
@@ -1016,5 +1079,7 @@ int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 	if (spec->n_freeze && spec->device == ENG_DEVICE_CUDA)
 		return eng_errf(err, "'train.freeze': device cuda trains every tensor so far; "
 				     "frozen tensors train on the cpu");
+	if (spec->lora_r || spec->cfg.lora_r)
+		return finish_lora(spec, err);
 	return eng_freeze_resolve(&spec->cfg, &al, spec->freeze, spec->n_freeze, err);
 }

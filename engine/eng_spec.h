@@ -92,6 +92,12 @@ typedef struct eng_spec {
 	 * tensor names or globs), resolved into cfg.frozen by eng_spec_finish */
 	int n_freeze;
 	char freeze[ENG_MAX_FREEZE][ENG_SELECTOR_LEN];
+	/* lora: adapters of rank lora_r (0: none) and alpha on the weights lora_target names
+	 * (PEFT's target_modules), resolved by eng_spec_finish into cfg.lora_* */
+	int lora_r;
+	double lora_alpha;
+	int n_lora_target;
+	char lora_target[ENG_LORA_UNITS][32];
 	int remat_profile;                /* remat.profile: probe every section's modes at the
 					   * start (remat-profile) */
 	size_t mem_limit;                 /* memory.limit: bytes the tracking allocator may

@@ -42,11 +42,17 @@ static void add_tensor(eng_ptensor *tab, int *n, table_at *at, const char *name,
 	(*n)++;
 }
 
-int eng_model_ntensors(const eng_config *c)
+/* The base model's tensors: every one but the adapters */
+static int base_tensors(const eng_config *c)
 {
 	if (c->arch == ENG_ARCH_LLAMA)
 		return 2 + 9 * c->n_layer + !eng_config_tied(c);
 	return 4 + 12 * c->n_layer;
+}
+
+int eng_model_ntensors(const eng_config *c)
+{
+	return base_tensors(c) + 2 * eng_lora_count(c) * c->n_layer;
 }
 
 /* A block's tensors, in the order of eng_layer_w's weights: the name's suffix, the rank,
@@ -120,6 +126,21 @@ size_t eng_model_table(const eng_config *c, eng_ptensor *tab, size_t *ngrad)
 		add_tensor(tab, &n, off, "transformer.ln_f.weight", 1, C, 0, 0, 0);
 		add_tensor(tab, &n, off, "transformer.ln_f.bias", 1, C, 0, 0, 0);
 	}
+	/* the adapters last, block by block: A (r, in) and B (out, r) of each targeted unit,
+	 * named after their weight's module as PEFT names them (less its "base_model.model.") */
+	eng_lora_unit u[ENG_LORA_UNITS];
+	int nu = eng_lora_units(c, u);
+	for (int l = 0; c->lora_r && l < c->n_layer; l++)
+		for (int k = 0; k < nu; k++) {
+			if (!(c->lora_units >> k & 1))
+				continue;
+			snprintf(name, sizeof name, "%s.%s.%d.%s.lora_A.weight", pre, blocks, l,
+				u[k].module);
+			add_tensor(tab, &n, off, name, 2, c->lora_r, u[k].in, 1, 0);
+			snprintf(name, sizeof name, "%s.%s.%d.%s.lora_B.weight", pre, blocks, l,
+				u[k].module);
+			add_tensor(tab, &n, off, name, 2, u[k].cols, c->lora_r, 1, 0);
+		}
 	ENG_ASSERT(n == eng_model_ntensors(c));
 	if (ngrad)
 		*ngrad = at.goff;
@@ -140,7 +161,9 @@ size_t eng_model_floats(const eng_config *c, size_t *ngrad)
 
 int eng_tensor_section(const eng_config *c, int i)
 {
-	int llama = c->arch == ENG_ARCH_LLAMA;
+	int llama = c->arch == ENG_ARCH_LLAMA, nb = base_tensors(c);
+	if (i >= nb) /* an adapter: 2 per unit of each block */
+		return (i - nb) / (2 * eng_lora_count(c));
 	int first = llama ? 1 : 2, per = llama ? 9 : 12; /* the blocks' first tensor, and each's */
 	if (i < first)
 		return -1;
@@ -222,4 +245,9 @@ out:
 	free(hit);
 	free(tab);
 	return rc;
+}
+
+int eng_lora_base_tensors(const eng_config *c)
+{
+	return base_tensors(c);
 }

@@ -38,6 +38,11 @@ size_t eng_model_table(const eng_config *c, eng_ptensor *tab, size_t *ngrad);
 /* The same two counts without a table of the caller's (0 when out of memory). */
 size_t eng_model_floats(const eng_config *c, size_t *ngrad);
 
+/* The table's first adapter tensor (LoRA): every one before it is the base model's, which
+ * checkpoints write as model.safetensors; the adapters follow, A then B of each targeted
+ * unit (eng_lora_units), block by block. */
+int eng_lora_base_tensors(const eng_config *c);
+
 /* Which section tensor i of the table belongs to: -1 the embedding (wte, wpe;
  * embed_tokens), 0 .. L-1 a block, L the head (ln_f or model.norm, an untied lm_head). */
 int eng_tensor_section(const eng_config *c, int i);

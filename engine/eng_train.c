@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "eng_ckpt.h"
+#include "eng_peft.h"
 #include "eng_cuda.h"
 #include "eng_cuda_mem.h"
 #include "eng_dp.h"
@@ -75,7 +76,7 @@ static int resolve_init(eng_spec *s, eng_err *err)
 	 * its step_ directories) */
 	int is_save_dir = stat(s->init_from, &st) == 0 && S_ISDIR(st.st_mode);
 	static const char *const own[] = {"/config.json", "/model.safetensors",
-		"/trainer_state.json"};
+		"/trainer_state.json", "/" ENG_PEFT_CONFIG};
 	for (size_t i = 0; i < sizeof own / sizeof own[0] && is_save_dir; i++) {
 		snprintf(p, sizeof p, "%s%s", s->init_from, own[i]);
 		is_save_dir = stat(p, &st) < 0;

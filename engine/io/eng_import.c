@@ -19,6 +19,7 @@
 
 #include "eng_hfconfig.h"
 #include "eng_llmc.h"
+#include "eng_peft.h"
 #include "eng_st.h"
 
 #define HF_LM_HEAD    "lm_head.weight" /* never prefixed */
@@ -125,7 +126,7 @@ static int load_file(eng_model *m, const eng_st_file *f, hf_load *ls, eng_err *e
  * them. */
 static int load_done(eng_model *m, const hf_load *ls, eng_err *err)
 {
-	for (int i = 0; i < m->ntensors; i++) {
+	for (int i = 0; i < eng_lora_base_tensors(&m->cfg); i++) { /* adapters: eng_peft_load */
 		const char *name = m->tensors[i].name;
 		int pre = has_prefix(&m->cfg, name); /* all but an untied lm_head */
 		if (!ls->seen[i])
@@ -289,6 +290,8 @@ int eng_import_read_config(const char *from, eng_config *cfg, eng_err *err)
 	char path[PATH_MAX_LEN + 32];
 	if (eng_import_is_file(from))
 		return eng_llmc_read_config(from, cfg, err);
+	if (eng_peft_is_adapter(from))
+		return eng_peft_read_config(from, cfg, path, sizeof path, err);
 	if (join(path, sizeof path, from, "config.json", err) < 0)
 		return -1;
 	return eng_hfconfig_read(path, cfg, err);
@@ -297,8 +300,14 @@ int eng_import_read_config(const char *from, eng_config *cfg, eng_err *err)
 int eng_import_load(eng_model *m, const char *from, eng_err *err)
 {
 	char path[PATH_MAX_LEN + 32];
+	eng_config c;
 	if (eng_import_is_file(from))
 		return eng_model_load_llmc(m, from, err);
+	/* adapters: the base's weights from its directory, then theirs */
+	if (eng_peft_is_adapter(from))
+		return eng_peft_read_config(from, &c, path, sizeof path, err) < 0 ||
+				eng_import_load(m, path, err) < 0 || eng_peft_load(m, from, err) < 0
+			? -1 : 0;
 	if (join(path, sizeof path, from, "model.safetensors", err) < 0)
 		return -1;
 	struct stat st;

@@ -111,6 +111,26 @@ CASES = {
                        batch=3, seq_len=20, steps=2, n_tokens=2 * 60 + 1 + 7, seed=47,
                        lr=2e-3, weight_decay=0.05, grad_clip=0.0,
                        schedule=dict(kind="constant", warmup=0, min_lr_frac=0.1)),
+    # lora_llama, lora_gpt2: LoRA adapters (PEFT's LoraLayer, see lin) on a frozen base, the
+    # base and its adapters as PEFT saves them (adapter/: adapter_config.json with
+    # base_model_name_or_path "..", adapter_model.safetensors). lora_llama's on q_proj and
+    # v_proj (parts of the engine's one q|k|v product), o_proj and down_proj, r 4, alpha 8;
+    # lora_gpt2's on every weight (c_attn, both c_proj, c_fc), r 3, alpha 12. A as PEFT
+    # initialises it (kaiming-uniform, a = sqrt(5): uniform(-1/sqrt(in), 1/sqrt(in))); B
+    # normal(0, 0.02), where PEFT starts it at zero, at which A's first gradient is zero.
+    "lora_llama": dict(arch="llama", n_layer=2, n_embd=32, n_head=4, n_kv_head=2,
+                       intermediate_size=44, n_positions=24, vocab_size=131,
+                       rope_theta=10000.0, rms_norm_eps=1e-5, tie_word_embeddings=False,
+                       batch=2, seq_len=20, steps=3, n_tokens=3 * 40 + 1 + 9, seed=53,
+                       lr=3e-3, weight_decay=0.1, grad_clip=0.02,
+                       schedule=dict(kind="cosine", warmup=1, min_lr_frac=0.1),
+                       lora=dict(r=4, alpha=8.0,
+                                 targets=["q_proj", "v_proj", "o_proj", "down_proj"])),
+    "lora_gpt2": dict(n_layer=2, n_embd=48, n_head=4, n_positions=24, vocab_size=113,
+                      batch=2, seq_len=24, steps=2, n_tokens=2 * 48 + 1 + 5, seed=59,
+                      lr=2e-3, weight_decay=0.05, grad_clip=0.0,
+                      schedule=dict(kind="constant", warmup=0, min_lr_frac=0.1),
+                      lora=dict(r=3, alpha=12.0, targets=["c_attn", "c_proj", "c_fc"])),
 }
 
 # greedy: greedy decoding on the shipped tiny/ case (its folder is only read), from its
@@ -271,6 +291,19 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
+def lin(P, name, x, conv1d):
+    """x through the linear weight `name` (its module's path, without ".weight"): a Linear's
+    [out, in] weight (x W^T) or GPT-2's Conv1D [in, out] (x W, plus its bias); plus, when P
+    has its LoRA adapters, PEFT's LoraLayer.forward: result + lora_B(lora_A(x)) * scaling,
+    scaling = lora_alpha / r (P["lora.scaling"])."""
+    W = P[name + ".weight"]
+    y = x @ W + P[name + ".bias"] if conv1d else x @ W.T
+    if name + ".lora_A.weight" in P:
+        y = y + (x @ P[name + ".lora_A.weight"].T) @ P[name + ".lora_B.weight"].T \
+            * P["lora.scaling"]
+    return y
+
+
 def forward(P, c, idx, tgt):
     """Returns (logits [B,T,V], mean cross-entropy). P: name -> float64 leaf tensor. With
     tgt None, the loss is None."""
@@ -282,7 +315,7 @@ def forward(P, c, idx, tgt):
     for l in range(c["n_layer"]):
         p = "transformer.h.%d." % l
         h = layer_norm(x, P[p + "ln_1.weight"], P[p + "ln_1.bias"])
-        qkv = h @ P[p + "attn.c_attn.weight"] + P[p + "attn.c_attn.bias"]  # columns q|k|v
+        qkv = lin(P, p + "attn.c_attn", h, True)                         # columns q|k|v
         q, k, v = qkv.split(C, dim=2)
         q = q.view(B, T, NH, hs).transpose(1, 2)                          # [B,NH,T,hs]
         k = k.view(B, T, NH, hs).transpose(1, 2)
@@ -290,10 +323,10 @@ def forward(P, c, idx, tgt):
         att = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
         att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, C)
-        x = x + y @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"]
+        x = x + lin(P, p + "attn.c_proj", y, True)
         h = layer_norm(x, P[p + "ln_2.weight"], P[p + "ln_2.bias"])
-        u = gelu_tanh(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"])
-        x = x + u @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"]
+        u = gelu_tanh(lin(P, p + "mlp.c_fc", h, True))
+        x = x + lin(P, p + "mlp.c_proj", u, True)
     x = layer_norm(x, P["transformer.ln_f.weight"], P["transformer.ln_f.bias"])
     logits = x @ P["transformer.wte.weight"].T                                # tied lm_head
     if tgt is None:
@@ -405,9 +438,9 @@ def llama_forward(P, c, idx, tgt):
     for l in range(c["num_hidden_layers"]):
         p = "model.layers.%d." % l
         h = rms_norm(x, P[p + "input_layernorm.weight"], eps)
-        q = (h @ P[p + "self_attn.q_proj.weight"].T).view(B, T, NH, hd).transpose(1, 2)
-        k = (h @ P[p + "self_attn.k_proj.weight"].T).view(B, T, NKV, hd).transpose(1, 2)
-        v = (h @ P[p + "self_attn.v_proj.weight"].T).view(B, T, NKV, hd).transpose(1, 2)
+        q = lin(P, p + "self_attn.q_proj", h, False).view(B, T, NH, hd).transpose(1, 2)
+        k = lin(P, p + "self_attn.k_proj", h, False).view(B, T, NKV, hd).transpose(1, 2)
+        v = lin(P, p + "self_attn.v_proj", h, False).view(B, T, NKV, hd).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         k = k.repeat_interleave(rep, dim=1)                                  # repeat_kv
@@ -415,11 +448,11 @@ def llama_forward(P, c, idx, tgt):
         att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
         att = att.masked_fill(~causal, float("-inf")).softmax(dim=-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, NH * hd)
-        x = x + y @ P[p + "self_attn.o_proj.weight"].T
+        x = x + lin(P, p + "self_attn.o_proj", y, False)
         h = rms_norm(x, P[p + "post_attention_layernorm.weight"], eps)
-        g = h @ P[p + "mlp.gate_proj.weight"].T
-        u = h @ P[p + "mlp.up_proj.weight"].T
-        x = x + (torch.nn.functional.silu(g) * u) @ P[p + "mlp.down_proj.weight"].T
+        g = lin(P, p + "mlp.gate_proj", h, False)
+        u = lin(P, p + "mlp.up_proj", h, False)
+        x = x + lin(P, p + "mlp.down_proj", torch.nn.functional.silu(g) * u, False)
     x = rms_norm(x, P["model.norm.weight"], eps)
     head = P["model.embed_tokens.weight" if c["tie_word_embeddings"] else "lm_head.weight"]
     logits = x @ head.T
@@ -436,6 +469,46 @@ def model_names(c):
 
 def model_forward(P, c, idx, tgt):
     return (llama_forward if is_llama(c) else forward)(P, c, idx, tgt)
+
+
+def lora_units(c):
+    """(module path in a block, in, out) of every weight an adapter can sit on, in the
+    engine's block order (eng_lora_units)"""
+    C = c["n_embd"]
+    if not is_llama(c):
+        return [("attn.c_attn", C, 3 * C), ("attn.c_proj", C, C), ("mlp.c_fc", C, 4 * C),
+                ("mlp.c_proj", 4 * C, C)]
+    hd, I = C // c["n_head"], c["intermediate_size"]
+    A, KV = c["n_head"] * hd, c["n_kv_head"] * hd
+    return [("self_attn.q_proj", C, A), ("self_attn.k_proj", C, KV),
+            ("self_attn.v_proj", C, KV), ("self_attn.o_proj", A, C), ("mlp.gate_proj", C, I),
+            ("mlp.up_proj", C, I), ("mlp.down_proj", I, C)]
+
+
+def lora_adapters(c):
+    """[(name, shape)] of the adapters, PEFT's names less "base_model.model.": a module
+    is targeted when its path is a target or ends with "." + target (target_modules)"""
+    lo = c["lora"]
+    out = []
+    pre = "model.layers.%d." if is_llama(c) else "transformer.h.%d."
+    for l in range(c["n_layer"]):
+        for mod, fin, fout in lora_units(c):
+            if any(mod == t or mod.endswith("." + t) for t in lo["targets"]):
+                out.append(((pre % l) + mod + ".lora_A.weight", (lo["r"], fin)))
+                out.append(((pre % l) + mod + ".lora_B.weight", (fout, lo["r"])))
+    return out
+
+
+def lora_init(c, gen):
+    out = {}
+    for name, shape in lora_adapters(c):
+        if name.endswith("lora_A.weight"):
+            bound = 1.0 / math.sqrt(shape[1])
+            t = (torch.rand(*shape, generator=gen, dtype=torch.float32) * 2 - 1) * bound
+        else:
+            t = torch.randn(*shape, generator=gen, dtype=torch.float32) * 0.02
+        out[name] = t.numpy()
+    return out
 
 
 def lr_at(job, i):
@@ -479,7 +552,14 @@ def train(c, job, weights, tokens, val_tokens=None, info=None):
     of every and for the last step. info, if given, receives the gradient norm of each step
     (before clipping) when clipping is on."""
     names = model_names(c)
+    lora = job.get("lora")
+    if lora:            # the base frozen, the adapters (lora["names"]) trained
+        base, names = names, lora["names"]
     P = {n: torch.tensor(weights[n], dtype=torch.float64, requires_grad=True) for n in names}
+    if lora:
+        for n in base:
+            P[n] = torch.tensor(weights[n], dtype=torch.float64)
+        P["lora.scaling"] = lora["alpha"] / lora["r"]
     decay = [P[n] for n in names if P[n].dim() == 2]
     no_decay = [P[n] for n in names if P[n].dim() != 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": job["weight_decay"]},
@@ -537,7 +617,7 @@ def train(c, job, weights, tokens, val_tokens=None, info=None):
               % (" ".join("%.6g" % x for x in norms), job["grad_clip"]))
     if info is not None:
         info["grad_norms"] = norms
-    for n in names:
+    for n in (base + names if lora else names):
         out["param." + n] = P[n].detach().numpy().copy()
     return out
 
@@ -557,7 +637,7 @@ def job_from_file(path):
                weight_decay=o["weight_decay"], grad_clip=o["grad_clip"],
                schedule=dict(kind=s.get("kind", "cosine"), warmup=s.get("warmup", 0),
                              min_lr_frac=s.get("min_lr_frac", 0.1)))
-    for key in ("grad_accum", "eval"):
+    for key in ("grad_accum", "eval", "lora"):
         if key in j:
             job[key] = j[key]
     return job
@@ -571,6 +651,13 @@ def validate(folder):
     weights = st_read(os.path.join(folder, "model.safetensors"))
     tokens = llmc_read(os.path.join(folder, "train.bin"))
     val_tokens = llmc_read(os.path.join(folder, "val.bin")) if "eval" in job else None
+    if "lora" in job:   # the adapters as PEFT saved them (write_adapter)
+        with open(os.path.join(folder, "adapter", "adapter_config.json")) as f:
+            ac = json.load(f)
+        ad = st_read(os.path.join(folder, "adapter", "adapter_model.safetensors"))
+        ad = {k[len("base_model.model."):]: v for k, v in ad.items()}
+        job["lora"] = dict(r=ac["r"], alpha=ac["lora_alpha"], names=list(ad))
+        weights = dict(weights, **ad)
     print("%s:" % folder)
     got = train(c, job, weights, tokens, val_tokens)
     ref = st_read(os.path.join(folder, "expected.safetensors"))
@@ -607,6 +694,21 @@ def validate(folder):
     return ok
 
 
+def write_adapter(folder, c, adapters):
+    """PEFT's save_pretrained of a LoRA model: adapter_config.json (LoraConfig's keys) and
+    adapter_model.safetensors, its names "base_model.model." + the module's + lora_A/B"""
+    os.makedirs(folder, exist_ok=True)
+    lo = c["lora"]
+    write_json(os.path.join(folder, "adapter_config.json"), {
+        "peft_type": "LORA", "task_type": "CAUSAL_LM", "base_model_name_or_path": "..",
+        "r": lo["r"], "lora_alpha": lo["alpha"], "target_modules": lo["targets"],
+        "lora_dropout": 0.0, "bias": "none", "fan_in_fan_out": not is_llama(c),
+        "init_lora_weights": True, "inference_mode": False, "modules_to_save": None,
+        "use_rslora": False, "revision": None})
+    st_write(os.path.join(folder, "adapter_model.safetensors"),
+             {"base_model.model." + k: v for k, v in adapters.items()})
+
+
 def generate(name, outdir):
     c = CASES[name]
     assert c["n_embd"] % c["n_head"] == 0 and c["seq_len"] <= c["n_positions"]
@@ -623,6 +725,9 @@ def generate(name, outdir):
     gen = torch.Generator().manual_seed(c["seed"])
     weights = (llama_init_weights if llama else init_weights)(c, gen)
     tokens = torch.randint(0, c["vocab_size"], (c["n_tokens"],), generator=gen).numpy()
+    adapters = lora_init(c, gen) if "lora" in c else {}
+    if adapters:
+        job["lora"] = dict(r=c["lora"]["r"], alpha=c["lora"]["alpha"], names=list(adapters))
     val_tokens = None
     if "eval" in c:      # drawn after the training tokens, from the same generator
         val_tokens = torch.randint(0, c["vocab_size"], (c["n_val_tokens"],),
@@ -648,6 +753,9 @@ def generate(name, outdir):
     })
     if "eval" in c:
         spec["eval"] = c["eval"]
+    if adapters:
+        spec["lora"] = {k: c["lora"][k] for k in ("r", "alpha", "targets")}
+        write_adapter(os.path.join(folder, "adapter"), c, adapters)
     spec["weight_decay_applies_to"] = (
         "2-D weights (embed_tokens, the linear weights, lm_head); not the RMSNorm weights"
         if llama else "2-D weights (wte, wpe, linear weights); not biases or LayerNorm")
@@ -659,7 +767,7 @@ def generate(name, outdir):
     if val_tokens is not None:
         assert np.array_equal(llmc_read(os.path.join(folder, "val.bin")), val_tokens)
     info = {}
-    out = train(cfg, job, weights, tokens, val_tokens, info)
+    out = train(cfg, job, dict(weights, **adapters), tokens, val_tokens, info)
     if c["grad_clip"] > 0:
         assert info["grad_norms"][0] > c["grad_clip"], "clipping does not engage in step 1"
     st_write(os.path.join(folder, "expected.safetensors"), out)

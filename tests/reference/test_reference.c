@@ -36,7 +36,7 @@
 #include "tests.h"
 
 typedef struct ref_case {
-	const char *dir;    /* under reference/ */
+	const char *dir;    /* under reference/; with "/adapter": init_from the PEFT adapters */
 	int B, T, steps;
 	double lr, wd, clip;
 	const char *sched;  /* schedule.kind: "constant" or "cosine" */
@@ -63,7 +63,14 @@ static const ref_case cases[] = {
 		"h.0=full;h.1=selective;head=chunked"},
 	{"llama_tied", 3, 20, 2, 2e-3, 0.05, 0.0, "constant", 0, 0.1,
 		"h.0=selective;h.1=full;head=chunked"},
+	/* LoRA (GENERATED.md): adapters from PEFT's files on a frozen base; q_proj, v_proj,
+	 * o_proj, down_proj of a GQA Llama (clipping engages), every weight of a GPT-2 */
+	{"lora_llama/adapter", 2, 20, 3, 3e-3, 0.1, 0.02, "cosine", 1, 0.1,
+		"h.0=full;h.1=selective;head=chunked"},
+	{"lora_gpt2/adapter", 2, 24, 2, 2e-3, 0.05, 0.0, "constant", 0, 0.1,
+		"h.0=selective;h.1=full;head=chunked"},
 };
+#define NBF16 6 /* cases precision bf16 runs: LoRA trains in fp32 only */
 
 /* Policies, as remat-train's --remat-schedule texts applied before step 1; NULL stands for
  * the case's own mixed policy. */
@@ -77,14 +84,17 @@ static double worst_tensor(const eng_model *m, const float *x, eng_st_file *ex,
 {
 	double worst = 0;
 	eng_err err;
+	int grads = x == m->grads; /* the trainable tensors', at their gradient offsets */
 	for (int i = 0; i < m->ntensors; i++) {
 		const eng_ptensor *t = &m->tensors[i];
 		char name[128];
+		if (grads && t->frozen)
+			continue;
 		snprintf(name, sizeof name, "%s.%s", prefix, t->name);
 		float *r = malloc(t->numel * sizeof(float));
 		ck_assert_msg(eng_st_get_f32(ex, name, t->ndim, t->shape, r, &err) == 0, "%s",
 			err.msg);
-		double e = t_rel_l2(x + t->offset, r, t->numel);
+		double e = t_rel_l2(x + (grads ? t->goff : t->offset), r, t->numel);
 		if (e > worst) {
 			worst = e;
 			*worst_name = t->name;
@@ -121,6 +131,10 @@ static void run_case(const ref_case *c, const char *policy, const char *policy2,
 {
 	char rel[256];
 	snprintf(rel, sizeof rel, "reference/%s", c->dir);
+	char *from = t_data(rel);
+	char *slash = strchr(rel + strlen("reference/"), '/');
+	if (slash)
+		*slash = '\0'; /* the case's folder: its train.bin, expected.safetensors */
 	char *dir = t_data(rel);
 	eng_trainer tr;
 	/* chunk_rows 16 puts several chunks in the head, so chunking is exercised for real */
@@ -131,15 +145,15 @@ static void run_case(const ref_case *c, const char *policy, const char *policy2,
 		"\"weight_decay\":%g,\"grad_clip\":%g},"
 		"\"schedule\":{\"kind\":\"%s\",\"warmup\":%d,\"min_lr_frac\":%g},"
 		"\"remat\":{\"chunk_rows\":16},\"precision\":\"%s\"}",
-		dir, dir, c->B, c->T, c->steps, c->lr, c->wd, c->clip, c->sched, c->warmup,
+		from, dir, c->B, c->T, c->steps, c->lr, c->wd, c->clip, c->sched, c->warmup,
 		c->min_lr_frac, tol->precision);
 	eng_policy p;
 	eng_err err;
 	ck_assert_msg(eng_trainer_parse_policy(&tr, policy, &p, &err) == 0, "%s", err.msg);
 	ck_assert_msg(eng_trainer_set_policy(&tr, &p, &err) == 0, "%s", err.msg);
 
-	snprintf(rel, sizeof rel, "reference/%s/expected.safetensors", c->dir);
-	char *exp_path = t_data(rel);
+	char *exp_path = malloc(strlen(dir) + 32);
+	sprintf(exp_path, "%s/expected.safetensors", dir);
 	eng_st_file ex;
 	ck_assert_msg(eng_st_read(&ex, exp_path, &err) == 0, "%s", err.msg);
 
@@ -189,6 +203,7 @@ static void run_case(const ref_case *c, const char *policy, const char *policy2,
 	eng_trainer_free(&tr);
 	free(exp_path);
 	free(dir);
+	free(from);
 }
 
 /* Loop index i (tcase_add_loop_test's _i): one policy each, the last the case's own mix */
@@ -233,6 +248,12 @@ START_TEST(test_reference_llama_tied_policy)
 }
 END_TEST
 
+START_TEST(test_reference_lora_policy)
+{
+	run_policy(&cases[6 + _i / NPOL], _i % NPOL);
+}
+END_TEST
+
 /* precision bf16 against the same float64 results, every case, off and the case's own mix */
 START_TEST(test_reference_bf16)
 {
@@ -251,6 +272,8 @@ START_TEST(test_reference_policy_changed_between_steps)
 	run_case(&cases[3], "h.0-2=full;head=chunked", "h.0=off;h.1-4=selective;head=off", &tol_fp32);
 	run_case(&cases[4], "off", "full;head=chunked", &tol_fp32);
 	run_case(&cases[5], "full;head=chunked", "h.0=off;h.1=selective;head=off", &tol_fp32);
+	run_case(&cases[6], "off", "full;head=chunked", &tol_fp32);
+	run_case(&cases[7], "h.1=full", "h.0=full;h.1=off;head=chunked", &tol_fp32);
 }
 END_TEST
 
@@ -545,8 +568,9 @@ Suite *suite_reference(void)
 	tcase_add_loop_test(tc, test_reference_deep_policy, 0, NPOL);
 	tcase_add_loop_test(tc, test_reference_llama_policy, 0, NPOL);
 	tcase_add_loop_test(tc, test_reference_llama_tied_policy, 0, NPOL);
+	tcase_add_loop_test(tc, test_reference_lora_policy, 0, 2 * NPOL);
 	tcase_add_test(tc, test_reference_policy_changed_between_steps);
-	tcase_add_loop_test(tc, test_reference_bf16, 0, 2 * (int)(sizeof cases / sizeof cases[0]));
+	tcase_add_loop_test(tc, test_reference_bf16, 0, 2 * NBF16);
 	tcase_add_test(tc, test_reference_accum_and_eval);
 	tcase_add_test(tc, test_reference_accum_equals_larger_batch);
 	tcase_add_test(tc, test_reference_greedy);

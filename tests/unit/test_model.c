@@ -27,6 +27,7 @@
 
 static const char *precision = "fp32"; /* of small_trainer's runs (loop tests: both) */
 static int llama;                      /* small_trainer's model: 0 GPT-2, 1 Llama */
+static int lora;                       /* 1: with LoRA adapters on every weight */
 
 /* Loop tests run GPT-2 (_i 0-2) and Llama (_i 3-5) in float32 (_i % 3 == 0), bf16 (1) and
  * bf16 with the weights packed for oneDNN once a step (2: what AMX processors do by
@@ -53,31 +54,35 @@ static void small_trainer(eng_trainer *tr)
 		      "\"seq_len\":32,\"steps\":%d,\"threads\":2,\"seed\":5,"
 		      "\"optim\":{\"lr\":3e-3,\"grad_clip\":0.5},\"precision\":\"%s\","
 		      "\"schedule\":{\"kind\":\"cosine\",\"warmup\":2},"
-		      "\"remat\":{\"chunk_rows\":20,\"aliases\":{\"trunk\":\"h.1-2\"}}}",
+		      "\"remat\":{\"chunk_rows\":20,\"aliases\":{\"trunk\":\"h.1-2\"}}%s}",
 		llama ? ",\"arch\":\"llama\",\"n_kv_head\":2,\"intermediate_size\":72" : "", STEPS,
-		precision);
+		precision, !lora ? "" : llama ?
+		",\"lora\":{\"r\":4,\"alpha\":8,\"targets\":[\"q_proj\",\"k_proj\",\"v_proj\","
+		"\"o_proj\",\"gate_proj\",\"up_proj\",\"down_proj\"]}" :
+		",\"lora\":{\"r\":4,\"alpha\":8,\"targets\":[\"c_attn\",\"c_proj\",\"c_fc\"]}");
 }
 
 typedef struct run_result {
 	float loss[STEPS];
-	size_t nfloats;
+	size_t nfloats, ngrad;
 	float *params, *grads, *m, *v;
 } run_result;
 
 /* The trainer's weights, gradients and moments now, into r (malloc'd). */
 static void keep_result(const eng_trainer *tr, run_result *r)
 {
-	size_t bytes = tr->model.nfloats * sizeof(float);
+	size_t bytes = tr->model.nfloats * sizeof(float), gb = tr->model.ngrad * sizeof(float);
 	r->nfloats = tr->model.nfloats;
+	r->ngrad = tr->model.ngrad;
 	r->params = malloc(bytes);
-	r->grads = malloc(bytes);
-	r->m = malloc(bytes);
-	r->v = malloc(bytes);
+	r->grads = malloc(gb);
+	r->m = malloc(gb);
+	r->v = malloc(gb);
 	ck_assert(r->params && r->grads && r->m && r->v);
 	memcpy(r->params, tr->model.params, bytes);
-	memcpy(r->grads, tr->model.grads, bytes);
-	memcpy(r->m, tr->model.m, bytes);
-	memcpy(r->v, tr->model.v, bytes);
+	memcpy(r->grads, tr->model.grads, gb);
+	memcpy(r->m, tr->model.m, gb);
+	memcpy(r->v, tr->model.v, gb);
 }
 
 /* Runs STEPS steps; schedule[s] (may be NULL) is applied before step s+1. */
@@ -106,11 +111,12 @@ static void assert_same(const run_result *a, const run_result *b, const char *wh
 	for (int s = 0; s < STEPS; s++)
 		ck_assert_msg(memcmp(&a->loss[s], &b->loss[s], sizeof(float)) == 0,
 			"%s: step %d loss %.9g != %.9g", what, s + 1, a->loss[s], b->loss[s]);
-	size_t bytes = a->nfloats * sizeof(float);
-	ck_assert_msg(memcmp(a->grads, b->grads, bytes) == 0, "%s: gradients differ", what);
+	size_t bytes = a->nfloats * sizeof(float), gb = a->ngrad * sizeof(float);
+	ck_assert(a->ngrad == b->ngrad);
+	ck_assert_msg(memcmp(a->grads, b->grads, gb) == 0, "%s: gradients differ", what);
 	ck_assert_msg(memcmp(a->params, b->params, bytes) == 0, "%s: weights differ", what);
-	ck_assert_msg(memcmp(a->m, b->m, bytes) == 0, "%s: exp_avg differs", what);
-	ck_assert_msg(memcmp(a->v, b->v, bytes) == 0, "%s: exp_avg_sq differs", what);
+	ck_assert_msg(memcmp(a->m, b->m, gb) == 0, "%s: exp_avg differs", what);
+	ck_assert_msg(memcmp(a->v, b->v, gb) == 0, "%s: exp_avg_sq differs", what);
 }
 
 static void free_result(run_result *r)
@@ -159,6 +165,34 @@ START_TEST(test_model_step_bitwise_policy_changed_mid_run)
 		free_result(&other);
 	}
 	free_result(&base);
+}
+END_TEST
+
+/* LoRA adapters on every weight of a GPT-2 (_i 0) and a Llama (_i 1): every policy, and
+ * policies changed between steps, give the bits of off; the base never moves */
+START_TEST(test_model_lora_bitwise)
+{
+	static const char *const fixed[] = {"selective", "full", "full;head=chunked",
+		"h.0=full;h.1=selective;h.2=off;head=chunked"};
+	const char *const base_sched[STEPS] = {"off"};
+	const char *const changing[STEPS] = {"full", "off", "h.1=selective", "h.2=full",
+		"trunk=selective;head=chunked"};
+	run_result base, other;
+	set_precision(3 * _i);
+	lora = 1;
+	run(base_sched, &base);
+	for (size_t i = 0; i <= sizeof fixed / sizeof fixed[0]; i++) {
+		if (i < sizeof fixed / sizeof fixed[0]) {
+			const char *const sched[STEPS] = {fixed[i]};
+			run(sched, &other);
+		} else {
+			run(changing, &other);
+		}
+		assert_same(&other, &base, i < sizeof fixed / sizeof fixed[0] ? fixed[i] : "changing");
+		free_result(&other);
+	}
+	free_result(&base);
+	lora = 0;
 }
 END_TEST
 
@@ -298,9 +332,15 @@ START_TEST(test_acts_tables_consistent)
 		eng_config ll;
 		eng_err err;
 		ck_assert(eng_config_preset("llama-tiny", &ll, &err) == 0);
-		ck_assert_msg(eng_act_elems(f, &g2, 2, 8, 4) > 0, "block field %s has no size",
+		eng_config g2l = g2;
+		g2l.lora_r = 4;
+		g2l.lora_units = 1;
+		ck_assert_msg(eng_act_elems(f, &g2l, 2, 8, 4) > 0, "block field %s has no size",
 			f->name);
-		ck_assert_msg((eng_act_elems(f, &ll, 2, 8, 4) == 0) == (f->width == ENG_W_MEAN),
+		ck_assert_msg((eng_act_elems(f, &g2, 2, 8, 4) == 0) == (f->width == ENG_W_LORA),
+			"block field %s without adapters", f->name);
+		ck_assert_msg((eng_act_elems(f, &ll, 2, 8, 4) == 0) ==
+			(f->width == ENG_W_MEAN || f->width == ENG_W_LORA),
 			"llama's block field %s", f->name);
 	}
 	ck_assert_msg(eng_block_fields[ENG_ACT_x].keep == ENG_K_BLOCK, "x is kept under every mode");
@@ -821,6 +861,7 @@ Suite *suite_model(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, test_model_step_bitwise_every_policy, 0, LOOPS);
 	tcase_add_loop_test(tc, test_model_step_bitwise_policy_changed_mid_run, 0, LOOPS);
+	tcase_add_loop_test(tc, test_model_lora_bitwise, 0, 2);
 	tcase_add_loop_test(tc, test_model_saved_bytes_order_and_plan, 0, LOOPS);
 	tcase_add_test(tc, test_model_chunked_head_holds_one_chunk);
 	tcase_add_test(tc, test_model_set_policy_returns_memory_to_os);

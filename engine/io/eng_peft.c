@@ -1,0 +1,235 @@
+/* eng_peft.c - LoRA adapters in PEFT's files (see eng_peft.h). */
+#include "eng_peft.h"
+
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "eng_import.h"
+#include "eng_st.h"
+
+#define PATH_LEN 4096 /* longest path kept here */
+
+/* "invalid adapter config '<path>': <problem>" into err; -1 */
+#define bad(err, path, ...) eng_err_invalid(err, "adapter config", path, __VA_ARGS__)
+
+int eng_peft_is_adapter(const char *dir)
+{
+	char p[PATH_LEN + 32];
+	struct stat st;
+	int n = snprintf(p, sizeof p, "%s/" ENG_PEFT_CONFIG, dir);
+	return n > 0 && (size_t)n < sizeof p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The LoraConfig keys remat does not compute: each must be absent or its default */
+static int refuse_unsupported(const char *path, json_t *root, eng_err *err)
+{
+	json_t *v = json_object_get(root, "bias");
+	if (v && !(json_is_string(v) && strcmp(json_string_value(v), "none") == 0))
+		return bad(err, path, "'bias' must be \"none\": remat trains no biases beside the "
+				      "adapters");
+	static const char *const off[] = {"use_rslora", "use_dora"};
+	for (size_t i = 0; i < sizeof off / sizeof off[0]; i++)
+		if ((v = json_object_get(root, off[i])) && !json_is_false(v))
+			return bad(err, path, "'%s' must be false: remat computes plain LoRA", off[i]);
+	static const char *const none[] = {"modules_to_save", "layers_to_transform",
+		"rank_pattern", "alpha_pattern"};
+	for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+		v = json_object_get(root, none[i]);
+		if (v && !json_is_null(v) && !(json_is_object(v) && json_object_size(v) == 0))
+			return bad(err, path, "'%s' must be null: remat puts the same adapter on every "
+					      "targeted weight", none[i]);
+	}
+	return 0;
+}
+
+/* target_modules: a list of module names, their units into *units */
+static int read_targets(const char *path, json_t *root, const eng_config *c, unsigned *units,
+	eng_err *err)
+{
+	json_t *t = json_object_get(root, "target_modules"), *v;
+	const char *names[ENG_LORA_UNITS * 2];
+	size_t i;
+	eng_err e;
+	if (json_is_string(t))
+		return bad(err, path, "'target_modules' is a regular expression: remat takes a list "
+				      "of module names");
+	if (!json_is_array(t) || json_array_size(t) == 0 ||
+		json_array_size(t) > sizeof names / sizeof names[0])
+		return bad(err, path, "'target_modules' must be a list of 1 to %d module names",
+			(int)(sizeof names / sizeof names[0]));
+	json_array_foreach(t, i, v) {
+		if (!json_is_string(v))
+			return bad(err, path, "'target_modules[%zu]' is not a string", i);
+		names[i] = json_string_value(v);
+	}
+	if (eng_lora_targets(c, names, (int)json_array_size(t), units, &e) < 0)
+		return bad(err, path, "%s", e.msg);
+	return 0;
+}
+
+/* base_model_name_or_path into base: a path, absolute or relative to dir, of a base model
+ * directory that is not itself an adapter's */
+static int read_base(const char *path, const char *dir, json_t *root, char *base,
+	size_t baselen, eng_err *err)
+{
+	const char *b = json_string_value(json_object_get(root, "base_model_name_or_path"));
+	struct stat st;
+	int n;
+	if (!b || !*b)
+		return bad(err, path, "no 'base_model_name_or_path': the base model's directory");
+	n = b[0] == '/' ? snprintf(base, baselen, "%s", b) : snprintf(base, baselen, "%s/%s", dir, b);
+	if (n < 0 || (size_t)n >= baselen)
+		return bad(err, path, "'base_model_name_or_path' is too long");
+	if (stat(base, &st) < 0 || !S_ISDIR(st.st_mode))
+		return bad(err, path, "'base_model_name_or_path' \"%.200s\" is not a directory here "
+				      "(a Hub id must be downloaded first; give its path)", b);
+	if (eng_peft_is_adapter(base))
+		return bad(err, path, "its base \"%.200s\" is an adapter directory itself", b);
+	return 0;
+}
+
+int eng_peft_read_config(const char *dir, eng_config *cfg, char *base, size_t baselen,
+	eng_err *err)
+{
+	char path[PATH_LEN + 32];
+	json_error_t je;
+	json_t *root = NULL, *v;
+	FILE *fp = NULL;
+	eng_config c;
+	int rc = -1, r = 0;
+	snprintf(path, sizeof path, "%s/" ENG_PEFT_CONFIG, dir);
+	if (!(fp = eng_fs_fopen_read(path, "adapter config", err)))
+		return -1;
+	if (!(root = json_loadf(fp, JSON_REJECT_DUPLICATES, &je)) || !json_is_object(root)) {
+		bad(err, path, "not a JSON object%s%s", root ? "" : ": ", root ? "" : je.text);
+		goto out;
+	}
+	v = json_object_get(root, "peft_type");
+	if (!json_is_string(v) || strcmp(json_string_value(v), "LORA") != 0) {
+		bad(err, path, "'peft_type' must be \"LORA\"");
+		goto out;
+	}
+	v = json_object_get(root, "r");
+	if (json_is_integer(v) && json_integer_value(v) >= 1 &&
+		json_integer_value(v) <= ENG_LORA_MAX_R)
+		r = (int)json_integer_value(v);
+	json_t *alpha = json_object_get(root, "lora_alpha");
+	if (!r || !json_is_number(alpha) || !(json_number_value(alpha) > 0.0)) {
+		bad(err, path, "'r' must be an integer 1..%d and 'lora_alpha' a positive number",
+			ENG_LORA_MAX_R);
+		goto out;
+	}
+	if (refuse_unsupported(path, root, err) < 0 ||
+		read_base(path, dir, root, base, baselen, err) < 0 ||
+		eng_import_read_config(base, &c, err) < 0 ||
+		read_targets(path, root, &c, &c.lora_units, err) < 0)
+		goto out;
+	c.lora_r = r;
+	c.lora_alpha = json_number_value(alpha);
+	*cfg = c;
+	rc = 0;
+out:
+	json_decref(root);
+	fclose(fp);
+	return rc;
+}
+
+int eng_peft_load(eng_model *m, const char *dir, eng_err *err)
+{
+	char path[PATH_LEN + 32], name[ENG_NAME_MAX + 32];
+	eng_st_file f;
+	int nb = eng_lora_base_tensors(&m->cfg), rc = -1, found = 0;
+	memset(&f, 0, sizeof f);
+	snprintf(path, sizeof path, "%s/" ENG_PEFT_WEIGHTS, dir);
+	if (eng_st_read(&f, path, err) < 0)
+		goto out;
+	for (int i = nb; i < m->ntensors; i++) {
+		const eng_ptensor *t = &m->tensors[i];
+		snprintf(name, sizeof name, ENG_PEFT_PREFIX "%s", t->name);
+		if (!eng_st_find(&f, name)) {
+			eng_errf(err, "'%s': no tensor '%s' (the adapters of adapter_config.json's "
+				      "target_modules)", path, name);
+			goto out;
+		}
+		if (eng_st_get_f32(&f, name, t->ndim, t->shape, m->params + t->offset, err) < 0)
+			goto out;
+		found++;
+	}
+	if (f.n != found) {
+		eng_errf(err, "'%s': %d tensors, the adapters of its config are %d", path, f.n, found);
+		goto out;
+	}
+	eng_model_params_changed(m);
+	rc = 0;
+out:
+	eng_st_free(&f);
+	return rc;
+}
+
+/* eng_fs_fill_fn: adapter_config.json, two-space indent */
+static int config_fill(FILE *f, void *ud, eng_err *err)
+{
+	(void)err;
+	if (json_dumpf(ud, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15)) == 0)
+		fputc('\n', f);
+	return 0;
+}
+
+/* LoraConfig for cfg's adapters: target_modules the units' module names (their last part,
+ * as PEFT users write them, when that names no other unit) */
+static json_t *lora_config(const eng_config *cfg, const char *base)
+{
+	eng_lora_unit u[ENG_LORA_UNITS];
+	int nu = eng_lora_units(cfg, u);
+	json_t *targets = json_array();
+	for (int i = 0; targets && i < nu; i++)
+		if (cfg->lora_units >> i & 1)
+			json_array_append_new(targets, json_string(u[i].module));
+	/* clang-format off */
+	return json_pack("{s:s, s:s, s:s, s:i, s:f, s:o, s:f, s:s, s:b, s:b, s:b, s:n, s:b}",
+		"peft_type", "LORA",
+		"task_type", "CAUSAL_LM",
+		"base_model_name_or_path", base,
+		"r", cfg->lora_r,
+		"lora_alpha", cfg->lora_alpha,
+		"target_modules", targets,
+		"lora_dropout", 0.0,
+		"bias", "none",
+		"fan_in_fan_out", cfg->arch == ENG_ARCH_GPT2,
+		"init_lora_weights", 1,
+		"inference_mode", 0,
+		"modules_to_save",
+		"use_rslora", 0);
+	/* clang-format on */
+}
+
+int eng_peft_write_at(const eng_dir *d, const eng_config *cfg, const eng_ptensor *tensors,
+	int ntensors, const float *params, const char *base, eng_err *err)
+{
+	int nb = eng_lora_base_tensors(cfg), n = ntensors - nb, rc = -1;
+	eng_st_entry *e = calloc((size_t)(n > 0 ? n : 1), sizeof *e);
+	char (*names)[ENG_NAME_MAX + 32] = calloc((size_t)(n > 0 ? n : 1), sizeof *names);
+	json_t *root = lora_config(cfg, base);
+	if (!e || !names || !root) {
+		eng_errf(err, "out of memory writing the adapters");
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		const eng_ptensor *t = &tensors[nb + i];
+		snprintf(names[i], sizeof names[i], ENG_PEFT_PREFIX "%s", t->name);
+		e[i] = (eng_st_entry){names[i], 2, {t->shape[0], t->shape[1]}, params + t->offset};
+	}
+	if (eng_st_write_at(d, ENG_PEFT_WEIGHTS, e, n, err) < 0 ||
+		eng_fs_write_at(d, ENG_PEFT_CONFIG, config_fill, root, err) < 0)
+		goto out;
+	rc = 0;
+out:
+	json_decref(root);
+	free(names);
+	free(e);
+	return rc;
+}

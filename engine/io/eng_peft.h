@@ -1,0 +1,46 @@
+/* eng_peft.h - LoRA adapters as Hugging Face PEFT saves them (save_pretrained of a
+ * LoraModel): adapter_config.json (LoraConfig's keys) and adapter_model.safetensors, its
+ * tensors named "base_model.model." + the weight's module path + ".lora_A.weight" /
+ * ".lora_B.weight" (A (r, in), B (out, r), whatever the base layer's layout: GPT-2's Conv1D
+ * too, where PEFT sets fan_in_fan_out).
+ *
+ * What model.init_from may name besides the base models of eng_import.h: such an adapter
+ * directory, its base found by base_model_name_or_path (a path, absolute or relative to the
+ * adapter directory: a Hub id is not a path and is refused).
+ */
+#ifndef ENG_PEFT_H
+#define ENG_PEFT_H
+
+#include <stddef.h>
+
+#include "eng_config.h"
+#include "eng_err.h"
+#include "eng_fs.h"
+#include "eng_model.h"
+
+#define ENG_PEFT_CONFIG "adapter_config.json"
+#define ENG_PEFT_WEIGHTS "adapter_model.safetensors"
+#define ENG_PEFT_PREFIX "base_model.model."
+
+/* 1 when dir holds adapter_config.json (an adapter directory), 0 otherwise. */
+int eng_peft_is_adapter(const char *dir);
+
+/* Reads dir/adapter_config.json: peft_type "LORA", r, lora_alpha, target_modules (a list:
+ * a regex string is refused), base_model_name_or_path into base (resolved against dir);
+ * refused: bias other than "none", use_rslora, modules_to_save, DoRA. lora_dropout is read
+ * and not applied (remat trains without dropout). Then the base's shape (its config.json)
+ * with the adapters on it into *cfg. 0, or -1 with a message naming the file and key. */
+int eng_peft_read_config(const char *dir, eng_config *cfg, char *base, size_t baselen,
+	eng_err *err);
+
+/* Loads dir/adapter_model.safetensors into m's adapter tensors (F32, F16 or BF16): every one
+ * present with its shape, nothing else in the file. 0, or -1 with a message. */
+int eng_peft_load(eng_model *m, const char *dir, eng_err *err);
+
+/* Writes the adapters of tensors (the table, ntensors) from params into directory d as PEFT
+ * would: adapter_config.json (base_model_name_or_path = base) and adapter_model.safetensors,
+ * durably. 0, or -1 with a message. */
+int eng_peft_write_at(const eng_dir *d, const eng_config *cfg, const eng_ptensor *tensors,
+	int ntensors, const float *params, const char *base, eng_err *err);
+
+#endif
