@@ -769,15 +769,9 @@ void eng_model_init_weights(eng_model *m, uint64_t seed)
 	int llama = m->cfg.arch == ENG_ARCH_LLAMA;
 	memset(m->params, 0, m->nfloats * sizeof(float));
 	int nb = eng_lora_base_tensors(&m->cfg);
-	for (int i = 0; i < m->ntensors; i++) {
+	for (int i = 0; i < nb; i++) {
 		const eng_ptensor *t = &m->tensors[i];
 		float *p = m->params + t->offset;
-		if (i >= nb) { /* LoRA, as PEFT: A kaiming-uniform (a = sqrt 5), B zero */
-			double bound = 1.0 / sqrt((double)t->shape[1]);
-			for (size_t j = 0; j < t->numel; j++)
-				p[j] = (i - nb) % 2 ? 0.0f : (float)(bound * (2 * uniform01(&s) - 1));
-			continue;
-		}
 		if (t->ndim == 1) {
 			/* llama's 1-D tensors are all RMSNorm weights */
 			int is_ln_w = llama || (strstr(t->name, "ln_") && strstr(t->name, ".weight"));
@@ -794,6 +788,22 @@ void eng_model_init_weights(eng_model *m, uint64_t seed)
 			if (j + 1 < t->numel)
 				p[j + 1] = (float)(std * r * sin(2 * M_PI * u2));
 		}
+	}
+	eng_model_init_adapters(m, seed);
+}
+
+void eng_model_init_adapters(eng_model *m, uint64_t seed)
+{
+	uint64_t s = seed ^ 0x4c6f5241ULL; /* a stream of their own: the base's is unchanged */
+	eng_model_params_changed(m);
+	for (int i = eng_lora_base_tensors(&m->cfg), k = 0; i < m->ntensors; i++, k++) {
+		const eng_ptensor *t = &m->tensors[i];
+		float *p = m->params + t->offset;
+		/* as PEFT's reset_lora_parameters: A kaiming_uniform_(a = sqrt 5), that is
+		 * uniform(-1/sqrt(in), 1/sqrt(in)); B zero, so that training starts at the base */
+		double bound = 1.0 / sqrt((double)t->shape[1]);
+		for (size_t j = 0; j < t->numel; j++)
+			p[j] = k % 2 ? 0.0f : (float)(bound * (2 * uniform01(&s) - 1));
 	}
 }
 

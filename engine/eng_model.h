@@ -158,6 +158,10 @@ void eng_model_free(eng_model *m); /* safe on a zeroed or failed model */
  * Deterministic for a seed. */
 void eng_model_init_weights(eng_model *m, uint64_t seed);
 
+/* The LoRA adapters alone, as PEFT initialises them: A uniform(-1/sqrt(in), 1/sqrt(in)),
+ * B zero (eng_model_init_weights calls it; a run of a loaded base with "lora" too). */
+void eng_model_init_adapters(eng_model *m, uint64_t seed);
+
 /* The parameters were written (a load, an optimizer step): their copies (bf16, packed for
  * oneDNN) are made again before the next forward. */
 void eng_model_params_changed(eng_model *m);

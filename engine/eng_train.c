@@ -68,6 +68,38 @@ static int open_save_dir(eng_trainer *tr, eng_err *err)
 /* init_from may name a checkpoint or a save directory (then its newest checkpoint that
  * verifies). A remat checkpoint (with trainer_state.json) must verify; when it does not,
  * the message offers the newest one that does. Rewrites s->init_from to the checkpoint. */
+/* tr->lora_base: where a LoRA run's checkpoints say its base is (adapter_config.json's
+ * base_model_name_or_path): the real path of the base it loaded, or "" (the checkpoints
+ * hold the base themselves) when it has none on disk (a preset's) or it lies in the save
+ * directory, whose checkpoints come and go. */
+static int lora_base_of(eng_trainer *tr, eng_err *err)
+{
+	const eng_spec *s = &tr->spec;
+	char base[ENG_PATH_LEN + 64], real[PATH_MAX], save[PATH_MAX];
+	eng_config c;
+	tr->lora_base[0] = '\0';
+	if (!s->cfg.lora_r || !s->init_from[0])
+		return 0;
+	if (eng_peft_is_adapter(s->init_from)) {
+		if (eng_peft_read_config(s->init_from, &c, base, sizeof base, err) < 0)
+			return -1;
+	} else {
+		snprintf(base, sizeof base, "%s", s->init_from);
+	}
+	if (!realpath(base, real))
+		return eng_errf(err, "the base model '%.200s': %s", base, strerror(errno));
+	size_t n = strlen(real);
+	if (n >= sizeof tr->lora_base)
+		return eng_errf(err, "the base model's path is too long");
+	if (s->save_dir[0] && realpath(s->save_dir, save)) {
+		size_t k = strlen(save);
+		if (strncmp(real, save, k) == 0 && (real[k] == '/' || real[k] == '\0'))
+			return 0;
+	}
+	memcpy(tr->lora_base, real, n + 1);
+	return 0;
+}
+
 static int resolve_init(eng_spec *s, eng_err *err)
 {
 	char p[ENG_PATH_LEN + 64], found[ENG_PATH_LEN + 64];
@@ -457,9 +489,14 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	if (s->init_from[0]) {
 		if (eng_import_load(&tr->model, s->init_from, err) < 0)
 			goto fail;
+		/* a base model's weights, and new adapters on it (the job's "lora") */
+		if (s->lora_r)
+			eng_model_init_adapters(&tr->model, s->seed);
 	} else {
 		eng_model_init_weights(&tr->model, s->seed);
 	}
+	if (lora_base_of(tr, err) < 0)
+		goto fail;
 	if (trainer_policy(s, &tr->aliases, &p, err) < 0)
 		goto fail;
 	if (cuda) {

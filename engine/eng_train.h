@@ -66,6 +66,8 @@ typedef struct eng_trainer {
 	uint16_t *inp, *tgt;     /* (B,T) current batch (ENG_MEM_DATA) */
 	float *acc;              /* grad_accum > 1: the sum of the step's micro-batch
 				  * gradients, nfloats (ENG_MEM_GRADS); else NULL */
+	char lora_base[ENG_PATH_LEN]; /* LoRA: the base its checkpoints name, "" when they
+				  * hold it (see eng_ckpt_snap.lora_base) */
 	int has_save_lock;       /* 1 while save_lock is held */
 	int save_lock;           /* the save directory's lock (eng_fs_lock) */
 } eng_trainer;

@@ -6,6 +6,7 @@
  *   remat-train --check [--as UID:GID[:GROUPS]] JOB.json
  *   remat-train --info
  *   remat-train --export-llmc CKPT_DIR OUT.bin [--bf16]
+ *   remat-train --merge-lora ADAPTER_DIR OUT_DIR
  *   remat-train --sample CKPT [--prompt TEXT|IDS] [--tokens N] [--temperature T]
  *               [--top-k K] [--seed S] [--json]
  *
@@ -30,6 +31,9 @@
  * --export-llmc trains nothing: it loads a checkpoint (config.json + model.safetensors, or an
  * llm.c file) and writes it as an llm.c model file, version 3 (float32) or with --bf16
  * version 5 (bfloat16), then exits.
+ * --merge-lora trains nothing: it loads LoRA adapters (PEFT's files, or a LoRA run's
+ * checkpoint) on their base, folds them in (W += alpha/r B A) and writes a full Hugging Face
+ * checkpoint (config.json + model.safetensors) into OUT_DIR.
  * --sample trains nothing: it continues a prompt from a checkpoint (wk_sample.h), greedily
  * with --temperature 0.
  * Exit status: 0 done (finished or stopped), 1 bad input or a failed run, 2 bad usage,
@@ -56,6 +60,7 @@
 #include "eng_import.h"
 #include "eng_llmc.h"
 #include "eng_mem.h"
+#include "eng_peft.h"
 #include "eng_spec.h"
 #include "eng_train.h"
 #include "kn.h"
@@ -82,6 +87,7 @@ static void usage(FILE *f)
 		   "       remat-train --check [--as UID:GID[:GROUPS]] JOB.json\n"
 		   "       remat-train --info\n"
 		   "       remat-train --export-llmc CKPT_DIR OUT.bin [--bf16]\n"
+		   "       remat-train --merge-lora ADAPTER_DIR OUT_DIR\n"
 		   "       remat-train --sample CKPT [--prompt TEXT|IDS] [--tokens N]\n"
 		   "                   [--temperature T] [--top-k K] [--seed S] [--json]\n"
 		   "       remat-train --version\n"
@@ -105,6 +111,19 @@ static void print_cuda_backend(void)
 			ci.gpu[i].name, ci.gpu[i].memory_bytes / 1073741824.0, ci.gpu[i].cc_major,
 			ci.gpu[i].cc_minor);
 	printf("backend cuda: %s, %s\n", ci.runtime, eng_cuda_libraries());
+}
+
+/* --merge-lora: the exit status. */
+static int merge_lora(const char *from, const char *out)
+{
+	eng_err err;
+	if (eng_merge_lora(from, out, &err) < 0) {
+		fprintf(stderr, "remat-train: %s\n", err.msg);
+		return 1;
+	}
+	printf("wrote %s (config.json, model.safetensors: the base with its adapters merged)\n",
+		out);
+	return 0;
 }
 
 /* --export-llmc: the exit status. */
@@ -237,6 +256,7 @@ typedef struct train_opts {
 	int ctl_fd;                        /* --control-fd, -1 none */
 	int metrics_fd;                    /* --metrics-fd, -1 none */
 	const char *job, *sched_arg, *ctl_path, *job_id, *as, *export_from, *export_to;
+	int merge;          /* --merge-lora: export_from/export_to are its two directories */
 	const char *metrics;               /* --metrics FILE */
 	const char *ctl_connect;           /* --control-connect PATH: rematd's socket (data
 					    * parallel: rank 0, started by mpirun) */
@@ -333,6 +353,10 @@ static int parse_args(int argc, char **argv, train_opts *o)
 		} else if (strcmp(a, "--export-llmc") == 0 && i + 2 < argc) {
 			o->export_from = argv[++i];
 			o->export_to = argv[++i];
+		} else if (strcmp(a, "--merge-lora") == 0 && i + 2 < argc && !o->export_from) {
+			o->merge = 1;
+			o->export_from = argv[++i];
+			o->export_to = argv[++i];
 		} else if (strcmp(a, "--bf16") == 0) {
 			o->bf16 = 1;
 		} else if (strcmp(a, "--as") == 0 && more) {
@@ -365,7 +389,7 @@ static int parse_args(int argc, char **argv, train_opts *o)
 				!o->ctl_path && o->ctl_fd < 0 && !o->metrics && o->metrics_fd < 0
 			? -1 : (usage(stderr), 2);
 	int ok = sample_opts ? 0
-		: o->export_from ? !o->job && !run_opts && !o->as && !o->check
+		: o->export_from ? !o->job && !run_opts && !o->as && !o->check && !(o->merge && o->bf16)
 				: o->job && !o->bf16 && !(o->check && run_opts) &&
 					  (o->ctl_fd >= 0) + !!o->ctl_path + !!o->ctl_connect <= 1 &&
 					  !(o->metrics && o->metrics_fd >= 0);
@@ -518,7 +542,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (o.export_from)
-		return export_llmc(o.export_from, o.export_to, o.bf16);
+		return o.merge ? merge_lora(o.export_from, o.export_to)
+			       : export_llmc(o.export_from, o.export_to, o.bf16);
 	if (o.exec)
 		return exec_as(o.as, o.exec);
 	if (o.sample.ckpt) {

@@ -20,6 +20,7 @@
 
 #include "eng_fs.h"
 #include "eng_hfconfig.h"
+#include "eng_peft.h"
 #include "eng_import.h"
 #include "eng_mem.h"
 #include "eng_sha256.h"
@@ -31,10 +32,23 @@
 #define CKPT_NAME_MAX 64               /* longest checkpoint name (the protocol's limit) */
 #define WRITER_NICE 10                 /* the writer thread's niceness */
 
-/* The files of a checkpoint besides trainer_state.json, in the order they are written. */
+/* The files of a checkpoint besides trainer_state.json, in the order they are written: a
+ * full checkpoint's first three; a LoRA run's adapters as PEFT saves them and the moments,
+ * and its base's weights and config.json only when the base is nowhere else on disk. */
 static const char *const ckpt_files[] = {"model.safetensors", "config.json",
-	"optimizer.safetensors"};
+	"optimizer.safetensors", ENG_PEFT_WEIGHTS, ENG_PEFT_CONFIG};
 #define NFILES (sizeof ckpt_files / sizeof ckpt_files[0])
+#define F(i) (1u << (i))
+#define FULL_FILES (F(0) | F(1) | F(2))
+#define LORA_FILES (F(2) | F(3) | F(4))
+
+/* The files snapshot s writes */
+static unsigned files_of(const eng_ckpt_snap *s)
+{
+	if (!s->cfg.lora_r)
+		return FULL_FILES;
+	return LORA_FILES | (s->lora_base[0] ? 0 : F(0) | F(1));
+}
 
 static double now_ms(void)
 {
@@ -120,6 +134,7 @@ int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err)
 	s->ntensors = m->ntensors;
 	s->nfloats = m->nfloats;
 	s->ngrad = m->ngrad;
+	snprintf(s->lora_base, sizeof s->lora_base, "%s", tr->lora_base);
 	s->stall_ms = now_ms() - t0;
 	return 0;
 }
@@ -140,9 +155,9 @@ static int write_tensors(const eng_ckpt_snap *s, const eng_dir *d, const char *n
 {
 	/* two prefixes: the moments, of the trainable tensors, at their offsets in the
 	 * gradients' layout; one: the weights, every tensor */
-	int n = 0, moments = base2 != NULL, rc = -1;
-	for (int i = 0; i < s->ntensors; i++)
-		n += moments ? 2 * !s->tensors[i].frozen : 1;
+	int n = 0, moments = base2 != NULL, rc = -1, nb = eng_lora_base_tensors(&s->cfg);
+	for (int i = 0; i < s->ntensors; i++) /* the weights: the base's (adapters: PEFT's) */
+		n += moments ? 2 * !s->tensors[i].frozen : i < nb;
 	eng_st_entry *e = calloc((size_t)n, sizeof *e);
 	char (*names)[ENG_NAME_MAX + 16] = calloc((size_t)n, sizeof *names);
 	if (!e || !names) {
@@ -206,6 +221,8 @@ static int write_state(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, 
 	int rc = -1;
 	for (size_t i = 0; i < NFILES; i++) {
 		size_t size = 0;
+		if (!(files_of(s) & F(i)))
+			continue;
 		if (hash_at(d, ckpt_files[i], hex, &size, err) < 0)
 			goto out;
 		json_object_set_new(files, ckpt_files[i], json_pack("{s:s,s:I}", "sha256", hex,
@@ -373,13 +390,18 @@ static int check_name(const char *name, eng_err *err)
 /* Writes the four files of snapshot s into the fresh directory d. */
 static int write_files(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, eng_err *err)
 {
+	unsigned files = files_of(s);
 	test_delay();
-	if (write_tensors(s, d, "model.safetensors", "", s->params, NULL, NULL, err) < 0)
+	if ((files & F(0)) &&
+		write_tensors(s, d, "model.safetensors", "", s->params, NULL, NULL, err) < 0)
 		return -1;
 	test_delay();
-	if (eng_hfconfig_write_at(d, "config.json", &s->cfg, err) < 0)
+	if ((files & F(1)) && eng_hfconfig_write_at(d, "config.json", &s->cfg, err) < 0)
 		return -1;
 	test_delay();
+	if ((files & F(3)) && eng_peft_write_at(d, &s->cfg, s->tensors, s->ntensors, s->params,
+				      s->lora_base[0] ? s->lora_base : ".", err) < 0)
+		return -1;
 	if (write_tensors(s, d, "optimizer.safetensors", "exp_avg.", s->m, "exp_avg_sq.", s->v,
 		    err) < 0)
 		return -1;
@@ -489,6 +511,7 @@ static json_t *load_state(const char *ckpt, eng_err *err)
 }
 
 static const char *const model_prefix[] = {""};
+static const char *const adapter_prefix[] = {ENG_PEFT_PREFIX}; /* the adapters alone */
 static const char *const moment_prefix[] = {"exp_avg.", "exp_avg_sq."};
 
 /* What check_one needs to word its message. */
@@ -570,9 +593,11 @@ static int check_tensors(const char *ckpt, const char *file, const eng_st_file *
 	if (!tab)
 		return eng_errf(err, "out of memory");
 	eng_model_table(cfg, tab, NULL);
+	int nb = eng_lora_base_tensors(cfg), adapters = prefix == adapter_prefix;
 	for (int i = 0; i < nprefix; i++)
 		for (int t = 0; t < nt; t++) {
-			if (nprefix == 2 && tab[t].frozen)
+			/* moments: the trainable tensors'; weights: the base's, or the adapters' */
+			if ((nprefix == 2 && tab[t].frozen) || (nprefix == 1 && (t < nb) == adapters))
 				continue;
 			want++;
 			snprintf(name, sizeof name, "%s%s", prefix[i], tab[t].name);
@@ -598,7 +623,12 @@ int eng_ckpt_verify(const char *ckpt, eng_err *err)
 	char p[CKPT_PATH], hex[65];
 	int rc = -1;
 	eng_st_file st = {0};
+	/* a LoRA run's (its adapter_config.json listed) holds its base, or names it */
+	unsigned want_files = !json_object_get(files, ENG_PEFT_CONFIG) ? FULL_FILES :
+		LORA_FILES | (json_object_get(files, "model.safetensors") ? F(0) | F(1) : 0);
 	for (size_t i = 0; i < NFILES; i++) {
+		if (!(want_files & F(i)))
+			continue;
 		json_t *f = json_object_get(files, ckpt_files[i]);
 		const char *want = json_string_value(json_object_get(f, "sha256"));
 		json_t *size = json_object_get(f, "bytes");
@@ -633,12 +663,20 @@ int eng_ckpt_verify(const char *ckpt, eng_err *err)
 	 * tensor the one config.json implies (a checksum recomputed over a bad file, or a
 	 * writer's bug, must not pass for a checkpoint that loads) */
 	eng_config cfg;
+	char base[CKPT_PATH];
 	join(p, sizeof p, ckpt, "/config.json");
-	if (eng_hfconfig_read(p, &cfg, err) < 0 || frozen_of_state(o, ckpt, &cfg, err) < 0)
+	if (((want_files & F(4)) ? eng_peft_read_config(ckpt, &cfg, base, sizeof base, err)
+				 : eng_hfconfig_read(p, &cfg, err)) < 0 ||
+		frozen_of_state(o, ckpt, &cfg, err) < 0)
 		goto out;
 	join(p, sizeof p, ckpt, "/model.safetensors");
-	if (eng_st_read(&st, p, err) < 0 ||
-		check_tensors(ckpt, "model.safetensors", &st, &cfg, model_prefix, 1, err) < 0)
+	if ((want_files & F(0)) && (eng_st_read(&st, p, err) < 0 ||
+		check_tensors(ckpt, "model.safetensors", &st, &cfg, model_prefix, 1, err) < 0))
+		goto out;
+	eng_st_free(&st);
+	join(p, sizeof p, ckpt, "/" ENG_PEFT_WEIGHTS);
+	if ((want_files & F(3)) && (eng_st_read(&st, p, err) < 0 ||
+		check_tensors(ckpt, ENG_PEFT_WEIGHTS, &st, &cfg, adapter_prefix, 1, err) < 0))
 		goto out;
 	eng_st_free(&st);
 	join(p, sizeof p, ckpt, "/optimizer.safetensors");

@@ -44,6 +44,8 @@ typedef struct eng_ckpt_snap {
 	size_t nfloats, ngrad;
 	float *params, *m, *v;    /* copies (ENG_MEM_WORKSPACE): nfloats, the moments ngrad */
 	double stall_ms;          /* how long the copy held the training thread */
+	char lora_base[ENG_PATH_LEN]; /* LoRA: the base adapter_config.json names; "": the
+				  * checkpoint holds the base itself (named ".") */
 } eng_ckpt_snap;
 
 /* Copies the trainer's state (call at a step boundary, on the training thread). */

@@ -285,29 +285,42 @@ static int join(char *buf, size_t n, const char *dir, const char *name, eng_err 
 	return 0;
 }
 
-int eng_import_read_config(const char *from, eng_config *cfg, eng_err *err)
+int eng_import_base_config(const char *from, eng_config *cfg, eng_err *err)
 {
 	char path[PATH_MAX_LEN + 32];
 	if (eng_import_is_file(from))
 		return eng_llmc_read_config(from, cfg, err);
-	if (eng_peft_is_adapter(from))
-		return eng_peft_read_config(from, cfg, path, sizeof path, err);
 	if (join(path, sizeof path, from, "config.json", err) < 0)
 		return -1;
 	return eng_hfconfig_read(path, cfg, err);
 }
 
+int eng_import_read_config(const char *from, eng_config *cfg, eng_err *err)
+{
+	char base[PATH_MAX_LEN + 32];
+	if (!eng_import_is_file(from) && eng_peft_is_adapter(from))
+		return eng_peft_read_config(from, cfg, base, sizeof base, err);
+	return eng_import_base_config(from, cfg, err);
+}
+
 int eng_import_load(eng_model *m, const char *from, eng_err *err)
 {
-	char path[PATH_MAX_LEN + 32];
+	char base[PATH_MAX_LEN + 32];
 	eng_config c;
+	/* adapters: the base's weights from its directory, then theirs */
+	if (!eng_import_is_file(from) && eng_peft_is_adapter(from))
+		return eng_peft_read_config(from, &c, base, sizeof base, err) < 0 ||
+				eng_import_base_load(m, base, err) < 0 ||
+				eng_peft_load(m, from, err) < 0
+			? -1 : 0;
+	return eng_import_base_load(m, from, err);
+}
+
+int eng_import_base_load(eng_model *m, const char *from, eng_err *err)
+{
+	char path[PATH_MAX_LEN + 32];
 	if (eng_import_is_file(from))
 		return eng_model_load_llmc(m, from, err);
-	/* adapters: the base's weights from its directory, then theirs */
-	if (eng_peft_is_adapter(from))
-		return eng_peft_read_config(from, &c, path, sizeof path, err) < 0 ||
-				eng_import_load(m, path, err) < 0 || eng_peft_load(m, from, err) < 0
-			? -1 : 0;
 	if (join(path, sizeof path, from, "model.safetensors", err) < 0)
 		return -1;
 	struct stat st;

@@ -40,6 +40,11 @@ int eng_import_read_config(const char *from, eng_config *cfg, eng_err *err);
  * message naming the file. */
 int eng_import_load(eng_model *m, const char *from, eng_err *err);
 
+/* The same for a base model only (never an adapter directory: eng_peft.h's, whose base
+ * these read). */
+int eng_import_base_config(const char *from, eng_config *cfg, eng_err *err);
+int eng_import_base_load(eng_model *m, const char *from, eng_err *err);
+
 /* remat-train --export-llmc: loads the model `from` names (as above) and writes it to `out`
  * as an llm.c model file of `version` (ENG_LLMC_F32 or ENG_LLMC_BF16) with
  * eng_model_save_llmc. The model is built for one token, so the memory is the parameters'

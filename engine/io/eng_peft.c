@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "eng_hfconfig.h"
 #include "eng_import.h"
 #include "eng_st.h"
 
@@ -87,7 +88,8 @@ static int read_base(const char *path, const char *dir, json_t *root, char *base
 	if (stat(base, &st) < 0 || !S_ISDIR(st.st_mode))
 		return bad(err, path, "'base_model_name_or_path' \"%.200s\" is not a directory here "
 				      "(a Hub id must be downloaded first; give its path)", b);
-	if (eng_peft_is_adapter(base))
+	/* "." (a checkpoint holding its base): the directory's config.json and weights */
+	if (strcmp(b, ".") != 0 && eng_peft_is_adapter(base))
 		return bad(err, path, "its base \"%.200s\" is an adapter directory itself", b);
 	return 0;
 }
@@ -125,7 +127,7 @@ int eng_peft_read_config(const char *dir, eng_config *cfg, char *base, size_t ba
 	}
 	if (refuse_unsupported(path, root, err) < 0 ||
 		read_base(path, dir, root, base, baselen, err) < 0 ||
-		eng_import_read_config(base, &c, err) < 0 ||
+		eng_import_base_config(base, &c, err) < 0 ||
 		read_targets(path, root, &c, &c.lora_units, err) < 0)
 		goto out;
 	c.lora_r = r;
@@ -231,5 +233,72 @@ out:
 	json_decref(root);
 	free(names);
 	free(e);
+	return rc;
+}
+
+/* W += s B A for every adapter of m, in place in its base weights: a Linear's [out, in]
+ * rows col0.. (of the joined q|k|v or gate|up too), a Conv1D's [in, out] columns col0..;
+ * the sum of the r products in double, added once */
+static void merge_into(eng_model *m)
+{
+	eng_lora_unit u[ENG_LORA_UNITS];
+	int nu = eng_lora_units(&m->cfg, u), r = m->cfg.lora_r, conv = m->cfg.arch == ENG_ARCH_GPT2;
+	double s = m->cfg.lora_alpha / m->cfg.lora_r;
+	for (int l = 0; l < m->cfg.n_layer; l++)
+		for (int k = 0; k < nu; k++) {
+			const eng_layer_w *h = &m->w.h[l];
+			if (!(m->cfg.lora_units >> k & 1))
+				continue;
+			float *W = (float *[]){h->qkvw, h->attprojw, h->fcw, h->fcprojw}[u[k].layer];
+			const float *A = h->lora_a[k], *B = h->lora_b[k];
+			int out = (int[]){eng_config_qkv(&m->cfg), m->cfg.n_embd,
+				eng_config_ffn_in(&m->cfg), m->cfg.n_embd}[u[k].layer];
+			for (int i = 0; i < u[k].cols; i++)
+				for (int j = 0; j < u[k].in; j++) {
+					double d = 0.0;
+					for (int q = 0; q < r; q++)
+						d += (double)B[(size_t)i * r + q] * A[(size_t)q * u[k].in + j];
+					size_t at = conv ? (size_t)j * out + u[k].col0 + i
+							 : (size_t)(u[k].col0 + i) * u[k].in + j;
+					W[at] = (float)(W[at] + s * d);
+				}
+		}
+}
+
+int eng_merge_lora(const char *from, const char *out, eng_err *err)
+{
+	eng_config cfg;
+	eng_model m;
+	eng_dir d = {-1, ""};
+	int rc = -1;
+	memset(&m, 0, sizeof m);
+	if (eng_import_read_config(from, &cfg, err) < 0)
+		return -1;
+	if (!cfg.lora_r)
+		return eng_errf(err, "'%s' holds no LoRA adapters (no %s)", from, ENG_PEFT_CONFIG);
+	if (eng_model_init_host(&m, &cfg, err) < 0 || eng_import_load(&m, from, err) < 0)
+		goto out;
+	merge_into(&m);
+	int nb = eng_lora_base_tensors(&cfg);
+	eng_st_entry *e = calloc((size_t)nb, sizeof *e);
+	if (!e) {
+		eng_errf(err, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < nb; i++) {
+		const eng_ptensor *t = &m.tensors[i];
+		e[i] = (eng_st_entry){t->name, t->ndim, {t->shape[0], t->shape[1]},
+			m.params + t->offset};
+	}
+	eng_config base = cfg; /* config.json: the base's shape, no adapters */
+	base.lora_r = 0;
+	base.lora_units = 0;
+	rc = eng_dir_make(&d, out, err) < 0 || eng_st_write_at(&d, "model.safetensors", e, nb, err) < 0 ||
+			eng_hfconfig_write_at(&d, "config.json", &base, err) < 0
+		? -1 : 0;
+	free(e);
+out:
+	eng_dir_close(&d);
+	eng_model_free(&m);
 	return rc;
 }

@@ -43,4 +43,10 @@ int eng_peft_load(eng_model *m, const char *dir, eng_err *err);
 int eng_peft_write_at(const eng_dir *d, const eng_config *cfg, const eng_ptensor *tensors,
 	int ntensors, const float *params, const char *base, eng_err *err);
 
+/* remat-train --merge-lora: the model `from` names (an adapter directory: its base and its
+ * adapters) with every adapter folded into its weight, W += (alpha / r) B A (PEFT's
+ * merge_and_unload), written to the directory out (made when missing) as a full Hugging
+ * Face checkpoint: config.json (the base's) and model.safetensors (F32). 0, or -1. */
+int eng_merge_lora(const char *from, const char *out, eng_err *err);
+
 #endif
