@@ -486,9 +486,12 @@ static void lora_bwd(eng_model *m, int k, int l, const eng_acts *a, float *dinp,
 		const eng_lora_unit *u = it.u;
 		int i = (int)(u - units);
 		const float *dy = dout + u->col0;
-		kn_sgemm(1, 0, u->cols, r, N, s, dy, OC, it.mid, r, 1.0f, g->lora_b[i], r);
+		if (g->lora_b[i]) /* NULL: frozen (eng_spec refuses it; the gradient flows on) */
+			kn_sgemm(1, 0, u->cols, r, N, s, dy, OC, it.mid, r, 1.0f, g->lora_b[i], r);
 		kn_sgemm(0, 0, N, r, u->cols, s, dy, OC, w->lora_b[i], r, 0.0f, m->dmid, r);
-		kn_sgemm(1, 0, r, u->in, N, 1.0f, m->dmid, r, inp, u->in, 1.0f, g->lora_a[i], u->in);
+		if (g->lora_a[i])
+			kn_sgemm(1, 0, r, u->in, N, 1.0f, m->dmid, r, inp, u->in, 1.0f, g->lora_a[i],
+				u->in);
 		if (dinp)
 			kn_sgemm(0, 0, N, u->in, r, 1.0f, m->dmid, r, w->lora_a[i], u->in, 1.0f, dinp,
 				u->in);
@@ -674,6 +677,10 @@ static int model_init(eng_model *m, const eng_config *cfg, int B, int T, int chu
 	if (!m->ngrad) {
 		eng_model_free(m);
 		return eng_errf(err, "every tensor is frozen: nothing would train");
+	}
+	if (cfg->lora_r && cfg->mm_bf16) { /* eng_spec_finish refuses it first */
+		eng_model_free(m);
+		return eng_errf(err, "LoRA adapters train in fp32 precision only so far");
 	}
 	m->params = eng_mem_alloc(ENG_MEM_PARAMS, pbytes);
 	m->grads = eng_mem_alloc(ENG_MEM_GRADS, gbytes);

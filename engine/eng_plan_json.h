@@ -35,8 +35,9 @@ typedef struct eng_plan_job {
 } eng_plan_job;
 
 /* A model's shape as remat-train --check reports it ("config": n_layer, n_embd, n_head,
- * n_positions, vocab_size, mm_bf16, arch, and under llama n_kv_head, intermediate_size,
- * rope_theta, rms_norm_eps, tie_word_embeddings), and back (rematd's plans of a queued
+ * n_positions, vocab_size, mm_bf16, arch, lora_r, lora_alpha and lora_units with
+ * adapters, and under llama n_kv_head, intermediate_size, rope_theta, rms_norm_eps,
+ * tie_word_embeddings), and back (rematd's plans of a queued
  * job): the one description of those keys. NULL when out of memory. */
 json_t *eng_config_json(const eng_config *c);
 void eng_config_from_json(const json_t *o, eng_config *c);

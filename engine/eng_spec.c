@@ -638,11 +638,31 @@ static int parse_remat(eng_spec *s, json_t *root, eng_err *err)
 	return 0;
 }
 
+/* A list of min..max strings of 1..width-1 bytes each into out (rows of width bytes),
+ * their count into *n; `what` says what each must be, in messages about path. */
+static int get_str_list(json_t *list, const char *path, const char *what, int min, int max,
+	size_t width, char *out, int *n, eng_err *err)
+{
+	json_t *v;
+	size_t i;
+	if (!json_is_array(list) || json_array_size(list) < (size_t)min ||
+		json_array_size(list) > (size_t)max)
+		return eng_errf(err, "'%s' must be a list of %d to %d of: %s", path, min, max, what);
+	json_array_foreach(list, i, v) {
+		if (!json_is_string(v) || json_string_length(v) == 0 ||
+			json_string_length(v) >= width)
+			return eng_errf(err, "'%s[%zu]' must be a %s (1 to %zu characters)", path, i,
+				what, width - 1);
+		snprintf(out + i * width, width, "%s", json_string_value(v));
+	}
+	*n = (int)json_array_size(list);
+	return 0;
+}
+
 /* train.freeze: a list of strings, each a selector, "embed", a tensor name or a glob */
 static int parse_train(eng_spec *s, json_t *root, eng_err *err)
 {
-	json_t *t, *f, *v;
-	size_t i;
+	json_t *t, *f;
 	if (get_object(root, "train", &t, err) < 0)
 		return -1;
 	if (!t)
@@ -651,28 +671,14 @@ static int parse_train(eng_spec *s, json_t *root, eng_err *err)
 		return -1;
 	if (!(f = json_object_get(t, "freeze")))
 		return 0;
-	if (!json_is_array(f))
-		return eng_errf(err, "'train.freeze' must be a list of sections or tensor names");
-	if (json_array_size(f) > ENG_MAX_FREEZE)
-		return eng_errf(err, "'train.freeze' has %zu entries (at most %d)",
-			json_array_size(f), ENG_MAX_FREEZE);
-	json_array_foreach(f, i, v) {
-		if (!json_is_string(v) || json_string_length(v) == 0 ||
-			json_string_length(v) >= ENG_SELECTOR_LEN)
-			return eng_errf(err, "'train.freeze[%zu]' must be a section, \"embed\", a "
-					     "tensor name or a glob (1 to %d characters)", i,
-				ENG_SELECTOR_LEN - 1);
-		snprintf(s->freeze[i], sizeof s->freeze[i], "%s", json_string_value(v));
-	}
-	s->n_freeze = (int)json_array_size(f);
-	return 0;
+	return get_str_list(f, "train.freeze", "section, \"embed\", tensor name or glob", 0,
+		ENG_MAX_FREEZE, sizeof s->freeze[0], s->freeze[0], &s->n_freeze, err);
 }
 
-/* lora: {"r", "alpha" (default 2r... PEFT's 8), "targets"} */
+/* lora: {"r", "alpha" (default 8, PEFT's), "targets"} */
 static int parse_lora(eng_spec *s, json_t *root, eng_err *err)
 {
-	json_t *l, *t, *v;
-	size_t i;
+	json_t *l, *t;
 	if (get_object(root, "lora", &l, err) < 0)
 		return -1;
 	if (!l)
@@ -686,18 +692,9 @@ static int parse_lora(eng_spec *s, json_t *root, eng_err *err)
 	if (s->lora_alpha == 0.0)
 		s->lora_alpha = 8.0; /* PEFT's LoraConfig default */
 	t = json_object_get(l, "targets");
-	if (!json_is_array(t) || json_array_size(t) == 0 ||
-		json_array_size(t) > ENG_LORA_UNITS)
-		return eng_errf(err, "'lora.targets' must be a list of 1 to %d module names (PEFT's "
-				     "target_modules: \"q_proj\", \"c_attn\", ...)", ENG_LORA_UNITS);
-	json_array_foreach(t, i, v) {
-		if (!json_is_string(v) || json_string_length(v) == 0 ||
-			json_string_length(v) >= sizeof s->lora_target[0])
-			return eng_errf(err, "'lora.targets[%zu]' must be a module name", i);
-		snprintf(s->lora_target[i], sizeof s->lora_target[i], "%s", json_string_value(v));
-	}
-	s->n_lora_target = (int)json_array_size(t);
-	return 0;
+	return get_str_list(t, "lora.targets", "module name (PEFT's target_modules: q_proj, "
+		"c_attn, ...)", 1, ENG_LORA_UNITS, sizeof s->lora_target[0], s->lora_target[0],
+		&s->n_lora_target, err);
 }
 
 static int parse_save(eng_spec *s, json_t *root, eng_err *err)
@@ -1003,17 +1000,24 @@ static int finish_lora(eng_spec *spec, eng_err *err)
 	if (spec->n_freeze)
 		return eng_errf(err, "'train.freeze' with 'lora': the adapters are what trains, "
 				     "every base weight is frozen already");
-	if (spec->lora_r && c->lora_r)
-		return eng_errf(err, "'lora' with an adapter directory as model.init_from: its "
-				     "adapter_config.json decides the adapters");
+	unsigned units = 0;
 	for (int i = 0; i < spec->n_lora_target; i++)
 		names[i] = spec->lora_target[i];
-	if (spec->lora_r &&
-		eng_lora_targets(c, names, spec->n_lora_target, &c->lora_units, &e) < 0)
+	if (spec->lora_r && eng_lora_targets(c, names, spec->n_lora_target, &units, &e) < 0)
 		return eng_errf(err, "'lora.targets': %s", e.msg);
+	/* adapters from init_from (an adapter directory, a LoRA run's checkpoint) and the
+	 * job's "lora" too (a resumed job's spec keeps it): they must be the same */
+	if (spec->lora_r && c->lora_r &&
+		(c->lora_r != spec->lora_r || c->lora_alpha != spec->lora_alpha ||
+			c->lora_units != units))
+		return eng_errf(err, "'lora' (r %d, alpha %g) is not the adapters of "
+				     "model.init_from (r %d, alpha %g, or other targets): leave "
+				     "'lora' out to train those", spec->lora_r, spec->lora_alpha,
+			c->lora_r, c->lora_alpha);
 	if (spec->lora_r) {
 		c->lora_r = spec->lora_r;
 		c->lora_alpha = spec->lora_alpha;
+		c->lora_units = units;
 	}
 	memset(c->frozen, 0, sizeof c->frozen);
 	for (int i = 0; i < eng_lora_base_tensors(c); i++)

@@ -70,8 +70,8 @@ static int open_save_dir(eng_trainer *tr, eng_err *err)
  * the message offers the newest one that does. Rewrites s->init_from to the checkpoint. */
 /* tr->lora_base: where a LoRA run's checkpoints say its base is (adapter_config.json's
  * base_model_name_or_path): the real path of the base it loaded, or "" (the checkpoints
- * hold the base themselves) when it has none on disk (a preset's) or it lies in the save
- * directory, whose checkpoints come and go. */
+ * hold the base themselves) when it has none on disk (a preset's), it lies in the save
+ * directory, whose checkpoints come and go, or it is not a base directory of its own. */
 static int lora_base_of(eng_trainer *tr, eng_err *err)
 {
 	const eng_spec *s = &tr->spec;
@@ -86,8 +86,13 @@ static int lora_base_of(eng_trainer *tr, eng_err *err)
 	} else {
 		snprintf(base, sizeof base, "%s", s->init_from);
 	}
-	if (!realpath(base, real))
+	struct stat st;
+	if (!realpath(base, real) || stat(real, &st) < 0)
 		return eng_errf(err, "the base model '%.200s': %s", base, strerror(errno));
+	/* a base the checkpoints cannot name: an llm.c file, or another LoRA run's checkpoint
+	 * holding its base (an adapter directory itself): copied in */
+	if (!S_ISDIR(st.st_mode) || eng_peft_is_adapter(real))
+		return 0;
 	size_t n = strlen(real);
 	if (n >= sizeof tr->lora_base)
 		return eng_errf(err, "the base model's path is too long");
@@ -97,7 +102,7 @@ static int lora_base_of(eng_trainer *tr, eng_err *err)
 			return 0;
 	}
 	memcpy(tr->lora_base, real, n + 1);
-	return 0;
+	return eng_peft_base_pin(real, tr->lora_pin, sizeof tr->lora_pin, err);
 }
 
 static int resolve_init(eng_spec *s, eng_err *err)
@@ -489,8 +494,9 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	if (s->init_from[0]) {
 		if (eng_import_load(&tr->model, s->init_from, err) < 0)
 			goto fail;
-		/* a base model's weights, and new adapters on it (the job's "lora") */
-		if (s->lora_r)
+		/* a base model's weights, and new adapters on it (the job's "lora"; an adapter
+		 * directory brings its own) */
+		if (s->lora_r && !eng_peft_is_adapter(s->init_from))
 			eng_model_init_adapters(&tr->model, s->seed);
 	} else {
 		eng_model_init_weights(&tr->model, s->seed);

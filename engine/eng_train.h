@@ -68,6 +68,7 @@ typedef struct eng_trainer {
 				  * gradients, nfloats (ENG_MEM_GRADS); else NULL */
 	char lora_base[ENG_PATH_LEN]; /* LoRA: the base its checkpoints name, "" when they
 				  * hold it (see eng_ckpt_snap.lora_base) */
+	char lora_pin[192];      /* and what they record of it (eng_peft_base_pin) */
 	int has_save_lock;       /* 1 while save_lock is held */
 	int save_lock;           /* the save directory's lock (eng_fs_lock) */
 } eng_trainer;

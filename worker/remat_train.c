@@ -350,7 +350,7 @@ static int parse_args(int argc, char **argv, train_opts *o)
 			}
 		} else if (strcmp(a, "--job-id") == 0 && more) {
 			o->job_id = argv[++i];
-		} else if (strcmp(a, "--export-llmc") == 0 && i + 2 < argc) {
+		} else if (strcmp(a, "--export-llmc") == 0 && i + 2 < argc && !o->export_from) {
 			o->export_from = argv[++i];
 			o->export_to = argv[++i];
 		} else if (strcmp(a, "--merge-lora") == 0 && i + 2 < argc && !o->export_from) {

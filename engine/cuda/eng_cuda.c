@@ -279,8 +279,11 @@ int eng_cuda_new(eng_cuda **out, const eng_model *host, const eng_cuda_opts *o, 
 {
 	eng_cuda_info info;
 	*out = NULL;
-	if (host->cfg.arch != ENG_ARCH_GPT2) /* eng_spec_finish refuses it first */
-		return eng_errf(err, "the CUDA backend trains GPT-2 models only so far");
+	/* eng_spec_finish refuses these first: the device copies every tensor's gradient and
+	 * moments, nfloats each */
+	if (host->cfg.arch != ENG_ARCH_GPT2 || host->cfg.lora_r || host->ngrad != host->nfloats)
+		return eng_errf(err, "the CUDA backend trains every tensor of GPT-2 models only so "
+				     "far (no Llama, frozen tensors or LoRA)");
 	eng_cuda_probe(&info);
 	if (info.ngpus == 0)
 		return eng_errf(err, "device 'cuda' is not available: %s", info.why);

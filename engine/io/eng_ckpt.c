@@ -135,6 +135,7 @@ int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err)
 	s->nfloats = m->nfloats;
 	s->ngrad = m->ngrad;
 	snprintf(s->lora_base, sizeof s->lora_base, "%s", tr->lora_base);
+	snprintf(s->lora_pin, sizeof s->lora_pin, "%s", tr->lora_pin);
 	s->stall_ms = now_ms() - t0;
 	return 0;
 }
@@ -256,6 +257,9 @@ static int write_state(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, 
 			json_integer((json_int_t)sp->ranks * sp->batch * sp->seq_len));
 	if (o && sp->hp_set)
 		json_object_set_new(o, "live", eng_state_live_json(sp));
+	/* a LoRA run's external base: what it was when this run loaded it */
+	if (o && s->cfg.lora_r && s->lora_base[0])
+		json_object_set_new(o, "lora_base", json_loads(s->lora_pin, 0, NULL));
 	/* the tensors that have no moments here (train.freeze); absent when every one trains */
 	json_t *fz = NULL;
 	for (int i = 0; o && i < s->ntensors; i++) {
@@ -549,6 +553,22 @@ static int check_one(const tensor_check *k, const char *name, int ndim, int64_t 
 	return 0;
 }
 
+/* A LoRA checkpoint's external base (trainer_state.json's "lora_base") as it was saved */
+static int base_unchanged(const json_t *o, const char *ckpt, const char *base, eng_err *err)
+{
+	json_t *was = json_object_get(o, "lora_base"), *now;
+	char pin[ENG_PEFT_PIN_LEN];
+	if (!was)
+		return 0;
+	if (eng_peft_base_pin(base, pin, sizeof pin, err) < 0)
+		return -1;
+	now = json_loads(pin, 0, NULL);
+	int same = now && json_equal(was, now);
+	json_decref(now);
+	return same ? 0 : eng_errf(err, "checkpoint '%s': its base '%.200s' changed since it was "
+					"saved (its config.json or the size of its weights)", ckpt, base);
+}
+
 /* The tensors trainer_state.json's "frozen" names (none when absent), as cfg's frozen bits
  * (over any cfg had); -1 when it names one the model has not. */
 static int frozen_of_state(const json_t *o, const char *ckpt, eng_config *cfg, eng_err *err)
@@ -663,11 +683,11 @@ int eng_ckpt_verify(const char *ckpt, eng_err *err)
 	 * tensor the one config.json implies (a checksum recomputed over a bad file, or a
 	 * writer's bug, must not pass for a checkpoint that loads) */
 	eng_config cfg;
-	char base[CKPT_PATH];
+	char base[CKPT_PATH] = "";
 	join(p, sizeof p, ckpt, "/config.json");
 	if (((want_files & F(4)) ? eng_peft_read_config(ckpt, &cfg, base, sizeof base, err)
 				 : eng_hfconfig_read(p, &cfg, err)) < 0 ||
-		frozen_of_state(o, ckpt, &cfg, err) < 0)
+		frozen_of_state(o, ckpt, &cfg, err) < 0 || base_unchanged(o, ckpt, base, err) < 0)
 		goto out;
 	join(p, sizeof p, ckpt, "/model.safetensors");
 	if ((want_files & F(0)) && (eng_st_read(&st, p, err) < 0 ||

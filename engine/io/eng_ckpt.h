@@ -46,6 +46,7 @@ typedef struct eng_ckpt_snap {
 	double stall_ms;          /* how long the copy held the training thread */
 	char lora_base[ENG_PATH_LEN]; /* LoRA: the base adapter_config.json names; "": the
 				  * checkpoint holds the base itself (named ".") */
+	char lora_pin[192];       /* what trainer_state.json records of that base */
 } eng_ckpt_snap;
 
 /* Copies the trainer's state (call at a step boundary, on the training thread). */

@@ -99,7 +99,8 @@ static int read_llama(const char *path, json_t *root, eng_config *c, eng_err *er
 				      "rotary embeddings only");
 	v = json_object_get(root, "head_dim");
 	if (v && !json_is_null(v) && c->n_head > 0 &&
-		(!json_is_integer(v) || json_integer_value(v) * c->n_head != c->n_embd))
+		(!json_is_integer(v) || c->n_embd % c->n_head != 0 ||
+			json_integer_value(v) != c->n_embd / c->n_head))
 		return bad(err, path, "'head_dim' must be hidden_size / num_attention_heads (%d)",
 			c->n_head ? c->n_embd / c->n_head : 0);
 	if (check_bool(path, root, "attention_bias", 0, err) != 0 ||

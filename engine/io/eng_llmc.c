@@ -350,6 +350,9 @@ int eng_model_save_llmc(const eng_model *m, const char *path, int version, eng_e
 	if (m->cfg.arch != ENG_ARCH_GPT2)
 		return eng_errf(err, "cannot write '%s': llm.c's model files hold GPT-2 models only",
 			path);
+	if (m->cfg.lora_r)
+		return eng_errf(err, "cannot write '%s': llm.c's files have no LoRA adapters "
+				     "(remat-train --merge-lora folds them into the base first)", path);
 	if (version != ENG_LLMC_F32 && version != ENG_LLMC_BF16)
 		return eng_errf(err,
 				"cannot write '%s': llm.c version %d (3: float32, "

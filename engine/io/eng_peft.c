@@ -10,6 +10,7 @@
 
 #include "eng_hfconfig.h"
 #include "eng_import.h"
+#include "eng_sha256.h"
 #include "eng_st.h"
 
 #define PATH_LEN 4096 /* longest path kept here */
@@ -301,4 +302,26 @@ out:
 	eng_dir_close(&d);
 	eng_model_free(&m);
 	return rc;
+}
+
+int eng_peft_base_pin(const char *base, char *out, size_t outlen, eng_err *err)
+{
+	char p[PATH_LEN + 64], cfg[65], idx[65];
+	struct stat st;
+	int n;
+	snprintf(p, sizeof p, "%s/config.json", base);
+	if (eng_sha256_file(p, cfg, err) < 0)
+		return -1;
+	snprintf(p, sizeof p, "%s/model.safetensors", base);
+	if (stat(p, &st) == 0) {
+		n = snprintf(out, outlen, "{\"config_sha256\":\"%s\",\"weights_bytes\":%lld}", cfg,
+			(long long)st.st_size);
+	} else {
+		snprintf(p, sizeof p, "%s/model.safetensors.index.json", base);
+		if (eng_sha256_file(p, idx, err) < 0)
+			return -1;
+		n = snprintf(out, outlen, "{\"config_sha256\":\"%s\",\"index_sha256\":\"%s\"}", cfg,
+			idx);
+	}
+	return n > 0 && (size_t)n < outlen ? 0 : eng_errf(err, "base pin too long");
 }

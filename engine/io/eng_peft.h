@@ -43,6 +43,13 @@ int eng_peft_load(eng_model *m, const char *dir, eng_err *err);
 int eng_peft_write_at(const eng_dir *d, const eng_config *cfg, const eng_ptensor *tensors,
 	int ntensors, const float *params, const char *base, eng_err *err);
 
+/* What a LoRA run's checkpoints record of an external base, to find it unchanged when they
+ * are verified: the SHA-256 of its config.json and the size of its model.safetensors (or
+ * the SHA-256 of its shard index), as a JSON object's text into out. Not its weights'
+ * hash: that would read the whole base at every save. 0, or -1 with a message. */
+#define ENG_PEFT_PIN_LEN 192
+int eng_peft_base_pin(const char *base, char *out, size_t outlen, eng_err *err);
+
 /* remat-train --merge-lora: the model `from` names (an adapter directory: its base and its
  * adapters) with every adapter folded into its weight, W += (alpha / r) B A (PEFT's
  * merge_and_unload), written to the directory out (made when missing) as a full Hugging

@@ -13,6 +13,17 @@
 #include "kn.h"
 #include "tests.h"
 
+void t_resumed_steps(eng_trainer *tr, int from, int to, const float *loss)
+{
+	eng_step_stats st;
+	eng_err err;
+	for (int s = from; s <= to; s++) {
+		ck_assert_msg(eng_trainer_step(tr, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(st.loss == loss[s], "step %d: resumed loss %.9g, uninterrupted %.9g", s,
+			st.loss, loss[s]);
+	}
+}
+
 void t_trainer(eng_trainer *tr, const char *fmt, ...)
 {
 	char text[8192];

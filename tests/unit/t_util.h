@@ -11,6 +11,10 @@
 /* Parses spec JSON text (printf-style) and builds a trainer; fails the test on error. */
 void t_trainer(eng_trainer *tr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Steps from..to of a resumed run: each must succeed with loss[s], the uninterrupted
+ * run's (indexed by step). */
+void t_resumed_steps(eng_trainer *tr, int from, int to, const float *loss);
+
 /* ||a - b|| / ||b|| in double */
 double t_rel_l2(const float *a, const float *b, size_t n);
 

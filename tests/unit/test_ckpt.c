@@ -354,11 +354,7 @@ START_TEST(test_ckpt_resume_shuffled_accumulated)
 	t_trainer(&b, spec, model, data, "", root, "b");
 	ck_assert_int_eq(b.spec.grad_accum, 3);
 	ck_assert_int_eq(b.step, 2);
-	for (int s = 3; s <= 8; s++) {
-		ck_assert_msg(eng_trainer_step(&b, &st, &err) == 0, "%s", err.msg);
-		ck_assert_msg(st.loss == loss[s], "step %d: resumed loss %.9g, uninterrupted %.9g", s,
-			st.loss, loss[s]);
-	}
+	t_resumed_steps(&b, 3, 8, loss);
 	ck_assert_msg(memcmp(a.model.params, b.model.params, a.model.nfloats * 4) == 0,
 		"resumed weights differ from the uninterrupted run's");
 	eng_trainer_free(&b);

@@ -194,11 +194,7 @@ START_TEST(test_freeze_checkpoint_resume)
 		"\"optim\":{\"lr\":3e-3},\"remat\":{%s,\"chunk_rows\":16},\"train\":"
 		"{\"freeze\":%s}}", path, dir,
 		c->policy, c->freeze);
-	for (int s = 3; s <= 4; s++) {
-		ck_assert_msg(eng_trainer_step(&b, &st, &err) == 0, "%s", err.msg);
-		ck_assert_msg(st.loss == loss[s], "step %d: resumed %.9g, uninterrupted %.9g", s,
-			st.loss, loss[s]);
-	}
+	t_resumed_steps(&b, 3, 4, loss);
 	ck_assert(memcmp(a.model.params, b.model.params, a.model.nfloats * 4) == 0);
 	eng_trainer_free(&b);
 	/* without the freeze: refused */

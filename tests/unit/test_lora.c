@@ -98,9 +98,27 @@ static void read_peft_config(const char *path, const char *base, const eng_model
 /* Checkpoints of a LoRA run on a base that lives elsewhere: the adapters, the moments, the
  * state; the base named by its real path, never copied. It verifies, resumes bit for bit,
  * and as init_from gives the trained model's loss. */
+/* A copy of the lora_llama reference's base (config.json, model.safetensors), malloc'd */
+static char *base_copy(void)
+{
+	static const char *const files[] = {"config.json", "model.safetensors"};
+	char *dir = t_tmp_dir("lora_base"), src[ENG_PATH_LEN], dst[ENG_PATH_LEN];
+	for (int i = 0; i < 2; i++) {
+		char *ref = t_data("reference/lora_llama");
+		size_t len;
+		snprintf(src, sizeof src, "%s/%s", ref, files[i]);
+		snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
+		char *buf = t_read_file(src, &len);
+		t_write_file(dst, buf, len);
+		free(buf);
+		free(ref);
+	}
+	return dir;
+}
+
 START_TEST(test_lora_checkpoint_external_base)
 {
-	char *base = t_data("reference/lora_llama"), *root = t_tmp_dir("lora_ckpt");
+	char *base = base_copy(), *root = t_tmp_dir("lora_ckpt");
 	char path[ENG_PATH_LEN + 64], file[ENG_PATH_LEN + 128], real[PATH_MAX];
 	eng_trainer a, b;
 	eng_step_stats st;
@@ -123,18 +141,38 @@ START_TEST(test_lora_checkpoint_external_base)
 	ck_assert(realpath(base, real));
 	read_peft_config(file, real, &a.model);
 	ck_assert_msg(eng_ckpt_verify(path, &err) == 0, "%s", err.msg);
-	/* resumed: steps 3 and 4 as the uninterrupted run took them */
+	/* resumed: steps 3 and 4 as the uninterrupted run took them; the job's "lora" kept, as
+	 * rematd's resumed spec keeps it (the same adapters: accepted) */
 	char *data = t_data("reference/lora_llama");
 	t_trainer(&b, "{\"model\":{\"init_from\":\"%s\",\"resume\":true},\"data\":{\"train\":"
 		"\"%s/train.bin\"},\"batch\":2,\"seq_len\":20,\"steps\":4,\"threads\":2,"
-		"\"optim\":{\"lr\":3e-3},\"remat\":{\"default\":\"full\"}}", path, data);
-	for (int s = 3; s <= 4; s++) {
-		ck_assert_msg(eng_trainer_step(&b, &st, &err) == 0, "%s", err.msg);
-		ck_assert_msg(st.loss == loss[s], "step %d: resumed %.9g, uninterrupted %.9g", s,
-			st.loss, loss[s]);
-	}
+		"\"optim\":{\"lr\":3e-3},\"remat\":{\"default\":\"full\"},\"lora\":{\"r\":4,"
+		"\"alpha\":16,\"targets\":[\"q_proj\",\"v_proj\",\"down_proj\"]}}", path, data);
+	t_resumed_steps(&b, 3, 4, loss);
 	ck_assert(memcmp(a.model.params, b.model.params, a.model.nfloats * 4) == 0);
 	eng_trainer_free(&b);
+	/* other adapters than the checkpoint's: refused */
+	char text[16384];
+	snprintf(text, sizeof text, "{\"model\":{\"init_from\":\"%s\",\"resume\":true},"
+		"\"data\":{\"train\":\"%s/train.bin\"},\"batch\":2,\"seq_len\":20,\"steps\":4,"
+		"\"lora\":{\"r\":8,\"targets\":[\"q_proj\"]}}", path, data);
+	eng_spec sp;
+	ck_assert(eng_spec_parse(&sp, text, &err) == 0);
+	ck_assert_int_eq(eng_trainer_init(&b, &sp, &err), -1);
+	ck_assert_msg(strstr(err.msg, "is not the adapters of model.init_from"), "%s", err.msg);
+	/* the base changed under the checkpoint: it no longer verifies */
+	snprintf(file, sizeof file, "%s/config.json", base);
+	size_t clen;
+	char *cfg = t_read_file(file, &clen);
+	char *brace = strrchr(cfg, '}');
+	ck_assert_ptr_nonnull(brace);
+	*brace = '\0';
+	char edited[8192];
+	snprintf(edited, sizeof edited, "%s, \"pad_token_id\": 1}\n", cfg);
+	t_write_file(file, edited, strlen(edited));
+	free(cfg);
+	ck_assert_int_eq(eng_ckpt_verify(path, &err), -1);
+	ck_assert_msg(strstr(err.msg, "changed since it was saved"), "%s", err.msg);
 	/* a changed adapter file no longer verifies */
 	snprintf(file, sizeof file, "%s/" ENG_PEFT_WEIGHTS, path);
 	FILE *f = fopen(file, "r+b");
@@ -183,6 +221,20 @@ START_TEST(test_lora_checkpoint_own_base)
 	ck_assert(eng_model_loss(&a.model, b.inp, b.tgt, &la, &err) == 0);
 	ck_assert(eng_model_loss(&b.model, b.inp, b.tgt, &lb, &err) == 0);
 	ck_assert(memcmp(&la, &lb, sizeof la) == 0);
+	eng_trainer_free(&b);
+	/* that checkpoint as the start of another run, saving elsewhere: its checkpoints hold
+	 * the base too (the first's may be gone when they are read) */
+	char save2[ENG_PATH_LEN + 16], path2[ENG_PATH_LEN + 64];
+	snprintf(save2, sizeof save2, "%s/other", root);
+	t_trainer(&b, "{\"model\":{\"init_from\":\"%s\"},\"data\":{\"train\":\"%s/train.bin\"},"
+		"\"batch\":2,\"seq_len\":20,\"steps\":1,\"threads\":2,\"save\":{\"dir\":\"%s\"}}",
+		path, data, save2);
+	ck_assert_msg(eng_trainer_step(&b, &st, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_trainer_save(&b, NULL, path2, sizeof path2, NULL, &err) == 0, "%s",
+		err.msg);
+	snprintf(file, sizeof file, "%s/" ENG_PEFT_CONFIG, path2);
+	read_peft_config(file, ".", &b.model);
+	ck_assert_msg(eng_ckpt_verify(path2, &err) == 0, "%s", err.msg);
 	eng_trainer_free(&b);
 	eng_trainer_free(&a);
 	free(data);
