@@ -1356,7 +1356,7 @@ START_TEST(test_llama_config_read_write)
 	ck_assert_msg(eng_hfconfig_write(o1, &c, &err) == 0, "%s", err.msg);
 	ck_assert_msg(eng_hfconfig_write(o2, &c, &err) == 0, "%s", err.msg);
 	size_t n1, n2;
-	char *t1 = (char *)read_all(o1, &n1), *t2 = (char *)read_all(o2, &n2);
+	char *t1 = t_read_file(o1, &n1), *t2 = t_read_file(o2, &n2); /* NUL-terminated */
 	ck_assert(n1 == n2 && memcmp(t1, t2, n1) == 0);
 	static const char *const want[] = {"\"LlamaForCausalLM\"", "\"model_type\": \"llama\"",
 		"\"num_key_value_heads\": 2", "\"intermediate_size\": 53", "\"head_dim\": 6",

@@ -1,0 +1,373 @@
+/* eng_blocks.c - a block's passes on the CPU, GPT-2's and the Llama family's: forward,
+ * the selective recompute, backward; the linear layers they run through the step's product
+ * table (eng_model.c), and LoRA's adapters beside them.
+ *
+ * Legend: B batch, T time, C channels, NH heads, NKV key/value heads, hs head size, I the
+ * Llama MLP's width, N = B*T rows, r LoRA's rank.
+ *
+ * The forward and the recompute of full run these very functions, on buffers of the same
+ * alignment: that is why every policy gives the same bits (eng_model.c).
+ */
+#include "eng_model_int.h"
+
+#include <stddef.h>
+#include <string.h>
+
+/* ---- LoRA (eng_config.h): y += s (x A^T) B^T beside each targeted weight, s = alpha / r ----
+ *
+ * Shapes: x (N, in) the layer's input, A (r, in), B (cols, r), mid (N, r) = x A^T kept per
+ * unit in the block's `lora` field (unit j of the block's at j * N * r), y's columns
+ * [col0, col0 + cols) of the layer's OC. In float32 (precision bf16 refuses adapters), by
+ * OpenBLAS: the same calls in forward and recompute, so every policy keeps its bits. */
+
+/* Walks the adapters of linear layer k of a block: each call gives the next one's unit
+ * (u: units[i]) and its mid (slot j of the block's `lora` field, counting every targeted
+ * unit in block order); 0 after the last. */
+typedef struct lora_at {
+	const eng_lora_unit *u;
+	float *mid;
+	int i, j;
+} lora_at;
+
+static int lora_next(const eng_model *m, int k, const eng_acts *a, lora_at *it,
+	const eng_lora_unit *units, int nu)
+{
+	size_t slot = (size_t)m->B * m->T * m->cfg.lora_r;
+	while (it->i < nu) {
+		int i = it->i++;
+		if (!(m->cfg.lora_units >> i & 1))
+			continue;
+		float *mid = (float *)a->lora + slot * (size_t)it->j++;
+		if (units[i].layer != k)
+			continue;
+		it->u = &units[i];
+		it->mid = mid;
+		return 1;
+	}
+	return 0;
+}
+
+/* out(N,OC)[:, unit's columns] += s mid B^T, mid = x A^T, for the adapters of layer k;
+ * out NULL: mid only (full recompute stops before the MLP's last product, whose adapters'
+ * backward still needs it) */
+static void lora_fwd(eng_model *m, int k, int l, const eng_acts *a, float *out,
+	const void *inp, int N, int OC)
+{
+	eng_lora_unit units[ENG_LORA_UNITS];
+	int nu = m->cfg.lora_r ? eng_lora_units(&m->cfg, units) : 0, r = m->cfg.lora_r;
+	float s = eng_lora_scale(&m->cfg);
+	lora_at it = {0};
+	const eng_layer_w *w = &m->w.h[l];
+	while (lora_next(m, k, a, &it, units, nu)) {
+		const eng_lora_unit *u = it.u;
+		int i = (int)(u - units);
+		kn_sgemm(0, 1, N, r, u->in, 1.0f, inp, u->in, w->lora_a[i], u->in, 0.0f, it.mid, r);
+		if (out)
+			kn_sgemm(0, 1, N, u->cols, r, s, it.mid, r, w->lora_b[i], r, 1.0f,
+				out + u->col0, OC);
+	}
+}
+
+/* The adapters' gradients of layer k from dout(N,OC): dB += s dy^T mid, dmid = s dy B,
+ * dA += dmid^T x, and dinp(N,in) += dmid A (dinp already holds the base weight's part) */
+static void lora_bwd(eng_model *m, int k, int l, const eng_acts *a, float *dinp,
+	const float *dout, const void *inp, int N, int OC)
+{
+	eng_lora_unit units[ENG_LORA_UNITS];
+	int nu = m->cfg.lora_r ? eng_lora_units(&m->cfg, units) : 0, r = m->cfg.lora_r;
+	float s = eng_lora_scale(&m->cfg);
+	lora_at it = {0};
+	const eng_layer_w *w = &m->w.h[l];
+	eng_layer_w *g = &m->g.h[l];
+	while (lora_next(m, k, a, &it, units, nu)) {
+		const eng_lora_unit *u = it.u;
+		int i = (int)(u - units);
+		const float *dy = dout + u->col0;
+		if (g->lora_b[i]) /* NULL: frozen (eng_spec refuses it; the gradient flows on) */
+			kn_sgemm(1, 0, u->cols, r, N, s, dy, OC, it.mid, r, 1.0f, g->lora_b[i], r);
+		kn_sgemm(0, 0, N, r, u->cols, s, dy, OC, w->lora_b[i], r, 0.0f, m->dmid, r);
+		if (g->lora_a[i])
+			kn_sgemm(1, 0, r, u->in, N, 1.0f, m->dmid, r, inp, u->in, 1.0f, g->lora_a[i],
+				u->in);
+		if (dinp)
+			kn_sgemm(0, 0, N, u->in, r, 1.0f, m->dmid, r, w->lora_a[i], u->in, 1.0f, dinp,
+				u->in);
+	}
+}
+
+/* 1 when the linear layers run as the product table says (precision bf16, or the Llama
+ * family's [out, in] weights); GPT-2's float32 ones run kn_linear_forward/backward, the
+ * same OpenBLAS products with the bias fused */
+static int linear_by_table(const eng_model *m)
+{
+	return m->cfg.mm_bf16 || m->cfg.arch == ENG_ARCH_LLAMA;
+}
+
+/* A weight as the products take it: float32, or its bf16 copy */
+static const void *wmm(const eng_model *m, const float *w)
+{
+	return m->cfg.mm_bf16 ? (const void *)eng_model_wbf(m, w) : w;
+}
+
+/* Linear layer k (0 qkv, 1 attention proj, 2 fc, 3 fc proj) of block l:
+ * out(N,OC) = inp(N,C) w + b(OC), w (C,OC) under GPT-2 and (OC,C) under llama; inp float32,
+ * or bf16 under precision bf16; b may be NULL */
+static void linear_fwd(eng_model *m, int k, int l, const eng_acts *a, float *out,
+	const void *inp, const float *w, const float *b, int N, int C, int OC)
+{
+	if (!linear_by_table(m))
+		kn_linear_forward(out, inp, w, b, N, C, OC);
+	else
+		eng_model_prod_run(m, 3 * k, l, inp, wmm(m, w), out);
+	if (b && linear_by_table(m))
+		kn_add_bias(out, b, N, OC);
+	lora_fwd(m, k, l, a, out, inp, N, OC);
+}
+
+/* dinp(N,C) = dout through w, dw += its gradient (inp^T dout for GPT-2's (C,OC), dout^T inp
+ * for llama's (OC,C)), db(OC) += column sums of dout(N,OC): dout float32 (rounded into
+ * bf_out under bf16), inp as linear_fwd's; dinp, dw, db may be NULL (dw, db: frozen) */
+static void linear_bwd(eng_model *m, int k, int l, const eng_acts *a, float *dinp, float *dw,
+	float *db, const float *dout, const void *inp, const float *w, int N, int C, int OC)
+{
+	if (!linear_by_table(m)) {
+		kn_linear_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+		lora_bwd(m, k, l, a, dinp, dout, inp, N, OC);
+		return;
+	}
+	const void *d = dout;
+	if (m->cfg.mm_bf16) {
+		kn_to_bf16(m->bf_out, dout, (size_t)N * OC);
+		d = m->bf_out;
+	}
+	if (dinp)
+		eng_model_prod_run(m, 3 * k + 1, l, d, wmm(m, w), dinp);
+	if (dw && m->cfg.arch == ENG_ARCH_LLAMA)
+		eng_model_prod_run(m, 3 * k + 2, l, d, inp, dw);
+	else if (dw)
+		eng_model_prod_run(m, 3 * k + 2, l, inp, d, dw);
+	if (db)
+		kn_bias_backward(db, dout, N, OC);
+	lora_bwd(m, k, l, a, dinp, dout, inp, N, OC);
+}
+
+
+/* Block forward from a->x; writes the block output into `out`, or stops before the MLP's
+ * c_proj when out is NULL (full recompute: backward never needs that product). Biases of
+ * c_proj and c_fc are added by the fused kernels that follow their matmuls. */
+static void block_forward(eng_model *m, int l, eng_acts *a, float *out)
+{
+	int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
+	const eng_layer_w *w = &m->w.h[l];
+	size_t NC = (size_t)N * C;
+	/* under bf16 the LayerNorm and GELU outputs are computed into dbuf and dbig (free in
+	 * a forward and before a block's backward) and stored rounded */
+	float *ln = mm_f32(m, a->ln1, m->dbuf);
+	kn_layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, a->x, w->ln1w, w->ln1b, N, C);
+	mm_store(m, a->ln1, ln, NC);
+	linear_fwd(m, 0, l, a, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
+	kn_attention_forward(a->atty, a->att_lse, m->att_scratch, a->qkv, B, T, C, NH);
+	linear_fwd(m, 1, l, a, m->tmp, mm_input(m, a->atty, NC), w->attprojw, NULL, N, C, C);
+	ln = mm_f32(m, a->ln2, m->dbuf);
+	kn_residual_layernorm_forward(a->res2, ln, a->ln2_mean, a->ln2_rstd, a->x, m->tmp,
+		w->attprojb, w->ln2w, w->ln2b, N, C);
+	mm_store(m, a->ln2, ln, NC);
+	linear_fwd(m, 2, l, a, a->fch, a->ln2, w->fcw, NULL, N, C, 4 * C);
+	float *ge = mm_f32(m, a->gelu, m->dbig);
+	kn_bias_gelu_forward(a->fch, ge, w->fcb, N, 4 * C);
+	mm_store(m, a->gelu, ge, 4 * NC);
+	if (!out) {
+		lora_fwd(m, 3, l, a, NULL, a->gelu, N, C);
+		return;
+	}
+	linear_fwd(m, 3, l, a, m->tmp, a->gelu, w->fcprojw, NULL, N, 4 * C, C);
+	kn_residual_forward(out, a->res2, m->tmp, w->fcprojb, N, C);
+}
+
+/* Selective recompute: rebuild the dropped LayerNorm and GELU outputs from what the block
+ * kept, with kernels that give the forward's bits (kn_rows.h). */
+static void block_recompute_selective(eng_model *m, int l, eng_acts *a)
+{
+	int C = m->cfg.n_embd, N = m->B * m->T;
+	const eng_layer_w *w = &m->w.h[l];
+	size_t NC = (size_t)N * C;
+	float *ln = mm_f32(m, a->ln1, m->dbuf);
+	kn_layernorm_apply(ln, a->x, a->ln1_mean, a->ln1_rstd, w->ln1w, w->ln1b, N, C);
+	mm_store(m, a->ln1, ln, NC);
+	ln = mm_f32(m, a->ln2, m->dbuf);
+	kn_layernorm_apply(ln, a->res2, a->ln2_mean, a->ln2_rstd, w->ln2w, w->ln2b, N, C);
+	mm_store(m, a->ln2, ln, NC);
+	float *ge = mm_f32(m, a->gelu, m->dbig);
+	kn_gelu_forward(ge, a->fch, 4 * NC);
+	mm_store(m, a->gelu, ge, 4 * NC);
+}
+
+/* dres holds dL/d(block output) on entry and dL/d(block input) on return.
+ *
+ * The block is out = res2 + mlp(ln2(res2)) with res2 = x + attn(ln1(x)): each residual
+ * stream's gradient is the gradient that flows straight through the add plus the one
+ * through the branch. So the LayerNorm backwards accumulate (dinp +=) into dres, which at
+ * that point already holds the straight-through part: after ln_2's it is dL/dres2, after
+ * ln_1's dL/dx. Scratch, each holding several tensors in turn:
+ *   dbig (B,T,4C)  dL/dgelu, then dL/dfch in place
+ *   dbuf (B,T,C)   dL/dln2, then dL/datty, then dL/dln1
+ *   dqkv (B,T,3C)  dL/dqkv */
+static void block_backward(eng_model *m, int l, const eng_acts *a)
+{
+	int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
+	const eng_layer_w *w = &m->w.h[l];
+	eng_layer_w *g = &m->g.h[l];
+	/* MLP branch: out = res2 + gelu(ln2 @ fcw + fcb) @ fcprojw + fcprojb */
+	linear_bwd(m, 3, l, a, m->dbig, g->fcprojw, g->fcprojb, m->dres, a->gelu, w->fcprojw, N, 4 * C,
+		C);
+	kn_gelu_backward(m->dbig, a->fch, m->dbig, (size_t)N * 4 * C);
+	linear_bwd(m, 2, l, a, m->dbuf, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, 4 * C);
+	/* dres += ln_2's backward: now dL/dres2 */
+	kn_layernorm_backward(m->dres, g->ln2w, g->ln2b, m->dbuf, a->res2, a->ln2_mean,
+		a->ln2_rstd, w->ln2w, N, C);
+	/* attention branch: res2 = x + attn(ln1) @ attprojw + attprojb */
+	linear_bwd(m, 1, l, a, m->dbuf, g->attprojw, g->attprojb, m->dres,
+		mm_input(m, a->atty, (size_t)N * C), w->attprojw, N, C, C);
+	kn_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->atty, a->att_lse, B,
+		T, C, NH);
+	linear_bwd(m, 0, l, a, m->dbuf, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
+	/* dres += ln_1's backward: now dL/dx */
+	kn_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dbuf, a->x, a->ln1_mean,
+		a->ln1_rstd, w->ln1w, N, C);
+}
+
+/* ---- the Llama family's block (eng_config.h), the same fields as GPT-2's (eng_acts.h) ---- */
+
+/* Block forward from a->x, as Hugging Face's LlamaDecoderLayer: h = x + o_proj(attn(
+ * rope(q), rope(k), v)) of RMSNorm(x), out = h + down(silu(gate) * up) of RMSNorm(h); out
+ * NULL stops before down_proj (full recompute: backward never needs that product). */
+static void llama_block_forward(eng_model *m, int l, eng_acts *a, float *out)
+{
+	int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
+	int NKV = m->cfg.n_kv_head, hs = C / NH, W = eng_config_qkv(&m->cfg);
+	int I = m->cfg.intermediate_size;
+	float eps = (float)m->cfg.rms_norm_eps;
+	const eng_layer_w *w = &m->w.h[l];
+	size_t NC = (size_t)N * C;
+	float *ln = mm_f32(m, a->ln1, m->dbuf);
+	kn_rmsnorm_forward(ln, a->ln1_rstd, a->x, w->ln1w, eps, N, C);
+	mm_store(m, a->ln1, ln, NC);
+	linear_fwd(m, 0, l, a, a->qkv, a->ln1, w->qkvw, NULL, N, C, W);
+	kn_rope_forward(a->qkv, m->rope, B, T, NH, hs, W);               /* q */
+	kn_rope_forward((float *)a->qkv + NH * hs, m->rope, B, T, NKV, hs, W); /* k */
+	kn_gqa_attention_forward(a->atty, a->att_lse, m->att_scratch, a->qkv, B, T, NH, NKV, hs);
+	linear_fwd(m, 1, l, a, m->tmp, mm_input(m, a->atty, NC), w->attprojw, NULL, N, C, C);
+	kn_residual_forward(a->res2, a->x, m->tmp, NULL, N, C);
+	ln = mm_f32(m, a->ln2, m->dbuf);
+	kn_rmsnorm_forward(ln, a->ln2_rstd, a->res2, w->ln2w, eps, N, C);
+	mm_store(m, a->ln2, ln, NC);
+	linear_fwd(m, 2, l, a, a->fch, a->ln2, w->fcw, NULL, N, C, 2 * I);
+	float *h = mm_f32(m, a->gelu, m->dbig);
+	kn_swiglu_forward(h, a->fch, N, I);
+	mm_store(m, a->gelu, h, (size_t)N * I);
+	if (!out) {
+		lora_fwd(m, 3, l, a, NULL, a->gelu, N, C);
+		return;
+	}
+	linear_fwd(m, 3, l, a, m->tmp, a->gelu, w->fcprojw, NULL, N, I, C);
+	kn_residual_forward(out, a->res2, m->tmp, NULL, N, C);
+}
+
+/* Selective recompute: the RMSNorm outputs from their saved rstd, SwiGLU's product from
+ * gate|up, bitwise the forward's (kn_rmsnorm_apply, the same kn_swiglu_forward). */
+static void llama_block_recompute_selective(eng_model *m, int l, eng_acts *a)
+{
+	int C = m->cfg.n_embd, N = m->B * m->T, I = m->cfg.intermediate_size;
+	const eng_layer_w *w = &m->w.h[l];
+	size_t NC = (size_t)N * C;
+	float *ln = mm_f32(m, a->ln1, m->dbuf);
+	kn_rmsnorm_apply(ln, a->x, a->ln1_rstd, w->ln1w, N, C);
+	mm_store(m, a->ln1, ln, NC);
+	ln = mm_f32(m, a->ln2, m->dbuf);
+	kn_rmsnorm_apply(ln, a->res2, a->ln2_rstd, w->ln2w, N, C);
+	mm_store(m, a->ln2, ln, NC);
+	float *h = mm_f32(m, a->gelu, m->dbig);
+	kn_swiglu_forward(h, a->fch, N, I);
+	mm_store(m, a->gelu, h, (size_t)N * I);
+}
+
+/* dres: dL/d(block output) in, dL/d(block input) out, as block_backward (the RMSNorm
+ * backwards accumulate into it). Scratch: dbig holds dgu (B,T,2I) then dh (B,T,I) after it;
+ * dbuf dL/dln2, dL/datty, dL/dln1 in turn; dqkv dL/dqkv, turned back through the rotation. */
+static void llama_block_backward(eng_model *m, int l, const eng_acts *a)
+{
+	int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
+	int NKV = m->cfg.n_kv_head, hs = C / NH, W = eng_config_qkv(&m->cfg);
+	int I = m->cfg.intermediate_size;
+	const eng_layer_w *w = &m->w.h[l];
+	eng_layer_w *g = &m->g.h[l];
+	float *dgu = m->dbig, *dh = m->dbig + (size_t)N * 2 * I;
+	/* MLP: out = res2 + h down^T */
+	linear_bwd(m, 3, l, a, dh, g->fcprojw, NULL, m->dres, a->gelu, w->fcprojw, N, I, C);
+	kn_swiglu_backward(dgu, dh, a->fch, N, I);
+	linear_bwd(m, 2, l, a, m->dbuf, g->fcw, NULL, dgu, a->ln2, w->fcw, N, C, 2 * I);
+	kn_rmsnorm_backward(m->dres, g->ln2w, m->dbuf, a->res2, a->ln2_rstd, w->ln2w, N, C);
+	/* attention: res2 = x + atty o^T */
+	linear_bwd(m, 1, l, a, m->dbuf, g->attprojw, NULL, m->dres,
+		mm_input(m, a->atty, (size_t)N * C), w->attprojw, N, C, C);
+	kn_gqa_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->atty, a->att_lse,
+		B, T, NH, NKV, hs);
+	kn_rope_backward(m->dqkv, m->rope, B, T, NH, hs, W);
+	kn_rope_backward(m->dqkv + NH * hs, m->rope, B, T, NKV, hs, W);
+	linear_bwd(m, 0, l, a, m->dbuf, g->qkvw, NULL, m->dqkv, a->ln1, w->qkvw, N, C, W);
+	kn_rmsnorm_backward(m->dres, g->ln1w, m->dbuf, a->x, a->ln1_rstd, w->ln1w, N, C);
+}
+
+/* The family's block passes (eng_model_int.h) */
+void eng_block_forward(eng_model *m, int l, eng_acts *a, float *out)
+{
+	if (m->cfg.arch == ENG_ARCH_LLAMA)
+		llama_block_forward(m, l, a, out);
+	else
+		block_forward(m, l, a, out);
+}
+
+void eng_block_recompute_selective(eng_model *m, int l, eng_acts *a)
+{
+	if (m->cfg.arch == ENG_ARCH_LLAMA)
+		llama_block_recompute_selective(m, l, a);
+	else
+		block_recompute_selective(m, l, a);
+}
+
+void eng_block_backward(eng_model *m, int l, const eng_acts *a)
+{
+	if (m->cfg.arch == ENG_ARCH_LLAMA)
+		llama_block_backward(m, l, a);
+	else
+		block_backward(m, l, a);
+}
+
+/* ln_f forward (the final RMSNorm under llama): lnf (float32, or the scratch under bf16)
+ * from xf */
+void eng_final_norm_forward(eng_model *m, float *lnf)
+{
+	const eng_head_acts *h = &m->lay.head;
+	int C = m->cfg.n_embd, N = m->B * m->T;
+	if (m->cfg.arch == ENG_ARCH_LLAMA)
+		kn_rmsnorm_forward(lnf, h->lnf_rstd, h->xf, m->w.lnfw, (float)m->cfg.rms_norm_eps,
+			N, C);
+	else
+		kn_layernorm_forward(lnf, h->lnf_mean, h->lnf_rstd, h->xf, m->w.lnfw, m->w.lnfb, N,
+			C);
+}
+
+/* dres = ln_f's backward of dbuf (dL/dlnf) */
+void eng_final_norm_backward(eng_model *m)
+{
+	const eng_head_acts *h = &m->lay.head;
+	int C = m->cfg.n_embd, N = m->B * m->T;
+	/* the backwards accumulate: dres starts at zero */
+	memset(m->dres, 0, sizeof(float) * N * C);
+	if (m->cfg.arch == ENG_ARCH_LLAMA)
+		kn_rmsnorm_backward(m->dres, m->g.lnfw, m->dbuf, h->xf, h->lnf_rstd, m->w.lnfw, N,
+			C);
+	else
+		kn_layernorm_backward(m->dres, m->g.lnfw, m->g.lnfb, m->dbuf, h->xf, h->lnf_mean,
+			h->lnf_rstd, m->w.lnfw, N, C);
+}

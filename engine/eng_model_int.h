@@ -1,0 +1,50 @@
+/* eng_model_int.h - what eng_model.c (the step, the head, the products) and eng_blocks.c
+ * (the blocks' passes of both families, LoRA's products) share inside the CPU model; not
+ * an interface of the engine's.
+ */
+#ifndef ENG_MODEL_INT_H
+#define ENG_MODEL_INT_H
+
+#include "eng_model.h"
+#include "kn.h"
+
+/* C = op(A) op(B) + beta C: product i of the table (eng_model_products) in layer l, by its
+ * route; oneDNN's first failure kept for the pass's end (m->mm_err) */
+void eng_model_prod_run(eng_model *m, int i, int l, const void *A, const void *B, float *C);
+/* A parameter's bf16 copy (precision bf16) */
+const uint16_t *eng_model_wbf(const eng_model *m, const float *w);
+
+/* Block l's passes from a (eng_layout_view): forward from a->x into out (NULL: stop before
+ * the MLP's last product, as full recompute does); the selective recompute; the backward
+ * (m->dres: dL/d(output) in, dL/d(input) out). GPT-2's or the Llama family's by m->cfg. */
+void eng_block_forward(eng_model *m, int l, eng_acts *a, float *out);
+void eng_block_recompute_selective(eng_model *m, int l, eng_acts *a);
+void eng_block_backward(eng_model *m, int l, const eng_acts *a);
+/* ln_f (a Llama's final RMSNorm): forward into lnf from the head's xf; backward of dbuf
+ * (dL/dlnf) into dres */
+void eng_final_norm_forward(eng_model *m, float *lnf);
+void eng_final_norm_backward(eng_model *m);
+
+/* A float32 activation as a matmul's input (n elements): itself, or rounded into bf_in */
+static inline const void *mm_input(eng_model *m, const float *x, size_t n)
+{
+	if (!m->cfg.mm_bf16)
+		return x;
+	kn_to_bf16(m->bf_in, x, n);
+	return m->bf_in;
+}
+
+/* Where a matmul input field (ln1, ln2, gelu, lnf) is computed: the field itself in float32;
+ * under bf16 the float32 scratch f, which mm_store then rounds into the field. */
+static inline float *mm_f32(const eng_model *m, void *field, float *f)
+{
+	return m->cfg.mm_bf16 ? f : field;
+}
+
+static inline void mm_store(const eng_model *m, void *field, const float *f, size_t n)
+{
+	if (m->cfg.mm_bf16)
+		kn_to_bf16(field, f, n);
+}
+
+#endif
