@@ -8,6 +8,8 @@
  * and skip. Timings are bounds, never measurements.
  */
 #include "eng_auto.h"
+#include "eng_plan.h"
+#include "eng_tensors.h"
 #include "t_daemon.h"
 #include "t_util.h"
 #include "tests.h"
@@ -410,6 +412,49 @@ START_TEST(test_lifecycle_requests_while_starting)
 		td_slurp(d.log));
 	td_close(&c);
 	free(spec);
+}
+END_TEST
+
+/* rematd plans a spec of a Llama with LoRA adapters from what --check said of it: the
+ * family's widths, the adapters' activations and their small optimizer state, as the
+ * engine's planner counts them for the same shape */
+START_TEST(test_lifecycle_plan_llama_lora)
+{
+	td_daemon d;
+	td_conn c = real_daemon(&d);
+	json_t *r = td_request(&c, "{\"execute\":\"remat-plan\",\"arguments\":{\"spec\":"
+		"{\"model\":{\"preset\":\"llama-tiny\"},\"data\":{\"train\":\"" T_GPL "\","
+		"\"format\":\"bytes\"},\"batch\":2,\"seq_len\":32,\"steps\":5,\"threads\":2,"
+		"\"lora\":{\"r\":4,\"targets\":[\"q_proj\",\"v_proj\",\"down_proj\"]}},"
+		"\"default\":\"selective\"}}");
+	json_t *ret = td_expect_return(r);
+	eng_config cfg;
+	eng_err err;
+	const char *t[] = {"q_proj", "v_proj", "down_proj"};
+	ck_assert(eng_config_preset("llama-tiny", &cfg, &err) == 0);
+	ck_assert(eng_lora_targets(&cfg, t, 3, &cfg.lora_units, &err) == 0);
+	cfg.lora_r = 4;
+	cfg.lora_alpha = 8;
+	eng_policy p;
+	eng_plan want;
+	eng_policy_init(&p, cfg.n_layer);
+	for (int l = 0; l < cfg.n_layer; l++)
+		p.block[l] = ENG_MODE_SELECTIVE;
+	int R = (int)json_integer_value(json_object_get(ret, "chunk_rows"));
+	eng_plan_policy(&cfg, 2, 32, R ? R : eng_plan_chunk_rows(&cfg, 2, 32), &p, &want);
+	ck_assert_int_eq(json_integer_value(json_object_get(ret, "saved_bytes")),
+		(json_int_t)want.saved_bytes);
+	/* the optimizer: the adapters' two moments alone */
+	json_t *mem = json_object_get(ret, "memory");
+	size_t ngrad;
+	for (int i = 0; i < eng_lora_base_tensors(&cfg); i++)
+		eng_config_freeze(&cfg, i);
+	eng_model_floats(&cfg, &ngrad);
+	ck_assert_int_eq(json_integer_value(json_object_get(mem, "optimizer")),
+		(json_int_t)(8 * ngrad));
+	json_decref(r);
+	td_close(&c);
+	td_daemon_stop(&d);
 }
 END_TEST
 
@@ -817,6 +862,7 @@ Suite *suite_lifecycle(void)
 	tcase_add_test(tc, test_lifecycle_daemon_killed_resume);
 	tcase_add_test(tc, test_lifecycle_requests_while_starting);
 	tcase_add_test(tc, test_lifecycle_queue_cancel_plan_remove);
+	tcase_add_test(tc, test_lifecycle_plan_llama_lora);
 	tcase_add_test(tc, test_lifecycle_spec_refused_at_start);
 	tcase_add_test(tc, test_lifecycle_unanswered_query);
 	tcase_add_test(tc, test_lifecycle_idle_connections);
