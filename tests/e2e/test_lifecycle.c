@@ -453,6 +453,22 @@ START_TEST(test_lifecycle_plan_llama_lora)
 	ck_assert_int_eq(json_integer_value(json_object_get(mem, "optimizer")),
 		(json_int_t)(8 * ngrad));
 	json_decref(r);
+	/* and run: mem-stats holds the adapters' gradients and moments alone */
+	const char *spec = "{\"model\":{\"preset\":\"llama-tiny\"},\"data\":{\"train\":\""
+		T_GPL "\",\"format\":\"bytes\"},\"batch\":2,\"seq_len\":32,\"steps\":100000,"
+		"\"threads\":2,\"lora\":{\"r\":4,\"targets\":[\"q_proj\",\"v_proj\","
+		"\"down_proj\"]}}";
+	char id[16];
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	snprintf(id, sizeof id, "%s", td_job_start(&c, spec, "starting"));
+	td_wait_step(&c, id);
+	r = td_request(&c, "{\"execute\":\"mem-stats\",\"arguments\":{\"job\":\"%s\"}}", id);
+	json_t *cats = json_object_get(td_expect_return(r), "categories");
+	ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(cats, "grads"),
+				 "current")), (json_int_t)(4 * ngrad));
+	ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(cats, "optimizer"),
+				 "current")), (json_int_t)(8 * ngrad));
+	json_decref(r);
 	td_close(&c);
 	td_daemon_stop(&d);
 }
