@@ -62,6 +62,13 @@ void eng_plan_block(const eng_config *cfg, int B, int T, eng_mode mode, eng_plan
 	 * (SwiGLU) output; full reruns the products up to the MLP's last and the attention */
 	double flops_sel = 2 * 4.0 * N * C + 8.0 * N * Ff;
 	double flops_full = 2.0 * N * C * (W + C + Fi) + 4.0 * N * T * C + flops_sel;
+	/* LoRA: full reruns every adapter's x A^T and its s mid B^T but down_proj's / the MLP's
+	 * c_proj's last (the block stops before that product) */
+	eng_lora_unit u[ENG_LORA_UNITS];
+	int nu = cfg->lora_r ? eng_lora_units(cfg, u) : 0;
+	for (int k = 0; k < nu; k++)
+		if (cfg->lora_units >> k & 1)
+			flops_full += 2.0 * N * cfg->lora_r * (u[k].in + (u[k].layer == 3 ? 0 : u[k].cols));
 	memset(s, 0, sizeof *s);
 	s->saved_bytes = table_bytes(eng_block_fields, ENG_ACT_N, cfg, B, T, 0, ENG_KEEP(mode), 0);
 	s->workspace_bytes = table_bytes(eng_block_fields, ENG_ACT_N, cfg, B, T, 0, ENG_KEEP(mode),
@@ -100,6 +107,13 @@ static double model_flops(const eng_config *cfg, int B, int T)
 	double W = eng_config_qkv(cfg), Fi = eng_config_ffn_in(cfg), Ff = eng_config_ffn(cfg);
 	/* q|k|v, the attention's projection, the MLP's two (GPT-2: 12 C^2 a block) */
 	double matmul_params = L * C * (W + C + Fi + Ff) + V * C;
+	/* the adapters' products too, at 6 per parameter-token; frozen weights are still
+	 * counted at 6 (their dW is skipped): a ceiling, not what a frozen run computes */
+	eng_lora_unit u[ENG_LORA_UNITS];
+	int nu = cfg->lora_r ? eng_lora_units(cfg, u) : 0;
+	for (int k = 0; k < nu; k++)
+		if (cfg->lora_units >> k & 1)
+			matmul_params += L * (double)cfg->lora_r * (u[k].in + u[k].cols);
 	return 6.0 * N * matmul_params + L * 12.0 * N * T * C;
 }
 
