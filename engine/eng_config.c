@@ -96,8 +96,10 @@ int eng_config_validate(const eng_config *c, const char *what, eng_err *err)
 	if (c->vocab_size < 1 || c->vocab_size > ENG_MAX_VOCAB)
 		return eng_errf(err, "%s: vocab_size %d out of range 1..%d", what, c->vocab_size,
 			ENG_MAX_VOCAB);
+	eng_lora_unit u[ENG_LORA_UNITS];
+	unsigned known = (1u << eng_lora_units(c, u)) - 1;
 	if (c->lora_r && (c->lora_r < 1 || c->lora_r > ENG_LORA_MAX_R || !c->lora_units ||
-			     !(c->lora_alpha > 0.0 && c->lora_alpha < 1e6)))
+			     (c->lora_units & ~known) || !(c->lora_alpha > 0.0 && c->lora_alpha < 1e6)))
 		return eng_errf(err, "%s: LoRA r %d (1..%d), alpha %g (positive) and its targets", what,
 			c->lora_r, ENG_LORA_MAX_R, c->lora_alpha);
 	return c->arch == ENG_ARCH_LLAMA ? validate_llama(c, what, err) : 0;

@@ -89,9 +89,11 @@ static int lora_base_of(eng_trainer *tr, eng_err *err)
 	struct stat st;
 	if (!realpath(base, real) || stat(real, &st) < 0)
 		return eng_errf(err, "the base model '%.200s': %s", base, strerror(errno));
-	/* a base the checkpoints cannot name: an llm.c file, or another LoRA run's checkpoint
-	 * holding its base (an adapter directory itself): copied in */
-	if (!S_ISDIR(st.st_mode) || eng_peft_is_adapter(real))
+	/* a base the checkpoints cannot name: an llm.c file, another LoRA run's checkpoint
+	 * holding its base (an adapter directory itself), or any run's checkpoint (they come
+	 * and go as save.keep says): copied in */
+	snprintf(base, sizeof base, "%s/trainer_state.json", real);
+	if (!S_ISDIR(st.st_mode) || eng_peft_is_adapter(real) || stat(base, &st) == 0)
 		return 0;
 	size_t n = strlen(real);
 	if (n >= sizeof tr->lora_base)
@@ -491,6 +493,9 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		}
 		goto fail;
 	}
+	/* the base's pin before its weights are read (lora_base_of) */
+	if (lora_base_of(tr, err) < 0)
+		goto fail;
 	if (s->init_from[0]) {
 		if (eng_import_load(&tr->model, s->init_from, err) < 0)
 			goto fail;
@@ -501,8 +506,6 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	} else {
 		eng_model_init_weights(&tr->model, s->seed);
 	}
-	if (lora_base_of(tr, err) < 0)
-		goto fail;
 	if (trainer_policy(s, &tr->aliases, &p, err) < 0)
 		goto fail;
 	if (cuda) {

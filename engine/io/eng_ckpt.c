@@ -553,12 +553,21 @@ static int check_one(const tensor_check *k, const char *name, int ndim, int64_t 
 	return 0;
 }
 
-/* A LoRA checkpoint's external base (trainer_state.json's "lora_base") as it was saved */
-static int base_unchanged(const json_t *o, const char *ckpt, const char *base, eng_err *err)
+/* A LoRA checkpoint's base as adapter_config.json names it (base): itself, whose files
+ * (model.safetensors, config.json) trainer_state.json must list, or an external one it
+ * must have pinned ("lora_base"), found as it was saved */
+static int lora_base_fits(const json_t *o, const char *ckpt, const char *base,
+	unsigned files, eng_err *err)
 {
+	char a[PATH_MAX], b[PATH_MAX], pin[ENG_PEFT_PIN_LEN];
 	json_t *was = json_object_get(o, "lora_base"), *now;
-	char pin[ENG_PEFT_PIN_LEN];
-	if (!was)
+	int self = realpath(base, a) && realpath(ckpt, b) && strcmp(a, b) == 0;
+	if (self != ((files & F(0)) != 0) || self == (was != NULL))
+		return eng_errf(err, "checkpoint '%s': adapter_config.json's base and "
+				     "trainer_state.json disagree (%s)", ckpt, self ?
+				     "it names itself but its base's files are not listed" :
+				     "an external base, not pinned");
+	if (self)
 		return 0;
 	if (eng_peft_base_pin(base, pin, sizeof pin, err) < 0)
 		return -1;
@@ -566,7 +575,8 @@ static int base_unchanged(const json_t *o, const char *ckpt, const char *base, e
 	int same = now && json_equal(was, now);
 	json_decref(now);
 	return same ? 0 : eng_errf(err, "checkpoint '%s': its base '%.200s' changed since it was "
-					"saved (its config.json or the size of its weights)", ckpt, base);
+					"saved (its config.json, or its weights' size, inode or time)", ckpt,
+		base);
 }
 
 /* The tensors trainer_state.json's "frozen" names (none when absent), as cfg's frozen bits
@@ -687,7 +697,8 @@ int eng_ckpt_verify(const char *ckpt, eng_err *err)
 	join(p, sizeof p, ckpt, "/config.json");
 	if (((want_files & F(4)) ? eng_peft_read_config(ckpt, &cfg, base, sizeof base, err)
 				 : eng_hfconfig_read(p, &cfg, err)) < 0 ||
-		frozen_of_state(o, ckpt, &cfg, err) < 0 || base_unchanged(o, ckpt, base, err) < 0)
+		frozen_of_state(o, ckpt, &cfg, err) < 0 ||
+		((want_files & F(4)) && lora_base_fits(o, ckpt, base, want_files, err) < 0))
 		goto out;
 	join(p, sizeof p, ckpt, "/model.safetensors");
 	if ((want_files & F(0)) && (eng_st_read(&st, p, err) < 0 ||

@@ -177,7 +177,8 @@ out:
 static int config_fill(FILE *f, void *ud, eng_err *err)
 {
 	(void)err;
-	if (json_dumpf(ud, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15)) == 0)
+	/* 17 digits: lora_alpha reads back as the same double (the scale of a resumed run) */
+	if (json_dumpf(ud, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)) == 0)
 		fputc('\n', f);
 	return 0;
 }
@@ -266,6 +267,29 @@ static void merge_into(eng_model *m)
 		}
 }
 
+/* out may be written: not the adapters' directory, nor their base, nor any checkpoint or
+ * adapter directory (a merged base beside adapter_config.json would take them twice) */
+static int merge_target_ok(const char *from, const char *out, eng_err *err)
+{
+	char a[PATH_MAX], b[PATH_MAX], base[PATH_LEN + 32], p[PATH_LEN + 64];
+	eng_config c;
+	struct stat st;
+	if (!realpath(out, a))
+		return 0; /* not there yet: made fresh */
+	if (eng_peft_read_config(from, &c, base, sizeof base, err) < 0)
+		return -1;
+	int same = (realpath(from, b) && strcmp(a, b) == 0) ||
+		   (realpath(base, b) && strcmp(a, b) == 0);
+	snprintf(p, sizeof p, "%s/" ENG_PEFT_CONFIG, a);
+	int adapter = stat(p, &st) == 0;
+	snprintf(p, sizeof p, "%s/trainer_state.json", a);
+	if (same || adapter || stat(p, &st) == 0)
+		return eng_errf(err, "will not write the merged model into '%.200s': it is the "
+				     "adapters' directory, their base, or a checkpoint; give a new "
+				     "directory", out);
+	return 0;
+}
+
 int eng_merge_lora(const char *from, const char *out, eng_err *err)
 {
 	eng_config cfg;
@@ -277,6 +301,10 @@ int eng_merge_lora(const char *from, const char *out, eng_err *err)
 		return -1;
 	if (!cfg.lora_r)
 		return eng_errf(err, "'%s' holds no LoRA adapters (no %s)", from, ENG_PEFT_CONFIG);
+	if (merge_target_ok(from, out, err) < 0)
+		return -1;
+	for (int i = 0; i < eng_lora_base_tensors(&cfg); i++) /* no buffers for the base's */
+		eng_config_freeze(&cfg, i);
 	if (eng_model_init_host(&m, &cfg, err) < 0 || eng_import_load(&m, from, err) < 0)
 		goto out;
 	merge_into(&m);
@@ -304,24 +332,62 @@ out:
 	return rc;
 }
 
+/* The size, inode and modification time (ns) of path into *size, *ino, *mtime: 0 or -1 */
+static int stat_of(const char *path, long long *size, long long *ino, long long *mtime)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return -1;
+	*size = (long long)st.st_size;
+	*ino = (long long)st.st_ino;
+	*mtime = (long long)st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec;
+	return 0;
+}
+
+/* The weights' files of base: model.safetensors, or the index's shards (each once); their
+ * sizes summed, inodes and times folded, into *size, *ino, *mtime */
+static int weights_stat(const char *base, long long *size, long long *ino, long long *mtime,
+	eng_err *err)
+{
+	char p[PATH_LEN + 64];
+	snprintf(p, sizeof p, "%s/model.safetensors", base);
+	if (stat_of(p, size, ino, mtime) == 0)
+		return 0;
+	snprintf(p, sizeof p, "%s/model.safetensors.index.json", base);
+	json_t *root = json_load_file(p, 0, NULL), *map = json_object_get(root, "weight_map"), *v;
+	const char *name;
+	int rc = json_is_object(map) ? 0 : -1;
+	*size = *ino = *mtime = 0;
+	json_t *seen = json_object();
+	json_object_foreach(map, name, v) {
+		const char *shard = json_string_value(v);
+		long long s1, i1, m1;
+		if (!shard || json_object_get(seen, shard))
+			continue;
+		json_object_set_new(seen, shard, json_true());
+		snprintf(p, sizeof p, "%s/%s", base, shard);
+		if (strchr(shard, '/') || stat_of(p, &s1, &i1, &m1) < 0) {
+			rc = -1;
+			break;
+		}
+		*size += s1;
+		*ino = *ino * 31 + i1;
+		*mtime = *mtime > m1 ? *mtime : m1;
+	}
+	json_decref(seen);
+	json_decref(root);
+	return rc < 0 ? eng_errf(err, "the base '%.200s': no model.safetensors nor shards of an "
+				     "index that could be read", base) : 0;
+}
+
 int eng_peft_base_pin(const char *base, char *out, size_t outlen, eng_err *err)
 {
-	char p[PATH_LEN + 64], cfg[65], idx[65];
-	struct stat st;
-	int n;
+	char p[PATH_LEN + 64], cfg[65];
+	long long size, ino, mtime;
 	snprintf(p, sizeof p, "%s/config.json", base);
-	if (eng_sha256_file(p, cfg, err) < 0)
+	if (eng_sha256_file(p, cfg, err) < 0 || weights_stat(base, &size, &ino, &mtime, err) < 0)
 		return -1;
-	snprintf(p, sizeof p, "%s/model.safetensors", base);
-	if (stat(p, &st) == 0) {
-		n = snprintf(out, outlen, "{\"config_sha256\":\"%s\",\"weights_bytes\":%lld}", cfg,
-			(long long)st.st_size);
-	} else {
-		snprintf(p, sizeof p, "%s/model.safetensors.index.json", base);
-		if (eng_sha256_file(p, idx, err) < 0)
-			return -1;
-		n = snprintf(out, outlen, "{\"config_sha256\":\"%s\",\"index_sha256\":\"%s\"}", cfg,
-			idx);
-	}
+	int n = snprintf(out, outlen, "{\"config_sha256\":\"%s\",\"weights_bytes\":%lld,"
+		"\"weights_inode\":%lld,\"weights_mtime_ns\":%lld}", cfg, size, ino, mtime);
 	return n > 0 && (size_t)n < outlen ? 0 : eng_errf(err, "base pin too long");
 }

@@ -44,9 +44,10 @@ int eng_peft_write_at(const eng_dir *d, const eng_config *cfg, const eng_ptensor
 	int ntensors, const float *params, const char *base, eng_err *err);
 
 /* What a LoRA run's checkpoints record of an external base, to find it unchanged when they
- * are verified: the SHA-256 of its config.json and the size of its model.safetensors (or
- * the SHA-256 of its shard index), as a JSON object's text into out. Not its weights'
- * hash: that would read the whole base at every save. 0, or -1 with a message. */
+ * are verified: the SHA-256 of its config.json, and the size, inode and modification time
+ * of its weights (model.safetensors, or the shards its index names), as a JSON object's
+ * text into out. Not the weights' hash: that would read the whole base at every check; a
+ * file rewritten in place keeps neither its time nor, mostly, its inode. 0, or -1. */
 #define ENG_PEFT_PIN_LEN 192
 int eng_peft_base_pin(const char *base, char *out, size_t outlen, eng_err *err);
 

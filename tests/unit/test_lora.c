@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "eng_ckpt.h"
 #include "eng_import.h"
@@ -163,7 +164,7 @@ START_TEST(test_lora_checkpoint_external_base)
 	/* the base changed under the checkpoint: it no longer verifies */
 	snprintf(file, sizeof file, "%s/config.json", base);
 	size_t clen;
-	char *cfg = t_read_file(file, &clen);
+	char *cfg = t_read_file(file, &clen), *orig = t_read_file(file, &clen);
 	char *brace = strrchr(cfg, '}');
 	ck_assert_ptr_nonnull(brace);
 	*brace = '\0';
@@ -171,6 +172,17 @@ START_TEST(test_lora_checkpoint_external_base)
 	snprintf(edited, sizeof edited, "%s, \"pad_token_id\": 1}\n", cfg);
 	t_write_file(file, edited, strlen(edited));
 	free(cfg);
+	ck_assert_int_eq(eng_ckpt_verify(path, &err), -1);
+	ck_assert_msg(strstr(err.msg, "changed since it was saved"), "%s", err.msg);
+	/* its config back, its weights written again (the same bytes, a new file): caught too */
+	t_write_file(file, orig, clen);
+	ck_assert_msg(eng_ckpt_verify(path, &err) == 0, "%s", err.msg);
+	snprintf(file, sizeof file, "%s/model.safetensors", base);
+	char *w = t_read_file(file, &clen);
+	ck_assert(unlink(file) == 0);
+	t_write_file(file, w, clen);
+	free(w);
+	free(orig);
 	ck_assert_int_eq(eng_ckpt_verify(path, &err), -1);
 	ck_assert_msg(strstr(err.msg, "changed since it was saved"), "%s", err.msg);
 	/* a changed adapter file no longer verifies */
@@ -275,6 +287,11 @@ START_TEST(test_lora_merge)
 	const char *args[] = {"--merge-lora", adapter, merged, NULL};
 	int rc = t_train_run(&res, 0, args);
 	ck_assert_msg(rc == 0, "exit %d: %s", rc, res);
+	free(res);
+	/* never over its own input */
+	const char *again[] = {"--merge-lora", adapter, dir, NULL};
+	rc = t_train_run(&res, 0, again);
+	ck_assert_msg(rc == 1 && strstr(res, "will not write the merged model"), "%d: %s", rc, res);
 	free(res);
 	eng_model ad, mg;
 	float la = batch_loss(adapter, dir, &ad), lm = batch_loss(merged, dir, &mg);
