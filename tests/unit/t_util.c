@@ -13,6 +13,20 @@
 #include "kn.h"
 #include "tests.h"
 
+void t_steps_saving(eng_trainer *tr, int steps, int save_at, float *loss, char *path,
+	size_t len)
+{
+	eng_step_stats st;
+	eng_err err;
+	for (int s = 1; s <= steps; s++) {
+		ck_assert_msg(eng_trainer_step(tr, &st, &err) == 0, "%s", err.msg);
+		loss[s] = st.loss;
+		if (s == save_at)
+			ck_assert_msg(eng_trainer_save(tr, NULL, path, len, NULL, &err) == 0, "%s",
+				err.msg);
+	}
+}
+
 void t_resumed_steps(eng_trainer *tr, int from, int to, const float *loss)
 {
 	eng_step_stats st;

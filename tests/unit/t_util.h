@@ -11,6 +11,11 @@
 /* Parses spec JSON text (printf-style) and builds a trainer; fails the test on error. */
 void t_trainer(eng_trainer *tr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Steps 1..steps of a run (their losses into loss[1..steps]), saved after step save_at
+ * (the checkpoint's path into path[len]). */
+void t_steps_saving(eng_trainer *tr, int steps, int save_at, float *loss, char *path,
+	size_t len);
+
 /* Steps from..to of a resumed run: each must succeed with loss[s], the uninterrupted
  * run's (indexed by step). */
 void t_resumed_steps(eng_trainer *tr, int from, int to, const float *loss);

@@ -337,18 +337,11 @@ START_TEST(test_ckpt_resume_shuffled_accumulated)
 		"%s\"threads\":2,\"optim\":{\"lr\":3e-3},\"save\":{\"dir\":\"%s/%s\"}}";
 	char model[8192], path[ENG_PATH_LEN + 64];
 	eng_trainer a, b;
-	eng_step_stats st;
 	eng_err err;
 	float loss[9];
 	snprintf(model, sizeof model, "\"init_from\":\"%s\"", data);
 	t_trainer(&a, spec, model, data, "\"grad_accum\":3,", root, "a");
-	for (int s = 1; s <= 8; s++) {
-		ck_assert_msg(eng_trainer_step(&a, &st, &err) == 0, "%s", err.msg);
-		loss[s] = st.loss;
-		if (s == 2)
-			ck_assert_msg(eng_trainer_save(&a, NULL, path, sizeof path, NULL, &err) == 0,
-				"%s", err.msg);
-	}
+	t_steps_saving(&a, 8, 2, loss, path, sizeof path);
 	ck_assert_int_eq(a.train.pos.epoch, 3); /* 24 samples: three epochs of 7, and 3 */
 	snprintf(model, sizeof model, "\"init_from\":\"%s\",\"resume\":true", path);
 	t_trainer(&b, spec, model, data, "", root, "b");

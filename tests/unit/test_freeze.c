@@ -153,18 +153,11 @@ START_TEST(test_freeze_checkpoint_resume)
 	const freeze_case *c = &cases[0];
 	char *root = t_tmp_dir("freeze_ckpt"), path[ENG_PATH_LEN + 64], save[ENG_PATH_LEN];
 	eng_trainer a, b;
-	eng_step_stats st;
 	eng_err err;
 	float loss[5];
 	snprintf(save, sizeof save, "%s/a", root);
 	trainer_of(&a, c, c->freeze, save);
-	for (int s = 1; s <= 4; s++) {
-		ck_assert_msg(eng_trainer_step(&a, &st, &err) == 0, "%s", err.msg);
-		loss[s] = st.loss;
-		if (s == 2)
-			ck_assert_msg(eng_trainer_save(&a, NULL, path, sizeof path, NULL, &err) == 0,
-				"%s", err.msg);
-	}
+	t_steps_saving(&a, 4, 2, loss, path, sizeof path);
 	ck_assert_msg(eng_ckpt_verify(path, &err) == 0, "%s", err.msg);
 	char file[ENG_PATH_LEN + 96];
 	snprintf(file, sizeof file, "%s/optimizer.safetensors", path);

@@ -122,18 +122,11 @@ START_TEST(test_lora_checkpoint_external_base)
 	char *base = base_copy(), *root = t_tmp_dir("lora_ckpt");
 	char path[ENG_PATH_LEN + 64], file[ENG_PATH_LEN + 128], real[PATH_MAX];
 	eng_trainer a, b;
-	eng_step_stats st;
 	eng_err err;
 	float loss[5];
 	struct stat sb;
 	lora_trainer(&a, base, root, NULL);
-	for (int s = 1; s <= 4; s++) {
-		ck_assert_msg(eng_trainer_step(&a, &st, &err) == 0, "%s", err.msg);
-		loss[s] = st.loss;
-		if (s == 2)
-			ck_assert_msg(eng_trainer_save(&a, NULL, path, sizeof path, NULL, &err) == 0,
-				"%s", err.msg);
-	}
+	t_steps_saving(&a, 4, 2, loss, path, sizeof path);
 	snprintf(file, sizeof file, "%s/model.safetensors", path);
 	ck_assert_msg(stat(file, &sb) < 0, "the base was copied into the checkpoint");
 	snprintf(file, sizeof file, "%s/" ENG_PEFT_WEIGHTS, path);
