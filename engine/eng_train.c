@@ -77,6 +77,8 @@ static int lora_base_of(eng_trainer *tr, eng_err *err)
 	const eng_spec *s = &tr->spec;
 	char base[ENG_PATH_LEN + 64], real[PATH_MAX], save[PATH_MAX];
 	eng_config c;
+	eng_dir d;
+	struct stat st;
 	tr->lora_base[0] = '\0';
 	if (!s->cfg.lora_r || !s->init_from[0])
 		return 0;
@@ -86,25 +88,51 @@ static int lora_base_of(eng_trainer *tr, eng_err *err)
 	} else {
 		snprintf(base, sizeof base, "%s", s->init_from);
 	}
-	struct stat st;
-	if (!realpath(base, real) || stat(real, &st) < 0)
+	if (!realpath(base, real))
 		return eng_errf(err, "the base model '%.200s': %s", base, strerror(errno));
-	/* a base the checkpoints cannot name: an llm.c file, another LoRA run's checkpoint
-	 * holding its base (an adapter directory itself), or any run's checkpoint (they come
-	 * and go as save.keep says): copied in */
-	snprintf(base, sizeof base, "%s/trainer_state.json", real);
-	if (!S_ISDIR(st.st_mode) || eng_peft_is_adapter(real) || stat(base, &st) == 0)
-		return 0;
 	size_t n = strlen(real);
 	if (n >= sizeof tr->lora_base)
 		return eng_errf(err, "the base model's path is too long");
-	if (s->save_dir[0] && realpath(s->save_dir, save)) {
+	/* a base the checkpoints cannot name: an llm.c file (no directory), another LoRA
+	 * run's checkpoint holding its base (an adapter directory itself), or any run's
+	 * checkpoint (they come and go as save.keep says): copied in. Its entries looked at
+	 * through its descriptor, never a link's. */
+	int fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOTDIR ? 0 : eng_errf(err, "the base model '%.200s': %s", real,
+						   strerror(errno));
+	d.fd = fd;
+	memcpy(d.path, real, n + 1);
+	int copy = eng_peft_is_adapter_at(&d) ||
+		   fstatat(d.fd, "trainer_state.json", &st, AT_SYMLINK_NOFOLLOW) == 0;
+	if (!copy && s->save_dir[0] && realpath(s->save_dir, save)) {
 		size_t k = strlen(save);
-		if (strncmp(real, save, k) == 0 && (real[k] == '/' || real[k] == '\0'))
-			return 0;
+		copy = strncmp(real, save, k) == 0 && (real[k] == '/' || real[k] == '\0');
 	}
-	memcpy(tr->lora_base, real, n + 1);
-	return eng_peft_base_pin(real, tr->lora_pin, sizeof tr->lora_pin, err);
+	int rc = copy ? 0 : eng_peft_base_pin(&d, tr->lora_pin, sizeof tr->lora_pin, err);
+	if (!copy && rc == 0)
+		memcpy(tr->lora_base, real, n + 1);
+	eng_dir_close(&d);
+	return rc;
+}
+
+/* The model's weights: init_from's (and new adapters on a base model with the job's
+ * "lora"; an adapter directory brings its own), or the seed's; a LoRA base pinned before
+ * its weights are read (lora_base_of). */
+static int trainer_weights(eng_trainer *tr, eng_err *err)
+{
+	const eng_spec *s = &tr->spec;
+	if (lora_base_of(tr, err) < 0)
+		return -1;
+	if (!s->init_from[0]) {
+		eng_model_init_weights(&tr->model, s->seed);
+		return 0;
+	}
+	if (eng_import_load(&tr->model, s->init_from, err) < 0)
+		return -1;
+	if (s->lora_r && !eng_peft_is_adapter(s->init_from))
+		eng_model_init_adapters(&tr->model, s->seed);
+	return 0;
 }
 
 static int resolve_init(eng_spec *s, eng_err *err)
@@ -493,20 +521,7 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		}
 		goto fail;
 	}
-	/* the base's pin before its weights are read (lora_base_of) */
-	if (lora_base_of(tr, err) < 0)
-		goto fail;
-	if (s->init_from[0]) {
-		if (eng_import_load(&tr->model, s->init_from, err) < 0)
-			goto fail;
-		/* a base model's weights, and new adapters on it (the job's "lora"; an adapter
-		 * directory brings its own) */
-		if (s->lora_r && !eng_peft_is_adapter(s->init_from))
-			eng_model_init_adapters(&tr->model, s->seed);
-	} else {
-		eng_model_init_weights(&tr->model, s->seed);
-	}
-	if (trainer_policy(s, &tr->aliases, &p, err) < 0)
+	if (trainer_weights(tr, err) < 0 || trainer_policy(s, &tr->aliases, &p, err) < 0)
 		goto fail;
 	if (cuda) {
 		eng_cuda_opts o;

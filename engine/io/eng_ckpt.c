@@ -559,24 +559,32 @@ static int check_one(const tensor_check *k, const char *name, int ndim, int64_t 
 static int lora_base_fits(const json_t *o, const char *ckpt, const char *base,
 	unsigned files, eng_err *err)
 {
-	char a[PATH_MAX], b[PATH_MAX], pin[ENG_PEFT_PIN_LEN];
+	char pin[ENG_PEFT_PIN_LEN];
 	json_t *was = json_object_get(o, "lora_base"), *now;
-	int self = realpath(base, a) && realpath(ckpt, b) && strcmp(a, b) == 0;
-	if (self != ((files & F(0)) != 0) || self == (was != NULL))
-		return eng_errf(err, "checkpoint '%s': adapter_config.json's base and "
-				     "trainer_state.json disagree (%s)", ckpt, self ?
-				     "it names itself but its base's files are not listed" :
-				     "an external base, not pinned");
-	if (self)
-		return 0;
-	if (eng_peft_base_pin(base, pin, sizeof pin, err) < 0)
+	eng_dir bd, cd;
+	struct stat sb, sc;
+	if (eng_dir_open(&bd, base, err) < 0)
 		return -1;
-	now = json_loads(pin, 0, NULL);
-	int same = now && json_equal(was, now);
-	json_decref(now);
-	return same ? 0 : eng_errf(err, "checkpoint '%s': its base '%.200s' changed since it was "
-					"saved (its config.json, or its weights' size, inode or time)", ckpt,
-		base);
+	int self = eng_dir_open(&cd, ckpt, err) == 0 && fstat(bd.fd, &sb) == 0 &&
+		   fstat(cd.fd, &sc) == 0 && sb.st_dev == sc.st_dev && sb.st_ino == sc.st_ino;
+	eng_dir_close(&cd);
+	int rc = -1;
+	if (self != ((files & F(0)) != 0) || self == (was != NULL))
+		eng_errf(err, "checkpoint '%s': adapter_config.json's base and trainer_state.json "
+			      "disagree (%s)", ckpt, self ?
+			      "it names itself but its base's files are not listed" :
+			      "an external base, not pinned");
+	else if (self)
+		rc = 0;
+	else if (eng_peft_base_pin(&bd, pin, sizeof pin, err) == 0) {
+		now = json_loads(pin, 0, NULL);
+		rc = now && json_equal(was, now) ? 0 :
+			eng_errf(err, "checkpoint '%s': its base '%.200s' changed since it was saved "
+				      "(its config.json, or its weights' size, inode or time)", ckpt, base);
+		json_decref(now);
+	}
+	eng_dir_close(&bd);
+	return rc;
 }
 
 /* The tensors trainer_state.json's "frozen" names (none when absent), as cfg's frozen bits

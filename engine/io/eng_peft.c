@@ -1,12 +1,15 @@
 /* eng_peft.c - LoRA adapters in PEFT's files (see eng_peft.h). */
 #include "eng_peft.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "eng_hfconfig.h"
 #include "eng_import.h"
@@ -18,12 +21,24 @@
 /* "invalid adapter config '<path>': <problem>" into err; -1 */
 #define bad(err, path, ...) eng_err_invalid(err, "adapter config", path, __VA_ARGS__)
 
+int eng_peft_is_adapter_at(const eng_dir *d)
+{
+	struct stat st;
+	/* the entry itself, never what a link points to: a regular file, or a link (the hub
+	 * cache's to its blob), which is then read as model.safetensors is */
+	return fstatat(d->fd, ENG_PEFT_CONFIG, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	       (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode));
+}
+
 int eng_peft_is_adapter(const char *dir)
 {
-	char p[PATH_LEN + 32];
-	struct stat st;
-	int n = snprintf(p, sizeof p, "%s/" ENG_PEFT_CONFIG, dir);
-	return n > 0 && (size_t)n < sizeof p && stat(p, &st) == 0 && S_ISREG(st.st_mode);
+	eng_dir d;
+	eng_err e;
+	if (eng_dir_open(&d, dir, &e) < 0) /* not a directory (an llm.c file), or none */
+		return 0;
+	int r = eng_peft_is_adapter_at(&d);
+	eng_dir_close(&d);
+	return r;
 }
 
 /* The LoraConfig keys remat does not compute: each must be absent or its default */
@@ -79,20 +94,22 @@ static int read_base(const char *path, const char *dir, json_t *root, char *base
 	size_t baselen, eng_err *err)
 {
 	const char *b = json_string_value(json_object_get(root, "base_model_name_or_path"));
-	struct stat st;
+	eng_dir d;
+	eng_err e;
 	int n;
 	if (!b || !*b)
 		return bad(err, path, "no 'base_model_name_or_path': the base model's directory");
 	n = b[0] == '/' ? snprintf(base, baselen, "%s", b) : snprintf(base, baselen, "%s/%s", dir, b);
 	if (n < 0 || (size_t)n >= baselen)
 		return bad(err, path, "'base_model_name_or_path' is too long");
-	if (stat(base, &st) < 0 || !S_ISDIR(st.st_mode))
+	if (eng_dir_open(&d, base, &e) < 0)
 		return bad(err, path, "'base_model_name_or_path' \"%.200s\" is not a directory here "
 				      "(a Hub id must be downloaded first; give its path)", b);
 	/* "." (a checkpoint holding its base): the directory's config.json and weights */
-	if (strcmp(b, ".") != 0 && eng_peft_is_adapter(base))
-		return bad(err, path, "its base \"%.200s\" is an adapter directory itself", b);
-	return 0;
+	int adapter = strcmp(b, ".") != 0 && eng_peft_is_adapter_at(&d);
+	eng_dir_close(&d);
+	return adapter ? bad(err, path, "its base \"%.200s\" is an adapter directory itself", b)
+		       : 0;
 }
 
 int eng_peft_read_config(const char *dir, eng_config *cfg, char *base, size_t baselen,
@@ -267,26 +284,37 @@ static void merge_into(eng_model *m)
 		}
 }
 
-/* out may be written: not the adapters' directory, nor their base, nor any checkpoint or
- * adapter directory (a merged base beside adapter_config.json would take them twice) */
-static int merge_target_ok(const char *from, const char *out, eng_err *err)
+/* 1 when directories a and b (open) are the same one */
+static int same_dir(const eng_dir *a, const char *b)
 {
-	char a[PATH_MAX], b[PATH_MAX], base[PATH_LEN + 32], p[PATH_LEN + 64];
+	struct stat sa, sb;
+	eng_dir d;
+	eng_err e;
+	if (eng_dir_open(&d, b, &e) < 0)
+		return 0;
+	int same = fstat(a->fd, &sa) == 0 && fstat(d.fd, &sb) == 0 && sa.st_dev == sb.st_dev &&
+		   sa.st_ino == sb.st_ino;
+	eng_dir_close(&d);
+	return same;
+}
+
+/* out (opened, made when missing) may be written: not the adapters' directory, nor their
+ * base, nor any checkpoint or adapter directory (a merged base beside adapter_config.json
+ * would take them twice); its entries looked at through its descriptor, never a link's */
+static int merge_target_ok(const eng_dir *out, const char *from, eng_err *err)
+{
+	char base[PATH_LEN + 32];
 	eng_config c;
-	struct stat st;
-	if (!realpath(out, a))
-		return 0; /* not there yet: made fresh */
 	if (eng_peft_read_config(from, &c, base, sizeof base, err) < 0)
 		return -1;
-	int same = (realpath(from, b) && strcmp(a, b) == 0) ||
-		   (realpath(base, b) && strcmp(a, b) == 0);
-	snprintf(p, sizeof p, "%s/" ENG_PEFT_CONFIG, a);
-	int adapter = stat(p, &st) == 0;
-	snprintf(p, sizeof p, "%s/trainer_state.json", a);
-	if (same || adapter || stat(p, &st) == 0)
+	int adapter = eng_fs_entry(out, ENG_PEFT_CONFIG, 0, "overwrite", err);
+	int ckpt = adapter < 0 ? 0 : eng_fs_entry(out, "trainer_state.json", 0, "overwrite", err);
+	if (adapter < 0 || ckpt < 0)
+		return -1;
+	if (adapter || ckpt || same_dir(out, from) || same_dir(out, base))
 		return eng_errf(err, "will not write the merged model into '%.200s': it is the "
 				     "adapters' directory, their base, or a checkpoint; give a new "
-				     "directory", out);
+				     "directory", out->path);
 	return 0;
 }
 
@@ -301,8 +329,8 @@ int eng_merge_lora(const char *from, const char *out, eng_err *err)
 		return -1;
 	if (!cfg.lora_r)
 		return eng_errf(err, "'%s' holds no LoRA adapters (no %s)", from, ENG_PEFT_CONFIG);
-	if (merge_target_ok(from, out, err) < 0)
-		return -1;
+	if (eng_dir_make(&d, out, err) < 0 || merge_target_ok(&d, from, err) < 0)
+		goto out;
 	for (int i = 0; i < eng_lora_base_tensors(&cfg); i++) /* no buffers for the base's */
 		eng_config_freeze(&cfg, i);
 	if (eng_model_init_host(&m, &cfg, err) < 0 || eng_import_load(&m, from, err) < 0)
@@ -322,7 +350,7 @@ int eng_merge_lora(const char *from, const char *out, eng_err *err)
 	eng_config base = cfg; /* config.json: the base's shape, no adapters */
 	base.lora_r = 0;
 	base.lora_units = 0;
-	rc = eng_dir_make(&d, out, err) < 0 || eng_st_write_at(&d, "model.safetensors", e, nb, err) < 0 ||
+	rc = eng_st_write_at(&d, "model.safetensors", e, nb, err) < 0 ||
 			eng_hfconfig_write_at(&d, "config.json", &base, err) < 0
 		? -1 : 0;
 	free(e);
@@ -332,11 +360,13 @@ out:
 	return rc;
 }
 
-/* The size, inode and modification time (ns) of path into *size, *ino, *mtime: 0 or -1 */
-static int stat_of(const char *path, long long *size, long long *ino, long long *mtime)
+/* The size, inode and modification time (ns) of d/name into *size, *ino, *mtime, the file
+ * the loader reads (a link followed, as for the hub cache's blobs): 0 or -1 */
+static int stat_of(const eng_dir *d, const char *name, long long *size, long long *ino,
+	long long *mtime)
 {
 	struct stat st;
-	if (stat(path, &st) < 0)
+	if (fstatat(d->fd, name, &st, 0) < 0 || !S_ISREG(st.st_mode))
 		return -1;
 	*size = (long long)st.st_size;
 	*ino = (long long)st.st_ino;
@@ -344,29 +374,46 @@ static int stat_of(const char *path, long long *size, long long *ino, long long 
 	return 0;
 }
 
-/* The weights' files of base: model.safetensors, or the index's shards (each once); their
- * sizes summed, inodes and times folded, into *size, *ino, *mtime */
-static int weights_stat(const char *base, long long *size, long long *ino, long long *mtime,
+/* A regular file d/name opened to read as the loader opens a base's files (relative to the
+ * base's descriptor; a final link followed, as the hub cache's to its blobs): the
+ * descriptor, or -1 with a message */
+static int open_base_file(const eng_dir *d, const char *name, eng_err *err)
+{
+	struct stat st;
+	int fd = openat(d->fd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		fd = -1;
+		errno = EINVAL;
+	}
+	if (fd < 0)
+		eng_errf(err, "cannot read %s of the base '%.200s': %s", name, d->path,
+			errno == EINVAL ? "not a regular file" : strerror(errno));
+	return fd;
+}
+
+/* The weights' files of the base d: model.safetensors, or the index's shards (each once,
+ * plain names of d); their sizes summed, inodes and times folded, into *size, *ino,
+ * *mtime */
+static int weights_stat(const eng_dir *d, long long *size, long long *ino, long long *mtime,
 	eng_err *err)
 {
-	char p[PATH_LEN + 64];
-	snprintf(p, sizeof p, "%s/model.safetensors", base);
-	if (stat_of(p, size, ino, mtime) == 0)
+	if (stat_of(d, "model.safetensors", size, ino, mtime) == 0)
 		return 0;
-	snprintf(p, sizeof p, "%s/model.safetensors.index.json", base);
-	json_t *root = json_load_file(p, 0, NULL), *map = json_object_get(root, "weight_map"), *v;
+	int fd = open_base_file(d, "model.safetensors.index.json", err);
+	json_t *root = fd >= 0 ? json_loadfd(fd, 0, NULL) : NULL;
+	json_t *map = json_object_get(root, "weight_map");
+	json_t *seen = json_object(), *v;
 	const char *name;
 	int rc = json_is_object(map) ? 0 : -1;
 	*size = *ino = *mtime = 0;
-	json_t *seen = json_object();
 	json_object_foreach(map, name, v) {
 		const char *shard = json_string_value(v);
 		long long s1, i1, m1;
 		if (!shard || json_object_get(seen, shard))
 			continue;
 		json_object_set_new(seen, shard, json_true());
-		snprintf(p, sizeof p, "%s/%s", base, shard);
-		if (strchr(shard, '/') || stat_of(p, &s1, &i1, &m1) < 0) {
+		if (strchr(shard, '/') || stat_of(d, shard, &s1, &i1, &m1) < 0) {
 			rc = -1;
 			break;
 		}
@@ -376,16 +423,22 @@ static int weights_stat(const char *base, long long *size, long long *ino, long 
 	}
 	json_decref(seen);
 	json_decref(root);
+	if (fd >= 0)
+		close(fd);
 	return rc < 0 ? eng_errf(err, "the base '%.200s': no model.safetensors nor shards of an "
-				     "index that could be read", base) : 0;
+				     "index that could be read", d->path) : 0;
 }
 
-int eng_peft_base_pin(const char *base, char *out, size_t outlen, eng_err *err)
+int eng_peft_base_pin(const eng_dir *d, char *out, size_t outlen, eng_err *err)
 {
-	char p[PATH_LEN + 64], cfg[65];
+	char cfg[65];
 	long long size, ino, mtime;
-	snprintf(p, sizeof p, "%s/config.json", base);
-	if (eng_sha256_file(p, cfg, err) < 0 || weights_stat(base, &size, &ino, &mtime, err) < 0)
+	int fd = open_base_file(d, "config.json", err);
+	if (fd < 0)
+		return -1;
+	int rc = eng_sha256_fd(fd, "config.json", cfg, err);
+	close(fd);
+	if (rc < 0 || weights_stat(d, &size, &ino, &mtime, err) < 0)
 		return -1;
 	int n = snprintf(out, outlen, "{\"config_sha256\":\"%s\",\"weights_bytes\":%lld,"
 		"\"weights_inode\":%lld,\"weights_mtime_ns\":%lld}", cfg, size, ino, mtime);

@@ -22,8 +22,10 @@
 #define ENG_PEFT_WEIGHTS "adapter_model.safetensors"
 #define ENG_PEFT_PREFIX "base_model.model."
 
-/* 1 when dir holds adapter_config.json (an adapter directory), 0 otherwise. */
+/* 1 when dir holds adapter_config.json (an adapter directory), 0 otherwise (a file, no
+ * directory); the entry looked at through the directory's descriptor, not followed. */
 int eng_peft_is_adapter(const char *dir);
+int eng_peft_is_adapter_at(const eng_dir *d);
 
 /* Reads dir/adapter_config.json: peft_type "LORA", r, lora_alpha, target_modules (a list:
  * a regex string is refused), base_model_name_or_path into base (resolved against dir);
@@ -49,7 +51,7 @@ int eng_peft_write_at(const eng_dir *d, const eng_config *cfg, const eng_ptensor
  * text into out. Not the weights' hash: that would read the whole base at every check; a
  * file rewritten in place keeps neither its time nor, mostly, its inode. 0, or -1. */
 #define ENG_PEFT_PIN_LEN 192
-int eng_peft_base_pin(const char *base, char *out, size_t outlen, eng_err *err);
+int eng_peft_base_pin(const eng_dir *base, char *out, size_t outlen, eng_err *err);
 
 /* remat-train --merge-lora: the model `from` names (an adapter directory: its base and its
  * adapters) with every adapter folded into its weight, W += (alpha / r) B A (PEFT's
