@@ -101,6 +101,18 @@ static int get_object(json_t *obj, const char *key, json_t **out, eng_err *err)
 	return 0;
 }
 
+/* An optional section of the spec: root[key] into *out, an object of only `keys`. 1 when
+ * present, 0 when absent (*out NULL), -1. */
+static int get_section(json_t *root, const char *key, const char *const *keys, json_t **out,
+	eng_err *err)
+{
+	if (get_object(root, key, out, err) < 0)
+		return -1;
+	if (!*out)
+		return 0;
+	return check_keys(*out, key, keys, err) < 0 ? -1 : 1;
+}
+
 /* Integer fields. Return 1 when present and set, 0 when absent (*out untouched), -1. */
 static int get_int64(json_t *obj, const char *prefix, const char *key, long long lo,
 	long long hi, long long *out, eng_err *err)
@@ -301,12 +313,10 @@ static int parse_data(eng_spec *s, json_t *root, eng_err *err)
 static int parse_eval(eng_spec *s, json_t *root, eng_err *err)
 {
 	json_t *v;
-	if (get_object(root, "eval", &v, err) < 0)
-		return -1;
-	if (!v)
-		return 0;
-	if (check_keys(v, "eval", eval_keys, err) < 0 ||
-		get_int(v, "eval", "every", 0, SPEC_MAX_STEPS, &s->eval_every, err) < 0 ||
+	int sec = get_section(root, "eval", eval_keys, &v, err);
+	if (sec <= 0)
+		return sec;
+	if (get_int(v, "eval", "every", 0, SPEC_MAX_STEPS, &s->eval_every, err) < 0 ||
 		get_int(v, "eval", "batches", 0, INT_MAX, &s->eval_batches, err) < 0)
 		return -1;
 	if (!s->val_path[0])
@@ -464,12 +474,9 @@ static int parse_optim(eng_spec *s, json_t *root, eng_err *err)
 		{"grad_clip", 0, 0, INFINITY, 0, &s->grad_clip},
 	};
 	json_t *o;
-	if (get_object(root, "optim", &o, err) < 0)
-		return -1;
-	if (!o)
-		return 0;
-	if (check_keys(o, "optim", optim_keys, err) < 0)
-		return -1;
+	int sec = get_section(root, "optim", optim_keys, &o, err);
+	if (sec <= 0)
+		return sec;
 	for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
 		if (get_float(o, "optim", fields[i].key, fields[i].lo, fields[i].lo_open,
 			    fields[i].hi, fields[i].hi_open, fields[i].dst, err) < 0)
@@ -606,12 +613,9 @@ static int parse_remat(eng_spec *s, json_t *root, eng_err *err)
 	json_t *r, *v;
 	eng_err e;
 	eng_mode m;
-	if (get_object(root, "remat", &r, err) < 0)
-		return -1;
-	if (!r)
-		return 0;
-	if (check_keys(r, "remat", remat_keys, err) < 0)
-		return -1;
+	int sec = get_section(root, "remat", remat_keys, &r, err);
+	if (sec <= 0)
+		return sec;
 	if ((v = json_object_get(r, "default"))) {
 		if (!json_is_string(v))
 			return eng_errf(err, "'remat.default' must be a mode string");
@@ -663,12 +667,9 @@ static int get_str_list(json_t *list, const char *path, const char *what, int mi
 static int parse_train(eng_spec *s, json_t *root, eng_err *err)
 {
 	json_t *t, *f;
-	if (get_object(root, "train", &t, err) < 0)
-		return -1;
-	if (!t)
-		return 0;
-	if (check_keys(t, "train", train_keys, err) < 0)
-		return -1;
+	int sec = get_section(root, "train", train_keys, &t, err);
+	if (sec <= 0)
+		return sec;
 	if (!(f = json_object_get(t, "freeze")))
 		return 0;
 	return get_str_list(f, "train.freeze", "section, \"embed\", tensor name or glob", 0,
@@ -679,12 +680,10 @@ static int parse_train(eng_spec *s, json_t *root, eng_err *err)
 static int parse_lora(eng_spec *s, json_t *root, eng_err *err)
 {
 	json_t *l, *t;
-	if (get_object(root, "lora", &l, err) < 0)
-		return -1;
-	if (!l)
-		return 0;
-	if (check_keys(l, "lora", lora_keys, err) < 0 ||
-		get_int(l, "lora", "r", 1, ENG_LORA_MAX_R, &s->lora_r, err) < 0 ||
+	int sec = get_section(root, "lora", lora_keys, &l, err);
+	if (sec <= 0)
+		return sec;
+	if (get_int(l, "lora", "r", 1, ENG_LORA_MAX_R, &s->lora_r, err) < 0 ||
 		get_real(l, "lora", "alpha", 0.0, 1e6, &s->lora_alpha, err) < 0)
 		return -1;
 	if (!s->lora_r)
@@ -700,12 +699,10 @@ static int parse_lora(eng_spec *s, json_t *root, eng_err *err)
 static int parse_save(eng_spec *s, json_t *root, eng_err *err)
 {
 	json_t *v;
-	if (get_object(root, "save", &v, err) < 0)
-		return -1;
-	if (!v)
-		return 0;
-	if (check_keys(v, "save", save_keys, err) < 0 ||
-		get_str(v, "save", "dir", s->save_dir, sizeof s->save_dir, err) < 0 ||
+	int sec = get_section(root, "save", save_keys, &v, err);
+	if (sec <= 0)
+		return sec;
+	if (get_str(v, "save", "dir", s->save_dir, sizeof s->save_dir, err) < 0 ||
 		get_int(v, "save", "every", 0, SPEC_MAX_STEPS, &s->save_every, err) < 0 ||
 		get_int(v, "save", "keep", 1, INT_MAX, &s->save_keep, err) < 0)
 		return -1;
@@ -717,12 +714,9 @@ static int parse_memory(eng_spec *s, json_t *root, eng_err *err)
 {
 	json_t *m, *v;
 	long long bytes = -1;
-	if (get_object(root, "memory", &m, err) < 0)
-		return -1;
-	if (!m)
-		return 0;
-	if (check_keys(m, "memory", memory_keys, err) < 0)
-		return -1;
+	int sec = get_section(root, "memory", memory_keys, &m, err);
+	if (sec <= 0)
+		return sec;
 	if (!(v = json_object_get(m, "limit")))
 		return 0;
 	if ((bytes = spec_size(v)) < 0)
@@ -767,13 +761,11 @@ static int parse_sample(eng_spec *s, json_t *root, eng_err *err)
 {
 	json_t *v, *p;
 	long long seed = s->sample_seed;
-	if (get_object(root, "sample", &v, err) < 0)
-		return -1;
-	if (!v)
-		return 0;
+	int sec = get_section(root, "sample", sample_keys, &v, err);
+	if (sec <= 0)
+		return sec;
 	s->sample_on = 1;
-	if (check_keys(v, "sample", sample_keys, err) < 0 ||
-		get_int(v, "sample", "every", 0, SPEC_MAX_STEPS, &s->sample_every, err) < 0 ||
+	if (get_int(v, "sample", "every", 0, SPEC_MAX_STEPS, &s->sample_every, err) < 0 ||
 		get_int(v, "sample", "tokens", 1, SPEC_MAX_SAMPLE, &s->sample_tokens, err) < 0 ||
 		get_float(v, "sample", "temperature", 0, 0, 100, 0, &s->sample_temperature, err) < 0 ||
 		get_int(v, "sample", "top_k", 0, INT_MAX, &s->sample_top_k, err) < 0 ||
@@ -815,12 +807,10 @@ static int parse_hosts(eng_spec *s, json_t *h, eng_err *err)
 static int parse_parallel(eng_spec *s, json_t *root, eng_err *err)
 {
 	json_t *v, *h;
-	if (get_object(root, "parallel", &v, err) < 0)
-		return -1;
-	if (!v)
-		return 0;
-	if (check_keys(v, "parallel", parallel_keys, err) < 0 ||
-		get_int(v, "parallel", "ranks", 1, ENG_MAX_RANKS, &s->ranks, err) < 0 ||
+	int sec = get_section(root, "parallel", parallel_keys, &v, err);
+	if (sec <= 0)
+		return sec;
+	if (get_int(v, "parallel", "ranks", 1, ENG_MAX_RANKS, &s->ranks, err) < 0 ||
 		get_str(v, "parallel", "hostfile", s->hostfile, sizeof s->hostfile, err) < 0)
 		return -1;
 	s->has_ranks = json_object_get(v, "ranks") != NULL;
