@@ -67,65 +67,38 @@ static float *at_of(float *base, const eng_ptensor *t, int grad)
 	return t->frozen ? NULL : base + t->goff;
 }
 
-/* The adapters' pointers of w (after the base tensors, eng_model_table's order) */
-static void bind_adapters(const eng_model *m, float *base, int grad, eng_weights *w)
+/* Where a block's weight of slot s lives in eng_layer_w (ENG_SLOT_LN1W ..) */
+static float **layer_field(eng_layer_w *h, eng_slot s)
 {
-	const eng_ptensor *t = m->tensors + eng_lora_base_tensors(&m->cfg);
-	for (int l = 0; m->cfg.lora_r && l < m->cfg.n_layer; l++)
-		for (int u = 0; u < ENG_LORA_UNITS; u++) {
-			if (!(m->cfg.lora_units >> u & 1))
-				continue;
-			w->h[l].lora_a[u] = at_of(base, t++, grad);
-			w->h[l].lora_b[u] = at_of(base, t++, grad);
-		}
+	float **f[] = {&h->ln1w, &h->ln1b, &h->qkvw, &h->qkvb, &h->attprojw, &h->attprojb,
+		&h->ln2w, &h->ln2b, &h->fcw, &h->fcb, &h->fcprojw, &h->fcprojb};
+	return f[s - ENG_SLOT_LN1W];
 }
 
-/* Points w's fields at the tensors of `base` (params, or grads with grad 1), in table
- * order. */
+/* Points w's fields at the tensors of `base` (params, or grads with grad 1: NULL where
+ * frozen), each by its slot in the table (eng_tensors.h); a tied lm_head is wte. */
 static void bind_weights(const eng_model *m, float *base, int grad, eng_weights *w)
 {
-	const eng_ptensor *t = m->tensors;
-	int L = m->cfg.n_layer;
 	memset(w, 0, sizeof *w);
-	w->wte = at_of(base, &t[0], grad);
-	if (m->cfg.arch == ENG_ARCH_LLAMA) {
-		for (int l = 0; l < L; l++) {
-			const eng_ptensor *lt = t + 1 + 9 * l;
-			eng_layer_w *h = &w->h[l];
-			h->ln1w = at_of(base, &lt[0], grad);
-			h->qkvw = at_of(base, &lt[1], grad); /* k_proj, v_proj follow */
-			h->attprojw = at_of(base, &lt[4], grad);
-			h->ln2w = at_of(base, &lt[5], grad);
-			h->fcw = at_of(base, &lt[6], grad);  /* up_proj follows */
-			h->fcprojw = at_of(base, &lt[8], grad);
+	for (int i = 0; i < m->ntensors; i++) {
+		const eng_ptensor *t = &m->tensors[i];
+		float *p = at_of(base, t, grad);
+		eng_layer_w *h = t->section >= 0 && t->section < m->cfg.n_layer ? &w->h[t->section]
+										 : NULL;
+		switch (t->slot) {
+		case ENG_SLOT_JOINED: break; /* inside the weight before it */
+		case ENG_SLOT_WTE: w->wte = p; break;
+		case ENG_SLOT_WPE: w->wpe = p; break;
+		case ENG_SLOT_LNFW: w->lnfw = p; break;
+		case ENG_SLOT_LNFB: w->lnfb = p; break;
+		case ENG_SLOT_LMW: w->lmw = p; break;
+		case ENG_SLOT_LORA_A: h->lora_a[t->unit] = p; break;
+		case ENG_SLOT_LORA_B: h->lora_b[t->unit] = p; break;
+		default: *layer_field(h, t->slot) = p; break;
 		}
-		w->lnfw = at_of(base, &t[1 + 9 * L], grad);
-		w->lmw = eng_config_tied(&m->cfg) ? w->wte : at_of(base, &t[2 + 9 * L], grad);
-		bind_adapters(m, base, grad, w);
-		return;
 	}
-	w->wpe = at_of(base, &t[1], grad);
-	for (int l = 0; l < L; l++) {
-		const eng_ptensor *lt = t + 2 + 12 * l;
-		eng_layer_w *h = &w->h[l];
-		h->ln1w = at_of(base, &lt[0], grad);
-		h->ln1b = at_of(base, &lt[1], grad);
-		h->qkvw = at_of(base, &lt[2], grad);
-		h->qkvb = at_of(base, &lt[3], grad);
-		h->attprojw = at_of(base, &lt[4], grad);
-		h->attprojb = at_of(base, &lt[5], grad);
-		h->ln2w = at_of(base, &lt[6], grad);
-		h->ln2b = at_of(base, &lt[7], grad);
-		h->fcw = at_of(base, &lt[8], grad);
-		h->fcb = at_of(base, &lt[9], grad);
-		h->fcprojw = at_of(base, &lt[10], grad);
-		h->fcprojb = at_of(base, &lt[11], grad);
-	}
-	int nb = eng_lora_base_tensors(&m->cfg);
-	w->lnfw = at_of(base, &t[nb - 2], grad);
-	w->lnfb = at_of(base, &t[nb - 1], grad);
-	w->lmw = w->wte;
-	bind_adapters(m, base, grad, w);
+	if (eng_config_tied(&m->cfg))
+		w->lmw = w->wte;
 }
 
 /* The lowest block a step's backward must reach: the lowest with a trainable tensor, or 0
@@ -134,9 +107,9 @@ static void bind_weights(const eng_model *m, float *base, int grad, eng_weights 
 static int backward_floor(const eng_model *m)
 {
 	int floor = m->cfg.n_layer;
-	for (int i = m->ntensors - 1; i >= 0; i--)
+	for (int i = 0; i < m->ntensors; i++)
 		if (!m->tensors[i].frozen) {
-			int s = eng_tensor_section(&m->cfg, i);
+			int s = m->tensors[i].section;
 			floor = s < 0 ? 0 : s < floor ? s : floor;
 		}
 	return floor;

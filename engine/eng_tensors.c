@@ -18,14 +18,18 @@ static size_t round_up(size_t n, size_t a)
 typedef struct table_at {
 	size_t off, goff;
 	const eng_config *cfg;
+	int section, unit;      /* of the tensors added next (eng_ptensor) */
 } table_at;
 
 /* Appends a tensor; the next one starts 64-byte aligned, or right after it with `join`
  * (q|k|v_proj, gate|up_proj: one weight of one product, frozen or trained together) */
-static void add_tensor(eng_ptensor *tab, int *n, table_at *at, const char *name, int ndim,
-	int64_t d0, int64_t d1, int decay, int join)
+static void add_tensor(eng_ptensor *tab, int *n, table_at *at, const char *name, eng_slot slot,
+	int ndim, int64_t d0, int64_t d1, int decay, int join)
 {
 	eng_ptensor *t = &tab[*n];
+	t->slot = slot;
+	t->section = at->section;
+	t->unit = at->unit;
 	snprintf(t->name, sizeof t->name, "%s", name);
 	t->ndim = ndim;
 	t->shape[0] = d0;
@@ -55,32 +59,39 @@ int eng_model_ntensors(const eng_config *c)
 	return base_tensors(c) + 2 * eng_lora_count(c) * c->n_layer;
 }
 
-/* A block's tensors, in the order of eng_layer_w's weights: the name's suffix, the rank,
- * the two dimensions (LT_* below), weight decay, joined to the next. */
+/* A block's tensors, in Hugging Face's order: the name's suffix, the weight it is, the
+ * rank, the two dimensions (LT_* below), weight decay, joined to the next. */
 enum { LT_0, LT_C, LT_3C, LT_4C, LT_Q, LT_KV, LT_I };
 typedef struct layer_tensor {
 	const char *suffix;
+	eng_slot slot;
 	int ndim, d0, d1, decay, join;
 } layer_tensor;
 
 static const layer_tensor gpt2_layer[] = {
-	{"ln_1.weight", 1, LT_C, LT_0, 0, 0},        {"ln_1.bias", 1, LT_C, LT_0, 0, 0},
-	{"attn.c_attn.weight", 2, LT_C, LT_3C, 1, 0}, {"attn.c_attn.bias", 1, LT_3C, LT_0, 0, 0},
-	{"attn.c_proj.weight", 2, LT_C, LT_C, 1, 0},  {"attn.c_proj.bias", 1, LT_C, LT_0, 0, 0},
-	{"ln_2.weight", 1, LT_C, LT_0, 0, 0},        {"ln_2.bias", 1, LT_C, LT_0, 0, 0},
-	{"mlp.c_fc.weight", 2, LT_C, LT_4C, 1, 0},   {"mlp.c_fc.bias", 1, LT_4C, LT_0, 0, 0},
-	{"mlp.c_proj.weight", 2, LT_4C, LT_C, 1, 0}, {"mlp.c_proj.bias", 1, LT_C, LT_0, 0, 0},
+	{"ln_1.weight", ENG_SLOT_LN1W, 1, LT_C, LT_0, 0, 0},
+	{"ln_1.bias", ENG_SLOT_LN1B, 1, LT_C, LT_0, 0, 0},
+	{"attn.c_attn.weight", ENG_SLOT_QKVW, 2, LT_C, LT_3C, 1, 0},
+	{"attn.c_attn.bias", ENG_SLOT_QKVB, 1, LT_3C, LT_0, 0, 0},
+	{"attn.c_proj.weight", ENG_SLOT_PROJW, 2, LT_C, LT_C, 1, 0},
+	{"attn.c_proj.bias", ENG_SLOT_PROJB, 1, LT_C, LT_0, 0, 0},
+	{"ln_2.weight", ENG_SLOT_LN2W, 1, LT_C, LT_0, 0, 0},
+	{"ln_2.bias", ENG_SLOT_LN2B, 1, LT_C, LT_0, 0, 0},
+	{"mlp.c_fc.weight", ENG_SLOT_FCW, 2, LT_C, LT_4C, 1, 0},
+	{"mlp.c_fc.bias", ENG_SLOT_FCB, 1, LT_4C, LT_0, 0, 0},
+	{"mlp.c_proj.weight", ENG_SLOT_FCPROJW, 2, LT_4C, LT_C, 1, 0},
+	{"mlp.c_proj.bias", ENG_SLOT_FCPROJB, 1, LT_C, LT_0, 0, 0},
 };
 static const layer_tensor llama_layer[] = {
-	{"input_layernorm.weight", 1, LT_C, LT_0, 0, 0},
-	{"self_attn.q_proj.weight", 2, LT_Q, LT_C, 1, 1},
-	{"self_attn.k_proj.weight", 2, LT_KV, LT_C, 1, 1},
-	{"self_attn.v_proj.weight", 2, LT_KV, LT_C, 1, 0},
-	{"self_attn.o_proj.weight", 2, LT_C, LT_Q, 1, 0},
-	{"post_attention_layernorm.weight", 1, LT_C, LT_0, 0, 0},
-	{"mlp.gate_proj.weight", 2, LT_I, LT_C, 1, 1},
-	{"mlp.up_proj.weight", 2, LT_I, LT_C, 1, 0},
-	{"mlp.down_proj.weight", 2, LT_C, LT_I, 1, 0},
+	{"input_layernorm.weight", ENG_SLOT_LN1W, 1, LT_C, LT_0, 0, 0},
+	{"self_attn.q_proj.weight", ENG_SLOT_QKVW, 2, LT_Q, LT_C, 1, 1},
+	{"self_attn.k_proj.weight", ENG_SLOT_JOINED, 2, LT_KV, LT_C, 1, 1},
+	{"self_attn.v_proj.weight", ENG_SLOT_JOINED, 2, LT_KV, LT_C, 1, 0},
+	{"self_attn.o_proj.weight", ENG_SLOT_PROJW, 2, LT_C, LT_Q, 1, 0},
+	{"post_attention_layernorm.weight", ENG_SLOT_LN2W, 1, LT_C, LT_0, 0, 0},
+	{"mlp.gate_proj.weight", ENG_SLOT_FCW, 2, LT_I, LT_C, 1, 1},
+	{"mlp.up_proj.weight", ENG_SLOT_JOINED, 2, LT_I, LT_C, 1, 0},
+	{"mlp.down_proj.weight", ENG_SLOT_FCPROJW, 2, LT_C, LT_I, 1, 0},
 };
 
 static int64_t lt_dim(const eng_config *c, int d)
@@ -105,26 +116,29 @@ size_t eng_model_table(const eng_config *c, eng_ptensor *tab, size_t *ngrad)
 	size_t nlt = llama ? sizeof llama_layer / sizeof llama_layer[0]
 			   : sizeof gpt2_layer / sizeof gpt2_layer[0];
 	int64_t C = c->n_embd, V = c->vocab_size;
-	table_at at = {0, 0, c}, *off = &at;
+	table_at at = {0, 0, c, -1, 0}, *off = &at;
 	int n = 0;
 	char name[ENG_NAME_MAX];
 	add_tensor(tab, &n, off, llama ? "model.embed_tokens.weight" : "transformer.wte.weight",
-		2, V, C, 1, 0);
+		ENG_SLOT_WTE, 2, V, C, 1, 0);
 	if (!llama)
-		add_tensor(tab, &n, off, "transformer.wpe.weight", 2, c->n_positions, C, 1, 0);
+		add_tensor(tab, &n, off, "transformer.wpe.weight", ENG_SLOT_WPE, 2, c->n_positions,
+			C, 1, 0);
 	for (int l = 0; l < c->n_layer; l++)
 		for (size_t k = 0; k < nlt; k++) {
+			at.section = l;
 			snprintf(name, sizeof name, "%s.%s.%d.%s", pre, blocks, l, lt[k].suffix);
-			add_tensor(tab, &n, off, name, lt[k].ndim, lt_dim(c, lt[k].d0),
+			add_tensor(tab, &n, off, name, lt[k].slot, lt[k].ndim, lt_dim(c, lt[k].d0),
 				lt_dim(c, lt[k].d1), lt[k].decay, lt[k].join);
 		}
+	at.section = c->n_layer; /* the head */
 	if (llama) {
-		add_tensor(tab, &n, off, "model.norm.weight", 1, C, 0, 0, 0);
+		add_tensor(tab, &n, off, "model.norm.weight", ENG_SLOT_LNFW, 1, C, 0, 0, 0);
 		if (!eng_config_tied(c))
-			add_tensor(tab, &n, off, "lm_head.weight", 2, V, C, 1, 0);
+			add_tensor(tab, &n, off, "lm_head.weight", ENG_SLOT_LMW, 2, V, C, 1, 0);
 	} else {
-		add_tensor(tab, &n, off, "transformer.ln_f.weight", 1, C, 0, 0, 0);
-		add_tensor(tab, &n, off, "transformer.ln_f.bias", 1, C, 0, 0, 0);
+		add_tensor(tab, &n, off, "transformer.ln_f.weight", ENG_SLOT_LNFW, 1, C, 0, 0, 0);
+		add_tensor(tab, &n, off, "transformer.ln_f.bias", ENG_SLOT_LNFB, 1, C, 0, 0, 0);
 	}
 	/* the adapters last, block by block: A (r, in) and B (out, r) of each targeted unit,
 	 * named after their weight's module as PEFT names them (less its "base_model.model.") */
@@ -134,12 +148,14 @@ size_t eng_model_table(const eng_config *c, eng_ptensor *tab, size_t *ngrad)
 		for (int k = 0; k < nu; k++) {
 			if (!(c->lora_units >> k & 1))
 				continue;
+			at.section = l;
+			at.unit = k;
 			snprintf(name, sizeof name, "%s.%s.%d.%s.lora_A.weight", pre, blocks, l,
 				u[k].module);
-			add_tensor(tab, &n, off, name, 2, c->lora_r, u[k].in, 1, 0);
+			add_tensor(tab, &n, off, name, ENG_SLOT_LORA_A, 2, c->lora_r, u[k].in, 1, 0);
 			snprintf(name, sizeof name, "%s.%s.%d.%s.lora_B.weight", pre, blocks, l,
 				u[k].module);
-			add_tensor(tab, &n, off, name, 2, u[k].cols, c->lora_r, 1, 0);
+			add_tensor(tab, &n, off, name, ENG_SLOT_LORA_B, 2, u[k].cols, c->lora_r, 1, 0);
 		}
 	ENG_ASSERT(n == eng_model_ntensors(c));
 	if (ngrad)
@@ -159,18 +175,6 @@ size_t eng_model_floats(const eng_config *c, size_t *ngrad)
 }
 
 
-int eng_tensor_section(const eng_config *c, int i)
-{
-	int llama = c->arch == ENG_ARCH_LLAMA, nb = base_tensors(c);
-	if (i >= nb) /* an adapter: 2 per unit of each block */
-		return (i - nb) / (2 * eng_lora_count(c));
-	int first = llama ? 1 : 2, per = llama ? 9 : 12; /* the blocks' first tensor, and each's */
-	if (i < first)
-		return -1;
-	int l = (i - first) / per;
-	return l < c->n_layer ? l : c->n_layer;
-}
-
 /* The tensors item names, marked in hit[nt] (the table tab): 0, or -1 when it names none
  * or is not a selector */
 static int freeze_item(const eng_config *c, const eng_aliases *al, const eng_ptensor *tab,
@@ -184,7 +188,7 @@ static int freeze_item(const eng_config *c, const eng_aliases *al, const eng_pte
 	} else if (strcmp(item, "embed") == 0 || strcmp(item, "all") == 0) {
 		/* "all" here is every tensor: the embedding too, which no policy names */
 		for (int i = 0; i < nt; i++)
-			any |= hit[i] = item[0] == 'a' || eng_tensor_section(c, i) < 0;
+			any |= hit[i] = item[0] == 'a' || tab[i].section < 0;
 	} else {
 		for (int i = 0; i < nt; i++)
 			any |= hit[i] = strcmp(item, tab[i].name) == 0;
@@ -192,7 +196,7 @@ static int freeze_item(const eng_config *c, const eng_aliases *al, const eng_pte
 			return eng_errf(err, "'%s' is neither \"embed\", a section (%s) nor a tensor "
 					     "of the model", item, e.msg);
 		for (int i = 0; !any && i < nt; i++) {
-			int s = eng_tensor_section(c, i);
+			int s = tab[i].section;
 			hit[i] = (s >= lo && s <= hi) || (head && s == c->n_layer);
 		}
 		for (int i = 0; i < nt; i++)

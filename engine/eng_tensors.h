@@ -14,6 +14,19 @@
 
 #define ENG_NAME_MAX 64 /* longest tensor name, with its NUL */
 
+/* Which weight of the model a tensor is (eng_model's pointer tables bind by it): outside
+ * the blocks, or one of a block's (GPT-2's field names: under llama ln1w is
+ * input_layernorm, qkvw q_proj with k_proj and v_proj joined after it (ENG_SLOT_JOINED),
+ * fcw gate_proj with up_proj, fcprojw down_proj), or a LoRA adapter's A or B. */
+typedef enum eng_slot {
+	ENG_SLOT_JOINED, /* the continuation of the tensor before it (k_proj, v_proj, up_proj) */
+	ENG_SLOT_WTE, ENG_SLOT_WPE, ENG_SLOT_LNFW, ENG_SLOT_LNFB, ENG_SLOT_LMW,
+	ENG_SLOT_LN1W, ENG_SLOT_LN1B, ENG_SLOT_QKVW, ENG_SLOT_QKVB, ENG_SLOT_PROJW,
+	ENG_SLOT_PROJB, ENG_SLOT_LN2W, ENG_SLOT_LN2B, ENG_SLOT_FCW, ENG_SLOT_FCB,
+	ENG_SLOT_FCPROJW, ENG_SLOT_FCPROJB,
+	ENG_SLOT_LORA_A, ENG_SLOT_LORA_B,
+} eng_slot;
+
 typedef struct eng_ptensor {
 	char name[ENG_NAME_MAX]; /* "transformer.h.3.attn.c_attn.weight" */
 	int ndim;                /* 1 or 2 */
@@ -26,6 +39,10 @@ typedef struct eng_ptensor {
 	int decay;               /* 1 for 2-D weights (wte, wpe, linear weights) */
 	int frozen;              /* 1: no gradient, no optimizer state (eng_config.frozen) */
 	int joined;              /* 1: the next tensor follows it as one weight (q|k|v) */
+	eng_slot slot;           /* which weight it is */
+	int section;             /* -1 the embedding (wte, wpe; embed_tokens), 0 .. L-1 a
+	                          * block, L the head (ln_f or model.norm, an untied lm_head) */
+	int unit;                /* LoRA: the unit of eng_lora_units its adapter sits on */
 } eng_ptensor;
 
 /* The parameter table of shape c, in Hugging Face order, without allocating anything:
@@ -42,10 +59,6 @@ size_t eng_model_floats(const eng_config *c, size_t *ngrad);
  * checkpoints write as model.safetensors; the adapters follow, A then B of each targeted
  * unit (eng_lora_units), block by block. */
 int eng_lora_base_tensors(const eng_config *c);
-
-/* Which section tensor i of the table belongs to: -1 the embedding (wte, wpe;
- * embed_tokens), 0 .. L-1 a block, L the head (ln_f or model.norm, an untied lm_head). */
-int eng_tensor_section(const eng_config *c, int i);
 
 /* train.freeze's items (n of them) into c->frozen (cleared first): "embed" (the embedding),
  * "all" (every tensor), a section selector of the policies' (h.N, h.N-M, blocks, head, an
