@@ -1,6 +1,7 @@
 /* eng_err.c - formatting of engine error messages (see eng_err.h). */
 #include "eng_err.h"
 
+#include <jansson.h>
 #include <stdarg.h>
 
 /* The message, of kind k; -1. */
@@ -39,4 +40,24 @@ int eng_err_invalid(eng_err *err, const char *kind, const char *path, const char
 	vsnprintf(what, sizeof what, fmt, ap);
 	va_end(ap);
 	return eng_errf(err, "invalid %s '%s': %s", kind, path, what);
+}
+
+const char *eng_err_json(const json_error_t *je, char *buf, size_t n)
+{
+	/* json_error_code's order (jansson 2.11 and later) */
+	static const char *const kinds[] = {"not valid JSON", "out of memory",
+		"nested too deeply", "cannot be read", "invalid argument", "invalid UTF-8",
+		"premature end of input", "end of input expected", "invalid syntax",
+		"invalid format", "wrong type", "a NUL character", "a null value",
+		"a NUL byte in a key", "duplicate object key", "number out of range",
+		"item not found", "index out of range"};
+	unsigned k = (unsigned)json_error_code(je);
+	const char *kind = k < sizeof kinds / sizeof kinds[0] ? kinds[k] : kinds[0];
+	if (k == json_error_cannot_open_file) /* the path and errno's text: no file bytes */
+		snprintf(buf, n, "%s", je->text);
+	else if (je->line > 0)
+		snprintf(buf, n, "line %d, column %d: %s", je->line, je->column, kind);
+	else
+		snprintf(buf, n, "%s", kind);
+	return buf;
 }

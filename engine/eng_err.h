@@ -41,6 +41,15 @@ int eng_err_nomem(eng_err *err, const char *fmt, ...) __attribute__((format(prin
 int eng_err_invalid(eng_err *err, const char *kind, const char *path, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
+struct json_error_t; /* jansson's */
+
+/* What jansson said about a file's text that does not parse, without its bytes: "line L,
+ * column C: KIND" (KIND from json_error_code: "invalid syntax", "premature end of input",
+ * "duplicate object key", ...), into buf (n bytes); returns buf. jansson's own text quotes
+ * the token at fault ("near 'notjson'"), which may be anything the file holds, so it is
+ * never shown: every message about a file's JSON goes through here. */
+const char *eng_err_json(const struct json_error_t *je, char *buf, size_t n);
+
 /* Internal invariant: prints file:line and aborts. Never used on outside input. */
 #define ENG_ASSERT(cond)                                                                   \
 	do {                                                                                   \

@@ -882,8 +882,9 @@ int eng_spec_parse(eng_spec *spec, const char *json_text, eng_err *err)
 	if (!json_text)
 		return eng_errf(err, "no job spec text");
 	json_t *root = json_loads(json_text, JSON_REJECT_DUPLICATES, &je);
+	char why[96];
 	if (!root)
-		return eng_errf(err, "invalid JSON at line %d:%d: %s", je.line, je.column, je.text);
+		return eng_errf(err, "invalid JSON: %s", eng_err_json(&je, why, sizeof why));
 	int rc = parse_root(spec, root, err);
 	json_decref(root);
 	return rc;
@@ -947,9 +948,10 @@ int eng_spec_parse_buf(eng_spec *spec, const char *buf, size_t len, const char *
 	spec_defaults(spec);
 	/* json_loadb, not json_loads: a NUL byte in the file is an error, not an end */
 	json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+	char why[96];
 	if (!root)
-		return eng_errf(err, "job spec '%s': invalid JSON at line %d:%d: %s", path, je.line,
-			je.column, je.text);
+		return eng_errf(err, "job spec '%s': invalid JSON: %s", path,
+			eng_err_json(&je, why, sizeof why));
 	int rc = parse_root(spec, root, &e);
 	if (rc < 0)
 		eng_errf(err, "job spec '%s': %s", path, e.msg);

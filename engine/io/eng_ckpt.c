@@ -500,7 +500,9 @@ static json_t *load_state(const char *ckpt, eng_err *err)
 	json_t *o = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
 	fclose(f);
 	if (!o) {
-		eng_errf(err, "checkpoint '%s': trainer_state.json: %s", ckpt, je.text);
+		char why[96];
+		eng_errf(err, "checkpoint '%s': trainer_state.json is not valid JSON: %s", ckpt,
+			eng_err_json(&je, why, sizeof why));
 		return NULL;
 	}
 	json_int_t fmt = json_integer_value(json_object_get(o, "format_version"));
@@ -842,8 +844,8 @@ int eng_ckpt_find(const char *save_dir, char *out, size_t outlen, eng_err *err)
 		if (is_real_dir(save_dir, old) && path2(p, sizeof p, save_dir, old) == 0 &&
 			eng_ckpt_verify(p, err) == 0)
 			return join(out, outlen, p, "");
-		eng_errf(err, "'%s' names '%s', which is not a checkpoint directory of '%s'",
-			"latest", name, save_dir);
+		/* what latest holds is the file's bytes: never quoted */
+		eng_errf(err, "'latest' in '%s' names no checkpoint directory of it", save_dir);
 	} else if (path2(p, sizeof p, save_dir, name) == 0 && eng_ckpt_verify(p, err) == 0) {
 		return join(out, outlen, p, "");
 	}

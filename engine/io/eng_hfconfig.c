@@ -161,8 +161,7 @@ int eng_hfconfig_read(const char *path, eng_config *cfg, eng_err *err)
 		goto fail;
 	root = json_loadf(fp, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		bad(err, path, "not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
-		    jerr.column);
+		bad(err, path, "not valid JSON: %s", eng_err_json(&jerr, what, sizeof what));
 		goto fail;
 	}
 	if (!json_is_object(root)) {

@@ -246,7 +246,8 @@ static int load_sharded(eng_model *m, const char *from, eng_err *err)
 		goto out;
 	}
 	if (!(root = json_loadfd(fd, JSON_REJECT_DUPLICATES, &jerr))) {
-		eng_errf(err, "'%s': not JSON: %s (line %d)", what, jerr.text, jerr.line);
+		char why[96];
+		eng_errf(err, "'%s': not JSON: %s", what, eng_err_json(&jerr, why, sizeof why));
 		goto out;
 	}
 	if (!(map = weight_map(root, what, err)))

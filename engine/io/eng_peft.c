@@ -125,7 +125,9 @@ int eng_peft_read_config(const char *dir, eng_config *cfg, char *base, size_t ba
 	if (!(fp = eng_fs_fopen_read(path, "adapter config", err)))
 		return -1;
 	if (!(root = json_loadf(fp, JSON_REJECT_DUPLICATES, &je)) || !json_is_object(root)) {
-		bad(err, path, "not a JSON object%s%s", root ? "" : ": ", root ? "" : je.text);
+		char why[96];
+		bad(err, path, "not a JSON object%s%s", root ? "" : ": ",
+			root ? "" : eng_err_json(&je, why, sizeof why));
 		goto out;
 	}
 	v = json_object_get(root, "peft_type");

@@ -311,14 +311,14 @@ static const struct {
 } bad_specs[] = {
 	/* structure */
 	{"", "line 1"},
-	{"{batch: 4}", "invalid JSON at line 1:"},
+	{"{batch: 4}", "invalid JSON: line 1, column"},
 	{"{\n  \"batch\": 4,\n}", "line 3"},
 	{"[1, 2]", "array"},
 	{"null", "line 1"},
 	{"\"job\"", "line 1"},
-	{"{" BASE "} {}", "end of file"},
+	{"{" BASE "} {}", "end of input expected"},
 	{WITH("\"batch\": 4, \"batch\": 8"), "duplicate"},
-	{WITH("\"batch\": 4, \"batch\": 8"), "batch"},
+	{WITH("\"batch\": 4, \"batch\": 8"), "line 1, column 77: duplicate object key"},
 	/* unknown keys, with their path and the known ones */
 	{WITH("\"bogus\": 1"), "unknown key 'bogus'"},
 	{WITH("\"optim\": {\"betas\": [0.9, 0.95]}"), "unknown key 'optim.betas'"},
@@ -731,6 +731,13 @@ START_TEST(test_eng_spec_load_bad)
 	ck_assert_int_eq(eng_spec_load(&s, path, &e), -1);
 	ck_assert_msg(strstr(e.msg, "spec_syntax.json") && strstr(e.msg, "line 3"),
 		"message: %s", e.msg);
+	free(path);
+	/* jansson's own text quotes the token ("near 'notjson'"): the file's bytes, never
+	 * shown; where and what kind of error instead */
+	path = t_write_tmp("spec_notjson.json", "{\"batch\": notjson}");
+	ck_assert_int_eq(eng_spec_load(&s, path, &e), -1);
+	ck_assert_msg(strstr(e.msg, "spec_notjson.json") && strstr(e.msg, "line 1, column") &&
+		strstr(e.msg, "invalid") && !strstr(e.msg, "notjson"), "message: %s", e.msg);
 	free(path);
 	path = t_write_tmp("spec_empty.json", "");
 	ck_assert_int_eq(eng_spec_load(&s, path, &e), -1);
