@@ -139,6 +139,8 @@ static int resolve_init(eng_spec *s, eng_err *err)
 {
 	char p[ENG_PATH_LEN + 64], found[ENG_PATH_LEN + 64];
 	struct stat st;
+	if (eng_import_exists(s->init_from, err) < 0) /* before any file of it is missed */
+		return -1;
 	/* a directory holding none of a checkpoint's files is a save directory (latest, or
 	 * its step_ directories) */
 	int is_save_dir = stat(s->init_from, &st) == 0 && S_ISDIR(st.st_mode);
@@ -316,6 +318,37 @@ size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT])
 	return total;
 }
 
+/* "N MiB (...)": what a run needs at least (need, of which fixed whatever its policy), as
+ * the refusals for memory word it. */
+static void need_text(const eng_spec *s, size_t need, size_t fixed, char *buf, size_t n)
+{
+	snprintf(buf, n, "%.1f MiB (%.1f MiB of weights, gradients, moments, workspace, data%s, "
+		"and %.1f MiB of activations with every block full and the head chunked)",
+		need / 1048576.0, fixed / 1048576.0, s->save_dir[0] ? " and a save's snapshot" : "",
+		(need - fixed) / 1048576.0);
+}
+
+/* memory.limit against the least any policy needs, the planner's figure with which
+ * lay_out refuses the run: refused at the start rather than once running. */
+static int check_mem_limit(const eng_spec *s, const eng_check *ck, eng_err *err)
+{
+	size_t fixed = 0;
+	char what[320];
+	eng_policy least;
+	eng_plan pl;
+	if (s->device != ENG_DEVICE_CPU || !s->mem_limit)
+		return 0;
+	for (int c = 0; c < ENG_MEM_NCAT; c++)
+		fixed += ck->fixed[c];
+	eng_plan_query q = {&s->cfg, s->batch, s->seq_len, ck->chunk_rows, fixed, NULL, 0};
+	eng_plan_search(&q, &least, &pl); /* no budget: the policy of the least peak */
+	if (pl.peak_bytes <= s->mem_limit)
+		return 0;
+	need_text(s, pl.peak_bytes, fixed, what, sizeof what);
+	return eng_err_nomem(err, "memory.limit %.1f MiB is too small: this run needs at least "
+				  "%s", s->mem_limit / 1048576.0, what);
+}
+
 int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 {
 	eng_config cfg;
@@ -323,6 +356,9 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	memset(out, 0, sizeof *out);
 	if (trainer_plan(s, &cfg, err) < 0 || trainer_policy(s, &out->aliases, &out->policy,
 		err) < 0)
+		return -1;
+	/* init_from's weights as their load will check them, their headers alone */
+	if (s->init_from[0] && eng_import_check(s->init_from, &s->cfg, err) < 0)
 		return -1;
 	/* the run's thread count: oneDNN's scratchpads (precision bf16) are sized for it */
 	kn_set_threads(s->threads);
@@ -355,7 +391,7 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	out->ntok = ntok;
 	/* the model's fixed part, and the data: both token files and the batch (inp, tgt) */
 	fixed_of(s, ntok, vtok, NULL, out->fixed);
-	return 0;
+	return check_mem_limit(s, out, err);
 }
 
 size_t eng_step_tokens(const eng_spec *s)
@@ -433,10 +469,7 @@ static int cannot_fit(const eng_trainer *tr, const char *why, eng_err *err)
 	size_t need, fixed = eng_trainer_fixed_bytes(tr, NULL);
 	char what[320], msg[ENG_ERR_LEN];
 	fit_policy(tr, 0, &least, &need);
-	snprintf(what, sizeof what, "%.1f MiB (%.1f MiB of weights, gradients, moments, "
-		"workspace, data%s, and %.1f MiB of activations with every block full and the head "
-		"chunked)", need / 1048576.0, fixed / 1048576.0,
-		tr->spec.save_dir[0] ? " and a save's snapshot" : "", (need - fixed) / 1048576.0);
+	need_text(&tr->spec, need, fixed, what, sizeof what);
 	snprintf(msg, sizeof msg, "%s", why);
 	if (!why[0])
 		return eng_err_nomem(err, "memory.limit %.1f MiB is too small: this run needs at "

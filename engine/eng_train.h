@@ -87,11 +87,13 @@ typedef struct eng_check {
 } eng_check;
 
 /* Everything eng_trainer_init would refuse, found without allocating the model or reading
- * the data's tokens: the device, init_from (resolved into s->init_from, verified), the
+ * the data's tokens: the device, init_from (resolved into s->init_from, verified; its
+ * weights' headers, dtypes, shapes and offsets and each shard, eng_import_check), the
  * shape (into s->cfg) and the spec's parts that depend on it, aliases and policy, the data
  * files (regular, their headers, a batch at least), the save directory (writable, free,
- * nothing the start would refuse to clean), and resume's fit. Messages are the ones the
- * run itself would give. Changes nothing on disk. */
+ * nothing the start would refuse to clean), resume's fit, and memory.limit against the
+ * least any policy needs (the planner's figure the run refuses with). Messages are the
+ * ones the run itself would give. Changes nothing on disk. */
 int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err);
 
 /* Builds the run: shape from the spec or init_from's config.json, weights from init_from or

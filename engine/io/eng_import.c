@@ -66,6 +66,8 @@ typedef struct hf_load {
 	char first[ENG_NAME_MAX];     /* the name that decided it, for the mixing message */
 	unsigned char *seen;          /* per tensor of the model's table: loaded */
 	const char *what;             /* the file, or the index of the shards, in messages */
+	int check;                    /* headers only (eng_import_check): every name, shape and
+				       * offset checked, no weight read or copied */
 } hf_load;
 
 /* Loads the tensors of file f into m, checking each against the table and what the files
@@ -114,8 +116,9 @@ static int load_file(eng_model *m, const eng_st_file *f, hf_load *ls, eng_err *e
 		if (ls->seen[k])
 			return eng_errf(err, "'%s': tensor '%.80s' again (an earlier shard held it)",
 				f->path, t->name);
-		if (eng_st_get_f32(f, t->name, mt->ndim, mt->shape, m->params + mt->offset,
-			    err) < 0)
+		if ((ls->check ? eng_st_check_shape(f, t->name, mt->ndim, mt->shape, err)
+			       : eng_st_get_f32(f, t->name, mt->ndim, mt->shape,
+				       m->params + mt->offset, err)) < 0)
 			return -1;
 		ls->seen[k] = 1;
 	}
@@ -134,23 +137,36 @@ static int load_done(eng_model *m, const hf_load *ls, eng_err *err)
 				name + (pre && ls->prefixed == 0 ? strlen(hf_prefix(&m->cfg)) : 0),
 				ls->what);
 	}
-	eng_model_params_changed(m);
+	if (!ls->check)
+		eng_model_params_changed(m);
 	return 0;
 }
 
-int eng_model_load_safetensors(eng_model *m, const char *path, eng_err *err)
+/* A safetensors file whole (eng_st_read), or its header alone when checking */
+static int st_open(eng_st_file *f, const char *path, int check, eng_err *err)
+{
+	return check ? eng_st_read_header(f, path, err) : eng_st_read(f, path, err);
+}
+
+/* eng_model_load_safetensors, or with check its checks on the header alone */
+static int load_single(eng_model *m, const char *path, int check, eng_err *err)
 {
 	eng_st_file f;
-	hf_load ls = {-1, "", calloc((size_t)m->ntensors, 1), path};
+	hf_load ls = {-1, "", calloc((size_t)m->ntensors, 1), path, check};
 	int rc = -1;
 	memset(&f, 0, sizeof f);
 	if (!ls.seen)
 		eng_errf(err, "out of memory reading '%s'", path);
-	else if (eng_st_read(&f, path, err) == 0 && load_file(m, &f, &ls, err) == 0)
+	else if (st_open(&f, path, check, err) == 0 && load_file(m, &f, &ls, err) == 0)
 		rc = load_done(m, &ls, err);
 	eng_st_free(&f);
 	free(ls.seen);
 	return rc;
+}
+
+int eng_model_load_safetensors(eng_model *m, const char *path, eng_err *err)
+{
+	return load_single(m, path, 0, err);
 }
 
 /* A shard's name as the index gives it: a plain file name of the directory, nothing that
@@ -199,7 +215,7 @@ static int load_shard(eng_model *m, const char *from, const char *file, size_t l
 	char path[PATH_MAX_LEN + 260];
 	int rc = -1;
 	snprintf(path, sizeof path, "%s/%s", from, file);
-	if (eng_st_read(&f, path, err) < 0)
+	if (st_open(&f, path, ls->check, err) < 0)
 		return -1;
 	for (int i = 0; i < f.n; i++) {
 		json_t *w = json_object_get(map, f.t[i].name);
@@ -224,13 +240,13 @@ out:
  * freed in the order the map first names it. Shards are read as model.safetensors is, a
  * symlink followed (Hugging Face's hub cache links a snapshot's files to its blobs); the
  * index's plain file names keep them in the directory. */
-static int load_sharded(eng_model *m, const char *from, eng_err *err)
+static int load_sharded(eng_model *m, const char *from, int check, eng_err *err)
 {
 	json_t *root = NULL, *shards = json_object(), *map, *v; /* shards: file -> tensors */
 	json_error_t jerr;
 	struct stat st;
 	char what[PATH_MAX_LEN + 64];
-	hf_load ls = {-1, "", calloc((size_t)m->ntensors, 1), what};
+	hf_load ls = {-1, "", calloc((size_t)m->ntensors, 1), what, check};
 	const char *name;
 	int rc = -1, fd = -1;
 	snprintf(what, sizeof what, "%s/" HF_INDEX, from);
@@ -296,9 +312,25 @@ int eng_import_base_config(const char *from, eng_config *cfg, eng_err *err)
 	return eng_hfconfig_read(path, cfg, err);
 }
 
+int eng_import_exists(const char *from, eng_err *err)
+{
+	struct stat st;
+	if (stat(from, &st) < 0)
+		return eng_errf(err, "model.init_from '%s': %s", from, errno == ENOENT
+			? "no such directory (nor a model file)" : strerror(errno));
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+		return eng_errf(err, "model.init_from '%s': it is %s, neither a checkpoint directory "
+			"nor a model file", from, eng_fs_kind(st.st_mode));
+	if (S_ISDIR(st.st_mode) && access(from, X_OK) < 0) /* its files cannot be reached */
+		return eng_errf(err, "model.init_from '%s': %s", from, strerror(errno));
+	return 0;
+}
+
 int eng_import_read_config(const char *from, eng_config *cfg, eng_err *err)
 {
 	char base[PATH_MAX_LEN + 32];
+	if (eng_import_exists(from, err) < 0)
+		return -1;
 	if (!eng_import_is_file(from) && eng_peft_is_adapter(from))
 		return eng_peft_read_config(from, cfg, base, sizeof base, err);
 	return eng_import_base_config(from, cfg, err);
@@ -317,11 +349,12 @@ int eng_import_load(eng_model *m, const char *from, eng_err *err)
 	return eng_import_base_load(m, from, err);
 }
 
-int eng_import_base_load(eng_model *m, const char *from, eng_err *err)
+/* eng_import_base_load, or with check the checks of every file's header alone */
+static int base_weights(eng_model *m, const char *from, int check, eng_err *err)
 {
 	char path[PATH_MAX_LEN + 32];
-	if (eng_import_is_file(from))
-		return eng_model_load_llmc(m, from, err);
+	if (eng_import_is_file(from)) /* llm.c: eng_llmc_read_config checked its header */
+		return check ? 0 : eng_model_load_llmc(m, from, err);
 	if (join(path, sizeof path, from, "model.safetensors", err) < 0)
 		return -1;
 	struct stat st;
@@ -331,9 +364,33 @@ int eng_import_base_load(eng_model *m, const char *from, eng_err *err)
 		if (join(index, sizeof index, from, HF_INDEX, err) < 0)
 			return -1;
 		if (lstat(index, &st) == 0)
-			return load_sharded(m, from, err);
+			return load_sharded(m, from, check, err);
 	}
-	return eng_model_load_safetensors(m, path, err);
+	return load_single(m, path, check, err);
+}
+
+int eng_import_base_load(eng_model *m, const char *from, eng_err *err)
+{
+	return base_weights(m, from, 0, err);
+}
+
+int eng_import_check(const char *from, const eng_config *cfg, eng_err *err)
+{
+	char base[PATH_MAX_LEN + 32];
+	eng_config c;
+	eng_model m; /* the tensor table alone: nothing is allocated for the weights */
+	memset(&m, 0, sizeof m);
+	m.cfg = *cfg;
+	m.ntensors = eng_model_ntensors(cfg);
+	if (!(m.tensors = calloc((size_t)m.ntensors, sizeof *m.tensors)))
+		return eng_errf(err, "out of memory checking '%s'", from);
+	m.nfloats = eng_model_table(cfg, m.tensors, &m.ngrad);
+	/* adapters: their base's files (the adapters' own are eng_peft_load's to check) */
+	int adapter = !eng_import_is_file(from) && eng_peft_is_adapter(from);
+	int rc = adapter && eng_peft_read_config(from, &c, base, sizeof base, err) < 0 ? -1
+		: base_weights(&m, adapter ? base : from, 1, err);
+	free(m.tensors);
+	return rc;
 }
 
 int eng_export_llmc(const char *from, const char *out, int version, eng_err *err)

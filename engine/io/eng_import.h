@@ -28,6 +28,12 @@ int eng_model_load_safetensors(eng_model *m, const char *path, eng_err *err);
  * decides whether it is one), 0 otherwise (a checkpoint directory, or nothing). */
 int eng_import_is_file(const char *from);
 
+/* `from` is there to be read, as model.init_from: a directory this user may list, or a
+ * regular file. 0, or -1 with a message naming the path as given: "model.init_from '/x':
+ * no such directory (nor a model file)", "...: Permission denied", "...: Not a directory",
+ * "...: it is a FIFO, neither a checkpoint directory nor a model file". */
+int eng_import_exists(const char *from, eng_err *err);
+
 /* The shape of the model `from` names: its config.json (eng_hfconfig_read) or its llm.c
  * header (eng_llmc_read_config). 0, or -1 with a message naming the file. */
 int eng_import_read_config(const char *from, eng_config *cfg, eng_err *err);
@@ -39,6 +45,17 @@ int eng_import_read_config(const char *from, eng_config *cfg, eng_err *err);
  * and freed one at a time), or the llm.c file itself (eng_model_load_llmc). 0, or -1 with a
  * message naming the file. */
 int eng_import_load(eng_model *m, const char *from, eng_err *err);
+
+/* What eng_import_load would check of the weights `from` names, for a model of shape cfg
+ * (the run's, after eng_spec_finish), without reading them: each safetensors file's header
+ * (eng_st_read_header: the length, the JSON, dtypes, shapes, offsets within the file's
+ * length, the tiling), its tensors' names and shapes against cfg's table, each shard of a
+ * sharded model against its index, every tensor present; an adapter directory's base the
+ * same way. Files are opened as the load opens them (a FIFO or a device refused without
+ * blocking; an unreadable file named). An llm.c file: nothing past its header, which
+ * eng_import_read_config read. remat-train --check's way to refuse at job-start what the
+ * start would. 0, or -1 with the load's message. */
+int eng_import_check(const char *from, const eng_config *cfg, eng_err *err);
 
 /* The same for a base model only (never an adapter directory: eng_peft.h's, whose base
  * these read). */

@@ -93,6 +93,24 @@ static void shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
 /* "invalid safetensors file '<path>': <problem>" into err; -1 */
 #define bad(err, path, ...) eng_err_invalid(err, "safetensors file", path, __VA_ARGS__)
 
+/* Reads exactly len bytes of fd into buf; path names the file in messages. */
+static int read_full(int fd, uint8_t *buf, size_t len, const char *path, eng_err *err)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t r = read(fd, buf + got, len - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return eng_errf(err, "cannot read '%s': %s", path, strerror(errno));
+		if (r == 0) /* someone truncated the file under us; the length we checked is
+			     * stale */
+			return eng_errf(err, "cannot read '%s': file shrank while being read", path);
+		got += (size_t)r;
+	}
+	return 0;
+}
+
 /* Reads the whole regular file at path into a malloc'd buffer. */
 static int read_whole(const char *path, uint8_t **out, size_t *out_len, eng_err *err)
 {
@@ -113,22 +131,8 @@ static int read_whole(const char *path, uint8_t **out, size_t *out_len, eng_err 
 		eng_errf(err, "cannot read '%s': out of memory (%zu bytes)", path, len);
 		goto fail;
 	}
-	size_t got = 0;
-	while (got < len) {
-		ssize_t r = read(fd, buf + got, len - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			eng_errf(err, "cannot read '%s': %s", path, strerror(errno));
-			goto fail;
-		}
-		if (r == 0) {
-			/* someone truncated the file under us; the length we checked is stale */
-			eng_errf(err, "cannot read '%s': file shrank while being read", path);
-			goto fail;
-		}
-		got += (size_t)r;
-	}
+	if (read_full(fd, buf, len, path, err) < 0)
+		goto fail;
 	close(fd);
 	*out = buf;
 	*out_len = len;
@@ -307,57 +311,49 @@ fail:
 	return -1;
 }
 
-/* Validates the len bytes at buf as the safetensors file called path and fills *f. Takes
- * ownership of buf (malloc'd), also on failure: it becomes f->buf, freed by eng_st_free. */
-static int parse_owned(eng_st_file *f, const char *path, uint8_t *buf, size_t len, eng_err *err)
+/* The header length that the first 8 bytes (b) of a file of file_len bytes give, into
+ * *hlen: checked against the limit and the file's length. */
+static int header_len(const char *path, const uint8_t *b, size_t file_len, uint64_t *hlen,
+		      eng_err *err)
+{
+	if (file_len < 8)
+		return bad(err, path, "file is %zu bytes, shorter than the 8-byte header length",
+			   file_len);
+	*hlen = 0;
+	for (int i = 0; i < 8; i++)
+		*hlen |= (uint64_t)b[i] << (8 * i);
+	if (*hlen == 0)
+		return bad(err, path, "header length is 0");
+	if (*hlen > ENG_ST_MAX_HEADER)
+		return bad(err, path, "header length %llu exceeds the limit of %zu bytes",
+			   (unsigned long long)*hlen, ENG_ST_MAX_HEADER);
+	if (*hlen > file_len - 8)
+		return bad(err, path, "header length %llu runs past the end of the file (%zu bytes)",
+			   (unsigned long long)*hlen, file_len);
+	return 0;
+}
+
+/* Validates the hlen bytes of JSON at f->buf + 8 as the header of a data section of
+ * f->data_len bytes (set by the caller) and fills f's tensors. On failure the caller frees
+ * f. */
+static int parse_header(eng_st_file *f, const char *path, uint64_t hlen, eng_err *err)
 {
 	json_t *root = NULL;
 	json_error_t jerr;
 	const char *key;
 	json_t *val;
 
-	memset(f, 0, sizeof *f);
-	f->buf = buf;
-	f->buf_len = len;
-	f->path = strdup(path);
-	if (!f->path) {
-		eng_errf(err, "cannot read '%s': out of memory", path);
-		goto fail;
-	}
-	if (f->buf_len < 8) {
-		bad(err, path, "file is %zu bytes, shorter than the 8-byte header length",
-		    f->buf_len);
-		goto fail;
-	}
-	uint64_t hlen = 0;
-	for (int i = 0; i < 8; i++)
-		hlen |= (uint64_t)f->buf[i] << (8 * i);
-	if (hlen == 0) {
-		bad(err, path, "header length is 0");
-		goto fail;
-	}
-	if (hlen > ENG_ST_MAX_HEADER) {
-		bad(err, path, "header length %llu exceeds the limit of %zu bytes",
-		    (unsigned long long)hlen, ENG_ST_MAX_HEADER);
-		goto fail;
-	}
-	if (hlen > f->buf_len - 8) {
-		bad(err, path, "header length %llu runs past the end of the file (%zu bytes)",
-		    (unsigned long long)hlen, f->buf_len);
-		goto fail;
-	}
 	root = json_loadb((const char *)f->buf + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		bad(err, path, "header is not valid JSON: %s (at byte %d of the header)", jerr.text,
-		    jerr.position);
+		char why[96];
+		bad(err, path, "header is not valid JSON: %s (at byte %d of the header)",
+		    eng_err_json(&jerr, why, sizeof why), jerr.position);
 		goto fail;
 	}
 	if (!json_is_object(root)) {
 		bad(err, path, "header is not a JSON object");
 		goto fail;
 	}
-	f->data = f->buf + 8 + hlen;
-	f->data_len = f->buf_len - 8 - (size_t)hlen;
 
 	/* the header bounds the entry count: at most ENG_ST_MAX_HEADER / 2 keys */
 	size_t cap = json_object_size(root);
@@ -390,6 +386,66 @@ static int parse_owned(eng_st_file *f, const char *path, uint8_t *buf, size_t le
 	return 0;
 fail:
 	json_decref(root);
+	return -1;
+}
+
+/* Validates the len bytes at buf as the safetensors file called path and fills *f. Takes
+ * ownership of buf (malloc'd), also on failure: it becomes f->buf, freed by eng_st_free. */
+static int parse_owned(eng_st_file *f, const char *path, uint8_t *buf, size_t len, eng_err *err)
+{
+	uint64_t hlen;
+	memset(f, 0, sizeof *f);
+	f->buf = buf;
+	f->buf_len = len;
+	f->path = strdup(path);
+	if (!f->path) {
+		eng_errf(err, "cannot read '%s': out of memory", path);
+		goto fail;
+	}
+	if (header_len(path, f->buf, f->buf_len, &hlen, err) < 0)
+		goto fail;
+	f->data = f->buf + 8 + hlen;
+	f->data_len = f->buf_len - 8 - (size_t)hlen;
+	if (parse_header(f, path, hlen, err) < 0)
+		goto fail;
+	return 0;
+fail:
+	eng_st_free(f);
+	return -1;
+}
+
+int eng_st_read_header(eng_st_file *f, const char *path, eng_err *err)
+{
+	struct stat st;
+	uint8_t len8[8];
+	uint64_t hlen;
+	memset(f, 0, sizeof *f);
+	int fd = eng_fs_open_read(path, NULL, &st, err);
+	if (fd < 0)
+		return -1;
+	/* the file's length bounds the header and the data section, as in eng_st_read */
+	size_t flen = (unsigned long long)st.st_size > SIZE_MAX ? SIZE_MAX : (size_t)st.st_size;
+	if (!(f->path = strdup(path))) {
+		eng_errf(err, "cannot read '%s': out of memory", path);
+		goto fail;
+	}
+	if ((flen >= 8 && read_full(fd, len8, 8, path, err) < 0) ||
+	    header_len(path, len8, flen, &hlen, err) < 0)
+		goto fail;
+	if (!(f->buf = malloc(8 + (size_t)hlen))) {
+		eng_errf(err, "cannot read '%s': out of memory", path);
+		goto fail;
+	}
+	memcpy(f->buf, len8, 8);
+	f->buf_len = 8 + (size_t)hlen;
+	f->data_len = flen - f->buf_len; /* f->data stays NULL: nothing of it is read */
+	if (read_full(fd, f->buf + 8, (size_t)hlen, path, err) < 0 ||
+	    parse_header(f, path, hlen, err) < 0)
+		goto fail;
+	close(fd);
+	return 0;
+fail:
+	close(fd);
 	eng_st_free(f);
 	return -1;
 }
@@ -480,8 +536,8 @@ static float half_to_float(uint16_t h)
 	return x;
 }
 
-int eng_st_get_f32(const eng_st_file *f, const char *name, int ndim, const int64_t *shape,
-		   float *out, eng_err *err)
+int eng_st_check_shape(const eng_st_file *f, const char *name, int ndim, const int64_t *shape,
+		       eng_err *err)
 {
 	const eng_st_tensor *t = eng_st_find(f, name);
 	char want[SHAPE_STR_LEN], got[SHAPE_STR_LEN];
@@ -500,6 +556,15 @@ int eng_st_get_f32(const eng_st_file *f, const char *name, int ndim, const int64
 		return eng_errf(err, "tensor '%s' in '%s' has shape %s, expected %s", name, f->path,
 				got, want);
 	}
+	return 0;
+}
+
+int eng_st_get_f32(const eng_st_file *f, const char *name, int ndim, const int64_t *shape,
+		   float *out, eng_err *err)
+{
+	if (eng_st_check_shape(f, name, ndim, shape, err) < 0)
+		return -1;
+	const eng_st_tensor *t = eng_st_find(f, name);
 	size_t n = eng_st_numel(t);
 	const uint8_t *p = f->data + t->begin;
 	switch (t->dtype) {

@@ -65,6 +65,15 @@ int eng_st_read(eng_st_file *f, const char *path, eng_err *err);
  * with eng_st_free. Used by the fuzz target, tests/fuzz/fuzz_st.c. */
 int eng_st_parse(eng_st_file *f, const char *name, const uint8_t *buf, size_t len, eng_err *err);
 
+/* The same checks as eng_st_read on the header alone: the 8-byte length and the JSON header
+ * are read, the data section is not (its length is the file's less the header's, against
+ * which every tensor's offsets and the tiling are checked). The file is opened as
+ * eng_st_read opens it (eng_fs_open_read: a FIFO or a device refused before anything
+ * waits on it). f->data is NULL: eng_st_get_f32 must not be called on f, eng_st_find and
+ * eng_st_check_shape may. For checks before a run (remat-train --check) that must not read
+ * gigabytes of weights. Same messages as eng_st_read; free with eng_st_free. */
+int eng_st_read_header(eng_st_file *f, const char *path, eng_err *err);
+
 /* Frees what eng_st_read or eng_st_parse allocated and zeroes *f. Safe on a zeroed or
  * failed struct. */
 void eng_st_free(eng_st_file *f);
@@ -84,6 +93,11 @@ uint16_t eng_bf16_from_f32(float x);
 
 /* "F32", "F16" or "BF16". */
 const char *eng_st_dtype_name(eng_st_dtype dtype);
+
+/* Tensor name exists in f and its shape is (ndim, shape) exactly: 0, or -1 with
+ * eng_st_get_f32's message (the file, the tensor, the expected and the found shape). */
+int eng_st_check_shape(const eng_st_file *f, const char *name, int ndim, const int64_t *shape,
+		       eng_err *err);
 
 /* Copies tensor name into out (numel floats, caller's storage) as float32, converting
  * F16/BF16 exactly. The tensor must exist and its shape must equal (ndim, shape) exactly;

@@ -7,7 +7,11 @@
  * Sharded checkpoints (an index and three shards, one in BF16) load to the same weights;
  * an index that maps out of its directory, leaves a tensor out, misplaces one or names a
  * missing shard, and an index that is not JSON are refused; a shard linked from Hugging
- * Face's hub cache layout (a symlink to a blob) loads.
+ * Face's hub cache layout (a symlink to a blob) loads. The start-time check
+ * (eng_import_check) refuses, on the headers alone and with the load's own message, each
+ * damaged file: cut short, garbage, a dtype, a shape against config.json, a shard, a FIFO,
+ * a link to nothing or to a directory; a missing init_from is named as given, and JSON
+ * errors never quote the file.
  * llm.c model files: export and import round trips (float32 exact, bfloat16 rounded to
  * nearest even, checked against a rounding written independently here), a file written by
  * hand with Vp > V whose every value says where it belongs (so each linear weight's
@@ -1131,6 +1135,145 @@ START_TEST(test_load_sharded_hub_cache)
 }
 END_TEST
 
+/* ---- the start-time check: eng_import_check ------------------------------------------- */
+
+/* eng_import_check refuses dir with a message holding needle and the damaged file's name
+ * (never `secret`, bytes of the file, when given), and the load refuses it with the very
+ * same message: one set of rules, the check's on the headers alone. */
+static void expect_check_refused(const char *dir, const char *file, const char *needle,
+	const char *secret)
+{
+	eng_config cfg;
+	eng_model m;
+	eng_err err, load_err;
+	tiny_config(&cfg);
+	ck_assert_msg(eng_import_check(dir, &cfg, &err) < 0, "%s: passed the check", file);
+	ck_assert_msg(strstr(err.msg, file) && strstr(err.msg, needle), "%s: the check's '%s' "
+		"lacks '%s' or the file", file, err.msg, needle);
+	ck_assert_msg(!secret || !strstr(err.msg, secret), "'%s' quotes the file", err.msg);
+	empty_model(&m, &cfg);
+	ck_assert_msg(eng_import_load(&m, dir, &load_err) < 0, "%s: loaded", file);
+	ck_assert_str_eq(err.msg, load_err.msg);
+	eng_model_free(&m);
+}
+
+/* dir/name replaced by len bytes of the reference model.safetensors from its start, then
+ * tail (tlen bytes) */
+static void put_st(const char *dir, const char *name, size_t len, const char *tail,
+	size_t tlen)
+{
+	size_t n;
+	char *src = t_data(TINY "/model.safetensors"), *dst = join(dir, name);
+	unsigned char *buf = read_all(src, &n);
+	ck_assert_uint_le(len, n);
+	buf = realloc(buf, len + tlen + 1);
+	ck_assert_ptr_nonnull(buf);
+	memcpy(buf + len, tail, tlen);
+	unlink(dst);
+	write_all(dst, buf, len + tlen);
+	free(buf), free(dst), free(src);
+}
+
+START_TEST(test_import_check)
+{
+	eng_config cfg;
+	eng_model ref;
+	eng_err err;
+	tiny_config(&cfg);
+	tiny_model(&ref);
+	size_t n;
+	char *src = t_data(TINY "/model.safetensors");
+	free(read_all(src, &n));
+	/* good: the reference directory, F16, sharded, a shard through a link */
+	char *ref_dir = t_data(TINY);
+	ck_assert_msg(eng_import_check(ref_dir, &cfg, &err) == 0, "%s", err.msg);
+	const variant half = {0, 1, 1, ENG_ST_F16};
+	char *dir = variant_dir("checkf16", &ref, &half);
+	ck_assert_msg(eng_import_check(dir, &cfg, &err) == 0, "%s", err.msg);
+	free(dir);
+	dir = sharded_dir("checkshard", &ref, ENG_ST_BF16, NULL);
+	ck_assert_msg(eng_import_check(dir, &cfg, &err) == 0, "%s", err.msg);
+
+	/* a shard cut short, and an index that is not JSON */
+	char *shard = join(dir, "model-00002-of-00003.safetensors");
+	size_t sn;
+	unsigned char *sb = read_all(shard, &sn);
+	write_all(shard, sb, sn - 10);
+	expect_check_refused(dir, "model-00002-of-00003.safetensors", "past the end", NULL);
+	write_all(shard, sb, sn);
+	char *ip = join(dir, "model.safetensors.index.json");
+	write_all(ip, "{\"weight_map\": notjson}", 23);
+	expect_check_refused(dir, "model.safetensors.index.json", "line 1, column", "notjson");
+	free(ip), free(sb), free(shard), free(dir);
+
+	/* one file: cut in the data, cut in the header, shorter than the length, garbage */
+	dir = tiny_config_dir("checkbad");
+	put_st(dir, "model.safetensors", n - 100, "", 0);
+	expect_check_refused(dir, "model.safetensors", "past the end of the data section", NULL);
+	put_st(dir, "model.safetensors", 100, "", 0);
+	expect_check_refused(dir, "model.safetensors", "past the end of the file", NULL);
+	put_st(dir, "model.safetensors", 0, "\x07\0\0", 3);
+	expect_check_refused(dir, "model.safetensors", "shorter than the 8-byte", NULL);
+	put_st(dir, "model.safetensors", 0, "\x07\0\0\0\0\0\0\0notjson", 15);
+	expect_check_refused(dir, "model.safetensors", "not valid JSON", "notjson");
+	/* a dtype the engine does not read ("F32" -> "I32", the header otherwise intact) */
+	unsigned char *buf = read_all(src, &n);
+	char *at = memmem(buf, n, "\"F32\"", 5);
+	ck_assert_ptr_nonnull(at);
+	at[1] = 'I';
+	char *p = join(dir, "model.safetensors");
+	write_all(p, buf, n);
+	expect_check_refused(dir, "model.safetensors", "unsupported dtype", NULL);
+	free(buf);
+	/* shapes against config.json: a file of another model's wpe */
+	entries *es = malloc(sizeof *es);
+	ck_assert_ptr_nonnull(es);
+	const variant pre = {1, 0, 0, ENG_ST_F32};
+	variant_entries(es, &ref, &pre);
+	es->e[1].shape[0] = 32; /* wpe [32, C]: config.json says n_positions 64 */
+	ck_assert_msg(eng_st_write(p, es->e, es->n, &err) == 0, "%s", err.msg);
+	expect_check_refused(dir, "model.safetensors", "transformer.wpe.weight", NULL);
+	free(es->zeros), free(es);
+	/* a FIFO (refused without waiting for a writer), a dangling link, a link to a
+	 * directory */
+	unlink(p);
+	ck_assert_int_eq(mkfifo(p, 0600), 0);
+	expect_check_refused(dir, "model.safetensors", "FIFO", NULL);
+	unlink(p);
+	ck_assert_int_eq(symlink("/nonexistent/model.safetensors", p), 0);
+	expect_check_refused(dir, "model.safetensors", "No such file", NULL);
+	unlink(p);
+	ck_assert_int_eq(symlink(ref_dir, p), 0);
+	expect_check_refused(dir, "model.safetensors", "directory", NULL);
+	free(p), free(dir), free(ref_dir), free(src);
+	eng_model_free(&ref);
+}
+END_TEST
+
+/* init_from that is not there is named as the user gave it, never as its config.json */
+START_TEST(test_import_init_from_missing)
+{
+	eng_config cfg;
+	eng_err err;
+	char *dir = t_tmp_dir("initmissing"), *gone = join(dir, "no-such-model");
+	ck_assert_int_lt(eng_import_read_config(gone, &cfg, &err), 0);
+	ck_assert_msg(strstr(err.msg, gone) && strstr(err.msg, "no such directory") &&
+		!strstr(err.msg, "config.json"), "%s", err.msg);
+	char *fifo = join(dir, "fifo");
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	ck_assert_int_lt(eng_import_read_config(fifo, &cfg, &err), 0);
+	ck_assert_msg(strstr(err.msg, fifo) && strstr(err.msg, "FIFO") &&
+		!strstr(err.msg, "config.json"), "%s", err.msg);
+	/* config.json that is not JSON: where and what, never its bytes */
+	char *cp = join(dir, "config.json");
+	write_all(cp, "{\"n_embd\": notjson}", 19);
+	ck_assert_int_lt(eng_hfconfig_read(cp, &cfg, &err), 0);
+	ck_assert_msg(strstr(err.msg, "line 1, column") && !strstr(err.msg, "notjson"), "%s",
+		err.msg);
+	free(cp), free(fifo), free(gone), free(dir);
+}
+END_TEST
+
 /* ---- init_from an llm.c file ----------------------------------------------------------- */
 
 typedef struct first_step {
@@ -1583,6 +1726,8 @@ Suite *suite_import(void)
 	tcase_add_test(tc, test_load_sharded);
 	tcase_add_test(tc, test_load_sharded_refused);
 	tcase_add_test(tc, test_load_sharded_hub_cache);
+	tcase_add_test(tc, test_import_check);
+	tcase_add_test(tc, test_import_init_from_missing);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("llmc");
 	tcase_set_timeout(tc, TIMEOUT);
