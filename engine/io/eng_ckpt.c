@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -486,6 +487,33 @@ out:
 
 /* ---- verifying and finding ---- */
 
+/* trainer_state.json's counts, where present: integers in their ranges, each refused by its
+ * key (a negative step would otherwise pass for a batch shape that differs). The values are
+ * never quoted: they are the file's. */
+static int state_counts(const json_t *o, const char *ckpt, eng_err *err)
+{
+	static const struct {
+		const char *obj, *key; /* obj: the object of o holding key, NULL for o itself */
+		json_int_t lo;
+	} k[] = {
+		{NULL, "step", 0}, {NULL, "batch", 1}, {NULL, "seq_len", 1},
+		{NULL, "grad_accum", 1}, {"data", "tokens", 0}, {"data", "cursor", 0},
+		{"data", "epoch", 0}, {"data", "sample", 0}, {"data", "sample_tokens", 1},
+	};
+	for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+		const json_t *in = k[i].obj ? json_object_get(o, k[i].obj) : o;
+		json_t *v = json_object_get(in, k[i].key);
+		/* the step and the batch shape are ints in the run; the data's counts are not */
+		json_int_t hi = k[i].obj ? LLONG_MAX : INT_MAX;
+		if (v && (!json_is_integer(v) || json_integer_value(v) < k[i].lo ||
+			json_integer_value(v) > hi))
+			return eng_errf(err, "checkpoint '%s': trainer_state.json's \"%s%s%s\" is not "
+				"an integer in %lld..%lld", ckpt, k[i].obj ? k[i].obj : "",
+				k[i].obj ? "." : "", k[i].key, (long long)k[i].lo, (long long)hi);
+	}
+	return 0;
+}
+
 static json_t *load_state(const char *ckpt, eng_err *err)
 {
 	char p[CKPT_PATH];
@@ -510,6 +538,10 @@ static json_t *load_state(const char *ckpt, eng_err *err)
 		"step")) || !json_is_object(json_object_get(o, "files"))) {
 		eng_errf(err, "checkpoint '%s': trainer_state.json is not a format-%d state "
 			      "(format_version, step, files)", ckpt, ENG_CKPT_FORMAT);
+		json_decref(o);
+		return NULL;
+	}
+	if (state_counts(o, ckpt, err) < 0) {
 		json_decref(o);
 		return NULL;
 	}

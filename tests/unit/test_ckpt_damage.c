@@ -720,6 +720,63 @@ START_TEST(test_ckpt_write_name_checked)
 END_TEST
 
 
+/* trainer_state.json's counts out of range are refused by their key (a negative step once
+ * read as a batch shape that differs), and no message quotes a file of the checkpoint:
+ * trainer_state.json that is not JSON, `latest` holding garbage */
+START_TEST(test_ckpt_state_counts_and_quotes)
+{
+	need_gpl();
+	char *root = t_tmp_dir("counts");
+	char *good = good_checkpoint(root, 1, 1000);
+	static const struct {
+		const char *obj, *key; /* obj: NULL for the top level */
+		int value;
+		const char *needle;
+	} cases[] = {
+		{NULL, "step", -5, "\"step\" is not an integer in 0.."},
+		{NULL, "batch", 0, "\"batch\" is not an integer in 1.."},
+		{"data", "cursor", -1, "\"data.cursor\" is not an integer in 0.."},
+		{"data", "tokens", -7, "\"data.tokens\" is not an integer in 0.."},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "counts%zu", i);
+		char *dir = t_tmp_dir(name), *ckpt = path_join(dir, "step_00000001");
+		copy_dir(good, ckpt);
+		char *sp = path_join(ckpt, "trainer_state.json");
+		json_t *o = json_load_file(sp, 0, NULL);
+		ck_assert_ptr_nonnull(o);
+		json_t *in = cases[i].obj ? json_object_get(o, cases[i].obj) : o;
+		json_object_set_new(in, cases[i].key, json_integer(cases[i].value));
+		ck_assert_int_eq(json_dump_file(o, sp, JSON_INDENT(2) | JSON_PRESERVE_ORDER), 0);
+		json_decref(o);
+		eng_err err = {0};
+		ck_assert_int_eq(eng_ckpt_verify(ckpt, &err), -1);
+		ck_assert_msg(strstr(err.msg, cases[i].needle), "%s: %s", cases[i].key, err.msg);
+		expect_train_refuses(root, ckpt, cases[i].key, "trainer_state.json",
+			cases[i].needle);
+		free(sp), free(ckpt), free(dir);
+	}
+	/* not JSON: where, never what */
+	char *dir = t_tmp_dir("countsjson"), *ckpt = path_join(dir, "step_00000001");
+	copy_dir(good, ckpt);
+	char *sp = path_join(ckpt, "trainer_state.json");
+	write_text(sp, "{\"format_version\": 1, \"step\": notjson}");
+	eng_err err = {0};
+	ck_assert_int_eq(eng_ckpt_verify(ckpt, &err), -1);
+	ck_assert_msg(strstr(err.msg, "trainer_state.json") && strstr(err.msg, "line 1, column")
+		&& !strstr(err.msg, "notjson"), "%s", err.msg);
+	/* latest naming garbage, no checkpoint to fall back on */
+	char *sd = t_tmp_dir("countslatest"), found[ENG_PATH_LEN + 64];
+	set_latest(sd, "AAAAAAAAAAAAAAAAAAAA");
+	ck_assert_int_eq(eng_ckpt_find(sd, found, sizeof found, &err), -1);
+	ck_assert_msg(strstr(err.msg, "'latest'") && strstr(err.msg, sd) &&
+		!strstr(err.msg, "AAAA"), "%s", err.msg);
+	free(sd), free(sp), free(ckpt), free(dir), free(good), free(root);
+}
+END_TEST
+
+
 /* The tests of this file, added to suite "ckpt" by test_ckpt.c. */
 void tcase_ckpt_damage(Suite *s)
 {
@@ -733,5 +790,6 @@ void tcase_ckpt_damage(Suite *s)
 	tcase_add_test(tc, test_ckpt_writer_submit_busy);
 	tcase_add_test(tc, test_ckpt_write_keep_prunes);
 	tcase_add_test(tc, test_ckpt_write_name_checked);
+	tcase_add_test(tc, test_ckpt_state_counts_and_quotes);
 	suite_add_tcase(s, tc);
 }
