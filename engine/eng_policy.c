@@ -14,16 +14,29 @@ const char *eng_mode_name(eng_mode m)
 	return proto_mode_name((int)m);
 }
 
+const char *eng_hint(const char *word, const char *const *list, char *buf, size_t len)
+{
+	const char *near = proto_nearest(word, list);
+	if (len > 0)
+		buf[0] = '\0';
+	if (near)
+		snprintf(buf, len, " (did you mean '%.64s'?)", near);
+	return buf;
+}
+
 int eng_mode_parse(const char *s, eng_mode *m, eng_err *err)
 {
+	const char *names[PROTO_MODE_COUNT + 1] = {NULL};
 	int i = proto_mode_find(s);
 	if (i >= 0) {
 		*m = (eng_mode)i;
 		return 0;
 	}
-	char hint[64], modes[160];
+	for (int k = 0; k < PROTO_MODE_COUNT; k++)
+		names[k] = proto_mode_name(k);
+	char hint[96], modes[160];
 	return eng_errf(err, "unknown mode '%.32s'%s (modes: %s)", s,
-		proto_mode_hint(s, hint, sizeof hint), proto_modes_text(modes, sizeof modes));
+		eng_hint(s, names, hint, sizeof hint), proto_modes_text(modes, sizeof modes));
 }
 
 const char *eng_section_name(int i, int n_layer, char *buf, size_t len)
@@ -66,8 +79,31 @@ static int parse_index(const char *s, size_t n)
 	return v;
 }
 
-static int parse_builtin(const char *sel, int n_layer, sel_range *r, eng_err *err)
+/* " (did you mean 'X'?)" for a section name sel that is none: X the nearest of the
+ * built-in names, al's aliases (al may be NULL) and, for "h3", "h_3" or "layer.3", "h.3". */
+static const char *section_hint(const char *sel, const eng_aliases *al, int n_layer,
+	char *buf, size_t len)
 {
+	const char *names[ENG_MAX_ALIASES + 5] = {"all", "blocks", "head"};
+	char block[24];
+	int n = 3;
+	for (int i = 0; al && i < al->n; i++)
+		names[n++] = al->a[i].name;
+	/* a block number after a prefix that is not "h.": what it would be as a section */
+	const char *d = sel + strcspn(sel, "0123456789");
+	int k = *d && d > sel ? parse_index(d, strlen(d)) : -1;
+	if (k >= 0 && k < n_layer && strncmp(sel, "h.", 2) != 0 &&
+		(tolower((unsigned char)sel[0]) == 'h' || tolower((unsigned char)sel[0]) == 'l')) {
+		snprintf(block, sizeof block, "h.%d", k);
+		return snprintf(buf, len, " (did you mean '%s'?)", block), buf;
+	}
+	return eng_hint(sel, names, buf, len);
+}
+
+static int parse_builtin(const char *sel, int n_layer, const eng_aliases *al, sel_range *r,
+	eng_err *err)
+{
+	char hint[96];
 	r->lo = 0;
 	r->hi = -1;
 	r->head = 0;
@@ -85,8 +121,9 @@ static int parse_builtin(const char *sel, int n_layer, sel_range *r, eng_err *er
 		return 0;
 	}
 	if (strncmp(sel, "h.", 2) != 0)
-		return eng_errf(err, "unknown section '%.64s' (sections: h.N, h.N-M, blocks, head, "
-				     "all, or an alias of the job)", sel);
+		return eng_errf(err, "unknown section '%.64s'%s (sections: h.N, h.N-M, blocks, head, "
+				     "all, or an alias of the job)", sel,
+			section_hint(sel, al, n_layer, hint, sizeof hint));
 	const char *s = sel + 2;
 	const char *dash = strchr(s, '-');
 	int lo, hi;
@@ -97,7 +134,8 @@ static int parse_builtin(const char *sel, int n_layer, sel_range *r, eng_err *er
 		lo = hi = parse_index(s, strlen(s));
 	}
 	if (lo < 0 || hi < 0)
-		return eng_errf(err, "malformed section '%.64s' (expected h.N or h.N-M)", sel);
+		return eng_errf(err, "malformed section '%.64s' (did you mean h.N or h.N-M, N a "
+				     "block of h.0-%d?)", sel, n_layer - 1);
 	if (lo > hi)
 		return eng_errf(err, "empty section range '%.64s' (%d > %d)", sel, lo, hi);
 	if (hi >= n_layer)
@@ -138,7 +176,7 @@ int eng_aliases_add(eng_aliases *al, const char *name, const char *selector, int
 		return eng_errf(err, "alias '%s': selector too long", name);
 	sel_range r;
 	eng_err e2;
-	if (parse_builtin(selector, n_layer, &r, &e2) < 0)
+	if (parse_builtin(selector, n_layer, NULL, &r, &e2) < 0)
 		return eng_errf(err, "alias '%s': %s", name, e2.msg);
 	snprintf(al->a[al->n].name, ENG_ALIAS_LEN, "%s", name);
 	snprintf(al->a[al->n].selector, ENG_SELECTOR_LEN, "%s", selector);
@@ -157,7 +195,7 @@ int eng_selector_sections(const eng_aliases *al, const char *selector, int n_lay
 		}
 	}
 	sel_range r;
-	if (parse_builtin(sel, n_layer, &r, err) < 0)
+	if (parse_builtin(sel, n_layer, al, &r, err) < 0)
 		return -1;
 	*lo = r.lo;
 	*hi = r.hi;

@@ -58,6 +58,11 @@ int eng_mode_parse(const char *s, eng_mode *m, eng_err *err);
 /* All blocks and the head off. */
 void eng_policy_init(eng_policy *p, int n_layer);
 
+/* " (did you mean 'X'?)" when word is within an edit or two of X, one of list (NULL-
+ * terminated; proto_nearest), else "": into buf, returned. The one hint of unknown modes
+ * and unknown sections. */
+const char *eng_hint(const char *word, const char *const *list, char *buf, size_t len);
+
 /* Adds an alias after checking its name (not a built-in selector, not "h.*", unique,
  * [A-Za-z0-9_-]+) and that its selector is a valid built-in one for n_layer blocks. */
 int eng_aliases_add(eng_aliases *al, const char *name, const char *selector, int n_layer,

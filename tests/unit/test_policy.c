@@ -451,6 +451,33 @@ START_TEST(test_eng_policy_parse_errors)
 }
 END_TEST
 
+/* A section typo gets a "did you mean", as a mode's does: the nearest built-in name or
+ * alias, or h.N for a block number after another prefix */
+START_TEST(test_eng_policy_section_hint)
+{
+	parse_bad("hed=full", "unknown section 'hed' (did you mean 'head'?)");
+	parse_bad("blcoks=full", "(did you mean 'blocks'?)");
+	parse_bad("Blocks=full", "(did you mean 'blocks'?)");
+	parse_bad("al=off", "(did you mean 'all'?)");
+	parse_bad("h3=full", "unknown section 'h3' (did you mean 'h.3'?)");
+	parse_bad("H.1=full", "(did you mean 'h.1'?)");
+	parse_bad("layer.11=full", "(did you mean 'h.11'?)");
+	parse_bad("h.x=full", "malformed section 'h.x' (did you mean h.N or h.N-M, N a block of "
+		"h.0-11?)");
+	eng_aliases al = {0};
+	eng_err e = {0};
+	ck_assert_int_eq(eng_aliases_add(&al, "trunk", "h.2-11", L12, &e), 0);
+	apply_bad(&al, "trnk", "full", "unknown section 'trnk' (did you mean 'trunk'?)");
+	/* nothing near: no guess */
+	eng_policy p;
+	eng_policy_init(&p, L12);
+	ck_assert_int_eq(eng_policy_apply(&p, &al, "layer.12", "full", &e), -1);
+	ck_assert_msg(!strstr(e.msg, "did you mean"), "%s", e.msg);
+	ck_assert_int_eq(eng_policy_apply(&p, &al, "zzzzzz", "full", &e), -1);
+	ck_assert_msg(!strstr(e.msg, "did you mean"), "%s", e.msg);
+}
+END_TEST
+
 START_TEST(test_eng_policy_format_runs)
 {
 	eng_policy p;
@@ -1033,6 +1060,7 @@ Suite *suite_policy(void)
 	tcase_add_test(tc, test_eng_aliases_add_too_many);
 	tcase_add_test(tc, test_eng_policy_parse_forms);
 	tcase_add_test(tc, test_eng_policy_parse_errors);
+	tcase_add_test(tc, test_eng_policy_section_hint);
 	tcase_add_test(tc, test_eng_policy_format_runs);
 	tcase_add_test(tc, test_eng_policy_format_truncated);
 	tcase_add_test(tc, test_eng_policy_format_parse_round_trip);

@@ -664,6 +664,13 @@ START_TEST(test_eng_spec_finish_policy)
 		"'remat.sections.h.5'");
 	finish_bad(WITH("\"remat\": {\"sections\": {\"h.x\": \"full\"}}"), &tiny,
 		"'remat.sections.h.x'");
+	/* a typo gets a "did you mean", as a mode's does */
+	finish_bad(WITH("\"remat\": {\"sections\": {\"hed\": \"chunked\"}}"), &tiny,
+		"'remat.sections.hed': unknown section 'hed' (did you mean 'head'?)");
+	finish_bad(WITH("\"remat\": {\"aliases\": {\"trunk\": \"h.1\"}, \"sections\": "
+			"{\"trnk\": \"full\"}}"), &tiny, "(did you mean 'trunk'?)");
+	finish_bad(WITH("\"remat\": {\"sections\": {\"h.x\": \"full\"}}"), &tiny,
+		"(did you mean h.N or h.N-M, N a block of h.0-1?)");
 	finish_bad(WITH("\"remat\": {\"sections\": {\"h.1\": \"chunked\"}}"), &tiny,
 		"'remat.sections.h.1'");
 	finish_bad(WITH("\"remat\": {\"sections\": {\"head\": \"full\"}}"), &tiny,
@@ -734,9 +741,9 @@ START_TEST(test_eng_spec_load_bad)
 	free(path);
 	/* jansson's own text quotes the token ("near 'notjson'"): the file's bytes, never
 	 * shown; where and what kind of error instead */
-	path = t_write_tmp("spec_notjson.json", "{\"batch\": notjson}");
+	path = t_write_tmp("spec_garbage.json", "{\"batch\": notjson}");
 	ck_assert_int_eq(eng_spec_load(&s, path, &e), -1);
-	ck_assert_msg(strstr(e.msg, "spec_notjson.json") && strstr(e.msg, "line 1, column") &&
+	ck_assert_msg(strstr(e.msg, "spec_garbage.json") && strstr(e.msg, "line 1, column") &&
 		strstr(e.msg, "invalid") && !strstr(e.msg, "notjson"), "message: %s", e.msg);
 	free(path);
 	path = t_write_tmp("spec_empty.json", "");
