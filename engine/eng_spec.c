@@ -15,6 +15,7 @@
 #include <float.h>
 #include <jansson.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -1078,4 +1079,17 @@ int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 	if (spec->lora_r || spec->cfg.lora_r)
 		return finish_lora(spec, err);
 	return eng_freeze_resolve(&spec->cfg, &al, spec->freeze, spec->n_freeze, err);
+}
+
+int eng_spec_warning(const eng_spec *s, char *buf, size_t len)
+{
+	cpu_set_t set;
+	int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+	if (len > 0)
+		buf[0] = '\0';
+	if (!s->has_threads || cpus < 1 || s->threads <= cpus)
+		return 0;
+	snprintf(buf, len, "threads %d exceeds the %d CPU%s this process may use "
+		"(sched_getaffinity): steps will be slower", s->threads, cpus, cpus > 1 ? "s" : "");
+	return 1;
 }

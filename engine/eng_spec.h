@@ -185,4 +185,11 @@ int eng_policy_check_device(eng_device device, const eng_policy *p, eng_err *err
  * 256), aliases and selectors valid for n_layer. */
 int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err);
 
+/* What is allowed but will not do what the spec hopes, as one line into buf (len bytes):
+ * "threads" above the CPUs this process may run on (sched_getaffinity's count, which a
+ * cpuset or taskset lowers below the machine's), so that its threads share them and steps
+ * are slower. 1 when there is a warning, 0 (buf "") when none. remat-train --check returns
+ * it in "warnings" (rematd passes them on in job-start's reply), a run prints it. */
+int eng_spec_warning(const eng_spec *spec, char *buf, size_t len);
+
 #endif

@@ -26,8 +26,10 @@
  * --check trains nothing: it validates the whole job as its start would (eng_trainer_check:
  * files, shape, selectors, init_from, save directory, device) and prints one JSON line,
  * {"ok":true, "config":..., "policy":..., ...} or {"ok":false,"error":"..."} (status 1);
- * rematd runs it at job-start. --info prints one JSON line: version, the BLAS and its
- * kernel, the backends and GPUs, as the workers see them (rematd's daemon-info).
+ * what is allowed but will not do what the spec hopes (threads above the CPUs this process
+ * may use) goes in "warnings", a list of lines, which a run prints on stderr instead;
+ * rematd runs it at job-start and passes the warnings on in its reply. --info prints one
+ * JSON line: version, the BLAS and its kernel, the backends and GPUs, as the workers see them (rematd's daemon-info).
  * --export-llmc trains nothing: it loads a checkpoint (config.json + model.safetensors, or an
  * llm.c file) and writes it as an llm.c model file, version 3 (float32) or with --bf16
  * version 5 (bfloat16), then exits.
@@ -229,6 +231,9 @@ static int check_job(eng_spec *s)
 			"tokens", (json_int_t)ck.ntok);
 		if (o && s->resume)
 			json_object_set_new(o, "resume_step", json_integer(ck.resume_step));
+		char warn[256];
+		if (o && eng_spec_warning(s, warn, sizeof warn))
+			json_object_set_new(o, "warnings", json_pack("[s]", warn));
 		if (o)
 			json_object_set_new(o, "precision",
 				json_string(eng_precision_names[s->precision]));
@@ -584,6 +589,9 @@ int main(int argc, char **argv)
 		wk_metrics_adopt(&mx, o.metrics_fd);
 	else if (spec_rc == 0 && lead && o.metrics && wk_metrics_open(&mx, o.metrics) < 0)
 		goto out;
+	char warn[256]; /* what --check returned in "warnings", said by the run itself */
+	if (spec_rc == 0 && lead && eng_spec_warning(&spec, warn, sizeof warn))
+		fprintf(stderr, "remat-train: warning: %s\n", warn);
 	if (spec_rc < 0 || eng_trainer_init(&tr, &spec, &err) < 0) {
 		fprintf(stderr, "remat-train: %s\n", err.msg);
 		eng_ctl_set_state(c, CTL_FAILED, err.msg);

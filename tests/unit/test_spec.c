@@ -8,6 +8,7 @@
 #include "tests.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -694,6 +695,31 @@ START_TEST(test_eng_spec_finish_policy)
 }
 END_TEST
 
+/* threads above the CPUs this process may use (sched_getaffinity's count): accepted, with a
+ * warning that names both; none at or below it, nor for the default */
+START_TEST(test_eng_spec_threads_warning)
+{
+	cpu_set_t set;
+	ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+	int cpus = CPU_COUNT(&set);
+	eng_spec s;
+	char text[512], w[256], want[128];
+	snprintf(text, sizeof text, WITH("\"threads\": %d"), cpus + 1);
+	parse_ok(&s, text);
+	ck_assert_int_eq(s.threads, cpus + 1);
+	ck_assert_int_eq(eng_spec_warning(&s, w, sizeof w), 1);
+	snprintf(want, sizeof want, "threads %d exceeds the %d CPU", cpus + 1, cpus);
+	ck_assert_msg(strstr(w, want) && strstr(w, "sched_getaffinity") && strstr(w, "slower"),
+		"%s", w);
+	snprintf(text, sizeof text, WITH("\"threads\": %d"), cpus);
+	parse_ok(&s, text);
+	ck_assert_int_eq(eng_spec_warning(&s, w, sizeof w), 0);
+	ck_assert_str_eq(w, "");
+	parse_ok(&s, "{" BASE "}");
+	ck_assert_int_eq(eng_spec_warning(&s, w, sizeof w), 0);
+}
+END_TEST
+
 START_TEST(test_eng_spec_load_ok)
 {
 	eng_spec s;
@@ -793,6 +819,7 @@ Suite *suite_spec(void)
 
 	tc = tcase_create("load");
 	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_eng_spec_threads_warning);
 	tcase_add_test(tc, test_eng_spec_load_ok);
 	tcase_add_test(tc, test_eng_spec_load_missing);
 	tcase_add_test(tc, test_eng_spec_load_bad);
