@@ -97,9 +97,9 @@ static int listen_socket(srv_job *job, char *path, size_t len, char *err, size_t
 	return rc;
 }
 
-/* A file of the job's directory, opened through its descriptor (O_NOFOLLOW), created (or
- * emptied when trunc) 0600 and the owner's, written with text when not NULL; its path for
- * mpirun's arguments into path. */
+/* A file of the job's directory, opened through its descriptor (eng_fs_append_at: no link,
+ * rematd's or the owner's), created (or emptied when trunc) 0600 and the owner's, written
+ * with text when not NULL; its path for mpirun's arguments into path. */
 static int owner_file(srv_job *job, const char *name, int trunc, const char *text,
 	char *path, size_t len, char *err, size_t errlen)
 {
@@ -110,11 +110,17 @@ static int owner_file(srv_job *job, const char *name, int trunc, const char *tex
 		snprintf(err, errlen, "%s", e.msg);
 		return -1;
 	}
-	int fd = openat(d.fd, name, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
-		(trunc ? O_TRUNC : O_APPEND), 0600);
+	/* a link (symbolic or hard) or a third user's file there is refused before anything
+	 * is written or emptied: only then is it truncated */
+	int fd = eng_fs_append_at(&d, name, 0600, job->owner.uid, &e);
 	eng_dir_close(&d);
 	if (fd < 0) {
-		snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		snprintf(err, errlen, "%s", e.msg);
+		return -1;
+	}
+	if (trunc && ftruncate(fd, 0) < 0) {
+		snprintf(err, errlen, "cannot empty '%s': %s", path, strerror(errno));
+		close(fd);
 		return -1;
 	}
 	int rc = give_to_owner(job, fd, name, err, errlen);

@@ -607,9 +607,11 @@ static int worker_fds(srv_job *job, int sv[2], int *metrics_fd, uv_stdio_contain
 {
 	char path[SRV_PATH_LEN + 16];
 	snprintf(path, sizeof path, "%s/" SRV_METRICS_FILE, job->dir);
-	*metrics_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	eng_err e = {0};
+	/* appended to: a link (symbolic or hard) or another user's file there is refused */
+	*metrics_fd = eng_fs_append(path, 0600, geteuid(), &e);
 	if (*metrics_fd < 0) {
-		srv_fmt(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+		srv_fmt(err, errlen, "%s", e.msg);
 		return -1;
 	}
 	/* CLOEXEC on both ends: libuv dup2s the child's end onto fd 3, which clears the flag
@@ -636,9 +638,11 @@ void srv_worker_spawn(srv_job *job)
 
 	snprintf(log_path, sizeof log_path, "%s/worker.log", job->dir);
 	snprintf(spec_path, sizeof spec_path, "%s/%s", job->dir, job->spec_file);
-	log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	eng_err le = {0};
+	/* appended to: a link (symbolic or hard) or another user's file there is refused */
+	log_fd = eng_fs_append(log_path, 0600, geteuid(), &le);
 	if (log_fd < 0) {
-		srv_fmt(err, sizeof err, "cannot open '%s': %s", log_path, strerror(errno));
+		srv_fmt(err, sizeof err, "%s", le.msg);
 		goto fail;
 	}
 	/* as its owner when rematd is root and the owner is not (remat-train drops first) */

@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "eng_fs.h"
+
 double wk_now_s(void)
 {
 	struct timespec ts;
@@ -26,11 +28,13 @@ void wk_metrics_init(wk_metrics *m)
 
 int wk_metrics_open(wk_metrics *m, const char *path)
 {
-	m->fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+	eng_err e = {0};
+	/* appended to: a link (symbolic or hard: its bytes are also a file elsewhere), a FIFO
+	 * or another user's file is refused (eng_fs_append) */
+	m->fd = eng_fs_append(path, 0644, geteuid(), &e);
 	if (m->fd >= 0)
 		return 0;
-	fprintf(stderr, "remat-train: --metrics '%s': %s\n", path,
-		errno == ELOOP ? "a symbolic link (not followed)" : strerror(errno));
+	fprintf(stderr, "remat-train: --metrics '%s': %s\n", path, e.msg);
 	return -1;
 }
 

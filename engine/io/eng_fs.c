@@ -170,6 +170,15 @@ void eng_dir_close(eng_dir *d)
 	d->fd = -1;
 }
 
+/* The refusal of a file with other names than ours: a hard link planted under a name we
+ * write would carry our bytes into a file elsewhere, and removing it would hide that. */
+static int links_refused(const char *verb, const char *name, const char *dir, nlink_t n,
+	eng_err *err)
+{
+	return eng_errf(err, "refusing to %s '%s' in '%s': it is a hard link (%lu names for one "
+			     "file)", verb, name, dir, (unsigned long)n);
+}
+
 int eng_fs_entry(const eng_dir *d, const char *name, int want_dir, const char *verb,
 	eng_err *err)
 {
@@ -190,6 +199,8 @@ int eng_fs_entry(const eng_dir *d, const char *name, int want_dir, const char *v
 	if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
 		return eng_errf(err, "refusing to %s '%s' in '%s': it is %s, not %s", verb, name,
 			d->path, eng_fs_kind(st.st_mode), want_dir ? "a directory" : "a regular file");
+	if (!want_dir && st.st_nlink != 1)
+		return links_refused(verb, name, d->path, st.st_nlink, err);
 	return 1;
 }
 
@@ -312,7 +323,9 @@ int eng_fs_write_mode(const eng_dir *d, const char *name, mode_t mode, eng_fs_fi
 	if (strlen(name) >= NAME_LEN || strchr(name, '/'))
 		return eng_errf(err, "bad file name '%.64s'", name);
 	snprintf(tmp, sizeof tmp, "%s" TMP_SUFFIX, name);
-	if (eng_fs_remove_file(d, tmp, err) < 0)
+	/* what the rename would replace is checked before anything is written, and again
+	 * just before the rename: a link or a stranger's file there is refused, never hidden */
+	if (eng_fs_entry(d, name, 0, "replace", err) < 0 || eng_fs_remove_file(d, tmp, err) < 0)
 		return -1;
 	fd = openat(d->fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (fd < 0)
@@ -341,7 +354,7 @@ int eng_fs_write_mode(const eng_dir *d, const char *name, mode_t mode, eng_fs_fi
 		eng_errf(err, "cannot write '%s' in '%s': %s", name, d->path, strerror(errno));
 		goto fail;
 	}
-	if (eng_fs_rename(d, tmp, name, err) < 0)
+	if (eng_fs_entry(d, name, 0, "replace", err) < 0 || eng_fs_rename(d, tmp, name, err) < 0)
 		goto fail;
 	return eng_fs_sync_dir(d, err);
 fail:
@@ -366,13 +379,15 @@ int eng_fs_write_json(const eng_dir *d, const char *name, mode_t mode, const jso
 	return eng_fs_write_mode(d, name, mode, json_fill, (void *)doc, err);
 }
 
-int eng_fs_write(const char *path, eng_fs_fill_fn fill, void *ud, eng_err *err)
+/* Opens the directory of path (its last component, returned in *name, a file name):
+ * symlinks in the directory's path followed, as eng_dir_open does. */
+static int parent_open(const char *path, eng_dir *d, const char **name, eng_err *err)
 {
 	char dir[ENG_FS_PATH_LEN];
 	const char *slash = strrchr(path, '/');
-	const char *name = slash ? slash + 1 : path;
-	eng_dir d;
-	if (!name[0] || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+	*name = slash ? slash + 1 : path;
+	d->fd = -1;
+	if (!(*name)[0] || strcmp(*name, ".") == 0 || strcmp(*name, "..") == 0)
 		return eng_errf(err, "cannot write '%s': not a file name", path);
 	if (!slash)
 		snprintf(dir, sizeof dir, ".");
@@ -382,13 +397,78 @@ int eng_fs_write(const char *path, eng_fs_fill_fn fill, void *ud, eng_err *err)
 		return eng_errf(err, "cannot write '%s': path too long", path);
 	else
 		snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-	snprintf(d.path, sizeof d.path, "%s", dir);
-	d.fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (d.fd < 0)
+	snprintf(d->path, sizeof d->path, "%s", dir);
+	d->fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (d->fd < 0)
 		return eng_errf(err, "cannot write '%s': %s", path, strerror(errno));
+	return 0;
+}
+
+int eng_fs_write(const char *path, eng_fs_fill_fn fill, void *ud, eng_err *err)
+{
+	const char *name;
+	eng_dir d;
+	if (parent_open(path, &d, &name, err) < 0)
+		return -1;
 	int rc = eng_fs_write_at(&d, name, fill, ud, err);
 	eng_dir_close(&d);
 	return rc;
+}
+
+/* ---- appending ---- */
+
+int eng_fs_append_at(const eng_dir *d, const char *name, mode_t mode, uid_t owner,
+	eng_err *err)
+{
+	struct stat st;
+	/* O_NONBLOCK: a FIFO planted there is refused at once, never waited on */
+	int fd = openat(d->fd, name, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
+		O_NOCTTY | O_CLOEXEC, mode);
+	if (fd < 0) {
+		int e = errno;
+		/* a symlink (ELOOP), a FIFO without a reader (ENXIO): eng_fs_entry words it */
+		if ((e != ELOOP && e != ENXIO) || eng_fs_entry(d, name, 0, "append to", err) >= 0)
+			eng_errf(err, "cannot open '%s' in '%s': %s", name, d->path, strerror(e));
+		return -1;
+	}
+	if (fstat(fd, &st) < 0) {
+		eng_errf(err, "cannot stat '%s' in '%s': %s", name, d->path, strerror(errno));
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		eng_errf(err, "refusing to append to '%s' in '%s': it is %s, not a regular file",
+			name, d->path, eng_fs_kind(st.st_mode));
+		goto fail;
+	}
+	if (st.st_uid != geteuid() && st.st_uid != owner) {
+		eng_errf(err, "refusing to append to '%s' in '%s': it belongs to uid %lu", name,
+			d->path, (unsigned long)st.st_uid);
+		goto fail;
+	}
+	if (st.st_nlink != 1) {
+		links_refused("append to", name, d->path, st.st_nlink, err);
+		goto fail;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+		eng_errf(err, "cannot open '%s' in '%s': %s", name, d->path, strerror(errno));
+		goto fail;
+	}
+	return fd;
+fail:
+	close(fd);
+	return -1;
+}
+
+int eng_fs_append(const char *path, mode_t mode, uid_t owner, eng_err *err)
+{
+	const char *name;
+	eng_dir d;
+	if (parent_open(path, &d, &name, err) < 0)
+		return -1;
+	int fd = eng_fs_append_at(&d, name, mode, owner, err);
+	eng_dir_close(&d);
+	return fd;
 }
 
 /* ---- locks ---- */
@@ -410,7 +490,9 @@ static int lock_take(const eng_dir *d, const char *name, int create, const char 
 		return eng_errf(err, "cannot open '%s' in '%s': %s", name, d->path, strerror(errno));
 	}
 	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+	/* one link: the pid is written into this file, never into one elsewhere */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+		st.st_nlink != 1) {
 		close(fd);
 		/* eng_fs_entry words why; should it find nothing wrong, the race is still ours */
 		if (eng_fs_entry(d, name, 0, "use", err) >= 0)

@@ -9,14 +9,19 @@
  * Writing and removing happen inside a directory opened once (eng_dir) and never leave it:
  * every call is relative to its descriptor (openat, mkdirat, renameat, unlinkat, fstatat),
  * a new file is created O_CREAT|O_EXCL|O_NOFOLLOW, and an entry that is a symbolic link,
- * belongs to another user or is of the wrong type is never removed or written through:
- * the call fails with a message naming it ("refusing to remove 'x.tmp' in '/s': it is a
- * symbolic link"). The directory itself is reached by its path, links included: it is the
- * user's own choice, and the job runs with the user's rights.
+ * a hard link (a file with more than one name: its bytes are also a file elsewhere),
+ * belongs to another user or is of the wrong type is never removed, replaced or written
+ * through: the call fails with a message naming it ("refusing to remove 'x.tmp' in '/s':
+ * it is a symbolic link"). The directory itself is reached by its path, links included: it
+ * is the user's own choice, and the job runs with the user's rights.
  *
  * Durable replacement (eng_fs_write_at): NAME.tmp is created, filled, flushed, fsynced,
  * renamed over NAME, and the directory fsynced. After a crash NAME is the old file or the
- * new one, never a mixture; a leftover NAME.tmp is removed by the next write.
+ * new one, never a mixture; a leftover NAME.tmp is removed by the next write. The NAME
+ * replaced must pass eng_fs_entry (checked before the write and again before the rename).
+ * The only files written in place are a lock (eng_fs_lock) and a log (eng_fs_append_at),
+ * each checked after its open, on the descriptor, to be a regular file of ours with one
+ * link.
  *
  * Not here: what the files hold (eng_st, eng_hfconfig, eng_llmc, eng_ckpt).
  */
@@ -73,9 +78,10 @@ int eng_dir_make(eng_dir *d, const char *path, eng_err *err);
 void eng_dir_close(eng_dir *d); /* safe on a closed or zeroed-then-fd=-1 one */
 
 /* What an entry of d is, without following a link: 0 absent; 1 present, of the kind asked
- * (want_dir: a directory, else a regular file), ours (our euid) and no link; -1 refused,
- * with a message "refusing to <verb> 'name' in 'dir': it is a symbolic link" (or "it
- * belongs to uid N", or "it is a FIFO, not a directory"). verb: "remove", "use", ... */
+ * (want_dir: a directory, else a regular file with one link), ours (our euid) and no
+ * symlink; -1 refused, with a message "refusing to <verb> 'name' in 'dir': it is a
+ * symbolic link" (or "it belongs to uid N", "it is a FIFO, not a directory", "it is a hard
+ * link (2 names for one file)"). verb: "remove", "use", ... */
 int eng_fs_entry(const eng_dir *d, const char *name, int want_dir, const char *verb,
 	eng_err *err);
 
@@ -99,8 +105,9 @@ int eng_fs_sync_dir(const eng_dir *d, eng_err *err);
 typedef int (*eng_fs_fill_fn)(FILE *f, void *ud, eng_err *err);
 
 /* Durable replacement of d/name by what fill writes (see the top of this file). A
- * leftover name.tmp of ours is removed first; a symlink or another user's file there is
- * refused. On failure nothing new is left under either name, and name is untouched. */
+ * leftover name.tmp of ours is removed first; a symlink, a hard link or another user's
+ * file there, or under name itself, is refused (eng_fs_entry's message, verb "remove" or
+ * "replace"). On failure nothing new is left under either name, and name is untouched. */
 int eng_fs_write_at(const eng_dir *d, const char *name, eng_fs_fill_fn fill, void *ud,
 	eng_err *err);
 /* The same with the new file's mode (before the umask) instead of 0666. */
@@ -113,10 +120,21 @@ int eng_fs_write_json(const eng_dir *d, const char *name, mode_t mode, const jso
 /* eng_fs_write_at in the directory of path (its last component the name). */
 int eng_fs_write(const char *path, eng_fs_fill_fn fill, void *ud, eng_err *err);
 
+/* ---- appending ---- */
+
+/* Opens d/name to append to (a log): created with mode (before the umask) when missing,
+ * O_NOFOLLOW, never blocking on a FIFO; then, on the descriptor, a regular file with one
+ * link, ours (euid) or owner's (pass geteuid() when no one else's may be). The descriptor
+ * (blocking), or -1 with "refusing to append to 'name' in 'dir': it is a hard link ...". */
+int eng_fs_append_at(const eng_dir *d, const char *name, mode_t mode, uid_t owner,
+	eng_err *err);
+/* The same in the directory of path (its last component the name). */
+int eng_fs_append(const char *path, mode_t mode, uid_t owner, eng_err *err);
+
 /* ---- locks ---- */
 
 /* Takes an exclusive, non-blocking lock on d/name (created 0644 O_NOFOLLOW if missing,
- * a regular file of ours otherwise) and writes our pid into it. Returns the descriptor,
+ * a regular file of ours with one link otherwise) and writes our pid into it. Returns the descriptor,
  * held for as long as the lock must be (closing it, or the process ending, releases it);
  * -1 with a message when another process holds it ("... is in use by another job (process
  * N)", marked ENG_ERR_BUSY). */
