@@ -538,6 +538,12 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 			eng_ctl_set_state(c, CTL_RUNNING, "job-resume");
 			break;
 		case CTL_OP_STOP:
+			/* a final save under a name that is taken would fail at the end: refused now */
+			if (cmd->save && cmd->name[0] && eng_ckpt_name_free(tr->spec.save_dir,
+								cmd->name, &err) < 0) {
+				eng_ctl_reply_error(c, cmd, PROTO_ERR_INVALID_PARAMETER, err.msg);
+				break;
+			}
 			rc->stop = 1;
 			rc->stop_save |= cmd->save;
 			if (cmd->save && cmd->name[0])
@@ -558,8 +564,11 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 			apply_set(tr, c, cmd->set, json);
 			break;
 		case CTL_OP_SAVE:
-			if (save_async(tr, c, rc->writer, cmd->name[0] ? cmd->name : NULL, cmd, json, 0,
-				    rc, &err) < 0)
+			/* a name that is taken: refused before any snapshot (never a replacement) */
+			if (cmd->name[0] && eng_ckpt_name_free(tr->spec.save_dir, cmd->name, &err) < 0)
+				eng_ctl_reply_error(c, cmd, PROTO_ERR_INVALID_PARAMETER, err.msg);
+			else if (save_async(tr, c, rc->writer, cmd->name[0] ? cmd->name : NULL, cmd,
+					 json, 0, rc, &err) < 0)
 				eng_ctl_reply_error(c, cmd, eng_ckpt_writer_busy(rc->writer) ?
 					PROTO_ERR_BUSY : PROTO_ERR_IO_ERROR, err.msg);
 			break;

@@ -392,6 +392,34 @@ static int check_name(const char *name, eng_err *err)
 	return 0;
 }
 
+/* -1 with a message when name (a caller's, NULL or "" for a periodic save) is taken in the
+ * save directory d, by anything: a second save under one name would silently lose the
+ * first. base is the name. */
+static int named_taken(const eng_dir *d, const char *name, const char *base, eng_err *err)
+{
+	if (!name || !name[0])
+		return 0;
+	int r = eng_fs_entry(d, base, 1, "replace", err); /* a link's or a stranger's: why */
+	if (r == 0)
+		return 0;
+	if (r == 1)
+		eng_errf(err, "a checkpoint named '%s' exists in '%s': choose another name", base,
+			d->path);
+	return -1;
+}
+
+int eng_ckpt_name_free(const char *dir, const char *name, eng_err *err)
+{
+	eng_dir sd;
+	if (check_name(name, err) < 0)
+		return -1;
+	if (eng_dir_open(&sd, dir, NULL) < 0)
+		return 0; /* no save directory yet: every name is free (the save makes it) */
+	int rc = named_taken(&sd, name, name, err);
+	eng_dir_close(&sd);
+	return rc;
+}
+
 /* Writes the four files of snapshot s into the fresh directory d. */
 static int write_files(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, eng_err *err)
 {
@@ -437,16 +465,21 @@ int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, in
 		goto out;
 	}
 	/* a leftover of ours goes; a link or a stranger's entry under our names stops here,
-	 * before anything is written (latest.tmp is checked again when latest is written) */
+	 * before anything is written (latest and latest.tmp are checked again when latest is
+	 * written), and so does a named checkpoint that exists */
 	if (eng_fs_entry(&sd, "latest.tmp", 0, "remove", err) < 0 ||
+		eng_fs_entry(&sd, "latest", 0, "replace", err) < 0 ||
+		named_taken(&sd, name, base, err) < 0 ||
 		eng_fs_remove_dir(&sd, tmp, err) < 0 || eng_fs_mkdir(&sd, tmp, err) < 0)
 		goto out;
 	if (eng_dir_open_at(&td, &sd, tmp, err) < 0 || write_files(s, &td, &res->bytes, err) < 0)
 		goto fail;
 	test_delay();
-	/* A save of the same name again replaces it: the old one is moved aside first and
-	 * removed last, so a crash in between leaves a complete directory under one name. */
-	if (eng_fs_remove_dir(&sd, old, err) < 0)
+	/* A periodic save of the same step again (the final save right after a periodic one)
+	 * replaces it: the old one is moved aside first and removed last, so a crash in between
+	 * leaves a complete directory under one name. A name the caller chose is never
+	 * replaced (checked again here: it may have appeared while the files were written). */
+	if (eng_fs_remove_dir(&sd, old, err) < 0 || named_taken(&sd, name, base, err) < 0)
 		goto fail;
 	int r = eng_fs_entry(&sd, base, 1, "replace", err);
 	if (r < 0 || (r == 1 && eng_fs_rename(&sd, base, old, err) < 0))

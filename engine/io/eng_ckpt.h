@@ -67,9 +67,16 @@ typedef struct eng_ckpt_result {
 
 /* Writes snapshot s as <dir>/<name> (name NULL: step_XXXXXXXX), replaces `latest`, then
  * removes the oldest step_ checkpoints beyond `keep` (never the one latest names; named
- * checkpoints are never removed). Synchronous. */
+ * checkpoints are never removed). Synchronous. A step_ checkpoint of the same step is
+ * replaced; a name that exists is refused ("a checkpoint named 'x' exists in 'DIR': choose
+ * another name"), and so is, before anything is written, a `latest` or `latest.tmp` that
+ * is a link (symbolic or hard), another user's or no regular file (eng_fs_entry). */
 int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, int keep,
 	eng_ckpt_result *res, eng_err *err);
+/* 0 when a save named name (a caller's) may go into save directory dir: a valid name that
+ * nothing there holds yet; -1 with eng_ckpt_write's message otherwise. A check before the
+ * snapshot is taken, so that the request is refused at once (eng_ckpt_write checks again). */
+int eng_ckpt_name_free(const char *dir, const char *name, eng_err *err);
 
 /* Checks a checkpoint directory: trainer_state.json parses with a known format, every file
  * it lists exists with its recorded size and SHA-256, the safetensors files pass the
