@@ -494,6 +494,14 @@ void cli_show_start(FILE *f, const char *job, const json_t *ret)
 	char id[64];
 	/* the id alone, like `docker run -d`, so that JOB=$(rematctl start x.json) works */
 	fprintf(f, "%s\n", show_str(ret, "job", "-", id, sizeof id));
+	/* what the check allowed but warns about: on stderr, never in the id's way */
+	json_t *w = json_object_get(ret, "warnings"), *v;
+	size_t i;
+	char line[TEXT_LEN];
+	json_array_foreach(w, i, v)
+		if (json_is_string(v))
+			fprintf(stderr, "rematctl: warning: %s\n",
+				cli_str_clean(json_string_value(v), line, sizeof line));
 }
 
 void cli_show_pause(FILE *f, const char *job, const json_t *ret)

@@ -807,6 +807,20 @@ int srv_job_plan_spec(srv_conn *c, const json_t *spec, const json_t *args, const
 
 /* ---- a check's answer ---- */
 
+/* The check's "warnings" (lines: allowed, but not what the spec hopes), passed on in
+ * job-start's reply ret as remat-train gave them, when they are a list of strings. */
+static void check_warnings(const json_t *out, json_t *ret)
+{
+	json_t *w = json_object_get(out, "warnings"), *v;
+	size_t i;
+	if (!ret || !json_is_array(w) || json_array_size(w) == 0)
+		return;
+	json_array_foreach(w, i, v)
+		if (!json_is_string(v))
+			return;
+	json_object_set(ret, "warnings", w);
+}
+
 static void check_done(srv_server *srv, void *ud, const json_t *out, const char *why)
 {
 	job_check *k = ud;
@@ -829,6 +843,8 @@ static void check_done(srv_server *srv, void *ud, const json_t *out, const char 
 		if (job)
 			ret = json_pack("{s:s, s:s}", "job", job->id, "state",
 				srv_job_state_name(job->state));
+		if (job)
+			check_warnings(out, ret);
 	} else if (k->kind == CHECK_RESUME) {
 		ret = resume_checked(k, out, &ec, desc, sizeof desc);
 	} else {

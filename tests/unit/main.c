@@ -85,6 +85,7 @@ int main(void)
 	srunner_add_suite(sr, suite_data());
 	srunner_add_suite(sr, suite_plot());
 	srunner_add_suite(sr, suite_import());
+	srunner_add_suite(sr, suite_check());
 	srunner_add_suite(sr, suite_kernels());
 	srunner_add_suite(sr, suite_llama_kernels());
 	srunner_add_suite(sr, suite_freeze());

@@ -18,6 +18,7 @@ Suite *suite_st(void);
 Suite *suite_data(void);
 Suite *suite_plot(void);
 Suite *suite_import(void);
+Suite *suite_check(void); /* tests/e2e/test_check.c: rematd's job-start refusing what the start would */
 Suite *suite_kernels(void);
 Suite *suite_llama_kernels(void); /* tests/unit/test_llama_kernels.c */
 Suite *suite_freeze(void);        /* tests/unit/test_freeze.c */
