@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 #include <stdarg.h>
+#include <string.h>
 
 /* The message, of kind k; -1. */
 static int err_vset(eng_err *err, eng_err_kind k, const char *fmt, va_list ap)
@@ -60,4 +61,13 @@ const char *eng_err_json(const json_error_t *je, char *buf, size_t n)
 	else
 		snprintf(buf, n, "%s", kind);
 	return buf;
+}
+
+const char *eng_err_plain(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n > 128 || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+					"0123456789._-") != n)
+		return "(a name not shown)";
+	return name;
 }

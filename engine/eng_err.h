@@ -50,6 +50,11 @@ struct json_error_t; /* jansson's */
  * never shown: every message about a file's JSON goes through here. */
 const char *eng_err_json(const struct json_error_t *je, char *buf, size_t n);
 
+/* A name a file holds (a tensor's, a key, a dtype) as a message may show it: itself when it
+ * is 1..128 characters of [A-Za-z0-9._-] (every name a model file's format uses), else
+ * "(a name not shown)", so that a message never carries other bytes of the file. */
+const char *eng_err_plain(const char *name);
+
 /* Internal invariant: prints file:line and aborts. Never used on outside input. */
 #define ENG_ASSERT(cond)                                                                   \
 	do {                                                                                   \

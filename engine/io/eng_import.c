@@ -100,7 +100,7 @@ static int load_file(eng_model *m, const eng_st_file *f, hf_load *ls, eng_err *e
 			} else if (pre != ls->prefixed) {
 				return eng_errf(err, "'%s' mixes tensor names with and without the "
 					"'%s' prefix ('%.80s' and '%.80s')", ls->what, prefix,
-					ls->first, t->name);
+					eng_err_plain(ls->first), eng_err_plain(t->name));
 			}
 			const char *base = t->name + (pre ? plen : 0);
 			if (is_mask_buffer(&m->cfg, base))
@@ -110,12 +110,13 @@ static int load_file(eng_model *m, const eng_st_file *f, hf_load *ls, eng_err *e
 		}
 		if (!mt)
 			return eng_errf(err, "'%s': unexpected tensor '%.80s' for a %s of %d layers",
-				f->path, t->name, m->cfg.arch == ENG_ARCH_LLAMA ? "Llama" : "GPT-2",
+				f->path, eng_err_plain(t->name),
+				m->cfg.arch == ENG_ARCH_LLAMA ? "Llama" : "GPT-2",
 				m->cfg.n_layer);
 		size_t k = (size_t)(mt - m->tensors);
 		if (ls->seen[k])
 			return eng_errf(err, "'%s': tensor '%.80s' again (an earlier shard held it)",
-				f->path, t->name);
+				f->path, eng_err_plain(t->name));
 		if ((ls->check ? eng_st_check_shape(f, t->name, mt->ndim, mt->shape, err)
 			       : eng_st_get_f32(f, t->name, mt->ndim, mt->shape,
 				       m->params + mt->offset, err)) < 0)
@@ -198,7 +199,8 @@ static json_t *weight_map(json_t *root, const char *what, eng_err *err)
 	{
 		if (!json_is_string(v) || !shard_name_ok(json_string_value(v))) {
 			eng_errf(err, "'%s': tensor '%.80s' is mapped to %s, not to a file name of "
-				"its directory (letters, digits, '.', '-', '_')", what, name,
+				"its directory (letters, digits, '.', '-', '_')", what,
+				eng_err_plain(name),
 				json_is_string(v) ? "a path" : "something not a string");
 			return NULL;
 		}
@@ -221,7 +223,7 @@ static int load_shard(eng_model *m, const char *from, const char *file, size_t l
 		json_t *w = json_object_get(map, f.t[i].name);
 		if (!w || strcmp(json_string_value(w), file) != 0) {
 			eng_errf(err, "'%s' holds tensor '%.80s', which the index %s", f.path,
-				f.t[i].name, w ? "puts in another shard" : "does not list");
+				eng_err_plain(f.t[i].name), w ? "puts in another shard" : "does not list");
 			goto out;
 		}
 	}

@@ -166,6 +166,7 @@ static int parse_entry(const char *path, const char *name, json_t *v, size_t dat
 	json_t *val, *shape, *offs;
 	json_error_t jerr;
 
+	name = eng_err_plain(name); /* the header's: shown only when a plain name */
 	if (!json_is_object(v))
 		return bad(err, path, "tensor '%s': entry is not a JSON object", name);
 	json_object_foreach(v, key, val)
@@ -175,7 +176,7 @@ static int parse_entry(const char *path, const char *name, json_t *v, size_t dat
 			return bad(err, path,
 				   "tensor '%s': unknown key '%s' (expected dtype, shape, "
 				   "data_offsets)",
-				   name, key);
+				   name, eng_err_plain(key));
 	}
 	/* strict: all three present with the right JSON types (s: a string, o: borrowed) */
 	if (json_unpack_ex(v, &jerr, JSON_STRICT, "{s:s, s:o, s:o}", "dtype", &dt, "shape", &shape,
@@ -183,7 +184,7 @@ static int parse_entry(const char *path, const char *name, json_t *v, size_t dat
 		return bad(err, path, "tensor '%s': %s", name, jerr.text);
 	if (parse_dtype(dt, &t->dtype) != 0)
 		return bad(err, path, "tensor '%s': unsupported dtype '%s' (F32, F16 or BF16)",
-			   name, dt);
+			   name, eng_err_plain(dt));
 
 	if (!json_is_array(shape))
 		return bad(err, path, "tensor '%s': shape is not an array", name);
@@ -245,7 +246,8 @@ static int check_metadata(const char *path, json_t *meta, eng_err *err)
 	json_object_foreach(meta, key, val)
 	{
 		if (!json_is_string(val))
-			return bad(err, path, "__metadata__ '%s' is not a string", key);
+			return bad(err, path, "__metadata__ '%s' is not a string",
+				   eng_err_plain(key));
 	}
 	return 0;
 }
@@ -284,15 +286,15 @@ static int check_tiling(const eng_st_file *f, eng_err *err)
 		if (t->begin < pos) {
 			/* pos > 0 means i > 0: the previous tensor ends after t begins */
 			bad(err, f->path, "tensors '%s' [%zu, %zu] and '%s' [%zu, %zu] overlap",
-			    order[i - 1]->name, order[i - 1]->begin, order[i - 1]->end, t->name,
-			    t->begin, t->end);
+			    eng_err_plain(order[i - 1]->name), order[i - 1]->begin, order[i - 1]->end,
+			    eng_err_plain(t->name), t->begin, t->end);
 			goto fail;
 		}
 		if (t->begin > pos) {
 			bad(err, f->path,
 			    "gap of %zu bytes in the data section before tensor '%s' "
 			    "at offset %zu",
-			    t->begin - pos, t->name, t->begin);
+			    t->begin - pos, eng_err_plain(t->name), t->begin);
 			goto fail;
 		}
 		pos = t->end;

@@ -1233,6 +1233,14 @@ START_TEST(test_import_check)
 	es->e[1].shape[0] = 32; /* wpe [32, C]: config.json says n_positions 64 */
 	ck_assert_msg(eng_st_write(p, es->e, es->n, &err) == 0, "%s", err.msg);
 	expect_check_refused(dir, "model.safetensors", "transformer.wpe.weight", NULL);
+	free(es->zeros);
+	/* a name that is not a plain one is not shown: it is the file's bytes */
+	const variant bare = {0, 0, 0, ENG_ST_F32};
+	variant_entries(es, &ref, &bare);
+	add_entry(es, "secret words\n", 1, ref.tensors[2].shape, ref.w.h[0].ln1w);
+	ck_assert_msg(eng_st_write(p, es->e, es->n, &err) == 0, "%s", err.msg);
+	expect_check_refused(dir, "model.safetensors", "unexpected tensor '(a name not shown)'",
+		"secret");
 	free(es->zeros), free(es);
 	/* a FIFO (refused without waiting for a writer), a dangling link, a link to a
 	 * directory */
