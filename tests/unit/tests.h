@@ -33,6 +33,7 @@ Suite *suite_e2e(void);
 Suite *suite_mpi(void); /* tests/e2e/test_mpi.c: skipped with one line without Open MPI */
 Suite *suite_ckpt(void);
 Suite *suite_security(void); /* tests/security/test_security.c */
+Suite *suite_links(void);    /* tests/security/test_links.c */
 Suite *suite_lifecycle(void);
 Suite *suite_systemd(void);
 Suite *suite_cuda(void); /* tests/cuda/test_cuda.c: GPU tests skip with one line without one */
