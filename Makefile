@@ -175,9 +175,10 @@ $(CLIENT): $(CLIENT_OBJ) $(CORE_LIB)
 	$(CC) $(CORE_LINK_FLAGS) -o $@ $^ $(CORE_LDLIBS) -lz
 
 # The safetensors parser on bytes from memory: the file format is outside input too.
-$(FUZZ_ST): tests/fuzz/fuzz_st.c engine/io/eng_st.c engine/io/eng_fs.c engine/eng_err.c
+$(FUZZ_ST): tests/fuzz/fuzz_st.c engine/io/eng_st.c engine/io/eng_fs.c engine/eng_err.c \
+	proto/proto_units.c
 	@mkdir -p $(dir $@)
-	clang -g -O1 -std=c11 -D_GNU_SOURCE -Iengine -Iengine/io -Ikernels -fsanitize=fuzzer,address,undefined \
+	clang -g -O1 -std=c11 -D_GNU_SOURCE -Iengine -Iengine/io -Ikernels -Iproto -fsanitize=fuzzer,address,undefined \
 		-o $@ $^ -ljansson -lm
 
 # libFuzzer needs clang; the target links proto/ alone (no I/O there).

@@ -2,9 +2,11 @@
  * from the command line before connecting: job-start's spec read and its paths made
  * absolute, remat-set's ordered sections, subscribe's events.
  *
- * Relative paths in a job spec (data.train, data.val, model.init_from, save.dir) are taken
- * from the client's current directory, as every command-line tool does, and sent absolute:
- * the daemon runs elsewhere and refuses relative paths.
+ * Relative paths in a job spec (data.train, data.val, model.init_from, save.dir,
+ * parallel.hostfile) are taken from the spec file's directory, as Docker Compose takes its
+ * file's (the spec and its data travel together: `rematctl start examples/loop.json` finds
+ * examples/train.txt from anywhere), and sent absolute: the daemon runs elsewhere and
+ * refuses relative paths. A spec on standard input ("-") has the current directory.
  * Not here: parsing argv (rematctl.c), printing replies (cli_show.c).
  */
 #include "cli_cmd.h"
@@ -69,11 +71,13 @@ static int set_str(const cli_command *cmd, json_t *req, const char *key, const c
 	return cli_fail_usage(cmd, opt, v);
 }
 
-/* Reads a job spec (path, or "-" for stdin) into a JSON object with absolute paths. */
-static json_t *spec_load(const char *path)
+/* Reads a job spec (path, or "-" for stdin) into a JSON object with absolute paths, taken
+ * from the spec file's directory (cli_spec_dir); show: the paths as resolved, on stderr
+ * (stdout keeps the reply alone: JOB=$(rematctl start x.json)). */
+static json_t *spec_load(const char *path, int show)
 {
 	json_error_t je;
-	char cwd[CLI_PATH_MAX], err[CLI_ERR_LEN];
+	char cwd[CLI_PATH_MAX], dir[CLI_PATH_MAX], err[CLI_ERR_LEN];
 	json_t *spec;
 	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
 
@@ -95,10 +99,18 @@ static json_t *spec_load(const char *path)
 			strerror(errno));
 		goto fail;
 	}
-	if (cli_spec_absolutize(spec, cwd, err, sizeof err) < 0) {
+	if (cli_spec_dir(cwd, path, dir, sizeof dir) < 0) {
+		fprintf(stderr, CLI_NAME ": '%s': path too long\n", path);
+		goto fail;
+	}
+	if (cli_spec_absolutize(spec, dir, err, sizeof err) < 0) {
 		fprintf(stderr, CLI_NAME ": '%s': %s\n", path, err);
 		goto fail;
 	}
+	char *text = show ? cli_spec_paths_text(spec) : NULL;
+	if (text)
+		fputs(text, stderr);
+	free(text);
 	return spec;
 fail:
 	json_decref(spec);
@@ -107,7 +119,7 @@ fail:
 
 static int build_start(const cli_command *cmd, const cli_args *a, json_t **req)
 {
-	json_t *spec = spec_load(a->rest[0]);
+	json_t *spec = spec_load(a->rest[0], !a->json);
 	if (!spec)
 		return CLI_EXIT_FAIL;
 	*req = json_pack("{s:o}", "spec", spec);
@@ -192,7 +204,7 @@ static int build_auto(const cli_command *cmd, const cli_args *a, json_t **req)
 static int build_plan_spec(const cli_command *cmd, const cli_args *a, json_t **req)
 {
 	char err[256];
-	json_t *spec = spec_load(a->rest[0]), *sections = NULL;
+	json_t *spec = spec_load(a->rest[0], !a->json), *sections = NULL;
 	if (!spec)
 		return CLI_EXIT_FAIL;
 	*req = json_pack("{s:o}", "spec", spec);
@@ -345,12 +357,24 @@ static void show_plan(FILE *f, const char *job, const json_t *ret)
 {
 	(void)job;
 	cli_show_plan(f, ret, plan_budget);
+/* After start's id: what will train (the check's architecture and parameter counts), on
+ * stderr beside the resolved paths, so that stdout stays the id alone. */
+static int show_start_model(const cli_args *a, const json_t *ret)
+{
+	char line[256], id[64];
+	if (!a->json && cli_model_text(ret, line, sizeof line))
+		fprintf(stderr, "%s: %s\n", cli_str_clean(cli_jstr(ret, "job") ? cli_jstr(ret, "job")
+			: "job", id, sizeof id), line);
+	return CLI_EXIT_OK;
+}
+
 }
 
 const cli_command cli_commands[] = {
     {"start", "SPEC.json [--name NAME]", CLI_JOB_NONE, CLI_OPT_NAME, 1, 1, "job-start", build_start,
      cli_show_start,
-     "start a job, print its id; relative paths in the spec are from the current directory", NULL, NULL},
+     "start a job, print its id; relative paths in the spec are from the spec's directory",
+     show_start_model, NULL},
     {"ls", "", CLI_JOB_NONE, 0, 0, 0, "job-list", build_empty, cli_show_list, "list jobs", NULL, NULL},
     {"status", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-status", NULL, cli_show_status,
      "state, step, loss, speed, policy, last checkpoint", NULL, NULL},

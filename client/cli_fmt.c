@@ -237,24 +237,67 @@ int cli_path_absolute(const char *cwd, const char *path, char *out, size_t outle
 	return 0;
 }
 
+/* The path fields of a job spec: section, key. */
+static const char *const spec_path_field[][2] = {
+    {"data", "train"},
+    {"data", "val"},
+    {"model", "init_from"},
+    {"save", "dir"},
+    {"parallel", "hostfile"},
+};
+#define N_SPEC_PATHS (sizeof spec_path_field / sizeof spec_path_field[0])
+
+int cli_spec_dir(const char *cwd, const char *spec_path, char *out, size_t outlen)
+{
+	if (strcmp(spec_path, "-") == 0) {
+		if (strlen(cwd) >= outlen)
+			return -1;
+		strcpy(out, cwd);
+		return 0;
+	}
+	if (cli_path_absolute(cwd, spec_path, out, outlen) < 0)
+		return -1;
+	char *slash = strrchr(out, '/');
+	if (slash == out)
+		out[1] = '\0'; /* a spec in / */
+	else if (slash)
+		*slash = '\0';
+	return 0;
+}
+
+char *cli_spec_paths_text(const json_t *spec)
+{
+	size_t cap = 1, o = 0;
+	for (size_t i = 0; i < N_SPEC_PATHS; i++) {
+		const char *p = cli_jstr(cli_jobj(spec, spec_path_field[i][0]), spec_path_field[i][1]);
+		cap += p ? strlen(spec_path_field[i][0]) + strlen(spec_path_field[i][1]) +
+			strlen(p) + 4 : 0;
+	}
+	char *text = malloc(cap);
+	if (!text)
+		return NULL;
+	text[0] = '\0';
+	for (size_t i = 0; i < N_SPEC_PATHS; i++) {
+		const char *p = cli_jstr(cli_jobj(spec, spec_path_field[i][0]), spec_path_field[i][1]);
+		if (p && *p)
+			o += (size_t)snprintf(text + o, cap - o, "%s.%s: %s\n", spec_path_field[i][0],
+				spec_path_field[i][1], p);
+	}
+	return text;
+}
+
 int cli_spec_absolutize(json_t *spec, const char *cwd, char *err, size_t errlen)
 {
-	static const char *const field[][2] = {
-	    {"data", "train"},
-	    {"data", "val"},
-	    {"model", "init_from"},
-	    {"save", "dir"},
-	    {"parallel", "hostfile"},
-	};
 	char buf[CLI_PATH_MAX];
 
 	if (!json_is_object(spec)) {
 		snprintf(err, errlen, "a job spec must be a JSON object");
 		return -1;
 	}
-	for (size_t i = 0; i < sizeof field / sizeof field[0]; i++) {
-		json_t *parent = json_object_get(spec, field[i][0]);
-		json_t *v = json_is_object(parent) ? json_object_get(parent, field[i][1]) : NULL;
+	for (size_t i = 0; i < N_SPEC_PATHS; i++) {
+		const char *const *field = spec_path_field[i];
+		json_t *parent = json_object_get(spec, field[0]);
+		json_t *v = json_is_object(parent) ? json_object_get(parent, field[1]) : NULL;
 		const char *p = json_is_string(v) ? json_string_value(v) : NULL;
 		if (!p || !*p || p[0] == '/')
 			continue;
@@ -262,12 +305,12 @@ int cli_spec_absolutize(json_t *spec, const char *cwd, char *err, size_t errlen)
 			snprintf(err, errlen,
 				 "'%s.%s' is too long once made absolute (at most %d "
 				 "bytes)",
-				 field[i][0], field[i][1], CLI_PATH_MAX - 1);
+				 field[0], field[1], CLI_PATH_MAX - 1);
 			return -1;
 		}
 		if (json_string_set(v, buf) < 0) {
-			snprintf(err, errlen, "'%s.%s' is not valid UTF-8", field[i][0],
-				 field[i][1]);
+			snprintf(err, errlen, "'%s.%s' is not valid UTF-8", field[0],
+				 field[1]);
 			return -1;
 		}
 	}
@@ -526,5 +569,90 @@ char *cli_policy_format(const json_t *policy, char *buf, size_t len)
 	}
 	if (o == 0)
 		snprintf(buf, len, "-");
+	return buf;
+}
+
+/* ---- values ---- */
+
+char *cli_value_format(const json_t *v, char *buf, size_t len)
+{
+	char num[PROTO_NUM_LEN];
+	if (json_is_real(v)) {
+		cli_str_clean(proto_real_text(json_real_value(v), num, sizeof num), buf, len);
+	} else if (json_is_integer(v)) {
+		snprintf(buf, len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+	} else if (json_is_string(v)) {
+		cli_str_clean(json_string_value(v), buf, len);
+	} else {
+		char *t = v ? cli_json_text(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+		cli_str_clean(t ? t : "-", buf, len);
+		free(t);
+	}
+	return buf;
+}
+
+char *cli_json_text(const json_t *j, size_t flags)
+{
+	return proto_json_dumps(j, flags);
+}
+
+/* ---- remat costs, and the sections' workspace ---- */
+
+double cli_costs_noise(const json_t *sections)
+{
+	double noise = 0, v;
+	size_t i;
+	json_t *s, *cell;
+	const char *mode;
+	json_array_foreach(sections, i, s) {
+		json_object_foreach(cli_jobj(s, "modes"), mode, cell) {
+			if (cli_jnum(cell, "added_ms", &v) && isfinite(v) && -v > noise)
+				noise = -v;
+		}
+	}
+	return noise;
+}
+
+char *cli_added_ms_format(double added_ms, double noise, char *buf, size_t len)
+{
+	if (!isfinite(added_ms))
+		snprintf(buf, len, "-");
+	else if (added_ms < 0 || (added_ms > 0 && added_ms <= noise))
+		snprintf(buf, len, "~0 (noise)");
+	else
+		snprintf(buf, len, "%+.2f", added_ms);
+	return buf;
+}
+
+double cli_block_workspace(const json_t *sections, double *head)
+{
+	double blocks = 0, h = 0, v;
+	size_t i;
+	json_t *s;
+	json_array_foreach(sections, i, s) {
+		const char *name = cli_jstr(s, "name");
+		if (!cli_jnum(s, "workspace_bytes", &v) || !isfinite(v))
+			continue;
+		if (name && strcmp(name, "head") == 0)
+			h += v;
+		else if (v > blocks)
+			blocks = v;
+	}
+	if (head)
+		*head = h;
+	return blocks;
+}
+
+/* ---- what trains ---- */
+
+char *cli_model_text(const json_t *ret, char *buf, size_t len)
+{
+	double all, trainable;
+	char arch[32], params[160];
+	if (!cli_jnum(ret, "params", &all) || !cli_jnum(ret, "trainable_params", &trainable))
+		return NULL;
+	cli_str_clean(cli_jstr(ret, "arch") ? cli_jstr(ret, "arch") : "-", arch, sizeof arch);
+	snprintf(buf, len, "%s, %s", arch,
+		proto_params_text((long long)trainable, (long long)all, params, sizeof params));
 	return buf;
 }

@@ -54,10 +54,20 @@ int cli_sections_parse(char *const *args, int n, json_t **sections, char *err, s
  * An absolute path is copied as it is. Returns 0, or -1 when out is too small. */
 int cli_path_absolute(const char *cwd, const char *path, char *out, size_t outlen);
 
+/* The directory a spec file's relative paths are taken from, as Docker Compose takes its
+ * file's: spec_path's own directory, made absolute against cwd ("examples/loop.json" from
+ * /home/u: /home/u/examples); cwd itself for "-" (standard input). 0, or -1 when out is
+ * too small. */
+int cli_spec_dir(const char *cwd, const char *spec_path, char *out, size_t outlen);
+/* "data.train: /abs/train.txt\n" for each path field of spec that is set, in the order of
+ * cli_spec_absolutize's fields ("" when none). malloc'd; NULL when out of memory. */
+char *cli_spec_paths_text(const json_t *spec);
+
 /* Rewrites the relative paths of a job spec (data.train, data.val, model.init_from,
- * save.dir) as absolute paths against cwd, in place. Fields that are absent, not strings
- * or empty are left for the server to judge. Returns 0, or -1 with a message. */
-int cli_spec_absolutize(json_t *spec, const char *cwd, char *err, size_t errlen);
+ * save.dir, parallel.hostfile) as absolute paths against dir (cli_spec_dir's), in place,
+ * as cli_path_absolute does. Fields that are absent, not strings or empty are left for the
+ * server to judge. Returns 0, or -1 with a message. */
+int cli_spec_absolutize(json_t *spec, const char *dir, char *err, size_t errlen);
 
 #define CLI_SYSTEM_SOCKET "/run/remat/rematd.sock" /* root's rematd, and systemd's socket */
 
@@ -106,6 +116,37 @@ const char *cli_jstr(const json_t *obj, const char *key);
 int cli_jnum(const json_t *obj, const char *key, double *v);
 /* obj[key] when it is an object, else NULL. */
 json_t *cli_jobj(const json_t *obj, const char *key);
+
+/* A value from a reply as a person reads it: a real in the shortest text that reads back
+ * to the same double (proto_real_text: 3e-4 is "0.0003", not "0.00029999999999999997"),
+ * an integer as it is, a string cleaned, anything else as compact JSON with its reals so.
+ * Returns buf. */
+char *cli_value_format(const json_t *v, char *buf, size_t len);
+/* JSON text of j (flags as json_dumps') with every real in its shortest text: --json
+ * output and the watch's JSON lines. malloc'd; NULL when it cannot be dumped. */
+char *cli_json_text(const json_t *j, size_t flags);
+
+/* ---- what trains ---- */
+
+/* "gpt2, trainable params: 4,096 || all params: 125,248 || trainable%: 3.2704" from a reply
+ * with arch, params and trainable_params (job-start's, job-status'): PEFT's
+ * print_trainable_parameters() and the architecture. NULL when the reply has no counts. */
+char *cli_model_text(const json_t *ret, char *buf, size_t len);
+
+/* ---- remat costs, and the sections' workspace ---- */
+
+/* The noise of a remat-costs reply's sections (docs/protocol.md): the most any mode's
+ * added_ms came out below 0, i.e. faster than keeping everything, which only noise does;
+ * 0 when none did. */
+double cli_costs_noise(const json_t *sections);
+/* An ADDED-MS cell: "+3.81"; "~0 (noise)" for a figure below 0 or not above noise (a
+ * measured difference that noise alone can make); exactly 0 (off against itself) as
+ * "+0.00". Returns buf. */
+char *cli_added_ms_format(double added_ms, double noise, char *buf, size_t len);
+/* The recompute workspace of sections (array of {name, workspace_bytes, ...}): the blocks
+ * share one buffer, the largest any of them needs (returned); the head's own goes to
+ * *head (may be NULL). A sum over the rows would count the shared one once per block. */
+double cli_block_workspace(const json_t *sections, double *head);
 
 /* A policy object in the one printed form, "h.0-5=full,h.6-11=off,head=chunked" (as the
  * worker prints it and "remat set" reads it), cleaned and cut to fit ("..." at the end

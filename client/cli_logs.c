@@ -51,7 +51,7 @@ int cli_logs_run(cli_conn *c, const cli_args *a)
 		if (rc != CLI_OK)
 			return failed(c, rc);
 		json_array_foreach(json_object_get(ret, "lines"), i, line) {
-			char *text = json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
+			char *text = cli_json_text(line, JSON_COMPACT | JSON_PRESERVE_ORDER);
 			printf("%s\n", text ? text : "{}");
 			free(text);
 			if (a->count > 0 && ++shown >= a->count)

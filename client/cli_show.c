@@ -101,6 +101,8 @@ void cli_show_status(FILE *f, const char *job, const json_t *ret)
 	kv(f, "job:", show_str(ret, "job", "-", buf, sizeof buf));
 	kv(f, "name:", show_str(ret, "name", "-", buf, sizeof buf));
 	kv(f, "state:", show_str(ret, "state", "-", buf, sizeof buf));
+	if (cli_model_text(ret, buf, sizeof buf)) /* what trains, as PEFT counts it */
+		kv(f, "model:", buf);
 	kv(f, "step:", step_of(ret, buf, sizeof buf));
 	kv(f, "loss:", cli_show_num(ret, "loss", "%.4f", buf, sizeof buf));
 	kv(f, "lr:", cli_show_num(ret, "lr", "%.3e", buf, sizeof buf));
@@ -144,38 +146,45 @@ void cli_show_status(FILE *f, const char *job, const json_t *ret)
 }
 
 /* A table of sections (array of {name, mode, saved_bytes, workspace_bytes[, extra_flops]})
- * with a total row. */
+ * with a total row, then the recompute workspace once: the blocks share one buffer (a
+ * column of it repeated on every recomputing row would add up to a total that was never
+ * held), and the head has its own. */
 static void sections_table(FILE *f, const json_t *sections, int flops)
 {
-	static const char *const head[] = {"SECTION", "MODE", "SAVED", "WORKSPACE", "EXTRA-FLOPS"};
-	double saved = 0, ws = 0, fl = 0, v;
+	static const char *const head[] = {"SECTION", "MODE", "SAVED", "EXTRA-FLOPS"};
+	double saved = 0, fl = 0, v, head_ws = 0;
+	double ws = cli_block_workspace(sections, &head_ws);
 	cli_table t;
 	size_t i;
 	json_t *s;
 
-	cli_table_init(&t, flops ? 5 : 4, head, "llrrr");
+	cli_table_init(&t, flops ? 4 : 3, head, "llrr");
 	json_array_foreach(sections, i, s)
 	{
-		char name[64], mode[32], a[32], b[32], c[32] = "-";
+		char name[64], mode[32], a[32], c[32] = "-";
 		if (cli_jnum(s, "saved_bytes", &v))
 			saved += v;
-		if (cli_jnum(s, "workspace_bytes", &v) && v > ws)
-			ws = v; /* the workspace is shared by all blocks: the largest counts */
 		if (flops && cli_jnum(s, "extra_flops", &v)) {
 			fl += v;
 			cli_flops_format(v, c, sizeof c);
 		}
 		cli_table_add(&t, show_str(s, "name", "-", name, sizeof name),
 			      show_str(s, "mode", "-", mode, sizeof mode),
-			      cli_show_size(s, "saved_bytes", a, sizeof a),
-			      cli_show_size(s, "workspace_bytes", b, sizeof b), c);
+			      cli_show_size(s, "saved_bytes", a, sizeof a), c);
 	}
 	if (json_array_size(sections) > 1) {
-		char a[32], b[32], c[32];
+		char a[32], c[32];
 		cli_table_add(&t, "total", "", cli_size_format(saved, a, sizeof a),
-			      cli_size_format(ws, b, sizeof b), cli_flops_format(fl, c, sizeof c));
+			      cli_flops_format(fl, c, sizeof c));
 	}
 	table_flush(f, &t);
+	char a[32];
+	if (ws > 0)
+		fprintf(f, "shared recompute workspace: %s (one buffer for all full and selective "
+			   "blocks, not one each)\n", cli_size_format(ws, a, sizeof a));
+	if (head_ws > 0)
+		fprintf(f, "head workspace: %s (its chunk of logits)\n",
+			cli_size_format(head_ws, a, sizeof a));
 }
 
 /* A number with a unit, or "-" when the field is missing or null. */
@@ -193,32 +202,39 @@ void cli_show_costs(FILE *f, const char *job, const json_t *ret)
 {
 	static const char *const head[] = {"SECTION", "MODE", "SAMPLES", "SAVED", "STEP-MS",
 		"RECOMPUTE-MS", "ADDED-MS", "MS/MIB-SAVED"};
+	const json_t *secs = json_object_get(ret, "sections");
+	double noise = cli_costs_noise(secs);
 	cli_table t;
 	size_t i;
 	json_t *s;
 	double v;
 	(void)job;
 	cli_table_init(&t, 8, head, "llrrrrrr");
-	json_array_foreach(json_object_get(ret, "sections"), i, s) {
+	json_array_foreach(secs, i, s) {
 		const char *mode;
 		json_t *cell;
 		char name[64];
 		show_str(s, "name", "-", name, sizeof name);
 		json_object_foreach(cli_jobj(s, "modes"), mode, cell) {
-			char n[16], sv[32], st[32], rc[32], add[32], per[32];
-			double fw = 0, r = 0, bw = 0;
+			char n[16], sv[32], st[32], rc[32], add[32] = "-", per[32];
+			double fw = 0, r = 0, bw = 0, a;
 			cli_jnum(cell, "forward_ms", &fw);
 			cli_jnum(cell, "recompute_ms", &r);
 			cli_jnum(cell, "backward_ms", &bw);
 			snprintf(n, sizeof n, "%.0f", cli_jnum(cell, "samples", &v) ? v : 0);
 			snprintf(st, sizeof st, "%.2f", fw + r + bw);
+			int noisy = cli_jnum(cell, "added_ms", &a) &&
+				strcmp(cli_added_ms_format(a, noise, add, sizeof add), "~0 (noise)") == 0;
 			cli_table_add(&t, name, mode, n, cli_show_size(cell, "saved_bytes", sv, sizeof sv),
-				st, show_ms(cell, "recompute_ms", "%.2f", rc, sizeof rc),
-				show_ms(cell, "added_ms", "%+.2f", add, sizeof add),
-				show_ms(cell, "ms_per_mib_saved", "%.3f", per, sizeof per));
+				st, show_ms(cell, "recompute_ms", "%.2f", rc, sizeof rc), add,
+				noisy ? "~0" : show_ms(cell, "ms_per_mib_saved", "%.3f", per, sizeof per));
 		}
 	}
 	table_flush(f, &t);
+	if (noise > 0)
+		fprintf(f, "\nADDED-MS within the measured noise (%.2f ms: the most a mode came out "
+			   "faster than off,\nwhich only noise does) is shown as ~0 (noise); the planner "
+			   "counts it as 0\n", noise);
 	if (cli_jnum(ret, "probing_until", &v))
 		fprintf(f, "\nmeasuring every section's modes until step %.0f\n", v);
 }
@@ -582,11 +598,10 @@ void cli_show_set(FILE *f, const char *job, const json_t *ret)
 	json_t *v;
 	size_t used = 0;
 	json_object_foreach(json_object_get(ret, "set"), k, v) {
-		char *t = json_dumps(v, JSON_ENCODE_ANY);
+		char t[TEXT_LEN / 2]; /* as typed: lr=0.0003, schedule=cosine */
 		if (used < sizeof kv)
 			used += (size_t)snprintf(kv + used, sizeof kv - used, "%s%s=%s",
-				used ? " " : "", k, t ? t : "?");
-		free(t);
+				used ? " " : "", k, cli_value_format(v, t, sizeof t));
 	}
 	char clean[TEXT_LEN];
 	fprintf(f, "%s: from step %s: %s\n", job,

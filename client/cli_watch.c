@@ -1,11 +1,16 @@
 /* cli_watch.c - `rematctl watch JOB` (see cli_watch.h).
  *
- * State: the job-status reply, kept current by STEP, REMAT_APPLIED, REMAT_AUTO (the
- * memory controller's budget, drawn as a line under the memory bars) and JOB_STATE_CHANGED
- * events; the last mem-stats reply, polled every interval and when a MEMORY event comes;
- * remat-get again after REMAT_APPLIED. An event, or a poll, and the queries it calls for
- * make one update, drawn once they are answered; a plain line that would repeat the one
- * before is left out.
+ * State: the job-status reply, asked again every interval (its elapsed_s and eta_s come
+ * from nowhere else: STEP events carry neither an ETA nor the worker's pause-free clock) and
+ * kept current between polls by STEP, REMAT_APPLIED, REMAT_AUTO (the memory controller's
+ * budget, drawn as a line under the memory bars) and JOB_STATE_CHANGED events; the last
+ * mem-stats reply, polled every interval and when a MEMORY event comes; remat-get again
+ * after REMAT_APPLIED. An event, or a poll, and the queries it calls for make one update,
+ * drawn once they are answered. On a terminal every update redraws the view; piped (plain
+ * lines or --json) an update is written once an interval, at the poll, and at once only
+ * for what a reader must not miss (a policy change, a checkpoint, the controller, the
+ * job's state), so that --interval sets the output's rate; a plain line that would repeat
+ * the one before is left out.
  * On a terminal the view is redrawn in place: cursor home, each line followed by "clear to
  * end of line", then "clear to end of screen", so nothing flickers; the cursor is hidden
  * while it runs and shown again on every way out. Lines are cut to the terminal's width so
@@ -52,6 +57,7 @@ typedef struct watch {
 	int final;	     /* the job ended (cli_state_final) */
 	int need_mem;	     /* poll mem-stats before waiting again */
 	int need_policy;     /* poll remat-get before waiting again */
+	int need_status;     /* poll job-status before waiting again (the ETA, the clock) */
 	int status_code;     /* exit status when it ends */
 } watch;
 
@@ -294,7 +300,7 @@ static void draw_json(watch *w)
 	json_object_set_new(o, "memory", mem);
 	mem = NULL;
 	json_object_set_new(o, "update", json_string(w->trigger));
-	char *text = json_dumps(o, JSON_COMPACT);
+	char *text = cli_json_text(o, JSON_COMPACT);
 	if (text)
 		printf("%s\n", text);
 	free(text);
@@ -372,6 +378,9 @@ static void on_event(json_t *msg, void *ud)
 	} else {
 		return;
 	}
+	/* piped, steps and memory are written at the next poll, once an interval */
+	if (!w->tty && (strcmp(name, "STEP") == 0 || strcmp(name, "MEMORY") == 0))
+		return;
 	cli_str_clean(name, w->dirty, sizeof w->dirty);
 }
 
@@ -412,8 +421,19 @@ static int refresh(watch *w)
 	json_t *rg = NULL;
 	if (w->final) {
 		/* the worker is gone or going: nothing more to ask */
-		w->need_policy = w->need_mem = 0;
+		w->need_policy = w->need_mem = w->need_status = 0;
 		return 0;
+	}
+	if (w->need_status) {
+		w->need_status = 0;
+		json_t *st = NULL;
+		if (query(w, "job-status", &st) != CLI_OK)
+			return -1;
+		if (st) { /* what the events said since is in it; the job's own ETA too */
+			json_decref(w->status);
+			w->status = st;
+			w->final = cli_state_final(cli_jstr(st, "state"));
+		}
 	}
 	if (w->need_policy) {
 		w->need_policy = 0;
@@ -514,7 +534,7 @@ int cli_watch_run(cli_conn *c, const cli_watch_opts *o)
 		}
 		if (rc == CLI_ETIME) {
 			next_poll = now_ms() + interval;
-			w.need_mem = 1;
+			w.need_mem = w.need_status = 1;
 			snprintf(w.dirty, sizeof w.dirty, "poll");
 		} else if (rc != CLI_OK) {
 			fprintf(stderr, CLI_NAME ": %s\n", c->err);

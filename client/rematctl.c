@@ -63,7 +63,7 @@ static int run_request(cli_conn *c, const cli_command *cmd, const cli_args *a, j
 	if (rc != CLI_OK)
 		return fail_conn(c, rc);
 	if (a->json) {
-		char *text = json_dumps(ret, JSON_COMPACT);
+		char *text = cli_json_text(ret, JSON_COMPACT);
 		if (text)
 			printf("%s\n", text);
 		free(text);
@@ -94,7 +94,7 @@ static int run_events(cli_conn *c, const cli_args *a, json_t *req)
 		if (rc != CLI_OK)
 			return fail_conn(c, rc);
 		if (kind == PROTO_KIND_EVENT) {
-			char *text = json_dumps(msg, JSON_COMPACT);
+			char *text = cli_json_text(msg, JSON_COMPACT);
 			if (text)
 				printf("%s\n", text);
 			free(text);

@@ -843,7 +843,7 @@ static void check_done(srv_server *srv, void *ud, const json_t *out, const char 
 		if (job)
 			ret = json_pack("{s:s, s:s}", "job", job->id, "state",
 				srv_job_state_name(job->state));
-		if (job)
+		if (job) {
 			check_warnings(out, ret);
 	} else if (k->kind == CHECK_RESUME) {
 		ret = resume_checked(k, out, &ec, desc, sizeof desc);
@@ -970,6 +970,17 @@ json_t *srv_job_list(srv_server *srv)
 			job->name, "state", srv_job_state_name(job->state), "step", job->step,
 			"steps", job->steps);
 		if (!e)
+/* What trains, from the check's "model" (remat-train --check): arch, params and
+ * trainable_params into o (the job-start reply, job-status); nothing when it has none. */
+static void model_fields(const srv_job *job, json_t *o)
+{
+	static const char *const keys[] = {"arch", "params", "trainable_params"};
+	json_t *m = json_object_get(job->info, "model");
+	for (size_t i = 0; o && json_is_object(m) && i < sizeof keys / sizeof keys[0]; i++)
+		if (json_object_get(m, keys[i]))
+			json_object_set(o, keys[i], json_object_get(m, keys[i]));
+}
+
 			continue;
 		json_object_set_new(e, "loss", job->has_loss ? json_real(job->loss) : json_null());
 		json_object_set_new(e, "pid", job->pid ? json_integer(job->pid) : json_null());
@@ -1005,3 +1016,6 @@ void srv_job_kill_all(srv_server *srv, const char *why)
 	for (int i = 0; i < srv->n_jobs; i++)
 		srv_worker_kill(srv->jobs[i], why);
 }
+			model_fields(job, ret);
+		}
+	model_fields(job, o);

@@ -251,6 +251,23 @@ out:
 	return rc;
 }
 
+size_t eng_model_params(const eng_config *c, size_t *trainable)
+{
+	int nt = eng_model_ntensors(c);
+	size_t all = 0, train = 0;
+	eng_ptensor *tab = calloc((size_t)nt, sizeof *tab);
+	if (tab) {
+		eng_model_table(c, tab, NULL);
+		for (int i = 0; i < nt; i++) {
+			all += tab[i].numel;
+			train += tab[i].frozen ? 0 : tab[i].numel;
+		}
+	}
+	free(tab);
+	*trainable = train;
+	return all;
+}
+
 int eng_lora_base_tensors(const eng_config *c)
 {
 	return base_tensors(c);

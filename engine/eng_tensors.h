@@ -55,6 +55,11 @@ size_t eng_model_table(const eng_config *c, eng_ptensor *tab, size_t *ngrad);
 /* The same two counts without a table of the caller's (0 when out of memory). */
 size_t eng_model_floats(const eng_config *c, size_t *ngrad);
 
+/* The parameters of shape c as PEFT's print_trainable_parameters() counts them: every
+ * tensor of the table, LoRA adapters included (returned), and in *trainable those that
+ * train (neither frozen by train.freeze nor a LoRA run's base). 0 when out of memory. */
+size_t eng_model_params(const eng_config *c, size_t *trainable);
+
 /* The table's first adapter tensor (LoRA): every one before it is the base model's, which
  * checkpoints write as model.safetensors; the adapters follow, A then B of each targeted
  * unit (eng_lora_units), block by block. */

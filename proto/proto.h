@@ -265,6 +265,33 @@ size_t proto_number_scan(const char *s, double *v);
  * whole bytes. 0, or -1 for anything else (negative, hex, inf, an unknown unit, > 2^63). */
 int proto_size_parse(const char *text, long long *bytes);
 
+/* ---- numbers as remat prints them: the shortest text that reads back ---- */
+
+#define PROTO_NUM_LEN 32 /* room for any proto_real_text / proto_f32_text result */
+
+/* The shortest "%.Ng" text (N = 1..17) that strtod reads back to v's very bits: 3e-4 is
+ * "0.0003", not "0.00029999999999999997"; an integral value shown whole as %.17g would
+ * ("10", not "1e+01"). "nan"/"inf" as printf writes them. Returns buf. */
+char *proto_real_text(double v, char *buf, size_t len);
+/* The same for a float32: the shortest text (N = 1..9) that strtof, and strtod then a cast
+ * to float (how a JSON reader of the engine reads it), both read back to v's bits: 0.9f is
+ * "0.9", not "0.89999997615814209". Returns buf. */
+char *proto_f32_text(float v, char *buf, size_t len);
+/* The double of v's shortest text (strtod(proto_f32_text(v))): what to put in JSON for a
+ * float32 value, so that it is written as the float's short decimal and read back to the
+ * float's bits. */
+double proto_f32_double(float v);
+/* Rewrites every real number of JSON text (outside strings; integers are left alone) as
+ * its proto_real_text, keeping it a real ("1.0", not "1"): jansson writes reals with %.17g.
+ * A new NUL-terminated buffer from malloc, or NULL when out of memory. */
+char *proto_json_shorten(const char *text, size_t len);
+/* What trains, as PEFT's print_trainable_parameters() says it: "trainable params: 4,096 ||
+ * all params: 125,248 || trainable%: 3.2704". Returns buf. */
+char *proto_params_text(long long trainable, long long all, char *buf, size_t len);
+/* json_dumps(j, flags) with every real in its shortest text (proto_json_shorten), in a
+ * buffer from malloc (free it with free()); NULL when it cannot be dumped. */
+char *proto_json_dumps(const json_t *j, size_t flags);
+
 /* ---- building lines ---- */
 
 /* {"remat":{"version":..,"protocol":1,"capabilities":["events"],"role":role[,"job":job]}} */

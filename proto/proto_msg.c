@@ -248,28 +248,21 @@ void proto_request_free(proto_request *req)
 /* ---- building lines ---- */
 
 /* The compact text of obj, '\n' and NUL after it, in a buffer from malloc (json_dumps
- * would use jansson's allocator, which a caller may have replaced). Takes obj's reference
- * whatever happens, so callers can pass what they just built, NULL included. */
+ * would use jansson's allocator, which a caller may have replaced), every real in its
+ * shortest text (proto_json_dumps). Takes obj's reference whatever happens, so callers can
+ * pass what they just built, NULL included. */
 static char *line_dump(json_t *obj)
 {
-	char *line = NULL;
-	size_t n;
-	if (obj == NULL)
-		goto done;
-	n = json_dumpb(obj, NULL, 0, LINE_FLAGS);
-	if (n == 0)
-		goto done;
-	line = malloc(n + 2);
-	if (line == NULL)
-		goto done;
-	if (json_dumpb(obj, line, n, LINE_FLAGS) != n) {
+	char *line = obj ? proto_json_dumps(obj, LINE_FLAGS) : NULL, *grown;
+	size_t n = line ? strlen(line) : 0;
+	if (line && !(grown = realloc(line, n + 2))) {
 		free(line);
 		line = NULL;
-		goto done;
+	} else if (line) {
+		line = grown;
+		line[n] = '\n';
+		line[n + 1] = '\0';
 	}
-	line[n] = '\n';
-	line[n + 1] = '\0';
-done:
 	json_decref(obj);
 	return line;
 }

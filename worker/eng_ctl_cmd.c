@@ -15,6 +15,7 @@
 #include "eng_cuda_mem.h"
 #include "eng_mem.h"
 #include "eng_plan_json.h"
+#include "eng_tensors.h"
 #include "kn.h"
 
 /* One handler per command (the table at the end, indexed by proto's command ids): the
@@ -47,8 +48,11 @@ HANDLER(cmd_status)
 	json_t *r = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i}", "job", c->job, "name", c->name,
 		"state", state_names[c->state], "step", c->step, "steps", c->steps, "pid",
 		(int)getpid());
-	json_object_set_new(r, "loss", c->has_last ? json_real(c->last.loss) : json_null());
-	json_object_set_new(r, "lr", c->has_last ? json_real(c->last.lr) : json_null());
+	/* float32 figures in their shortest text (0.0003, not 0.00029999999999999997) */
+	json_object_set_new(r, "loss", c->has_last ? json_real(proto_f32_double(c->last.loss))
+		: json_null());
+	json_object_set_new(r, "lr", c->has_last ? json_real(proto_f32_double(c->last.lr))
+		: json_null());
 	json_object_set_new(r, "tokens_per_s", json_real(c->has_last ? c->last.tokens_per_s : 0));
 	json_object_set_new(r, "step_ms", json_real(c->has_last ? c->last.step_ms : 0));
 	json_object_set_new(r, "oom_retries", json_integer(c->has_last ? c->last.oom_retries : 0));
@@ -73,6 +77,11 @@ HANDLER(cmd_status)
 		json_object_set_new(r, "precision", json_string(eng_trainer_precision(c->tr)));
 		json_object_set_new(r, "tokens", json_integer((json_int_t)c->step *
 			(json_int_t)eng_step_tokens(s)));
+		/* what trains, as PEFT's print_trainable_parameters() counts it */
+		size_t trainable, all = eng_model_params(&s->cfg, &trainable);
+		json_object_set_new(r, "arch", json_string(eng_arch_name(s->cfg.arch)));
+		json_object_set_new(r, "params", json_integer((json_int_t)all));
+		json_object_set_new(r, "trainable_params", json_integer((json_int_t)trainable));
 	}
 	double el = c->steps_here ? eng_ctl__mono_s() - c->first_step_s : 0;
 	json_object_set_new(r, "elapsed_s", json_real(el));

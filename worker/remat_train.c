@@ -64,6 +64,7 @@
 #include "eng_mem.h"
 #include "eng_peft.h"
 #include "eng_spec.h"
+#include "eng_tensors.h"
 #include "eng_train.h"
 #include "kn.h"
 #include "wk_run.h"
@@ -234,6 +235,12 @@ static int check_job(eng_spec *s)
 		char warn[256];
 		if (o && eng_spec_warning(s, warn, sizeof warn))
 			json_object_set_new(o, "warnings", json_pack("[s]", warn));
+		/* what trains (rematd's job-start reply and job-status of a job not running) */
+		size_t trainable, all = eng_model_params(&s->cfg, &trainable);
+		if (o)
+			json_object_set_new(o, "model", json_pack("{s:s,s:I,s:I}", "arch",
+				eng_arch_name(s->cfg.arch), "params", (json_int_t)all,
+				"trainable_params", (json_int_t)trainable));
 		if (o)
 			json_object_set_new(o, "precision",
 				json_string(eng_precision_names[s->precision]));
@@ -430,10 +437,13 @@ static int load_spec(const train_opts *o, eng_spec *spec, eng_err *err)
 static void print_banner(eng_trainer *tr)
 {
 	const eng_spec *s = &tr->spec;
-	printf("remat-train %s: job '%s', %zu parameters (L %d, C %d, NH %d, V %d), batch %d x %d, "
-	       "%d threads, %s\n", REMAT_VERSION, s->name, eng_config_num_params(&s->cfg),
-		s->cfg.n_layer, s->cfg.n_embd, s->cfg.n_head, s->cfg.vocab_size, s->batch,
-		s->seq_len, s->threads, eng_trainer_backend(tr));
+	char params[160];
+	size_t trainable, all = eng_model_params(&s->cfg, &trainable);
+	printf("remat-train %s: job '%s', %s (L %d, C %d, NH %d, V %d), %s, batch %d x %d, "
+	       "%d threads, %s\n", REMAT_VERSION, s->name, eng_arch_name(s->cfg.arch),
+		s->cfg.n_layer, s->cfg.n_embd, s->cfg.n_head, s->cfg.vocab_size,
+		proto_params_text((long long)trainable, (long long)all, params, sizeof params),
+		s->batch, s->seq_len, s->threads, eng_trainer_backend(tr));
 	if (eng_trainer_allreduce(tr))
 		printf("remat-train: %d ranks (%s), gradients summed by %s\n", s->ranks,
 			eng_dp_describe(), eng_trainer_allreduce(tr));

@@ -1,5 +1,6 @@
 /* wk_metrics.c - step and eval records, and metrics.jsonl (see wk_metrics.h). */
 #include "wk_metrics.h"
+#include "proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,7 +61,7 @@ static json_int_t tokens_at(const eng_trainer *tr, int step)
 static json_t *step_fields(const eng_trainer *tr, const eng_step_stats *st, const wk_metrics *m)
 {
 	return json_pack("{s:i,s:f,s:f,s:f,s:I,s:f,s:f,s:f,s:f,s:i,s:I,s:I,s:i,s:f}", "step",
-		st->step, "loss", (double)st->loss, "lr", (double)st->lr, "grad_norm",
+		st->step, "loss", (double)st->loss, "lr", proto_f32_double(st->lr), "grad_norm",
 		(double)st->grad_norm, "tokens", tokens_at(tr, st->step), "tokens_per_s",
 		st->tokens_per_s, "step_ms", st->step_ms, "recompute_ms", st->recompute_ms,
 		"blocks_forward_ms", st->blocks_forward_ms, "micro_batches", st->micro_batches, "activation_bytes",
@@ -91,10 +92,11 @@ void wk_metrics_write(wk_metrics *m, const json_t *o)
 {
 	if (m->fd < 0 || !o)
 		return;
-	char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	/* reals in their shortest text: lr 0.0003, not 0.00029999999999999997 */
+	char *line = proto_json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	size_t n = line ? strlen(line) : 0;
 	if (line) {
-		line[n] = '\n'; /* json_dumps' NUL becomes the line's end: one write, one line */
+		line[n] = '\n'; /* the dump's NUL becomes the line's end: one write, one line */
 		ssize_t w = write(m->fd, line, n + 1);
 		if (w != (ssize_t)(n + 1) && !m->failed) {
 			m->failed = 1;

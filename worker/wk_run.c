@@ -12,6 +12,7 @@
 #include "eng_ckpt.h"
 #include "eng_mem.h"
 #include "eng_dp.h"
+#include "proto.h"
 #include "wk_dp.h"
 #include "wk_metrics.h"
 #include "wk_sample.h"
@@ -372,7 +373,7 @@ static void run_eval(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json,
 	run->eval_step = tr->step;
 	wk_metrics_write(run->mx, row);
 	if (json) {
-		char *line = json_dumps(row, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		char *line = proto_json_dumps(row, JSON_COMPACT | JSON_PRESERVE_ORDER);
 		printf("%s\n", line ? line : "{}");
 		free(line);
 	} else {
@@ -685,7 +686,7 @@ static void print_step(const eng_trainer *tr, const eng_step_stats *st, const js
 		json_object_set_new(o, "rss", json_integer((json_int_t)ms.rss));
 		json_object_set_new(o, "rss_peak", json_integer((json_int_t)ms.rss_peak));
 		json_object_set_new(o, "policy", eng_policy_json(&tr->policy));
-		char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		char *line = proto_json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
 		printf("%s\n", line ? line : "{}");
 		free(line);
 		json_decref(o);

@@ -27,6 +27,7 @@
 #include "eng_sha256.h"
 #include "eng_st.h"
 #include "eng_state_json.h"
+#include "proto.h"
 
 #define CKPT_PATH (ENG_PATH_LEN + 128) /* room for a save dir, a name and a file name */
 #define CKPT_MAX_LIST 4096             /* checkpoints considered in one save directory */
@@ -241,11 +242,12 @@ static int write_state(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, 
 		sp->shuffle,
 		"rng", "seed", (json_int_t)sp->seed,
 		"schedule", "kind", sp->sched == ENG_SCHED_COSINE ? "cosine" : "constant", "warmup",
-		sp->warmup, "min_lr_frac", (double)sp->min_lr_frac, "lr", (double)sp->lr, "steps",
-		sp->steps,
-		"optim", "lr", (double)sp->lr, "beta1", (double)sp->beta1, "beta2",
-		(double)sp->beta2, "eps", (double)sp->eps, "weight_decay",
-		(double)sp->weight_decay, "grad_clip", (double)sp->grad_clip,
+		sp->warmup, "min_lr_frac", proto_f32_double(sp->min_lr_frac), "lr",
+		proto_f32_double(sp->lr), "steps", sp->steps,
+		"optim", "lr", proto_f32_double(sp->lr), "beta1", proto_f32_double(sp->beta1),
+		"beta2", proto_f32_double(sp->beta2), "eps", proto_f32_double(sp->eps),
+		"weight_decay", proto_f32_double(sp->weight_decay), "grad_clip",
+		proto_f32_double(sp->grad_clip),
 		"batch", sp->batch, "seq_len", sp->seq_len, "grad_accum", sp->grad_accum * sp->ranks,
 		"files",
 		files);

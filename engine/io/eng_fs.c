@@ -2,6 +2,7 @@
  * (see eng_fs.h). Not here: any file format.
  */
 #include "eng_fs.h"
+#include "proto.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -367,9 +368,13 @@ fail:
 /* eng_fs_fill_fn of a JSON document. */
 static int json_fill(FILE *f, void *ud, eng_err *err)
 {
-	(void)err;
-	if (json_dumpf(ud, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) == 0)
-		fputc('\n', f); /* a failure shows in the stream's error, found by the flush */
+	/* reals in their shortest text (0.0003, not jansson's 0.00029999999999999997) */
+	char *text = proto_json_dumps(ud, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	if (!text)
+		return eng_errf(err, "cannot write JSON: out of memory");
+	fputs(text, f); /* a failure shows in the stream's error, found by the flush */
+	fputc('\n', f);
+	free(text);
 	return 0;
 }
 

@@ -49,12 +49,12 @@ json_t *eng_state_live_json(const eng_spec *sp)
 	if (sp->hp_set & ENG_HP_LR)
 		json_object_set_new(set, "lr", json_pack("{s:i,s:s,s:f,s:i,s:f}", "from",
 			sp->lr_from, "kind", sp->lr_kind == ENG_SCHED_COSINE ? "cosine" : "constant",
-			"lr", (double)sp->lr_new, "warmup", sp->lr_warmup, "min_lr_frac",
-			(double)sp->lr_min_frac));
+			"lr", proto_f32_double(sp->lr_new), "warmup", sp->lr_warmup, "min_lr_frac",
+			proto_f32_double(sp->lr_min_frac)));
 	if (sp->hp_set & ENG_HP_GRAD_CLIP)
-		json_object_set_new(set, "grad_clip", json_real(sp->grad_clip));
+		json_object_set_new(set, "grad_clip", json_real(proto_f32_double(sp->grad_clip)));
 	if (sp->hp_set & ENG_HP_WEIGHT_DECAY)
-		json_object_set_new(set, "weight_decay", json_real(sp->weight_decay));
+		json_object_set_new(set, "weight_decay", json_real(proto_f32_double(sp->weight_decay)));
 	if (sp->hp_set & ENG_HP_EVAL_EVERY)
 		json_object_set_new(set, "eval_every", json_integer(sp->eval_every));
 	if (sp->hp_set & ENG_HP_SAVE_EVERY)

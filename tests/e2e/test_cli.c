@@ -767,6 +767,53 @@ START_TEST(test_cli_save_writes_checkpoint)
 }
 END_TEST
 
+/* The longest run of significant digits of the numbers after each "key": in text (0 when
+ * there is none). */
+static size_t longest_number(const char *text, const char *key)
+{
+	size_t most = 0, klen = strlen(key);
+	for (const char *p = text; (p = strstr(p, key)); p += klen) {
+		const char *q = p + klen;
+		while (*q == ' ')
+			q++;
+		size_t digits = 0; /* leading zeros are not significant */
+		for (; *q && strchr("0123456789.-", *q); q++)
+			digits += isdigit((unsigned char)*q) && (digits || *q != '0');
+		most = digits > most ? digits : most;
+	}
+	return most;
+}
+
+/* Float32 settings written in their shortest text, which reads back to the same float:
+ * trainer_state.json's "beta1": 0.9, not 0.89999997615814209; the --json lines' lr. */
+START_TEST(test_cli_floats_shortest)
+{
+	need_gpl();
+	char *dir = train_and_save("save_floats", "{\"default\": \"off\"}");
+	char *p = path_join(dir, "step_00000003/trainer_state.json");
+	size_t len;
+	char *text = t_read_file(p, &len);
+	static const char *const want[] = {"\"lr\": 0.0003,", "\"beta1\": 0.9,",
+		"\"beta2\": 0.95,", "\"eps\": 1e-08,", "\"weight_decay\": 0.1,",
+		"\"grad_clip\": 1.0", "\"min_lr_frac\": 0.1,"};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+		ck_assert_msg(strstr(text, want[i]) != NULL, "no %s in %s:\n%s", want[i], p, text);
+	free(text);
+	free(p);
+	free(dir);
+	/* a float32 never needs more than 9 digits */
+	char *job = spec_file("floats_json.json", TINY_JOB(""));
+	const char *args[] = {"--json", job, NULL};
+	char *out;
+	int rc = t_train_run(&out, 0, args);
+	ck_assert_msg(rc == 0, "exit status %d:\n%s", rc, out);
+	ck_assert_msg(strstr(out, "\"lr\":") && longest_number(out, "\"lr\":") <= 9,
+		"an lr with more digits than a float has:\n%s", out);
+	free(out);
+	free(job);
+}
+END_TEST
+
 START_TEST(test_cli_save_independent_of_policy)
 {
 	need_gpl();
@@ -1007,6 +1054,7 @@ Suite *suite_cli(void)
 	tcase_add_test(tc, test_cli_remat_schedule_applies);
 	tcase_add_test(tc, test_cli_save_writes_checkpoint);
 	tcase_add_test(tc, test_cli_save_independent_of_policy);
+	tcase_add_test(tc, test_cli_floats_shortest);
 	suite_add_tcase(s, tc);
 
 	/* slow under load or a sanitizer build: generous, the run itself is seconds */

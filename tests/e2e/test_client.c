@@ -7,12 +7,17 @@
  * its length check, table layout, the cleaning of control characters; then the rematctl
  * binary (REMATCTL) on usage errors (2), a missing socket (3), an error reply (1), a good
  * reply (0) and every kind of bad server line (3, never a signal).
- * What it does not: rematctl against the real rematd (the end-to-end tests do that).
+ * Then, against the real rematd and worker: a spec's relative paths taken from its own
+ * directory and printed resolved, what trains (a LoRA job against a full one) in start's
+ * and status' output, and watch's moving ETA at the rate --interval sets.
+ * What it does not: the rest of rematctl against the real rematd (test_e2e.c,
+ * test_lifecycle.c).
  */
 #include "proto.h"
 #include "tests.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <jansson.h>
 #include <math.h>
 #include <signal.h>
@@ -27,6 +32,8 @@
 #include <unistd.h>
 
 #include "client/cli_fmt.h"
+#include "t_daemon.h"
+#include "t_util.h"
 
 #define MIB (1024.0 * 1024.0)
 #define GIB (1024.0 * MIB)
@@ -431,6 +438,217 @@ START_TEST(test_cli_json_readers_types)
 }
 END_TEST
 
+/* ---- numbers in their shortest text (proto_units.c, shared with the engine) ---- */
+
+/* proto_real_text: the shortest %.Ng that reads back to the same double, integral values
+ * whole; every result reads back to its value's bits. */
+START_TEST(test_num_real_shortest)
+{
+	static const struct {
+		double v;
+		const char *want;
+	} c[] = {
+	    {3e-4, "0.0003"}, {0.1, "0.1"}, {1e-8, "1e-08"}, {0.0, "0"}, {-0.0, "-0"},
+	    {10.0, "10"}, {1e6, "1000000"}, {1e17, "1e+17"}, {0.1 + 0.2, "0.30000000000000004"},
+	    {5e-324, "5e-324"}, {2.2250738585072014e-308, "2.2250738585072014e-308"},
+	    {0.9, "0.9"}, {(double)0.9f, "0.8999999761581421"}, {1.5, "1.5"},
+	};
+	char buf[PROTO_NUM_LEN];
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		ck_assert_str_eq(proto_real_text(c[i].v, buf, sizeof buf), c[i].want);
+		double back = strtod(buf, NULL);
+		ck_assert_msg(memcmp(&back, &c[i].v, sizeof back) == 0, "%s", buf);
+	}
+	/* any double: the same bits back, never longer than %.17g */
+	unsigned long long x = 88172645463325252ULL;
+	for (int i = 0; i < 20000; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		double v;
+		memcpy(&v, &x, sizeof v);
+		if (!isfinite(v))
+			continue;
+		char full[40];
+		snprintf(full, sizeof full, "%.17g", v);
+		proto_real_text(v, buf, sizeof buf);
+		double back = strtod(buf, NULL);
+		ck_assert_msg(memcmp(&back, &v, sizeof v) == 0 && strlen(buf) <= strlen(full) + 2,
+			"%s for %s", buf, full);
+	}
+}
+END_TEST
+
+/* proto_f32_text / proto_f32_double: a float32's shortest text, read back by strtof and
+ * by strtod then a cast (the engine's JSON readers) to the same bits. */
+START_TEST(test_num_f32_shortest)
+{
+	static const struct {
+		float v;
+		const char *want;
+	} c[] = {
+	    {0.1f, "0.1"}, {3e-4f, "0.0003"}, {0.9f, "0.9"}, {0.95f, "0.95"}, {1e-8f, "1e-08"},
+	    {0.0f, "0"}, {1.0f, "1"}, {1e-45f, "1e-45"}, {1.17549435e-38f, "1.1754944e-38"},
+	    {16777216.0f, "16777216"}, {3.4028235e38f, "3.4028235e+38"},
+	};
+	char buf[PROTO_NUM_LEN];
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		ck_assert_str_eq(proto_f32_text(c[i].v, buf, sizeof buf), c[i].want);
+		float a = (float)proto_f32_double(c[i].v);
+		ck_assert_msg(memcmp(&a, &c[i].v, sizeof a) == 0, "%s", buf);
+	}
+	ck_assert(proto_f32_double(0.9f) == 0.9);
+	ck_assert(proto_f32_double(3e-4f) == 3e-4);
+	/* every float of a sweep, denormals included: both readers give its bits back */
+	for (uint32_t bits = 1; bits < 0x7f800000u; bits += 0x0001f3a7u) {
+		float v, a, b;
+		memcpy(&v, &bits, sizeof v);
+		proto_f32_text(v, buf, sizeof buf);
+		a = strtof(buf, NULL);
+		b = (float)strtod(buf, NULL);
+		ck_assert_msg(memcmp(&a, &v, sizeof v) == 0 && memcmp(&b, &v, sizeof v) == 0 &&
+			strlen(buf) <= 15, "%s for %a", buf, (double)v);
+	}
+}
+END_TEST
+
+/* proto_json_shorten: reals in JSON text rewritten, integers, strings and keys alone, a
+ * real stays a real. */
+START_TEST(test_num_json_shorten)
+{
+	static const char *in =
+	    "{\"lr\":0.00029999999999999997,\"beta1\":0.90000000000000002,\"n\":3,"
+	    "\"s\":\"0.10000000000000001 \\\"1.0000000000000000\",\"1.5\":[1.0,-2.5000000000000001e-05,"
+	    "10.0,1e+17,-0.0],\"big\":12345678901234567}";
+	static const char *want =
+	    "{\"lr\":0.0003,\"beta1\":0.9,\"n\":3,"
+	    "\"s\":\"0.10000000000000001 \\\"1.0000000000000000\",\"1.5\":[1.0,-2.5e-05,"
+	    "10.0,1e+17,-0.0],\"big\":12345678901234567}";
+	char *out = proto_json_shorten(in, strlen(in));
+	ck_assert_str_eq(out, want);
+	free(out);
+	/* jansson writes %.17g; the dump through the helper reads back to the same values */
+	json_t *o = json_pack("{s:f,s:f,s:i}", "lr", 3e-4, "x", proto_f32_double(0.9f), "k", 7);
+	out = proto_json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	ck_assert_str_eq(out, "{\"lr\":0.0003,\"x\":0.9,\"k\":7}");
+	json_t *back = json_loads(out, 0, NULL);
+	ck_assert(json_equal(back, o));
+	json_decref(back);
+	json_decref(o);
+	free(out);
+}
+END_TEST
+
+/* A reply's values as people read them: set's lr=0.0003. */
+START_TEST(test_cli_value_format)
+{
+	char buf[64];
+	json_t *v = json_real(3e-4);
+	ck_assert_str_eq(cli_value_format(v, buf, sizeof buf), "0.0003");
+	json_decref(v);
+	v = json_real(1.0);
+	ck_assert_str_eq(cli_value_format(v, buf, sizeof buf), "1");
+	json_decref(v);
+	v = json_integer(200);
+	ck_assert_str_eq(cli_value_format(v, buf, sizeof buf), "200");
+	json_decref(v);
+	v = json_string("cosine\x1b");
+	ck_assert_str_eq(cli_value_format(v, buf, sizeof buf), "cosine?");
+	json_decref(v);
+	v = json_pack("[f]", 0.1);
+	ck_assert_str_eq(cli_value_format(v, buf, sizeof buf), "[0.1]");
+	json_decref(v);
+	ck_assert_str_eq(cli_value_format(NULL, buf, sizeof buf), "-");
+}
+END_TEST
+
+/* remat costs: the noise is the most a mode came out faster than off; figures within it
+ * are "~0 (noise)"; the blocks' workspace is one buffer, the head's its own. */
+START_TEST(test_cli_costs_noise_workspace)
+{
+	char buf[32];
+	json_t *secs = json_loads(
+	    "[{\"name\":\"h.0\",\"modes\":{\"off\":{\"added_ms\":0.0},"
+	    "\"selective\":{\"added_ms\":0.34},\"full\":{\"added_ms\":7.79}}},"
+	    "{\"name\":\"h.1\",\"modes\":{\"full\":{\"added_ms\":-0.76},\"off\":{\"added_ms\":null}}},"
+	    "{\"name\":\"head\",\"modes\":{\"chunked\":{\"added_ms\":0.16}}}]", 0, NULL);
+	ck_assert_ptr_nonnull(secs);
+	double noise = cli_costs_noise(secs);
+	ck_assert(fabs(noise - 0.76) < 1e-12);
+	ck_assert_str_eq(cli_added_ms_format(-0.76, noise, buf, sizeof buf), "~0 (noise)");
+	ck_assert_str_eq(cli_added_ms_format(0.34, noise, buf, sizeof buf), "~0 (noise)");
+	ck_assert_str_eq(cli_added_ms_format(7.79, noise, buf, sizeof buf), "+7.79");
+	ck_assert_str_eq(cli_added_ms_format(0.0, noise, buf, sizeof buf), "+0.00");
+	ck_assert_str_eq(cli_added_ms_format(0.34, 0, buf, sizeof buf), "+0.34");
+	ck_assert_str_eq(cli_added_ms_format(NAN, noise, buf, sizeof buf), "-");
+	json_decref(secs);
+	secs = json_loads("[]", 0, NULL);
+	ck_assert(cli_costs_noise(secs) == 0);
+	json_decref(secs);
+
+	double head = -1;
+	secs = json_loads(
+	    "[{\"name\":\"h.0\",\"workspace_bytes\":0},{\"name\":\"h.1\",\"workspace_bytes\":786432},"
+	    "{\"name\":\"h.2\",\"workspace_bytes\":786432},{\"name\":\"h.3\",\"workspace_bytes\":"
+	    "524288},{\"name\":\"head\",\"workspace_bytes\":65536}]", 0, NULL);
+	ck_assert(cli_block_workspace(secs, &head) == 786432.0);
+	ck_assert(head == 65536.0);
+	json_decref(secs);
+}
+END_TEST
+
+/* A spec's relative paths are its directory's (as Docker Compose's file's), "-" the
+ * current directory's; the resolved paths as printed. */
+START_TEST(test_cli_spec_dir_paths)
+{
+	char dir[128];
+	ck_assert_int_eq(cli_spec_dir("/home/u", "examples/loop.json", dir, sizeof dir), 0);
+	ck_assert_str_eq(dir, "/home/u/examples");
+	ck_assert_int_eq(cli_spec_dir("/home/u", "loop.json", dir, sizeof dir), 0);
+	ck_assert_str_eq(dir, "/home/u");
+	ck_assert_int_eq(cli_spec_dir("/home/u", "/srv/jobs/a.json", dir, sizeof dir), 0);
+	ck_assert_str_eq(dir, "/srv/jobs");
+	ck_assert_int_eq(cli_spec_dir("/home/u", "../x/a.json", dir, sizeof dir), 0);
+	ck_assert_str_eq(dir, "/home/x");
+	ck_assert_int_eq(cli_spec_dir("/home/u", "/a.json", dir, sizeof dir), 0);
+	ck_assert_str_eq(dir, "/");
+	ck_assert_int_eq(cli_spec_dir("/home/u", "-", dir, sizeof dir), 0);
+	ck_assert_str_eq(dir, "/home/u");
+	ck_assert_int_eq(cli_spec_dir("/home/u", "examples/loop.json", dir, 8), -1);
+
+	char err[128];
+	json_t *spec = json_loads("{\"data\":{\"train\":\"train.txt\",\"val\":\"../v.txt\"},"
+		"\"save\":{\"dir\":\"/abs/out\"}}", 0, NULL);
+	ck_assert_int_eq(cli_spec_dir("/w", "examples/loop.json", dir, sizeof dir), 0);
+	ck_assert_int_eq(cli_spec_absolutize(spec, dir, err, sizeof err), 0);
+	char *text = cli_spec_paths_text(spec);
+	ck_assert_str_eq(text, "data.train: /w/examples/train.txt\ndata.val: /w/v.txt\n"
+		"save.dir: /abs/out\n");
+	free(text);
+	json_decref(spec);
+}
+END_TEST
+
+/* What trains, as PEFT prints it, with the architecture. */
+START_TEST(test_cli_model_text)
+{
+	char buf[256];
+	json_t *r = json_pack("{s:s,s:i,s:i}", "arch", "gpt2", "params", 125248,
+		"trainable_params", 4096);
+	ck_assert_str_eq(cli_model_text(r, buf, sizeof buf),
+		"gpt2, trainable params: 4,096 || all params: 125,248 || trainable%: 3.2703");
+	json_decref(r);
+	r = json_pack("{s:s,s:I,s:I}", "arch", "llama", "params", (json_int_t)134515008,
+		"trainable_params", (json_int_t)134515008);
+	ck_assert_str_eq(cli_model_text(r, buf, sizeof buf), "llama, trainable params: "
+		"134,515,008 || all params: 134,515,008 || trainable%: 100.0000");
+	json_decref(r);
+	r = json_pack("{s:s}", "arch", "gpt2");
+	ck_assert_ptr_null(cli_model_text(r, buf, sizeof buf));
+	json_decref(r);
+	ck_assert_str_eq(proto_params_text(0, 999, buf, sizeof buf),
+		"trainable params: 0 || all params: 999 || trainable%: 0.0000");
+}
+END_TEST
+
 /* ---- the binary ---- */
 
 /* Runs rematctl with the arguments given (NULL-terminated, at most 12); returns the status
@@ -640,6 +858,120 @@ START_TEST(test_rematctl_mem_device)
 }
 END_TEST
 
+/* rematctl ARGS... against one canned reply (a fake server named name): its status and
+ * output; args NULL-terminated, at most 6. */
+static int ctl_against(const char *name, const char *reply, char **out, ...)
+{
+	char path[128];
+	char *argv[14] = {(char *)t_env("REMATCTL"), "--socket", path, "--timeout", "5"};
+	int n = 5;
+	va_list ap;
+	va_start(ap, out);
+	for (char *a; n < 12 && (a = va_arg(ap, char *));)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	pid_t pid = fake_server(name, GREETING, reply, path, sizeof path);
+	int rc = t_run(argv, out);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	unlink(path);
+	return rc;
+}
+
+/* Floats as they read back, not with 17 digits: set's lr, --json's reals. */
+START_TEST(test_rematctl_floats_shortest)
+{
+	char *out = NULL;
+	int rc = ctl_against("setlr", "{\"return\":{\"applies_at_step\":5,\"set\":{\"lr\":"
+		"0.00029999999999999997,\"schedule\":\"cosine\"}},\"id\":1}\n", &out, "set", "j1",
+		"lr=3e-4", "schedule=cosine", NULL);
+	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
+	ck_assert_str_eq(out, "j1: from step 5: lr=0.0003 schedule=cosine\n");
+	free(out);
+	rc = ctl_against("jsonlr", "{\"return\":{\"job\":\"j1\",\"state\":\"running\",\"lr\":"
+		"0.00029999999999999997,\"loss\":2.5,\"step\":3},\"id\":1}\n", &out, "--json",
+		"status", "j1", NULL);
+	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
+	ck_assert_str_eq(out, "{\"job\":\"j1\",\"state\":\"running\",\"lr\":0.0003,\"loss\":2.5,"
+		"\"step\":3}\n");
+	free(out);
+}
+END_TEST
+
+/* remat costs: a negative ADDED-MS, and a positive one within that noise, shown as noise,
+ * with a footer that says so. */
+START_TEST(test_rematctl_costs_noise)
+{
+	char *out = NULL;
+	int rc = ctl_against("costs", "{\"return\":{\"step\":100,\"probing_until\":null,"
+		"\"sections\":[{\"name\":\"h.0\",\"kind\":\"block\",\"modes\":{"
+		"\"off\":{\"samples\":372,\"forward_ms\":3,\"recompute_ms\":0,\"backward_ms\":5.99,"
+		"\"saved_bytes\":4194304,\"workspace_bytes\":0,\"added_ms\":0.0,"
+		"\"ms_per_mib_saved\":null},"
+		"\"selective\":{\"samples\":4,\"forward_ms\":3,\"recompute_ms\":1.03,"
+		"\"backward_ms\":8.66,\"saved_bytes\":2621440,\"workspace_bytes\":1,\"added_ms\":0.34,"
+		"\"ms_per_mib_saved\":0.229},"
+		"\"full\":{\"samples\":4,\"forward_ms\":3,\"recompute_ms\":4.63,\"backward_ms\":9.14,"
+		"\"saved_bytes\":262144,\"workspace_bytes\":1,\"added_ms\":7.79,"
+		"\"ms_per_mib_saved\":2.059}}},"
+		"{\"name\":\"h.1\",\"kind\":\"block\",\"modes\":{"
+		"\"full\":{\"samples\":372,\"forward_ms\":3,\"recompute_ms\":3.2,\"backward_ms\":5.39,"
+		"\"saved_bytes\":262144,\"workspace_bytes\":1,\"added_ms\":-0.76,"
+		"\"ms_per_mib_saved\":-0.201}}}]},\"id\":1}\n", &out, "remat", "costs", "j1", NULL);
+	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
+	ck_assert_msg(!strstr(out, "-0.76") && !strstr(out, "-0.201") && !strstr(out, "+0.34") &&
+		strstr(out, "+7.79") && strstr(out, "2.059"), "output:\n%s", out);
+	const char *h1 = strstr(out, "\nh.1"), *sel = strstr(out, "\nh.0      selective");
+	ck_assert_msg(h1 && strstr(h1, "~0 (noise)") && sel && strstr(sel, "~0 (noise)") < h1,
+		"output:\n%s", out);
+	ck_assert_msg(strstr(out, "within the measured noise (0.76 ms") &&
+		strstr(out, "shown as ~0 (noise)"), "output:\n%s", out);
+	free(out);
+}
+END_TEST
+
+/* mem: the blocks' one recompute workspace shown once, not on every full row (whose sum,
+ * 22.5 MiB here, was never held). */
+START_TEST(test_rematctl_mem_workspace_once)
+{
+	char *out = NULL;
+	int rc = ctl_against("memws", "{\"return\":{\"categories\":{\"params\":{\"current\":1048576,"
+		"\"peak\":1048576,\"peak_since_reset\":1048576}},\"total\":{\"current\":1048576,"
+		"\"peak\":1048576,\"peak_since_reset\":1048576},\"rss\":2097152,\"rss_peak\":2097152,"
+		"\"step\":44,\"sections\":["
+		"{\"name\":\"h.0\",\"mode\":\"off\",\"saved_bytes\":8388608,\"workspace_bytes\":0},"
+		"{\"name\":\"h.1\",\"mode\":\"full\",\"saved_bytes\":524288,\"workspace_bytes\":7864320},"
+		"{\"name\":\"h.2\",\"mode\":\"full\",\"saved_bytes\":524288,\"workspace_bytes\":7864320},"
+		"{\"name\":\"h.3\",\"mode\":\"full\",\"saved_bytes\":524288,\"workspace_bytes\":7864320},"
+		"{\"name\":\"head\",\"mode\":\"off\",\"saved_bytes\":2097152,\"workspace_bytes\":0}]},"
+		"\"id\":1}\n", &out, "mem", "j1", NULL);
+	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
+	ck_assert_msg(!strstr(out, "WORKSPACE") && !strstr(out, "22.5 MiB") &&
+		strstr(out, "total           11.5 MiB") &&
+		strstr(out, "shared recompute workspace: 7.5 MiB (one buffer for all full and "
+			"selective blocks, not one each)"), "output:\n%s", out);
+	/* 7.5 MiB once, in the footer */
+	const char *first = strstr(out, "7.5 MiB");
+	ck_assert_msg(first && !strstr(first + 1, "7.5 MiB"), "output:\n%s", out);
+	free(out);
+}
+END_TEST
+
+/* status: the architecture and what trains, as PEFT counts it. */
+START_TEST(test_rematctl_status_model)
+{
+	char *out = NULL;
+	int rc = ctl_against("stmodel", "{\"return\":{\"job\":\"j1\",\"name\":\"lora\",\"state\":"
+		"\"running\",\"step\":3,\"steps\":10,\"arch\":\"gpt2\",\"params\":125248,"
+		"\"trainable_params\":4096},\"id\":1}\n", &out, "status", "j1", NULL);
+	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
+	ck_assert_msg(strstr(out, "\nmodel:           gpt2, trainable params: 4,096 || all "
+		"params: 125,248 || trainable%: 3.2703\n"), "output:\n%s", out);
+	free(out);
+}
+END_TEST
+
 /* Server lines rematctl must refuse with status 3 and one line, never a crash. */
 static const struct {
 	const char *name, *greeting, *reply, *needle;
@@ -682,6 +1014,151 @@ START_TEST(test_rematctl_bad_server)
 }
 END_TEST
 
+/* ---- against the real rematd and remat-train ---- */
+
+/* A rematd that runs the real worker, on fresh paths. */
+static void real_daemon(td_daemon *d)
+{
+	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), NULL};
+	td_daemon_paths(d);
+	td_daemon_start(d, extra);
+}
+
+/* rematctl --socket d's ARGS... (NULL-terminated, at most 10): status, output in *out. */
+static int ctl_d(const td_daemon *d, char **out, ...)
+{
+	char *argv[14] = {(char *)t_env("REMATCTL"), "--socket", (char *)d->sock};
+	int n = 3;
+	va_list ap;
+	va_start(ap, out);
+	for (char *a; n < 13 && (a = va_arg(ap, char *));)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	return t_run(argv, out);
+}
+
+static void write_text(const char *path, const char *text)
+{
+	t_write_file(path, text, strlen(text));
+}
+
+/* `rematctl start sub/job.json` from another directory: the spec's relative paths are its
+ * directory's (train.txt beside it), printed resolved; start and status say what trains,
+ * a LoRA job's adapters against the full model's every parameter. */
+START_TEST(test_rematctl_start_spec_dir)
+{
+	td_daemon d;
+	char base[600], sub[700], path[800], want[1200], old[4096], *out = NULL;
+	real_daemon(&d);
+	snprintf(base, sizeof base, "%s/specdir", d.dir);
+	snprintf(sub, sizeof sub, "%s/sub", base);
+	ck_assert(mkdir(base, 0700) == 0 && mkdir(sub, 0700) == 0);
+	/* the data beside the spec: 20 kB of the GPL */
+	FILE *g = fopen(T_GPL, "rb");
+	char bytes[20000];
+	ck_assert(g && fread(bytes, 1, sizeof bytes, g) == sizeof bytes);
+	fclose(g);
+	snprintf(path, sizeof path, "%s/train.txt", sub);
+	t_write_file(path, bytes, sizeof bytes);
+	static const char *const spec = "{\"model\":{\"preset\":\"tiny\"},\"data\":{\"train\":"
+		"\"train.txt\",\"format\":\"bytes\"},\"batch\":2,\"seq_len\":32,\"steps\":20,"
+		"\"threads\":1,\"save\":{\"dir\":\"%s\"}%s}";
+	char text[1024];
+	snprintf(text, sizeof text, spec, "out", "");
+	snprintf(path, sizeof path, "%s/full.json", sub);
+	write_text(path, text);
+	snprintf(text, sizeof text, spec, "out-lora",
+		",\"lora\":{\"r\":4,\"alpha\":8,\"targets\":[\"c_attn\"]}");
+	snprintf(path, sizeof path, "%s/lora.json", sub);
+	write_text(path, text);
+
+	ck_assert_ptr_nonnull(getcwd(old, sizeof old));
+	ck_assert_int_eq(chdir(base), 0);
+	ck_assert_ptr_nonnull(getcwd(base, sizeof base)); /* as the client sees it */
+	int rc = ctl_d(&d, &out, "start", "sub/full.json", NULL);
+	ck_assert_msg(rc == 0, "start sub/full.json from %s: status %d: %s", base, rc, out);
+	snprintf(want, sizeof want, "data.train: %s/sub/train.txt\n", base);
+	ck_assert_msg(strstr(out, want), "no '%s' in:\n%s", want, out);
+	snprintf(want, sizeof want, "save.dir: %s/sub/out\n", base);
+	ck_assert_msg(strstr(out, want), "no '%s' in:\n%s", want, out);
+	/* the tiny preset: 2 blocks of 64, 256 positions, 256 bytes, every tensor trains */
+	ck_assert_msg(strstr(out, "j1: gpt2, trainable params: 132,864 || all params: 132,864 "
+		"|| trainable%: 100.0000\n"), "output:\n%s", out);
+	free(out);
+	/* LoRA r 4 on c_attn: A 4 x 64 and B 192 x 4 in each of 2 blocks train, the base not */
+	rc = ctl_d(&d, &out, "start", "sub/lora.json", NULL);
+	ck_assert_msg(rc == 0, "start sub/lora.json: status %d: %s", rc, out);
+	ck_assert_msg(strstr(out, "j2: gpt2, trainable params: 2,048 || all params: 134,912 || "
+		"trainable%: 1.5180\n"), "output:\n%s", out);
+	free(out);
+	ck_assert_int_eq(chdir(old), 0);
+	rc = ctl_d(&d, &out, "status", "j2", NULL);
+	ck_assert_msg(rc == 0 && strstr(out, "\nmodel:           gpt2, trainable params: 2,048 "
+		"|| all params: 134,912 || trainable%: 1.5180\n"), "status %d: %s", rc, out);
+	free(out);
+	rc = ctl_d(&d, &out, "status", "j1", NULL);
+	ck_assert_msg(rc == 0 && strstr(out, "\nmodel:           gpt2, trainable params: 132,864 "
+		"|| all params: 132,864 || trainable%: 100.0000\n"), "status %d: %s", rc, out);
+	free(out);
+	td_daemon_stop(&d);
+}
+END_TEST
+
+/* The ETA values of watch's plain lines ("eta 2m06s"), how many differ. */
+static int distinct_etas(const char *out, int *lines_seen)
+{
+	char seen[16][32];
+	int n = 0, lines = 0;
+	for (const char *p = out; (p = strstr(p, " eta ")); p += 5) {
+		char e[32];
+		if (sscanf(p + 5, "%31s", e) != 1)
+			continue;
+		lines++;
+		int dup = 0;
+		for (int i = 0; i < n; i++)
+			dup |= strcmp(seen[i], e) == 0;
+		if (!dup && n < 16)
+			snprintf(seen[n++], sizeof seen[0], "%s", e);
+	}
+	*lines_seen = lines;
+	return n;
+}
+
+/* watch, piped: the ETA moves with the job (job-status' eta_s, asked every interval, not
+ * the one of the first reply), and --interval sets how often a line comes. */
+START_TEST(test_rematctl_watch_eta_interval)
+{
+	td_daemon d;
+	char *out = NULL, id[16];
+	real_daemon(&d);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	snprintf(id, sizeof id, "%s", td_job_start(&c, "{\"model\":{\"preset\":\"tiny\"},"
+		"\"data\":{\"train\":\"" T_GPL "\",\"format\":\"bytes\"},\"batch\":2,\"seq_len\":32,"
+		"\"steps\":20000,\"threads\":2}", "starting"));
+	td_wait_step(&c, id);
+	long t0 = td_ms();
+	int rc = ctl_d(&d, &out, "watch", id, "--interval", "0.5", "--count", "5", NULL);
+	long took = td_ms() - t0;
+	ck_assert_msg(rc == 0, "watch: status %d: %s", rc, out);
+	int lines = 0, etas = distinct_etas(out, &lines);
+	ck_assert_msg(lines == 5 && etas >= 2, "%d lines, %d distinct ETAs:\n%s", lines, etas,
+		out);
+	/* 5 updates: the first at once, then one every 0.5 s */
+	ck_assert_msg(took >= 1800, "5 lines at --interval 0.5 in %ld ms:\n%s", took, out);
+	free(out);
+	t0 = td_ms();
+	rc = ctl_d(&d, &out, "watch", id, "--interval", "1", "--count", "3", NULL);
+	took = td_ms() - t0;
+	ck_assert_msg(rc == 0 && took >= 1800, "3 lines at --interval 1 in %ld ms: %d:\n%s", took,
+		rc, out);
+	free(out);
+	td_close(&c);
+	td_daemon_stop(&d);
+}
+END_TEST
+
 Suite *suite_client(void)
 {
 	Suite *s = suite_create("client");
@@ -703,6 +1180,13 @@ Suite *suite_client(void)
 	tcase_add_test(tc, test_cli_str_clean_controls);
 	tcase_add_test(tc, test_cli_policy_format_forms);
 	tcase_add_test(tc, test_cli_json_readers_types);
+	tcase_add_test(tc, test_num_real_shortest);
+	tcase_add_test(tc, test_num_f32_shortest);
+	tcase_add_test(tc, test_num_json_shorten);
+	tcase_add_test(tc, test_cli_value_format);
+	tcase_add_test(tc, test_cli_costs_noise_workspace);
+	tcase_add_test(tc, test_cli_spec_dir_paths);
+	tcase_add_test(tc, test_cli_model_text);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("binary");
@@ -711,8 +1195,18 @@ Suite *suite_client(void)
 	tcase_add_test(tc, test_rematctl_cannot_connect);
 	tcase_add_test(tc, test_rematctl_replies);
 	tcase_add_test(tc, test_rematctl_mem_device);
+	tcase_add_test(tc, test_rematctl_floats_shortest);
+	tcase_add_test(tc, test_rematctl_costs_noise);
+	tcase_add_test(tc, test_rematctl_mem_workspace_once);
+	tcase_add_test(tc, test_rematctl_status_model);
 	tcase_add_loop_test(tc, test_rematctl_bad_server, 0,
 			    (int)(sizeof bad_servers / sizeof bad_servers[0]));
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("daemon");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_rematctl_start_spec_dir);
+	tcase_add_test(tc, test_rematctl_watch_eta_interval);
 	suite_add_tcase(s, tc);
 	return s;
 }
