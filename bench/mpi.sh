@@ -43,7 +43,8 @@ run() { # name, mpirun's extra arguments
 
 run shm
 run tcp --mca btl self,tcp
-params=$(sed -n 's/.*, \([0-9]*\) parameters.*/\1/p' "$dir/shm.out" | head -1)
+# the banner's "trainable params: 1,234 ||": the gradients that are summed
+params=$(sed -n 's/.*trainable params: \([0-9,]*\) .*/\1/p' "$dir/shm.out" | head -1 | tr -d ,)
 for link in shm tcp; do
 	ar=$(median "$dir/$link.jsonl" allreduce_ms)
 	st=$(median "$dir/$link.jsonl" step_ms)

@@ -239,8 +239,25 @@ void cli_show_costs(FILE *f, const char *job, const json_t *ret)
 		fprintf(f, "\nmeasuring every section's modes until step %.0f\n", v);
 }
 
+/* A change rematd answered "queued" (its worker did not take it in time): 1 after saying
+ * so, in place of what the change would print. */
+static int show_queued(FILE *f, const char *job, const json_t *ret)
+{
+	char what[64], s[32];
+	if (!json_is_true(json_object_get(ret, "queued")))
+		return 0;
+	fprintf(f, "%s: %s queued, not yet applied: the worker has not taken it within %s s "
+		   "(stopped, or too busy to read); it takes effect, or is refused, when the "
+		   "worker reads it (see 'rematctl status %s' and rematd's log)\n", job,
+		show_str(ret, "execute", "the change", what, sizeof what),
+		cli_show_num(ret, "waited_s", "%.3g", s, sizeof s), job);
+	return 1;
+}
+
 void cli_show_auto(FILE *f, const char *job, const json_t *ret)
 {
+	if (show_queued(f, job, ret))
+		return;
 	double a = 0, b = 0;
 	char size[32];
 	cli_jnum(ret, "applies_at_step", &a);
@@ -302,10 +319,24 @@ void cli_show_memlog(FILE *f, const char *job, const json_t *ret)
 void cli_show_profile(FILE *f, const char *job, const json_t *ret)
 {
 	double a = 0, u = 0;
+	if (show_queued(f, job, ret))
+		return;
 	cli_jnum(ret, "applies_at_step", &a);
 	cli_jnum(ret, "until_step", &u);
 	fprintf(f, "%s: measuring every section in every mode from step %.0f to %.0f; then "
 		   "'remat costs %s'\n", job, a, u, job);
+}
+
+/* An ended job's figures, as rematd kept them: says so, and as of which step. */
+static void show_final(FILE *f, const json_t *ret)
+{
+	char st[32], at[32], end[32];
+	if (!json_is_true(json_object_get(ret, "final")))
+		return;
+	fprintf(f, "(last figures, as of step %s; job %s at step %s)\n\n",
+		cli_show_num(ret, "as_of_step", "%.0f", at, sizeof at),
+		show_str(ret, "state", "ended", st, sizeof st),
+		cli_show_num(ret, "job_step", "%.0f", end, sizeof end));
 }
 
 void cli_show_remat_get(FILE *f, const char *job, const json_t *ret)
@@ -313,6 +344,7 @@ void cli_show_remat_get(FILE *f, const char *job, const json_t *ret)
 	(void)job;
 	char buf[TEXT_LEN];
 	json_t *aliases = cli_jobj(ret, "aliases");
+	show_final(f, ret);
 
 	kv(f, "policy:", cli_policy_format(cli_jobj(ret, "policy"), buf, sizeof buf));
 	if (aliases && json_object_size(aliases) > 0)
@@ -421,6 +453,7 @@ void cli_show_mem(FILE *f, const char *job, const json_t *ret)
 {
 	(void)job;
 	char a[32], b[32], buf[TEXT_LEN];
+	show_final(f, ret);
 	mem_table(f, "CATEGORY", cli_jobj(ret, "categories"), cli_jobj(ret, "total"));
 	fputc('\n', f);
 	sections_table(f, json_object_get(ret, "sections"), 0);
@@ -523,6 +556,8 @@ void cli_show_start(FILE *f, const char *job, const json_t *ret)
 void cli_show_pause(FILE *f, const char *job, const json_t *ret)
 {
 	char step[32];
+	if (show_queued(f, job, ret))
+		return;
 	/* the step it stops after, as status will show it */
 	fprintf(f, "%s: pauses at step %s\n", job,
 		cli_show_num(ret, "step", "%.0f", step, sizeof step));
@@ -532,6 +567,8 @@ void cli_show_resume(FILE *f, const char *job, const json_t *ret)
 {
 	char st[32], step[32], path[TEXT_LEN];
 	const char *ck = cli_jstr(ret, "checkpoint");
+	if (show_queued(f, job, ret))
+		return;
 	if (ck)
 		/* an ended job, queued again to go on from its checkpoint */
 		fprintf(f, "%s: resumes from %s at step %s (%s)\n", job,
@@ -588,6 +625,8 @@ void cli_show_eval(FILE *f, const char *job, const json_t *ret)
 	fprintf(f, "%s: val loss %s after step %s (%s tokens)\n", job,
 		cli_show_num(ret, "val_loss", "%.6f", v, sizeof v),
 		cli_show_num(ret, "step", "%.0f", step, sizeof step),
+	if (show_queued(f, job, ret))
+		return;
 		cli_show_num(ret, "val_tokens", "%.0f", toks, sizeof toks));
 }
 
@@ -618,6 +657,9 @@ void cli_show_reset(FILE *f, const char *job, const json_t *ret)
 void cli_show_shutdown(FILE *f, const char *job, const json_t *ret)
 {
 	(void)job;
-	(void)ret;
+	if (show_queued(f, job, ret))
+		return;
+	if (show_queued(f, job, ret))
+		return;
 	fprintf(f, "rematd: every job has stopped; the daemon exits\n");
 }

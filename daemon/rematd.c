@@ -361,7 +361,7 @@ void srv_shutdown(srv_server *srv, int save, int by_signal, srv_waiter *waiter,
 		save ? ", saving" : "");
 	/* the socket stays served until the last worker is gone: queries are answered and
 	 * job-start refused meanwhile */
-	srv_helper_kill_all(srv);
+	srv_helper_kill_all(srv, "the daemon is shutting down");
 	srv_job_stop_all(srv, save);
 	/* the manager's stop timeout runs from STOPPING=1; final saves can outlast it, so it
 	 * is extended while workers live (at most --stop-timeout, then they are killed) */
@@ -725,7 +725,7 @@ int main(int argc, char **argv)
 	if (r < 0) {
 		fprintf(stderr, "rematd: %s\n", err);
 		notify(srv, "STATUS=cannot start: %s", err);
-		srv_helper_kill_all(srv);
+		srv_helper_kill_all(srv, "the daemon could not start");
 		goto out;
 	}
 	start_serving(srv);

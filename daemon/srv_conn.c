@@ -46,7 +46,15 @@ static void conn_log(sv_conn *k, const char *what)
 	srv_log("client %u %s", c->id, what);
 }
 
-static const sv_conn_ops conn_ops = {conn_on_line, NULL, conn_on_closed, conn_log};
+/* Not idle while a reply is owed: forwarded to a worker, or waiting for a helper or the
+ * shutdown. */
+static int conn_busy(sv_conn *k)
+{
+	srv_conn *c = k->owner;
+	return c->inflight > 0;
+}
+
+static const sv_conn_ops conn_ops = {conn_on_line, NULL, conn_on_closed, conn_log, conn_busy};
 
 void srv_conn_drain(srv_conn *c)
 {
@@ -117,6 +125,43 @@ static int conn_peer_allowed(const srv_server *srv, const eng_cred *cr)
 	return 0;
 }
 
+/* root and rematd's own user: exempt from the per-user cap, and theirs is the reserve */
+static int conn_privileged(const srv_server *srv, uid_t uid)
+{
+	return uid == 0 || uid == srv->uid;
+}
+
+/* Why c may not be served now (into desc), or 0 when it may: the limits on connections. */
+static int conn_over_limit(const srv_server *srv, const srv_conn *c, char *desc,
+	size_t desclen)
+{
+	int mine = 0, others = 0;
+	if (srv->n_conns >= PROTO_MAX_CONNECTIONS) {
+		snprintf(desc, desclen, "too many connections (at most %d)",
+			PROTO_MAX_CONNECTIONS);
+		return 1;
+	}
+	if (conn_privileged(srv, c->uid))
+		return 0;
+	for (const srv_conn *o = srv->conns; o; o = o->next) {
+		if (!o->served || conn_privileged(srv, o->uid))
+			continue;
+		others++;
+		mine += o->uid == c->uid;
+	}
+	if (mine >= SRV_CONN_PER_UID) {
+		snprintf(desc, desclen, "too many connections of uid %lu (at most %d a user)",
+			(unsigned long)c->uid, SRV_CONN_PER_UID);
+		return 1;
+	}
+	if (others >= PROTO_MAX_CONNECTIONS - SRV_CONN_RESERVE) {
+		snprintf(desc, desclen, "too many connections (the last %d of %d are kept for "
+			"root and the daemon's user)", SRV_CONN_RESERVE, PROTO_MAX_CONNECTIONS);
+		return 1;
+	}
+	return 0;
+}
+
 /* The greeting, then Busy or PermissionDenied, and the end: for a peer not served. */
 static void conn_refuse(srv_conn *c, sv_msg *greeting, proto_errclass ec, const char *desc)
 {
@@ -129,7 +174,7 @@ static void conn_refuse(srv_conn *c, sv_msg *greeting, proto_errclass ec, const 
 void srv_conn_on_connect(uv_stream_t *server, int status)
 {
 	srv_server *srv = server->data;
-	char why[128];
+	char why[128], desc[128];
 	if (status < 0) {
 		srv_log("cannot accept a connection: %s", uv_strerror(status));
 		return;
@@ -161,7 +206,6 @@ void srv_conn_on_connect(uv_stream_t *server, int status)
 	}
 	c->uid = c->cred.uid;
 	if (!conn_peer_allowed(srv, &c->cred)) {
-		char desc[128];
 		srv_log("client %u refused: uid %lu, gid %lu, pid %ld is not allowed", c->id,
 			(unsigned long)c->cred.uid, (unsigned long)c->cred.gid, (long)c->pid);
 		snprintf(desc, sizeof desc, "uid %lu may not use this daemon",
@@ -170,10 +214,7 @@ void srv_conn_on_connect(uv_stream_t *server, int status)
 		return;
 	}
 	sv_msg *greeting = sv_msg_take(proto_greeting("daemon", NULL));
-	if (srv->n_conns >= PROTO_MAX_CONNECTIONS) {
-		char desc[96];
-		snprintf(desc, sizeof desc, "too many connections (at most %d)",
-			PROTO_MAX_CONNECTIONS);
+	if (conn_over_limit(srv, c, desc, sizeof desc)) {
 		srv_log("client %u refused: %s", c->id, desc);
 		conn_refuse(c, greeting, PROTO_ERR_BUSY, desc);
 		sv_msg_unref(greeting);
@@ -181,7 +222,7 @@ void srv_conn_on_connect(uv_stream_t *server, int status)
 	}
 	c->served = 1;
 	srv->n_conns++;
-	/* idle connections must never hold every slot for good */
+	/* idle connections must never hold a place for good */
 	c->k.idle_ms = srv->idle_timeout_s > 0 ? (unsigned)srv->idle_timeout_s * 1000u : 0;
 	srv_log("client %u connected (uid %lu, pid %ld)", c->id, (unsigned long)c->uid,
 		(long)c->pid);

@@ -3,9 +3,12 @@
  *
  * What rematd adds: a connection is checked on accept (SO_PEERCRED: our uid, root, or the
  * --group), greeted, then each line goes to srv_cmd_handle. Limits: PROTO_MAX_CONNECTIONS
- * served at once (the next gets the greeting, Busy, and is closed), PROTO_MAX_INFLIGHT
- * requests awaiting a reply (the caller answers Busy past it), the idle limit
- * (--idle-timeout) before a first complete request. Events go to subscribers of their job.
+ * served at once (the next gets the greeting, Busy, and is closed), of which any user but
+ * root and rematd's own holds at most SRV_CONN_PER_UID, and all such users together leave
+ * SRV_CONN_RESERVE free (so no user, nor a few, can lock root out); PROTO_MAX_INFLIGHT
+ * requests awaiting a reply (the caller answers Busy past it); the idle limit
+ * (--idle-timeout): a connection with no request for that long, no reply owed and no
+ * subscription is closed. Events go to subscribers of their job.
  *
  * Lifetime: a srv_conn is freed when its sv_conn's handles have closed, never before.
  * Code that keeps a reference across loop iterations keeps the connection's id and looks it
@@ -23,6 +26,8 @@
 #include "sv_conn.h"
 
 #define SRV_JOB_ID_LEN 16          /* "j4294967295" and its NUL fit */
+#define SRV_CONN_RESERVE 8         /* places only root and rematd's user may take */
+#define SRV_CONN_PER_UID (PROTO_MAX_CONNECTIONS / 2) /* one other user's at most */
 
 struct srv_conn {
 	sv_conn k;                 /* the connection itself; k.owner = this */

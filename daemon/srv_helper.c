@@ -138,7 +138,8 @@ static void helper_finish(srv_helper *h)
 	else if (!(o = helper_answer(h)))
 		snprintf(why, sizeof why, "remat-train --%s gave no answer (exit status %lld)",
 			h->what, (long long)h->status);
-	h->done(h->srv, h->ud, o, o ? NULL : why);
+	if (h->done) /* not yet told (srv_helper_kill_all tells at once) */
+		h->done(h->srv, h->ud, o, o ? NULL : why);
 	json_decref(o);
 	uv_close((uv_handle_t *)&h->timer, helper_on_close);
 }
@@ -268,9 +269,16 @@ int srv_helper_run(srv_server *srv, const char *what, const char *const *args,
 	return 0;
 }
 
-void srv_helper_kill_all(srv_server *srv)
+void srv_helper_kill_all(srv_server *srv, const char *why)
 {
-	for (srv_helper *h = srv->helpers; h; h = h->next)
+	for (srv_helper *h = srv->helpers; h; h = h->next) {
 		if (!h->exited)
 			uv_process_kill(&h->proc, SIGKILL);
+		/* told now, while its client is still served: the shutdown closes the
+		 * connections before the helper's end is read */
+		srv_helper_done_fn done = h->done;
+		h->done = NULL;
+		if (done)
+			done(srv, h->ud, NULL, why);
+	}
 }

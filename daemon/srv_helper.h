@@ -38,7 +38,8 @@ int srv_helper_run(srv_server *srv, const char *what, const char *const *args,
 
 /* Helpers running now. */
 int srv_helper_count(const srv_server *srv);
-/* SIGKILLs every helper (shutdown): their done callbacks follow with a why. */
-void srv_helper_kill_all(srv_server *srv);
+/* SIGKILLs every helper (shutdown) and calls their done callbacks at once, with no answer
+ * and why: their requests are answered before the connections close. */
+void srv_helper_kill_all(srv_server *srv, const char *why);
 
 #endif

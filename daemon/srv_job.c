@@ -829,7 +829,14 @@ static void check_done(srv_server *srv, void *ud, const json_t *out, const char 
 	json_t *ret = NULL;
 	if (k->job)
 		k->job->checking = 0;
-	if (!out || !json_is_true(json_object_get(out, "ok"))) {
+	if (!out && srv->shutting_down) {
+		/* the shutdown stopped the check: said before the connection closes */
+		ec = PROTO_ERR_INVALID_STATE;
+		srv_fmt(desc, sizeof desc, "%s: the spec's check was stopped and %s%s%s", why,
+			k->kind == CHECK_START ? "the job was not started" : k->kind ==
+			CHECK_RESUME ? "job " : "no plan was made", k->kind == CHECK_RESUME ?
+			k->job->id : "", k->kind == CHECK_RESUME ? " was not resumed" : "");
+	} else if (!out || !json_is_true(json_object_get(out, "ok"))) {
 		ec = check_error(out, why, desc, sizeof desc);
 		const char *msg = json_string_value(json_object_get(out, "error"));
 		if (k->kind == CHECK_RESUME && msg) {

@@ -43,6 +43,11 @@ static json_t *record_json(const srv_job *job)
 	json_object_set_new(o, "info", job->info ? json_deep_copy(job->info) : json_null());
 	json_object_set_new(o, "last_save_error", job->last_save_error ?
 		json_deep_copy(job->last_save_error) : json_null());
+	/* an ended job's last figures (mem-stats, remat-get), when rematd kept them */
+	json_object_set_new(o, "last_mem", job->last_mem ? json_deep_copy(job->last_mem) :
+		json_null());
+	json_object_set_new(o, "last_remat", job->last_remat ?
+		json_deep_copy(job->last_remat) : json_null());
 	return o;
 }
 
@@ -117,6 +122,10 @@ static int record_load(srv_job *job, const json_t *o, char *err, size_t errlen)
 		job->info = json_incref(v);
 	if (json_is_object(v = json_object_get(o, "last_save_error")))
 		job->last_save_error = json_incref(v);
+	if (json_is_object(v = json_object_get(o, "last_mem")))
+		job->last_mem = json_incref(v);
+	if (json_is_object(v = json_object_get(o, "last_remat")))
+		job->last_remat = json_incref(v);
 	json_t *owner = json_object_get(o, "owner"), *groups = json_object_get(owner, "groups");
 	job->owner.uid = (uid_t)json_integer_value(json_object_get(owner, "uid"));
 	job->owner.gid = (gid_t)json_integer_value(json_object_get(owner, "gid"));

@@ -44,6 +44,11 @@ void srv_worker_forget(srv_job *job)
 		job->pending = p->next;
 		pending_free(p);
 	}
+	/* a new worker (a resume) has figures of its own */
+	json_decref(job->last_mem);
+	json_decref(job->last_remat);
+	job->last_mem = job->last_remat = NULL;
+	job->figures_ms = 0;
 }
 
 void srv_worker_kill(srv_job *job, const char *why)
@@ -64,11 +69,15 @@ int srv_job_live(const srv_job *job)
 	return job->proc_alive && job->chan_open;
 }
 
+static void worker_ask_figures(srv_job *job);
+
 int srv_worker_request(srv_job *job, const char *execute, const json_t *args,
 	unsigned conn_id, const json_t *client_id)
 {
 	if (!srv_job_live(job))
 		return -1;
+	if (strcmp(execute, "job-stop") == 0)
+		worker_ask_figures(job); /* answered before the stop: the job's last figures */
 	srv_pending *p = calloc(1, sizeof *p);
 	json_t *wid = json_integer((json_int_t)(job->next_wid + 1));
 	sv_msg *m = p && wid ? sv_msg_take(proto_request_line(execute, args, wid)) : NULL;
@@ -166,6 +175,21 @@ static void worker_note_eval(srv_job *job, const json_t *o, const char *loss_key
 	job->has_val = 1;
 }
 
+/* A copy of a mem-stats or remat-get reply into *slot, with the step it is as of: what
+ * rematd answers once the job has ended. Not written at once: the record is written when
+ * the job ends. */
+static void worker_keep_figures(srv_job *job, json_t **slot, const json_t *ret)
+{
+	json_t *copy = json_deep_copy(ret);
+	const json_t *step = json_object_get(ret, "step");
+	if (!copy)
+		return;
+	json_object_set_new(copy, "as_of_step", json_is_integer(step) ? json_incref((json_t *)
+		step) : json_integer(job->step));
+	json_decref(*slot);
+	*slot = copy;
+}
+
 /* Learns from a successful reply before it goes back to the client. */
 static void worker_note_return(srv_job *job, const char *execute, json_t *ret)
 {
@@ -189,6 +213,10 @@ static void worker_note_return(srv_job *job, const char *execute, json_t *ret)
 }
 
 static srv_pending *worker_pending_take(srv_job *job, const json_t *id)
+	} else if (strcmp(execute, "mem-stats") == 0) {
+		worker_keep_figures(job, &job->last_mem, ret);
+	} else if (strcmp(execute, "remat-get") == 0) {
+		worker_keep_figures(job, &job->last_remat, ret);
 {
 	if (!json_is_integer(id))
 		return NULL;
@@ -206,6 +234,26 @@ static void worker_on_reply(srv_job *job, json_t *obj, proto_kind kind)
 {
 	srv_pending *p = worker_pending_take(job, json_object_get(obj, "id"));
 	if (!p) {
+/* The outcome of a change answered "queued" (worker_expire_change), for the log. */
+static void worker_log_late(const srv_job *job, const srv_pending *p, const json_t *obj,
+	proto_kind kind)
+{
+	char q[SRV_QUOTE_BUF];
+	const proto_command *pc = proto_command_find(p->execute);
+	if (!pc || pc->query)
+		return;
+	const json_t *ret = json_object_get(obj, "return");
+	const char *desc = json_string_value(json_object_get(json_object_get(obj, "error"),
+		"desc"));
+	if (kind == PROTO_KIND_ERROR)
+		srv_log("job %s: %s, answered queued, was refused by the worker: %s", job->id,
+			p->execute, srv_quote(desc ? desc : "", desc ? strlen(desc) : 0, q));
+	else
+		srv_log("job %s: %s, answered queued, was taken by the worker (applies at step "
+			"%lld)", job->id, p->execute, (long long)json_integer_value(
+			json_object_get(ret, "applies_at_step")));
+}
+
 		srv_log("job %s: the worker answered a request it was never sent", job->id);
 		return;
 	}
@@ -220,8 +268,12 @@ static void worker_on_reply(srv_job *job, json_t *obj, proto_kind kind)
 		if (kind == PROTO_KIND_ERROR)
 			job->stop_requested = 0; /* its final save failed: the job goes on */
 	}
-	if (p->expired)
-		goto out; /* the client was answered when the time limit passed */
+	if (p->expired) {
+		/* the client was answered when the time limit passed: a change it was told is
+		 * queued now has its outcome, for the log */
+		worker_log_late(job, p, obj, kind);
+		goto out;
+	}
 	if (p->conn_id == 0) {
 		if (kind == PROTO_KIND_ERROR) {
 			char q[SRV_QUOTE_BUF];
@@ -354,9 +406,47 @@ static int worker_on_line(const char *line, size_t len, void *ud)
 
 /* ---- time limits ---- */
 
-/* A query the worker has not answered in time: the client gets job-status from the table,
- * or Busy; the worker's late reply will be dropped. Changes are not timed: job-stop and
- * ckpt-save wait for a save, and requests sent while the job was starting wait for it. */
+/* How long a worker's reply is awaited: SRV_WORKER_REPLY_MS, or REMAT_WORKER_REPLY_MS
+ * from the environment (for tests, 100..600000). */
+static uint64_t worker_reply_ms(void)
+{
+	static uint64_t ms;
+	if (!ms) {
+		const char *e = getenv("REMAT_WORKER_REPLY_MS");
+		char *end;
+		long v = e ? strtol(e, &end, 10) : 0;
+		ms = e && *end == '\0' && v >= 100 && v <= 600000 ? (uint64_t)v
+								   : SRV_WORKER_REPLY_MS;
+	}
+	return ms;
+}
+
+/* A change the worker has not taken in time (it is stopped, or too busy to read): the
+ * request cannot be called back (it waits in the channel, and the worker applies what it
+ * reads), so the client is told it is queued, never that it failed. */
+static void worker_expire_change(srv_job *job, srv_pending *p, srv_conn *c)
+{
+	char note[PROTO_DESC_LEN];
+	double s = (double)worker_reply_ms() / 1000.0;
+	snprintf(note, sizeof note, "the worker of job %s has not taken %s within %.3g s "
+		"(stopped, or too busy to read): the request stays queued and takes effect, or "
+		"is refused, when the worker reads it; the job's events and rematd's log say "
+		"which", job->id, p->execute, s);
+	json_t *ret = json_pack("{s:b, s:s, s:f, s:s}", "queued", 1, "execute", p->execute,
+		"waited_s", s, "note", note);
+	srv_log("job %s: %s not taken after %.3g s: answered queued", job->id, p->execute, s);
+	if (ret)
+		srv_conn_reply(c, ret, p->client_id);
+	else
+		srv_conn_error(c, PROTO_ERR_INTERNAL, "out of memory", p->client_id);
+	json_decref(ret);
+}
+
+/* A request the worker has not answered in time. A query: the client gets job-status from
+ * the table, or Busy ("try again": asking has no effect); a change: queued
+ * (worker_expire_change). The worker's late reply is only logged then. Not timed: job-stop
+ * and ckpt-save wait for a save, and requests sent while the job was starting wait for
+ * it. */
 static void worker_expire(srv_job *job, srv_pending *p)
 {
 	srv_conn *c = srv_conn_find(job->srv, p->conn_id);
@@ -374,10 +464,10 @@ static void worker_expire(srv_job *job, srv_pending *p)
 		}
 	}
 	char desc[PROTO_DESC_LEN];
-	snprintf(desc, sizeof desc, "the worker of job %s did not answer %s within %d s; try "
-		"again", job->id, p->execute, SRV_WORKER_REPLY_MS / 1000);
-	srv_log("job %s: %s unanswered after %d s", job->id, p->execute,
-		SRV_WORKER_REPLY_MS / 1000);
+	snprintf(desc, sizeof desc, "the worker of job %s did not answer %s within %.3g s; try "
+		"again", job->id, p->execute, (double)worker_reply_ms() / 1000.0);
+	srv_log("job %s: %s unanswered after %.3g s", job->id, p->execute,
+		(double)worker_reply_ms() / 1000.0);
 	srv_conn_error(c, PROTO_ERR_BUSY, desc, p->client_id);
 }
 
@@ -391,16 +481,21 @@ void srv_worker_sweep(srv_server *srv)
 		for (srv_pending *p = job->pending; p; p = p->next) {
 			uint64_t from = p->sent_ms > job->running_ms ? p->sent_ms : job->running_ms;
 			if (p->deferred || p->expired || p->conn_id == 0 ||
-				now - from < SRV_WORKER_REPLY_MS)
+				now - from < worker_reply_ms())
 				continue;
 			worker_expire(job, p);
 		}
 	}
 }
+	const proto_command *pc = proto_command_find(p->execute);
 
 /* ---- the end of a worker ---- */
 
 /* The last non-empty line of worker.log, quoted, into out ("" when none). */
+	if (pc && !pc->query) {
+		worker_expire_change(job, p, c);
+		return;
+	}
 static void worker_log_tail(const srv_job *job, char *out, size_t outlen)
 {
 	char path[SRV_PATH_LEN + 16], buf[WORKER_LOG_TAIL + 1];
@@ -418,6 +513,30 @@ static void worker_log_tail(const srv_job *job, char *out, size_t outlen)
 	buf[n] = '\0';
 	/* the last line that says something: not blank, not one of mpirun's rules of dashes;
 	 * mpirun's word on a rank that died, when there is one */
+/* 1 while rematd's own request execute to job's worker awaits its reply. */
+static int worker_own_pending(const srv_job *job, const char *execute)
+{
+	for (const srv_pending *p = job->pending; p; p = p->next)
+		if (p->conn_id == 0 && strcmp(p->execute, execute) == 0)
+			return 1;
+	return 0;
+}
+
+/* Asks the worker for mem-stats and remat-get (rematd's own requests; the replies are
+ * kept by worker_note_return), unless it has not answered the last ones yet or is still
+ * starting (no figures before its trainer exists). */
+static void worker_ask_figures(srv_job *job)
+{
+	if (job->state == SRV_JOB_STARTING || worker_own_pending(job, "mem-stats") ||
+		worker_own_pending(job, "remat-get"))
+		return;
+	json_t *args = json_pack("{s:s}", "job", job->id);
+	job->figures_ms = srv_now_ms();
+	if (args && srv_worker_request(job, "mem-stats", args, 0, NULL) == 0)
+		srv_worker_request(job, "remat-get", args, 0, NULL);
+	json_decref(args);
+}
+
 	char *start = NULL, *line, *save = NULL;
 	for (line = strtok_r(buf, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
 		if (strstr(line, "noticed that process rank"))
@@ -432,6 +551,9 @@ static void worker_log_tail(const srv_job *job, char *out, size_t outlen)
 		start[--len] = '\0';
 	/* the worker's text is as untrusted as a client's: escaped like it, cut shorter */
 	char q[SRV_QUOTE_BUF];
+		if ((job->state == SRV_JOB_RUNNING || job->state == SRV_JOB_PAUSED) &&
+			now - job->figures_ms >= SRV_FIGURES_MS)
+			worker_ask_figures(job);
 	srv_quote(start, len > WORKER_LOG_SHOW ? WORKER_LOG_SHOW : len, q);
 	snprintf(out, outlen, "%s%s", q, len > WORKER_LOG_SHOW ? "..." : "");
 }

@@ -13,6 +13,7 @@
 #define PROC_LINE 4096      /* longest /proc/PID/status line read */
 
 static void on_timer(uv_timer_t *t);
+static void on_idle(uv_timer_t *t);
 
 static void say(sv_conn *k, const char *what)
 {
@@ -22,7 +23,7 @@ static void say(sv_conn *k, const char *what)
 
 /* ---- lifetime ---- */
 
-/* The owner frees k once both handles are closed: the only time it may. */
+/* The owner frees k once its three handles are closed: the only time it may. */
 static void on_close(uv_handle_t *h)
 {
 	sv_conn *k = h->data;
@@ -49,9 +50,11 @@ void sv_conn_init(sv_conn *k, uv_loop_t *loop, const sv_conn_ops *ops, void *own
 	/* both inits only fail on bad arguments; the handles are then closable */
 	uv_pipe_init(loop, &k->pipe, 0);
 	uv_timer_init(loop, &k->timer);
+	uv_timer_init(loop, &k->idle);
 	k->pipe.data = k;
 	k->timer.data = k;
-	k->handles_open = 2;
+	k->idle.data = k;
+	k->handles_open = 3;
 }
 
 void sv_conn_close(sv_conn *k, const char *why)
@@ -64,6 +67,7 @@ void sv_conn_close(sv_conn *k, const char *why)
 	/* pending writes end with UV_ECANCELED before the close callbacks run */
 	uv_close((uv_handle_t *)&k->pipe, on_close);
 	uv_close((uv_handle_t *)&k->timer, on_close);
+	uv_close((uv_handle_t *)&k->idle, on_close);
 }
 
 static void on_shutdown(uv_shutdown_t *req, int status)
@@ -85,6 +89,7 @@ void sv_conn_drain(sv_conn *k)
 		return; /* a flush found the peer gone */
 	k->draining = 1;
 	uv_read_stop((uv_stream_t *)&k->pipe);
+	uv_timer_stop(&k->idle); /* the linger limit ends it now */
 	/* a peer that never reads would hold the flush forever: the linger limit */
 	uv_timer_start(&k->timer, on_timer, k->linger_ms, 0);
 	if (uv_shutdown(&k->shutdown, (uv_stream_t *)&k->pipe, on_shutdown) < 0)
@@ -163,11 +168,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 static int on_framed(const char *line, size_t len, void *ud)
 {
 	sv_conn *k = ud;
-	if (!k->spoke) {
-		/* it speaks: the idle limit no longer applies (the timer is STEP pacing's now) */
-		k->spoke = 1;
-		uv_timer_stop(&k->timer);
-	}
+	k->active_ms = uv_now(k->idle.loop); /* it speaks: idle from now */
 	k->ops->on_line(k, line, len);
 	/* the line may have ended the connection (output queue, shutdown): stop feeding */
 	return k->draining;
@@ -264,8 +265,9 @@ int sv_conn_peer(const sv_conn *k, eng_cred *cr, pid_t *pid)
 int sv_conn_read(sv_conn *k)
 {
 	char why[128];
+	k->active_ms = uv_now(k->idle.loop);
 	if (k->idle_ms > 0)
-		uv_timer_start(&k->timer, on_timer, k->idle_ms, 0);
+		uv_timer_start(&k->idle, on_idle, k->idle_ms, 0);
 	int r = uv_read_start((uv_stream_t *)&k->pipe, on_alloc, on_read);
 	if (r < 0) {
 		snprintf(why, sizeof why, "closed: cannot read: %s", uv_strerror(r));
@@ -318,6 +320,14 @@ int sv_conn_subscribe(sv_conn *k, const char *job, uint32_t mask, int on)
 		snprintf(found->job, sizeof found->job, "%s", job);
 	}
 	found->events |= mask;
+	return 0;
+}
+
+int sv_conn_subscribed(const sv_conn *k)
+{
+	for (int i = 0; i < SV_MAX_SUBS; i++)
+		if (k->subs[i].events)
+			return 1;
 	return 0;
 }
 
@@ -383,20 +393,35 @@ static void step_arm(sv_conn *k)
 		uv_timer_start(&k->timer, on_timer, wait, 0);
 }
 
-/* The one timer: the linger limit while draining, the idle limit before the peer spoke,
- * else the STEP events held back that are due. */
-static void on_timer(uv_timer_t *t)
+/* The idle limit: a peer that is subscribed or owed a reply is not idle (a watch waits
+ * for events, a job-stop for its save); any other is closed idle_ms after it was last
+ * active. Checked when the limit would pass, so a connection costs no timer work while it
+ * talks. */
+static void on_idle(uv_timer_t *t)
 {
 	sv_conn *k = t->data;
 	char why[96];
-	if (k->draining) { /* the peer did not take its last lines in time */
-		sv_conn_close(k, NULL);
+	uint64_t now = uv_now(t->loop);
+	if (k->draining)
+		return;
+	if (sv_conn_subscribed(k) || (k->ops->busy && k->ops->busy(k)))
+		k->active_ms = now;
+	if (now - k->active_ms >= k->idle_ms) {
+		snprintf(why, sizeof why, "closed: idle (no request, nothing owed) for %.1f s",
+			k->idle_ms / 1000.0);
+		sv_conn_close(k, why);
 		return;
 	}
-	if (!k->spoke && k->idle_ms > 0) {
-		snprintf(why, sizeof why, "closed: no complete request within %u s",
-			k->idle_ms / 1000u);
-		sv_conn_close(k, why);
+	uv_timer_start(&k->idle, on_idle, k->active_ms + k->idle_ms - now, 0);
+}
+
+/* The pacing and linger timer: the linger limit while draining, else the STEP events held
+ * back that are due. */
+static void on_timer(uv_timer_t *t)
+{
+	sv_conn *k = t->data;
+	if (k->draining) { /* the peer did not take its last lines in time */
+		sv_conn_close(k, NULL);
 		return;
 	}
 	uint64_t now = uv_now(t->loop);

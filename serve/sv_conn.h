@@ -7,12 +7,13 @@
  * behind goes, the server does not slow down), keeps the peer's subscriptions (event bits
  * per job filter) and paces STEP events: at most one a job every step_gap_ms, the latest
  * held back winning, and a STEP held back goes out before any other event of its job (and
- * before a drain), so that the order holds. A peer that has not sent a complete line
- * within its idle limit is closed. Close gracefully (sv_conn_drain: what is queued is
- * flushed, at most linger_ms) or at once (sv_conn_close).
+ * before a drain), so that the order holds. The idle limit (idle_ms): a peer is closed once
+ * it has been idle that long: no complete line received, no subscription, and nothing owed
+ * to it (the owner's busy op: a reply still to come). Close gracefully (sv_conn_drain: what
+ * is queued is flushed, at most linger_ms) or at once (sv_conn_close).
  *
  * What it leaves to its owner (ops): what a line means, what the end of the peer means,
- * freeing the memory that holds it (on_closed, after both handles closed: the only time it
+ * freeing the memory that holds it (on_closed, after its handles closed: the only time it
  * may go), and where its log lines go. One libuv loop, one thread.
  */
 #ifndef SV_CONN_H
@@ -45,8 +46,10 @@ typedef struct sv_conn_ops {
 	void (*on_line)(sv_conn *k, const char *line, size_t len); /* a complete line */
 	void (*on_end)(sv_conn *k, int status); /* the peer hung up (UV_EOF) or reading failed;
 						 * NULL: nothing to do. The close follows. */
-	void (*on_closed)(sv_conn *k);          /* both handles closed: free what holds k */
+	void (*on_closed)(sv_conn *k);          /* its handles closed: free what holds k */
 	void (*log)(sv_conn *k, const char *what); /* "disconnected", "dropped: ..." */
+	int (*busy)(sv_conn *k);                /* 1 while the peer is owed a reply (not idle);
+						 * NULL: never */
 } sv_conn_ops;
 
 typedef struct sv_sub {
@@ -63,7 +66,8 @@ typedef struct sv_step_slot {
 
 struct sv_conn {
 	uv_pipe_t pipe;            /* the peer's socket; pipe.data = this */
-	uv_timer_t timer;          /* the idle limit, then STEP pacing, then the linger limit */
+	uv_timer_t timer;          /* STEP pacing, then the linger limit */
+	uv_timer_t idle;           /* the idle limit (armed only when idle_ms > 0) */
 	uv_shutdown_t shutdown;    /* flushes the output before a graceful close */
 	const sv_conn_ops *ops;
 	void *owner;               /* the server's object for this peer */
@@ -71,17 +75,18 @@ struct sv_conn {
 	size_t rbuf_len;
 	unsigned step_gap_ms;      /* least time between two STEP events of a job; 0: all go */
 	unsigned linger_ms;        /* how long a drain waits for the peer to read */
-	unsigned idle_ms;          /* the idle limit while it has not spoken; 0: none */
+	unsigned idle_ms;          /* the idle limit; 0: none */
+	uint64_t active_ms;        /* the loop's clock when it was last not idle: connected, a
+				    * complete line, or found busy or subscribed */
 	proto_framer framer;       /* the line being assembled */
-	int spoke;                 /* 1 once a complete line came */
 	int draining;              /* 1 once nothing more is read or sent: the close follows */
 	int closing;               /* 1 once uv_close was called */
-	int handles_open;          /* pipe and timer until their close callbacks ran */
+	int handles_open;          /* pipe and timers until their close callbacks ran */
 	sv_sub subs[SV_MAX_SUBS];
 	sv_step_slot steps[SV_STEP_SLOTS];
 };
 
-/* Sets k up on loop (pipe and timer initialised, both closable from now on). STEP pacing
+/* Sets k up on loop (pipe and timers initialised, all closable from now on). STEP pacing
  * SV_STEP_GAP_MS, linger 2 s, no idle limit: change the fields before sv_conn_read. */
 void sv_conn_init(sv_conn *k, uv_loop_t *loop, const sv_conn_ops *ops, void *owner,
 	char *rbuf, size_t rbuf_len);
@@ -92,7 +97,9 @@ int sv_conn_open(sv_conn *k, int fd);
 /* The peer's uid, gid and supplementary groups (SO_PEERCRED, then SO_PEERGROUPS or
  * /proc/PID/status), and its pid: 0, or -1 with errno. */
 int sv_conn_peer(const sv_conn *k, eng_cred *cr, pid_t *pid);
-/* Starts reading (and the idle limit): 0, or -1 after closing k (logged). */
+/* Starts reading (and the idle limit, checked every idle_ms: a peer idle for the limit is
+ * closed between one and two limits after it last was not idle): 0, or -1 after closing k
+ * (logged). */
 int sv_conn_read(sv_conn *k);
 
 /* Queues a line for the peer (taking a new reference to m; the caller keeps its own). A
@@ -118,6 +125,8 @@ int sv_conn_subscribe(sv_conn *k, const char *job, uint32_t mask, int on);
  * "events" argument names (SV_EV_ALL when it names none). */
 uint32_t sv_event_bit(const char *name);
 uint32_t sv_events_mask(const json_t *events);
+/* 1 when k has any subscription. */
+int sv_conn_subscribed(const sv_conn *k);
 /* 1 when k (served, not draining) wants event bit about job. */
 int sv_conn_wants(const sv_conn *k, const char *job, uint32_t bit);
 /* Sends event line m about job to k if it subscribed to it; STEP events paced. The caller

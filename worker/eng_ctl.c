@@ -419,7 +419,8 @@ static void conn_log(sv_conn *sk, const char *what)
 
 static void on_conn_line(sv_conn *sk, const char *line, size_t len);
 
-static const sv_conn_ops ctl_ops = {on_conn_line, on_conn_end, on_conn_closed, conn_log};
+static const sv_conn_ops ctl_ops = {on_conn_line, on_conn_end, on_conn_closed, conn_log,
+	NULL};
 
 /* A new peer on the loop, in the list (not yet served). */
 static ctl_conn *conn_new(struct eng_ctl *c)
