@@ -60,9 +60,10 @@ static json_int_t tokens_at(const eng_trainer *tr, int step)
 /* The STEP fields every run has (wk_step_json adds the all-reduce's under ranks). */
 static json_t *step_fields(const eng_trainer *tr, const eng_step_stats *st, const wk_metrics *m)
 {
+	/* the float32 figures as the floats' shortest text (the same bits when read back) */
 	return json_pack("{s:i,s:f,s:f,s:f,s:I,s:f,s:f,s:f,s:f,s:i,s:I,s:I,s:i,s:f}", "step",
-		st->step, "loss", (double)st->loss, "lr", proto_f32_double(st->lr), "grad_norm",
-		(double)st->grad_norm, "tokens", tokens_at(tr, st->step), "tokens_per_s",
+		st->step, "loss", proto_f32_double(st->loss), "lr", proto_f32_double(st->lr),
+		"grad_norm", proto_f32_double(st->grad_norm), "tokens", tokens_at(tr, st->step), "tokens_per_s",
 		st->tokens_per_s, "step_ms", st->step_ms, "recompute_ms", st->recompute_ms,
 		"blocks_forward_ms", st->blocks_forward_ms, "micro_batches", st->micro_batches, "activation_bytes",
 		(json_int_t)st->activation_bytes, "peak_bytes", (json_int_t)st->peak_bytes,
@@ -83,7 +84,7 @@ json_t *wk_eval_json(const eng_trainer *tr, float val_loss, int batches, const w
 	/* a loss that is not finite (a batch failed, or the model diverged) is null: JSON has
 	 * no NaN */
 	return json_pack("{s:i,s:o,s:I,s:I,s:f}", "step", tr->step, "val_loss",
-		isfinite(val_loss) ? json_real(val_loss) : json_null(), "val_tokens",
+		isfinite(val_loss) ? json_real(proto_f32_double(val_loss)) : json_null(), "val_tokens",
 		(json_int_t)batches * tr->spec.batch * tr->spec.seq_len, "tokens",
 		tokens_at(tr, tr->step), "elapsed_s", wk_now_s() - m->t0);
 }

@@ -785,7 +785,8 @@ static size_t longest_number(const char *text, const char *key)
 }
 
 /* Float32 settings written in their shortest text, which reads back to the same float:
- * trainer_state.json's "beta1": 0.9, not 0.89999997615814209; the --json lines' lr. */
+ * trainer_state.json's "beta1": 0.9, not 0.89999997615814209; the --json lines' lr, loss
+ * and grad_norm. */
 START_TEST(test_cli_floats_shortest)
 {
 	need_gpl();
@@ -807,8 +808,10 @@ START_TEST(test_cli_floats_shortest)
 	char *out;
 	int rc = t_train_run(&out, 0, args);
 	ck_assert_msg(rc == 0, "exit status %d:\n%s", rc, out);
-	ck_assert_msg(strstr(out, "\"lr\":") && longest_number(out, "\"lr\":") <= 9,
-		"an lr with more digits than a float has:\n%s", out);
+	static const char *const f32[] = {"\"lr\":", "\"loss\":", "\"grad_norm\":"};
+	for (size_t i = 0; i < sizeof f32 / sizeof f32[0]; i++)
+		ck_assert_msg(strstr(out, f32[i]) && longest_number(out, f32[i]) <= 9,
+			"%s with more digits than a float has:\n%s", f32[i], out);
 	free(out);
 	free(job);
 }
