@@ -604,6 +604,8 @@ void cli_show_stop(FILE *f, const char *job, const json_t *ret)
 void cli_show_remat_set(FILE *f, const char *job, const json_t *ret)
 {
 	char at[32], pol[TEXT_LEN];
+	if (show_queued(f, job, ret))
+		return;
 	fprintf(f, "%s: applies at step %s: %s\n", job,
 		cli_show_num(ret, "applies_at_step", "%.0f", at, sizeof at),
 		cli_policy_format(cli_jobj(ret, "policy"), pol, sizeof pol));
@@ -625,8 +627,6 @@ void cli_show_eval(FILE *f, const char *job, const json_t *ret)
 	fprintf(f, "%s: val loss %s after step %s (%s tokens)\n", job,
 		cli_show_num(ret, "val_loss", "%.6f", v, sizeof v),
 		cli_show_num(ret, "step", "%.0f", step, sizeof step),
-	if (show_queued(f, job, ret))
-		return;
 		cli_show_num(ret, "val_tokens", "%.0f", toks, sizeof toks));
 }
 
@@ -636,6 +636,8 @@ void cli_show_set(FILE *f, const char *job, const json_t *ret)
 	const char *k;
 	json_t *v;
 	size_t used = 0;
+	if (show_queued(f, job, ret))
+		return;
 	json_object_foreach(json_object_get(ret, "set"), k, v) {
 		char t[TEXT_LEN / 2]; /* as typed: lr=0.0003, schedule=cosine */
 		if (used < sizeof kv)
@@ -650,16 +652,14 @@ void cli_show_set(FILE *f, const char *job, const json_t *ret)
 
 void cli_show_reset(FILE *f, const char *job, const json_t *ret)
 {
-	(void)ret;
+	if (show_queued(f, job, ret))
+		return;
 	fprintf(f, "%s: peak memory counters reset\n", job);
 }
 
 void cli_show_shutdown(FILE *f, const char *job, const json_t *ret)
 {
 	(void)job;
-	if (show_queued(f, job, ret))
-		return;
-	if (show_queued(f, job, ret))
-		return;
+	(void)ret;
 	fprintf(f, "rematd: every job has stopped; the daemon exits\n");
 }

@@ -237,7 +237,29 @@ static int here_metrics(srv_conn *c, const proto_request *req, srv_job *job)
 	return 1;
 }
 
+/* mem-stats and remat-get of an ended job: its last figures, kept by rematd while it ran
+ * (as of a step near its end; the policy is the record's, the one in force at the end) */
+static int here_figures(srv_conn *c, const proto_request *req, srv_job *job)
+{
+	int mem = strcmp(req->execute, "mem-stats") == 0;
+	json_t *kept = mem ? job->last_mem : job->last_remat;
+	if (srv_job_live(job) || !srv_job_state_final(job->state) || !kept)
+		return 0;
+	json_t *ret = json_deep_copy(kept);
+	if (ret) {
+		json_object_set_new(ret, "final", json_true());
+		json_object_set_new(ret, "state", json_string(srv_job_state_name(job->state)));
+		json_object_set_new(ret, "job_step", json_integer(job->step));
+		if (!mem && job->policy)
+			json_object_set_new(ret, "policy", json_deep_copy(job->policy));
+	}
+	cmd_answer(c, req->execute, ret, PROTO_ERR_INTERNAL, "out of memory", req->id);
+	return 1;
+}
+
 static job_here_fn *const job_here[PROTO_CMD_COUNT] = {
+	[PROTO_CMD_MEM_STATS] = here_figures,
+	[PROTO_CMD_REMAT_GET] = here_figures,
 	[PROTO_CMD_JOB_METRICS] = here_metrics,
 	[PROTO_CMD_JOB_REMOVE] = here_remove,
 	[PROTO_CMD_JOB_STATUS] = here_status,
@@ -261,29 +283,7 @@ static int cmd_job_here(srv_conn *c, const proto_command *cmd, const proto_reque
 	return 1;
 }
 
-/* mem-stats and remat-get of an ended job: its last figures, kept by rematd while it ran
- * (as of a step near its end; the policy is the record's, the one in force at the end) */
-static int here_figures(srv_conn *c, const proto_request *req, srv_job *job)
-{
-	int mem = strcmp(req->execute, "mem-stats") == 0;
-	json_t *kept = mem ? job->last_mem : job->last_remat;
-	if (srv_job_live(job) || !srv_job_state_final(job->state) || !kept)
-		return 0;
-	json_t *ret = json_deep_copy(kept);
-	if (ret) {
-		json_object_set_new(ret, "final", json_true());
-		json_object_set_new(ret, "state", json_string(srv_job_state_name(job->state)));
-		json_object_set_new(ret, "job_step", json_integer(job->step));
-		if (!mem && job->policy)
-			json_object_set_new(ret, "policy", json_deep_copy(job->policy));
-	}
-	cmd_answer(c, req->execute, ret, PROTO_ERR_INTERNAL, "out of memory", req->id);
-	return 1;
-}
-
 static void cmd_job(srv_conn *c, const proto_command *cmd, const proto_request *req)
-	[PROTO_CMD_MEM_STATS] = here_figures,
-	[PROTO_CMD_REMAT_GET] = here_figures,
 {
 	proto_errclass ec;
 	char desc[PROTO_DESC_LEN], q[SRV_QUOTE_BUF];

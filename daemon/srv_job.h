@@ -56,6 +56,8 @@
 #define SRV_REASON_LEN 512          /* longest reason kept for a state change */
 #define SRV_EXECUTE_LEN 64          /* longest command name (proto_request.execute) */
 #define SRV_WORKER_REPLY_MS 10000   /* a worker's answer to a query is awaited this long */
+#define SRV_FIGURES_MS 2000         /* rematd asks a running worker for mem-stats and
+				     * remat-get this often (an ended job's last figures) */
 
 typedef enum srv_job_state {
 	SRV_JOB_QUEUED,      /* waiting for a free worker slot */
@@ -74,8 +76,6 @@ typedef enum srv_job_state {
 typedef struct srv_pending {
 	uint64_t wid;                   /* the id rematd gave it on the worker's channel */
 	unsigned conn_id;               /* the client's connection; 0 for rematd's own */
-#define SRV_FIGURES_MS 2000         /* rematd asks a running worker for mem-stats and
-				     * remat-get this often (an ended job's last figures) */
 	json_t *client_id;              /* the client's id (new reference), or NULL */
 	char execute[SRV_EXECUTE_LEN];  /* the command, to read what its reply tells */
 	uint64_t sent_ms;               /* when it was forwarded (srv_now_ms) */
@@ -115,6 +115,11 @@ struct srv_job {
 	int has_lr;                     /* 0 until one was reported */
 	json_t *policy;                 /* the last policy reported (REMAT_APPLIED, job-status,
 					 * remat-set), or NULL */
+	json_t *last_mem;               /* the worker's last mem-stats and remat-get replies,
+					 * each with "as_of_step": what mem-stats and remat-get
+					 * answer once it has ended (kept in the record) */
+	json_t *last_remat;
+	uint64_t figures_ms;            /* when rematd last asked its worker for them */
 	char killed_by[64];             /* why rematd SIGKILLed the worker, "" when it did not */
 	int checking;                   /* a resume's check is running: the record must stay */
 
@@ -133,11 +138,6 @@ struct srv_job {
 	int reaped;                     /* 1 once the end was recorded */
 	int greeted;                    /* 1 once the worker's greeting came */
 	int final_reported;             /* 1 once the worker reported finished/stopped/failed */
-	json_t *last_mem;               /* the worker's last mem-stats and remat-get replies,
-					 * each with "as_of_step": what mem-stats and remat-get
-					 * answer once it has ended (kept in the record) */
-	json_t *last_remat;
-	uint64_t figures_ms;            /* when rematd last asked its worker for them */
 	char final_from[16];            /* the state it went from then (for rematd's event) */
 	int stop_requested;             /* 1 once job-stop was sent to it */
 	int stop_saving;                /* 1 while rematd's own job-stop {save} is awaited */

@@ -189,7 +189,6 @@ static void worker_keep_figures(srv_job *job, json_t **slot, const json_t *ret)
 	json_decref(*slot);
 	*slot = copy;
 }
-
 /* Learns from a successful reply before it goes back to the client. */
 static void worker_note_return(srv_job *job, const char *execute, json_t *ret)
 {
@@ -209,14 +208,14 @@ static void worker_note_return(srv_job *job, const char *execute, json_t *ret)
 		worker_set_checkpoint(job, json_object_get(ret, "path"));
 	} else if (strcmp(execute, "remat-set") == 0) {
 		worker_set_policy(job, json_object_get(ret, "policy"));
-	}
-}
-
-static srv_pending *worker_pending_take(srv_job *job, const json_t *id)
 	} else if (strcmp(execute, "mem-stats") == 0) {
 		worker_keep_figures(job, &job->last_mem, ret);
 	} else if (strcmp(execute, "remat-get") == 0) {
 		worker_keep_figures(job, &job->last_remat, ret);
+	}
+}
+
+static srv_pending *worker_pending_take(srv_job *job, const json_t *id)
 {
 	if (!json_is_integer(id))
 		return NULL;
@@ -230,10 +229,6 @@ static srv_pending *worker_pending_take(srv_job *job, const json_t *id)
 	return NULL;
 }
 
-static void worker_on_reply(srv_job *job, json_t *obj, proto_kind kind)
-{
-	srv_pending *p = worker_pending_take(job, json_object_get(obj, "id"));
-	if (!p) {
 /* The outcome of a change answered "queued" (worker_expire_change), for the log. */
 static void worker_log_late(const srv_job *job, const srv_pending *p, const json_t *obj,
 	proto_kind kind)
@@ -253,7 +248,10 @@ static void worker_log_late(const srv_job *job, const srv_pending *p, const json
 			"%lld)", job->id, p->execute, (long long)json_integer_value(
 			json_object_get(ret, "applies_at_step")));
 }
-
+static void worker_on_reply(srv_job *job, json_t *obj, proto_kind kind)
+{
+	srv_pending *p = worker_pending_take(job, json_object_get(obj, "id"));
+	if (!p) {
 		srv_log("job %s: the worker answered a request it was never sent", job->id);
 		return;
 	}
@@ -450,10 +448,15 @@ static void worker_expire_change(srv_job *job, srv_pending *p, srv_conn *c)
 static void worker_expire(srv_job *job, srv_pending *p)
 {
 	srv_conn *c = srv_conn_find(job->srv, p->conn_id);
+	const proto_command *pc = proto_command_find(p->execute);
 	p->expired = 1;
 	if (!c)
 		return;
 	c->inflight--;
+	if (pc && !pc->query) {
+		worker_expire_change(job, p, c);
+		return;
+	}
 	if (strcmp(p->execute, "job-status") == 0) {
 		json_t *ret = srv_job_status(job);
 		if (ret) {
@@ -471,48 +474,6 @@ static void worker_expire(srv_job *job, srv_pending *p)
 	srv_conn_error(c, PROTO_ERR_BUSY, desc, p->client_id);
 }
 
-void srv_worker_sweep(srv_server *srv)
-{
-	uint64_t now = srv_now_ms();
-	for (int i = 0; i < srv->n_jobs; i++) {
-		srv_job *job = srv->jobs[i];
-		if (!srv_job_live(job) || job->state == SRV_JOB_STARTING)
-			continue;
-		for (srv_pending *p = job->pending; p; p = p->next) {
-			uint64_t from = p->sent_ms > job->running_ms ? p->sent_ms : job->running_ms;
-			if (p->deferred || p->expired || p->conn_id == 0 ||
-				now - from < worker_reply_ms())
-				continue;
-			worker_expire(job, p);
-		}
-	}
-}
-	const proto_command *pc = proto_command_find(p->execute);
-
-/* ---- the end of a worker ---- */
-
-/* The last non-empty line of worker.log, quoted, into out ("" when none). */
-	if (pc && !pc->query) {
-		worker_expire_change(job, p, c);
-		return;
-	}
-static void worker_log_tail(const srv_job *job, char *out, size_t outlen)
-{
-	char path[SRV_PATH_LEN + 16], buf[WORKER_LOG_TAIL + 1];
-	out[0] = '\0';
-	snprintf(path, sizeof path, "%s/worker.log", job->dir);
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return;
-	off_t size = lseek(fd, 0, SEEK_END);
-	off_t from = size > WORKER_LOG_TAIL ? size - WORKER_LOG_TAIL : 0;
-	ssize_t n = size > 0 ? pread(fd, buf, (size_t)(size - from), from) : 0;
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = '\0';
-	/* the last line that says something: not blank, not one of mpirun's rules of dashes;
-	 * mpirun's word on a rank that died, when there is one */
 /* 1 while rematd's own request execute to job's worker awaits its reply. */
 static int worker_own_pending(const srv_job *job, const char *execute)
 {
@@ -537,6 +498,46 @@ static void worker_ask_figures(srv_job *job)
 	json_decref(args);
 }
 
+void srv_worker_sweep(srv_server *srv)
+{
+	uint64_t now = srv_now_ms();
+	for (int i = 0; i < srv->n_jobs; i++) {
+		srv_job *job = srv->jobs[i];
+		if (!srv_job_live(job) || job->state == SRV_JOB_STARTING)
+			continue;
+		for (srv_pending *p = job->pending; p; p = p->next) {
+			uint64_t from = p->sent_ms > job->running_ms ? p->sent_ms : job->running_ms;
+			if (p->deferred || p->expired || p->conn_id == 0 ||
+				now - from < worker_reply_ms())
+				continue;
+			worker_expire(job, p);
+		}
+		if ((job->state == SRV_JOB_RUNNING || job->state == SRV_JOB_PAUSED) &&
+			now - job->figures_ms >= SRV_FIGURES_MS)
+			worker_ask_figures(job);
+	}
+}
+
+/* ---- the end of a worker ---- */
+
+/* The last non-empty line of worker.log, quoted, into out ("" when none). */
+static void worker_log_tail(const srv_job *job, char *out, size_t outlen)
+{
+	char path[SRV_PATH_LEN + 16], buf[WORKER_LOG_TAIL + 1];
+	out[0] = '\0';
+	snprintf(path, sizeof path, "%s/worker.log", job->dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return;
+	off_t size = lseek(fd, 0, SEEK_END);
+	off_t from = size > WORKER_LOG_TAIL ? size - WORKER_LOG_TAIL : 0;
+	ssize_t n = size > 0 ? pread(fd, buf, (size_t)(size - from), from) : 0;
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	/* the last line that says something: not blank, not one of mpirun's rules of dashes;
+	 * mpirun's word on a rank that died, when there is one */
 	char *start = NULL, *line, *save = NULL;
 	for (line = strtok_r(buf, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
 		if (strstr(line, "noticed that process rank"))
@@ -551,9 +552,6 @@ static void worker_ask_figures(srv_job *job)
 		start[--len] = '\0';
 	/* the worker's text is as untrusted as a client's: escaped like it, cut shorter */
 	char q[SRV_QUOTE_BUF];
-		if ((job->state == SRV_JOB_RUNNING || job->state == SRV_JOB_PAUSED) &&
-			now - job->figures_ms >= SRV_FIGURES_MS)
-			worker_ask_figures(job);
 	srv_quote(start, len > WORKER_LOG_SHOW ? WORKER_LOG_SHOW : len, q);
 	snprintf(out, outlen, "%s%s", q, len > WORKER_LOG_SHOW ? "..." : "");
 }
