@@ -218,6 +218,7 @@ test: all
 			{ tail -40 $(BUILD)/tmp/fuzz-st.log; exit 1; }; fi
 	@sh tests/systemd/verify.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/tmp/systemd)
 	@sh tests/man.sh $(abspath $(BUILD)/bin) man $(abspath $(BUILD)/tmp/man)
+	@sh tests/readme.sh $(abspath $(BUILD)/bin)
 	@bash tests/completion.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/tmp/completion)
 	@sh tests/install.sh "$(MAKE)" $(BUILD) $(abspath $(BUILD)/tmp/install)
 	@sh tests/link.sh $(abspath $(BUILD)/bin)
