@@ -3,17 +3,21 @@
  * it; what it allows but warns about comes back in the reply's "warnings".
  *
  * What it covers: a Hugging Face init_from whose model.safetensors is cut short, garbage, a
- * FIFO (refused at once: nothing waits on a writer), a link to nothing, of another shape
- * than its config.json, or a shard of a sharded model cut short; an init_from that is not
+ * FIFO (refused at once: nothing waits on a writer), a link to nothing or (a root
+ * rematd's --group peer asking) to a file only root may read, of another shape than its
+ * config.json, or a shard of a sharded model cut short; an init_from that is not
  * there, named as given; a memory.limit below the least any policy needs (the planner's
  * figure); a section typo with its "did you mean"; threads above the CPUs the worker may use
- * (a warning, and the job starts). Each is a job-start of the real rematd with the real
- * remat-train --check; nothing is queued for a refused spec.
- * The binaries come from REMATD and REMAT_TRAIN; scratch files go to REMAT_TMP; the model
- * is the reference tiny checkpoint of REMAT_TESTDATA.
+ * (a warning, and the job starts; rematctl start and remat-train alone print it on
+ * stderr). Each is a job-start of the real rematd with the real remat-train --check;
+ * nothing is queued for a refused spec.
+ * The binaries come from REMATD, REMATCTL and REMAT_TRAIN; scratch files go to REMAT_TMP;
+ * the model is the reference tiny checkpoint of REMAT_TESTDATA.
  */
 #include "tests.h"
 
+#include <errno.h>
+#include <grp.h>
 #include <jansson.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -21,12 +25,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "t_daemon.h"
 #include "t_util.h"
 
 #define TINY_DIR "reference/tiny" /* config.json, model.safetensors, train.bin */
+#define NOBODY 65534              /* a --group peer of a root rematd (Debian's nobody) */
+#define PEER_GROUP "4242"         /* that rematd's --group, by number */
 
 /* A spec of a tiny job from init_from, training on the reference tokens, with extra keys
  * (", \"k\": v" or ""). malloc'd. */
@@ -243,6 +250,17 @@ START_TEST(test_check_threads_warning)
 	ck_assert_msg(line && strstr(line, want) && strstr(line, "sched_getaffinity"), "%s",
 		line ? line : "(not a string)");
 	json_decref(r);
+	/* rematctl start prints it on stderr; remat-train run alone too */
+	char *dir = t_tmp_dir("chk_threads"), *job = path2(dir, "job.json"), *out;
+	t_write_file(job, spec, strlen(spec));
+	char *argv[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "start", job, NULL};
+	ck_assert_int_eq(t_run(argv, &out), 0);
+	ck_assert_msg(strstr(out, "rematctl: warning: ") && strstr(out, want), "%s", out);
+	free(out);
+	const char *args[] = {job, NULL};
+	ck_assert_int_eq(t_train_run(&out, 1, args), 0);
+	ck_assert_msg(strstr(out, "remat-train: warning: ") && strstr(out, want), "%s", out);
+	free(out), free(job), free(dir);
 	free(spec);
 	/* as many as there are: no warning */
 	snprintf(extra, sizeof extra, ", \"threads\": %d", cpus);
@@ -256,6 +274,99 @@ START_TEST(test_check_threads_warning)
 }
 END_TEST
 
+/* Runs argv as uid NOBODY with supplementary group PEER_GROUP: its exit status, its stdout
+ * and stderr into *out (malloc'd). */
+static int run_as_peer(char *const argv[], char **out)
+{
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		gid_t g = (gid_t)atoi(PEER_GROUP);
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		close(p[0]);
+		close(p[1]);
+		if (setgroups(1, &g) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0) {
+			printf("cannot become uid %d: %s\n", NOBODY, strerror(errno));
+			_exit(126);
+		}
+		execv(argv[0], argv);
+		printf("cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(p[1]);
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	ck_assert_ptr_nonnull(buf);
+	ssize_t r;
+	while (len + 1 < cap && (r = read(p[0], buf + len, cap - len - 1)) > 0)
+		len += (size_t)r;
+	buf[len] = '\0';
+	close(p[0]);
+	int status;
+	waitpid(pid, &status, 0);
+	*out = buf;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* A root rematd's --group peer names a Hugging Face directory it may read whose
+ * model.safetensors links to a file only root may read: the check, run as the peer, opens
+ * it and refuses the job, naming the file */
+START_TEST(test_check_hf_unreadable)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_check_hf_unreadable: skipped (not root)\n");
+		return;
+	}
+	td_daemon d;
+	td_daemon_paths(&d);
+	ck_assert_int_eq(chmod(d.dir, 0711), 0);
+	char *reach[] = {"/usr/bin/test", "-x", d.dir, NULL}, *out;
+	int rc = run_as_peer(reach, &out);
+	free(out);
+	if (rc != 0) {
+		fprintf(stderr, "test_check_hf_unreadable: skipped: uid %d cannot reach %s\n",
+			NOBODY, d.dir);
+		return;
+	}
+	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), "--group", PEER_GROUP, NULL};
+	td_daemon_start(&d, extra);
+	/* the peer's model directory, and root's copy of the weights beside it */
+	char *hf = path2(d.dir, "hf"), *priv = path2(d.dir, "root-only.safetensors");
+	char *src = t_data(TINY_DIR "/config.json"), *cfg = path2(hf, "config.json");
+	size_t n;
+	char *buf = t_read_file(src, &n);
+	ck_assert_int_eq(mkdir(hf, 0755), 0);
+	t_write_file(cfg, buf, n);
+	free(buf), free(src);
+	src = t_data(TINY_DIR "/model.safetensors");
+	buf = t_read_file(src, &n);
+	t_write_file(priv, buf, n);
+	ck_assert_int_eq(chmod(priv, 0600), 0);
+	char *link = path2(hf, "model.safetensors");
+	ck_assert_int_eq(symlink(priv, link), 0);
+	char *train = t_data(TINY_DIR "/train.bin"), *job = path2(d.dir, "job.json"), spec[8192];
+	snprintf(spec, sizeof spec, "{\"model\":{\"init_from\":\"%s\"},\"data\":{\"train\":"
+		"\"%s\"},\"batch\":2,\"seq_len\":32,\"steps\":1}", hf, train);
+	t_write_file(job, spec, strlen(spec));
+	ck_assert_int_eq(chmod(job, 0644), 0);
+	char *argv[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "start", job, NULL};
+	rc = run_as_peer(argv, &out);
+	ck_assert_msg(rc == 1 && strstr(out, link) && strstr(out, "Permission denied"),
+		"a link to a root-only model.safetensors: status %d: %s", rc, out);
+	free(out);
+	td_conn c = td_open(&d);
+	json_t *r = td_request(&c, "{\"execute\":\"job-list\"}");
+	ck_assert_uint_eq(json_array_size(json_object_get(td_expect_return(r), "jobs")), 0);
+	json_decref(r);
+	td_close(&c);
+	td_daemon_stop(&d);
+	free(job), free(train), free(link), free(buf), free(src), free(cfg), free(priv), free(hf);
+}
+END_TEST
+
 Suite *suite_check(void)
 {
 	Suite *s = suite_create("check");
@@ -263,6 +374,7 @@ Suite *suite_check(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_check_hf_damaged);
 	tcase_add_test(tc, test_check_hf_shard);
+	tcase_add_test(tc, test_check_hf_unreadable);
 	tcase_add_test(tc, test_check_spec_refused);
 	tcase_add_test(tc, test_check_threads_warning);
 	suite_add_tcase(s, tc);
