@@ -166,9 +166,10 @@ char *proto_json_shorten(const char *text, size_t len)
 {
 	size_t reals = 0, o = 0;
 	int in_str = 0;
-	for (size_t i = 0; i < len; i++)
-		reals += text[i] == '.' || text[i] == 'e' || text[i] == 'E';
-	/* a real's shortest text is never longer than 24 characters */
+	for (size_t i = 1; i < len; i++) /* each real has a '.' or an 'e' after a digit */
+		reals += (text[i] == '.' || text[i] == 'e' || text[i] == 'E') &&
+			 isdigit((unsigned char)text[i - 1]);
+	/* a real's shortest text is never longer than 24 characters, and ".0" */
 	char *out = malloc(len + 24 * reals + 1);
 	if (!out)
 		return NULL;
