@@ -100,6 +100,16 @@ static int listen_lock(srv_listener *l, char *err, size_t errlen)
 		struct stat held, now;
 		if (fstat(fd, &held) == 0 && lstat(l->lock_path, &now) == 0 &&
 			held.st_dev == now.st_dev && held.st_ino == now.st_ino) {
+			/* our pid goes into this file alone: never one with other names (a hard
+			 * link to a file elsewhere), another user's, or no regular file */
+			if (!S_ISREG(held.st_mode) || held.st_uid != geteuid() || held.st_nlink != 1) {
+				snprintf(err, errlen, "refusing to use lock file '%s': it is %s",
+					l->lock_path, !S_ISREG(held.st_mode) ? eng_fs_kind(held.st_mode) :
+					held.st_uid != geteuid() ? "another user's" :
+					"a hard link (a file with other names)");
+				close(fd);
+				return -1;
+			}
 			char pid[LISTEN_PID_LEN];
 			int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
 			/* the pid only serves the message above: failing to write it is harmless */

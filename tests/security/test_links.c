@@ -8,7 +8,8 @@
  * that the victim keeps every byte. The names: the save directory's .lock, latest,
  * latest.tmp, the files of a checkpoint being written (model.safetensors, config.json,
  * trainer_state.json, their .tmp) in its step_XXXXXXXX.tmp directory; rematd's job
- * directory: worker.log, metrics.jsonl (appended to), resume.json and state.json (replaced).
+ * directory: worker.log, metrics.jsonl (appended to), resume.json and state.json (replaced);
+ * rematd's lock beside its socket.
  * And a second save under one checkpoint name: refused, the first left byte-identical.
  *
  * The engine is driven through its own API (eng_fs, eng_ckpt) where a name is written;
@@ -590,6 +591,29 @@ START_TEST(test_links_state_dir)
 }
 END_TEST
 
+/* rematd's own lock beside its socket (SOCKET.lock), a hard link: rematd refuses to start
+ * rather than write its pid into the file elsewhere. */
+START_TEST(test_links_daemon_lock)
+{
+	td_daemon d;
+	td_daemon_paths(&d);
+	char *victim = make_victim(d.dir, "lock"), lock[700];
+	snprintf(lock, sizeof lock, "%s.lock", d.sock);
+	ck_assert_int_eq(link(victim, lock), 0);
+	pid_t pid = td_daemon_exec(&d, NULL);
+	int st = td_wait_pid(pid, T_STOP_MS);
+	if (st < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	ck_assert_msg(st == 1, "rematd with its lock a hard link: status %d:\n%s", st,
+		td_slurp(d.log));
+	ck_assert_msg(strstr(td_slurp(d.log), "hard link"), "rematd's log:\n%s", td_slurp(d.log));
+	victim_intact(victim, "rematd's lock a hard link");
+	free(victim);
+}
+END_TEST
+
 Suite *suite_links(void)
 {
 	Suite *s = suite_create("links");
@@ -606,6 +630,7 @@ Suite *suite_links(void)
 	tc = tcase_create("state_dir");
 	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, test_links_state_dir);
+	tcase_add_test(tc, test_links_daemon_lock);
 	suite_add_tcase(s, tc);
 	return s;
 }
