@@ -351,12 +351,6 @@ fail:
 	return fail_memory();
 }
 
-/* cli_show_plan with the budget asked for, in the shape of the other printers. */
-
-static void show_plan(FILE *f, const char *job, const json_t *ret)
-{
-	(void)job;
-	cli_show_plan(f, ret, plan_budget);
 /* After start's id: what will train (the check's architecture and parameter counts), on
  * stderr beside the resolved paths, so that stdout stays the id alone. */
 static int show_start_model(const cli_args *a, const json_t *ret)
@@ -368,6 +362,12 @@ static int show_start_model(const cli_args *a, const json_t *ret)
 	return CLI_EXIT_OK;
 }
 
+/* cli_show_plan with the budget asked for, in the shape of the other printers. */
+
+static void show_plan(FILE *f, const char *job, const json_t *ret)
+{
+	(void)job;
+	cli_show_plan(f, ret, plan_budget);
 }
 
 const cli_command cli_commands[] = {

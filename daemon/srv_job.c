@@ -821,6 +821,17 @@ static void check_warnings(const json_t *out, json_t *ret)
 	json_object_set(ret, "warnings", w);
 }
 
+/* What trains, from the check's "model" (remat-train --check): arch, params and
+ * trainable_params into o (the job-start reply, job-status); nothing when it has none. */
+static void model_fields(const srv_job *job, json_t *o)
+{
+	static const char *const keys[] = {"arch", "params", "trainable_params"};
+	json_t *m = json_object_get(job->info, "model");
+	for (size_t i = 0; o && json_is_object(m) && i < sizeof keys / sizeof keys[0]; i++)
+		if (json_object_get(m, keys[i]))
+			json_object_set(o, keys[i], json_object_get(m, keys[i]));
+}
+
 static void check_done(srv_server *srv, void *ud, const json_t *out, const char *why)
 {
 	job_check *k = ud;
@@ -852,6 +863,8 @@ static void check_done(srv_server *srv, void *ud, const json_t *out, const char 
 				srv_job_state_name(job->state));
 		if (job) {
 			check_warnings(out, ret);
+			model_fields(job, ret);
+		}
 	} else if (k->kind == CHECK_RESUME) {
 		ret = resume_checked(k, out, &ec, desc, sizeof desc);
 	} else {
@@ -965,6 +978,7 @@ json_t *srv_job_status(const srv_job *job)
 		job->term_signal ? json_integer(job->term_signal) : json_null());
 	json_object_set_new(o, "pid", job->pid ? json_integer(job->pid) : json_null());
 	json_object_set_new(o, "uid", json_integer((json_int_t)job->owner.uid));
+	model_fields(job, o);
 	return o;
 }
 
@@ -977,17 +991,6 @@ json_t *srv_job_list(srv_server *srv)
 			job->name, "state", srv_job_state_name(job->state), "step", job->step,
 			"steps", job->steps);
 		if (!e)
-/* What trains, from the check's "model" (remat-train --check): arch, params and
- * trainable_params into o (the job-start reply, job-status); nothing when it has none. */
-static void model_fields(const srv_job *job, json_t *o)
-{
-	static const char *const keys[] = {"arch", "params", "trainable_params"};
-	json_t *m = json_object_get(job->info, "model");
-	for (size_t i = 0; o && json_is_object(m) && i < sizeof keys / sizeof keys[0]; i++)
-		if (json_object_get(m, keys[i]))
-			json_object_set(o, keys[i], json_object_get(m, keys[i]));
-}
-
 			continue;
 		json_object_set_new(e, "loss", job->has_loss ? json_real(job->loss) : json_null());
 		json_object_set_new(e, "pid", job->pid ? json_integer(job->pid) : json_null());
@@ -1023,6 +1026,3 @@ void srv_job_kill_all(srv_server *srv, const char *why)
 	for (int i = 0; i < srv->n_jobs; i++)
 		srv_worker_kill(srv->jobs[i], why);
 }
-			model_fields(job, ret);
-		}
-	model_fields(job, o);
