@@ -339,7 +339,13 @@ static void on_event(json_t *msg, void *ud)
 	if (!name || !data || (w->o->job && job && strcmp(job, w->o->job) != 0))
 		return;
 	if (strcmp(name, "STEP") == 0) {
+		/* its elapsed_s is the process's clock, not job-status' (since the job's first
+		 * step): the polled one stays, so the view does not flip between the two */
+		json_t *el = json_incref(json_object_get(w->status, "elapsed_s"));
 		json_object_update(w->status, data);
+		if (el)
+			json_object_set(w->status, "elapsed_s", el);
+		json_decref(el);
 	} else if (strcmp(name, "REMAT_APPLIED") == 0) {
 		json_t *pol = cli_jobj(data, "policy");
 		if (pol)
