@@ -515,7 +515,9 @@ START_TEST(test_cli_init_from_missing_dir)
 	char *dir = tmp_path("no_such_checkpoint");
 	char *err;
 	int rc = init_from_job("init_missing.json", dir, &err);
-	expect_error("missing init_from", rc, err, 1, "no_such_checkpoint", "No such file", NULL);
+	/* named as given, not as its config.json */
+	expect_error("missing init_from", rc, err, 1, "model.init_from", "no_such_checkpoint",
+		"no such directory", NULL);
 	free(err);
 	free(dir);
 }
