@@ -3,6 +3,7 @@
 #include "proto.h"
 
 #include <ctype.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,7 +138,8 @@ char *proto_f32_text(float v, char *buf, size_t len)
 	}
 	for (int n = 1; n <= 9; n++) {
 		snprintf(buf, len, "%.*g", n, (double)v);
-		float a = strtof(buf, NULL), b = (float)strtod(buf, NULL);
+		double d = strtod(buf, NULL);
+		float a = strtof(buf, NULL), b = fabs(d) <= FLT_MAX ? (float)d : a; /* no UB cast */
 		if (memcmp(&a, &v, sizeof v) == 0 && memcmp(&b, &v, sizeof v) == 0)
 			return buf;
 	}
