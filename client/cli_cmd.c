@@ -128,16 +128,22 @@ static int build_start(const cli_command *cmd, const cli_args *a, json_t **req)
 	return set_str(cmd, *req, "name", "--name '%s' is not valid UTF-8", a->name);
 }
 
-/* stop and shutdown: --save (stop: --name for the final checkpoint too) */
+/* stop and shutdown: they save unless --no-save (--save, the old way to ask, is still
+ * taken and changes nothing); stop: --name for the final checkpoint too */
 static int build_save_flag(const cli_command *cmd, const cli_args *a, json_t **req)
 {
 	int rc = cmd->job == CLI_JOB_NONE ? build_empty(cmd, a, req) : cli_build_job(cmd, a, req);
-	if (rc == CLI_EXIT_OK && a->name && !a->save) {
+	const char *why = a->save && a->no_save ? "give --save or --no-save, not both" :
+			  a->name && a->no_save ? "--name names the final checkpoint, which "
+						  "--no-save does not write" : NULL;
+	if (rc == CLI_EXIT_OK && why) {
 		json_decref(*req);
-		return cli_fail_usage(cmd, "%s", "--name names the final checkpoint: give --save too");
+		return cli_fail_usage(cmd, "%s", why);
 	}
-	if (rc == CLI_EXIT_OK && a->save)
-		json_object_set_new(*req, "save", json_true());
+	/* without a flag the server's default: save (a worker without save.dir stops unsaved
+	 * and says so) */
+	if (rc == CLI_EXIT_OK && (a->save || a->no_save))
+		json_object_set_new(*req, "save", json_boolean(!a->no_save));
 	if (rc == CLI_EXIT_OK)
 		rc = set_str(cmd, *req, "name", "--name '%s' is not valid UTF-8", a->name);
 	return rc;
@@ -382,9 +388,10 @@ const cli_command cli_commands[] = {
      "pause at the next step boundary", NULL, NULL},
     {"resume", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-resume", NULL, cli_show_resume,
      "resume a paused job; a stopped, failed or interrupted one from its last checkpoint", NULL, NULL},
-    {"stop", "JOB [--save [--name NAME]]", CLI_JOB_NEEDED, CLI_OPT_SAVE | CLI_OPT_NAME, 0, 0,
+    {"stop", "JOB [--no-save | --name NAME]", CLI_JOB_NEEDED, CLI_OPT_SAVE | CLI_OPT_NAME, 0, 0,
      "job-stop", build_save_flag, cli_show_stop,
-     "stop at the next step boundary (saved first with --save); a queued job is cancelled", NULL, NULL},
+     "stop at the next step boundary, saved first (--no-save: drop the steps since the last "
+     "checkpoint); a queued job is cancelled", NULL, NULL},
     {"rm", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-remove", NULL, cli_show_remove,
      "forget an ended job and remove its spec, record and log (never its checkpoints)", NULL, NULL},
     {"remat get", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "remat-get", NULL, cli_show_remat_get,
@@ -433,7 +440,8 @@ const cli_command cli_commands[] = {
      0, 1, NULL, build_events, NULL, "print events as JSON lines until interrupted", NULL, NULL},
     {"info", "", CLI_JOB_NONE, 0, 0, 0, "daemon-info", build_empty, cli_show_info,
      "the daemon's version, pid, uptime, backends", NULL, NULL},
-    {"shutdown", "[--save]", CLI_JOB_NONE, CLI_OPT_SAVE, 0, 0, "daemon-shutdown", build_save_flag,
-     cli_show_shutdown, "stop every job (saved first with --save), then the daemon", NULL, NULL},
+    {"shutdown", "[--no-save]", CLI_JOB_NONE, CLI_OPT_SAVE, 0, 0, "daemon-shutdown", build_save_flag,
+     cli_show_shutdown, "stop every job, each saved first (--no-save: unsaved), then the daemon "
+     "(root and rematd's own user only)", NULL, NULL},
     {NULL, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL},
 };

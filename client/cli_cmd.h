@@ -38,7 +38,8 @@ typedef struct cli_args {
 	int timeout_ms;			    /* --timeout, 0 when not given */
 	int help;			    /* --help */
 	unsigned given;			    /* CLI_OPT_* bits seen */
-	int save;			    /* --save */
+	int save;			    /* --save (stop and shutdown save anyway) */
+	int no_save;			    /* --no-save */
 	const char *name;		    /* --name */
 	const char *deflt;		    /* --default */
 	long long budget;		    /* --budget in bytes, -1 when not given */

@@ -587,17 +587,38 @@ void cli_show_remove(FILE *f, const char *job, const json_t *ret)
 		show_str(ret, "checkpoints", "-", path, sizeof path));
 }
 
+/* What a stop kept or dropped: ", saved to X", or " without saving: N steps since X
+ * dropped" (or every step, with no checkpoint). */
+static void show_stop_kept(FILE *f, const json_t *ret)
+{
+	char path[TEXT_LEN], n[32];
+	const char *ck = cli_jstr(ret, "checkpoint"), *since = cli_jstr(ret, "since_checkpoint");
+	const char *base = since ? strrchr(since, '/') : NULL;
+	if (ck) {
+		fprintf(f, ", saved to %s", cli_str_clean(ck, path, sizeof path));
+		return;
+	}
+	if (!json_is_integer(json_object_get(ret, "dropped_steps")))
+		return; /* a queued job's cancel: nothing ran */
+	cli_show_num(ret, "dropped_steps", "%.0f", n, sizeof n);
+	if (since)
+		fprintf(f, " without saving: %s step%s since %s dropped", n,
+			strcmp(n, "1") ? "s" : "", cli_str_clean(base && base[1] ? base + 1 : since,
+				path, sizeof path));
+	else
+		fprintf(f, " without saving, no checkpoint: all %s step%s dropped", n,
+			strcmp(n, "1") ? "s" : "");
+}
+
 void cli_show_stop(FILE *f, const char *job, const json_t *ret)
 {
-	char step[32], path[TEXT_LEN];
-	const char *ck = cli_jstr(ret, "checkpoint");
+	char step[32];
 	if (cli_jstr(ret, "state")) /* rematd's answer for a queued job: it never ran */
 		fprintf(f, "%s: cancelled before it started", job);
 	else
 		fprintf(f, "%s: stopped at step %s", job,
 			cli_show_num(ret, "step", "%.0f", step, sizeof step));
-	if (ck)
-		fprintf(f, ", saved to %s", cli_str_clean(ck, path, sizeof path));
+	show_stop_kept(f, ret);
 	fputc('\n', f);
 }
 
@@ -659,7 +680,16 @@ void cli_show_reset(FILE *f, const char *job, const json_t *ret)
 
 void cli_show_shutdown(FILE *f, const char *job, const json_t *ret)
 {
+	char id[64], step[32];
+	size_t i;
+	json_t *e;
 	(void)job;
-	(void)ret;
+	/* each job it stopped, as stop says it */
+	json_array_foreach(json_object_get(ret, "jobs"), i, e) {
+		fprintf(f, "%s: stopped at step %s", show_str(e, "job", "-", id, sizeof id),
+			cli_show_num(e, "step", "%.0f", step, sizeof step));
+		show_stop_kept(f, e);
+		fputc('\n', f);
+	}
 	fprintf(f, "rematd: every job has stopped; the daemon exits\n");
 }

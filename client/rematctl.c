@@ -160,7 +160,8 @@ static const char *opt_value(int argc, char **argv, int *i, const char *arg, siz
 }
 
 /* The options, by position in opts[]. */
-enum { O_SOCKET, O_CONTROL, O_JSON, O_TIMEOUT, O_HELP, O_VERSION, O_SAVE, O_NAME, O_DEFAULT,
+enum { O_SOCKET, O_CONTROL, O_JSON, O_TIMEOUT, O_HELP, O_VERSION, O_SAVE, O_NO_SAVE, O_NAME,
+	O_DEFAULT,
 	O_BUDGET, O_INTERVAL, O_COUNT, O_EVENT, O_TRACE, O_FORMAT, O_FOLLOW, O_PNG, O_COUNT_ };
 
 static const struct {
@@ -175,6 +176,7 @@ static const struct {
 	[O_HELP] = {"--help", 0, 0},
 	[O_VERSION] = {"--version", 0, 0},
 	[O_SAVE] = {"--save", CLI_OPT_SAVE, 0},
+	[O_NO_SAVE] = {"--no-save", CLI_OPT_SAVE, 0},
 	[O_NAME] = {"--name", CLI_OPT_NAME, 1},
 	[O_DEFAULT] = {"--default", CLI_OPT_DEFAULT, 1},
 	[O_BUDGET] = {"--budget", CLI_OPT_BUDGET, 1},
@@ -234,6 +236,9 @@ static int set_option(int k, const char *v, cli_args *a, int *version)
 		break;
 	case O_SAVE:
 		a->save = 1;
+		break;
+	case O_NO_SAVE:
+		a->no_save = 1;
 		break;
 	case O_NAME:
 		a->name = v;

@@ -263,8 +263,8 @@ _rematctl()
 		cand=(--socket --control --json --timeout --help --version)
 		case $cmd in
 		start | save) cand+=(--name) ;;
-		stop) cand+=(--save --name) ;;
-		shutdown) cand+=(--save) ;;
+		stop) cand+=(--no-save --save --name) ;;
+		shutdown) cand+=(--no-save --save) ;;
 		"remat set") cand+=(--default) ;;
 		"remat plan" | plan) cand+=(--default --budget) ;;
 		"remat auto") cand+=(--budget) ;;

@@ -10,8 +10,9 @@
  * socket removed, job-stop to every worker, SIGKILL to those still alive after
  * --stop-timeout (default 60 s), connections flushed and closed, exit 0. A signal stops
  * the jobs with save: true, as remat-train alone saves when signalled (SIGTERM is how
- * systemd and batch schedulers preempt); daemon-shutdown saves only when it says so. A
- * second signal during the shutdown kills the workers at once.
+ * systemd and batch schedulers preempt); daemon-shutdown saves too unless it says save:
+ * false, and is refused to anyone but root and rematd's own user (srv_cmd.c). A second
+ * signal during the shutdown kills the workers at once.
  *
  * Defaults: the socket is $XDG_RUNTIME_DIR/remat/rematd.sock, or /run/remat/rematd.sock as
  * root; the state directory $XDG_STATE_HOME/remat, else ~/.local/state/remat, or
@@ -399,7 +400,7 @@ void srv_shutdown_save_failed(srv_server *srv, srv_job *job, const char *desc)
 	/* daemon-shutdown {save}: nothing is lost for a shutdown; it is called off */
 	srv_fmt(msg, sizeof msg, "job %s could not be saved: %s; the shutdown is called off, "
 		"the daemon and the job go on: free space and shut down again, or shut down "
-		"without --save", job->id, desc);
+		"with --no-save", job->id, desc);
 	srv_log("shutdown called off: %s", srv_quote(msg, strlen(msg), q));
 	srv->shutting_down = 0;
 	srv->shutdown_save = 0;
@@ -413,6 +414,23 @@ void srv_shutdown_save_failed(srv_server *srv, srv_job *job, const char *desc)
 	srv_job_schedule(srv);
 }
 
+/* daemon-shutdown's return: each job the shutdown stopped, with what its worker said (the
+ * step, and its checkpoint or the steps it dropped since which checkpoint). */
+static json_t *shutdown_return(srv_server *srv)
+{
+	json_t *jobs = json_array();
+	for (int i = 0; jobs && i < srv->n_jobs; i++) {
+		srv_job *job = srv->jobs[i];
+		if (!job->stop_ret)
+			continue;
+		json_t *e = json_deep_copy(job->stop_ret);
+		if (e && json_object_set_new(e, "job", json_string(job->id)) == 0)
+			json_array_append(jobs, e);
+		json_decref(e);
+	}
+	return jobs ? json_pack("{s:o}", "jobs", jobs) : NULL;
+}
+
 void srv_shutdown_progress(srv_server *srv)
 {
 	if (!srv->shutting_down || srv->shutdown_done || srv->n_active > 0)
@@ -420,7 +438,10 @@ void srv_shutdown_progress(srv_server *srv)
 	srv->shutdown_done = 1;
 	/* the last handles: once the connections are flushed and closed, uv_run returns (the
 	 * signal handles are unreferenced, so they keep catching signals until then) */
-	srv_conn_answer_waiters(srv, &srv->shutdown_waiters, NULL, PROTO_ERR_INTERNAL, NULL);
+	json_t *ret = shutdown_return(srv);
+	srv_conn_answer_waiters(srv, &srv->shutdown_waiters, ret, PROTO_ERR_INTERNAL,
+		ret ? NULL : "out of memory");
+	json_decref(ret);
 	srv_listen_close(&srv->listener);
 	uv_close((uv_handle_t *)&srv->shutdown_timer, NULL);
 	uv_close((uv_handle_t *)&srv->sweep_timer, NULL);
@@ -436,10 +457,12 @@ static void on_signal(uv_signal_t *h, int signum)
 	srv_shutdown(h->data, 1, 1, NULL, signum == SIGINT ? "SIGINT" : "SIGTERM");
 }
 
-/* Every second: queries a worker left unanswered (srv_worker_sweep). */
+/* Every second: queries a worker left unanswered (srv_worker_sweep), and a restart's looks
+ * at save directories that are due (srv_job_rescan_due). */
 static void on_sweep_timer(uv_timer_t *t)
 {
 	srv_worker_sweep(t->data);
+	srv_job_rescan_due(t->data);
 }
 
 /* remat-train --info answered: daemon-info tells what the workers run. */

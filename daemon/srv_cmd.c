@@ -31,6 +31,28 @@ static int cmd_blank(const char *line, size_t len)
 
 /* ---- daemon scope ---- */
 
+/* 1 when cmd changes the daemon itself, for every user: of the daemon's commands, those
+ * that do more than look, but job-start (which makes a job of the sender's own). */
+static int cmd_daemon_wide(const proto_command *cmd)
+{
+	return cmd->scope == PROTO_SCOPE_DAEMON && !cmd->query && cmd->id != PROTO_CMD_JOB_START;
+}
+
+/* 1 when c may send cmd: a daemon-wide change is root's and rematd's own user's alone
+ * (with --group, the members may look at everything and change their own jobs only);
+ * else 0 with desc. */
+static int cmd_may_daemon(const srv_conn *c, const proto_command *cmd, char *desc,
+	size_t desclen)
+{
+	uid_t u = c->cred.uid;
+	if (!cmd_daemon_wide(cmd) || u == 0 || u == c->srv->uid)
+		return 1;
+	snprintf(desc, desclen, "%s acts on every user's jobs: only root and rematd's own user "
+		"(uid %lu) may send it, not uid %lu", cmd->name, (unsigned long)c->srv->uid,
+		(unsigned long)u);
+	return 0;
+}
+
 /* daemon-info's return: rematd's own facts, and what the workers run (remat-train --info,
  * asked once at start: the BLAS kernel and backends as a worker sees them, not as this
  * process, which never computes, would). */
@@ -87,7 +109,9 @@ void srv_cmd_info_ready(srv_server *srv)
 static void cmd_daemon_shutdown(srv_conn *c, const proto_command *cmd, const proto_request *req)
 {
 	(void)cmd;
-	int save = json_is_true(json_object_get(req->args, "save"));
+	/* no command loses finished steps by default: every job saves unless told not to */
+	const json_t *sv = json_object_get(req->args, "save");
+	int save = sv ? json_is_true(sv) : 1;
 	char why[64];
 	/* answered once every job has stopped (or when a save fails and it is called off) */
 	srv_waiter *w = srv_waiter_new(c->id, req->id);
@@ -386,6 +410,10 @@ void srv_cmd_handle(srv_conn *c, const char *line, size_t len)
 	}
 	if (proto_args_validate(cmd, req.args, desc, sizeof desc) < 0) {
 		cmd_refuse(c, cmd->name, PROTO_ERR_INVALID_PARAMETER, desc, req.id);
+		goto out;
+	}
+	if (!cmd_may_daemon(c, cmd, desc, sizeof desc)) {
+		cmd_refuse(c, cmd->name, PROTO_ERR_PERMISSION_DENIED, desc, req.id);
 		goto out;
 	}
 	if (handlers[cmd->id])

@@ -47,7 +47,7 @@ static const char *const job_path_keys[][2] = {
 };
 
 /* What a check was run for, and who waits for its answer. */
-typedef enum { CHECK_START, CHECK_RESUME, CHECK_PLAN } check_kind;
+typedef enum { CHECK_START, CHECK_RESUME, CHECK_PLAN, CHECK_SCAN } check_kind;
 
 typedef struct job_check {
 	check_kind kind;
@@ -56,7 +56,8 @@ typedef struct job_check {
 	json_t *spec;           /* the spec checked (own reference) */
 	json_t *args;           /* CHECK_PLAN: remat-plan's arguments (own reference) */
 	eng_cred owner;         /* whose check it is */
-	srv_job *job;           /* CHECK_RESUME: the job (held by job->checking) */
+	srv_job *job;           /* CHECK_RESUME, CHECK_SCAN: the job (held by
+				 * job->checking) */
 } job_check;
 
 const char *srv_job_state_name(srv_job_state s)
@@ -102,6 +103,7 @@ int srv_job_may_change(const srv_job *job, const srv_conn *c, char *desc, size_t
 void srv_job_save_record(srv_job *job)
 {
 	char err[ENG_ERR_LEN];
+	job->record_ms = srv_now_ms();
 	if (!job->dir[0] || srv_store_save(job, err, sizeof err) == 0)
 		return;
 	char q[SRV_QUOTE_BUF];
@@ -194,6 +196,7 @@ void srv_job_free(srv_job *job)
 		return;
 	srv_worker_forget(job);
 	free(job->last_checkpoint);
+	json_decref(job->stop_ret);
 	json_decref(job->policy);
 	json_decref(job->info);
 	json_decref(job->last_save_error);
@@ -225,14 +228,59 @@ static void job_table_take(srv_server *srv, int i)
 	srv->n_jobs--;
 }
 
-int srv_job_table_add(srv_server *srv, srv_job *job)
+/* 1 when a record may go to make room for its owner's next job: finished or failed (a
+ * stopped or interrupted one can be resumed: only its owner's job-remove forgets it). */
+static int job_evictable(const srv_job *job)
 {
-	if (srv->n_jobs >= SRV_MAX_TABLE) {
-		int i = 0;
-		while (i < srv->n_jobs && !job_forgettable(srv->jobs[i]))
-			i++;
-		if (i == srv->n_jobs)
-			return -1;
+	return (job->state == SRV_JOB_FINISHED || job->state == SRV_JOB_FAILED) &&
+	       job_forgettable(job);
+}
+
+/* The index of uid's oldest evictable record, or -1; *mine counts uid's records. */
+static int job_table_victim(const srv_server *srv, uid_t uid, int *mine)
+{
+	int victim = -1;
+	*mine = 0;
+	for (int i = 0; i < srv->n_jobs; i++) {
+		if (srv->jobs[i]->owner.uid != uid)
+			continue;
+		(*mine)++;
+		if (victim < 0 && job_evictable(srv->jobs[i]))
+			victim = i;
+	}
+	return victim;
+}
+
+/* -1 (with desc) when a record of uid's needs room and none of theirs can go; else the
+ * index of the one to forget, or SRV_MAX_TABLE when there is room already. */
+static int job_table_make_room(const srv_server *srv, uid_t uid, char *desc, size_t desclen)
+{
+	int mine, victim = job_table_victim(srv, uid, &mine);
+	if (mine < SRV_MAX_TABLE_PER_UID && srv->n_jobs < SRV_MAX_TABLE)
+		return SRV_MAX_TABLE;
+	if (victim >= 0)
+		return victim;
+	if (mine >= SRV_MAX_TABLE_PER_UID)
+		srv_fmt(desc, desclen, "your %d job records (uid %lu) are all resumable or "
+			"alive: remove some with rematctl rm", mine, (unsigned long)uid);
+	else
+		srv_fmt(desc, desclen, "the job table is full (%d records) and none of yours (uid "
+			"%lu) is finished or failed: remove some with rematctl rm", srv->n_jobs,
+			(unsigned long)uid);
+	return -1;
+}
+
+int srv_job_table_room(const srv_server *srv, uid_t uid, char *desc, size_t desclen)
+{
+	return job_table_make_room(srv, uid, desc, desclen) < 0 ? -1 : 0;
+}
+
+int srv_job_table_add(srv_server *srv, srv_job *job, int must, char *desc, size_t desclen)
+{
+	int i = job_table_make_room(srv, job->owner.uid, desc, desclen);
+	if (i < 0 && !must)
+		return -1;
+	if (i >= 0 && i < srv->n_jobs) {
 		/* forgotten by this daemon only: its record stays on disk */
 		srv_job_free(srv->jobs[i]);
 		job_table_take(srv, i);
@@ -240,8 +288,10 @@ int srv_job_table_add(srv_server *srv, srv_job *job)
 	if (srv->n_jobs == srv->cap_jobs) {
 		int cap = srv->cap_jobs ? srv->cap_jobs * 2 : 16;
 		srv_job **jobs = realloc(srv->jobs, (size_t)cap * sizeof *jobs);
-		if (!jobs)
+		if (!jobs) {
+			srv_fmt(desc, desclen, "out of memory");
 			return -1;
+		}
 		srv->jobs = jobs;
 		srv->cap_jobs = cap;
 	}
@@ -486,14 +536,16 @@ static srv_job *job_create(srv_server *srv, job_check *k, const json_t *out,
 		return NULL;
 	}
 	job = srv_job_alloc(srv);
-	if (!job || srv_job_table_add(srv, job) < 0) {
-		srv_fmt(desc, desclen, job ? "the job table is full (%d jobs alive or queued)"
-					    : "out of memory", srv->n_jobs);
+	if (!job) {
+		srv_fmt(desc, desclen, "out of memory");
+		return NULL;
+	}
+	job->owner = k->owner;
+	if (srv_job_table_add(srv, job, 0, desc, desclen) < 0) {
 		free(job);
 		return NULL;
 	}
 	*ec = PROTO_ERR_IO_ERROR;
-	job->owner = k->owner;
 	if (job_reserve(srv, job, desc, desclen) < 0)
 		goto fail;
 	if (save && save[0]) {
@@ -571,6 +623,12 @@ int srv_job_start(srv_conn *c, const json_t *spec, const char *name, const json_
 		check_free(k);
 		return -1;
 	}
+	/* no room for the starter's record: said now, before the check (and again after it,
+	 * the table having changed meanwhile) */
+	if (srv_job_table_room(srv, c->cred.uid, desc, desclen) < 0) {
+		check_free(k);
+		return -1;
+	}
 	k->kind = CHECK_START;
 	k->conn_id = c->id;
 	k->id = id ? json_incref((json_t *)id) : NULL;
@@ -622,6 +680,9 @@ static void job_reset_worker(srv_job *job)
 	job->proc_alive = job->chan_open = job->reaped = job->greeted = 0;
 	job->final_reported = job->stop_requested = job->stop_saving = 0;
 	job->final_from[0] = '\0';
+	json_decref(job->stop_ret);
+	job->stop_ret = NULL;
+	job->rescan_at_ms = 0;
 	job->exit_status = -1;
 	job->term_signal = 0;
 	job->killed_by[0] = '\0';
@@ -712,6 +773,94 @@ static json_t *resume_checked(job_check *k, const json_t *out, proto_errclass *e
 	srv_job_schedule(srv);
 	return json_pack("{s:s,s:s,s:i,s:s?}", "job", job->id, "state",
 		srv_job_state_name(job->state), "step", job->step, "checkpoint", ckpt);
+}
+
+/* ---- a restart's look at a save directory ---- */
+
+/* The step of a checkpoint directory named step_XXXXXXXX, or -1 (a named one). */
+static int ckpt_step_of(const char *path)
+{
+	const char *base = path ? strrchr(path, '/') : NULL;
+	char *end;
+	base = base ? base + 1 : path;
+	if (!base || strncmp(base, "step_", 5) != 0)
+		return -1;
+	long n = strtol(base + 5, &end, 10);
+	return *end || n < 0 || n > 0x7fffffff ? -1 : (int)n;
+}
+
+/* The resume's check answered for a look (CHECK_SCAN): its checkpoint, the newest that
+ * verifies as the owner sees the save directory, becomes the record's when it is newer;
+ * a save directory another process holds (the orphaned worker saving) is looked at again
+ * later. */
+static void scan_done(srv_job *job, const json_t *out, proto_errclass ec, const char *desc)
+{
+	char q[SRV_QUOTE_BUF];
+	const char *ckpt = json_string_value(json_object_get(out, "init_from"));
+	int step = (int)json_integer_value(json_object_get(out, "resume_step"));
+	if (!json_is_true(json_object_get(out, "ok"))) {
+		if (ec == PROTO_ERR_BUSY && ++job->rescan_tries < SRV_RESCAN_TRIES &&
+			!job->srv->shutting_down) {
+			job->rescan_at_ms = srv_now_ms() + SRV_RESCAN_MS;
+			return;
+		}
+		srv_log("job %s: its save directory was not looked at again: %s", job->id,
+			srv_quote(desc, strlen(desc), q));
+		return;
+	}
+	if (!ckpt || (job->last_checkpoint && strcmp(job->last_checkpoint, ckpt) == 0))
+		return;
+	int had = job->last_checkpoint ? ckpt_step_of(job->last_checkpoint) : -1;
+	if (job->last_checkpoint && (had < 0 || step <= had))
+		return; /* not newer than the record's (a named save is left as it is) */
+	char *copy = strdup(ckpt);
+	if (!copy)
+		return;
+	free(job->last_checkpoint);
+	job->last_checkpoint = copy;
+	if (step > job->step)
+		job->step = step;
+	srv_log("job %s: its save directory holds a newer checkpoint than its record: %s (step "
+		"%d)", job->id, srv_quote(ckpt, strlen(ckpt), q), step);
+	srv_job_save_record(job);
+}
+
+/* Runs the resume's check of job as its owner, for scan_done. */
+static void scan_start(srv_job *job)
+{
+	char desc[PROTO_DESC_LEN];
+	proto_errclass ec;
+	job->rescan_at_ms = 0;
+	job_check *k = calloc(1, sizeof *k);
+	if (!k || !(k->spec = resume_spec(job, desc, sizeof desc))) {
+		free(k);
+		return;
+	}
+	k->kind = CHECK_SCAN;
+	k->owner = job->owner;
+	k->job = job;
+	if (check_run(job->srv, k, NULL, &ec, desc, sizeof desc) < 0) {
+		check_free(k);
+		if (ec == PROTO_ERR_BUSY) /* helpers all taken: next time round */
+			job->rescan_at_ms = srv_now_ms() + SRV_RESCAN_MS;
+		return;
+	}
+	job->checking = 1;
+}
+
+void srv_job_rescan_due(srv_server *srv)
+{
+	uint64_t now = srv_now_ms();
+	for (int i = 0; i < srv->n_jobs && !srv->shutting_down; i++) {
+		srv_job *job = srv->jobs[i];
+		/* only while it stays interrupted: a resume finds its checkpoint itself */
+		if (!job->rescan_at_ms || now < job->rescan_at_ms || job->checking)
+			continue;
+		if (job->state != SRV_JOB_INTERRUPTED)
+			job->rescan_at_ms = 0;
+		else
+			scan_start(job);
+	}
 }
 
 /* ---- plans without a worker ---- */
@@ -840,6 +989,14 @@ static void check_done(srv_server *srv, void *ud, const json_t *out, const char 
 	json_t *ret = NULL;
 	if (k->job)
 		k->job->checking = 0;
+	if (k->kind == CHECK_SCAN) {
+		/* a restart's look at a save directory: answered to no one */
+		if (!out || !json_is_true(json_object_get(out, "ok")))
+			ec = check_error(out, why, desc, sizeof desc);
+		scan_done(k->job, out, ec, desc);
+		check_free(k);
+		return;
+	}
 	if (!out && srv->shutting_down) {
 		/* the shutdown stopped the check: said before the connection closes */
 		ec = PROTO_ERR_INVALID_STATE;
@@ -1006,6 +1163,9 @@ void srv_job_stop_all(srv_server *srv, int save)
 {
 	for (int i = 0; i < srv->n_jobs; i++) {
 		srv_job *job = srv->jobs[i];
+		/* the shutdown's reply lists the stops it asked for, and only those */
+		json_decref(job->stop_ret);
+		job->stop_ret = NULL;
 		if (job->state == SRV_JOB_QUEUED) {
 			srv_job_cancel(job, "daemon shut down before it ran");
 			continue;

@@ -31,8 +31,19 @@
  * failed with "exit status N" or "killed by signal N" (exit status 0 without a report
  * counts as finished, or stopped after a job-stop). Its last checkpoint is the last
  * CHECKPOINT_SAVED path seen. Requests still waiting on it get an InvalidState error.
- * Ended jobs stay in the table until `job-remove` (the oldest ended ones are forgotten by
- * this daemon past SRV_MAX_TABLE; their files stay).
+ * Ended jobs stay in the table until `job-remove`. The table holds at most SRV_MAX_TABLE
+ * records, SRV_MAX_TABLE_PER_UID of one owner: past either, a job-start forgets the
+ * starter's own oldest finished or failed record (its files stay); a resumable one
+ * (stopped, interrupted) goes only by its owner's job-remove, and a starter with nothing
+ * to forget is refused (Busy, saying why). No user's start drops another user's record.
+ *
+ * The record (state.json) is written at every change of state, every checkpoint, and a
+ * STEP's progress at most every SRV_RECORD_STEP_MS: after any death of rematd it names a
+ * recent step and the newest checkpoint the daemon heard of. A job that was alive when
+ * an earlier rematd died may have saved after it (a worker whose channel ends saves at its
+ * next step boundary): the restarted daemon checks its resume as its owner
+ * (srv_job_rescan_due: remat-train --check finds the newest checkpoint that verifies) and
+ * takes that checkpoint and step when the record's are older.
  *
  * States: queued, starting (spawned, loading), running, paused, stopping, then finished,
  * stopped, failed, or interrupted (it was alive when an earlier rematd ended). A stopped,
@@ -51,6 +62,13 @@
 #include "srv_conn.h"
 
 #define SRV_MAX_TABLE 1024          /* jobs remembered; the oldest ended ones go first */
+#define SRV_MAX_TABLE_PER_UID 256   /* jobs remembered of one owner: their oldest finished
+				     * or failed ones go first, never a resumable one */
+#define SRV_RECORD_STEP_MS 3000     /* a STEP's progress is written to the record at most
+				     * this often (a checkpoint or a state change at once) */
+#define SRV_RESCAN_MS 2000          /* a restart's look at a save directory, again after
+				     * this while another process holds it */
+#define SRV_RESCAN_TRIES 30         /* at most this many times */
 #define SRV_MAX_QUEUED 256          /* jobs waiting for a slot; job-start past it: Busy */
 #define SRV_NAME_LEN 64             /* longest job name kept */
 #define SRV_REASON_LEN 512          /* longest reason kept for a state change */
@@ -122,6 +140,12 @@ struct srv_job {
 	uint64_t figures_ms;            /* when rematd last asked its worker for them */
 	char killed_by[64];             /* why rematd SIGKILLed the worker, "" when it did not */
 	int checking;                   /* a resume's check is running: the record must stay */
+	json_t *stop_ret;               /* the worker's reply to the last job-stop (its step,
+					 * checkpoint, or the steps it dropped), or NULL */
+	uint64_t record_ms;             /* when the record was last written (srv_now_ms) */
+	uint64_t rescan_at_ms;          /* a restart's look at the save directory is due then
+					 * (srv_job_rescan_due); 0: none */
+	int rescan_tries;               /* looks so far */
 
 	/* the worker, from spawn to reaping; reset by each resume */
 	uv_process_t proc;              /* the remat-train process */
@@ -160,8 +184,17 @@ srv_job *srv_job_find(srv_server *srv, const char *id);
 int srv_job_table_init(srv_server *srv, char *err, size_t errlen);
 /* Frees every job record; only once the loop ended (all handles closed). */
 void srv_job_table_free(srv_server *srv);
-/* Adds a record to the table (making room), or -1 when it is full of live jobs. */
-int srv_job_table_add(srv_server *srv, srv_job *job);
+/* Adds a record to the table, making room by forgetting its owner's oldest finished or
+ * failed record when the table (SRV_MAX_TABLE) or the owner's share of it
+ * (SRV_MAX_TABLE_PER_UID) is full. When there is none to forget: -1 with why in desc, or,
+ * with must (a record on disk at a restart), added all the same: a resumable record is
+ * never dropped. */
+int srv_job_table_add(srv_server *srv, srv_job *job, int must, char *desc, size_t desclen);
+/* 0 when a record of uid's could be added now (srv_job_table_add), else -1 with desc. */
+int srv_job_table_room(const srv_server *srv, uid_t uid, char *desc, size_t desclen);
+/* Starts the looks at save directories that are due (a restart's, see above); called every
+ * second. */
+void srv_job_rescan_due(srv_server *srv);
 /* A fresh record (state queued, no worker); NULL when out of memory. */
 srv_job *srv_job_alloc(srv_server *srv);
 /* Frees a record that holds no handle. */

@@ -245,9 +245,14 @@ int srv_store_load(srv_server *srv, char *err, size_t errlen)
 			job->state = SRV_JOB_INTERRUPTED;
 			srv_copy_text(job->reason, sizeof job->reason, why);
 			srv_job_save_record(job);
+			/* its worker may have saved after the record was written */
+			job->rescan_at_ms = 1;
 		}
-		if (srv_job_table_add(srv, job) < 0) {
-			srv_log("job %s: the table is full: not listed", job->id);
+		char desc[256];
+		/* each owner's oldest finished or failed records make room; a resumable one is
+		 * listed whatever the table holds */
+		if (srv_job_table_add(srv, job, 1, desc, sizeof desc) < 0) {
+			srv_log("job %s: not listed: %s", job->id, desc);
 			srv_job_free(job);
 		}
 	}

@@ -203,6 +203,10 @@ static void worker_note_return(srv_job *job, const char *execute, json_t *ret)
 		/* whose job it is is rematd's to know */
 		json_object_set_new(ret, "uid", json_integer((json_int_t)job->owner.uid));
 	} else if (strcmp(execute, "job-stop") == 0) {
+		/* what it saved, or dropped: a shutdown's reply lists it */
+		json_decref(job->stop_ret);
+		job->stop_ret = json_deep_copy(ret);
+		worker_note_progress(job, ret);
 		worker_set_checkpoint(job, json_object_get(ret, "checkpoint"));
 	} else if (strcmp(execute, "ckpt-save") == 0) {
 		worker_set_checkpoint(job, json_object_get(ret, "path"));
@@ -314,8 +318,43 @@ static void worker_on_greeting(srv_job *job, const json_t *obj)
 	job->greeted = 1;
 }
 
-/* Keeps the table current from an event, then relays the line unchanged. */
-static void worker_on_event(srv_job *job, json_t *obj, const char *line, size_t len)
+/* Publishes a worker's event as its job's: whatever "job" the worker put in it (a job's
+ * owner may write to its channel: ptrace of their own ranks), the line rebuilt names the
+ * worker's own job, and carries only the keys of an event. */
+static void worker_publish(srv_job *job, const char *name, json_t *obj)
+{
+	json_t *data = json_object_get(obj, "data");
+	json_t *out = json_is_object(data) ? json_deep_copy(data) : json_object();
+	if (!out || json_object_set_new(out, "job", json_string(job->id)) < 0) {
+		json_decref(out);
+		srv_log("job %s: out of memory relaying an event", job->id);
+		return;
+	}
+	json_t *ev = json_pack("{s:s,s:o}", "event", name, "data", out);
+	json_t *ts = json_object_get(obj, "timestamp");
+	if (ev && json_is_object(ts))
+		json_object_set(ev, "timestamp", ts);
+	char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+	sv_msg *m = text ? sv_msg_copy(text, strlen(text)) : NULL;
+	free(text);
+	json_decref(ev);
+	if (m)
+		srv_conn_publish(job->srv, job->id, name, m);
+	else
+		srv_log("job %s: out of memory relaying an event", job->id);
+	sv_msg_unref(m);
+}
+
+/* A STEP's progress goes to the record now and then (SRV_RECORD_STEP_MS): after any death
+ * of the daemon, status and ls name a recent step. */
+static void worker_step_record(srv_job *job)
+{
+	if (srv_now_ms() - job->record_ms >= SRV_RECORD_STEP_MS)
+		srv_job_save_record(job);
+}
+
+/* Keeps the table current from an event, then relays it as the job's (worker_publish). */
+static void worker_on_event(srv_job *job, json_t *obj)
 {
 	const char *name = json_string_value(json_object_get(obj, "event"));
 	json_t *data = json_object_get(obj, "data");
@@ -326,6 +365,7 @@ static void worker_on_event(srv_job *job, json_t *obj, const char *line, size_t 
 	int ev = proto_event_find(name);
 	if (ev == PROTO_EV_STEP && data) {
 		worker_note_progress(job, data);
+		worker_step_record(job);
 	} else if (ev == PROTO_EV_EVAL && data) {
 		worker_note_eval(job, data, "val_loss", "step");
 	} else if (ev == PROTO_EV_CHECKPOINT_SAVED && data) {
@@ -366,10 +406,7 @@ static void worker_on_event(srv_job *job, json_t *obj, const char *line, size_t 
 		if (job->final_reported)
 			return;
 	}
-	sv_msg *m = sv_msg_copy(line, len);
-	if (m)
-		srv_conn_publish(job->srv, job->id, name, m);
-	sv_msg_unref(m);
+	worker_publish(job, name, obj);
 }
 
 static int worker_on_line(const char *line, size_t len, void *ud)
@@ -395,7 +432,7 @@ static int worker_on_line(const char *line, size_t len, void *ud)
 		worker_on_reply(job, obj, kind);
 		break;
 	case PROTO_KIND_EVENT:
-		worker_on_event(job, obj, line, len);
+		worker_on_event(job, obj);
 		break;
 	}
 	json_decref(obj);

@@ -147,7 +147,8 @@ expect "$x stop j1 --s" --save --socket
 expect "$x remat plan j1 --" "${globals[@]}" --default --budget
 expect "$x watch j1 --" "${globals[@]}" --interval --count
 expect "$x events --" "${globals[@]}" --event --count
-expect "$x shutdown --" "${globals[@]}" --save
+expect "$x shutdown --" "${globals[@]}" --no-save --save
+expect "$x stop j1 --n" --no-save --name
 expect "$x start job.json --n" --name
 expect "$x remat set j1 h.0=" off selective full
 expect "$x remat set j1 h.0=fu" full

@@ -438,7 +438,10 @@ HANDLER(cmd_deferred)
 {
 	UNUSED_ARGS;
 	int stop = cmd->id == PROTO_CMD_JOB_STOP;
-	int save = stop ? json_is_true(json_object_get(args, "save")) : 1;
+	/* job-stop saves unless told not to (a job without save.dir has nowhere to, and
+	 * then stops unsaved, its reply saying what was dropped) */
+	const json_t *sv = json_object_get(args, "save");
+	int save = !stop || (sv ? json_is_true(sv) : c->tr->spec.save_dir[0] != 0);
 	eng_ctl_cmd *q = change_new(c, k, id);
 	if (!q)
 		return NULL;

@@ -138,6 +138,7 @@ typedef struct run_ctl {
 	/* the last save's outcome, written by the writer thread and read by the training
 	 * thread only after eng_ckpt_writer_wait (whose mutex orders the two) */
 	int last_saved;          /* step of the last checkpoint written, -1 none */
+	int start_step;          /* the step the run started at (a resume's checkpoint's) */
 	char last_path[ENG_PATH_LEN + 64]; /* where it went */
 	char last_err[ENG_ERR_LEN];        /* why the last save failed, "" when it did not */
 	int paused;
@@ -578,8 +579,22 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 	}
 }
 
+/* job-stop's reply: the step and the checkpoint saved, or, unsaved, how many steps were
+ * dropped since which checkpoint (the last one written, else the one it resumed from;
+ * null: none, every step of the run dropped). */
+static json_t *stop_reply(const eng_trainer *tr, const run_ctl *run, const char *ckpt)
+{
+	if (ckpt)
+		return json_pack("{s:i,s:s}", "step", tr->step, "checkpoint", ckpt);
+	const char *since = run->last_saved >= 0 ? run->last_path :
+			    tr->spec.resume ? tr->spec.init_from : NULL;
+	int from = run->last_saved >= 0 ? run->last_saved : tr->spec.resume ? run->start_step : 0;
+	return json_pack("{s:i,s:n,s:i,s:s?}", "step", tr->step, "checkpoint", "dropped_steps",
+		tr->step - from, "since_checkpoint", since);
+}
+
 /* The end of the run: finished, stopped by job-stop, or interrupted by a signal. A stop
- * saves only when asked; the end of the run and a signal save whenever save.dir is set.
+ * saves unless told not to; the end of the run and a signal save whenever save.dir is set.
  * Returns 0 once it has ended (the final state set, job-stop answered), or -1 when the
  * final save failed (the message in err): then nothing has ended, and the caller decides
  * whether the run can go on. */
@@ -610,7 +625,7 @@ static int end_run(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json, eng_err 
 		}
 	}
 	for (eng_ctl_cmd *k = run->stops; k; k = k->next)
-		eng_ctl_reply(c, k, json_pack("{s:i,s:s?}", "step", tr->step, "checkpoint", ckpt));
+		eng_ctl_reply(c, k, stop_reply(tr, run, ckpt));
 	if (run->stop || *run->sig)
 		eng_ctl_set_state(c, CTL_STOPPED, run->stop ? "job-stop" : "signal");
 	else
@@ -744,6 +759,7 @@ static void run_start(eng_trainer *tr, eng_ctl *c, run_ctl *run, const wk_run_op
 	eng_err err;
 	run->sig = o->stop_signal;
 	run->last_saved = -1;
+	run->start_step = tr->step;
 	run->eval_step = -1;
 	run->mx = o->metrics;
 	if (s->hp_set)

@@ -102,6 +102,7 @@ int main(void)
 	srunner_add_suite(sr, suite_security());
 	srunner_add_suite(sr, suite_links());
 	srunner_add_suite(sr, suite_lifecycle());
+	srunner_add_suite(sr, suite_nolost());
 	srunner_add_suite(sr, suite_systemd());
 	srunner_add_suite(sr, suite_cuda());
 	srunner_add_suite(sr, suite_conns());

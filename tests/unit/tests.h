@@ -35,6 +35,7 @@ Suite *suite_ckpt(void);
 Suite *suite_security(void); /* tests/security/test_security.c */
 Suite *suite_links(void);    /* tests/security/test_links.c */
 Suite *suite_lifecycle(void);
+Suite *suite_nolost(void); /* tests/e2e/test_nolost.c */
 Suite *suite_systemd(void);
 Suite *suite_cuda(void); /* tests/cuda/test_cuda.c: GPU tests skip with one line without one */
 Suite *suite_conns(void); /* tests/e2e/test_conns.c */
