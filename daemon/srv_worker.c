@@ -189,6 +189,7 @@ static void worker_keep_figures(srv_job *job, json_t **slot, const json_t *ret)
 	json_decref(*slot);
 	*slot = copy;
 }
+
 /* Learns from a successful reply before it goes back to the client. */
 static void worker_note_return(srv_job *job, const char *execute, json_t *ret)
 {
@@ -252,6 +253,7 @@ static void worker_log_late(const srv_job *job, const srv_pending *p, const json
 			"%lld)", job->id, p->execute, (long long)json_integer_value(
 			json_object_get(ret, "applies_at_step")));
 }
+
 static void worker_on_reply(srv_job *job, json_t *obj, proto_kind kind)
 {
 	srv_pending *p = worker_pending_take(job, json_object_get(obj, "id"));

@@ -104,8 +104,8 @@ int main(void)
 	srunner_add_suite(sr, suite_lifecycle());
 	srunner_add_suite(sr, suite_nolost());
 	srunner_add_suite(sr, suite_systemd());
-	srunner_add_suite(sr, suite_cuda());
 	srunner_add_suite(sr, suite_conns());
+	srunner_add_suite(sr, suite_cuda());
 	srunner_add_suite(sr, suite_cuda_dp());
 #ifdef REMAT_CUDA
 	srunner_add_suite(sr, suite_cuda_kernels());

@@ -37,8 +37,8 @@ Suite *suite_links(void);    /* tests/security/test_links.c */
 Suite *suite_lifecycle(void);
 Suite *suite_nolost(void); /* tests/e2e/test_nolost.c */
 Suite *suite_systemd(void);
-Suite *suite_cuda(void); /* tests/cuda/test_cuda.c: GPU tests skip with one line without one */
 Suite *suite_conns(void); /* tests/e2e/test_conns.c */
+Suite *suite_cuda(void); /* tests/cuda/test_cuda.c: GPU tests skip with one line without one */
 Suite *suite_cuda_dp(void); /* tests/cuda/test_cuda_dp.c: the same */
 #ifdef REMAT_CUDA
 Suite *suite_cuda_kernels(void); /* tests/cuda/test_kc.c, built with the CUDA backend only */
