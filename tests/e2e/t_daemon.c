@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -439,4 +440,53 @@ td_conn td_real_job(td_daemon *d, char *id)
 	snprintf(id, 16, "%s", td_job_start(&c, T_TINY_SPEC, "starting"));
 	td_wait_step(&c, id);
 	return c;
+}
+
+/* ---- another user ---- */
+
+int td_run_as_peer(char *const argv[], char **out)
+{
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		gid_t g = (gid_t)atoi(TD_PEER_GROUP);
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		close(p[0]);
+		close(p[1]);
+		if (setgroups(1, &g) < 0 || setgid(TD_NOBODY) < 0 || setuid(TD_NOBODY) < 0) {
+			printf("cannot become uid %d: %s\n", TD_NOBODY, strerror(errno));
+			_exit(126);
+		}
+		execv(argv[0], argv);
+		printf("cannot run %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(p[1]);
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	ck_assert_ptr_nonnull(buf);
+	ssize_t r;
+	while (len + 1 < cap && (r = read(p[0], buf + len, cap - len - 1)) > 0)
+		len += (size_t)r;
+	buf[len] = '\0';
+	close(p[0]);
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	*out = buf;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int td_peer_can_reach(const char *what, const char *dir)
+{
+	char *argv[] = {"/usr/bin/test", "-x", (char *)dir, NULL};
+	char *out;
+	int rc = td_run_as_peer(argv, &out);
+	free(out);
+	if (rc != 0)
+		printf("%s: skipped: uid %d cannot reach %s\n", what, TD_NOBODY, dir);
+	return rc == 0;
 }

@@ -101,6 +101,18 @@ void td_alive(const td_daemon *d);
 /* The same within T_READ_MS (the daemon sees earlier hang-ups asynchronously). */
 void td_alive_soon(const td_daemon *d);
 
+/* ---- another user (a root rematd's --group peer) ---- */
+
+#define TD_NOBODY 65534      /* the peer's uid (Debian's nobody) */
+#define TD_PEER_GROUP "4242" /* rematd's --group, by number: no /etc/group entry needed */
+
+/* Runs argv as uid TD_NOBODY with supplementary group TD_PEER_GROUP: its exit status (126:
+ * it could not become that user), its stdout and stderr into *out (malloc'd). */
+int td_run_as_peer(char *const argv[], char **out);
+/* 1 when uid TD_NOBODY can reach dir (every parent searchable); else prints the line that
+ * says why the test `what` skips, and returns 0. */
+int td_peer_can_reach(const char *what, const char *dir);
+
 /* ---- jobs ---- */
 
 /* job-start with spec; checks the returned state when want_state is not NULL; returns the

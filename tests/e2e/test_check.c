@@ -32,8 +32,6 @@
 #include "t_util.h"
 
 #define TINY_DIR "reference/tiny" /* config.json, model.safetensors, train.bin */
-#define NOBODY 65534              /* a --group peer of a root rematd (Debian's nobody) */
-#define PEER_GROUP "4242"         /* that rematd's --group, by number */
 
 /* A spec of a tiny job from init_from, training on the reference tokens, with extra keys
  * (", \"k\": v" or ""). malloc'd. */
@@ -274,43 +272,6 @@ START_TEST(test_check_threads_warning)
 }
 END_TEST
 
-/* Runs argv as uid NOBODY with supplementary group PEER_GROUP: its exit status, its stdout
- * and stderr into *out (malloc'd). */
-static int run_as_peer(char *const argv[], char **out)
-{
-	int p[2];
-	ck_assert_int_eq(pipe(p), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		gid_t g = (gid_t)atoi(PEER_GROUP);
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		close(p[0]);
-		close(p[1]);
-		if (setgroups(1, &g) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0) {
-			printf("cannot become uid %d: %s\n", NOBODY, strerror(errno));
-			_exit(126);
-		}
-		execv(argv[0], argv);
-		printf("cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	close(p[1]);
-	size_t cap = 1 << 16, len = 0;
-	char *buf = malloc(cap);
-	ck_assert_ptr_nonnull(buf);
-	ssize_t r;
-	while (len + 1 < cap && (r = read(p[0], buf + len, cap - len - 1)) > 0)
-		len += (size_t)r;
-	buf[len] = '\0';
-	close(p[0]);
-	int status;
-	waitpid(pid, &status, 0);
-	*out = buf;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 /* A root rematd's --group peer names a Hugging Face directory it may read whose
  * model.safetensors links to a file only root may read: the check, run as the peer, opens
  * it and refuses the job, naming the file */
@@ -323,15 +284,11 @@ START_TEST(test_check_hf_unreadable)
 	td_daemon d;
 	td_daemon_paths(&d);
 	ck_assert_int_eq(chmod(d.dir, 0711), 0);
-	char *reach[] = {"/usr/bin/test", "-x", d.dir, NULL}, *out;
-	int rc = run_as_peer(reach, &out);
-	free(out);
-	if (rc != 0) {
-		fprintf(stderr, "test_check_hf_unreadable: skipped: uid %d cannot reach %s\n",
-			NOBODY, d.dir);
+	if (!td_peer_can_reach("test_check_hf_unreadable", d.dir))
 		return;
-	}
-	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), "--group", PEER_GROUP, NULL};
+	char *out;
+	int rc;
+	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), "--group", TD_PEER_GROUP, NULL};
 	td_daemon_start(&d, extra);
 	/* the peer's model directory, and root's copy of the weights beside it */
 	char *hf = path2(d.dir, "hf"), *priv = path2(d.dir, "root-only.safetensors");
@@ -353,7 +310,7 @@ START_TEST(test_check_hf_unreadable)
 	t_write_file(job, spec, strlen(spec));
 	ck_assert_int_eq(chmod(job, 0644), 0);
 	char *argv[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "start", job, NULL};
-	rc = run_as_peer(argv, &out);
+	rc = td_run_as_peer(argv, &out);
 	ck_assert_msg(rc == 1 && strstr(out, link) && strstr(out, "Permission denied"),
 		"a link to a root-only model.safetensors: status %d: %s", rc, out);
 	free(out);

@@ -26,8 +26,6 @@
 #include "proto.h"
 
 #define CONN_PER_UID (PROTO_MAX_CONNECTIONS / 2) /* rematd's SRV_CONN_PER_UID */
-#define NOBODY 65534      /* the other user here (Debian's nobody) */
-#define PEER_GROUP "4242" /* rematd's --group, by number: no /etc/group entry needed */
 
 /* Until rematd has seen its start probe (client 1, td_wait_listening's) hang up: from then
  * on every connection of the test counts. */
@@ -115,7 +113,7 @@ static int peer_line(int fd, char *buf, size_t len)
 	return 0;
 }
 
-/* In the child, as uid NOBODY: opens connections until one is refused (at most
+/* In the child, as uid TD_NOBODY: opens connections until one is refused (at most
  * PROTO_MAX_CONNECTIONS), each asked daemon-info; writes "served refusal" to out, then
  * holds them until in closes. */
 static void peer_fill(const char *sock, int in, int out)
@@ -159,7 +157,7 @@ START_TEST(test_conns_per_uid_cap)
 	td_daemon d;
 	td_daemon_paths(&d);
 	ck_assert_int_eq(chmod(d.dir, 0711), 0);
-	const char *extra[] = {"--group", PEER_GROUP, NULL};
+	const char *extra[] = {"--group", TD_PEER_GROUP, NULL};
 	td_daemon_start(&d, extra);
 	probe_gone(&d);
 	int to_child[2], from_child[2];
@@ -168,10 +166,10 @@ START_TEST(test_conns_per_uid_cap)
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		gid_t g = (gid_t)atoi(PEER_GROUP);
+		gid_t g = (gid_t)atoi(TD_PEER_GROUP);
 		close(to_child[1]);
 		close(from_child[0]);
-		if (setgroups(1, &g) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
+		if (setgroups(1, &g) < 0 || setgid(TD_NOBODY) < 0 || setuid(TD_NOBODY) < 0)
 			_exit(126);
 		peer_fill(d.sock, to_child[0], from_child[1]);
 	}
@@ -192,8 +190,8 @@ START_TEST(test_conns_per_uid_cap)
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the peer: status %d",
 		status);
 	ck_assert_msg(atoi(msg) == CONN_PER_UID && strstr(msg, "Busy") &&
-		strstr(msg, "too many connections of uid 65534"), "uid %d: %s", NOBODY, msg);
-	ck_assert_msg(alive, "root was refused while uid %d held %d places", NOBODY,
+		strstr(msg, "too many connections of uid 65534"), "uid %d: %s", TD_NOBODY, msg);
+	ck_assert_msg(alive, "root was refused while uid %d held %d places", TD_NOBODY,
 		CONN_PER_UID);
 	td_daemon_stop(&d);
 }

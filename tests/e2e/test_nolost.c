@@ -27,8 +27,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define NOBODY 65534      /* the --group peer's uid (Debian's nobody) */
-#define PEER_GROUP "4242" /* rematd's --group, by number: no /etc/group entry needed */
 #define FAILING_STARTS 1100
 #define NL_WINDOW 8 /* job-starts in flight at once */
 
@@ -216,43 +214,6 @@ END_TEST
 
 /* ---- who may shut the daemon down ---- */
 
-/* Runs argv as uid NOBODY with supplementary group PEER_GROUP: its exit status, output in
- * *out. */
-static int nl_as_peer(char *const argv[], char **out)
-{
-	int p[2];
-	ck_assert_int_eq(pipe(p), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		gid_t g = (gid_t)atoi(PEER_GROUP);
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		close(p[0]);
-		close(p[1]);
-		if (setgroups(1, &g) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0) {
-			printf("cannot become uid %d: %s\n", NOBODY, strerror(errno));
-			_exit(126);
-		}
-		execv(argv[0], argv);
-		printf("cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	close(p[1]);
-	size_t cap = 1 << 16, len = 0;
-	char *buf = malloc(cap);
-	ck_assert_ptr_nonnull(buf);
-	ssize_t r;
-	while (len + 1 < cap && (r = read(p[0], buf + len, cap - len - 1)) > 0)
-		len += (size_t)r;
-	buf[len] = '\0';
-	close(p[0]);
-	int status;
-	waitpid(pid, &status, 0);
-	*out = buf;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 START_TEST(test_nolost_group_shutdown_refused)
 {
 	if (geteuid() != 0) {
@@ -263,15 +224,10 @@ START_TEST(test_nolost_group_shutdown_refused)
 	td_daemon d;
 	td_daemon_paths(&d);
 	ck_assert_int_eq(chmod(d.dir, 0711), 0);
-	char *argv[] = {"/usr/bin/test", "-x", d.dir, NULL}, *out;
-	if (nl_as_peer(argv, &out) != 0) {
-		printf("test_nolost_group_shutdown_refused: skipped: uid %d cannot reach %s\n",
-			NOBODY, d.dir);
-		free(out);
+	if (!td_peer_can_reach("test_nolost_group_shutdown_refused", d.dir))
 		return;
-	}
-	free(out);
-	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), "--group", PEER_GROUP, NULL};
+	char *out;
+	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), "--group", TD_PEER_GROUP, NULL};
 	td_daemon_start(&d, extra);
 	td_conn c = td_open(&d);
 	char job[16];
@@ -281,19 +237,19 @@ START_TEST(test_nolost_group_shutdown_refused)
 	json_decref(st);
 	/* a member of the group, neither root nor rematd's user */
 	char *sd[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "shutdown", NULL};
-	int rc = nl_as_peer(sd, &out);
+	int rc = td_run_as_peer(sd, &out);
 	ck_assert_msg(rc == 1 && strstr(out, "PermissionDenied") && strstr(out, "root"),
 		"a group member's shutdown: %d %s", rc, out);
 	free(out);
 	char *sdn[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "shutdown", "--no-save",
 		NULL};
-	rc = nl_as_peer(sdn, &out);
+	rc = td_run_as_peer(sdn, &out);
 	ck_assert_msg(rc == 1 && strstr(out, "PermissionDenied"), "shutdown --no-save: %d %s",
 		rc, out);
 	free(out);
 	/* it may still look */
 	char *ls[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "ls", NULL};
-	rc = nl_as_peer(ls, &out);
+	rc = td_run_as_peer(ls, &out);
 	ck_assert_msg(rc == 0 && strstr(out, job), "ls: %d %s", rc, out);
 	free(out);
 	/* the daemon and the owner's job go on */
@@ -388,7 +344,7 @@ START_TEST(test_nolost_failing_starts_keep_others_jobs)
 	td_daemon_paths(&d);
 	char *shm = nl_shm_state(&d);
 	/* another user's stopped job, the oldest record of all */
-	unsigned long me = (unsigned long)geteuid(), other = me == NOBODY ? NOBODY - 1 : NOBODY;
+	unsigned long me = (unsigned long)geteuid(), other = me == TD_NOBODY ? TD_NOBODY - 1 : TD_NOBODY;
 	nl_plant(&d, 1, other, "stopped");
 	char *w = nl_failing_worker(&d);
 	const char *extra[] = {"--worker", w, "--max-jobs", "16", NULL};

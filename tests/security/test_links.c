@@ -38,7 +38,6 @@
 
 #define VICTIM_TEXT "step_00000001\nthe victim's own words, marker-7f3a\n"
 #define VICTIM_MARK "marker-7f3a" /* never in a message: no file's bytes are quoted */
-#define NOBODY 65534              /* another user (Debian's nobody) */
 
 /* How an entry is planted: a hard link to the victim, a symlink to it, or a file of
  * another user (the victim itself, then inside the directory). */
@@ -104,7 +103,7 @@ static int plant(plant_kind kind, const char *dir, const char *name, const char 
 		if (!can_chown(test))
 			break;
 		write_text(p, VICTIM_TEXT);
-		ck_assert_int_eq(chown(p, NOBODY, NOBODY), 0);
+		ck_assert_int_eq(chown(p, TD_NOBODY, TD_NOBODY), 0);
 		*target = strdup(p);
 		break;
 	}

@@ -462,58 +462,6 @@ END_TEST
 
 /* ---- the daemon's side ---- */
 
-#define NOBODY 65534      /* the user a --group peer is here (Debian's nobody) */
-#define PEER_GROUP "4242" /* rematd's --group, given by number: no /etc/group entry needed */
-
-/* Runs argv as uid NOBODY with supplementary group PEER_GROUP: its exit status, output in
- * *out. */
-static int run_as_peer(char *const argv[], char **out)
-{
-	int p[2];
-	ck_assert_int_eq(pipe(p), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		gid_t g = (gid_t)atoi(PEER_GROUP);
-		dup2(p[1], 1);
-		dup2(p[1], 2);
-		close(p[0]);
-		close(p[1]);
-		if (setgroups(1, &g) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0) {
-			printf("cannot become uid %d: %s\n", NOBODY, strerror(errno));
-			_exit(126);
-		}
-		execv(argv[0], argv);
-		printf("cannot run %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
-	close(p[1]);
-	size_t cap = 1 << 16, len = 0;
-	char *buf = malloc(cap);
-	ck_assert_ptr_nonnull(buf);
-	ssize_t r;
-	while (len + 1 < cap && (r = read(p[0], buf + len, cap - len - 1)) > 0)
-		len += (size_t)r;
-	buf[len] = '\0';
-	close(p[0]);
-	int status;
-	waitpid(pid, &status, 0);
-	*out = buf;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* 1 when uid NOBODY can reach path's directory (every parent searchable); else a line
- * saying why the test skips. */
-static int peer_can_reach(const char *what, const char *dir)
-{
-	char *argv[] = {"/usr/bin/test", "-x", (char *)dir, NULL};
-	char *out;
-	int rc = run_as_peer(argv, &out);
-	free(out);
-	if (rc != 0)
-		printf("%s: skipped: uid %d cannot reach %s\n", what, NOBODY, dir);
-	return rc == 0;
-}
 
 /* "Uid:" of /proc/PID/status: the real uid of a process, or -1. */
 static long proc_uid(pid_t pid)
@@ -540,7 +488,7 @@ START_TEST(test_security_group_peer_has_own_rights)
 	td_daemon d;
 	td_daemon_paths(&d);
 	ck_assert_int_eq(chmod(d.dir, 0711), 0);
-	if (!peer_can_reach("test_security_group_peer_has_own_rights", d.dir))
+	if (!td_peer_can_reach("test_security_group_peer_has_own_rights", d.dir))
 		return;
 	/* the victims: a file and a directory only root may use */
 	char *priv = path_join(d.dir, "private"), *secret = path_join(priv, "precious.txt");
@@ -548,7 +496,7 @@ START_TEST(test_security_group_peer_has_own_rights)
 	ck_assert_int_eq(mkdir(priv, 0700), 0);
 	write_text(secret, VICTIM_TEXT);
 	ck_assert_int_eq(chmod(secret, 0600), 0);
-	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), "--group", PEER_GROUP, NULL};
+	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), "--group", TD_PEER_GROUP, NULL};
 	td_daemon_start(&d, extra);
 
 	char spec[8192], *out;
@@ -558,7 +506,7 @@ START_TEST(test_security_group_peer_has_own_rights)
 	write_text(job1, spec);
 	ck_assert_int_eq(chmod(job1, 0644), 0);
 	char *argv[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "start", job1, NULL};
-	int rc = run_as_peer(argv, &out);
+	int rc = td_run_as_peer(argv, &out);
 	ck_assert_msg(rc == 1 && strstr(out, "precious.txt") && strstr(out, "Permission denied"),
 		"a root-only data file: status %d: %s", rc, out);
 	free(out);
@@ -570,7 +518,7 @@ START_TEST(test_security_group_peer_has_own_rights)
 	write_text(job2, spec);
 	ck_assert_int_eq(chmod(job2, 0644), 0);
 	argv[4] = job2;
-	rc = run_as_peer(argv, &out);
+	rc = td_run_as_peer(argv, &out);
 	ck_assert_msg(rc == 1 && strstr(out, "Permission denied"), "a root-only save directory: "
 		"status %d: %s", rc, out);
 	ck_assert_msg(!exists(save_victim), "%s was created", save_victim);
@@ -583,7 +531,7 @@ START_TEST(test_security_group_peer_has_own_rights)
 	write_text(job3, spec);
 	ck_assert_int_eq(chmod(job3, 0644), 0);
 	argv[4] = job3;
-	rc = run_as_peer(argv, &out);
+	rc = td_run_as_peer(argv, &out);
 	ck_assert_msg(rc == 0, "a job of its own: status %d: %s", rc, out);
 	/* the id is stdout's line alone; the resolved paths and what trains (stderr, merged
 	 * here) come around it */
@@ -610,9 +558,9 @@ START_TEST(test_security_group_peer_has_own_rights)
 		td_sleep_ms(50);
 	}
 	pid_t wpid = (pid_t)json_integer_value(json_object_get(st, "pid"));
-	ck_assert_int_eq(json_integer_value(json_object_get(st, "uid")), NOBODY);
+	ck_assert_int_eq(json_integer_value(json_object_get(st, "uid")), TD_NOBODY);
 	json_decref(st);
-	ck_assert_int_eq(proc_uid(wpid), NOBODY);
+	ck_assert_int_eq(proc_uid(wpid), TD_NOBODY);
 	/* root's own job may not be stopped by it */
 	char *rootsave = path_join(d.dir, "rootsave");
 	char *job4 = save_job(d.dir, rootsave, 1000000, "");
@@ -620,20 +568,20 @@ START_TEST(test_security_group_peer_has_own_rights)
 	char rj[16];
 	snprintf(rj, sizeof rj, "%s", root_job);
 	char *stop[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "stop", rj, NULL};
-	rc = run_as_peer(stop, &out);
+	rc = td_run_as_peer(stop, &out);
 	ck_assert_msg(rc == 1 && strstr(out, "PermissionDenied"), "stopping root's job: %d %s",
 		rc, out);
 	free(out);
 	/* its own, saved: the files are its */
 	char *stop_own[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "--json", "stop", id,
 		"--save", NULL};
-	rc = run_as_peer(stop_own, &out);
+	rc = td_run_as_peer(stop_own, &out);
 	ck_assert_msg(rc == 0, "stop --save of its own job: %d %s", rc, out);
 	json_t *ret = json_loads(out, 0, NULL);
 	char *model = path_join(td_str(ret, "checkpoint"), "model.safetensors");
 	struct stat sb;
 	ck_assert_int_eq(stat(model, &sb), 0);
-	ck_assert_int_eq(sb.st_uid, NOBODY);
+	ck_assert_int_eq(sb.st_uid, TD_NOBODY);
 	json_decref(ret);
 	free(out);
 	free(model);
@@ -659,12 +607,12 @@ START_TEST(test_security_control_socket_checks_peer)
 	need_gpl();
 	char *root = t_tmp_dir("sec_ctl"), *sd = path_join(root, "save"), *sock;
 	ck_assert_int_eq(chmod(root, 0711), 0);
-	if (!peer_can_reach("test_security_control_socket_checks_peer", root))
+	if (!td_peer_can_reach("test_security_control_socket_checks_peer", root))
 		return;
 	pid_t pid = start_controlled(root, sd, &sock);
 	ck_assert_int_eq(chmod(sock, 0666), 0); /* as if its mode had been got wrong */
 	char *argv[] = {(char *)t_env("REMATCTL"), "--control", sock, "status", NULL}, *out;
-	int rc = run_as_peer(argv, &out);
+	int rc = td_run_as_peer(argv, &out);
 	ck_assert_msg(rc == 1 && strstr(out, "PermissionDenied") && !strstr(out, "running"),
 		"another uid on the worker's socket: %d %s", rc, out);
 	free(out);
