@@ -63,8 +63,8 @@ echo
 echo "== rematctl save $job"
 ctl save "$job"
 echo
-echo "== rematctl stop $job --save"
-ctl stop "$job" --save
+echo "== rematctl stop $job (saves first: --no-save would drop the steps since the last save)"
+ctl stop "$job"
 ctl ls
 ctl shutdown >/dev/null
 wait $daemon 2>/dev/null || true

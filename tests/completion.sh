@@ -253,10 +253,11 @@ cat >"$tmp/job.json" <<JOB
  "batch": 2, "seq_len": 32, "steps": 1000000, "threads": 1,
  "remat": {"aliases": {"trunk": "h.1", "lm": "head", "every-block": "blocks"}}}
 JOB
-j1=$("$ctl" --socket "$sock" start "$tmp/job.json" 2>&1)
-j2=$("$ctl" --socket "$sock" start "$tmp/job.json" 2>&1)
+# stdout is the id alone; the resolved paths and the model's line go to stderr
+j1=$("$ctl" --socket "$sock" start "$tmp/job.json" 2>"$tmp/start.err")
+j2=$("$ctl" --socket "$sock" start "$tmp/job.json" 2>>"$tmp/start.err")
 if [[ $j1 != j1 || $j2 != j2 ]]; then
-	echo "completion: cannot start the jobs: $j1 $j2 $(cat "$tmp/rematd.log")" >&2
+	echo "completion: cannot start the jobs: $j1 $j2 $(cat "$tmp/start.err" "$tmp/rematd.log")" >&2
 	exit 1
 fi
 state() { "$ctl" --socket "$sock" --json status "$1" 2>/dev/null | sed -n 's/.*"state":"\([a-z]*\)".*/\1/p'; }
