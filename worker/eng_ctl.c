@@ -103,6 +103,16 @@ void eng_ctl_attach(eng_ctl *c, eng_trainer *tr)
 		eng_policy_json(&tr->policy)));
 }
 
+int eng_ctl_unreachable(eng_ctl *c)
+{
+	if (!c)
+		return 0;
+	pthread_mutex_lock(&c->mu);
+	int lost = c->link_lost;
+	pthread_mutex_unlock(&c->mu);
+	return lost;
+}
+
 eng_ctl_cmd *eng_ctl_take(eng_ctl *c)
 {
 	if (!c)
@@ -396,6 +406,7 @@ static void on_conn_end(sv_conn *sk, int status)
 		return;
 	fprintf(stderr, "remat-train: control link closed by rematd\n");
 	pthread_mutex_lock(&k->ctl->mu);
+	k->ctl->link_lost = 1;
 	eng_ctl_cmd *cmd = calloc(1, sizeof *cmd);
 	if (cmd && !eng_ctl__is_final(k->ctl->state)) {
 		cmd->op = CTL_OP_STOP;

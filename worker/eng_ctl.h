@@ -74,6 +74,10 @@ eng_ctl *eng_ctl_start(int fd, const char *path, const char *job, const char *na
  * the state becomes running. */
 void eng_ctl_attach(eng_ctl *c, eng_trainer *tr);
 
+/* 1 once rematd's link (--control-fd) has closed: nothing can reach the run any more (a
+ * restarted rematd starts a new worker to resume it). 0 otherwise, and for c == NULL. */
+int eng_ctl_unreachable(eng_ctl *c);
+
 /* Training thread, at a step boundary: takes the queued commands (free with
  * eng_ctl_cmd_free). */
 eng_ctl_cmd *eng_ctl_take(eng_ctl *c);

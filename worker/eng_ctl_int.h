@@ -93,6 +93,8 @@ struct eng_ctl {
 	/* --- guarded by mu --- */
 	eng_trainer *tr;       /* NULL until attach; read only by the training thread after */
 	eng_ctl_state state;
+	int link_lost;         /* rematd's link (--control-fd) has closed: no one can reach
+				* the run any more */
 	char reason[256];      /* why the state last changed */
 	int step, steps;       /* completed steps, and the step the run ends at */
 	int in_step;           /* a step is running */

@@ -674,10 +674,12 @@ static int reach_end(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json, int *e
 	*ended_once = 1;
 	if (end_run(tr, c, run, json, &err) == 0)
 		return 1;
-	/* without a controller, or under a signal, the process must end, and says so; with
-	 * one the run is kept */
+	/* without a controller, under a signal, or once rematd is gone (no one could ever
+	 * ask again, and the run would hold its save directory's lock against the resume a
+	 * restarted rematd offers), the process must end, and says so; with one the run is
+	 * kept */
 	fprintf(stderr, "remat-train: %s\n", err.msg);
-	if (!c || *run->sig) {
+	if (!c || *run->sig || eng_ctl_unreachable(c)) {
 		for (eng_ctl_cmd *k = run->stops; k; k = k->next)
 			eng_ctl_reply_error(c, k, PROTO_ERR_IO_ERROR, err.msg);
 		eng_ctl_set_state(c, CTL_FAILED, err.msg);

@@ -500,6 +500,41 @@ START_TEST(test_nolost_killed_daemon_names_newest_checkpoint)
 }
 END_TEST
 
+/* rematd dies and the orphan's final save fails (its save directory's `latest` became a
+ * symlink, which a save refuses): no one can reach it any more, so it must end rather than
+ * train on unreachable, holding the directory's lock against the resume a new rematd
+ * offers (it used to run on for good). */
+START_TEST(test_nolost_orphan_ends_when_its_save_fails)
+{
+	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	td_daemon d;
+	td_conn c = nl_daemon(&d, NULL, NULL);
+	char save[700], latest[800];
+	snprintf(save, sizeof save, "%s/save", d.dir);
+	char *spec = nl_spec(1000000, save);
+	char job[16];
+	snprintf(job, sizeof job, "%s", td_job_start(&c, spec, NULL));
+	json_t *st = nl_wait_step(&c, job, 1);
+	pid_t wpid = (pid_t)json_integer_value(json_object_get(st, "pid"));
+	json_decref(st);
+	snprintf(latest, sizeof latest, "%s/latest", save);
+	ck_assert_int_eq(symlink("/dev/null", latest), 0);
+	ck_assert_int_eq(kill(d.pid, SIGKILL), 0);
+	ck_assert_int_eq(td_wait_pid(d.pid, T_STOP_MS), 128 + SIGKILL);
+	d.pid = 0;
+	td_close(&c);
+	int rc = td_wait_pid(wpid, T_STOP_MS);
+	if (rc < 0)
+		kill(wpid, SIGKILL), td_wait_pid(wpid, T_STOP_MS);
+	ck_assert_msg(rc > 0, "the orphaned worker whose save failed %s", rc < 0 ?
+		"still ran after 30 s" : "ended with status 0");
+	char log[800];
+	snprintf(log, sizeof log, "%s/jobs/%s/worker.log", d.state, job);
+	ck_assert_msg(strstr(td_slurp(log), "latest"), "the worker's log does not say why");
+	free(spec);
+}
+END_TEST
+
 /* ---- events forged by a worker ---- */
 
 START_TEST(test_nolost_forged_event_restamped)
@@ -591,6 +626,7 @@ Suite *suite_nolost(void)
 	nl_case(s, "table", test_nolost_failing_starts_keep_others_jobs);
 	nl_case(s, "resumable", test_nolost_all_resumable_refused);
 	nl_case(s, "killed", test_nolost_killed_daemon_names_newest_checkpoint);
+	nl_case(s, "orphan", test_nolost_orphan_ends_when_its_save_fails);
 	nl_case(s, "forged", test_nolost_forged_event_restamped);
 	return s;
 }
