@@ -146,7 +146,7 @@ START_TEST(test_links_lock)
 	char *root = t_tmp_dir("lk_lock"), *sd = path_join(root, "save");
 	ck_assert_int_eq(mkdir(sd, 0755), 0);
 	for (int k = 0; k < PLANT_N; k++) {
-		char tag[8], *target;
+		char tag[16], *target;
 		snprintf(tag, sizeof tag, "%d", k);
 		char *victim = make_victim(root, tag);
 		if (!plant((plant_kind)k, sd, ENG_SAVE_LOCK, victim, "test_links_lock", &target)) {
@@ -214,7 +214,7 @@ static void save_over(const char *name, const char *test)
 	eng_err err = {0};
 	ck_assert_msg(eng_ckpt_write(&s, sd, NULL, 10, &res, &err) == 0, "%s", err.msg);
 	for (int k = 0; k < PLANT_N; k++) {
-		char tag[8], *target;
+		char tag[16], *target;
 		snprintf(tag, sizeof tag, "%d", k);
 		char *victim = make_victim(root, tag);
 		if (!plant((plant_kind)k, sd, name, victim, test, &target)) {
@@ -293,7 +293,7 @@ START_TEST(test_links_checkpoint_files)
 	for (int i = 0; i < 4; i++) {
 		for (int tmp = 0; tmp < 2; tmp++) {
 			for (int k = 0; k < PLANT_N; k++) {
-				char name[64], tag[32], *target;
+				char name[64], tag[48], *target;
 				snprintf(name, sizeof name, "%s%s", names[i], tmp ? ".tmp" : "");
 				snprintf(tag, sizeof tag, "%d-%d-%d", i, tmp, k);
 				char *victim = make_victim(root, tag);
