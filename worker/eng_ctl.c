@@ -383,10 +383,43 @@ static void conn_unserve(ctl_conn *k)
 	k->served = 0;
 }
 
-/* Both handles closed: out of the list, and freed (the only place it is). */
+/* rematd is gone (its end of the link read as closed, or a write to it failed first):
+ * the run stops at the next step boundary, saved. Once. */
+static void link_gone(ctl_conn *k, const char *how)
+{
+	pthread_mutex_lock(&k->ctl->mu);
+	int first = !k->ctl->link_lost;
+	k->ctl->link_lost = 1;
+	eng_ctl_cmd *cmd = first ? calloc(1, sizeof *cmd) : NULL;
+	if (cmd && !eng_ctl__is_final(k->ctl->state)) {
+		cmd->op = CTL_OP_STOP;
+		cmd->save = 1;
+		cmd->conn = -1;
+		eng_ctl__enqueue(k->ctl, cmd);
+	} else {
+		free(cmd);
+	}
+	pthread_mutex_unlock(&k->ctl->mu);
+	if (first)
+		fprintf(stderr, "remat-train: control link %s\n", how);
+}
+
+static void on_conn_end(sv_conn *sk, int status)
+{
+	ctl_conn *k = sk->owner;
+	(void)status;
+	if (k->link)
+		link_gone(k, "closed by rematd");
+}
+
+/* Both handles closed: out of the list, and freed (the only place it is). rematd's link
+ * closed while still served (not by our own end) means rematd is gone, whichever way the
+ * loop found out: a write that failed closes it without an end of stream. */
 static void on_conn_closed(sv_conn *sk)
 {
 	ctl_conn *k = sk->owner;
+	if (k->link && k->served)
+		link_gone(k, "lost (rematd is gone)");
 	conn_unserve(k);
 	if (k->prev)
 		k->prev->next = k->next;
@@ -397,27 +430,7 @@ static void on_conn_closed(sv_conn *sk)
 	free(k);
 }
 
-/* rematd is gone: the run stops at the next step boundary, saved */
-static void on_conn_end(sv_conn *sk, int status)
-{
-	ctl_conn *k = sk->owner;
-	(void)status;
-	if (!k->link)
-		return;
-	fprintf(stderr, "remat-train: control link closed by rematd\n");
-	pthread_mutex_lock(&k->ctl->mu);
-	k->ctl->link_lost = 1;
-	eng_ctl_cmd *cmd = calloc(1, sizeof *cmd);
-	if (cmd && !eng_ctl__is_final(k->ctl->state)) {
-		cmd->op = CTL_OP_STOP;
-		cmd->save = 1;
-		cmd->conn = -1;
-		eng_ctl__enqueue(k->ctl, cmd);
-	} else {
-		free(cmd);
-	}
-	pthread_mutex_unlock(&k->ctl->mu);
-}
+
 
 /* A client that stops reading is dropped, never waited for; that goes to the log (a
  * client's ordinary hang-up does not). */
@@ -729,8 +742,10 @@ eng_ctl *eng_ctl_start(int fd, const char *path, const char *job, const char *na
 fail:
 	/* Nothing ran on the loop yet: close the handles and let it finish them (the
 	 * connections through their own close, which frees them). */
-	for (ctl_conn *k = c->conns; k; k = k->next)
+	for (ctl_conn *k = c->conns; k; k = k->next) {
+		conn_unserve(k); /* our own close: no run to stop */
 		sv_conn_close(&k->k, NULL);
+	}
 	uv_walk(&c->loop, close_walk, NULL);
 	uv_run(&c->loop, UV_RUN_DEFAULT);
 	uv_loop_close(&c->loop);
