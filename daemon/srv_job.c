@@ -707,8 +707,15 @@ int srv_job_resume(srv_job *job, srv_conn *c, const json_t *id, proto_errclass *
 			"new job from its checkpoint to train on", job->id, job->steps);
 		return -1;
 	}
-	if (!srv_job_state_final(job->state) || job->handles_open > 0) {
+	if (!srv_job_state_final(job->state)) {
 		srv_fmt(desc, desclen, "job %s is %s", job->id, srv_job_state_name(job->state));
+		return -1;
+	}
+	if (job->handles_open > 0) {
+		/* its stop was answered, its process not yet reaped: a moment, not a refusal */
+		*ec = PROTO_ERR_BUSY;
+		srv_fmt(desc, desclen, "job %s is %s, but its worker has not exited yet: try again "
+			"in a moment", job->id, srv_job_state_name(job->state));
 		return -1;
 	}
 	job_check *k = calloc(1, sizeof *k);

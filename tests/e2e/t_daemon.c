@@ -442,6 +442,24 @@ td_conn td_real_job(td_daemon *d, char *id)
 	return c;
 }
 
+/* ---- rematctl ---- */
+
+int td_ctl(const td_daemon *d, char **out, ...)
+{
+	char *argv[24];
+	int n = 0;
+	va_list ap;
+	argv[n++] = (char *)t_env("REMATCTL");
+	argv[n++] = "--socket";
+	argv[n++] = (char *)d->sock;
+	va_start(ap, out);
+	for (char *a; n < 23 && (a = va_arg(ap, char *));)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	return t_run(argv, out);
+}
+
 /* ---- another user ---- */
 
 int td_run_as_peer(char *const argv[], char **out)

@@ -101,6 +101,12 @@ void td_alive(const td_daemon *d);
 /* The same within T_READ_MS (the daemon sees earlier hang-ups asynchronously). */
 void td_alive_soon(const td_daemon *d);
 
+/* ---- rematctl ---- */
+
+/* rematctl --socket d->sock ARGS... (NULL-terminated, at most 20): its exit status, its
+ * stdout and stderr in *out (malloc'd; may be NULL). */
+int td_ctl(const td_daemon *d, char **out, ...);
+
 /* ---- another user (a root rematd's --group peer) ---- */
 
 #define TD_NOBODY 65534      /* the peer's uid (Debian's nobody) */

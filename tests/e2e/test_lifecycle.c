@@ -46,23 +46,6 @@ static char *spec_of(int steps, const char *save_dir, const char *extra)
 	return s;
 }
 
-/* rematctl --socket d's ARGS...: its exit status, output (stdout and stderr) in *out. */
-static int ctl(const td_daemon *d, char **out, ...)
-{
-	char *argv[24];
-	int n = 0;
-	va_list ap;
-	argv[n++] = (char *)t_env("REMATCTL");
-	argv[n++] = "--socket";
-	argv[n++] = (char *)d->sock;
-	va_start(ap, out);
-	for (char *a; n < 23 && (a = va_arg(ap, char *));)
-		argv[n++] = a;
-	va_end(ap);
-	argv[n] = NULL;
-	return t_run(argv, out);
-}
-
 /* job-status until its step reaches at least step (failing after ms); the status. */
 static json_t *wait_step(td_conn *c, const char *job, int step, int ms)
 {
@@ -326,7 +309,7 @@ START_TEST(test_lifecycle_daemon_killed_resume)
 
 	/* rematctl resume continues it to its end */
 	char *out;
-	rc = ctl(&d, &out, "resume", job, NULL);
+	rc = td_ctl(&d, &out, "resume", job, NULL);
 	ck_assert_msg(rc == 0 && strstr(out, "resumes from") && strstr(out, save), "resume: %d %s",
 		rc, out);
 	free(out);
@@ -511,29 +494,29 @@ START_TEST(test_lifecycle_queue_cancel_plan_remove)
 	char path[700];
 	snprintf(path, sizeof path, "%s/plan.json", d.dir);
 	t_write_file(path, spec, strlen(spec));
-	int rc = ctl(&d, &out, "plan", path, "--budget", "64KiB", NULL);
+	int rc = td_ctl(&d, &out, "plan", path, "--budget", "64KiB", NULL);
 	ck_assert_msg(rc == 1 && strstr(out, "does not fit: the least memory any policy needs is") &&
 			  strstr(out, "h.1"), "plan: %d %s", rc, out);
 	free(out);
-	rc = ctl(&d, &out, "plan", path, "--budget", "1GiB", NULL);
+	rc = td_ctl(&d, &out, "plan", path, "--budget", "1GiB", NULL);
 	ck_assert_msg(rc == 0 && strstr(out, "1.0 GiB: fits") && strstr(out, "peak:"),
 		"plan: %d %s", rc, out);
 	free(out);
-	rc = ctl(&d, &out, "plan", path, "h.7=full", NULL);
+	rc = td_ctl(&d, &out, "plan", path, "h.7=full", NULL);
 	ck_assert_msg(rc == 1 && strstr(out, "h.7"), "plan h.7: %d %s", rc, out);
 	free(out);
 
 	/* stop cancels a queued job; rm forgets an ended one, and only an ended one */
-	rc = ctl(&d, &out, "stop", j2, NULL);
+	rc = td_ctl(&d, &out, "stop", j2, NULL);
 	ck_assert_msg(rc == 0 && strstr(out, "cancelled"), "stop: %d %s", rc, out);
 	free(out);
 	json_t *st = td_job_status(&c, j2);
 	ck_assert_str_eq(td_str(st, "state"), "stopped");
 	json_decref(st);
-	rc = ctl(&d, &out, "rm", j1, NULL);
+	rc = td_ctl(&d, &out, "rm", j1, NULL);
 	ck_assert_msg(rc == 1 && strstr(out, "InvalidState"), "rm of a live job: %d %s", rc, out);
 	free(out);
-	rc = ctl(&d, &out, "rm", j2, NULL);
+	rc = td_ctl(&d, &out, "rm", j2, NULL);
 	ck_assert_msg(rc == 0 && strstr(out, "removed"), "rm: %d %s", rc, out);
 	free(out);
 	r = td_request(&c, "{\"execute\":\"job-status\",\"arguments\":{\"job\":\"%s\"}}", j2);
@@ -711,7 +694,7 @@ START_TEST(test_lifecycle_idle_connections)
 		ck_assert_int_ge(fds[i] = td_connect(d.sock), 0);
 	td_sleep_ms(300);
 	char *out;
-	int rc = ctl(&d, &out, "info", NULL);
+	int rc = td_ctl(&d, &out, "info", NULL);
 	ck_assert_msg(rc == 1 && strstr(out, "too many connections") && strstr(out, "Busy") &&
 		!strstr(out, "Broken pipe"), "rematctl info: %d %s", rc, out);
 	free(out);
@@ -847,7 +830,7 @@ START_TEST(test_lifecycle_auto_budget)
 	json_decref(st);
 	/* watch shows the budget beside the memory */
 	char *out;
-	int rc = ctl(&d, &out, "watch", id, "--count", "2", NULL);
+	int rc = td_ctl(&d, &out, "watch", id, "--count", "2", NULL);
 	ck_assert_msg(rc == 0 && strstr(out, " budget "), "watch: %d %s", rc, out);
 	free(out);
 	r = td_request(&c, "{\"execute\":\"remat-set\",\"arguments\":{\"job\":\"%s\","

@@ -42,23 +42,6 @@ static char *nl_spec(int steps, const char *save_dir)
 	return s;
 }
 
-/* rematctl --socket d's ARGS...: its exit status, output in *out. */
-static int nl_ctl(const td_daemon *d, char **out, ...)
-{
-	char *argv[16];
-	int n = 0;
-	va_list ap;
-	argv[n++] = (char *)t_env("REMATCTL");
-	argv[n++] = "--socket";
-	argv[n++] = (char *)d->sock;
-	va_start(ap, out);
-	for (char *a; n < 15 && (a = va_arg(ap, char *));)
-		argv[n++] = a;
-	va_end(ap);
-	argv[n] = NULL;
-	return t_run(argv, out);
-}
-
 /* job-status until the job's step reaches step; its status. */
 static json_t *nl_wait_step(td_conn *c, const char *job, int step)
 {
@@ -99,6 +82,23 @@ static char *nl_latest(const char *save_dir)
 
 /* ---- stop and shutdown save ---- */
 
+/* rematctl resume job, again while its worker is still exiting (Busy: the stop was
+ * answered before the process ended); fails the test on any other answer. */
+static void nl_resume(const td_daemon *d, const char *job)
+{
+	long end = td_ms() + T_STOP_MS;
+	for (;;) {
+		char *out;
+		int rc = td_ctl(d, &out, "resume", job, NULL);
+		int busy = rc != 0 && strstr(out, "has not exited yet");
+		ck_assert_msg(rc == 0 || (busy && td_ms() < end), "resume: %d %s", rc, out);
+		free(out);
+		if (rc == 0)
+			return;
+		td_sleep_ms(50);
+	}
+}
+
 START_TEST(test_nolost_stop_saves)
 {
 	td_daemon d;
@@ -110,7 +110,7 @@ START_TEST(test_nolost_stop_saves)
 	snprintf(job, sizeof job, "%s", td_job_start(&c, spec, NULL));
 	json_decref(nl_wait_step(&c, job, 3));
 	/* no flag: saved at the next step boundary */
-	int rc = nl_ctl(&d, &out, "stop", job, NULL);
+	int rc = td_ctl(&d, &out, "stop", job, NULL);
 	ck_assert_msg(rc == 0 && strstr(out, "stopped at step") && strstr(out, "saved to") &&
 		strstr(out, save), "stop: %d %s", rc, out);
 	free(out);
@@ -122,22 +122,18 @@ START_TEST(test_nolost_stop_saves)
 	free(latest);
 
 	/* resumed, then stopped without saving: how many steps since that checkpoint */
-	rc = nl_ctl(&d, &out, "resume", job, NULL);
-	ck_assert_msg(rc == 0, "resume: %d %s", rc, out);
-	free(out);
+	nl_resume(&d, job);
 	const char *base = strrchr(ck, '/') + 1;
 	int from = atoi(base + 5);
 	json_decref(nl_wait_step(&c, job, from + 3));
-	rc = nl_ctl(&d, &out, "stop", job, "--no-save", NULL);
+	rc = td_ctl(&d, &out, "stop", job, "--no-save", NULL);
 	char want[128];
 	snprintf(want, sizeof want, "steps since %s dropped", base);
 	ck_assert_msg(rc == 0 && strstr(out, "without saving:") && strstr(out, want),
 		"stop --no-save: %d %s (wanted '%s')", rc, out, want);
 	free(out);
 	/* the reply's numbers: the steps dropped are the stop's step less the checkpoint's */
-	rc = nl_ctl(&d, &out, "resume", job, NULL);
-	ck_assert_msg(rc == 0, "resume: %d %s", rc, out);
-	free(out);
+	nl_resume(&d, job);
 	json_decref(nl_wait_step(&c, job, from + 2));
 	json_t *r = td_request(&c, "{\"execute\":\"job-stop\",\"arguments\":{\"job\":\"%s\","
 		"\"save\":false}}", job);
@@ -155,7 +151,7 @@ START_TEST(test_nolost_stop_saves)
 	char job2[16];
 	snprintf(job2, sizeof job2, "%s", td_job_start(&c, spec2, NULL));
 	json_decref(nl_wait_step(&c, job2, 2));
-	rc = nl_ctl(&d, &out, "stop", job2, "--no-save", NULL);
+	rc = td_ctl(&d, &out, "stop", job2, "--no-save", NULL);
 	ck_assert_msg(rc == 0 && strstr(out, "no checkpoint: all") && strstr(out, "dropped"),
 		"stop --no-save without a checkpoint: %d %s", rc, out);
 	free(out);
@@ -163,10 +159,9 @@ START_TEST(test_nolost_stop_saves)
 	snprintf(l2, sizeof l2, "%s/latest", save2);
 	ck_assert_msg(access(l2, F_OK) < 0, "stop --no-save saved");
 	/* --save is still taken (old scripts), and saves */
-	rc = nl_ctl(&d, &out, "resume", job, NULL);
-	free(out);
+	nl_resume(&d, job);
 	json_decref(nl_wait_step(&c, job, from + 1));
-	rc = nl_ctl(&d, &out, "stop", job, "--save", NULL);
+	rc = td_ctl(&d, &out, "stop", job, "--save", NULL);
 	ck_assert_msg(rc == 0 && strstr(out, "saved to"), "stop --save: %d %s", rc, out);
 	free(out);
 	td_close(&c);
@@ -188,7 +183,7 @@ START_TEST(test_nolost_shutdown_saves)
 		char job[16];
 		snprintf(job, sizeof job, "%s", td_job_start(&c, spec, NULL));
 		json_decref(nl_wait_step(&c, job, 3));
-		int rc = nl_ctl(&d, &out, "shutdown", no_save ? "--no-save" : NULL, NULL);
+		int rc = td_ctl(&d, &out, "shutdown", no_save ? "--no-save" : NULL, NULL);
 		ck_assert_int_eq(td_wait_pid(d.pid, T_STOP_MS), 0);
 		d.pid = 0;
 		char line[64];
@@ -434,29 +429,44 @@ END_TEST
 
 /* ---- the record after kill -9 ---- */
 
-START_TEST(test_nolost_killed_daemon_names_newest_checkpoint)
+/* A daemon on the real worker and a job that runs until stopped, saving only when asked to
+ * (into d's save/, written to save, 700 bytes): its id into job (16 bytes); returns its
+ * worker's pid once it has stepped. The worker outlives rematd in these tests: it comes
+ * back to this process to be reaped. */
+static pid_t nl_long_job(td_daemon *d, td_conn *c, char *job, char *save)
 {
-	/* the worker outlives rematd: it must come back to us to be reaped */
 	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-	td_daemon d;
-	td_conn c = nl_daemon(&d, NULL, NULL);
-	char save[700], rec[800];
-	snprintf(save, sizeof save, "%s/save", d.dir);
-	/* no periodic save: the only checkpoint is the one saved once the daemon is gone */
+	*c = nl_daemon(d, NULL, NULL);
+	snprintf(save, 700, "%s/save", d->dir);
 	char *spec = nl_spec(1000000, save);
-	char job[16];
-	snprintf(job, sizeof job, "%s", td_job_start(&c, spec, NULL));
-	json_t *st = nl_wait_step(&c, job, 1);
+	snprintf(job, 16, "%s", td_job_start(c, spec, NULL));
+	free(spec);
+	json_t *st = nl_wait_step(c, job, 1);
 	pid_t wpid = (pid_t)json_integer_value(json_object_get(st, "pid"));
 	json_decref(st);
+	return wpid;
+}
+
+/* kill -9 of d's rematd (c, its connection, closed). */
+static void nl_kill_daemon(td_daemon *d, td_conn *c)
+{
+	ck_assert_int_eq(kill(d->pid, SIGKILL), 0);
+	ck_assert_int_eq(td_wait_pid(d->pid, T_STOP_MS), 128 + SIGKILL);
+	d->pid = 0;
+	td_close(c);
+}
+
+START_TEST(test_nolost_killed_daemon_names_newest_checkpoint)
+{
+	td_daemon d;
+	td_conn c;
+	char save[700], rec[800], job[16];
+	pid_t wpid = nl_long_job(&d, &c, job, save);
 	/* long enough for a STEP's progress to reach the record */
 	td_sleep_ms(4000);
-	st = nl_wait_step(&c, job, 2);
+	json_t *st = nl_wait_step(&c, job, 2);
 	json_decref(st);
-	ck_assert_int_eq(kill(d.pid, SIGKILL), 0);
-	ck_assert_int_eq(td_wait_pid(d.pid, T_STOP_MS), 128 + SIGKILL);
-	d.pid = 0;
-	td_close(&c);
+	nl_kill_daemon(&d, &c);
 	snprintf(rec, sizeof rec, "%s/jobs/%s/state.json", d.state, job);
 	json_t *o = json_load_file(rec, 0, NULL);
 	ck_assert_ptr_nonnull(o);
@@ -490,13 +500,12 @@ START_TEST(test_nolost_killed_daemon_names_newest_checkpoint)
 	json_decref(st);
 	/* ls says the same step */
 	char *out;
-	rc = nl_ctl(&d, &out, "status", job, NULL);
+	rc = td_ctl(&d, &out, "status", job, NULL);
 	ck_assert_msg(rc == 0 && strstr(out, strrchr(latest, '/') + 1), "status: %d %s", rc, out);
 	free(out);
 	td_close(&c);
 	td_daemon_stop(&d);
 	free(latest);
-	free(spec);
 }
 END_TEST
 
@@ -506,23 +515,13 @@ END_TEST
  * offers (it used to run on for good). */
 START_TEST(test_nolost_orphan_ends_when_its_save_fails)
 {
-	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
 	td_daemon d;
-	td_conn c = nl_daemon(&d, NULL, NULL);
-	char save[700], latest[800];
-	snprintf(save, sizeof save, "%s/save", d.dir);
-	char *spec = nl_spec(1000000, save);
-	char job[16];
-	snprintf(job, sizeof job, "%s", td_job_start(&c, spec, NULL));
-	json_t *st = nl_wait_step(&c, job, 1);
-	pid_t wpid = (pid_t)json_integer_value(json_object_get(st, "pid"));
-	json_decref(st);
+	td_conn c;
+	char save[700], latest[800], job[16];
+	pid_t wpid = nl_long_job(&d, &c, job, save);
 	snprintf(latest, sizeof latest, "%s/latest", save);
 	ck_assert_int_eq(symlink("/dev/null", latest), 0);
-	ck_assert_int_eq(kill(d.pid, SIGKILL), 0);
-	ck_assert_int_eq(td_wait_pid(d.pid, T_STOP_MS), 128 + SIGKILL);
-	d.pid = 0;
-	td_close(&c);
+	nl_kill_daemon(&d, &c);
 	int rc = td_wait_pid(wpid, T_STOP_MS);
 	if (rc < 0)
 		kill(wpid, SIGKILL), td_wait_pid(wpid, T_STOP_MS);
@@ -531,7 +530,6 @@ START_TEST(test_nolost_orphan_ends_when_its_save_fails)
 	char log[800];
 	snprintf(log, sizeof log, "%s/jobs/%s/worker.log", d.state, job);
 	ck_assert_msg(strstr(td_slurp(log), "latest"), "the worker's log does not say why");
-	free(spec);
 }
 END_TEST
 
