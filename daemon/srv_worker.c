@@ -758,21 +758,29 @@ void srv_worker_channel_open(srv_job *job, int *fd)
 	}
 }
 
+/* The job's file name in its directory, opened to append (created 0600): reached through
+ * the directory's descriptor, and a link (symbolic or hard) or another user's file there is
+ * refused (eng_fs_append_at). The descriptor, or -1 with why in err. */
+static int job_append(const srv_job *job, const char *name, char *err, size_t errlen)
+{
+	eng_dir d;
+	eng_err e = {0};
+	int fd = srv_job_dir_open(job, &d, &e) < 0 ? -1 :
+		 eng_fs_append_at(&d, name, 0600, geteuid(), &e);
+	eng_dir_close(&d);
+	if (fd < 0)
+		srv_fmt(err, errlen, "%s", e.msg);
+	return fd;
+}
+
 /* One remat-train's descriptors: the job's metrics.jsonl (every step and eval, appended by
  * the worker; a resumed job goes on in the same file, job-metrics reads it back) as fd 4,
  * the socketpair's end as fd 3. 0, or -1 with why in err. */
 static int worker_fds(srv_job *job, int sv[2], int *metrics_fd, uv_stdio_container_t *stdio,
 	char *err, size_t errlen)
 {
-	char path[SRV_PATH_LEN + 16];
-	snprintf(path, sizeof path, "%s/" SRV_METRICS_FILE, job->dir);
-	eng_err e = {0};
-	/* appended to: a link (symbolic or hard) or another user's file there is refused */
-	*metrics_fd = eng_fs_append(path, 0600, geteuid(), &e);
-	if (*metrics_fd < 0) {
-		srv_fmt(err, errlen, "%s", e.msg);
+	if ((*metrics_fd = job_append(job, SRV_METRICS_FILE, err, errlen)) < 0)
 		return -1;
-	}
 	/* CLOEXEC on both ends: libuv dup2s the child's end onto fd 3, which clears the flag
 	 * there only; no other child inherits either end */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -789,21 +797,15 @@ static int worker_fds(srv_job *job, int sv[2], int *metrics_fd, uv_stdio_contain
 void srv_worker_spawn(srv_job *job)
 {
 	srv_server *srv = job->srv;
-	char log_path[SRV_PATH_LEN + 16], spec_path[SRV_PATH_LEN + 16], err[SRV_REASON_LEN];
+	char spec_path[SRV_PATH_LEN + 16], err[SRV_REASON_LEN];
 	int sv[2] = {-1, -1}, log_fd = -1, metrics_fd = -1;
 
 	/* one worker per job, ever: its handles live in the job record */
 	ENG_ASSERT(job->state == SRV_JOB_QUEUED && job->handles_open == 0 && !job->reaped);
 
-	snprintf(log_path, sizeof log_path, "%s/worker.log", job->dir);
 	snprintf(spec_path, sizeof spec_path, "%s/%s", job->dir, job->spec_file);
-	eng_err le = {0};
-	/* appended to: a link (symbolic or hard) or another user's file there is refused */
-	log_fd = eng_fs_append(log_path, 0600, geteuid(), &le);
-	if (log_fd < 0) {
-		srv_fmt(err, sizeof err, "%s", le.msg);
+	if ((log_fd = job_append(job, "worker.log", err, sizeof err)) < 0)
 		goto fail;
-	}
 	/* as its owner when rematd is root and the owner is not (remat-train drops first) */
 	char as_arg[ENG_CRED_ARG_LEN], mpi_store[4 * SRV_PATH_LEN];
 	char *args[SRV_MPI_MAX_ARGS] = {srv->worker_path, "--control-fd", WORKER_FD_ARG,
