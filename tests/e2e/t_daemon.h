@@ -25,6 +25,15 @@
 	"{\"model\":{\"preset\":\"tiny\"},\"data\":{\"train\":\"" T_GPL "\","              \
 	"\"format\":\"bytes\"},\"batch\":2,\"seq_len\":32,\"steps\":1000000,\"threads\":2}"
 
+/* The start of a stand-in worker (td_script) that greets rematd on fd 3 as job $4 and says
+ * it runs; what the script does next follows it. */
+#define TD_WORKER_RUNNING                                                                  \
+	"printf '{\"remat\":{\"version\":\"0.1.0\",\"protocol\":1,\"capabilities\":"       \
+	"[\"events\"],\"role\":\"worker\",\"job\":\"%s\"}}\\n' \"$4\" >&3\n"                 \
+	"printf '{\"event\":\"JOB_STATE_CHANGED\",\"data\":{\"job\":\"%s\",\"from\":"          \
+	"\"starting\",\"to\":\"running\",\"reason\":\"training\"},\"timestamp\":{\"seconds\":" \
+	"0,\"microseconds\":0}}\\n' \"$4\" >&3\n"
+
 typedef struct td_daemon {
 	pid_t pid;       /* the rematd process, 0 once reaped */
 	char dir[512];   /* its scratch directory under REMAT_TMP */

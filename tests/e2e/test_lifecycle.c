@@ -617,11 +617,7 @@ START_TEST(test_lifecycle_unanswered_query)
 	td_daemon_paths(&d);
 	/* greets, says it runs, then reads nothing */
 	char *w = td_script(&d, "worker.sh",
-		"printf '{\"remat\":{\"version\":\"0.1.0\",\"protocol\":1,\"capabilities\":"
-		"[\"events\"],\"role\":\"worker\",\"job\":\"%s\"}}\\n' \"$4\" >&3\n"
-		"printf '{\"event\":\"JOB_STATE_CHANGED\",\"data\":{\"job\":\"%s\",\"from\":"
-		"\"starting\",\"to\":\"running\",\"reason\":\"training\"},\"timestamp\":{\"seconds\":"
-		"0,\"microseconds\":0}}\\n' \"$4\" >&3\nexec sleep 60");
+		TD_WORKER_RUNNING "exec sleep 60");
 	const char *extra[] = {"--worker", w, "--stop-timeout", "1", NULL};
 	td_daemon_start(&d, extra);
 	td_conn c = td_open(&d);

@@ -80,6 +80,24 @@ static char *nl_latest(const char *save_dir)
 	return full;
 }
 
+/* A daemon on the real worker and a job that runs until stopped, saving only when asked to
+ * (into d's save/, written to save, 700 bytes): its id into job (16 bytes); returns its
+ * worker's pid once it has done step steps. The worker outlives rematd in these tests: it comes
+ * back to this process to be reaped. */
+static pid_t nl_long_job(td_daemon *d, td_conn *c, char *job, char *save, int step)
+{
+	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	*c = nl_daemon(d, NULL, NULL);
+	snprintf(save, 700, "%s/save", d->dir);
+	char *spec = nl_spec(1000000, save);
+	snprintf(job, 16, "%s", td_job_start(c, spec, NULL));
+	free(spec);
+	json_t *st = nl_wait_step(c, job, step);
+	pid_t wpid = (pid_t)json_integer_value(json_object_get(st, "pid"));
+	json_decref(st);
+	return wpid;
+}
+
 /* ---- stop and shutdown save ---- */
 
 /* rematctl resume job, again while its worker is still exiting (Busy: the stop was
@@ -102,13 +120,9 @@ static void nl_resume(const td_daemon *d, const char *job)
 START_TEST(test_nolost_stop_saves)
 {
 	td_daemon d;
-	td_conn c = nl_daemon(&d, NULL, NULL);
-	char save[700], *out;
-	snprintf(save, sizeof save, "%s/save", d.dir);
-	char *spec = nl_spec(1000000, save);
-	char job[16];
-	snprintf(job, sizeof job, "%s", td_job_start(&c, spec, NULL));
-	json_decref(nl_wait_step(&c, job, 3));
+	td_conn c;
+	char save[700], job[16], *out;
+	nl_long_job(&d, &c, job, save, 3);
 	/* no flag: saved at the next step boundary */
 	int rc = td_ctl(&d, &out, "stop", job, NULL);
 	ck_assert_msg(rc == 0 && strstr(out, "stopped at step") && strstr(out, "saved to") &&
@@ -167,7 +181,6 @@ START_TEST(test_nolost_stop_saves)
 	td_close(&c);
 	td_daemon_stop(&d);
 	free(spec2);
-	free(spec);
 	free(ck);
 }
 END_TEST
@@ -176,13 +189,9 @@ START_TEST(test_nolost_shutdown_saves)
 {
 	for (int no_save = 0; no_save < 2; no_save++) {
 		td_daemon d;
-		td_conn c = nl_daemon(&d, NULL, NULL);
-		char save[700], *out;
-		snprintf(save, sizeof save, "%s/save", d.dir);
-		char *spec = nl_spec(1000000, save);
-		char job[16];
-		snprintf(job, sizeof job, "%s", td_job_start(&c, spec, NULL));
-		json_decref(nl_wait_step(&c, job, 3));
+		td_conn c;
+		char save[700], job[16], *out;
+		nl_long_job(&d, &c, job, save, 3);
 		int rc = td_ctl(&d, &out, "shutdown", no_save ? "--no-save" : NULL, NULL);
 		ck_assert_int_eq(td_wait_pid(d.pid, T_STOP_MS), 0);
 		d.pid = 0;
@@ -202,7 +211,6 @@ START_TEST(test_nolost_shutdown_saves)
 		}
 		free(out);
 		td_close(&c);
-		free(spec);
 	}
 }
 END_TEST
@@ -429,24 +437,6 @@ END_TEST
 
 /* ---- the record after kill -9 ---- */
 
-/* A daemon on the real worker and a job that runs until stopped, saving only when asked to
- * (into d's save/, written to save, 700 bytes): its id into job (16 bytes); returns its
- * worker's pid once it has stepped. The worker outlives rematd in these tests: it comes
- * back to this process to be reaped. */
-static pid_t nl_long_job(td_daemon *d, td_conn *c, char *job, char *save)
-{
-	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-	*c = nl_daemon(d, NULL, NULL);
-	snprintf(save, 700, "%s/save", d->dir);
-	char *spec = nl_spec(1000000, save);
-	snprintf(job, 16, "%s", td_job_start(c, spec, NULL));
-	free(spec);
-	json_t *st = nl_wait_step(c, job, 1);
-	pid_t wpid = (pid_t)json_integer_value(json_object_get(st, "pid"));
-	json_decref(st);
-	return wpid;
-}
-
 /* kill -9 of d's rematd (c, its connection, closed). */
 static void nl_kill_daemon(td_daemon *d, td_conn *c)
 {
@@ -461,7 +451,7 @@ START_TEST(test_nolost_killed_daemon_names_newest_checkpoint)
 	td_daemon d;
 	td_conn c;
 	char save[700], rec[800], job[16];
-	pid_t wpid = nl_long_job(&d, &c, job, save);
+	pid_t wpid = nl_long_job(&d, &c, job, save, 1);
 	/* long enough for a STEP's progress to reach the record */
 	td_sleep_ms(4000);
 	json_t *st = nl_wait_step(&c, job, 2);
@@ -518,7 +508,7 @@ START_TEST(test_nolost_orphan_ends_when_its_save_fails)
 	td_daemon d;
 	td_conn c;
 	char save[700], latest[800], job[16];
-	pid_t wpid = nl_long_job(&d, &c, job, save);
+	pid_t wpid = nl_long_job(&d, &c, job, save, 1);
 	snprintf(latest, sizeof latest, "%s/latest", save);
 	ck_assert_int_eq(symlink("/dev/null", latest), 0);
 	nl_kill_daemon(&d, &c);
@@ -541,11 +531,7 @@ START_TEST(test_nolost_forged_event_restamped)
 	td_daemon_paths(&d);
 	/* greets and runs; any job but j1 then tells of a step 999 and a checkpoint of j1's */
 	char *w = td_script(&d, "worker.sh",
-		"printf '{\"remat\":{\"version\":\"0.1.0\",\"protocol\":1,\"capabilities\":"
-		"[\"events\"],\"role\":\"worker\",\"job\":\"%s\"}}\\n' \"$4\" >&3\n"
-		"printf '{\"event\":\"JOB_STATE_CHANGED\",\"data\":{\"job\":\"%s\",\"from\":"
-		"\"starting\",\"to\":\"running\",\"reason\":\"training\"},\"timestamp\":{\"seconds\":"
-		"0,\"microseconds\":0}}\\n' \"$4\" >&3\n"
+		TD_WORKER_RUNNING
 		"if [ \"$4\" != j1 ]; then\n"
 		"printf '{\"event\":\"STEP\",\"data\":{\"job\":\"j1\",\"step\":999,\"loss\":0.5},"
 		"\"job\":\"j1\"}\\n' >&3\n"
