@@ -3,6 +3,7 @@
  */
 #include "t_daemon.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -440,6 +441,40 @@ td_conn td_real_job(td_daemon *d, char *id)
 	snprintf(id, 16, "%s", td_job_start(&c, T_TINY_SPEC, "starting"));
 	td_wait_step(&c, id);
 	return c;
+}
+
+/* 1 when every thread of pid is stopped (state T in /proc/pid/task/TID/stat). */
+static int td_all_stopped(pid_t pid)
+{
+	char dir[64], path[400], buf[512];
+	snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+	DIR *d = opendir(dir);
+	int all = d != NULL;
+	for (struct dirent *e; all && (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "%s/%s/stat", dir, e->d_name);
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+		if (f)
+			fclose(f);
+		buf[n] = '\0';
+		const char *paren = strrchr(buf, ')');
+		all = !paren || (paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't'));
+	}
+	if (d)
+		closedir(d);
+	return all;
+}
+
+void td_sigstop(pid_t pid)
+{
+	ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+	long end = td_ms() + T_READ_MS;
+	while (!td_all_stopped(pid)) {
+		ck_assert_msg(td_ms() < end, "process %d not stopped after SIGSTOP", (int)pid);
+		td_sleep_ms(5);
+	}
 }
 
 /* ---- rematctl ---- */

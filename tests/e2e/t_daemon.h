@@ -53,6 +53,9 @@ typedef struct td_conn {
 
 long td_ms(void);            /* the monotonic clock in milliseconds */
 void td_sleep_ms(int ms);
+/* SIGSTOP to pid, then waits until every thread of it has stopped (kill only queues
+ * the signal: a thread running on another core takes it a moment later). */
+void td_sigstop(pid_t pid);
 
 /* ---- the daemon ---- */
 

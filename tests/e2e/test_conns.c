@@ -228,7 +228,7 @@ START_TEST(test_conns_change_timed_out_is_queued)
 	pid_t pid = (pid_t)json_integer_value(json_object_get(st, "pid"));
 	json_decref(st);
 	ck_assert_int_gt(pid, 0);
-	ck_assert_int_eq(kill(pid, SIGSTOP), 0);
+	td_sigstop(pid);
 	long t0 = td_ms();
 	snprintf(line, sizeof line, "{\"execute\":\"job-set\",\"arguments\":{\"job\":\"%s\","
 		"\"set\":{\"lr\":0.5}},\"id\":11}", job);
@@ -238,7 +238,10 @@ START_TEST(test_conns_change_timed_out_is_queued)
 	td_send(&c, line);
 	for (int i = 0; i < 2; i++) {
 		json_t *r = td_reply(&c, 3 * T_READ_MS);
-		ck_assert_msg(td_ms() - t0 >= 1400, "answered after %ld ms", td_ms() - t0);
+		char *text = json_dumps(r, JSON_COMPACT);
+		ck_assert_msg(td_ms() - t0 >= 1400, "answered after %ld ms: %s", td_ms() - t0,
+			text);
+		free(text);
 		json_t *ret = td_expect_return(r);
 		ck_assert_msg(json_is_true(json_object_get(ret, "queued")), "not queued");
 		ck_assert_str_eq(td_str(ret, "execute"), json_integer_value(json_object_get(r,
