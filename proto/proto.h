@@ -166,6 +166,8 @@ typedef enum proto_event {
 	PROTO_EV_EVAL,              /* a validation loss was computed */
 	PROTO_EV_HPARAMS_APPLIED,   /* a job-set took effect */
 	PROTO_EV_SAMPLE,            /* text sampled from the model */
+	PROTO_EV_REMAT_FAILED,      /* a policy asked for could not be applied: why, and the
+				     * policy the step ran under instead */
 	PROTO_EV_COUNT
 } proto_event;
 

@@ -80,7 +80,8 @@ static const proto_command commands[PROTO_CMD_COUNT + 1] = {
 		{JOB, {"save", ARG_BOOL, ARG_OPTIONAL}, {"name", ARG_CKPT, ARG_OPTIONAL}}),
 	CMD(REMAT_GET, "remat-get", JOB, 0, 1, {JOB}),
 	CMD(REMAT_SET, "remat-set", JOB, 0, 0,
-		{JOB, {"sections", ARG_SECTIONS, ARG_REQUIRED}, {"default", ARG_DEFAULT, ARG_OPTIONAL}}),
+		{JOB, {"sections", ARG_SECTIONS, ARG_REQUIRED}, {"default", ARG_DEFAULT, ARG_OPTIONAL},
+			{"force", ARG_BOOL, ARG_OPTIONAL}}),
 	/* of a job, or of a spec (rematd checks that one of the two is given) */
 	CMD(REMAT_PLAN, "remat-plan", JOB, 0, 1,
 		{{"job", ARG_JOB, ARG_JOB_OR_SPEC}, {"sections", ARG_SECTIONS, ARG_OPTIONAL},
@@ -118,6 +119,7 @@ static const char *const event_names[PROTO_EV_COUNT + 1] = {
 	[PROTO_EV_MEMORY] = "MEMORY",
 	[PROTO_EV_CHECKPOINT_FAILED] = "CHECKPOINT_FAILED",
 	[PROTO_EV_REMAT_AUTO] = "REMAT_AUTO",
+	[PROTO_EV_REMAT_FAILED] = "REMAT_FAILED",
 	[PROTO_EV_EVAL] = "EVAL",
 	[PROTO_EV_HPARAMS_APPLIED] = "HPARAMS_APPLIED",
 	[PROTO_EV_SAMPLE] = "SAMPLE",
