@@ -11,6 +11,7 @@
  *   srv_worker.c  a job's worker process (remat-train) and its channel
  *   srv_helper.c  short-lived remat-train runs: --check for a spec, --info for daemon-info
  *   srv_store.c   the job table on disk: STATE_DIR/jobs/ID/state.json
+ *   srv_auto.c    a job's memory controller as its record keeps it (budget, source)
  * Not here: anything that computes; the daemon never trains (DESIGN §1).
  */
 #ifndef SRV_H

@@ -573,6 +573,7 @@ static srv_job *job_create(srv_server *srv, job_check *k, const json_t *out,
 	job->info = check_info(out);
 	json_t *pol = json_object_get(out, "policy");
 	job->policy = json_is_object(pol) ? json_incref(pol) : NULL;
+	srv_auto_from_spec(&job->autoc, k->spec);
 	job->created = (int64_t)time(NULL);
 	snprintf(job->reason, sizeof job->reason, "job-start");
 	srv_job_save_record(job);
@@ -643,7 +644,8 @@ int srv_job_start(srv_conn *c, const json_t *spec, const char *name, const json_
 /* ---- resume ---- */
 
 /* The spec a resume runs: job.json with the model taken from the save directory (resume:
- * true) and the policy as last reported. New reference, or NULL with desc. */
+ * true), the policy as last reported and the memory controller as the record keeps it
+ * (its budget, or none when it was turned off). New reference, or NULL with desc. */
 static json_t *resume_spec(const srv_job *job, char *desc, size_t desclen)
 {
 	char path[SRV_PATH_LEN + 16];
@@ -664,7 +666,8 @@ static json_t *resume_spec(const srv_job *job, char *desc, size_t desclen)
 	/* the policy the run had when it ended, section by section, on top of the spec's */
 	if (job->policy && remat)
 		json_object_set_new(remat, "sections", json_deep_copy(job->policy));
-	if (!model || json_object_set_new(spec, "model", model) < 0) {
+	if (!model || json_object_set_new(spec, "model", model) < 0 ||
+		srv_auto_spec(&job->autoc, spec) < 0) {
 		srv_fmt(desc, desclen, "out of memory");
 		json_decref(spec);
 		return NULL;
@@ -772,10 +775,11 @@ static json_t *resume_checked(job_check *k, const json_t *out, proto_errclass *e
 			job->last_checkpoint = copy;
 		}
 	}
-	char q[SRV_QUOTE_BUF];
+	char q[SRV_QUOTE_BUF], ctl[64];
 	srv_fmt(why, sizeof why, "job-resume from %s", ckpt ? ckpt : "?");
-	srv_log("job %s queued again: resumes from %s at step %d", job->id,
-		srv_quote(ckpt ? ckpt : "", ckpt ? strlen(ckpt) : 0, q), job->step);
+	srv_auto_format(&job->autoc, ctl, sizeof ctl);
+	srv_log("job %s queued again: resumes from %s at step %d, memory controller %s",
+		job->id, srv_quote(ckpt ? ckpt : "", ckpt ? strlen(ckpt) : 0, q), job->step, ctl);
 	srv_job_set_state(job, SRV_JOB_QUEUED, why);
 	srv_job_schedule(srv);
 	return json_pack("{s:s,s:s,s:i,s:s?}", "job", job->id, "state",
@@ -1133,6 +1137,8 @@ json_t *srv_job_status(const srv_job *job)
 	json_object_set_new(o, "step_ms", json_null());
 	json_t *pol = job->policy ? job->policy : json_object_get(job->info, "policy");
 	json_object_set_new(o, "policy", pol ? json_deep_copy(pol) : json_object());
+	/* the controller is the job's: a stopped one's budget comes back with its resume */
+	srv_auto_status(&job->autoc, o);
 	json_object_set_new(o, "last_checkpoint", job_opt_str(job->last_checkpoint));
 	json_object_set_new(o, "last_save_error", job->last_save_error ?
 		json_deep_copy(job->last_save_error) : json_null());

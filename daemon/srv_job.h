@@ -5,7 +5,9 @@
  *   STATE_DIR/jobs/ID/job.json     the spec as started (mode 0600); save.dir added when
  *                                  the spec had none: STATE_DIR/jobs/ID/checkpoints
  *   STATE_DIR/jobs/ID/resume.json  the spec of its last resume: init_from its save
- *                                  directory with resume, the policy as last set
+ *                                  directory with resume, the policy as last set, the
+ *                                  memory controller's budget as the record keeps it
+ *                                  (remat.budget; none when it was turned off)
  *   STATE_DIR/jobs/ID/state.json   the job's record (srv_store.h), rewritten atomically at
  *                                  every change: a restarted rematd lists the job again
  *   STATE_DIR/jobs/ID/worker.log   the worker's stdout and stderr
@@ -59,6 +61,7 @@
 
 #include "proto.h"
 #include "srv.h"
+#include "srv_auto.h"
 #include "srv_conn.h"
 
 #define SRV_MAX_TABLE 1024          /* jobs remembered; the oldest ended ones go first */
@@ -100,6 +103,8 @@ typedef struct srv_pending {
 	int deferred;                   /* job-stop, ckpt-save: no time limit on the reply */
 	int expired;                    /* the client got its answer elsewhere (time limit):
 					 * the worker's late reply is dropped */
+	char auto_asked[8];             /* remat-auto: the budget asked for, "size" (bytes),
+					 * "cgroup", "device" or "off" (srv_auto_note_auto) */
 	struct srv_pending *next;       /* in job->pending */
 } srv_pending;
 
@@ -133,6 +138,8 @@ struct srv_job {
 	int has_lr;                     /* 0 until one was reported */
 	json_t *policy;                 /* the last policy reported (REMAT_APPLIED, job-status,
 					 * remat-set), or NULL */
+	srv_auto autoc;                 /* the memory controller: budget and source, or off
+					 * (srv_auto.h; in the record, and a resume's spec) */
 	json_t *last_mem;               /* the worker's last mem-stats and remat-get replies,
 					 * each with "as_of_step": what mem-stats and remat-get
 					 * answer once it has ended (kept in the record) */

@@ -40,6 +40,10 @@ static json_t *record_json(const srv_job *job)
 	json_object_set_new(o, "signal",
 		job->term_signal ? json_integer(job->term_signal) : json_null());
 	json_object_set_new(o, "policy", job->policy ? json_deep_copy(job->policy) : json_null());
+	/* the memory controller (srv_auto.h): null when off; absent when not known */
+	json_t *ctl = srv_auto_json(&job->autoc);
+	if (ctl)
+		json_object_set_new(o, "auto", ctl);
 	json_object_set_new(o, "info", job->info ? json_deep_copy(job->info) : json_null());
 	json_object_set_new(o, "last_save_error", job->last_save_error ?
 		json_deep_copy(job->last_save_error) : json_null());
@@ -118,6 +122,7 @@ static int record_load(srv_job *job, const json_t *o, char *err, size_t errlen)
 	job->term_signal = (int)json_integer_value(json_object_get(o, "signal"));
 	if (json_is_object(v = json_object_get(o, "policy")))
 		job->policy = json_incref(v);
+	srv_auto_load(&job->autoc, o);
 	if (json_is_object(v = json_object_get(o, "info")))
 		job->info = json_incref(v);
 	if (json_is_object(v = json_object_get(o, "last_save_error")))
@@ -135,6 +140,25 @@ static int record_load(srv_job *job, const json_t *o, char *err, size_t errlen)
 			job->owner.groups[job->owner.ngroups++] = (gid_t)json_integer_value(v);
 	}
 	return 0;
+}
+
+/* A record of an earlier rematd without "auto": the controller as the spec its worker ran
+ * started it (live changes then were not kept); not known when that cannot be read. */
+static void load_auto_from_spec(srv_job *job)
+{
+	eng_err e = {0};
+	eng_dir jd;
+	FILE *f = NULL;
+	if (srv_job_dir_open(job, &jd, &e) == 0) {
+		f = eng_fs_fopen_at(&jd, job->spec_file, "job spec", &e);
+		eng_dir_close(&jd);
+	}
+	json_t *spec = f ? json_loadf(f, JSON_REJECT_DUPLICATES, NULL) : NULL;
+	if (f)
+		fclose(f);
+	if (json_is_object(spec))
+		srv_auto_from_spec(&job->autoc, spec);
+	json_decref(spec);
 }
 
 static int cmp_num(const void *a, const void *b)
@@ -186,6 +210,8 @@ static srv_job *load_one(srv_server *srv, unsigned num)
 		return NULL;
 	}
 	json_decref(o);
+	if (!job->autoc.known)
+		load_auto_from_spec(job);
 	return job;
 }
 

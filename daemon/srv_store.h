@@ -2,8 +2,9 @@
  *
  * A record holds what `rematctl ls`, `status` and `resume` need after rematd restarts: the
  * id, name, owner, state and reason, step, loss, learning rate, last checkpoint, exit
- * status, the policy as last reported, the save directory, the spec the worker runs, and
- * what the spec's check said (shape, policy, aliases). It is written durably and whole
+ * status, the policy as last reported, the memory controller (its budget and source, or
+ * off: srv_auto.h), the save directory, the spec the worker runs, and what the spec's check
+ * said (shape, policy, aliases). It is written durably and whole
  * (eng_fs_write: a temporary file, fsync, rename, fsync of the directory), mode 0600, at
  * every change of state, checkpoint or policy; a crash leaves the old record or the new
  * one. Not here: what the states mean (srv_job.h).

@@ -96,6 +96,11 @@ int srv_worker_request(srv_job *job, const char *execute, const json_t *args,
 	p->deferred = pc && pc->deferred;
 	p->client_id = client_id ? json_incref((json_t *)client_id) : NULL;
 	snprintf(p->execute, sizeof p->execute, "%s", execute);
+	if (strcmp(execute, "remat-auto") == 0) {
+		/* its reply gives the bytes; where they come from is the request's */
+		const char *b = json_string_value(json_object_get(args, "budget"));
+		snprintf(p->auto_asked, sizeof p->auto_asked, "%s", b ? b : "size");
+	}
 	p->next = job->pending;
 	job->pending = p;
 	if (strcmp(execute, "job-stop") == 0)
@@ -190,13 +195,32 @@ static void worker_keep_figures(srv_job *job, json_t **slot, const json_t *ret)
 	*slot = copy;
 }
 
-/* Learns from a successful reply before it goes back to the client. */
-static void worker_note_return(srv_job *job, const char *execute, json_t *ret)
+/* The record's memory controller after what the worker said (changed: 1 when it did):
+ * written at once, and logged when the budget or its source changed. */
+static void worker_auto_said(srv_job *job, const srv_auto *was, int changed)
 {
+	char before[64], now[64];
+	if (!changed)
+		return;
+	srv_auto_format(was, before, sizeof before);
+	srv_auto_format(&job->autoc, now, sizeof now);
+	if (strcmp(before, now) != 0)
+		srv_log("job %s: memory controller %s (was %s)", job->id, now, before);
+	srv_job_save_record(job); /* a resume, and a restarted rematd, bring it back */
+}
+
+/* Learns from a successful reply to p before it goes back to the client. */
+static void worker_note_return(srv_job *job, const srv_pending *p, json_t *ret)
+{
+	const char *execute = p->execute;
+	srv_auto was = job->autoc;
 	if (strcmp(execute, "job-status") == 0) {
 		worker_note_progress(job, ret);
 		worker_note_eval(job, ret, "val_loss", "val_step");
 		worker_set_policy(job, json_object_get(ret, "policy"));
+		/* not while starting: the controller a spec asks for starts at its first step */
+		if (job->state != SRV_JOB_STARTING)
+			worker_auto_said(job, &was, srv_auto_note_status(&job->autoc, ret));
 		/* the worker cannot know its pid as rematd sees it in every namespace; tests
 		 * and rematctl use it to find the process */
 		if (!json_object_get(ret, "pid"))
@@ -213,6 +237,9 @@ static void worker_note_return(srv_job *job, const char *execute, json_t *ret)
 		worker_set_checkpoint(job, json_object_get(ret, "path"));
 	} else if (strcmp(execute, "remat-set") == 0) {
 		worker_set_policy(job, json_object_get(ret, "policy"));
+		worker_auto_said(job, &was, srv_auto_note_set(&job->autoc, ret));
+	} else if (strcmp(execute, "remat-auto") == 0) {
+		worker_auto_said(job, &was, srv_auto_note_auto(&job->autoc, p->auto_asked, ret));
 	} else if (strcmp(execute, "mem-stats") == 0) {
 		worker_keep_figures(job, &job->last_mem, ret);
 	} else if (strcmp(execute, "remat-get") == 0) {
@@ -263,7 +290,7 @@ static void worker_on_reply(srv_job *job, json_t *obj, proto_kind kind)
 	}
 	json_t *ret = json_object_get(obj, "return");
 	if (kind == PROTO_KIND_RETURN && json_is_object(ret))
-		worker_note_return(job, p->execute, ret);
+		worker_note_return(job, p, ret);
 	const char *desc = json_string_value(json_object_get(json_object_get(obj, "error"),
 		"desc"));
 	int stop = strcmp(p->execute, "job-stop") == 0, saving = stop && job->stop_saving;
@@ -379,6 +406,9 @@ static void worker_on_event(srv_job *job, json_t *obj)
 		srv_job_save_record(job);
 	} else if (ev == PROTO_EV_REMAT_APPLIED && data) {
 		worker_set_policy(job, json_object_get(data, "policy"));
+	} else if (ev == PROTO_EV_REMAT_AUTO && data) {
+		srv_auto was = job->autoc;
+		worker_auto_said(job, &was, srv_auto_note_event(&job->autoc, data));
 	} else if (ev == PROTO_EV_JOB_STATE_CHANGED && data) {
 		int to = srv_job_state_parse(json_string_value(json_object_get(data, "to")));
 		if (to == (int)job->state)
@@ -522,18 +552,24 @@ static int worker_own_pending(const srv_job *job, const char *execute)
 	return 0;
 }
 
-/* Asks the worker for mem-stats and remat-get (rematd's own requests; the replies are
- * kept by worker_note_return), unless it has not answered the last ones yet or is still
+/* Asks the worker for mem-stats, remat-get and job-status (rematd's own requests; the
+ * replies are kept by worker_note_return: the figures an ended job answers, the memory
+ * controller its record keeps), unless it has not answered the last ones yet or is still
  * starting (no figures before its trainer exists). */
 static void worker_ask_figures(srv_job *job)
 {
-	if (job->state == SRV_JOB_STARTING || worker_own_pending(job, "mem-stats") ||
-		worker_own_pending(job, "remat-get"))
+	static const char *const asks[] = {"mem-stats", "remat-get", "job-status"};
+	const size_t n = sizeof asks / sizeof asks[0];
+	if (job->state == SRV_JOB_STARTING)
 		return;
+	for (size_t i = 0; i < n; i++)
+		if (worker_own_pending(job, asks[i]))
+			return;
 	json_t *args = json_pack("{s:s}", "job", job->id);
 	job->figures_ms = srv_now_ms();
-	if (args && srv_worker_request(job, "mem-stats", args, 0, NULL) == 0)
-		srv_worker_request(job, "remat-get", args, 0, NULL);
+	for (size_t i = 0; args && i < n; i++)
+		if (srv_worker_request(job, asks[i], args, 0, NULL) < 0)
+			break;
 	json_decref(args);
 }
 
@@ -849,6 +885,9 @@ void srv_worker_spawn(srv_job *job)
 	job->handles_open++;
 	job->proc_alive = 1;
 	job->pid = job->proc.pid;
+	/* its reports of the controller count from its first step (it starts the spec's
+	 * budget at that boundary) */
+	srv_auto_spawned(&job->autoc, job->step + 1);
 	srv->n_active++;
 	/* the reaping closes it, whether a channel ever opened (mpirun may end first) */
 	uv_timer_init(srv->loop, &job->timer);

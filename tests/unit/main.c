@@ -105,6 +105,7 @@ int main(void)
 	srunner_add_suite(sr, suite_nolost());
 	srunner_add_suite(sr, suite_systemd());
 	srunner_add_suite(sr, suite_conns());
+	srunner_add_suite(sr, suite_budgetrec());
 	srunner_add_suite(sr, suite_cuda());
 	srunner_add_suite(sr, suite_cuda_dp());
 #ifdef REMAT_CUDA
