@@ -2,7 +2,8 @@
  *
  * Not an API of its own: the parts are cli_conn (the connection), cli_fmt (pure
  * formatting and parsing), cli_show (human output of each reply), cli_watch (the live
- * view) and rematctl.c (arguments and dispatch).
+ * view), cli_wait (remat set --wait: a change's outcome) and rematctl.c (arguments and
+ * dispatch).
  */
 #ifndef CLI_H
 #define CLI_H

@@ -186,6 +186,9 @@ static int build_remat(const cli_command *cmd, const cli_args *a, json_t **req)
 	}
 	if (rc == CLI_EXIT_OK && a->budget >= 0)
 		json_object_set_new(*req, "budget_bytes", json_integer(a->budget));
+	/* past the memory budget: the policy is the user's again, the controller off */
+	if (rc == CLI_EXIT_OK && set && a->force)
+		json_object_set_new(*req, "force", json_true());
 	plan_budget = a->budget;
 	return rc;
 }
@@ -396,9 +399,11 @@ const cli_command cli_commands[] = {
      "forget an ended job and remove its spec, record and log (never its checkpoints)", NULL, NULL},
     {"remat get", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "remat-get", NULL, cli_show_remat_get,
      "the recompute policy and saved bytes per section", NULL, NULL},
-    {"remat set", "JOB SELECTOR=MODE... [--default MODE]", CLI_JOB_NEEDED, CLI_OPT_DEFAULT, 0,
-     CLI_MAX_POS, "remat-set", build_remat, cli_show_remat_set,
-     "change the policy from the next step on (a later selector wins)", NULL, NULL},
+    {"remat set", "JOB SELECTOR=MODE... [--default MODE] [--force] [--wait]", CLI_JOB_NEEDED,
+     CLI_OPT_DEFAULT | CLI_OPT_FORCE | CLI_OPT_WAIT, 0, CLI_MAX_POS, "remat-set", build_remat,
+     cli_show_remat_set, "change the policy from the next step on (a later selector wins); "
+     "under a memory budget it must fit, --force turns the controller off; --wait until it "
+     "applies (exit 1 if it could not)", NULL, NULL},
     {"remat plan", "JOB [SELECTOR=MODE...] [--default MODE] [--budget SIZE]", CLI_JOB_NEEDED,
      CLI_OPT_DEFAULT | CLI_OPT_BUDGET, 0, CLI_MAX_POS, "remat-plan", build_remat, show_plan,
      "predict bytes and extra FLOPs, or the cheapest policy under a budget", NULL, NULL},

@@ -27,6 +27,8 @@
 #define CLI_OPT_FORMAT	 (1u << 8)
 #define CLI_OPT_FOLLOW	 (1u << 9)
 #define CLI_OPT_PNG	 (1u << 10)
+#define CLI_OPT_FORCE	 (1u << 11)
+#define CLI_OPT_WAIT	 (1u << 12)
 
 /* How a command takes a job. */
 enum { CLI_JOB_NONE, CLI_JOB_NEEDED };
@@ -51,6 +53,8 @@ typedef struct cli_args {
 	const char *trace;		    /* --trace FILE (remat memlog) */
 	const char *format;		    /* --format pytorch|chrome */
 	const char *png;		    /* --png FILE (plot) */
+	int force;			    /* --force (remat set: past the memory budget) */
+	int wait;			    /* --wait (remat set: until the change applies or fails) */
 	char *pos[CLI_MAX_POS]; /* positional arguments, the command's words first */
 	int npos;
 	const char *job; /* the JOB argument, NULL when left out */

@@ -46,6 +46,15 @@ char *cli_size_format(double bytes, char *buf, size_t len)
 	return buf;
 }
 
+char *cli_mib_format(double bytes, char *buf, size_t len)
+{
+	if (isfinite(bytes))
+		snprintf(buf, len, "%.1f MiB", bytes / (1024.0 * 1024.0));
+	else
+		snprintf(buf, len, "-");
+	return buf;
+}
+
 char *cli_flops_format(double flops, char *buf, size_t len)
 {
 	static const char *const prefix[] = {"", "k", "M", "G", "T", "P", "E"};
@@ -654,5 +663,45 @@ char *cli_model_text(const json_t *ret, char *buf, size_t len)
 	cli_str_clean(cli_jstr(ret, "arch") ? cli_jstr(ret, "arch") : "-", arch, sizeof arch);
 	snprintf(buf, len, "%s, %s", arch,
 		proto_params_text((long long)trainable, (long long)all, params, sizeof params));
+	return buf;
+}
+
+/* ---- the memory controller ---- */
+
+int cli_auto_budget(const json_t *st, double *budget)
+{
+	json_t *a = json_is_object(st) ? json_object_get(st, "auto") : NULL;
+	if (a) /* the controller's own object: null when none is on */
+		return cli_jnum(a, "budget_bytes", budget) && *budget > 0;
+	return cli_jnum(st, "auto_budget_bytes", budget) && *budget > 0;
+}
+
+/* Where the budget came from, as a person names it. */
+static const char *auto_source(const char *src, char *buf, size_t len)
+{
+	if (!src)
+		return NULL;
+	if (strcmp(src, "size") == 0)
+		return "a size";
+	if (strcmp(src, "cgroup") == 0)
+		return "cgroup memory.max";
+	if (strcmp(src, "device") == 0)
+		return "the device's free memory";
+	return cli_str_clean(src, buf, len); /* a newer server's: as it is */
+}
+
+char *cli_auto_text(const json_t *st, char *buf, size_t len)
+{
+	char b[CLI_SIZE_LEN], l[CLI_SIZE_LEN], s[64];
+	double budget, least;
+	json_t *a = cli_jobj(st, "auto");
+	if (!cli_auto_budget(st, &budget))
+		return NULL;
+	const char *src = auto_source(cli_jstr(a, "source"), s, sizeof s);
+	int least_known = cli_jnum(a, "least_bytes", &least);
+	snprintf(buf, len, "%s (%s%s%s%s%s)", cli_mib_format(budget, b, sizeof b),
+		src ? src : "", src ? "; " : "", json_is_true(json_object_get(a, "pinned")) ?
+		"holding the policy set by remat set" : "the controller picks the policy",
+		least_known ? "; least " : "", least_known ? cli_mib_format(least, l, sizeof l) : "");
 	return buf;
 }

@@ -21,6 +21,10 @@
 /* Bytes for people, binary units with one decimal: "0 B", "512 B", "1.5 KiB", "238.3 MiB",
  * "1.5 GiB"; "-" for NaN or infinity. Returns buf. */
 char *cli_size_format(double bytes, char *buf, size_t len);
+/* Bytes in MiB whatever their size, one decimal: "370.0 MiB", "1536.0 MiB"; "-" for NaN or
+ * infinity. A memory budget's figures, as the worker's messages about it give them.
+ * Returns buf. */
+char *cli_mib_format(double bytes, char *buf, size_t len);
 
 /* FLOPs with SI prefixes: "0 FLOP", "812.0 MFLOP", "1.2 TFLOP". Returns buf. */
 char *cli_flops_format(double flops, char *buf, size_t len);
@@ -152,5 +156,17 @@ double cli_block_workspace(const json_t *sections, double *head);
  * worker prints it and "remat set" reads it), cleaned and cut to fit ("..." at the end
  * when cut); "-" when it is not an object. Returns buf. */
 char *cli_policy_format(const json_t *policy, char *buf, size_t len);
+
+/* ---- the memory controller ---- */
+
+/* 1 with *budget (bytes of process memory) when job-status' reply st says a memory
+ * controller is on: its "auto" object's budget_bytes, or where a server sends no "auto"
+ * (older than it) "auto_budget_bytes"; 0 when none is on ("auto" null). */
+int cli_auto_budget(const json_t *st, double *budget);
+/* The controller of st for people, or NULL when none is on: "370.0 MiB (a size; the
+ * controller picks the policy; least 300.0 MiB)", "... (cgroup memory.max; holding the
+ * policy set by remat set)" (pinned); without an "auto" object the budget alone. Returns
+ * buf or NULL. */
+char *cli_auto_text(const json_t *st, char *buf, size_t len);
 
 #endif

@@ -27,6 +27,15 @@ char *cli_show_num(const json_t *obj, const char *key, const char *fmt, char *bu
 	return buf;
 }
 
+char *cli_show_mib(const json_t *obj, const char *key, char *buf, size_t len)
+{
+	double v;
+	if (cli_jnum(obj, key, &v))
+		return cli_mib_format(v, buf, len);
+	snprintf(buf, len, "-");
+	return buf;
+}
+
 char *cli_show_size(const json_t *obj, const char *key, char *buf, size_t len)
 {
 	double v;
@@ -130,6 +139,8 @@ void cli_show_status(FILE *f, const char *job, const json_t *ret)
 		kv(f, "elapsed:", buf);
 	}
 	kv(f, "policy:", cli_policy_format(cli_jobj(ret, "policy"), buf, sizeof buf));
+	if (cli_auto_text(ret, buf, sizeof buf)) /* the memory controller, when one is on */
+		kv(f, "memory budget:", buf);
 	kv(f, "last checkpoint:", show_str(ret, "last_checkpoint", "-", buf, sizeof buf));
 	json_t *se = cli_jobj(ret, "last_save_error");
 	if (se) {
@@ -258,12 +269,19 @@ void cli_show_auto(FILE *f, const char *job, const json_t *ret)
 {
 	if (show_queued(f, job, ret))
 		return;
-	double a = 0, b = 0;
-	char size[32];
+	double a = 0, b = 0, least;
+	char size[32], low[64] = "";
 	cli_jnum(ret, "applies_at_step", &a);
+	if (cli_jnum(ret, "least_bytes", &least)) {
+		char l[32];
+		snprintf(low, sizeof low, "; the least any policy needs is %s",
+			cli_mib_format(least, l, sizeof l));
+	}
+	/* the budget is the process's memory: resident, as top and the OOM killer see it */
 	if (cli_jnum(ret, "budget_bytes", &b))
-		fprintf(f, "%s: keeping the memory under %s from step %.0f on (REMAT_AUTO events "
-			   "say each change)\n", job, cli_size_format(b, size, sizeof size), a);
+		fprintf(f, "%s: keeping the process's memory under %s from step %.0f on%s "
+			   "(REMAT_AUTO events say each change)\n", job,
+			cli_mib_format(b, size, sizeof size), a, low);
 	else
 		fprintf(f, "%s: the memory controller is off from step %.0f on; the policy is "
 			   "yours\n", job, a);
@@ -415,14 +433,17 @@ void cli_show_plan(FILE *f, const json_t *ret, long long budget)
 }
 
 /* One memory table: the documented categories in their order, then any others the server
- * adds, then the total; first is the first column's heading (CATEGORY, or DEVICE). */
-static void mem_table(FILE *f, const char *first, const json_t *cats, const json_t *total)
+ * adds, in its order (the process's untracked memory among them), then the total;
+ * first is the first column's heading (CATEGORY, or DEVICE). The total is the tracked
+ * categories' alone: beside an untracked row it says so. Returns 1 when it showed one. */
+static int mem_table(FILE *f, const char *first, const json_t *cats, const json_t *total)
 {
 	const char *const head[] = {first, "CURRENT", "PEAK", "PEAK-SINCE-RESET"};
 	json_t *v;
 	const char *key;
 	char a[32], b[32], c[32];
 	cli_table t;
+	int untracked = 0;
 
 	cli_table_init(&t, 4, head, "lrrr");
 	for (int i = 0; cli_mem_categories[i]; i++) {
@@ -437,16 +458,19 @@ static void mem_table(FILE *f, const char *first, const json_t *cats, const json
 		int known = 0;
 		for (int i = 0; cli_mem_categories[i]; i++)
 			known |= strcmp(key, cli_mem_categories[i]) == 0;
-		if (!known && json_is_object(v))
-			cli_table_add(&t, key, cli_show_size(v, "current", a, 32),
-				      cli_show_size(v, "peak", b, 32),
-				      cli_show_size(v, "peak_since_reset", c, 32));
+		if (known || !json_is_object(v))
+			continue;
+		untracked |= strcmp(key, "untracked") == 0;
+		cli_table_add(&t, key, cli_show_size(v, "current", a, 32),
+			      cli_show_size(v, "peak", b, 32),
+			      cli_show_size(v, "peak_since_reset", c, 32));
 	}
 	if (total)
-		cli_table_add(&t, "total", cli_show_size(total, "current", a, 32),
-			      cli_show_size(total, "peak", b, 32),
+		cli_table_add(&t, untracked ? "total tracked" : "total",
+			      cli_show_size(total, "current", a, 32), cli_show_size(total, "peak", b, 32),
 			      cli_show_size(total, "peak_since_reset", c, 32));
 	table_flush(f, &t);
+	return untracked;
 }
 
 void cli_show_mem(FILE *f, const char *job, const json_t *ret)
@@ -454,7 +478,10 @@ void cli_show_mem(FILE *f, const char *job, const json_t *ret)
 	(void)job;
 	char a[32], b[32], buf[TEXT_LEN];
 	show_final(f, ret);
-	mem_table(f, "CATEGORY", cli_jobj(ret, "categories"), cli_jobj(ret, "total"));
+	if (mem_table(f, "CATEGORY", cli_jobj(ret, "categories"), cli_jobj(ret, "total")))
+		fprintf(f, "untracked: the process's resident memory beyond the tracked categories "
+			   "(binary, libraries, thread stacks, BLAS buffers, allocator slack); not in "
+			   "the tracked total\n");
 	fputc('\n', f);
 	sections_table(f, json_object_get(ret, "sections"), 0);
 	fputc('\n', f);
@@ -624,12 +651,21 @@ void cli_show_stop(FILE *f, const char *job, const json_t *ret)
 
 void cli_show_remat_set(FILE *f, const char *job, const json_t *ret)
 {
-	char at[32], pol[TEXT_LEN];
+	char at[32], pol[TEXT_LEN], p[32], b[32];
+	const char *ctl = cli_jstr(ret, "controller"); /* null: no controller was on */
 	if (show_queued(f, job, ret))
 		return;
-	fprintf(f, "%s: applies at step %s: %s\n", job,
+	fprintf(f, "%s: applies at step %s: %s", job,
 		cli_show_num(ret, "applies_at_step", "%.0f", at, sizeof at),
 		cli_policy_format(cli_jobj(ret, "policy"), pol, sizeof pol));
+	if (ctl && strcmp(ctl, "on") == 0)
+		fprintf(f, "; the memory controller holds it under the budget (predicted %s of %s)",
+			cli_show_mib(ret, "predicted_peak_bytes", p, sizeof p),
+			cli_show_mib(ret, "budget_bytes", b, sizeof b));
+	else if (ctl && strcmp(ctl, "off") == 0)
+		fprintf(f, "; the memory controller is off: the policy is yours (remat auto "
+			   "--budget turns it on again)");
+	fputc('\n', f);
 }
 
 void cli_show_save(FILE *f, const char *job, const json_t *ret)

@@ -43,6 +43,8 @@ void cli_show_plan(FILE *f, const json_t *ret, long long budget);
  * when key is missing or not a number; a size field likewise. Return buf. */
 char *cli_show_num(const json_t *obj, const char *key, const char *fmt, char *buf, size_t len);
 char *cli_show_size(const json_t *obj, const char *key, char *buf, size_t len);
+/* A size field in MiB whatever its size (cli_mib_format), or "-". Returns buf. */
+char *cli_show_mib(const json_t *obj, const char *key, char *buf, size_t len);
 
 /* The memory categories in the order people read them (DESIGN §4), NULL-terminated. */
 extern const char *const cli_mem_categories[];

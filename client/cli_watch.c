@@ -3,7 +3,9 @@
  * State: the job-status reply, asked again every interval (its elapsed_s and eta_s come
  * from nowhere else: STEP events carry neither an ETA nor the worker's pause-free clock) and
  * kept current between polls by STEP, REMAT_APPLIED, REMAT_AUTO (the memory controller's
- * budget, drawn as a line under the memory bars) and JOB_STATE_CHANGED events; the last
+ * budget: a mark on the process's resident memory bar, and a line under it), REMAT_FAILED
+ * (a policy change its step could not take, said under the view, and piped on a line of
+ * its own) and JOB_STATE_CHANGED events; the last
  * mem-stats reply, polled every interval and when a MEMORY event comes; remat-get again
  * after REMAT_APPLIED. An event, or a poll, and the queries it calls for make one update,
  * drawn once they are answered. On a terminal every update redraws the view; piped (plain
@@ -46,6 +48,7 @@ typedef struct watch {
 	json_t *status;	     /* job-status reply, updated by events */
 	json_t *mem;	     /* last mem-stats reply, or NULL */
 	json_t *sections;    /* remat-get's sections, used until mem-stats has some */
+	json_t *failed;	     /* the last REMAT_FAILED's data, or NULL */
 	const char *trigger; /* what caused the update being drawn: "STEP", "poll", ... */
 	char dirty[32];	     /* what changed the view since it was drawn ("" when nothing) */
 	char last[LINE_LEN]; /* the last plain line printed (an identical one is not repeated) */
@@ -88,19 +91,25 @@ static void emit(watch *w, const char *fmt, ...)
 	fputs(w->tty ? "\033[K\n" : "\n", stdout);
 }
 
-/* A bar of width cols for value out of max. */
-static char *bar(const watch *w, double value, double max, int cols, char *buf, size_t len)
+/* A bar of width cols for value out of max; a mark (>= 0, out of max too) puts a '|' at its
+ * column: the memory controller's budget on the process's bar. */
+static char *bar_marked(const watch *w, double value, double max, double mark, int cols,
+	char *buf, size_t len)
 {
 	const char *full = w->utf8 ? "\u2588" : "#", *empty = w->utf8 ? "\u2591" : ".";
+	const char *line = w->utf8 ? "\u2503" : "|";
 	int n = (max > 0 && isfinite(value) && value > 0) ? (int)lround(cols * value / max) : 0;
+	int m = (max > 0 && isfinite(mark) && mark >= 0) ? (int)lround(cols * mark / max) : -1;
 	size_t o = 0;
 	if (n > cols)
 		n = cols;
 	if (n == 0 && value > 0)
 		n = 1; /* something is there: show it */
+	if (m >= cols)
+		m = cols - 1;
 	buf[0] = '\0';
 	for (int i = 0; i < cols; i++) {
-		const char *s = i < n ? full : empty;
+		const char *s = i == m ? line : i < n ? full : empty;
 		size_t k = strlen(s);
 		if (o + k + 1 > len)
 			break;
@@ -108,6 +117,11 @@ static char *bar(const watch *w, double value, double max, int cols, char *buf, 
 		o += k;
 	}
 	return buf;
+}
+
+static char *bar(const watch *w, double value, double max, int cols, char *buf, size_t len)
+{
+	return bar_marked(w, value, max, -1, cols, buf, len);
 }
 
 static int bar_width(const watch *w)
@@ -164,9 +178,70 @@ static int groups_make(const json_t *sections, group *g, int max)
 	return n;
 }
 
+/* 1 when key is a category the reply adds to the documented ones ("untracked"). */
+static int extra_category(const char *key, const json_t *v)
+{
+	for (int i = 0; cli_mem_categories[i]; i++)
+		if (strcmp(key, cli_mem_categories[i]) == 0)
+			return 0;
+	return json_is_object(v);
+}
+
+/* The memory bars, scaled to the largest: the documented categories and their total, then
+ * those the reply adds in its order (the process's untracked memory, which that total
+ * leaves out); the process's resident memory, and with the memory controller on a bar of
+ * it with the budget marked. */
+static void draw_memory(watch *w, int bw)
+{
+	json_t *cats = cli_jobj(w->mem, "categories"), *m;
+	char a[64], b[64], name[64], barbuf[BAR_MAX * 3 + 1], text[LINE_LEN / 2];
+	const char *key;
+	double max = 0, v, budget, rss = 0, peak = 0;
+
+	json_object_foreach(cats, key, m)
+		if (cli_jnum(m, "current", &v) && v > max)
+			max = v;
+	emit(w, "%-12s %-*s %10s %10s", "MEMORY", bw, "", "CURRENT", "PEAK");
+	for (int i = 0; cli_mem_categories[i]; i++) {
+		m = cli_jobj(cats, cli_mem_categories[i]);
+		v = 0;
+		cli_jnum(m, "current", &v);
+		emit(w, "%-12s %s %10s %10s", cli_mem_categories[i],
+		     bar(w, v, max, bw, barbuf, sizeof barbuf), cli_show_size(m, "current", a, 32),
+		     cli_show_size(m, "peak", b, 32));
+	}
+	json_t *total = cli_jobj(w->mem, "total");
+	emit(w, "%-12s %-*s %10s %10s", "total", bw, "", cli_show_size(total, "current", a, 32),
+	     cli_show_size(total, "peak", b, 32));
+	json_object_foreach(cats, key, m) {
+		if (!extra_category(key, m))
+			continue;
+		v = 0;
+		cli_jnum(m, "current", &v);
+		emit(w, "%-12s %s %10s %10s", cli_str_clean(key, name, sizeof name),
+		     bar(w, v, max, bw, barbuf, sizeof barbuf), cli_show_size(m, "current", a, 32),
+		     cli_show_size(m, "peak", b, 32));
+	}
+	if (!cli_auto_budget(w->status, &budget)) {
+		emit(w, "%-12s %-*s %10s %10s", "rss", bw, "", cli_show_size(w->mem, "rss", a, 32),
+		     cli_show_size(w->mem, "rss_peak", b, 32));
+		return;
+	}
+	/* the budget is the process's: its resident memory against it, the budget a mark */
+	cli_jnum(w->mem, "rss", &rss);
+	cli_jnum(w->mem, "rss_peak", &peak);
+	double scale = fmax(budget, fmax(rss, peak));
+	emit(w, "%-12s %s %10s %10s", "rss", bar_marked(w, rss, scale, budget, bw, barbuf,
+		sizeof barbuf), cli_show_size(w->mem, "rss", a, 32),
+	     cli_show_size(w->mem, "rss_peak", b, 32));
+	/* the mark first, as on the bar: the line reads as its legend */
+	emit(w, "%-12s %s %s", "budget", w->utf8 ? "\u2503" : "|",
+	     cli_auto_text(w->status, text, sizeof text));
+}
+
 static void draw_tty(watch *w)
 {
-	json_t *st = w->status, *cats = cli_jobj(w->mem, "categories"), *sec;
+	json_t *st = w->status, *sec;
 	char a[64], b[64], c[64], d[64], e[64], name[64], state[32], barbuf[BAR_MAX * 3 + 1];
 	group g[MAX_GROUPS];
 	int bw = bar_width(w), ng;
@@ -202,31 +277,7 @@ static void draw_tty(watch *w)
 		     bar(w, g[i].saved, max, bw, barbuf, sizeof barbuf),
 		     cli_size_format(g[i].saved, a, sizeof a));
 	emit(w, "");
-	max = 0;
-	for (int i = 0; cli_mem_categories[i]; i++)
-		if (cli_jnum(cli_jobj(cats, cli_mem_categories[i]), "current", &v) && v > max)
-			max = v;
-	emit(w, "%-12s %-*s %10s %10s", "MEMORY", bw, "", "CURRENT", "PEAK");
-	for (int i = 0; cli_mem_categories[i]; i++) {
-		json_t *m = cli_jobj(cats, cli_mem_categories[i]);
-		v = 0;
-		cli_jnum(m, "current", &v);
-		emit(w, "%-12s %s %10s %10s", cli_mem_categories[i],
-		     bar(w, v, max, bw, barbuf, sizeof barbuf), cli_show_size(m, "current", a, 32),
-		     cli_show_size(m, "peak", b, 32));
-	}
-	json_t *total = cli_jobj(w->mem, "total");
-	emit(w, "%-12s %-*s %10s %10s", "total", bw, "", cli_show_size(total, "current", a, 32),
-	     cli_show_size(total, "peak", b, 32));
-	double budget, now = 0;
-	if (cli_jnum(st, "auto_budget_bytes", &budget) && budget > 0) {
-		/* the memory controller's budget: the whole total against it */
-		cli_jnum(total, "current", &now);
-		emit(w, "%-12s %s %10s %10s", "budget", bar(w, now, budget, bw, barbuf, sizeof barbuf),
-		     cli_size_format(budget, a, sizeof a), "remat-auto");
-	}
-	emit(w, "%-12s %-*s %10s %10s", "rss", bw, "", cli_show_size(w->mem, "rss", a, 32),
-	     cli_show_size(w->mem, "rss_peak", b, 32));
+	draw_memory(w, bw);
 	if (w->note[0]) {
 		emit(w, "");
 		emit(w, "%s", w->note);
@@ -255,9 +306,9 @@ static int draw_line(watch *w)
 		 cli_show_size(w->mem, "rss", h, sizeof h),
 		 cli_policy_format(cli_jobj(st, "policy"), pol, sizeof pol));
 	double budget, v;
-	if (cli_jnum(st, "auto_budget_bytes", &budget) && budget > 0) {
+	if (cli_auto_budget(st, &budget)) { /* the memory controller's, of the process (rss) */
 		size_t n = strlen(line);
-		snprintf(line + n, sizeof line - n, " budget %s", cli_size_format(budget, a, sizeof a));
+		snprintf(line + n, sizeof line - n, " budget %s", cli_mib_format(budget, a, sizeof a));
 	}
 	size_t n = strlen(line);
 	if (cli_jnum(st, "val_loss", &v))
@@ -277,7 +328,7 @@ static void draw_json(watch *w)
 	static const char *const keys[] = {
 	    "job",	    "name",    "state",	       "step",	 "steps",  "loss",	  "lr",
 	    "tokens_per_s", "step_ms", "recompute_ms", "policy", "reason", "exit_status",
-	    "val_loss", "elapsed_s", "eta_s", NULL};
+	    "val_loss", "elapsed_s", "eta_s", "auto", "auto_budget_bytes", NULL};
 	json_t *o = json_object(), *mem = json_object(), *cats = cli_jobj(w->mem, "categories");
 	const char *key;
 	json_t *v;
@@ -300,6 +351,8 @@ static void draw_json(watch *w)
 	json_object_set_new(o, "memory", mem);
 	mem = NULL;
 	json_object_set_new(o, "update", json_string(w->trigger));
+	if (w->failed && strcmp(w->trigger, "REMAT_FAILED") == 0)
+		json_object_set(o, "remat_failed", w->failed); /* the event's data, as it came */
 	char *text = cli_json_text(o, JSON_COMPACT);
 	if (text)
 		printf("%s\n", text);
@@ -322,9 +375,30 @@ static void draw(watch *w)
 		draw_tty(w);
 	else
 		drawn = draw_line(w);
+	if (!w->o->json && !w->tty && strcmp(w->dirty, "REMAT_FAILED") == 0) {
+		/* a refused change leaves the line as it was: it gets one of its own */
+		emit(w, "%s %s", w->job, w->note);
+		drawn = 1;
+	}
 	fflush(stdout);
 	w->updates += drawn;
 	w->dirty[0] = '\0';
+}
+
+/* A REMAT_AUTO event into the status: the controller's budget, none once it lets go (a
+ * null policy); the rest of "auto" (source, pinned, least) comes with the next poll. */
+static void auto_event(watch *w, const json_t *data)
+{
+	json_t *pol = cli_jobj(data, "policy"), *b = json_object_get(data, "budget_bytes");
+	json_t *a = json_object_get(w->status, "auto");
+	json_object_set_new(w->status, "auto_budget_bytes", pol && b ? json_incref(b) :
+		json_null());
+	if (!pol)
+		json_object_set_new(w->status, "auto", json_null());
+	else if (json_is_object(a) && json_is_number(b))
+		json_object_set(a, "budget_bytes", b);
+	else if (a) /* none was on at the last poll: auto_budget_bytes says it until the next */
+		json_object_del(w->status, "auto");
 }
 
 /* Takes in an event; marks the view dirty when it changes what is shown. */
@@ -370,15 +444,21 @@ static void on_event(json_t *msg, void *ud)
 			 cli_str_clean(cli_jstr(data, "path") ? cli_jstr(data, "path") : "-", text,
 				       sizeof text));
 	} else if (strcmp(name, "REMAT_AUTO") == 0) {
-		/* the memory controller: its budget (none once it lets go) and why it moved */
-		json_t *pol = cli_jobj(data, "policy");
-		json_object_set_new(w->status, "auto_budget_bytes", pol ?
-			json_incref(json_object_get(data, "budget_bytes")) : json_null());
+		auto_event(w, data);
 		snprintf(w->note, sizeof w->note, "remat-auto at step %s: %s",
 			 cli_show_num(data, "step", "%.0f", a, sizeof a),
 			 cli_str_clean(cli_jstr(data, "reason") ? cli_jstr(data, "reason") : "-", text,
 				       sizeof text));
 		w->need_mem = 1;
+	} else if (strcmp(name, "REMAT_FAILED") == 0) {
+		/* a policy asked for that its step could not take: why, and what it ran under */
+		char why[LINE_LEN / 4];
+		json_decref(w->failed);
+		w->failed = json_incref(data);
+		snprintf(w->note, sizeof w->note, "policy for step %s not applied: %s; it ran "
+			"under %s", cli_show_num(data, "step", "%.0f", a, sizeof a),
+			cli_str_clean(cli_jstr(data, "reason") ? cli_jstr(data, "reason") : "-", why,
+				sizeof why), cli_policy_format(cli_jobj(data, "policy"), text, sizeof text));
 	} else if (strcmp(name, "MEMORY") == 0) {
 		w->need_mem = 1; /* the figures come from mem-stats, asked next */
 	} else {
@@ -570,5 +650,6 @@ out:
 	json_decref(w.status);
 	json_decref(w.mem);
 	json_decref(w.sections);
+	json_decref(w.failed);
 	return w.status_code;
 }

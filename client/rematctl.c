@@ -7,7 +7,7 @@
  * Exit status: 0 success, 1 an error reply or a command that failed, 2 bad usage,
  * 3 cannot connect, timeout, connection lost or a protocol error.
  * Not here: the commands' requests (cli_cmd.c), the connection (cli_conn.c), output
- * (cli_show.c), the live view (cli_watch.c).
+ * (cli_show.c), the live view (cli_watch.c), remat set --wait (cli_wait.c).
  */
 #include <errno.h>
 #include <signal.h>
@@ -21,6 +21,7 @@
 #include "cli_conn.h"
 #include "cli_fmt.h"
 #include "cli_show.h"
+#include "cli_wait.h"
 #include "cli_watch.h"
 #include "proto.h"
 
@@ -162,7 +163,8 @@ static const char *opt_value(int argc, char **argv, int *i, const char *arg, siz
 /* The options, by position in opts[]. */
 enum { O_SOCKET, O_CONTROL, O_JSON, O_TIMEOUT, O_HELP, O_VERSION, O_SAVE, O_NO_SAVE, O_NAME,
 	O_DEFAULT,
-	O_BUDGET, O_INTERVAL, O_COUNT, O_EVENT, O_TRACE, O_FORMAT, O_FOLLOW, O_PNG, O_COUNT_ };
+	O_BUDGET, O_INTERVAL, O_COUNT, O_EVENT, O_TRACE, O_FORMAT, O_FOLLOW, O_PNG, O_FORCE, O_WAIT,
+	O_COUNT_ };
 
 static const struct {
 	const char *name;
@@ -187,6 +189,8 @@ static const struct {
 	[O_FORMAT] = {"--format", CLI_OPT_FORMAT, 1},
 	[O_FOLLOW] = {"--follow", CLI_OPT_FOLLOW, 0},
 	[O_PNG] = {"--png", CLI_OPT_PNG, 1},
+	[O_FORCE] = {"--force", CLI_OPT_FORCE, 0},
+	[O_WAIT] = {"--wait", CLI_OPT_WAIT, 0},
 };
 
 /* --event's value: one of the protocol's events. */
@@ -276,6 +280,12 @@ static int set_option(int k, const char *v, cli_args *a, int *version)
 		break;
 	case O_PNG:
 		a->png = v;
+		break;
+	case O_FORCE:
+		a->force = 1;
+		break;
+	case O_WAIT:
+		a->wait = 1;
 		break;
 	}
 	return CLI_EXIT_OK;
@@ -436,6 +446,8 @@ int main(int argc, char **argv)
 	}
 	if (cmd->run)
 		rc = cmd->run(&c, &a);
+	else if (cmd->execute && a.wait)
+		rc = cli_wait_run(&c, cmd, &a, req); /* remat set --wait: the change's outcome */
 	else if (cmd->execute)
 		rc = run_request(&c, cmd, &a, req);
 	else if (req)

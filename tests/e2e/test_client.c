@@ -17,6 +17,8 @@
 #include "tests.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdint.h>
 #include <jansson.h>
 #include <math.h>
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -649,6 +652,32 @@ START_TEST(test_cli_model_text)
 }
 END_TEST
 
+/* The memory controller of a job-status reply: "auto" first, auto_budget_bytes where a
+ * server sends no "auto", none when "auto" is null; budgets in MiB whatever their size. */
+START_TEST(test_cli_auto_text)
+{
+	char buf[256];
+	double b = 0;
+	ck_assert_str_eq(cli_mib_format(1.5 * GIB, buf, sizeof buf), "1536.0 MiB");
+	ck_assert_str_eq(cli_mib_format(NAN, buf, sizeof buf), "-");
+	json_t *st = json_loads("{\"auto\":{\"budget_bytes\":387973120,\"source\":\"device\","
+		"\"pinned\":true},\"auto_budget_bytes\":1}", 0, NULL);
+	ck_assert(cli_auto_budget(st, &b) && b == 387973120);
+	ck_assert_str_eq(cli_auto_text(st, buf, sizeof buf), "370.0 MiB (the device's free "
+		"memory; holding the policy set by remat set)");
+	json_decref(st);
+	st = json_loads("{\"auto\":null,\"auto_budget_bytes\":387973120}", 0, NULL);
+	ck_assert(!cli_auto_budget(st, &b) && !cli_auto_text(st, buf, sizeof buf));
+	json_decref(st);
+	st = json_loads("{\"auto_budget_bytes\":387973120}", 0, NULL);
+	ck_assert(cli_auto_budget(st, &b) && b == 387973120);
+	json_decref(st);
+	st = json_loads("{\"auto\":{\"budget_bytes\":\"x\",\"source\":7}}", 0, NULL);
+	ck_assert(!cli_auto_budget(st, &b) && !cli_auto_text(NULL, buf, sizeof buf));
+	json_decref(st);
+}
+END_TEST
+
 /* ---- the binary ---- */
 
 /* Runs rematctl with the arguments given (NULL-terminated, at most 12); returns the status
@@ -744,11 +773,11 @@ START_TEST(test_rematctl_cannot_connect)
 }
 END_TEST
 
-/* A fake server for one connection: sends greeting and reads one request line, then sends
- * reply verbatim and closes (without a greeting it sends reply at once). Returns the
- * child's pid; path gets the socket's. */
-static pid_t fake_server(const char *name, const char *greeting, const char *reply, char *path,
-			 size_t pathlen)
+/* A fake server for one connection: sends greeting and reads one request line (into the
+ * file reqlog when it is not NULL), then sends reply verbatim and closes (without a
+ * greeting it sends reply at once). Returns the child's pid; path gets the socket's. */
+static pid_t fake_server_log(const char *name, const char *greeting, const char *reply,
+			     char *path, size_t pathlen, const char *reqlog)
 {
 	struct sockaddr_un sa;
 	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -771,8 +800,12 @@ static pid_t fake_server(const char *name, const char *greeting, const char *rep
 			_exit(1);
 		if (greeting && write(c, greeting, strlen(greeting)) < 0)
 			_exit(1);
+		FILE *log = reqlog ? fopen(reqlog, "w") : NULL;
 		while (greeting && read(c, &ch, 1) == 1 && ch != '\n')
-			;
+			if (log)
+				fputc(ch, log);
+		if (log && fclose(log) != 0)
+			_exit(1);
 		for (size_t off = 0, n = strlen(reply); off < n;) {
 			ssize_t w = write(c, reply + off, n - off);
 			if (w <= 0)
@@ -783,6 +816,12 @@ static pid_t fake_server(const char *name, const char *greeting, const char *rep
 	}
 	close(fd);
 	return pid;
+}
+
+static pid_t fake_server(const char *name, const char *greeting, const char *reply, char *path,
+			 size_t pathlen)
+{
+	return fake_server_log(name, greeting, reply, path, pathlen, NULL);
 }
 
 #define GREETING                                                                                   \
@@ -968,6 +1007,175 @@ START_TEST(test_rematctl_status_model)
 	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
 	ck_assert_msg(strstr(out, "\nmodel:           gpt2, trainable params: 4,096 || all "
 		"params: 125,248 || trainable%: 3.2703\n"), "output:\n%s", out);
+	free(out);
+}
+END_TEST
+
+/* status: the memory controller of job-status' "auto" (its budget, where it came from,
+ * whether it holds the user's policy, the least any policy needs); an older server's
+ * auto_budget_bytes alone; nothing with none on; --json as it came. */
+START_TEST(test_rematctl_status_budget)
+{
+	static const struct {
+		const char *fields, *want; /* want NULL: no memory budget line */
+	} c[] = {
+	    {"\"auto\":{\"budget_bytes\":387973120,\"source\":\"size\",\"pinned\":false,"
+	     "\"least_bytes\":314572800},\"auto_budget_bytes\":387973120",
+	     "\nmemory budget:   370.0 MiB (a size; the controller picks the policy; least 300.0 "
+	     "MiB)\n"},
+	    {"\"auto\":{\"budget_bytes\":2147483648,\"source\":\"cgroup\",\"pinned\":true,"
+	     "\"least_bytes\":1073741824},\"auto_budget_bytes\":2147483648",
+	     "\nmemory budget:   2048.0 MiB (cgroup memory.max; holding the policy set by remat "
+	     "set; least 1024.0 MiB)\n"},
+	    {"\"auto_budget_bytes\":5242880", "\nmemory budget:   5.0 MiB (the controller picks "
+	     "the policy)\n"},
+	    {"\"auto\":null,\"auto_budget_bytes\":null", NULL},
+	    {"\"auto_budget_bytes\":null", NULL},
+	};
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		char reply[1024], *out = NULL;
+		snprintf(reply, sizeof reply, "{\"return\":{\"job\":\"j1\",\"state\":\"running\","
+			"\"step\":3,\"steps\":10,\"policy\":{\"h.0-1\":\"full\"},%s},\"id\":1}\n",
+			c[i].fields);
+		int rc = ctl_against("stbudget", reply, &out, "status", "j1", NULL);
+		ck_assert_msg(rc == 0, "%zu: status %d: %s", i, rc, out);
+		if (c[i].want)
+			ck_assert_msg(strstr(out, c[i].want), "%zu: no '%s' in:\n%s", i, c[i].want, out);
+		else
+			ck_assert_msg(!strstr(out, "budget"), "%zu: output:\n%s", i, out);
+		/* the budget after the policy it governs */
+		ck_assert_msg(!c[i].want || strstr(out, "\npolicy:") < strstr(out, "\nmemory budget"),
+			"%zu: output:\n%s", i, out);
+		free(out);
+	}
+	char *out = NULL;
+	int rc = ctl_against("stbudgetj", "{\"return\":{\"job\":\"j1\",\"auto\":{\"budget_bytes\":"
+		"387973120,\"source\":\"size\",\"pinned\":false,\"least_bytes\":314572800}},\"id\":1}\n",
+		&out, "--json", "status", "j1", NULL);
+	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
+	ck_assert_str_eq(out, "{\"job\":\"j1\",\"auto\":{\"budget_bytes\":387973120,\"source\":"
+		"\"size\",\"pinned\":false,\"least_bytes\":314572800}}\n");
+	free(out);
+}
+END_TEST
+
+/* remat set: --force sends "force": true (and only remat set takes it); the reply's
+ * "controller" said: on (the policy held under the budget, predicted and budget in MiB),
+ * off (the policy is the user's), null (no controller: the line as before). */
+START_TEST(test_rematctl_remat_set_controller)
+{
+	char path[128], log[600], *out = NULL;
+	snprintf(log, sizeof log, "%s/remat-set.req", t_env("REMAT_TMP"));
+	pid_t pid = fake_server_log("rsforce", GREETING, "{\"return\":{\"applies_at_step\":8,"
+		"\"policy\":{\"h.0-1\":\"off\",\"head\":\"off\"},\"controller\":\"off\"},\"id\":1}\n",
+		path, sizeof path, log);
+	int rc = ctl(&out, "--socket", path, "--timeout", "5", "remat", "set", "j1", "blocks=off",
+		"--force", NULL);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	unlink(path);
+	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
+	ck_assert_str_eq(out, "j1: applies at step 8: h.0-1=off,head=off; the memory controller is "
+		"off: the policy is yours (remat auto --budget turns it on again)\n");
+	free(out);
+	json_t *req = json_load_file(log, 0, NULL);
+	ck_assert_msg(req != NULL, "the request logged in %s is not JSON", log);
+	json_t *args = json_object_get(req, "arguments");
+	ck_assert_msg(json_is_true(json_object_get(args, "force")) &&
+		!strcmp(json_string_value(json_object_get(req, "execute")), "remat-set"),
+		"request: %s", td_slurp(log));
+	json_decref(req);
+
+	/* without --force, no "force" at all: the server's default (refuse what does not fit) */
+	pid = fake_server_log("rson", GREETING, "{\"return\":{\"applies_at_step\":9,\"policy\":"
+		"{\"h.0-1\":\"full\",\"head\":\"chunked\"},\"controller\":\"on\","
+		"\"predicted_peak_bytes\":356515840,\"budget_bytes\":387973120},\"id\":1}\n", path,
+		sizeof path, log);
+	rc = ctl(&out, "--socket", path, "--timeout", "5", "remat", "set", "j1", "blocks=full",
+		"head=chunked", NULL);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	unlink(path);
+	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
+	ck_assert_str_eq(out, "j1: applies at step 9: h.0-1=full,head=chunked; the memory "
+		"controller holds it under the budget (predicted 340.0 MiB of 370.0 MiB)\n");
+	free(out);
+	ck_assert_msg(!strstr(td_slurp(log), "force"), "request: %s", td_slurp(log));
+
+	rc = ctl_against("rsnull", "{\"return\":{\"applies_at_step\":4,\"policy\":{\"h.0\":"
+		"\"full\"},\"controller\":null},\"id\":1}\n", &out, "remat", "set", "j1", "h.0=full",
+		NULL);
+	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
+	ck_assert_str_eq(out, "j1: applies at step 4: h.0=full\n");
+	free(out);
+	/* refused for the budget: an error reply, status 1 as every error reply */
+	rc = ctl_against("rsrefused", "{\"error\":{\"class\":\"InvalidParameter\",\"desc\":"
+		"\"policy h.0-1=off predicts 400.0 MiB, which does not fit the budget of 370.0 MiB; "
+		"--force hands control back\"},\"id\":1}\n", &out, "remat", "set", "j1", "blocks=off",
+		NULL);
+	ck_assert_msg(rc == 1 && strstr(out, "does not fit the budget") &&
+		strstr(out, "(InvalidParameter)") && lines(out) == 1, "status %d: %s", rc, out);
+	free(out);
+	/* --force and --wait are remat set's alone */
+	rc = ctl(&out, "--socket", "/nonexistent/remat.sock", "remat", "plan", "j1", "--force",
+		NULL);
+	ck_assert_msg(rc == 2 && strstr(out, "takes no --force"), "status %d: %s", rc, out);
+	free(out);
+	rc = ctl(&out, "--socket", "/nonexistent/remat.sock", "remat", "auto", "j1", "--budget",
+		"1G", "--wait", NULL);
+	ck_assert_msg(rc == 2 && strstr(out, "takes no --wait"), "status %d: %s", rc, out);
+	free(out);
+}
+END_TEST
+
+/* remat auto: a budget no policy fits is an error reply (status 1, nothing printed to
+ * stdout as if it held); one that fits says the budget and the least any policy needs. */
+START_TEST(test_rematctl_remat_auto_budget)
+{
+	char *out = NULL;
+	int rc = ctl_against("autono", "{\"error\":{\"class\":\"InvalidParameter\",\"desc\":"
+		"\"no policy fits a budget of 5.0 MiB: the least any needs is 11.3 MiB (process "
+		"memory)\"},\"id\":1}\n", &out, "remat", "auto", "j3", "--budget", "5MiB", NULL);
+	ck_assert_msg(rc == 1, "status %d: %s", rc, out);
+	ck_assert_str_eq(out, "rematctl: no policy fits a budget of 5.0 MiB: the least any needs "
+		"is 11.3 MiB (process memory) (InvalidParameter)\n");
+	free(out);
+	rc = ctl_against("autook", "{\"return\":{\"applies_at_step\":925,\"budget_bytes\":"
+		"387973120,\"least_bytes\":314572800},\"id\":1}\n", &out, "remat", "auto", "j3",
+		"--budget", "370MiB", NULL);
+	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
+	ck_assert_str_eq(out, "j3: keeping the process's memory under 370.0 MiB from step 925 on; "
+		"the least any policy needs is 300.0 MiB (REMAT_AUTO events say each change)\n");
+	free(out);
+	rc = ctl_against("autooff", "{\"return\":{\"applies_at_step\":926,\"budget_bytes\":null},"
+		"\"id\":1}\n", &out, "remat", "auto", "j3", "--budget", "off", NULL);
+	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
+	ck_assert_str_eq(out, "j3: the memory controller is off from step 926 on; the policy is "
+		"yours\n");
+	free(out);
+}
+END_TEST
+
+/* mem: the process's untracked memory, a category of the reply after the tracked ones,
+ * shown in its place and said to be outside the tracked total. */
+START_TEST(test_rematctl_mem_untracked)
+{
+	char *out = NULL;
+	int rc = ctl_against("memun", "{\"return\":{\"categories\":{"
+		"\"params\":{\"current\":1048576,\"peak\":1048576,\"peak_since_reset\":1048576},"
+		"\"data\":{\"current\":2097152,\"peak\":2097152,\"peak_since_reset\":2097152},"
+		"\"untracked\":{\"current\":15728640,\"peak\":16777216,\"peak_since_reset\":16252928}},"
+		"\"total\":{\"current\":3145728,\"peak\":3145728,\"peak_since_reset\":3145728},"
+		"\"rss\":18874368,\"rss_peak\":19922944,\"step\":44,\"sections\":[]},\"id\":1}\n",
+		&out, "mem", "j1", NULL);
+	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
+	const char *data = strstr(out, "\ndata "), *un = strstr(out, "\nuntracked "),
+		*tot = strstr(out, "\ntotal tracked ");
+	ck_assert_msg(data && un && tot && data < un && un < tot, "output:\n%s", out);
+	ck_assert_msg(strstr(un, "15.0 MiB") && strstr(un, "16.0 MiB") && strstr(un, "15.5 MiB") &&
+		strstr(un, "16.0 MiB") < tot, "output:\n%s", out);
+	ck_assert_msg(strstr(out, "\nuntracked: the process's resident memory beyond the tracked "
+		"categories"), "output:\n%s", out);
 	free(out);
 }
 END_TEST
@@ -1159,6 +1367,234 @@ START_TEST(test_rematctl_watch_eta_interval)
 }
 END_TEST
 
+/* ---- the memory controller, against rematd and a stand-in worker ---- */
+
+/* A job's canned figures (the stand-in's job-status, mem-stats and remat-get): a controller
+ * on at 370 MiB, the process at 340 MiB resident, 15 MiB of it untracked. */
+#define SW_STATUS                                                                          \
+	"{\"return\":{\"job\":\"%s\",\"name\":\"b\",\"state\":\"running\",\"step\":10,"    \
+	"\"steps\":100,\"loss\":2.5,\"policy\":{\"h.0-1\":\"full\",\"head\":\"off\"},"     \
+	"\"auto\":{\"budget_bytes\":387973120,\"source\":\"size\",\"pinned\":false,"       \
+	"\"least_bytes\":314572800},\"auto_budget_bytes\":387973120},\"id\":%s}\\n"
+#define SW_MEM                                                                             \
+	"{\"return\":{\"categories\":{\"params\":{\"current\":104857600,\"peak\":104857600," \
+	"\"peak_since_reset\":104857600},\"untracked\":{\"current\":15728640,\"peak\":"    \
+	"15728640,\"peak_since_reset\":15728640}},\"total\":{\"current\":104857600,"        \
+	"\"peak\":104857600,\"peak_since_reset\":104857600},\"sections\":[],\"rss\":"      \
+	"356515840,\"rss_peak\":377487360,\"step\":10},\"id\":%s}\\n"
+#define SW_POLICY(m) "{\"h.0-1\":\"" m "\",\"head\":\"off\"}"
+
+/* The stand-in: answers from the canned figures (each job-status followed by a REMAT_FAILED
+ * of step 12: the view must say it), and remat-set by what it asks for: h.0=full applies at
+ * step 7 (after an earlier step's REMAT_APPLIED and another step's REMAT_FAILED, which
+ * decide nothing), h.0=off is refused at step 7, h.0=selective is answered and then the
+ * worker exits 3 (the job fails first), --force answers "controller":"off" and applies,
+ * anything else does not fit the budget. Every outcome follows its reply at once: a client
+ * that subscribed after sending would miss it. */
+static const char stand_in[] =
+	TD_WORKER_RUNNING
+	"job=$4\n"
+	"ev() { printf '{\"event\":\"%s\",\"data\":{\"job\":\"%s\",%s},\"timestamp\":"
+	"{\"seconds\":0,\"microseconds\":0}}\\n' \"$1\" \"$job\" \"$2\" >&3; }\n"
+	"ret() { printf '{\"return\":%s,\"id\":%s}\\n' \"$1\" \"$id\" >&3; }\n"
+	"while IFS= read -r line <&3; do\n"
+	"id=$(printf '%s\\n' \"$line\" | sed -n 's/.*\"id\":\\([0-9][0-9]*\\).*/\\1/p')\n"
+	"case $line in\n"
+	"*'\"job-status\"'*) printf '" SW_STATUS "' \"$job\" \"$id\" >&3\n"
+	"  ev REMAT_FAILED '\"step\":12,\"asked\":" SW_POLICY("off") ",\"policy\":"
+	SW_POLICY("full") ",\"reason\":\"memory refused\"' ;;\n"
+	"*'\"mem-stats\"'*) printf '" SW_MEM "' \"$id\" >&3 ;;\n"
+	"*'\"remat-get\"'*) ret '{\"policy\":" SW_POLICY("full") ",\"sections\":[]}' ;;\n"
+	"*'\"remat-set\"'*'\"force\":true'*) ret '{\"applies_at_step\":7,\"policy\":"
+	SW_POLICY("off") ",\"controller\":\"off\"}'\n"
+	"  ev REMAT_APPLIED '\"step\":7,\"policy\":" SW_POLICY("off") "' ;;\n"
+	"*'\"remat-set\"'*'\"h.0\":\"full\"'*) ret '{\"applies_at_step\":7,\"policy\":"
+	SW_POLICY("full") ",\"controller\":\"on\",\"predicted_peak_bytes\":356515840,"
+	"\"budget_bytes\":387973120}'\n"
+	"  ev REMAT_APPLIED '\"step\":5,\"policy\":" SW_POLICY("off") "'\n"
+	"  ev REMAT_FAILED '\"step\":6,\"asked\":" SW_POLICY("off") ",\"policy\":"
+	SW_POLICY("full") ",\"reason\":\"another change\"'\n"
+	"  ev REMAT_APPLIED '\"step\":7,\"policy\":" SW_POLICY("full") "' ;;\n"
+	"*'\"remat-set\"'*'\"h.0\":\"off\"'*) ret '{\"applies_at_step\":7,\"policy\":"
+	SW_POLICY("off") ",\"controller\":null}'\n"
+	"  ev REMAT_FAILED '\"step\":7,\"asked\":" SW_POLICY("off") ",\"policy\":"
+	SW_POLICY("full") ",\"reason\":\"memory refused: 400.0 MiB over memory.limit\"' ;;\n"
+	"*'\"remat-set\"'*'\"h.0\":\"selective\"'*) ret '{\"applies_at_step\":7,\"policy\":"
+	SW_POLICY("selective") ",\"controller\":null}'; exit 3 ;;\n"
+	"*'\"remat-set\"'*) printf '{\"error\":{\"class\":\"InvalidParameter\",\"desc\":"
+	"\"policy predicts 400.0 MiB, which does not fit the budget of 370.0 MiB; --force hands "
+	"control back\"},\"id\":%s}\\n' \"$id\" >&3 ;;\n"
+	"*'\"job-stop\"'*) ret '{\"step\":10,\"checkpoint\":null}'; exit 0 ;;\n"
+	"*) ret '{}' ;;\n"
+	"esac\n"
+	"done\n";
+
+/* A rematd whose worker is the stand-in, and its job j1 running. */
+static void stand_in_job(td_daemon *d)
+{
+	td_daemon_paths(d);
+	char *w = td_script(d, "worker.sh", stand_in);
+	const char *extra[] = {"--worker", w, "--stop-timeout", "2", NULL};
+	td_daemon_start(d, extra);
+	free(w);
+	td_conn c = td_open(d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	ck_assert_str_eq(td_job_start(&c, T_TINY_SPEC, NULL), "j1");
+	json_decref(td_wait_state(&c, "j1", "running", T_READ_MS));
+	td_close(&c);
+}
+
+/* remat set --wait: subscribed before it sends, so an outcome right behind the reply is
+ * seen; applied (0, an earlier step's REMAT_APPLIED and another step's REMAT_FAILED passed
+ * over), refused at its step (1, the reason and the policy the step ran under), an error
+ * reply (1), --force (the controller off, then applied), the job ending first (1). */
+START_TEST(test_rematctl_remat_set_wait)
+{
+	td_daemon d;
+	char *out = NULL;
+	stand_in_job(&d);
+	int rc = ctl_d(&d, &out, "--timeout", "20", "remat", "set", "j1", "h.0=full", "--wait",
+		NULL);
+	ck_assert_msg(rc == 0, "applied: status %d: %s", rc, out);
+	ck_assert_str_eq(out, "j1: applies at step 7: h.0-1=full,head=off; the memory controller "
+		"holds it under the budget (predicted 340.0 MiB of 370.0 MiB)\n"
+		"j1: applied at step 7: h.0-1=full,head=off\n");
+	free(out);
+	rc = ctl_d(&d, &out, "--timeout", "20", "remat", "set", "j1", "h.0=off", "--wait", NULL);
+	ck_assert_msg(rc == 1, "refused: status %d: %s", rc, out);
+	ck_assert_str_eq(out, "j1: applies at step 7: h.0-1=off,head=off\n"
+		"rematctl: j1: not applied at step 7: memory refused: 400.0 MiB over memory.limit; "
+		"the step ran under h.0-1=full,head=off (asked: h.0-1=off,head=off)\n");
+	free(out);
+	/* --json: the reply, then the event that decided, each one line */
+	rc = ctl_d(&d, &out, "--json", "--timeout", "20", "remat", "set", "j1", "h.0=off",
+		"--wait", NULL);
+	ck_assert_msg(rc == 1 && lines(out) == 2 && strstr(out, "\"applies_at_step\":7") &&
+		strstr(out, "\n{\"event\":\"REMAT_FAILED\"") && strstr(out, "\"step\":7"),
+		"--json refused: status %d: %s", rc, out);
+	free(out);
+	rc = ctl_d(&d, &out, "--timeout", "20", "remat", "set", "j1", "head=chunked", "--wait",
+		NULL);
+	ck_assert_msg(rc == 1 && strstr(out, "does not fit the budget") && lines(out) == 1,
+		"error reply: status %d: %s", rc, out);
+	free(out);
+	rc = ctl_d(&d, &out, "--timeout", "20", "remat", "set", "j1", "h.0=full", "--force",
+		"--wait", NULL);
+	ck_assert_msg(rc == 0, "--force: status %d: %s", rc, out);
+	ck_assert_str_eq(out, "j1: applies at step 7: h.0-1=off,head=off; the memory controller is "
+		"off: the policy is yours (remat auto --budget turns it on again)\n"
+		"j1: applied at step 7: h.0-1=off,head=off\n");
+	free(out);
+	rc = ctl_d(&d, &out, "--timeout", "20", "remat", "set", "j1", "h.0=selective", "--wait",
+		NULL);
+	ck_assert_msg(rc == 1 && strstr(out, "rematctl: j1: the job failed") &&
+		strstr(out, "before step 7: the change was not applied"), "ended: status %d: %s", rc,
+		out);
+	free(out);
+	td_daemon_stop(&d);
+}
+END_TEST
+
+/* Runs argv on a pseudo-terminal 100 columns wide, in the C locale (ASCII bars), until it
+ * exits (at most 30 s): its status, and all it wrote in *out (malloc'd). */
+static int run_on_pty(char *const argv[], char **out)
+{
+	int m = posix_openpt(O_RDWR | O_NOCTTY);
+	ck_assert_int_ge(m, 0);
+	ck_assert(grantpt(m) == 0 && unlockpt(m) == 0);
+	char slave[128];
+	snprintf(slave, sizeof slave, "%s", ptsname(m));
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		setsid();
+		int s = open(slave, O_RDWR);
+		struct winsize ws = {.ws_row = 60, .ws_col = 100};
+		if (s < 0 || ioctl(s, TIOCSWINSZ, &ws) < 0)
+			_exit(126);
+		dup2(s, 0);
+		dup2(s, 1);
+		dup2(s, 2);
+		setenv("LC_ALL", "C", 1);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	size_t cap = 1 << 16, len = 0;
+	char *buf = malloc(cap);
+	ck_assert_ptr_nonnull(buf);
+	long end = td_ms() + 30000;
+	for (;;) {
+		struct pollfd p = {m, POLLIN, 0};
+		int left = (int)(end - td_ms());
+		if (left <= 0 || poll(&p, 1, left) <= 0)
+			break; /* a watch that does not end: killed below */
+		if (len + 1 >= cap) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			ck_assert_ptr_nonnull(buf);
+		}
+		ssize_t r = read(m, buf + len, cap - len - 1);
+		if (r <= 0)
+			break; /* EIO: the terminal's last holder is gone */
+		len += (size_t)r;
+	}
+	buf[len] = '\0';
+	close(m);
+	int status = td_wait_pid(pid, 1000);
+	if (status < 0) {
+		kill(pid, SIGKILL);
+		status = td_wait_pid(pid, T_READ_MS);
+	}
+	*out = buf;
+	return status;
+}
+
+/* The line of text that starts with prefix (after a redraw's escapes), or NULL. */
+static const char *line_of(const char *text, const char *prefix)
+{
+	for (const char *p = text; (p = strstr(p, prefix)); p++)
+		if (p == text || p[-1] == '\n' || p[-1] == 'H' || p[-1] == 'K')
+			return p;
+	return NULL;
+}
+
+/* watch: with the controller on, the process's resident memory against the budget (a '|'
+ * at the budget's column of the rss bar, the budget in MiB under it); the untracked memory
+ * among the bars; a REMAT_FAILED said under the view, and piped on a line of its own. */
+START_TEST(test_rematctl_watch_budget)
+{
+	td_daemon d;
+	char *out = NULL;
+	stand_in_job(&d);
+	char *argv[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "watch", "j1",
+		"--interval", "0.3", "--count", "3", NULL};
+	int rc = run_on_pty(argv, &out);
+	ck_assert_msg(rc == 0, "watch on a terminal: status %d:\n%s", rc, out);
+	/* 40 columns of bar for 370 MiB: 340 MiB is 37 of them, the budget the last */
+	const char *rss = line_of(out, "rss          ");
+	ck_assert_msg(rss && !strncmp(rss + 13, "#####################################..|", 40),
+		"no rss bar with the budget marked:\n%s", out);
+	ck_assert_msg(line_of(out, "budget       | 370.0 MiB (a size; the controller picks the "
+		"policy; least 300.0 MiB)\033[K"), "no budget line:\n%s", out);
+	/* untracked after the tracked total, which leaves it out */
+	const char *un = line_of(out, "untracked    "), *total = line_of(out, "total    ");
+	ck_assert_msg(un && strstr(un, "15.0 MiB") && total && total < un, "no untracked bar "
+		"after the total:\n%s", out);
+	ck_assert_msg(strstr(out, "policy for step 12 not applied: memory refused; it ran under "
+		"h.0-1=full,head=off"), "no REMAT_FAILED note:\n%s", out);
+	free(out);
+
+	rc = ctl_d(&d, &out, "watch", "j1", "--interval", "0.3", "--count", "3", NULL);
+	ck_assert_msg(rc == 0, "watch piped: status %d: %s", rc, out);
+	ck_assert_msg(strstr(out, " rss 340.0 MiB ") && strstr(out, " budget 370.0 MiB"),
+		"piped:\n%s", out);
+	ck_assert_msg(strstr(out, "\nj1 policy for step 12 not applied: memory refused; it ran "
+		"under h.0-1=full,head=off\n"), "piped, no REMAT_FAILED line:\n%s", out);
+	free(out);
+	td_daemon_stop(&d);
+}
+END_TEST
+
 Suite *suite_client(void)
 {
 	Suite *s = suite_create("client");
@@ -1187,6 +1623,7 @@ Suite *suite_client(void)
 	tcase_add_test(tc, test_cli_costs_noise_workspace);
 	tcase_add_test(tc, test_cli_spec_dir_paths);
 	tcase_add_test(tc, test_cli_model_text);
+	tcase_add_test(tc, test_cli_auto_text);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("binary");
@@ -1199,6 +1636,10 @@ Suite *suite_client(void)
 	tcase_add_test(tc, test_rematctl_costs_noise);
 	tcase_add_test(tc, test_rematctl_mem_workspace_once);
 	tcase_add_test(tc, test_rematctl_status_model);
+	tcase_add_test(tc, test_rematctl_status_budget);
+	tcase_add_test(tc, test_rematctl_remat_set_controller);
+	tcase_add_test(tc, test_rematctl_remat_auto_budget);
+	tcase_add_test(tc, test_rematctl_mem_untracked);
 	tcase_add_loop_test(tc, test_rematctl_bad_server, 0,
 			    (int)(sizeof bad_servers / sizeof bad_servers[0]));
 	suite_add_tcase(s, tc);
@@ -1207,6 +1648,8 @@ Suite *suite_client(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_rematctl_start_spec_dir);
 	tcase_add_test(tc, test_rematctl_watch_eta_interval);
+	tcase_add_test(tc, test_rematctl_remat_set_wait);
+	tcase_add_test(tc, test_rematctl_watch_budget);
 	suite_add_tcase(s, tc);
 	return s;
 }
