@@ -900,6 +900,15 @@ static int plan_job_from(const json_t *info, const json_t *policy, eng_plan_job 
 			j->fixed[c] = (size_t)json_integer_value(n);
 	}
 	j->fixed_source = json_is_object(fx) ? "engine" : NULL;
+	/* and the process's untracked term the check measured of itself, and a save's
+	 * snapshot: every job of rematd's saves */
+	json_t *u = json_object_get(info, "untracked_bytes");
+	j->untracked = json_is_integer(u) && json_integer_value(u) > 0 ?
+		(size_t)json_integer_value(u) : 0;
+	j->untracked_source = json_is_integer(u) ? "check" : NULL;
+	json_t *sn = json_object_get(info, "snapshot_bytes");
+	j->snapshot = json_is_integer(sn) && json_integer_value(sn) > 0 ?
+		(size_t)json_integer_value(sn) : 0;
 	if (eng_config_validate(&j->cfg, "the job's model", &err) < 0 || j->B < 1 || j->T < 1 ||
 		j->chunk_rows < 1) {
 		srv_fmt(desc, desclen, "no plan for this job without a worker: its record holds "

@@ -14,8 +14,7 @@ void eng_auto_set(eng_auto *a, size_t budget)
 	a->last_change = -1;
 }
 
-/* The bytes the controller aims for: the budget less the headroom and the margin. */
-static size_t target_bytes(const eng_auto *a)
+size_t eng_auto_room(const eng_auto *a)
 {
 	size_t keep = (size_t)((double)a->budget * ENG_AUTO_HEADROOM) + a->margin;
 	return keep < a->budget ? a->budget - keep : 0;
@@ -28,15 +27,17 @@ int eng_auto_decide(eng_auto *a, const eng_plan_query *q, const eng_policy *cur,
 	eng_plan now;
 	eng_plan_query qq = *q;
 	eng_plan_policy(q->cfg, q->B, q->T, q->chunk_rows, cur, &now);
-	size_t now_peak = q->fixed + now.peak_bytes;
+	size_t now_peak = q->fixed + (a->held ? q->optional : 0) + now.peak_bytes;
 	double now_cost = eng_plan_policy_cost(q->cfg, q->B, q->T, q->chunk_rows, q->costs, cur);
 	/* a prediction that fell short: aim that much lower from now on */
 	if (measured_peak > now_peak && measured_peak - now_peak > a->margin)
 		a->margin = measured_peak - now_peak;
-	qq.budget = target_bytes(a);
+	qq.budget = eng_auto_room(a);
 	if (q->budget && q->budget < qq.budget) /* what the system refused, less nothing */
 		qq.budget = q->budget;
 	int fits = eng_plan_search(&qq, next, pred) == 0;
+	if (!fits || eng_policy_equal(next, cur) || a->last_change < 0)
+		a->held = fits && pred->optional_held; /* the optional bytes follow the answer */
 	if (!fits) {
 		snprintf(why, whylen, "no policy fits the budget of %.1f MiB (less %.0f%% headroom):"
 			 " the least any needs is %.1f MiB", a->budget / 1048576.0,
@@ -64,6 +65,7 @@ int eng_auto_decide(eng_auto *a, const eng_plan_query *q, const eng_policy *cur,
 	}
 	a->last_change = step;
 	a->calm = 0;
+	a->held = pred->optional_held;
 	return 1;
 }
 

@@ -1,5 +1,7 @@
-/* eng_auto.h - the memory controller's decisions (remat-auto): keep a run's tracked memory
- * inside a budget at the least cost in time, by itself.
+/* eng_auto.h - the memory controller's decisions (remat-auto): keep a run's memory inside
+ * a budget at the least cost in time, by itself. The memory is the process's (DESIGN §4):
+ * the caller's fixed bytes hold the tracked fixed part and the measured untracked term, and
+ * its measured peaks are the process's.
  *
  * At each step boundary the controller asks the planner for the fastest policy whose
  * predicted peak fits the budget less a headroom (and less what measured peaks have run
@@ -29,21 +31,30 @@
 
 typedef struct eng_auto {
 	int on;
-	size_t budget;      /* bytes the run may hold, all tracked categories */
+	size_t budget;      /* bytes the run may hold: the process's on the CPU */
 	int last_change;    /* step of the last change, -1 none yet */
 	int calm;           /* steps in a row a faster policy had room */
 	size_t margin;      /* how far measured peaks ran above the predictions */
+	int held;           /* the query's optional bytes (a save's snapshot) are held under
+			     * the policy decided last; 0: done without (saves write from the
+			     * live tensors) */
 } eng_auto;
+
+/* The most a policy's predicted peak may be under a's budget: the budget less the
+ * headroom and the margin (what measured peaks ran above the predictions). */
+size_t eng_auto_room(const eng_auto *a);
 
 /* Turns the controller on for budget (bytes) from step on, or off (budget 0). */
 void eng_auto_set(eng_auto *a, size_t budget);
 
 /* The decision before step `step` (1-based, the next one): q holds the run's shape, its
- * fixed bytes and costs, and in q->budget a ceiling besides the controller's own (the
- * least total an allocation was refused at; 0 none); cur is the policy now, measured_peak
- * the last step's tracked peak (0: none yet). 1 when the policy should change, with *next,
- * its plan in *pred and the reason in why; 0 to keep it; -1 when no policy fits the budget
- * at all (*next is then the least there is, why says so). */
+ * fixed bytes (untracked included), the optional ones (a save's snapshot: held or done
+ * without, whichever is cheaper, a->held says which) and costs, and in q->budget a
+ * ceiling besides the controller's own (what an allocation was refused at, in the same
+ * terms; 0 none); cur is the policy now, measured_peak the last step's measured peak (0:
+ * none yet; the process's on the CPU). 1 when the policy should change, with *next, its
+ * plan in *pred and the reason in why; 0 to keep it; -1 when no policy fits the budget at
+ * all (*next is then the least there is, why says so). */
 int eng_auto_decide(eng_auto *a, const eng_plan_query *q, const eng_policy *cur,
 	size_t measured_peak, int step, eng_policy *next, eng_plan *pred, char *why,
 	size_t whylen);

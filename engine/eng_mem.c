@@ -8,11 +8,13 @@
 #include "eng_mem.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "eng_err.h"
 
@@ -210,6 +212,15 @@ size_t eng_mem_size(const void *p)
 	return h->bytes;
 }
 
+/* ---- the process's resident memory ---- */
+
+/* The most VmHWM said before each reset of it (a step window's start): the peak since the
+ * process started, which VmHWM alone no longer is once reset. */
+static atomic_size_t rss_life_peak;
+/* The most untracked bytes a step held at its peak (eng_mem_note_untracked): since start,
+ * and since the last eng_mem_reset_peak. */
+static atomic_size_t untracked_peak, untracked_peak_reset;
+
 /* Reads "VmRSS:" and "VmHWM:" (kB) from /proc/self/status; zeros when unreadable. */
 static void mem_read_rss(size_t *rss, size_t *hwm)
 {
@@ -228,10 +239,51 @@ static void mem_read_rss(size_t *rss, size_t *hwm)
 	fclose(f);
 }
 
+size_t eng_mem_rss(void)
+{
+	/* statm's second field: resident pages (cheaper than status: one number) */
+	unsigned long size, resident;
+	FILE *f = fopen("/proc/self/statm", "r");
+	int ok = f && fscanf(f, "%lu %lu", &size, &resident) == 2;
+	if (f)
+		fclose(f);
+	return ok ? (size_t)resident * (size_t)sysconf(_SC_PAGESIZE) : 0;
+}
+
+int eng_mem_rss_window(size_t *peak, int restart)
+{
+	size_t rss, hwm;
+	mem_read_rss(&rss, &hwm);
+	if (peak)
+		*peak = hwm;
+	eng_mem_peak_raise(&rss_life_peak, hwm);
+	if (!restart)
+		return hwm ? 0 : -1;
+	/* "5" resets the high-water mark to the resident set now (Linux 4.0, proc(5)) */
+	int fd = open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+	int ok = fd >= 0 && write(fd, "5", 1) == 1;
+	if (fd >= 0)
+		close(fd);
+	return ok ? 0 : -1;
+}
+
+void eng_mem_note_untracked(size_t bytes)
+{
+	eng_mem_peak_raise(&untracked_peak, bytes);
+	eng_mem_peak_raise(&untracked_peak_reset, bytes);
+}
+
 void eng_mem_get_stats(eng_mem_stats *st)
 {
 	eng_mem_get_counters(st);
 	mem_read_rss(&st->rss, &st->rss_peak);
+	size_t life = atomic_load(&rss_life_peak);
+	if (life > st->rss_peak)
+		st->rss_peak = life;
+	st->untracked = st->rss > st->total_current ? st->rss - st->total_current : 0;
+	eng_mem_note_untracked(st->untracked);
+	st->untracked_peak = atomic_load(&untracked_peak);
+	st->untracked_peak_reset = atomic_load(&untracked_peak_reset);
 }
 
 void eng_mem_get_counters(eng_mem_stats *st)
@@ -244,6 +296,7 @@ void eng_mem_get_counters(eng_mem_stats *st)
 void eng_mem_reset_peak(void)
 {
 	eng_mem_counts_reset_peak(&mem_counts);
+	atomic_store(&untracked_peak_reset, 0);
 }
 
 void eng_mem_step_peaks(size_t *peak, size_t *total, int restart)

@@ -31,7 +31,14 @@ typedef struct eng_mem_stats {
 	size_t peak[ENG_MEM_NCAT];      /* highest since the process started */
 	size_t peak_reset[ENG_MEM_NCAT]; /* highest since the last eng_mem_reset_peak */
 	size_t total_current, total_peak, total_peak_reset; /* all categories together */
-	size_t rss, rss_peak;           /* from /proc/self/status (VmRSS, VmHWM); 0 if unknown */
+	size_t rss, rss_peak;           /* the process's resident bytes (VmRSS) and their most
+					 * since it started (VmHWM, across its step windows);
+					 * 0 if unknown */
+	size_t untracked;               /* rss beyond the tracked total: the binary and its
+					 * libraries, thread stacks, BLAS and oneDNN buffers,
+					 * allocator slack, pages rounded up */
+	size_t untracked_peak, untracked_peak_reset; /* its most at a step's peak (or when
+					 * read), since start and since eng_mem_reset_peak */
 } eng_mem_stats;
 
 /* Bytes by category with their peaks (since start and since a reset), and the same over all
@@ -96,6 +103,19 @@ size_t eng_mem_size(const void *p);
 void eng_mem_get_stats(eng_mem_stats *st);
 /* The same without reading /proc (rss fields 0): cheap enough for every step. */
 void eng_mem_get_counters(eng_mem_stats *st);
+
+/* The process's resident bytes now (/proc/self/statm; 0 when unreadable): what top's RES,
+ * a cgroup and the OOM killer count of it, cheaply enough for every step. */
+size_t eng_mem_rss(void);
+/* A window on the process's peak resident bytes: *peak (when not NULL) gets the most it
+ * held since the window began (VmHWM), and with restart a new window begins at the
+ * resident bytes now (writing 5 to /proc/self/clear_refs). -1 when the mark could not be
+ * read or reset: *peak is then since the process started (the most it could be). The
+ * peak since start that eng_mem_get_stats reports survives the resets. */
+int eng_mem_rss_window(size_t *peak, int restart);
+/* The untracked bytes a step held at its peak (its window's peak less the tracked one):
+ * raises eng_mem_stats' untracked peaks. */
+void eng_mem_note_untracked(size_t bytes);
 
 /* Starts a new "since reset" peak window at the current values. */
 void eng_mem_reset_peak(void);

@@ -158,7 +158,7 @@ static size_t counts_peak(const eng_plan_section *blk, const eng_plan_section *h
 	       head->workspace_bytes;
 }
 
-int eng_plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out)
+static int plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out)
 {
 	const eng_config *cfg = q->cfg;
 	int L = cfg->n_layer, W = L + 1;
@@ -270,6 +270,34 @@ double eng_plan_policy_cost(const eng_config *cfg, int B, int T, int chunk_rows,
 int eng_plan_fit(const eng_config *cfg, int B, int T, int chunk_rows, size_t budget,
 	eng_policy *p, eng_plan *out)
 {
-	eng_plan_query q = {cfg, B, T, chunk_rows, 0, NULL, budget};
+	eng_plan_query q = {cfg, B, T, chunk_rows, 0, NULL, budget, 0, 0.0};
 	return eng_plan_search(&q, p, out);
+}
+
+int eng_plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out)
+{
+	if (!q->optional) {
+		int r = plan_search(q, p, out);
+		out->optional_held = 0;
+		return r;
+	}
+	/* with the optional bytes held, and without them at their cost a step: the cheaper
+	 * that fits; holding them when both cost the same (nothing is gained without) */
+	eng_plan_query with = *q;
+	eng_policy p2;
+	eng_plan o2;
+	with.fixed += q->optional;
+	with.optional = 0;
+	int r1 = plan_search(&with, p, out);
+	eng_plan_query without = with;
+	without.fixed = q->fixed;
+	int r2 = plan_search(&without, &p2, &o2);
+	o2.cost += q->optional_cost;
+	out->optional_held = r1 == 0;
+	if (r1 < 0 || (r2 == 0 && o2.cost < out->cost)) {
+		*p = p2;
+		*out = o2;
+		out->optional_held = 0;
+	}
+	return r1 == 0 || r2 == 0 ? 0 : -1;
 }

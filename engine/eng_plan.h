@@ -27,7 +27,10 @@ typedef struct eng_plan {
 	double model_flops;     /* forward + backward FLOPs of one step without recompute */
 	size_t fixed_bytes;     /* what the run holds whatever the policy (the query's) */
 	size_t peak_bytes;      /* fixed + saved + recompute: a step's tracked peak */
-	double cost;            /* what the search minimised: the sections' costs summed */
+	double cost;            /* what the search minimised: the sections' costs summed (and
+				 * the query's optional_cost when it does without) */
+	int optional_held;      /* the search holds the query's optional bytes (in
+				 * fixed_bytes); 0: it does without them */
 } eng_plan;
 
 /* What a mode adds to a step, per section: the search minimises their sum. Extra FLOPs by
@@ -50,6 +53,10 @@ typedef struct eng_plan_query {
 	size_t fixed;                /* bytes the run holds whatever the policy */
 	const eng_plan_costs *costs; /* NULL: the analytic extra FLOPs */
 	size_t budget;               /* on fixed + saved + recompute */
+	size_t optional;             /* bytes the run may hold or do without (a save's
+				      * snapshot): not in fixed */
+	double optional_cost;        /* what doing without them adds to a step, in the costs'
+				      * unit */
 } eng_plan_query;
 
 /* Default rows per logits chunk when the job does not set remat.chunk_rows: 256 (at most
@@ -74,7 +81,10 @@ void eng_plan_policy(const eng_config *cfg, int B, int T, int chunk_rows, const 
  * modes to blocks is a dynamic programme over the blocks, O(L^3). Among equal costs, full
  * goes to the first blocks, then selective: their activations live longest. Returns 0 and
  * fills *p and *out, or -1 when nothing fits: then *p is the policy of the least peak and
- * *out its counts (out->peak_bytes: the least memory any policy needs). */
+ * *out its counts (out->peak_bytes: the least memory any policy needs). With q->optional,
+ * the search is made with those bytes held and without them (at q->optional_cost), and the
+ * cheaper answer taken: holding them on equal costs; when nothing fits, the least is
+ * without them. */
 int eng_plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out);
 
 /* eng_plan_search on the analytic FLOPs, nothing fixed: budget on saved + recompute. */

@@ -44,19 +44,55 @@ json_t *eng_plan_sections_json(const eng_policy *p, const eng_plan *plan,
 	return a;
 }
 
-/* The peak by category: the fixed part as given, activations and recompute planned. */
-static json_t *memory_json(const eng_plan_job *j, const eng_plan *plan)
+/* What each term of "memory" is (the reply says it, so that a figure is never read for
+ * another): one table for the keys and their meaning. */
+static const char *const term_notes[][2] = {
+	{"params", "weights"},
+	{"grads", "their gradients"},
+	{"optimizer", "AdamW's two moments"},
+	{"activations", "saved for backward under the policy, at the step's peak"},
+	{"recompute", "the buffers recomputed blocks and head chunks rebuild into"},
+	{"workspace", "step temporaries"},
+	{"data", "token files and the batch"},
+	{"untracked", "the process's resident memory beyond the counted categories: the binary "
+		      "and its libraries, thread stacks, BLAS buffers, allocator slack (measured)"},
+	{"snapshot", "a save's copy of weights and moments, held while it is written; 0 when "
+		     "saves write from the live tensors (training waits for them)"},
+};
+
+/* The peak by category: the fixed part as given, activations and recompute planned, the
+ * untracked term and a save's snapshot when it is held; and what each is. */
+static json_t *memory_json(const eng_plan_job *j, const eng_plan *plan, size_t snapshot)
 {
-	json_t *m = json_object();
+	json_t *m = json_object(), *notes = json_object();
 	for (int c = 0; m && c < ENG_MEM_NCAT; c++) {
 		size_t v = c == ENG_MEM_ACTIVATIONS ? plan->saved_bytes
 			 : c == ENG_MEM_RECOMPUTE   ? plan->recompute_bytes : j->fixed[c];
 		json_object_set_new(m, eng_mem_cat_name((eng_mem_cat)c), json_integer((json_int_t)v));
 	}
-	if (m)
-		json_object_set_new(m, "fixed_source",
-			j->fixed_source ? json_string(j->fixed_source) : json_null());
+	json_object_set_new(m, "untracked", json_integer((json_int_t)j->untracked));
+	json_object_set_new(m, "snapshot", json_integer((json_int_t)snapshot));
+	for (size_t i = 0; notes && i < sizeof term_notes / sizeof term_notes[0]; i++)
+		json_object_set_new(notes, term_notes[i][0], json_string(term_notes[i][1]));
+	json_object_set_new(m, "notes", notes);
+	json_object_set_new(m, "fixed_source",
+		j->fixed_source ? json_string(j->fixed_source) : json_null());
+	json_object_set_new(m, "untracked_source",
+		j->untracked_source ? json_string(j->untracked_source) : json_null());
 	return m;
+}
+
+/* How saves will go under the plan: "snapshot" (a copy, training goes on), "live" (no copy:
+ * training waits for the write), or null without saves; and what each costs in time where
+ * a save has measured it. */
+static json_t *saves_json(const eng_plan_job *j, int held)
+{
+	if (!j->snapshot)
+		return json_null();
+	return json_pack("{s:s,s:I,s:o,s:o}", "way", held ? "snapshot" : "live",
+		"snapshot_bytes", (json_int_t)j->snapshot, "snapshot_stall_ms", j->snap_stall_ms > 0
+		? json_real(j->snap_stall_ms) : json_null(), "live_stall_ms", j->save_ms > 0 ?
+		json_real(j->save_ms) : json_null());
 }
 
 /* The predicted step time of p and what each section adds, with where that came from. */
@@ -90,27 +126,33 @@ json_t *eng_plan_reply(const eng_plan_job *j, const json_t *args, char *desc,
 	eng_plan plan;
 	json_t *budget = json_object_get(args, "budget_bytes");
 	int has_pol = json_object_get(args, "sections") || json_object_get(args, "default");
-	int fits = 1;
-	size_t fixed = 0, b = budget ? (size_t)json_integer_value(budget) : SIZE_MAX;
+	int fits = 1, held = 1;
+	size_t fixed = j->untracked, b = budget ? (size_t)json_integer_value(budget) : SIZE_MAX;
 	for (int c = 0; c < ENG_MEM_NCAT; c++)
 		fixed += j->fixed[c];
 	if (eng_plan_policy_args(j->aliases, j->device, args, &p, desc, desclen) < 0)
 		return NULL;
-	eng_plan_query q = {&j->cfg, j->B, j->T, j->chunk_rows, fixed, j->costs, b};
+	/* the snapshot is optional: held where it fits, as the run holds it */
+	eng_plan_query q = {&j->cfg, j->B, j->T, j->chunk_rows, fixed, j->costs, b, j->snapshot,
+		j->costs && j->save_every > 0 ? j->save_ms / j->save_every : 0.0};
 	if (budget && !has_pol) {
 		fits = eng_plan_search(&q, &p, &plan) == 0; /* else plan is the least there is */
+		held = plan.optional_held;
 	} else {
 		eng_plan_policy(&j->cfg, j->B, j->T, j->chunk_rows, &p, &plan);
-		plan.fixed_bytes = fixed;
-		plan.peak_bytes += fixed;
+		held = fixed + j->snapshot + plan.peak_bytes <= b;
+		plan.fixed_bytes = fixed + (held ? j->snapshot : 0);
+		plan.peak_bytes += plan.fixed_bytes;
 		fits = plan.peak_bytes <= b;
 	}
 	json_t *r = json_pack("{s:o,s:o,s:I,s:I,s:I,s:I,s:o,s:f,s:f}", "policy",
 		eng_policy_json(&p), "sections", eng_plan_sections_json(&p, &plan, NULL),
 		"saved_bytes", (json_int_t)plan.saved_bytes, "recompute_bytes",
 		(json_int_t)plan.recompute_bytes, "fixed_bytes", (json_int_t)plan.fixed_bytes,
-		"peak_bytes", (json_int_t)plan.peak_bytes, "memory", memory_json(j, &plan),
-		"extra_flops", plan.extra_flops, "model_flops", plan.model_flops);
+		"peak_bytes", (json_int_t)plan.peak_bytes, "memory", memory_json(j, &plan, held ?
+		j->snapshot : 0), "extra_flops", plan.extra_flops, "model_flops", plan.model_flops);
+	if (r)
+		json_object_set_new(r, "saves", saves_json(j, held));
 	if (r && j->costs)
 		add_step_time(j, &p, r);
 	if (r && budget) {
@@ -121,6 +163,7 @@ json_t *eng_plan_reply(const eng_plan_job *j, const json_t *args, char *desc,
 			eng_policy least_p;
 			eng_plan least = plan;
 			q.budget = 0;
+			q.optional = 0;
 			if (has_pol)
 				eng_plan_search(&q, &least_p, &least);
 			json_object_set_new(r, "least_bytes", json_integer((json_int_t)least.peak_bytes));

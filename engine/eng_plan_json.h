@@ -32,6 +32,16 @@ typedef struct eng_plan_job {
 	const eng_plan_costs *costs;
 	const unsigned char (*measured)[3];
 	double off_step_ms;
+	size_t untracked;            /* the process's resident bytes beyond the tracked ones
+				      * (device cpu): in every peak */
+	const char *untracked_source; /* "measured" (a running job's steps), "check" (remat-train
+				      * --check's own process, its kernels' buffers made), NULL */
+	size_t snapshot;             /* a save's snapshot, when the run saves (0: it does not):
+				      * held where the budget has room, else saves go live */
+	double save_ms;              /* the last save's write (ms), 0 unknown: a live save's
+				      * stall */
+	double snap_stall_ms;        /* the last snapshot's copy (ms), 0 unknown */
+	int save_every;              /* save.every: what a live save costs a step */
 } eng_plan_job;
 
 /* A model's shape as remat-train --check reports it ("config": n_layer, n_embd, n_head,
@@ -56,8 +66,9 @@ json_t *eng_plan_sections_json(const eng_policy *p, const eng_plan *plan,
 
 /* remat-plan's return for args {sections, default, budget_bytes}: the policy asked for
  * (or, with a budget and no policy, the cheapest whose whole peak fits), its sections and
- * totals, the peak by category ("memory", with the fixed part's source), and with a
- * budget "fits", and "least_bytes" (the least peak any policy has) when it does not. With
+ * totals, the peak by category ("memory": the fixed part with its source, the untracked
+ * term and a save's snapshot where held, each term's meaning in "notes"), how saves go
+ * ("saves"), and with a budget "fits", and "least_bytes" (the least peak any policy has) when it does not. With
  * j->costs the search minimises milliseconds and the answer predicts "step_ms", each
  * section's "added_ms" and "cost_source" (measured or analytic). NULL with desc on a bad
  * selector or mode. */

@@ -294,11 +294,48 @@ static void fixed_of(const eng_spec *s, size_t ntok, size_t vtok, const eng_mode
 	out[ENG_MEM_DATA] = eng_data_bytes(ntok, s->batch, s->seq_len, s->shuffle) +
 		eng_data_bytes(vtok, s->batch, s->seq_len, 0) +
 		2 * 2 * (size_t)s->batch * s->seq_len;
-	/* the snapshot of weights and moments (the trainable tensors'), as eng_ckpt_snap_take
-	 * copies them */
+}
+
+/* A save's snapshot of weights and moments (the trainable tensors'), as eng_ckpt_snap_take
+ * copies them, with save.dir; 0 without. Optional: a save that memory cannot hold it for
+ * writes from the live tensors (eng_ckpt_snap_borrow). */
+static size_t snapshot_of(const eng_spec *s)
+{
 	size_t ngrad, nfloats = eng_model_floats(&s->cfg, &ngrad);
-	if (s->save_dir[0])
-		out[ENG_MEM_WORKSPACE] += eng_ckpt_snap_bytes(nfloats, ngrad);
+	return s->save_dir[0] ? eng_ckpt_snap_bytes(nfloats, ngrad) : 0;
+}
+
+size_t eng_trainer_snapshot_bytes(const eng_trainer *tr)
+{
+	return eng_dp_rank() == 0 ? snapshot_of(&tr->spec) : 0;
+}
+
+size_t eng_trainer_untracked(const eng_trainer *tr)
+{
+	return tr->untracked;
+}
+
+/* The process's resident bytes beyond the tracked ones now, once the kernels have their
+ * buffers: one sgemm of the model's width on the run's threads makes the BLAS library
+ * allocate and touch its per-thread packing buffers, as a step's first matmul would. What
+ * a plan counts as `untracked` before any step has measured it (remat-train --check gives
+ * it for a spec; the trainer starts from it). */
+static size_t untracked_now(const eng_config *cfg, int threads)
+{
+	int n = cfg->n_embd < 512 ? cfg->n_embd : 512;
+	size_t bytes = (size_t)n * n * sizeof(float);
+	float *a = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes), *b = eng_mem_alloc(ENG_MEM_WORKSPACE,
+		bytes), *c = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes);
+	kn_set_threads(threads);
+	if (a && b && c) /* (n,n) = (n,n) @ (n,n)^T, as a linear layer's forward */
+		kn_sgemm(0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+	eng_mem_free(a);
+	eng_mem_free(b);
+	eng_mem_free(c);
+	eng_mem_stats ms;
+	eng_mem_get_counters(&ms);
+	size_t rss = eng_mem_rss();
+	return rss > ms.total_current ? rss - ms.total_current : 0;
 }
 
 size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT])
@@ -320,12 +357,11 @@ size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT])
 
 /* "N MiB (...)": what a run needs at least (need, of which fixed whatever its policy), as
  * the refusals for memory word it. */
-static void need_text(const eng_spec *s, size_t need, size_t fixed, char *buf, size_t n)
+static void need_text(size_t need, size_t fixed, char *buf, size_t n)
 {
-	snprintf(buf, n, "%.1f MiB (%.1f MiB of weights, gradients, moments, workspace, data%s, "
-		"and %.1f MiB of activations with every block full and the head chunked)",
-		need / 1048576.0, fixed / 1048576.0, s->save_dir[0] ? " and a save's snapshot" : "",
-		(need - fixed) / 1048576.0);
+	snprintf(buf, n, "%.1f MiB (%.1f MiB of weights, gradients, moments, workspace and "
+		"data, and %.1f MiB of activations with every block full and the head chunked)",
+		need / 1048576.0, fixed / 1048576.0, (need - fixed) / 1048576.0);
 }
 
 /* memory.limit against the least any policy needs, the planner's figure with which
@@ -340,11 +376,11 @@ static int check_mem_limit(const eng_spec *s, const eng_check *ck, eng_err *err)
 		return 0;
 	for (int c = 0; c < ENG_MEM_NCAT; c++)
 		fixed += ck->fixed[c];
-	eng_plan_query q = {&s->cfg, s->batch, s->seq_len, ck->chunk_rows, fixed, NULL, 0};
+	eng_plan_query q = {&s->cfg, s->batch, s->seq_len, ck->chunk_rows, fixed, NULL, 0, 0, 0.0};
 	eng_plan_search(&q, &least, &pl); /* no budget: the policy of the least peak */
 	if (pl.peak_bytes <= s->mem_limit)
 		return 0;
-	need_text(s, pl.peak_bytes, fixed, what, sizeof what);
+	need_text(pl.peak_bytes, fixed, what, sizeof what);
 	return eng_err_nomem(err, "memory.limit %.1f MiB is too small: this run needs at least "
 				  "%s", s->mem_limit / 1048576.0, what);
 }
@@ -391,6 +427,9 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	out->ntok = ntok;
 	/* the model's fixed part, and the data: both token files and the batch (inp, tgt) */
 	fixed_of(s, ntok, vtok, NULL, out->fixed);
+	size_t ngrad, nfloats = eng_model_floats(&s->cfg, &ngrad);
+	out->snapshot = eng_ckpt_snap_bytes(nfloats, ngrad); /* rematd's jobs always save */
+	out->untracked = s->device == ENG_DEVICE_CPU ? untracked_now(&s->cfg, s->threads) : 0;
 	return check_mem_limit(s, out, err);
 }
 
@@ -455,7 +494,7 @@ static int fit_policy(const eng_trainer *tr, size_t bound, eng_policy *p, size_t
 		tr->last_ms);
 	eng_costs_plan(&tr->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc, NULL);
 	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, eng_trainer_fixed_bytes(tr, NULL),
-		&pc, bound};
+		&pc, bound, 0, 0.0};
 	int r = eng_plan_search(&q, p, &pl);
 	*need = pl.peak_bytes;
 	return r;
@@ -469,7 +508,7 @@ static int cannot_fit(const eng_trainer *tr, const char *why, eng_err *err)
 	size_t need, fixed = eng_trainer_fixed_bytes(tr, NULL);
 	char what[320], msg[ENG_ERR_LEN];
 	fit_policy(tr, 0, &least, &need);
-	need_text(&tr->spec, need, fixed, what, sizeof what);
+	need_text(need, fixed, what, sizeof what);
 	snprintf(msg, sizeof msg, "%s", why);
 	if (!why[0])
 		return eng_err_nomem(err, "memory.limit %.1f MiB is too small: this run needs at "
@@ -601,6 +640,9 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		tr->policy = p;
 	else if (lay_out(tr, &p, &tries, err) < 0)
 		goto fail;
+	/* what the process holds beyond the tracked bytes, before a step has measured it */
+	if (!cuda)
+		tr->untracked = untracked_now(&s->cfg, s->threads);
 	/* data parallel: rank 0 writes the checkpoints */
 	if (s->save_dir[0] && eng_dp_rank() == 0 && open_save_dir(tr, err) < 0)
 		goto fail;
@@ -750,6 +792,25 @@ static int step_sum(eng_trainer *tr, int lrc, float *grads, double *loss_sum, do
 	return rc;
 }
 
+/* Device cpu, after a step: the process's peak in the step's window (begun by trace_begin)
+ * into st, and what it held beyond the tracked peak then: the run's untracked term from
+ * now on (the most of the last UNTRACKED_STEPS steps', so that one quiet step does not
+ * make room that the next takes back). */
+static void step_rss(eng_trainer *tr, eng_step_stats *st)
+{
+	size_t hwm = 0, most = 0;
+	if (eng_mem_rss_window(&hwm, 0) < 0 || !hwm)
+		return;
+	st->rss_peak = hwm;
+	st->untracked_bytes = hwm > st->peak_bytes ? hwm - st->peak_bytes : 0;
+	eng_mem_note_untracked(st->untracked_bytes);
+	tr->untracked_seen[tr->step % UNTRACKED_STEPS] = st->untracked_bytes;
+	for (int i = 0; i < UNTRACKED_STEPS; i++)
+		if (tr->untracked_seen[i] > most)
+			most = tr->untracked_seen[i];
+	tr->untracked = most;
+}
+
 /* One try at step tr->step + 1 under the policy laid out (laid 0: its lay-out failed, the
  * message in err, and this rank only tells the others). A failure changes nothing the next
  * try would see: weights, moments and the data position stay (the gradients are written
@@ -850,6 +911,8 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 	else
 		eng_mem_step_peaks(st->peak_cat, &st->peak_bytes, 0);
 	st->oom_retries = tr->oom_retries;
+	if (!tr->gpu)
+		step_rss(tr, st);
 	tr->last_ms = ms;
 	tr->last_policy = tr->policy;
 	return 0;
@@ -868,6 +931,7 @@ static void trace_begin(eng_trainer *tr)
 	eng_memtrace_begin(&tr->trace, tr->step + 1, tr->model.cfg.n_layer);
 	if (tr->gpu)
 		return; /* the GPU model's passes are not traced */
+	eng_mem_rss_window(NULL, 1);
 	eng_mem_get_counters(&ms);
 	for (int c = 0; c < ENG_MEM_NCAT; c++)
 		if (c != ENG_MEM_ACTIVATIONS && c != ENG_MEM_RECOMPUTE && ms.current[c])

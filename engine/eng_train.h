@@ -40,7 +40,13 @@ typedef struct eng_step_stats {
 	int oom_retries;         /* policies given up for memory (an allocation refused, or a
 				  * predicted peak over memory.limit) and replaced by a smaller
 				  * one, all told (PyTorch's num_alloc_retries) */
+	size_t rss_peak;         /* device cpu: the most the process held resident during the
+				  * step (its window on VmHWM); 0 when unknown */
+	size_t untracked_bytes;  /* of which beyond peak_bytes: binary, libraries, stacks,
+				  * BLAS buffers, allocator slack */
 } eng_step_stats;
+
+#define UNTRACKED_STEPS 8 /* steps whose untracked bytes the run's term is the most of */
 
 struct eng_cuda;
 
@@ -59,6 +65,10 @@ typedef struct eng_trainer {
 				  * that memory came back): no policy predicted over it is tried
 				  * but the least */
 	char oom_why[ENG_ERR_LEN]; /* the last step's last refusal, "" when it had none */
+	size_t untracked;        /* device cpu: the process's resident bytes beyond the tracked
+				  * ones at a step's peak (measured; before the first step, at
+				  * the start): a budget's and a plan's untracked term */
+	size_t untracked_seen[UNTRACKED_STEPS]; /* the last steps' (by step % UNTRACKED_STEPS) */
 	double last_ms;          /* the last step's time, 0 before the first */
 	eng_policy last_policy;  /* and its policy (the controller's rate of FLOPs) */
 	eng_memtrace trace;      /* the memory timeline of the step taken last (device cpu) */
@@ -84,6 +94,12 @@ typedef struct eng_check {
 	int resume_step;         /* with model.resume: the step the checkpoint is at */
 	size_t fixed[ENG_MEM_NCAT]; /* device cpu: what the run will hold whatever its policy
 				     * (params, grads, optimizer, workspace, data) */
+	size_t snapshot;         /* a save's snapshot (held when memory has room for one),
+				  * whether or not the spec names save.dir: rematd gives every
+				  * job a save directory */
+	size_t untracked;        /* device cpu: the process's resident bytes beyond the tracked
+				  * ones, measured by the check itself once its kernels have their
+				  * buffers (the run's term before its first step) */
 } eng_check;
 
 /* Everything eng_trainer_init would refuse, found without allocating the model or reading
@@ -126,11 +142,15 @@ int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err); /* want
 int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy *out,
 	eng_err *err);
 /* Replaces the policy from the next step on. */
-/* What the run holds whatever its policy (params, grads, optimizer, workspace, data, and
- * with save.dir a save's snapshot): counted from its shape and data, as --check counts
- * it, never from the live counters (which hold a snapshot only while a save writes).
- * The total; by category into out when not NULL. */
+/* What the run holds whatever its policy (params, grads, optimizer, workspace, data):
+ * counted from its shape and data, as --check counts it, never from the live counters.
+ * The total; by category into out when not NULL. A save's snapshot is not in it: it is
+ * optional (eng_trainer_snapshot_bytes). */
 size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT]);
+/* The bytes a save's snapshot holds while it is written (rank 0 with save.dir; else 0). */
+size_t eng_trainer_snapshot_bytes(const eng_trainer *tr);
+/* The run's untracked term (eng_trainer.untracked; 0 on device cuda). */
+size_t eng_trainer_untracked(const eng_trainer *tr);
 /* (device cuda: measured on the device, where those live; a save's snapshot is host
  * memory there) */
 

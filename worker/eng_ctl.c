@@ -324,13 +324,34 @@ void eng_ctl_event_save_failed(eng_ctl *c, const char *path, int step, const cha
 		emit(c, EV_FAILED, d);
 }
 
-void eng_ctl_set_auto(eng_ctl *c, size_t budget)
+void eng_ctl_set_auto(eng_ctl *c, const eng_ctl_auto *a)
 {
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->mu);
-	c->auto_budget = budget;
+	c->autoc = *a;
 	pthread_mutex_unlock(&c->mu);
+}
+
+void eng_ctl_set_memfig(eng_ctl *c, const eng_ctl_memfig *m)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->memfig = *m;
+	pthread_mutex_unlock(&c->mu);
+}
+
+void eng_ctl_event_remat_failed(eng_ctl *c, int step, json_t *asked, json_t *policy,
+	const char *why)
+{
+	if (!c) {
+		json_decref(asked);
+		json_decref(policy);
+		return;
+	}
+	eng_ctl_event(c, PROTO_EV_REMAT_FAILED, json_pack("{s:i,s:o,s:o,s:s}", "step", step,
+		"asked", asked, "policy", policy, "reason", why));
 }
 
 void eng_ctl_event_auto(eng_ctl *c, int step, json_t *policy, const char *why,

@@ -35,9 +35,39 @@ typedef enum eng_ctl_op { CTL_OP_POLICY, CTL_OP_PAUSE, CTL_OP_RESUME, CTL_OP_STO
 	CTL_OP_SAVE, CTL_OP_PROFILE, CTL_OP_AUTO, CTL_OP_EVAL, CTL_OP_SET } eng_ctl_op;
 
 /* One queued change, drained by the training thread at a step boundary. */
+/* Where a memory controller's budget came from (job-status' auto.source). */
+typedef enum eng_budget_src {
+	ENG_BUDGET_SIZE,   /* a size the user gave */
+	ENG_BUDGET_CGROUP, /* the worker's cgroup's memory.max */
+	ENG_BUDGET_DEVICE  /* the GPU's memory (device cuda) */
+} eng_budget_src;
+
+/* The memory controller as the training thread last set it. */
+typedef struct eng_ctl_auto {
+	size_t budget;            /* bytes; 0: off */
+	eng_budget_src source;
+	int pinned;               /* a policy remat-set gave is held while it fits */
+} eng_ctl_auto;
+
+/* The run's memory terms at the last step boundary, as the training thread counts them:
+ * what remat-set and remat-auto are checked against before they are queued. */
+typedef struct eng_ctl_memfig {
+	size_t fixed;      /* held whatever the policy: params, grads, optimizer, workspace,
+			    * data, and the untracked term */
+	size_t limit;      /* memory.limit (device cpu; tracked bytes), 0 none */
+	size_t tracked_fixed; /* fixed less the untracked term: what memory.limit counts */
+	size_t room;       /* with a controller on: the most a policy's predicted peak may be */
+	size_t least;      /* the least any policy needs, fixed included */
+	size_t snapshot;   /* a save's snapshot (0: the run does not save) */
+	double save_ms, stall_ms; /* the last save's write and its snapshot's copy, 0: none */
+} eng_ctl_memfig;
+
 typedef struct eng_ctl_cmd {
 	eng_ctl_op op;
 	eng_policy policy;        /* CTL_OP_POLICY: the whole new policy */
+	int force;                /* CTL_OP_POLICY: the controller lets go (remat-set force) */
+	int applies_at;           /* CTL_OP_POLICY: the step the reply said it applies at */
+	eng_budget_src source;    /* CTL_OP_AUTO: where budget came from */
 	int save;                 /* CTL_OP_STOP: save first */
 	int rounds;               /* CTL_OP_PROFILE: rounds of 3 steps */
 	size_t budget;            /* CTL_OP_AUTO: bytes, 0 off */
@@ -107,10 +137,16 @@ void eng_ctl_policy_applied(eng_ctl *c, int first_step);
  * remat-set is refused until then. */
 void eng_ctl_set_probe(eng_ctl *c, int until);
 
-/* The memory controller's budget now (0: off), for job-status, and REMAT_AUTO: it set
+/* The memory controller now (budget 0: off), for job-status, and REMAT_AUTO: it set
  * `policy` from step `step` on, for `why`, predicting `predicted` bytes where the last
  * step measured `measured`. */
-void eng_ctl_set_auto(eng_ctl *c, size_t budget);
+void eng_ctl_set_auto(eng_ctl *c, const eng_ctl_auto *a);
+/* The run's memory terms now (training thread, at a boundary). */
+void eng_ctl_set_memfig(eng_ctl *c, const eng_ctl_memfig *m);
+/* A policy asked for (remat-set, a schedule entry) was not what step `step` ran under:
+ * REMAT_FAILED with why and both policies (stolen). */
+void eng_ctl_event_remat_failed(eng_ctl *c, int step, json_t *asked, json_t *policy,
+	const char *why);
 void eng_ctl_event_auto(eng_ctl *c, int step, json_t *policy, const char *why,
 	size_t budget, size_t predicted, size_t measured);
 

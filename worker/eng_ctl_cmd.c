@@ -42,6 +42,19 @@ static json_t *measured_sections(struct eng_ctl *c)
 	return secs;
 }
 
+static const char *const budget_sources[] = {"size", "cgroup", "device"};
+
+/* job-status' "auto": null when no controller is on, else its budget, where that came
+ * from, whether it holds a policy remat-set gave, and the least any policy needs. */
+static json_t *auto_json(const struct eng_ctl *c)
+{
+	if (!c->autoc.budget)
+		return json_null();
+	return json_pack("{s:I,s:s,s:b,s:I}", "budget_bytes", (json_int_t)c->autoc.budget,
+		"source", budget_sources[c->autoc.source], "pinned", c->autoc.pinned,
+		"least_bytes", (json_int_t)c->memfig.least);
+}
+
 HANDLER(cmd_status)
 {
 	UNUSED_ARGS;
@@ -56,8 +69,9 @@ HANDLER(cmd_status)
 	json_object_set_new(r, "tokens_per_s", json_real(c->has_last ? c->last.tokens_per_s : 0));
 	json_object_set_new(r, "step_ms", json_real(c->has_last ? c->last.step_ms : 0));
 	json_object_set_new(r, "oom_retries", json_integer(c->has_last ? c->last.oom_retries : 0));
-	json_object_set_new(r, "auto_budget_bytes",
-		c->auto_budget ? json_integer((json_int_t)c->auto_budget) : json_null());
+	json_object_set_new(r, "auto_budget_bytes", c->autoc.budget ?
+		json_integer((json_int_t)c->autoc.budget) : json_null());
+	json_object_set_new(r, "auto", auto_json(c));
 	json_object_set_new(r, "policy", c->tr ? eng_policy_json(&c->policy) : json_object());
 	json_object_set_new(r, "last_checkpoint",
 		c->last_ckpt[0] ? json_string(c->last_ckpt) : json_null());
@@ -125,6 +139,14 @@ static json_t *mem_json(const eng_mem_stats *ms, int reset)
 			json_object_set_new(o, "peak_since_reset", json_integer((json_int_t)ms->peak_reset[i]));
 		json_object_set_new(cats, eng_mem_cat_name(i), o);
 	}
+	/* the process's beyond the tracked categories (rss less the tracked total now; its
+	 * peak: the most a step held beyond its tracked peak) */
+	json_t *u = json_pack("{s:I,s:I}", "current", (json_int_t)ms->untracked, "peak",
+		(json_int_t)ms->untracked_peak);
+	if (reset)
+		json_object_set_new(u, "peak_since_reset",
+			json_integer((json_int_t)ms->untracked_peak_reset));
+	json_object_set_new(cats, "untracked", u);
 	json_t *tot = json_pack("{s:I,s:I}", "current", (json_int_t)ms->total_current, "peak",
 		(json_int_t)ms->total_peak);
 	if (reset)
@@ -156,6 +178,8 @@ static void mem_max(eng_mem_stats *ms, eng_cuda_mem_stats *ds, const eng_ctl_ran
 		RAISE(ms->total_peak, o->total_peak);
 		RAISE(ms->rss, o->rss);
 		RAISE(ms->rss_peak, o->rss_peak);
+		RAISE(ms->untracked, o->untracked);
+		RAISE(ms->untracked_peak, o->untracked_peak);
 		RAISE(ds->total_current, d->total_current);
 		RAISE(ds->total_peak, d->total_peak);
 		RAISE(ds->reserved, d->reserved);
@@ -282,8 +306,9 @@ HANDLER(cmd_plan)
 	UNUSED_ARGS;
 	char desc[PROTO_DESC_LEN];
 	const eng_model *m = &c->tr->model;
-	eng_plan_job j = {m->cfg, m->B, m->T, m->chunk_rows, c->tr->spec.device,
-		&c->tr->aliases, c->pending, {0}, "measured", NULL, NULL, 0.0};
+	eng_plan_job j = {.cfg = m->cfg, .B = m->B, .T = m->T, .chunk_rows = m->chunk_rows,
+		.device = c->tr->spec.device, .aliases = &c->tr->aliases, .policy = c->pending,
+		.fixed_source = "measured"};
 	/* what the run holds now whatever its policy: measured, on the device it runs on */
 	eng_cuda_mem_stats ds;
 	eng_cuda_mem_get_stats(&ds); /* atomics only: no CUDA call on this thread */
@@ -294,7 +319,13 @@ HANDLER(cmd_plan)
 	} else { /* counted as the run was laid out (spec, shape, data: fixed since) */
 		eng_trainer_fixed_bytes(c->tr, j.fixed);
 		j.fixed_source = "engine";
+		j.untracked = c->memfig.fixed - c->memfig.tracked_fixed;
+		j.untracked_source = "measured";
 	}
+	j.snapshot = c->memfig.snapshot;
+	j.save_ms = c->memfig.save_ms;
+	j.snap_stall_ms = c->memfig.stall_ms;
+	j.save_every = c->tr->spec.save_every;
 	/* the step time: measured per section where the table has it, the FLOPs at the rate
 	 * the last step ran at else (device cpu: the GPU model times only its recomputes) */
 	eng_plan_costs pc;
@@ -362,6 +393,44 @@ static int probing(struct eng_ctl *c, ctl_conn *k, json_t *id)
 	return 1;
 }
 
+/* The predicted peak of policy p: the fixed part (untracked included) and p's
+ * activations and recompute buffers. */
+static size_t predicted(struct eng_ctl *c, const eng_policy *p)
+{
+	eng_plan plan;
+	plan_for(c, p, &plan);
+	return c->memfig.fixed + plan.peak_bytes;
+}
+
+/* remat-set's policy p against memory.limit (an allocator's cap: the boundary would put
+ * another policy in its place) and, with a controller on and no force, its budget: 0, or
+ * -1 with why in desc. */
+static int policy_fits(struct eng_ctl *c, const eng_policy *p, int force, char *desc,
+	size_t len)
+{
+	const eng_ctl_memfig *m = &c->memfig;
+	eng_plan plan;
+	char text[2048];
+	plan_for(c, p, &plan);
+	size_t tracked = m->tracked_fixed + plan.peak_bytes, pred = m->fixed + plan.peak_bytes;
+	eng_policy_format(p, text, sizeof text);
+	if (m->limit && tracked > m->limit) {
+		snprintf(desc, len, "policy %.160s needs %.1f MiB of tracked memory, over the job's "
+			 "memory.limit of %.1f MiB: choose a policy that keeps less", text,
+			 tracked / 1048576.0, m->limit / 1048576.0);
+		return -1;
+	}
+	if (!c->autoc.budget || force || !m->room || pred <= m->room)
+		return 0;
+	snprintf(desc, len, "policy %.160s: its predicted peak of %.1f MiB (process memory) does "
+		 "not fit the budget of %.1f MiB (%.1f MiB usable, less %.0f%% headroom and what "
+		 "peaks ran above predictions); set a policy that keeps less, raise the budget "
+		 "(remat auto), or --force hands control back (the controller turns off)", text,
+		 pred / 1048576.0, c->autoc.budget / 1048576.0, m->room / 1048576.0,
+		 100 * ENG_AUTO_HEADROOM);
+	return -1;
+}
+
 HANDLER(cmd_remat_set)
 {
 	UNUSED_ARGS;
@@ -378,11 +447,26 @@ HANDLER(cmd_remat_set)
 		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
 		return NULL;
 	}
+	q->force = json_is_true(json_object_get(args, "force"));
+	if (policy_fits(c, &p, q->force, desc, sizeof desc) < 0) {
+		free(q);
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
+		return NULL;
+	}
 	q->op = CTL_OP_POLICY;
 	q->policy = c->pending = p;
+	q->applies_at = applies_at(c);
 	eng_ctl__enqueue(c, q);
-	return json_pack("{s:i,s:o}", "applies_at_step", applies_at(c), "policy",
+	json_t *r = json_pack("{s:i,s:o}", "applies_at_step", q->applies_at, "policy",
 		eng_policy_json(&p));
+	if (!c->autoc.budget) {
+		json_object_set_new(r, "controller", json_null());
+		return r;
+	}
+	json_object_set_new(r, "controller", json_string(q->force ? "off" : "on"));
+	json_object_set_new(r, "predicted_peak_bytes", json_integer((json_int_t)predicted(c, &p)));
+	json_object_set_new(r, "budget_bytes", json_integer((json_int_t)c->autoc.budget));
+	return r;
 }
 
 /* job-pause (pause 1) and job-resume (0): queued, unless the job already is as asked.
@@ -655,14 +739,25 @@ HANDLER(cmd_auto)
 				    "('budget': \"off\" turns the controller off)", id);
 		return NULL;
 	}
+	if (bytes && c->memfig.least && bytes < c->memfig.least) {
+		snprintf(desc, sizeof desc, "no policy fits a budget of %.1f MiB: the least any "
+			 "needs is %.1f MiB of process memory (every block full and the head chunked,"
+			 " with %.1f MiB held whatever the policy); nothing changed", bytes /
+			 1048576.0, c->memfig.least / 1048576.0, c->memfig.fixed / 1048576.0);
+		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
+		return NULL;
+	}
 	eng_ctl_cmd *q = probing(c, k, id) ? NULL : change_new(c, k, id);
 	if (!q)
 		return NULL;
 	q->op = CTL_OP_AUTO;
 	q->budget = bytes; /* 0: off */
+	q->source = !src || !strcmp(src, "off") ? ENG_BUDGET_SIZE : !strcmp(src, "cgroup") ?
+		ENG_BUDGET_CGROUP : ENG_BUDGET_DEVICE;
 	eng_ctl__enqueue(c, q);
-	return json_pack("{s:i,s:o}", "applies_at_step", applies_at(c), "budget_bytes",
-		bytes ? json_integer((json_int_t)bytes) : json_null());
+	return json_pack("{s:i,s:o,s:o}", "applies_at_step", applies_at(c), "budget_bytes",
+		bytes ? json_integer((json_int_t)bytes) : json_null(), "least_bytes",
+		c->memfig.least ? json_integer((json_int_t)c->memfig.least) : json_null());
 }
 
 /* job-eval: the validation loss at the next step boundary, answered once computed */

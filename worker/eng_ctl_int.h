@@ -111,7 +111,8 @@ struct eng_ctl {
 	eng_policy pending;    /* in force once queued changes apply */
 	int pause_pending;     /* a job-pause queued and not yet applied */
 	int probe_until;       /* a probe (remat-profile) runs to this step; 0: none */
-	size_t auto_budget;    /* the memory controller's budget; 0: off */
+	eng_ctl_auto autoc;    /* the memory controller (budget 0: off) */
+	eng_ctl_memfig memfig; /* the run's memory terms at the last boundary */
 	eng_costs costs;       /* the trainer's cost table as of the last step */
 	size_t saved[ENG_MAX_LAYERS + 1]; /* measured saved bytes per section */
 	/* remat-memlog: the last PROTO_MEMLOG_STEPS steps (a ring, memlog_n appended in all)

@@ -254,10 +254,16 @@ static int check_job(eng_spec *s)
 			if (ck.fixed[c])
 				json_object_set_new(fx, eng_mem_cat_name((eng_mem_cat)c),
 					json_integer((json_int_t)ck.fixed[c]));
-		if (o && fx && s->device == ENG_DEVICE_CPU)
+		if (o && fx && s->device == ENG_DEVICE_CPU) {
 			json_object_set_new(o, "fixed_bytes", fx);
-		else
+			/* the plan's other terms: the process's beyond the tracked bytes (this
+			 * check's own, its kernels' buffers made), and a save's snapshot */
+			json_object_set_new(o, "untracked_bytes", json_integer((json_int_t)ck.untracked));
+		} else {
 			json_decref(fx);
+		}
+		if (o)
+			json_object_set_new(o, "snapshot_bytes", json_integer((json_int_t)ck.snapshot));
 	}
 	return print_check(o);
 }

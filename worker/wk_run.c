@@ -118,21 +118,9 @@ static void print_policy(const eng_trainer *tr, int json, int from_step)
 	printf("remat: from step %d: %s\n", from_step, buf);
 }
 
-static int apply_text(eng_trainer *tr, eng_ctl *c, const char *text, int json)
-{
-	eng_err err;
-	eng_policy p;
-	if (eng_trainer_parse_policy(tr, text, &p, &err) < 0 ||
-		eng_trainer_set_policy(tr, &p, &err) < 0) {
-		fprintf(stderr, "remat-train: --remat-schedule '%s': %s\n", text, err.msg);
-		return -1;
-	}
-	eng_ctl_policy_applied(c, tr->step + 1);
-	print_policy(tr, json, tr->step + 1);
-	return 0;
-}
 
 /* What the control side asked for, accumulated over boundaries. */
+
 typedef struct run_ctl {
 	eng_ckpt_writer *writer; /* writes checkpoints beside training (NULL without save.dir) */
 	/* the last save's outcome, written by the writer thread and read by the training
@@ -149,8 +137,24 @@ typedef struct run_ctl {
 	eng_ctl_cmd *stops;   /* job-stop requests, answered when the run has stopped */
 	const volatile sig_atomic_t *sig; /* set by SIGINT or SIGTERM */
 	eng_auto autoc;          /* the memory controller (remat-auto, remat.budget) */
-	size_t last_peak;        /* the last step's peak of tracked bytes */
+	eng_budget_src auto_src; /* where its budget came from */
+	int pinned;              /* under the controller: a policy the user asked for is held
+				  * while it fits the budget */
+	size_t last_peak;        /* the last step's measured peak: the process's on the CPU
+				  * (its resident bytes), the device's tracked bytes on cuda */
+	/* the policy asked for (remat-set, a schedule entry, the end of a probe), the next
+	 * step's once fitted to the budget and the limit (policy_want); the trainer holds the
+	 * one applied. One copy: nothing else sets a policy. */
+	eng_policy pending;
+	int has_pending;
+	int pending_at;          /* the step it was promised for */
+	int pending_said;        /* a user asked: not applying it is said (REMAT_FAILED) */
+	_Atomic double save_ms;  /* the last save's write (set by the writer thread), what a
+				  * save without a snapshot costs the step that waits for it;
+				  * 0: none yet */
+	_Atomic double stall_ms; /* and its snapshot's copy (0 for a live save) */
 	char auto_why[256];      /* why the controller asked for the next step's policy */
+	char pin_why[256];       /* why it could not hold the policy the user asked for */
 	int probe_left;          /* steps of a probe (remat-profile) still to run */
 	int probe_k;             /* the probe's steps so far */
 	eng_policy probe_base;   /* the policy to come back to after it */
@@ -180,6 +184,8 @@ static void on_saved(void *ud, int ok, const eng_ckpt_result *res, const char *m
 	if (ok) {
 		wk_metrics_sync(j->run->mx); /* the log that led to the checkpoint, on disk too */
 		j->run->last_saved = res->step;
+		j->run->save_ms = res->ms;
+		j->run->stall_ms = res->stall_ms;
 		snprintf(j->run->last_path, sizeof j->run->last_path, "%s", res->path);
 		eng_ctl_event_saved(j->c, res->path, res->step, res->bytes);
 		if (!j->json)
@@ -202,8 +208,22 @@ static void on_saved(void *ud, int ok, const eng_ckpt_result *res, const char *m
 	free(j);
 }
 
-/* Copies the state now and lets the writer thread write it while training goes on. When a
- * save is still being written: waits for it (wait != 0), or fails with Busy's message. */
+/* 1 when a save must write from the live tensors, without a snapshot: the controller
+ * does without one, or memory.limit has no room for one next to what the run holds. */
+static int save_live(const eng_trainer *tr, const run_ctl *run)
+{
+	if (run->autoc.on)
+		return !run->autoc.held;
+	if (tr->gpu || !tr->spec.mem_limit)
+		return 0;
+	eng_mem_stats ms;
+	eng_mem_get_counters(&ms);
+	return ms.total_current + eng_trainer_snapshot_bytes(tr) > tr->spec.mem_limit;
+}
+
+/* Copies the state now and lets the writer thread write it while training goes on (or,
+ * without room for a copy, writes the live state while training waits). When a save is
+ * still being written: waits for it (wait != 0), or fails with Busy's message. */
 static int save_async(eng_trainer *tr, eng_ctl *c, eng_ckpt_writer *w, const char *name,
 	const eng_ctl_cmd *cmd, int json, int wait, run_ctl *run, eng_err *err)
 {
@@ -217,10 +237,20 @@ static int save_async(eng_trainer *tr, eng_ctl *c, eng_ckpt_writer *w, const cha
 	eng_ckpt_snap snap;
 	if (!j)
 		return eng_errf(err, "out of memory");
-	if (eng_trainer_sync_host(tr, err) < 0 || eng_ckpt_snap_take(&snap, tr, err) < 0) {
+	if (eng_trainer_sync_host(tr, err) < 0) {
 		free(j);
 		return -1;
 	}
+	/* a copy lets training go on while the writer writes; where memory cannot hold one
+	 * (the controller does without it, memory.limit, or the copy was refused), the save
+	 * writes the live tensors, and training waits for it */
+	int live = save_live(tr, run);
+	if (!live && eng_ckpt_snap_take(&snap, tr, err) < 0) {
+		fprintf(stderr, "remat-train: %s: the save writes from the live tensors\n", err->msg);
+		live = 1;
+	}
+	if (live)
+		eng_ckpt_snap_borrow(&snap, tr);
 	j->c = c;
 	j->json = json;
 	j->run = run;
@@ -236,6 +266,8 @@ static int save_async(eng_trainer *tr, eng_ctl *c, eng_ckpt_writer *w, const cha
 	}
 	/* this thread is the only one submitting, and the writer was idle: it takes it */
 	eng_ckpt_writer_submit(w, &snap, tr->spec.save_dir, name, tr->spec.save_keep, on_saved, j);
+	if (live) /* the live tensors must not move while they are written */
+		eng_ckpt_writer_wait(w);
 	return 0;
 }
 
@@ -255,20 +287,25 @@ static void probe_start(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int rounds)
 	eng_ctl_set_probe(c, tr->step + rc->probe_left);
 }
 
-/* The policy back to what it was, the probe over. */
-static void probe_end(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int json)
+/* A policy asked for from step `at` on: the next step's, once fitted (policy_want).
+ * said: a user asked, and is told when it cannot be applied. */
+static void ask_policy(run_ctl *rc, const eng_policy *p, int at, int said)
 {
-	eng_err err;
+	rc->pending = *p;
+	rc->has_pending = 1;
+	rc->pending_at = at;
+	rc->pending_said = said;
+	if (rc->autoc.on) /* the controller holds it while it fits */
+		rc->pinned = 1;
+}
+
+/* The policy back to what it was, the probe over. */
+static void probe_end(eng_trainer *tr, eng_ctl *c, run_ctl *rc)
+{
 	rc->probe_left = 0;
 	eng_ctl_set_probe(c, 0);
-	if (eng_policy_equal(&tr->policy, &rc->probe_base))
-		return;
-	if (eng_trainer_set_policy(tr, &rc->probe_base, &err) < 0) {
-		fprintf(stderr, "remat-train: after remat-profile: %s\n", err.msg);
-		return;
-	}
-	eng_ctl_policy_applied(c, tr->step + 1);
-	print_policy(tr, json, tr->step + 1);
+	if (!eng_policy_equal(&tr->policy, &rc->probe_base))
+		ask_policy(rc, &rc->probe_base, tr->step + 1, 0);
 }
 
 /* Before a step: the probe's policy for it, when a probe runs. */
@@ -285,36 +322,109 @@ static void probe_want(const eng_trainer *tr, const run_ctl *rc, eng_policy *p)
 static void probe_next(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int json)
 {
 	rc->probe_k++;
+	(void)json;
 	if (--rc->probe_left == 0)
-		probe_end(tr, c, rc, json);
+		probe_end(tr, c, rc);
 }
 
-/* ---- the memory controller (remat-auto) ---- */
+/* ---- the memory controller (remat-auto) and the policy of each step ---- */
 
-/* The controller on a budget from `step` on, or off (budget 0). */
-static void auto_set(eng_ctl *c, run_ctl *rc, size_t budget, int step)
+/* The run's fixed bytes as the controller counts them: the tracked fixed part, and on
+ * the CPU the process's untracked term. */
+static size_t fixed_bytes(const eng_trainer *tr)
+{
+	return eng_trainer_fixed_bytes(tr, NULL) + eng_trainer_untracked(tr);
+}
+
+/* What the control thread checks remat-set and remat-auto against: the memory terms now
+ * and the controller's room. */
+static void publish_memory(const eng_trainer *tr, eng_ctl *c, const run_ctl *rc)
+{
+	const eng_model *m = &tr->model;
+	eng_policy least;
+	eng_plan pl;
+	eng_ctl_memfig f = {0};
+	f.tracked_fixed = eng_trainer_fixed_bytes(tr, NULL);
+	f.fixed = fixed_bytes(tr);
+	f.limit = tr->gpu ? 0 : tr->spec.mem_limit;
+	f.room = rc->autoc.on ? eng_auto_room(&rc->autoc) : 0;
+	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, f.fixed, NULL, 0, 0, 0.0};
+	eng_plan_search(&q, &least, &pl); /* no budget: the least there is */
+	f.least = pl.peak_bytes;
+	f.snapshot = eng_trainer_snapshot_bytes(tr);
+	f.save_ms = rc->save_ms;
+	f.stall_ms = rc->stall_ms;
+	eng_ctl_set_memfig(c, &f);
+}
+
+static void publish_auto(eng_ctl *c, const run_ctl *rc)
+{
+	eng_ctl_auto a = {rc->autoc.budget, rc->auto_src, rc->pinned};
+	eng_ctl_set_auto(c, &a);
+}
+
+/* The controller on a budget from `step` on, or off (budget 0, for why). */
+static void auto_set(eng_ctl *c, run_ctl *rc, size_t budget, eng_budget_src src, int step,
+	const char *why)
 {
 	int was = rc->autoc.on;
 	eng_auto_set(&rc->autoc, budget);
-	eng_ctl_set_auto(c, budget);
+	rc->auto_src = src;
+	rc->pinned = 0;
+	publish_auto(c, rc);
 	if (was && !budget)
-		eng_ctl_event_auto(c, step, json_null(), "off: the policy is the user's", 0, 0,
-			rc->last_peak);
+		eng_ctl_event_auto(c, step, json_null(), why, 0, 0, rc->last_peak);
 }
 
-/* Before a step: the controller's decision, on the run's measured fixed bytes (and a
- * save's snapshot), its measured costs and what the system refused: 1 with the policy it
- * wants in *next (its reason in rc), 0 to keep the policy. */
+/* What a save without a snapshot adds to a step, in the costs' unit (ms when the rate is
+ * known): the write the step waits for, over save.every steps; 0 while unknown. */
+static double live_save_cost(const eng_trainer *tr, const run_ctl *rc, double rate)
+{
+	int every = tr->spec.save_every;
+	return rate > 0 && every > 0 && rc->save_ms > 0 ? rc->save_ms / every : 0.0;
+}
+
+/* The user's policy held under the budget: 1 with it in *next while its predicted peak
+ * fits; 0 when it no longer does (the hold ends, and why says so). */
+static int pin_holds(const eng_trainer *tr, run_ctl *rc, eng_policy *next)
+{
+	const eng_model *m = &tr->model;
+	eng_plan pl;
+	*next = rc->has_pending ? rc->pending : tr->policy;
+	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, next, &pl);
+	size_t pred = fixed_bytes(tr) + pl.peak_bytes, room = eng_auto_room(&rc->autoc);
+	size_t seen = eng_policy_equal(&tr->last_policy, next) ? rc->last_peak : 0;
+	if (pred <= room && seen <= room) {
+		snprintf(rc->auto_why, sizeof rc->auto_why, "the policy remat set asked for, held "
+			 "within the budget of %.1f MiB", rc->autoc.budget / 1048576.0);
+		return 1;
+	}
+	rc->pinned = 0;
+	snprintf(rc->pin_why, sizeof rc->pin_why, "the policy remat set asked for (%.1f MiB "
+		 "predicted, %.1f MiB measured) does not fit the budget of %.1f MiB (%.1f MiB "
+		 "usable): the controller's choice instead", pred / 1048576.0, seen / 1048576.0,
+		 rc->autoc.budget / 1048576.0, room / 1048576.0);
+	return 0;
+}
+
+/* Before a step: the controller's decision, on the run's fixed bytes (the untracked term
+ * included), a save's snapshot as an optional term, its measured costs and what the
+ * system refused: 1 with the policy it wants in *next (its reason in rc), 0 to keep the
+ * policy. */
 static int auto_want(const eng_trainer *tr, run_ctl *rc, eng_policy *next)
 {
 	const eng_model *m = &tr->model;
 	eng_plan_costs pc;
 	eng_plan pred;
+	if (rc->pinned && pin_holds(tr, rc, next))
+		return !eng_policy_equal(next, &tr->policy);
 	double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &tr->last_policy,
 		tr->last_ms);
 	eng_costs_plan(&tr->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc, NULL);
-	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, eng_trainer_fixed_bytes(tr, NULL),
-		&pc, tr->mem_cap};
+	/* a refusal's total is tracked bytes: the process's is that and the untracked */
+	size_t cap = tr->mem_cap ? tr->mem_cap + eng_trainer_untracked(tr) : 0;
+	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, fixed_bytes(tr), &pc, cap,
+		eng_trainer_snapshot_bytes(tr), live_save_cost(tr, rc, rate)};
 	/* the last step's peak says something of the policy now only if it ran under it (not
 	 * under a probe's, nor before a change) */
 	size_t seen = eng_policy_equal(&tr->last_policy, &tr->policy) ? rc->last_peak : 0;
@@ -326,8 +436,51 @@ static int auto_want(const eng_trainer *tr, run_ctl *rc, eng_policy *next)
 	return r != 0;
 }
 
-/* After a step: what changed its policy, said. `asked` is what the controller or a probe
- * wanted (NULL: the policy of the step before), `before` that policy. */
+/* The next step's policy, the one way a policy reaches the trainer (which lays it out at
+ * the step's start, fitted to memory.limit and what the system refused): a probe's, the
+ * controller's (which holds a policy the user asked for while it fits its budget), or the
+ * one asked for; 0 to keep the policy there is. *by_auto: the controller chose. */
+static int policy_want(const eng_trainer *tr, run_ctl *rc, eng_policy *want, int *by_auto)
+{
+	*by_auto = 0;
+	if (rc->probe_left) {
+		probe_want(tr, rc, want);
+		return 1;
+	}
+	if (rc->autoc.on)
+		return *by_auto = auto_want(tr, rc, want);
+	if (!rc->has_pending)
+		return 0;
+	*want = rc->pending;
+	return 1;
+}
+
+/* A policy asked for and not applied: the asker is told (REMAT_FAILED), and stderr. */
+static void pending_failed(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int step)
+{
+	char why[sizeof rc->auto_why + ENG_ERR_LEN + 64], text[8192];
+	const eng_model *m = &tr->model;
+	eng_plan pl;
+	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, &rc->pending, &pl);
+	size_t tracked = eng_trainer_fixed_bytes(tr, NULL) + pl.peak_bytes;
+	if (tr->oom_why[0])
+		snprintf(why, sizeof why, "out of memory: %s", tr->oom_why);
+	else if (rc->autoc.on)
+		snprintf(why, sizeof why, "%s", rc->pin_why[0] ? rc->pin_why : rc->auto_why);
+	else if (!tr->gpu && tr->spec.mem_limit && tracked > tr->spec.mem_limit)
+		snprintf(why, sizeof why, "it needs %.1f MiB, over memory.limit %.1f MiB",
+			tracked / 1048576.0, tr->spec.mem_limit / 1048576.0);
+	else
+		snprintf(why, sizeof why, "memory refused it earlier in the run");
+	eng_policy_format(&rc->pending, text, sizeof text);
+	fprintf(stderr, "remat-train: step %d: policy %s not applied: %s\n", step, text, why);
+	eng_ctl_event_remat_failed(c, rc->pending_at > step ? rc->pending_at : step,
+		eng_policy_json(&rc->pending), eng_policy_json(&tr->policy), why);
+}
+
+/* After a step: what changed its policy, said. `asked` is what was wanted (NULL: the
+ * policy of the step before), `before` that policy. A policy asked for is consumed: said
+ * applied (REMAT_APPLIED) or not (REMAT_FAILED). */
 static void step_policy_said(eng_trainer *tr, eng_ctl *c, run_ctl *rc, const eng_policy *before,
 	const eng_policy *asked, int by_auto, int step, int json)
 {
@@ -338,6 +491,12 @@ static void step_policy_said(eng_trainer *tr, eng_ctl *c, run_ctl *rc, const eng
 		eng_policy_format(&tr->policy, buf, sizeof buf);
 		fprintf(stderr, "remat-train: step %d: out of memory (%s): %s instead\n", step,
 			tr->oom_why, buf);
+	}
+	if (rc->has_pending && !rc->probe_left) {
+		if (rc->pending_said && !eng_policy_equal(&tr->policy, &rc->pending))
+			pending_failed(tr, c, rc, step);
+		rc->has_pending = 0;
+		publish_auto(c, rc); /* a hold may have ended */
 	}
 	if (eng_policy_equal(&tr->policy, before))
 		return;
@@ -355,7 +514,14 @@ static void step_policy_said(eng_trainer *tr, eng_ctl *c, run_ctl *rc, const eng
 	const eng_model *m = &tr->model;
 	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, &tr->policy, &pred);
 	eng_ctl_event_auto(c, step, eng_policy_json(&tr->policy), why, rc->autoc.budget,
-		eng_trainer_fixed_bytes(tr, NULL) + pred.peak_bytes, rc->last_peak);
+		fixed_bytes(tr) + pred.peak_bytes, rc->last_peak);
+}
+
+/* A step's measured peak: the process's resident bytes on the CPU (where known), the
+ * device's tracked bytes on cuda. */
+static size_t measured_peak(const eng_trainer *tr, const eng_step_stats *st)
+{
+	return !tr->gpu && st->rss_peak ? st->rss_peak : st->peak_bytes;
 }
 
 /* ---- evaluation and live hyperparameters ---- */
@@ -521,14 +687,14 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 		}
 		switch (cmd->op) {
 		case CTL_OP_POLICY:
-			if (eng_trainer_set_policy(tr, &cmd->policy, &err) < 0) {
-				fprintf(stderr, "remat-train: remat-set: %s\n", err.msg);
-				break;
-			}
-			if (rc->autoc.on) /* the user's policy now: the controller lets go */
-				auto_set(c, rc, 0, tr->step + 1);
-			eng_ctl_policy_applied(c, tr->step + 1);
-			print_policy(tr, json, tr->step + 1);
+			/* with force the controller lets go; else it holds the policy within its
+			 * budget (the control thread refused one that does not fit) */
+			if (cmd->force && rc->autoc.on)
+				auto_set(c, rc, 0, ENG_BUDGET_SIZE, tr->step + 1, "off: remat set "
+					 "--force gave the policy to the user");
+			rc->pin_why[0] = '\0';
+			ask_policy(rc, &cmd->policy, cmd->applies_at, 1);
+			publish_auto(c, rc);
 			break;
 		case CTL_OP_PAUSE:
 			rc->paused = 1;
@@ -557,7 +723,9 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 			probe_start(tr, c, rc, cmd->rounds);
 			break;
 		case CTL_OP_AUTO:
-			auto_set(c, rc, cmd->budget, tr->step + 1);
+			auto_set(c, rc, cmd->budget, cmd->source, tr->step + 1, "off: the policy is the "
+				 "user's");
+			publish_memory(tr, c, rc);
 			break;
 		case CTL_OP_EVAL:
 			run_eval(tr, c, rc, json, cmd);
@@ -780,19 +948,23 @@ static void run_start(eng_trainer *tr, eng_ctl *c, run_ctl *run, const wk_run_op
 	if (s->remat_budget_cgroup && s->ranks > 1 && eng_dp_local_size() > 1)
 		budget /= (size_t)eng_dp_local_size();
 	if (budget)
-		auto_set(c, run, budget, tr->step + 1);
+		auto_set(c, run, budget, s->remat_budget_cgroup ? ENG_BUDGET_CGROUP : ENG_BUDGET_SIZE,
+			tr->step + 1, "");
+	publish_memory(tr, c, run);
 }
 
-/* The step's policy: a probe's, the controller's, or (0) the one there is. */
-static int step_want(const eng_trainer *tr, run_ctl *run, eng_policy *want, int *by_auto)
+/* A --remat-schedule entry reached: the policy it gives is asked for from the next step
+ * (every entry was checked at the start, wk_schedule_check). */
+static int sched_ask(const eng_trainer *tr, run_ctl *rc, const char *text)
 {
-	*by_auto = 0;
-	if (run->probe_left) {
-		probe_want(tr, run, want);
-		return 1;
+	eng_err err;
+	/* on top of what is asked already (an earlier entry of the same boundary) */
+	eng_policy p = rc->has_pending ? rc->pending : tr->policy;
+	if (eng_policy_parse(&p, &tr->aliases, text, &err) < 0) {
+		fprintf(stderr, "remat-train: --remat-schedule '%s': %s\n", text, err.msg);
+		return -1;
 	}
-	if (run->autoc.on)
-		return *by_auto = auto_want(tr, run, want);
+	ask_policy(rc, &p, tr->step + 1, 1);
 	return 0;
 }
 
@@ -809,7 +981,7 @@ static int follow(eng_trainer *tr, const wk_run_opts *o)
 	run_start(tr, NULL, &run, o);
 	for (;;) {
 		for (; sc && next < sc->n && sc->e[next].at <= tr->step; next++)
-			if (apply_text(tr, NULL, sc->e[next].text, 0) < 0)
+			if (sched_ask(tr, &run, sc->e[next].text) < 0)
 				goto out;
 		if (wk_dp_recv(&m, &err) < 0) {
 			fprintf(stderr, "remat-train: rank %d: %s\n", eng_dp_rank(), err.msg);
@@ -823,7 +995,7 @@ static int follow(eng_trainer *tr, const wk_run_opts *o)
 		}
 		eng_policy want;
 		eng_step_stats st;
-		int by_auto, asked = step_want(tr, &run, &want, &by_auto);
+		int by_auto, asked = policy_want(tr, &run, &want, &by_auto);
 		if (eng_trainer_step_as(tr, asked ? &want : NULL, &st, &err) < 0) {
 			/* every rank failed it together: rank 0 says why, and exits so */
 			fprintf(stderr, "remat-train: rank %d: %s\n", eng_dp_rank(), err.msg);
@@ -833,7 +1005,7 @@ static int follow(eng_trainer *tr, const wk_run_opts *o)
 		}
 		if (wk_dp_gather(tr, &st, NULL, &err) < 0)
 			fprintf(stderr, "remat-train: rank %d: %s\n", eng_dp_rank(), err.msg);
-		run.last_peak = st.peak_bytes;
+		run.last_peak = measured_peak(tr, &st);
 		if (run.probe_left)
 			probe_next(tr, NULL, &run, 0);
 	}
@@ -859,7 +1031,7 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 	int next = 0, ended_once = 0;
 	for (;;) {
 		for (; sc && next < sc->n && sc->e[next].at <= tr->step; next++)
-			if (apply_text(tr, c, sc->e[next].text, o->json) < 0)
+			if (sched_ask(tr, &run, sc->e[next].text) < 0)
 				goto out;
 		apply_cmds(tr, c, eng_ctl_take(c), &run, o->json);
 		if (run.stop || *run.sig || (tr->step >= s->steps && !run.hold)) {
@@ -879,7 +1051,7 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		/* the step's policy: a probe's, the controller's, or the one there is; laid out
 		 * by the step itself, which retries with less when memory runs out */
 		eng_policy want, before = tr->policy;
-		int by_auto, asked = step_want(tr, &run, &want, &by_auto);
+		int by_auto, asked = policy_want(tr, &run, &want, &by_auto);
 		eng_step_stats st;
 		if (wk_dp_send(&run.dpm, 0, 0, &err) < 0) { /* the other ranks: step, as this */
 			step_fatal(tr, c, &run, &err);
@@ -902,7 +1074,8 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		eng_ctl_end_step(c, &st, row);
 		periodic_save(tr, c, &run, o->json);
 		eval_due(tr, c, &run, o->json);
-		run.last_peak = st.peak_bytes;
+		run.last_peak = measured_peak(tr, &st);
+		publish_memory(tr, c, &run);
 		if (run.probe_left)
 			probe_next(tr, c, &run, o->json);
 	}

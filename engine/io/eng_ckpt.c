@@ -95,6 +95,26 @@ size_t eng_ckpt_snap_bytes(size_t nfloats, size_t ngrad)
 	return (nfloats + 2 * ngrad) * sizeof(float);
 }
 
+/* What a snapshot records besides the tensors, the same for a copy and a borrow. */
+static void snap_state(eng_ckpt_snap *s, const eng_trainer *tr)
+{
+	const eng_model *m = &tr->model;
+	s->cfg = m->cfg;
+	s->step = tr->step;
+	/* the stream's position, whatever the ranks: the next sample's first token */
+	s->cursor = eng_data_next_sample(&tr->train) * (size_t)tr->train.ranks * tr->train.B *
+		tr->train.T;
+	s->pos = tr->train.pos;
+	s->ntok = tr->train.ntok;
+	s->spec = tr->spec;
+	s->tensors = m->tensors;
+	s->ntensors = m->ntensors;
+	s->nfloats = m->nfloats;
+	s->ngrad = m->ngrad;
+	snprintf(s->lora_base, sizeof s->lora_base, "%s", tr->lora_base);
+	snprintf(s->lora_pin, sizeof s->lora_pin, "%s", tr->lora_pin);
+}
+
 int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err)
 {
 	double t0 = now_ms();
@@ -124,26 +144,28 @@ int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err)
 			memcpy(dst[k] + off, src[k] + off, n * sizeof(float));
 		}
 	}
-	s->cfg = m->cfg;
-	s->step = tr->step;
-	/* the stream's position, whatever the ranks: the next sample's first token */
-	s->cursor = eng_data_next_sample(&tr->train) * (size_t)tr->train.ranks * tr->train.B *
-		tr->train.T;
-	s->pos = tr->train.pos;
-	s->ntok = tr->train.ntok;
-	s->spec = tr->spec;
-	s->tensors = m->tensors;
-	s->ntensors = m->ntensors;
-	s->nfloats = m->nfloats;
-	s->ngrad = m->ngrad;
-	snprintf(s->lora_base, sizeof s->lora_base, "%s", tr->lora_base);
-	snprintf(s->lora_pin, sizeof s->lora_pin, "%s", tr->lora_pin);
+	snap_state(s, tr);
 	s->stall_ms = now_ms() - t0;
 	return 0;
 }
 
+void eng_ckpt_snap_borrow(eng_ckpt_snap *s, const eng_trainer *tr)
+{
+	const eng_model *m = &tr->model;
+	memset(s, 0, sizeof *s);
+	snap_state(s, tr);
+	s->params = m->params;
+	s->m = m->m;
+	s->v = m->v;
+	s->borrowed = 1;
+}
+
 void eng_ckpt_snap_free(eng_ckpt_snap *s)
 {
+	if (s->borrowed) {
+		s->params = s->m = s->v = NULL;
+		return;
+	}
 	eng_mem_free(s->params);
 	eng_mem_free(s->m);
 	eng_mem_free(s->v);

@@ -42,7 +42,9 @@ typedef struct eng_ckpt_snap {
 	const eng_ptensor *tensors; /* the model's table (borrowed: the model outlives it) */
 	int ntensors;
 	size_t nfloats, ngrad;
-	float *params, *m, *v;    /* copies (ENG_MEM_WORKSPACE): nfloats, the moments ngrad */
+	float *params, *m, *v;    /* copies (ENG_MEM_WORKSPACE): nfloats, the moments ngrad;
+				   * or, borrowed, the model's own */
+	int borrowed;             /* 1: params, m, v are the live tensors (eng_ckpt_snap_borrow) */
 	double stall_ms;          /* how long the copy held the training thread */
 	char lora_base[ENG_PATH_LEN]; /* LoRA: the base adapter_config.json names; "": the
 				  * checkpoint holds the base itself (named ".") */
@@ -54,7 +56,11 @@ int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err);
 /* The bytes a snapshot holds (ENG_MEM_WORKSPACE) while it is written: nfloats of weights
  * and both moments of ngrad (the trainable tensors') floats. */
 size_t eng_ckpt_snap_bytes(size_t nfloats, size_t ngrad);
-void eng_ckpt_snap_free(eng_ckpt_snap *s); /* safe on a zeroed snapshot */
+void eng_ckpt_snap_free(eng_ckpt_snap *s); /* safe on a zeroed or borrowed snapshot */
+/* A snapshot without copies: it points at the trainer's live weights and moments, so it
+ * holds no memory, and training must wait until it is written (the state must not move
+ * under the writer). What a save does when memory cannot hold a copy. */
+void eng_ckpt_snap_borrow(eng_ckpt_snap *s, const eng_trainer *tr);
 
 typedef struct eng_ckpt_result {
 	char path[ENG_PATH_LEN + 64]; /* the checkpoint directory written */

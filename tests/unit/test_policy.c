@@ -878,7 +878,7 @@ START_TEST(test_eng_plan_search_measured_costs)
 				if (fixed + plan_bytes(&pl) <= budget && cost < want)
 					want = cost;
 			}
-			eng_plan_query q = {s->cfg, s->B, s->T, rows, fixed, &c, budget};
+			eng_plan_query q = {s->cfg, s->B, s->T, rows, fixed, &c, budget, 0, 0.0};
 			eng_policy got;
 			eng_plan pl;
 			int rc = eng_plan_search(&q, &got, &pl);
@@ -916,7 +916,7 @@ START_TEST(test_eng_auto_hysteresis)
 	ck_assert_int_eq(eng_policy_parse(&least, NULL, "full;head=chunked", &e), 0);
 	eng_plan_policy(s->cfg, s->B, s->T, rows, &least, &lo);
 	size_t fixed = 4096; /* small beside the activations, so that modes matter */
-	eng_plan_query q = {s->cfg, s->B, s->T, rows, fixed, NULL, 0};
+	eng_plan_query q = {s->cfg, s->B, s->T, rows, fixed, NULL, 0, 0, 0.0};
 	eng_auto a;
 	eng_auto_set(&a, fixed + hi.peak_bytes - (hi.peak_bytes - lo.peak_bytes) / 5);
 	cur = off;
