@@ -200,7 +200,7 @@ _rematctl_value()
 		;;
 	--event)
 		for v in STEP REMAT_APPLIED CHECKPOINT_SAVED JOB_STATE_CHANGED MEMORY CHECKPOINT_FAILED \
-			REMAT_AUTO EVAL HPARAMS_APPLIED SAMPLE; do
+			REMAT_AUTO EVAL HPARAMS_APPLIED SAMPLE REMAT_FAILED; do
 			cand+=("$pre$v")
 		done
 		;;
@@ -265,7 +265,7 @@ _rematctl()
 		start | save) cand+=(--name) ;;
 		stop) cand+=(--no-save --save --name) ;;
 		shutdown) cand+=(--no-save --save) ;;
-		"remat set") cand+=(--default) ;;
+		"remat set") cand+=(--default --force --wait) ;;
 		"remat plan" | plan) cand+=(--default --budget) ;;
 		"remat auto") cand+=(--budget) ;;
 		"remat memlog") cand+=(--count --trace --format) ;;

@@ -145,6 +145,8 @@ expect "$x --j" --json
 expect "$x -" "${globals[@]}"
 expect "$x stop j1 --s" --save --socket
 expect "$x remat plan j1 --" "${globals[@]}" --default --budget
+expect "$x remat set j1 h.0=full --" "${globals[@]}" --default --force --wait
+expect "$x remat set j1 --w" --wait
 expect "$x watch j1 --" "${globals[@]}" --interval --count
 expect "$x events --" "${globals[@]}" --event --count
 expect "$x shutdown --" "${globals[@]}" --no-save --save
