@@ -196,7 +196,8 @@ static void worker_keep_figures(srv_job *job, json_t **slot, const json_t *ret)
 }
 
 /* The record's memory controller after what the worker said (changed: 1 when it did):
- * written at once, and logged when the budget or its source changed. */
+ * a new budget, source or off is logged and written at once (a resume, and a restarted
+ * rematd, bring it back); pinned and least_bytes go with the record's next write. */
 static void worker_auto_said(srv_job *job, const srv_auto *was, int changed)
 {
 	char before[64], now[64];
@@ -204,9 +205,10 @@ static void worker_auto_said(srv_job *job, const srv_auto *was, int changed)
 		return;
 	srv_auto_format(was, before, sizeof before);
 	srv_auto_format(&job->autoc, now, sizeof now);
-	if (strcmp(before, now) != 0)
-		srv_log("job %s: memory controller %s (was %s)", job->id, now, before);
-	srv_job_save_record(job); /* a resume, and a restarted rematd, bring it back */
+	if (strcmp(before, now) == 0)
+		return;
+	srv_log("job %s: memory controller %s (was %s)", job->id, now, before);
+	srv_job_save_record(job);
 }
 
 /* Learns from a successful reply to p before it goes back to the client. */
