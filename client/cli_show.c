@@ -371,6 +371,63 @@ void cli_show_remat_get(FILE *f, const char *job, const json_t *ret)
 	sections_table(f, json_object_get(ret, "sections"), 0);
 }
 
+/* A plan's fixed part as the sum of its terms (the reply's "memory"): what the engine
+ * counts (weights, gradients, moments, workspace, data), the process's untracked memory
+ * and a save's snapshot where the plan holds one; a term of 0 is left out. */
+static char *plan_fixed(const json_t *mem, double fixed, char *buf, size_t len)
+{
+	static const char *const counted[] = {"params", "grads", "optimizer", "workspace", "data"};
+	const char *src = cli_jstr(mem, "fixed_source"), *usrc = cli_jstr(mem, "untracked_source");
+	char a[32], b[32], c[32], d[32], s1[32] = "", s2[32] = "";
+	double sum = 0, v, untracked = 0, snapshot = 0;
+	if (src)
+		snprintf(s1, sizeof s1, "; %s", cli_str_clean(src, a, sizeof a));
+	if (!cli_jnum(mem, "untracked", &untracked)) { /* a server before the process's terms */
+		snprintf(buf, len, "%s (params, grads, optimizer, workspace, data%s)",
+			 cli_size_format(fixed, a, sizeof a), s1);
+		return buf;
+	}
+	for (size_t i = 0; i < sizeof counted / sizeof counted[0]; i++)
+		sum += cli_jnum(mem, counted[i], &v) ? v : 0;
+	cli_jnum(mem, "snapshot", &snapshot);
+	if (usrc)
+		snprintf(s2, sizeof s2, " (%s)", cli_str_clean(usrc, d, sizeof d));
+	int n = snprintf(buf, len, "%s = %s counted (params, grads, optimizer, workspace, data%s)",
+			 cli_size_format(fixed, a, sizeof a), cli_size_format(sum, b, sizeof b), s1);
+	if (untracked > 0 && n >= 0 && (size_t)n < len)
+		n += snprintf(buf + n, len - (size_t)n, " + %s untracked%s",
+			      cli_size_format(untracked, c, sizeof c), s2);
+	if (snapshot > 0 && n >= 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, " + %s a save's snapshot",
+			 cli_size_format(snapshot, c, sizeof c));
+	return buf;
+}
+
+/* How saves go under a plan (the reply's "saves"), or NULL without saves. */
+static char *plan_saves(const json_t *saves, char *buf, size_t len)
+{
+	const char *way = cli_jstr(saves, "way");
+	char a[32], ms[48] = "";
+	double v;
+	if (!way)
+		return NULL;
+	if (strcmp(way, "snapshot") == 0) {
+		if (cli_jnum(saves, "snapshot_stall_ms", &v))
+			snprintf(ms, sizeof ms, "; its copy took %.0f ms", v);
+		snprintf(buf, len, "a snapshot (%s) is held: training goes on while a save writes%s",
+			 cli_show_size(saves, "snapshot_bytes", a, sizeof a), ms);
+	} else if (strcmp(way, "live") == 0) {
+		if (cli_jnum(saves, "live_stall_ms", &v))
+			snprintf(ms, sizeof ms, " (the last save: %.0f ms)", v);
+		snprintf(buf, len, "live: no room for a snapshot (%s), so a save writes from the "
+			 "live tensors and training waits for it%s",
+			 cli_show_size(saves, "snapshot_bytes", a, sizeof a), ms);
+	} else {
+		cli_str_clean(way, buf, len);
+	}
+	return buf;
+}
+
 void cli_show_plan(FILE *f, const json_t *ret, long long budget)
 {
 	char buf[TEXT_LEN], a[32], b[32];
@@ -391,13 +448,10 @@ void cli_show_plan(FILE *f, const json_t *ret, long long budget)
 	kv(f, "saved:", cli_size_format(saved, a, sizeof a));
 	kv(f, "recompute:", cli_size_format(rec, a, sizeof a));
 	if (isfinite(fixed) && fixed > 0) {
-		/* the rest of what the run holds: weights, gradients, moments, workspace, data */
-		const char *src = json_string_value(json_object_get(cli_jobj(ret, "memory"),
-			"fixed_source"));
-		snprintf(buf, sizeof buf, "%s (params, grads, optimizer, workspace, data%s%s)",
-			 cli_size_format(fixed, a, sizeof a), src ? "; " : "", src ? src : "");
-		kv(f, "fixed:", buf);
+		kv(f, "fixed:", plan_fixed(cli_jobj(ret, "memory"), fixed, buf, sizeof buf));
 		kv(f, "peak:", cli_size_format(peak, a, sizeof a));
+		if (plan_saves(cli_jobj(ret, "saves"), buf, sizeof buf))
+			kv(f, "saves:", buf);
 	} else {
 		kv(f, "total:", cli_size_format(saved + rec, a, sizeof a));
 	}

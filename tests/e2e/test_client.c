@@ -1156,6 +1156,47 @@ START_TEST(test_rematctl_remat_auto_budget)
 }
 END_TEST
 
+/* plan: the fixed part as the sum of its terms (what the engine counts, the process's
+ * untracked memory, a save's snapshot where it is held) and how saves go; a reply without
+ * the process's terms as before. */
+START_TEST(test_rematctl_plan_terms)
+{
+	static const char *const reply = "{\"return\":{\"policy\":{\"h.0-1\":\"full\"},"
+		"\"sections\":[],\"saved_bytes\":0,\"recompute_bytes\":0,\"fixed_bytes\":%s,"
+		"\"peak_bytes\":20971520,\"memory\":{\"params\":1048576,\"grads\":1048576,"
+		"\"optimizer\":2097152,\"workspace\":0,\"data\":0,%s\"fixed_source\":\"engine\"},"
+		"%s\"extra_flops\":0,\"model_flops\":1e6},\"id\":1}\n";
+	char text[2048], *out = NULL;
+	snprintf(text, sizeof text, reply, "19922944", "\"untracked\":14680064,\"snapshot\":"
+		"1048576,\"untracked_source\":\"measured\",", "\"saves\":{\"way\":\"snapshot\","
+		"\"snapshot_bytes\":1048576,\"snapshot_stall_ms\":3.2,\"live_stall_ms\":null},");
+	int rc = ctl_against("planterms", text, &out, "remat", "plan", "j1", NULL);
+	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
+	ck_assert_msg(strstr(out, "\nfixed:           19.0 MiB = 4.0 MiB counted (params, grads, "
+		"optimizer, workspace, data; engine) + 14.0 MiB untracked (measured) + 1.0 MiB a "
+		"save's snapshot\n") && strstr(out, "\nsaves:           a snapshot (1.0 MiB) is held: "
+		"training goes on while a save writes; its copy took 3 ms\n"), "output:\n%s", out);
+	free(out);
+	snprintf(text, sizeof text, reply, "18874368", "\"untracked\":14680064,\"snapshot\":0,"
+		"\"untracked_source\":\"check\",", "\"saves\":{\"way\":\"live\",\"snapshot_bytes\":"
+		"1048576,\"snapshot_stall_ms\":null,\"live_stall_ms\":250},");
+	rc = ctl_against("planlive", text, &out, "remat", "plan", "j1", NULL);
+	ck_assert_msg(rc == 0, "status %d: %s", rc, out);
+	ck_assert_msg(strstr(out, "\nfixed:           18.0 MiB = 4.0 MiB counted (params, grads, "
+		"optimizer, workspace, data; engine) + 14.0 MiB untracked (check)\n") &&
+		strstr(out, "\nsaves:           live: no room for a snapshot (1.0 MiB), so a save "
+		"writes from the live tensors and training waits for it (the last save: 250 ms)\n"),
+		"output:\n%s", out);
+	free(out);
+	snprintf(text, sizeof text, reply, "4194304", "", "");
+	rc = ctl_against("planold", text, &out, "remat", "plan", "j1", NULL);
+	ck_assert_msg(rc == 0 && strstr(out, "\nfixed:           4.0 MiB (params, grads, "
+		"optimizer, workspace, data; engine)\n") && !strstr(out, "saves:"), "status %d:\n%s",
+		rc, out);
+	free(out);
+}
+END_TEST
+
 /* mem: the process's untracked memory, a category of the reply after the tracked ones,
  * shown in its place and said to be outside the tracked total. */
 START_TEST(test_rematctl_mem_untracked)
@@ -1640,6 +1681,7 @@ Suite *suite_client(void)
 	tcase_add_test(tc, test_rematctl_remat_set_controller);
 	tcase_add_test(tc, test_rematctl_remat_auto_budget);
 	tcase_add_test(tc, test_rematctl_mem_untracked);
+	tcase_add_test(tc, test_rematctl_plan_terms);
 	tcase_add_loop_test(tc, test_rematctl_bad_server, 0,
 			    (int)(sizeof bad_servers / sizeof bad_servers[0]));
 	suite_add_tcase(s, tc);
