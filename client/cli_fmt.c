@@ -676,32 +676,34 @@ int cli_auto_budget(const json_t *st, double *budget)
 	return cli_jnum(st, "auto_budget_bytes", budget) && *budget > 0;
 }
 
-/* Where the budget came from, as a person names it. */
-static const char *auto_source(const char *src, char *buf, size_t len)
+/* Where the budget came from, as a person names it (brief: one word). */
+static const char *auto_source(const char *src, int brief, char *buf, size_t len)
 {
 	if (!src)
 		return NULL;
 	if (strcmp(src, "size") == 0)
-		return "a size";
+		return brief ? "size" : "a size";
 	if (strcmp(src, "cgroup") == 0)
-		return "cgroup memory.max";
+		return brief ? "cgroup" : "cgroup memory.max";
 	if (strcmp(src, "device") == 0)
-		return "the device's free memory";
+		return brief ? "device" : "the device's free memory";
 	return cli_str_clean(src, buf, len); /* a newer server's: as it is */
 }
 
-char *cli_auto_text(const json_t *st, char *buf, size_t len)
+char *cli_auto_text(const json_t *st, int brief, char *buf, size_t len)
 {
 	char b[CLI_SIZE_LEN], l[CLI_SIZE_LEN], s[64];
 	double budget, least;
 	json_t *a = cli_jobj(st, "auto");
 	if (!cli_auto_budget(st, &budget))
 		return NULL;
-	const char *src = auto_source(cli_jstr(a, "source"), s, sizeof s);
+	const char *src = auto_source(cli_jstr(a, "source"), brief, s, sizeof s);
+	int pinned = json_is_true(json_object_get(a, "pinned"));
 	int least_known = cli_jnum(a, "least_bytes", &least);
 	snprintf(buf, len, "%s (%s%s%s%s%s)", cli_mib_format(budget, b, sizeof b),
-		src ? src : "", src ? "; " : "", json_is_true(json_object_get(a, "pinned")) ?
-		"holding the policy set by remat set" : "the controller picks the policy",
-		least_known ? "; least " : "", least_known ? cli_mib_format(least, l, sizeof l) : "");
+		src ? src : "", src ? "; " : "", pinned ? (brief ? "remat set's policy held" :
+		"holding the policy set by remat set") : (brief ? "the controller's policy" :
+		"the controller picks the policy"), least_known ? "; least " : "",
+		least_known ? cli_mib_format(least, l, sizeof l) : "");
 	return buf;
 }

@@ -139,7 +139,7 @@ void cli_show_status(FILE *f, const char *job, const json_t *ret)
 		kv(f, "elapsed:", buf);
 	}
 	kv(f, "policy:", cli_policy_format(cli_jobj(ret, "policy"), buf, sizeof buf));
-	if (cli_auto_text(ret, buf, sizeof buf)) /* the memory controller, when one is on */
+	if (cli_auto_text(ret, 0, buf, sizeof buf)) /* the memory controller, when one is on */
 		kv(f, "memory budget:", buf);
 	kv(f, "last checkpoint:", show_str(ret, "last_checkpoint", "-", buf, sizeof buf));
 	json_t *se = cli_jobj(ret, "last_save_error");

@@ -236,7 +236,7 @@ static void draw_memory(watch *w, int bw)
 	     cli_show_size(w->mem, "rss_peak", b, 32));
 	/* the mark first, as on the bar: the line reads as its legend */
 	emit(w, "%-12s %s %s", "budget", w->utf8 ? "\u2503" : "|",
-	     cli_auto_text(w->status, text, sizeof text));
+	     cli_auto_text(w->status, 1, text, sizeof text));
 }
 
 static void draw_tty(watch *w)

@@ -663,17 +663,19 @@ START_TEST(test_cli_auto_text)
 	json_t *st = json_loads("{\"auto\":{\"budget_bytes\":387973120,\"source\":\"device\","
 		"\"pinned\":true},\"auto_budget_bytes\":1}", 0, NULL);
 	ck_assert(cli_auto_budget(st, &b) && b == 387973120);
-	ck_assert_str_eq(cli_auto_text(st, buf, sizeof buf), "370.0 MiB (the device's free "
+	ck_assert_str_eq(cli_auto_text(st, 0, buf, sizeof buf), "370.0 MiB (the device's free "
 		"memory; holding the policy set by remat set)");
+	ck_assert_str_eq(cli_auto_text(st, 1, buf, sizeof buf), "370.0 MiB (device; remat set's "
+		"policy held)");
 	json_decref(st);
 	st = json_loads("{\"auto\":null,\"auto_budget_bytes\":387973120}", 0, NULL);
-	ck_assert(!cli_auto_budget(st, &b) && !cli_auto_text(st, buf, sizeof buf));
+	ck_assert(!cli_auto_budget(st, &b) && !cli_auto_text(st, 0, buf, sizeof buf));
 	json_decref(st);
 	st = json_loads("{\"auto_budget_bytes\":387973120}", 0, NULL);
 	ck_assert(cli_auto_budget(st, &b) && b == 387973120);
 	json_decref(st);
 	st = json_loads("{\"auto\":{\"budget_bytes\":\"x\",\"source\":7}}", 0, NULL);
-	ck_assert(!cli_auto_budget(st, &b) && !cli_auto_text(NULL, buf, sizeof buf));
+	ck_assert(!cli_auto_budget(st, &b) && !cli_auto_text(NULL, 0, buf, sizeof buf));
 	json_decref(st);
 }
 END_TEST
@@ -1615,8 +1617,8 @@ START_TEST(test_rematctl_watch_budget)
 	const char *rss = line_of(out, "rss          ");
 	ck_assert_msg(rss && !strncmp(rss + 13, "#####################################..|", 40),
 		"no rss bar with the budget marked:\n%s", out);
-	ck_assert_msg(line_of(out, "budget       | 370.0 MiB (a size; the controller picks the "
-		"policy; least 300.0 MiB)\033[K"), "no budget line:\n%s", out);
+	ck_assert_msg(line_of(out, "budget       | 370.0 MiB (size; the controller's policy; "
+		"least 300.0 MiB)\033[K"), "no budget line:\n%s", out);
 	/* untracked after the tracked total, which leaves it out */
 	const char *un = line_of(out, "untracked    "), *total = line_of(out, "total    ");
 	ck_assert_msg(un && strstr(un, "15.0 MiB") && total && total < un, "no untracked bar "
