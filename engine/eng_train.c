@@ -322,7 +322,7 @@ size_t eng_trainer_untracked(const eng_trainer *tr)
  * it for a spec; the trainer starts from it). */
 static size_t untracked_now(const eng_config *cfg, int threads)
 {
-	int n = cfg->n_embd < 512 ? cfg->n_embd : 512;
+	int n = 512; (void)cfg; /* OpenBLAS packs in blocks of its own: one size warms them */
 	size_t bytes = (size_t)n * n * sizeof(float);
 	float *a = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes), *b = eng_mem_alloc(ENG_MEM_WORKSPACE,
 		bytes), *c = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes);

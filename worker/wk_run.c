@@ -407,6 +407,24 @@ static int pin_holds(const eng_trainer *tr, run_ctl *rc, eng_policy *next)
 	return 0;
 }
 
+/* The first step under a budget runs the policy of the least memory: what the process
+ * holds beyond the tracked bytes (the kernels' buffers and code for the shapes a policy
+ * uses) is known only once a step has run, and the start is kept under the budget too.
+ * The controller moves to a faster policy after it, by its usual rules. */
+static int safe_start(const eng_trainer *tr, run_ctl *rc, eng_policy *next)
+{
+	const eng_model *m = &tr->model;
+	eng_plan pl;
+	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, fixed_bytes(tr), NULL, 0, 0, 0.0};
+	eng_plan_search(&q, next, &pl); /* no budget: the least there is */
+	rc->autoc.last_change = tr->step + 1;
+	rc->autoc.held = 0;
+	snprintf(rc->auto_why, sizeof rc->auto_why, "budget %.1f MiB: the least memory first, "
+		 "until a step has measured what the process holds beyond its counted memory",
+		 rc->autoc.budget / 1048576.0);
+	return !eng_policy_equal(next, &tr->policy);
+}
+
 /* Before a step: the controller's decision, on the run's fixed bytes (the untracked term
  * included), a save's snapshot as an optional term, its measured costs and what the
  * system refused: 1 with the policy it wants in *next (its reason in rc), 0 to keep the
@@ -418,6 +436,8 @@ static int auto_want(const eng_trainer *tr, run_ctl *rc, eng_policy *next)
 	eng_plan pred;
 	if (rc->pinned && pin_holds(tr, rc, next))
 		return !eng_policy_equal(next, &tr->policy);
+	if (!tr->last_ms) /* no step measured the process yet */
+		return safe_start(tr, rc, next);
 	double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &tr->last_policy,
 		tr->last_ms);
 	eng_costs_plan(&tr->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc, NULL);
