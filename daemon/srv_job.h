@@ -39,9 +39,11 @@
  * (stopped, interrupted) goes only by its owner's job-remove, and a starter with nothing
  * to forget is refused (Busy, saying why). No user's start drops another user's record.
  *
- * The record (state.json) is written at every change of state, every checkpoint, and a
+ * The record (state.json) is written at every change of state, every checkpoint, every
+ * change of the memory controller (srv_auto.h: its budget and source, or off), and a
  * STEP's progress at most every SRV_RECORD_STEP_MS: after any death of rematd it names a
- * recent step and the newest checkpoint the daemon heard of. A job that was alive when
+ * recent step and the newest checkpoint the daemon heard of; a resume runs under the
+ * controller it names, and rematd's job-status of a job without a worker answers it. A job that was alive when
  * an earlier rematd died may have saved after it (a worker whose channel ends saves at its
  * next step boundary): the restarted daemon checks its resume as its owner
  * (srv_job_rescan_due: remat-train --check finds the newest checkpoint that verifies) and
