@@ -17,6 +17,7 @@ static int auto_source_ok(const char *s)
 	return 0;
 }
 
+/* Off, and known; the step reports count from is kept. */
 static void auto_off(srv_auto *a)
 {
 	int from = a->from_step;
