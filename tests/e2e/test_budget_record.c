@@ -7,7 +7,8 @@
  *    it;
  *  - it survives a restart of rematd (SIGTERM stops and saves the job; the new daemon lists
  *    it with its budget and resumes it under it);
- *  - a controller turned off live stays off after a resume, although the spec had a budget;
+ *  - a controller turned off live (remat-auto budget off, remat-set --force) stays off after
+ *    a resume, although the spec had a budget;
  *  - a record of an earlier rematd, which kept no controller, still loads: its controller
  *    is the one its spec started.
  *
@@ -251,6 +252,28 @@ START_TEST(test_budgetrec_off_stays_off)
 }
 END_TEST
 
+/* remat-set --force hands control back to the user: the controller is off, and stays off
+ * after a resume, the spec's remat.budget notwithstanding. */
+START_TEST(test_budgetrec_forced_set_stays_off)
+{
+	td_daemon d;
+	td_conn c;
+	char job[16];
+	br_start(&d, &c, job);
+	json_t *r = td_request(&c, "{\"execute\":\"remat-set\",\"arguments\":{\"job\":\"%s\","
+		"\"sections\":{\"h.0-1\":\"full\"},\"force\":true}}", job);
+	td_expect_return(r);
+	json_decref(r);
+	json_decref(br_wait(&c, job, br_budget_is, 0, "the controller off"));
+	br_stop(&c, job);
+	br_record_says(&c, job, 0, NULL);
+	br_resumed_under(&d, &c, job, 0);
+	br_stop(&c, job);
+	td_close(&c);
+	td_daemon_stop(&d);
+}
+END_TEST
+
 /* state.json of an earlier rematd had no "auto": such a record loads, and its controller
  * is the one its spec started. */
 START_TEST(test_budgetrec_old_record)
@@ -288,6 +311,7 @@ Suite *suite_budgetrec(void)
 	tcase_add_test(tc, test_budgetrec_stop_resume);
 	tcase_add_test(tc, test_budgetrec_daemon_restart);
 	tcase_add_test(tc, test_budgetrec_off_stays_off);
+	tcase_add_test(tc, test_budgetrec_forced_set_stays_off);
 	tcase_add_test(tc, test_budgetrec_old_record);
 	suite_add_tcase(s, tc);
 	return s;
