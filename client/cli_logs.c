@@ -104,7 +104,7 @@ static int pts_add(pts *p, double x, double y)
 }
 
 /* The curves of a log: what each plot draws, by its key in the lines. */
-enum { P_LOSS, P_VAL, P_SPEED, P_PEAK, P_N };
+enum { P_LOSS, P_VAL, P_SPEED, P_PEAK, P_RSS, P_N };
 static const struct {
 	const char *key, *name;
 	double scale;
@@ -112,7 +112,9 @@ static const struct {
 	[P_LOSS] = {"loss", "train loss", 1},
 	[P_VAL] = {"val_loss", "val loss", 1},
 	[P_SPEED] = {"tokens_per_s", "tokens/s", 1},
-	[P_PEAK] = {"peak_bytes", "peak MiB", 1.0 / 1048576.0},
+	[P_PEAK] = {"peak_bytes", "tracked peak MiB", 1.0 / 1048576.0},
+	/* the process's own peak in each step (device cpu): what a budget counts */
+	[P_RSS] = {"rss_peak_bytes", "process peak MiB", 1.0 / 1048576.0},
 };
 
 /* Every line of the job's log into the curves; CLI_OK or a connection's failure. */
@@ -203,12 +205,14 @@ int cli_plot_run(cli_conn *c, const cli_args *a)
 		rc = write_png(a->png, loss, nloss);
 		goto out;
 	}
-	cli_series speed = series_of(p, P_SPEED), peak = series_of(p, P_PEAK);
+	cli_series speed = series_of(p, P_SPEED);
+	cli_series peak[2] = {series_of(p, P_PEAK), series_of(p, P_RSS)};
+	int npeak = p[P_RSS].n ? 2 : 1;
 	if (cli_plot_text(stdout, "loss", loss, nloss, CLI_PLOT_COLS, CLI_PLOT_ROWS, color, err,
 		    sizeof err) < 0 ||
 		(printf("\n"), cli_plot_text(stdout, "tokens/s", &speed, 1, CLI_PLOT_COLS,
 				       CLI_PLOT_ROWS / 2, color, err, sizeof err)) < 0 ||
-		(printf("\n"), cli_plot_text(stdout, "peak memory (MiB)", &peak, 1,
+		(printf("\n"), cli_plot_text(stdout, "peak memory (MiB)", peak, npeak,
 				       CLI_PLOT_COLS, CLI_PLOT_ROWS / 2, color, err, sizeof err)) < 0) {
 		fprintf(stderr, CLI_NAME ": plot: %s\n", err);
 		rc = CLI_EXIT_FAIL;

@@ -1538,6 +1538,35 @@ START_TEST(test_rematctl_remat_set_wait)
 }
 END_TEST
 
+/* plot: the memory plot has the process's own peak of each step (rss_peak_bytes, what a
+ * budget counts) beside the tracked peak; a log without it, the tracked one alone. */
+START_TEST(test_rematctl_plot_process_peak)
+{
+	td_daemon d;
+	char *out = NULL;
+	td_daemon_paths(&d);
+	/* a stand-in that logs 20 steps (metrics.jsonl is its fd 4), the last 10 without the
+	 * process's peak as a worker before it wrote them, then fails */
+	char *w = td_script(&d, "worker.sh",
+		"i=1; while [ $i -le 10 ]; do printf '{\"step\":%d,\"loss\":2.5,\"tokens_per_s\":900,"
+		"\"peak_bytes\":%d,\"rss_peak_bytes\":%d}\\n' $i $((3145728 + i * 1024)) "
+		"$((18874368 + i * 2048)) >&4; i=$((i+1)); done\nexit 3");
+	const char *extra[] = {"--worker", w, NULL};
+	td_daemon_start(&d, extra);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	const char *job = td_job_start(&c, T_TINY_SPEC, NULL);
+	json_decref(td_wait_state(&c, job, "failed", T_JOB_MS));
+	int rc = ctl_d(&d, &out, "plot", job, NULL);
+	ck_assert_msg(rc == 0 && strstr(out, "peak memory (MiB)") && strstr(out, "tracked peak MiB")
+		&& strstr(out, "process peak MiB"), "plot: status %d:\n%s", rc, out);
+	free(out);
+	td_close(&c);
+	free(w);
+	td_daemon_stop(&d);
+}
+END_TEST
+
 /* Runs argv on a pseudo-terminal 100 columns wide, in the C locale (ASCII bars), until it
  * exits (at most 30 s): its status, and all it wrote in *out (malloc'd). */
 static int run_on_pty(char *const argv[], char **out)
@@ -1694,6 +1723,7 @@ Suite *suite_client(void)
 	tcase_add_test(tc, test_rematctl_watch_eta_interval);
 	tcase_add_test(tc, test_rematctl_remat_set_wait);
 	tcase_add_test(tc, test_rematctl_watch_budget);
+	tcase_add_test(tc, test_rematctl_plot_process_peak);
 	suite_add_tcase(s, tc);
 	return s;
 }
