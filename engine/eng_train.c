@@ -385,6 +385,32 @@ static int check_mem_limit(const eng_spec *s, const eng_check *ck, eng_err *err)
 				  "%s", s->mem_limit / 1048576.0, what);
 }
 
+/* remat.budget (a size) against the least process memory any policy needs: the fixed
+ * part, the untracked term the check measured, and every block full with the head
+ * chunked (no snapshot: saves can do without). Refused at the start, as remat-auto refuses
+ * it on a running job. */
+static int check_budget(const eng_spec *s, const eng_check *ck, eng_err *err)
+{
+	size_t fixed = ck->untracked;
+	eng_policy least;
+	eng_plan pl;
+	if (s->device != ENG_DEVICE_CPU || !s->remat_budget)
+		return 0;
+	for (int c = 0; c < ENG_MEM_NCAT; c++)
+		fixed += ck->fixed[c];
+	eng_plan_query q = {&s->cfg, s->batch, s->seq_len, ck->chunk_rows, fixed, NULL, 0, 0, 0.0};
+	eng_plan_search(&q, &least, &pl); /* no budget: the policy of the least peak */
+	if (pl.peak_bytes <= s->remat_budget)
+		return 0;
+	return eng_errf(err, "remat.budget %.1f MiB is below the least any policy needs: %.1f MiB "
+			     "of process memory (%.1f MiB of weights, gradients, moments, workspace "
+			     "and data, %.1f MiB beyond them: the binary, libraries and kernel "
+			     "buffers, and %.1f MiB of activations with every block full and the "
+			     "head chunked)", s->remat_budget / 1048576.0, pl.peak_bytes / 1048576.0,
+		(fixed - ck->untracked) / 1048576.0, ck->untracked / 1048576.0,
+		(pl.peak_bytes - fixed) / 1048576.0);
+}
+
 int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 {
 	eng_config cfg;
@@ -430,7 +456,9 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	size_t ngrad, nfloats = eng_model_floats(&s->cfg, &ngrad);
 	out->snapshot = eng_ckpt_snap_bytes(nfloats, ngrad); /* rematd's jobs always save */
 	out->untracked = s->device == ENG_DEVICE_CPU ? untracked_now(&s->cfg, s->threads) : 0;
-	return check_mem_limit(s, out, err);
+	if (check_mem_limit(s, out, err) < 0)
+		return -1;
+	return check_budget(s, out, err);
 }
 
 size_t eng_step_tokens(const eng_spec *s)

@@ -262,6 +262,18 @@ void eng_ctl_policy_applied(eng_ctl *c, int first_step)
 	emit(c, EV_APPLIED, d);
 }
 
+void eng_ctl_policy_at_resume(eng_ctl *c, const eng_policy *p, int first_step)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->policy = *p;
+	pthread_mutex_unlock(&c->mu);
+	json_t *d = json_pack("{s:i,s:o,s:b}", "step", first_step, "policy", eng_policy_json(p),
+		"at_resume", 1);
+	emit(c, EV_APPLIED, d);
+}
+
 void eng_ctl_set_probe(eng_ctl *c, int until)
 {
 	if (!c)

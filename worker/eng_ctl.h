@@ -133,6 +133,10 @@ void eng_ctl_set_hparams(eng_ctl *c, json_t *hp);
  * naming the first step that runs under it. */
 void eng_ctl_policy_applied(eng_ctl *c, int first_step);
 
+/* The run ends before the step a policy was asked for (p): it is the one the job resumes
+ * with, and REMAT_APPLIED says so (at_resume true, step the first a resume runs). */
+void eng_ctl_policy_at_resume(eng_ctl *c, const eng_policy *p, int first_step);
+
 /* A probe of the sections' costs (remat-profile) runs until step `until` (0: none now):
  * remat-set is refused until then. */
 void eng_ctl_set_probe(eng_ctl *c, int until);

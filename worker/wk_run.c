@@ -812,6 +812,9 @@ static int end_run(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json, eng_err 
 			ckpt = run->last_path;
 		}
 	}
+	/* a policy asked for whose step never came: the one a resume starts with */
+	if (run->has_pending && run->pending_said)
+		eng_ctl_policy_at_resume(c, &run->pending, tr->step + 1);
 	for (eng_ctl_cmd *k = run->stops; k; k = k->next)
 		eng_ctl_reply(c, k, stop_reply(tr, run, ckpt));
 	if (run->stop || *run->sig)
