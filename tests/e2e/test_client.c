@@ -1663,6 +1663,14 @@ START_TEST(test_rematctl_watch_budget)
 	ck_assert_msg(strstr(out, "\nj1 policy for step 12 not applied: memory refused; it ran "
 		"under h.0-1=full,head=off\n"), "piped, no REMAT_FAILED line:\n%s", out);
 	free(out);
+	/* --json: the controller as job-status gave it, untracked among the memory, and the
+	 * refused change's event data on its update */
+	rc = ctl_d(&d, &out, "--json", "watch", "j1", "--interval", "0.3", "--count", "3", NULL);
+	ck_assert_msg(rc == 0 && strstr(out, "\"auto\":{\"budget_bytes\":387973120,\"source\":"
+		"\"size\"") && strstr(out, "\"untracked\":15728640") &&
+		strstr(out, "\"update\":\"REMAT_FAILED\",\"remat_failed\":{\"job\":\"j1\",\"step\":12"),
+		"--json: status %d:\n%s", rc, out);
+	free(out);
 	td_daemon_stop(&d);
 }
 END_TEST
