@@ -695,13 +695,19 @@ char *cli_auto_text(const json_t *st, int brief, char *buf, size_t len)
 	char b[CLI_SIZE_LEN], l[CLI_SIZE_LEN], s[64];
 	double budget, least;
 	json_t *a = cli_jobj(st, "auto");
-	if (!cli_auto_budget(st, &budget))
+	int known = cli_auto_budget(st, &budget);
+	if (!known && !a)
 		return NULL;
+	/* a controller whose bytes are read by the worker (cgroup, device) of a job without
+	 * one: on, its size not known here */
+	if (!known)
+		snprintf(b, sizeof b, "%s", brief ? "?" : "not known until it runs");
+	else
+		cli_mib_format(budget, b, sizeof b);
 	const char *src = auto_source(cli_jstr(a, "source"), brief, s, sizeof s);
 	int pinned = json_is_true(json_object_get(a, "pinned"));
 	int least_known = cli_jnum(a, "least_bytes", &least);
-	snprintf(buf, len, "%s (%s%s%s%s%s)", cli_mib_format(budget, b, sizeof b),
-		src ? src : "", src ? "; " : "", pinned ? (brief ? "remat set's policy held" :
+	snprintf(buf, len, "%s (%s%s%s%s%s)", b, src ? src : "", src ? "; " : "", pinned ? (brief ? "remat set's policy held" :
 		"holding the policy set by remat set") : (brief ? "the controller's policy" :
 		"the controller picks the policy"), least_known ? "; least " : "",
 		least_known ? cli_mib_format(least, l, sizeof l) : "");

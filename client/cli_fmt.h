@@ -165,7 +165,9 @@ char *cli_policy_format(const json_t *policy, char *buf, size_t len);
 int cli_auto_budget(const json_t *st, double *budget);
 /* The controller of st for people, or NULL when none is on: "370.0 MiB (a size; the
  * controller picks the policy; least 300.0 MiB)", "... (cgroup memory.max; holding the
- * policy set by remat set)" (pinned); without an "auto" object the budget alone. brief:
+ * policy set by remat set)" (pinned); "not known until it runs (cgroup memory.max; ...)"
+ * for an "auto" without bytes (rematd's record of a job without a worker); without an
+ * "auto" object the budget alone. brief:
  * short words, to fit a line of watch in 80 columns ("370.0 MiB (size; the controller's
  * policy; least 300.0 MiB)"). Returns buf or NULL. */
 char *cli_auto_text(const json_t *st, int brief, char *buf, size_t len);

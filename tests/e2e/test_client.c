@@ -674,6 +674,13 @@ START_TEST(test_cli_auto_text)
 	st = json_loads("{\"auto_budget_bytes\":387973120}", 0, NULL);
 	ck_assert(cli_auto_budget(st, &b) && b == 387973120);
 	json_decref(st);
+	/* rematd's record of a stopped job under its cgroup's limit: on, its bytes not known */
+	st = json_loads("{\"auto\":{\"budget_bytes\":null,\"source\":\"cgroup\",\"pinned\":"
+		"false,\"least_bytes\":null},\"auto_budget_bytes\":null}", 0, NULL);
+	ck_assert(!cli_auto_budget(st, &b));
+	ck_assert_str_eq(cli_auto_text(st, 0, buf, sizeof buf), "not known until it runs (cgroup "
+		"memory.max; the controller picks the policy)");
+	json_decref(st);
 	st = json_loads("{\"auto\":{\"budget_bytes\":\"x\",\"source\":7}}", 0, NULL);
 	ck_assert(!cli_auto_budget(st, &b) && !cli_auto_text(NULL, 0, buf, sizeof buf));
 	json_decref(st);
