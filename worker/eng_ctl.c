@@ -342,6 +342,7 @@ void eng_ctl_set_auto(eng_ctl *c, const eng_ctl_auto *a)
 		return;
 	pthread_mutex_lock(&c->mu);
 	c->autoc = *a;
+	c->auto_queued = 0;
 	pthread_mutex_unlock(&c->mu);
 }
 

@@ -393,6 +393,12 @@ static int probing(struct eng_ctl *c, ctl_conn *k, json_t *id)
 	return 1;
 }
 
+/* The controller's budget once the changes queued so far apply (0: off). */
+static size_t budget_now(const struct eng_ctl *c)
+{
+	return c->auto_queued ? c->auto_next : c->autoc.budget;
+}
+
 /* The predicted peak of policy p: the fixed part (untracked included) and p's
  * activations and recompute buffers. */
 static size_t predicted(struct eng_ctl *c, const eng_policy *p)
@@ -411,6 +417,8 @@ static int policy_fits(struct eng_ctl *c, const eng_policy *p, int force, char *
 	const eng_ctl_memfig *m = &c->memfig;
 	eng_plan plan;
 	char text[2048];
+	size_t budget = budget_now(c), room = c->auto_queued ?
+		(size_t)((double)budget * (1.0 - ENG_AUTO_HEADROOM)) : m->room;
 	plan_for(c, p, &plan);
 	size_t tracked = m->tracked_fixed + plan.peak_bytes, pred = m->fixed + plan.peak_bytes;
 	eng_policy_format(p, text, sizeof text);
@@ -420,14 +428,13 @@ static int policy_fits(struct eng_ctl *c, const eng_policy *p, int force, char *
 			 tracked / 1048576.0, m->limit / 1048576.0);
 		return -1;
 	}
-	if (!c->autoc.budget || force || !m->room || pred <= m->room)
+	if (!budget || force || !room || pred <= room)
 		return 0;
 	snprintf(desc, len, "policy %.160s: its predicted peak of %.1f MiB (process memory) does "
 		 "not fit the budget of %.1f MiB (%.1f MiB usable, less %.0f%% headroom and what "
 		 "peaks ran above predictions); set a policy that keeps less, raise the budget "
 		 "(remat auto), or --force hands control back (the controller turns off)", text,
-		 pred / 1048576.0, c->autoc.budget / 1048576.0, m->room / 1048576.0,
-		 100 * ENG_AUTO_HEADROOM);
+		 pred / 1048576.0, budget / 1048576.0, room / 1048576.0, 100 * ENG_AUTO_HEADROOM);
 	return -1;
 }
 
@@ -459,13 +466,17 @@ HANDLER(cmd_remat_set)
 	eng_ctl__enqueue(c, q);
 	json_t *r = json_pack("{s:i,s:o}", "applies_at_step", q->applies_at, "policy",
 		eng_policy_json(&p));
-	if (!c->autoc.budget) {
+	if (!budget_now(c)) {
 		json_object_set_new(r, "controller", json_null());
 		return r;
 	}
 	json_object_set_new(r, "controller", json_string(q->force ? "off" : "on"));
 	json_object_set_new(r, "predicted_peak_bytes", json_integer((json_int_t)predicted(c, &p)));
-	json_object_set_new(r, "budget_bytes", json_integer((json_int_t)c->autoc.budget));
+	json_object_set_new(r, "budget_bytes", json_integer((json_int_t)budget_now(c)));
+	if (q->force) { /* the controller lets go at the boundary */
+		c->auto_queued = 1;
+		c->auto_next = 0;
+	}
 	return r;
 }
 
@@ -755,6 +766,8 @@ HANDLER(cmd_auto)
 	q->source = !src || !strcmp(src, "off") ? ENG_BUDGET_SIZE : !strcmp(src, "cgroup") ?
 		ENG_BUDGET_CGROUP : ENG_BUDGET_DEVICE;
 	eng_ctl__enqueue(c, q);
+	c->auto_queued = 1; /* what a remat-set after it is checked against */
+	c->auto_next = bytes;
 	return json_pack("{s:i,s:o,s:o}", "applies_at_step", applies_at(c), "budget_bytes",
 		bytes ? json_integer((json_int_t)bytes) : json_null(), "least_bytes",
 		c->memfig.least ? json_integer((json_int_t)c->memfig.least) : json_null());

@@ -431,6 +431,27 @@ void td_wait_step(td_conn *c, const char *job)
 	}
 }
 
+json_t *td_wait_event(td_conn *c, const char *job, const char *name, int ms)
+{
+	long end = td_ms() + ms;
+	for (;;) {
+		long left = end - td_ms();
+		ck_assert_msg(left > 0, "no %s event of %s within %d ms", name, job, ms);
+		json_t *o = td_read_msg(c, (int)left);
+		ck_assert_msg(o != NULL, "connection ended waiting for %s", name);
+		const char *ev = json_string_value(json_object_get(o, "event"));
+		json_t *data = json_object_get(o, "data");
+		const char *j = json_string_value(json_object_get(data, "job"));
+		if (ev && strcmp(ev, name) == 0 && j && strcmp(j, job) == 0) {
+			json_incref(data);
+			json_decref(o);
+			return data;
+		}
+		json_decref(o);
+	}
+}
+
+
 td_conn td_real_job(td_daemon *d, char *id)
 {
 	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), NULL};

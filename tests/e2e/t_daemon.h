@@ -140,6 +140,9 @@ const char *td_job_start(td_conn *c, const char *spec, const char *want_state);
 json_t *td_job_status(td_conn *c, const char *job);
 /* Waits for JOB_STATE_CHANGED of job to state `to`; returns its data (new reference). */
 json_t *td_wait_state(td_conn *c, const char *job, const char *to, int ms);
+/* The next event called name about job (skipping others), its data (new reference); fails
+ * the test after ms. */
+json_t *td_wait_event(td_conn *c, const char *job, const char *name, int ms);
 /* Waits for the first STEP event of job (T_JOB_MS), failing early if the job fails. */
 void td_wait_step(td_conn *c, const char *job);
 /* A rematd running the real worker, a connection subscribed to every event, and a tiny

@@ -64,27 +64,6 @@ static json_t *wait_step(td_conn *c, const char *job, int step, int ms)
 	}
 }
 
-/* The next event called name about job (skipping others), its data; fails after ms. */
-static json_t *wait_event(td_conn *c, const char *job, const char *name, int ms)
-{
-	long end = td_ms() + ms;
-	for (;;) {
-		long left = end - td_ms();
-		ck_assert_msg(left > 0, "no %s event of %s within %d ms", name, job, ms);
-		json_t *o = td_read_msg(c, (int)left);
-		ck_assert_msg(o != NULL, "connection ended waiting for %s", name);
-		const char *ev = json_string_value(json_object_get(o, "event"));
-		json_t *data = json_object_get(o, "data");
-		const char *j = json_string_value(json_object_get(data, "job"));
-		if (ev && strcmp(ev, name) == 0 && j && strcmp(j, job) == 0) {
-			json_incref(data);
-			json_decref(o);
-			return data;
-		}
-		json_decref(o);
-	}
-}
-
 /* The two safetensors files of checkpoints a and b are the same bytes. */
 static void same_weights(const char *a, const char *b)
 {
@@ -210,7 +189,7 @@ START_TEST(test_lifecycle_disk_full)
 	snprintf(job, sizeof job, "%s", td_job_start(&c, spec, NULL));
 
 	/* a periodic save fails: an event, the status says so, training goes on */
-	json_t *ev = wait_event(&c, job, "CHECKPOINT_FAILED", T_JOB_MS);
+	json_t *ev = td_wait_event(&c, job, "CHECKPOINT_FAILED", T_JOB_MS);
 	ck_assert_int_eq(json_integer_value(json_object_get(ev, "step")), 5);
 	ck_assert_msg(strstr(td_str(ev, "reason"), "No space left"), "reason: %s",
 		td_str(ev, "reason"));
@@ -714,7 +693,7 @@ START_TEST(test_lifecycle_events_promises)
 	char job[16];
 	snprintf(job, sizeof job, "%s", td_job_start(&c, spec, NULL));
 	/* the policy as the job starts, for a view opened right after start */
-	json_t *ev = wait_event(&c, job, "REMAT_APPLIED", T_JOB_MS);
+	json_t *ev = td_wait_event(&c, job, "REMAT_APPLIED", T_JOB_MS);
 	ck_assert_int_eq(json_integer_value(json_object_get(ev, "step")), 1);
 	ck_assert_str_eq(td_str(json_object_get(ev, "policy"), "head"), "off");
 	json_decref(ev);
@@ -819,7 +798,7 @@ START_TEST(test_lifecycle_auto_budget)
 	ck_assert_int_eq(json_integer_value(json_object_get(td_expect_return(r), "budget_bytes")),
 		budget);
 	json_decref(r);
-	json_t *ev = wait_event(&c, id, "REMAT_AUTO", T_JOB_MS);
+	json_t *ev = td_wait_event(&c, id, "REMAT_AUTO", T_JOB_MS);
 	ck_assert_msg(json_integer_value(json_object_get(ev, "predicted_peak_bytes")) <= budget,
 		"%s (off %lld, least %lld)", json_dumps(ev, 0), (long long)off, (long long)least);
 	/* the change for a new budget, not one under pressure */
@@ -840,7 +819,7 @@ START_TEST(test_lifecycle_auto_budget)
 		"\"sections\":{\"h.0\":\"full\"},\"force\":true}}", id);
 	ck_assert_str_eq(td_str(td_expect_return(r), "controller"), "off");
 	json_decref(r);
-	ev = wait_event(&c, id, "REMAT_AUTO", T_JOB_MS);
+	ev = td_wait_event(&c, id, "REMAT_AUTO", T_JOB_MS);
 	ck_assert_ptr_nonnull(strstr(td_str(ev, "reason"), "off"));
 	json_decref(ev);
 	st = td_job_status(&c, id);

@@ -106,6 +106,7 @@ int main(void)
 	srunner_add_suite(sr, suite_systemd());
 	srunner_add_suite(sr, suite_conns());
 	srunner_add_suite(sr, suite_budgetrec());
+	srunner_add_suite(sr, suite_budget());
 	srunner_add_suite(sr, suite_cuda());
 	srunner_add_suite(sr, suite_cuda_dp());
 #ifdef REMAT_CUDA

@@ -39,6 +39,7 @@ Suite *suite_nolost(void); /* tests/e2e/test_nolost.c */
 Suite *suite_systemd(void);
 Suite *suite_conns(void); /* tests/e2e/test_conns.c */
 Suite *suite_budgetrec(void); /* tests/e2e/test_budget_record.c */
+Suite *suite_budget(void); /* tests/e2e/test_budget.c */
 Suite *suite_cuda(void); /* tests/cuda/test_cuda.c: GPU tests skip with one line without one */
 Suite *suite_cuda_dp(void); /* tests/cuda/test_cuda_dp.c: the same */
 #ifdef REMAT_CUDA
