@@ -26,6 +26,7 @@ typedef struct waiter {
 	const char *only; /* whose events count; NULL: every one (a worker's own socket) */
 	json_t *early;	  /* events that came before the reply (array) */
 	double step;	  /* the reply's applies_at_step */
+	int at_resume;	  /* the job is ending first: the change is the policy it resumes with */
 } waiter;
 
 static long long now_ms(void)
@@ -104,13 +105,13 @@ static int say_ended(const waiter *w, const json_t *msg, const json_t *data)
 		snprintf(why, sizeof why, " (%s)", cli_str_clean(reason, clean, sizeof clean));
 	}
 	fprintf(stderr, CLI_NAME ": %s: the job %s%s before step %.0f: the change was not "
-		"applied\n", w->job, cli_str_clean(cli_jstr(data, "to"), st, sizeof st), why,
-		w->step);
+		"applied%s\n", w->job, cli_str_clean(cli_jstr(data, "to"), st, sizeof st), why,
+		w->step, w->at_resume ? "; a resume runs under it" : "");
 	return CLI_EXIT_FAIL;
 }
 
 /* What msg says of the change: an exit status once it decides, -1 when it does not. */
-static int outcome(const waiter *w, const json_t *msg)
+static int outcome(waiter *w, const json_t *msg)
 {
 	const char *name = cli_jstr(msg, "event");
 	json_t *data = cli_jobj(msg, "data");
@@ -119,7 +120,12 @@ static int outcome(const waiter *w, const json_t *msg)
 	if (!name || !data || (w->only && (!job || strcmp(job, w->only) != 0)))
 		return -1;
 	int stepped = cli_jnum(data, "step", &step);
-	/* applied at its step, or later where the boundary came late (a pause) */
+	/* applied at its step, or later where the boundary came late (a pause); a job that
+	 * ends first says the policy is the one it resumes with, and then that it ended */
+	if (strcmp(name, "REMAT_APPLIED") == 0 && json_is_true(json_object_get(data, "at_resume"))) {
+		w->at_resume = 1;
+		return -1;
+	}
 	if (strcmp(name, "REMAT_APPLIED") == 0 && stepped && step >= w->step)
 		return say_applied(w, msg, data);
 	if (strcmp(name, "REMAT_FAILED") == 0 && stepped && step == w->step)
@@ -172,7 +178,7 @@ static int take_reply(const cli_command *cmd, waiter *w, const json_t *ret)
 }
 
 /* Reads events until one decides, wait_ms pass or the connection ends. */
-static int wait_outcome(cli_conn *c, const waiter *w, int wait_ms)
+static int wait_outcome(cli_conn *c, waiter *w, int wait_ms)
 {
 	long long deadline = now_ms() + wait_ms;
 	for (;;) {
@@ -205,7 +211,7 @@ static int wait_outcome(cli_conn *c, const waiter *w, int wait_ms)
 
 int cli_wait_run(cli_conn *c, const cli_command *cmd, const cli_args *a, const json_t *req)
 {
-	waiter w = {a, a->job ? a->job : cli_conn_job(c), a->job, json_array(), 0};
+	waiter w = {a, a->job ? a->job : cli_conn_job(c), a->job, json_array(), 0, 0};
 	int reply_ms = a->timeout_ms > 0 ? a->timeout_ms : CLI_TIMEOUT_MS;
 	json_t *ret = NULL, *ev;
 	size_t i;

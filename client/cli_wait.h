@@ -6,7 +6,9 @@
  * JOB_STATE_CHANGED events before it sends remat-set (so that no outcome can come before
  * the subscription), prints the reply, then waits for the outcome: REMAT_APPLIED at that
  * step or later (applied, status 0), REMAT_FAILED of that step (the reason and the policy
- * the step ran under, status 1), or the job's end first (status 1). Not here: the request
+ * the step ran under, status 1), or the job's end first (status 1; a REMAT_APPLIED with
+ * at_resume, which a worker sends as it ends, is no outcome: it names the policy a resume
+ * will run under). Not here: the request
  * itself (cli_cmd.c builds it), the reply's printing (cli_show.c).
  */
 #ifndef CLI_WAIT_H

@@ -422,9 +422,11 @@ static void on_event(json_t *msg, void *ud)
 		json_decref(el);
 	} else if (strcmp(name, "REMAT_APPLIED") == 0) {
 		json_t *pol = cli_jobj(data, "policy");
+		int resume = json_is_true(json_object_get(data, "at_resume"));
 		if (pol)
 			json_object_set(w->status, "policy", pol);
-		snprintf(w->note, sizeof w->note, "policy changed at step %s: %s",
+		snprintf(w->note, sizeof w->note, resume ? "the job ends before step %s: a resume "
+			 "runs under %s" : "policy changed at step %s: %s",
 			 cli_show_num(data, "step", "%.0f", a, sizeof a),
 			 cli_policy_format(pol, text, sizeof text));
 		w->need_policy = w->need_mem = 1;

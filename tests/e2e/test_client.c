@@ -1438,7 +1438,8 @@ END_TEST
  * of step 12: the view must say it), and remat-set by what it asks for: h.0=full applies at
  * step 7 (after an earlier step's REMAT_APPLIED and another step's REMAT_FAILED, which
  * decide nothing), h.0=off is refused at step 7, h.0=selective is answered and then the
- * worker exits 3 (the job fails first), --force answers "controller":"off" and applies,
+ * worker says it is the policy a resume runs under (REMAT_APPLIED at_resume) and exits 3
+ * (the job fails first), --force answers "controller":"off" and applies,
  * anything else does not fit the budget. Every outcome follows its reply at once: a client
  * that subscribed after sending would miss it. */
 static const char stand_in[] =
@@ -1470,7 +1471,9 @@ static const char stand_in[] =
 	"  ev REMAT_FAILED '\"step\":7,\"asked\":" SW_POLICY("off") ",\"policy\":"
 	SW_POLICY("full") ",\"reason\":\"memory refused: 400.0 MiB over memory.limit\"' ;;\n"
 	"*'\"remat-set\"'*'\"h.0\":\"selective\"'*) ret '{\"applies_at_step\":7,\"policy\":"
-	SW_POLICY("selective") ",\"controller\":null}'; exit 3 ;;\n"
+	SW_POLICY("selective") ",\"controller\":null}'\n"
+	"  ev REMAT_APPLIED '\"step\":7,\"policy\":" SW_POLICY("selective") ",\"at_resume\":true'\n"
+	"  exit 3 ;;\n"
 	"*'\"remat-set\"'*) printf '{\"error\":{\"class\":\"InvalidParameter\",\"desc\":"
 	"\"policy predicts 400.0 MiB, which does not fit the budget of 370.0 MiB; --force hands "
 	"control back\"},\"id\":%s}\\n' \"$id\" >&3 ;;\n"
@@ -1538,8 +1541,8 @@ START_TEST(test_rematctl_remat_set_wait)
 	rc = ctl_d(&d, &out, "--timeout", "20", "remat", "set", "j1", "h.0=selective", "--wait",
 		NULL);
 	ck_assert_msg(rc == 1 && strstr(out, "rematctl: j1: the job failed") &&
-		strstr(out, "before step 7: the change was not applied"), "ended: status %d: %s", rc,
-		out);
+		strstr(out, "before step 7: the change was not applied; a resume runs under it\n") &&
+		!strstr(out, "applied at step"), "ended: status %d: %s", rc, out);
 	free(out);
 	td_daemon_stop(&d);
 }
