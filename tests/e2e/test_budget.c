@@ -320,6 +320,55 @@ START_TEST(test_budget_overruled_set_reported)
 }
 END_TEST
 
+/* remat-plan's peak_bytes for args (a JSON fragment: "job":... or "spec":...), off for
+ * every section; its memory terms must be there. */
+static long long plan_peak(td_conn *c, const char *args)
+{
+	json_t *r = td_request(c, "{\"execute\":\"remat-plan\",\"arguments\":{%s,"
+		"\"default\":\"off\",\"sections\":{\"head\":\"off\"}}}", args);
+	json_t *ret = td_expect_return(r), *m = json_object_get(ret, "memory");
+	ck_assert_msg(json_integer_value(json_object_get(m, "untracked")) > 0 &&
+		json_integer_value(json_object_get(m, "snapshot")) > 0 &&
+		json_is_object(json_object_get(m, "notes")), "%s", json_dumps(ret, 0));
+	long long peak = json_integer_value(json_object_get(ret, "peak_bytes"));
+	json_decref(r);
+	return peak;
+}
+
+/* One plan: the same spec planned from its file, queued, and running (after its untracked
+ * term was measured by steps) agree within 2 %, every term counted alike (the untracked
+ * term, and the snapshot every job of rematd's has). */
+START_TEST(test_budget_plans_agree)
+{
+	td_daemon d;
+	char id[16], spec[1024], args[1100], job[16];
+	td_conn c = td_real_job(&d, id); /* holds rematd's one place: the next job queues */
+	snprintf(spec, sizeof spec, "{\"model\":{\"preset\":\"mini\"},\"data\":{\"train\":\""
+		T_GPL "\",\"format\":\"bytes\"},\"batch\":4,\"seq_len\":128,\"steps\":1000,"
+		"\"threads\":2}");
+	snprintf(args, sizeof args, "\"spec\":%s", spec);
+	long long from_file = plan_peak(&c, args);
+	snprintf(job, sizeof job, "%s", td_job_start(&c, spec, "queued"));
+	snprintf(args, sizeof args, "\"job\":\"%s\"", job);
+	long long queued = plan_peak(&c, args);
+	json_t *r = td_request(&c, "{\"execute\":\"job-stop\",\"arguments\":{\"job\":\"%s\","
+		"\"save\":false},\"id\":3}", id);
+	td_expect_return(r);
+	json_decref(r);
+	td_wait_step(&c, job);
+	td_wait_step(&c, job); /* a step after the first: its untracked term measured */
+	long long running = plan_peak(&c, args);
+	printf("test_budget_plans_agree: off's peak planned from the file %.2f MiB, queued %.2f "
+		"MiB, running %.2f MiB\n", from_file / 1048576.0, queued / 1048576.0,
+		running / 1048576.0);
+	ck_assert_msg(llabs(from_file - running) <= running / 50 && llabs(queued - running) <=
+		running / 50, "peaks planned: from the file %lld, queued %lld, running %lld",
+		from_file, queued, running);
+	td_close(&c);
+	td_daemon_stop(&d);
+}
+END_TEST
+
 Suite *suite_budget(void)
 {
 	Suite *s = suite_create("budget");
@@ -329,6 +378,7 @@ Suite *suite_budget(void)
 	tcase_add_test(tc, test_budget_save_without_room_for_a_snapshot);
 	tcase_add_test(tc, test_budget_no_yes_to_the_impossible);
 	tcase_add_test(tc, test_budget_overruled_set_reported);
+	tcase_add_test(tc, test_budget_plans_agree);
 	suite_add_tcase(s, tc);
 	return s;
 }
