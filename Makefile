@@ -322,6 +322,7 @@ bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm
 	@$(BENCH_ENV) sh bench/steps.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 3 $(abspath $(BUILD)/bench/gpt2-small.json)
 	@$(BENCH_ENV) sh bench/steps.sh $(abspath $(BUILD)/bin) mini 4 256 3 $(abspath $(BUILD)/bench/mini.json)
 	@$(BENCH_ENV) sh bench/steps.sh $(abspath $(BUILD)/bin) smollm-135m 4 256 3 $(abspath $(BUILD)/bench/smollm-135m.json)
+	@$(BENCH_ENV) sh bench/untracked.sh $(abspath $(BUILD)/bin) 4 256 $(abspath $(BUILD)/bench/untracked.json) tiny mini gpt2-small
 	@$(BENCH_ENV) sh bench/auto.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 $(abspath $(BUILD)/bench/auto-gpt2-small.json)
 	@$(BENCH_ENV) sh bench/auto.sh $(abspath $(BUILD)/bin) mini 4 256 $(abspath $(BUILD)/bench/auto-mini.json)
 	@$(BENCH_ENV) sh bench/latency.sh $(abspath $(BUILD)/bin)

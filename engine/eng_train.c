@@ -315,23 +315,41 @@ size_t eng_trainer_untracked(const eng_trainer *tr)
 	return tr->untracked;
 }
 
-/* The process's resident bytes beyond the tracked ones now, once the kernels have their
- * buffers: one sgemm of the model's width on the run's threads makes the BLAS library
- * allocate and touch its per-thread packing buffers, as a step's first matmul would. What
- * a plan counts as `untracked` before any step has measured it (remat-train --check gives
- * it for a spec; the trainer starts from it). */
-static size_t untracked_now(const eng_config *cfg, int threads)
+/* Makes the BLAS library allocate and fill its buffers as a step's matmuls will: a linear
+ * layer's forward (512 rows by 512), which starts its threads, and the head's weight
+ * gradient (vocabulary by chunk rows, A transposed), the product whose operand OpenBLAS
+ * copies whole into its buffer (up to its size, 64 MiB here), which keeps those pages: on
+ * a large vocabulary the most a run holds beyond its tracked bytes. On tracked buffers
+ * freed after: no more than a chunk of logits, which every step holds anyway. */
+static void warm_blas(const eng_config *cfg, int chunk_rows)
 {
-	int n = 512; (void)cfg; /* OpenBLAS packs in blocks of its own: one size warms them */
-	size_t bytes = (size_t)n * n * sizeof(float);
-	float *a = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes), *b = eng_mem_alloc(ENG_MEM_WORKSPACE,
-		bytes), *c = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes);
-	kn_set_threads(threads);
-	if (a && b && c) /* (n,n) = (n,n) @ (n,n)^T, as a linear layer's forward */
+	int n = 512, V = cfg->vocab_size, w = 16;
+	size_t sq = (size_t)n * n * sizeof(float);
+	float *a = eng_mem_alloc(ENG_MEM_WORKSPACE, sq), *b = eng_mem_alloc(ENG_MEM_WORKSPACE, sq);
+	float *c = eng_mem_alloc(ENG_MEM_WORKSPACE, sq);
+	if (a && b && c) /* (n,n) = (n,n) @ (n,n)^T */
 		kn_sgemm(0, 1, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
 	eng_mem_free(a);
 	eng_mem_free(b);
 	eng_mem_free(c);
+	a = eng_mem_alloc(ENG_MEM_WORKSPACE, (size_t)chunk_rows * V * sizeof(float));
+	b = eng_mem_alloc(ENG_MEM_WORKSPACE, (size_t)chunk_rows * w * sizeof(float));
+	c = eng_mem_alloc(ENG_MEM_WORKSPACE, (size_t)V * w * sizeof(float));
+	if (a && b && c) /* (V,w) = (rows,V)^T @ (rows,w): the head's dwte, w columns of it */
+		kn_sgemm(1, 0, V, w, chunk_rows, 1.0f, a, V, b, w, 0.0f, c, w);
+	eng_mem_free(a);
+	eng_mem_free(b);
+	eng_mem_free(c);
+}
+
+/* The process's resident bytes beyond the tracked ones now, once the kernels have their
+ * buffers (warm_blas, on the run's threads): what a plan counts as `untracked` before any
+ * step has measured it (remat-train --check gives it for a spec; the trainer starts from
+ * it). The same code in both, so that the two agree. */
+static size_t untracked_now(const eng_config *cfg, int chunk_rows, int threads)
+{
+	kn_set_threads(threads);
+	warm_blas(cfg, chunk_rows);
 	eng_mem_stats ms;
 	eng_mem_get_counters(&ms);
 	size_t rss = eng_mem_rss();
@@ -455,7 +473,8 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	fixed_of(s, ntok, vtok, NULL, out->fixed);
 	size_t ngrad, nfloats = eng_model_floats(&s->cfg, &ngrad);
 	out->snapshot = eng_ckpt_snap_bytes(nfloats, ngrad); /* rematd's jobs always save */
-	out->untracked = s->device == ENG_DEVICE_CPU ? untracked_now(&s->cfg, s->threads) : 0;
+	out->untracked = s->device == ENG_DEVICE_CPU ? untracked_now(&s->cfg, out->chunk_rows,
+		s->threads) : 0;
 	if (check_mem_limit(s, out, err) < 0)
 		return -1;
 	return check_budget(s, out, err);
@@ -670,7 +689,7 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		goto fail;
 	/* what the process holds beyond the tracked bytes, before a step has measured it */
 	if (!cuda)
-		tr->untracked = untracked_now(&s->cfg, s->threads);
+		tr->untracked = untracked_now(&s->cfg, tr->model.chunk_rows, s->threads);
 	/* data parallel: rank 0 writes the checkpoints */
 	if (s->save_dir[0] && eng_dp_rank() == 0 && open_save_dir(tr, err) < 0)
 		goto fail;
