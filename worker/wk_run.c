@@ -512,13 +512,17 @@ static void step_policy_said(eng_trainer *tr, eng_ctl *c, run_ctl *rc, const eng
 		fprintf(stderr, "remat-train: step %d: out of memory (%s): %s instead\n", step,
 			tr->oom_why, buf);
 	}
+	int same = eng_policy_equal(&tr->policy, before);
 	if (rc->has_pending && !rc->probe_left) {
-		if (rc->pending_said && !eng_policy_equal(&tr->policy, &rc->pending))
+		int applied = eng_policy_equal(&tr->policy, &rc->pending);
+		if (rc->pending_said && !applied)
 			pending_failed(tr, c, rc, step);
+		else if (rc->pending_said && same) /* asked for the policy there was: it is */
+			eng_ctl_policy_applied(c, step);
 		rc->has_pending = 0;
 		publish_auto(c, rc); /* a hold may have ended */
 	}
-	if (eng_policy_equal(&tr->policy, before))
+	if (same)
 		return;
 	eng_ctl_policy_applied(c, step);
 	print_policy(tr, json, step);

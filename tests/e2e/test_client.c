@@ -1577,6 +1577,28 @@ START_TEST(test_rematctl_plot_process_peak)
 }
 END_TEST
 
+/* remat set --wait against the real worker: a change applies, and so does one that asks
+ * for the policy the job already runs under (the step takes it: REMAT_APPLIED says so, or
+ * --wait would wait for an outcome that never comes). */
+START_TEST(test_rematctl_remat_set_wait_real)
+{
+	td_daemon d;
+	char id[16], *out = NULL;
+	td_conn c = td_real_job(&d, id);
+	int rc = ctl_d(&d, &out, "--timeout", "30", "remat", "set", id, "h.0=full", "--wait",
+		NULL);
+	ck_assert_msg(rc == 0 && strstr(out, ": applied at step "), "a change: status %d: %s",
+		rc, out);
+	free(out);
+	rc = ctl_d(&d, &out, "--timeout", "30", "remat", "set", id, "h.0=full", "--wait", NULL);
+	ck_assert_msg(rc == 0 && strstr(out, ": applied at step "), "the same policy again: "
+		"status %d: %s", rc, out);
+	free(out);
+	td_close(&c);
+	td_daemon_stop(&d);
+}
+END_TEST
+
 /* Runs argv on a pseudo-terminal 100 columns wide, in the C locale (ASCII bars), until it
  * exits (at most 30 s): its status, and all it wrote in *out (malloc'd). */
 static int run_on_pty(char *const argv[], char **out)
@@ -1742,6 +1764,7 @@ Suite *suite_client(void)
 	tcase_add_test(tc, test_rematctl_remat_set_wait);
 	tcase_add_test(tc, test_rematctl_watch_budget);
 	tcase_add_test(tc, test_rematctl_plot_process_peak);
+	tcase_add_test(tc, test_rematctl_remat_set_wait_real);
 	suite_add_tcase(s, tc);
 	return s;
 }
