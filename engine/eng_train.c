@@ -384,21 +384,29 @@ static void need_text(size_t need, size_t fixed, char *buf, size_t n)
 
 /* memory.limit against the least any policy needs, the planner's figure with which
  * lay_out refuses the run: refused at the start rather than once running. */
-static int check_mem_limit(const eng_spec *s, const eng_check *ck, eng_err *err)
+/* The least a run of s needs under any policy (every block full, the head chunked): its
+ * fixed part, plus `extra` (the untracked term, for process memory), into *fixed, and
+ * the activations on top; the whole returned. */
+static size_t least_need(const eng_spec *s, const eng_check *ck, size_t extra, size_t *fixed)
 {
-	size_t fixed = 0;
-	char what[320];
 	eng_policy least;
 	eng_plan pl;
-	if (s->device != ENG_DEVICE_CPU || !s->mem_limit)
-		return 0;
+	*fixed = extra;
 	for (int c = 0; c < ENG_MEM_NCAT; c++)
-		fixed += ck->fixed[c];
-	eng_plan_query q = {&s->cfg, s->batch, s->seq_len, ck->chunk_rows, fixed, NULL, 0, 0, 0.0};
+		*fixed += ck->fixed[c];
+	eng_plan_query q = {&s->cfg, s->batch, s->seq_len, ck->chunk_rows, *fixed, NULL, 0, 0, 0.0};
 	eng_plan_search(&q, &least, &pl); /* no budget: the policy of the least peak */
-	if (pl.peak_bytes <= s->mem_limit)
+	return pl.peak_bytes;
+}
+
+static int check_mem_limit(const eng_spec *s, const eng_check *ck, eng_err *err)
+{
+	size_t fixed, need;
+	char what[320];
+	if (s->device != ENG_DEVICE_CPU || !s->mem_limit ||
+		(need = least_need(s, ck, 0, &fixed)) <= s->mem_limit)
 		return 0;
-	need_text(pl.peak_bytes, fixed, what, sizeof what);
+	need_text(need, fixed, what, sizeof what);
 	return eng_err_nomem(err, "memory.limit %.1f MiB is too small: this run needs at least "
 				  "%s", s->mem_limit / 1048576.0, what);
 }
@@ -409,24 +417,17 @@ static int check_mem_limit(const eng_spec *s, const eng_check *ck, eng_err *err)
  * it on a running job. */
 static int check_budget(const eng_spec *s, const eng_check *ck, eng_err *err)
 {
-	size_t fixed = ck->untracked;
-	eng_policy least;
-	eng_plan pl;
-	if (s->device != ENG_DEVICE_CPU || !s->remat_budget)
-		return 0;
-	for (int c = 0; c < ENG_MEM_NCAT; c++)
-		fixed += ck->fixed[c];
-	eng_plan_query q = {&s->cfg, s->batch, s->seq_len, ck->chunk_rows, fixed, NULL, 0, 0, 0.0};
-	eng_plan_search(&q, &least, &pl); /* no budget: the policy of the least peak */
-	if (pl.peak_bytes <= s->remat_budget)
+	size_t fixed, need;
+	if (s->device != ENG_DEVICE_CPU || !s->remat_budget ||
+		(need = least_need(s, ck, ck->untracked, &fixed)) <= s->remat_budget)
 		return 0;
 	return eng_errf(err, "remat.budget %.1f MiB is below the least any policy needs: %.1f MiB "
 			     "of process memory (%.1f MiB of weights, gradients, moments, workspace "
 			     "and data, %.1f MiB beyond them: the binary, libraries and kernel "
 			     "buffers, and %.1f MiB of activations with every block full and the "
-			     "head chunked)", s->remat_budget / 1048576.0, pl.peak_bytes / 1048576.0,
+			     "head chunked)", s->remat_budget / 1048576.0, need / 1048576.0,
 		(fixed - ck->untracked) / 1048576.0, ck->untracked / 1048576.0,
-		(pl.peak_bytes - fixed) / 1048576.0);
+		(need - fixed) / 1048576.0);
 }
 
 int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
