@@ -65,6 +65,23 @@ int eng_auto_decide(eng_auto *a, const eng_plan_query *q, const eng_policy *cur,
  * root (normally /sys/fs/cgroup). 0 with *bytes, or -1 with err (no cgroup v2, no limit:
  * "max"). */
 int eng_auto_cgroup(const char *root, const char *proc_cgroup, size_t *bytes, eng_err *err);
+/* The worker's cgroup's own count of its memory, for a budget from the cgroup: what the
+ * kernel holds against memory.max (memory.current; and memory.peak over a step, where the
+ * kernel lets a descriptor reset it, Linux 6.12). */
+typedef struct eng_auto_cg {
+	char dir[4096];  /* the cgroup's directory */
+	int peak_fd;     /* memory.peak, -1 without one */
+	int windowed;    /* the step's window on memory.peak began */
+} eng_auto_cg;
+/* 0 when the cgroup's memory.current can be read, -1 with err. */
+int eng_auto_cg_open(eng_auto_cg *cg, const char *root, const char *proc_cgroup, eng_err *err);
+/* A step begins: its window on memory.peak, where the kernel has one. */
+void eng_auto_cg_begin(eng_auto_cg *cg);
+/* After the step: its peak (memory.peak over the window), or memory.current now,
+ * whichever is more. */
+size_t eng_auto_cg_peak(eng_auto_cg *cg);
+void eng_auto_cg_close(eng_auto_cg *cg); /* safe after a failed open */
+
 /* /sys/fs/cgroup and /proc/self/cgroup, or $REMAT_CGROUP_ROOT and $REMAT_PROC_CGROUP (a
  * fake tree, for tests). */
 const char *eng_auto_cgroup_root(void);

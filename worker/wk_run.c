@@ -138,6 +138,8 @@ typedef struct run_ctl {
 	const volatile sig_atomic_t *sig; /* set by SIGINT or SIGTERM */
 	eng_auto autoc;          /* the memory controller (remat-auto, remat.budget) */
 	eng_budget_src auto_src; /* where its budget came from */
+	eng_auto_cg cg;          /* a budget from the cgroup: the kernel's count of it there */
+	int has_cg;
 	int pinned;              /* under the controller: a policy the user asked for is held
 				  * while it fits the budget */
 	size_t last_peak;        /* the last step's measured peak: the process's on the CPU
@@ -368,8 +370,18 @@ static void auto_set(eng_ctl *c, run_ctl *rc, size_t budget, eng_budget_src src,
 	const char *why)
 {
 	int was = rc->autoc.on;
+	eng_err err;
 	eng_auto_set(&rc->autoc, budget);
 	rc->auto_src = src;
+	if (rc->has_cg)
+		eng_auto_cg_close(&rc->cg);
+	/* under a cgroup's limit the step's peak is the cgroup's too (memory.current, and
+	 * memory.peak over the step where the kernel has it) */
+	rc->has_cg = budget && src == ENG_BUDGET_CGROUP && eng_auto_cg_open(&rc->cg,
+		eng_auto_cgroup_root(), eng_auto_proc_cgroup(), &err) == 0;
+	if (budget && src == ENG_BUDGET_CGROUP && !rc->has_cg)
+		fprintf(stderr, "remat-train: remat-auto: %s: the process's own memory is measured "
+				"instead\n", err.msg);
 	rc->pinned = 0;
 	publish_auto(c, rc);
 	if (was && !budget)
@@ -541,11 +553,14 @@ static void step_policy_said(eng_trainer *tr, eng_ctl *c, run_ctl *rc, const eng
 		fixed_bytes(tr) + pred.peak_bytes, rc->last_peak);
 }
 
-/* A step's measured peak: the process's resident bytes on the CPU (where known), the
- * device's tracked bytes on cuda. */
-static size_t measured_peak(const eng_trainer *tr, const eng_step_stats *st)
+/* A step's measured peak: the process's resident bytes on the CPU (where known), and
+ * under a budget from the cgroup the cgroup's count if more; the device's tracked bytes on
+ * cuda. */
+static size_t measured_peak(const eng_trainer *tr, run_ctl *rc, const eng_step_stats *st)
 {
-	return !tr->gpu && st->rss_peak ? st->rss_peak : st->peak_bytes;
+	size_t m = !tr->gpu && st->rss_peak ? st->rss_peak : st->peak_bytes;
+	size_t cg = rc->has_cg ? eng_auto_cg_peak(&rc->cg) : 0;
+	return cg > m ? cg : m;
 }
 
 /* ---- evaluation and live hyperparameters ---- */
@@ -1023,6 +1038,8 @@ static int follow(eng_trainer *tr, const wk_run_opts *o)
 		eng_policy want;
 		eng_step_stats st;
 		int by_auto, asked = policy_want(tr, &run, &want, &by_auto);
+		if (run.has_cg)
+			eng_auto_cg_begin(&run.cg);
 		if (eng_trainer_step_as(tr, asked ? &want : NULL, &st, &err) < 0) {
 			/* every rank failed it together: rank 0 says why, and exits so */
 			fprintf(stderr, "remat-train: rank %d: %s\n", eng_dp_rank(), err.msg);
@@ -1032,11 +1049,13 @@ static int follow(eng_trainer *tr, const wk_run_opts *o)
 		}
 		if (wk_dp_gather(tr, &st, NULL, &err) < 0)
 			fprintf(stderr, "remat-train: rank %d: %s\n", eng_dp_rank(), err.msg);
-		run.last_peak = measured_peak(tr, &st);
+		run.last_peak = measured_peak(tr, &run, &st);
 		if (run.probe_left)
 			probe_next(tr, NULL, &run, 0);
 	}
 out:
+	if (run.has_cg)
+		eng_auto_cg_close(&run.cg);
 	wk_dp_free(&m);
 	return rc;
 }
@@ -1084,6 +1103,8 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 			step_fatal(tr, c, &run, &err);
 			goto out;
 		}
+		if (run.has_cg)
+			eng_auto_cg_begin(&run.cg);
 		if (eng_trainer_step_as(tr, asked ? &want : NULL, &st, &err) < 0) {
 			step_fatal(tr, c, &run, &err); /* the other ranks know: the step was theirs */
 			run.dp_ended = 1;
@@ -1101,7 +1122,7 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		eng_ctl_end_step(c, &st, row);
 		periodic_save(tr, c, &run, o->json);
 		eval_due(tr, c, &run, o->json);
-		run.last_peak = measured_peak(tr, &st);
+		run.last_peak = measured_peak(tr, &run, &st);
 		publish_memory(tr, c, &run);
 		if (run.probe_left)
 			probe_next(tr, c, &run, o->json);
@@ -1119,6 +1140,8 @@ out:
 	else
 		*o->together = 1;
 	wk_dp_free(&run.dpm);
+	if (run.has_cg)
+		eng_auto_cg_close(&run.cg);
 	eng_ctl_cmd_free(run.stops);
 	eng_ckpt_writer_stop(run.writer); /* a save in progress is finished, never cut */
 	return rc;

@@ -146,6 +146,54 @@ START_TEST(test_budget_process_peak_from_outside)
 }
 END_TEST
 
+/* The policy of the last step of a --json run's output (static text: "h.0-1=off,..."). */
+static const char *last_policy(const char *out)
+{
+	static char buf[256];
+	const char *p = NULL;
+	for (const char *q = strstr(out, "\"policy\":{"); q; q = strstr(q + 1, "\"policy\":{"))
+		p = q;
+	ck_assert_ptr_nonnull(p);
+	snprintf(buf, sizeof buf, "%.*s", (int)strcspn(p + 10, "}"), p + 10);
+	return buf;
+}
+
+/* A budget from the cgroup counts what the kernel counts there (a fake tree): with room in
+ * memory.current the controller goes on from its safe start to off; with the cgroup
+ * nearly full (other processes, page cache) it keeps the least memory, though the
+ * process's own would fit. */
+START_TEST(test_budget_cgroup_counts_the_cgroup)
+{
+	td_daemon d;
+	char root[600], path[800], cmd[1800], *out;
+	td_daemon_paths(&d);
+	snprintf(root, sizeof root, "%s/cg", d.dir);
+	snprintf(cmd, sizeof cmd, "mkdir -p '%s/w'", root);
+	ck_assert_int_eq(system(cmd), 0);
+	snprintf(path, sizeof path, "%s/self", root);
+	t_write_file(path, "0::/w\n", 6);
+	setenv("REMAT_CGROUP_ROOT", root, 1);
+	setenv("REMAT_PROC_CGROUP", path, 1);
+	snprintf(path, sizeof path, "%s/w/memory.max", root);
+	t_write_file(path, "1073741824\n", 11);
+	snprintf(path, sizeof path, "%s/w/memory.current", root);
+	char *spec = wide_spec(d.dir, "cg", 14, ",\"remat\":{\"budget\":\"cgroup\"}");
+	t_write_file(path, "1048576\n", 8);
+	train_watched(spec, NULL, &out);
+	ck_assert_msg(strstr(last_policy(out), "\"h.0-1\":\"off\",\"head\":\"off\""), "room: %s",
+		last_policy(out));
+	free(out);
+	t_write_file(path, "1072693248\n", 11); /* 1 MiB short of memory.max */
+	train_watched(spec, NULL, &out);
+	ck_assert_msg(strstr(last_policy(out), "\"head\":\"chunked\""), "full: %s",
+		last_policy(out));
+	free(out);
+	unsetenv("REMAT_CGROUP_ROOT");
+	unsetenv("REMAT_PROC_CGROUP");
+	free(spec);
+}
+END_TEST
+
 /* Two files are the same bytes. */
 static void same_file(const char *a, const char *b)
 {
@@ -379,6 +427,7 @@ Suite *suite_budget(void)
 	tcase_add_test(tc, test_budget_no_yes_to_the_impossible);
 	tcase_add_test(tc, test_budget_overruled_set_reported);
 	tcase_add_test(tc, test_budget_plans_agree);
+	tcase_add_test(tc, test_budget_cgroup_counts_the_cgroup);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -994,6 +994,43 @@ START_TEST(test_eng_auto_cgroup)
 }
 END_TEST
 
+/* A budget from the cgroup measures the cgroup too: memory.current, and memory.peak over
+ * a step where a descriptor can reset it; a cgroup without memory.current is refused. */
+START_TEST(test_eng_auto_cgroup_usage)
+{
+	char root[512], proc[600], dir[700], path[800], cmd[2048];
+	snprintf(root, sizeof root, "%s/cgroup-usage", t_env("REMAT_TMP"));
+	snprintf(dir, sizeof dir, "%s/job.slice/j2", root);
+	snprintf(proc, sizeof proc, "%s/self-cgroup", root);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", root, dir);
+	ck_assert_int_eq(system(cmd), 0);
+	t_write_file(proc, "0::/job.slice/j2\n", 17);
+	eng_auto_cg cg;
+	eng_err e = {0};
+	ck_assert_int_eq(eng_auto_cg_open(&cg, root, proc, &e), -1);
+	ck_assert_msg(strstr(e.msg, "memory.current"), "%s", e.msg);
+	eng_auto_cg_close(&cg);
+	snprintf(path, sizeof path, "%s/memory.current", dir);
+	t_write_file(path, "123456789\n", 10);
+	ck_assert_msg(eng_auto_cg_open(&cg, root, proc, &e) == 0, "%s", e.msg);
+	ck_assert_int_eq(cg.peak_fd, -1); /* no memory.peak: the current bytes alone */
+	eng_auto_cg_begin(&cg);
+	ck_assert_uint_eq(eng_auto_cg_peak(&cg), 123456789u);
+	eng_auto_cg_close(&cg);
+	/* a memory.peak: reset at the step's start (here a file: what is written is read) */
+	snprintf(path, sizeof path, "%s/memory.peak", dir);
+	t_write_file(path, "987654321\n", 10);
+	ck_assert_msg(eng_auto_cg_open(&cg, root, proc, &e) == 0, "%s", e.msg);
+	ck_assert_int_ge(cg.peak_fd, 0);
+	ck_assert_uint_eq(eng_auto_cg_peak(&cg), 123456789u); /* no window yet: not read */
+	eng_auto_cg_begin(&cg);
+	ck_assert(cg.windowed);
+	t_write_file(path, "223456789\n", 10); /* the kernel's count during the step */
+	ck_assert_uint_eq(eng_auto_cg_peak(&cg), 223456789u);
+	eng_auto_cg_close(&cg);
+}
+END_TEST
+
 START_TEST(test_eng_plan_fit_gpt2_small)
 {
 	/* 12 layers, 3^12 * 2 policies: too many for brute force, but blocks of one model
@@ -1080,6 +1117,7 @@ Suite *suite_policy(void)
 	tcase_add_test(tc, test_eng_plan_search_measured_costs);
 	tcase_add_test(tc, test_eng_auto_hysteresis);
 	tcase_add_test(tc, test_eng_auto_cgroup);
+	tcase_add_test(tc, test_eng_auto_cgroup_usage);
 	tcase_add_test(tc, test_eng_plan_fit_gpt2_small);
 	suite_add_tcase(s, tc);
 	return s;
