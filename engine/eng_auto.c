@@ -31,6 +31,8 @@ int eng_auto_decide(eng_auto *a, const eng_plan_query *q, const eng_policy *cur,
 	eng_plan_policy(q->cfg, q->B, q->T, q->chunk_rows, cur, &now);
 	size_t now_peak = q->fixed + (a->held ? q->optional : 0) + now.peak_bytes;
 	double now_cost = eng_plan_policy_cost(q->cfg, q->B, q->T, q->chunk_rows, q->costs, cur);
+	if (q->optional && !a->held) /* doing without the optional bytes costs now too */
+		now_cost += q->optional_cost;
 	/* a prediction that fell short: aim that much lower from now on */
 	if (measured_peak > now_peak && measured_peak - now_peak > a->margin)
 		a->margin = measured_peak - now_peak;
