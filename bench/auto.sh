@@ -7,9 +7,11 @@
 # All on one job (weights from the seed, bytes of a text every Debian machine has, the
 # preset's vocabulary kept), one remat-train --json process per part:
 #  1. uniform: off, selective, full, full + head chunked, UROUNDS interleaved rounds of SEG
-#     steps each; their steady peaks (the largest peak_bytes of a segment's steps after its
-#     first) and median step times.
-#     The budget is halfway between the peaks of off and of full + chunked.
+#     steps each; their steady peaks (the largest rss_peak_bytes of a segment's steps after
+#     its first: the process's resident peak, the kernel's VmHWM over the step, which the
+#     worker reads and resets at each step) and median step times.
+#     The budget is halfway between the peaks of off and of full + chunked: a budget is the
+#     process's memory (what top, a cgroup and the OOM killer see).
 #  2. a worker (--control) with "remat": {"profile": true}. After its probe (24 steps) its
 #     remat-plan predicts, from the measured costs, the step time of the four uniform
 #     policies; then the same worker runs each of them alone (remat set, CROUNDS
@@ -17,17 +19,20 @@
 #     Its planner then picks the static candidates a user would try: for each head mode
 #     and each count of full blocks (the first ones), the most off blocks (the last ones)
 #     that fit the budget, the rest selective.
-#  3. auto: "remat": {"budget": B}: the controller keeps the budget from the first step,
-#     learning the costs of what it runs. Every step's peak (switches included) must be
+#  3. auto: "remat": {"budget": B} and a save every SAVE_EVERY steps: the controller keeps
+#     the budget from the first step, learning the costs of what it runs. The process's
+#     peak, read from outside (/proc/PID/status VmHWM and VmRSS, every few ms, the whole
+#     run: start-up and saves included) and every step's own (switches included), must be
 #     within the budget; its steady time is the median of the last STEADY steps.
 #     Then trying them: the TOP candidates the cost table finds fastest (TOP=0: all) and
 #     the controller's steady policy, interleaved over ROUNDS rounds of SEG steps in one
 #     process (the first step of each segment dropped), so that a change in the machine's
 #     load falls on all alike. The fastest whose measured peak is within the budget is the
 #     fastest static policy that fits; the controller's policy must be within 5 % of it.
-#  4. limit: "memory": {"limit": 80 % of off's peak, and room for a save's snapshot} and
-#     no budget, off asked for, against off without a limit: the run retries
-#     (oom_retries >= 1) and its final weights are the unlimited run's, byte for byte.
+#  4. limit: "memory": {"limit": 80 % of off's tracked peak} (no room for a save's
+#     snapshot: saves write from the live tensors) and no budget, off asked for, against
+#     off without a limit: the run retries (oom_retries >= 1) and its final weights are the
+#     unlimited run's, byte for byte.
 # Prints tables and PASS/MISS lines for the targets; a JSON summary to json-out.
 set -eu
 bin=$1
@@ -82,18 +87,19 @@ for p in $uni; do
 		segment $((4 * r + k)) "$dir/u.out" >> "$dir/seg"
 		r=$((r + 1))
 	done
-	eval "peak$k=\$(field peak_bytes < \"\$dir/seg\" | sort -g | tail -1)"
+	eval "peak$k=\$(field rss_peak_bytes < \"\$dir/seg\" | sort -g | tail -1)"
+	eval "tpeak$k=\$(field peak_bytes < \"\$dir/seg\" | sort -g | tail -1)"
 	eval "ms$k=\$(field step_ms < \"\$dir/seg\" | median)"
 	k=$((k + 1))
 done
 budget=$(( (peak0 + peak3) / 2 ))
-printf '%-44s %10s %9s\n' policy peak_MiB step_ms
+printf '%-44s %10s %12s %9s\n' policy rss_MiB tracked_MiB step_ms
 k=0
 for p in $uni; do
-	eval "printf '%-44s %10s %9.1f\n' \"\$p\" \"\$(mib \$peak$k)\" \"\$ms$k\""
+	eval "printf '%-44s %10s %12s %9.1f\n' \"\$p\" \"\$(mib \$peak$k)\" \"\$(mib \$tpeak$k)\" \"\$ms$k\""
 	k=$((k + 1))
 done
-echo "budget: $(mib $budget) MiB (halfway between off and full + chunked)"
+echo "budget: $(mib $budget) MiB of process memory (halfway between off and full + chunked)"
 
 # 2. a worker that plans and measures costs: a probe fills its cost table ("profile")
 sock=$dir/ctl.sock
@@ -171,15 +177,26 @@ done
 "$bin/rematctl" --control "$sock" stop > /dev/null
 wait $pid || true
 
-# 3. the controller
+# 3. the controller, with saves, its process watched from outside the whole run
 total=$((12 + steady))
-job "$dir/a.json" "$total" ", \"remat\": {\"budget\": $budget}"
-"$bin/remat-train" --json "$dir/a.json" > "$dir/a.out"
-over=$(field peak_bytes < "$dir/a.out" | awk -v b="$budget" '$1 > b { n++ } END { print n + 0 }')
-apeak=$(field peak_bytes < "$dir/a.out" | sort -g | tail -1)
+save_every=${SAVE_EVERY:-5}
+job "$dir/a.json" "$total" ", \"remat\": {\"budget\": $budget}, \"save\": {\"dir\": \"$dir/asave\", \"every\": $save_every, \"keep\": 1}"
+"$bin/remat-train" --json "$dir/a.json" > "$dir/a.out" &
+apid=$!
+outside=0
+while kill -0 $apid 2>/dev/null; do
+	kb=$(awk '$1 == "VmHWM:" || $1 == "VmRSS:" { if ($2 > m) m = $2 } END { print m + 0 }' "/proc/$apid/status" 2>/dev/null || echo 0)
+	[ "${kb:-0}" -le "$outside" ] || outside=$kb
+done
+wait $apid
+outside=$((outside * 1024))
+over=$(field rss_peak_bytes < "$dir/a.out" | awk -v b="$budget" '$1 > b { n++ } END { print n + 0 }')
+[ "$outside" -le "$budget" ] || over=$((over + 1))
+apeak=$(field rss_peak_bytes < "$dir/a.out" | sort -g | tail -1)
+saves=$(ls -d "$dir"/asave/step_* 2>/dev/null | wc -l)
 ams=$(tail -n "$steady" "$dir/a.out" | field step_ms | median)
 apol=$(tail -1 "$dir/a.out" | sed 's/.*"policy":{\([^}]*\)}.*/\1/; s/"//g; s/:/=/g; s/,/;/g')
-echo "controller: $total steps, peak $(mib "$apeak") MiB, $over over the budget; steady $ams ms under $apol"
+echo "controller: $total steps, a save every $save_every ($saves kept); the process's peak $(mib "$apeak") MiB by its steps, $(mib "$outside") MiB read from outside; $over over the budget; steady $ams ms under $apol"
 
 # 2b. trying them: the TOP candidates the cost table finds fastest (all of them with
 # TOP=0) and the controller's steady policy, interleaved over ROUNDS rounds in one process
@@ -209,7 +226,7 @@ while [ $k -lt "$n" ]; do
 		segment $((r * n + k)) "$dir/s.out" >> "$dir/seg"
 		r=$((r + 1))
 	done
-	pk=$(field peak_bytes < "$dir/seg" | sort -g | tail -1)
+	pk=$(field rss_peak_bytes < "$dir/seg" | sort -g | tail -1)
 	ms=$(field step_ms < "$dir/seg" | median)
 	fit=no
 	if [ "$pk" -le "$budget" ]; then
@@ -238,14 +255,10 @@ for p in $uni; do
 	k=$((k + 1))
 done
 
-# 4. a hard limit 20 % below what off's steps need, with room on top for the save's
-# snapshot (a run with a save directory holds one while it writes: the weights and both
-# moments), against off without a limit
-job "$dir/l.json" 4 ", \"save\": {\"dir\": \"$dir/lim\"}"
-fx_save=$("$bin/remat-train" --check "$dir/l.json" | grep -o '"fixed_bytes":{[^}]*}' | grep -o '[0-9][0-9]*' | awk '{ s += $1 } END { printf "%.0f\n", s }')
-fx=$("$bin/remat-train" --check "$dir/u.json" | grep -o '"fixed_bytes":{[^}]*}' | grep -o '[0-9][0-9]*' | awk '{ s += $1 } END { printf "%.0f\n", s }')
-snap=$((fx_save - fx))
-limit=$((peak0 * 8 / 10 + snap))
+# 4. a hard limit (memory.limit: the tracked bytes, an allocator's cap) 20 % below what
+# off's steps need, no room for a save's snapshot (the saves write from the live tensors),
+# against off without a limit
+limit=$((tpeak0 * 8 / 10))
 job "$dir/l.json" 4 ", \"memory\": {\"limit\": $limit}, \"save\": {\"dir\": \"$dir/lim\"}"
 job "$dir/f.json" 4 ", \"save\": {\"dir\": \"$dir/free\"}"
 retries=0 same=no lpeak=0
@@ -257,13 +270,13 @@ if "$bin/remat-train" --json "$dir/l.json" > "$dir/l.out" 2> "$dir/l.err"; then
 else
 	cat "$dir/l.err"
 fi
-echo "limit $(mib $limit) MiB (80 % of off's $(mib "$peak0") MiB, and $(mib $snap) MiB for the save's snapshot): oom_retries $retries, peak $(mib "$lpeak") MiB, final weights equal to off without a limit: $same"
+echo "limit $(mib $limit) MiB (80 % of off's tracked $(mib "$tpeak0") MiB, no room for a snapshot): oom_retries $retries, peak $(mib "$lpeak") MiB, final weights equal to off without a limit: $same"
 
 verdict() { if [ "$1" = 1 ]; then echo "PASS  $2"; else echo "MISS  $2"; fi; }
-verdict "$([ "$over" -eq 0 ] && echo 1)" "every step within the budget ($over over)"
+verdict "$([ "$over" -eq 0 ] && echo 1)" "the process within the budget, every step and from outside ($over over)"
 verdict "$(awk -v r="$ratio" 'BEGIN { print (r <= 1.05) }')" "controller $ratio x the fastest static policy that fits (target <= 1.05)"
 verdict "$(awk -v w="$worst" 'BEGIN { print (w <= 0.10) }')" "costs within $(awk -v w="$worst" 'BEGIN { printf "%.1f", 100 * w }') % of the policies run alone (target 10 %)"
 verdict "$([ "$retries" -ge 1 ] && [ "$same" = yes ] && echo 1)" "limit: oom_retries $retries, weights bitwise equal: $same"
-[ -z "$json_out" ] || printf '{"preset":"%s","batch":%s,"seq_len":%s,"threads":%s,"budget_bytes":%s,"best_static":"%s","best_static_ms":%s,"auto_ms":%s,"auto_over_budget":%s,"auto_vs_static":%s,"cost_error":%s,"limit_bytes":%s,"oom_retries":%s,"limit_weights_equal":%s}\n' \
-	"$preset" "$B" "$T" "$threads" "$budget" "$best_p" "$best_ms" "$ams" "$over" "$ratio" "$worst" "$limit" "$retries" \
+[ -z "$json_out" ] || printf '{"preset":"%s","batch":%s,"seq_len":%s,"threads":%s,"budget_bytes":%s,"outside_peak_bytes":%s,"best_static":"%s","best_static_ms":%s,"auto_ms":%s,"auto_over_budget":%s,"auto_vs_static":%s,"cost_error":%s,"limit_bytes":%s,"oom_retries":%s,"limit_weights_equal":%s}\n' \
+	"$preset" "$B" "$T" "$threads" "$budget" "$outside" "$best_p" "$best_ms" "$ams" "$over" "$ratio" "$worst" "$limit" "$retries" \
 	"$([ "$same" = yes ] && echo true || echo false)" > "$json_out"
