@@ -840,18 +840,29 @@ static int step_sum(eng_trainer *tr, int lrc, float *grads, double *loss_sum, do
 	return rc;
 }
 
-/* Device cpu, after a step: the process's peak in the step's window (begun by trace_begin)
- * into st, and what it held beyond the tracked peak then: the run's untracked term from
+/* After a step: device cpu, the process's peak in the step's window (begun by trace_begin)
+ * into st, and what it held beyond the tracked peak then; device cuda, the device's used
+ * memory beyond the allocator's tensors at the step's end: the run's untracked term from
  * now on (the most of the last UNTRACKED_STEPS steps', so that one quiet step does not
  * make room that the next takes back). */
 static void step_rss(eng_trainer *tr, eng_step_stats *st)
 {
 	size_t hwm = 0, most = 0;
-	if (eng_mem_rss_window(&hwm, 0) < 0 || !hwm)
+	if (tr->gpu) {
+		/* the device's used memory (cudaMemGetInfo, refreshed at the step's end) beyond
+		 * the allocator's tensors: the CUDA context, cuBLAS's and cuDNN's workspaces,
+		 * the arenas' slack, other processes on the GPU */
+		eng_cuda_mem_stats ds;
+		eng_cuda_mem_get_stats(&ds);
+		size_t used = ds.device_total > ds.device_free ? ds.device_total - ds.device_free : 0;
+		st->untracked_bytes = used > ds.total_current ? used - ds.total_current : 0;
+	} else if (eng_mem_rss_window(&hwm, 0) < 0 || !hwm) {
 		return;
-	st->rss_peak = hwm;
-	st->untracked_bytes = hwm > st->peak_bytes ? hwm - st->peak_bytes : 0;
-	eng_mem_note_untracked(st->untracked_bytes);
+	} else {
+		st->rss_peak = hwm;
+		st->untracked_bytes = hwm > st->peak_bytes ? hwm - st->peak_bytes : 0;
+		eng_mem_note_untracked(st->untracked_bytes);
+	}
 	tr->untracked_seen[tr->step % UNTRACKED_STEPS] = st->untracked_bytes;
 	for (int i = 0; i < UNTRACKED_STEPS; i++)
 		if (tr->untracked_seen[i] > most)
@@ -959,8 +970,7 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 	else
 		eng_mem_step_peaks(st->peak_cat, &st->peak_bytes, 0);
 	st->oom_retries = tr->oom_retries;
-	if (!tr->gpu)
-		step_rss(tr, st);
+	step_rss(tr, st);
 	tr->last_ms = ms;
 	tr->last_policy = tr->policy;
 	return 0;

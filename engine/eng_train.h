@@ -43,7 +43,9 @@ typedef struct eng_step_stats {
 	size_t rss_peak;         /* device cpu: the most the process held resident during the
 				  * step (its window on VmHWM); 0 when unknown */
 	size_t untracked_bytes;  /* of which beyond peak_bytes: binary, libraries, stacks,
-				  * BLAS buffers, allocator slack */
+				  * BLAS buffers, allocator slack; device cuda: the device's
+				  * used memory (cudaMemGetInfo) beyond the allocator's tensors
+				  * at the step's end */
 } eng_step_stats;
 
 #define UNTRACKED_STEPS 8 /* steps whose untracked bytes the run's term is the most of */
@@ -65,9 +67,10 @@ typedef struct eng_trainer {
 				  * that memory came back): no policy predicted over it is tried
 				  * but the least */
 	char oom_why[ENG_ERR_LEN]; /* the last step's last refusal, "" when it had none */
-	size_t untracked;        /* device cpu: the process's resident bytes beyond the tracked
-				  * ones at a step's peak (measured; before the first step, at
-				  * the start): a budget's and a plan's untracked term */
+	size_t untracked;        /* the process's resident bytes beyond the tracked ones at a
+				  * step's peak (measured; before the first step, at the start),
+				  * or on device cuda the device's used memory beyond its tensors
+				  * (measured by steps): a budget's and a plan's untracked term */
 	size_t untracked_seen[UNTRACKED_STEPS]; /* the last steps' (by step % UNTRACKED_STEPS) */
 	double last_ms;          /* the last step's time, 0 before the first */
 	eng_policy last_policy;  /* and its policy (the controller's rate of FLOPs) */
@@ -149,7 +152,7 @@ int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy
 size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT]);
 /* The bytes a save's snapshot holds while it is written (rank 0 with save.dir; else 0). */
 size_t eng_trainer_snapshot_bytes(const eng_trainer *tr);
-/* The run's untracked term (eng_trainer.untracked; 0 on device cuda). */
+/* The run's untracked term (eng_trainer.untracked). */
 size_t eng_trainer_untracked(const eng_trainer *tr);
 /* (device cuda: measured on the device, where those live; a save's snapshot is host
  * memory there) */

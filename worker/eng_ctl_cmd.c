@@ -319,9 +319,9 @@ HANDLER(cmd_plan)
 	} else { /* counted as the run was laid out (spec, shape, data: fixed since) */
 		eng_trainer_fixed_bytes(c->tr, j.fixed);
 		j.fixed_source = "engine";
-		j.untracked = c->memfig.fixed - c->memfig.tracked_fixed;
-		j.untracked_source = "measured";
 	}
+	j.untracked = c->memfig.fixed - c->memfig.tracked_fixed;
+	j.untracked_source = "measured";
 	j.snapshot = c->memfig.snapshot;
 	j.save_ms = c->memfig.save_ms;
 	j.snap_stall_ms = c->memfig.stall_ms;

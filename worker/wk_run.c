@@ -554,11 +554,12 @@ static void step_policy_said(eng_trainer *tr, eng_ctl *c, run_ctl *rc, const eng
 }
 
 /* A step's measured peak: the process's resident bytes on the CPU (where known), and
- * under a budget from the cgroup the cgroup's count if more; the device's tracked bytes on
- * cuda. */
+ * under a budget from the cgroup the cgroup's count if more; on cuda the device's tracked
+ * peak and what else its used memory held at the step's end. */
 static size_t measured_peak(const eng_trainer *tr, run_ctl *rc, const eng_step_stats *st)
 {
-	size_t m = !tr->gpu && st->rss_peak ? st->rss_peak : st->peak_bytes;
+	size_t m = tr->gpu ? st->peak_bytes + st->untracked_bytes : st->rss_peak ? st->rss_peak :
+		st->peak_bytes;
 	size_t cg = rc->has_cg ? eng_auto_cg_peak(&rc->cg) : 0;
 	return cg > m ? cg : m;
 }
