@@ -254,6 +254,13 @@ void eng_ctl_policy_applied(eng_ctl *c, int first_step)
 	eng_trainer *tr = c->tr;
 	pthread_mutex_lock(&c->mu);
 	c->policy = tr->policy;
+	/* what a remat-set builds on: the policy now, unless one is queued still (the
+	 * controller, a probe or a schedule changes the policy too) */
+	int queued = 0;
+	for (const eng_ctl_cmd *q = c->q_head; q; q = q->next)
+		queued |= q->op == CTL_OP_POLICY;
+	if (!queued)
+		c->pending = tr->policy;
 	for (int i = 0; i <= tr->model.cfg.n_layer; i++)
 		c->saved[i] = eng_trainer_saved_bytes(tr, i);
 	pthread_mutex_unlock(&c->mu);

@@ -564,6 +564,15 @@ static size_t measured_peak(const eng_trainer *tr, run_ctl *rc, const eng_step_s
 	return cg > m ? cg : m;
 }
 
+/* The last step's measured peak as the controller weighs it: 0 (nothing known) for a step
+ * that began with a policy change, whose window opened on the layout before it. */
+static size_t step_peak(const eng_trainer *tr, run_ctl *rc, const eng_step_stats *st,
+	const eng_policy *before)
+{
+	size_t m = measured_peak(tr, rc, st);
+	return eng_policy_equal(before, &tr->policy) ? m : 0;
+}
+
 /* ---- evaluation and live hyperparameters ---- */
 
 /* The validation loss now (eval.batches of data.val from its start), recorded: a line of
@@ -1036,7 +1045,7 @@ static int follow(eng_trainer *tr, const wk_run_opts *o)
 			rc = 0;
 			break;
 		}
-		eng_policy want;
+		eng_policy want, before = tr->policy;
 		eng_step_stats st;
 		int by_auto, asked = policy_want(tr, &run, &want, &by_auto);
 		if (run.has_cg)
@@ -1050,7 +1059,7 @@ static int follow(eng_trainer *tr, const wk_run_opts *o)
 		}
 		if (wk_dp_gather(tr, &st, NULL, &err) < 0)
 			fprintf(stderr, "remat-train: rank %d: %s\n", eng_dp_rank(), err.msg);
-		run.last_peak = measured_peak(tr, &run, &st);
+		run.last_peak = step_peak(tr, &run, &st, &before);
 		if (run.probe_left)
 			probe_next(tr, NULL, &run, 0);
 	}
@@ -1123,7 +1132,7 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		eng_ctl_end_step(c, &st, row);
 		periodic_save(tr, c, &run, o->json);
 		eval_due(tr, c, &run, o->json);
-		run.last_peak = measured_peak(tr, &run, &st);
+		run.last_peak = step_peak(tr, &run, &st, &before);
 		publish_memory(tr, c, &run);
 		if (run.probe_left)
 			probe_next(tr, c, &run, o->json);
