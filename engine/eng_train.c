@@ -538,7 +538,7 @@ static int fit_policy(const eng_trainer *tr, size_t bound, eng_policy *p, size_t
 	const eng_model *m = &tr->model;
 	eng_plan_costs pc;
 	eng_plan pl;
-	double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &tr->last_policy,
+	double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &tr->policy,
 		tr->last_ms);
 	eng_costs_plan(&tr->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc, NULL);
 	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, eng_trainer_fixed_bytes(tr, NULL),
@@ -972,7 +972,6 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 	st->oom_retries = tr->oom_retries;
 	step_rss(tr, st);
 	tr->last_ms = ms;
-	tr->last_policy = tr->policy;
 	return 0;
 }
 
@@ -1027,6 +1026,9 @@ int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats 
 	if (want && eng_trainer_check_policy(tr, want, err) < 0)
 		return -1;
 	tr->oom_why[0] = '\0';
+	/* a step that lays out another policy first: its buffers are new (no cost sample) */
+	eng_policy before = tr->policy;
+	int was_laid = laid_out(tr);
 	trace_begin(tr);
 	for (;;) {
 		int laid = lay_out(tr, &p, &tries, err) == 0, dp = eng_dp_size() > 1;
@@ -1039,8 +1041,8 @@ int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats 
 			rc = -1;
 			break;
 		}
-		if ((rc = step_try(tr, !eng_policy_equal(&tr->policy, &tr->last_policy), laid, st,
-			     err)) == 0) {
+		int changed = !was_laid || !eng_policy_equal(&tr->policy, &before);
+		if ((rc = step_try(tr, changed, laid, st, err)) == 0) {
 			/* the whole step: its policy change and any try before included (the cost
 			 * table took the sections' own times) */
 			st->step_ms = now_ms() - t_start;

@@ -72,8 +72,8 @@ typedef struct eng_trainer {
 				  * or on device cuda the device's used memory beyond its tensors
 				  * (measured by steps): a budget's and a plan's untracked term */
 	size_t untracked_seen[UNTRACKED_STEPS]; /* the last steps' (by step % UNTRACKED_STEPS) */
-	double last_ms;          /* the last step's time, 0 before the first */
-	eng_policy last_policy;  /* and its policy (the controller's rate of FLOPs) */
+	double last_ms;          /* the last step's time, 0 before the first; its policy is
+				  * `policy` (a policy changes only as a step begins) */
 	eng_memtrace trace;      /* the memory timeline of the step taken last (device cpu) */
 	int step;                /* completed steps */
 	uint16_t *inp, *tgt;     /* (B,T) current batch (ENG_MEM_DATA) */

@@ -405,7 +405,7 @@ static int pin_holds(const eng_trainer *tr, run_ctl *rc, eng_policy *next)
 	*next = rc->has_pending ? rc->pending : tr->policy;
 	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, next, &pl);
 	size_t pred = fixed_bytes(tr) + pl.peak_bytes, room = eng_auto_room(&rc->autoc);
-	size_t seen = eng_policy_equal(&tr->last_policy, next) ? rc->last_peak : 0;
+	size_t seen = eng_policy_equal(&tr->policy, next) ? rc->last_peak : 0;
 	if (pred <= room && seen <= room) {
 		snprintf(rc->auto_why, sizeof rc->auto_why, "the policy remat set asked for, held "
 			 "within the budget of %.1f MiB", rc->autoc.budget / 1048576.0);
@@ -450,16 +450,15 @@ static int auto_want(const eng_trainer *tr, run_ctl *rc, eng_policy *next)
 		return !eng_policy_equal(next, &tr->policy);
 	if (!tr->last_ms) /* no step measured the process yet */
 		return safe_start(tr, rc, next);
-	double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &tr->last_policy,
+	double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &tr->policy,
 		tr->last_ms);
 	eng_costs_plan(&tr->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc, NULL);
 	/* a refusal's total is tracked bytes: the process's is that and the untracked */
 	size_t cap = tr->mem_cap ? tr->mem_cap + eng_trainer_untracked(tr) : 0;
 	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, fixed_bytes(tr), &pc, cap,
 		eng_trainer_snapshot_bytes(tr), live_save_cost(tr, rc, rate)};
-	/* the last step's peak says something of the policy now only if it ran under it (not
-	 * under a probe's, nor before a change) */
-	size_t seen = eng_policy_equal(&tr->last_policy, &tr->policy) ? rc->last_peak : 0;
+	/* the last step's peak (0 when that step began with a change: step_peak) */
+	size_t seen = rc->last_peak;
 	int r = eng_auto_decide(&rc->autoc, &q, &tr->policy, seen, tr->step + 1, next,
 		&pred, rc->auto_why, sizeof rc->auto_why); /* its plan: said after the step */
 	if (r < 0)
