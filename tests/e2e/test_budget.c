@@ -114,6 +114,8 @@ static long long last_of(const char *out, const char *key)
  * the whole run's peak (start-up included) stays under it, and off is never what it runs. */
 START_TEST(test_budget_process_peak_from_outside)
 {
+	if (t_asan_skips("test_budget_process_peak_from_outside"))
+		return;
 	td_daemon d;
 	char *out, extra[128];
 	td_daemon_paths(&d);
@@ -337,6 +339,8 @@ END_TEST
  * asker hears of it (REMAT_FAILED, with the reason and the policy the step ran under). */
 START_TEST(test_budget_overruled_set_reported)
 {
+	if (t_asan_skips("test_budget_overruled_set_reported"))
+		return;
 	td_daemon d;
 	char id[16];
 	td_conn c = td_real_job(&d, id);
@@ -388,6 +392,8 @@ static long long plan_peak(td_conn *c, const char *args)
  * term, and the snapshot every job of rematd's has). */
 START_TEST(test_budget_plans_agree)
 {
+	if (t_asan_skips("test_budget_plans_agree"))
+		return;
 	td_daemon d;
 	char id[16], spec[1024], args[1100], job[16];
 	td_conn c = td_real_job(&d, id); /* holds rematd's one place: the next job queues */

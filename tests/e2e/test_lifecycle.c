@@ -774,6 +774,8 @@ END_TEST
  * back, with a REMAT_AUTO saying so. */
 START_TEST(test_lifecycle_auto_budget)
 {
+	if (t_asan_skips("test_lifecycle_auto_budget"))
+		return;
 	td_daemon d;
 	char id[16];
 	td_conn c = td_real_job(&d, id);

@@ -149,3 +149,15 @@ int t_train_run(char **out, int stderr_only, const char *const *args)
 	return t_run((char *const *)argv, out);
 }
 
+
+int t_asan_skips(const char *test)
+{
+#ifdef __SANITIZE_ADDRESS__
+	fprintf(stderr, "%s: skipped under AddressSanitizer: the process's memory is its shadow "
+		"and quarantine's as much as the run's\n", test);
+	return 1;
+#else
+	(void)test;
+	return 0;
+#endif
+}

@@ -30,6 +30,11 @@ int t_bf16_here(const char *suite);
 /* Absolute path of a file under REMAT_TESTDATA (malloc'd). */
 char *t_data(const char *rel);
 
+/* 1 (after printing "<test>: skipped under AddressSanitizer: ...") in a sanitizer build,
+ * where the process's resident memory is the sanitizer's shadow and quarantine as much as
+ * the run's: a test of process-memory figures skips there. 0 otherwise. */
+int t_asan_skips(const char *test);
+
 /* The whole file at path (malloc'd, with a NUL after its len bytes); fails the test when
  * it cannot be read. */
 char *t_read_file(const char *path, size_t *len);
