@@ -294,25 +294,29 @@ START_TEST(test_budget_no_yes_to_the_impossible)
 	ck_assert_int_le(json_integer_value(json_object_get(ret, "predicted_peak_bytes")),
 		1LL << 30);
 	json_decref(r);
-	/* just above the least (accepted): nothing fits its headroom, so a set is refused */
-	r = auto_to(&c, id, least + least / 50);
-	td_expect_return(r);
-	json_decref(r);
-	r = td_request(&c, "{\"execute\":\"remat-set\",\"arguments\":{\"job\":\"%s\","
-		"\"sections\":{},\"default\":\"off\"}}", id);
-	ck_assert_ptr_nonnull(strstr(td_expect_error(r, "InvalidParameter"),
-		"does not fit the budget"));
-	json_decref(r);
-	/* in force from the next boundary */
-	long end = td_ms() + T_READ_MS;
-	for (;;) {
-		a = auto_of(&c, id);
-		long long now = json_integer_value(json_object_get(a, "budget_bytes"));
-		json_decref(a);
-		if (now == least + least / 50)
-			break;
-		ck_assert_msg(td_ms() < end, "budget %lld, not %lld", now, least + least / 50);
-		td_sleep_ms(20);
+	/* just above the least (accepted): nothing fits its headroom, so a set is refused (not
+	 * under a sanitizer, where the least grows as its quarantine does) */
+	if (!t_asan_skips("test_budget_no_yes_to_the_impossible: a budget at the least")) {
+		r = auto_to(&c, id, least + least / 50);
+		td_expect_return(r);
+		json_decref(r);
+		r = td_request(&c, "{\"execute\":\"remat-set\",\"arguments\":{\"job\":\"%s\","
+			"\"sections\":{},\"default\":\"off\"}}", id);
+		ck_assert_ptr_nonnull(strstr(td_expect_error(r, "InvalidParameter"),
+			"does not fit the budget"));
+		json_decref(r);
+		/* in force from the next boundary */
+		long end = td_ms() + T_READ_MS;
+		for (;;) {
+			a = auto_of(&c, id);
+			long long now = json_integer_value(json_object_get(a, "budget_bytes"));
+			json_decref(a);
+			if (now == least + least / 50)
+				break;
+			ck_assert_msg(td_ms() < end, "budget %lld, not %lld", now,
+				least + least / 50);
+			td_sleep_ms(20);
+		}
 	}
 	/* force hands control back */
 	r = td_request(&c, "{\"execute\":\"remat-set\",\"arguments\":{\"job\":\"%s\","
