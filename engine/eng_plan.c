@@ -267,6 +267,21 @@ double eng_plan_policy_cost(const eng_config *cfg, int B, int T, int chunk_rows,
 	return cost;
 }
 
+double eng_plan_live_save_cost(double save_ms, int save_every)
+{
+	return save_every > 0 && save_ms > 0 ? save_ms / save_every : 0.0;
+}
+
+size_t eng_plan_least(const eng_config *cfg, int B, int T, int chunk_rows, size_t fixed,
+	eng_policy *p)
+{
+	eng_policy own;
+	eng_plan pl;
+	eng_plan_query q = {cfg, B, T, chunk_rows, fixed, NULL, 0, 0, 0.0};
+	eng_plan_search(&q, p ? p : &own, &pl); /* no budget: the least there is */
+	return pl.peak_bytes;
+}
+
 int eng_plan_fit(const eng_config *cfg, int B, int T, int chunk_rows, size_t budget,
 	eng_policy *p, eng_plan *out)
 {

@@ -87,6 +87,17 @@ void eng_plan_policy(const eng_config *cfg, int B, int T, int chunk_rows, const 
  * without them. */
 int eng_plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out);
 
+/* What saving without a snapshot adds to a step: the write a step waits for (save_ms, the
+ * last one measured; 0 unknown) over save.every steps; 0 while unknown or without saves.
+ * A query's optional_cost for a save's snapshot. */
+double eng_plan_live_save_cost(double save_ms, int save_every);
+
+/* The least peak any policy has, fixed bytes included (every block full, the head
+ * chunked, as eng_plan_search finds it without a budget); that policy into *p when p is
+ * not NULL. */
+size_t eng_plan_least(const eng_config *cfg, int B, int T, int chunk_rows, size_t fixed,
+	eng_policy *p);
+
 /* eng_plan_search on the analytic FLOPs, nothing fixed: budget on saved + recompute. */
 int eng_plan_fit(const eng_config *cfg, int B, int T, int chunk_rows, size_t budget,
 	eng_policy *p, eng_plan *out);

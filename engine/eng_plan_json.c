@@ -134,7 +134,7 @@ json_t *eng_plan_reply(const eng_plan_job *j, const json_t *args, char *desc,
 		return NULL;
 	/* the snapshot is optional: held where it fits, as the run holds it */
 	eng_plan_query q = {&j->cfg, j->B, j->T, j->chunk_rows, fixed, j->costs, b, j->snapshot,
-		j->costs && j->save_every > 0 ? j->save_ms / j->save_every : 0.0};
+		j->costs ? eng_plan_live_save_cost(j->save_ms, j->save_every) : 0.0};
 	if (budget && !has_pol) {
 		fits = eng_plan_search(&q, &p, &plan) == 0; /* else plan is the least there is */
 		held = plan.optional_held;

@@ -297,17 +297,17 @@ static void fixed_of(const eng_spec *s, size_t ntok, size_t vtok, const eng_mode
 }
 
 /* A save's snapshot of weights and moments (the trainable tensors'), as eng_ckpt_snap_take
- * copies them, with save.dir; 0 without. Optional: a save that memory cannot hold it for
+ * copies them, with save.dir (or always); 0 without. Optional: a save that memory cannot hold it for
  * writes from the live tensors (eng_ckpt_snap_borrow). */
-static size_t snapshot_of(const eng_spec *s)
+static size_t snapshot_of(const eng_spec *s, int always)
 {
 	size_t ngrad, nfloats = eng_model_floats(&s->cfg, &ngrad);
-	return s->save_dir[0] ? eng_ckpt_snap_bytes(nfloats, ngrad) : 0;
+	return always || s->save_dir[0] ? eng_ckpt_snap_bytes(nfloats, ngrad) : 0;
 }
 
 size_t eng_trainer_snapshot_bytes(const eng_trainer *tr)
 {
-	return eng_dp_rank() == 0 ? snapshot_of(&tr->spec) : 0;
+	return eng_dp_rank() == 0 ? snapshot_of(&tr->spec, 0) : 0;
 }
 
 size_t eng_trainer_untracked(const eng_trainer *tr)
@@ -389,14 +389,10 @@ static void need_text(size_t need, size_t fixed, char *buf, size_t n)
  * the activations on top; the whole returned. */
 static size_t least_need(const eng_spec *s, const eng_check *ck, size_t extra, size_t *fixed)
 {
-	eng_policy least;
-	eng_plan pl;
 	*fixed = extra;
 	for (int c = 0; c < ENG_MEM_NCAT; c++)
 		*fixed += ck->fixed[c];
-	eng_plan_query q = {&s->cfg, s->batch, s->seq_len, ck->chunk_rows, *fixed, NULL, 0, 0, 0.0};
-	eng_plan_search(&q, &least, &pl); /* no budget: the policy of the least peak */
-	return pl.peak_bytes;
+	return eng_plan_least(&s->cfg, s->batch, s->seq_len, ck->chunk_rows, *fixed, NULL);
 }
 
 static int check_mem_limit(const eng_spec *s, const eng_check *ck, eng_err *err)
@@ -472,8 +468,7 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	out->ntok = ntok;
 	/* the model's fixed part, and the data: both token files and the batch (inp, tgt) */
 	fixed_of(s, ntok, vtok, NULL, out->fixed);
-	size_t ngrad, nfloats = eng_model_floats(&s->cfg, &ngrad);
-	out->snapshot = eng_ckpt_snap_bytes(nfloats, ngrad); /* rematd's jobs always save */
+	out->snapshot = snapshot_of(s, 1); /* rematd's jobs always save */
 	out->untracked = s->device == ENG_DEVICE_CPU ? untracked_now(&s->cfg, out->chunk_rows,
 		s->threads) : 0;
 	if (check_mem_limit(s, out, err) < 0)

@@ -343,16 +343,12 @@ static size_t fixed_bytes(const eng_trainer *tr)
 static void publish_memory(const eng_trainer *tr, eng_ctl *c, const run_ctl *rc)
 {
 	const eng_model *m = &tr->model;
-	eng_policy least;
-	eng_plan pl;
 	eng_ctl_memfig f = {0};
 	f.tracked_fixed = eng_trainer_fixed_bytes(tr, NULL);
 	f.fixed = fixed_bytes(tr);
 	f.limit = tr->gpu ? 0 : tr->spec.mem_limit;
 	f.room = rc->autoc.on ? eng_auto_room(&rc->autoc) : 0;
-	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, f.fixed, NULL, 0, 0, 0.0};
-	eng_plan_search(&q, &least, &pl); /* no budget: the least there is */
-	f.least = pl.peak_bytes;
+	f.least = eng_plan_least(&m->cfg, m->B, m->T, m->chunk_rows, f.fixed, NULL);
 	f.snapshot = eng_trainer_snapshot_bytes(tr);
 	f.save_ms = rc->save_ms;
 	f.stall_ms = rc->stall_ms;
@@ -392,8 +388,7 @@ static void auto_set(eng_ctl *c, run_ctl *rc, size_t budget, eng_budget_src src,
  * known): the write the step waits for, over save.every steps; 0 while unknown. */
 static double live_save_cost(const eng_trainer *tr, const run_ctl *rc, double rate)
 {
-	int every = tr->spec.save_every;
-	return rate > 0 && every > 0 && rc->save_ms > 0 ? rc->save_ms / every : 0.0;
+	return rate > 0 ? eng_plan_live_save_cost(rc->save_ms, tr->spec.save_every) : 0.0;
 }
 
 /* The user's policy held under the budget: 1 with it in *next while its predicted peak
@@ -426,9 +421,7 @@ static int pin_holds(const eng_trainer *tr, run_ctl *rc, eng_policy *next)
 static int safe_start(const eng_trainer *tr, run_ctl *rc, eng_policy *next)
 {
 	const eng_model *m = &tr->model;
-	eng_plan pl;
-	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, fixed_bytes(tr), NULL, 0, 0, 0.0};
-	eng_plan_search(&q, next, &pl); /* no budget: the least there is */
+	eng_plan_least(&m->cfg, m->B, m->T, m->chunk_rows, fixed_bytes(tr), next);
 	rc->autoc.last_change = tr->step + 1;
 	rc->autoc.held = 0;
 	snprintf(rc->auto_why, sizeof rc->auto_why, "budget %.1f MiB: the least memory first, "
@@ -474,6 +467,8 @@ static int auto_want(const eng_trainer *tr, run_ctl *rc, eng_policy *next)
 static int policy_want(const eng_trainer *tr, run_ctl *rc, eng_policy *want, int *by_auto)
 {
 	*by_auto = 0;
+	if (rc->has_cg) /* the step's window on the cgroup's peak begins */
+		eng_auto_cg_begin(&rc->cg);
 	if (rc->probe_left) {
 		probe_want(tr, rc, want);
 		return 1;
@@ -1047,8 +1042,6 @@ static int follow(eng_trainer *tr, const wk_run_opts *o)
 		eng_policy want, before = tr->policy;
 		eng_step_stats st;
 		int by_auto, asked = policy_want(tr, &run, &want, &by_auto);
-		if (run.has_cg)
-			eng_auto_cg_begin(&run.cg);
 		if (eng_trainer_step_as(tr, asked ? &want : NULL, &st, &err) < 0) {
 			/* every rank failed it together: rank 0 says why, and exits so */
 			fprintf(stderr, "remat-train: rank %d: %s\n", eng_dp_rank(), err.msg);
@@ -1112,8 +1105,6 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 			step_fatal(tr, c, &run, &err);
 			goto out;
 		}
-		if (run.has_cg)
-			eng_auto_cg_begin(&run.cg);
 		if (eng_trainer_step_as(tr, asked ? &want : NULL, &st, &err) < 0) {
 			step_fatal(tr, c, &run, &err); /* the other ranks know: the step was theirs */
 			run.dp_ended = 1;
