@@ -349,7 +349,16 @@ void eng_ctl_set_auto(eng_ctl *c, const eng_ctl_auto *a)
 		return;
 	pthread_mutex_lock(&c->mu);
 	c->autoc = *a;
-	c->auto_queued = 0;
+	pthread_mutex_unlock(&c->mu);
+}
+
+void eng_ctl_applied(eng_ctl *c, const eng_ctl_cmd *q)
+{
+	if (!c || !q->budget_change)
+		return;
+	pthread_mutex_lock(&c->mu);
+	if (c->auto_queued > 0)
+		c->auto_queued--;
 	pthread_mutex_unlock(&c->mu);
 }
 

@@ -67,6 +67,8 @@ typedef struct eng_ctl_cmd {
 	eng_policy policy;        /* CTL_OP_POLICY: the whole new policy */
 	int force;                /* CTL_OP_POLICY: the controller lets go (remat-set force) */
 	int applies_at;           /* CTL_OP_POLICY: the step the reply said it applies at */
+	int budget_change;        /* CTL_OP_AUTO, or a forced CTL_OP_POLICY under a
+				   * controller: the budget changes when it applies */
 	eng_budget_src source;    /* CTL_OP_AUTO: where budget came from */
 	int save;                 /* CTL_OP_STOP: save first */
 	int rounds;               /* CTL_OP_PROFILE: rounds of 3 steps */
@@ -145,6 +147,9 @@ void eng_ctl_set_probe(eng_ctl *c, int until);
  * `policy` from step `step` on, for `why`, predicting `predicted` bytes where the last
  * step measured `measured`. */
 void eng_ctl_set_auto(eng_ctl *c, const eng_ctl_auto *a);
+/* Command q, taken at a boundary, has been applied: a budget change it carried is no
+ * longer queued (what remat-set is checked against). */
+void eng_ctl_applied(eng_ctl *c, const eng_ctl_cmd *q);
 /* The run's memory terms now (training thread, at a boundary). */
 void eng_ctl_set_memfig(eng_ctl *c, const eng_ctl_memfig *m);
 /* A policy asked for (remat-set, a schedule entry) was not what step `step` ran under:

@@ -463,6 +463,7 @@ HANDLER(cmd_remat_set)
 	q->op = CTL_OP_POLICY;
 	q->policy = c->pending = p;
 	q->applies_at = applies_at(c);
+	q->budget_change = q->force && budget_now(c);
 	eng_ctl__enqueue(c, q);
 	json_t *r = json_pack("{s:i,s:o}", "applies_at_step", q->applies_at, "policy",
 		eng_policy_json(&p));
@@ -473,8 +474,8 @@ HANDLER(cmd_remat_set)
 	json_object_set_new(r, "controller", json_string(q->force ? "off" : "on"));
 	json_object_set_new(r, "predicted_peak_bytes", json_integer((json_int_t)predicted(c, &p)));
 	json_object_set_new(r, "budget_bytes", json_integer((json_int_t)budget_now(c)));
-	if (q->force) { /* the controller lets go at the boundary */
-		c->auto_queued = 1;
+	if (q->budget_change) { /* the controller lets go at the boundary */
+		c->auto_queued++;
 		c->auto_next = 0;
 	}
 	return r;
@@ -765,8 +766,9 @@ HANDLER(cmd_auto)
 	q->budget = bytes; /* 0: off */
 	q->source = !src || !strcmp(src, "off") ? ENG_BUDGET_SIZE : !strcmp(src, "cgroup") ?
 		ENG_BUDGET_CGROUP : ENG_BUDGET_DEVICE;
+	q->budget_change = 1;
 	eng_ctl__enqueue(c, q);
-	c->auto_queued = 1; /* what a remat-set after it is checked against */
+	c->auto_queued++; /* what a remat-set after it is checked against */
 	c->auto_next = bytes;
 	return json_pack("{s:i,s:o,s:o}", "applies_at_step", applies_at(c), "budget_bytes",
 		bytes ? json_integer((json_int_t)bytes) : json_null(), "least_bytes",

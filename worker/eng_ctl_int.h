@@ -112,8 +112,8 @@ struct eng_ctl {
 	int pause_pending;     /* a job-pause queued and not yet applied */
 	int probe_until;       /* a probe (remat-profile) runs to this step; 0: none */
 	eng_ctl_auto autoc;    /* the memory controller (budget 0: off) */
-	int auto_queued;       /* a remat-auto is queued: the budget changes at the next
-				* boundary to auto_next (0: off) */
+	int auto_queued;       /* budget changes queued or taken and not yet applied: the
+				* budget changes at the next boundary to auto_next (0: off) */
 	size_t auto_next;
 	eng_ctl_memfig memfig; /* the run's memory terms at the last boundary */
 	eng_costs costs;       /* the trainer's cost table as of the last step */

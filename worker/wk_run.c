@@ -786,6 +786,7 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 					PROTO_ERR_BUSY : PROTO_ERR_IO_ERROR, err.msg);
 			break;
 		}
+		eng_ctl_applied(c, cmd);
 		eng_ctl_cmd_free(cmd);
 	}
 }
