@@ -21,8 +21,12 @@ BLAS_LIBS = -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas
 
 # -fno-trapping-math: no code here reads floating-point exception flags, and without it
 # GCC keeps a branch (a clamp, a max) from vectorising; results are the same bits.
+# The floors, bottom up (docs/architecture.md): base/, engine/core, engine/model (and its
+# cuda/ and dp/), engine/io, engine/run; every header is named by its file name alone.
+ENGINE_INC = -Ibase -Iengine/core -Iengine/model -Iengine/model/cuda -Iengine/model/dp \
+	-Iengine/io -Iengine/run
 CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -fopenmp -fno-trapping-math \
-	-I. -Iengine -Iengine/io -Iengine/cuda -Iengine/dp -Ikernels -Iproto -Iserve -Iworker \
+	-I. $(ENGINE_INC) -Ikernels -Iproto -Iserve -Iworker \
 	-I$(BLAS_INC)
 CFLAGS  ?= $(OPT)
 ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS) $(EXTRA_CFLAGS)
@@ -31,9 +35,9 @@ LDLIBS  = $(BLAS_LIBS) -luv -ljansson -lm -lpthread -fopenmp $(EXTRA_LDFLAGS)
 CORE_LDLIBS = -luv -ljansson -lm -lpthread $(EXTRA_LDFLAGS)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread)
 
-# ---- CUDA backend (kernels/cuda/, engine/cuda/) ----
+# ---- CUDA backend (kernels/cuda/, engine/model/cuda/) ----
 # Built when nvcc is found in /usr/local/cuda/bin or on PATH; CUDA=0 builds CPU-only (then
-# engine/cuda/eng_nocuda.c answers "this build has no CUDA backend"), CUDA=1 fails without nvcc.
+# engine/model/cuda/eng_nocuda.c answers "this build has no CUDA backend"), CUDA=1 fails without nvcc.
 # Device code for sm_80 and sm_90, plus PTX that later GPUs compile at load. The CUDA runtime
 # is linked statically, cuDNN dynamically (rpath to the toolkit) and --as-needed, so a
 # program that does not call it (rematctl, rematd) never loads it; cuBLASLt is dlopen'd.
@@ -51,7 +55,7 @@ CUDA_ARCH   = -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=
 	-gencode arch=compute_90,code=compute_90
 NVCC_FLAGS ?= -O3
 CUDA_LIBDIR = $(CUDA_HOME)/lib64
-ALL_NVCC_FLAGS = -std=c++17 $(NVCC_FLAGS) $(CUDA_ARCH) -I. -Iengine -Iengine/cuda -Ikernels \
+ALL_NVCC_FLAGS = -std=c++17 $(NVCC_FLAGS) $(CUDA_ARCH) -I. $(ENGINE_INC) -Ikernels \
 	-Ikernels/cuda \
 	-DKC_CUDA_LIBDIR='"$(CUDA_LIBDIR)"' -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings
 CFLAGS_BASE += -DREMAT_CUDA -I$(CUDA_HOME)/include -Ikernels/cuda
@@ -63,9 +67,9 @@ CUDA_SRC    = $(wildcard kernels/cuda/kc_*.cu)
 endif
 CUDA_OBJ    = $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 
-# ---- MPI (engine/dp/) ----
+# ---- MPI (engine/model/dp/) ----
 # Data parallelism over Open MPI when its headers are there (scripts/deps.sh installs
-# libopenmpi-dev); MPI=0 builds without (engine/dp/eng_nodp.c: one process). Only the worker
+# libopenmpi-dev); MPI=0 builds without (engine/model/dp/eng_nodp.c: one process). Only the worker
 # and the tests link libmpi; rematd and rematctl never do.
 ifneq ($(MPI),0)
 MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null)
@@ -75,7 +79,7 @@ ifneq ($(MPI_LIBS),)
 HAVE_MPI := 1
 LDLIBS   += $(MPI_LIBS)
 endif
-$(BUILD)/engine/dp/eng_dp.o: ALL_CFLAGS += $(MPI_CFLAGS)
+$(BUILD)/engine/model/dp/eng_dp.o: ALL_CFLAGS += $(MPI_CFLAGS)
 
 # ---- oneDNN (kernels/cpu/kn_dnnl.c) ----
 # The CPU's bf16 matmuls ("precision": "bf16") through oneDNN when its header is there
@@ -89,16 +93,16 @@ LDLIBS += -ldnnl
 $(BUILD)/kernels/cpu/kn_dnnl.o: ALL_CFLAGS += -DREMAT_DNNL -I/usr/include/oneapi/dnnl
 endif
 
-# Two libraries. libremat-core.a: the protocol, the control servers' connection layer
-# (serve/), the job spec's validation and the planner, and the safe file access of eng_fs:
-# what rematd and rematctl link, no maths in it.
-# libremat.a: the engine (models, kernels, checkpoints, the CUDA backend), for the worker.
+# Two libraries, each a set of folders. libremat-core.a: the protocol (proto/), the control
+# servers' connection layer (serve/), errors, credentials and safe file access (base/), the
+# job spec, the policy and the planner (engine/core/): what rematd and rematctl link, no
+# maths in it. libremat.a: the rest of the engine (engine/model/, io/, run/) and the
+# kernels, for the worker.
 PROTO_SRC  = $(wildcard proto/proto_*.c)
-CORE_SRC   = $(PROTO_SRC) $(wildcard serve/sv_*.c) $(addprefix engine/,eng_acts.c eng_config.c eng_cred.c eng_err.c \
-	eng_plan.c eng_plan_json.c eng_policy.c eng_spec.c eng_tensors.c io/eng_fs.c)
-ENGINE_SRC = $(filter-out $(CORE_SRC) $(if $(HAVE_CUDA),engine/cuda/eng_nocuda.c,engine/cuda/eng_cuda%.c) \
-	$(if $(HAVE_MPI),engine/dp/eng_nodp.c,engine/dp/eng_dp.c), \
-	$(wildcard engine/eng_*.c engine/io/eng_*.c engine/cuda/eng_*.c engine/dp/eng_*.c))
+CORE_SRC   = $(PROTO_SRC) $(wildcard serve/sv_*.c base/eng_*.c engine/core/eng_*.c)
+ENGINE_SRC = $(filter-out $(if $(HAVE_CUDA),engine/model/cuda/eng_nocuda.c,engine/model/cuda/eng_cuda%.c) \
+	$(if $(HAVE_MPI),engine/model/dp/eng_nodp.c,engine/model/dp/eng_dp.c), \
+	$(wildcard engine/model/eng_*.c engine/model/*/eng_*.c engine/io/eng_*.c engine/run/eng_*.c))
 KERNEL_SRC = $(wildcard kernels/cpu/kn_*.c)
 LIB_SRC    = $(CORE_SRC) $(ENGINE_SRC) $(KERNEL_SRC)
 CORE_OBJ   = $(CORE_SRC:%.c=$(BUILD)/%.o)
@@ -175,10 +179,10 @@ $(CLIENT): $(CLIENT_OBJ) $(CORE_LIB)
 	$(CC) $(CORE_LINK_FLAGS) -o $@ $^ $(CORE_LDLIBS) -lz
 
 # The safetensors parser on bytes from memory: the file format is outside input too.
-$(FUZZ_ST): tests/fuzz/fuzz_st.c engine/io/eng_st.c engine/io/eng_fs.c engine/eng_err.c \
+$(FUZZ_ST): tests/fuzz/fuzz_st.c engine/io/eng_st.c base/eng_fs.c base/eng_err.c \
 	proto/proto_units.c
 	@mkdir -p $(dir $@)
-	clang -g -O1 -std=c11 -D_GNU_SOURCE -Iengine -Iengine/io -Ikernels -Iproto -fsanitize=fuzzer,address,undefined \
+	clang -g -O1 -std=c11 -D_GNU_SOURCE $(ENGINE_INC) -Ikernels -Iproto -fsanitize=fuzzer,address,undefined \
 		-o $@ $^ -ljansson -lm
 
 # libFuzzer needs clang; the target links proto/ alone (no I/O there).
@@ -305,7 +309,7 @@ clean:
 	rm -rf build build-asan build-gpu
 
 format:
-	clang-format -i $(LIB_SRC) $(wildcard */*.h engine/*/*.h) $(TRAIN_SRC) $(DAEMON_SRC) $(CLIENT_SRC) \
+	clang-format -i $(LIB_SRC) $(wildcard */*.h engine/*/*.h engine/*/*/*.h) $(TRAIN_SRC) $(DAEMON_SRC) $(CLIENT_SRC) \
 		$(TEST_SRC)
 
 -include $(CORE_OBJ:.o=.d) $(LIB_OBJ:.o=.d) $(TEST_OBJ:.o=.d) $(TRAIN_OBJ:.o=.d) $(DAEMON_OBJ:.o=.d) \

@@ -1,17 +1,37 @@
 #!/bin/sh
-# tests/layout.sh - the folders include what docs/architecture.md says they may, and no more:
-#   proto/    proto/ only (no I/O, nothing of the engine)
-#   serve/    proto/, serve/, eng_cred.h
-#   kernels/  kernels/ only
-#   engine/   nothing of serve/, worker/, daemon/, client/
-#   daemon/   proto/, serve/, daemon/, and of the engine only libremat-core.a's headers
-#   client/   proto/, client/
-# (headers named as "x.h"; system headers are free). Prints one line when all is well;
-# otherwise each include out of place, and exits 1. Run by make test.
+# tests/layout.sh - every folder includes only what docs/architecture.md says it may: its
+# own floor and the floors below, never one above. Bottom up:
+#
+#   proto/         the protocol's vocabulary: proto/ only (no I/O, nothing of the engine)
+#   base/          errors, credentials, safe file access: + proto/
+#   serve/         the control servers' connection layer: + base/
+#   kernels/       the maths on arrays (cpu/, cuda/): kernels/ only
+#   engine/core/   spec, config, policy, tensors, activations, planner, memory: + base/
+#                  (with engine/core/, serve/ and base/: libremat-core.a)
+#   engine/model/  the models and their backends (cuda/, dp/): + engine/core/, kernels/
+#   engine/io/     file formats, checkpoints, data: + engine/model/
+#   engine/run/    the trainer, the controller, costs, sampling: + engine/io/
+#   worker/        remat-train: everything above but daemon/ and client/
+#   daemon/        rematd: proto/, base/, serve/, engine/core/ (libremat-core.a) and itself
+#   client/        rematctl: proto/ and itself
+#
+# Headers are named "x.h" by file name alone (system headers are free). Prints one line
+# when all is well; otherwise each include out of place, and exits 1.
+#
+#   sh tests/layout.sh [ROOT]     ROOT: the tree to check (default: this one)
+#
+# Run by make test, once on this tree and once on a copy with a planted upward include,
+# which it must refuse (so the check is shown able to fail).
 set -u
-cd "$(dirname "$0")/.." || exit 1
-# libremat-core.a's engine headers (the Makefile's CORE_SRC)
-core='eng_acts.h|eng_config.h|eng_cred.h|eng_err.h|eng_plan.h|eng_plan_json.h|eng_policy.h|eng_spec.h|eng_fs.h|eng_mem.h'
+root=${1:-$(dirname "$0")/..}
+cd "$root" || exit 1
+
+# the header names of folders, as an extended regex alternation
+hdrs() {
+	for d in "$@"; do
+		ls "$d" 2>/dev/null | grep -E '\.(h|cuh)$'
+	done | sed 's/\./\\./g' | paste -sd'|' -
+}
 
 check() { # folder, allowed (an extended regex of header names)
 	for f in "$1"/*.c "$1"/*.h "$1"/*.cu "$1"/*.cuh; do
@@ -23,22 +43,38 @@ check() { # folder, allowed (an extended regex of header names)
 	done
 }
 
+proto=$(hdrs proto)
+base="$proto|$(hdrs base)"
+serve="$base|$(hdrs serve)"
+kernels=$(hdrs kernels kernels/cpu kernels/cuda)
+core="$base|$(hdrs engine/core)"
+model="$core|$kernels|$(hdrs engine/model engine/model/cuda engine/model/dp)"
+io="$model|$(hdrs engine/io)"
+run="$io|$(hdrs engine/run)"
+
 out=$(
-	check proto 'proto[a-z0-9_]*\.h'
-	check serve 'proto\.h|sv_[a-z0-9_]+\.h|eng_cred\.h'
-	check kernels/cpu 'kn[a-z0-9_]*\.h'
-	check kernels/cuda 'k[cn][a-z0-9_]*\.(h|cuh)'
-	for d in engine engine/io engine/cuda engine/dp; do
-		check "$d" 'eng_[a-z0-9_]+\.h|kn\.h|kc\.h|proto\.h'
+	check proto "$proto"
+	check base "$base"
+	check serve "$serve"
+	for d in kernels kernels/cpu kernels/cuda; do
+		check "$d" "$kernels"
 	done
-	check daemon "srv[a-z0-9_]*\.h|proto\.h|sv_[a-z0-9_]+\.h|$core"
-	check client 'cli[a-z0-9_]*\.h|proto\.h'
+	check engine/core "$core"
+	for d in engine/model engine/model/cuda engine/model/dp; do
+		check "$d" "$model"
+	done
+	check engine/io "$io"
+	check engine/run "$run"
+	check worker "$run|$serve|$(hdrs worker)"
+	check daemon "$serve|$core|$(hdrs daemon)"
+	check client "$proto|$(hdrs client)"
 )
 if [ -n "$out" ]; then
 	printf '%s\n' "$out" >&2
 	echo "layout: $(printf '%s\n' "$out" | wc -l) includes out of place" >&2
 	exit 1
 fi
-checks=$(ls proto serve kernels/cpu kernels/cuda engine engine/io engine/cuda engine/dp daemon client |
-	grep -Ec '\.(c|h|cu|cuh)$')
-echo "layout: $checks files of proto/, serve/, kernels/, engine/, daemon/, client/ include only what their folder may"
+folders="proto base serve kernels kernels/cpu kernels/cuda engine/core engine/model
+	engine/model/cuda engine/model/dp engine/io engine/run worker daemon client"
+checks=$(for d in $folders; do ls "$d"; done | grep -Ec '\.(c|h|cu|cuh)$')
+echo "layout: $checks files in 11 floors include nothing from a floor above"

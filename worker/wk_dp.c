@@ -40,7 +40,7 @@ static int grow(wk_dp_msg *m, size_t more)
 	return 0;
 }
 
-int wk_dp_note(wk_dp_msg *m, const eng_ctl_cmd *cmd)
+int wk_dp_note(wk_dp_msg *m, const wk_ctl_cmd *cmd)
 {
 	if (eng_dp_size() == 1 || eng_dp_rank() != 0)
 		return 0;
@@ -89,19 +89,19 @@ int wk_dp_recv(wk_dp_msg *m, eng_err *err)
 	return h.len ? eng_dp_bcast(m->buf, m->len, err) : 0;
 }
 
-eng_ctl_cmd *wk_dp_cmds(const wk_dp_msg *m)
+wk_ctl_cmd *wk_dp_cmds(const wk_dp_msg *m)
 {
-	eng_ctl_cmd *head = NULL, **tail = &head;
+	wk_ctl_cmd *head = NULL, **tail = &head;
 	for (size_t at = 0; at + sizeof(dp_cmd) <= m->len;) {
 		dp_cmd d;
 		memcpy(&d, m->buf + at, sizeof d);
 		at += sizeof d;
-		eng_ctl_cmd *c = calloc(1, sizeof *c);
+		wk_ctl_cmd *c = calloc(1, sizeof *c);
 		if (!c || at + d.set_len > m->len) {
 			free(c);
 			break; /* rank 0 wrote it: only out of memory gets here */
 		}
-		c->op = (eng_ctl_op)d.op;
+		c->op = (wk_ctl_op)d.op;
 		c->rounds = d.rounds;
 		c->budget = (size_t)d.budget;
 		c->policy = d.policy;
@@ -121,12 +121,12 @@ void wk_dp_free(wk_dp_msg *m)
 	memset(m, 0, sizeof *m);
 }
 
-int wk_dp_gather(const eng_trainer *tr, const eng_step_stats *st, eng_ctl *c, eng_err *err)
+int wk_dp_gather(const eng_trainer *tr, const eng_step_stats *st, wk_ctl *c, eng_err *err)
 {
 	int n = eng_dp_size(), L = tr->model.cfg.n_layer;
 	if (n == 1)
 		return 0;
-	eng_ctl_rank mine, *all = eng_dp_rank() == 0 ? calloc((size_t)n, sizeof *all) : NULL;
+	wk_ctl_rank mine, *all = eng_dp_rank() == 0 ? calloc((size_t)n, sizeof *all) : NULL;
 	eng_mem_stats ms;
 	if (eng_dp_rank() == 0 && !all) {
 		/* the others are in the gather already: the job cannot go on as one */
@@ -145,7 +145,7 @@ int wk_dp_gather(const eng_trainer *tr, const eng_step_stats *st, eng_ctl *c, en
 		mine.saved[i] = eng_trainer_saved_bytes(tr, i);
 	int rc = eng_dp_gather(&mine, sizeof mine, all, err);
 	if (rc == 0 && all)
-		eng_ctl_set_ranks(c, all, n); /* takes all */
+		wk_ctl_set_ranks(c, all, n); /* takes all */
 	else
 		free(all);
 	return rc;

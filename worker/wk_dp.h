@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "eng_ctl.h"
+#include "wk_ctl.h"
 #include "eng_mem.h"
 #include "eng_train.h"
 
@@ -25,17 +25,17 @@ typedef struct wk_dp_msg {
 } wk_dp_msg;
 
 /* Rank 0: cmd, applied at this boundary, goes to the others with the next message. */
-int wk_dp_note(wk_dp_msg *m, const eng_ctl_cmd *cmd);
+int wk_dp_note(wk_dp_msg *m, const wk_ctl_cmd *cmd);
 /* Rank 0: the boundary's message (step, or end), then empty for the next. */
 int wk_dp_send(wk_dp_msg *m, int end, int failed, eng_err *err);
 /* The other ranks: the next message (waiting, without spinning, while rank 0 is paused). */
 int wk_dp_recv(wk_dp_msg *m, eng_err *err);
-/* The commands of a received message, to apply in order (free with eng_ctl_cmd_free). */
-eng_ctl_cmd *wk_dp_cmds(const wk_dp_msg *m);
+/* The commands of a received message, to apply in order (free with wk_ctl_cmd_free). */
+wk_ctl_cmd *wk_dp_cmds(const wk_dp_msg *m);
 void wk_dp_free(wk_dp_msg *m);
 
 /* Gathers every rank's counters after step st to rank 0's controller (c NULL on the
  * others): every rank calls it after every step. */
-int wk_dp_gather(const eng_trainer *tr, const eng_step_stats *st, eng_ctl *c, eng_err *err);
+int wk_dp_gather(const eng_trainer *tr, const eng_step_stats *st, wk_ctl *c, eng_err *err);
 
 #endif

@@ -134,7 +134,7 @@ typedef struct run_ctl {
 				  * paused, for a command (resume retries the save) */
 	int stop, stop_save;
 	char stop_name[72];      /* the name a job-stop asked the final save to have */
-	eng_ctl_cmd *stops;   /* job-stop requests, answered when the run has stopped */
+	wk_ctl_cmd *stops;   /* job-stop requests, answered when the run has stopped */
 	const volatile sig_atomic_t *sig; /* set by SIGINT or SIGTERM */
 	eng_auto autoc;          /* the memory controller (remat-auto, remat.budget) */
 	eng_budget_src auto_src; /* where its budget came from */
@@ -169,13 +169,13 @@ typedef struct run_ctl {
 
 /* A save handed to the writer thread, and who to tell when it ends. */
 typedef struct save_job {
-	eng_ctl *c;
+	wk_ctl *c;
 	int json;
 	run_ctl *run;       /* gets the outcome */
 	int step;           /* the step saved */
 	char target[ENG_PATH_LEN + 80]; /* the checkpoint directory it writes, for messages */
 	int has_cmd;
-	eng_ctl_cmd cmd;    /* a ckpt-save to answer: its connection and id (own reference) */
+	wk_ctl_cmd cmd;    /* a ckpt-save to answer: its connection and id (own reference) */
 } save_job;
 
 /* Runs on the writer thread when a save ends. */
@@ -189,22 +189,22 @@ static void on_saved(void *ud, int ok, const eng_ckpt_result *res, const char *m
 		j->run->save_ms = res->ms;
 		j->run->stall_ms = res->stall_ms;
 		snprintf(j->run->last_path, sizeof j->run->last_path, "%s", res->path);
-		eng_ctl_event_saved(j->c, res->path, res->step, res->bytes);
+		wk_ctl_event_saved(j->c, res->path, res->step, res->bytes);
 		if (!j->json)
 			printf("saved %s (%.1f MiB in %.0f ms; training stalled %.1f ms)\n", res->path,
 				res->bytes / 1048576.0, res->ms, res->stall_ms);
 		if (res->warning[0])
 			fprintf(stderr, "remat-train: checkpoint: %s\n", res->warning);
 		if (j->has_cmd)
-			eng_ctl_reply(j->c, &j->cmd, json_pack("{s:s,s:i,s:I,s:f,s:f}", "path",
+			wk_ctl_reply(j->c, &j->cmd, json_pack("{s:s,s:i,s:I,s:f,s:f}", "path",
 				res->path, "step", res->step, "bytes", (json_int_t)res->bytes, "ms",
 				res->ms, "stall_ms", res->stall_ms));
 	} else {
 		/* the run goes on with its state in memory; the failure is said, not fatal */
 		fprintf(stderr, "remat-train: checkpoint at step %d: %s\n", j->step, msg);
-		eng_ctl_event_save_failed(j->c, j->target, j->step, msg);
+		wk_ctl_event_save_failed(j->c, j->target, j->step, msg);
 		if (j->has_cmd)
-			eng_ctl_reply_error(j->c, &j->cmd, PROTO_ERR_IO_ERROR, msg);
+			wk_ctl_reply_error(j->c, &j->cmd, PROTO_ERR_IO_ERROR, msg);
 	}
 	json_decref(j->cmd.id);
 	free(j);
@@ -226,8 +226,8 @@ static int save_live(const eng_trainer *tr, const run_ctl *run)
 /* Copies the state now and lets the writer thread write it while training goes on (or,
  * without room for a copy, writes the live state while training waits). When a save is
  * still being written: waits for it (wait != 0), or fails with Busy's message. */
-static int save_async(eng_trainer *tr, eng_ctl *c, eng_ckpt_writer *w, const char *name,
-	const eng_ctl_cmd *cmd, int json, int wait, run_ctl *run, eng_err *err)
+static int save_async(eng_trainer *tr, wk_ctl *c, eng_ckpt_writer *w, const char *name,
+	const wk_ctl_cmd *cmd, int json, int wait, run_ctl *run, eng_err *err)
 {
 	if (eng_ckpt_writer_busy(w)) {
 		if (!wait)
@@ -280,13 +280,13 @@ static int save_async(eng_trainer *tr, eng_ctl *c, eng_ckpt_writer *w, const cha
  * PROTO_PROFILE_HOLD steps: the step that changes the policy is no sample), block i runs
  * mode (i + k) % 3 (off, selective, full) and the head chunked at k == 1, off else. The
  * numbers do not change: no mode changes a bit of them. */
-static void probe_start(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int rounds)
+static void probe_start(eng_trainer *tr, wk_ctl *c, run_ctl *rc, int rounds)
 {
 	if (!rc->probe_left)
 		rc->probe_base = tr->policy;
 	rc->probe_left = PROTO_PROFILE_STEPS(rounds);
 	rc->probe_k = 0;
-	eng_ctl_set_probe(c, tr->step + rc->probe_left);
+	wk_ctl_set_probe(c, tr->step + rc->probe_left);
 }
 
 /* A policy asked for from step `at` on: the next step's, once fitted (policy_want).
@@ -302,10 +302,10 @@ static void ask_policy(run_ctl *rc, const eng_policy *p, int at, int said)
 }
 
 /* The policy back to what it was, the probe over. */
-static void probe_end(eng_trainer *tr, eng_ctl *c, run_ctl *rc)
+static void probe_end(eng_trainer *tr, wk_ctl *c, run_ctl *rc)
 {
 	rc->probe_left = 0;
-	eng_ctl_set_probe(c, 0);
+	wk_ctl_set_probe(c, 0);
 	if (!eng_policy_equal(&tr->policy, &rc->probe_base))
 		ask_policy(rc, &rc->probe_base, tr->step + 1, 0);
 }
@@ -321,7 +321,7 @@ static void probe_want(const eng_trainer *tr, const run_ctl *rc, eng_policy *p)
 }
 
 /* After a step of the probe. */
-static void probe_next(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int json)
+static void probe_next(eng_trainer *tr, wk_ctl *c, run_ctl *rc, int json)
 {
 	rc->probe_k++;
 	(void)json;
@@ -340,10 +340,10 @@ static size_t fixed_bytes(const eng_trainer *tr)
 
 /* What the control thread checks remat-set and remat-auto against: the memory terms now
  * and the controller's room. */
-static void publish_memory(const eng_trainer *tr, eng_ctl *c, const run_ctl *rc)
+static void publish_memory(const eng_trainer *tr, wk_ctl *c, const run_ctl *rc)
 {
 	const eng_model *m = &tr->model;
-	eng_ctl_memfig f = {0};
+	wk_ctl_memfig f = {0};
 	f.tracked_fixed = eng_trainer_fixed_bytes(tr, NULL);
 	f.fixed = fixed_bytes(tr);
 	f.limit = tr->gpu ? 0 : tr->spec.mem_limit;
@@ -352,17 +352,17 @@ static void publish_memory(const eng_trainer *tr, eng_ctl *c, const run_ctl *rc)
 	f.snapshot = eng_trainer_snapshot_bytes(tr);
 	f.save_ms = rc->save_ms;
 	f.stall_ms = rc->stall_ms;
-	eng_ctl_set_memfig(c, &f);
+	wk_ctl_set_memfig(c, &f);
 }
 
-static void publish_auto(eng_ctl *c, const run_ctl *rc)
+static void publish_auto(wk_ctl *c, const run_ctl *rc)
 {
-	eng_ctl_auto a = {rc->autoc.budget, rc->auto_src, rc->pinned};
-	eng_ctl_set_auto(c, &a);
+	wk_ctl_auto a = {rc->autoc.budget, rc->auto_src, rc->pinned};
+	wk_ctl_set_auto(c, &a);
 }
 
 /* The controller on a budget from `step` on, or off (budget 0, for why). */
-static void auto_set(eng_ctl *c, run_ctl *rc, size_t budget, eng_budget_src src, int step,
+static void auto_set(wk_ctl *c, run_ctl *rc, size_t budget, eng_budget_src src, int step,
 	const char *why)
 {
 	int was = rc->autoc.on;
@@ -381,7 +381,7 @@ static void auto_set(eng_ctl *c, run_ctl *rc, size_t budget, eng_budget_src src,
 	rc->pinned = 0;
 	publish_auto(c, rc);
 	if (was && !budget)
-		eng_ctl_event_auto(c, step, json_null(), why, 0, 0, rc->last_peak);
+		wk_ctl_event_auto(c, step, json_null(), why, 0, 0, rc->last_peak);
 }
 
 /* What a save without a snapshot adds to a step, in the costs' unit (ms when the rate is
@@ -482,7 +482,7 @@ static int policy_want(const eng_trainer *tr, run_ctl *rc, eng_policy *want, int
 }
 
 /* A policy asked for and not applied: the asker is told (REMAT_FAILED), and stderr. */
-static void pending_failed(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int step)
+static void pending_failed(eng_trainer *tr, wk_ctl *c, run_ctl *rc, int step)
 {
 	char why[sizeof rc->auto_why + ENG_ERR_LEN + 64], text[8192];
 	const eng_model *m = &tr->model;
@@ -500,14 +500,14 @@ static void pending_failed(eng_trainer *tr, eng_ctl *c, run_ctl *rc, int step)
 		snprintf(why, sizeof why, "memory refused it earlier in the run");
 	eng_policy_format(&rc->pending, text, sizeof text);
 	fprintf(stderr, "remat-train: step %d: policy %s not applied: %s\n", step, text, why);
-	eng_ctl_event_remat_failed(c, rc->pending_at > step ? rc->pending_at : step,
+	wk_ctl_event_remat_failed(c, rc->pending_at > step ? rc->pending_at : step,
 		eng_policy_json(&rc->pending), eng_policy_json(&tr->policy), why);
 }
 
 /* After a step: what changed its policy, said. `asked` is what was wanted (NULL: the
  * policy of the step before), `before` that policy. A policy asked for is consumed: said
  * applied (REMAT_APPLIED) or not (REMAT_FAILED). */
-static void step_policy_said(eng_trainer *tr, eng_ctl *c, run_ctl *rc, const eng_policy *before,
+static void step_policy_said(eng_trainer *tr, wk_ctl *c, run_ctl *rc, const eng_policy *before,
 	const eng_policy *asked, int by_auto, int step, int json)
 {
 	char why[sizeof rc->auto_why + ENG_ERR_LEN];
@@ -524,13 +524,13 @@ static void step_policy_said(eng_trainer *tr, eng_ctl *c, run_ctl *rc, const eng
 		if (rc->pending_said && !applied)
 			pending_failed(tr, c, rc, step);
 		else if (rc->pending_said && same) /* asked for the policy there was: it is */
-			eng_ctl_policy_applied(c, step);
+			wk_ctl_policy_applied(c, step);
 		rc->has_pending = 0;
 		publish_auto(c, rc); /* a hold may have ended */
 	}
 	if (same)
 		return;
-	eng_ctl_policy_applied(c, step);
+	wk_ctl_policy_applied(c, step);
 	print_policy(tr, json, step);
 	if (!rc->autoc.on)
 		return;
@@ -543,7 +543,7 @@ static void step_policy_said(eng_trainer *tr, eng_ctl *c, run_ctl *rc, const eng
 	eng_plan pred;
 	const eng_model *m = &tr->model;
 	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, &tr->policy, &pred);
-	eng_ctl_event_auto(c, step, eng_policy_json(&tr->policy), why, rc->autoc.budget,
+	wk_ctl_event_auto(c, step, eng_policy_json(&tr->policy), why, rc->autoc.budget,
 		fixed_bytes(tr) + pred.peak_bytes, rc->last_peak);
 }
 
@@ -572,8 +572,8 @@ static size_t step_peak(const eng_trainer *tr, run_ctl *rc, const eng_step_stats
 /* The validation loss now (eval.batches of data.val from its start), recorded: a line of
  * metrics.jsonl, an EVAL event, job-status' val_loss, the line printed; the answer to
  * job-eval when cmd is one. */
-static void run_eval(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json,
-	const eng_ctl_cmd *cmd)
+static void run_eval(eng_trainer *tr, wk_ctl *c, run_ctl *run, int json,
+	const wk_ctl_cmd *cmd)
 {
 	const eng_spec *s = &tr->spec;
 	int fit = (int)(tr->val.nsamples < (size_t)INT32_MAX ? tr->val.nsamples : INT32_MAX);
@@ -592,12 +592,12 @@ static void run_eval(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json,
 	}
 	if (!row) { /* out of memory */
 		if (cmd)
-			eng_ctl_reply_error(c, cmd, PROTO_ERR_INTERNAL, "out of memory");
+			wk_ctl_reply_error(c, cmd, PROTO_ERR_INTERNAL, "out of memory");
 		return;
 	}
 	if (cmd)
-		eng_ctl_reply(c, cmd, json_deep_copy(row));
-	eng_ctl_event_eval(c, row);
+		wk_ctl_reply(c, cmd, json_deep_copy(row));
+	wk_ctl_event_eval(c, row);
 }
 
 /* One job-set entry, k -> v (checked by proto and the control thread), into the spec. */
@@ -649,7 +649,7 @@ static void log_change(eng_spec *s, int step, const json_t *set)
 /* job-set at a boundary: lr (and schedule, warmup, min_lr_frac) start a schedule of their
  * own from the next step; the rest replace the spec's values. Recorded in the spec, which
  * checkpoints write (trainer_state.json "live") and a resume takes back. */
-static void apply_set(eng_trainer *tr, eng_ctl *c, const json_t *set, int json)
+static void apply_set(eng_trainer *tr, wk_ctl *c, const json_t *set, int json)
 {
 	eng_spec *s = &tr->spec;
 	const char *k;
@@ -674,9 +674,9 @@ static void apply_set(eng_trainer *tr, eng_ctl *c, const json_t *set, int json)
 	json_t *hp = json_pack("{s:f,s:f,s:f,s:i,s:i}", "lr", (double)eng_lr_at(s, tr->step),
 		"grad_clip", (double)s->grad_clip, "weight_decay", (double)s->weight_decay,
 		"eval.every", s->eval_every, "save.every", s->save_every);
-	eng_ctl_event(c, PROTO_EV_HPARAMS_APPLIED, json_pack("{s:i,s:O,s:o}", "step",
+	wk_ctl_event(c, PROTO_EV_HPARAMS_APPLIED, json_pack("{s:i,s:O,s:o}", "step",
 		tr->step + 1, "set", set, "now", hp));
-	eng_ctl_set_hparams(c, json_deep_copy(set));
+	wk_ctl_set_hparams(c, json_deep_copy(set));
 }
 
 /* What job-set has changed in s, under job-set's names (job-status' hparams): after a
@@ -702,7 +702,7 @@ static json_t *live_values(const eng_spec *s)
 
 /* After a step: an evaluation and a sample when eval.every and sample.every say so (the
  * last step's come with the end). */
-static void eval_due(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json)
+static void eval_due(eng_trainer *tr, wk_ctl *c, run_ctl *run, int json)
 {
 	const eng_spec *s = &tr->spec;
 	if (tr->val.tok && s->eval_every > 0 && tr->step % s->eval_every == 0 &&
@@ -714,11 +714,11 @@ static void eval_due(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json)
 }
 
 /* Applies commands taken at a boundary; keeps job-stop requests in rc->stops. */
-static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *rc, int json)
+static void apply_cmds(eng_trainer *tr, wk_ctl *c, wk_ctl_cmd *cmds, run_ctl *rc, int json)
 {
 	eng_err err;
 	while (cmds) {
-		eng_ctl_cmd *cmd = cmds;
+		wk_ctl_cmd *cmd = cmds;
 		cmds = cmds->next;
 		cmd->next = NULL;
 		/* what every rank applies goes to the others before the next step */
@@ -741,18 +741,18 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 			break;
 		case CTL_OP_PAUSE:
 			rc->paused = 1;
-			eng_ctl_set_state(c, CTL_PAUSED, "job-pause");
+			wk_ctl_set_state(c, CTL_PAUSED, "job-pause");
 			break;
 		case CTL_OP_RESUME:
 			rc->paused = 0;
 			rc->hold = 0; /* a run held after a failed final save tries that save again */
-			eng_ctl_set_state(c, CTL_RUNNING, "job-resume");
+			wk_ctl_set_state(c, CTL_RUNNING, "job-resume");
 			break;
 		case CTL_OP_STOP:
 			/* a final save under a name that is taken would fail at the end: refused now */
 			if (cmd->save && cmd->name[0] && eng_ckpt_name_free(tr->spec.save_dir,
 								cmd->name, &err) < 0) {
-				eng_ctl_reply_error(c, cmd, PROTO_ERR_INVALID_PARAMETER, err.msg);
+				wk_ctl_reply_error(c, cmd, PROTO_ERR_INVALID_PARAMETER, err.msg);
 				break;
 			}
 			rc->stop = 1;
@@ -779,15 +779,15 @@ static void apply_cmds(eng_trainer *tr, eng_ctl *c, eng_ctl_cmd *cmds, run_ctl *
 		case CTL_OP_SAVE:
 			/* a name that is taken: refused before any snapshot (never a replacement) */
 			if (cmd->name[0] && eng_ckpt_name_free(tr->spec.save_dir, cmd->name, &err) < 0)
-				eng_ctl_reply_error(c, cmd, PROTO_ERR_INVALID_PARAMETER, err.msg);
+				wk_ctl_reply_error(c, cmd, PROTO_ERR_INVALID_PARAMETER, err.msg);
 			else if (save_async(tr, c, rc->writer, cmd->name[0] ? cmd->name : NULL, cmd,
 					 json, 0, rc, &err) < 0)
-				eng_ctl_reply_error(c, cmd, eng_ckpt_writer_busy(rc->writer) ?
+				wk_ctl_reply_error(c, cmd, eng_ckpt_writer_busy(rc->writer) ?
 					PROTO_ERR_BUSY : PROTO_ERR_IO_ERROR, err.msg);
 			break;
 		}
-		eng_ctl_applied(c, cmd);
-		eng_ctl_cmd_free(cmd);
+		wk_ctl_applied(c, cmd);
+		wk_ctl_cmd_free(cmd);
 	}
 }
 
@@ -810,13 +810,13 @@ static json_t *stop_reply(const eng_trainer *tr, const run_ctl *run, const char 
  * Returns 0 once it has ended (the final state set, job-stop answered), or -1 when the
  * final save failed (the message in err): then nothing has ended, and the caller decides
  * whether the run can go on. */
-static int end_run(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json, eng_err *err)
+static int end_run(eng_trainer *tr, wk_ctl *c, run_ctl *run, int json, eng_err *err)
 {
 	const eng_spec *s = &tr->spec;
 	int want_save = run->stop ? run->stop_save : s->save_dir[0] != 0;
 	const char *ckpt = NULL, *name = run->stop && run->stop_name[0] ? run->stop_name : NULL;
 	if (run->stop)
-		eng_ctl_set_state(c, CTL_STOPPING, "job-stop");
+		wk_ctl_set_state(c, CTL_STOPPING, "job-stop");
 	eng_ckpt_writer_wait(run->writer);
 	if (want_save) {
 		/* the writer thread writes it, as every save; a save of this very step that has
@@ -838,28 +838,28 @@ static int end_run(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json, eng_err 
 	}
 	/* a policy asked for whose step never came: the one a resume starts with */
 	if (run->has_pending && run->pending_said)
-		eng_ctl_policy_at_resume(c, &run->pending, tr->step + 1);
-	for (eng_ctl_cmd *k = run->stops; k; k = k->next)
-		eng_ctl_reply(c, k, stop_reply(tr, run, ckpt));
+		wk_ctl_policy_at_resume(c, &run->pending, tr->step + 1);
+	for (wk_ctl_cmd *k = run->stops; k; k = k->next)
+		wk_ctl_reply(c, k, stop_reply(tr, run, ckpt));
 	if (run->stop || *run->sig)
-		eng_ctl_set_state(c, CTL_STOPPED, run->stop ? "job-stop" : "signal");
+		wk_ctl_set_state(c, CTL_STOPPED, run->stop ? "job-stop" : "signal");
 	else
-		eng_ctl_set_state(c, CTL_FINISHED, "reached the last step");
+		wk_ctl_set_state(c, CTL_FINISHED, "reached the last step");
 	return 0;
 }
 
 /* The final save failed and a controller can still act: job-stop gets the error, and the
  * run goes on as it was (running, or paused), or holds, paused, when it was done. */
-static void end_failed(eng_trainer *tr, eng_ctl *c, run_ctl *run, const char *why)
+static void end_failed(eng_trainer *tr, wk_ctl *c, run_ctl *run, const char *why)
 {
 	char msg[ENG_ERR_LEN + 256], reason[ENG_ERR_LEN + 128];
 	int done = tr->step >= tr->spec.steps;
 	snprintf(msg, sizeof msg, "the final save failed: %s; the job goes on%s with its state "
 		"in memory: free space (or fix the save directory) and ask again", why,
 		done || run->paused ? ", paused," : "");
-	for (eng_ctl_cmd *k = run->stops; k; k = k->next)
-		eng_ctl_reply_error(c, k, PROTO_ERR_IO_ERROR, msg);
-	eng_ctl_cmd_free(run->stops);
+	for (wk_ctl_cmd *k = run->stops; k; k = k->next)
+		wk_ctl_reply_error(c, k, PROTO_ERR_IO_ERROR, msg);
+	wk_ctl_cmd_free(run->stops);
 	run->stops = NULL;
 	run->stop = run->stop_save = 0;
 	run->stop_name[0] = '\0';
@@ -870,13 +870,13 @@ static void end_failed(eng_trainer *tr, eng_ctl *c, run_ctl *run, const char *wh
 	} else {
 		snprintf(reason, sizeof reason, "the final save failed: %s", why);
 	}
-	eng_ctl_set_state(c, run->paused ? CTL_PAUSED : CTL_RUNNING, reason);
+	wk_ctl_set_state(c, run->paused ? CTL_PAUSED : CTL_RUNNING, reason);
 }
 
 
 /* The run reached its end or was asked to stop: 1 once it has ended; 0 when it goes on
  * (its final save failed and a controller can still act); -1 when it failed (said). */
-static int reach_end(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json, int *ended_once)
+static int reach_end(eng_trainer *tr, wk_ctl *c, run_ctl *run, int json, int *ended_once)
 {
 	eng_err err;
 	/* the last step's eval and sample, when the run reached its end: a stop or a signal
@@ -894,10 +894,10 @@ static int reach_end(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json, int *e
 	 * restarted rematd offers), the process must end, and says so; with one the run is
 	 * kept */
 	fprintf(stderr, "remat-train: %s\n", err.msg);
-	if (!c || *run->sig || eng_ctl_unreachable(c)) {
-		for (eng_ctl_cmd *k = run->stops; k; k = k->next)
-			eng_ctl_reply_error(c, k, PROTO_ERR_IO_ERROR, err.msg);
-		eng_ctl_set_state(c, CTL_FAILED, err.msg);
+	if (!c || *run->sig || wk_ctl_unreachable(c)) {
+		for (wk_ctl_cmd *k = run->stops; k; k = k->next)
+			wk_ctl_reply_error(c, k, PROTO_ERR_IO_ERROR, err.msg);
+		wk_ctl_set_state(c, CTL_FAILED, err.msg);
 		return -1;
 	}
 	end_failed(tr, c, run, err.msg);
@@ -932,7 +932,7 @@ static void print_step(const eng_trainer *tr, const eng_step_stats *st, const js
 
 /* The periodic save after a step, when one is due; one that cannot even begin is said like
  * one that failed. */
-static void periodic_save(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json)
+static void periodic_save(eng_trainer *tr, wk_ctl *c, run_ctl *run, int json)
 {
 	const eng_spec *s = &tr->spec;
 	eng_err err;
@@ -942,7 +942,7 @@ static void periodic_save(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json)
 	char target[ENG_PATH_LEN + 80];
 	snprintf(target, sizeof target, "%s/step_%08d", s->save_dir, tr->step);
 	fprintf(stderr, "remat-train: checkpoint at step %d: %s\n", tr->step, err.msg);
-	eng_ctl_event_save_failed(c, target, tr->step, err.msg);
+	wk_ctl_event_save_failed(c, target, tr->step, err.msg);
 }
 
 
@@ -950,7 +950,7 @@ static void periodic_save(eng_trainer *tr, eng_ctl *c, run_ctl *run, int json)
 
 /* A step that failed: said, and the run failed. Out of memory names the last checkpoint,
  * which is what the run can be resumed from. */
-static void step_fatal(const eng_trainer *tr, eng_ctl *c, const run_ctl *run, const eng_err *err)
+static void step_fatal(const eng_trainer *tr, wk_ctl *c, const run_ctl *run, const eng_err *err)
 {
 	char msg[ENG_ERR_LEN + ENG_PATH_LEN + 128];
 	eng_ckpt_writer_wait(run->writer); /* a save in progress is the last checkpoint */
@@ -965,12 +965,12 @@ static void step_fatal(const eng_trainer *tr, eng_ctl *c, const run_ctl *run, co
 	else
 		snprintf(msg, sizeof msg, "%s; no checkpoint was saved", err->msg);
 	fprintf(stderr, "remat-train: %s\n", msg);
-	eng_ctl_set_state(c, CTL_FAILED, msg);
+	wk_ctl_set_state(c, CTL_FAILED, msg);
 }
 
 /* The run's start, on every rank: the spec's probe and memory controller (each rank keeps
  * itself under the budget: policies change no bit, so the ranks' may differ). */
-static void run_start(eng_trainer *tr, eng_ctl *c, run_ctl *run, const wk_run_opts *o)
+static void run_start(eng_trainer *tr, wk_ctl *c, run_ctl *run, const wk_run_opts *o)
 {
 	const eng_spec *s = &tr->spec;
 	eng_err err;
@@ -980,7 +980,7 @@ static void run_start(eng_trainer *tr, eng_ctl *c, run_ctl *run, const wk_run_op
 	run->eval_step = -1;
 	run->mx = o->metrics;
 	if (s->hp_set)
-		eng_ctl_set_hparams(c, live_values(s));
+		wk_ctl_set_hparams(c, live_values(s));
 	if (s->remat_profile && s->device == ENG_DEVICE_CPU)
 		probe_start(tr, c, run, PROTO_PROFILE_ROUNDS);
 	size_t budget = s->remat_budget;
@@ -1063,7 +1063,7 @@ out:
 	return rc;
 }
 
-int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
+int wk_run(eng_trainer *tr, wk_ctl *c, const wk_run_opts *o)
 {
 	run_ctl run = {0};
 	eng_err err;
@@ -1082,7 +1082,7 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		for (; sc && next < sc->n && sc->e[next].at <= tr->step; next++)
 			if (sched_ask(tr, &run, sc->e[next].text) < 0)
 				goto out;
-		apply_cmds(tr, c, eng_ctl_take(c), &run, o->json);
+		apply_cmds(tr, c, wk_ctl_take(c), &run, o->json);
 		if (run.stop || *run.sig || (tr->step >= s->steps && !run.hold)) {
 			int r = reach_end(tr, c, &run, o->json, &ended_once);
 			if (r < 0)
@@ -1092,10 +1092,10 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 			continue;
 		}
 		if (run.paused) {
-			apply_cmds(tr, c, eng_ctl_wait(c, PAUSE_POLL_MS), &run, o->json);
+			apply_cmds(tr, c, wk_ctl_wait(c, PAUSE_POLL_MS), &run, o->json);
 			continue;
 		}
-		if (!eng_ctl_begin_step(c))
+		if (!wk_ctl_begin_step(c))
 			continue; /* a command came in since the take: apply it first */
 		/* the step's policy: a probe's, the controller's, or the one there is; laid out
 		 * by the step itself, which retries with less when memory runs out */
@@ -1120,7 +1120,7 @@ int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o)
 		/* the ranks' counters before the STEP event: a mem-stats that follows it has them */
 		if (wk_dp_gather(tr, &st, c, &err) < 0)
 			fprintf(stderr, "remat-train: the ranks' counters: %s\n", err.msg);
-		eng_ctl_end_step(c, &st, row);
+		wk_ctl_end_step(c, &st, row);
 		periodic_save(tr, c, &run, o->json);
 		eval_due(tr, c, &run, o->json);
 		run.last_peak = step_peak(tr, &run, &st, &before);
@@ -1143,7 +1143,7 @@ out:
 	wk_dp_free(&run.dpm);
 	if (run.has_cg)
 		eng_auto_cg_close(&run.cg);
-	eng_ctl_cmd_free(run.stops);
+	wk_ctl_cmd_free(run.stops);
 	eng_ckpt_writer_stop(run.writer); /* a save in progress is finished, never cut */
 	return rc;
 }

@@ -6,14 +6,14 @@
  * its periodic save (on the checkpoint writer thread, beside training) and its line.
  * A save that fails never ends the run; a final save that fails keeps it, paused, when a
  * controller can still act (resume retries). Not here: the command line, the spec, the
- * control server (remat_train.c, eng_ctl.c).
+ * control server (wk_main.c, wk_ctl.c).
  */
 #ifndef WK_RUN_H
 #define WK_RUN_H
 
 #include <signal.h>
 
-#include "eng_ctl.h"
+#include "wk_ctl.h"
 #include "eng_train.h"
 #include "wk_metrics.h"
 
@@ -52,6 +52,6 @@ typedef struct wk_run_opts {
 /* Trains tr (initialised, its policy laid out) under controller c (NULL: alone) to the end.
  * Returns the exit status: 0 finished or stopped, 1 failed (said on stderr and to c), 130
  * interrupted by a signal. */
-int wk_run(eng_trainer *tr, eng_ctl *c, const wk_run_opts *o);
+int wk_run(eng_trainer *tr, wk_ctl *c, const wk_run_opts *o);
 
 #endif

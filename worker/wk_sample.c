@@ -64,7 +64,7 @@ static json_t *ids_json(const uint16_t *tok, int n)
 	return a;
 }
 
-void wk_sample_run(eng_trainer *tr, eng_ctl *c, int json)
+void wk_sample_run(eng_trainer *tr, wk_ctl *c, int json)
 {
 	const eng_spec *s = &tr->spec;
 	eng_sample_opts o = {s->sample_tokens, s->sample_temperature, s->sample_top_k,
@@ -101,7 +101,7 @@ void wk_sample_run(eng_trainer *tr, eng_ctl *c, int json)
 			printf(" %u", out[i]);
 		printf("\n");
 	}
-	eng_ctl_event(c, PROTO_EV_SAMPLE, row);
+	wk_ctl_event(c, PROTO_EV_SAMPLE, row);
 out:
 	free(out);
 	free(text);

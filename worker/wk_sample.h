@@ -5,7 +5,7 @@
 #ifndef WK_SAMPLE_H
 #define WK_SAMPLE_H
 
-#include "eng_ctl.h"
+#include "wk_ctl.h"
 #include "eng_sample.h"
 #include "eng_train.h"
 
@@ -16,7 +16,7 @@ void wk_sample_text(const uint16_t *tok, int n, char *buf, size_t len);
 /* During a run: the spec's sample after step tr->step (seed sample.seed + step, so each is
  * reproducible), printed (text for bytes data, ids else; one JSON object with --json) and
  * sent as SAMPLE {step, prompt, tokens[, text]}. A failure is said, never fatal. */
-void wk_sample_run(eng_trainer *tr, eng_ctl *c, int json);
+void wk_sample_run(eng_trainer *tr, wk_ctl *c, int json);
 
 /* remat-train --sample CKPT's options. */
 typedef struct wk_sample_args {

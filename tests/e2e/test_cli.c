@@ -1,4 +1,4 @@
-/* test_cli.c - end-to-end tests of the remat-train binary (worker/remat_train.c).
+/* test_cli.c - end-to-end tests of the remat-train binary (worker/wk_main.c).
  *
  * What it covers: usage and --version; bad input of every kind (job spec, data files,
  * checkpoints named by init_from, --remat-schedule), each of which must end the process

@@ -1,7 +1,7 @@
 /* eng_train.c - a training run (see eng_train.h): init (including resume from a
  * checkpoint), step, optimizer, schedule, on the CPU model (eng_model.c) or the GPU model
  * (eng_cuda.h, device cuda). Not here: the model's maths (eng_model.c, eng_cuda_step.c),
- * the checkpoint files (eng_ckpt.c), the control protocol (worker/eng_ctl.c). */
+ * the checkpoint files (eng_ckpt.c), the control protocol (worker/wk_ctl.c). */
 #include "eng_train.h"
 
 #include <errno.h>

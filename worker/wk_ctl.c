@@ -1,12 +1,12 @@
-/* eng_ctl.c - remat-train's control thread (see eng_ctl.h).
+/* wk_ctl.c - remat-train's control thread (see wk_ctl.h).
  *
- * Two threads share `struct eng_ctl`: the training thread (remat_train.c) and the control
+ * Two threads share `struct wk_ctl`: the training thread (wk_main.c) and the control
  * thread (a libuv loop here). Everything below `mu` is guarded by it. The control thread
  * owns the connections; the training thread never touches libuv: it appends lines to the
  * outbox and wakes the loop with uv_async_send, which may coalesce wake-ups, so each
  * wake-up drains the whole outbox.
  */
-#include "eng_ctl.h"
+#include "wk_ctl.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -21,13 +21,13 @@
 #include "eng_cuda_mem.h"
 #include "eng_mem.h"
 #include "eng_plan_json.h"
-#include "eng_ctl_int.h"
+#include "wk_ctl_int.h"
 #include "kn.h"
 
 const char *const state_names[7] = {"starting", "running", "paused", "stopping",
 	"finished", "stopped", "failed"};
 
-double eng_ctl__mono_s(void)
+double wk_ctl__mono_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -37,7 +37,7 @@ double eng_ctl__mono_s(void)
 /* ---- helpers usable from both threads ---- */
 
 /* Appends a line to the outbox (takes line) and wakes the loop. Caller holds no lock. */
-static void out_push(struct eng_ctl *c, char *line, int conn, int event, int deferred)
+static void out_push(struct wk_ctl *c, char *line, int conn, int event, int deferred)
 {
 	if (!line)
 		return;
@@ -60,7 +60,7 @@ static void out_push(struct eng_ctl *c, char *line, int conn, int event, int def
 	uv_async_send(&c->async);
 }
 
-static void emit(struct eng_ctl *c, int ev, json_t *data)
+static void emit(struct wk_ctl *c, int ev, json_t *data)
 {
 	const char *name = proto_event_name((proto_event)__builtin_ctz((unsigned)ev));
 	json_object_set_new(data, "job", json_string(c->job));
@@ -70,7 +70,7 @@ static void emit(struct eng_ctl *c, int ev, json_t *data)
 
 /* ---- training-thread API ---- */
 
-void eng_ctl_attach(eng_ctl *c, eng_trainer *tr)
+void wk_ctl_attach(wk_ctl *c, eng_trainer *tr)
 {
 	if (!c)
 		return;
@@ -97,13 +97,13 @@ void eng_ctl_attach(eng_ctl *c, eng_trainer *tr)
 	c->replay = 1; /* requests that came while starting are answered before step 1 */
 	pthread_mutex_unlock(&c->mu);
 	uv_async_send(&c->async);
-	eng_ctl_set_state(c, CTL_RUNNING, "training");
+	wk_ctl_set_state(c, CTL_RUNNING, "training");
 	/* the policy the run starts with, for a client that subscribed while it started */
 	emit(c, EV_APPLIED, json_pack("{s:i,s:o}", "step", tr->step + 1, "policy",
 		eng_policy_json(&tr->policy)));
 }
 
-int eng_ctl_unreachable(eng_ctl *c)
+int wk_ctl_unreachable(wk_ctl *c)
 {
 	if (!c)
 		return 0;
@@ -113,18 +113,18 @@ int eng_ctl_unreachable(eng_ctl *c)
 	return lost;
 }
 
-eng_ctl_cmd *eng_ctl_take(eng_ctl *c)
+wk_ctl_cmd *wk_ctl_take(wk_ctl *c)
 {
 	if (!c)
 		return NULL;
 	pthread_mutex_lock(&c->mu);
-	eng_ctl_cmd *q = c->q_head;
+	wk_ctl_cmd *q = c->q_head;
 	c->q_head = c->q_tail = NULL;
 	pthread_mutex_unlock(&c->mu);
 	return q;
 }
 
-eng_ctl_cmd *eng_ctl_wait(eng_ctl *c, int ms)
+wk_ctl_cmd *wk_ctl_wait(wk_ctl *c, int ms)
 {
 	if (!c)
 		return NULL;
@@ -140,13 +140,13 @@ eng_ctl_cmd *eng_ctl_wait(eng_ctl *c, int ms)
 	while (!c->q_head)
 		if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT)
 			break;
-	eng_ctl_cmd *q = c->q_head;
+	wk_ctl_cmd *q = c->q_head;
 	c->q_head = c->q_tail = NULL;
 	pthread_mutex_unlock(&c->mu);
 	return q;
 }
 
-int eng_ctl_begin_step(eng_ctl *c)
+int wk_ctl_begin_step(wk_ctl *c)
 {
 	if (!c)
 		return 1;
@@ -161,7 +161,7 @@ int eng_ctl_begin_step(eng_ctl *c)
 }
 
 /* The step just taken into remat-memlog's ring, and its timeline; mu held. */
-static void memlog_add(eng_ctl *c, const eng_step_stats *st)
+static void memlog_add(wk_ctl *c, const eng_step_stats *st)
 {
 	int L = c->tr->model.cfg.n_layer, row = c->memlog_n % PROTO_MEMLOG_STEPS;
 	ctl_memrow *r = &c->memlog[row];
@@ -175,7 +175,7 @@ static void memlog_add(eng_ctl *c, const eng_step_stats *st)
 	eng_memtrace_swap(&c->trace, &c->tr->trace); /* no copy on the step path */
 }
 
-void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st, json_t *row)
+void wk_ctl_end_step(wk_ctl *c, const eng_step_stats *st, json_t *row)
 {
 	if (!c) {
 		json_decref(row);
@@ -187,7 +187,7 @@ void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st, json_t *row)
 	c->step = st->step;
 	c->in_step = 0;
 	if (c->steps_here++ == 0)
-		c->first_step_s = eng_ctl__mono_s() - st->step_ms / 1e3;
+		c->first_step_s = wk_ctl__mono_s() - st->step_ms / 1e3;
 	c->busy_s += st->step_ms / 1e3;
 	if (c->tr) /* remat-costs reads this copy, never the trainer's */
 		eng_costs_copy(&c->costs, &c->tr->costs);
@@ -198,7 +198,7 @@ void eng_ctl_end_step(eng_ctl *c, const eng_step_stats *st, json_t *row)
 		emit(c, EV_STEP, row);
 }
 
-void eng_ctl_event_eval(eng_ctl *c, json_t *row)
+void wk_ctl_event_eval(wk_ctl *c, json_t *row)
 {
 	if (!c || !row) {
 		json_decref(row);
@@ -211,7 +211,7 @@ void eng_ctl_event_eval(eng_ctl *c, json_t *row)
 	emit(c, EV_EVAL, row);
 }
 
-void eng_ctl_event(eng_ctl *c, proto_event ev, json_t *data)
+void wk_ctl_event(wk_ctl *c, proto_event ev, json_t *data)
 {
 	if (!c || !data) {
 		json_decref(data);
@@ -220,7 +220,7 @@ void eng_ctl_event(eng_ctl *c, proto_event ev, json_t *data)
 	emit(c, 1 << ev, data);
 }
 
-void eng_ctl_set_ranks(eng_ctl *c, eng_ctl_rank *rows, int n)
+void wk_ctl_set_ranks(wk_ctl *c, wk_ctl_rank *rows, int n)
 {
 	if (!c) {
 		free(rows);
@@ -233,7 +233,7 @@ void eng_ctl_set_ranks(eng_ctl *c, eng_ctl_rank *rows, int n)
 	pthread_mutex_unlock(&c->mu);
 }
 
-void eng_ctl_set_hparams(eng_ctl *c, json_t *hp)
+void wk_ctl_set_hparams(wk_ctl *c, json_t *hp)
 {
 	if (!c) {
 		json_decref(hp);
@@ -247,7 +247,7 @@ void eng_ctl_set_hparams(eng_ctl *c, json_t *hp)
 	json_decref(hp);
 }
 
-void eng_ctl_policy_applied(eng_ctl *c, int first_step)
+void wk_ctl_policy_applied(wk_ctl *c, int first_step)
 {
 	if (!c)
 		return;
@@ -257,7 +257,7 @@ void eng_ctl_policy_applied(eng_ctl *c, int first_step)
 	/* what a remat-set builds on: the policy now, unless one is queued still (the
 	 * controller, a probe or a schedule changes the policy too) */
 	int queued = 0;
-	for (const eng_ctl_cmd *q = c->q_head; q; q = q->next)
+	for (const wk_ctl_cmd *q = c->q_head; q; q = q->next)
 		queued |= q->op == CTL_OP_POLICY;
 	if (!queued)
 		c->pending = tr->policy;
@@ -269,7 +269,7 @@ void eng_ctl_policy_applied(eng_ctl *c, int first_step)
 	emit(c, EV_APPLIED, d);
 }
 
-void eng_ctl_policy_at_resume(eng_ctl *c, const eng_policy *p, int first_step)
+void wk_ctl_policy_at_resume(wk_ctl *c, const eng_policy *p, int first_step)
 {
 	if (!c)
 		return;
@@ -281,7 +281,7 @@ void eng_ctl_policy_at_resume(eng_ctl *c, const eng_policy *p, int first_step)
 	emit(c, EV_APPLIED, d);
 }
 
-void eng_ctl_set_probe(eng_ctl *c, int until)
+void wk_ctl_set_probe(wk_ctl *c, int until)
 {
 	if (!c)
 		return;
@@ -290,10 +290,10 @@ void eng_ctl_set_probe(eng_ctl *c, int until)
 	pthread_mutex_unlock(&c->mu);
 }
 
-void eng_ctl_cmd_free(eng_ctl_cmd *cmds)
+void wk_ctl_cmd_free(wk_ctl_cmd *cmds)
 {
 	while (cmds) {
-		eng_ctl_cmd *n = cmds->next;
+		wk_ctl_cmd *n = cmds->next;
 		json_decref(cmds->id);
 		json_decref(cmds->set);
 		free(cmds);
@@ -301,12 +301,12 @@ void eng_ctl_cmd_free(eng_ctl_cmd *cmds)
 	}
 }
 
-void eng_ctl_set_state(eng_ctl *c, eng_ctl_state to, const char *reason)
+void wk_ctl_set_state(wk_ctl *c, wk_ctl_state to, const char *reason)
 {
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->mu);
-	eng_ctl_state from = c->state;
+	wk_ctl_state from = c->state;
 	c->state = to;
 	if (to == CTL_PAUSED || to == CTL_RUNNING)
 		c->pause_pending = 0;
@@ -317,7 +317,7 @@ void eng_ctl_set_state(eng_ctl *c, eng_ctl_state to, const char *reason)
 	emit(c, EV_STATE, d);
 }
 
-void eng_ctl_event_saved(eng_ctl *c, const char *path, int step, size_t bytes)
+void wk_ctl_event_saved(wk_ctl *c, const char *path, int step, size_t bytes)
 {
 	if (!c)
 		return;
@@ -330,7 +330,7 @@ void eng_ctl_event_saved(eng_ctl *c, const char *path, int step, size_t bytes)
 				  (json_int_t)bytes));
 }
 
-void eng_ctl_event_save_failed(eng_ctl *c, const char *path, int step, const char *reason)
+void wk_ctl_event_save_failed(wk_ctl *c, const char *path, int step, const char *reason)
 {
 	if (!c)
 		return;
@@ -343,7 +343,7 @@ void eng_ctl_event_save_failed(eng_ctl *c, const char *path, int step, const cha
 		emit(c, EV_FAILED, d);
 }
 
-void eng_ctl_set_auto(eng_ctl *c, const eng_ctl_auto *a)
+void wk_ctl_set_auto(wk_ctl *c, const wk_ctl_auto *a)
 {
 	if (!c)
 		return;
@@ -352,7 +352,7 @@ void eng_ctl_set_auto(eng_ctl *c, const eng_ctl_auto *a)
 	pthread_mutex_unlock(&c->mu);
 }
 
-void eng_ctl_applied(eng_ctl *c, const eng_ctl_cmd *q)
+void wk_ctl_applied(wk_ctl *c, const wk_ctl_cmd *q)
 {
 	if (!c || !q->budget_change)
 		return;
@@ -362,7 +362,7 @@ void eng_ctl_applied(eng_ctl *c, const eng_ctl_cmd *q)
 	pthread_mutex_unlock(&c->mu);
 }
 
-void eng_ctl_set_memfig(eng_ctl *c, const eng_ctl_memfig *m)
+void wk_ctl_set_memfig(wk_ctl *c, const wk_ctl_memfig *m)
 {
 	if (!c)
 		return;
@@ -371,7 +371,7 @@ void eng_ctl_set_memfig(eng_ctl *c, const eng_ctl_memfig *m)
 	pthread_mutex_unlock(&c->mu);
 }
 
-void eng_ctl_event_remat_failed(eng_ctl *c, int step, json_t *asked, json_t *policy,
+void wk_ctl_event_remat_failed(wk_ctl *c, int step, json_t *asked, json_t *policy,
 	const char *why)
 {
 	if (!c) {
@@ -379,11 +379,11 @@ void eng_ctl_event_remat_failed(eng_ctl *c, int step, json_t *asked, json_t *pol
 		json_decref(policy);
 		return;
 	}
-	eng_ctl_event(c, PROTO_EV_REMAT_FAILED, json_pack("{s:i,s:o,s:o,s:s}", "step", step,
+	wk_ctl_event(c, PROTO_EV_REMAT_FAILED, json_pack("{s:i,s:o,s:o,s:s}", "step", step,
 		"asked", asked, "policy", policy, "reason", why));
 }
 
-void eng_ctl_event_auto(eng_ctl *c, int step, json_t *policy, const char *why,
+void wk_ctl_event_auto(wk_ctl *c, int step, json_t *policy, const char *why,
 	size_t budget, size_t predicted, size_t measured)
 {
 	if (!c) {
@@ -397,7 +397,7 @@ void eng_ctl_event_auto(eng_ctl *c, int step, json_t *policy, const char *why,
 		emit(c, EV_AUTO, d);
 }
 
-void eng_ctl_reply(eng_ctl *c, const eng_ctl_cmd *cmd, json_t *ret)
+void wk_ctl_reply(wk_ctl *c, const wk_ctl_cmd *cmd, json_t *ret)
 {
 	if (!c || cmd->conn < 0) {
 		json_decref(ret);
@@ -407,7 +407,7 @@ void eng_ctl_reply(eng_ctl *c, const eng_ctl_cmd *cmd, json_t *ret)
 	json_decref(ret);
 }
 
-void eng_ctl_reply_error(eng_ctl *c, const eng_ctl_cmd *cmd, proto_errclass cls,
+void wk_ctl_reply_error(wk_ctl *c, const wk_ctl_cmd *cmd, proto_errclass cls,
 	const char *desc)
 {
 	if (!c || cmd->conn < 0)
@@ -418,7 +418,7 @@ void eng_ctl_reply_error(eng_ctl *c, const eng_ctl_cmd *cmd, proto_errclass cls,
 /* ---- control thread: connections ---- */
 
 /* The served connection with that handle, or NULL when it is gone or closing. */
-static ctl_conn *conn_get(struct eng_ctl *c, int handle)
+static ctl_conn *conn_get(struct wk_ctl *c, int handle)
 {
 	for (ctl_conn *k = c->conns; k && handle >= 0; k = k->next)
 		if (k->id == (unsigned)handle)
@@ -440,12 +440,12 @@ static void link_gone(ctl_conn *k, const char *how)
 	pthread_mutex_lock(&k->ctl->mu);
 	int first = !k->ctl->link_lost;
 	k->ctl->link_lost = 1;
-	eng_ctl_cmd *cmd = first ? calloc(1, sizeof *cmd) : NULL;
-	if (cmd && !eng_ctl__is_final(k->ctl->state)) {
+	wk_ctl_cmd *cmd = first ? calloc(1, sizeof *cmd) : NULL;
+	if (cmd && !wk_ctl__is_final(k->ctl->state)) {
 		cmd->op = CTL_OP_STOP;
 		cmd->save = 1;
 		cmd->conn = -1;
-		eng_ctl__enqueue(k->ctl, cmd);
+		wk_ctl__enqueue(k->ctl, cmd);
 	} else {
 		free(cmd);
 	}
@@ -497,7 +497,7 @@ static const sv_conn_ops ctl_ops = {on_conn_line, on_conn_end, on_conn_closed, c
 	NULL};
 
 /* A new peer on the loop, in the list (not yet served). */
-static ctl_conn *conn_new(struct eng_ctl *c)
+static ctl_conn *conn_new(struct wk_ctl *c)
 {
 	ctl_conn *k = calloc(1, sizeof *k);
 	if (!k)
@@ -513,7 +513,7 @@ static ctl_conn *conn_new(struct eng_ctl *c)
 	return k;
 }
 
-void eng_ctl__send_error(ctl_conn *k, proto_errclass cls, const char *desc, const json_t *id)
+void wk_ctl__send_error(ctl_conn *k, proto_errclass cls, const char *desc, const json_t *id)
 {
 	sv_conn_error(&k->k, cls, desc, id);
 }
@@ -521,37 +521,37 @@ void eng_ctl__send_error(ctl_conn *k, proto_errclass cls, const char *desc, cons
 static void on_conn_line(sv_conn *sk, const char *line, size_t len)
 {
 	ctl_conn *k = sk->owner;
-	struct eng_ctl *c = k->ctl;
+	struct wk_ctl *c = k->ctl;
 	proto_request req;
 	proto_errclass ec;
 	char desc[PROTO_DESC_LEN];
 	if (proto_request_parse(line, len, &req, &ec, desc, sizeof desc) < 0) {
-		eng_ctl__send_error(k, ec, desc, req.id);
+		wk_ctl__send_error(k, ec, desc, req.id);
 		goto out;
 	}
 	const proto_command *cmd = proto_command_find(req.execute);
 	if (!cmd) {
 		snprintf(desc, sizeof desc, "unknown command '%.64s'", req.execute);
-		eng_ctl__send_error(k, PROTO_ERR_COMMAND_NOT_FOUND, desc, req.id);
+		wk_ctl__send_error(k, PROTO_ERR_COMMAND_NOT_FOUND, desc, req.id);
 		goto out;
 	}
 	if (proto_args_validate_ex(cmd, req.args, 1, desc, sizeof desc) < 0) {
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, req.id);
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, req.id);
 		goto out;
 	}
 	json_t *job = json_object_get(req.args, "job");
 	if (job && strcmp(json_string_value(job), c->job) != 0) {
 		snprintf(desc, sizeof desc, "no job '%.64s' here (this worker runs '%s')",
 			json_string_value(job), c->job);
-		eng_ctl__send_error(k, PROTO_ERR_JOB_NOT_FOUND, desc, req.id);
+		wk_ctl__send_error(k, PROTO_ERR_JOB_NOT_FOUND, desc, req.id);
 		goto out;
 	}
 	if (cmd->deferred && k->inflight >= PROTO_MAX_INFLIGHT) {
-		eng_ctl__send_error(k, PROTO_ERR_BUSY, "too many requests in flight", req.id);
+		wk_ctl__send_error(k, PROTO_ERR_BUSY, "too many requests in flight", req.id);
 		goto out;
 	}
 	pthread_mutex_lock(&c->mu);
-	json_t *ret = eng_ctl__dispatch(c, k, (int)k->id, req.execute, req.args, req.id);
+	json_t *ret = wk_ctl__dispatch(c, k, (int)k->id, req.execute, req.args, req.id);
 	pthread_mutex_unlock(&c->mu);
 	if (ret) {
 		sv_conn_reply(&k->k, ret, req.id);
@@ -563,7 +563,7 @@ out:
 
 static void on_connection(uv_stream_t *server, int status)
 {
-	struct eng_ctl *c = server->data;
+	struct wk_ctl *c = server->data;
 	char desc[96];
 	eng_cred cr;
 	pid_t pid;
@@ -602,7 +602,7 @@ static void on_connection(uv_stream_t *server, int status)
 /* Answers the requests that came while the job was starting: through the commands, now
  * that the trainer is there (replay), or with an error when it never came (the job failed
  * to start, or the worker is finishing). Control thread, mu not held. */
-static void early_answer(struct eng_ctl *c, int replay)
+static void early_answer(struct wk_ctl *c, int replay)
 {
 	pthread_mutex_lock(&c->mu);
 	ctl_early *e = c->early;
@@ -614,13 +614,13 @@ static void early_answer(struct eng_ctl *c, int replay)
 		ctl_conn *k = conn_get(c, e->handle);
 		if (k) {
 			k->inflight--; /* it was counted as waiting; dispatch counts it anew */
-			json_t *ret = replay ? eng_ctl__dispatch(c, k, e->handle, e->execute, e->args,
+			json_t *ret = replay ? wk_ctl__dispatch(c, k, e->handle, e->execute, e->args,
 						     e->id) : NULL;
 			if (ret) {
 				sv_conn_reply(&k->k, ret, e->id);
 				json_decref(ret);
 			} else if (!replay) {
-				eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, why, e->id);
+				wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, why, e->id);
 			}
 		}
 		json_decref(e->args);
@@ -633,7 +633,7 @@ static void early_answer(struct eng_ctl *c, int replay)
 	pthread_mutex_unlock(&c->mu);
 }
 
-static void deliver(struct eng_ctl *c, ctl_out *o)
+static void deliver(struct wk_ctl *c, ctl_out *o)
 {
 	if (o->conn >= 0) {
 		ctl_conn *k = conn_get(c, o->conn);
@@ -655,7 +655,7 @@ static void deliver(struct eng_ctl *c, ctl_out *o)
 
 static void on_async(uv_async_t *a)
 {
-	struct eng_ctl *c = a->data;
+	struct wk_ctl *c = a->data;
 	pthread_mutex_lock(&c->mu);
 	ctl_out *o = c->o_head;
 	c->o_head = c->o_tail = NULL;
@@ -692,7 +692,7 @@ static void on_async(uv_async_t *a)
 
 static void on_mem_timer(uv_timer_t *t)
 {
-	struct eng_ctl *c = t->data;
+	struct wk_ctl *c = t->data;
 	eng_mem_stats ms;
 	pthread_mutex_lock(&c->mu);
 	int running = c->state == CTL_RUNNING && c->tr;
@@ -717,7 +717,7 @@ static void on_mem_timer(uv_timer_t *t)
 
 static void *ctl_main(void *arg)
 {
-	struct eng_ctl *c = arg;
+	struct wk_ctl *c = arg;
 	uv_run(&c->loop, UV_RUN_DEFAULT);
 	return NULL;
 }
@@ -729,14 +729,14 @@ static void close_walk(uv_handle_t *h, void *arg)
 		uv_close(h, NULL);
 }
 
-eng_ctl *eng_ctl_start(int fd, const char *path, const char *job, const char *name)
+wk_ctl *wk_ctl_start(int fd, const char *path, const char *job, const char *name)
 {
-	struct eng_ctl *c = calloc(1, sizeof *c);
+	struct wk_ctl *c = calloc(1, sizeof *c);
 	if (!c)
 		return NULL;
 	snprintf(c->job, sizeof c->job, "%s", job);
 	snprintf(c->name, sizeof c->name, "%s", name ? name : job);
-	c->started = eng_ctl__mono_s();
+	c->started = wk_ctl__mono_s();
 	c->link_fd = fd;
 	c->state = CTL_STARTING;
 	pthread_mutex_init(&c->mu, NULL);
@@ -803,7 +803,7 @@ fail:
 	return NULL;
 }
 
-void eng_ctl_stop(eng_ctl *c)
+void wk_ctl_stop(wk_ctl *c)
 {
 	if (!c)
 		return;
@@ -813,7 +813,7 @@ void eng_ctl_stop(eng_ctl *c)
 	uv_async_send(&c->async);
 	pthread_join(c->thread, NULL);
 	uv_loop_close(&c->loop);
-	eng_ctl_cmd_free(c->q_head);
+	wk_ctl_cmd_free(c->q_head);
 	json_decref(c->save_error);
 	json_decref(c->last_eval);
 	json_decref(c->hparams);

@@ -1,6 +1,6 @@
-/* eng_ctl_int.h - what the two halves of remat-train's control side share: the state of
- * the controller (eng_ctl.c: thread, loop, connections, outbox) and the command handlers
- * (eng_ctl_cmd.c). Private to worker/; eng_ctl.h is the interface.
+/* wk_ctl_int.h - what the two halves of remat-train's control side share: the state of
+ * the controller (wk_ctl.c: thread, loop, connections, outbox) and the command handlers
+ * (wk_ctl_cmd.c). Private to worker/; wk_ctl.h is the interface.
  */
 #ifndef ENG_CTL_INT_H
 #define ENG_CTL_INT_H
@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "eng_ctl.h"
+#include "wk_ctl.h"
 #include "proto.h"
 #include "sv_conn.h"
 
@@ -30,7 +30,7 @@ enum {
 	EV_AUTO = 1u << PROTO_EV_REMAT_AUTO,
 	EV_EVAL = 1u << PROTO_EV_EVAL,
 };
-extern const char *const state_names[7];   /* by eng_ctl_state: "starting", ... */
+extern const char *const state_names[7];   /* by wk_ctl_state: "starting", ... */
 
 typedef struct ctl_out {
 	char *line;            /* malloc'd, ends in '\n' */
@@ -45,7 +45,7 @@ typedef struct ctl_out {
  * event of this worker is about its one job: the filter is ""), STEP pacing. */
 typedef struct ctl_conn {
 	sv_conn k;             /* first member; k.owner = this */
-	struct eng_ctl *ctl;
+	struct wk_ctl *ctl;
 	unsigned id;           /* its handle: never reused, so a late reply never reaches a new
 				* client */
 	int served;            /* counted in ctl->n_conns */
@@ -71,7 +71,7 @@ typedef struct ctl_early {
 	struct ctl_early *next;
 } ctl_early;
 
-struct eng_ctl {
+struct wk_ctl {
 	pthread_t thread;
 	uv_loop_t loop;
 	uv_async_t async;      /* wakes the loop: outbox or stop */
@@ -92,7 +92,7 @@ struct eng_ctl {
 	pthread_cond_t cv;     /* signalled when a command is queued */
 	/* --- guarded by mu --- */
 	eng_trainer *tr;       /* NULL until attach; read only by the training thread after */
-	eng_ctl_state state;
+	wk_ctl_state state;
 	int link_lost;         /* rematd's link (--control-fd) has closed: no one can reach
 				* the run any more */
 	char reason[256];      /* why the state last changed */
@@ -102,7 +102,7 @@ struct eng_ctl {
 	int has_last;
 	json_t *last_eval;     /* the last evaluation's row (wk_eval_json), NULL before one */
 	json_t *hparams;       /* the live hyperparameters in force (job-status) */
-	eng_ctl_rank *ranks;   /* data parallel: every rank's counters after the last step */
+	wk_ctl_rank *ranks;   /* data parallel: every rank's counters after the last step */
 	int nranks;            /* (0 alone) */
 	int steps_here;        /* steps this process took, when the first began, and their
 				* time, for job-status' elapsed_s and eta_s (pauses left out) */
@@ -111,11 +111,11 @@ struct eng_ctl {
 	eng_policy pending;    /* in force once queued changes apply */
 	int pause_pending;     /* a job-pause queued and not yet applied */
 	int probe_until;       /* a probe (remat-profile) runs to this step; 0: none */
-	eng_ctl_auto autoc;    /* the memory controller (budget 0: off) */
+	wk_ctl_auto autoc;    /* the memory controller (budget 0: off) */
 	int auto_queued;       /* budget changes queued or taken and not yet applied: the
 				* budget changes at the next boundary to auto_next (0: off) */
 	size_t auto_next;
-	eng_ctl_memfig memfig; /* the run's memory terms at the last boundary */
+	wk_ctl_memfig memfig; /* the run's memory terms at the last boundary */
 	eng_costs costs;       /* the trainer's cost table as of the last step */
 	size_t saved[ENG_MAX_LAYERS + 1]; /* measured saved bytes per section */
 	/* remat-memlog: the last PROTO_MEMLOG_STEPS steps (a ring, memlog_n appended in all)
@@ -129,26 +129,26 @@ struct eng_ctl {
 				* save that worked (job-status' last_save_error) */
 	ctl_early *early;      /* requests waiting for the job to start (control thread) */
 	int replay;            /* attached: early requests are being answered; the first step
-				* waits for it (eng_ctl_begin_step) */
-	eng_ctl_cmd *q_head, *q_tail;     /* commands for the training thread */
+				* waits for it (wk_ctl_begin_step) */
+	wk_ctl_cmd *q_head, *q_tail;     /* commands for the training thread */
 	ctl_out *o_head, *o_tail;         /* lines for the control thread */
-	int quit;              /* eng_ctl_stop asked the loop to finish */
+	int quit;              /* wk_ctl_stop asked the loop to finish */
 };
 
-double eng_ctl__mono_s(void);
+double wk_ctl__mono_s(void);
 /* finished, stopped or failed */
-static inline int eng_ctl__is_final(eng_ctl_state s)
+static inline int wk_ctl__is_final(wk_ctl_state s)
 {
 	return s == CTL_FINISHED || s == CTL_STOPPED || s == CTL_FAILED;
 }
 /* Sends an error line to k (control thread). */
-void eng_ctl__send_error(ctl_conn *k, proto_errclass cls, const char *desc, const json_t *id);
+void wk_ctl__send_error(ctl_conn *k, proto_errclass cls, const char *desc, const json_t *id);
 /* Appends a command for the training thread and wakes it; called with mu held. */
-void eng_ctl__enqueue(struct eng_ctl *c, eng_ctl_cmd *cmd);
+void wk_ctl__enqueue(struct wk_ctl *c, wk_ctl_cmd *cmd);
 /* Handles one validated request, with mu held: the reply's return object, or NULL after
  * queueing a deferred command, keeping a request for the job's start (c->early), or
- * sending an error (eng_ctl_cmd.c). */
-json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,
+ * sending an error (wk_ctl_cmd.c). */
+json_t *wk_ctl__dispatch(struct wk_ctl *c, ctl_conn *k, int handle, const char *name,
 	json_t *args, json_t *id);
 
 #endif

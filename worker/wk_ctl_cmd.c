@@ -1,7 +1,7 @@
-/* eng_ctl_cmd.c - the commands remat-train's control thread answers (docs/protocol.md):
+/* wk_ctl_cmd.c - the commands remat-train's control thread answers (docs/protocol.md):
  * queries from the snapshot the training thread publishes, and changes queued for the next
  * step boundary. Runs on the control thread with the controller's mutex held; no I/O but
- * eng_ctl__send_error. Not here: connections, the loop, the outbox (eng_ctl.c).
+ * wk_ctl__send_error. Not here: connections, the loop, the outbox (wk_ctl.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 #include "eng_auto.h"
 #include "eng_backends.h"
 #include "eng_ckpt.h"
-#include "eng_ctl_int.h"
+#include "wk_ctl_int.h"
 #include "eng_cuda_mem.h"
 #include "eng_mem.h"
 #include "eng_plan_json.h"
@@ -21,18 +21,18 @@
 /* One handler per command (the table at the end, indexed by proto's command ids): the
  * reply, or NULL when it answered (an error) or will answer later (a deferred change). */
 #define HANDLER(fn) \
-	static json_t *fn(struct eng_ctl *c, ctl_conn *k, int handle, const proto_command *cmd, \
+	static json_t *fn(struct wk_ctl *c, ctl_conn *k, int handle, const proto_command *cmd, \
 		json_t *args, json_t *id)
 #define UNUSED_ARGS (void)c, (void)k, (void)handle, (void)cmd, (void)args, (void)id
 
-static void plan_for(struct eng_ctl *c, const eng_policy *p, eng_plan *plan)
+static void plan_for(struct wk_ctl *c, const eng_policy *p, eng_plan *plan)
 {
 	const eng_model *m = &c->tr->model;
 	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, p, plan);
 }
 
 /* The measured sections (mode, saved and workspace bytes), without the planner's FLOPs. */
-static json_t *measured_sections(struct eng_ctl *c)
+static json_t *measured_sections(struct wk_ctl *c)
 {
 	eng_plan plan;
 	plan_for(c, &c->policy, &plan);
@@ -46,7 +46,7 @@ static const char *const budget_sources[] = {"size", "cgroup", "device"};
 
 /* job-status' "auto": null when no controller is on, else its budget, where that came
  * from, whether it holds a policy remat-set gave, and the least any policy needs. */
-static json_t *auto_json(const struct eng_ctl *c)
+static json_t *auto_json(const struct wk_ctl *c)
 {
 	if (!c->autoc.budget)
 		return json_null();
@@ -97,9 +97,9 @@ HANDLER(cmd_status)
 		json_object_set_new(r, "params", json_integer((json_int_t)all));
 		json_object_set_new(r, "trainable_params", json_integer((json_int_t)trainable));
 	}
-	double el = c->steps_here ? eng_ctl__mono_s() - c->first_step_s : 0;
+	double el = c->steps_here ? wk_ctl__mono_s() - c->first_step_s : 0;
 	json_object_set_new(r, "elapsed_s", json_real(el));
-	json_object_set_new(r, "eta_s", c->steps_here && !eng_ctl__is_final(c->state)
+	json_object_set_new(r, "eta_s", c->steps_here && !wk_ctl__is_final(c->state)
 		? json_real(c->busy_s / c->steps_here * (c->steps - c->step)) : json_null());
 	json_object_set_new(r, "hparams", c->hparams ? json_deep_copy(c->hparams) : json_object());
 	/* data parallel: the ranks, and how their gradients are summed */
@@ -160,7 +160,7 @@ static json_t *mem_json(const eng_mem_stats *ms, int reset)
 /* Data parallel: each field the most over ranks (rank 0's own counters live, the others'
  * as of the last step): the rank that runs out is the largest. On the GPU the device's
  * too (free and total stay rank 0's). */
-static void mem_max(eng_mem_stats *ms, eng_cuda_mem_stats *ds, const eng_ctl_rank *rows,
+static void mem_max(eng_mem_stats *ms, eng_cuda_mem_stats *ds, const wk_ctl_rank *rows,
 	int n)
 {
 	for (int r = 0; r < n; r++) {
@@ -221,7 +221,7 @@ HANDLER(cmd_mem)
 	return r;
 }
 
-void eng_ctl__enqueue(struct eng_ctl *c, eng_ctl_cmd *cmd)
+void wk_ctl__enqueue(struct wk_ctl *c, wk_ctl_cmd *cmd)
 {
 	if (c->q_tail)
 		c->q_tail->next = cmd;
@@ -244,9 +244,9 @@ HANDLER(cmd_info)
 {
 	UNUSED_ARGS;
 	json_t *r = json_pack("{s:s,s:i,s:f,s:s,s:s?,s:n,s:s,s:i,s:i}", "version", PROTO_VERSION,
-		"pid", (int)getpid(), "uptime_s", eng_ctl__mono_s() - c->started, "role", "worker",
+		"pid", (int)getpid(), "uptime_s", wk_ctl__mono_s() - c->started, "role", "worker",
 		"socket", c->path[0] ? c->path : NULL, "state_dir", "blas", kn_blas_describe(),
-		"max_jobs", 1, "jobs_running", eng_ctl__is_final(c->state) ? 0 : 1);
+		"max_jobs", 1, "jobs_running", wk_ctl__is_final(c->state) ? 0 : 1);
 	if (r && eng_backends_json(r) < 0) {
 		json_decref(r);
 		r = NULL;
@@ -264,19 +264,19 @@ HANDLER(cmd_subscribe)
 }
 
 /* The job is starting (no trainer yet): the request is kept, and answered once the trainer
- * exists, before its first step (eng_ctl.c's early_answer). Always NULL. */
-static json_t *keep_early(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,
+ * exists, before its first step (wk_ctl.c's early_answer). Always NULL. */
+static json_t *keep_early(struct wk_ctl *c, ctl_conn *k, int handle, const char *name,
 	json_t *args, json_t *id)
 {
 	char desc[PROTO_DESC_LEN];
 	ctl_early *e = NULL, **tail = &c->early;
-	if (eng_ctl__is_final(c->state)) {
+	if (wk_ctl__is_final(c->state)) {
 		snprintf(desc, sizeof desc, "job %s is %s", c->job, state_names[c->state]);
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
 	} else if (k->inflight >= PROTO_MAX_INFLIGHT) {
-		eng_ctl__send_error(k, PROTO_ERR_BUSY, "too many requests in flight", id);
+		wk_ctl__send_error(k, PROTO_ERR_BUSY, "too many requests in flight", id);
 	} else if (!(e = calloc(1, sizeof *e))) {
-		eng_ctl__send_error(k, PROTO_ERR_INTERNAL, "out of memory", id);
+		wk_ctl__send_error(k, PROTO_ERR_INTERNAL, "out of memory", id);
 	} else {
 		snprintf(e->execute, sizeof e->execute, "%s", name);
 		e->args = json_incref(args);
@@ -344,7 +344,7 @@ HANDLER(cmd_plan)
 	}
 	json_t *r = eng_plan_reply(&j, args, desc, sizeof desc);
 	if (!r)
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
 	return r;
 }
 
@@ -360,15 +360,15 @@ HANDLER(cmd_mem_reset_peak)
 /* The changes, queued for the training thread's next step boundary: remat-set, job-pause
  * and job-resume answer now with the step they apply at; job-stop and ckpt-save when done.
  * NULL (an error sent) when the job can no longer change. */
-static eng_ctl_cmd *change_new(struct eng_ctl *c, ctl_conn *k, json_t *id)
+static wk_ctl_cmd *change_new(struct wk_ctl *c, ctl_conn *k, json_t *id)
 {
 	char desc[PROTO_DESC_LEN];
-	eng_ctl_cmd *cmd = NULL;
-	if (eng_ctl__is_final(c->state) || c->state == CTL_STOPPING) {
+	wk_ctl_cmd *cmd = NULL;
+	if (wk_ctl__is_final(c->state) || c->state == CTL_STOPPING) {
 		snprintf(desc, sizeof desc, "job %s is %s", c->job, state_names[c->state]);
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
 	} else if (!(cmd = calloc(1, sizeof *cmd))) {
-		eng_ctl__send_error(k, PROTO_ERR_INTERNAL, "out of memory", id);
+		wk_ctl__send_error(k, PROTO_ERR_INTERNAL, "out of memory", id);
 	} else {
 		cmd->conn = -1;
 	}
@@ -376,32 +376,32 @@ static eng_ctl_cmd *change_new(struct eng_ctl *c, ctl_conn *k, json_t *id)
 }
 
 /* the step a change queued now applies at */
-static int applies_at(const struct eng_ctl *c)
+static int applies_at(const struct wk_ctl *c)
 {
 	return c->step + 1 + c->in_step;
 }
 
 /* 1 (and the error sent) while a probe owns the policy */
-static int probing(struct eng_ctl *c, ctl_conn *k, json_t *id)
+static int probing(struct wk_ctl *c, ctl_conn *k, json_t *id)
 {
 	char desc[PROTO_DESC_LEN];
 	if (!c->probe_until)
 		return 0;
 	snprintf(desc, sizeof desc, "job %s is measuring its sections' costs (remat-profile) "
 		 "until step %d: set the policy after that", c->job, c->probe_until);
-	eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+	wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
 	return 1;
 }
 
 /* The controller's budget once the changes queued so far apply (0: off). */
-static size_t budget_now(const struct eng_ctl *c)
+static size_t budget_now(const struct wk_ctl *c)
 {
 	return c->auto_queued ? c->auto_next : c->autoc.budget;
 }
 
 /* The predicted peak of policy p: the fixed part (untracked included) and p's
  * activations and recompute buffers. */
-static size_t predicted(struct eng_ctl *c, const eng_policy *p)
+static size_t predicted(struct wk_ctl *c, const eng_policy *p)
 {
 	eng_plan plan;
 	plan_for(c, p, &plan);
@@ -411,10 +411,10 @@ static size_t predicted(struct eng_ctl *c, const eng_policy *p)
 /* remat-set's policy p against memory.limit (an allocator's cap: the boundary would put
  * another policy in its place) and, with a controller on and no force, its budget: 0, or
  * -1 with why in desc. */
-static int policy_fits(struct eng_ctl *c, const eng_policy *p, int force, char *desc,
+static int policy_fits(struct wk_ctl *c, const eng_policy *p, int force, char *desc,
 	size_t len)
 {
-	const eng_ctl_memfig *m = &c->memfig;
+	const wk_ctl_memfig *m = &c->memfig;
 	eng_plan plan;
 	char text[2048];
 	size_t budget = budget_now(c), room = c->auto_queued ?
@@ -445,26 +445,26 @@ HANDLER(cmd_remat_set)
 	eng_policy p = c->pending;
 	if (probing(c, k, id))
 		return NULL;
-	eng_ctl_cmd *q = change_new(c, k, id);
+	wk_ctl_cmd *q = change_new(c, k, id);
 	if (!q)
 		return NULL;
 	if (eng_plan_policy_args(&c->tr->aliases, c->tr->spec.device, args, &p, desc,
 		    sizeof desc) < 0) {
 		free(q);
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
 		return NULL;
 	}
 	q->force = json_is_true(json_object_get(args, "force"));
 	if (policy_fits(c, &p, q->force, desc, sizeof desc) < 0) {
 		free(q);
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
 		return NULL;
 	}
 	q->op = CTL_OP_POLICY;
 	q->policy = c->pending = p;
 	q->applies_at = applies_at(c);
 	q->budget_change = q->force && budget_now(c);
-	eng_ctl__enqueue(c, q);
+	wk_ctl__enqueue(c, q);
 	json_t *r = json_pack("{s:i,s:o}", "applies_at_step", q->applies_at, "policy",
 		eng_policy_json(&p));
 	if (!budget_now(c)) {
@@ -483,10 +483,10 @@ HANDLER(cmd_remat_set)
 
 /* job-pause (pause 1) and job-resume (0): queued, unless the job already is as asked.
  * 0, or -1 with the error sent. */
-static int queue_pause(struct eng_ctl *c, ctl_conn *k, json_t *id, int pause)
+static int queue_pause(struct wk_ctl *c, ctl_conn *k, json_t *id, int pause)
 {
 	char desc[PROTO_DESC_LEN];
-	eng_ctl_cmd *q = change_new(c, k, id);
+	wk_ctl_cmd *q = change_new(c, k, id);
 	if (!q)
 		return -1;
 	int paused = c->state == CTL_PAUSED || c->pause_pending;
@@ -494,12 +494,12 @@ static int queue_pause(struct eng_ctl *c, ctl_conn *k, json_t *id, int pause)
 		free(q);
 		snprintf(desc, sizeof desc, "job %s is %s", c->job,
 			pause ? "already paused" : "not paused");
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
 		return -1;
 	}
 	q->op = pause ? CTL_OP_PAUSE : CTL_OP_RESUME;
 	c->pause_pending = pause;
-	eng_ctl__enqueue(c, q);
+	wk_ctl__enqueue(c, q);
 	return 0;
 }
 
@@ -522,14 +522,14 @@ HANDLER(cmd_resume)
 }
 
 /* q's reply goes to connection handle (k) once the training thread is done with it */
-static void defer_reply(eng_ctl_cmd *q, ctl_conn *k, int handle, json_t *id)
+static void defer_reply(wk_ctl_cmd *q, ctl_conn *k, int handle, json_t *id)
 {
 	q->conn = handle;
 	q->id = json_incref(id);
 	k->inflight++;
 }
 
-/* job-stop and ckpt-save: answered once done (eng_ctl_reply) */
+/* job-stop and ckpt-save: answered once done (wk_ctl_reply) */
 HANDLER(cmd_deferred)
 {
 	UNUSED_ARGS;
@@ -538,12 +538,12 @@ HANDLER(cmd_deferred)
 	 * then stops unsaved, its reply saying what was dropped) */
 	const json_t *sv = json_object_get(args, "save");
 	int save = !stop || (sv ? json_is_true(sv) : c->tr->spec.save_dir[0] != 0);
-	eng_ctl_cmd *q = change_new(c, k, id);
+	wk_ctl_cmd *q = change_new(c, k, id);
 	if (!q)
 		return NULL;
 	if (save && !c->tr->spec.save_dir[0]) {
 		free(q);
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "the job has no save.dir", id);
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "the job has no save.dir", id);
 		return NULL;
 	}
 	defer_reply(q, k, handle, id);
@@ -552,7 +552,7 @@ HANDLER(cmd_deferred)
 		snprintf(q->name, sizeof q->name, "%s", json_string_value(n));
 	q->op = stop ? CTL_OP_STOP : CTL_OP_SAVE;
 	q->save = stop && save;
-	eng_ctl__enqueue(c, q);
+	wk_ctl__enqueue(c, q);
 	return NULL;
 }
 
@@ -571,7 +571,7 @@ HANDLER(cmd_costs)
 
 /* remat-memlog's row r: the step, its peaks all together and by category, and what each
  * section held. */
-static json_t *memlog_row(const struct eng_ctl *c, int row)
+static json_t *memlog_row(const struct wk_ctl *c, int row)
 {
 	const ctl_memrow *r = &c->memlog[row];
 	int L = c->tr->model.cfg.n_layer;
@@ -602,7 +602,7 @@ HANDLER(cmd_memlog)
 	const char *fmt = json_string_value(json_object_get(args, "trace"));
 	int want = n ? (int)json_integer_value(n) : PROTO_MEMLOG_DEFAULT;
 	if (!c->memlog) {
-		eng_ctl__send_error(k, PROTO_ERR_INTERNAL, "the worker had no memory for its "
+		wk_ctl__send_error(k, PROTO_ERR_INTERNAL, "the worker had no memory for its "
 				    "memory log", id);
 		return NULL;
 	}
@@ -617,7 +617,7 @@ HANDLER(cmd_memlog)
 	size_t room = PROTO_MAX_LINE - 4096, used = r ? json_dumpb(r, NULL, 0, JSON_COMPACT) : 0;
 	if (!r || used > room) {
 		json_decref(r);
-		eng_ctl__send_error(k, r ? PROTO_ERR_INVALID_PARAMETER : PROTO_ERR_INTERNAL, r ?
+		wk_ctl__send_error(k, r ? PROTO_ERR_INVALID_PARAMETER : PROTO_ERR_INTERNAL, r ?
 			"that many steps of this model are over the protocol's 1 MiB line: ask "
 			"for fewer" : "out of memory", id);
 		return NULL;
@@ -651,7 +651,7 @@ HANDLER(cmd_memlog)
 				c->trace.step);
 		json_decref(data);
 		json_decref(r);
-		eng_ctl__send_error(k, too_big ? PROTO_ERR_INVALID_STATE : PROTO_ERR_INTERNAL, desc,
+		wk_ctl__send_error(k, too_big ? PROTO_ERR_INVALID_STATE : PROTO_ERR_INTERNAL, desc,
 			id);
 		return NULL;
 	}
@@ -664,13 +664,13 @@ HANDLER(cmd_memlog)
 }
 
 /* A change only a cpu run measures for (its costs), and none while a probe runs. */
-static eng_ctl_cmd *cpu_change(struct eng_ctl *c, ctl_conn *k, json_t *id, const char *what)
+static wk_ctl_cmd *cpu_change(struct wk_ctl *c, ctl_conn *k, json_t *id, const char *what)
 {
 	char desc[PROTO_DESC_LEN];
 	if (c->tr->spec.device != ENG_DEVICE_CPU) {
 		snprintf(desc, sizeof desc, "%s runs on device cpu only for now (the GPU model "
 			 "does not measure its sections' costs)", what);
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
 		return NULL;
 	}
 	return probing(c, k, id) ? NULL : change_new(c, k, id);
@@ -683,13 +683,13 @@ HANDLER(cmd_profile)
 	UNUSED_ARGS;
 	json_t *n = json_object_get(args, "rounds");
 	int rounds = n ? (int)json_integer_value(n) : PROTO_PROFILE_ROUNDS;
-	eng_ctl_cmd *q = cpu_change(c, k, id, "remat-profile");
+	wk_ctl_cmd *q = cpu_change(c, k, id, "remat-profile");
 	if (!q)
 		return NULL;
 	q->op = CTL_OP_PROFILE;
 	q->rounds = rounds;
 	c->probe_until = applies_at(c) + PROTO_PROFILE_STEPS(rounds) - 1;
-	eng_ctl__enqueue(c, q);
+	wk_ctl__enqueue(c, q);
 	return json_pack("{s:i,s:i,s:i}", "applies_at_step", applies_at(c), "until_step",
 		c->probe_until, "rounds", rounds);
 }
@@ -697,7 +697,7 @@ HANDLER(cmd_profile)
 /* budget device: what this process may hold on the GPU, the device memory free
  * (cudaMemGetInfo at the allocator's last refresh: atomics only, no CUDA call on this
  * thread) and its own arenas. */
-static int device_budget(struct eng_ctl *c, size_t *bytes, char *desc, size_t len)
+static int device_budget(struct wk_ctl *c, size_t *bytes, char *desc, size_t len)
 {
 	eng_cuda_mem_stats ds;
 	if (c->tr->spec.device != ENG_DEVICE_CUDA) {
@@ -725,16 +725,16 @@ HANDLER(cmd_auto)
 	const char *src = json_string_value(json_object_get(args, "budget"));
 	size_t bytes = 0;
 	if (!b == !src) {
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, "give 'budget_bytes' or "
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, "give 'budget_bytes' or "
 				    "'budget' (cgroup, device or off), one of the two", id);
 		return NULL;
 	}
 	if (src && !strcmp(src, "device") && device_budget(c, &bytes, desc, sizeof desc) < 0) {
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
 		return NULL;
 	}
 	if (src && !strcmp(src, "cgroup") && c->tr->spec.device != ENG_DEVICE_CPU) {
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "budget cgroup: a cgroup limits host "
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "budget cgroup: a cgroup limits host "
 				    "memory, and the job's is the GPU's (give a size, or device)", id);
 		return NULL;
 	}
@@ -743,11 +743,11 @@ HANDLER(cmd_auto)
 	else if (!strcmp(src, "cgroup") && eng_auto_cgroup(eng_auto_cgroup_root(),
 						  eng_auto_proc_cgroup(), &bytes, &err) < 0) {
 		snprintf(desc, sizeof desc, "budget cgroup: %.400s", err.msg);
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
 		return NULL;
 	}
 	if (b && !bytes) {
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, "'budget_bytes' must be above 0 "
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, "'budget_bytes' must be above 0 "
 				    "('budget': \"off\" turns the controller off)", id);
 		return NULL;
 	}
@@ -756,10 +756,10 @@ HANDLER(cmd_auto)
 			 "needs is %.1f MiB of process memory (every block full and the head chunked,"
 			 " with %.1f MiB held whatever the policy); nothing changed", bytes /
 			 1048576.0, c->memfig.least / 1048576.0, c->memfig.fixed / 1048576.0);
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
 		return NULL;
 	}
-	eng_ctl_cmd *q = probing(c, k, id) ? NULL : change_new(c, k, id);
+	wk_ctl_cmd *q = probing(c, k, id) ? NULL : change_new(c, k, id);
 	if (!q)
 		return NULL;
 	q->op = CTL_OP_AUTO;
@@ -767,7 +767,7 @@ HANDLER(cmd_auto)
 	q->source = !src || !strcmp(src, "off") ? ENG_BUDGET_SIZE : !strcmp(src, "cgroup") ?
 		ENG_BUDGET_CGROUP : ENG_BUDGET_DEVICE;
 	q->budget_change = 1;
-	eng_ctl__enqueue(c, q);
+	wk_ctl__enqueue(c, q);
 	c->auto_queued++; /* what a remat-set after it is checked against */
 	c->auto_next = bytes;
 	return json_pack("{s:i,s:o,s:o}", "applies_at_step", applies_at(c), "budget_bytes",
@@ -780,16 +780,16 @@ HANDLER(cmd_eval)
 {
 	UNUSED_ARGS;
 	if (!c->tr->val.tok) {
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "the job has no data.val to "
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "the job has no data.val to "
 							      "evaluate on", id);
 		return NULL;
 	}
-	eng_ctl_cmd *q = change_new(c, k, id);
+	wk_ctl_cmd *q = change_new(c, k, id);
 	if (!q)
 		return NULL;
 	defer_reply(q, k, handle, id);
 	q->op = CTL_OP_EVAL;
-	eng_ctl__enqueue(c, q);
+	wk_ctl__enqueue(c, q);
 	return NULL;
 }
 
@@ -810,15 +810,15 @@ HANDLER(cmd_set)
 		 !c->tr->spec.save_dir[0])
 		why = "'save.every' needs save.dir, which the job has not";
 	if (why) {
-		eng_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, why, id);
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, why, id);
 		return NULL;
 	}
-	eng_ctl_cmd *q = change_new(c, k, id);
+	wk_ctl_cmd *q = change_new(c, k, id);
 	if (!q)
 		return NULL;
 	q->op = CTL_OP_SET;
 	q->set = json_deep_copy(set);
-	eng_ctl__enqueue(c, q);
+	wk_ctl__enqueue(c, q);
 	return json_pack("{s:i,s:O}", "applies_at_step", applies_at(c), "set", set);
 }
 
@@ -826,7 +826,7 @@ HANDLER(cmd_set)
  * requests are kept and answered before the first step: keep_early). A command without a
  * handler is rematd's. */
 static const struct {
-	json_t *(*fn)(struct eng_ctl *c, ctl_conn *k, int handle, const proto_command *cmd,
+	json_t *(*fn)(struct wk_ctl *c, ctl_conn *k, int handle, const proto_command *cmd,
 		json_t *args, json_t *id);
 	int needs_trainer;
 } handlers[PROTO_CMD_COUNT] = {
@@ -852,7 +852,7 @@ static const struct {
 	[PROTO_CMD_JOB_SET] = {cmd_set, 1},
 };
 
-json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char *name,
+json_t *wk_ctl__dispatch(struct wk_ctl *c, ctl_conn *k, int handle, const char *name,
 	json_t *args, json_t *id)
 {
 	char desc[PROTO_DESC_LEN];
@@ -860,7 +860,7 @@ json_t *eng_ctl__dispatch(struct eng_ctl *c, ctl_conn *k, int handle, const char
 	if (!cmd || !handlers[cmd->id].fn) {
 		snprintf(desc, sizeof desc, "this is a worker (remat-train); %.64s is rematd's",
 			name);
-		eng_ctl__send_error(k, PROTO_ERR_COMMAND_NOT_FOUND, desc, id);
+		wk_ctl__send_error(k, PROTO_ERR_COMMAND_NOT_FOUND, desc, id);
 		return NULL;
 	}
 	if (handlers[cmd->id].needs_trainer && !c->tr)

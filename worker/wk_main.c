@@ -1,4 +1,4 @@
-/* remat_train.c - remat-train: one training job, in the foreground or under control.
+/* wk_main.c - remat-train: one training job, in the foreground or under control.
  *
  *   remat-train [--json] [--metrics FILE] [--remat-schedule STEP:POLICY,...]
  *               [--control PATH | --control-fd N [--metrics-fd N]] [--job-id ID]
@@ -19,7 +19,7 @@
  * --metrics FILE appends every step and every evaluation to FILE, one JSON object a line
  * (wk_metrics.h); rematd hands its job's metrics.jsonl over as --metrics-fd.
  * --control PATH listens on a socket of its own for rematctl; --control-fd N speaks to
- * rematd over an inherited socketpair (eng_ctl.c): both take the protocol's commands,
+ * rematd over an inherited socketpair (wk_ctl.c): both take the protocol's commands,
  * applied here at step boundaries.
  * --as (rematd as root, for a client of another uid): reads JOB.json, then becomes that
  * user (groups, gid, uid) before any file the spec names is opened (eng_cred.h).
@@ -56,7 +56,7 @@
 #include "eng_backends.h"
 #include "eng_ckpt.h"
 #include "eng_cred.h"
-#include "eng_ctl.h"
+#include "wk_ctl.h"
 #include "eng_cuda.h"
 #include "eng_dp.h"
 #include "eng_import.h"
@@ -481,7 +481,7 @@ static int connect_rematd(const char *path)
  * (said). Then the start, held by the test hook REMAT_START_DELAY_MS (as a large
  * init_from would hold it, so that tests can talk to a job that is still starting; unset
  * in normal use). */
-static int start_control(const train_opts *o, eng_ctl **c)
+static int start_control(const train_opts *o, wk_ctl **c)
 {
 	/* jansson's hash seed is set before the control thread exists (it is not thread-safe
 	 * to let both threads initialise it lazily). */
@@ -491,7 +491,7 @@ static int start_control(const train_opts *o, eng_ctl **c)
 	int fd = o->ctl_fd;
 	if (o->ctl_connect && (fd = connect_rematd(o->ctl_connect)) < 0)
 		return -1;
-	if ((fd >= 0 || o->ctl_path) && !(*c = eng_ctl_start(fd, o->ctl_path, o->job_id, NULL)))
+	if ((fd >= 0 || o->ctl_path) && !(*c = wk_ctl_start(fd, o->ctl_path, o->job_id, NULL)))
 		return -1;
 	const char *delay = getenv("REMAT_START_DELAY_MS");
 	if (delay && atoi(delay) > 0)
@@ -546,7 +546,7 @@ int main(int argc, char **argv)
 {
 	int rc;
 	train_opts o;
-	eng_ctl *c = NULL;
+	wk_ctl *c = NULL;
 	static wk_schedule sched;
 	eng_trainer tr;
 	eng_spec spec;
@@ -610,7 +610,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "remat-train: warning: %s\n", warn);
 	if (spec_rc < 0 || eng_trainer_init(&tr, &spec, &err) < 0) {
 		fprintf(stderr, "remat-train: %s\n", err.msg);
-		eng_ctl_set_state(c, CTL_FAILED, err.msg);
+		wk_ctl_set_state(c, CTL_FAILED, err.msg);
 		goto out;
 	}
 	if ((rc = wk_schedule_check(&tr, &sched)) != 0)
@@ -620,13 +620,13 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!o.json)
 		print_banner(&tr);
-	eng_ctl_attach(c, &tr);
+	wk_ctl_attach(c, &tr);
 	wk_run_opts ro = {o.json, o.ctl_fd >= 0 || o.ctl_connect, &sched, &stop_signal, &mx,
 		&together};
 	rc = wk_run(&tr, c, &ro);
 out:
 	wk_metrics_close(&mx);
-	eng_ctl_stop(c);
+	wk_ctl_stop(c);
 	if (rc != 0 && rc != 130 && eng_dp_size() > 1 && !together)
 		eng_dp_abort(rc); /* no rank left waiting in a collective for this one */
 	eng_trainer_free(&tr);
