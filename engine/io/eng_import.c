@@ -19,7 +19,6 @@
 
 #include "eng_hfconfig.h"
 #include "eng_llmc.h"
-#include "eng_peft.h"
 #include "eng_st.h"
 
 #define HF_LM_HEAD    "lm_head.weight" /* never prefixed */
@@ -328,29 +327,6 @@ int eng_import_exists(const char *from, eng_err *err)
 	return 0;
 }
 
-int eng_import_read_config(const char *from, eng_config *cfg, eng_err *err)
-{
-	char base[PATH_MAX_LEN + 32];
-	if (eng_import_exists(from, err) < 0)
-		return -1;
-	if (!eng_import_is_file(from) && eng_peft_is_adapter(from))
-		return eng_peft_read_config(from, cfg, base, sizeof base, err);
-	return eng_import_base_config(from, cfg, err);
-}
-
-int eng_import_load(eng_model *m, const char *from, eng_err *err)
-{
-	char base[PATH_MAX_LEN + 32];
-	eng_config c;
-	/* adapters: the base's weights from its directory, then theirs */
-	if (!eng_import_is_file(from) && eng_peft_is_adapter(from))
-		return eng_peft_read_config(from, &c, base, sizeof base, err) < 0 ||
-				eng_import_base_load(m, base, err) < 0 ||
-				eng_peft_load(m, from, err) < 0
-			? -1 : 0;
-	return eng_import_base_load(m, from, err);
-}
-
 /* eng_import_base_load, or with check the checks of every file's header alone */
 static int base_weights(eng_model *m, const char *from, int check, eng_err *err)
 {
@@ -376,10 +352,8 @@ int eng_import_base_load(eng_model *m, const char *from, eng_err *err)
 	return base_weights(m, from, 0, err);
 }
 
-int eng_import_check(const char *from, const eng_config *cfg, eng_err *err)
+int eng_import_base_check(const char *from, const eng_config *cfg, eng_err *err)
 {
-	char base[PATH_MAX_LEN + 32];
-	eng_config c;
 	eng_model m; /* the tensor table alone: nothing is allocated for the weights */
 	memset(&m, 0, sizeof m);
 	m.cfg = *cfg;
@@ -387,26 +361,7 @@ int eng_import_check(const char *from, const eng_config *cfg, eng_err *err)
 	if (!(m.tensors = calloc((size_t)m.ntensors, sizeof *m.tensors)))
 		return eng_errf(err, "out of memory checking '%s'", from);
 	m.nfloats = eng_model_table(cfg, m.tensors, &m.ngrad);
-	/* adapters: their base's files (the adapters' own are eng_peft_load's to check) */
-	int adapter = !eng_import_is_file(from) && eng_peft_is_adapter(from);
-	int rc = adapter && eng_peft_read_config(from, &c, base, sizeof base, err) < 0 ? -1
-		: base_weights(&m, adapter ? base : from, 1, err);
+	int rc = base_weights(&m, from, 1, err);
 	free(m.tensors);
-	return rc;
-}
-
-int eng_export_llmc(const char *from, const char *out, int version, eng_err *err)
-{
-	eng_config cfg;
-	eng_model m;
-	int rc = -1;
-	memset(&m, 0, sizeof m);
-	if (eng_import_read_config(from, &cfg, err) < 0 ||
-	    eng_model_init(&m, &cfg, 1, 1, 0, err) < 0 || eng_import_load(&m, from, err) < 0 ||
-	    eng_model_save_llmc(&m, out, version, err) < 0)
-		goto out;
-	rc = 0;
-out:
-	eng_model_free(&m);
 	return rc;
 }

@@ -1,5 +1,6 @@
 /* eng_import.h - weights from other programs' files into a model, and out to llm.c's format
- * (see eng_import.c).
+ * (see eng_import.c: a model's own files; eng_import_from.c: the choice between a model
+ * and adapters, and the export).
  *
  * What model.init_from may name, and so what eng_import_read_config / eng_import_load take:
  *   - a directory holding config.json and model.safetensors: a checkpoint of this engine or a
@@ -61,6 +62,7 @@ int eng_import_check(const char *from, const eng_config *cfg, eng_err *err);
  * these read). */
 int eng_import_base_config(const char *from, eng_config *cfg, eng_err *err);
 int eng_import_base_load(eng_model *m, const char *from, eng_err *err);
+int eng_import_base_check(const char *from, const eng_config *cfg, eng_err *err);
 
 /* remat-train --export-llmc: loads the model `from` names (as above) and writes it to `out`
  * as an llm.c model file of `version` (ENG_LLMC_F32 or ENG_LLMC_BF16) with
