@@ -157,237 +157,10 @@ static void layout_mem(eng_model *m)
 	mem->where = "memory";
 }
 
-/* ---- the step's products ---- */
-
-#define HEAD_PRODUCTS 12 /* the head's products start here in the table */
-
-int eng_model_products(const eng_config *cfg, int B, int T, int R, unsigned flags,
-	eng_product *out)
-{
-	static const char *const layer[4][3] = {{"qkv fwd", "qkv dinp", "qkv dW"},
-		{"proj fwd", "proj dinp", "proj dW"}, {"fc fwd", "fc dinp", "fc dW"},
-		{"fcproj fwd", "fcproj dinp", "fcproj dW"}};
-	static const char *const head[2][3] = {{"head logits", "head dlnf", "head dwte"},
-		{"head logits, last chunk", "head dlnf, last chunk", "head dwte, last chunk"}};
-	int N = B * T, C = cfg->n_embd, V = cfg->vocab_size, L = cfg->n_layer, bf = cfg->mm_bf16;
-	int dnnl = !!(flags & ENG_PRODUCTS_DNNL), pack = bf && (flags & ENG_PRODUCTS_PACK_BF16);
-	int n = 0, rows[2] = {R, N % R}, times[2] = {N / R, 1};
-	/* the linear layers' widths: in and out columns (eng_config.h) */
-	int qkv = eng_config_qkv(cfg), ffi = eng_config_ffn_in(cfg), ff = eng_config_ffn(cfg);
-	int io[4][2] = {{C, qkv}, {C, C}, {C, ffi}, {ff, C}};
-	/* bf16: all oneDNN's, every product of a weight packed with ENG_PRODUCTS_PACK_BF16;
-	 * float32: OpenBLAS's but the head's logits and dlnf, where oneDNN's brgemm measured
-	 * 10-40 % faster on 256-row chunks, dlnf's wte packed (bench-blas) */
-	int lin = bf ? ENG_ROUTE_DNNL : ENG_ROUTE_OPENBLAS, wlin = pack ? ENG_ROUTE_PACKED : lin;
-	int wide = bf || dnnl ? ENG_ROUTE_DNNL : ENG_ROUTE_OPENBLAS;
-	for (int i = 0; i < 4; i++) {
-		int in = io[i][0], o = io[i][1];
-		if (cfg->arch == ENG_ARCH_LLAMA) {
-			/* Linear [out, in]: y = x W^T; dx = dy W; dW += dy^T x */
-			out[n++] = (eng_product){layer[i][0], {bf, 0, 1, N, o, in, in, in, o, 0, 0}, L,
-				wlin};
-			out[n++] = (eng_product){layer[i][1], {bf, 0, 0, N, in, o, o, in, in, 0, 0}, L,
-				wlin};
-			out[n++] = (eng_product){layer[i][2], {bf, 1, 0, o, in, N, o, in, in, 1, 0}, L,
-				lin};
-			continue;
-		}
-		/* Conv1D [in, out]: y = x W; dx = dy W^T; dW += x^T dy */
-		out[n++] = (eng_product){layer[i][0], {bf, 0, 0, N, o, in, in, o, o, 0, 0}, L, wlin};
-		out[n++] = (eng_product){layer[i][1], {bf, 0, 1, N, in, o, o, o, in, 0, 0}, L, wlin};
-		out[n++] = (eng_product){layer[i][2], {bf, 1, 0, in, o, N, in, o, o, 1, 0}, L, lin};
-	}
-	for (int k = 0; k < 2; k++) {
-		if (!rows[k])
-			continue;
-		int r = rows[k];
-		/* wte packed for full chunks only (the last chunk's shape may want another
-		 * layout): for both products in bf16, for dlnf in float32 */
-		int pk0 = pack && k == 0, pk1 = (pack || (!bf && dnnl)) && k == 0;
-		/* logits = lnf wte^T; dlnf = dlogits wte; dwte += dlogits^T lnf */
-		out[n++] = (eng_product){head[k][0], {bf, 0, 1, r, V, C, C, C, V, 0, 0}, times[k],
-			pk0 ? ENG_ROUTE_PACKED : wide};
-		out[n++] = (eng_product){head[k][1], {bf, 0, 0, r, C, V, V, C, C, 0, 0}, times[k],
-			pk1 ? ENG_ROUTE_PACKED : wide};
-		out[n++] = (eng_product){head[k][2], {bf, 1, 0, V, C, r, V, C, C, 1, 0}, times[k],
-			lin};
-	}
-	for (int i = 0; i < n; i++)
-		out[i].mm.packed = out[i].route == ENG_ROUTE_PACKED;
-	return n;
-}
-
-unsigned eng_model_route_flags(const eng_config *cfg)
-{
-	const char *e = getenv("REMAT_FP32_DNNL");
-	int f32 = !(e && strcmp(e, "0") == 0) && kn_dnnl_available(NULL, 0);
-	return (f32 ? ENG_PRODUCTS_DNNL : 0) |
-	       (cfg->mm_bf16 && kn_bf16_pack_weights() ? ENG_PRODUCTS_PACK_BF16 : 0);
-}
-
-static int dnnl_bytes(const eng_product *pr, int n, int L, size_t *scratch, size_t *packed,
-	size_t *at, size_t *sz);
-
-/* The step's products and their routes here, and oneDNN's bytes for them (*sc scratchpad,
- * *pk packed weights; its primitives made on the way, once: later sizings find them).
- * float32 falls back to OpenBLAS for every product when oneDNN cannot make its primitives
- * (OpenBLAS alone trains it as well); bf16 has no such fallback: its failure is the run's,
- * at mm_fit, and counts nothing here. */
-static int routes_of(const eng_config *cfg, int B, int T, int R, eng_product *pr, size_t *sc,
-	size_t *pk)
-{
-	int n = eng_model_products(cfg, B, T, R, eng_model_route_flags(cfg), pr);
-	if (dnnl_bytes(pr, n, cfg->n_layer, sc, pk, NULL, NULL) == 0)
-		return n;
-	*sc = *pk = 0;
-	return cfg->mm_bf16 ? n : eng_model_products(cfg, B, T, R, 0, pr);
-}
-
-/* Some product of m runs through oneDNN */
-static int uses_dnnl(const eng_model *m)
-{
-	for (int i = 0; i < m->nprod; i++)
-		if (m->prod[i].route != ENG_ROUTE_OPENBLAS)
-			return 1;
-	return 0;
-}
-
-/* Copies of a packed product's B: one per layer for a linear layer's, wte's one. */
-static int pack_copies(int i, int L)
-{
-	return i < HEAD_PRODUCTS ? L : 1;
-}
-
-/* oneDNN's bytes for the products that route through it at the current thread count (their
- * primitives made on the way): the largest scratchpad, and the packed weights, where each
- * packed product's copies start (at[i], 64-byte aligned) and how far apart (sz[i]; at and
- * sz may be NULL). -1 with kn_bf16_error(). */
-static int dnnl_bytes(const eng_product *pr, int n, int L, size_t *scratch, size_t *packed,
-	size_t *at, size_t *sz)
-{
-	*scratch = *packed = 0;
-	for (int i = 0; i < n; i++) {
-		size_t sc, pk;
-		if (pr[i].route == ENG_ROUTE_OPENBLAS)
-			continue;
-		if (kn_dnnl_sizes(&pr[i].mm, &sc, &pk) < 0)
-			return -1;
-		*scratch = sc > *scratch ? sc : *scratch;
-		if (pr[i].route != ENG_ROUTE_PACKED)
-			continue;
-		pk = (pk + 63) / 64 * 64;
-		if (at)
-			at[i] = *packed, sz[i] = pk;
-		*packed += pk * pack_copies(i, L);
-	}
-	return 0;
-}
-
-/* Elements of the rounded-gradient workspace: the widest linear gradient (q|k|v, the MLP's
- * first product) or a chunk's. */
-static size_t bf_out_elems(const eng_config *cfg, size_t N, size_t R)
-{
-	size_t w = (size_t)eng_config_qkv(cfg), f = (size_t)eng_config_ffn_in(cfg);
-	size_t lin = N * (w > f ? w : f), head = R * (size_t)cfg->vocab_size;
-	return lin > head ? lin : head;
-}
-
-/* oneDNN's scratchpads and packed weights for the current thread count (its primitives are
- * per thread count, and their layouts may follow it). */
-static int mm_fit(eng_model *m, eng_err *err)
-{
-	if (m->mm_threads == kn_get_threads() || !uses_dnnl(m))
-		return 0;
-	size_t need, packed, at[ENG_PRODUCTS] = {0}, sz[ENG_PRODUCTS] = {0};
-	if (dnnl_bytes(m->prod, m->nprod, m->cfg.n_layer, &need, &packed, at, sz) < 0)
-		return eng_errf(err, "oneDNN matmuls: %s", kn_bf16_error());
-	void *p = need ? eng_mem_alloc(ENG_MEM_WORKSPACE, need) : NULL;
-	void *w = packed && packed != m->wpack_bytes ? eng_mem_alloc(ENG_MEM_PARAMS, packed) : NULL;
-	if ((need && !p) || (packed && packed != m->wpack_bytes && !w)) {
-		eng_mem_free(p);
-		eng_mem_free(w);
-		return eng_err_nomem(err, "cannot allocate %.1f MiB for oneDNN's matmuls "
-				     "(scratchpad and packed weights): out of memory",
-			(need + packed) / 1048576.0);
-	}
-	/* all or nothing: the offsets change only with the buffers they index */
-	memcpy(m->pack_at, at, sizeof at);
-	memcpy(m->pack_sz, sz, sizeof sz);
-	eng_mem_free(m->mm_scratch);
-	m->mm_scratch = p;
-	m->mm_scratch_bytes = need;
-	if (packed != m->wpack_bytes) {
-		eng_mem_free(m->wpack);
-		m->wpack = w;
-		m->wpack_bytes = packed;
-	}
-	m->wcopy_valid = 0; /* a new thread count may pack another way */
-	m->mm_threads = kn_get_threads();
-	return 0;
-}
-
-void eng_model_params_changed(eng_model *m)
-{
-	m->wcopy_valid = 0;
-}
-
-const uint16_t *eng_model_wbf(const eng_model *m, const float *w)
-{
-	return m->wbf + (w - m->params);
-}
-
-/* The weight product i multiplies by in layer l (a linear layer's, or wte), as the product
- * takes it: float32, or its bf16 copy. */
-static const void *weight_of(const eng_model *m, int i, int l)
-{
-	const eng_layer_w *h = &m->w.h[l];
-	const float *w = i >= HEAD_PRODUCTS ? m->w.lmw :
-		(const float *[]){h->qkvw, h->attprojw, h->fcw, h->fcprojw}[i / 3];
-	return m->cfg.mm_bf16 ? (const void *)eng_model_wbf(m, w) : w;
-}
-
-/* Product i's packed copy of layer l's weight */
-static void *packed_of(const eng_model *m, int i, int l)
-{
-	return (char *)m->wpack + m->pack_at[i] + (size_t)l * m->pack_sz[i];
-}
-
-/* The weights' copies for this forward: bf16, then the packed ones (from those). */
-static int wcopy_make(eng_model *m, eng_err *err)
-{
-	if (m->wcopy_valid)
-		return 0;
-	if (m->cfg.mm_bf16)
-		kn_to_bf16(m->wbf, m->params, m->nfloats);
-	for (int i = 0; i < m->nprod; i++)
-		for (int l = 0; m->prod[i].route == ENG_ROUTE_PACKED &&
-				l < pack_copies(i, m->cfg.n_layer); l++)
-			if (kn_dnnl_pack(&m->prod[i].mm, weight_of(m, i, l), packed_of(m, i, l),
-				    m->pack_sz[i]) < 0)
-				return eng_errf(err, "oneDNN matmuls: %s", kn_bf16_error());
-	m->wcopy_valid = 1;
-	return 0;
-}
-
-/* C = op(A) op(B) + beta C: product i of the table (in layer l), by its route, a packed
- * one with its packed weight for B; oneDNN's first failure is kept for the pass's end. */
-void eng_model_prod_run(eng_model *m, int i, int l, const void *A, const void *B, float *C)
-{
-	const eng_product *p = &m->prod[i];
-	const kn_mm *q = &p->mm;
-	if (p->route == ENG_ROUTE_OPENBLAS)
-		kn_sgemm(q->ta, q->tb, q->M, q->N, q->K, 1.0f, A, q->lda, B, q->ldb,
-			(float)q->beta, C, q->ldc);
-	else if (!m->mm_err[0] && kn_dnnl_gemm(q, A, p->route == ENG_ROUTE_PACKED ?
-						      packed_of(m, i, l) : B, C, m->mm_scratch,
-					  m->mm_scratch_bytes) < 0)
-		snprintf(m->mm_err, sizeof m->mm_err, "oneDNN matmul: %s", kn_bf16_error());
-}
-
 /* Head product k (0 logits, 1 dlnf, 2 dwte) of a chunk of `rows` rows */
 static void head_mm(eng_model *m, int k, int rows, const void *A, const void *B, float *C)
 {
-	eng_model_prod_run(m, HEAD_PRODUCTS + k + (rows == m->chunk_rows ? 0 : 3), 0, A, B, C);
+	eng_model_prod_run(m, ENG_HEAD_PRODUCTS + k + (rows == m->chunk_rows ? 0 : 3), 0, A, B, C);
 }
 
 /* Row r of a matmul input field of C columns. */
@@ -456,12 +229,12 @@ void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, 
 	 * count (the caller's kn_set_threads), its primitives made here as the run will */
 	size_t sc = live ? live->mm_scratch_bytes : 0, pk = live ? live->wpack_bytes : 0;
 	if (!live)
-		routes_of(cfg, B, T, R, pr, &sc, &pk);
+		eng_prod_routes(cfg, B, T, R, pr, &sc, &pk);
 	out[ENG_MEM_PARAMS] += pk;
 	out[ENG_MEM_WORKSPACE] += sc;
 	if (cfg->mm_bf16) { /* the bf16 weights, the rounded operands */
 		out[ENG_MEM_PARAMS] += 2 * nfloats;
-		out[ENG_MEM_WORKSPACE] += 2 * (bf_out_elems(cfg, N, R) + N * C);
+		out[ENG_MEM_WORKSPACE] += 2 * (eng_prod_bf_out_elems(cfg, N, R) + N * C);
 	}
 }
 
@@ -521,17 +294,17 @@ static int model_init(eng_model *m, const eng_config *cfg, int B, int T, int chu
 	m->att_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, 4 * kn_attention_scratch_floats(T));
 	if (!m->att_scratch)
 		goto oom;
-	size_t sc, pk; /* mm_fit allocates them, with the packed copies' offsets */
-	m->nprod = products ? routes_of(cfg, B, T, m->chunk_rows, m->prod, &sc, &pk) : 0;
+	size_t sc, pk; /* eng_prod_fit allocates them, with the packed copies' offsets */
+	m->nprod = products ? eng_prod_routes(cfg, B, T, m->chunk_rows, m->prod, &sc, &pk) : 0;
 	if (cfg->mm_bf16) {
 		m->wbf = eng_mem_alloc(ENG_MEM_PARAMS, 2 * m->nfloats);
-		m->bf_out = eng_mem_alloc(ENG_MEM_WORKSPACE, 2 * bf_out_elems(cfg, N,
+		m->bf_out = eng_mem_alloc(ENG_MEM_WORKSPACE, 2 * eng_prod_bf_out_elems(cfg, N,
 			m->chunk_rows));
 		m->bf_in = eng_mem_alloc(ENG_MEM_WORKSPACE, 2 * N * C);
 		if (!m->wbf || !m->bf_out || !m->bf_in)
 			goto oom;
 	}
-	if (mm_fit(m, err) < 0) {
+	if (eng_prod_fit(m, err) < 0) {
 		eng_model_free(m);
 		return -1;
 	}
@@ -648,7 +421,7 @@ static void head_logits(eng_model *m, float *buf, int r0, int rows)
 {
 	int C = m->cfg.n_embd;
 	const void *lnf = mm_row(m, m->lay.head.lnf, r0, C);
-	head_mm(m, 0, rows, lnf, weight_of(m, HEAD_PRODUCTS, 0), buf);
+	head_mm(m, 0, rows, lnf, eng_prod_weight(m, ENG_HEAD_PRODUCTS, 0), buf);
 }
 
 /* Chunk k of the logits: its own slot under head=off, the one rebuilt chunk under chunked. */
@@ -719,9 +492,9 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 	if (m->lay.policy.n_layer != L)
 		return eng_errf(err, "no activations are laid out (a policy change failed): set a "
 				     "policy that fits first");
-	if (fit_scratch(m, err) < 0 || mm_fit(m, err) < 0)
+	if (fit_scratch(m, err) < 0 || eng_prod_fit(m, err) < 0)
 		return -1;
-	if (wcopy_make(m, err) < 0)
+	if (eng_prod_wcopy(m, err) < 0)
 		return -1;
 	m->mm_err[0] = '\0';
 	kn_encoder_forward(m->lay.saved[0].x, inp, m->w.wte, m->w.wpe, B, T, C);
@@ -798,7 +571,7 @@ static double head_backward(eng_model *m, const uint16_t *tgt)
 			kn_to_bf16(m->bf_out, buf, (size_t)rows * V);
 			dl = m->bf_out;
 		}
-		head_mm(m, 1, rows, dl, weight_of(m, HEAD_PRODUCTS, 0), m->dbuf + (size_t)r0 * C);
+		head_mm(m, 1, rows, dl, eng_prod_weight(m, ENG_HEAD_PRODUCTS, 0), m->dbuf + (size_t)r0 * C);
 		if (m->g.lmw) /* NULL: frozen */
 			head_mm(m, 2, rows, dl, lnf, m->g.lmw);
 	}

@@ -1,6 +1,6 @@
-/* eng_model_int.h - what eng_model.c (the step, the head, the products) and eng_blocks.c
- * (the blocks' passes of both families, LoRA's products) share inside the CPU model; not
- * an interface of the engine's.
+/* eng_model_int.h - what eng_model.c (the step, the head), eng_blocks.c (the blocks'
+ * passes of both families, LoRA's products) and eng_products.c (the matmul products below
+ * both) share inside the CPU model; not an interface of the engine's.
  */
 #ifndef ENG_MODEL_INT_H
 #define ENG_MODEL_INT_H
@@ -8,6 +8,20 @@
 #include "eng_model.h"
 #include "kn.h"
 
+#define ENG_HEAD_PRODUCTS 12 /* the head's products start here in the table */
+
+/* The step's products and their routes for a model of cfg at B x T with head chunks of R
+ * rows, and oneDNN's bytes for them (*sc scratchpad, *pk packed weights): the count. */
+int eng_prod_routes(const eng_config *cfg, int B, int T, int R, eng_product *pr, size_t *sc,
+	size_t *pk);
+/* Elements of the rounded-gradient workspace (precision bf16) */
+size_t eng_prod_bf_out_elems(const eng_config *cfg, size_t N, size_t R);
+/* oneDNN's scratchpads and packed weights for the current thread count: 0, or -1 */
+int eng_prod_fit(eng_model *m, eng_err *err);
+/* The weight product i multiplies by in layer l, as the product takes it (float32 or bf16) */
+const void *eng_prod_weight(const eng_model *m, int i, int l);
+/* The weights' bf16 and packed copies for this forward, unless still valid: 0, or -1 */
+int eng_prod_wcopy(eng_model *m, eng_err *err);
 /* C = op(A) op(B) + beta C: product i of the table (eng_model_products) in layer l, by its
  * route; oneDNN's first failure kept for the pass's end (m->mm_err) */
 void eng_model_prod_run(eng_model *m, int i, int l, const void *A, const void *B, float *C);

@@ -66,37 +66,12 @@
 extern "C" int kc_sdpa_check_offline(const char *device_json, int B, int NH, int T, int hs,
 	int *n_fwd, int *n_bwd, char *err, size_t errlen);
 
-
-/* ---- messages ---- */
-
-void sdpa_msg(char *dst, size_t len, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!dst || !len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(dst, len, fmt, ap);
-	va_end(ap);
-}
+/* ---- messages (sdpa_msg, sdpa_cudnn_why: kc_sdpa_graph.cu) ---- */
 
 /* "MAJOR.MINOR.PATCH" of a cudnnGetVersion() number (9.19.0 is 91900 from 9.0 on). */
 static void sdpa_version_str(char *dst, size_t len, size_t v)
 {
 	sdpa_msg(dst, len, "%zu.%zu.%zu", v / 10000, (v % 10000) / 100, v % 100);
-}
-
-/* cuDNN's status name and its own last message, which says what a finalize refused. */
-void sdpa_cudnn_why(char *dst, size_t len, cudnnStatus_t st)
-{
-	char last[256];
-
-	last[0] = '\0';
-	cudnnGetLastErrorString(last, sizeof(last));
-	if (last[0])
-		sdpa_msg(dst, len, "%s (%s)", cudnnGetErrorString(st), last);
-	else
-		sdpa_msg(dst, len, "%s", cudnnGetErrorString(st));
 }
 
 /* ---- one handle per device ---- */

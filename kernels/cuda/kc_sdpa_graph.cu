@@ -2,6 +2,35 @@
  * one descriptor at a time (the graphs and why they are so: kc_sdpa.cu's comment). */
 #include "kc_sdpa_int.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
+/* ---- messages (kc_sdpa.cu reports through these too) ---- */
+
+void sdpa_msg(char *dst, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!dst || !len)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(dst, len, fmt, ap);
+	va_end(ap);
+}
+
+/* cuDNN's status name and its own last message, which says what a finalize refused. */
+void sdpa_cudnn_why(char *dst, size_t len, cudnnStatus_t st)
+{
+	char last[256];
+
+	last[0] = '\0';
+	cudnnGetLastErrorString(last, sizeof(last));
+	if (last[0])
+		sdpa_msg(dst, len, "%s (%s)", cudnnGetErrorString(st), last);
+	else
+		sdpa_msg(dst, len, "%s", cudnnGetErrorString(st));
+}
+
 /* ---- graph building: each helper does nothing once g->failed ---- */
 
 void g_fail(sdpa_graph *g, const char *what, cudnnStatus_t st)

@@ -26,21 +26,6 @@ eng_acts ec_block_view(const eng_cuda *g, int l, int slot)
 	return a;
 }
 
-int ec_cuda_check(int cuda_error, const char *what, eng_err *err)
-{
-	if (cuda_error == cudaSuccess)
-		return 0;
-	if (cuda_error == cudaErrorMemoryAllocation) /* the same event as a refusal */
-		return eng_err_nomem(err, "cuda: %s: %s", what,
-			cudaGetErrorString((cudaError_t)cuda_error));
-	return eng_errf(err, "cuda: %s: %s", what, cudaGetErrorString((cudaError_t)cuda_error));
-}
-
-int ec_kc_fail(const char *what, eng_err *err)
-{
-	return eng_errf(err, "cuda: %s: %s", what, kc_error());
-}
-
 const char *eng_cuda_libraries(void)
 {
 	static char buf[128];
