@@ -136,29 +136,6 @@ int kc_layernorm_backward(cudaStream_t st, kc_dtype dt, void *dinp, float *dw, f
 	int N, int C, void *scratch);
 size_t kc_layernorm_scratch_bytes(int N, int C);
 
-/* ---- the Llama family (kc_llama.cu): RMSNorm, rotary embeddings, SwiGLU ---- */
-
-/* out(N,C) = w * (x * rstd), rstd(N) = 1/sqrt(mean(x^2) + eps) (float32) */
-int kc_rmsnorm_forward(cudaStream_t st, kc_dtype dt, void *out, float *rstd, const void *inp,
-	const void *w, float eps, int N, int C);
-/* out(N,C) from the saved rstd: bitwise what kc_rmsnorm_forward wrote */
-int kc_rmsnorm_apply(cudaStream_t st, kc_dtype dt, void *out, const void *inp,
-	const float *rstd, const void *w, int N, int C);
-/* dinp(N,C) +=, dw(C) += (float32); scratch: kc_rmsnorm_scratch_bytes */
-int kc_rmsnorm_backward(cudaStream_t st, kc_dtype dt, void *dinp, float *dw, const void *dout,
-	const void *inp, const float *rstd, const void *w, int N, int C, void *scratch);
-size_t kc_rmsnorm_scratch_bytes(int N, int C);
-/* x(B,T,ld) in place: the first nh heads of hs columns rotated as kn_rope_forward (cs: the
- * device copy of kn_rope_table's (T,hs) float32 table); backward turns a gradient back */
-int kc_rope_forward(cudaStream_t st, kc_dtype dt, void *x, const float *cs, int B, int T,
-	int nh, int hs, int ld);
-int kc_rope_backward(cudaStream_t st, kc_dtype dt, void *dx, const float *cs, int B, int T,
-	int nh, int hs, int ld);
-/* h(N,I) = silu(gate) * up from gu(N,2I) = gate | up; backward: dgu(N,2I) = */
-int kc_swiglu_forward(cudaStream_t st, kc_dtype dt, void *h, const void *gu, int N, int I);
-int kc_swiglu_backward(cudaStream_t st, kc_dtype dt, void *dgu, const void *dh,
-	const void *gu, int N, int I);
-
 /* ---- linear layers: the products are kc_gemm's; these are the rest ---- */
 
 /* db(OC) += column sums of dout(N,OC), float32 db; scratch: kc_bias_scratch_bytes */

@@ -23,10 +23,8 @@
  *   magnified by that cancellation (about 4u per rounding, three roundings, plus margin).
  * Set REMAT_CUDA_VERBOSE=1 to print every measured error (run-on-gpu.sh does).
  *
- * The Llama family's kernels (kc_llama.cu: RMSNorm, rotary embeddings, SwiGLU) against
- * kn_llama.c's, in the same way.
- * Then the bitwise promises the GPU model's recompute rests on: kc_layernorm_apply (and
- * kc_rmsnorm_apply) gives the forward's bits, and a device round trip through bf16 is the host's
+ * Then the bitwise promises the GPU model's recompute rests on: kc_layernorm_apply gives
+ * the forward's bits, and a device round trip through bf16 is the host's
  * round-to-nearest-even.
  * On the host, with or without a GPU: kc_gemm's restatement of a row-major product for
  * column-major cuBLASLt (kc_gemm_colmajor), against both definitions of the product, for
@@ -416,68 +414,6 @@ START_TEST(test_kc_pointwise)
 }
 END_TEST
 
-/* ---- the Llama family: RMSNorm, rotary embeddings, SwiGLU, against kn_llama.c ---- */
-
-START_TEST(test_kc_llama)
-{
-	kc_dtype dt = (kc_dtype)_i;
-	int N = 77, C = 96, I = 50, B = 2, T = 33, nh = 3, hs = 8, ld = 5 * 8 + 2;
-	size_t n = (size_t)N * C, es = kc_dtype_size(dt), nr = (size_t)B * T * ld;
-	rng_state = SEED + 11;
-	/* RMSNorm: out and rstd, apply bitwise, backward dinp += and dw += */
-	float *x = hrand(n, -2, 3, dt), *w = hrand(C, 0.5f, 1.5f, dt), *out = malloc(n * 4);
-	float *rstd = malloc(N * 4), *g = hrand(n, -1, 1, dt), *dinp = hrand(n, -1, 1, dt);
-	float *gw = hrand(C, -1, 1, KC_F32);
-	void *dx = dup_dev(x, n, dt), *dw = dup_dev(w, C, dt), *dout = dev_zero(n * es);
-	void *dout2 = dev_zero(n * es), *dg = dup_dev(g, n, dt), *ddinp = dup_dev(dinp, n, dt);
-	float *drstd = dev_zero(N * 4), *dgw = dup_dev(gw, C, KC_F32);
-	void *scratch = dev_zero(kc_rmsnorm_scratch_bytes(N, C));
-	kn_rmsnorm_forward(out, rstd, x, w, 1e-5f, N, C);
-	kc_ok(kc_rmsnorm_forward(0, dt, dout, drstd, dx, dw, 1e-5f, N, C), "rmsnorm");
-	expect("rmsnorm_forward out", dt, dout, 0, out, n, tol(dt, ROUND1));
-	expect("rmsnorm_forward rstd", dt, drstd, 1, rstd, N, tol(dt, F32OUT));
-	kc_ok(kc_rmsnorm_apply(0, dt, dout2, dx, drstd, dw, N, C), "rmsnorm_apply");
-	float *a1 = get_dev(dout, n, dt), *a2 = get_dev(dout2, n, dt);
-	ck_assert_msg(memcmp(a1, a2, n * 4) == 0, "rmsnorm_apply differs from the forward");
-	kn_rmsnorm_backward(dinp, gw, g, x, rstd, w, N, C);
-	kc_ok(kc_rmsnorm_backward(0, dt, ddinp, dgw, dg, dx, drstd, dw, N, C, scratch),
-		"rmsnorm_backward");
-	expect("rmsnorm_backward dinp", dt, ddinp, 0, dinp, n, tol(dt, ROUND1));
-	expect("rmsnorm_backward dw", dt, dgw, 1, gw, C, tol(dt, F32OUT));
-	/* rotary embeddings in place, on 3 heads of rows of 5 heads and padding */
-	float *cs = malloc((size_t)T * hs * 4), *r = hrand(nr, -1, 1, dt);
-	kn_rope_table(cs, T, hs, 10000.0);
-	float *dcs = dup_dev(cs, (size_t)T * hs, KC_F32);
-	void *dr = dup_dev(r, nr, dt);
-	kn_rope_forward(r, cs, B, T, nh, hs, ld);
-	kc_ok(kc_rope_forward(0, dt, dr, dcs, B, T, nh, hs, ld), "rope_forward");
-	expect("rope_forward", dt, dr, 0, r, nr, tol(dt, ROUND1));
-	kn_rope_backward(r, cs, B, T, nh, hs, ld);
-	kc_ok(kc_rope_backward(0, dt, dr, dcs, B, T, nh, hs, ld), "rope_backward");
-	expect("rope_backward", dt, dr, 0, r, nr, tol(dt, ROUND1));
-	/* SwiGLU: h = silu(gate) * up and the gradient of gate | up */
-	size_t ni = (size_t)N * I;
-	float *gu = hrand(2 * ni, -3, 3, dt), *h = malloc(ni * 4), *dh = hrand(ni, -1, 1, dt);
-	float *dgu = malloc(2 * ni * 4);
-	void *dgu_in = dup_dev(gu, 2 * ni, dt), *dhh = dev_zero(ni * es);
-	void *ddh = dup_dev(dh, ni, dt);
-	void *ddgu = dev_zero(2 * ni * es);
-	kn_swiglu_forward(h, gu, N, I);
-	kc_ok(kc_swiglu_forward(0, dt, dhh, dgu_in, N, I), "swiglu_forward");
-	expect("swiglu_forward", dt, dhh, 0, h, ni, tol(dt, ROUND1));
-	kn_swiglu_backward(dgu, dh, gu, N, I);
-	kc_ok(kc_swiglu_backward(0, dt, ddgu, ddh, dgu_in, N, I), "swiglu_backward");
-	expect("swiglu_backward", dt, ddgu, 0, dgu, 2 * ni, tol(dt, ROUND1));
-	void *bufs[] = {dx, dw, dout, dout2, dg, ddinp, drstd, dgw, scratch, dcs, dr, dgu_in, dhh,
-		ddh, ddgu};
-	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-		cudaFree(bufs[i]);
-	float *hbufs[] = {x, w, out, rstd, g, dinp, gw, a1, a2, cs, r, gu, h, dh, dgu};
-	for (size_t i = 0; i < sizeof hbufs / sizeof hbufs[0]; i++)
-		free(hbufs[i]);
-}
-END_TEST
-
 /* ---- attention (ours) ---- */
 
 static const int att_T[] = {50, 128};
@@ -793,7 +729,6 @@ Suite *suite_cuda_kernels(void)
 	tcase_add_loop_test(tc, test_kc_layernorm, 0, 2);
 	tcase_add_loop_test(tc, test_kc_linear, 0, 2);
 	tcase_add_loop_test(tc, test_kc_pointwise, 0, 2);
-	tcase_add_loop_test(tc, test_kc_llama, 0, 2);
 	tcase_add_loop_test(tc, test_kc_attention, 0, 2);
 	tcase_add_loop_test(tc, test_kc_crossentropy, 0, 2);
 	tcase_add_loop_test(tc, test_kc_adamw, 0, 2);
