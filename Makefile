@@ -30,7 +30,8 @@ CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -fopenmp -fno-trap
 	-I$(BLAS_INC)
 CFLAGS  ?= $(OPT)
 ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS) $(EXTRA_CFLAGS)
-LDLIBS  = $(BLAS_LIBS) -luv -ljansson -lm -lpthread -fopenmp $(EXTRA_LDFLAGS)
+# libcrypto: the checkpoints' SHA-256 (engine/io/eng_sha256.c); the worker's and the tests'
+LDLIBS  = $(BLAS_LIBS) -luv -ljansson -lcrypto -lm -lpthread -fopenmp $(EXTRA_LDFLAGS)
 # rematd and rematctl compute nothing: libuv, jansson, libc (tests/link.sh checks it)
 CORE_LDLIBS = -luv -ljansson -lm -lpthread $(EXTRA_LDFLAGS)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread)
@@ -227,6 +228,8 @@ test: all
 	@sh tests/install.sh "$(MAKE)" $(BUILD) $(abspath $(BUILD)/tmp/install)
 	@sh tests/link.sh $(abspath $(BUILD)/bin)
 	@sh tests/layout.sh
+	@sh tests/layout.sh --planted
+	@sh tests/circles.sh $(BUILD)
 	$(TEST_ENV) $(TESTS)
 
 # The GPU's suites alone, each with its own closing line (tests/cuda/run-on-gpu.sh).

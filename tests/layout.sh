@@ -19,11 +19,32 @@
 # when all is well; otherwise each include out of place, and exits 1.
 #
 #   sh tests/layout.sh [ROOT]     ROOT: the tree to check (default: this one)
+#   sh tests/layout.sh --planted  a copy of this tree with an upward include planted in
+#                                 engine/core (the trainer's header): must be refused
 #
-# Run by make test, once on this tree and once on a copy with a planted upward include,
-# which it must refuse (so the check is shown able to fail).
+# Run by make test both ways, so the check is shown able to fail.
 set -u
-root=${1:-$(dirname "$0")/..}
+here=$(cd "$(dirname "$0")/.." && pwd)
+if [ "${1:-}" = "--planted" ]; then
+	tmp=$(mktemp -d) || exit 1
+	trap 'rm -rf "$tmp"' EXIT
+	(cd "$here" && cp -r proto base serve kernels engine worker daemon client "$tmp/")
+	printf '#include "eng_train.h"\n' >>"$tmp/engine/core/eng_spec.c"
+	if out=$(sh "$here/tests/layout.sh" "$tmp" 2>&1); then
+		echo "layout: a planted upward include passed: the check cannot fail" >&2
+		exit 1
+	fi
+	case $out in
+	*"engine/core/eng_spec.c:"*"includes eng_train.h"*) ;;
+	*)
+		printf 'layout: the planted include was not the one refused:\n%s\n' "$out" >&2
+		exit 1
+		;;
+	esac
+	echo "layout: a planted upward include (engine/core/eng_spec.c: eng_train.h) is refused"
+	exit 0
+fi
+root=${1:-$here}
 cd "$root" || exit 1
 
 # the header names of folders, as an extended regex alternation
