@@ -36,7 +36,6 @@
 #include <jansson.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,11 +55,6 @@
 #define STATE_DIR_MODE 0700         /* directories rematd creates for its state */
 #define ERR_LEN 512                 /* start-up error messages */
 #define WORKER_NAME "remat-train"   /* the worker binary's name */
-#define STATUS_REFRESH_MS 2000      /* STATUS= re-sent this often when its text changed */
-#define STATUS_JOBS_SHOWN 8         /* jobs listed one by one in STATUS=; then "+N more" */
-#define EXTEND_PERIOD_MS 5000       /* EXTEND_TIMEOUT_USEC= this often while workers stop */
-#define EXTEND_USEC (3ull * EXTEND_PERIOD_MS * 1000u) /* each extension: three periods, so
-					* one late or lost datagram costs nothing */
 
 static void usage(FILE *f)
 {
@@ -202,255 +196,6 @@ static int parse_group(const char *name, gid_t *gid, char *err)
 	return -1;
 }
 
-/* ---- the service manager ---- */
-
-/* Sends one notification (printf-style "KEY=VALUE" lines). A failure is logged once, and
- * again only after a send succeeded: a manager that went away must not flood the log. */
-static void notify(srv_server *srv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void notify(srv_server *srv, const char *fmt, ...)
-{
-	char msg[SRV_STATUS_LEN + 128];
-	va_list ap;
-	if (!srv_notify_enabled(&srv->notify))
-		return;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	if (srv_notify_send(&srv->notify, msg) < 0) {
-		if (!srv->notify_failing)
-			srv_log("cannot notify '%s': %s", srv->notify.name, strerror(errno));
-		srv->notify_failing = 1;
-	} else {
-		srv->notify_failing = 0;
-	}
-}
-
-/* The STATUS= text: the jobs with a worker (id, state, step/steps), the queue; or how the
- * shutdown is going. Job names are left out: they are client input and could hold a
- * newline, which would end the STATUS= line. */
-static void status_text(const srv_server *srv, char *buf, size_t len)
-{
-	size_t o = 0;
-	int shown = 0, active = 0, queued = 0;
-	if (srv->shutting_down) {
-		snprintf(buf, len, "stopping: %d worker(s) %s", srv->n_active,
-			srv->n_active == 0 ? "left" : srv->shutdown_save ? "saving" : "stopping");
-		return;
-	}
-	buf[0] = '\0';
-	for (int i = 0; i < srv->n_jobs; i++) {
-		const srv_job *job = srv->jobs[i];
-		if (job->state == SRV_JOB_QUEUED) {
-			queued++;
-			continue;
-		}
-		if (srv_job_state_final(job->state))
-			continue;
-		active++;
-		if (shown++ >= STATUS_JOBS_SHOWN || o >= len)
-			continue;
-		int n = snprintf(buf + o, len - o, "%s%s %s %d/%d", shown > 1 ? ", " : "",
-			job->id, srv_job_state_name(job->state), job->step, job->steps);
-		o += n > 0 ? (size_t)n : 0;
-	}
-	char tail[64] = "";
-	if (active > STATUS_JOBS_SHOWN)
-		snprintf(tail, sizeof tail, " (+%d more)", active - STATUS_JOBS_SHOWN);
-	char head[SRV_STATUS_LEN];
-	snprintf(head, sizeof head, "%s", buf);
-	if (active == 0)
-		snprintf(buf, len, "idle: no job running; %d queued", queued);
-	else
-		srv_fmt(buf, len, "%d job(s) running: %s%s; %d queued", active, head, tail,
-			queued);
-}
-
-void srv_status_update(srv_server *srv)
-{
-	char text[SRV_STATUS_LEN];
-	if (!srv_notify_enabled(&srv->notify))
-		return;
-	status_text(srv, text, sizeof text);
-	if (strcmp(text, srv->status) == 0)
-		return;
-	snprintf(srv->status, sizeof srv->status, "%s", text);
-	notify(srv, "STATUS=%s", text);
-}
-
-static void on_status_timer(uv_timer_t *t)
-{
-	srv_status_update(t->data);
-}
-
-/* The loop turned: it is healthy enough to run this callback on time, hence to serve. A
- * blocked or spinning-without-timers loop sends nothing, and the manager restarts us. */
-static void on_watchdog_timer(uv_timer_t *t)
-{
-	notify(t->data, "WATCHDOG=1");
-}
-
-static void on_extend_timer(uv_timer_t *t)
-{
-	srv_server *srv = t->data;
-	if (srv->n_active > 0)
-		notify(srv, "EXTEND_TIMEOUT_USEC=%llu", (unsigned long long)EXTEND_USEC);
-}
-
-/* Starts the timers that keep the manager informed. They are unreferenced: they alone must
- * not keep the loop running once everything else has closed. */
-static void notify_timers_start(srv_server *srv)
-{
-	if (!srv_notify_enabled(&srv->notify))
-		return;
-	uv_timer_t *timers[] = {&srv->watchdog_timer, &srv->status_timer, &srv->extend_timer};
-	for (size_t i = 0; i < sizeof timers / sizeof timers[0]; i++) {
-		uv_timer_init(srv->loop, timers[i]);
-		timers[i]->data = srv;
-		uv_unref((uv_handle_t *)timers[i]);
-	}
-	srv->notify_timers = 1;
-	uv_timer_start(&srv->status_timer, on_status_timer, STATUS_REFRESH_MS,
-		STATUS_REFRESH_MS);
-	if (srv->notify.watchdog_usec) {
-		/* half the interval, as sd_watchdog_enabled(3) advises; at least 1 ms */
-		uint64_t ms = srv->notify.watchdog_usec / 2000u;
-		ms = ms ? ms : 1;
-		uv_timer_start(&srv->watchdog_timer, on_watchdog_timer, ms, ms);
-		srv_log("watchdog: WATCHDOG=1 every %llu ms", (unsigned long long)ms);
-	}
-}
-
-static void notify_timers_close(srv_server *srv)
-{
-	if (!srv->notify_timers)
-		return;
-	srv->notify_timers = 0;
-	uv_close((uv_handle_t *)&srv->watchdog_timer, NULL);
-	uv_close((uv_handle_t *)&srv->status_timer, NULL);
-	uv_close((uv_handle_t *)&srv->extend_timer, NULL);
-}
-
-/* ---- shutdown ---- */
-
-static void on_shutdown_timeout(uv_timer_t *t)
-{
-	srv_server *srv = t->data;
-	srv_log("%d worker(s) still running %d s after job-stop", srv->n_active,
-		srv->stop_timeout_s);
-	srv_job_kill_all(srv, "still running at the shutdown timeout");
-}
-
-void srv_shutdown(srv_server *srv, int save, int by_signal, srv_waiter *waiter,
-	const char *why)
-{
-	if (waiter)
-		srv_waiter_push(&srv->shutdown_waiters, waiter);
-	if (srv->shutting_down) {
-		/* a repeated request is not an emergency: only a second signal kills */
-		if (by_signal) {
-			srv_log("%s during the shutdown: killing the workers now", why);
-			srv_job_kill_all(srv, "a second stop request");
-		}
-		srv->shutdown_by_signal |= by_signal;
-		srv_shutdown_progress(srv);
-		return;
-	}
-	srv->shutting_down = 1;
-	srv->shutdown_save = save;
-	srv->shutdown_by_signal = by_signal;
-	srv_log("shutting down (%s): %d worker(s) to stop%s", why, srv->n_active,
-		save ? ", saving" : "");
-	/* the socket stays served until the last worker is gone: queries are answered and
-	 * job-start refused meanwhile */
-	srv_helper_kill_all(srv, "the daemon is shutting down");
-	srv_job_stop_all(srv, save);
-	/* the manager's stop timeout runs from STOPPING=1; final saves can outlast it, so it
-	 * is extended while workers live (at most --stop-timeout, then they are killed) */
-	status_text(srv, srv->status, sizeof srv->status);
-	if (srv->n_active > 0) {
-		notify(srv, "STOPPING=1\nSTATUS=%s\nEXTEND_TIMEOUT_USEC=%llu", srv->status,
-			(unsigned long long)EXTEND_USEC);
-		if (srv->notify_timers)
-			uv_timer_start(&srv->extend_timer, on_extend_timer, EXTEND_PERIOD_MS,
-				EXTEND_PERIOD_MS);
-	} else {
-		notify(srv, "STOPPING=1\nSTATUS=%s", srv->status);
-	}
-	uv_timer_start(&srv->shutdown_timer, on_shutdown_timeout,
-		(uint64_t)srv->stop_timeout_s * 1000u, 0);
-	srv_shutdown_progress(srv);
-}
-
-void srv_shutdown_save_failed(srv_server *srv, srv_job *job, const char *desc)
-{
-	char q[SRV_QUOTE_BUF], msg[PROTO_DESC_LEN];
-	if (!srv->shutting_down)
-		return;
-	if (srv->shutdown_by_signal) {
-		/* a signal means go: the job stops without this save, and keeps its last one */
-		srv_log("job %s: the final save failed (%s); stopping it without saving (last "
-			"checkpoint %s)", job->id, srv_quote(desc, strlen(desc), q),
-			job->last_checkpoint ? job->last_checkpoint : "none");
-		json_t *args = json_pack("{s:s, s:b}", "job", job->id, "save", 0);
-		if (srv_worker_request(job, "job-stop", args, 0, NULL) < 0)
-			srv_worker_kill(job, "it could not be asked to stop");
-		json_decref(args);
-		return;
-	}
-	/* daemon-shutdown {save}: nothing is lost for a shutdown; it is called off */
-	srv_fmt(msg, sizeof msg, "job %s could not be saved: %s; the shutdown is called off, "
-		"the daemon and the job go on: free space and shut down again, or shut down "
-		"with --no-save", job->id, desc);
-	srv_log("shutdown called off: %s", srv_quote(msg, strlen(msg), q));
-	srv->shutting_down = 0;
-	srv->shutdown_save = 0;
-	uv_timer_stop(&srv->shutdown_timer);
-	if (srv->notify_timers)
-		uv_timer_stop(&srv->extend_timer);
-	srv_conn_answer_waiters(srv, &srv->shutdown_waiters, NULL, PROTO_ERR_IO_ERROR, msg);
-	srv->status[0] = '\0';
-	status_text(srv, srv->status, sizeof srv->status);
-	notify(srv, "READY=1\nSTATUS=%s", srv->status);
-	srv_job_schedule(srv);
-}
-
-/* daemon-shutdown's return: each job the shutdown stopped, with what its worker said (the
- * step, and its checkpoint or the steps it dropped since which checkpoint). */
-static json_t *shutdown_return(srv_server *srv)
-{
-	json_t *jobs = json_array();
-	for (int i = 0; jobs && i < srv->n_jobs; i++) {
-		srv_job *job = srv->jobs[i];
-		if (!job->stop_ret)
-			continue;
-		json_t *e = json_deep_copy(job->stop_ret);
-		if (e && json_object_set_new(e, "job", json_string(job->id)) == 0)
-			json_array_append(jobs, e);
-		json_decref(e);
-	}
-	return jobs ? json_pack("{s:o}", "jobs", jobs) : NULL;
-}
-
-void srv_shutdown_progress(srv_server *srv)
-{
-	if (!srv->shutting_down || srv->shutdown_done || srv->n_active > 0)
-		return;
-	srv->shutdown_done = 1;
-	/* the last handles: once the connections are flushed and closed, uv_run returns (the
-	 * signal handles are unreferenced, so they keep catching signals until then) */
-	json_t *ret = shutdown_return(srv);
-	srv_conn_answer_waiters(srv, &srv->shutdown_waiters, ret, PROTO_ERR_INTERNAL,
-		ret ? NULL : "out of memory");
-	json_decref(ret);
-	srv_listen_close(&srv->listener);
-	uv_close((uv_handle_t *)&srv->shutdown_timer, NULL);
-	uv_close((uv_handle_t *)&srv->sweep_timer, NULL);
-	if (srv->notify_timers)
-		uv_timer_stop(&srv->extend_timer);
-	srv_status_update(srv);
-	srv_conn_drain_all(srv);
-}
-
 static void on_signal(uv_signal_t *h, int signum)
 {
 	/* save: a preempted run should lose no more than its current step */
@@ -529,7 +274,7 @@ static void start_serving(srv_server *srv)
 	/* they alone must not keep the loop running once everything else has closed */
 	uv_unref((uv_handle_t *)&srv->sig_term);
 	uv_unref((uv_handle_t *)&srv->sig_int);
-	notify_timers_start(srv);
+	srv_life_timers_start(srv);
 
 	srv_log("%s listening on '%s'%s (pid %ld, state dir '%s', worker '%s', max jobs %d)",
 		PROTO_VERSION, srv->socket_path, srv->listener.adopted ? ", a socket passed by "
@@ -589,6 +334,47 @@ static long int_option(const char *name, const char *arg, long lo, long hi)
 	return n;
 }
 
+/* The paths the command line gave (NULL: not given). */
+typedef struct opt_paths {
+	const char *sock, *state, *worker, *mpirun;
+} opt_paths;
+
+/* srv's paths from those given, absolute, and the defaults of the others (the socket's is
+ * chosen in main: a passed socket needs none). 0, or 1 with err. */
+static int set_paths(srv_server *srv, const opt_paths *p, char *err)
+{
+	if (p->sock && path_absolute(srv->socket_path, sizeof srv->socket_path, p->sock) < 0) {
+		snprintf(err, ERR_LEN, "socket path too long");
+		return 1;
+	}
+	if (p->state ? path_absolute(srv->state_dir, sizeof srv->state_dir, p->state) < 0
+		     : default_state_dir(srv->state_dir, sizeof srv->state_dir, err) < 0) {
+		if (!err[0])
+			snprintf(err, ERR_LEN, "state directory path too long");
+		return 1;
+	}
+	/* a relative worker path would be looked up in the job's directory, the worker's cwd */
+	if (p->worker && strchr(p->worker, '/')) {
+		if (path_absolute(srv->worker_path, sizeof srv->worker_path, p->worker) < 0) {
+			snprintf(err, ERR_LEN, "worker path too long");
+			return 1;
+		}
+	} else if (p->worker) {
+		path_join(srv->worker_path, sizeof srv->worker_path, p->worker, "");
+	} else {
+		default_worker(srv->worker_path, sizeof srv->worker_path);
+	}
+	/* data parallel jobs: --mpirun, or mpirun on PATH ("" none: such jobs are refused) */
+	if (p->mpirun && path_absolute(srv->mpirun_path, sizeof srv->mpirun_path,
+		p->mpirun) < 0) {
+		snprintf(err, ERR_LEN, "mpirun path too long");
+		return 1;
+	}
+	if (!p->mpirun)
+		find_on_path("mpirun", srv->mpirun_path, sizeof srv->mpirun_path);
+	return 0;
+}
+
 /* Fills srv from the command line; 0, 1 (error in err) or 2 (bad usage, printed). */
 static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 {
@@ -606,7 +392,7 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 		{"help", no_argument, NULL, OPT_HELP},
 		{NULL, 0, NULL, 0},
 	};
-	const char *sock = NULL, *state = NULL, *worker = NULL, *mpirun = NULL;
+	opt_paths p = {NULL, NULL, NULL, NULL};
 	int o;
 	long n;
 	srv->max_jobs = 1;
@@ -614,10 +400,10 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 	srv->idle_timeout_s = SRV_IDLE_TIMEOUT_S;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
-		case OPT_SOCKET: sock = optarg; break;
-		case OPT_STATE_DIR: state = optarg; break;
-		case OPT_WORKER: worker = optarg; break;
-		case OPT_MPIRUN: mpirun = optarg; break;
+		case OPT_SOCKET: p.sock = optarg; break;
+		case OPT_STATE_DIR: p.state = optarg; break;
+		case OPT_WORKER: p.worker = optarg; break;
+		case OPT_MPIRUN: p.mpirun = optarg; break;
 		case OPT_FOREGROUND: break; /* the only mode */
 		case OPT_GROUP:
 			if (parse_group(optarg, &srv->group, err) < 0)
@@ -654,46 +440,111 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 		usage(stderr);
 		return 2;
 	}
-	/* without --socket the default is chosen in main: a passed socket needs none */
-	if (sock && path_absolute(srv->socket_path, sizeof srv->socket_path, sock) < 0) {
-		snprintf(err, ERR_LEN, "socket path too long");
-		return 1;
-	}
-	if (state ? path_absolute(srv->state_dir, sizeof srv->state_dir, state) < 0
-		  : default_state_dir(srv->state_dir, sizeof srv->state_dir, err) < 0) {
-		if (!err[0])
-			snprintf(err, ERR_LEN, "state directory path too long");
-		return 1;
-	}
-	/* a relative worker path would be looked up in the job's directory, the worker's cwd */
-	if (worker && strchr(worker, '/')) {
-		if (path_absolute(srv->worker_path, sizeof srv->worker_path, worker) < 0) {
-			snprintf(err, ERR_LEN, "worker path too long");
-			return 1;
-		}
-	} else if (worker) {
-		path_join(srv->worker_path, sizeof srv->worker_path, worker, "");
-	} else {
-		default_worker(srv->worker_path, sizeof srv->worker_path);
-	}
-	/* data parallel jobs: --mpirun, or mpirun on PATH ("" none: such jobs are refused) */
-	if (mpirun && path_absolute(srv->mpirun_path, sizeof srv->mpirun_path, mpirun) < 0) {
-		snprintf(err, ERR_LEN, "mpirun path too long");
-		return 1;
-	}
-	if (!mpirun)
-		find_on_path("mpirun", srv->mpirun_path, sizeof srv->mpirun_path);
-	return 0;
+	return set_paths(srv, &p, err);
 }
 
 static srv_server server; /* large (its read buffer): static, and one per process anyway */
+
+/* A start that failed before serving: err said, and told the service manager when tell;
+ * a passed socket closed. Returns main's exit status, 1. */
+static int start_failed(srv_server *srv, const char *err, int tell, int passed_fd)
+{
+	fprintf(stderr, "rematd: %s\n", err);
+	if (tell)
+		srv_life_notify(srv, "STATUS=cannot start: %s", err);
+	srv_notify_free(&srv->notify);
+	if (passed_fd >= 0)
+		close(passed_fd);
+	return 1;
+}
+
+/* Before the loop: the service manager's variables, the socket it passed or the default
+ * one, the state directory and the job table, the loop. 0, or -1 with err (*tell: whether
+ * the service manager is to hear it). */
+static int start_up(srv_server *srv, uv_loop_t *loop, int *passed_fd, int *tell, char *err)
+{
+	char note[ERR_LEN];
+	/* a bad NOTIFY_SOCKET or WATCHDOG_USEC is the manager's problem, not a reason to
+	 * refuse to serve: said, and the rest goes on without it */
+	if (srv_notify_init(&srv->notify, err, ERR_LEN) < 0)
+		srv_log("%s: ignored", err);
+	*tell = 1;
+	if (srv_listen_fds(passed_fd, note, sizeof note, err, ERR_LEN) < 0)
+		return -1;
+	if (note[0])
+		srv_log("%s", note);
+	if (*passed_fd < 0 && !srv->socket_path[0] &&
+		default_socket(srv->socket_path, sizeof srv->socket_path, err) < 0) {
+		if (!err[0])
+			snprintf(err, ERR_LEN, "socket path too long");
+		*tell = 0;
+		return -1;
+	}
+	srv->uid = geteuid();
+	srv->started_ns = uv_hrtime();
+	if (mkdir_p(srv->state_dir, STATE_DIR_MODE) < 0) {
+		srv_fmt(err, ERR_LEN, "cannot create state directory '%s': %s", srv->state_dir,
+			strerror(errno));
+		return -1;
+	}
+	if (srv_job_table_init(srv, err, ERR_LEN) < 0)
+		return -1;
+	int r = uv_loop_init(loop);
+	if (r < 0) {
+		snprintf(err, ERR_LEN, "cannot create the event loop: %s", uv_strerror(r));
+		return -1;
+	}
+	srv->loop = loop;
+	return 0;
+}
+
+/* Serves until the shutdown ends, then closes everything: main's exit status (0, or 1 when
+ * the socket could not be served or a handle was left open). */
+static int serve(srv_server *srv, int passed_fd, char *err)
+{
+	int rc = 1, signals = 0;
+	learn_worker_info(srv);
+	if (listen_socket(srv, passed_fd, err, ERR_LEN) < 0) {
+		fprintf(stderr, "rematd: %s\n", err);
+		srv_life_notify(srv, "STATUS=cannot start: %s", err);
+		srv_helper_kill_all(srv, "the daemon could not start");
+		goto out;
+	}
+	start_serving(srv);
+	signals = 1;
+	/* serving from here on: connections queue in the backlog until the loop turns */
+	srv_life_ready(srv);
+	uv_run(srv->loop, UV_RUN_DEFAULT);
+	rc = 0;
+	srv_log("stopped");
+out:
+	if (signals) {
+		uv_close((uv_handle_t *)&srv->sig_term, NULL);
+		uv_close((uv_handle_t *)&srv->sig_int, NULL);
+	}
+	srv_life_timers_close(srv);
+	/* let every close callback run, then check nothing was left open */
+	uv_run(srv->loop, UV_RUN_DEFAULT);
+	srv_listen_release(&srv->listener);
+	srv_job_table_free(srv);
+	json_decref(srv->worker_info);
+	/* the connections are gone: nobody is answered, the waiters are freed */
+	srv_conn_answer_waiters(srv, &srv->info_waiters, NULL, PROTO_ERR_INTERNAL, NULL);
+	srv_conn_answer_waiters(srv, &srv->shutdown_waiters, NULL, PROTO_ERR_INTERNAL, NULL);
+	if (uv_loop_close(srv->loop) != 0) {
+		srv_log("BUG: handles still open at exit");
+		rc = 1;
+	}
+	srv_notify_free(&srv->notify);
+	return rc;
+}
 
 int main(int argc, char **argv)
 {
 	srv_server *srv = &server;
 	uv_loop_t loop;
 	char err[ERR_LEN] = "";
-	int rc = 1, signals = 0;
+	int passed_fd = -1, tell = 0;
 	srv->state_d.fd = srv->jobs_d.fd = -1; /* closed until srv_job_table_init opens them */
 
 	/* jansson's hash seed before any thread exists (OpenBLAS may start some) */
@@ -707,84 +558,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "rematd: %s\n", err);
 		return r;
 	}
-	/* a bad NOTIFY_SOCKET or WATCHDOG_USEC is the manager's problem, not a reason to
-	 * refuse to serve: said, and the rest goes on without it */
-	if (srv_notify_init(&srv->notify, err, sizeof err) < 0)
-		srv_log("%s: ignored", err);
-	char note[ERR_LEN];
-	int passed_fd = -1;
-	r = srv_listen_fds(&passed_fd, note, sizeof note, err, sizeof err);
-	if (r < 0) {
-		fprintf(stderr, "rematd: %s\n", err);
-		notify(srv, "STATUS=cannot start: %s", err);
-		srv_notify_free(&srv->notify);
-		return 1;
-	}
-	if (note[0])
-		srv_log("%s", note);
-	if (passed_fd < 0 && !srv->socket_path[0] &&
-		default_socket(srv->socket_path, sizeof srv->socket_path, err) < 0) {
-		fprintf(stderr, "rematd: %s\n", err[0] ? err : "socket path too long");
-		srv_notify_free(&srv->notify);
-		return 1;
-	}
-	srv->uid = geteuid();
-	srv->started_ns = uv_hrtime();
-	if (mkdir_p(srv->state_dir, STATE_DIR_MODE) < 0) {
-		srv_fmt(err, sizeof err, "cannot create state directory '%s': %s",
-			srv->state_dir, strerror(errno));
-		goto fail_early;
-	}
-	if (srv_job_table_init(srv, err, sizeof err) < 0)
-		goto fail_early;
-	r = uv_loop_init(&loop);
-	if (r < 0) {
-		snprintf(err, sizeof err, "cannot create the event loop: %s", uv_strerror(r));
-		goto fail_early;
-	}
-	srv->loop = &loop;
-	learn_worker_info(srv);
-	r = listen_socket(srv, passed_fd, err, sizeof err);
-	if (r < 0) {
-		fprintf(stderr, "rematd: %s\n", err);
-		notify(srv, "STATUS=cannot start: %s", err);
-		srv_helper_kill_all(srv, "the daemon could not start");
-		goto out;
-	}
-	start_serving(srv);
-	signals = 1;
-	/* serving from here on: connections queue in the backlog until the loop turns */
-	status_text(srv, srv->status, sizeof srv->status);
-	notify(srv, "READY=1\nSTATUS=%s", srv->status);
-	uv_run(&loop, UV_RUN_DEFAULT);
-	rc = 0;
-	srv_log("stopped");
-out:
-	if (signals) {
-		uv_close((uv_handle_t *)&srv->sig_term, NULL);
-		uv_close((uv_handle_t *)&srv->sig_int, NULL);
-	}
-	notify_timers_close(srv);
-	/* let every close callback run, then check nothing was left open */
-	uv_run(&loop, UV_RUN_DEFAULT);
-	srv_listen_release(&srv->listener);
-	srv_job_table_free(srv);
-	json_decref(srv->worker_info);
-	/* the connections are gone: nobody is answered, the waiters are freed */
-	srv_conn_answer_waiters(srv, &srv->info_waiters, NULL, PROTO_ERR_INTERNAL, NULL);
-	srv_conn_answer_waiters(srv, &srv->shutdown_waiters, NULL, PROTO_ERR_INTERNAL, NULL);
-	if (uv_loop_close(&loop) != 0) {
-		srv_log("BUG: handles still open at exit");
-		rc = 1;
-	}
-	srv_notify_free(&srv->notify);
-	return rc;
-
-fail_early:
-	fprintf(stderr, "rematd: %s\n", err);
-	notify(srv, "STATUS=cannot start: %s", err);
-	srv_notify_free(&srv->notify);
-	if (passed_fd >= 0)
-		close(passed_fd);
-	return 1;
+	if (start_up(srv, &loop, &passed_fd, &tell, err) < 0)
+		return start_failed(srv, err, tell, passed_fd);
+	return serve(srv, passed_fd, err);
 }

@@ -2,7 +2,8 @@
  * quoting of client input, and reference-counted output messages.
  *
  * rematd is one libuv loop on one thread; nothing here is locked. The modules:
- *   rematd.c      options, signals, shutdown, what the service manager is told
+ *   rematd.c      main: options, start-up, signals
+ *   srv_life.c    the shutdown, and what the service manager is told
  *   srv_listen.c  the listening socket and its lock file, or the one systemd passed
  *   srv_notify.c  the service manager's notification protocol (sd_notify without libsystemd)
  *   srv_conn.c    client connections: framing, limits, output queues, subscriptions
@@ -112,7 +113,7 @@ typedef struct srv_server {
 					    * one thread, and each is consumed before the next */
 } srv_server;
 
-/* ---- shutdown (rematd.c) ---- */
+/* ---- shutdown (srv_life.c) ---- */
 
 /* Starts the shutdown: job-stop {save} to every worker (queued jobs are stopped), then,
  * once the last worker is reaped, stop accepting, remove the socket and close everything;
@@ -128,11 +129,20 @@ void srv_shutdown_progress(srv_server *srv);
  * go on. After a signal: the job is stopped without saving (it keeps its last checkpoint). */
 void srv_shutdown_save_failed(srv_server *srv, srv_job *job, const char *desc);
 
-/* ---- the service manager (rematd.c) ---- */
+/* ---- the service manager (srv_life.c) ---- */
 
 /* The job table changed (a job's state): tells the service manager STATUS= at once when
  * its text differs from the last sent. Does nothing without $NOTIFY_SOCKET. */
 void srv_status_update(srv_server *srv);
+/* Sends one notification (printf-style "KEY=VALUE" lines; nothing without $NOTIFY_SOCKET).
+ * A failure is logged once, and again only after a send succeeded. */
+void srv_life_notify(srv_server *srv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* READY=1 with the STATUS= text of the moment (serving, or serving again). */
+void srv_life_ready(srv_server *srv);
+/* Starts the timers that keep the manager informed (WATCHDOG=1, STATUS= refreshes,
+ * EXTEND_TIMEOUT_USEC= while workers stop), unreferenced; _close closes them. */
+void srv_life_timers_start(srv_server *srv);
+void srv_life_timers_close(srv_server *srv);
 
 /* ---- logging (srv_util.c) ---- */
 
