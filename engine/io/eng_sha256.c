@@ -1,4 +1,4 @@
-/* eng_sha256.c - SHA-256 (see eng_sha256.h), written from FIPS 180-4. */
+/* eng_sha256.c - SHA-256 through libcrypto's EVP interface (see eng_sha256.h). */
 #include "eng_sha256.h"
 
 #include <errno.h>
@@ -6,126 +6,100 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/evp.h>
+
 #include "eng_fs.h"
 
-static const uint32_t K[64] = {
-	0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
-	0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
-	0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
-	0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
-	0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
-	0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-	0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
-	0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-	0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-	0xc67178f2,
-};
+/* Reads a file in pieces this big (one per thread: the checkpoint writer hashes while the
+ * trainer may verify). */
+#define SHA_CHUNK (1 << 16)
 
-static uint32_t rotr(uint32_t x, int n)
+/* Records why libcrypto failed at `what` (its first queued error, or none given) and
+ * clears its queue. Returns -1. */
+static int crypto_fail(eng_err *err, const char *what)
 {
-	return (x >> n) | (x << (32 - n));
+	char why[256] = "no reason given";
+	unsigned long e = ERR_get_error();
+	if (e)
+		ERR_error_string_n(e, why, sizeof why);
+	ERR_clear_error();
+	return eng_errf(err, "SHA-256: %s failed in libcrypto: %s", what, why);
 }
 
-static void block(uint32_t h[8], const uint8_t *p)
+/* A new context, begun on SHA-256; NULL with a message. */
+static EVP_MD_CTX *sha_begin(eng_err *err)
 {
-	uint32_t w[64];
-	for (int i = 0; i < 16; i++)
-		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-		       (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-	for (int i = 16; i < 64; i++) {
-		uint32_t s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3);
-		uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
-		w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	if (!ctx) {
+		crypto_fail(err, "a digest context");
+		return NULL;
 	}
-	uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
-	for (int i = 0; i < 64; i++) {
-		uint32_t S1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
-		uint32_t ch = (e & f) ^ (~e & g);
-		uint32_t t1 = hh + S1 + ch + K[i] + w[i];
-		uint32_t S0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
-		uint32_t maj = (a & b) ^ (a & c) ^ (b & c);
-		uint32_t t2 = S0 + maj;
-		hh = g;
-		g = f;
-		f = e;
-		e = d + t1;
-		d = c;
-		c = b;
-		b = a;
-		a = t1 + t2;
+	if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+		crypto_fail(err, "starting the digest");
+		EVP_MD_CTX_free(ctx);
+		return NULL;
 	}
-	h[0] += a;
-	h[1] += b;
-	h[2] += c;
-	h[3] += d;
-	h[4] += e;
-	h[5] += f;
-	h[6] += g;
-	h[7] += hh;
+	return ctx;
 }
 
-void eng_sha256_init(eng_sha256 *s)
+/* Frees ctx, after ending its digest into hex[65] when ok (the caller fed it all; else it
+ * failed, its message given). 0, or -1. */
+static int sha_end(EVP_MD_CTX *ctx, int ok, char hex[ENG_SHA256_HEX], eng_err *err)
 {
-	static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-		0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-	memcpy(s->h, h0, sizeof h0);
-	s->bytes = 0;
-	s->used = 0;
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	int rc = 0;
+	if (!ok)
+		rc = -1;
+	else if (EVP_DigestFinal_ex(ctx, md, &len) != 1 || len != 32)
+		rc = crypto_fail(err, "ending the digest");
+	else
+		for (unsigned i = 0; i < len; i++)
+			snprintf(hex + 2 * i, 3, "%02x", md[i]);
+	EVP_MD_CTX_free(ctx);
+	return rc;
 }
 
-void eng_sha256_update(eng_sha256 *s, const void *data, size_t n)
+int eng_sha256_buf(const void *data, size_t n, char hex[ENG_SHA256_HEX], eng_err *err)
 {
-	const uint8_t *p = data;
-	s->bytes += n;
-	if (s->used) {
-		size_t take = 64 - s->used < n ? 64 - s->used : n;
-		memcpy(s->buf + s->used, p, take);
-		s->used += take;
-		p += take;
-		n -= take;
-		if (s->used < 64)
-			return;
-		block(s->h, s->buf);
-		s->used = 0;
-	}
-	for (; n >= 64; p += 64, n -= 64)
-		block(s->h, p);
-	memcpy(s->buf, p, n);
-	s->used = n;
+	EVP_MD_CTX *ctx = sha_begin(err);
+	if (!ctx)
+		return -1;
+	int ok = EVP_DigestUpdate(ctx, data, n) == 1;
+	if (!ok)
+		crypto_fail(err, "hashing");
+	return sha_end(ctx, ok, hex, err);
 }
 
-void eng_sha256_final(eng_sha256 *s, char hex[65])
+int eng_sha256_fd(int fd, const char *path, char hex[ENG_SHA256_HEX], eng_err *err)
 {
-	uint64_t bits = s->bytes * 8;
-	uint8_t pad[72] = {0x80};
-	size_t padlen = (s->used < 56 ? 56 : 120) - s->used;
-	for (int i = 0; i < 8; i++)
-		pad[padlen + i] = (uint8_t)(bits >> (56 - 8 * i));
-	eng_sha256_update(s, pad, padlen + 8);
-	for (int i = 0; i < 8; i++)
-		snprintf(hex + 8 * i, 9, "%08x", s->h[i]);
-}
-
-int eng_sha256_fd(int fd, const char *path, char hex[65], eng_err *err)
-{
-	eng_sha256 s;
-	eng_sha256_init(&s);
-	static _Thread_local uint8_t buf[1 << 16];
+	static _Thread_local unsigned char buf[SHA_CHUNK];
+	EVP_MD_CTX *ctx = sha_begin(err);
+	int ok = 0;
+	if (!ctx)
+		return -1;
 	for (;;) {
 		ssize_t n = read(fd, buf, sizeof buf);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
-			return eng_errf(err, "cannot read '%s': %s", path, strerror(errno));
-		if (n == 0)
+		if (n < 0) {
+			eng_errf(err, "cannot read '%s': %s", path, strerror(errno));
 			break;
-		eng_sha256_update(&s, buf, (size_t)n);
+		}
+		if (n == 0) {
+			ok = 1;
+			break;
+		}
+		if (EVP_DigestUpdate(ctx, buf, (size_t)n) != 1) {
+			crypto_fail(err, "hashing");
+			break;
+		}
 	}
-	eng_sha256_final(&s, hex);
-	return 0;
+	return sha_end(ctx, ok, hex, err);
 }
 
-int eng_sha256_file(const char *path, char hex[65], eng_err *err)
+int eng_sha256_file(const char *path, char hex[ENG_SHA256_HEX], eng_err *err)
 {
 	int fd = eng_fs_open_read(path, NULL, NULL, err);
 	if (fd < 0)

@@ -777,6 +777,57 @@ START_TEST(test_ckpt_state_counts_and_quotes)
 END_TEST
 
 
+/* SHA-256 (libcrypto under eng_sha256.h) against FIPS 180-2's examples and the empty
+ * string, from memory and from a file (a million bytes: many read chunks); a file that
+ * cannot be read, and a descriptor that cannot, each an error naming it. */
+START_TEST(test_sha256_known_vectors)
+{
+	static const struct {
+		const char *text, *hex;
+	} v[] = {
+		{"", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},
+		{"abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"},
+		{"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+			"248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
+	};
+	const char *million = "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0";
+	char hex[ENG_SHA256_HEX];
+	eng_err err = {0};
+	for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+		memset(hex, 'x', sizeof hex);
+		ck_assert_msg(eng_sha256_buf(v[i].text, strlen(v[i].text), hex, &err) == 0, "%s",
+			err.msg);
+		ck_assert_str_eq(hex, v[i].hex);
+	}
+	size_t n = 1000000;
+	char *a = malloc(n + 1);
+	ck_assert_ptr_nonnull(a);
+	memset(a, 'a', n);
+	a[n] = '\0';
+	ck_assert_msg(eng_sha256_buf(a, n, hex, &err) == 0, "%s", err.msg);
+	ck_assert_str_eq(hex, million);
+	char *dir = t_tmp_dir("sha256"), *p = path_join(dir, "million-a");
+	write_text(p, a);
+	memset(hex, 'x', sizeof hex);
+	ck_assert_msg(eng_sha256_file(p, hex, &err) == 0, "%s", err.msg);
+	ck_assert_str_eq(hex, million);
+	/* one byte changed: another digest */
+	a[n / 2] = 'b';
+	write_text(p, a);
+	ck_assert_msg(eng_sha256_file(p, hex, &err) == 0, "%s", err.msg);
+	ck_assert_str_ne(hex, million);
+	char *gone = path_join(dir, "gone");
+	ck_assert_int_eq(eng_sha256_file(gone, hex, &err), -1);
+	ck_assert_msg(strstr(err.msg, gone) != NULL, "%s", err.msg);
+	int fd = open(p, O_WRONLY | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(eng_sha256_fd(fd, "the-name", hex, &err), -1);
+	ck_assert_msg(strstr(err.msg, "cannot read 'the-name'") != NULL, "%s", err.msg);
+	close(fd);
+	free(gone), free(p), free(dir), free(a);
+}
+END_TEST
+
 /* The tests of this file, added to suite "ckpt" by test_ckpt.c. */
 void tcase_ckpt_damage(Suite *s)
 {
@@ -791,5 +842,6 @@ void tcase_ckpt_damage(Suite *s)
 	tcase_add_test(tc, test_ckpt_write_keep_prunes);
 	tcase_add_test(tc, test_ckpt_write_name_checked);
 	tcase_add_test(tc, test_ckpt_state_counts_and_quotes);
+	tcase_add_test(tc, test_sha256_known_vectors);
 	suite_add_tcase(s, tc);
 }
