@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "eng_auto.h"
-#include "eng_ckpt.h"
+#include "eng_train_ckpt.h"
 #include "eng_mem.h"
 #include "eng_dp.h"
 #include "proto.h"
@@ -247,12 +247,12 @@ static int save_async(eng_trainer *tr, wk_ctl *c, eng_ckpt_writer *w, const char
 	 * (the controller does without it, memory.limit, or the copy was refused), the save
 	 * writes the live tensors, and training waits for it */
 	int live = save_live(tr, run);
-	if (!live && eng_ckpt_snap_take(&snap, tr, err) < 0) {
+	if (!live && eng_trainer_snap_take(&snap, tr, err) < 0) {
 		fprintf(stderr, "remat-train: %s: the save writes from the live tensors\n", err->msg);
 		live = 1;
 	}
 	if (live)
-		eng_ckpt_snap_borrow(&snap, tr);
+		eng_trainer_snap_borrow(&snap, tr);
 	j->c = c;
 	j->json = json;
 	j->run = run;

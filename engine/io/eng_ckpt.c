@@ -96,29 +96,29 @@ size_t eng_ckpt_snap_bytes(size_t nfloats, size_t ngrad)
 }
 
 /* What a snapshot records besides the tensors, the same for a copy and a borrow. */
-static void snap_state(eng_ckpt_snap *s, const eng_trainer *tr)
+static void snap_state(eng_ckpt_snap *s, const eng_ckpt_src *run)
 {
-	const eng_model *m = &tr->model;
+	const eng_model *m = run->model;
+	const eng_data *train = run->train;
 	s->cfg = m->cfg;
-	s->step = tr->step;
+	s->step = run->step;
 	/* the stream's position, whatever the ranks: the next sample's first token */
-	s->cursor = eng_data_next_sample(&tr->train) * (size_t)tr->train.ranks * tr->train.B *
-		tr->train.T;
-	s->pos = tr->train.pos;
-	s->ntok = tr->train.ntok;
-	s->spec = tr->spec;
+	s->cursor = eng_data_next_sample(train) * (size_t)train->ranks * train->B * train->T;
+	s->pos = train->pos;
+	s->ntok = train->ntok;
+	s->spec = *run->spec;
 	s->tensors = m->tensors;
 	s->ntensors = m->ntensors;
 	s->nfloats = m->nfloats;
 	s->ngrad = m->ngrad;
-	snprintf(s->lora_base, sizeof s->lora_base, "%s", tr->lora_base);
-	snprintf(s->lora_pin, sizeof s->lora_pin, "%s", tr->lora_pin);
+	snprintf(s->lora_base, sizeof s->lora_base, "%s", run->lora_base ? run->lora_base : "");
+	snprintf(s->lora_pin, sizeof s->lora_pin, "%s", run->lora_pin ? run->lora_pin : "");
 }
 
-int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err)
+int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_ckpt_src *run, eng_err *err)
 {
 	double t0 = now_ms();
-	const eng_model *m = &tr->model;
+	const eng_model *m = run->model;
 	memset(s, 0, sizeof *s);
 	size_t bytes = m->nfloats * sizeof(float), gbytes = m->ngrad * sizeof(float);
 	s->params = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes);
@@ -144,16 +144,16 @@ int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err)
 			memcpy(dst[k] + off, src[k] + off, n * sizeof(float));
 		}
 	}
-	snap_state(s, tr);
+	snap_state(s, run);
 	s->stall_ms = now_ms() - t0;
 	return 0;
 }
 
-void eng_ckpt_snap_borrow(eng_ckpt_snap *s, const eng_trainer *tr)
+void eng_ckpt_snap_borrow(eng_ckpt_snap *s, const eng_ckpt_src *run)
 {
-	const eng_model *m = &tr->model;
+	const eng_model *m = run->model;
 	memset(s, 0, sizeof *s);
-	snap_state(s, tr);
+	snap_state(s, run);
 	s->params = m->params;
 	s->m = m->m;
 	s->v = m->v;
@@ -1062,18 +1062,18 @@ int eng_ckpt_check_resume(const char *ckpt, const eng_spec *s, size_t ntok, int 
 	return rc;
 }
 
-int eng_ckpt_resume(eng_trainer *tr, const char *ckpt, eng_err *err)
+int eng_ckpt_resume(const char *ckpt, const eng_spec *s, eng_model *m, eng_data *train,
+	int *step_out, eng_err *err)
 {
 	json_t *o = load_state(ckpt, err);
 	eng_st_file st = {0};
-	eng_model *m = &tr->model;
 	eng_data_pos pos;
 	int rc = -1;
 	char p[CKPT_PATH], name[ENG_NAME_MAX + 16];
 	if (!o)
 		return -1;
 	json_int_t step = json_integer_value(json_object_get(o, "step"));
-	if (resume_fits(o, ckpt, &tr->spec, tr->train.ntok, &pos, err) < 0)
+	if (resume_fits(o, ckpt, s, train->ntok, &pos, err) < 0)
 		goto out;
 	join(p, sizeof p, ckpt, "/optimizer.safetensors");
 	if (eng_st_read(&st, p, err) < 0)
@@ -1089,8 +1089,8 @@ int eng_ckpt_resume(eng_trainer *tr, const char *ckpt, eng_err *err)
 		if (eng_st_get_f32(&st, name, t->ndim, t->shape, m->v + t->goff, err) < 0)
 			goto out;
 	}
-	tr->step = (int)step;
-	eng_data_seek(&tr->train, &pos);
+	*step_out = (int)step;
+	eng_data_seek(train, &pos);
 	rc = 0;
 out:
 	eng_st_free(&st);

@@ -19,6 +19,10 @@
  * snapshot at a step boundary (eng_ckpt_snap_take: three memcpy), and a writer thread
  * (eng_ckpt_writer) writes it while the next steps run. One save at a time: a second
  * submission while one is being written is refused (the caller answers Busy or waits).
+ *
+ * Nothing here knows the trainer: a snapshot is taken of a model, a spec and a position in
+ * the data (eng_ckpt_src), and a resume reads into a model and a data stream; the trainer
+ * fills those from itself (engine/run/eng_train_ckpt.h).
  */
 #ifndef ENG_CKPT_H
 #define ENG_CKPT_H
@@ -26,12 +30,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "eng_data.h"
 #include "eng_err.h"
-#include "eng_train.h"
+#include "eng_model.h"
+#include "eng_spec.h"
 
 #define ENG_CKPT_FORMAT 1 /* trainer_state.json "format_version" this code writes and reads */
 
-/* Everything a checkpoint holds, copied out of a trainer at a step boundary. */
+/* Everything a checkpoint holds, copied out of a run at a step boundary. */
 typedef struct eng_ckpt_snap {
 	eng_config cfg;
 	int step;                 /* completed steps */
@@ -51,16 +57,26 @@ typedef struct eng_ckpt_snap {
 	char lora_pin[192];       /* what trainer_state.json records of that base */
 } eng_ckpt_snap;
 
-/* Copies the trainer's state (call at a step boundary, on the training thread). */
-int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err);
+/* What a snapshot is taken of: a run as a checkpoint sees it (borrowed for the call). */
+typedef struct eng_ckpt_src {
+	const eng_model *model;   /* config, tensor table, weights and moments */
+	const eng_spec *spec;     /* hyperparameters recorded */
+	const eng_data *train;    /* the training data: where the run is in it, its tokens */
+	int step;                 /* completed steps */
+	const char *lora_base;    /* eng_ckpt_snap.lora_base ("" or NULL: none) */
+	const char *lora_pin;     /* eng_ckpt_snap.lora_pin ("" or NULL: none) */
+} eng_ckpt_src;
+
+/* Copies a run's state (call at a step boundary, on the training thread). */
+int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_ckpt_src *run, eng_err *err);
 /* The bytes a snapshot holds (ENG_MEM_WORKSPACE) while it is written: nfloats of weights
  * and both moments of ngrad (the trainable tensors') floats. */
 size_t eng_ckpt_snap_bytes(size_t nfloats, size_t ngrad);
 void eng_ckpt_snap_free(eng_ckpt_snap *s); /* safe on a zeroed or borrowed snapshot */
-/* A snapshot without copies: it points at the trainer's live weights and moments, so it
+/* A snapshot without copies: it points at the run's live weights and moments, so it
  * holds no memory, and training must wait until it is written (the state must not move
  * under the writer). What a save does when memory cannot hold a copy. */
-void eng_ckpt_snap_borrow(eng_ckpt_snap *s, const eng_trainer *tr);
+void eng_ckpt_snap_borrow(eng_ckpt_snap *s, const eng_ckpt_src *run);
 
 typedef struct eng_ckpt_result {
 	char path[ENG_PATH_LEN + 64]; /* the checkpoint directory written */
@@ -107,10 +123,13 @@ int eng_ckpt_find(const char *save_dir, char *out, size_t outlen, eng_err *err);
  * directory that does verify; 0 with its path, -1 when none. */
 int eng_ckpt_previous(const char *ckpt, char *out, size_t outlen);
 
-/* Resume: loads the optimizer moments, step and data cursor of a verified checkpoint into a
- * trainer whose weights were loaded from the same checkpoint. Checks batch and seq_len
- * against the spec, the data's token count, and that the run has steps left. */
-int eng_ckpt_resume(eng_trainer *tr, const char *ckpt, eng_err *err);
+/* Resume: loads the optimizer moments of a verified checkpoint into model m (whose weights
+ * were loaded from the same checkpoint), moves the training data `train` to the
+ * checkpoint's position and gives its step in *step. Checks batch and seq_len against
+ * spec s, the data's token count, and that the run has steps left; on failure nothing but
+ * m's moments may have changed. */
+int eng_ckpt_resume(const char *ckpt, const eng_spec *s, eng_model *m, eng_data *train,
+	int *step, eng_err *err);
 /* Before a resumed run is built: what the checkpoint decides of its spec. grad_accum is a
  * hyperparameter of the run: the checkpoint's, unless the spec gives one (a different one
  * is refused, as a different batch is); data.shuffle must be the checkpoint's. */

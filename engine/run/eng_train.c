@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "eng_ckpt.h"
+#include "eng_train_ckpt.h"
 #include "eng_peft.h"
 #include "eng_cuda.h"
 #include "eng_cuda_mem.h"
@@ -689,7 +689,7 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	/* data parallel: rank 0 writes the checkpoints */
 	if (s->save_dir[0] && eng_dp_rank() == 0 && open_save_dir(tr, err) < 0)
 		goto fail;
-	if (s->resume && eng_ckpt_resume(tr, s->init_from, err) < 0)
+	if (s->resume && eng_trainer_resume(tr, s->init_from, err) < 0)
 		goto fail;
 	if (tr->gpu && eng_cuda_upload(tr->gpu, &tr->model, err) < 0)
 		goto fail;
@@ -1159,7 +1159,7 @@ int eng_trainer_save(eng_trainer *tr, const char *name, char *out, size_t outlen
 	eng_ckpt_snap snap;
 	eng_ckpt_result res;
 	if (make_dirs(tr->spec.save_dir, err) < 0 || eng_trainer_sync_host(tr, err) < 0 ||
-		eng_ckpt_snap_take(&snap, tr, err) < 0)
+		eng_trainer_snap_take(&snap, tr, err) < 0)
 		return -1;
 	int rc = eng_ckpt_write(&snap, tr->spec.save_dir, name, tr->spec.save_keep, &res, err);
 	eng_ckpt_snap_free(&snap);

@@ -20,7 +20,7 @@
 #include "t_daemon.h"
 #include "t_util.h"
 
-#include "eng_ckpt.h"
+#include "eng_train_ckpt.h"
 #include "eng_fs.h"
 #include "eng_hfconfig.h"
 #include "eng_st.h"
@@ -129,7 +129,7 @@ static void snapshot(eng_trainer *tr, eng_ckpt_snap *s)
 	eng_err err = {0};
 	need_gpl();
 	trainer_from(tr, TINY, 1000, "");
-	ck_assert_msg(eng_ckpt_snap_take(s, tr, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_trainer_snap_take(s, tr, &err) == 0, "%s", err.msg);
 	s->step = 1;
 }
 

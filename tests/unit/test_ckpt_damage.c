@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "eng_ckpt.h"
+#include "eng_train_ckpt.h"
 #include "eng_hfconfig.h"
 #include "eng_sha256.h"
 #include "eng_st.h"
@@ -605,11 +605,11 @@ START_TEST(test_ckpt_writer_submit_busy)
 	eng_ckpt_writer *w = eng_ckpt_writer_start();
 	ck_assert_ptr_nonnull(w);
 	eng_ckpt_snap a, b;
-	ck_assert_int_eq(eng_ckpt_snap_take(&a, &tr, &err), 0);
+	ck_assert_int_eq(eng_trainer_snap_take(&a, &tr, &err), 0);
 	ck_assert_int_eq(eng_ckpt_writer_submit(w, &a, sd, NULL, 3, on_done, NULL), 0);
 	ck_assert_ptr_null(a.params); /* the writer owns it now */
 	ck_assert_int_eq(eng_ckpt_writer_busy(w), 1);
-	ck_assert_int_eq(eng_ckpt_snap_take(&b, &tr, &err), 0);
+	ck_assert_int_eq(eng_trainer_snap_take(&b, &tr, &err), 0);
 	ck_assert_int_eq(eng_ckpt_writer_submit(w, &b, sd, "second", 3, on_done, NULL), -1);
 	ck_assert_ptr_nonnull(b.params); /* refused: still the caller's */
 	eng_ckpt_writer_wait(w);
@@ -648,7 +648,7 @@ START_TEST(test_ckpt_write_keep_prunes)
 	trainer_from(&tr, TINY, 1000, "");
 	ck_assert_int_eq(mkdir(sd, 0777), 0);
 	eng_ckpt_snap s;
-	ck_assert_int_eq(eng_ckpt_snap_take(&s, &tr, &err), 0);
+	ck_assert_int_eq(eng_trainer_snap_take(&s, &tr, &err), 0);
 	for (int step = 1; step <= 5; step++)
 		write_as(&s, sd, step, NULL, 2);
 	ck_assert_str_eq(listing(sd), "latest step_00000004 step_00000005");
@@ -687,7 +687,7 @@ START_TEST(test_ckpt_write_name_checked)
 	trainer_from(&tr, TINY, 1000, "");
 	ck_assert_int_eq(mkdir(sd, 0777), 0);
 	eng_ckpt_snap s;
-	ck_assert_int_eq(eng_ckpt_snap_take(&s, &tr, &err), 0);
+	ck_assert_int_eq(eng_trainer_snap_take(&s, &tr, &err), 0);
 	write_as(&s, sd, 1, NULL, 3);
 	/* the protocol's longest name (64) is kept whole */
 	char name[80];
