@@ -2,17 +2,25 @@
  * quoting of client input, and reference-counted output messages.
  *
  * rematd is one libuv loop on one thread; nothing here is locked. The modules:
- *   rematd.c      main: options, start-up, signals
- *   srv_life.c    the shutdown, and what the service manager is told
- *   srv_listen.c  the listening socket and its lock file, or the one systemd passed
- *   srv_notify.c  the service manager's notification protocol (sd_notify without libsystemd)
- *   srv_conn.c    client connections: framing, limits, output queues, subscriptions
- *   srv_cmd.c     requests: validation and dispatch
- *   srv_job.c     the job table, the queue, job-start's checks, resume and removal
- *   srv_worker.c  a job's worker process (remat-train) and its channel
- *   srv_helper.c  short-lived remat-train runs: --check for a spec, --info for daemon-info
- *   srv_store.c   the job table on disk: STATE_DIR/jobs/ID/state.json
- *   srv_auto.c    a job's memory controller as its record keeps it (budget, source)
+ *   rematd.c          main: options, start-up, signals
+ *   srv_life.c        the shutdown, and what the service manager is told
+ *   srv_util.c        logging, quoting, waiters, credentials (this header's helpers)
+ *   srv_listen.c      the listening socket and its lock file, or the one systemd passed
+ *   srv_notify.c      the service manager's notification protocol (sd_notify without
+ *                     libsystemd)
+ *   srv_conn.c        client connections: framing, limits, output queues, subscriptions
+ *   srv_cmd.c         requests: validation and dispatch
+ *   srv_job.c         the job table: ids, states and their events, the queue, removal,
+ *                     job-status and job-list from the table
+ *   srv_job_start.c   job-start's checks and files, and a check's answer
+ *   srv_job_resume.c  resume, a restart's look at save directories, plans without a worker
+ *   srv_worker.c      a job's worker process (remat-train): spawn, channel, time limits, end
+ *   srv_worker_read.c what the worker says: replies routed back, events relayed
+ *   srv_mpi.c         a data-parallel job's launch (mpirun, rank 0's channel)
+ *   srv_helper.c      short-lived remat-train runs: --check for a spec, --info for daemon-info
+ *   srv_store.c       the job table on disk: STATE_DIR/jobs/ID/state.json
+ *   srv_auto.c        a job's memory controller as its record keeps it (budget, source)
+ *   srv_metrics.c     job-metrics: a job's metrics.jsonl read back
  * Not here: anything that computes; the daemon never trains (DESIGN §1).
  */
 #ifndef SRV_H

@@ -1,7 +1,8 @@
 /* srv_worker.c - a job's worker: spawning remat-train on a socketpair, reading its lines
  * (greeting, replies, events), forwarding requests with rematd's own ids and routing the
  * replies back, and reaping it when it ends. See srv_worker.h and srv_job.h.
- * Not here: the job table and job-start's checks (srv_job.c).
+ * Not here: what the worker's lines say to the job table (srv_worker_read.c), the job table
+ * and job-start's checks (srv_job*.c).
  */
 #include "srv_worker.h"
 
@@ -18,6 +19,7 @@
 #include "eng_err.h"
 #include "srv_conn.h"
 #include "srv_mpi.h"
+#include "srv_worker_int.h"
 
 #define WORKER_LOG_TAIL 4096   /* bytes of worker.log read for a failure's reason */
 #define WORKER_LOG_SHOW 120    /* longest worker log line kept in a reason */
@@ -31,7 +33,8 @@ static void worker_on_close(uv_handle_t *h)
 	job->handles_open--;
 }
 
-static void pending_free(srv_pending *p)
+/* Frees a forwarded request's record. */
+void srv_worker__pending_free(srv_pending *p)
 {
 	json_decref(p->client_id);
 	free(p);
@@ -42,7 +45,7 @@ void srv_worker_forget(srv_job *job)
 	while (job->pending) {
 		srv_pending *p = job->pending;
 		job->pending = p->next;
-		pending_free(p);
+		srv_worker__pending_free(p);
 	}
 	/* a new worker (a resume) has figures of its own */
 	json_decref(job->last_mem);
@@ -122,354 +125,6 @@ int srv_job_forward(srv_job *job, srv_conn *c, const char *execute, const json_t
 		return -1;
 	}
 	c->inflight++;
-	return 0;
-}
-
-/* ---- what the worker says ---- */
-
-static void worker_set_checkpoint(srv_job *job, const json_t *path)
-{
-	if (!json_is_string(path))
-		return;
-	char *copy = strdup(json_string_value(path));
-	if (!copy)
-		return;
-	free(job->last_checkpoint);
-	job->last_checkpoint = copy;
-	json_decref(job->last_save_error);
-	job->last_save_error = NULL;
-	srv_job_save_record(job);
-}
-
-static void worker_set_policy(srv_job *job, json_t *policy)
-{
-	if (!json_is_object(policy) || (job->policy && json_equal(job->policy, policy)))
-		return;
-	json_decref(job->policy);
-	job->policy = json_incref(policy);
-	srv_job_save_record(job); /* a resume runs under the policy last set */
-}
-
-/* Keeps the table current from numbers the worker reports (STEP, job-status). */
-static void worker_note_progress(srv_job *job, const json_t *o)
-{
-	const json_t *v = json_object_get(o, "step");
-	if (json_is_integer(v))
-		job->step = (int)json_integer_value(v);
-	v = json_object_get(o, "loss");
-	if (json_is_number(v)) {
-		job->loss = json_number_value(v);
-		job->has_loss = 1;
-	}
-	v = json_object_get(o, "lr");
-	if (json_is_number(v)) {
-		job->lr = json_number_value(v);
-		job->has_lr = 1;
-	}
-}
-
-/* An EVAL event's (or job-status') validation loss, kept for the job's record. */
-static void worker_note_eval(srv_job *job, const json_t *o, const char *loss_key,
-	const char *step_key)
-{
-	const json_t *v = json_object_get(o, loss_key);
-	if (!json_is_number(v))
-		return;
-	job->val_loss = json_number_value(v);
-	job->val_step = (int)json_integer_value(json_object_get(o, step_key));
-	job->has_val = 1;
-}
-
-/* A copy of a mem-stats or remat-get reply into *slot, with the step it is as of: what
- * rematd answers once the job has ended. Not written at once: the record is written when
- * the job ends. */
-static void worker_keep_figures(srv_job *job, json_t **slot, const json_t *ret)
-{
-	json_t *copy = json_deep_copy(ret);
-	const json_t *step = json_object_get(ret, "step");
-	if (!copy)
-		return;
-	json_object_set_new(copy, "as_of_step", json_is_integer(step) ? json_incref((json_t *)
-		step) : json_integer(job->step));
-	json_decref(*slot);
-	*slot = copy;
-}
-
-/* The record's memory controller after what the worker said (changed: 1 when it did):
- * a new budget, source or off is logged and written at once (a resume, and a restarted
- * rematd, bring it back); pinned and least_bytes go with the record's next write. */
-static void worker_auto_said(srv_job *job, const srv_auto *was, int changed)
-{
-	char before[64], now[64];
-	if (!changed)
-		return;
-	srv_auto_format(was, before, sizeof before);
-	srv_auto_format(&job->autoc, now, sizeof now);
-	if (strcmp(before, now) == 0)
-		return;
-	srv_log("job %s: memory controller %s (was %s)", job->id, now, before);
-	srv_job_save_record(job);
-}
-
-/* Learns from a successful reply to p before it goes back to the client. */
-static void worker_note_return(srv_job *job, const srv_pending *p, json_t *ret)
-{
-	const char *execute = p->execute;
-	srv_auto was = job->autoc;
-	if (strcmp(execute, "job-status") == 0) {
-		worker_note_progress(job, ret);
-		worker_note_eval(job, ret, "val_loss", "val_step");
-		worker_set_policy(job, json_object_get(ret, "policy"));
-		/* not while starting: the controller a spec asks for starts at its first step */
-		if (job->state != SRV_JOB_STARTING)
-			worker_auto_said(job, &was, srv_auto_note_status(&job->autoc, ret));
-		/* the worker cannot know its pid as rematd sees it in every namespace; tests
-		 * and rematctl use it to find the process */
-		if (!json_object_get(ret, "pid"))
-			json_object_set_new(ret, "pid", json_integer(job->pid));
-		/* whose job it is is rematd's to know */
-		json_object_set_new(ret, "uid", json_integer((json_int_t)job->owner.uid));
-	} else if (strcmp(execute, "job-stop") == 0) {
-		/* what it saved, or dropped: a shutdown's reply lists it */
-		json_decref(job->stop_ret);
-		job->stop_ret = json_deep_copy(ret);
-		worker_note_progress(job, ret);
-		worker_set_checkpoint(job, json_object_get(ret, "checkpoint"));
-	} else if (strcmp(execute, "ckpt-save") == 0) {
-		worker_set_checkpoint(job, json_object_get(ret, "path"));
-	} else if (strcmp(execute, "remat-set") == 0) {
-		worker_set_policy(job, json_object_get(ret, "policy"));
-		worker_auto_said(job, &was, srv_auto_note_set(&job->autoc, ret));
-	} else if (strcmp(execute, "remat-auto") == 0) {
-		worker_auto_said(job, &was, srv_auto_note_auto(&job->autoc, p->auto_asked, ret));
-	} else if (strcmp(execute, "mem-stats") == 0) {
-		worker_keep_figures(job, &job->last_mem, ret);
-	} else if (strcmp(execute, "remat-get") == 0) {
-		worker_keep_figures(job, &job->last_remat, ret);
-	}
-}
-
-static srv_pending *worker_pending_take(srv_job *job, const json_t *id)
-{
-	if (!json_is_integer(id))
-		return NULL;
-	for (srv_pending **pp = &job->pending; *pp; pp = &(*pp)->next) {
-		srv_pending *p = *pp;
-		if ((json_int_t)p->wid == json_integer_value(id)) {
-			*pp = p->next;
-			return p;
-		}
-	}
-	return NULL;
-}
-
-/* The outcome of a change answered "queued" (worker_expire_change), for the log. */
-static void worker_log_late(const srv_job *job, const srv_pending *p, const json_t *obj,
-	proto_kind kind)
-{
-	char q[SRV_QUOTE_BUF];
-	const proto_command *pc = proto_command_find(p->execute);
-	if (!pc || pc->query)
-		return;
-	const json_t *ret = json_object_get(obj, "return");
-	const char *desc = json_string_value(json_object_get(json_object_get(obj, "error"),
-		"desc"));
-	if (kind == PROTO_KIND_ERROR)
-		srv_log("job %s: %s, answered queued, was refused by the worker: %s", job->id,
-			p->execute, srv_quote(desc ? desc : "", desc ? strlen(desc) : 0, q));
-	else
-		srv_log("job %s: %s, answered queued, was taken by the worker (applies at step "
-			"%lld)", job->id, p->execute, (long long)json_integer_value(
-			json_object_get(ret, "applies_at_step")));
-}
-
-static void worker_on_reply(srv_job *job, json_t *obj, proto_kind kind)
-{
-	srv_pending *p = worker_pending_take(job, json_object_get(obj, "id"));
-	if (!p) {
-		srv_log("job %s: the worker answered a request it was never sent", job->id);
-		return;
-	}
-	json_t *ret = json_object_get(obj, "return");
-	if (kind == PROTO_KIND_RETURN && json_is_object(ret))
-		worker_note_return(job, p, ret);
-	const char *desc = json_string_value(json_object_get(json_object_get(obj, "error"),
-		"desc"));
-	int stop = strcmp(p->execute, "job-stop") == 0, saving = stop && job->stop_saving;
-	if (stop) {
-		job->stop_saving = 0;
-		if (kind == PROTO_KIND_ERROR)
-			job->stop_requested = 0; /* its final save failed: the job goes on */
-	}
-	if (p->expired) {
-		/* the client was answered when the time limit passed: a change it was told is
-		 * queued now has its outcome, for the log */
-		worker_log_late(job, p, obj, kind);
-		goto out;
-	}
-	if (p->conn_id == 0) {
-		if (kind == PROTO_KIND_ERROR) {
-			char q[SRV_QUOTE_BUF];
-			srv_log("job %s: the worker refused %s: %s", job->id, p->execute,
-				srv_quote(desc ? desc : "", desc ? strlen(desc) : 0, q));
-		}
-		/* the shutdown's final save failed: the job kept running */
-		if (saving && kind == PROTO_KIND_ERROR)
-			srv_shutdown_save_failed(job->srv, job, desc ? desc : "the save failed");
-		goto out;
-	}
-	/* the client may have gone meanwhile: then the reply is dropped */
-	srv_conn *c = srv_conn_find(job->srv, p->conn_id);
-	if (!c)
-		goto out;
-	c->inflight--;
-	if (p->client_id)
-		json_object_set(obj, "id", p->client_id);
-	else
-		json_object_del(obj, "id");
-	char *text = json_dumps(obj, JSON_COMPACT);
-	sv_msg *m = text ? sv_msg_copy(text, strlen(text)) : NULL;
-	free(text);
-	srv_conn_send(c, m);
-	sv_msg_unref(m);
-out:
-	pending_free(p);
-}
-
-static void worker_on_greeting(srv_job *job, const json_t *obj)
-{
-	const json_t *g = json_object_get(obj, "remat");
-	const char *role = json_string_value(json_object_get(g, "role"));
-	const char *id = json_string_value(json_object_get(g, "job"));
-	if (!role || strcmp(role, "worker") != 0 || (id && strcmp(id, job->id) != 0))
-		srv_log("job %s: unexpected greeting from the worker (role %s, job %s)", job->id,
-			role ? "given" : "missing", id ? "given" : "missing");
-	/* greeted, but still starting: running is the worker's to say, once its model and
-	 * data are loaded */
-	job->greeted = 1;
-}
-
-/* Publishes a worker's event as its job's: whatever "job" the worker put in it (a job's
- * owner may write to its channel: ptrace of their own ranks), the line rebuilt names the
- * worker's own job, and carries only the keys of an event. */
-static void worker_publish(srv_job *job, const char *name, json_t *obj)
-{
-	json_t *data = json_object_get(obj, "data");
-	json_t *out = json_is_object(data) ? json_deep_copy(data) : json_object();
-	if (!out || json_object_set_new(out, "job", json_string(job->id)) < 0) {
-		json_decref(out);
-		srv_log("job %s: out of memory relaying an event", job->id);
-		return;
-	}
-	json_t *ev = json_pack("{s:s,s:o}", "event", name, "data", out);
-	json_t *ts = json_object_get(obj, "timestamp");
-	if (ev && json_is_object(ts))
-		json_object_set(ev, "timestamp", ts);
-	char *text = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
-	sv_msg *m = text ? sv_msg_copy(text, strlen(text)) : NULL;
-	free(text);
-	json_decref(ev);
-	if (m)
-		srv_conn_publish(job->srv, job->id, name, m);
-	else
-		srv_log("job %s: out of memory relaying an event", job->id);
-	sv_msg_unref(m);
-}
-
-/* A STEP's progress goes to the record now and then (SRV_RECORD_STEP_MS): after any death
- * of the daemon, status and ls name a recent step. */
-static void worker_step_record(srv_job *job)
-{
-	if (srv_now_ms() - job->record_ms >= SRV_RECORD_STEP_MS)
-		srv_job_save_record(job);
-}
-
-/* Keeps the table current from an event, then relays it as the job's (worker_publish). */
-static void worker_on_event(srv_job *job, json_t *obj)
-{
-	const char *name = json_string_value(json_object_get(obj, "event"));
-	json_t *data = json_object_get(obj, "data");
-	if (!name)
-		return;
-	if (!json_is_object(data))
-		data = NULL;
-	int ev = proto_event_find(name);
-	if (ev == PROTO_EV_STEP && data) {
-		worker_note_progress(job, data);
-		worker_step_record(job);
-	} else if (ev == PROTO_EV_EVAL && data) {
-		worker_note_eval(job, data, "val_loss", "step");
-	} else if (ev == PROTO_EV_CHECKPOINT_SAVED && data) {
-		worker_set_checkpoint(job, json_object_get(data, "path"));
-	} else if (ev == PROTO_EV_CHECKPOINT_FAILED && data) {
-		json_decref(job->last_save_error);
-		job->last_save_error = json_deep_copy(data);
-		json_object_del(job->last_save_error, "job");
-		srv_job_save_record(job);
-	} else if (ev == PROTO_EV_REMAT_APPLIED && data) {
-		worker_set_policy(job, json_object_get(data, "policy"));
-	} else if (ev == PROTO_EV_REMAT_AUTO && data) {
-		srv_auto was = job->autoc;
-		worker_auto_said(job, &was, srv_auto_note_event(&job->autoc, data));
-	} else if (ev == PROTO_EV_JOB_STATE_CHANGED && data) {
-		int to = srv_job_state_parse(json_string_value(json_object_get(data, "to")));
-		if (to == (int)job->state)
-			return;
-		/* queued, starting and interrupted are rematd's to say: a job the worker called
-		 * queued would be spawned a second time */
-		if (to == SRV_JOB_QUEUED || to == SRV_JOB_STARTING || to == SRV_JOB_INTERRUPTED)
-			to = -1;
-		if (to < 0)
-			return;
-		const char *why = json_string_value(json_object_get(data, "reason"));
-		char q[SRV_QUOTE_BUF];
-		if (to == SRV_JOB_RUNNING && job->state == SRV_JOB_STARTING)
-			job->running_ms = srv_now_ms();
-		if (srv_job_state_final((srv_job_state)to)) {
-			/* said by rematd itself once the worker has exited, with its exit status
-			 * and last checkpoint (srv_worker.c's reap) */
-			snprintf(job->final_from, sizeof job->final_from, "%s",
-				srv_job_state_name(job->state));
-			job->final_reported = 1;
-		}
-		job->state = (srv_job_state)to;
-		srv_copy_text(job->reason, sizeof job->reason, why ? why : "");
-		srv_log("job %s %s: %s", job->id, srv_job_state_name(job->state),
-			srv_quote(job->reason, strlen(job->reason), q));
-		srv_job_save_record(job);
-		if (job->final_reported)
-			return;
-	}
-	worker_publish(job, name, obj);
-}
-
-static int worker_on_line(const char *line, size_t len, void *ud)
-{
-	srv_job *job = ud;
-	json_t *obj = NULL;
-	proto_kind kind;
-	char desc[PROTO_DESC_LEN];
-	if (len == 0)
-		return 0;
-	if (proto_message_parse(line, len, &obj, &kind, desc, sizeof desc) < 0) {
-		char q[SRV_QUOTE_BUF], qd[SRV_QUOTE_BUF];
-		srv_log("job %s: bad line from the worker: %s in %s", job->id,
-			srv_quote(desc, strlen(desc), qd), srv_quote(line, len, q));
-		return 0;
-	}
-	switch (kind) {
-	case PROTO_KIND_GREETING:
-		worker_on_greeting(job, obj);
-		break;
-	case PROTO_KIND_RETURN:
-	case PROTO_KIND_ERROR:
-		worker_on_reply(job, obj, kind);
-		break;
-	case PROTO_KIND_EVENT:
-		worker_on_event(job, obj);
-		break;
-	}
-	json_decref(obj);
 	return 0;
 }
 
@@ -678,7 +333,7 @@ static void worker_reap(srv_job *job)
 			c->inflight--;
 			srv_conn_error(c, PROTO_ERR_INVALID_STATE, desc, p->client_id);
 		}
-		pending_free(p);
+		srv_worker__pending_free(p);
 	}
 
 	/* the worker's words and the client's paths are quoted in the log */
@@ -762,7 +417,7 @@ static void worker_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 		worker_chan_end(job);
 		return;
 	}
-	if (proto_framer_feed(&job->framer, buf->base, (size_t)n, worker_on_line, job) < 0) {
+	if (proto_framer_feed(&job->framer, buf->base, (size_t)n, srv_worker__on_line, job) < 0) {
 		srv_worker_kill(job, "it sent a line over the protocol's limit");
 		worker_chan_end(job);
 	}
@@ -832,6 +487,46 @@ static int worker_fds(srv_job *job, int sv[2], int *metrics_fd, uv_stdio_contain
 	return 0;
 }
 
+/* Starts the process args[0] with args and stdio (n entries) in the job's directory, its
+ * own session: 0, its handles counted, the slot taken and the timer its reaping closes
+ * ready; or -1 with why in err. */
+static int worker_start(srv_job *job, char **args, uv_stdio_container_t *stdio, int n,
+	char *err, size_t errlen)
+{
+	srv_server *srv = job->srv;
+	uv_process_options_t opt;
+	memset(&opt, 0, sizeof opt);
+	opt.exit_cb = worker_on_exit;
+	opt.file = args[0];
+	opt.args = args;
+	opt.cwd = job->dir;
+	/* its own session: a terminal's ^C reaches rematd alone, which stops workers in order */
+	opt.flags = UV_PROCESS_DETACHED;
+	opt.stdio_count = n;
+	opt.stdio = stdio;
+	job->proc.data = job;
+	int r = uv_spawn(srv->loop, &job->proc, &opt);
+	if (r < 0) {
+		/* libuv initialised the handle all the same: it must be closed */
+		job->handles_open++;
+		uv_close((uv_handle_t *)&job->proc, worker_on_close);
+		srv_fmt(err, errlen, "cannot start worker '%s': %s", args[0], uv_strerror(r));
+		return -1;
+	}
+	job->handles_open++;
+	job->proc_alive = 1;
+	job->pid = job->proc.pid;
+	/* its reports of the controller count from its first step (it starts the spec's
+	 * budget at that boundary) */
+	srv_auto_spawned(&job->autoc, job->step + 1);
+	srv->n_active++;
+	/* the reaping closes it, whether a channel ever opened (mpirun may end first) */
+	uv_timer_init(srv->loop, &job->timer);
+	job->timer.data = job;
+	job->handles_open++;
+	return 0;
+}
+
 void srv_worker_spawn(srv_job *job)
 {
 	srv_server *srv = job->srv;
@@ -865,36 +560,9 @@ void srv_worker_spawn(srv_job *job)
 		if (worker_fds(job, sv, &metrics_fd, stdio, err, sizeof err) < 0)
 			goto fail;
 	}
-	uv_process_options_t opt;
-	memset(&opt, 0, sizeof opt);
-	opt.exit_cb = worker_on_exit;
-	opt.file = args[0];
-	opt.args = args;
-	opt.cwd = job->dir;
-	/* its own session: a terminal's ^C reaches rematd alone, which stops workers in order */
-	opt.flags = UV_PROCESS_DETACHED;
-	opt.stdio_count = mpi ? 3 : SRV_WORKER_METRICS_FD + 1;
-	opt.stdio = stdio;
-	job->proc.data = job;
-	int r = uv_spawn(srv->loop, &job->proc, &opt);
-	if (r < 0) {
-		/* libuv initialised the handle all the same: it must be closed */
-		job->handles_open++;
-		uv_close((uv_handle_t *)&job->proc, worker_on_close);
-		srv_fmt(err, sizeof err, "cannot start worker '%s': %s", args[0], uv_strerror(r));
+	if (worker_start(job, args, stdio, mpi ? 3 : SRV_WORKER_METRICS_FD + 1, err,
+		sizeof err) < 0)
 		goto fail;
-	}
-	job->handles_open++;
-	job->proc_alive = 1;
-	job->pid = job->proc.pid;
-	/* its reports of the controller count from its first step (it starts the spec's
-	 * budget at that boundary) */
-	srv_auto_spawned(&job->autoc, job->step + 1);
-	srv->n_active++;
-	/* the reaping closes it, whether a channel ever opened (mpirun may end first) */
-	uv_timer_init(srv->loop, &job->timer);
-	job->timer.data = job;
-	job->handles_open++;
 	if (sv[1] >= 0)
 		close(sv[1]);
 	close(log_fd);

@@ -1,0 +1,467 @@
+/* srv_job_start.c - job-start: the checks of a spec (at once, then remat-train --check as
+ * its owner), the new job's id, directory, files and place in the queue; and a check's
+ * answer, whatever it was run for (start, resume, a restart's look, a plan). See srv_job.h.
+ * Not here: the table (srv_job.c), resume and plans (srv_job_resume.c).
+ */
+#include "srv_job.h"
+#include "srv_job_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "eng_err.h"
+#include "eng_fs.h"
+#include "eng_plan_json.h"
+#include "eng_spec.h"
+#include "srv_helper.h"
+#include "srv_mpi.h"
+
+#define JOB_SAVE_MODE 0700      /* STATE_DIR/jobs/ID/checkpoints, the owner's */
+#define JOB_FILE_MODE 0600      /* job.json, resume.json: a spec may name private paths */
+#define JOB_ID_TRIES 64         /* ids skipped because their directory exists already */
+
+/* Keys of a spec that name files: each must be an absolute path, since the worker runs in
+ * the job's directory and a client's working directory means nothing to rematd. */
+static const char *const job_path_keys[][2] = {
+	{"data", "train"}, {"data", "val"}, {"model", "init_from"}, {"save", "dir"},
+	{"parallel", "hostfile"},
+};
+
+/* ---- checks of a spec ---- */
+
+/* Refuses relative paths, naming the key. */
+int srv_job__check_paths(const json_t *spec, char *desc, size_t desclen)
+{
+	for (size_t i = 0; i < sizeof job_path_keys / sizeof job_path_keys[0]; i++) {
+		const json_t *sec = json_object_get(spec, job_path_keys[i][0]);
+		const json_t *v = json_is_object(sec) ? json_object_get(sec, job_path_keys[i][1])
+						      : NULL;
+		/* a value of the wrong type is left to the engine's check, which names it */
+		if (!json_is_string(v) || json_string_value(v)[0] == '/')
+			continue;
+		char q[SRV_QUOTE_BUF];
+		srv_fmt(desc, desclen, "spec: '%s.%s' must be an absolute path, not %s",
+			job_path_keys[i][0], job_path_keys[i][1],
+			srv_quote(json_string_value(v), json_string_length(v), q));
+		return -1;
+	}
+	return 0;
+}
+
+/* The spec's own syntax (unknown keys, types, ranges), at once, before any helper runs. */
+int srv_job__check_syntax(const json_t *spec, char *desc, size_t desclen)
+{
+	char *text = json_dumps(spec, JSON_COMPACT);
+	if (!text) {
+		srv_fmt(desc, desclen, "spec: cannot serialise it (out of memory?)");
+		return -1;
+	}
+	eng_spec *es = calloc(1, sizeof *es);
+	eng_err err = {0};
+	int r = es ? eng_spec_parse(es, text, &err) : eng_errf(&err, "out of memory");
+	free(text);
+	free(es);
+	if (r < 0)
+		srv_fmt(desc, desclen, "spec: %s", err.msg);
+	return r;
+}
+
+static int job_count(const srv_server *srv, srv_job_state s)
+{
+	int n = 0;
+	for (int i = 0; i < srv->n_jobs; i++)
+		n += srv->jobs[i]->state == s;
+	return n;
+}
+
+void srv_job__check_free(job_check *k)
+{
+	json_decref(k->id);
+	json_decref(k->spec);
+	json_decref(k->args);
+	free(k);
+}
+
+static void check_done(srv_server *srv, void *ud, const json_t *out, const char *why);
+
+/* Runs remat-train --check on spec as owner for k; c (may be NULL) waits. */
+int srv_job__check_run(srv_server *srv, job_check *k, srv_conn *c, proto_errclass *ec,
+	char *desc, size_t desclen)
+{
+	static const char *const args[] = {"--check", NULL};
+	if (srv_helper_count(srv) >= SRV_HELPER_MAX) {
+		*ec = PROTO_ERR_BUSY;
+		srv_fmt(desc, desclen, "%d specs are being checked already; try again",
+			SRV_HELPER_MAX);
+		return -1;
+	}
+	if (srv_helper_run(srv, "check", args, k->spec, &k->owner, SRV_CHECK_MS, check_done, k,
+		desc, desclen) < 0) {
+		*ec = PROTO_ERR_INTERNAL;
+		return -1;
+	}
+	if (c)
+		c->inflight++;
+	return 0;
+}
+
+/* A check's error as a reply: the worker's own message, in the class it gave (Busy when
+ * another job holds the save directory, InvalidParameter when the spec must change). */
+static proto_errclass check_error(const json_t *out, const char *why, char *desc,
+	size_t desclen)
+{
+	const char *msg = json_string_value(json_object_get(out, "error"));
+	const char *cls = json_string_value(json_object_get(out, "class"));
+	if (!out) {
+		srv_fmt(desc, desclen, "cannot check the spec: %s", why ? why : "no answer");
+		return PROTO_ERR_INTERNAL;
+	}
+	srv_fmt(desc, desclen, "spec: %s", msg ? msg : "refused");
+	return cls && strcmp(cls, proto_errclass_name(PROTO_ERR_BUSY)) == 0
+		       ? PROTO_ERR_BUSY
+		       : PROTO_ERR_INVALID_PARAMETER;
+}
+
+/* ---- job-start ---- */
+
+/* Reserves a fresh id and creates its directory. */
+static int job_reserve(srv_server *srv, srv_job *job, char *desc, size_t desclen)
+{
+	mode_t mode = srv->uid == 0 ? JOB_DIR_MODE_ROOT : JOB_DIR_MODE;
+	for (int tries = 0; tries < JOB_ID_TRIES; tries++) {
+		unsigned num = ++srv->next_job_num;
+		snprintf(job->id, sizeof job->id, "j%u", num);
+		if ((size_t)snprintf(job->dir, sizeof job->dir, "%s/jobs/%s", srv->state_dir,
+			job->id) >= sizeof job->dir) {
+			srv_fmt(desc, desclen, "state directory path too long");
+			return -1;
+		}
+		eng_dir jd;
+		eng_err e = {0};
+		int r = eng_dir_make_at(&jd, &srv->jobs_d, job->id, mode, 1, &e);
+		if (r == 0) {
+			eng_dir_close(&jd);
+			job->num = num;
+			return 0;
+		}
+		if (r < 0) {
+			srv_fmt(desc, desclen, "%s", e.msg);
+			return -1;
+		}
+	}
+	srv_fmt(desc, desclen, "cannot find a free job id under '%s/jobs'", srv->state_dir);
+	return -1;
+}
+
+/* Writes spec to job->dir/name durably, mode 0600, never through a symlink. */
+int srv_job__write_file(srv_job *job, const char *name, const json_t *spec, char *desc,
+	size_t desclen)
+{
+	eng_dir d;
+	eng_err e = {0};
+	int rc = srv_job_dir_open(job, &d, &e);
+	if (rc == 0) {
+		rc = eng_fs_write_json(&d, name, JOB_FILE_MODE, spec, &e);
+		eng_dir_close(&d);
+	}
+	if (rc < 0)
+		srv_fmt(desc, desclen, "%s", e.msg);
+	return rc;
+}
+
+/* The default save directory, STATE_DIR/jobs/ID/checkpoints, the owner's: made and given
+ * away relative to the job's directory, never through a link. */
+static int job_make_save_dir(srv_job *job, char *desc, size_t desclen)
+{
+	eng_dir jd;
+	eng_err e = {0};
+	int fd = -1, rc = -1;
+	if ((size_t)snprintf(job->save_dir, sizeof job->save_dir, "%s/checkpoints", job->dir) >=
+		sizeof job->save_dir) {
+		srv_fmt(desc, desclen, "state directory path too long");
+		return -1;
+	}
+	if (srv_job_dir_open(job, &jd, &e) < 0)
+		goto out;
+	if (mkdirat(jd.fd, "checkpoints", JOB_SAVE_MODE) < 0 && errno != EEXIST) {
+		eng_errf(&e, "cannot create '%s': %s", job->save_dir, strerror(errno));
+		goto out;
+	}
+	fd = openat(jd.fd, "checkpoints", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || (srv_cred_drops(job->srv, &job->owner) &&
+		fchown(fd, job->owner.uid, job->owner.gid) < 0)) {
+		eng_errf(&e, "cannot give '%s' to uid %lu: %s", job->save_dir,
+			(unsigned long)job->owner.uid, strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	eng_dir_close(&jd);
+	if (rc < 0)
+		srv_fmt(desc, desclen, "%s", e.msg);
+	return rc;
+}
+
+/* What a check said, kept with the job (no "ok"). New reference. */
+json_t *srv_job__check_info(const json_t *out)
+{
+	json_t *info = json_deep_copy(out);
+	if (info)
+		json_object_del(info, "ok");
+	return info;
+}
+
+/* A live or queued job already writing to save_dir, or NULL. */
+static srv_job *job_using(srv_server *srv, const char *save_dir)
+{
+	for (int i = 0; i < srv->n_jobs; i++) {
+		srv_job *j = srv->jobs[i];
+		if (!srv_job_state_final(j->state) && strcmp(j->save_dir, save_dir) == 0)
+			return j;
+	}
+	return NULL;
+}
+
+/* 0 when a spec that passed its check may become a job now: the daemon is not shutting
+ * down, its save directory (save, may be NULL) is no other job's, the queue has room, a
+ * data parallel job can be launched. Else -1 with ec/desc. */
+static int job_may_create(srv_server *srv, const json_t *out, const char *save,
+	proto_errclass *ec, char *desc, size_t desclen)
+{
+	srv_job *other = save && save[0] ? job_using(srv, save) : NULL;
+	*ec = PROTO_ERR_BUSY;
+	if (srv->shutting_down) {
+		*ec = PROTO_ERR_INVALID_STATE;
+		srv_fmt(desc, desclen, "the daemon is shutting down");
+		return -1;
+	}
+	if (other) {
+		char q[SRV_QUOTE_BUF];
+		srv_fmt(desc, desclen, "save directory %s is used by job %s (%s): two jobs never "
+			"share one", srv_quote(save, strlen(save), q), other->id,
+			srv_job_state_name(other->state));
+		return -1;
+	}
+	if (job_count(srv, SRV_JOB_QUEUED) >= SRV_MAX_QUEUED) {
+		srv_fmt(desc, desclen, "too many jobs queued (at most %d)", SRV_MAX_QUEUED);
+		return -1;
+	}
+	if (srv_mpi_check(srv, out, desc, desclen) < 0) {
+		*ec = PROTO_ERR_INVALID_PARAMETER;
+		return -1;
+	}
+	return 0;
+}
+
+/* The new job's save directory, the spec's (save, may be NULL) or the default one made
+ * (then written into k->spec's save.dir), and its job.json. 0, or -1 with ec/desc. */
+static int job_files(srv_job *job, job_check *k, const char *save, proto_errclass *ec,
+	char *desc, size_t desclen)
+{
+	*ec = PROTO_ERR_IO_ERROR;
+	if (save && save[0]) {
+		snprintf(job->save_dir, sizeof job->save_dir, "%s", save);
+	} else {
+		/* without a save dir ckpt-save and the final save would have nowhere to go */
+		json_t *s = json_object_get(k->spec, "save");
+		if (!s) {
+			s = json_object();
+			json_object_set_new(k->spec, "save", s);
+		}
+		if (job_make_save_dir(job, desc, desclen) < 0)
+			return -1;
+		if (!s || json_object_set_new(s, "dir", json_string(job->save_dir)) < 0) {
+			*ec = PROTO_ERR_INTERNAL;
+			srv_fmt(desc, desclen, "out of memory");
+			return -1;
+		}
+	}
+	return srv_job__write_file(job, "job.json", k->spec, desc, desclen);
+}
+
+/* The job of a spec that passed its check: its id, files and place in the queue. */
+static srv_job *job_create(srv_server *srv, job_check *k, const json_t *out,
+	proto_errclass *ec, char *desc, size_t desclen)
+{
+	const char *save = json_string_value(json_object_get(out, "save_dir"));
+	if (job_may_create(srv, out, save, ec, desc, desclen) < 0)
+		return NULL;
+	srv_job *job = srv_job_alloc(srv);
+	if (!job) {
+		srv_fmt(desc, desclen, "out of memory");
+		return NULL;
+	}
+	job->owner = k->owner;
+	if (srv_job_table_add(srv, job, 0, desc, desclen) < 0) {
+		free(job);
+		return NULL;
+	}
+	*ec = PROTO_ERR_IO_ERROR;
+	if (job_reserve(srv, job, desc, desclen) < 0 ||
+		job_files(job, k, save, ec, desc, desclen) < 0)
+		goto fail;
+	const char *jname = json_string_value(json_object_get(out, "name"));
+	srv_copy_text(job->name, sizeof job->name, jname ? jname : "job");
+	job->steps = (int)json_integer_value(json_object_get(out, "steps"));
+	job->info = srv_job__check_info(out);
+	json_t *pol = json_object_get(out, "policy");
+	job->policy = json_is_object(pol) ? json_incref(pol) : NULL;
+	srv_auto_from_spec(&job->autoc, k->spec);
+	job->created = (int64_t)time(NULL);
+	snprintf(job->reason, sizeof job->reason, "job-start");
+	srv_job_save_record(job);
+	char q[SRV_QUOTE_BUF], qd[SRV_QUOTE_BUF];
+	srv_log("job %s queued (name %s, %d steps, uid %lu, save dir %s)", job->id,
+		srv_quote(job->name, strlen(job->name), q), job->steps,
+		(unsigned long)job->owner.uid, srv_quote(job->save_dir, strlen(job->save_dir), qd));
+	srv_job_emit_state(job, "none");
+	srv_job_schedule(srv);
+	return job;
+fail:
+	if (job->dir[0]) /* only when it is still empty */
+		unlinkat(srv->jobs_d.fd, job->id, AT_REMOVEDIR);
+	for (int i = 0; i < srv->n_jobs; i++)
+		if (srv->jobs[i] == job)
+			srv_job__table_take(srv, i);
+	srv_job_free(job);
+	return NULL;
+}
+
+int srv_job_start(srv_conn *c, const json_t *spec, const char *name, const json_t *id,
+	proto_errclass *ec, char *desc, size_t desclen)
+{
+	srv_server *srv = c->srv;
+	*ec = PROTO_ERR_INVALID_PARAMETER;
+	if (!json_is_object(spec)) {
+		srv_fmt(desc, desclen, "'spec' must be an object");
+		return -1;
+	}
+	if (srv_job__check_paths(spec, desc, desclen) < 0)
+		return -1;
+	job_check *k = calloc(1, sizeof *k);
+	if (!k || !(k->spec = json_deep_copy(spec))) {
+		*ec = PROTO_ERR_INTERNAL;
+		srv_fmt(desc, desclen, "out of memory");
+		free(k);
+		return -1;
+	}
+	if (name)
+		json_object_set_new(k->spec, "name", json_string(name));
+	if (srv_job__check_syntax(k->spec, desc, desclen) < 0) {
+		srv_job__check_free(k);
+		return -1;
+	}
+	*ec = PROTO_ERR_BUSY;
+	if (job_count(srv, SRV_JOB_QUEUED) + srv_helper_count(srv) >= SRV_MAX_QUEUED) {
+		srv_fmt(desc, desclen, "too many jobs queued (at most %d)", SRV_MAX_QUEUED);
+		srv_job__check_free(k);
+		return -1;
+	}
+	/* no room for the starter's record: said now, before the check (and again after it,
+	 * the table having changed meanwhile) */
+	if (srv_job_table_room(srv, c->cred.uid, desc, desclen) < 0) {
+		srv_job__check_free(k);
+		return -1;
+	}
+	k->kind = CHECK_START;
+	k->conn_id = c->id;
+	k->id = id ? json_incref((json_t *)id) : NULL;
+	k->owner = c->cred;
+	if (srv_job__check_run(srv, k, c, ec, desc, desclen) < 0) {
+		srv_job__check_free(k);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- a check's answer ---- */
+
+/* The check's "warnings" (lines: allowed, but not what the spec hopes), passed on in
+ * job-start's reply ret as remat-train gave them, when they are a list of strings. */
+static void check_warnings(const json_t *out, json_t *ret)
+{
+	json_t *w = json_object_get(out, "warnings"), *v;
+	size_t i;
+	if (!ret || !json_is_array(w) || json_array_size(w) == 0)
+		return;
+	json_array_foreach(w, i, v)
+		if (!json_is_string(v))
+			return;
+	json_object_set(ret, "warnings", w);
+}
+
+static void check_done(srv_server *srv, void *ud, const json_t *out, const char *why)
+{
+	job_check *k = ud;
+	char desc[PROTO_DESC_LEN];
+	proto_errclass ec = PROTO_ERR_INTERNAL;
+	json_t *ret = NULL;
+	if (k->job)
+		k->job->checking = 0;
+	if (k->kind == CHECK_SCAN) {
+		/* a restart's look at a save directory: answered to no one */
+		if (!out || !json_is_true(json_object_get(out, "ok")))
+			ec = check_error(out, why, desc, sizeof desc);
+		srv_job__scan_done(k->job, out, ec, desc);
+		srv_job__check_free(k);
+		return;
+	}
+	if (!out && srv->shutting_down) {
+		/* the shutdown stopped the check: said before the connection closes */
+		ec = PROTO_ERR_INVALID_STATE;
+		srv_fmt(desc, sizeof desc, "%s: the spec's check was stopped and %s%s%s", why,
+			k->kind == CHECK_START ? "the job was not started" : k->kind ==
+			CHECK_RESUME ? "job " : "no plan was made", k->kind == CHECK_RESUME ?
+			k->job->id : "", k->kind == CHECK_RESUME ? " was not resumed" : "");
+	} else if (!out || !json_is_true(json_object_get(out, "ok"))) {
+		ec = check_error(out, why, desc, sizeof desc);
+		const char *msg = json_string_value(json_object_get(out, "error"));
+		if (k->kind == CHECK_RESUME && msg) {
+			/* its spec was good once: what stops it now is its state on disk */
+			if (ec == PROTO_ERR_INVALID_PARAMETER)
+				ec = PROTO_ERR_INVALID_STATE;
+			srv_fmt(desc, sizeof desc, "job %s cannot resume: %s", k->job->id, msg);
+		}
+	} else if (k->kind == CHECK_START) {
+		srv_job *job = job_create(srv, k, out, &ec, desc, sizeof desc);
+		if (job)
+			ret = json_pack("{s:s, s:s}", "job", job->id, "state",
+				srv_job_state_name(job->state));
+		if (job) {
+			check_warnings(out, ret);
+			srv_job__model_fields(job, ret);
+		}
+	} else if (k->kind == CHECK_RESUME) {
+		ret = srv_job__resume_checked(k, out, &ec, desc, sizeof desc);
+	} else {
+		eng_plan_job j;
+		eng_aliases al;
+		ec = PROTO_ERR_INVALID_PARAMETER;
+		if (srv_job__plan_from(out, NULL, &j, &al, desc, sizeof desc) == 0)
+			ret = eng_plan_reply(&j, k->args, desc, sizeof desc);
+	}
+	srv_conn *c = k->conn_id ? srv_conn_find(srv, k->conn_id) : NULL;
+	if (c) {
+		c->inflight--;
+		if (ret)
+			srv_conn_reply(c, ret, k->id);
+		else
+			srv_conn_error(c, ec, desc, k->id);
+	}
+	if (!ret) {
+		char q[SRV_QUOTE_BUF];
+		srv_log("client %u: %s refused: %s: %s", k->conn_id, k->kind == CHECK_START ?
+			"job-start" : k->kind == CHECK_RESUME ? "job-resume" : "remat-plan",
+			proto_errclass_name(ec), srv_quote(desc, strlen(desc), q));
+	}
+	json_decref(ret);
+	srv_job__check_free(k);
+}
