@@ -1,0 +1,29 @@
+/* eng_train_int.h - what the trainer's files share inside engine/run, bottom up:
+ * eng_train_spec.c (the spec's files and the shape, before any allocation),
+ * eng_train_check.c (--check and the run's fixed bytes), eng_train_fit.c (what fits, out
+ * of memory as a retry), eng_train_step.c (the step), eng_train.c (the start and the end);
+ * no file calls one above it (tests/circles.sh). Not an interface of the engine's.
+ */
+#ifndef ENG_TRAIN_INT_H
+#define ENG_TRAIN_INT_H
+
+#include "eng_train.h"
+
+/* eng_train_spec.c: init_from resolved and verified, the shape decided and the spec finished,
+ * before anything is allocated; the spec's aliases and the policy it starts with. */
+int eng_train_plan(eng_spec *s, eng_config *cfg, eng_err *err);
+int eng_train_policy(const eng_spec *s, eng_aliases *al, eng_policy *p, eng_err *err);
+
+/* eng_train_check.c: the process's resident bytes beyond the tracked ones, once the
+ * kernels have their buffers; "N MiB (...)", what a run needs at least as the refusals for
+ * memory word it. */
+size_t eng_train_untracked_now(const eng_config *cfg, int chunk_rows, int threads);
+void eng_train_need_text(size_t need, size_t fixed, char *buf, size_t n);
+
+/* eng_train_fit.c: whether a policy is laid out; a refusal learnt from (the next policy in
+ * *p); a policy laid out for the next step, or the fastest that fits instead. */
+int eng_train_laid_out(const eng_trainer *tr);
+int eng_train_on_refusal(eng_trainer *tr, eng_policy *p, int *tries, eng_err *err);
+int eng_train_lay_out(eng_trainer *tr, eng_policy *p, int *tries, eng_err *err);
+
+#endif

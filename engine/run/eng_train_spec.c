@@ -1,0 +1,107 @@
+/* eng_train_spec.c - the parts of a run's start that read the spec's files and decide the
+ * model's shape, before anything is allocated (eng_trainer_init and eng_trainer_check
+ * both begin here): init_from resolved and verified, the shape known and the spec
+ * finished, the aliases and the policy built. Not here: the allocations (eng_train.c), the
+ * check's memory figures (eng_train_check.c).
+ */
+#include "eng_train_int.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "eng_ckpt.h"
+#include "eng_cuda.h"
+#include "eng_import.h"
+#include "eng_peft.h"
+#include "kn.h"
+
+/* init_from may name a checkpoint or a save directory (then its newest checkpoint that
+ * verifies). A remat checkpoint (with trainer_state.json) must verify; when it does not,
+ * the message offers the newest one that does. Rewrites s->init_from to the checkpoint. */
+static int resolve_init(eng_spec *s, eng_err *err)
+{
+	char p[ENG_PATH_LEN + 64], found[ENG_PATH_LEN + 64];
+	struct stat st;
+	if (eng_import_exists(s->init_from, err) < 0) /* before any file of it is missed */
+		return -1;
+	/* a directory holding none of a checkpoint's files is a save directory (latest, or
+	 * its step_ directories) */
+	int is_save_dir = stat(s->init_from, &st) == 0 && S_ISDIR(st.st_mode);
+	static const char *const own[] = {"/config.json", "/model.safetensors",
+		"/trainer_state.json", "/" ENG_PEFT_CONFIG};
+	for (size_t i = 0; i < sizeof own / sizeof own[0] && is_save_dir; i++) {
+		snprintf(p, sizeof p, "%s%s", s->init_from, own[i]);
+		is_save_dir = stat(p, &st) < 0;
+	}
+	if (is_save_dir) {
+		eng_err why = {0};
+		if (eng_ckpt_find(s->init_from, found, sizeof found, &why) < 0)
+			return eng_errf(err, "no checkpoint in '%s' verifies%s%s", s->init_from,
+				why.msg[0] ? ": " : "", why.msg);
+		size_t n = strlen(found);
+		if (n >= sizeof s->init_from)
+			return eng_errf(err, "checkpoint path too long");
+		memcpy(s->init_from, found, n + 1);
+	}
+	snprintf(p, sizeof p, "%s/trainer_state.json", s->init_from);
+	int is_ckpt = stat(p, &st) == 0;
+	if (!is_ckpt && s->resume)
+		return eng_errf(err, "cannot resume from '%s': it has no trainer_state.json (weights "
+				     "only: drop \"resume\" to fine-tune from them)", s->init_from);
+	if (is_ckpt && eng_ckpt_verify(s->init_from, err) < 0) {
+		if (eng_ckpt_previous(s->init_from, found, sizeof found) == 0) {
+			size_t n = strlen(err->msg);
+			snprintf(err->msg + n, sizeof err->msg - n,
+				"; the newest checkpoint that verifies is '%s'", found);
+		}
+		return -1;
+	}
+	return 0;
+}
+
+/* The parts of eng_trainer_init that read the spec's files and decide the model's shape,
+ * before anything is allocated: init_from resolved and verified, the shape known and the
+ * spec finished, the policy built. */
+int eng_train_plan(eng_spec *s, eng_config *cfg, eng_err *err)
+{
+	if (s->device == ENG_DEVICE_CUDA) {
+		/* before any file is read: a run that cannot start says so at once */
+		eng_cuda_info info;
+		eng_cuda_probe(&info);
+		if (info.ngpus == 0)
+			return eng_errf(err, "device 'cuda' is not available: %s", info.why);
+	}
+	*cfg = s->cfg;
+	if (s->init_from[0] && resolve_init(s, err) < 0)
+		return -1;
+	/* a checkpoint directory, or an llm.c model file (eng_import.h) */
+	if (s->init_from[0] && eng_import_read_config(s->init_from, cfg, err) < 0)
+		return -1;
+	if (s->resume && eng_ckpt_adopt(s->init_from, s, err) < 0)
+		return -1;
+	if (eng_spec_finish(s, cfg, err) < 0)
+		return -1;
+	*cfg = s->cfg;
+	char why[256];
+	if (s->cfg.mm_bf16 && !kn_bf16_available(why, sizeof why))
+		return eng_errf(err, "'precision' \"bf16\" is refused: %s; train in \"fp32\"", why);
+	return 0;
+}
+
+/* The spec's aliases and the policy it starts with (checked against the device). */
+int eng_train_policy(const eng_spec *s, eng_aliases *al, eng_policy *p, eng_err *err)
+{
+	memset(al, 0, sizeof *al);
+	for (int i = 0; i < s->n_alias; i++)
+		if (eng_aliases_add(al, s->alias[i].name, s->alias[i].selector, s->cfg.n_layer,
+			    err) < 0)
+			return -1;
+	eng_policy_init(p, s->cfg.n_layer);
+	if (eng_policy_apply(p, al, "all", s->remat_default, err) < 0)
+		return -1;
+	for (int i = 0; i < s->n_assign; i++)
+		if (eng_policy_apply(p, al, s->assign[i].selector, s->assign[i].mode, err) < 0)
+			return -1;
+	return eng_policy_check_device(s->device, p, err);
+}
