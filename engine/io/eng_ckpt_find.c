@@ -1,315 +1,30 @@
-/* eng_ckpt.c - full checkpoints: snapshot, write, verify, find, resume, and the writer
- * thread (see eng_ckpt.h). Not here: the safetensors format (eng_st.c), loading Hugging
- * Face or llm.c weights (eng_import.c).
+/* eng_ckpt_find.c - reading full checkpoints (see eng_ckpt.h): a save directory's
+ * listing and `latest`, verifying a checkpoint (checksums, the readers' checks, every
+ * tensor config.json implies), cleaning a save directory at a job's start, finding the
+ * newest that verifies, and resuming from one. Not here: writing (eng_ckpt_write.c), the
+ * writer thread (eng_ckpt_writer.c).
  */
-#include "eng_ckpt.h"
+#include "eng_ckpt_int.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "eng_fs.h"
 #include "eng_hfconfig.h"
 #include "eng_peft.h"
-#include "eng_import.h"
-#include "eng_mem.h"
 #include "eng_sha256.h"
 #include "eng_st.h"
 #include "eng_state_json.h"
-#include "proto.h"
 
-#define CKPT_PATH (ENG_PATH_LEN + 128) /* room for a save dir, a name and a file name */
-#define CKPT_MAX_LIST 4096             /* checkpoints considered in one save directory */
-#define CKPT_NAME_MAX 64               /* longest checkpoint name (the protocol's limit) */
-#define WRITER_NICE 10                 /* the writer thread's niceness */
-
-/* The files of a checkpoint besides trainer_state.json, in the order they are written: a
- * full checkpoint's first three; a LoRA run's adapters as PEFT saves them and the moments,
- * and its base's weights and config.json only when the base is nowhere else on disk. */
-static const char *const ckpt_files[] = {"model.safetensors", "config.json",
-	"optimizer.safetensors", ENG_PEFT_WEIGHTS, ENG_PEFT_CONFIG};
-#define NFILES (sizeof ckpt_files / sizeof ckpt_files[0])
-#define F(i) (1u << (i))
-#define FULL_FILES (F(0) | F(1) | F(2))
-#define LORA_FILES (F(2) | F(3) | F(4))
-
-/* The files snapshot s writes */
-static unsigned files_of(const eng_ckpt_snap *s)
-{
-	if (!s->cfg.lora_r)
-		return FULL_FILES;
-	return LORA_FILES | (s->lora_base[0] ? 0 : F(0) | F(1));
-}
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* buf = a + b; -1 when it does not fit (a path is never silently cut). Not inlined: the
- * length check is here, and gcc's truncation warning cannot see it at call sites. */
-__attribute__((noinline)) static int join(char *buf, size_t n, const char *a, const char *b)
-{
-	int w = snprintf(buf, n, "%s%s", a, b);
-	return (w < 0 || (size_t)w >= n) ? -1 : 0;
-}
-
-/* buf = dir + "/" + name; -1 when it does not fit */
-__attribute__((noinline)) static int path2(char *buf, size_t n, const char *dir,
-	const char *name)
-{
-	int w = snprintf(buf, n, "%s/%s", dir, name);
-	return (w < 0 || (size_t)w >= n) ? -1 : 0;
-}
-
-/* Test hook: REMAT_CKPT_DELAY_US sleeps between the steps of a save, so the crash test can
- * kill a worker at many different points of one. Unset in normal use. */
-static void test_delay(void)
-{
-	static int us = -1;
-	if (us < 0) {
-		const char *e = getenv("REMAT_CKPT_DELAY_US");
-		us = e ? atoi(e) : 0;
-	}
-	if (us > 0)
-		usleep((useconds_t)us);
-}
-
-/* ---- snapshot ---- */
-
-size_t eng_ckpt_snap_bytes(size_t nfloats, size_t ngrad)
-{
-	return (nfloats + 2 * ngrad) * sizeof(float);
-}
-
-/* What a snapshot records besides the tensors, the same for a copy and a borrow. */
-static void snap_state(eng_ckpt_snap *s, const eng_ckpt_src *run)
-{
-	const eng_model *m = run->model;
-	const eng_data *train = run->train;
-	s->cfg = m->cfg;
-	s->step = run->step;
-	/* the stream's position, whatever the ranks: the next sample's first token */
-	s->cursor = eng_data_next_sample(train) * (size_t)train->ranks * train->B * train->T;
-	s->pos = train->pos;
-	s->ntok = train->ntok;
-	s->spec = *run->spec;
-	s->tensors = m->tensors;
-	s->ntensors = m->ntensors;
-	s->nfloats = m->nfloats;
-	s->ngrad = m->ngrad;
-	snprintf(s->lora_base, sizeof s->lora_base, "%s", run->lora_base ? run->lora_base : "");
-	snprintf(s->lora_pin, sizeof s->lora_pin, "%s", run->lora_pin ? run->lora_pin : "");
-}
-
-int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_ckpt_src *run, eng_err *err)
-{
-	double t0 = now_ms();
-	const eng_model *m = run->model;
-	memset(s, 0, sizeof *s);
-	size_t bytes = m->nfloats * sizeof(float), gbytes = m->ngrad * sizeof(float);
-	s->params = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes);
-	s->m = eng_mem_alloc(ENG_MEM_WORKSPACE, gbytes);
-	s->v = eng_mem_alloc(ENG_MEM_WORKSPACE, gbytes);
-	if (!s->params || !s->m || !s->v) {
-		eng_ckpt_snap_free(s);
-		return eng_errf(err, "out of memory for a checkpoint snapshot (%zu MiB)",
-			eng_ckpt_snap_bytes(m->nfloats, m->ngrad) >> 20);
-	}
-	/* The stall of a save: three copies (the moments of the trainable tensors only), split
-	 * over the training threads (first-touch page faults of the fresh buffers are most of
-	 * the cost, and they run in parallel). */
-	const float *src[3] = {m->params, m->m, m->v};
-	float *dst[3] = {s->params, s->m, s->v};
-	size_t len[3] = {m->nfloats, m->ngrad, m->ngrad};
-	size_t chunk = 1u << 20, nchunks = (m->nfloats + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) collapse(2)
-	for (int k = 0; k < 3; k++) {
-		for (size_t i = 0; i < nchunks; i++) {
-			size_t off = i * chunk;
-			size_t n = off >= len[k] ? 0 : len[k] - off < chunk ? len[k] - off : chunk;
-			memcpy(dst[k] + off, src[k] + off, n * sizeof(float));
-		}
-	}
-	snap_state(s, run);
-	s->stall_ms = now_ms() - t0;
-	return 0;
-}
-
-void eng_ckpt_snap_borrow(eng_ckpt_snap *s, const eng_ckpt_src *run)
-{
-	const eng_model *m = run->model;
-	memset(s, 0, sizeof *s);
-	snap_state(s, run);
-	s->params = m->params;
-	s->m = m->m;
-	s->v = m->v;
-	s->borrowed = 1;
-}
-
-void eng_ckpt_snap_free(eng_ckpt_snap *s)
-{
-	if (s->borrowed) {
-		s->params = s->m = s->v = NULL;
-		return;
-	}
-	eng_mem_free(s->params);
-	eng_mem_free(s->m);
-	eng_mem_free(s->v);
-	s->params = s->m = s->v = NULL;
-}
-
-/* ---- writing ---- */
-
-static int write_tensors(const eng_ckpt_snap *s, const eng_dir *d, const char *name,
-	const char *prefix1, const float *base1, const char *prefix2, const float *base2,
-	eng_err *err)
-{
-	/* two prefixes: the moments, of the trainable tensors, at their offsets in the
-	 * gradients' layout; one: the weights, every tensor */
-	int n = 0, moments = base2 != NULL, rc = -1, nb = eng_lora_base_tensors(&s->cfg);
-	for (int i = 0; i < s->ntensors; i++) /* the weights: the base's (adapters: PEFT's) */
-		n += moments ? 2 * !s->tensors[i].frozen : i < nb;
-	eng_st_entry *e = calloc((size_t)n, sizeof *e);
-	char (*names)[ENG_NAME_MAX + 16] = calloc((size_t)n, sizeof *names);
-	if (!e || !names) {
-		eng_errf(err, "out of memory");
-		goto out;
-	}
-	for (int i = 0, k = 0; k < n; i++) {
-		const eng_ptensor *t = &s->tensors[i % s->ntensors];
-		int second = i >= s->ntensors;
-		if (moments && t->frozen)
-			continue;
-		snprintf(names[k], sizeof names[k], "%s%s", second && prefix2 ? prefix2 : prefix1,
-			t->name);
-		e[k].name = names[k];
-		e[k].ndim = t->ndim;
-		e[k].shape[0] = t->shape[0];
-		e[k].shape[1] = t->shape[1];
-		e[k].data = (second ? base2 : base1) + (moments ? t->goff : t->offset);
-		k++;
-	}
-	rc = eng_st_write_at(d, name, e, n, err);
-out:
-	free(e);
-	free(names);
-	return rc;
-}
-
-/* eng_fs_fill_fn of one line of text. */
-static int line_fill(FILE *f, void *ud, eng_err *err)
-{
-	(void)err;
-	fprintf(f, "%s\n", (const char *)ud);
-	return 0;
-}
-
-/* SHA-256 and size of d/name, a file written just before (never through a link). */
-static int hash_at(const eng_dir *d, const char *name, char hex[65], size_t *size,
-	eng_err *err)
-{
-	struct stat st;
-	int fd = openat(d->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return eng_errf(err, "cannot read back '%s' in '%s': %s", name, d->path,
-			strerror(errno));
-	int rc = fstat(fd, &st);
-	if (rc < 0)
-		eng_errf(err, "cannot read back '%s' in '%s': %s", name, d->path, strerror(errno));
-	else
-		rc = eng_sha256_fd(fd, name, hex, err);
-	close(fd);
-	*size = rc == 0 ? (size_t)st.st_size : 0;
-	return rc;
-}
-
-/* trainer_state.json: the training state and the checksums of the other files. */
-static int write_state(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, eng_err *err)
-{
-	const eng_spec *sp = &s->spec;
-	json_t *files = json_object();
-	char hex[65];
-	int rc = -1;
-	for (size_t i = 0; i < NFILES; i++) {
-		size_t size = 0;
-		if (!(files_of(s) & F(i)))
-			continue;
-		if (hash_at(d, ckpt_files[i], hex, &size, err) < 0)
-			goto out;
-		json_object_set_new(files, ckpt_files[i], json_pack("{s:s,s:I}", "sha256", hex,
-						    "bytes", (json_int_t)size));
-		*bytes += size;
-	}
-	json_t *o = json_pack("{s:i,s:i,s:{s:I,s:I,s:s,s:I,s:I,s:b},s:{s:I},"
-			      "s:{s:s,s:i,s:f,s:f,s:i},s:{s:f,s:f,s:f,s:f,s:f,s:f},s:i,s:i,s:i,"
-			      "s:o}",
-		"format_version", ENG_CKPT_FORMAT, "step", s->step,
-		"data", "cursor", (json_int_t)s->cursor, "tokens", (json_int_t)s->ntok, "format",
-		sp->data_format == ENG_DATA_BYTES ? "bytes" : "llmc", "epoch",
-		(json_int_t)s->pos.epoch, "sample", (json_int_t)s->pos.sample, "shuffle",
-		sp->shuffle,
-		"rng", "seed", (json_int_t)sp->seed,
-		"schedule", "kind", sp->sched == ENG_SCHED_COSINE ? "cosine" : "constant", "warmup",
-		sp->warmup, "min_lr_frac", proto_f32_double(sp->min_lr_frac), "lr",
-		proto_f32_double(sp->lr), "steps", sp->steps,
-		"optim", "lr", proto_f32_double(sp->lr), "beta1", proto_f32_double(sp->beta1),
-		"beta2", proto_f32_double(sp->beta2), "eps", proto_f32_double(sp->eps),
-		"weight_decay", proto_f32_double(sp->weight_decay), "grad_clip",
-		proto_f32_double(sp->grad_clip),
-		"batch", sp->batch, "seq_len", sp->seq_len, "grad_accum", sp->grad_accum * sp->ranks,
-		"files",
-		files);
-	if (o && sp->shuffle)
-		json_object_set_new(json_object_get(o, "data"), "shuffle_rng",
-			eng_state_rng_json(&s->pos.rng, sp->shuffle_seed));
-	/* a sample's tokens (every rank's micro-batch of it): the position's unit */
-	if (o)
-		json_object_set_new(json_object_get(o, "data"), "sample_tokens",
-			json_integer((json_int_t)sp->ranks * sp->batch * sp->seq_len));
-	if (o && sp->hp_set)
-		json_object_set_new(o, "live", eng_state_live_json(sp));
-	/* a LoRA run's external base: what it was when this run loaded it */
-	if (o && s->cfg.lora_r && s->lora_base[0])
-		json_object_set_new(o, "lora_base", json_loads(s->lora_pin, 0, NULL));
-	/* the tensors that have no moments here (train.freeze); absent when every one trains */
-	json_t *fz = NULL;
-	for (int i = 0; o && i < s->ntensors; i++) {
-		if (!s->tensors[i].frozen)
-			continue;
-		if (!fz && !(fz = json_array()))
-			break;
-		json_array_append_new(fz, json_string(s->tensors[i].name));
-	}
-	if (fz)
-		json_object_set_new(o, "frozen", fz);
-	files = NULL; /* stolen by "o" */
-	if (!o) {
-		eng_errf(err, "cannot build trainer_state.json");
-		goto out;
-	}
-	rc = eng_fs_write_json(d, "trainer_state.json", 0666, o, err);
-	json_decref(o);
-	struct stat st;
-	if (rc == 0 && fstatat(d->fd, "trainer_state.json", &st, AT_SYMLINK_NOFOLLOW) == 0)
-		*bytes += (size_t)st.st_size;
-out:
-	json_decref(files);
-	return rc;
-}
+/* ---- a save directory's listing ---- */
 
 /* Parses "step_XXXXXXXX" into its step; -1 for any other name. */
 static int step_of(const char *name)
@@ -333,7 +48,7 @@ static int cmp_int_desc(const void *a, const void *b)
 
 /* Steps of the step_ entries of the directory open as fd, newest first; the count. With
  * dirs_only, only real directories (no link) count: the ones pruning may remove. */
-static int list_steps(int fd, int dirs_only, int *steps, int max)
+int eng_ckpt__list_steps(int fd, int dirs_only, int *steps, int max)
 {
 	int dup_fd = dup(fd);
 	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
@@ -360,7 +75,7 @@ static int list_steps(int fd, int dirs_only, int *steps, int max)
 
 /* Reads the name that `latest` holds in the directory open as fd (trimmed, a bare name);
  * -1 when absent or malformed. A link or a FIFO named latest is no latest of ours. */
-static int read_latest_at(int fd, char *name, size_t n)
+int eng_ckpt__read_latest_at(int fd, char *name, size_t n)
 {
 	int lfd = openat(fd, "latest", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (lfd < 0)
@@ -375,171 +90,6 @@ static int read_latest_at(int fd, char *name, size_t n)
 	name[got] = '\0';
 	name[strcspn(name, "\r\n")] = '\0';
 	return name[0] && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..") ? 0 : -1;
-}
-
-/* Removes the oldest step_ checkpoints beyond keep (never the one latest names; a named
- * checkpoint is never a step_ one). What cannot be removed is said in warn. */
-static void prune(const eng_dir *d, int keep, char *warn, size_t warnlen)
-{
-	static _Thread_local int steps[CKPT_MAX_LIST];
-	char latest[128] = "";
-	read_latest_at(d->fd, latest, sizeof latest);
-	int n = list_steps(d->fd, 1, steps, CKPT_MAX_LIST);
-	for (int i = keep; i < n; i++) {
-		char name[32];
-		eng_err e;
-		snprintf(name, sizeof name, "step_%08d", steps[i]);
-		if (strcmp(name, latest) == 0)
-			continue;
-		if (eng_fs_remove_dir(d, name, &e) < 0 && !warn[0])
-			snprintf(warn, warnlen, "keep: %s", e.msg);
-	}
-}
-
-/* A checkpoint name the caller chose: the protocol's 1..64 of [A-Za-z0-9._-], not starting
- * with '.', and none of the names this module keeps for itself: latest, the X.tmp and
- * X.old of a save in progress (which the next start would remove or rename), and step_*,
- * the periodic checkpoints that `keep` prunes. */
-static int check_name(const char *name, eng_err *err)
-{
-	size_t n = strlen(name);
-	static const char ok_chars[] = "abcdefghijklmnopqrstuvwxyz"
-				       "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-";
-	int ok = n >= 1 && n <= CKPT_NAME_MAX && name[0] != '.' && strspn(name, ok_chars) == n;
-	if (!ok)
-		return eng_errf(err, "invalid checkpoint name '%.80s' (1 to %d of A-Z a-z 0-9 . _ "
-				     "-, not starting with '.')", name, CKPT_NAME_MAX);
-	if (strcmp(name, "latest") == 0 || strncmp(name, "step_", 5) == 0 ||
-		(n > 4 && (strcmp(name + n - 4, ".tmp") == 0 || strcmp(name + n - 4, ".old") == 0)))
-		return eng_errf(err, "checkpoint name '%s' is reserved (latest, step_*, *.tmp and "
-				     "*.old are the save directory's own)", name);
-	return 0;
-}
-
-/* -1 with a message when name (a caller's, NULL or "" for a periodic save) is taken in the
- * save directory d, by anything: a second save under one name would silently lose the
- * first. base is the name. */
-static int named_taken(const eng_dir *d, const char *name, const char *base, eng_err *err)
-{
-	if (!name || !name[0])
-		return 0;
-	int r = eng_fs_entry(d, base, 1, "replace", err); /* a link's or a stranger's: why */
-	if (r == 0)
-		return 0;
-	if (r == 1)
-		eng_errf(err, "a checkpoint named '%s' exists in '%s': choose another name", base,
-			d->path);
-	return -1;
-}
-
-int eng_ckpt_name_free(const char *dir, const char *name, eng_err *err)
-{
-	eng_dir sd;
-	if (check_name(name, err) < 0)
-		return -1;
-	if (eng_dir_open(&sd, dir, NULL) < 0)
-		return 0; /* no save directory yet: every name is free (the save makes it) */
-	int rc = named_taken(&sd, name, name, err);
-	eng_dir_close(&sd);
-	return rc;
-}
-
-/* Writes the four files of snapshot s into the fresh directory d. */
-static int write_files(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, eng_err *err)
-{
-	unsigned files = files_of(s);
-	test_delay();
-	if ((files & F(0)) &&
-		write_tensors(s, d, "model.safetensors", "", s->params, NULL, NULL, err) < 0)
-		return -1;
-	test_delay();
-	if ((files & F(1)) && eng_hfconfig_write_at(d, "config.json", &s->cfg, err) < 0)
-		return -1;
-	test_delay();
-	if ((files & F(3)) && eng_peft_write_at(d, &s->cfg, s->tensors, s->ntensors, s->params,
-				      s->lora_base[0] ? s->lora_base : ".", err) < 0)
-		return -1;
-	if (write_tensors(s, d, "optimizer.safetensors", "exp_avg.", s->m, "exp_avg_sq.", s->v,
-		    err) < 0)
-		return -1;
-	test_delay();
-	return write_state(s, d, bytes, err);
-}
-
-int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, int keep,
-	eng_ckpt_result *res, eng_err *err)
-{
-	char base[CKPT_NAME_MAX + 1], tmp[CKPT_NAME_MAX + 8], old[CKPT_NAME_MAX + 8];
-	eng_dir sd = {-1, ""}, td = {-1, ""};
-	double t0 = now_ms();
-	int rc = -1, had_old = 0;
-	memset(res, 0, sizeof *res);
-	if (name && name[0] && check_name(name, err) < 0)
-		return -1;
-	if (name && name[0])
-		snprintf(base, sizeof base, "%s", name);
-	else
-		snprintf(base, sizeof base, "step_%08d", s->step);
-	snprintf(tmp, sizeof tmp, "%s.tmp", base);
-	snprintf(old, sizeof old, "%s.old", base);
-	if (eng_dir_open(&sd, dir, err) < 0)
-		return -1;
-	if (path2(res->path, sizeof res->path, dir, base) < 0) {
-		eng_errf(err, "save directory path too long");
-		goto out;
-	}
-	/* a leftover of ours goes; a link or a stranger's entry under our names stops here,
-	 * before anything is written (latest and latest.tmp are checked again when latest is
-	 * written), and so does a named checkpoint that exists */
-	if (eng_fs_entry(&sd, "latest.tmp", 0, "remove", err) < 0 ||
-		eng_fs_entry(&sd, "latest", 0, "replace", err) < 0 ||
-		named_taken(&sd, name, base, err) < 0 ||
-		eng_fs_remove_dir(&sd, tmp, err) < 0 || eng_fs_mkdir(&sd, tmp, err) < 0)
-		goto out;
-	if (eng_dir_open_at(&td, &sd, tmp, err) < 0 || write_files(s, &td, &res->bytes, err) < 0)
-		goto fail;
-	test_delay();
-	/* A periodic save of the same step again (the final save right after a periodic one)
-	 * replaces it: the old one is moved aside first and removed last, so a crash in between
-	 * leaves a complete directory under one name. A name the caller chose is never
-	 * replaced (checked again here: it may have appeared while the files were written). */
-	if (eng_fs_remove_dir(&sd, old, err) < 0 || named_taken(&sd, name, base, err) < 0)
-		goto fail;
-	int r = eng_fs_entry(&sd, base, 1, "replace", err);
-	if (r < 0 || (r == 1 && eng_fs_rename(&sd, base, old, err) < 0))
-		goto fail;
-	had_old = r == 1;
-	if (eng_fs_rename(&sd, tmp, base, err) < 0) {
-		if (had_old)
-			renameat(sd.fd, old, sd.fd, base);
-		goto fail;
-	}
-	if (eng_fs_sync_dir(&sd, err) < 0)
-		goto out;
-	test_delay();
-	/* latest: replaced durably (a temporary name, fsynced, renamed, the parent fsynced) */
-	if (eng_fs_write_at(&sd, "latest", line_fill, base, err) < 0)
-		goto out;
-	if (had_old && eng_fs_remove_dir(&sd, old, err) < 0)
-		snprintf(res->warning, sizeof res->warning, "%s", err->msg);
-	if (keep > 0)
-		prune(&sd, keep, res->warning + strlen(res->warning),
-			sizeof res->warning - strlen(res->warning));
-	res->step = s->step;
-	res->ms = now_ms() - t0;
-	res->stall_ms = s->stall_ms;
-	rc = 0;
-	goto out;
-fail:
-	if (td.fd >= 0)
-		eng_dir_close(&td);
-	eng_fs_remove_dir(&sd, tmp, NULL);
-out:
-	eng_dir_close(&td);
-	eng_dir_close(&sd);
-	if (rc < 0)
-		res->path[0] = '\0';
-	return rc;
 }
 
 /* ---- verifying and finding ---- */
@@ -758,25 +308,25 @@ int eng_ckpt_verify(const char *ckpt, eng_err *err)
 	for (size_t i = 0; i < NFILES; i++) {
 		if (!(want_files & F(i)))
 			continue;
-		json_t *f = json_object_get(files, ckpt_files[i]);
+		json_t *f = json_object_get(files, eng_ckpt__files[i]);
 		const char *want = json_string_value(json_object_get(f, "sha256"));
 		json_t *size = json_object_get(f, "bytes");
 		struct stat sb;
 		if (!want || !json_is_integer(size)) {
 			eng_errf(err, "checkpoint '%s': trainer_state.json lists no checksum for %s",
-				ckpt, ckpt_files[i]);
+				ckpt, eng_ckpt__files[i]);
 			goto out;
 		}
-		if (path2(p, sizeof p, ckpt, ckpt_files[i]) < 0)
+		if (path2(p, sizeof p, ckpt, eng_ckpt__files[i]) < 0)
 			goto out;
 		if (stat(p, &sb) < 0) { /* stat: a FIFO is refused below, without blocking */
-			eng_errf(err, "checkpoint '%s': %s is missing: %s", ckpt, ckpt_files[i],
+			eng_errf(err, "checkpoint '%s': %s is missing: %s", ckpt, eng_ckpt__files[i],
 				strerror(errno));
 			goto out;
 		}
 		if ((json_int_t)sb.st_size != json_integer_value(size)) {
 			eng_errf(err, "checkpoint '%s': %s has %lld bytes, trainer_state.json says "
-				      "%lld", ckpt, ckpt_files[i], (long long)sb.st_size,
+				      "%lld", ckpt, eng_ckpt__files[i], (long long)sb.st_size,
 				(long long)json_integer_value(size));
 			goto out;
 		}
@@ -784,7 +334,7 @@ int eng_ckpt_verify(const char *ckpt, eng_err *err)
 			goto out;
 		if (strcmp(hex, want) != 0) {
 			eng_errf(err, "checkpoint '%s': %s does not match its SHA-256 (damaged or "
-				      "changed since it was saved)", ckpt, ckpt_files[i]);
+				      "changed since it was saved)", ckpt, eng_ckpt__files[i]);
 			goto out;
 		}
 	}
@@ -900,7 +450,7 @@ static int newest_valid(const char *dir, const char *skip, char *out, size_t out
 	eng_dir sd;
 	if (eng_dir_open(&sd, dir, NULL) < 0)
 		return -1;
-	int n = list_steps(sd.fd, 1, steps, CKPT_MAX_LIST);
+	int n = eng_ckpt__list_steps(sd.fd, 1, steps, CKPT_MAX_LIST);
 	eng_dir_close(&sd);
 	for (int i = 0; i < n; i++) {
 		char name[32], p[CKPT_PATH];
@@ -922,7 +472,7 @@ int eng_ckpt_find(const char *save_dir, char *out, size_t outlen, eng_err *err)
 	/* read-only: another job's save directory is never cleaned or rewritten here */
 	if (eng_dir_open(&sd, save_dir, err) < 0)
 		return -1;
-	int have = read_latest_at(sd.fd, name, sizeof name) == 0;
+	int have = eng_ckpt__read_latest_at(sd.fd, name, sizeof name) == 0;
 	eng_dir_close(&sd);
 	if (!have) {
 		eng_errf(err, "'%s' has no readable 'latest'", save_dir);
@@ -1096,116 +646,4 @@ out:
 	eng_st_free(&st);
 	json_decref(o);
 	return rc;
-}
-
-/* ---- the writer thread ---- */
-
-struct eng_ckpt_writer {
-	pthread_t thread;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;        /* a job arrived, or the writer went idle */
-	int busy;                 /* a snapshot is queued or being written */
-	int quit;
-	eng_ckpt_snap snap;       /* the job: owned by the writer while busy */
-	char dir[ENG_PATH_LEN];
-	char name[CKPT_NAME_MAX + 2]; /* one more: a name too long stays too long */
-	int keep;
-	eng_ckpt_done_fn done;
-	void *ud;
-};
-
-static void *writer_main(void *arg)
-{
-	eng_ckpt_writer *w = arg;
-	/* The training threads come first: at nice 10 the writer takes about a tenth of a core
-	 * they want, instead of half of one (Linux: per-thread nice through the thread id). */
-	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WRITER_NICE);
-	pthread_mutex_lock(&w->mu);
-	for (;;) {
-		while (!w->busy && !w->quit)
-			pthread_cond_wait(&w->cv, &w->mu);
-		if (!w->busy)
-			break;
-		pthread_mutex_unlock(&w->mu);
-		eng_ckpt_result res;
-		eng_err err = {0};
-		int ok = eng_ckpt_write(&w->snap, w->dir, w->name[0] ? w->name : NULL, w->keep, &res,
-				 &err) == 0;
-		eng_ckpt_snap_free(&w->snap);
-		if (w->done)
-			w->done(w->ud, ok, &res, err.msg);
-		pthread_mutex_lock(&w->mu);
-		w->busy = 0;
-		pthread_cond_broadcast(&w->cv);
-	}
-	pthread_mutex_unlock(&w->mu);
-	return NULL;
-}
-
-eng_ckpt_writer *eng_ckpt_writer_start(void)
-{
-	eng_ckpt_writer *w = calloc(1, sizeof *w);
-	if (!w)
-		return NULL;
-	pthread_mutex_init(&w->mu, NULL);
-	pthread_cond_init(&w->cv, NULL);
-	if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
-		free(w);
-		return NULL;
-	}
-	return w;
-}
-
-int eng_ckpt_writer_submit(eng_ckpt_writer *w, eng_ckpt_snap *s, const char *dir,
-	const char *name, int keep, eng_ckpt_done_fn done, void *ud)
-{
-	pthread_mutex_lock(&w->mu);
-	if (w->busy) {
-		pthread_mutex_unlock(&w->mu);
-		return -1;
-	}
-	w->snap = *s;
-	memset(s, 0, sizeof *s); /* the writer owns the buffers now */
-	snprintf(w->dir, sizeof w->dir, "%s", dir);
-	snprintf(w->name, sizeof w->name, "%s", name ? name : "");
-	w->keep = keep;
-	w->done = done;
-	w->ud = ud;
-	w->busy = 1;
-	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->mu);
-	return 0;
-}
-
-int eng_ckpt_writer_busy(eng_ckpt_writer *w)
-{
-	pthread_mutex_lock(&w->mu);
-	int b = w->busy;
-	pthread_mutex_unlock(&w->mu);
-	return b;
-}
-
-void eng_ckpt_writer_wait(eng_ckpt_writer *w)
-{
-	if (!w)
-		return;
-	pthread_mutex_lock(&w->mu);
-	while (w->busy)
-		pthread_cond_wait(&w->cv, &w->mu);
-	pthread_mutex_unlock(&w->mu);
-}
-
-void eng_ckpt_writer_stop(eng_ckpt_writer *w)
-{
-	if (!w)
-		return;
-	eng_ckpt_writer_wait(w);
-	pthread_mutex_lock(&w->mu);
-	w->quit = 1;
-	pthread_cond_broadcast(&w->cv);
-	pthread_mutex_unlock(&w->mu);
-	pthread_join(w->thread, NULL);
-	pthread_mutex_destroy(&w->mu);
-	pthread_cond_destroy(&w->cv);
-	free(w);
 }
