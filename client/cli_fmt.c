@@ -83,11 +83,7 @@ char *cli_flops_format(double flops, char *buf, size_t len)
 
 int cli_state_final(const char *s)
 {
-	static const char *const final[] = {"finished", "stopped", "failed", "interrupted"};
-	for (size_t i = 0; s && i < sizeof final / sizeof final[0]; i++)
-		if (strcmp(s, final[i]) == 0)
-			return 1;
-	return 0;
+	return proto_job_state_final(proto_job_state_find(s));
 }
 
 char *cli_duration_format(double s, char *buf, size_t len)
@@ -134,52 +130,44 @@ int cli_seconds_parse(const char *text, double *seconds)
 	return 0;
 }
 
-/* Adds one SELECTOR=MODE item (item[0..len)) to obj, a later one moving to the end. */
-static int section_add(json_t *obj, const char *item, size_t len, char *err, size_t errlen)
+/* Adds one item of a policy's text (proto_policy_parse's fn) to the sections object ud, a
+ * later one moving to the end. */
+static int section_add(void *ud, const char *sel, const char *mode, char *desc,
+	size_t desclen)
 {
-	const char *eq = memchr(item, '=', len);
-	if (!eq || eq == item || eq + 1 == item + len || memchr(eq + 1, '=', (size_t)(item + len -
-		eq - 1))) {
-		snprintf(err, errlen, "bad section setting '%.*s' (expected SELECTOR=MODE, e.g. "
-			"h.0-5=full)", (int)(len > 64 ? 64 : len), item);
+	json_t *obj = ud, *m;
+	char hint[64];
+	/* a mode's name is known here: a typo is a usage error, said before connecting */
+	if (proto_mode_find(mode) < 0) {
+		snprintf(desc, desclen, "unknown mode '%.64s'%s", mode,
+			proto_mode_hint(mode, hint, sizeof hint));
 		return -1;
 	}
-	char *sel = strndup(item, (size_t)(eq - item));
-	json_t *mode = json_stringn(eq + 1, (size_t)(item + len - eq - 1));
-	int rc = 0;
+	m = json_string(mode);
 	/* delete first: re-adding appends, so the later setting comes later in order */
-	if (sel)
-		json_object_del(obj, sel);
-	if (!sel || !mode || json_object_set_new(obj, sel, mode) < 0) {
-		snprintf(err, errlen, "bad section setting '%.*s' (not UTF-8)",
-			(int)(len > 64 ? 64 : len), item);
-		rc = -1;
+	json_object_del(obj, sel);
+	if (!m || json_object_set_new(obj, sel, m) < 0) {
+		snprintf(desc, desclen, "'%.64s' is not UTF-8", sel);
+		return -1;
 	}
-	free(sel);
-	return rc;
+	return 0;
 }
 
 int cli_sections_parse(char *const *args, int n, json_t **sections, char *err, size_t errlen)
 {
+	char desc[PROTO_DESC_LEN];
 	json_t *obj = json_object();
 	if (!obj) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	/* items as separate words, or joined by commas as they are printed: a=x,b=y */
+	/* each word a policy's text, as remat-train reads one: a=x,b=y as printed */
 	for (int i = 0; i < n; i++) {
-		const char *a = args[i];
-		do {
-			size_t len = strcspn(a, ",");
-			if (len == 0 || section_add(obj, a, len, err, errlen) < 0) {
-				if (len == 0)
-					snprintf(err, errlen, "bad section setting '%.64s' (an empty item "
-						"between commas)", args[i]);
-				json_decref(obj);
-				return -1;
-			}
-			a += len;
-		} while (*a++ == ',');
+		if (proto_policy_parse(args[i], section_add, obj, desc, sizeof desc) < 0) {
+			snprintf(err, errlen, "bad section setting '%.64s': %s", args[i], desc);
+			json_decref(obj);
+			return -1;
+		}
 	}
 	*sections = obj;
 	return 0;
@@ -246,16 +234,6 @@ int cli_path_absolute(const char *cwd, const char *path, char *out, size_t outle
 	return 0;
 }
 
-/* The path fields of a job spec: section, key. */
-static const char *const spec_path_field[][2] = {
-    {"data", "train"},
-    {"data", "val"},
-    {"model", "init_from"},
-    {"save", "dir"},
-    {"parallel", "hostfile"},
-};
-#define N_SPEC_PATHS (sizeof spec_path_field / sizeof spec_path_field[0])
-
 int cli_spec_dir(const char *cwd, const char *spec_path, char *out, size_t outlen)
 {
 	if (strcmp(spec_path, "-") == 0) {
@@ -277,20 +255,20 @@ int cli_spec_dir(const char *cwd, const char *spec_path, char *out, size_t outle
 char *cli_spec_paths_text(const json_t *spec)
 {
 	size_t cap = 1, o = 0;
-	for (size_t i = 0; i < N_SPEC_PATHS; i++) {
-		const char *p = cli_jstr(cli_jobj(spec, spec_path_field[i][0]), spec_path_field[i][1]);
-		cap += p ? strlen(spec_path_field[i][0]) + strlen(spec_path_field[i][1]) +
+	for (size_t i = 0; i < PROTO_SPEC_PATHS; i++) {
+		const char *p = cli_jstr(cli_jobj(spec, proto_spec_paths[i][0]), proto_spec_paths[i][1]);
+		cap += p ? strlen(proto_spec_paths[i][0]) + strlen(proto_spec_paths[i][1]) +
 			strlen(p) + 4 : 0;
 	}
 	char *text = malloc(cap);
 	if (!text)
 		return NULL;
 	text[0] = '\0';
-	for (size_t i = 0; i < N_SPEC_PATHS; i++) {
-		const char *p = cli_jstr(cli_jobj(spec, spec_path_field[i][0]), spec_path_field[i][1]);
+	for (size_t i = 0; i < PROTO_SPEC_PATHS; i++) {
+		const char *p = cli_jstr(cli_jobj(spec, proto_spec_paths[i][0]), proto_spec_paths[i][1]);
 		if (p && *p)
-			o += (size_t)snprintf(text + o, cap - o, "%s.%s: %s\n", spec_path_field[i][0],
-				spec_path_field[i][1], p);
+			o += (size_t)snprintf(text + o, cap - o, "%s.%s: %s\n", proto_spec_paths[i][0],
+				proto_spec_paths[i][1], p);
 	}
 	return text;
 }
@@ -303,8 +281,8 @@ int cli_spec_absolutize(json_t *spec, const char *cwd, char *err, size_t errlen)
 		snprintf(err, errlen, "a job spec must be a JSON object");
 		return -1;
 	}
-	for (size_t i = 0; i < N_SPEC_PATHS; i++) {
-		const char *const *field = spec_path_field[i];
+	for (size_t i = 0; i < PROTO_SPEC_PATHS; i++) {
+		const char *const *field = proto_spec_paths[i];
 		json_t *parent = json_object_get(spec, field[0]);
 		json_t *v = json_is_object(parent) ? json_object_get(parent, field[1]) : NULL;
 		const char *p = json_is_string(v) ? json_string_value(v) : NULL;

@@ -44,12 +44,14 @@ int cli_state_final(const char *s);
 
 /* ---- arguments ---- */
 
-/* Turns SELECTOR=MODE arguments (separate words, or joined by commas: "a=x,b=y", the
- * printed form) into the "sections" object of remat-set and remat-plan, keeping the order
- * given. A selector given twice moves to its last position, so that the
- * server, applying entries in order, gives the later one the last word, as on the command
- * line. Modes are left to the server to check. Returns 0 with *sections (new reference),
- * or -1 with a message in err. */
+/* Turns SELECTOR=MODE arguments into the "sections" object of remat-set and remat-plan,
+ * keeping the order given: each word is a policy's text as remat-train reads one
+ * (proto_policy_parse: items separated by ',' as printed, ';' or blanks; a bare MODE is
+ * all=MODE). A selector given twice moves to its last position, so that the server,
+ * applying entries in order, gives the later one the last word, as on the command line.
+ * A mode's name is checked here (a typo is a usage error); whether it fits the sections
+ * named, and the selectors, are the server's to check. Returns 0 with *sections (new
+ * reference), or -1 with a message in err. */
 int cli_sections_parse(char *const *args, int n, json_t **sections, char *err, size_t errlen);
 
 /* Makes path absolute against cwd (an absolute directory): "." components and repeated

@@ -564,40 +564,58 @@ static void final_line(watch *w)
 	w->status_code = to && strcmp(to, "failed") == 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
 
+/* w set up for o on c: the job shown, and the terminal (width, UTF-8) when stdout is one. */
+static void watch_init(watch *w, cli_conn *c, const cli_watch_opts *o)
+{
+	struct winsize ws;
+	memset(w, 0, sizeof *w);
+	w->o = o;
+	w->c = c;
+	w->job = o->job ? o->job : cli_conn_job(c) ? cli_conn_job(c) : "job";
+	w->status_code = CLI_EXIT_CONN;
+	w->tty = !o->json && isatty(STDOUT_FILENO);
+	w->cols = LINE_LEN - 1;
+	if (w->tty) {
+		w->cols =
+		    ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+		setlocale(LC_CTYPE, "");
+		w->utf8 = strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
+	}
+}
+
+/* Subscribes to the job's events (or every job's): 0, or -1 with what went wrong said and
+ * w->status_code set. */
+static int watch_subscribe(watch *w)
+{
+	const cli_watch_opts *o = w->o;
+	cli_conn *c = w->c;
+	json_t *sub = o->job ? json_pack("{s:s}", "job", o->job) : json_object();
+	int rc = sub ? cli_conn_call(c, "subscribe", sub, o->timeout_ms, NULL, NULL, NULL)
+		     : CLI_ECONN;
+	json_decref(sub);
+	if (rc == CLI_OK)
+		return 0;
+	if (rc == CLI_EREPLY)
+		fprintf(stderr, CLI_NAME ": %s (%s)\n", c->err, c->err_class);
+	else if (rc != CLI_EINTR)
+		fprintf(stderr, CLI_NAME ": %s\n", c->err);
+	w->status_code = rc == CLI_EREPLY  ? CLI_EXIT_FAIL
+			 : rc == CLI_EINTR ? 0
+					   : CLI_EXIT_CONN;
+	return -1;
+}
+
 int cli_watch_run(cli_conn *c, const cli_watch_opts *o)
 {
 	watch w;
-	json_t *sub = NULL, *msg = NULL;
+	json_t *msg = NULL;
 	int rc, cursor_hidden = 0;
 	long long interval = (long long)(o->interval_s * 1000.0), next_poll;
-	struct winsize ws;
 
-	memset(&w, 0, sizeof w);
-	w.o = o;
-	w.c = c;
-	w.job = o->job ? o->job : cli_conn_job(c) ? cli_conn_job(c) : "job";
-	w.status_code = CLI_EXIT_CONN;
-	w.tty = !o->json && isatty(STDOUT_FILENO);
-	w.cols = LINE_LEN - 1;
-	if (w.tty) {
-		w.cols =
-		    ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
-		setlocale(LC_CTYPE, "");
-		w.utf8 = strcmp(nl_langinfo(CODESET), "UTF-8") == 0;
-	}
+	watch_init(&w, c, o);
 	/* subscribe first, then read the state: no event falls between the two */
-	sub = o->job ? json_pack("{s:s}", "job", o->job) : json_object();
-	rc = sub ? cli_conn_call(c, "subscribe", sub, o->timeout_ms, NULL, NULL, NULL) : CLI_ECONN;
-	if (rc != CLI_OK) {
-		if (rc == CLI_EREPLY)
-			fprintf(stderr, CLI_NAME ": %s (%s)\n", c->err, c->err_class);
-		else if (rc != CLI_EINTR)
-			fprintf(stderr, CLI_NAME ": %s\n", c->err);
-		w.status_code = rc == CLI_EREPLY  ? CLI_EXIT_FAIL
-				: rc == CLI_EINTR ? 0
-						  : CLI_EXIT_CONN;
+	if (watch_subscribe(&w) < 0)
 		goto out;
-	}
 	if (query(&w, "job-status", &w.status) != CLI_OK)
 		goto out;
 	if (!w.status && !(w.status = json_object()))
@@ -648,7 +666,6 @@ out:
 		fflush(stdout);
 	}
 	json_decref(msg);
-	json_decref(sub);
 	json_decref(w.status);
 	json_decref(w.mem);
 	json_decref(w.sections);

@@ -208,7 +208,7 @@ static int here_remove(srv_conn *c, const proto_request *req, srv_job *job)
 /* without a worker, or while it starts: the record's status */
 static int here_status(srv_conn *c, const proto_request *req, srv_job *job)
 {
-	if (srv_job_live(job) && job->state != SRV_JOB_STARTING)
+	if (srv_job_live(job) && job->state != PROTO_JOB_STARTING)
 		return 0;
 	cmd_answer(c, "job-status", srv_job_status(job), PROTO_ERR_INTERNAL, "out of memory",
 		req->id);
@@ -220,7 +220,7 @@ static int here_plan(srv_conn *c, const proto_request *req, srv_job *job)
 {
 	proto_errclass ec = PROTO_ERR_INVALID_STATE;
 	char desc[PROTO_DESC_LEN];
-	if (srv_job_live(job) && job->state != SRV_JOB_STARTING)
+	if (srv_job_live(job) && job->state != PROTO_JOB_STARTING)
 		return 0;
 	json_t *ret = srv_job_plan(job, req->args, &ec, desc, sizeof desc);
 	cmd_answer(c, "remat-plan", ret, ec, desc, req->id);
@@ -230,11 +230,11 @@ static int here_plan(srv_conn *c, const proto_request *req, srv_job *job)
 /* a queued job is cancelled before it ran */
 static int here_stop(srv_conn *c, const proto_request *req, srv_job *job)
 {
-	if (srv_job_live(job) || job->state != SRV_JOB_QUEUED)
+	if (srv_job_live(job) || job->state != PROTO_JOB_QUEUED)
 		return 0;
 	srv_job_cancel(job, "cancelled before it ran (job-stop)");
 	json_t *ret = json_pack("{s:i,s:s,s:n}", "step", job->step, "state",
-		srv_job_state_name(job->state), "checkpoint");
+		proto_job_state_name(job->state), "checkpoint");
 	cmd_answer(c, "job-stop", ret, PROTO_ERR_INTERNAL, "out of memory", req->id);
 	return 1;
 }
@@ -244,7 +244,7 @@ static int here_resume(srv_conn *c, const proto_request *req, srv_job *job)
 {
 	proto_errclass ec;
 	char desc[PROTO_DESC_LEN];
-	if (srv_job_live(job) || !srv_job_state_final(job->state))
+	if (srv_job_live(job) || !proto_job_state_final(job->state))
 		return 0;
 	if (srv_job_resume(job, c, req->id, &ec, desc, sizeof desc) < 0)
 		cmd_refuse(c, "job-resume", ec, desc, req->id);
@@ -267,12 +267,12 @@ static int here_figures(srv_conn *c, const proto_request *req, srv_job *job)
 {
 	int mem = strcmp(req->execute, "mem-stats") == 0;
 	json_t *kept = mem ? job->last_mem : job->last_remat;
-	if (srv_job_live(job) || !srv_job_state_final(job->state) || !kept)
+	if (srv_job_live(job) || !proto_job_state_final(job->state) || !kept)
 		return 0;
 	json_t *ret = json_deep_copy(kept);
 	if (ret) {
 		json_object_set_new(ret, "final", json_true());
-		json_object_set_new(ret, "state", json_string(srv_job_state_name(job->state)));
+		json_object_set_new(ret, "state", json_string(proto_job_state_name(job->state)));
 		json_object_set_new(ret, "job_step", json_integer(job->step));
 		if (!mem && job->policy)
 			json_object_set_new(ret, "policy", json_deep_copy(job->policy));
@@ -302,7 +302,7 @@ static int cmd_job_here(srv_conn *c, const proto_command *cmd, const proto_reque
 		return 1;
 	if (srv_job_live(job))
 		return 0;
-	snprintf(desc, sizeof desc, "job %s is %s", job->id, srv_job_state_name(job->state));
+	snprintf(desc, sizeof desc, "job %s is %s", job->id, proto_job_state_name(job->state));
 	cmd_refuse(c, cmd->name, PROTO_ERR_INVALID_STATE, desc, req->id);
 	return 1;
 }

@@ -21,34 +21,6 @@
 #include "srv_store.h"
 #include "srv_worker.h"
 
-static const char *const job_state_names[SRV_JOB_NSTATES] = {
-	[SRV_JOB_QUEUED] = "queued",     [SRV_JOB_STARTING] = "starting",
-	[SRV_JOB_RUNNING] = "running",   [SRV_JOB_PAUSED] = "paused",
-	[SRV_JOB_STOPPING] = "stopping", [SRV_JOB_FINISHED] = "finished",
-	[SRV_JOB_STOPPED] = "stopped",   [SRV_JOB_FAILED] = "failed",
-	[SRV_JOB_INTERRUPTED] = "interrupted",
-};
-
-const char *srv_job_state_name(srv_job_state s)
-{
-	ENG_ASSERT((unsigned)s < SRV_JOB_NSTATES);
-	return job_state_names[s];
-}
-
-int srv_job_state_parse(const char *name)
-{
-	for (int i = 0; name && i < SRV_JOB_NSTATES; i++)
-		if (strcmp(job_state_names[i], name) == 0)
-			return i;
-	return -1;
-}
-
-int srv_job_state_final(srv_job_state s)
-{
-	return s == SRV_JOB_FINISHED || s == SRV_JOB_STOPPED || s == SRV_JOB_FAILED ||
-	       s == SRV_JOB_INTERRUPTED;
-}
-
 srv_job *srv_job_find(srv_server *srv, const char *id)
 {
 	for (int i = 0; i < srv->n_jobs; i++)
@@ -84,7 +56,7 @@ void srv_job_emit_state(srv_job *job, const char *from)
 	/* the service manager's STATUS= lists the jobs and their states */
 	srv_status_update(job->srv);
 	json_t *data = json_pack("{s:s, s:s, s:s, s:s}", "job", job->id, "from", from, "to",
-		srv_job_state_name(job->state), "reason", job->reason);
+		proto_job_state_name(job->state), "reason", job->reason);
 	if (!data)
 		return;
 	json_object_set_new(data, "exit_status",
@@ -92,7 +64,7 @@ void srv_job_emit_state(srv_job *job, const char *from)
 	/* beyond docs/protocol.md's keys (clients ignore unknown ones): what a failure needs */
 	if (job->term_signal)
 		json_object_set_new(data, "signal", json_integer(job->term_signal));
-	if (srv_job_state_final(job->state))
+	if (proto_job_state_final(job->state))
 		json_object_set_new(data, "last_checkpoint", job->last_checkpoint ?
 			json_string(job->last_checkpoint) : json_null());
 	sv_msg *m = sv_msg_take(proto_event_line("JOB_STATE_CHANGED", data));
@@ -105,9 +77,9 @@ void srv_job_emit_state(srv_job *job, const char *from)
 	sv_msg_unref(m);
 }
 
-void srv_job_set_state(srv_job *job, srv_job_state to, const char *reason)
+void srv_job_set_state(srv_job *job, proto_job_state to, const char *reason)
 {
-	const char *from = srv_job_state_name(job->state);
+	const char *from = proto_job_state_name(job->state);
 	job->state = to;
 	srv_copy_text(job->reason, sizeof job->reason, reason);
 	srv_job_save_record(job);
@@ -154,7 +126,7 @@ srv_job *srv_job_alloc(srv_server *srv)
 	job->srv = srv;
 	job->exit_status = -1;
 	job->mpi_lfd = -1;
-	job->state = SRV_JOB_QUEUED;
+	job->state = PROTO_JOB_QUEUED;
 	snprintf(job->spec_file, sizeof job->spec_file, "job.json");
 	return job;
 }
@@ -186,7 +158,7 @@ void srv_job_table_free(srv_server *srv)
 /* 1 when a record may go from memory: ended, its handles closed, no check on it. */
 static int job_forgettable(const srv_job *job)
 {
-	return srv_job_state_final(job->state) && job->handles_open == 0 && !job->checking;
+	return proto_job_state_final(job->state) && job->handles_open == 0 && !job->checking;
 }
 
 /* Takes the record at index i out of the table (not freed). */
@@ -201,7 +173,7 @@ void srv_job__table_take(srv_server *srv, int i)
  * stopped or interrupted one can be resumed: only its owner's job-remove forgets it). */
 static int job_evictable(const srv_job *job)
 {
-	return (job->state == SRV_JOB_FINISHED || job->state == SRV_JOB_FAILED) &&
+	return (job->state == PROTO_JOB_FINISHED || job->state == PROTO_JOB_FAILED) &&
 	       job_forgettable(job);
 }
 
@@ -274,7 +246,7 @@ void srv_job_schedule(srv_server *srv)
 	for (int i = 0; i < srv->n_jobs; i++) {
 		if (srv->shutting_down || srv->n_active >= srv->max_jobs)
 			return;
-		if (srv->jobs[i]->state == SRV_JOB_QUEUED && !srv->jobs[i]->checking)
+		if (srv->jobs[i]->state == PROTO_JOB_QUEUED && !srv->jobs[i]->checking)
 			srv_worker_spawn(srv->jobs[i]);
 	}
 }
@@ -284,7 +256,7 @@ void srv_job_schedule(srv_server *srv)
 void srv_job_cancel(srv_job *job, const char *why)
 {
 	srv_log("job %s cancelled: %s", job->id, why);
-	srv_job_set_state(job, SRV_JOB_STOPPED, why);
+	srv_job_set_state(job, PROTO_JOB_STOPPED, why);
 }
 
 json_t *srv_job_remove(srv_job *job, proto_errclass *ec, char *desc, size_t desclen)
@@ -295,7 +267,7 @@ json_t *srv_job_remove(srv_job *job, proto_errclass *ec, char *desc, size_t desc
 	*ec = PROTO_ERR_INVALID_STATE;
 	if (!job_forgettable(job)) {
 		srv_fmt(desc, desclen, "job %s is %s: stop it first (only an ended job is removed)",
-			job->id, srv_job_state_name(job->state));
+			job->id, proto_job_state_name(job->state));
 		return NULL;
 	}
 	json_t *ret = json_pack("{s:s,s:s}", "job", job->id, "checkpoints", job->save_dir);
@@ -318,7 +290,7 @@ json_t *srv_job_remove(srv_job *job, proto_errclass *ec, char *desc, size_t desc
 	unlinkat(srv->jobs_d.fd, job->id, AT_REMOVEDIR);
 	srv_log("job %s removed", job->id);
 	json_t *data = json_pack("{s:s,s:s,s:s,s:s}", "job", job->id, "from",
-		srv_job_state_name(job->state), "to", "removed", "reason", "job-remove");
+		proto_job_state_name(job->state), "to", "removed", "reason", "job-remove");
 	sv_msg *m = data ? sv_msg_take(proto_event_line("JOB_STATE_CHANGED", data)) : NULL;
 	json_decref(data);
 	if (m)
@@ -353,7 +325,7 @@ static json_t *job_opt_str(const char *s)
 json_t *srv_job_status(const srv_job *job)
 {
 	json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s}", "job", job->id, "name",
-		job->name, "state", srv_job_state_name(job->state), "step", job->step, "steps",
+		job->name, "state", proto_job_state_name(job->state), "step", job->step, "steps",
 		job->steps, "reason", job->reason);
 	if (!o)
 		return NULL;
@@ -388,7 +360,7 @@ json_t *srv_job_list(srv_server *srv)
 	for (int i = 0; jobs && i < srv->n_jobs; i++) {
 		const srv_job *job = srv->jobs[i];
 		json_t *e = json_pack("{s:s, s:s, s:s, s:i, s:i}", "job", job->id, "name",
-			job->name, "state", srv_job_state_name(job->state), "step", job->step,
+			job->name, "state", proto_job_state_name(job->state), "step", job->step,
 			"steps", job->steps);
 		if (!e)
 			continue;
@@ -409,7 +381,7 @@ void srv_job_stop_all(srv_server *srv, int save)
 		/* the shutdown's reply lists the stops it asked for, and only those */
 		json_decref(job->stop_ret);
 		job->stop_ret = NULL;
-		if (job->state == SRV_JOB_QUEUED) {
+		if (job->state == PROTO_JOB_QUEUED) {
 			srv_job_cancel(job, "daemon shut down before it ran");
 			continue;
 		}

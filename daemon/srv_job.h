@@ -82,19 +82,6 @@
 #define SRV_FIGURES_MS 2000         /* rematd asks a running worker for mem-stats and
 				     * remat-get this often (an ended job's last figures) */
 
-typedef enum srv_job_state {
-	SRV_JOB_QUEUED,      /* waiting for a free worker slot */
-	SRV_JOB_STARTING,    /* worker spawned, loading its model and data */
-	SRV_JOB_RUNNING,
-	SRV_JOB_PAUSED,
-	SRV_JOB_STOPPING,
-	SRV_JOB_FINISHED,    /* reached its steps */
-	SRV_JOB_STOPPED,     /* job-stop, or shut down with the daemon */
-	SRV_JOB_FAILED,      /* spawn failed, the worker crashed, or it reported a failure */
-	SRV_JOB_INTERRUPTED, /* alive when the rematd that ran it ended */
-	SRV_JOB_NSTATES
-} srv_job_state;
-
 /* A request forwarded to a worker, waiting for its reply. */
 typedef struct srv_pending {
 	uint64_t wid;                   /* the id rematd gave it on the worker's channel */
@@ -123,7 +110,7 @@ struct srv_job {
 	int64_t created;                /* when, in seconds since the epoch */
 	json_t *info;                   /* what remat-train --check said of its spec (config,
 					 * batch, seq_len, chunk_rows, aliases, policy), or NULL */
-	srv_job_state state;            /* see srv_job_state */
+	proto_job_state state;          /* proto.h's proto_job_state */
 	int steps;                      /* the spec's steps (where the run ends) */
 	int step;                       /* the last step reported */
 	double loss;                    /* the last loss reported */
@@ -180,11 +167,6 @@ struct srv_job {
 	srv_pending *pending;           /* requests forwarded, newest first */
 };
 
-const char *srv_job_state_name(srv_job_state s);
-/* The state called name, or -1. */
-int srv_job_state_parse(const char *name);
-/* 1 for finished, stopped, failed, interrupted: no worker, none to come unless resumed. */
-int srv_job_state_final(srv_job_state s);
 /* The job called id (client input: any text), or NULL. */
 srv_job *srv_job_find(srv_server *srv, const char *id);
 
@@ -258,7 +240,7 @@ void srv_job_kill_all(srv_server *srv, const char *why);
 /* ---- for srv_worker.c ---- */
 
 /* Sets the state and reason, writes the record and publishes JOB_STATE_CHANGED. */
-void srv_job_set_state(srv_job *job, srv_job_state to, const char *reason);
+void srv_job_set_state(srv_job *job, proto_job_state to, const char *reason);
 /* Publishes JOB_STATE_CHANGED from `from` to the current state. */
 void srv_job_emit_state(srv_job *job, const char *from);
 /* Starts queued jobs while worker slots are free (not while shutting down). */

@@ -78,20 +78,20 @@ int srv_job_resume(srv_job *job, srv_conn *c, const json_t *id, proto_errclass *
 		srv_fmt(desc, desclen, "job %s is being checked for its resume already", job->id);
 		return -1;
 	}
-	if (job->state == SRV_JOB_FINISHED) {
+	if (job->state == PROTO_JOB_FINISHED) {
 		srv_fmt(desc, desclen, "job %s finished: it reached its last step (%d); start a "
 			"new job from its checkpoint to train on", job->id, job->steps);
 		return -1;
 	}
-	if (!srv_job_state_final(job->state)) {
-		srv_fmt(desc, desclen, "job %s is %s", job->id, srv_job_state_name(job->state));
+	if (!proto_job_state_final(job->state)) {
+		srv_fmt(desc, desclen, "job %s is %s", job->id, proto_job_state_name(job->state));
 		return -1;
 	}
 	if (job->handles_open > 0) {
 		/* its stop was answered, its process not yet reaped: a moment, not a refusal */
 		*ec = PROTO_ERR_BUSY;
 		srv_fmt(desc, desclen, "job %s is %s, but its worker has not exited yet: try again "
-			"in a moment", job->id, srv_job_state_name(job->state));
+			"in a moment", job->id, proto_job_state_name(job->state));
 		return -1;
 	}
 	job_check *k = calloc(1, sizeof *k);
@@ -153,10 +153,10 @@ json_t *srv_job__resume_checked(job_check *k, const json_t *out, proto_errclass 
 	srv_auto_format(&job->autoc, ctl, sizeof ctl);
 	srv_log("job %s queued again: resumes from %s at step %d, memory controller %s",
 		job->id, srv_quote(ckpt ? ckpt : "", ckpt ? strlen(ckpt) : 0, q), job->step, ctl);
-	srv_job_set_state(job, SRV_JOB_QUEUED, why);
+	srv_job_set_state(job, PROTO_JOB_QUEUED, why);
 	srv_job_schedule(srv);
 	return json_pack("{s:s,s:s,s:i,s:s?}", "job", job->id, "state",
-		srv_job_state_name(job->state), "step", job->step, "checkpoint", ckpt);
+		proto_job_state_name(job->state), "step", job->step, "checkpoint", ckpt);
 }
 
 /* ---- a restart's look at a save directory ---- */
@@ -240,7 +240,7 @@ void srv_job_rescan_due(srv_server *srv)
 		/* only while it stays interrupted: a resume finds its checkpoint itself */
 		if (!job->rescan_at_ms || now < job->rescan_at_ms || job->checking)
 			continue;
-		if (job->state != SRV_JOB_INTERRUPTED)
+		if (job->state != PROTO_JOB_INTERRUPTED)
 			job->rescan_at_ms = 0;
 		else
 			scan_start(job);

@@ -26,28 +26,23 @@
 #define JOB_FILE_MODE 0600      /* job.json, resume.json: a spec may name private paths */
 #define JOB_ID_TRIES 64         /* ids skipped because their directory exists already */
 
-/* Keys of a spec that name files: each must be an absolute path, since the worker runs in
- * the job's directory and a client's working directory means nothing to rematd. */
-static const char *const job_path_keys[][2] = {
-	{"data", "train"}, {"data", "val"}, {"model", "init_from"}, {"save", "dir"},
-	{"parallel", "hostfile"},
-};
-
 /* ---- checks of a spec ---- */
 
-/* Refuses relative paths, naming the key. */
+/* Refuses relative paths, naming the key: each file a spec names (proto_spec_paths) must
+ * be an absolute path, since the worker runs in the job's directory and a client's working
+ * directory means nothing to rematd. */
 int srv_job__check_paths(const json_t *spec, char *desc, size_t desclen)
 {
-	for (size_t i = 0; i < sizeof job_path_keys / sizeof job_path_keys[0]; i++) {
-		const json_t *sec = json_object_get(spec, job_path_keys[i][0]);
-		const json_t *v = json_is_object(sec) ? json_object_get(sec, job_path_keys[i][1])
+	for (size_t i = 0; i < PROTO_SPEC_PATHS; i++) {
+		const json_t *sec = json_object_get(spec, proto_spec_paths[i][0]);
+		const json_t *v = json_is_object(sec) ? json_object_get(sec, proto_spec_paths[i][1])
 						      : NULL;
 		/* a value of the wrong type is left to the engine's check, which names it */
 		if (!json_is_string(v) || json_string_value(v)[0] == '/')
 			continue;
 		char q[SRV_QUOTE_BUF];
 		srv_fmt(desc, desclen, "spec: '%s.%s' must be an absolute path, not %s",
-			job_path_keys[i][0], job_path_keys[i][1],
+			proto_spec_paths[i][0], proto_spec_paths[i][1],
 			srv_quote(json_string_value(v), json_string_length(v), q));
 		return -1;
 	}
@@ -72,7 +67,7 @@ int srv_job__check_syntax(const json_t *spec, char *desc, size_t desclen)
 	return r;
 }
 
-static int job_count(const srv_server *srv, srv_job_state s)
+static int job_count(const srv_server *srv, proto_job_state s)
 {
 	int n = 0;
 	for (int i = 0; i < srv->n_jobs; i++)
@@ -224,7 +219,7 @@ static srv_job *job_using(srv_server *srv, const char *save_dir)
 {
 	for (int i = 0; i < srv->n_jobs; i++) {
 		srv_job *j = srv->jobs[i];
-		if (!srv_job_state_final(j->state) && strcmp(j->save_dir, save_dir) == 0)
+		if (!proto_job_state_final(j->state) && strcmp(j->save_dir, save_dir) == 0)
 			return j;
 	}
 	return NULL;
@@ -247,10 +242,10 @@ static int job_may_create(srv_server *srv, const json_t *out, const char *save,
 		char q[SRV_QUOTE_BUF];
 		srv_fmt(desc, desclen, "save directory %s is used by job %s (%s): two jobs never "
 			"share one", srv_quote(save, strlen(save), q), other->id,
-			srv_job_state_name(other->state));
+			proto_job_state_name(other->state));
 		return -1;
 	}
-	if (job_count(srv, SRV_JOB_QUEUED) >= SRV_MAX_QUEUED) {
+	if (job_count(srv, PROTO_JOB_QUEUED) >= SRV_MAX_QUEUED) {
 		srv_fmt(desc, desclen, "too many jobs queued (at most %d)", SRV_MAX_QUEUED);
 		return -1;
 	}
@@ -360,7 +355,7 @@ int srv_job_start(srv_conn *c, const json_t *spec, const char *name, const json_
 		return -1;
 	}
 	*ec = PROTO_ERR_BUSY;
-	if (job_count(srv, SRV_JOB_QUEUED) + srv_helper_count(srv) >= SRV_MAX_QUEUED) {
+	if (job_count(srv, PROTO_JOB_QUEUED) + srv_helper_count(srv) >= SRV_MAX_QUEUED) {
 		srv_fmt(desc, desclen, "too many jobs queued (at most %d)", SRV_MAX_QUEUED);
 		srv_job__check_free(k);
 		return -1;
@@ -434,7 +429,7 @@ static void check_done(srv_server *srv, void *ud, const json_t *out, const char 
 		srv_job *job = job_create(srv, k, out, &ec, desc, sizeof desc);
 		if (job)
 			ret = json_pack("{s:s, s:s}", "job", job->id, "state",
-				srv_job_state_name(job->state));
+				proto_job_state_name(job->state));
 		if (job) {
 			check_warnings(out, ret);
 			srv_job__model_fields(job, ret);

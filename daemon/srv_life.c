@@ -60,17 +60,17 @@ static void status_text(const srv_server *srv, char *buf, size_t len)
 	buf[0] = '\0';
 	for (int i = 0; i < srv->n_jobs; i++) {
 		const srv_job *job = srv->jobs[i];
-		if (job->state == SRV_JOB_QUEUED) {
+		if (job->state == PROTO_JOB_QUEUED) {
 			queued++;
 			continue;
 		}
-		if (srv_job_state_final(job->state))
+		if (proto_job_state_final(job->state))
 			continue;
 		active++;
 		if (shown++ >= STATUS_JOBS_SHOWN || o >= len)
 			continue;
 		int n = snprintf(buf + o, len - o, "%s%s %s %d/%d", shown > 1 ? ", " : "",
-			job->id, srv_job_state_name(job->state), job->step, job->steps);
+			job->id, proto_job_state_name(job->state), job->step, job->steps);
 		o += n > 0 ? (size_t)n : 0;
 	}
 	char tail[64] = "";

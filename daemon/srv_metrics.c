@@ -94,7 +94,7 @@ json_t *srv_metrics_read(srv_job *job, const json_t *args, proto_errclass *ec, c
 	}
 	ret = json_pack("{s:o,s:I,s:I,s:I,s:s}", "lines", lines, "offset", (json_int_t)off,
 		"next", (json_int_t)next, "size", (json_int_t)size, "state",
-		srv_job_state_name(job->state));
+		proto_job_state_name(job->state));
 	lines = NULL;
 out:
 	if (fd >= 0)

@@ -295,7 +295,7 @@ static void on_connect(uv_poll_t *p, int status, int events)
 
 void srv_mpi_wait(srv_job *job)
 {
-	srv_job_set_state(job, SRV_JOB_STARTING, "mpirun spawned, waiting for rank 0");
+	srv_job_set_state(job, PROTO_JOB_STARTING, "mpirun spawned, waiting for rank 0");
 	if (uv_poll_init(job->srv->loop, &job->mpi_poll, job->mpi_lfd) < 0) {
 		srv_worker_kill(job, "cannot wait for its rank 0");
 		srv_mpi_close(job);

@@ -26,7 +26,7 @@ static json_t *record_json(const srv_job *job)
 		json_array_append_new(groups, json_integer(job->owner.groups[i]));
 	json_t *o = json_pack("{s:i,s:s,s:s,s:s,s:s,s:i,s:i,s:{s:I,s:I,s:o},s:s,s:s,s:I}",
 		"format", SRV_STORE_FORMAT, "job", job->id, "name", job->name, "state",
-		srv_job_state_name(job->state), "reason", job->reason, "step", job->step, "steps",
+		proto_job_state_name(job->state), "reason", job->reason, "step", job->step, "steps",
 		job->steps, "owner", "uid", (json_int_t)job->owner.uid, "gid",
 		(json_int_t)job->owner.gid, "groups", groups, "save_dir", job->save_dir,
 		"spec_file", job->spec_file, "created", (json_int_t)job->created);
@@ -97,12 +97,12 @@ static int record_load(srv_job *job, const json_t *o, char *err, size_t errlen)
 		get_text(o, "name", job->name, sizeof job->name) < 0 ||
 		get_text(o, "save_dir", job->save_dir, sizeof job->save_dir) < 0 ||
 		get_text(o, "spec_file", job->spec_file, sizeof job->spec_file) < 0 ||
-		srv_job_state_parse(state) < 0 || (strcmp(job->spec_file, "job.json") != 0 &&
+		proto_job_state_find(state) < 0 || (strcmp(job->spec_file, "job.json") != 0 &&
 		strcmp(job->spec_file, "resume.json") != 0)) {
 		srv_fmt(err, errlen, "not a format-%d record", SRV_STORE_FORMAT);
 		return -1;
 	}
-	job->state = (srv_job_state)srv_job_state_parse(state);
+	job->state = (proto_job_state)proto_job_state_find(state);
 	get_text(o, "reason", job->reason, sizeof job->reason);
 	job->step = (int)json_integer_value(json_object_get(o, "step"));
 	job->steps = (int)json_integer_value(json_object_get(o, "steps"));
@@ -264,11 +264,11 @@ int srv_store_load(srv_server *srv, char *err, size_t errlen)
 		qsort(found, n, sizeof *found, cmp_num);
 	for (size_t i = 0; i < n; i++) {
 		srv_job *job = found[i];
-		if (!srv_job_state_final(job->state) && job->state != SRV_JOB_QUEUED) {
+		if (!proto_job_state_final(job->state) && job->state != PROTO_JOB_QUEUED) {
 			char why[SRV_REASON_LEN];
 			snprintf(why, sizeof why, "rematd ended while the job was %s", 
-				srv_job_state_name(job->state));
-			job->state = SRV_JOB_INTERRUPTED;
+				proto_job_state_name(job->state));
+			job->state = PROTO_JOB_INTERRUPTED;
 			srv_copy_text(job->reason, sizeof job->reason, why);
 			srv_job_save_record(job);
 			/* its worker may have saved after the record was written */

@@ -116,7 +116,7 @@ int srv_job_forward(srv_job *job, srv_conn *c, const char *execute, const json_t
 {
 	if (!srv_job_live(job)) {
 		*ec = PROTO_ERR_INVALID_STATE;
-		snprintf(desc, desclen, "job %s is %s", job->id, srv_job_state_name(job->state));
+		snprintf(desc, desclen, "job %s is %s", job->id, proto_job_state_name(job->state));
 		return -1;
 	}
 	if (srv_worker_request(job, execute, args, c->id, id) < 0) {
@@ -217,7 +217,7 @@ static void worker_ask_figures(srv_job *job)
 {
 	static const char *const asks[] = {"mem-stats", "remat-get", "job-status"};
 	const size_t n = sizeof asks / sizeof asks[0];
-	if (job->state == SRV_JOB_STARTING)
+	if (job->state == PROTO_JOB_STARTING)
 		return;
 	for (size_t i = 0; i < n; i++)
 		if (worker_own_pending(job, asks[i]))
@@ -235,7 +235,7 @@ void srv_worker_sweep(srv_server *srv)
 	uint64_t now = srv_now_ms();
 	for (int i = 0; i < srv->n_jobs; i++) {
 		srv_job *job = srv->jobs[i];
-		if (!srv_job_live(job) || job->state == SRV_JOB_STARTING)
+		if (!srv_job_live(job) || job->state == PROTO_JOB_STARTING)
 			continue;
 		for (srv_pending *p = job->pending; p; p = p->next) {
 			uint64_t from = p->sent_ms > job->running_ms ? p->sent_ms : job->running_ms;
@@ -244,7 +244,7 @@ void srv_worker_sweep(srv_server *srv)
 				continue;
 			worker_expire(job, p);
 		}
-		if ((job->state == SRV_JOB_RUNNING || job->state == SRV_JOB_PAUSED) &&
+		if ((job->state == PROTO_JOB_RUNNING || job->state == PROTO_JOB_PAUSED) &&
 			now - job->figures_ms >= SRV_FIGURES_MS)
 			worker_ask_figures(job);
 	}
@@ -307,15 +307,15 @@ static void worker_reap(srv_job *job)
 			job->killed_by[0] ? ")" : "");
 	else
 		snprintf(how, sizeof how, "exit status %d", job->exit_status);
-	srv_job_state to = job->state;
+	proto_job_state to = job->state;
 	if (job->final_reported) {
 		snprintf(reason, sizeof reason, "%s", job->reason);
 	} else if (!job->term_signal && job->exit_status == 0) {
 		/* a clean exit that said nothing: it ran to its end, or obeyed job-stop */
-		to = job->stop_requested ? SRV_JOB_STOPPED : SRV_JOB_FINISHED;
+		to = job->stop_requested ? PROTO_JOB_STOPPED : PROTO_JOB_FINISHED;
 		snprintf(reason, sizeof reason, "%s", how);
 	} else {
-		to = SRV_JOB_FAILED;
+		to = PROTO_JOB_FAILED;
 		if (!job->term_signal)
 			worker_log_tail(job, tail, sizeof tail);
 		srv_fmt(reason, sizeof reason, "%s%s%s", how, tail[0] ? ": " : "", tail);
@@ -323,7 +323,7 @@ static void worker_reap(srv_job *job)
 
 	/* requests the worker never answered */
 	char desc[PROTO_DESC_LEN];
-	snprintf(desc, sizeof desc, "job %s %s: worker %s", job->id, srv_job_state_name(to),
+	snprintf(desc, sizeof desc, "job %s %s: worker %s", job->id, proto_job_state_name(to),
 		how);
 	while (job->pending) {
 		srv_pending *p = job->pending;
@@ -341,13 +341,13 @@ static void worker_reap(srv_job *job)
 	if (job->last_checkpoint)
 		snprintf(ckpt, sizeof ckpt, "; last checkpoint %s", srv_quote(job->last_checkpoint,
 			strlen(job->last_checkpoint), q));
-	if (to == SRV_JOB_FAILED && job->final_reported)
+	if (to == PROTO_JOB_FAILED && job->final_reported)
 		srv_log("job %s failed: %s (%s)%s", job->id, srv_quote(reason, strlen(reason), q),
 			how, ckpt);
-	else if (to == SRV_JOB_FAILED)
+	else if (to == PROTO_JOB_FAILED)
 		srv_log("job %s failed: %s%s", job->id, reason, ckpt);
 	else
-		srv_log("job %s %s (%s)", job->id, srv_job_state_name(to), how);
+		srv_log("job %s %s (%s)", job->id, proto_job_state_name(to), how);
 	if (job->final_reported) {
 		/* the worker's own final event was held back for this one */
 		srv_job_save_record(job);
@@ -442,7 +442,7 @@ void srv_worker_channel_open(srv_job *job, int *fd)
 	if (r == 0)
 		r = uv_read_start((uv_stream_t *)&job->chan, worker_on_alloc, worker_on_read);
 	srv_log("job %s started (pid %ld)", job->id, (long)job->pid);
-	srv_job_set_state(job, SRV_JOB_STARTING, "worker spawned");
+	srv_job_set_state(job, PROTO_JOB_STARTING, "worker spawned");
 	if (r < 0 || srv_worker_request(job, "subscribe", NULL, 0, NULL) < 0) {
 		srv_log("job %s: cannot talk to the worker: %s", job->id,
 			r < 0 ? uv_strerror(r) : "write failed");
@@ -534,7 +534,7 @@ void srv_worker_spawn(srv_job *job)
 	int sv[2] = {-1, -1}, log_fd = -1, metrics_fd = -1;
 
 	/* one worker per job, ever: its handles live in the job record */
-	ENG_ASSERT(job->state == SRV_JOB_QUEUED && job->handles_open == 0 && !job->reaped);
+	ENG_ASSERT(job->state == PROTO_JOB_QUEUED && job->handles_open == 0 && !job->reaped);
 
 	snprintf(spec_path, sizeof spec_path, "%s/%s", job->dir, job->spec_file);
 	if ((log_fd = job_append(job, "worker.log", err, sizeof err)) < 0)
@@ -590,5 +590,5 @@ fail:
 		close(metrics_fd);
 	srv_mpi_close(job);
 	srv_log("job %s failed: %s", job->id, err);
-	srv_job_set_state(job, SRV_JOB_FAILED, err);
+	srv_job_set_state(job, PROTO_JOB_FAILED, err);
 }

@@ -109,7 +109,7 @@ static void worker_note_return(srv_job *job, const srv_pending *p, json_t *ret)
 		worker_note_eval(job, ret, "val_loss", "val_step");
 		worker_set_policy(job, json_object_get(ret, "policy"));
 		/* not while starting: the controller a spec asks for starts at its first step */
-		if (job->state != SRV_JOB_STARTING)
+		if (job->state != PROTO_JOB_STARTING)
 			worker_auto_said(job, &was, srv_auto_note_status(&job->autoc, ret));
 		/* the worker cannot know its pid as rematd sees it in every namespace; tests
 		 * and rematctl use it to find the process */
@@ -300,29 +300,29 @@ static void worker_on_event(srv_job *job, json_t *obj)
 		srv_auto was = job->autoc;
 		worker_auto_said(job, &was, srv_auto_note_event(&job->autoc, data));
 	} else if (ev == PROTO_EV_JOB_STATE_CHANGED && data) {
-		int to = srv_job_state_parse(json_string_value(json_object_get(data, "to")));
+		int to = proto_job_state_find(json_string_value(json_object_get(data, "to")));
 		if (to == (int)job->state)
 			return;
 		/* queued, starting and interrupted are rematd's to say: a job the worker called
 		 * queued would be spawned a second time */
-		if (to == SRV_JOB_QUEUED || to == SRV_JOB_STARTING || to == SRV_JOB_INTERRUPTED)
+		if (to == PROTO_JOB_QUEUED || to == PROTO_JOB_STARTING || to == PROTO_JOB_INTERRUPTED)
 			to = -1;
 		if (to < 0)
 			return;
 		const char *why = json_string_value(json_object_get(data, "reason"));
 		char q[SRV_QUOTE_BUF];
-		if (to == SRV_JOB_RUNNING && job->state == SRV_JOB_STARTING)
+		if (to == PROTO_JOB_RUNNING && job->state == PROTO_JOB_STARTING)
 			job->running_ms = srv_now_ms();
-		if (srv_job_state_final((srv_job_state)to)) {
+		if (proto_job_state_final((proto_job_state)to)) {
 			/* said by rematd itself once the worker has exited, with its exit status
 			 * and last checkpoint (srv_worker.c's reap) */
 			snprintf(job->final_from, sizeof job->final_from, "%s",
-				srv_job_state_name(job->state));
+				proto_job_state_name(job->state));
 			job->final_reported = 1;
 		}
-		job->state = (srv_job_state)to;
+		job->state = (proto_job_state)to;
 		srv_copy_text(job->reason, sizeof job->reason, why ? why : "");
-		srv_log("job %s %s: %s", job->id, srv_job_state_name(job->state),
+		srv_log("job %s %s: %s", job->id, proto_job_state_name(job->state),
 			srv_quote(job->reason, strlen(job->reason), q));
 		srv_job_save_record(job);
 		if (job->final_reported)

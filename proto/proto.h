@@ -256,6 +256,54 @@ const char *proto_nearest(const char *word, const char *const *list);
  * near; returns buf. */
 const char *proto_mode_hint(const char *word, char *buf, size_t len);
 
+/* ---- jobs (proto_job.c) ---- */
+
+/* The states of a job (docs/protocol.md), one table for rematd and the worker: a worker
+ * goes starting .. failed; queued and interrupted (alive when the rematd that ran it ended)
+ * are rematd's alone. */
+typedef enum proto_job_state {
+	PROTO_JOB_QUEUED,      /* waiting for a free worker slot */
+	PROTO_JOB_STARTING,    /* worker spawned, loading its model and data */
+	PROTO_JOB_RUNNING,
+	PROTO_JOB_PAUSED,
+	PROTO_JOB_STOPPING,
+	PROTO_JOB_FINISHED,    /* reached its steps */
+	PROTO_JOB_STOPPED,     /* job-stop, or shut down with the daemon */
+	PROTO_JOB_FAILED,      /* spawn failed, the worker crashed, or it reported a failure */
+	PROTO_JOB_INTERRUPTED, /* alive when the rematd that ran it ended */
+	PROTO_JOB_NSTATES
+} proto_job_state;
+
+/* "queued", "starting", ... as on the wire; "unknown" out of range. */
+const char *proto_job_state_name(int s);
+/* The state called name (may be NULL), or -1. */
+int proto_job_state_find(const char *name);
+/* 1 for finished, stopped, failed, interrupted: no worker, none to come unless resumed. */
+int proto_job_state_final(int s);
+
+/* The keys of a job spec that name files, as {section, key}: rematd refuses relative ones
+ * (the worker runs in the job's directory), rematctl makes them absolute first. */
+#define PROTO_SPEC_PATHS 5
+extern const char *const proto_spec_paths[PROTO_SPEC_PATHS][2];
+
+/* A policy as text, the one grammar of remat-train's --remat-schedule and the spec's
+ * remat.policy (eng_policy_parse) and of rematctl's SEL=MODE words (cli_sections_parse):
+ * items separated by ',' (as policies are printed), ';' or blanks (space, tab), each
+ * SEL=MODE or a bare MODE (all=MODE); empty items between separators are skipped. */
+#define PROTO_POLICY_TEXT_MAX 1023 /* longest policy text read, in bytes */
+
+/* Called for each item in order with its selector ("all" for a bare mode) and its mode,
+ * both non-empty and NUL-terminated. 0 to go on, or -1 to stop (with desc, or with the
+ * caller's own error in ud). */
+typedef int (*proto_policy_item_fn)(void *ud, const char *sel, const char *mode, char *desc,
+	size_t desclen);
+/* Reads text by the grammar above, calling fn for each item; what selectors and modes mean
+ * is fn's to check. 0, or -1 with desc: text longer than PROTO_POLICY_TEXT_MAX, no item, an
+ * item with nothing before or after its '=' or a second '=', or fn's -1. Items before a bad
+ * one have been passed to fn. */
+int proto_policy_parse(const char *text, proto_policy_item_fn fn, void *ud, char *desc,
+	size_t desclen);
+
 /* ---- sizes and numbers as people write them ---- */
 
 /* A plain decimal number at the start of s ("12", "1.5", ".5", "1e9"): no sign, hex, inf or

@@ -148,36 +148,76 @@ static void request_fail(proto_errclass *ec, proto_errclass c)
 		*ec = c;
 }
 
+/* The JSON value of a request line, or NULL with desc (a ParseError: empty, nested too
+ * deep, not JSON). New reference. */
+static json_t *request_load(const char *line, size_t len, char *desc, size_t desclen)
+{
+	json_error_t err;
+	json_t *root;
+	if (line == NULL || len == 0) {
+		proto__descf(desc, desclen, "empty request");
+		return NULL;
+	}
+	/* jansson stops at 2048 levels on its own; this refuses deep input sooner, in one
+	 * pass, before anything is allocated for it */
+	if (!proto__depth_ok(line, len, PROTO_MAX_DEPTH)) {
+		proto__descf(desc, desclen, "JSON nested deeper than %d levels", PROTO_MAX_DEPTH);
+		return NULL;
+	}
+	root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &err);
+	if (root == NULL)
+		proto__descf(desc, desclen, "invalid JSON at byte %d: %s", err.position,
+			err.text);
+	return root;
+}
+
+/* A request object's keys (execute, arguments, id and no other) and its "execute" into
+ * req->execute: 0, or -1 with desc (an InvalidRequest). */
+static int request_execute(json_t *root, proto_request *req, char *desc, size_t desclen)
+{
+	const char *key;
+	json_t *v;
+	size_t n;
+	json_object_foreach(root, key, v) {
+		if (strcmp(key, "execute") != 0 && strcmp(key, "arguments") != 0 &&
+			strcmp(key, "id") != 0) {
+			proto__descf(desc, desclen, "unknown key '%.*s' in request",
+				proto__clip(key), key);
+			return -1;
+		}
+	}
+	v = json_object_get(root, "execute");
+	if (v == NULL) {
+		proto__descf(desc, desclen, "missing 'execute'");
+		return -1;
+	}
+	if (!json_is_string(v)) {
+		proto__descf(desc, desclen, "'execute' must be a string");
+		return -1;
+	}
+	n = json_string_length(v);
+	if (n == 0 || n >= sizeof req->execute || memchr(json_string_value(v), '\0', n)) {
+		proto__descf(desc, desclen, "'execute' must be 1 to %zu bytes, without NUL",
+			sizeof req->execute - 1);
+		return -1;
+	}
+	memcpy(req->execute, json_string_value(v), n + 1);
+	return 0;
+}
+
 int proto_request_parse(const char *line, size_t len, proto_request *req, proto_errclass *ec,
 	char *desc, size_t desclen)
 {
 	json_t *root = NULL;
-	json_error_t err;
-	const char *key;
 	json_t *v;
-	size_t n;
 	proto_errclass c = PROTO_ERR_INVALID_REQUEST;
 
 	req->execute[0] = '\0';
 	req->args = NULL;
 	req->id = NULL;
-	if (line == NULL || len == 0) {
-		c = PROTO_ERR_PARSE_ERROR;
-		proto__descf(desc, desclen, "empty request");
-		goto fail;
-	}
-	/* jansson stops at 2048 levels on its own; this refuses deep input sooner, in one
-	 * pass, before anything is allocated for it */
-	if (!proto__depth_ok(line, len, PROTO_MAX_DEPTH)) {
-		c = PROTO_ERR_PARSE_ERROR;
-		proto__descf(desc, desclen, "JSON nested deeper than %d levels", PROTO_MAX_DEPTH);
-		goto fail;
-	}
-	root = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &err);
+	root = request_load(line, len, desc, desclen);
 	if (root == NULL) {
 		c = PROTO_ERR_PARSE_ERROR;
-		proto__descf(desc, desclen, "invalid JSON at byte %d: %s", err.position,
-			err.text);
 		goto fail;
 	}
 	if (!json_is_object(root)) {
@@ -188,30 +228,8 @@ int proto_request_parse(const char *line, size_t len, proto_request *req, proto_
 	v = json_object_get(root, "id");
 	if (v != NULL)
 		req->id = json_incref(v);
-	json_object_foreach(root, key, v) {
-		if (strcmp(key, "execute") != 0 && strcmp(key, "arguments") != 0 &&
-			strcmp(key, "id") != 0) {
-			proto__descf(desc, desclen, "unknown key '%.*s' in request",
-				proto__clip(key), key);
-			goto fail;
-		}
-	}
-	v = json_object_get(root, "execute");
-	if (v == NULL) {
-		proto__descf(desc, desclen, "missing 'execute'");
+	if (request_execute(root, req, desc, desclen) < 0)
 		goto fail;
-	}
-	if (!json_is_string(v)) {
-		proto__descf(desc, desclen, "'execute' must be a string");
-		goto fail;
-	}
-	n = json_string_length(v);
-	if (n == 0 || n >= sizeof req->execute || memchr(json_string_value(v), '\0', n)) {
-		proto__descf(desc, desclen, "'execute' must be 1 to %zu bytes, without NUL",
-			sizeof req->execute - 1);
-		goto fail;
-	}
-	memcpy(req->execute, json_string_value(v), n + 1);
 	v = json_object_get(root, "arguments");
 	if (v != NULL && !json_is_object(v)) {
 		proto__descf(desc, desclen, "'arguments' must be an object");

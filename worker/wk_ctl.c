@@ -24,9 +24,6 @@
 #include "wk_ctl_int.h"
 #include "kn.h"
 
-const char *const state_names[7] = {"starting", "running", "paused", "stopping",
-	"finished", "stopped", "failed"};
-
 double wk_ctl__mono_s(void)
 {
 	struct timespec ts;
@@ -312,8 +309,8 @@ void wk_ctl_set_state(wk_ctl *c, wk_ctl_state to, const char *reason)
 		c->pause_pending = 0;
 	snprintf(c->reason, sizeof c->reason, "%s", reason ? reason : "");
 	pthread_mutex_unlock(&c->mu);
-	json_t *d = json_pack("{s:s,s:s,s:s,s:n}", "from", state_names[from], "to",
-		state_names[to], "reason", reason ? reason : "", "exit_status");
+	json_t *d = json_pack("{s:s,s:s,s:s,s:n}", "from", proto_job_state_name(from), "to",
+		proto_job_state_name(to), "reason", reason ? reason : "", "exit_status");
 	emit(c, EV_STATE, d);
 }
 

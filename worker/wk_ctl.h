@@ -26,9 +26,12 @@
 #include "eng_train.h"
 #include "proto.h"
 
+/* A worker's states: the protocol's (proto_job_state), starting .. failed. */
 typedef enum wk_ctl_state {
-	CTL_STARTING, CTL_RUNNING, CTL_PAUSED, CTL_STOPPING, CTL_FINISHED, CTL_STOPPED,
-	CTL_FAILED
+	CTL_STARTING = PROTO_JOB_STARTING, CTL_RUNNING = PROTO_JOB_RUNNING,
+	CTL_PAUSED = PROTO_JOB_PAUSED, CTL_STOPPING = PROTO_JOB_STOPPING,
+	CTL_FINISHED = PROTO_JOB_FINISHED, CTL_STOPPED = PROTO_JOB_STOPPED,
+	CTL_FAILED = PROTO_JOB_FAILED
 } wk_ctl_state;
 
 typedef enum wk_ctl_op { CTL_OP_POLICY, CTL_OP_PAUSE, CTL_OP_RESUME, CTL_OP_STOP,

@@ -59,7 +59,7 @@ HANDLER(cmd_status)
 {
 	UNUSED_ARGS;
 	json_t *r = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i}", "job", c->job, "name", c->name,
-		"state", state_names[c->state], "step", c->step, "steps", c->steps, "pid",
+		"state", proto_job_state_name(c->state), "step", c->step, "steps", c->steps, "pid",
 		(int)getpid());
 	/* float32 figures in their shortest text (0.0003, not 0.00029999999999999997) */
 	json_object_set_new(r, "loss", c->has_last ? json_real(proto_f32_double(c->last.loss))
@@ -235,7 +235,7 @@ HANDLER(cmd_list)
 {
 	UNUSED_ARGS;
 	json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i}", "job", c->job, "name", c->name, "state",
-		state_names[c->state], "step", c->step, "steps", c->steps);
+		proto_job_state_name(c->state), "step", c->step, "steps", c->steps);
 	json_object_set_new(j, "loss", c->has_last ? json_real(c->last.loss) : json_null());
 	return json_pack("{s:[o]}", "jobs", j);
 }
@@ -271,7 +271,7 @@ static json_t *keep_early(struct wk_ctl *c, ctl_conn *k, int handle, const char 
 	char desc[PROTO_DESC_LEN];
 	ctl_early *e = NULL, **tail = &c->early;
 	if (wk_ctl__is_final(c->state)) {
-		snprintf(desc, sizeof desc, "job %s is %s", c->job, state_names[c->state]);
+		snprintf(desc, sizeof desc, "job %s is %s", c->job, proto_job_state_name(c->state));
 		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
 	} else if (k->inflight >= PROTO_MAX_INFLIGHT) {
 		wk_ctl__send_error(k, PROTO_ERR_BUSY, "too many requests in flight", id);
@@ -365,7 +365,7 @@ static wk_ctl_cmd *change_new(struct wk_ctl *c, ctl_conn *k, json_t *id)
 	char desc[PROTO_DESC_LEN];
 	wk_ctl_cmd *cmd = NULL;
 	if (wk_ctl__is_final(c->state) || c->state == CTL_STOPPING) {
-		snprintf(desc, sizeof desc, "job %s is %s", c->job, state_names[c->state]);
+		snprintf(desc, sizeof desc, "job %s is %s", c->job, proto_job_state_name(c->state));
 		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
 	} else if (!(cmd = calloc(1, sizeof *cmd))) {
 		wk_ctl__send_error(k, PROTO_ERR_INTERNAL, "out of memory", id);

@@ -30,7 +30,6 @@ enum {
 	EV_AUTO = 1u << PROTO_EV_REMAT_AUTO,
 	EV_EVAL = 1u << PROTO_EV_EVAL,
 };
-extern const char *const state_names[7];   /* by wk_ctl_state: "starting", ... */
 
 typedef struct ctl_out {
 	char *line;            /* malloc'd, ends in '\n' */
@@ -139,7 +138,7 @@ double wk_ctl__mono_s(void);
 /* finished, stopped or failed */
 static inline int wk_ctl__is_final(wk_ctl_state s)
 {
-	return s == CTL_FINISHED || s == CTL_STOPPED || s == CTL_FAILED;
+	return proto_job_state_final((int)s);
 }
 /* Sends an error line to k (control thread). */
 void wk_ctl__send_error(ctl_conn *k, proto_errclass cls, const char *desc, const json_t *id);

@@ -57,8 +57,6 @@ void eng_policy_init(eng_policy *p, int n_layer)
 	p->head = ENG_MODE_OFF;
 }
 
-#define POLICY_SEPS ",; \t" /* between the items of a policy's text */
-
 /* What a built-in selector names: blocks lo..hi (none when lo > hi) and maybe the head. */
 typedef struct sel_range {
 	int lo, hi;
@@ -230,34 +228,36 @@ int eng_policy_apply(eng_policy *p, const eng_aliases *al, const char *selector,
 	return 0;
 }
 
+/* What eng_policy_parse's items apply to, for policy_item. */
+typedef struct policy_parse {
+	eng_policy *p;          /* the policy being built (a copy of the caller's) */
+	const eng_aliases *al;  /* the job's aliases, or NULL */
+	eng_err *err;           /* the caller's: an item's error, as eng_policy_apply said it */
+	int failed;             /* 1 once an item was refused (the error is in err) */
+} policy_parse;
+
+/* One SEL=MODE item of a policy's text (proto_policy_parse's fn), applied to u->p. */
+static int policy_item(void *ud, const char *sel, const char *mode, char *desc,
+	size_t desclen)
+{
+	policy_parse *u = ud;
+	(void)desc;
+	(void)desclen;
+	if (eng_policy_apply(u->p, u->al, sel, mode, u->err) < 0) {
+		u->failed = 1;
+		return -1;
+	}
+	return 0;
+}
+
 int eng_policy_parse(eng_policy *p, const eng_aliases *al, const char *text, eng_err *err)
 {
 	eng_policy tmp = *p;
-	char buf[1024];
-	if (strlen(text) >= sizeof buf)
-		return eng_errf(err, "policy text too long");
-	snprintf(buf, sizeof buf, "%s", text);
-	int n = 0;
-	char *save = NULL;
-	/* items are separated by ',' (as printed), ';' or blanks: "h.0-5=full,head=chunked" */
-	for (char *item = strtok_r(buf, POLICY_SEPS, &save); item;
-		item = strtok_r(NULL, POLICY_SEPS, &save)) {
-		char *eq = strchr(item, '=');
-		n++;
-		if (!eq) { /* a bare mode: all=MODE */
-			if (eng_policy_apply(&tmp, al, "all", item, err) < 0)
-				return -1;
-			continue;
-		}
-		if (eq == item || eq[1] == '\0')
-			return eng_errf(err, "malformed policy item '%.64s' (expected SECTION=MODE)",
-				item);
-		*eq = '\0';
-		if (eng_policy_apply(&tmp, al, item, eq + 1, err) < 0)
-			return -1;
-	}
-	if (n == 0)
-		return eng_errf(err, "empty policy (expected MODE or SECTION=MODE[,...])");
+	char desc[PROTO_DESC_LEN];
+	policy_parse u = {&tmp, al, err, 0};
+	/* the protocol's one grammar (rematctl's SEL=MODE words read the same) */
+	if (proto_policy_parse(text, policy_item, &u, desc, sizeof desc) < 0)
+		return u.failed ? -1 : eng_errf(err, "%s", desc);
 	*p = tmp;
 	return 0;
 }

@@ -78,9 +78,10 @@ int eng_selector_sections(const eng_aliases *al, const char *selector, int n_lay
 int eng_policy_apply(eng_policy *p, const eng_aliases *al, const char *selector,
 	const char *mode, eng_err *err);
 
-/* Parses items separated by ',' (as eng_policy_format writes them), ';' or blanks, each
- * "SEL=MODE" or a bare "MODE" (same as all=MODE), and applies them in order on top of *p:
- * "full,head=chunked". On error *p is unchanged. */
+/* Parses a policy's text by the protocol's grammar (proto_policy_parse: items separated by
+ * ',' as eng_policy_format writes them, ';' or blanks, each "SEL=MODE" or a bare "MODE",
+ * same as all=MODE) and applies the items in order on top of *p: "full,head=chunked". On
+ * error *p is unchanged. */
 int eng_policy_parse(eng_policy *p, const eng_aliases *al, const char *text, eng_err *err);
 
 /* Writes the one printed form of a policy, runs of equal blocks merged, items separated by

@@ -201,13 +201,21 @@ START_TEST(test_cli_sections_parse_order)
 	text = sections_json(2, c);
 	ck_assert_str_eq(text, "{\"h.0-5\":\"full\",\"head\":\"chunked\",\"trunk\":\"selective\"}");
 	free(text);
+	/* the one grammar of a policy's text (proto_policy_parse), as remat-train reads it:
+	 * ';' and blanks too, empty items skipped, a bare mode is all=MODE */
+	char *d[] = {"h.0-5=full;head=chunked,", "full h.1=off"};
+	text = sections_json(2, d);
+	ck_assert_str_eq(text, "{\"h.0-5\":\"full\",\"head\":\"chunked\",\"all\":\"full\","
+		"\"h.1\":\"off\"}");
+	free(text);
 }
 END_TEST
 
 START_TEST(test_cli_sections_parse_bad)
 {
-	static const char *const bad[] = {"h.0", "=full", "h.0=", "h.0=full=off", "", "\xff=full",
-		"h.0=\xc3", "h.0=full,", ",h.0=full", "h.0=full,,head=off", "h.0=full,head"};
+	static const char *const bad[] = {"=full", "h.0=", "h.0=full=off", "", ";;", "\xff=full",
+		"h.0=\xc3", "h.0=full,=off", "h.0=full,head=", "h.0=full;=off", "h.0", "h.0=ful",
+		"h.0=full,head"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		char *args[] = {"head=off", (char *)bad[i]};
 		json_t *obj = (json_t *)1;

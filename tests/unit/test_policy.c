@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_fmt.h"
 #include "eng_auto.h"
 #include "eng_plan.h"
 #include "eng_policy.h"
@@ -434,7 +435,7 @@ START_TEST(test_eng_policy_parse_errors)
 	parse_bad("h.0=ful", "unknown mode 'ful' (did you mean 'full'?)");
 	parse_bad("h.0=selctive", "(did you mean 'selective'?)");
 	parse_bad("head=chunk", "(did you mean 'chunked'?)");
-	parse_bad("h.0=full=off", "unknown mode");
+	parse_bad("h.0=full=off", "malformed policy item");
 	parse_bad(",,", "empty policy");
 	parse_bad("h.12=full", "h.0-11");
 	parse_bad("head=full", "does not apply to the head");
@@ -448,6 +449,52 @@ START_TEST(test_eng_policy_parse_errors)
 	big[sizeof big - 1] = '\0';
 	memcpy(big, "full", 4);
 	parse_bad(big, "too long");
+}
+END_TEST
+
+/* rematctl's SEL=MODE words and the engine's policy text are one grammar
+ * (proto_policy_parse): what the engine reads, rematctl reads too, and the sections it
+ * sends, applied in order as the worker applies them, give the engine's policy; what one
+ * refuses as malformed, the other refuses. (rematctl once took ',' only, and refused a
+ * bare mode and empty items, which the engine took.) */
+START_TEST(test_eng_policy_parse_same_as_client)
+{
+	static const char *const good[] = {"h.0-5=full,head=chunked", "h.0-5=full;head=chunked",
+		"h.0-5=full head=chunked", "full", "full;head=chunked", "h.1=full;;head=chunked;",
+		"h.0-3=full,h.2=off h.3=selective;head=chunked", "h.0-5=full,h.3=off,h.0-5=selective"};
+	static const char *const bad[] = {"", ";;", "=full", "h.0=", "h.0=full=off",
+		"h.0=full,=off"};
+	char err[256];
+	for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+		eng_policy want, got;
+		eng_err e = {0};
+		json_t *sections = NULL, *v;
+		const char *sel;
+		char *args[] = {(char *)good[i]};
+		mixed_policy(&want);
+		mixed_policy(&got);
+		ck_assert_msg(eng_policy_parse(&want, NULL, good[i], &e) == 0, "engine: '%s': %s",
+			good[i], e.msg);
+		ck_assert_msg(cli_sections_parse(args, 1, &sections, err, sizeof err) == 0,
+			"rematctl: '%s': %s", good[i], err);
+		json_object_foreach(sections, sel, v)
+			ck_assert_msg(eng_policy_apply(&got, NULL, sel, json_string_value(v), &e) == 0,
+				"'%s': %s=%s: %s", good[i], sel, json_string_value(v), e.msg);
+		json_decref(sections);
+		ck_assert_msg(eng_policy_equal(&want, &got), "'%s' read two ways", good[i]);
+	}
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		eng_policy p;
+		eng_err e = {0};
+		json_t *sections = NULL;
+		char *args[] = {(char *)bad[i]};
+		mixed_policy(&p);
+		ck_assert_msg(eng_policy_parse(&p, NULL, bad[i], &e) < 0, "engine took '%s'", bad[i]);
+		ck_assert_msg(cli_sections_parse(args, 1, &sections, err, sizeof err) < 0,
+			"rematctl took '%s'", bad[i]);
+		ck_assert_msg(strstr(err, e.msg) != NULL, "'%s': rematctl says '%s', the engine '%s'",
+			bad[i], err, e.msg);
+	}
 }
 END_TEST
 
@@ -1088,6 +1135,7 @@ Suite *suite_policy(void)
 	tcase_add_test(tc, test_eng_policy_apply_blocks);
 	tcase_add_test(tc, test_eng_policy_apply_head);
 	tcase_add_test(tc, test_eng_policy_apply_all);
+	tcase_add_test(tc, test_eng_policy_parse_same_as_client);
 	tcase_add_test(tc, test_eng_policy_apply_alias);
 	tcase_add_test(tc, test_eng_policy_apply_later_overrides);
 	tcase_add_test(tc, test_eng_policy_apply_out_of_range);

@@ -661,6 +661,94 @@ START_TEST(test_proto_request_parse_max_line)
 }
 END_TEST
 
+/* ---- jobs: states, spec paths, a policy's text ---- */
+
+START_TEST(test_proto_job_states)
+{
+	/* the names on the wire, in the order rematd and the worker share */
+	static const char *const names[] = {"queued", "starting", "running", "paused",
+		"stopping", "finished", "stopped", "failed", "interrupted"};
+	ck_assert_int_eq(PROTO_JOB_NSTATES, 9);
+	for (int i = 0; i < PROTO_JOB_NSTATES; i++) {
+		ck_assert_str_eq(proto_job_state_name(i), names[i]);
+		ck_assert_int_eq(proto_job_state_find(names[i]), i);
+		ck_assert_int_eq(proto_job_state_final(i), i >= PROTO_JOB_FINISHED);
+	}
+	ck_assert_str_eq(proto_job_state_name(-1), "unknown");
+	ck_assert_str_eq(proto_job_state_name(PROTO_JOB_NSTATES), "unknown");
+	ck_assert_int_eq(proto_job_state_find("Running"), -1);
+	ck_assert_int_eq(proto_job_state_find(NULL), -1);
+	ck_assert_int_eq(proto_job_state_final(-1), 0);
+}
+END_TEST
+
+START_TEST(test_proto_spec_paths_table)
+{
+	static const char *const want[] = {"data.train", "data.val", "model.init_from",
+		"save.dir", "parallel.hostfile"};
+	ck_assert_int_eq(PROTO_SPEC_PATHS, sizeof want / sizeof want[0]);
+	for (int i = 0; i < PROTO_SPEC_PATHS; i++) {
+		char key[64];
+		snprintf(key, sizeof key, "%s.%s", proto_spec_paths[i][0], proto_spec_paths[i][1]);
+		ck_assert_str_eq(key, want[i]);
+	}
+}
+END_TEST
+
+#define ITEMS_LEN (PROTO_DESC_LEN + 16) /* policy_items' text */
+
+/* proto_policy_parse's items as "sel=mode " text, or "ERR: desc". */
+static int items_cat(void *ud, const char *sel, const char *mode, char *desc, size_t desclen)
+{
+	char *out = ud;
+	(void)desc;
+	(void)desclen;
+	snprintf(out + strlen(out), ITEMS_LEN - strlen(out), "%s=%s ", sel, mode);
+	return 0;
+}
+
+static const char *policy_items(const char *text, char *out)
+{
+	char desc[PROTO_DESC_LEN];
+	out[0] = '\0';
+	if (proto_policy_parse(text, items_cat, out, desc, sizeof desc) < 0)
+		snprintf(out, ITEMS_LEN, "ERR: %s", desc);
+	return out;
+}
+
+START_TEST(test_proto_policy_parse_grammar)
+{
+	char out[ITEMS_LEN];
+	/* ',' as printed, ';' and blanks: one grammar */
+	ck_assert_str_eq(policy_items("h.0-5=full,head=chunked", out), "h.0-5=full head=chunked ");
+	ck_assert_str_eq(policy_items("h.0-5=full;head=chunked", out), "h.0-5=full head=chunked ");
+	ck_assert_str_eq(policy_items("h.0-5=full head=chunked", out), "h.0-5=full head=chunked ");
+	ck_assert_str_eq(policy_items("h.0=off,\th.1=full; head=off", out),
+		"h.0=off h.1=full head=off ");
+	/* a bare mode is all=MODE; empty items are skipped */
+	ck_assert_str_eq(policy_items("full", out), "all=full ");
+	ck_assert_str_eq(policy_items("full;head=chunked", out), "all=full head=chunked ");
+	ck_assert_str_eq(policy_items(",h.1=full;;head=chunked;", out), "h.1=full head=chunked ");
+	/* the grammar's errors; what a mode or a selector means is the caller's */
+	ck_assert_str_eq(policy_items("h.0=fast", out), "h.0=fast ");
+	static const char *const bad[][2] = {
+		{"", "empty policy"}, {",;, ", "empty policy"}, {"=full", "malformed"},
+		{"h.0=", "malformed"}, {"h.0=full=off", "malformed"},
+		{"h.0=full,=off", "malformed policy item '=off'"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		ck_assert_msg(strstr(policy_items(bad[i][0], out), bad[i][1]) == out + 5,
+			"'%s': %s", bad[i][0], out);
+	char big[PROTO_POLICY_TEXT_MAX + 2];
+	memset(big, ';', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	memcpy(big, "full", 4);
+	ck_assert_ptr_nonnull(strstr(policy_items(big, out), "too long"));
+	big[sizeof big - 2] = '\0'; /* PROTO_POLICY_TEXT_MAX bytes: read */
+	ck_assert_str_eq(policy_items(big, out), "all=full ");
+}
+END_TEST
+
 Suite *suite_proto(void)
 {
 	Suite *s = suite_create("proto");
@@ -693,6 +781,12 @@ Suite *suite_proto(void)
 	tcase_add_test(tc, test_proto_request_parse_deep_nesting);
 	tcase_add_test(tc, test_proto_request_parse_id_any_type);
 	tcase_add_test(tc, test_proto_request_parse_max_line);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("job");
+	tcase_add_test(tc, test_proto_job_states);
+	tcase_add_test(tc, test_proto_spec_paths_table);
+	tcase_add_test(tc, test_proto_policy_parse_grammar);
 	suite_add_tcase(s, tc);
 
 	suite_add_tcase(s, tcase_proto_args());
