@@ -177,12 +177,6 @@ int cli_conn_open(cli_conn *c, const char *path, const char *server, int timeout
 	return CLI_OK;
 }
 
-const char *cli_conn_role(const cli_conn *c)
-{
-	const char *r = cli_jstr(c->greeting, "role");
-	return r ? r : "";
-}
-
 const char *cli_conn_job(const cli_conn *c)
 {
 	return cli_jstr(c->greeting, "job");

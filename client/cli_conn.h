@@ -49,8 +49,6 @@ typedef struct cli_conn {
  * cli_conn_close either way. */
 int cli_conn_open(cli_conn *c, const char *path, const char *server, int timeout_ms);
 
-/* "daemon" or "worker" (the greeting's role), or "" when it gave none. */
-const char *cli_conn_role(const cli_conn *c);
 /* The job a worker's greeting names, or NULL. */
 const char *cli_conn_job(const cli_conn *c);
 
