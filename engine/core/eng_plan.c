@@ -158,29 +158,14 @@ static size_t counts_peak(const eng_plan_section *blk, const eng_plan_section *h
 	       head->workspace_bytes;
 }
 
-static int plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out)
+/* The dynamic programme over the L blocks of query q (blk: a block's section under each
+ * mode): fills G(i % 2, f, s), the least cost of blocks i..L-1 with f of them full and s
+ * selective (HUGE_VAL: none), down to row 0, and CHOICE(i, f, s), block i's mode on the
+ * way to that least. */
+static void search_fill(const eng_plan_query *q, const eng_plan_section *blk, int L,
+	double *g, unsigned char *choice)
 {
-	const eng_config *cfg = q->cfg;
-	int L = cfg->n_layer, W = L + 1;
-	eng_plan_section blk[3], head[2];
-	for (int m = 0; m < 3; m++)
-		eng_plan_block(cfg, q->B, q->T, (eng_mode)m, &blk[m]);
-	eng_plan_head(cfg, q->B, q->T, q->chunk_rows, ENG_MODE_OFF, &head[0]);
-	eng_plan_head(cfg, q->B, q->T, q->chunk_rows, ENG_MODE_CHUNKED, &head[1]);
-	double *g = malloc(2 * (size_t)W * W * sizeof *g);
-	unsigned char *choice = malloc((size_t)W * W * W);
-	eng_policy_init(p, L);
-	if (!g || !choice) {
-		/* no memory for the search: the policy of the least memory, with its counts */
-		free(g);
-		free(choice);
-		eng_policy_apply(p, NULL, "all", "full", NULL);
-		p->head = ENG_MODE_CHUNKED;
-		eng_plan_policy(cfg, q->B, q->T, q->chunk_rows, p, out);
-		out->fixed_bytes = q->fixed;
-		out->peak_bytes = q->fixed + out->saved_bytes + out->recompute_bytes;
-		return -1;
-	}
+	int W = L + 1;
 	/* G(i % 2, f, s): the least cost of blocks i..L-1 with f of them full and s
 	 * selective; each row needs only the one after it */
 	for (int f = 0; f < W; f++)
@@ -208,10 +193,20 @@ static int plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out)
 			}
 		}
 	}
+}
+
+/* Over every count of full and selective blocks and both head modes (g filled by
+ * search_fill): the cheapest that fits q->budget, 1; or, when none does, the one of the
+ * least peak, 0. Its counts into *bf, *bs and *bh (1: the head chunked). */
+static int search_pick(const eng_plan_query *q, const eng_plan_section *blk,
+	const eng_plan_section *head, int L, const double *g, int *bf, int *bs, int *bh)
+{
+	int W = L + 1;
 	/* every count and head: the cheapest that fits, and the least peak of all */
-	int found = 0, bf = L, bs = 0, bh = 1, lf = L, ls = 0, lh = 1;
+	int found = 0, lf = L, ls = 0, lh = 1;
 	double best_cost = 0;
 	size_t best_peak = 0, least = SIZE_MAX;
+	*bf = L, *bs = 0, *bh = 1;
 	for (int h = 0; h < 2; h++) {
 		double hc = q->costs ? q->costs->head[h] : head[h].extra_flops;
 		for (int f = 0; f <= L; f++) {
@@ -230,13 +225,48 @@ static int plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out)
 				if (!found || cost < best_cost || (cost == best_cost && peak < best_peak)) {
 					found = 1;
 					best_cost = cost, best_peak = peak;
-					bf = f, bs = s, bh = h;
+					*bf = f, *bs = s, *bh = h;
 				}
 			}
 		}
 	}
 	if (!found)
-		bf = lf, bs = ls, bh = lh;
+		*bf = lf, *bs = ls, *bh = lh;
+	return found;
+}
+
+/* out: the counts of policy p for query q, its fixed bytes included in the peak. */
+static void search_counts(const eng_plan_query *q, const eng_policy *p, eng_plan *out)
+{
+	eng_plan_policy(q->cfg, q->B, q->T, q->chunk_rows, p, out);
+	out->fixed_bytes = q->fixed;
+	out->peak_bytes = q->fixed + out->saved_bytes + out->recompute_bytes;
+}
+
+/* eng_plan_search without optional bytes: the exact search (eng_plan.h). */
+static int plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out)
+{
+	const eng_config *cfg = q->cfg;
+	int L = cfg->n_layer, W = L + 1, bf, bs, bh;
+	eng_plan_section blk[3], head[2];
+	for (int m = 0; m < 3; m++)
+		eng_plan_block(cfg, q->B, q->T, (eng_mode)m, &blk[m]);
+	eng_plan_head(cfg, q->B, q->T, q->chunk_rows, ENG_MODE_OFF, &head[0]);
+	eng_plan_head(cfg, q->B, q->T, q->chunk_rows, ENG_MODE_CHUNKED, &head[1]);
+	double *g = malloc(2 * (size_t)W * W * sizeof *g);
+	unsigned char *choice = malloc((size_t)W * W * W);
+	eng_policy_init(p, L);
+	if (!g || !choice) {
+		/* no memory for the search: the policy of the least memory, with its counts */
+		free(g);
+		free(choice);
+		eng_policy_apply(p, NULL, "all", "full", NULL);
+		p->head = ENG_MODE_CHUNKED;
+		search_counts(q, p, out);
+		return -1;
+	}
+	search_fill(q, blk, L, g, choice);
+	int found = search_pick(q, blk, head, L, g, &bf, &bs, &bh);
 	for (int i = 0, f = bf, s = bs; i < L; i++) {
 		eng_mode m = (eng_mode)CHOICE(i, f, s);
 		p->block[i] = m;
@@ -246,9 +276,7 @@ static int plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out)
 	p->head = bh ? ENG_MODE_CHUNKED : ENG_MODE_OFF;
 	free(g);
 	free(choice);
-	eng_plan_policy(cfg, q->B, q->T, q->chunk_rows, p, out);
-	out->fixed_bytes = q->fixed;
-	out->peak_bytes = q->fixed + out->saved_bytes + out->recompute_bytes;
+	search_counts(q, p, out);
 	out->cost = eng_plan_policy_cost(cfg, q->B, q->T, q->chunk_rows, q->costs, p);
 	return found ? 0 : -1;
 }

@@ -623,6 +623,46 @@ typedef struct st_out {
 	size_t hlen;    /* its length, before the padding */
 } st_out;
 
+/* Adds tensor i of a file being written (t) to its header root, its data at *off, which
+ * moves past it: its name, dimensions, shape, size and data checked first. 0, or -1 with a
+ * message naming path and the tensor. */
+static int st_header_add(json_t *root, const char *path, const eng_st_entry *t, int i,
+			 size_t *off, eng_err *err)
+{
+	char shp[SHAPE_STR_LEN];
+	if (!t->name)
+		return eng_errf(err, "cannot write '%s': tensor %d has no name", path, i);
+	if (t->ndim < 0 || t->ndim > ENG_ST_MAX_NDIM)
+		return eng_errf(err, "cannot write '%s': tensor '%s' has %d dimensions (0..%d)",
+				path, t->name, t->ndim, ENG_ST_MAX_NDIM);
+	shape_str(shp, sizeof shp, t->ndim, t->shape);
+	uint64_t numel;
+	for (int d = 0; d < t->ndim; d++) {
+		if (t->shape[d] < 0)
+			return eng_errf(err, "cannot write '%s': tensor '%s' has shape %s", path,
+					t->name, shp);
+	}
+	int too_big = shape_numel(t->shape, t->ndim, &numel);
+	if (too_big || numel > (uint64_t)(LLONG_MAX - *off) / sizeof(float))
+		return eng_errf(err, "cannot write '%s': tensor '%s' shape %s is too large", path,
+				t->name, shp);
+	size_t bytes = numel * sizeof(float);
+	if (bytes && !t->data)
+		return eng_errf(err, "cannot write '%s': tensor '%s' has no data", path, t->name);
+	/* json_object_set_new would silently replace an earlier tensor of that name */
+	if (json_object_get(root, t->name))
+		return eng_errf(err, "cannot write '%s': duplicate tensor name '%s'", path,
+				t->name);
+	json_t *ent = entry_json(t, *off, *off + bytes);
+	if (!ent || json_object_set_new(root, t->name, ent) != 0)
+		return eng_errf(err,
+				"cannot write '%s': cannot add tensor '%s' to the header "
+				"(name not valid UTF-8, or out of memory)",
+				path, t->name);
+	*off += bytes;
+	return 0;
+}
+
 /* Builds the header of the n tensors e[0..n) into o; path names the file in messages. */
 static int st_header(st_out *o, const char *path, const eng_st_entry *e, int n, eng_err *err)
 {
@@ -641,54 +681,9 @@ static int st_header(st_out *o, const char *path, const eng_st_entry *e, int n, 
 		eng_errf(err, "cannot write '%s': out of memory", path);
 		goto fail;
 	}
-	for (int i = 0; i < n; i++) {
-		const eng_st_entry *t = &e[i];
-		char shp[SHAPE_STR_LEN];
-		if (!t->name) {
-			eng_errf(err, "cannot write '%s': tensor %d has no name", path, i);
+	for (int i = 0; i < n; i++)
+		if (st_header_add(root, path, &e[i], i, &off, err) < 0)
 			goto fail;
-		}
-		if (t->ndim < 0 || t->ndim > ENG_ST_MAX_NDIM) {
-			eng_errf(err, "cannot write '%s': tensor '%s' has %d dimensions (0..%d)",
-				 path, t->name, t->ndim, ENG_ST_MAX_NDIM);
-			goto fail;
-		}
-		shape_str(shp, sizeof shp, t->ndim, t->shape);
-		uint64_t numel;
-		for (int d = 0; d < t->ndim; d++) {
-			if (t->shape[d] < 0) {
-				eng_errf(err, "cannot write '%s': tensor '%s' has shape %s", path,
-					 t->name, shp);
-				goto fail;
-			}
-		}
-		int too_big = shape_numel(t->shape, t->ndim, &numel);
-		if (too_big || numel > (uint64_t)(LLONG_MAX - off) / sizeof(float)) {
-			eng_errf(err, "cannot write '%s': tensor '%s' shape %s is too large", path,
-				 t->name, shp);
-			goto fail;
-		}
-		size_t bytes = numel * sizeof(float);
-		if (bytes && !t->data) {
-			eng_errf(err, "cannot write '%s': tensor '%s' has no data", path, t->name);
-			goto fail;
-		}
-		/* json_object_set_new would silently replace an earlier tensor of that name */
-		if (json_object_get(root, t->name)) {
-			eng_errf(err, "cannot write '%s': duplicate tensor name '%s'", path,
-				 t->name);
-			goto fail;
-		}
-		json_t *ent = entry_json(t, off, off + bytes);
-		if (!ent || json_object_set_new(root, t->name, ent) != 0) {
-			eng_errf(err,
-				 "cannot write '%s': cannot add tensor '%s' to the header "
-				 "(name not valid UTF-8, or out of memory)",
-				 path, t->name);
-			goto fail;
-		}
-		off += bytes;
-	}
 	/* insertion order: __metadata__ first, then the tensors as given */
 	hdr = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
 	if (!hdr) {

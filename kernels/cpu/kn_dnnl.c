@@ -169,6 +169,64 @@ static dnnl_status_t desc(dnnl_memory_desc_t *d, int t, int rows, int cols, int 
 	return dnnl_memory_desc_init_by_strides(d, 2, dims, dt, strides);
 }
 
+/* The memory descriptors of product q into p (a, b, c; bp: b's, or any layout oneDNN
+ * chooses for a packed b) and the matmul's descriptor over them into md. */
+static dnnl_status_t prim_descs(dnnl_prim *p, const kn_mm *q, dnnl_matmul_desc_t *md)
+{
+	dnnl_status_t s;
+	dnnl_data_type_t dt = q->bf16 ? dnnl_bf16 : dnnl_f32;
+	dnnl_dims_t kn = {q->K, q->N};
+	/* op(A) is M x K: A is stored M x K, or K x M transposed */
+	if ((s = desc(&p->a, q->ta, q->ta ? q->K : q->M, q->ta ? q->M : q->K, q->lda, dt)) !=
+			dnnl_success ||
+		(s = desc(&p->b, q->tb, q->tb ? q->N : q->K, q->tb ? q->K : q->N, q->ldb, dt)) !=
+			dnnl_success ||
+		(s = desc(&p->c, 0, q->M, q->N, q->ldc, dnnl_f32)) != dnnl_success)
+		return s;
+	p->bp = p->b;
+	if (q->packed && (s = dnnl_memory_desc_init_by_tag(&p->bp, 2, kn, dt,
+				  dnnl_format_tag_any)) != dnnl_success)
+		return s;
+	return dnnl_matmul_desc_init(md, &p->a, &p->bp, NULL, &p->c);
+}
+
+/* The attributes of product q into *attr, with its post-ops into *ops when it has any (the
+ * caller destroys both, as far as they were made): the scratchpad is the caller's, the
+ * maths strict, and beta adds C's old value (a sum post-op). */
+static dnnl_status_t prim_attr(const kn_mm *q, dnnl_primitive_attr_t *attr,
+	dnnl_post_ops_t *ops)
+{
+	dnnl_status_t s;
+	if ((s = dnnl_primitive_attr_create(attr)) != dnnl_success ||
+		(s = dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user)) !=
+			dnnl_success ||
+		/* strict: no implicit down-conversion, whatever ONEDNN_DEFAULT_FPMATH_MODE says */
+		(s = dnnl_primitive_attr_set_fpmath_mode(*attr, dnnl_fpmath_mode_strict)) !=
+			dnnl_success)
+		return s;
+	if (q->beta && ((s = dnnl_post_ops_create(ops)) != dnnl_success ||
+			       (s = dnnl_post_ops_append_sum(*ops, 1.0f)) != dnnl_success ||
+			       (s = dnnl_primitive_attr_set_post_ops(*attr, *ops)) != dnnl_success))
+		return s;
+	return dnnl_success;
+}
+
+/* A packed product's weights: the layout pd chose for B into p->bp (p->packed bytes) and
+ * the reorder of B into it, its descriptor into *rpd (the caller destroys it). */
+static dnnl_status_t prim_packed(dnnl_prim *p, dnnl_primitive_desc_t pd,
+	dnnl_primitive_desc_t *rpd)
+{
+	dnnl_status_t s;
+	const dnnl_memory_desc_t *wd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+	if (!wd)
+		return dnnl_runtime_error;
+	p->bp = *wd;
+	p->packed = dnnl_memory_desc_get_size(&p->bp);
+	if ((s = dnnl_reorder_primitive_desc_create(rpd, &p->b, dnnl_eng, &p->bp, dnnl_eng,
+		     NULL)) != dnnl_success)
+		return s;
+	return dnnl_primitive_create(&p->reorder, *rpd);
+}
 
 /* The primitive of key k, made now when the table has none (under prim_lock). The table
  * only grows and its entries never move, so a primitive found in it stays valid while it
@@ -188,51 +246,17 @@ static dnnl_prim *prim_of(const prim_key *k, dnnl_prim *tmp)
 	dnnl_post_ops_t ops = NULL;
 	dnnl_primitive_desc_t pd = NULL, rpd = NULL;
 	dnnl_status_t s;
-	dnnl_data_type_t dt = q->bf16 ? dnnl_bf16 : dnnl_f32;
-	dnnl_dims_t kn = {q->K, q->N};
-	/* op(A) is M x K: A is stored M x K, or K x M transposed */
-	if ((s = desc(&p->a, q->ta, q->ta ? q->K : q->M, q->ta ? q->M : q->K, q->lda, dt)) !=
-			dnnl_success ||
-		(s = desc(&p->b, q->tb, q->tb ? q->N : q->K, q->tb ? q->K : q->N, q->ldb, dt)) !=
-			dnnl_success ||
-		(s = desc(&p->c, 0, q->M, q->N, q->ldc, dnnl_f32)) != dnnl_success)
-		goto out;
-	p->bp = p->b;
-	if ((q->packed && (s = dnnl_memory_desc_init_by_tag(&p->bp, 2, kn, dt,
-				   dnnl_format_tag_any)) != dnnl_success) ||
-		(s = dnnl_matmul_desc_init(&md, &p->a, &p->bp, NULL, &p->c)) != dnnl_success ||
-		(s = dnnl_primitive_attr_create(&attr)) != dnnl_success ||
-		(s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) !=
-			dnnl_success ||
-		/* strict: no implicit down-conversion, whatever ONEDNN_DEFAULT_FPMATH_MODE says */
-		(s = dnnl_primitive_attr_set_fpmath_mode(attr, dnnl_fpmath_mode_strict)) !=
-			dnnl_success)
-		goto out;
-	if (q->beta && ((s = dnnl_post_ops_create(&ops)) != dnnl_success ||
-			       (s = dnnl_post_ops_append_sum(ops, 1.0f)) != dnnl_success ||
-			       (s = dnnl_primitive_attr_set_post_ops(attr, ops)) != dnnl_success))
-		goto out;
-	if ((s = dnnl_primitive_desc_create(&pd, &md, attr, dnnl_eng, NULL)) != dnnl_success)
+	if ((s = prim_descs(p, q, &md)) != dnnl_success ||
+		(s = prim_attr(q, &attr, &ops)) != dnnl_success ||
+		(s = dnnl_primitive_desc_create(&pd, &md, attr, dnnl_eng, NULL)) != dnnl_success)
 		goto out;
 	const dnnl_memory_desc_t *sd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md,
 		0);
 	if (sd)
 		p->s = *sd;
 	p->scratch = sd ? dnnl_memory_desc_get_size(sd) : 0;
-	if (q->packed) {
-		const dnnl_memory_desc_t *wd = dnnl_primitive_desc_query_md(pd,
-			dnnl_query_weights_md, 0);
-		if (!wd) {
-			s = dnnl_runtime_error;
-			goto out;
-		}
-		p->bp = *wd;
-		p->packed = dnnl_memory_desc_get_size(&p->bp);
-		if ((s = dnnl_reorder_primitive_desc_create(&rpd, &p->b, dnnl_eng, &p->bp,
-			     dnnl_eng, NULL)) != dnnl_success ||
-			(s = dnnl_primitive_create(&p->reorder, rpd)) != dnnl_success)
-			goto out;
-	}
+	if (q->packed && (s = prim_packed(p, pd, &rpd)) != dnnl_success)
+		goto out;
 	s = dnnl_primitive_create(&p->prim, pd);
 out:
 	if (rpd)
