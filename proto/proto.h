@@ -195,6 +195,9 @@ typedef enum proto_hparam {
 	PROTO_HP_COUNT
 } proto_hparam;
 
+#define PROTO_LR_MAX 10.0 /* the most lr may be, in job-set and a spec's optim.lr: a larger
+			   * learning rate is a typo, not a choice */
+
 /* "lr", "schedule", ..., "eval.every", "save.every" */
 const char *proto_hparam_name(proto_hparam h);
 /* The hyperparameter called name, or -1. */

@@ -156,7 +156,7 @@ static const struct {
 	double lo, hi;  /* HP_NUMBER: lo < v (lo_open) or lo <= v, v <= hi */
 	int lo_open;
 } hparams[PROTO_HP_COUNT] = {
-	[PROTO_HP_LR] = {"lr", HP_NUMBER, 0, 10, 1},
+	[PROTO_HP_LR] = {"lr", HP_NUMBER, 0, PROTO_LR_MAX, 1},
 	[PROTO_HP_SCHEDULE] = {"schedule", HP_SCHEDULE, 0, 0, 0},
 	[PROTO_HP_WARMUP] = {"warmup", HP_COUNT, 0, 1e9, 0},
 	[PROTO_HP_MIN_LR_FRAC] = {"min_lr_frac", HP_NUMBER, 0, 1, 0},

@@ -794,23 +794,15 @@ HANDLER(cmd_eval)
 }
 
 /* job-set: the values are proto's to check (proto_hparam_check); what goes together is
- * the job's: warmup and min_lr_frac shape a new schedule, eval.every needs data.val. */
+ * the trainer's (eng_trainer_set_check: warmup and min_lr_frac shape a new schedule,
+ * eval.every needs data.val, save.every save.dir). */
 HANDLER(cmd_set)
 {
 	UNUSED_ARGS;
 	const json_t *set = json_object_get(args, "set");
-	const char *why = NULL;
-	if (!json_object_get(set, "schedule") && (json_object_get(set, "warmup") ||
-						     json_object_get(set, "min_lr_frac")))
-		why = "'warmup' and 'min_lr_frac' shape a new schedule: give 'schedule' (cosine or "
-		      "constant) with them";
-	else if (json_integer_value(json_object_get(set, "eval.every")) > 0 && !c->tr->val.tok)
-		why = "'eval.every' needs data.val, which the job has not";
-	else if (json_integer_value(json_object_get(set, "save.every")) > 0 &&
-		 !c->tr->spec.save_dir[0])
-		why = "'save.every' needs save.dir, which the job has not";
-	if (why) {
-		wk_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, why, id);
+	eng_err err;
+	if (eng_trainer_set_check(c->tr, set, &err) < 0) {
+		wk_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, err.msg, id);
 		return NULL;
 	}
 	wk_ctl_cmd *q = change_new(c, k, id);

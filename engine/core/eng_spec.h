@@ -23,6 +23,7 @@
 #define ENG_MAX_PROMPT 1024    /* sample.prompt tokens */
 #define ENG_MAX_ACCUM 65536    /* grad_accum */
 #define ENG_MAX_RANKS 4096     /* parallel.ranks */
+#define ENG_MAX_TEMPERATURE 100.0 /* sample.temperature, remat-train --sample --temperature */
 
 typedef enum { ENG_DATA_LLMC, ENG_DATA_BYTES } eng_data_format;
 typedef enum { ENG_SCHED_COSINE, ENG_SCHED_CONSTANT } eng_sched_kind;

@@ -18,7 +18,6 @@
 #define SPEC_LLMC_SHUFFLE_SEED 42     /* llm.c's shuffle seed, 42 + rank */
 #define SPEC_MAX_SEQ 65536            /* T: as long as ENG_MAX_POSITIONS */
 #define SPEC_MAX_STEPS 1000000000     /* steps, save.every and schedule.warmup */
-#define SPEC_MAX_LR 10.0              /* a larger learning rate is a typo, not a choice */
 #define SPEC_MAX_CHUNK_ROWS (1 << 20) /* remat.chunk_rows */
 #define SPEC_MAX_THREADS 256          /* threads; also caps the default */
 #define SPEC_DEFAULT_SEQ 256          /* seq_len when the spec gives none (or n_positions) */

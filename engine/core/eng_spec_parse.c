@@ -239,7 +239,7 @@ static int parse_optim(eng_spec *s, json_t *root, eng_err *err)
 		int hi_open;
 		float *dst;
 	} fields[] = {
-		{"lr", 0, 1, SPEC_MAX_LR, 0, &s->lr},
+		{"lr", 0, 1, PROTO_LR_MAX, 0, &s->lr},
 		{"beta1", 0, 0, 1, 1, &s->beta1},
 		{"beta2", 0, 0, 1, 1, &s->beta2},
 		{"eps", 0, 1, INFINITY, 0, &s->eps},
@@ -520,8 +520,8 @@ static int parse_sample(eng_spec *s, json_t *root, eng_err *err)
 	s->sample_on = 1;
 	if (es_get_int(v, "sample", "every", 0, SPEC_MAX_STEPS, &s->sample_every, err) < 0 ||
 		es_get_int(v, "sample", "tokens", 1, SPEC_MAX_SAMPLE, &s->sample_tokens, err) < 0 ||
-		es_get_float(v, "sample", "temperature", 0, 0, 100, 0, &s->sample_temperature,
-			err) < 0 ||
+		es_get_float(v, "sample", "temperature", 0, 0, ENG_MAX_TEMPERATURE, 0,
+			&s->sample_temperature, err) < 0 ||
 		es_get_int(v, "sample", "top_k", 0, INT_MAX, &s->sample_top_k, err) < 0 ||
 		es_get_int64(v, "sample", "seed", 0, UINT32_MAX, &seed, err) < 0)
 		return -1;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eng_hparam.h"
 #include "proto.h"
 
 /* The shuffle's generator before this epoch's permutation: {"seed", "index", "state": 624
@@ -41,8 +42,10 @@ int eng_state_rng_parse(const json_t *o, eng_mt *g)
 	return 0;
 }
 
-/* What job-set changed, as a resume takes it back: {"set": {field: value, "lr": {"from",
- * "kind", "lr", "warmup", "min_lr_frac"}}, "changes": [{"step", "set"}, ...]}. */
+/* What job-set changed, as a resume takes it back (the live hyperparameters whose row in
+ * eng_hparam.c says so): {"set": {"lr": {"from", "kind", "lr", "warmup", "min_lr_frac"},
+ * name: value, ...}, "changes": [{"step", "set"}, ...]}, under job-set's names
+ * ("eval.every"; a state written before says "eval_every", which a resume still reads). */
 json_t *eng_state_live_json(const eng_spec *sp)
 {
 	json_t *set = json_object(), *changes = json_loads(sp->hp_log, 0, NULL);
@@ -51,15 +54,26 @@ json_t *eng_state_live_json(const eng_spec *sp)
 			sp->lr_from, "kind", sp->lr_kind == ENG_SCHED_COSINE ? "cosine" : "constant",
 			"lr", proto_f32_double(sp->lr_new), "warmup", sp->lr_warmup, "min_lr_frac",
 			proto_f32_double(sp->lr_min_frac)));
-	if (sp->hp_set & ENG_HP_GRAD_CLIP)
-		json_object_set_new(set, "grad_clip", json_real(proto_f32_double(sp->grad_clip)));
-	if (sp->hp_set & ENG_HP_WEIGHT_DECAY)
-		json_object_set_new(set, "weight_decay", json_real(proto_f32_double(sp->weight_decay)));
-	if (sp->hp_set & ENG_HP_EVAL_EVERY)
-		json_object_set_new(set, "eval_every", json_integer(sp->eval_every));
-	if (sp->hp_set & ENG_HP_SAVE_EVERY)
-		json_object_set_new(set, "save_every", json_integer(sp->save_every));
+	/* the rest under job-set's names, a float in its shortest text */
+	for (int h = 0; h < PROTO_HP_COUNT; h++) {
+		const eng_hparam_field *f = eng_hparam_field_of((proto_hparam)h);
+		if (f->set == ENG_HP_LR || !f->resume || !(sp->hp_set & f->set))
+			continue;
+		json_t *v = eng_hparam_get(sp, (proto_hparam)h);
+		if (f->type == ENG_HPT_F32)
+			json_real_set(v, proto_f32_double((float)json_real_value(v)));
+		json_object_set_new(set, proto_hparam_name((proto_hparam)h), v);
+	}
 	return json_pack("{s:o,s:o}", "set", set, "changes", changes ? changes : json_array());
+}
+
+/* A value of live's "set" outside the schedule: under job-set's name, or the older
+ * spelling a checkpoint written before may have (eval_every). */
+static const json_t *live_value(const json_t *set, proto_hparam h)
+{
+	const char *was = eng_hparam_field_of(h)->was;
+	const json_t *v = json_object_get(set, proto_hparam_name(h));
+	return v || !was ? v : json_object_get(set, was);
 }
 
 /* One value of live's "set" through job-set's own check (proto's table): 0 when absent
@@ -73,13 +87,12 @@ static int live_ok(const json_t *v, proto_hparam h)
 int eng_state_live_parse(const json_t *live, int step, eng_spec *s)
 {
 	const json_t *set = json_object_get(live, "set"), *lr = json_object_get(set, "lr");
-	const json_t *gc = json_object_get(set, "grad_clip"), *wd = json_object_get(set,
-		"weight_decay"), *ee = json_object_get(set, "eval_every"), *se = json_object_get(set,
-		"save_every");
-	if (!json_is_object(set) || live_ok(gc, PROTO_HP_GRAD_CLIP) < 0 ||
-		live_ok(wd, PROTO_HP_WEIGHT_DECAY) < 0 || live_ok(ee, PROTO_HP_EVAL_EVERY) < 0 ||
-		live_ok(se, PROTO_HP_SAVE_EVERY) < 0)
+	if (!json_is_object(set))
 		return -1;
+	for (int h = 0; h < PROTO_HP_COUNT; h++)
+		if (eng_hparam_field_of((proto_hparam)h)->set != ENG_HP_LR &&
+			live_ok(live_value(set, (proto_hparam)h), (proto_hparam)h) < 0)
+			return -1;
 	if (lr) {
 		const char *kind = json_string_value(json_object_get(lr, "kind"));
 		const json_t *from = json_object_get(lr, "from"), *w = json_object_get(lr, "warmup");
@@ -98,21 +111,15 @@ int eng_state_live_parse(const json_t *live, int step, eng_spec *s)
 		s->lr_warmup = (int)json_integer_value(w);
 		s->lr_min_frac = (float)json_number_value(json_object_get(lr, "min_lr_frac"));
 	}
-	if (gc) {
-		s->hp_set |= ENG_HP_GRAD_CLIP;
-		s->grad_clip = (float)json_number_value(gc);
-	}
-	if (wd) {
-		s->hp_set |= ENG_HP_WEIGHT_DECAY;
-		s->weight_decay = (float)json_number_value(wd);
-	}
-	if (ee) {
-		s->hp_set |= ENG_HP_EVAL_EVERY;
-		s->eval_every = (int)json_integer_value(ee);
-	}
-	if (se) {
-		s->hp_set |= ENG_HP_SAVE_EVERY;
-		s->save_every = (int)json_integer_value(se);
+	for (int h = 0; h < PROTO_HP_COUNT; h++) {
+		const eng_hparam_field *f = eng_hparam_field_of((proto_hparam)h);
+		const json_t *v = live_value(set, (proto_hparam)h);
+		eng_err err;
+		if (f->set == ENG_HP_LR || !f->resume || !v)
+			continue;
+		if (eng_hparam_put(s, (proto_hparam)h, v, &err) < 0) /* checked above: never */
+			return -1;
+		s->hp_set |= f->set;
 	}
 	char *log = json_dumps(json_object_get(live, "changes"), JSON_COMPACT);
 	if (log && strlen(log) < sizeof s->hp_log)

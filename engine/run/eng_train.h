@@ -11,11 +11,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "eng_data.h"
 #include "eng_err.h"
 #include "eng_costs.h"
 #include "eng_memtrace.h"
 #include "eng_model.h"
+#include "eng_plan.h"
 #include "eng_policy.h"
 #include "eng_spec.h"
 
@@ -144,6 +147,18 @@ int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err); /* want
 /* Parses "MODE" or "SEL=MODE;..." with the job's aliases on top of the current policy. */
 int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy *out,
 	eng_err *err);
+/* job-set (proto's live hyperparameters, engine/core/eng_hparam.h's fields), from the next
+ * step on: lr, schedule, warmup and min_lr_frac start a schedule of their own (what is not
+ * given: the rate the next step would have used, constant, no warm-up, the spec's floor);
+ * the rest replace the spec's values. Recorded in the spec, whose log of changes
+ * checkpoints write (trainer_state.json "live") and a resume takes back. 0; or -1 with
+ * nothing changed when eng_trainer_set_check refuses the set. */
+int eng_trainer_set(eng_trainer *tr, const json_t *set, eng_err *err);
+/* Whether set is a job-set the run takes: a non-empty object of live hyperparameters, each
+ * a value it takes, warmup and min_lr_frac only with schedule, eval.every only with a val
+ * file and save.every only with save.dir. Changes nothing (the control thread asks). */
+int eng_trainer_set_check(const eng_trainer *tr, const json_t *set, eng_err *err);
+
 /* Replaces the policy from the next step on. */
 /* What the run holds whatever its policy (params, grads, optimizer, workspace, data):
  * counted from its shape and data, as --check counts it, never from the live counters.
@@ -158,6 +173,15 @@ size_t eng_trainer_untracked(const eng_trainer *tr);
  * memory there) */
 
 int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err);
+/* The planner's question "the fastest policy under a bound" for this run, into *q: its
+ * shape, `fixed` bytes held whatever the policy, the bound (0: none), and the step's costs
+ * (into *pc, which q points to) measured per section where the cost table has them, the
+ * analytic FLOPs at the last step's rate else; no optional snapshot (the caller adds
+ * one). Returns that rate (ms per FLOP; 0 before the first step). For eng_plan_search and
+ * the controller (eng_auto_decide). */
+double eng_trainer_query(const eng_trainer *tr, size_t fixed, size_t bound, eng_plan_costs *pc,
+	eng_plan_query *q);
+
 /* Whether the run's backend takes policy p: `offload` needs device cuda. */
 int eng_trainer_check_policy(const eng_trainer *tr, const eng_policy *p, eng_err *err);
 

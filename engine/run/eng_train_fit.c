@@ -53,19 +53,27 @@ static size_t fit_bound(const eng_trainer *tr, int tries)
 	return (size_t)((double)b * (1.0 - FIT_SLACK * tries));
 }
 
+double eng_trainer_query(const eng_trainer *tr, size_t fixed, size_t bound, eng_plan_costs *pc,
+	eng_plan_query *q)
+{
+	const eng_model *m = &tr->model;
+	double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &tr->policy,
+		tr->last_ms);
+	eng_costs_plan(&tr->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, pc, NULL);
+	eng_plan_query qq = {&m->cfg, m->B, m->T, m->chunk_rows, fixed, pc, bound, 0, 0.0};
+	*q = qq;
+	return rate;
+}
+
 /* The fastest policy whose predicted peak fits bound, on the run's measured costs (the
  * analytic FLOPs where there are none): 0; or -1 when none does, *p then the policy of the
  * least memory. The least any policy needs goes to *need. */
 static int fit_policy(const eng_trainer *tr, size_t bound, eng_policy *p, size_t *need)
 {
-	const eng_model *m = &tr->model;
 	eng_plan_costs pc;
+	eng_plan_query q;
 	eng_plan pl;
-	double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &tr->policy,
-		tr->last_ms);
-	eng_costs_plan(&tr->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc, NULL);
-	eng_plan_query q = {&m->cfg, m->B, m->T, m->chunk_rows, eng_trainer_fixed_bytes(tr, NULL),
-		&pc, bound, 0, 0.0};
+	eng_trainer_query(tr, eng_trainer_fixed_bytes(tr, NULL), bound, &pc, &q);
 	int r = eng_plan_search(&q, p, &pl);
 	*need = pl.peak_bytes;
 	return r;

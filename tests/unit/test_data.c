@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "eng_data.h"
+#include "eng_hparam.h"
 #include "eng_mem.h"
 #include "eng_state_json.h"
 #include "eng_train.h"
@@ -160,6 +161,23 @@ START_TEST(test_data_live_state)
 	for (int k = 1; k < 1000; k++)
 		ck_assert(eng_lr_at(&a, k) == eng_lr_at(&b, k));
 	ck_assert_int_eq(eng_state_live_parse(live, 6, &b), -1); /* from 7, past step 6 */
+	/* under job-set's names; a state written before (eval_every, save_every) resumes to
+	 * the same values */
+	json_t *set = json_object_get(live, "set");
+	ck_assert_int_eq(json_integer_value(json_object_get(set, "eval.every")), 40);
+	ck_assert_ptr_null(json_object_get(set, "eval_every"));
+	json_t *old = json_loads("{\"set\":{\"eval_every\":40,\"save_every\":9,"
+		"\"grad_clip\":0.5},\"changes\":[]}", 0, NULL);
+	eng_spec c = b;
+	c.hp_set = 0;
+	c.eval_every = c.save_every = 0;
+	ck_assert_int_eq(eng_state_live_parse(old, 10, &c), 0);
+	ck_assert_int_eq(c.hp_set, ENG_HP_EVAL_EVERY | ENG_HP_SAVE_EVERY | ENG_HP_GRAD_CLIP);
+	ck_assert(c.eval_every == 40 && c.save_every == 9 && c.grad_clip == 0.5f);
+	json_decref(old);
+	old = json_loads("{\"set\":{\"save_every\":-2}}", 0, NULL); /* still checked */
+	ck_assert_int_eq(eng_state_live_parse(old, 10, &c), -1);
+	json_decref(old);
 	static const char *const bad[] = {"{\"set\":{\"grad_clip\":-1}}",
 		"{\"set\":{\"eval_every\":\"x\"}}", "{\"set\":{\"lr\":{\"from\":0,\"kind\":\"linear\","
 		"\"lr\":0.1,\"warmup\":0,\"min_lr_frac\":0}}}", "{\"set\":{\"lr\":{\"from\":0,"
@@ -174,6 +192,42 @@ START_TEST(test_data_live_state)
 }
 END_TEST
 
+/* The live hyperparameters' table: every row of proto's has its field, each value written
+ * through it reads back, and what job-set changed is listed under job-set's names. */
+START_TEST(test_data_hparam_table)
+{
+	eng_spec s;
+	eng_err err;
+	ck_assert(eng_spec_parse(&s, "{\"model\":{\"preset\":\"tiny\"},\"data\":{\"train\":\"t\"}}",
+		&err) == 0);
+	static const char *const vals[PROTO_HP_COUNT] = {"0.25", "\"constant\"", "12", "0.5", "2.0",
+		"0.75", "7", "11"};
+	for (int h = 0; h < PROTO_HP_COUNT; h++) {
+		const eng_hparam_field *f = eng_hparam_field_of((proto_hparam)h);
+		ck_assert_msg(f->set != 0 && f->offset < sizeof s, "%s has no field",
+			proto_hparam_name((proto_hparam)h));
+		json_t *v = json_loads(vals[h], JSON_DECODE_ANY, NULL);
+		ck_assert_int_eq(eng_hparam_put(&s, (proto_hparam)h, v, &err), 0);
+		json_t *back = eng_hparam_get(&s, (proto_hparam)h);
+		ck_assert_msg(json_equal(v, back), "%s: %s read back otherwise",
+			proto_hparam_name((proto_hparam)h), vals[h]);
+		json_decref(back);
+		json_decref(v);
+	}
+	ck_assert(s.lr_new == 0.25f && s.lr_kind == ENG_SCHED_CONSTANT && s.lr_warmup == 12 &&
+		s.grad_clip == 2.0f && s.eval_every == 7 && s.save_every == 11);
+	json_t *bad = json_real(11); /* lr at most 10: proto's limit */
+	ck_assert_int_eq(eng_hparam_put(&s, PROTO_HP_LR, bad, &err), -1);
+	ck_assert(s.lr_new == 0.25f);
+	json_decref(bad);
+	s.hp_set = ENG_HP_EVAL_EVERY;
+	json_t *ch = eng_hparam_changed(&s);
+	ck_assert_int_eq(json_object_size(ch), 1);
+	ck_assert_int_eq(json_integer_value(json_object_get(ch, "eval.every")), 7);
+	json_decref(ch);
+}
+END_TEST
+
 Suite *suite_data(void)
 {
 	Suite *s = suite_create("data");
@@ -183,6 +237,7 @@ Suite *suite_data(void)
 	tcase_add_test(tc, test_data_mt19937);
 	tcase_add_test(tc, test_data_seek_back);
 	tcase_add_test(tc, test_data_live_state);
+	tcase_add_test(tc, test_data_hparam_table);
 	suite_add_tcase(s, tc);
 	return s;
 }
