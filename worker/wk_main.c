@@ -298,7 +298,7 @@ static int sample_num(const char *a, const char *v, wk_sample_args *s)
 		return -1;
 	if (!strcmp(a, "--temperature")) {
 		s->o.temperature = (float)x;
-		return x <= 100 ? 0 : -1; /* sample.temperature's range */
+		return x <= ENG_MAX_TEMPERATURE ? 0 : -1; /* sample.temperature's range */
 	}
 	if (x > (a[2] == 's' ? 4294967295.0 : 1e9) || x != floor(x))
 		return -1;
@@ -322,80 +322,81 @@ static int print_version(void)
 	return 0;
 }
 
-/* Parses argv into o: -1 to go on, or the exit status of a run that ends here (--help,
- * --version, --info, bad usage). */
-static int parse_args(int argc, char **argv, train_opts *o)
+/* One argument at argv[*i] into o (*i past its values): -1 to go on; -2 when the rest is
+ * --exec's program's; or the exit status of a run that ends here (--help, --version,
+ * --info, bad usage). */
+static int parse_one(int argc, char **argv, int *i, train_opts *o)
 {
-	memset(o, 0, sizeof *o);
-	o->ctl_fd = o->metrics_fd = -1;
-	o->sample.o = (eng_sample_opts){64, 1.0f, 0, 1337};
-	o->job_id = "job";
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		int more = i + 1 < argc;
-		if (strcmp(a, "--json") == 0) {
-			o->json = 1;
-		} else if (strcmp(a, "--remat-schedule") == 0 && more) {
-			o->sched_arg = argv[++i];
-		} else if (strncmp(a, "--remat-schedule=", 17) == 0) {
-			o->sched_arg = a + 17;
-		} else if (strcmp(a, "--control") == 0 && more) {
-			o->ctl_path = argv[++i];
-		} else if ((strcmp(a, "--control-fd") == 0 || strcmp(a, "--metrics-fd") == 0) &&
-			   more) {
-			char *end;
-			long v = strtol(argv[++i], &end, 10);
-			if (*end || v < 0 || v > 65535) {
-				usage(stderr);
-				return 2;
-			}
-			*(a[2] == 'c' ? &o->ctl_fd : &o->metrics_fd) = (int)v;
-		} else if (strcmp(a, "--metrics") == 0 && more) {
-			o->metrics = argv[++i];
-		} else if (strcmp(a, "--control-connect") == 0 && more) {
-			o->ctl_connect = argv[++i];
-		} else if (strcmp(a, "--exec") == 0 && more) {
-			o->exec = argv + i + 1; /* the rest is the program's */
-			break;
-		} else if (strcmp(a, "--sample") == 0 && more) {
-			o->sample.ckpt = argv[++i];
-		} else if (strcmp(a, "--prompt") == 0 && more) {
-			o->sample.prompt = argv[++i];
-		} else if (is_sample_num(a) && more) {
-			if (sample_num(a, argv[++i], &o->sample) < 0) {
-				usage(stderr);
-				return 2;
-			}
-		} else if (strcmp(a, "--job-id") == 0 && more) {
-			o->job_id = argv[++i];
-		} else if (strcmp(a, "--export-llmc") == 0 && i + 2 < argc && !o->export_from) {
-			o->export_from = argv[++i];
-			o->export_to = argv[++i];
-		} else if (strcmp(a, "--merge-lora") == 0 && i + 2 < argc && !o->export_from) {
-			o->merge = 1;
-			o->export_from = argv[++i];
-			o->export_to = argv[++i];
-		} else if (strcmp(a, "--bf16") == 0) {
-			o->bf16 = 1;
-		} else if (strcmp(a, "--as") == 0 && more) {
-			o->as = argv[++i];
-		} else if (strcmp(a, "--check") == 0) {
-			o->check = 1;
-		} else if (strcmp(a, "--info") == 0) {
-			return print_info();
-		} else if (strcmp(a, "--version") == 0) {
-			return print_version();
-		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-			usage(stdout);
-			return 0;
-		} else if (a[0] == '-' || o->job) {
+	const char *a = argv[*i];
+	int more = *i + 1 < argc;
+	if (strcmp(a, "--json") == 0) {
+		o->json = 1;
+	} else if (strcmp(a, "--remat-schedule") == 0 && more) {
+		o->sched_arg = argv[++*i];
+	} else if (strncmp(a, "--remat-schedule=", 17) == 0) {
+		o->sched_arg = a + 17;
+	} else if (strcmp(a, "--control") == 0 && more) {
+		o->ctl_path = argv[++*i];
+	} else if ((strcmp(a, "--control-fd") == 0 || strcmp(a, "--metrics-fd") == 0) &&
+		   more) {
+		char *end;
+		long v = strtol(argv[++*i], &end, 10);
+		if (*end || v < 0 || v > 65535) {
 			usage(stderr);
 			return 2;
-		} else {
-			o->job = a;
 		}
+		*(a[2] == 'c' ? &o->ctl_fd : &o->metrics_fd) = (int)v;
+	} else if (strcmp(a, "--metrics") == 0 && more) {
+		o->metrics = argv[++*i];
+	} else if (strcmp(a, "--control-connect") == 0 && more) {
+		o->ctl_connect = argv[++*i];
+	} else if (strcmp(a, "--exec") == 0 && more) {
+		o->exec = argv + *i + 1; /* the rest is the program's */
+		return -2;
+	} else if (strcmp(a, "--sample") == 0 && more) {
+		o->sample.ckpt = argv[++*i];
+	} else if (strcmp(a, "--prompt") == 0 && more) {
+		o->sample.prompt = argv[++*i];
+	} else if (is_sample_num(a) && more) {
+		if (sample_num(a, argv[++*i], &o->sample) < 0) {
+			usage(stderr);
+			return 2;
+		}
+	} else if (strcmp(a, "--job-id") == 0 && more) {
+		o->job_id = argv[++*i];
+	} else if (strcmp(a, "--export-llmc") == 0 && *i + 2 < argc && !o->export_from) {
+		o->export_from = argv[++*i];
+		o->export_to = argv[++*i];
+	} else if (strcmp(a, "--merge-lora") == 0 && *i + 2 < argc && !o->export_from) {
+		o->merge = 1;
+		o->export_from = argv[++*i];
+		o->export_to = argv[++*i];
+	} else if (strcmp(a, "--bf16") == 0) {
+		o->bf16 = 1;
+	} else if (strcmp(a, "--as") == 0 && more) {
+		o->as = argv[++*i];
+	} else if (strcmp(a, "--check") == 0) {
+		o->check = 1;
+	} else if (strcmp(a, "--info") == 0) {
+		return print_info();
+	} else if (strcmp(a, "--version") == 0) {
+		return print_version();
+	} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+		usage(stdout);
+		return 0;
+	} else if (a[0] == '-' || o->job) {
+		usage(stderr);
+		return 2;
+	} else {
+		o->job = a;
 	}
-	/* what may go together: --export-llmc and --check are subcommands of their own */
+	return -1;
+}
+
+/* What may go together (--export-llmc, --merge-lora, --check, --sample and --exec are
+ * subcommands of their own): -1 to go on, or 2 after the usage. */
+static int args_fit(const train_opts *o)
+{
 	int run_opts = o->json || o->sched_arg || o->ctl_path || o->ctl_fd >= 0 || o->metrics ||
 		o->metrics_fd >= 0 || o->ctl_connect;
 	if (o->exec) /* --as and --exec alone */
@@ -416,6 +417,24 @@ static int parse_args(int argc, char **argv, train_opts *o)
 		return 2;
 	}
 	return -1;
+}
+
+/* Parses argv into o: -1 to go on, or the exit status of a run that ends here (--help,
+ * --version, --info, bad usage). */
+static int parse_args(int argc, char **argv, train_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->ctl_fd = o->metrics_fd = -1;
+	o->sample.o = (eng_sample_opts){64, 1.0f, 0, 1337};
+	o->job_id = "job";
+	for (int i = 1; i < argc; i++) {
+		int rc = parse_one(argc, argv, &i, o);
+		if (rc == -2)
+			break;
+		if (rc != -1)
+			return rc;
+	}
+	return args_fit(o);
 }
 
 /* Reads the spec (rematd's file, read with rematd's rights), becomes --as's user when
@@ -542,6 +561,44 @@ static int check_ranks(eng_spec *s)
 	return 0;
 }
 
+/* A subcommand that is not a run (--export-llmc, --merge-lora, --exec, --sample): its exit
+ * status; -1 when o asks for a run or --check. */
+static int subcommand(train_opts *o)
+{
+	if (o->export_from)
+		return o->merge ? merge_lora(o->export_from, o->export_to)
+				: export_llmc(o->export_from, o->export_to, o->bf16);
+	if (o->exec)
+		return exec_as(o->as, o->exec);
+	if (o->sample.ckpt) {
+		o->sample.json = o->json;
+		return wk_sample_cli(&o->sample);
+	}
+	return -1;
+}
+
+/* The run's outputs, before the model. Data parallel, rank 0 is the worker that is spoken
+ * to, writes the log and prints; the others follow it (wk_dp.h) and say only what goes
+ * wrong. spec_ok: the spec parsed (else the run only says why it fails). 0, or -1. */
+static int run_outputs(const train_opts *o, const eng_spec *spec, int spec_ok, wk_ctl **c,
+	wk_metrics *mx)
+{
+	int lead = eng_dp_rank() == 0;
+	if (!lead && !freopen("/dev/null", "w", stdout))
+		return -1;
+	if (lead && start_control(o, c) < 0)
+		return -1;
+	/* the log before the model: a bad path fails before minutes of loading */
+	if (o->metrics_fd >= 0 && lead)
+		wk_metrics_adopt(mx, o->metrics_fd);
+	else if (spec_ok && lead && o->metrics && wk_metrics_open(mx, o->metrics) < 0)
+		return -1;
+	char warn[256]; /* what --check returned in "warnings", said by the run itself */
+	if (spec_ok && lead && eng_spec_warning(spec, warn, sizeof warn))
+		fprintf(stderr, "remat-train: warning: %s\n", warn);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int rc;
@@ -562,15 +619,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "remat-train: %s\n", err.msg);
 		return 1;
 	}
-	if (o.export_from)
-		return o.merge ? merge_lora(o.export_from, o.export_to)
-			       : export_llmc(o.export_from, o.export_to, o.bf16);
-	if (o.exec)
-		return exec_as(o.as, o.exec);
-	if (o.sample.ckpt) {
-		o.sample.json = o.json;
-		return wk_sample_cli(&o.sample);
-	}
+	if ((rc = subcommand(&o)) >= 0)
+		return rc;
 	if (o.sched_arg && wk_schedule_parse(o.sched_arg, &sched) < 0)
 		return 2;
 	int spec_rc = load_spec(&o, &spec, &err);
@@ -593,21 +643,8 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	rc = 1;
-	/* data parallel: rank 0 is the worker that is spoken to, writes the log and prints;
-	 * the others follow it (wk_dp.h) and say only what goes wrong */
-	int lead = eng_dp_rank() == 0;
-	if (!lead && !freopen("/dev/null", "w", stdout))
+	if (run_outputs(&o, &spec, spec_rc == 0, &c, &mx) < 0)
 		goto out;
-	if (lead && start_control(&o, &c) < 0)
-		goto out;
-	/* the log before the model: a bad path fails before minutes of loading */
-	if (o.metrics_fd >= 0 && lead)
-		wk_metrics_adopt(&mx, o.metrics_fd);
-	else if (spec_rc == 0 && lead && o.metrics && wk_metrics_open(&mx, o.metrics) < 0)
-		goto out;
-	char warn[256]; /* what --check returned in "warnings", said by the run itself */
-	if (spec_rc == 0 && lead && eng_spec_warning(&spec, warn, sizeof warn))
-		fprintf(stderr, "remat-train: warning: %s\n", warn);
 	if (spec_rc < 0 || eng_trainer_init(&tr, &spec, &err) < 0) {
 		fprintf(stderr, "remat-train: %s\n", err.msg);
 		wk_ctl_set_state(c, CTL_FAILED, err.msg);
