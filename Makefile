@@ -175,9 +175,14 @@ $(DAEMON): $(DAEMON_OBJ) $(CORE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CORE_LINK_FLAGS) -o $@ $^ $(CORE_LDLIBS)
 
+# rematctl plot draws its images with Cairo: only rematctl links it (tests/link.sh)
+CAIRO_CFLAGS := $(shell pkg-config --cflags cairo 2>/dev/null)
+CAIRO_LIBS   := $(or $(shell pkg-config --libs cairo 2>/dev/null),-lcairo)
+$(BUILD)/client/cli_plot_img.o: ALL_CFLAGS += $(CAIRO_CFLAGS)
+
 $(CLIENT): $(CLIENT_OBJ) $(CORE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CORE_LINK_FLAGS) -o $@ $^ $(CORE_LDLIBS) -lz
+	$(CC) $(CORE_LINK_FLAGS) -o $@ $^ $(CORE_LDLIBS) $(CAIRO_LIBS)
 
 # The safetensors parser on bytes from memory: the file format is outside input too.
 $(FUZZ_ST): tests/fuzz/fuzz_st.c engine/io/eng_st.c base/eng_fs.c base/eng_err.c \
@@ -193,13 +198,15 @@ $(FUZZ): tests/fuzz/fuzz_proto.c $(PROTO_SRC)
 		-o $@ $^ -ljansson -lm
 
 # The client's pure helpers (formatting, argument parsing, plots) are unit-tested too.
-CLIENT_TESTED = $(BUILD)/client/cli_fmt.o $(BUILD)/client/cli_plot.o
+CLIENT_TESTED = $(BUILD)/client/cli_fmt.o $(BUILD)/client/cli_plot.o \
+	$(BUILD)/client/cli_plot_img.o
 # So is the daemon's sd_notify protocol (no libuv, no logging in it).
 DAEMON_TESTED = $(BUILD)/daemon/srv_notify.o
 
+# the plots' tests read the PNG back with zlib and the SVG with expat
 $(TESTS): $(TEST_OBJ) $(CLIENT_TESTED) $(DAEMON_TESTED) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) $(CHECK_LIBS) -lz
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) $(CHECK_LIBS) $(CAIRO_LIBS) -lz -lexpat
 
 # The tests find the binary under test and the data through the environment.
 TEST_ENV = REMAT_TRAIN=$(abspath $(TRAIN)) REMAT_TESTDATA=$(abspath tests/data) \

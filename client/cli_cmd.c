@@ -436,9 +436,9 @@ const cli_command cli_commands[] = {
      CLI_OPT_FOLLOW | CLI_OPT_INTERVAL | CLI_OPT_COUNT, 0, 0, NULL, NULL, NULL,
      "every step and eval of the job (metrics.jsonl) as JSON lines; -f follows", NULL,
      cli_logs_run},
-    {"plot", "JOB [--png FILE]", CLI_JOB_NEEDED, CLI_OPT_PNG, 0, 0, NULL, NULL, NULL,
-     "training and validation loss, tokens/s and peak memory against the step; --png "
-     "draws the loss as an image", NULL, cli_plot_run},
+    {"plot", "JOB [--png FILE] [--svg FILE]", CLI_JOB_NEEDED, CLI_OPT_PNG | CLI_OPT_SVG, 0, 0,
+     NULL, NULL, NULL, "training and validation loss, tokens/s and peak memory against the "
+     "step; --png and --svg draw the loss as an image", NULL, cli_plot_run},
     {"watch", "JOB [--interval DUR] [--count N]", CLI_JOB_NEEDED, CLI_OPT_INTERVAL | CLI_OPT_COUNT,
      0, 0, NULL, NULL, NULL, "live view: step, loss, speed, policy, memory bars", NULL, NULL},
     {"events", "[JOB] [--event NAME]... [--count N]", CLI_JOB_NONE, CLI_OPT_EVENT | CLI_OPT_COUNT,

@@ -29,6 +29,7 @@
 #define CLI_OPT_PNG	 (1u << 10)
 #define CLI_OPT_FORCE	 (1u << 11)
 #define CLI_OPT_WAIT	 (1u << 12)
+#define CLI_OPT_SVG	 (1u << 13)
 
 /* How a command takes a job. */
 enum { CLI_JOB_NONE, CLI_JOB_NEEDED };
@@ -53,6 +54,7 @@ typedef struct cli_args {
 	const char *trace;		    /* --trace FILE (remat memlog) */
 	const char *format;		    /* --format pytorch|chrome */
 	const char *png;		    /* --png FILE (plot) */
+	const char *svg;		    /* --svg FILE (plot) */
 	int force;			    /* --force (remat set: past the memory budget) */
 	int wait;			    /* --wait (remat set: until the change applies or fails) */
 	char *pos[CLI_MAX_POS]; /* positional arguments, the command's words first */

@@ -117,8 +117,52 @@ static const struct {
 	[P_RSS] = {"rss_peak_bytes", "process peak MiB", 1.0 / 1048576.0},
 };
 
-/* Every line of the job's log into the curves; CLI_OK or a connection's failure. */
-static int fetch_all(cli_conn *c, const cli_args *a, pts p[P_N])
+/* The image's markers: where a setting changed, as the log shows it. */
+typedef struct marks {
+	cli_plot_mark m[CLI_PLOT_MAX_MARKS];
+	char label[CLI_PLOT_MAX_MARKS][48]; /* m[i].label's text */
+	int n;
+	double last;	 /* the step of the last step line, -1 before the first */
+	long long acts;	 /* its activation_bytes, -1 when unknown */
+} marks;
+
+/* A mark at step x (left out once there are CLI_PLOT_MAX_MARKS). */
+static void mark_add(marks *mk, double x, const char *label)
+{
+	if (mk->n == CLI_PLOT_MAX_MARKS)
+		return;
+	snprintf(mk->label[mk->n], sizeof mk->label[mk->n], "%s", label);
+	mk->m[mk->n] = (cli_plot_mark){x, mk->label[mk->n]};
+	mk->n++;
+}
+
+/* What a step line shows changed: a step at or before the last one is a resume (the marks
+ * after it go, as its lines do); activation bytes other than the step before's are a
+ * policy change (a step saves what its policy keeps for backward, the same at every step
+ * under one policy). */
+static void marks_line(marks *mk, const json_t *line, double x)
+{
+	json_t *acts = json_object_get(line, "activation_bytes");
+	char label[48], size[32];
+	if (!json_is_number(json_object_get(line, "loss")))
+		return; /* an evaluation */
+	if (mk->last >= 0 && x <= mk->last) {
+		while (mk->n && mk->m[mk->n - 1].x >= x)
+			mk->n--;
+		mark_add(mk, x, "resumed");
+		mk->acts = -1;
+	} else if (json_is_integer(acts) && mk->acts >= 0 && json_integer_value(acts) != mk->acts) {
+		snprintf(label, sizeof label, "policy: activations %s",
+			cli_size_format((double)json_integer_value(acts), size, sizeof size));
+		mark_add(mk, x, label);
+	}
+	mk->last = x;
+	mk->acts = json_is_integer(acts) ? json_integer_value(acts) : -1;
+}
+
+/* Every line of the job's log into the curves and the marks; CLI_OK or a connection's
+ * failure. */
+static int fetch_all(cli_conn *c, const cli_args *a, pts p[P_N], marks *mk)
 {
 	long long off = 0;
 	for (;;) {
@@ -131,6 +175,7 @@ static int fetch_all(cli_conn *c, const cli_args *a, pts p[P_N])
 			json_t *step = json_object_get(line, "step");
 			if (!json_is_integer(step))
 				continue;
+			marks_line(mk, line, (double)json_integer_value(step));
 			for (int k = 0; k < P_N; k++) {
 				json_t *v = json_object_get(line, curves[k].key);
 				double x = (double)json_integer_value(step);
@@ -161,16 +206,20 @@ static cli_series series_of(const pts *p, int k)
 	return s;
 }
 
-/* The loss (train and val) as a PNG at path, created anew (0644, never through a link). */
-static int write_png(const char *path, const cli_series *loss, int n)
+/* The loss (train and val) as an image at path, created anew (0644, never through a
+ * link), with the marks. */
+static int write_image(const char *path, cli_plot_format fmt, const cli_series *loss, int n,
+	const marks *mk)
 {
+	cli_plot_image im = {"loss", "step", "loss", loss, n, mk->m, mk->n, CLI_PNG_W, CLI_PNG_H,
+		fmt};
 	char err[256];
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		fprintf(stderr, CLI_NAME ": cannot write '%s': %s\n", path, strerror(errno));
 		return CLI_EXIT_FAIL;
 	}
-	int rc = cli_plot_png(fd, "loss", loss, n, CLI_PNG_W, CLI_PNG_H, err, sizeof err);
+	int rc = cli_plot_image_write(fd, &im, err, sizeof err);
 	if (close(fd) < 0 && rc == 0) {
 		snprintf(err, sizeof err, "%s", strerror(errno));
 		rc = -1;
@@ -185,10 +234,11 @@ static int write_png(const char *path, const cli_series *loss, int n)
 int cli_plot_run(cli_conn *c, const cli_args *a)
 {
 	pts p[P_N];
+	marks mk = {.n = 0, .last = -1, .acts = -1};
 	char err[256];
 	int rc = CLI_EXIT_OK, color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
 	memset(p, 0, sizeof p);
-	int r = fetch_all(c, a, p);
+	int r = fetch_all(c, a, p, &mk);
 	if (r != CLI_OK) {
 		rc = failed(c, r);
 		goto out;
@@ -201,8 +251,10 @@ int cli_plot_run(cli_conn *c, const cli_args *a)
 	}
 	cli_series loss[2] = {series_of(p, P_LOSS), series_of(p, P_VAL)};
 	int nloss = p[P_VAL].n ? 2 : 1;
-	if (a->png) {
-		rc = write_png(a->png, loss, nloss);
+	if (a->png || a->svg) {
+		rc = a->png ? write_image(a->png, CLI_PLOT_PNG, loss, nloss, &mk) : CLI_EXIT_OK;
+		if (rc == CLI_EXIT_OK && a->svg)
+			rc = write_image(a->svg, CLI_PLOT_SVG, loss, nloss, &mk);
 		goto out;
 	}
 	cli_series speed = series_of(p, P_SPEED);

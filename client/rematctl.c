@@ -164,7 +164,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *arg, siz
 enum { O_SOCKET, O_CONTROL, O_JSON, O_TIMEOUT, O_HELP, O_VERSION, O_SAVE, O_NO_SAVE, O_NAME,
 	O_DEFAULT,
 	O_BUDGET, O_INTERVAL, O_COUNT, O_EVENT, O_TRACE, O_FORMAT, O_FOLLOW, O_PNG, O_FORCE, O_WAIT,
-	O_COUNT_ };
+	O_SVG, O_COUNT_ };
 
 static const struct {
 	const char *name;
@@ -191,6 +191,7 @@ static const struct {
 	[O_PNG] = {"--png", CLI_OPT_PNG, 1},
 	[O_FORCE] = {"--force", CLI_OPT_FORCE, 0},
 	[O_WAIT] = {"--wait", CLI_OPT_WAIT, 0},
+	[O_SVG] = {"--svg", CLI_OPT_SVG, 1},
 };
 
 /* --event's value: one of the protocol's events. */
@@ -280,6 +281,9 @@ static int set_option(int k, const char *v, cli_args *a, int *version)
 		break;
 	case O_PNG:
 		a->png = v;
+		break;
+	case O_SVG:
+		a->svg = v;
 		break;
 	case O_FORCE:
 		a->force = 1;

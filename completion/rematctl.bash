@@ -192,7 +192,7 @@ _rematctl_value()
 			for v in cgroup device off; do cand+=("$pre$v"); done
 		;;
 	--format) for v in pytorch chrome; do cand+=("$pre$v"); done ;;
-	--trace | --png)
+	--trace | --png | --svg)
 		compopt -o filenames 2>/dev/null
 		while IFS= read -r f; do
 			cand+=("$pre$f")
@@ -214,7 +214,7 @@ _rematctl()
 	local -a pos=() cand=() _rematctl_w=() _rematctl_conn=() _rematctl_jobs=()
 	local _rematctl_keep _rematctl_nblocks
 	local value_opts=" --socket --control --timeout --name --default --budget --interval "
-	value_opts+="--count --event --trace --format --png "
+	value_opts+="--count --event --trace --format --png --svg "
 	COMPREPLY=()
 	_rematctl_split
 	cur=${_rematctl_w[${#_rematctl_w[@]} - 1]}
@@ -271,7 +271,7 @@ _rematctl()
 		"remat memlog") cand+=(--count --trace --format) ;;
 		watch) cand+=(--interval --count) ;;
 		logs) cand+=(-f --follow --interval --count) ;;
-		plot) cand+=(--png) ;;
+		plot) cand+=(--png --svg) ;;
 		events) cand+=(--event --count) ;;
 		esac
 		_rematctl_reply "${cand[@]}"

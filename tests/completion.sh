@@ -148,6 +148,9 @@ expect "$x remat plan j1 --" "${globals[@]}" --default --budget
 expect "$x remat set j1 h.0=full --" "${globals[@]}" --default --force --wait
 expect "$x remat set j1 --w" --wait
 expect "$x watch j1 --" "${globals[@]}" --interval --count
+expect "$x plot j1 --" "${globals[@]}" --png --svg
+expect_opt "$x plot j1 --svg " filenames
+expect_opt "$x plot j1 --png " filenames
 expect "$x events --" "${globals[@]}" --event --count
 expect "$x shutdown --" "${globals[@]}" --no-save --save
 expect "$x stop j1 --n" --no-save --name

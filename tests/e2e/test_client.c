@@ -1585,6 +1585,59 @@ START_TEST(test_rematctl_plot_process_peak)
 }
 END_TEST
 
+/* plot --png and --svg: both images written, the SVG well marked where the log shows a
+ * setting changed (activations that differ from the step before's; a resume, which drops
+ * the marks of the steps logged again); a link at the path is refused, not followed. */
+START_TEST(test_rematctl_plot_images_marked)
+{
+	td_daemon d;
+	char *out = NULL, png[700], svg[700], link[700];
+	size_t n;
+	td_daemon_paths(&d);
+	/* steps 1-12 (activations 1 MiB, 0.5 MiB from step 6, 2 MiB from 11), then a resume
+	 * from step 9 to 20 (0.5 MiB, 0.25 MiB from 15) */
+	char *w = td_script(&d, "worker.sh",
+		"line() { printf '{\"step\":%d,\"loss\":2.5,\"activation_bytes\":%d}\\n' $1 $2 >&4; }\n"
+		"i=1; while [ $i -le 12 ]; do a=1048576; [ $i -ge 6 ] && a=524288; "
+		"[ $i -ge 11 ] && a=2097152; line $i $a; i=$((i+1)); done\n"
+		"i=9; while [ $i -le 20 ]; do a=524288; [ $i -ge 15 ] && a=262144; line $i $a; "
+		"i=$((i+1)); done\nexit 3");
+	const char *extra[] = {"--worker", w, NULL};
+	td_daemon_start(&d, extra);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	const char *job = td_job_start(&c, T_TINY_SPEC, NULL);
+	json_decref(td_wait_state(&c, job, "failed", T_JOB_MS));
+	snprintf(png, sizeof png, "%s/loss.png", d.dir);
+	snprintf(svg, sizeof svg, "%s/loss.svg", d.dir);
+	int rc = ctl_d(&d, &out, "plot", job, "--png", png, "--svg", svg, NULL);
+	ck_assert_msg(rc == 0, "plot: status %d:\n%s", rc, out);
+	free(out);
+	char *img = t_read_file(png, &n);
+	ck_assert_msg(n > 1000 && memcmp(img, "\x89PNG\r\n\x1a\n", 8) == 0, "%s: no PNG", png);
+	free(img);
+	img = t_read_file(svg, &n);
+	ck_assert_msg(strstr(img, "<svg") && strstr(img, "</svg>") &&
+		strstr(img, "policy: activations 512.0 KiB at step 6") &&
+		strstr(img, "resumed at step 9") &&
+		strstr(img, "policy: activations 256.0 KiB at step 15") &&
+		!strstr(img, "at step 11"), "%s:\n%.3000s", svg, img);
+	free(img);
+	/* a link where the image goes: refused, its target left alone */
+	snprintf(link, sizeof link, "%s/link.svg", d.dir);
+	ck_assert_int_eq(symlink(png, link), 0);
+	rc = ctl_d(&d, &out, "plot", job, "--svg", link, NULL);
+	ck_assert_msg(rc == 1 && strstr(out, "cannot write"), "plot: status %d:\n%s", rc, out);
+	free(out);
+	img = t_read_file(png, &n);
+	ck_assert(memcmp(img, "\x89PNG", 4) == 0);
+	free(img);
+	td_close(&c);
+	free(w);
+	td_daemon_stop(&d);
+}
+END_TEST
+
 /* remat set --wait against the real worker: a change applies, and so does one that asks
  * for the policy the job already runs under (the step takes it: REMAT_APPLIED says so, or
  * --wait would wait for an outcome that never comes). */
@@ -1772,6 +1825,7 @@ Suite *suite_client(void)
 	tcase_add_test(tc, test_rematctl_remat_set_wait);
 	tcase_add_test(tc, test_rematctl_watch_budget);
 	tcase_add_test(tc, test_rematctl_plot_process_peak);
+	tcase_add_test(tc, test_rematctl_plot_images_marked);
 	tcase_add_test(tc, test_rematctl_remat_set_wait_real);
 	suite_add_tcase(s, tc);
 	return s;
