@@ -6,12 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ALIGN_FLOATS 16 /* 64 bytes: every tensor starts on a cache line */
+#include "eng_util.h"
 
-static size_t round_up(size_t n, size_t a)
-{
-	return (n + a - 1) / a * a;
-}
+#define ALIGN_FLOATS 16 /* 64 bytes: every tensor starts on a cache line */
 
 /* Where the next tensor goes: in the parameters' block, in the gradients' (trainable
  * tensors only); which frozen bits to read */
@@ -40,9 +37,10 @@ static void add_tensor(eng_ptensor *tab, int *n, table_at *at, const char *name,
 	t->joined = join;
 	t->frozen = eng_config_is_frozen(at->cfg, *n);
 	t->goff = t->frozen ? SIZE_MAX : at->goff;
-	at->off = join ? at->off + t->numel : round_up(at->off + t->numel, ALIGN_FLOATS);
+	at->off = join ? at->off + t->numel : eng_round_up(at->off + t->numel, ALIGN_FLOATS);
 	if (!t->frozen)
-		at->goff = join ? at->goff + t->numel : round_up(at->goff + t->numel, ALIGN_FLOATS);
+		at->goff = join ? at->goff + t->numel
+				: eng_round_up(at->goff + t->numel, ALIGN_FLOATS);
 	(*n)++;
 }
 

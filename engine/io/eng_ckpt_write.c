@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "eng_fs.h"
@@ -23,6 +22,7 @@
 #include "eng_sha256.h"
 #include "eng_st.h"
 #include "eng_state_json.h"
+#include "eng_util.h"
 #include "proto.h"
 
 /* The files of a checkpoint besides trainer_state.json, in the order they are written: a
@@ -37,13 +37,6 @@ static unsigned files_of(const eng_ckpt_snap *s)
 	if (!s->cfg.lora_r)
 		return FULL_FILES;
 	return LORA_FILES | (s->lora_base[0] ? 0 : F(0) | F(1));
-}
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 /* Test hook: REMAT_CKPT_DELAY_US sleeps between the steps of a save, so the crash test can
@@ -88,7 +81,7 @@ static void snap_state(eng_ckpt_snap *s, const eng_ckpt_src *run)
 
 int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_ckpt_src *run, eng_err *err)
 {
-	double t0 = now_ms();
+	double t0 = eng_now_ms();
 	const eng_model *m = run->model;
 	memset(s, 0, sizeof *s);
 	size_t bytes = m->nfloats * sizeof(float), gbytes = m->ngrad * sizeof(float);
@@ -116,7 +109,7 @@ int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_ckpt_src *run, eng_err *err)
 		}
 	}
 	snap_state(s, run);
-	s->stall_ms = now_ms() - t0;
+	s->stall_ms = eng_now_ms() - t0;
 	return 0;
 }
 
@@ -376,7 +369,7 @@ int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, in
 {
 	char base[CKPT_NAME_MAX + 1], tmp[CKPT_NAME_MAX + 8], old[CKPT_NAME_MAX + 8];
 	eng_dir sd = {-1, ""}, td = {-1, ""};
-	double t0 = now_ms();
+	double t0 = eng_now_ms();
 	int rc = -1, had_old = 0;
 	memset(res, 0, sizeof *res);
 	if (name && name[0] && check_name(name, err) < 0)
@@ -431,7 +424,7 @@ int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, in
 		prune(&sd, keep, res->warning + strlen(res->warning),
 			sizeof res->warning - strlen(res->warning));
 	res->step = s->step;
-	res->ms = now_ms() - t0;
+	res->ms = eng_now_ms() - t0;
 	res->stall_ms = s->stall_ms;
 	rc = 0;
 	goto out;

@@ -4,16 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "eng_acts.h"
-
-static double mt_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+#include "eng_util.h"
 
 int eng_memtrace_init(eng_memtrace *t, int cap)
 {
@@ -36,7 +29,7 @@ void eng_memtrace_begin(eng_memtrace *t, int step, int n_layer)
 	t->n = t->dropped = 0;
 	t->step = step;
 	t->n_layer = n_layer;
-	t->t0_ms = mt_now_ms();
+	t->t0_ms = eng_now_ms();
 }
 
 void eng_memtrace_add(eng_memtrace *t, eng_mt_kind kind, const void *p, size_t size,
@@ -49,7 +42,7 @@ void eng_memtrace_add(eng_memtrace *t, eng_mt_kind kind, const void *p, size_t s
 		return;
 	}
 	eng_mt_ev *e = &t->ev[t->n++];
-	e->t_us = (mt_now_ms() - t->t0_ms) * 1e3;
+	e->t_us = (eng_now_ms() - t->t0_ms) * 1e3;
 	e->addr = (uintptr_t)p;
 	e->size = size;
 	e->kind = (unsigned char)kind;

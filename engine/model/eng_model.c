@@ -36,25 +36,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "eng_mem.h"
 #include "eng_memtrace.h"
+#include "eng_util.h"
 #include "kn.h"
 
 #define ALIGN_FLOATS 16 /* 64 bytes: every tensor and chunk starts on a cache line */
-
-static size_t round_up(size_t n, size_t a)
-{
-	return (n + a - 1) / a * a;
-}
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 /* ---- parameter table ---- */
 
@@ -127,7 +115,7 @@ const eng_ptensor *eng_model_find(const eng_model *m, const char *name)
  * same alignment whether it is kept or recomputed. */
 static size_t chunk_stride(const eng_model *m)
 {
-	return round_up((size_t)m->chunk_rows * m->cfg.vocab_size, ALIGN_FLOATS);
+	return eng_round_up((size_t)m->chunk_rows * m->cfg.vocab_size, ALIGN_FLOATS);
 }
 
 static size_t logits_bytes(const eng_model *m)
@@ -500,16 +488,16 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 	kn_encoder_forward(m->lay.saved[0].x, inp, m->w.wte, m->w.wpe, B, T, C);
 	for (int l = 0; l < L; l++) {
 		eng_acts a = eng_layout_view(&m->lay, l);
-		double t0 = now_ms();
+		double t0 = eng_now_ms();
 		trace_pass(m, l, ENG_SEC_FWD, ENG_MT_BEGIN);
 		trace_block(m, l, 0, ENG_MT_LIVE);
 		trace_block(m, l, 1, ENG_MT_LIVE);
 		eng_block_forward(m, l, &a, l + 1 < L ? m->lay.saved[l + 1].x : h->xf);
 		trace_block(m, l, 1, ENG_MT_DEAD);
 		trace_pass(m, l, ENG_SEC_FWD, ENG_MT_END);
-		m->sec_ms[l][ENG_SEC_FWD] = now_ms() - t0;
+		m->sec_ms[l][ENG_SEC_FWD] = eng_now_ms() - t0;
 	}
-	double t0 = now_ms();
+	double t0 = eng_now_ms();
 	trace_pass(m, L, ENG_SEC_FWD, ENG_MT_BEGIN);
 	trace_head(m, ENG_MT_LIVE);
 	float *lnf = mm_f32(m, h->lnf, m->dbuf);
@@ -529,7 +517,7 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 		else
 			kn_crossentropy_forward(lse + r0, m->losses + r0, buf, tgt + r0, rows, V);
 	}
-	m->sec_ms[L][ENG_SEC_FWD] = now_ms() - t0;
+	m->sec_ms[L][ENG_SEC_FWD] = eng_now_ms() - t0;
 	trace_pass(m, L, ENG_SEC_FWD, ENG_MT_END);
 	if (!grad)
 		trace_head(m, ENG_MT_DEAD);
@@ -555,14 +543,14 @@ static double head_backward(eng_model *m, const uint16_t *tgt)
 	int C = m->cfg.n_embd, V = m->cfg.vocab_size, N = m->B * m->T, R = m->chunk_rows;
 	const eng_head_acts *h = &m->lay.head;
 	float *lse = h->lse;
-	double rc_ms = 0.0, start = now_ms();
+	double rc_ms = 0.0, start = eng_now_ms();
 	for (int r0 = 0, k = 0; r0 < N; r0 += R, k++) {
 		int rows = N - r0 < R ? N - r0 : R;
 		float *buf = chunk_buf(m, k);
 		if (!h->logits) {
-			double t0 = now_ms();
+			double t0 = eng_now_ms();
 			head_logits(m, buf, r0, rows);
-			rc_ms += now_ms() - t0;
+			rc_ms += eng_now_ms() - t0;
 			kn_crossentropy_fused(buf, lse + r0, m->losses + r0, tgt + r0, 1.0f / N, rows,
 				V);
 		}
@@ -578,7 +566,7 @@ static double head_backward(eng_model *m, const uint16_t *tgt)
 	eng_final_norm_backward(m);
 	int L = m->cfg.n_layer;
 	m->sec_ms[L][ENG_SEC_RECOMPUTE] = rc_ms;
-	m->sec_ms[L][ENG_SEC_BWD] = now_ms() - start - rc_ms;
+	m->sec_ms[L][ENG_SEC_BWD] = eng_now_ms() - start - rc_ms;
 	return rc_ms;
 }
 
@@ -596,7 +584,7 @@ int eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float
 	for (int l = L - 1; l >= 0; l--) {
 		eng_acts a = eng_layout_view(&m->lay, l);
 		eng_mode mode = m->lay.policy.block[l];
-		double t0 = now_ms();
+		double t0 = eng_now_ms();
 		if (l < m->bwd_floor) { /* frozen, and nothing below it trains */
 			trace_block(m, l, 0, ENG_MT_DEAD);
 			m->sec_ms[l][ENG_SEC_RECOMPUTE] = m->sec_ms[l][ENG_SEC_BWD] = 0.0;
@@ -611,7 +599,7 @@ int eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float
 			eng_block_forward(m, l, &a, NULL);
 		if (mode != ENG_MODE_OFF)
 			trace_pass(m, l, ENG_SEC_RECOMPUTE, ENG_MT_END);
-		double t1 = now_ms();
+		double t1 = eng_now_ms();
 		rc_ms += t1 - t0;
 		trace_pass(m, l, ENG_SEC_BWD, ENG_MT_BEGIN);
 		eng_block_backward(m, l, &a);
@@ -619,7 +607,7 @@ int eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float
 		trace_block(m, l, 0, ENG_MT_DEAD);
 		trace_pass(m, l, ENG_SEC_BWD, ENG_MT_END);
 		m->sec_ms[l][ENG_SEC_RECOMPUTE] = t1 - t0;
-		m->sec_ms[l][ENG_SEC_BWD] = now_ms() - t1;
+		m->sec_ms[l][ENG_SEC_BWD] = eng_now_ms() - t1;
 	}
 	if (m->bwd_floor == 0)
 		kn_encoder_backward(m->g.wte, m->g.wpe, m->dres, inp, B, T, C);

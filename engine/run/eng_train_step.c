@@ -8,20 +8,13 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "eng_cuda.h"
 #include "eng_cuda_mem.h"
 #include "eng_dp.h"
 #include "eng_mem.h"
+#include "eng_util.h"
 #include "kn.h"
-
-static double now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 size_t eng_step_tokens(const eng_spec *s)
 {
@@ -138,12 +131,12 @@ static int step_sum(eng_trainer *tr, int lrc, float *grads, double *loss_sum, do
 	}
 	if (first >= 0)
 		return -1;
-	double t0 = now_ms();
+	double t0 = eng_now_ms();
 	if (tr->gpu && eng_cuda_sum_ranks(tr->gpu, err) < 0)
 		return dp_alone(tr, err);
 	int rc = (!tr->gpu && eng_dp_sum_floats(grads, tr->model.ngrad, err) < 0) ||
 		eng_dp_sum_doubles(loss_sum, 1, err) < 0 ? -1 : 0;
-	*ar_ms = now_ms() - t0;
+	*ar_ms = eng_now_ms() - t0;
 	return rc;
 }
 
@@ -242,7 +235,7 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 {
 	eng_model *m = &tr->model;
 	const eng_spec *s = &tr->spec;
-	double t0 = now_ms(), sumsq, rec_ms = 0, sec_ms[ENG_MAX_LAYERS + 1][3], loss_sum = 0;
+	double t0 = eng_now_ms(), sumsq, rec_ms = 0, sec_ms[ENG_MAX_LAYERS + 1][3], loss_sum = 0;
 	double ar_ms;
 	float scale = 1.0f, *grads = tr->acc ? tr->acc : m->grads;
 	eng_data_pos at = tr->train.pos;
@@ -280,7 +273,7 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 		return step_failed(tr, &at, err);
 	}
 	tr->step = t;
-	double ms = now_ms() - t0;
+	double ms = eng_now_ms() - t0;
 	if (!tr->gpu && !changed) {
 		/* a sample of the costs, unless the step began with a policy change: its new
 		 * buffers make its sections slower than the same policy's next steps */
@@ -351,7 +344,7 @@ int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats 
 {
 	eng_policy p = want ? *want : tr->policy;
 	int tries = 0, rc;
-	double t_start = now_ms();
+	double t_start = eng_now_ms();
 	if (want && eng_trainer_check_policy(tr, want, err) < 0)
 		return -1;
 	tr->oom_why[0] = '\0';
@@ -374,7 +367,7 @@ int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats 
 		if ((rc = step_try(tr, changed, laid, st, err)) == 0) {
 			/* the whole step: its policy change and any try before included (the cost
 			 * table took the sections' own times) */
-			st->step_ms = now_ms() - t_start;
+			st->step_ms = eng_now_ms() - t_start;
 			st->tokens_per_s = (double)eng_step_tokens(&tr->spec) / (st->step_ms / 1e3);
 			break;
 		}

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eng_util.h"
+
 eng_acts ec_block_view(const eng_cuda *g, int l, int slot)
 {
 	eng_acts a = eng_layout_view(&g->lay, l);
@@ -84,14 +86,9 @@ static void bind_weights(const eng_cuda *g, void *base, size_t es, ec_weights *w
 	w->lnfb = b + es * t[g->ntensors - 1].offset;
 }
 
-static size_t round_up(size_t n, size_t a)
-{
-	return (n + a - 1) / a * a;
-}
-
 size_t ec_chunk_bytes(const eng_cuda *g)
 {
-	return round_up(g->es * g->chunk_rows * g->Vp, ENG_CUDA_ALIGN);
+	return eng_round_up(g->es * g->chunk_rows * g->Vp, ENG_CUDA_ALIGN);
 }
 
 static size_t logits_bytes(const eng_cuda *g)
@@ -126,7 +123,7 @@ static void layout_mem(eng_cuda *g)
 		if (!eng_act_offloaded(k))
 			continue;
 		g->off_offset[k] = off;
-		off = round_up(off + mem->block_bytes[k], ENG_CUDA_ALIGN);
+		off = eng_round_up(off + mem->block_bytes[k], ENG_CUDA_ALIGN);
 	}
 	mem->offload_bytes = off;
 	mem->alloc = eng_cuda_mem_alloc;
@@ -285,7 +282,7 @@ int eng_cuda_new(eng_cuda **out, const eng_model *host, const eng_cuda_opts *o, 
 	g->chunk_rows = host->chunk_rows;
 	g->dt = o->fp32 ? KC_F32 : KC_BF16;
 	g->es = kc_dtype_size(g->dt);
-	g->Vp = (int)round_up((size_t)g->cfg.vocab_size, EC_VOCAB_ALIGN);
+	g->Vp = (int)eng_round_up((size_t)g->cfg.vocab_size, EC_VOCAB_ALIGN);
 	g->ntensors = host->ntensors;
 	g->nfloats = host->nfloats;
 	g->tensors = malloc((size_t)g->ntensors * sizeof *g->tensors);
