@@ -330,7 +330,7 @@ format:
 # OPENBLAS_CORETYPE is unset for the run (KEEP_CORETYPE=1 keeps it): the figures are those
 # of the library and kernel a user with a clean environment gets.
 BENCH_ENV = $(if $(KEEP_CORETYPE),,env -u OPENBLAS_CORETYPE)
-bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm
+bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm $(BUILD)/bin/bench-sha256
 	@mkdir -p $(BUILD)/bench
 	@$(if $(KEEP_CORETYPE),,[ -z "$$OPENBLAS_CORETYPE" ] || echo "bench: OPENBLAS_CORETYPE=$$OPENBLAS_CORETYPE unset for the run (KEEP_CORETYPE=1 keeps it)")
 	@$(BENCH_ENV) sh bench/steps.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 3 $(abspath $(BUILD)/bench/gpt2-small.json)
@@ -341,6 +341,8 @@ bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm
 	@$(BENCH_ENV) sh bench/auto.sh $(abspath $(BUILD)/bin) mini 4 256 $(abspath $(BUILD)/bench/auto-mini.json)
 	@$(BENCH_ENV) sh bench/latency.sh $(abspath $(BUILD)/bin)
 	@$(BENCH_ENV) sh bench/ckpt.sh $(abspath $(TRAIN))
+	@$(BUILD)/bin/bench-sha256 400 $(abspath $(BUILD)/bench/sha256.bin) > $(BUILD)/bench/sha256.txt && \
+		cat $(BUILD)/bench/sha256.txt && tail -1 $(BUILD)/bench/sha256.txt > $(BUILD)/bench/sha256.json
 	@$(BENCH_ENV) sh bench/loop.sh $(abspath $(BUILD)/bin) mini 12 $(abspath $(BUILD)/bench/loop-mini.json)
 	@$(BENCH_ENV) sh bench/mpi.sh $(abspath $(BUILD)/bin) mini 8 $(abspath $(BUILD)/bench/mpi-mini.json)
 	@$(BENCH_ENV) sh bench/bf16.sh $(abspath $(BUILD)/bin) mini 4 64 300 $(abspath $(BUILD)/bench/bf16-mini.json)
@@ -360,6 +362,11 @@ bench-torch: all
 		$(abspath $(BUILD)/bin) $(or $(ROUNDS),3) $(if $(INSTALL),--install)
 
 $(BUILD)/bin/bench-sgemm: bench/sgemm.c $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+# SHA-256 of checkpoints (libcrypto): MB/s from memory and from a file
+$(BUILD)/bin/bench-sha256: bench/sha256.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
