@@ -100,11 +100,6 @@ void eng_mem_set_limit(size_t bytes)
 	atomic_store(&mem_limit, bytes);
 }
 
-size_t eng_mem_get_limit(void)
-{
-	return atomic_load(&mem_limit);
-}
-
 static _Thread_local eng_mem_trace_fn trace_fn; /* eng_mem_trace_thread */
 static _Thread_local void *trace_ctx;
 

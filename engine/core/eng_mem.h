@@ -73,7 +73,6 @@ void *eng_mem_alloc(eng_mem_cat cat, size_t bytes);
  * allocation that would pass it is refused (NULL), as the system would refuse one it
  * cannot serve. */
 void eng_mem_set_limit(size_t bytes);
-size_t eng_mem_get_limit(void);
 
 /* What the last refused allocation would have brought the total to: the bytes held then
  * plus its own (0: none refused yet). A refusal is what the run knows of its memory:

@@ -310,13 +310,6 @@ size_t eng_plan_least(const eng_config *cfg, int B, int T, int chunk_rows, size_
 	return pl.peak_bytes;
 }
 
-int eng_plan_fit(const eng_config *cfg, int B, int T, int chunk_rows, size_t budget,
-	eng_policy *p, eng_plan *out)
-{
-	eng_plan_query q = {cfg, B, T, chunk_rows, 0, NULL, budget, 0, 0.0};
-	return eng_plan_search(&q, p, out);
-}
-
 int eng_plan_search(const eng_plan_query *q, eng_policy *p, eng_plan *out)
 {
 	if (!q->optional) {

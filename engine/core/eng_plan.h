@@ -98,8 +98,4 @@ double eng_plan_live_save_cost(double save_ms, int save_every);
 size_t eng_plan_least(const eng_config *cfg, int B, int T, int chunk_rows, size_t fixed,
 	eng_policy *p);
 
-/* eng_plan_search on the analytic FLOPs, nothing fixed: budget on saved + recompute. */
-int eng_plan_fit(const eng_config *cfg, int B, int T, int chunk_rows, size_t budget,
-	eng_policy *p, eng_plan *out);
-
 #endif

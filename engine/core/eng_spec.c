@@ -143,19 +143,6 @@ int eng_spec_parse_buf(eng_spec *spec, const char *buf, size_t len, const char *
 	return rc;
 }
 
-int eng_spec_load(eng_spec *spec, const char *path, eng_err *err)
-{
-	size_t len;
-	ENG_ASSERT(spec != NULL && path != NULL);
-	spec_defaults(spec);
-	char *buf = eng_spec_read(path, &len, err);
-	if (!buf)
-		return -1;
-	int rc = eng_spec_parse_buf(spec, buf, len, path, err);
-	free(buf);
-	return rc;
-}
-
 int eng_policy_check_device(eng_device device, const eng_policy *p, eng_err *err)
 {
 	int l = eng_policy_find(p, ENG_MODE_OFFLOAD);

@@ -167,11 +167,10 @@ enum {
  * for the first problem found. */
 int eng_spec_parse(eng_spec *spec, const char *json_text, eng_err *err);
 
-/* Reads and parses a file; the message names the file. */
-int eng_spec_load(eng_spec *spec, const char *path, eng_err *err);
-/* eng_spec_load in two halves, for a worker that reads its spec before it gives up root
+/* A spec file in two halves, for a worker that reads its spec before it gives up root
  * and parses it after: the file's bytes (malloc'd, *len of them; a regular file of at
- * most a few MiB), then the parse of len bytes, path naming them in messages. */
+ * most a few MiB), then the parse of len bytes (as eng_spec_parse), path naming them in
+ * messages. */
 char *eng_spec_read(const char *path, size_t *len, eng_err *err);
 int eng_spec_parse_buf(eng_spec *spec, const char *buf, size_t len, const char *path,
 	eng_err *err);

@@ -4,7 +4,7 @@
  * What it covers: mode names, every selector form and its errors (each error leaves the
  * policy as it was), aliases and their errors, the "SEL=MODE;..." text form, the compact
  * format and equality; the plan's ordering of modes by saved bytes and recomputed FLOPs,
- * and eng_plan_fit against an exhaustive search over policies.
+ * and eng_plan_search against an exhaustive search over policies.
  * What it does not: whether the model allocates what the plan counts (test_model.c does).
  */
 #include "t_util.h"
@@ -644,6 +644,15 @@ static size_t plan_bytes(const eng_plan *pl)
 	return pl->saved_bytes + pl->recompute_bytes;
 }
 
+/* The planner as its users ask it (eng_plan_search), on the analytic FLOPs with nothing
+ * fixed: the cheapest policy whose saved + recompute bytes fit budget. */
+static int plan_fit(const eng_config *cfg, int B, int T, int chunk_rows, size_t budget,
+	eng_policy *p, eng_plan *out)
+{
+	eng_plan_query q = {cfg, B, T, chunk_rows, 0, NULL, budget, 0, 0.0};
+	return eng_plan_search(&q, p, out);
+}
+
 START_TEST(test_eng_plan_block_order)
 {
 	for (int k = 0; k < NSHAPES; k++) {
@@ -788,7 +797,7 @@ START_TEST(test_eng_plan_fit_huge_budget)
 		int rows = eng_plan_chunk_rows(s->cfg, s->B, s->T);
 		eng_policy p, off;
 		eng_plan pl;
-		ck_assert_int_eq(eng_plan_fit(s->cfg, s->B, s->T, rows, SIZE_MAX, &p, &pl), 0);
+		ck_assert_int_eq(plan_fit(s->cfg, s->B, s->T, rows, SIZE_MAX, &p, &pl), 0);
 		eng_policy_init(&off, s->cfg->n_layer);
 		ck_assert_msg(eng_policy_equal(&p, &off), "%s: not all off", s->name);
 		ck_assert(pl.extra_flops == 0);
@@ -804,7 +813,7 @@ START_TEST(test_eng_plan_fit_tiny_budget)
 		eng_policy p, want;
 		eng_plan pl, want_pl;
 		eng_err e = {0};
-		ck_assert_int_eq(eng_plan_fit(s->cfg, s->B, s->T, rows, 1024, &p, &pl), -1);
+		ck_assert_int_eq(plan_fit(s->cfg, s->B, s->T, rows, 1024, &p, &pl), -1);
 		/* what it returns then: the smallest policy there is, and its counts */
 		eng_policy_init(&want, s->cfg->n_layer);
 		ck_assert_int_eq(eng_policy_parse(&want, NULL, "full;head=chunked", &e), 0);
@@ -812,9 +821,9 @@ START_TEST(test_eng_plan_fit_tiny_budget)
 		eng_plan_policy(s->cfg, s->B, s->T, rows, &want, &want_pl);
 		ck_assert_uint_eq(plan_bytes(&pl), plan_bytes(&want_pl));
 		/* one byte short of that smallest policy still does not fit */
-		ck_assert_int_eq(eng_plan_fit(s->cfg, s->B, s->T, rows, plan_bytes(&want_pl) - 1,
+		ck_assert_int_eq(plan_fit(s->cfg, s->B, s->T, rows, plan_bytes(&want_pl) - 1,
 					 &p, &pl), -1);
-		ck_assert_int_eq(eng_plan_fit(s->cfg, s->B, s->T, rows, plan_bytes(&want_pl), &p,
+		ck_assert_int_eq(plan_fit(s->cfg, s->B, s->T, rows, plan_bytes(&want_pl), &p,
 					 &pl), 0);
 	}
 }
@@ -835,7 +844,7 @@ START_TEST(test_eng_plan_fit_between)
 		eng_plan_policy(s->cfg, s->B, s->T, rows, &full, &full_pl);
 		/* just under all-off: something cheap must fit, far from everything full */
 		size_t budget = plan_bytes(&off_pl) - 1;
-		ck_assert_int_eq(eng_plan_fit(s->cfg, s->B, s->T, rows, budget, &p, &pl), 0);
+		ck_assert_int_eq(plan_fit(s->cfg, s->B, s->T, rows, budget, &p, &pl), 0);
 		ck_assert_msg(plan_bytes(&pl) <= budget, "%s: %zu > %zu", s->name, plan_bytes(&pl),
 			budget);
 		ck_assert(!eng_policy_equal(&p, &off) && !eng_policy_equal(&p, &full));
@@ -872,7 +881,7 @@ START_TEST(test_eng_plan_fit_minimal)
 			size_t budget = lo + (size_t)((double)(hi - lo) * i / steps);
 			double want = 0;
 			ck_assert(brute_fit(s, rows, budget, &want));
-			int rc = eng_plan_fit(s->cfg, s->B, s->T, rows, budget, &p, &pl);
+			int rc = plan_fit(s->cfg, s->B, s->T, rows, budget, &p, &pl);
 			ck_assert_int_eq(rc, 0);
 			ck_assert_msg(plan_bytes(&pl) <= budget, "%s budget %zu: %zu", s->name,
 				budget, plan_bytes(&pl));
@@ -1092,7 +1101,7 @@ START_TEST(test_eng_plan_fit_gpt2_small)
 	size_t hi = plan_bytes(&ql); /* all off */
 	for (int frac = 1; frac < 10; frac++) {
 		size_t budget = hi / 10 * frac;
-		int rc = eng_plan_fit(s->cfg, s->B, s->T, rows, budget, &p, &pl);
+		int rc = plan_fit(s->cfg, s->B, s->T, rows, budget, &p, &pl);
 		double best = 0;
 		int found = 0;
 		for (int h = 0; h < 2; h++)

@@ -720,12 +720,23 @@ START_TEST(test_eng_spec_threads_warning)
 }
 END_TEST
 
+/* A spec file read and parsed as remat-train reads its own: eng_spec_read, then
+ * eng_spec_parse_buf. */
+static int load_file(eng_spec *s, const char *path, eng_err *e)
+{
+	size_t len = 0;
+	char *text = eng_spec_read(path, &len, e);
+	int rc = text ? eng_spec_parse_buf(s, text, len, path, e) : -1;
+	free(text);
+	return rc;
+}
+
 START_TEST(test_eng_spec_load_ok)
 {
 	eng_spec s;
 	eng_err e = {0};
 	char *path = t_write_tmp("spec_ok.json", WITH("\"name\": \"from-file\", \"batch\": 2"));
-	ck_assert_msg(eng_spec_load(&s, path, &e) == 0, "load: %s", e.msg);
+	ck_assert_msg(load_file(&s, path, &e) == 0, "load: %s", e.msg);
 	ck_assert_str_eq(s.name, "from-file");
 	ck_assert_int_eq(s.batch, 2);
 	ck_assert(cfg_eq(&s.cfg, &tiny));
@@ -740,12 +751,12 @@ START_TEST(test_eng_spec_load_missing)
 	const char *dir = t_env("REMAT_TMP");
 	char path[4096];
 	snprintf(path, sizeof path, "%s/no-such-spec.json", dir);
-	ck_assert_int_eq(eng_spec_load(&s, path, &e), -1);
+	ck_assert_int_eq(load_file(&s, path, &e), -1);
 	ck_assert_msg(strstr(e.msg, "cannot open job spec") && strstr(e.msg, "no-such-spec.json") &&
 			      strstr(e.msg, "No such file"),
 		"message: %s", e.msg);
 	/* a directory is refused before anything reads it */
-	ck_assert_int_eq(eng_spec_load(&s, dir, &e), -1);
+	ck_assert_int_eq(load_file(&s, dir, &e), -1);
 	ck_assert_msg(strstr(e.msg, "cannot read job spec") && strstr(e.msg, "a directory"),
 		"message: %s", e.msg);
 }
@@ -756,24 +767,24 @@ START_TEST(test_eng_spec_load_bad)
 	eng_spec s;
 	eng_err e = {0};
 	char *path = t_write_tmp("spec_bad.json", WITH("\"optim\": {\"betas\": 1}"));
-	ck_assert_int_eq(eng_spec_load(&s, path, &e), -1);
+	ck_assert_int_eq(load_file(&s, path, &e), -1);
 	ck_assert_msg(strstr(e.msg, "spec_bad.json") && strstr(e.msg, "'optim.betas'"),
 		"message: %s", e.msg);
 	free(path);
 	path = t_write_tmp("spec_syntax.json", "{\n\"batch\": 4\n\"steps\": 3}");
-	ck_assert_int_eq(eng_spec_load(&s, path, &e), -1);
+	ck_assert_int_eq(load_file(&s, path, &e), -1);
 	ck_assert_msg(strstr(e.msg, "spec_syntax.json") && strstr(e.msg, "line 3"),
 		"message: %s", e.msg);
 	free(path);
 	/* jansson's own text quotes the token ("near 'notjson'"): the file's bytes, never
 	 * shown; where and what kind of error instead */
 	path = t_write_tmp("spec_garbage.json", "{\"batch\": notjson}");
-	ck_assert_int_eq(eng_spec_load(&s, path, &e), -1);
+	ck_assert_int_eq(load_file(&s, path, &e), -1);
 	ck_assert_msg(strstr(e.msg, "spec_garbage.json") && strstr(e.msg, "line 1, column") &&
 		strstr(e.msg, "invalid") && !strstr(e.msg, "notjson"), "message: %s", e.msg);
 	free(path);
 	path = t_write_tmp("spec_empty.json", "");
-	ck_assert_int_eq(eng_spec_load(&s, path, &e), -1);
+	ck_assert_int_eq(load_file(&s, path, &e), -1);
 	ck_assert_msg(strstr(e.msg, "spec_empty.json"), "message: %s", e.msg);
 	free(path);
 	/* a NUL byte ends a C string but not the file: the JSON after it is still seen */
@@ -783,7 +794,7 @@ START_TEST(test_eng_spec_load_bad)
 	static const char text[] = "{" BASE "}\0garbage";
 	ck_assert_uint_eq(fwrite(text, 1, sizeof text - 1, f), sizeof text - 1);
 	ck_assert_int_eq(fclose(f), 0);
-	ck_assert_int_eq(eng_spec_load(&s, path, &e), -1);
+	ck_assert_int_eq(load_file(&s, path, &e), -1);
 	ck_assert_msg(strstr(e.msg, "spec_nul.json"), "message: %s", e.msg);
 	free(path);
 }
