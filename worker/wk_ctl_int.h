@@ -1,6 +1,8 @@
-/* wk_ctl_int.h - what the two halves of remat-train's control side share: the state of
- * the controller (wk_ctl.c: thread, loop, connections, outbox) and the command handlers
- * (wk_ctl_cmd.c). Private to worker/; wk_ctl.h is the interface.
+/* wk_ctl_int.h - what the files of remat-train's control side share, bottom up: the
+ * training thread's half (wk_ctl.c: the outbox, events, the command queue), the memory
+ * commands (wk_ctl_mem.c), the command handlers (wk_ctl_cmd.c) and the control thread
+ * (wk_ctl_loop.c: the loop, connections); no file calls one above it (tests/circles.sh).
+ * Private to worker/; wk_ctl.h is the interface.
  */
 #ifndef ENG_CTL_INT_H
 #define ENG_CTL_INT_H
@@ -135,15 +137,30 @@ struct wk_ctl {
 };
 
 double wk_ctl__mono_s(void);
+/* An event (EV_* bit, data taken) into the outbox for every subscriber (either thread). */
+void wk_ctl__emit(struct wk_ctl *c, int ev, json_t *data);
 /* finished, stopped or failed */
 static inline int wk_ctl__is_final(wk_ctl_state s)
 {
 	return proto_job_state_final((int)s);
 }
-/* Sends an error line to k (control thread). */
+/* Sends an error line to k (control thread; wk_ctl.c). */
 void wk_ctl__send_error(ctl_conn *k, proto_errclass cls, const char *desc, const json_t *id);
-/* Appends a command for the training thread and wakes it; called with mu held. */
+/* Appends a command for the training thread and wakes it; called with mu held (wk_ctl.c). */
 void wk_ctl__enqueue(struct wk_ctl *c, wk_ctl_cmd *cmd);
+/* One handler per command (the table in wk_ctl_cmd.c, indexed by proto's command ids):
+ * the reply, or NULL when it answered (an error) or will answer later (a deferred
+ * change). Those of wk_ctl_mem.c: */
+#define WK_CTL_HANDLER(fn) \
+	json_t *fn(struct wk_ctl *c, ctl_conn *k, int handle, const proto_command *cmd, \
+		json_t *args, json_t *id)
+WK_CTL_HANDLER(wk_ctl__cmd_mem);
+WK_CTL_HANDLER(wk_ctl__cmd_mem_reset_peak);
+WK_CTL_HANDLER(wk_ctl__cmd_memlog);
+/* The planner's figures of policy p for the run; the measured sections (mode, saved and
+ * workspace bytes) without the planner's FLOPs (wk_ctl_mem.c). */
+void wk_ctl__plan_for(struct wk_ctl *c, const eng_policy *p, eng_plan *plan);
+json_t *wk_ctl__measured_sections(struct wk_ctl *c);
 /* Handles one validated request, with mu held: the reply's return object, or NULL after
  * queueing a deferred command, keeping a request for the job's start (c->early), or
  * sending an error (wk_ctl_cmd.c). */
