@@ -359,21 +359,3 @@ float eng_trainer_val_loss(eng_trainer *tr, int batches)
 	eng_data_seek(d, &saved);
 	return (float)(sum / batches);
 }
-
-int eng_trainer_save(eng_trainer *tr, const char *name, char *out, size_t outlen,
-	size_t *bytes, eng_err *err)
-{
-	eng_ckpt_snap snap;
-	eng_ckpt_result res;
-	if (make_dirs(tr->spec.save_dir, err) < 0 || eng_trainer_sync_host(tr, err) < 0 ||
-		eng_trainer_snap_take(&snap, tr, err) < 0)
-		return -1;
-	int rc = eng_ckpt_write(&snap, tr->spec.save_dir, name, tr->spec.save_keep, &res, err);
-	eng_ckpt_snap_free(&snap);
-	if (rc < 0)
-		return -1;
-	snprintf(out, outlen, "%s", res.path);
-	if (bytes)
-		*bytes = res.bytes;
-	return 0;
-}

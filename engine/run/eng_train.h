@@ -142,7 +142,6 @@ float eng_lr_at(const eng_spec *spec, int s);
  * among them); and (weights untouched) when the loss or gradient norm is not finite. */
 int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats *st,
 	eng_err *err);
-int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err); /* want NULL */
 
 /* Parses "MODE" or "SEL=MODE;..." with the job's aliases on top of the current policy. */
 int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy *out,
@@ -204,12 +203,5 @@ const char *eng_trainer_allreduce(const eng_trainer *tr);
 /* Mean loss over `batches` batches of the val file from its start (0 batches: all that fit
  * once); NAN when there is no val file. */
 float eng_trainer_val_loss(eng_trainer *tr, int batches);
-
-/* Writes a full checkpoint (eng_ckpt.h) of the trainer now, on the calling thread, into
- * save.dir as step_XXXXXXXX (or name: [A-Za-z0-9._-], checked by the caller), keeping the
- * newest save.keep; the path goes to out, the bytes written to *bytes (may be NULL). The
- * transient recompute policy is never written. */
-int eng_trainer_save(eng_trainer *tr, const char *name, char *out, size_t outlen,
-	size_t *bytes, eng_err *err);
 
 #endif

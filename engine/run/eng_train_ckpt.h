@@ -2,8 +2,8 @@
  * resume into one, through engine/io's trainer-free eng_ckpt.h (which takes a model, a spec
  * and the training data, never the trainer: io sits below run).
  *
- * Not here: writing, verifying and finding checkpoints (eng_ckpt.h), a save on the training
- * thread (eng_trainer_save, eng_train.h), the worker's saves beside training (wk_run.c).
+ * Not here: writing, verifying and finding checkpoints (eng_ckpt.h), the worker's saves
+ * beside training (worker/wk_save.c).
  */
 #ifndef ENG_TRAIN_CKPT_H
 #define ENG_TRAIN_CKPT_H

@@ -381,8 +381,3 @@ int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats 
 	eng_mem_trace_thread(NULL, NULL);
 	return rc;
 }
-
-int eng_trainer_step(eng_trainer *tr, eng_step_stats *st, eng_err *err)
-{
-	return eng_trainer_step_as(tr, NULL, st, err);
-}

@@ -100,7 +100,7 @@ int main(int argc, char **argv)
 		int n = 0;
 		for (int s = 0; s < steps; s++) {
 			eng_step_stats st;
-			if (eng_trainer_step(&tr, &st, &err) < 0) {
+			if (eng_trainer_step_as(&tr, NULL, &st, &err) < 0) {
 				printf("%-18s %s\n", policies[k], err.msg);
 				rc = 1;
 				break;

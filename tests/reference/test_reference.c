@@ -185,7 +185,7 @@ static void run_case(const ref_case *c, const char *policy, const char *policy2,
 			ck_assert_msg(eng_trainer_set_policy(&tr, &p, &err) == 0, "%s", err.msg);
 		}
 		eng_step_stats st;
-		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 		char name[32];
 		float rl;
 		snprintf(name, sizeof name, "loss.step%d", s);
@@ -342,7 +342,7 @@ START_TEST(test_reference_accum_and_eval)
 			"%.9g", v0, rv0);
 		for (int s = 1; s <= 3; s++) {
 			eng_step_stats st;
-			ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+			ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 			ck_assert_int_eq(st.micro_batches, 3);
 			float rl = ref_scalar(&ex, "loss.step%d", s);
 			ck_assert_msg(fabs(st.loss - rl) < 1e-5 * fabs(rl), "[%s] step %d loss %.9g vs "
@@ -391,9 +391,9 @@ START_TEST(test_reference_accum_equals_larger_batch)
 	accum_trainer(&b, dir, 6, 1, "off");
 	a.spec.steps = b.spec.steps = 2;
 	for (int s = 0; s < 2; s++) {
-		ck_assert_msg(eng_trainer_step(&a, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_step_as(&a, NULL, &st, &err) == 0, "%s", err.msg);
 		float la = st.loss;
-		ck_assert_msg(eng_trainer_step(&b, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_step_as(&b, NULL, &st, &err) == 0, "%s", err.msg);
 		ck_assert_msg(fabs(la - st.loss) < 1e-6 * fabs(st.loss), "step %d loss %.9g vs "
 			"%.9g", s + 1, la, st.loss);
 	}
@@ -457,7 +457,7 @@ START_TEST(test_reference_greedy)
 				"%u", policy, i, out[i], init[i]);
 		for (int s = 0; s < 3; s++) {
 			eng_step_stats st;
-			ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+			ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 		}
 		ck_assert_msg(eng_sample(&tr.model, prompt, np, &o, tr.inp, tr.tgt, out, &err) == 0,
 			"%s", err.msg);

@@ -304,10 +304,9 @@ char *good_checkpoint(const char *dir, int steps, int job_steps)
 	eng_step_stats st;
 	trainer_from(&tr, TINY, job_steps, extra);
 	for (int i = 0; i < steps; i++)
-		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "step: %s", err.msg);
+		ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "step: %s", err.msg);
 	char path[ENG_PATH_LEN + 64];
-	ck_assert_msg(eng_trainer_save(&tr, NULL, path, sizeof path, NULL, &err) == 0, "save: %s",
-		err.msg);
+	t_save(&tr, path, sizeof path);
 	eng_trainer_free(&tr);
 	return strdup(path);
 }

@@ -10,8 +10,39 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "eng_train_ckpt.h"
 #include "kn.h"
 #include "tests.h"
+
+/* The writer thread's outcome for t_save. */
+typedef struct t_saved {
+	int ok;
+	char path[ENG_PATH_LEN + 64], msg[ENG_ERR_LEN];
+} t_saved;
+
+static void t_on_saved(void *ud, int ok, const eng_ckpt_result *res, const char *msg)
+{
+	t_saved *s = ud;
+	s->ok = ok;
+	snprintf(s->path, sizeof s->path, "%s", ok ? res->path : "");
+	snprintf(s->msg, sizeof s->msg, "%s", ok ? "" : msg);
+}
+
+void t_save(eng_trainer *tr, char *path, size_t len)
+{
+	eng_ckpt_snap snap;
+	eng_err err;
+	t_saved out = {0};
+	eng_ckpt_writer *w = eng_ckpt_writer_start();
+	ck_assert_ptr_nonnull(w);
+	ck_assert_msg(eng_trainer_sync_host(tr, &err) == 0 &&
+		eng_trainer_snap_take(&snap, tr, &err) == 0, "save: %s", err.msg);
+	ck_assert_int_eq(eng_ckpt_writer_submit(w, &snap, tr->spec.save_dir, NULL,
+		tr->spec.save_keep, t_on_saved, &out), 0);
+	eng_ckpt_writer_stop(w); /* waits for the save */
+	ck_assert_msg(out.ok, "save: %s", out.msg);
+	snprintf(path, len, "%s", out.path);
+}
 
 void t_steps_saving(eng_trainer *tr, int steps, int save_at, float *loss, char *path,
 	size_t len)
@@ -19,11 +50,10 @@ void t_steps_saving(eng_trainer *tr, int steps, int save_at, float *loss, char *
 	eng_step_stats st;
 	eng_err err;
 	for (int s = 1; s <= steps; s++) {
-		ck_assert_msg(eng_trainer_step(tr, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_step_as(tr, NULL, &st, &err) == 0, "%s", err.msg);
 		loss[s] = st.loss;
 		if (s == save_at)
-			ck_assert_msg(eng_trainer_save(tr, NULL, path, len, NULL, &err) == 0, "%s",
-				err.msg);
+			t_save(tr, path, len);
 	}
 }
 
@@ -32,7 +62,7 @@ void t_resumed_steps(eng_trainer *tr, int from, int to, const float *loss)
 	eng_step_stats st;
 	eng_err err;
 	for (int s = from; s <= to; s++) {
-		ck_assert_msg(eng_trainer_step(tr, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_step_as(tr, NULL, &st, &err) == 0, "%s", err.msg);
 		ck_assert_msg(st.loss == loss[s], "step %d: resumed loss %.9g, uninterrupted %.9g", s,
 			st.loss, loss[s]);
 	}

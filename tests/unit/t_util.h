@@ -11,6 +11,11 @@
 /* Parses spec JSON text (printf-style) and builds a trainer; fails the test on error. */
 void t_trainer(eng_trainer *tr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A checkpoint of the trainer now, into save.dir as step_XXXXXXXX, the way remat-train
+ * saves (wk_save.c): the host copy brought up to date, a snapshot taken and written by the
+ * checkpoint writer thread; its path into path[len]. Fails the test on error. */
+void t_save(eng_trainer *tr, char *path, size_t len);
+
 /* Steps 1..steps of a run (their losses into loss[1..steps]), saved after step save_at
  * (the checkpoint's path into path[len]). */
 void t_steps_saving(eng_trainer *tr, int steps, int save_at, float *loss, char *path,

@@ -319,9 +319,8 @@ START_TEST(test_ckpt_find_offers_previous)
 	char path[ENG_PATH_LEN + 64];
 	trainer_from(&tr, TINY, 1000, extra);
 	for (int i = 0; i < 2; i++) {
-		ck_assert_int_eq(eng_trainer_step(&tr, &st, &err), 0);
-		ck_assert_msg(eng_trainer_save(&tr, NULL, path, sizeof path, NULL, &err) == 0, "%s",
-			err.msg);
+		ck_assert_int_eq(eng_trainer_step_as(&tr, NULL, &st, &err), 0);
+		t_save(&tr, path, sizeof path);
 	}
 	eng_trainer_free(&tr);
 	char *s1 = path_join(sd, "step_00000001"), *s2 = path_join(sd, "step_00000002");
@@ -424,8 +423,7 @@ static void round_trip(const char *which)
 		"\"%s\"}}", ref, train, sd);
 	char out[ENG_PATH_LEN + 64];
 	eng_err err = {0};
-	ck_assert_msg(eng_trainer_save(&tr, NULL, out, sizeof out, NULL, &err) == 0, "%s",
-		err.msg);
+	t_save(&tr, out, sizeof out);
 	eng_trainer_free(&tr);
 	ck_assert_msg(eng_ckpt_verify(out, &err) == 0, "%s: %s", out, err.msg);
 

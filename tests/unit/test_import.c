@@ -1300,7 +1300,7 @@ static void run_first_step(const char *init_from, first_step *r)
 		  "{\"model\":{\"init_from\":\"%s\"},\"data\":{\"train\":\"%s\"},\"batch\":%d,"
 		  "\"seq_len\":%d,\"steps\":1,\"threads\":2,\"optim\":{\"lr\":1e-3}}",
 		  init_from, data, TINY_B, TINY_T);
-	ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 	r->loss = st.loss;
 	r->nfloats = tr.model.nfloats;
 	r->params = malloc(r->nfloats * sizeof(float));
@@ -1692,9 +1692,8 @@ START_TEST(test_llama_checkpoint_round_trip)
 		"\"batch\":2,\"seq_len\":24,\"steps\":2,\"threads\":2,\"optim\":{\"lr\":3e-3},"
 		"\"remat\":{\"default\":\"full\"},\"save\":{\"dir\":\"%s\"}}", data, data, root);
 	for (int s = 0; s < 2; s++)
-		ck_assert_msg(eng_trainer_step(&a, &st, &err) == 0, "%s", err.msg);
-	ck_assert_msg(eng_trainer_save(&a, NULL, path, sizeof path, NULL, &err) == 0, "%s",
-		err.msg);
+		ck_assert_msg(eng_trainer_step_as(&a, NULL, &st, &err) == 0, "%s", err.msg);
+	t_save(&a, path, sizeof path);
 	eng_config c;
 	char *cp = join(path, "config.json");
 	ck_assert_msg(eng_hfconfig_read(cp, &c, &err) == 0, "%s", err.msg);

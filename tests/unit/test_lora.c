@@ -205,9 +205,8 @@ START_TEST(test_lora_checkpoint_own_base)
 	eng_err err;
 	lora_trainer(&a, NULL, root, NULL);
 	for (int s = 0; s < 2; s++)
-		ck_assert_msg(eng_trainer_step(&a, &st, &err) == 0, "%s", err.msg);
-	ck_assert_msg(eng_trainer_save(&a, NULL, path, sizeof path, NULL, &err) == 0, "%s",
-		err.msg);
+		ck_assert_msg(eng_trainer_step_as(&a, NULL, &st, &err) == 0, "%s", err.msg);
+	t_save(&a, path, sizeof path);
 	snprintf(file, sizeof file, "%s/" ENG_PEFT_CONFIG, path);
 	read_peft_config(file, ".", &a.model);
 	snprintf(file, sizeof file, "%s/model.safetensors", path);
@@ -234,9 +233,8 @@ START_TEST(test_lora_checkpoint_own_base)
 	t_trainer(&b, "{\"model\":{\"init_from\":\"%s\"},\"data\":{\"train\":\"%s/train.bin\"},"
 		"\"batch\":2,\"seq_len\":20,\"steps\":1,\"threads\":2,\"save\":{\"dir\":\"%s\"}}",
 		path, data, save2);
-	ck_assert_msg(eng_trainer_step(&b, &st, &err) == 0, "%s", err.msg);
-	ck_assert_msg(eng_trainer_save(&b, NULL, path2, sizeof path2, NULL, &err) == 0, "%s",
-		err.msg);
+	ck_assert_msg(eng_trainer_step_as(&b, NULL, &st, &err) == 0, "%s", err.msg);
+	t_save(&b, path2, sizeof path2);
 	snprintf(file, sizeof file, "%s/" ENG_PEFT_CONFIG, path2);
 	read_peft_config(file, ".", &b.model);
 	ck_assert_msg(eng_ckpt_verify(path2, &err) == 0, "%s", err.msg);

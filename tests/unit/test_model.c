@@ -99,7 +99,7 @@ static void run(const char *const schedule[STEPS], run_result *r)
 			ck_assert_msg(eng_trainer_set_policy(&tr, &p, &err) == 0, "%s", err.msg);
 		}
 		eng_step_stats st;
-		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 		r->loss[s] = st.loss;
 	}
 	keep_result(&tr, r);
@@ -270,7 +270,7 @@ START_TEST(test_model_chunked_head_holds_one_chunk)
 	eng_mem_reset_peak();
 	eng_step_stats st;
 	eng_err err;
-	ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 	eng_mem_get_stats(&after);
 	/* nothing is allocated inside a step: the step's peak is what was there before */
 	ck_assert_uint_eq(after.peak_reset[ENG_MEM_ACTIVATIONS], before.current[ENG_MEM_ACTIVATIONS]);
@@ -299,7 +299,7 @@ START_TEST(test_model_set_policy_returns_memory_to_os)
 		       "\"seq_len\":128,\"steps\":2,\"threads\":2}");
 	eng_step_stats st;
 	eng_err err;
-	ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 	eng_mem_stats before, after;
 	eng_mem_get_stats(&before);
 	set(&tr, "full");
@@ -310,7 +310,7 @@ START_TEST(test_model_set_policy_returns_memory_to_os)
 		"RSS %zu -> %zu after freeing %zu bytes of activations", before.rss, after.rss,
 		freed);
 	/* and the run goes on under the new policy */
-	ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 	ck_assert(st.activation_bytes == after.current[ENG_MEM_ACTIVATIONS]);
 	eng_trainer_free(&tr);
 }
@@ -453,7 +453,7 @@ START_TEST(test_layout_lost_refuses_steps)
 	tr.model.mem = mem;
 	ck_assert_msg(eng_trainer_set_policy(&tr, &to, &err) == 0, "%s", err.msg);
 	eng_step_stats st;
-	ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 	eng_trainer_free(&tr);
 }
 END_TEST
@@ -473,17 +473,17 @@ START_TEST(test_layout_switch_peak)
 		small_trainer(&tr);
 		for (int k = 0; k < 2; k++) {
 			set(&tr, pairs[i][k]);
-			ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+			ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 			eng_mem_reset_peak();
-			ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+			ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 			eng_mem_get_counters(&ms);
 			steady[k] = ms.total_peak_reset;
 		}
 		set(&tr, pairs[i][0]);
-		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 		eng_mem_reset_peak();
 		set(&tr, pairs[i][1]);
-		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 		eng_mem_get_counters(&ms);
 		over_switch = ms.total_peak_reset;
 		size_t larger = steady[0] > steady[1] ? steady[0] : steady[1];
@@ -532,9 +532,9 @@ START_TEST(test_plan_peak_matches_measured)
 		eng_step_stats st;
 		eng_plan pl;
 		set(&tr, policies[i]);
-		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 		eng_mem_reset_peak();
-		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 		eng_mem_get_counters(&now);
 		double measured = (double)(now.total_peak_reset - before.total_current);
 		eng_plan_policy(&tr.model.cfg, tr.model.B, tr.model.T, tr.model.chunk_rows,
@@ -639,7 +639,7 @@ START_TEST(test_oom_least_fails_cleanly)
 	eng_mem_stats ms;
 	small_trainer(&tr);
 	set(&tr, "full,head=chunked");
-	ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 	size_t bytes = tr.model.nfloats * sizeof(float);
 	eng_data_pos pos = tr.train.pos;
 	float *w = malloc(bytes);
@@ -647,7 +647,7 @@ START_TEST(test_oom_least_fails_cleanly)
 	eng_mem_get_counters(&ms);
 	eng_mem_set_limit(ms.total_current); /* nothing more: the scratch cannot come back */
 	tr.model.scratch_threads = 0;
-	ck_assert_int_eq(eng_trainer_step(&tr, &st, &err), -1);
+	ck_assert_int_eq(eng_trainer_step_as(&tr, NULL, &st, &err), -1);
 	ck_assert_int_eq(err.kind, ENG_ERR_NOMEM);
 	ck_assert_msg(strstr(err.msg, "step 2: ") && strstr(err.msg, "out of memory: this run "
 		"needs at least ") && strstr(err.msg, "every block full and the head chunked"),
@@ -657,7 +657,7 @@ START_TEST(test_oom_least_fails_cleanly)
 	ck_assert(memcmp(&tr.train.pos, &pos, sizeof pos) == 0);
 	ck_assert_msg(memcmp(w, tr.model.params, bytes) == 0, "a failed step changed the weights");
 	eng_mem_set_limit(0);
-	ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(st.step, 2);
 	free(w);
 	eng_trainer_free(&tr);
@@ -677,7 +677,7 @@ START_TEST(test_memtrace_step)
 		eng_err err = {0};
 		small_trainer(&tr);
 		set(&tr, policies[pi]);
-		ck_assert_msg(eng_trainer_step(&tr, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
 		const eng_memtrace *t = &tr.trace;
 		int L = tr.model.cfg.n_layer, lives = 0, deads = 0, rebuilt_in_bwd = 0, in_bwd = 0;
 		size_t act = 0, act_at_fwd_end = 0, saved = 0;
@@ -838,8 +838,8 @@ START_TEST(test_bf16_follows_fp32)
 	t_trainer(&b, fmt, "bf16");
 	double worst = 0;
 	for (int s = 1; s <= 300; s++) {
-		ck_assert_msg(eng_trainer_step(&a, &st, &err) == 0, "%s", err.msg);
-		ck_assert_msg(eng_trainer_step(&b, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_step_as(&a, NULL, &st, &err) == 0, "%s", err.msg);
+		ck_assert_msg(eng_trainer_step_as(&b, NULL, &st, &err) == 0, "%s", err.msg);
 		if (s % 50)
 			continue;
 		float va = eng_trainer_val_loss(&a, 8), vb = eng_trainer_val_loss(&b, 8);
