@@ -10,12 +10,13 @@ set -eu
 # mandoc and groff-base: tests/man.sh lints the man pages with both.
 # zlib1g-dev: the tests read the PNGs rematctl plot writes (inflate).
 # libcairo2-dev: rematctl plot draws its PNG and SVG pictures with Cairo.
+# libexpat1-dev: the plot tests parse the SVG rematctl writes.
 # libssl-dev: OpenSSL's libcrypto hashes checkpoints (SHA-256) in the worker.
 # libopenmpi-dev, openmpi-bin: data parallelism ("parallel": {"ranks": N}) and its tests.
 # libdnnl-dev: oneDNN's bf16 matmuls for "precision": "bf16" on the CPU.
 pkgs="build-essential pkg-config libuv1-dev libjansson-dev check libopenblas-openmp-dev
       clang libclang-rt-14-dev systemd mandoc groff-base zlib1g-dev libopenmpi-dev
-      openmpi-bin libdnnl-dev libcairo2-dev libssl-dev"
+      openmpi-bin libdnnl-dev libcairo2-dev libexpat1-dev libssl-dev"
 
 missing=""
 for p in $pkgs; do
