@@ -256,19 +256,20 @@ char *cli_spec_paths_text(const json_t *spec)
 {
 	size_t cap = 1, o = 0;
 	for (size_t i = 0; i < PROTO_SPEC_PATHS; i++) {
-		const char *p = cli_jstr(cli_jobj(spec, proto_spec_paths[i][0]), proto_spec_paths[i][1]);
-		cap += p ? strlen(proto_spec_paths[i][0]) + strlen(proto_spec_paths[i][1]) +
-			strlen(p) + 4 : 0;
+		const char *const *field = proto_spec_paths[i];
+		const char *p = cli_jstr(cli_jobj(spec, field[0]), field[1]);
+		cap += p ? strlen(field[0]) + strlen(field[1]) + strlen(p) + 4 : 0;
 	}
 	char *text = malloc(cap);
 	if (!text)
 		return NULL;
 	text[0] = '\0';
 	for (size_t i = 0; i < PROTO_SPEC_PATHS; i++) {
-		const char *p = cli_jstr(cli_jobj(spec, proto_spec_paths[i][0]), proto_spec_paths[i][1]);
+		const char *const *field = proto_spec_paths[i];
+		const char *p = cli_jstr(cli_jobj(spec, field[0]), field[1]);
 		if (p && *p)
-			o += (size_t)snprintf(text + o, cap - o, "%s.%s: %s\n", proto_spec_paths[i][0],
-				proto_spec_paths[i][1], p);
+			o += (size_t)snprintf(text + o, cap - o, "%s.%s: %s\n", field[0], field[1],
+				p);
 	}
 	return text;
 }

@@ -12,7 +12,8 @@
  *   srv_cmd.c         requests: validation and dispatch
  *   srv_job.c         the job table: ids, states and their events, the queue, removal,
  *                     job-status and job-list from the table
- *   srv_job_start.c   job-start's checks and files, and a check's answer
+ *   srv_job_check.c   a spec's checks: at once, then remat-train --check; its answer read
+ *   srv_job_start.c   job-start: a checked spec becomes a job (id, files, queue)
  *   srv_job_resume.c  resume, a restart's look at save directories, plans without a worker
  *   srv_worker.c      a job's worker process (remat-train): spawn, channel, time limits, end
  *   srv_worker_read.c what the worker says: replies routed back, events relayed

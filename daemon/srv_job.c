@@ -139,7 +139,7 @@ void srv_job_free(srv_job *job)
 	free(job->last_checkpoint);
 	json_decref(job->stop_ret);
 	json_decref(job->policy);
-	json_decref(job->info);
+	free(job->info);
 	json_decref(job->last_save_error);
 	free(job);
 }
@@ -310,11 +310,12 @@ json_t *srv_job_remove(srv_job *job, proto_errclass *ec, char *desc, size_t desc
  * trainable_params into o (the job-start reply, job-status); nothing when it has none. */
 void srv_job__model_fields(const srv_job *job, json_t *o)
 {
-	static const char *const keys[] = {"arch", "params", "trainable_params"};
-	json_t *m = json_object_get(job->info, "model");
-	for (size_t i = 0; o && json_is_object(m) && i < sizeof keys / sizeof keys[0]; i++)
-		if (json_object_get(m, keys[i]))
-			json_object_set(o, keys[i], json_object_get(m, keys[i]));
+	const eng_check_info *ci = job->info;
+	if (!o || !ci || ci->params <= 0) /* a record from before the check said it */
+		return;
+	json_object_set_new(o, "arch", json_string(eng_arch_name(ci->cfg.arch)));
+	json_object_set_new(o, "params", json_integer((json_int_t)ci->params));
+	json_object_set_new(o, "trainable_params", json_integer((json_int_t)ci->trainable_params));
 }
 
 static json_t *job_opt_str(const char *s)
@@ -337,8 +338,8 @@ json_t *srv_job_status(const srv_job *job)
 	/* rates only mean something while the worker runs, and then the worker answers */
 	json_object_set_new(o, "tokens_per_s", json_null());
 	json_object_set_new(o, "step_ms", json_null());
-	json_t *pol = job->policy ? job->policy : json_object_get(job->info, "policy");
-	json_object_set_new(o, "policy", pol ? json_deep_copy(pol) : json_object());
+	json_object_set_new(o, "policy", job->policy ? json_deep_copy(job->policy) : job->info ?
+		eng_policy_json(&job->info->policy) : json_object());
 	/* the controller is the job's: a stopped one's budget comes back with its resume */
 	srv_auto_status(&job->autoc, o);
 	json_object_set_new(o, "last_checkpoint", job_opt_str(job->last_checkpoint));

@@ -61,6 +61,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "eng_check_info.h"
 #include "proto.h"
 #include "srv.h"
 #include "srv_auto.h"
@@ -108,8 +109,8 @@ struct srv_job {
 					 * "resume.json" */
 	eng_cred owner;                 /* who started it: whose rights its worker has */
 	int64_t created;                /* when, in seconds since the epoch */
-	json_t *info;                   /* what remat-train --check said of its spec (config,
-					 * batch, seq_len, chunk_rows, aliases, policy), or NULL */
+	eng_check_info *info;           /* what remat-train --check said of its spec
+					 * (malloc'd; in the record), or NULL */
 	proto_job_state state;          /* proto.h's proto_job_state */
 	int steps;                      /* the spec's steps (where the run ends) */
 	int step;                       /* the last step reported */

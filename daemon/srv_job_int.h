@@ -1,5 +1,5 @@
 /* srv_job_int.h - what the pieces of the job table share (srv_job.c, srv_job_start.c,
- * srv_job_resume.c); not part of the daemon's interface (srv_job.h is).
+ * srv_job_check.c, srv_job_resume.c); not part of the daemon's interface (srv_job.h is).
  */
 #ifndef SRV_JOB_INT_H
 #define SRV_JOB_INT_H
@@ -16,8 +16,17 @@
 /* What a check was run for, and who waits for its answer. */
 typedef enum { CHECK_START, CHECK_RESUME, CHECK_PLAN, CHECK_SCAN } check_kind;
 
-typedef struct job_check {
+typedef struct job_check job_check;
+
+/* What a check's answer does for its kind (job_check.done): given a good answer ci, the
+ * reply (new reference), or NULL with *ec and desc. A look (CHECK_SCAN) is called with a
+ * failed one too (ci NULL or not ok: *ec and desc say why), and answers no one. */
+typedef json_t *(*job_checked_fn)(srv_server *srv, job_check *k, const eng_check_info *ci,
+	proto_errclass *ec, char *desc, size_t desclen);
+
+struct job_check {
 	check_kind kind;
+	job_checked_fn done;    /* acts on the answer (set by whoever runs the check) */
 	unsigned conn_id;       /* the client waiting (0: none) */
 	json_t *id;             /* its request's id (own reference, or NULL) */
 	json_t *spec;           /* the spec checked (own reference) */
@@ -25,7 +34,7 @@ typedef struct job_check {
 	eng_cred owner;         /* whose check it is */
 	srv_job *job;           /* CHECK_RESUME, CHECK_SCAN: the job (held by
 				 * job->checking) */
-} job_check;
+};
 
 /* ---- the table (srv_job.c) ---- */
 
@@ -34,7 +43,7 @@ void srv_job__table_take(srv_server *srv, int i);
 /* What trains, from the check's "model": arch, params and trainable_params into o. */
 void srv_job__model_fields(const srv_job *job, json_t *o);
 
-/* ---- checks (srv_job_start.c) ---- */
+/* ---- checks (srv_job_check.c) ---- */
 
 /* Refuses relative paths in spec, naming the key: 0, or -1 with desc. */
 int srv_job__check_paths(const json_t *spec, char *desc, size_t desclen);
@@ -45,23 +54,10 @@ int srv_job__check_syntax(const json_t *spec, char *desc, size_t desclen);
 int srv_job__check_run(srv_server *srv, job_check *k, srv_conn *c, proto_errclass *ec,
 	char *desc, size_t desclen);
 void srv_job__check_free(job_check *k);
-/* What a check said, kept with the job (no "ok"). New reference. */
-json_t *srv_job__check_info(const json_t *out);
+/* A copy of what a check said, kept with the job (malloc'd), or NULL. */
+eng_check_info *srv_job__check_info(const eng_check_info *ci);
 /* Writes spec to job->dir/name durably, mode 0600, never through a symlink. */
 int srv_job__write_file(srv_job *job, const char *name, const json_t *spec, char *desc,
 	size_t desclen);
-
-/* ---- resume, looks, plans (srv_job_resume.c) ---- */
-
-/* The resume's check passed: resume.json, and the job queued again; the reply, or NULL with
- * ec/desc. */
-json_t *srv_job__resume_checked(job_check *k, const json_t *out, proto_errclass *ec,
-	char *desc, size_t desclen);
-/* A restart's look at the save directory answered (out, or ec/desc when it failed). */
-void srv_job__scan_done(srv_job *job, const json_t *out, proto_errclass ec, const char *desc);
-/* The planner's view of a job from what its check said and a policy on top of the one it
- * starts with (may be NULL): 0, or -1 with desc. */
-int srv_job__plan_from(const json_t *info, const json_t *policy, eng_plan_job *j,
-	eng_aliases *al, char *desc, size_t desclen);
 
 #endif

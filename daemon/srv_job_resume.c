@@ -16,6 +16,9 @@
 
 /* ---- resume ---- */
 
+static json_t *resume_checked(srv_server *srv, job_check *k, const eng_check_info *ci,
+	proto_errclass *ec, char *desc, size_t desclen);
+
 /* The spec a resume runs: job.json with the model taken from the save directory (resume:
  * true), the policy as last reported and the memory controller as the record keeps it
  * (its budget, or none when it was turned off). New reference, or NULL with desc. */
@@ -106,6 +109,7 @@ int srv_job_resume(srv_job *job, srv_conn *c, const json_t *id, proto_errclass *
 		return -1;
 	}
 	k->kind = CHECK_RESUME;
+	k->done = resume_checked;
 	k->conn_id = c->id;
 	k->id = id ? json_incref((json_t *)id) : NULL;
 	k->owner = job->owner; /* it runs as its owner, whoever asked */
@@ -118,12 +122,11 @@ int srv_job_resume(srv_job *job, srv_conn *c, const json_t *id, proto_errclass *
 	return 0;
 }
 
-/* The resume's check passed: resume.json, and the job queued again. */
-json_t *srv_job__resume_checked(job_check *k, const json_t *out, proto_errclass *ec, char *desc,
-	size_t desclen)
+/* The resume's check passed (job_check.done): resume.json, and the job queued again. */
+static json_t *resume_checked(srv_server *srv, job_check *k, const eng_check_info *ci,
+	proto_errclass *ec, char *desc, size_t desclen)
 {
 	srv_job *job = k->job;
-	srv_server *srv = job->srv;
 	*ec = PROTO_ERR_INVALID_STATE;
 	if (srv->shutting_down) {
 		srv_fmt(desc, desclen, "the daemon is shutting down");
@@ -132,13 +135,13 @@ json_t *srv_job__resume_checked(job_check *k, const json_t *out, proto_errclass 
 	*ec = PROTO_ERR_IO_ERROR;
 	if (srv_job__write_file(job, "resume.json", k->spec, desc, desclen) < 0)
 		return NULL;
-	const char *ckpt = json_string_value(json_object_get(out, "init_from"));
+	const char *ckpt = ci->init_from[0] ? ci->init_from : NULL;
 	char why[SRV_REASON_LEN];
 	job_reset_worker(job);
 	snprintf(job->spec_file, sizeof job->spec_file, "resume.json");
-	json_decref(job->info);
-	job->info = srv_job__check_info(out);
-	job->step = (int)json_integer_value(json_object_get(out, "resume_step"));
+	free(job->info);
+	job->info = srv_job__check_info(ci);
+	job->step = ci->resume_step;
 	if (ckpt) {
 		/* the newest one, found as its owner: newer than the record's when the worker
 		 * saved on its way out of a daemon that had died */
@@ -177,12 +180,13 @@ static int ckpt_step_of(const char *path)
  * verifies as the owner sees the save directory, becomes the record's when it is newer;
  * a save directory another process holds (the orphaned worker saving) is looked at again
  * later. */
-void srv_job__scan_done(srv_job *job, const json_t *out, proto_errclass ec, const char *desc)
+static void scan_done(srv_job *job, const eng_check_info *ci, proto_errclass ec,
+	const char *desc)
 {
 	char q[SRV_QUOTE_BUF];
-	const char *ckpt = json_string_value(json_object_get(out, "init_from"));
-	int step = (int)json_integer_value(json_object_get(out, "resume_step"));
-	if (!json_is_true(json_object_get(out, "ok"))) {
+	const char *ckpt = ci && ci->init_from[0] ? ci->init_from : NULL;
+	int step = ci ? ci->resume_step : 0;
+	if (!ci || !ci->ok) {
 		if (ec == PROTO_ERR_BUSY && ++job->rescan_tries < SRV_RESCAN_TRIES &&
 			!job->srv->shutting_down) {
 			job->rescan_at_ms = srv_now_ms() + SRV_RESCAN_MS;
@@ -209,7 +213,17 @@ void srv_job__scan_done(srv_job *job, const json_t *out, proto_errclass ec, cons
 	srv_job_save_record(job);
 }
 
-/* Runs the resume's check of job as its owner, for srv_job__scan_done. */
+/* job_check.done of a look: scan_done, answering no one. */
+static json_t *scan_checked(srv_server *srv, job_check *k, const eng_check_info *ci,
+	proto_errclass *ec, char *desc, size_t desclen)
+{
+	(void)srv;
+	(void)desclen;
+	scan_done(k->job, ci, *ec, desc);
+	return NULL;
+}
+
+/* Runs the resume's check of job as its owner, for scan_done. */
 static void scan_start(srv_job *job)
 {
 	char desc[PROTO_DESC_LEN];
@@ -221,6 +235,7 @@ static void scan_start(srv_job *job)
 		return;
 	}
 	k->kind = CHECK_SCAN;
+	k->done = scan_checked;
 	k->owner = job->owner;
 	k->job = job;
 	if (srv_job__check_run(job->srv, k, NULL, &ec, desc, sizeof desc) < 0) {
@@ -251,56 +266,38 @@ void srv_job_rescan_due(srv_server *srv)
 
 /* The planner's view of a job from what its check said (info) and a policy on top of the
  * one it starts with (policy, may be NULL). -1 with desc when info lacks something. */
-int srv_job__plan_from(const json_t *info, const json_t *policy, eng_plan_job *j,
-	eng_aliases *al, char *desc, size_t desclen)
+static int plan_from(const eng_check_info *info, const json_t *policy, eng_plan_job *j,
+	char *desc, size_t desclen)
 {
-	json_t *cfg = json_object_get(info, "config"), *v;
-	const char *key;
 	eng_err err;
 	memset(j, 0, sizeof *j);
-	memset(al, 0, sizeof *al);
-	eng_config_from_json(cfg, &j->cfg);
-	j->B = (int)json_integer_value(json_object_get(info, "batch"));
-	j->T = (int)json_integer_value(json_object_get(info, "seq_len"));
-	j->chunk_rows = (int)json_integer_value(json_object_get(info, "chunk_rows"));
-	const char *dev = json_string_value(json_object_get(info, "device"));
-	j->device = dev && strcmp(dev, "cuda") == 0 ? ENG_DEVICE_CUDA : ENG_DEVICE_CPU;
+	j->cfg = info->cfg;
+	j->B = info->batch;
+	j->T = info->seq_len;
+	j->chunk_rows = info->chunk_rows;
+	j->device = info->device;
 	/* what the run will hold whatever its policy, as remat-train --check counted it */
-	json_t *fx = json_object_get(info, "fixed_bytes");
-	for (int c = 0; json_is_object(fx) && c < ENG_MEM_NCAT; c++) {
-		json_t *n = json_object_get(fx, eng_mem_cat_name((eng_mem_cat)c));
-		if (json_is_integer(n) && json_integer_value(n) > 0)
-			j->fixed[c] = (size_t)json_integer_value(n);
-	}
-	j->fixed_source = json_is_object(fx) ? "engine" : NULL;
+	memcpy(j->fixed, info->fixed, sizeof j->fixed);
+	j->fixed_source = info->has_fixed ? "engine" : NULL;
 	/* and the process's untracked term the check measured of itself, and a save's
 	 * snapshot: every job of rematd's saves */
-	json_t *u = json_object_get(info, "untracked_bytes");
-	j->untracked = json_is_integer(u) && json_integer_value(u) > 0 ?
-		(size_t)json_integer_value(u) : 0;
-	j->untracked_source = json_is_integer(u) ? "check" : NULL;
-	json_t *sn = json_object_get(info, "snapshot_bytes");
-	j->snapshot = json_is_integer(sn) && json_integer_value(sn) > 0 ?
-		(size_t)json_integer_value(sn) : 0;
+	j->untracked = info->untracked;
+	j->untracked_source = info->has_untracked ? "check" : NULL;
+	j->snapshot = info->snapshot;
 	if (eng_config_validate(&j->cfg, "the job's model", &err) < 0 || j->B < 1 || j->T < 1 ||
 		j->chunk_rows < 1) {
 		srv_fmt(desc, desclen, "no plan for this job without a worker: its record holds "
 			"no model shape");
 		return -1;
 	}
-	json_object_foreach((json_t *)json_object_get(info, "aliases"), key, v) {
-		if (!json_is_string(v) || eng_aliases_add(al, key, json_string_value(v),
-			j->cfg.n_layer, &err) < 0) {
-			srv_fmt(desc, desclen, "the job's aliases: %s", err.msg);
-			return -1;
-		}
-	}
-	j->aliases = al;
+	j->aliases = &info->aliases;
+	j->policy = info->policy;
+	if (!policy)
+		return 0;
+	/* the policy last reported, on top of a fresh one as the worker's own is */
 	eng_policy_init(&j->policy, j->cfg.n_layer);
-	json_t *base = json_object_get(info, "policy");
-	json_t *args = json_pack("{s:O}", "sections", policy ? policy : base ? base : json_null());
-	int r = (policy || base) ? eng_plan_policy_args(NULL, j->device, args, &j->policy, desc,
-		desclen) : 0;
+	json_t *args = json_pack("{s:O}", "sections", policy);
+	int r = eng_plan_policy_args(NULL, j->device, args, &j->policy, desc, desclen);
 	json_decref(args);
 	return r;
 }
@@ -309,9 +306,8 @@ json_t *srv_job_plan(const srv_job *job, const json_t *args, proto_errclass *ec,
 	size_t desclen)
 {
 	eng_plan_job j;
-	eng_aliases al;
 	*ec = PROTO_ERR_INVALID_STATE;
-	if (!job->info || srv_job__plan_from(job->info, job->policy, &j, &al, desc, desclen) < 0) {
+	if (!job->info || plan_from(job->info, job->policy, &j, desc, desclen) < 0) {
 		if (!job->info)
 			srv_fmt(desc, desclen, "job %s has no plan without a worker: its record "
 				"holds no model shape", job->id);
@@ -321,11 +317,24 @@ json_t *srv_job_plan(const srv_job *job, const json_t *args, proto_errclass *ec,
 	return eng_plan_reply(&j, args, desc, desclen);
 }
 
+/* remat-plan {spec}'s check passed (job_check.done): the plan, or NULL with ec/desc. */
+static json_t *plan_checked(srv_server *srv, job_check *k, const eng_check_info *ci,
+	proto_errclass *ec, char *desc, size_t desclen)
+{
+	eng_plan_job j;
+	(void)srv;
+	*ec = PROTO_ERR_INVALID_PARAMETER;
+	if (plan_from(ci, NULL, &j, desc, desclen) < 0)
+		return NULL;
+	return eng_plan_reply(&j, k->args, desc, desclen);
+}
+
 int srv_job_plan_spec(srv_conn *c, const json_t *spec, const json_t *args, const json_t *id,
 	proto_errclass *ec, char *desc, size_t desclen)
 {
 	*ec = PROTO_ERR_INVALID_PARAMETER;
-	if (srv_job__check_paths(spec, desc, desclen) < 0 || srv_job__check_syntax(spec, desc, desclen) < 0)
+	if (srv_job__check_paths(spec, desc, desclen) < 0 ||
+		srv_job__check_syntax(spec, desc, desclen) < 0)
 		return -1;
 	job_check *k = calloc(1, sizeof *k);
 	if (!k || !(k->spec = json_deep_copy(spec)) || !(k->args = json_deep_copy(args))) {
@@ -337,6 +346,7 @@ int srv_job_plan_spec(srv_conn *c, const json_t *spec, const json_t *args, const
 	}
 	json_object_del(k->args, "spec");
 	k->kind = CHECK_PLAN;
+	k->done = plan_checked;
 	k->conn_id = c->id;
 	k->id = id ? json_incref((json_t *)id) : NULL;
 	k->owner = c->cred;

@@ -1,7 +1,8 @@
 /* srv_job_start.c - job-start: the checks of a spec (at once, then remat-train --check as
- * its owner), the new job's id, directory, files and place in the queue; and a check's
- * answer, whatever it was run for (start, resume, a restart's look, a plan). See srv_job.h.
- * Not here: the table (srv_job.c), resume and plans (srv_job_resume.c).
+ * its owner), and once it passed, the new job's id, directory, files and place in the
+ * queue. See srv_job.h.
+ * Not here: running the checks and reading their answers (srv_job_check.c), the table
+ * (srv_job.c), resume and plans (srv_job_resume.c).
  */
 #include "srv_job.h"
 #include "srv_job_int.h"
@@ -23,49 +24,7 @@
 #include "srv_mpi.h"
 
 #define JOB_SAVE_MODE 0700      /* STATE_DIR/jobs/ID/checkpoints, the owner's */
-#define JOB_FILE_MODE 0600      /* job.json, resume.json: a spec may name private paths */
 #define JOB_ID_TRIES 64         /* ids skipped because their directory exists already */
-
-/* ---- checks of a spec ---- */
-
-/* Refuses relative paths, naming the key: each file a spec names (proto_spec_paths) must
- * be an absolute path, since the worker runs in the job's directory and a client's working
- * directory means nothing to rematd. */
-int srv_job__check_paths(const json_t *spec, char *desc, size_t desclen)
-{
-	for (size_t i = 0; i < PROTO_SPEC_PATHS; i++) {
-		const json_t *sec = json_object_get(spec, proto_spec_paths[i][0]);
-		const json_t *v = json_is_object(sec) ? json_object_get(sec, proto_spec_paths[i][1])
-						      : NULL;
-		/* a value of the wrong type is left to the engine's check, which names it */
-		if (!json_is_string(v) || json_string_value(v)[0] == '/')
-			continue;
-		char q[SRV_QUOTE_BUF];
-		srv_fmt(desc, desclen, "spec: '%s.%s' must be an absolute path, not %s",
-			proto_spec_paths[i][0], proto_spec_paths[i][1],
-			srv_quote(json_string_value(v), json_string_length(v), q));
-		return -1;
-	}
-	return 0;
-}
-
-/* The spec's own syntax (unknown keys, types, ranges), at once, before any helper runs. */
-int srv_job__check_syntax(const json_t *spec, char *desc, size_t desclen)
-{
-	char *text = json_dumps(spec, JSON_COMPACT);
-	if (!text) {
-		srv_fmt(desc, desclen, "spec: cannot serialise it (out of memory?)");
-		return -1;
-	}
-	eng_spec *es = calloc(1, sizeof *es);
-	eng_err err = {0};
-	int r = es ? eng_spec_parse(es, text, &err) : eng_errf(&err, "out of memory");
-	free(text);
-	free(es);
-	if (r < 0)
-		srv_fmt(desc, desclen, "spec: %s", err.msg);
-	return r;
-}
 
 static int job_count(const srv_server *srv, proto_job_state s)
 {
@@ -73,54 +32,6 @@ static int job_count(const srv_server *srv, proto_job_state s)
 	for (int i = 0; i < srv->n_jobs; i++)
 		n += srv->jobs[i]->state == s;
 	return n;
-}
-
-void srv_job__check_free(job_check *k)
-{
-	json_decref(k->id);
-	json_decref(k->spec);
-	json_decref(k->args);
-	free(k);
-}
-
-static void check_done(srv_server *srv, void *ud, const json_t *out, const char *why);
-
-/* Runs remat-train --check on spec as owner for k; c (may be NULL) waits. */
-int srv_job__check_run(srv_server *srv, job_check *k, srv_conn *c, proto_errclass *ec,
-	char *desc, size_t desclen)
-{
-	static const char *const args[] = {"--check", NULL};
-	if (srv_helper_count(srv) >= SRV_HELPER_MAX) {
-		*ec = PROTO_ERR_BUSY;
-		srv_fmt(desc, desclen, "%d specs are being checked already; try again",
-			SRV_HELPER_MAX);
-		return -1;
-	}
-	if (srv_helper_run(srv, "check", args, k->spec, &k->owner, SRV_CHECK_MS, check_done, k,
-		desc, desclen) < 0) {
-		*ec = PROTO_ERR_INTERNAL;
-		return -1;
-	}
-	if (c)
-		c->inflight++;
-	return 0;
-}
-
-/* A check's error as a reply: the worker's own message, in the class it gave (Busy when
- * another job holds the save directory, InvalidParameter when the spec must change). */
-static proto_errclass check_error(const json_t *out, const char *why, char *desc,
-	size_t desclen)
-{
-	const char *msg = json_string_value(json_object_get(out, "error"));
-	const char *cls = json_string_value(json_object_get(out, "class"));
-	if (!out) {
-		srv_fmt(desc, desclen, "cannot check the spec: %s", why ? why : "no answer");
-		return PROTO_ERR_INTERNAL;
-	}
-	srv_fmt(desc, desclen, "spec: %s", msg ? msg : "refused");
-	return cls && strcmp(cls, proto_errclass_name(PROTO_ERR_BUSY)) == 0
-		       ? PROTO_ERR_BUSY
-		       : PROTO_ERR_INVALID_PARAMETER;
 }
 
 /* ---- job-start ---- */
@@ -152,22 +63,6 @@ static int job_reserve(srv_server *srv, srv_job *job, char *desc, size_t desclen
 	}
 	srv_fmt(desc, desclen, "cannot find a free job id under '%s/jobs'", srv->state_dir);
 	return -1;
-}
-
-/* Writes spec to job->dir/name durably, mode 0600, never through a symlink. */
-int srv_job__write_file(srv_job *job, const char *name, const json_t *spec, char *desc,
-	size_t desclen)
-{
-	eng_dir d;
-	eng_err e = {0};
-	int rc = srv_job_dir_open(job, &d, &e);
-	if (rc == 0) {
-		rc = eng_fs_write_json(&d, name, JOB_FILE_MODE, spec, &e);
-		eng_dir_close(&d);
-	}
-	if (rc < 0)
-		srv_fmt(desc, desclen, "%s", e.msg);
-	return rc;
 }
 
 /* The default save directory, STATE_DIR/jobs/ID/checkpoints, the owner's: made and given
@@ -205,15 +100,6 @@ out:
 	return rc;
 }
 
-/* What a check said, kept with the job (no "ok"). New reference. */
-json_t *srv_job__check_info(const json_t *out)
-{
-	json_t *info = json_deep_copy(out);
-	if (info)
-		json_object_del(info, "ok");
-	return info;
-}
-
 /* A live or queued job already writing to save_dir, or NULL. */
 static srv_job *job_using(srv_server *srv, const char *save_dir)
 {
@@ -228,7 +114,7 @@ static srv_job *job_using(srv_server *srv, const char *save_dir)
 /* 0 when a spec that passed its check may become a job now: the daemon is not shutting
  * down, its save directory (save, may be NULL) is no other job's, the queue has room, a
  * data parallel job can be launched. Else -1 with ec/desc. */
-static int job_may_create(srv_server *srv, const json_t *out, const char *save,
+static int job_may_create(srv_server *srv, const eng_check_info *ci, const char *save,
 	proto_errclass *ec, char *desc, size_t desclen)
 {
 	srv_job *other = save && save[0] ? job_using(srv, save) : NULL;
@@ -249,7 +135,7 @@ static int job_may_create(srv_server *srv, const json_t *out, const char *save,
 		srv_fmt(desc, desclen, "too many jobs queued (at most %d)", SRV_MAX_QUEUED);
 		return -1;
 	}
-	if (srv_mpi_check(srv, out, desc, desclen) < 0) {
+	if (srv_mpi_check(srv, ci, desc, desclen) < 0) {
 		*ec = PROTO_ERR_INVALID_PARAMETER;
 		return -1;
 	}
@@ -283,11 +169,11 @@ static int job_files(srv_job *job, job_check *k, const char *save, proto_errclas
 }
 
 /* The job of a spec that passed its check: its id, files and place in the queue. */
-static srv_job *job_create(srv_server *srv, job_check *k, const json_t *out,
+static srv_job *job_create(srv_server *srv, job_check *k, const eng_check_info *ci,
 	proto_errclass *ec, char *desc, size_t desclen)
 {
-	const char *save = json_string_value(json_object_get(out, "save_dir"));
-	if (job_may_create(srv, out, save, ec, desc, desclen) < 0)
+	const char *save = ci->save_dir;
+	if (job_may_create(srv, ci, save, ec, desc, desclen) < 0)
 		return NULL;
 	srv_job *job = srv_job_alloc(srv);
 	if (!job) {
@@ -303,12 +189,10 @@ static srv_job *job_create(srv_server *srv, job_check *k, const json_t *out,
 	if (job_reserve(srv, job, desc, desclen) < 0 ||
 		job_files(job, k, save, ec, desc, desclen) < 0)
 		goto fail;
-	const char *jname = json_string_value(json_object_get(out, "name"));
-	srv_copy_text(job->name, sizeof job->name, jname ? jname : "job");
-	job->steps = (int)json_integer_value(json_object_get(out, "steps"));
-	job->info = srv_job__check_info(out);
-	json_t *pol = json_object_get(out, "policy");
-	job->policy = json_is_object(pol) ? json_incref(pol) : NULL;
+	srv_copy_text(job->name, sizeof job->name, ci->name[0] ? ci->name : "job");
+	job->steps = ci->steps;
+	job->info = srv_job__check_info(ci);
+	job->policy = eng_policy_json(&ci->policy);
 	srv_auto_from_spec(&job->autoc, k->spec);
 	job->created = (int64_t)time(NULL);
 	snprintf(job->reason, sizeof job->reason, "job-start");
@@ -328,6 +212,31 @@ fail:
 			srv_job__table_take(srv, i);
 	srv_job_free(job);
 	return NULL;
+}
+
+/* The check's "warnings" (lines: allowed, but not what the spec hopes), passed on in
+ * job-start's reply ret as remat-train gave them, when they are a list of strings. */
+static void check_warnings(const eng_check_info *ci, json_t *ret)
+{
+	if (ret && ci->warning[0])
+		json_object_set_new(ret, "warnings", json_pack("[s]", ci->warning));
+}
+
+/* job-start's check passed (job_check.done): the job, queued; the reply (its id, state,
+ * warnings, what trains), or NULL with ec/desc. */
+static json_t *start_checked(srv_server *srv, job_check *k, const eng_check_info *ci,
+	proto_errclass *ec, char *desc, size_t desclen)
+{
+	srv_job *job = job_create(srv, k, ci, ec, desc, desclen);
+	json_t *ret = NULL;
+	if (job)
+		ret = json_pack("{s:s, s:s}", "job", job->id, "state",
+			proto_job_state_name(job->state));
+	if (job) {
+		check_warnings(ci, ret);
+		srv_job__model_fields(job, ret);
+	}
+	return ret;
 }
 
 int srv_job_start(srv_conn *c, const json_t *spec, const char *name, const json_t *id,
@@ -367,6 +276,7 @@ int srv_job_start(srv_conn *c, const json_t *spec, const char *name, const json_
 		return -1;
 	}
 	k->kind = CHECK_START;
+	k->done = start_checked;
 	k->conn_id = c->id;
 	k->id = id ? json_incref((json_t *)id) : NULL;
 	k->owner = c->cred;
@@ -375,88 +285,4 @@ int srv_job_start(srv_conn *c, const json_t *spec, const char *name, const json_
 		return -1;
 	}
 	return 0;
-}
-
-/* ---- a check's answer ---- */
-
-/* The check's "warnings" (lines: allowed, but not what the spec hopes), passed on in
- * job-start's reply ret as remat-train gave them, when they are a list of strings. */
-static void check_warnings(const json_t *out, json_t *ret)
-{
-	json_t *w = json_object_get(out, "warnings"), *v;
-	size_t i;
-	if (!ret || !json_is_array(w) || json_array_size(w) == 0)
-		return;
-	json_array_foreach(w, i, v)
-		if (!json_is_string(v))
-			return;
-	json_object_set(ret, "warnings", w);
-}
-
-static void check_done(srv_server *srv, void *ud, const json_t *out, const char *why)
-{
-	job_check *k = ud;
-	char desc[PROTO_DESC_LEN];
-	proto_errclass ec = PROTO_ERR_INTERNAL;
-	json_t *ret = NULL;
-	if (k->job)
-		k->job->checking = 0;
-	if (k->kind == CHECK_SCAN) {
-		/* a restart's look at a save directory: answered to no one */
-		if (!out || !json_is_true(json_object_get(out, "ok")))
-			ec = check_error(out, why, desc, sizeof desc);
-		srv_job__scan_done(k->job, out, ec, desc);
-		srv_job__check_free(k);
-		return;
-	}
-	if (!out && srv->shutting_down) {
-		/* the shutdown stopped the check: said before the connection closes */
-		ec = PROTO_ERR_INVALID_STATE;
-		srv_fmt(desc, sizeof desc, "%s: the spec's check was stopped and %s%s%s", why,
-			k->kind == CHECK_START ? "the job was not started" : k->kind ==
-			CHECK_RESUME ? "job " : "no plan was made", k->kind == CHECK_RESUME ?
-			k->job->id : "", k->kind == CHECK_RESUME ? " was not resumed" : "");
-	} else if (!out || !json_is_true(json_object_get(out, "ok"))) {
-		ec = check_error(out, why, desc, sizeof desc);
-		const char *msg = json_string_value(json_object_get(out, "error"));
-		if (k->kind == CHECK_RESUME && msg) {
-			/* its spec was good once: what stops it now is its state on disk */
-			if (ec == PROTO_ERR_INVALID_PARAMETER)
-				ec = PROTO_ERR_INVALID_STATE;
-			srv_fmt(desc, sizeof desc, "job %s cannot resume: %s", k->job->id, msg);
-		}
-	} else if (k->kind == CHECK_START) {
-		srv_job *job = job_create(srv, k, out, &ec, desc, sizeof desc);
-		if (job)
-			ret = json_pack("{s:s, s:s}", "job", job->id, "state",
-				proto_job_state_name(job->state));
-		if (job) {
-			check_warnings(out, ret);
-			srv_job__model_fields(job, ret);
-		}
-	} else if (k->kind == CHECK_RESUME) {
-		ret = srv_job__resume_checked(k, out, &ec, desc, sizeof desc);
-	} else {
-		eng_plan_job j;
-		eng_aliases al;
-		ec = PROTO_ERR_INVALID_PARAMETER;
-		if (srv_job__plan_from(out, NULL, &j, &al, desc, sizeof desc) == 0)
-			ret = eng_plan_reply(&j, k->args, desc, sizeof desc);
-	}
-	srv_conn *c = k->conn_id ? srv_conn_find(srv, k->conn_id) : NULL;
-	if (c) {
-		c->inflight--;
-		if (ret)
-			srv_conn_reply(c, ret, k->id);
-		else
-			srv_conn_error(c, ec, desc, k->id);
-	}
-	if (!ret) {
-		char q[SRV_QUOTE_BUF];
-		srv_log("client %u: %s refused: %s: %s", k->conn_id, k->kind == CHECK_START ?
-			"job-start" : k->kind == CHECK_RESUME ? "job-resume" : "remat-plan",
-			proto_errclass_name(ec), srv_quote(desc, strlen(desc), q));
-	}
-	json_decref(ret);
-	srv_job__check_free(k);
 }

@@ -14,10 +14,10 @@
 #include "srv.h"
 #include "srv_worker.h"
 
-int srv_mpi_check(const srv_server *srv, const json_t *check, char *desc, size_t desclen)
+int srv_mpi_check(const srv_server *srv, const eng_check_info *check, char *desc,
+	size_t desclen)
 {
-	json_int_t ranks = json_integer_value(json_object_get(json_object_get(check, "parallel"),
-		"ranks"));
+	long long ranks = check->ranks;
 	if (ranks <= 1 || srv->mpirun_path[0])
 		return 0;
 	srv_fmt(desc, desclen, "parallel.ranks %lld needs mpirun, which rematd has not found on "
@@ -27,9 +27,8 @@ int srv_mpi_check(const srv_server *srv, const json_t *check, char *desc, size_t
 
 int srv_mpi_ranks(const srv_job *job)
 {
-	json_int_t n = json_integer_value(json_object_get(json_object_get(job->info, "parallel"),
-		"ranks"));
-	return n > 1 ? (int)n : 1;
+	int n = job->info ? job->info->ranks : 1;
+	return n > 1 ? n : 1;
 }
 
 /* The owner of the job's fd (an entry of the job's directory) becomes the job's owner when
@@ -164,9 +163,8 @@ int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, cha
 	char *store, size_t storelen, char *err, size_t errlen)
 {
 	srv_server *srv = job->srv;
-	const json_t *par = json_object_get(job->info, "parallel");
-	const char *hosts = json_string_value(json_object_get(par, "hosts"));
-	const char *hostfile = json_string_value(json_object_get(par, "hostfile"));
+	const char *hosts = job->info ? job->info->hosts : NULL;
+	const char *hostfile = job->info ? job->info->hostfile : NULL;
 	size_t used = 0;
 	int n = 0;
 	err[0] = '\0';

@@ -14,7 +14,8 @@
 
 /* At job-start, from remat-train --check's answer: -1 (why in desc) when the job wants
  * ranks and rematd has no mpirun. */
-int srv_mpi_check(const srv_server *srv, const json_t *check, char *desc, size_t desclen);
+int srv_mpi_check(const srv_server *srv, const eng_check_info *check, char *desc,
+	size_t desclen);
 
 /* The ranks the job's check said (1: one remat-train). */
 int srv_mpi_ranks(const srv_job *job);

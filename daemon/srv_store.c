@@ -44,7 +44,7 @@ static json_t *record_json(const srv_job *job)
 	json_t *ctl = srv_auto_json(&job->autoc);
 	if (ctl)
 		json_object_set_new(o, "auto", ctl);
-	json_object_set_new(o, "info", job->info ? json_deep_copy(job->info) : json_null());
+	json_object_set_new(o, "info", job->info ? eng_check_info_json(job->info) : json_null());
 	json_object_set_new(o, "last_save_error", job->last_save_error ?
 		json_deep_copy(job->last_save_error) : json_null());
 	/* an ended job's last figures (mem-stats, remat-get), when rematd kept them */
@@ -87,6 +87,20 @@ static int get_text(const json_t *o, const char *key, char *dst, size_t len)
 	return 0;
 }
 
+/* The record's copy of the job's check (eng_check_info.h), malloc'd; NULL, said in the log,
+ * when it does not read (the job stays listed; it has no plan without a worker). */
+static eng_check_info *load_info(const srv_job *job, const json_t *v)
+{
+	eng_check_info *ci = malloc(sizeof *ci);
+	eng_err e;
+	if (ci && eng_check_info_read(v, ci, &e) == 0)
+		return ci;
+	srv_log("job %s: its record's check does not read: %s", job->id,
+		ci ? e.msg : "out of memory");
+	free(ci);
+	return NULL;
+}
+
 /* A record's fields into job; -1 with a message when one it needs is missing. */
 static int record_load(srv_job *job, const json_t *o, char *err, size_t errlen)
 {
@@ -124,7 +138,7 @@ static int record_load(srv_job *job, const json_t *o, char *err, size_t errlen)
 		job->policy = json_incref(v);
 	srv_auto_load(&job->autoc, o);
 	if (json_is_object(v = json_object_get(o, "info")))
-		job->info = json_incref(v);
+		job->info = load_info(job, v);
 	if (json_is_object(v = json_object_get(o, "last_save_error")))
 		job->last_save_error = json_incref(v);
 	if (json_is_object(v = json_object_get(o, "last_mem")))

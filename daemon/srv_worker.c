@@ -33,13 +33,6 @@ static void worker_on_close(uv_handle_t *h)
 	job->handles_open--;
 }
 
-/* Frees a forwarded request's record. */
-void srv_worker__pending_free(srv_pending *p)
-{
-	json_decref(p->client_id);
-	free(p);
-}
-
 void srv_worker_forget(srv_job *job)
 {
 	while (job->pending) {

@@ -13,6 +13,13 @@
 
 #include "srv_conn.h"
 
+/* Frees a forwarded request's record. */
+void srv_worker__pending_free(srv_pending *p)
+{
+	json_decref(p->client_id);
+	free(p);
+}
+
 /* ---- what the worker says ---- */
 
 static void worker_set_checkpoint(srv_job *job, const json_t *path)
@@ -305,7 +312,8 @@ static void worker_on_event(srv_job *job, json_t *obj)
 			return;
 		/* queued, starting and interrupted are rematd's to say: a job the worker called
 		 * queued would be spawned a second time */
-		if (to == PROTO_JOB_QUEUED || to == PROTO_JOB_STARTING || to == PROTO_JOB_INTERRUPTED)
+		if (to == PROTO_JOB_QUEUED || to == PROTO_JOB_STARTING ||
+			to == PROTO_JOB_INTERRUPTED)
 			to = -1;
 		if (to < 0)
 			return;

@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "eng_backends.h"
+#include "eng_check_info.h"
 #include "eng_ckpt.h"
 #include "eng_cred.h"
 #include "wk_ctl.h"
@@ -186,19 +187,15 @@ static int print_info(void)
 	return 0;
 }
 
-static void alias_item(json_t *o, const eng_aliases *al)
-{
-	for (int i = 0; i < al->n; i++)
-		json_object_set_new(o, al->a[i].name, json_string(al->a[i].selector));
-}
-
 /* --check's answer for an error: its message, and the protocol's class for it (Busy: try
  * again later; InvalidParameter: the spec must change). New reference. */
 static json_t *check_failed(const eng_err *err)
 {
-	return json_pack("{s:b,s:s,s:s}", "ok", 0, "error", err->msg, "class",
-		proto_errclass_name(err->kind == ENG_ERR_BUSY ? PROTO_ERR_BUSY
-							      : PROTO_ERR_INVALID_PARAMETER));
+	eng_check_info ci;
+	memset(&ci, 0, sizeof ci);
+	snprintf(ci.error, sizeof ci.error, "%s", err->msg);
+	ci.busy = err->kind == ENG_ERR_BUSY;
+	return eng_check_info_json(&ci);
 }
 
 /* Prints --check's answer (taken) as one line; the exit status it means. */
@@ -212,60 +209,47 @@ static int print_check(json_t *o)
 	return ok ? 0 : 1;
 }
 
-/* --check: validates the job as its start would, one JSON line; the exit status. */
+/* --check: validates the job as its start would, one JSON line (eng_check_info.h, which
+ * rematd reads); the exit status. */
 static int check_job(eng_spec *s)
 {
 	eng_check ck;
+	eng_check_info ci;
 	eng_err err;
-	json_t *o;
-	if (eng_trainer_check(s, &ck, &err) < 0) {
-		o = check_failed(&err);
-	} else {
-		json_t *al = json_object();
-		alias_item(al, &ck.aliases);
-		o = json_pack("{s:b,s:s,s:i,s:o,s:i,s:i,s:i,s:o,s:o,s:s,"
-			      "s:s,s:s,s:I}", "ok", 1, "name", s->name, "steps", s->steps, "config",
-			eng_config_json(&s->cfg), "batch",
-			s->batch, "seq_len", s->seq_len, "chunk_rows", ck.chunk_rows, "policy",
-			eng_policy_json(&ck.policy), "aliases", al, "init_from", s->init_from,
-			"save_dir", s->save_dir, "device", s->device == ENG_DEVICE_CUDA ? "cuda" : "cpu",
-			"tokens", (json_int_t)ck.ntok);
-		if (o && s->resume)
-			json_object_set_new(o, "resume_step", json_integer(ck.resume_step));
-		char warn[256];
-		if (o && eng_spec_warning(s, warn, sizeof warn))
-			json_object_set_new(o, "warnings", json_pack("[s]", warn));
-		/* what trains (rematd's job-start reply and job-status of a job not running) */
-		size_t trainable, all = eng_model_params(&s->cfg, &trainable);
-		if (o)
-			json_object_set_new(o, "model", json_pack("{s:s,s:I,s:I}", "arch",
-				eng_arch_name(s->cfg.arch), "params", (json_int_t)all,
-				"trainable_params", (json_int_t)trainable));
-		if (o)
-			json_object_set_new(o, "precision",
-				json_string(eng_precision_names[s->precision]));
-		/* data parallel: what rematd passes to mpirun */
-		if (o)
-			json_object_set_new(o, "parallel", json_pack("{s:i,s:s,s:s}", "ranks", s->ranks,
-				"hosts", s->hosts, "hostfile", s->hostfile));
-		/* what the run will hold whatever its policy (the planner's fixed part) */
-		json_t *fx = json_object();
-		for (int c = 0; fx && c < ENG_MEM_NCAT; c++)
-			if (ck.fixed[c])
-				json_object_set_new(fx, eng_mem_cat_name((eng_mem_cat)c),
-					json_integer((json_int_t)ck.fixed[c]));
-		if (o && fx && s->device == ENG_DEVICE_CPU) {
-			json_object_set_new(o, "fixed_bytes", fx);
-			/* the plan's other terms: the process's beyond the tracked bytes (this
-			 * check's own, its kernels' buffers made), and a save's snapshot */
-			json_object_set_new(o, "untracked_bytes", json_integer((json_int_t)ck.untracked));
-		} else {
-			json_decref(fx);
-		}
-		if (o)
-			json_object_set_new(o, "snapshot_bytes", json_integer((json_int_t)ck.snapshot));
-	}
-	return print_check(o);
+	size_t trainable;
+	if (eng_trainer_check(s, &ck, &err) < 0)
+		return print_check(check_failed(&err));
+	memset(&ci, 0, sizeof ci);
+	ci.ok = 1;
+	snprintf(ci.name, sizeof ci.name, "%s", s->name);
+	ci.steps = s->steps;
+	ci.cfg = s->cfg;
+	ci.batch = s->batch;
+	ci.seq_len = s->seq_len;
+	ci.chunk_rows = ck.chunk_rows;
+	ci.policy = ck.policy;
+	ci.aliases = ck.aliases;
+	snprintf(ci.init_from, sizeof ci.init_from, "%s", s->init_from);
+	snprintf(ci.save_dir, sizeof ci.save_dir, "%s", s->save_dir);
+	ci.device = s->device;
+	ci.tokens = (long long)ck.ntok;
+	ci.has_resume_step = s->resume != 0;
+	ci.resume_step = ck.resume_step;
+	if (!eng_spec_warning(s, ci.warning, sizeof ci.warning))
+		ci.warning[0] = '\0';
+	ci.params = (long long)eng_model_params(&s->cfg, &trainable);
+	ci.trainable_params = (long long)trainable;
+	ci.precision = s->precision;
+	ci.ranks = s->ranks;
+	snprintf(ci.hosts, sizeof ci.hosts, "%s", s->hosts);
+	snprintf(ci.hostfile, sizeof ci.hostfile, "%s", s->hostfile);
+	/* the planner's terms: held whatever the policy and the process's beyond the tracked
+	 * bytes (this check's own, its kernels' buffers made; device cpu), a save's snapshot */
+	ci.has_fixed = ci.has_untracked = s->device == ENG_DEVICE_CPU;
+	memcpy(ci.fixed, ck.fixed, sizeof ci.fixed);
+	ci.untracked = ck.untracked;
+	ci.snapshot = ck.snapshot;
+	return print_check(eng_check_info_json(&ci));
 }
 
 /* The command line. */

@@ -17,6 +17,7 @@
 
 #include "cli_fmt.h"
 #include "eng_auto.h"
+#include "eng_check_info.h"
 #include "eng_plan.h"
 #include "eng_policy.h"
 
@@ -461,7 +462,8 @@ START_TEST(test_eng_policy_parse_same_as_client)
 {
 	static const char *const good[] = {"h.0-5=full,head=chunked", "h.0-5=full;head=chunked",
 		"h.0-5=full head=chunked", "full", "full;head=chunked", "h.1=full;;head=chunked;",
-		"h.0-3=full,h.2=off h.3=selective;head=chunked", "h.0-5=full,h.3=off,h.0-5=selective"};
+		"h.0-3=full,h.2=off h.3=selective;head=chunked",
+		"h.0-5=full,h.3=off,h.0-5=selective"};
 	static const char *const bad[] = {"", ";;", "=full", "h.0=", "h.0=full=off",
 		"h.0=full,=off"};
 	char err[256];
@@ -478,8 +480,8 @@ START_TEST(test_eng_policy_parse_same_as_client)
 		ck_assert_msg(cli_sections_parse(args, 1, &sections, err, sizeof err) == 0,
 			"rematctl: '%s': %s", good[i], err);
 		json_object_foreach(sections, sel, v)
-			ck_assert_msg(eng_policy_apply(&got, NULL, sel, json_string_value(v), &e) == 0,
-				"'%s': %s=%s: %s", good[i], sel, json_string_value(v), e.msg);
+			ck_assert_msg(eng_policy_apply(&got, NULL, sel, json_string_value(v),
+				&e) == 0, "'%s': %s=%s: %s", good[i], sel, json_string_value(v), e.msg);
 		json_decref(sections);
 		ck_assert_msg(eng_policy_equal(&want, &got), "'%s' read two ways", good[i]);
 	}
@@ -489,12 +491,88 @@ START_TEST(test_eng_policy_parse_same_as_client)
 		json_t *sections = NULL;
 		char *args[] = {(char *)bad[i]};
 		mixed_policy(&p);
-		ck_assert_msg(eng_policy_parse(&p, NULL, bad[i], &e) < 0, "engine took '%s'", bad[i]);
+		ck_assert_msg(eng_policy_parse(&p, NULL, bad[i], &e) < 0, "engine took '%s'",
+			bad[i]);
 		ck_assert_msg(cli_sections_parse(args, 1, &sections, err, sizeof err) < 0,
 			"rematctl took '%s'", bad[i]);
-		ck_assert_msg(strstr(err, e.msg) != NULL, "'%s': rematctl says '%s', the engine '%s'",
-			bad[i], err, e.msg);
+		ck_assert_msg(strstr(err, e.msg) != NULL,
+			"'%s': rematctl says '%s', the engine '%s'", bad[i], err, e.msg);
 	}
+}
+END_TEST
+
+/* remat-train --check's answer has one writer and one reader (eng_check_info.h): what the
+ * worker writes reads back to the same struct and is written again to the same JSON; a
+ * failure keeps its class; a job record's copy without "ok" (an earlier rematd's) reads as
+ * a good answer, keys it lacks as 0; aliases or a policy that do not fit the model are
+ * refused. */
+START_TEST(test_eng_check_info_round_trip)
+{
+	static eng_check_info ci, back;
+	eng_err e = {0};
+	memset(&ci, 0, sizeof ci);
+	ci.ok = 1;
+	snprintf(ci.name, sizeof ci.name, "small");
+	ci.steps = 100;
+	ci.cfg = gpt2_small;
+	ci.batch = 4;
+	ci.seq_len = 64;
+	ci.chunk_rows = 32;
+	ck_assert_int_eq(eng_aliases_add(&ci.aliases, "trunk", "h.2-11", L12, &e), 0);
+	eng_policy_init(&ci.policy, L12);
+	ck_assert_int_eq(eng_policy_parse(&ci.policy, &ci.aliases, "trunk=full,head=chunked", &e),
+		0);
+	snprintf(ci.save_dir, sizeof ci.save_dir, "/tmp/ckpt");
+	ci.tokens = 1 << 20;
+	ci.has_resume_step = 1;
+	ci.resume_step = 40;
+	snprintf(ci.warning, sizeof ci.warning, "threads 64 above the 2 CPUs");
+	ci.params = 124439808;
+	ci.trainable_params = 124439808;
+	ci.ranks = 2;
+	snprintf(ci.hosts, sizeof ci.hosts, "a,b");
+	ci.has_fixed = ci.has_untracked = 1;
+	ci.fixed[ENG_MEM_PARAMS] = 1000;
+	ci.untracked = 77;
+	ci.snapshot = 5000;
+	json_t *o = eng_check_info_json(&ci);
+	ck_assert_ptr_nonnull(o);
+	ck_assert_int_eq(eng_check_info_read(o, &back, &e), 0);
+	ck_assert(eng_policy_equal(&back.policy, &ci.policy));
+	ck_assert_int_eq(back.aliases.n, 1);
+	ck_assert_int_eq(back.resume_step, 40);
+	ck_assert_int_eq(back.fixed[ENG_MEM_PARAMS], 1000);
+	ck_assert_str_eq(back.warning, ci.warning);
+	ck_assert_str_eq(back.hosts, "a,b");
+	ck_assert_int_eq(back.params, ci.params);
+	json_t *again = eng_check_info_json(&back);
+	ck_assert_msg(json_equal(o, again), "the answer does not write back the same");
+	json_decref(again);
+
+	/* a record's copy without "ok" or the keys it did not have yet */
+	json_object_del(o, "ok");
+	json_object_del(o, "model");
+	json_object_del(o, "fixed_bytes");
+	ck_assert_int_eq(eng_check_info_read(o, &back, &e), 0);
+	ck_assert_int_eq(back.ok, 1);
+	ck_assert_int_eq(back.params, 0);
+	ck_assert_int_eq(back.has_fixed, 0);
+	/* an alias past the model's blocks is refused */
+	json_object_set_new(json_object_get(o, "aliases"), "far", json_string("h.40"));
+	ck_assert_int_eq(eng_check_info_read(o, &back, &e), -1);
+	json_decref(o);
+
+	memset(&ci, 0, sizeof ci);
+	snprintf(ci.error, sizeof ci.error, "save directory held by pid 7");
+	ci.busy = 1;
+	o = eng_check_info_json(&ci);
+	ck_assert_str_eq(json_string_value(json_object_get(o, "class")), "Busy");
+	ck_assert_int_eq(eng_check_info_read(o, &back, &e), 0);
+	ck_assert_int_eq(back.ok, 0);
+	ck_assert_int_eq(back.busy, 1);
+	ck_assert_str_eq(back.error, ci.error);
+	json_decref(o);
+	ck_assert_int_eq(eng_check_info_read(NULL, &back, &e), -1);
 }
 END_TEST
 
@@ -1145,6 +1223,7 @@ Suite *suite_policy(void)
 	tcase_add_test(tc, test_eng_policy_apply_head);
 	tcase_add_test(tc, test_eng_policy_apply_all);
 	tcase_add_test(tc, test_eng_policy_parse_same_as_client);
+	tcase_add_test(tc, test_eng_check_info_round_trip);
 	tcase_add_test(tc, test_eng_policy_apply_alias);
 	tcase_add_test(tc, test_eng_policy_apply_later_overrides);
 	tcase_add_test(tc, test_eng_policy_apply_out_of_range);
