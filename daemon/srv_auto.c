@@ -71,7 +71,7 @@ void srv_auto_from_spec(srv_auto *a, const json_t *spec)
 		auto_on(a, 0, "cgroup");
 		return;
 	}
-	/* as the spec's check reads it (eng_spec.c): a size, or a number of bytes */
+	/* as the spec's check reads it (eng_spec_parse.c): a size, or a number of bytes */
 	if (json_is_integer(b))
 		bytes = json_integer_value(b);
 	else if (json_is_string(b) && proto_size_parse(json_string_value(b), &bytes) < 0)

@@ -23,6 +23,9 @@
  * Nothing here knows the trainer: a snapshot is taken of a model, a spec and a position in
  * the data (eng_ckpt_src), and a resume reads into a model and a data stream; the trainer
  * fills those from itself (engine/run/eng_train_ckpt.h).
+ *
+ * Written in three files: eng_ckpt_write.c (the snapshot, the files, latest, keep),
+ * eng_ckpt_find.c (verify, find, clean, resume), eng_ckpt_writer.c (the writer thread).
  */
 #ifndef ENG_CKPT_H
 #define ENG_CKPT_H

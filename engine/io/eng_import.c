@@ -4,7 +4,7 @@
  * without the "transformer." or "model." prefix, with or without a tied lm_head, F32, F16 or
  * BF16, in one file or in shards named by model.safetensors.index.json), llm.c model
  * files through eng_llmc.c, and the choice between the two that model.init_from makes.
- * Not here: remat's own full checkpoints with optimizer state (eng_ckpt.c); the formats'
+ * Not here: remat's own full checkpoints with optimizer state (eng_ckpt_*.c); the formats'
  * bytes (eng_st.c, eng_llmc.c).
  */
 #include "eng_import.h"

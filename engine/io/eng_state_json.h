@@ -1,6 +1,7 @@
 /* eng_state_json.h - the parts of trainer_state.json that are a run's history rather than
- * its hyperparameters (eng_ckpt.c writes and reads the rest): the shuffle's generator, and
- * what rematctl set changed mid-run. Each *_parse is its *_json's inverse.
+ * its hyperparameters (eng_ckpt_write.c writes the rest, eng_ckpt_find.c reads it): the
+ * shuffle's generator, and what rematctl set changed mid-run. Each *_parse is its *_json's
+ * inverse.
  */
 #ifndef ENG_STATE_JSON_H
 #define ENG_STATE_JSON_H

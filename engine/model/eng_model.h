@@ -9,7 +9,7 @@
  * q|k|v and gate|up are each one weight of one product). Activations are allocated per section as the
  * policy asks (eng_model_set_policy), so switching a block to `full` frees its buffers.
  *
- * Not here: the optimizer loop, data, files (eng_train.c, eng_data.c, eng_ckpt.c).
+ * Not here: the optimizer loop, data, files (eng_train.c, eng_data.c, eng_ckpt_*.c).
  */
 #ifndef ENG_MODEL_H
 #define ENG_MODEL_H

@@ -3,7 +3,7 @@
  * validation loss, saved bytes). Not here: the spec's files resolved and the shape decided
  * (eng_train_spec.c), --check and the run's fixed bytes (eng_train_check.c), what fits and
  * out of memory as a retry (eng_train_fit.c), the step (eng_train_step.c), the model's
- * maths (eng_model.c, eng_cuda_step.c), the checkpoint files (eng_ckpt.c), the control
+ * maths (eng_model.c, eng_cuda_step.c), the checkpoint files (eng_ckpt_*.c), the control
  * protocol (worker/). */
 #include "eng_train_int.h"
 

@@ -1,4 +1,4 @@
-/* test_spec.c - tests of the job spec parser (engine/eng_spec.c).
+/* test_spec.c - tests of the job spec parser (engine/core/eng_spec*.c).
  *
  * What it covers: defaults, every field read back, the shape rules (preset, overrides,
  * bytes -> vocab 256, init_from), eng_spec_finish's checks against a known shape, file
