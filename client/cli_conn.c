@@ -23,8 +23,7 @@
 
 #define READ_CHUNK 65536 /* bytes asked of one read() */
 
-/* Milliseconds on the monotonic clock. */
-static long long now_ms(void)
+long long cli_now_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -36,7 +35,7 @@ static int left_ms(long long deadline)
 {
 	if (deadline < 0)
 		return -1;
-	long long left = deadline - now_ms();
+	long long left = deadline - cli_now_ms();
 	return left < 0 ? 0 : left > 0x7fffffff ? 0x7fffffff : (int)left;
 }
 
@@ -228,7 +227,7 @@ int cli_conn_send(cli_conn *c, const char *cmd, const json_t *args, long long *i
 			 cmd, len - 1, PROTO_MAX_LINE);
 		goto out;
 	}
-	long long deadline = now_ms() + CLI_TIMEOUT_MS;
+	long long deadline = cli_now_ms() + CLI_TIMEOUT_MS;
 	while (off < len) {
 		ssize_t n = send(c->fd, line + off, len - off, MSG_NOSIGNAL);
 		if (n >= 0) {
@@ -273,7 +272,7 @@ out:
 
 int cli_conn_next(cli_conn *c, int timeout_ms, json_t **msg, proto_kind *kind)
 {
-	long long deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	long long deadline = timeout_ms < 0 ? -1 : cli_now_ms() + timeout_ms;
 	char buf[READ_CHUNK];
 
 	for (;;) {
@@ -330,7 +329,7 @@ int cli_conn_call(cli_conn *c, const char *cmd, const json_t *args, int timeout_
 
 	if (rc != CLI_OK)
 		return rc;
-	deadline = now_ms() + timeout_ms;
+	deadline = cli_now_ms() + timeout_ms;
 	for (;;) {
 		json_t *msg = NULL;
 		proto_kind kind;

@@ -49,6 +49,8 @@ typedef struct cli_conn {
  * cli_conn_close either way. */
 int cli_conn_open(cli_conn *c, const char *path, const char *server, int timeout_ms);
 
+/* The monotonic clock in milliseconds (timeouts, polls). */
+long long cli_now_ms(void);
 /* The job a worker's greeting names, or NULL. */
 const char *cli_conn_job(const cli_conn *c);
 

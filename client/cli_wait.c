@@ -29,13 +29,6 @@ typedef struct waiter {
 	int at_resume;	  /* the job is ending first: the change is the policy it resumes with */
 } waiter;
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void keep_event(json_t *msg, void *ud)
 {
 	waiter *w = ud;
@@ -180,11 +173,11 @@ static int take_reply(const cli_command *cmd, waiter *w, const json_t *ret)
 /* Reads events until one decides, wait_ms pass or the connection ends. */
 static int wait_outcome(cli_conn *c, waiter *w, int wait_ms)
 {
-	long long deadline = now_ms() + wait_ms;
+	long long deadline = cli_now_ms() + wait_ms;
 	for (;;) {
 		json_t *msg = NULL;
 		proto_kind kind;
-		long long left = deadline - now_ms();
+		long long left = deadline - cli_now_ms();
 		int rc = cli_conn_next(c, left < 0 ? 0 : (int)left, &msg, &kind);
 		if (rc == CLI_ETIME) {
 			fprintf(stderr, CLI_NAME ": %s: no outcome of the change (due at step %.0f) "

@@ -64,13 +64,6 @@ typedef struct watch {
 	int status_code;     /* exit status when it ends */
 } watch;
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Writes one line of the view, cut to the terminal's width and cleared to its end. */
 static void emit(watch *w, const char *fmt, ...)
 {
@@ -630,16 +623,16 @@ int cli_watch_run(cli_conn *c, const cli_watch_opts *o)
 	}
 	snprintf(w.dirty, sizeof w.dirty, "start");
 	draw(&w);
-	next_poll = now_ms() + interval;
+	next_poll = cli_now_ms() + interval;
 	while (!w.final && (o->count <= 0 || w.updates < o->count)) {
-		long long left = next_poll - now_ms();
+		long long left = next_poll - cli_now_ms();
 		rc = cli_conn_next(c, left < 0 ? 0 : (int)left, &msg, &(proto_kind){0});
 		if (rc == CLI_EINTR) {
 			w.status_code = CLI_EXIT_OK;
 			goto out;
 		}
 		if (rc == CLI_ETIME) {
-			next_poll = now_ms() + interval;
+			next_poll = cli_now_ms() + interval;
 			w.need_mem = w.need_status = 1;
 			snprintf(w.dirty, sizeof w.dirty, "poll");
 		} else if (rc != CLI_OK) {
