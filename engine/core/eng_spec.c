@@ -23,8 +23,6 @@
 #include "eng_fs.h"
 #include "eng_tensors.h"
 
-const char *const eng_precision_names[] = {"fp32", "bf16", NULL};
-
 static void spec_defaults(eng_spec *s)
 {
 	memset(s, 0, sizeof *s);

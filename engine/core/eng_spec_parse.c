@@ -14,6 +14,8 @@
 
 #include "proto.h"
 
+const char *const eng_precision_names[] = {"fp32", "bf16", NULL};
+
 static const char *const root_keys[] = {"name", "model", "data", "batch", "seq_len", "steps",
 	"grad_accum", "seed", "optim", "schedule", "remat", "eval", "sample", "save", "threads",
 	"device", "precision", "memory", "parallel", "train", "lora", NULL};

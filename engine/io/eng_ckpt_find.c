@@ -1,8 +1,8 @@
-/* eng_ckpt_find.c - reading full checkpoints (see eng_ckpt.h): a save directory's
- * listing and `latest`, verifying a checkpoint (checksums, the readers' checks, every
- * tensor config.json implies), cleaning a save directory at a job's start, finding the
- * newest that verifies, and resuming from one. Not here: writing (eng_ckpt_write.c), the
- * writer thread (eng_ckpt_writer.c).
+/* eng_ckpt_find.c - reading full checkpoints (see eng_ckpt.h): verifying a checkpoint
+ * (checksums, the readers' checks, every tensor config.json implies), cleaning a save
+ * directory at a job's start, finding the newest that verifies, and resuming from one.
+ * Not here: writing, and the save directory's listing (eng_ckpt_write.c), the writer
+ * thread (eng_ckpt_writer.c).
  */
 #include "eng_ckpt_int.h"
 
@@ -23,74 +23,6 @@
 #include "eng_sha256.h"
 #include "eng_st.h"
 #include "eng_state_json.h"
-
-/* ---- a save directory's listing ---- */
-
-/* Parses "step_XXXXXXXX" into its step; -1 for any other name. */
-static int step_of(const char *name)
-{
-	if (strncmp(name, "step_", 5) != 0 || strlen(name) != 13)
-		return -1;
-	int v = 0;
-	for (int i = 5; i < 13; i++) {
-		if (name[i] < '0' || name[i] > '9')
-			return -1;
-		v = v * 10 + (name[i] - '0');
-	}
-	return v;
-}
-
-static int cmp_int_desc(const void *a, const void *b)
-{
-	int x = *(const int *)a, y = *(const int *)b;
-	return (x < y) - (x > y);
-}
-
-/* Steps of the step_ entries of the directory open as fd, newest first; the count. With
- * dirs_only, only real directories (no link) count: the ones pruning may remove. */
-int eng_ckpt__list_steps(int fd, int dirs_only, int *steps, int max)
-{
-	int dup_fd = dup(fd);
-	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-	if (!d) {
-		if (dup_fd >= 0)
-			close(dup_fd);
-		return 0;
-	}
-	rewinddir(d); /* a dup shares the position of the descriptor it copies */
-	int n = 0;
-	struct dirent *e;
-	while ((e = readdir(d)) && n < max) {
-		struct stat st;
-		int s = step_of(e->d_name);
-		if (s < 0 || (dirs_only && (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-			!S_ISDIR(st.st_mode))))
-			continue;
-		steps[n++] = s;
-	}
-	closedir(d);
-	qsort(steps, (size_t)n, sizeof *steps, cmp_int_desc);
-	return n;
-}
-
-/* Reads the name that `latest` holds in the directory open as fd (trimmed, a bare name);
- * -1 when absent or malformed. A link or a FIFO named latest is no latest of ours. */
-int eng_ckpt__read_latest_at(int fd, char *name, size_t n)
-{
-	int lfd = openat(fd, "latest", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (lfd < 0)
-		return -1;
-	struct stat st;
-	ssize_t got = -1;
-	if (fstat(lfd, &st) == 0 && S_ISREG(st.st_mode))
-		got = read(lfd, name, n - 1);
-	close(lfd);
-	if (got <= 0)
-		return -1;
-	name[got] = '\0';
-	name[strcspn(name, "\r\n")] = '\0';
-	return name[0] && !strchr(name, '/') && strcmp(name, ".") && strcmp(name, "..") ? 0 : -1;
-}
 
 /* ---- verifying and finding ---- */
 

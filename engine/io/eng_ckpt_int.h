@@ -41,6 +41,8 @@ __attribute__((noinline, unused)) static int path2(char *buf, size_t n, const ch
 	return (w < 0 || (size_t)w >= n) ? -1 : 0;
 }
 
+/* ---- a save directory's listing (eng_ckpt_write.c) ---- */
+
 /* Steps of the step_ entries of the directory open as fd, newest first; the count. With
  * dirs_only, only real directories (no link) count: the ones pruning may remove. */
 int eng_ckpt__list_steps(int fd, int dirs_only, int *steps, int max);
