@@ -25,7 +25,9 @@ static int utf8_len(const unsigned char *s, int n)
 	return k;
 }
 
-void wk_sample_text(const uint16_t *tok, int n, char *buf, size_t len)
+/* A sample's tokens as text for a byte model: valid UTF-8 and tabs and newlines kept,
+ * any other byte shown as '?' (no control character reaches a terminal or a log). */
+static void wk_sample_text(const uint16_t *tok, int n, char *buf, size_t len)
 {
 	unsigned char *b = malloc((size_t)n + 1);
 	size_t o = 0;

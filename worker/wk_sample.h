@@ -9,9 +9,6 @@
 #include "eng_sample.h"
 #include "eng_train.h"
 
-/* A sample's tokens as text for a byte model: valid UTF-8 and tabs and newlines kept,
- * any other byte shown as '?' (no control character reaches a terminal or a log). */
-void wk_sample_text(const uint16_t *tok, int n, char *buf, size_t len);
 
 /* During a run: the spec's sample after step tr->step (seed sample.seed + step, so each is
  * reproducible), printed (text for bytes data, ids else; one JSON object with --json) and
