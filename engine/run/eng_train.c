@@ -278,7 +278,7 @@ void eng_trainer_free(eng_trainer *tr)
 	eng_cuda_destroy(tr->gpu);
 	eng_model_free(&tr->model);
 	eng_memtrace_free(&tr->trace);
-	if (tr->save_lock >= 0)
+	if (tr->has_save_lock)
 		close(tr->save_lock); /* the save directory is free for another job */
 	if (tr->spec.mem_limit)
 		eng_mem_set_limit(0); /* the process's next trainer sets its own */

@@ -11,10 +11,12 @@
  *  - the activation tables (eng_acts.h): every block field kept or rebuilt under each CPU
  *    mode, never both; the one policy change leaving the old layout whole, and leaking
  *    nothing, whichever of its allocations fails, and naming what it could not allocate. */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "eng_ckpt.h"
 #include "eng_mem.h"
@@ -126,6 +128,29 @@ static void free_result(run_result *r)
 	free(r->m);
 	free(r->v);
 }
+
+/* A trainer holds a descriptor only for its save directory's lock: freeing one without
+ * save.dir, or a zeroed one, closes none of the process's (it closed descriptor 0, whatever
+ * the process had there). */
+START_TEST(test_model_free_closes_only_its_own)
+{
+	eng_trainer tr;
+	int was = dup(0), nul = open("/dev/null", O_RDONLY);
+	ck_assert(nul >= 0 && dup2(nul, 0) == 0);
+	if (nul != 0)
+		close(nul);
+	memset(&tr, 0, sizeof tr);
+	eng_trainer_free(&tr);
+	ck_assert_msg(fcntl(0, F_GETFD) != -1, "freeing a zeroed trainer closed descriptor 0");
+	small_trainer(&tr);
+	eng_trainer_free(&tr);
+	ck_assert_msg(fcntl(0, F_GETFD) != -1, "freeing a trainer closed descriptor 0");
+	if (was >= 0) {
+		dup2(was, 0);
+		close(was);
+	}
+}
+END_TEST
 
 START_TEST(test_model_step_bitwise_every_policy)
 {
@@ -867,6 +892,7 @@ Suite *suite_model(void)
 	tcase_add_loop_test(tc, test_model_lora_bitwise, 0, 2);
 	tcase_add_loop_test(tc, test_model_saved_bytes_order_and_plan, 0, LOOPS);
 	tcase_add_test(tc, test_model_chunked_head_holds_one_chunk);
+	tcase_add_test(tc, test_model_free_closes_only_its_own);
 	tcase_add_test(tc, test_model_set_policy_returns_memory_to_os);
 	tcase_add_test(tc, test_acts_tables_consistent);
 	tcase_add_test(tc, test_layout_change_rolls_back_every_failure);
