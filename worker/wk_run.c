@@ -160,7 +160,8 @@ static void print_step(const eng_trainer *tr, const eng_step_stats *st, const js
 
 /* A step that failed: said, and the run failed. Out of memory names the last checkpoint,
  * which is what the run can be resumed from. */
-static void step_fatal(const eng_trainer *tr, wk_ctl *c, const wk_run_ctl *run, const eng_err *err)
+static void step_fatal(const eng_trainer *tr, wk_ctl *c, const wk_run_ctl *run,
+	const eng_err *err)
 {
 	char msg[ENG_ERR_LEN + ENG_PATH_LEN + 128];
 	eng_ckpt_writer_wait(run->writer); /* a save in progress is the last checkpoint */

@@ -19,7 +19,8 @@ static const eng_hparam_field fields[PROTO_HP_COUNT] = {
 };
 
 /* each field of the type its row says (a row's offset and type must agree) */
-#define IS(f, T) _Static_assert(_Generic(((eng_spec *)0)->f, T: 1, default: 0), #f " is not " #T)
+#define IS(f, T) \
+	_Static_assert(_Generic(((eng_spec *)0)->f, T: 1, default: 0), #f " is not " #T)
 IS(lr_new, float);
 IS(lr_kind, eng_sched_kind);
 IS(lr_warmup, int);

@@ -1,7 +1,8 @@
 /* eng_train_check.c - what a run of a spec will hold and whether it can start, found
  * before it does (eng_trainer_check, remat-train --check), and the run's fixed bytes, its
  * snapshot and untracked terms (one count for --check, memory.limit, the controller and
- * remat-plan). Not here: the start itself (eng_train.c), what fits a bound (eng_train_fit.c). */
+ * remat-plan). Not here: the start itself (eng_train.c), what fits a bound
+ * (eng_train_fit.c). */
 #include "eng_train_int.h"
 
 #include <errno.h>

@@ -152,6 +152,45 @@ START_TEST(test_model_free_closes_only_its_own)
 }
 END_TEST
 
+/* job-set on a trainer (eng_trainer_set): what goes together is checked and a refused set
+ * changes nothing; lr, schedule and warmup start a schedule of their own from the next
+ * step; the rest replace the spec's values; each set is logged for checkpoints. */
+START_TEST(test_model_job_set)
+{
+	eng_trainer tr;
+	eng_err err;
+	eng_step_stats st;
+	small_trainer(&tr); /* no val file, no save.dir */
+	ck_assert_msg(eng_trainer_step_as(&tr, NULL, &st, &err) == 0, "%s", err.msg);
+	static const char *const bad[] = {"{}", "{\"warmup\":2}", "{\"eval.every\":3}",
+		"{\"save.every\":3}", "{\"momentum\":1}", "{\"lr\":11}",
+		"{\"grad_clip\":0.5,\"eval.every\":3}"};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		json_t *set = json_loads(bad[i], 0, NULL);
+		ck_assert_msg(eng_trainer_set(&tr, set, &err) == -1, "took %s", bad[i]);
+		json_decref(set);
+	}
+	ck_assert(tr.spec.hp_set == 0 && tr.spec.grad_clip == 0.5f && !tr.spec.hp_log[0]);
+	json_t *set = json_loads("{\"lr\":0.01,\"schedule\":\"cosine\",\"warmup\":2}", 0,
+		NULL);
+	ck_assert_msg(eng_trainer_set(&tr, set, &err) == 0, "%s", err.msg);
+	json_decref(set);
+	const eng_spec *s = &tr.spec;
+	ck_assert(s->hp_set == ENG_HP_LR && s->lr_from == 1 && s->lr_kind == ENG_SCHED_COSINE &&
+		s->lr_warmup == 2 && s->lr_min_frac == s->min_lr_frac && s->lr_new == 0.01f);
+	ck_assert(eng_lr_at(s, 1) == 0.01f * 1 / 2); /* the new schedule's first warm-up step */
+	set = json_loads("{\"grad_clip\":0.25}", 0, NULL);
+	ck_assert_msg(eng_trainer_set(&tr, set, &err) == 0, "%s", err.msg);
+	json_decref(set);
+	ck_assert(s->grad_clip == 0.25f && s->hp_set == (ENG_HP_LR | ENG_HP_GRAD_CLIP));
+	json_t *log = json_loads(s->hp_log, 0, NULL);
+	ck_assert_int_eq(json_array_size(log), 2);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(log, 1), "step")), 2);
+	json_decref(log);
+	eng_trainer_free(&tr);
+}
+END_TEST
+
 START_TEST(test_model_step_bitwise_every_policy)
 {
 	if (!set_precision(_i))
@@ -893,6 +932,7 @@ Suite *suite_model(void)
 	tcase_add_loop_test(tc, test_model_saved_bytes_order_and_plan, 0, LOOPS);
 	tcase_add_test(tc, test_model_chunked_head_holds_one_chunk);
 	tcase_add_test(tc, test_model_free_closes_only_its_own);
+	tcase_add_test(tc, test_model_job_set);
 	tcase_add_test(tc, test_model_set_policy_returns_memory_to_os);
 	tcase_add_test(tc, test_acts_tables_consistent);
 	tcase_add_test(tc, test_layout_change_rolls_back_every_failure);
