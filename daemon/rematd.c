@@ -487,7 +487,7 @@ static int start_up(srv_server *srv, uv_loop_t *loop, int *passed_fd, int *tell,
 			strerror(errno));
 		return -1;
 	}
-	if (srv_job_table_init(srv, err, ERR_LEN) < 0)
+	if (srv_job_table_init(srv, err, ERR_LEN) < 0 || srv_store_load(srv, err, ERR_LEN) < 0)
 		return -1;
 	int r = uv_loop_init(loop);
 	if (r < 0) {
@@ -546,6 +546,10 @@ int main(int argc, char **argv)
 	char err[ERR_LEN] = "";
 	int passed_fd = -1, tell = 0;
 	srv->state_d.fd = srv->jobs_d.fd = -1; /* closed until srv_job_table_init opens them */
+	srv->on_request = srv_cmd_handle;
+	srv->on_jobs_changed = srv_status_update;
+	srv->on_worker_reaped = srv_shutdown_progress;
+	srv->on_save_failed = srv_shutdown_save_failed;
 
 	/* jansson's hash seed before any thread exists (OpenBLAS may start some) */
 	json_object_seed(0);

@@ -19,7 +19,8 @@
  *   srv_worker_read.c what the worker says: replies routed back, events relayed
  *   srv_mpi.c         a data-parallel job's launch (mpirun, rank 0's channel)
  *   srv_helper.c      short-lived remat-train runs: --check for a spec, --info for daemon-info
- *   srv_store.c       the job table on disk: STATE_DIR/jobs/ID/state.json
+ *   srv_store.c       the job table on disk: STATE_DIR/jobs/ID/state.json, a record's format
+ *   srv_store_load.c  the job table loaded from it at start-up
  *   srv_auto.c        a job's memory controller as its record keeps it (budget, source)
  *   srv_metrics.c     job-metrics: a job's metrics.jsonl read back
  * Not here: anything that computes; the daemon never trains (DESIGN §1).
@@ -117,6 +118,14 @@ typedef struct srv_server {
 	uv_timer_t status_timer;           /* re-sends STATUS= when its text changed (steps) */
 	uv_timer_t extend_timer;           /* EXTEND_TIMEOUT_USEC= while workers stop */
 	char status[SRV_STATUS_LEN];       /* the STATUS= text last sent */
+
+	/* calls up from the lower modules, set by main: a module never calls one above it by
+	 * name (tests/circles.sh) */
+	void (*on_request)(srv_conn *c, const char *line, size_t len); /* srv_cmd_handle */
+	void (*on_jobs_changed)(struct srv_server *srv);   /* srv_status_update */
+	void (*on_worker_reaped)(struct srv_server *srv);  /* srv_shutdown_progress */
+	void (*on_save_failed)(struct srv_server *srv, srv_job *job,
+		const char *desc);                          /* srv_shutdown_save_failed */
 
 	char rbuf[SRV_READ_BUF];           /* every read lands here: reads never interleave on
 					    * one thread, and each is consumed before the next */

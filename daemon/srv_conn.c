@@ -37,7 +37,8 @@ static void conn_on_closed(sv_conn *k)
 
 static void conn_on_line(sv_conn *k, const char *line, size_t len)
 {
-	srv_cmd_handle(k->owner, line, len);
+	srv_conn *c = k->owner;
+	c->srv->on_request(c, line, len);
 }
 
 static void conn_log(sv_conn *k, const char *what)

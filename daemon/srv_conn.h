@@ -2,11 +2,11 @@
  * (serve/sv_conn.h: framing, the bounded output queue, subscriptions, STEP pacing).
  *
  * What rematd adds: a connection is checked on accept (SO_PEERCRED: our uid, root, or the
- * --group), greeted, then each line goes to srv_cmd_handle. Limits: PROTO_MAX_CONNECTIONS
- * served at once (the next gets the greeting, Busy, and is closed), of which any user but
- * root and rematd's own holds at most SRV_CONN_PER_UID, and all such users together leave
- * SRV_CONN_RESERVE free (so no user, nor a few, can lock root out); PROTO_MAX_INFLIGHT
- * requests awaiting a reply (the caller answers Busy past it); the idle limit
+ * --group), greeted, then each line goes to srv->on_request (srv_cmd_handle). Limits:
+ * PROTO_MAX_CONNECTIONS served at once (the next gets the greeting, Busy, and is closed),
+ * of which any user but root and rematd's own holds at most SRV_CONN_PER_UID, and all such
+ * users together leave SRV_CONN_RESERVE free (so no user, nor a few, can lock root out);
+ * PROTO_MAX_INFLIGHT requests awaiting a reply (the caller answers Busy past it); the idle limit
  * (--idle-timeout): a connection with no request for that long, no reply owed and no
  * subscription is closed. Events go to subscribers of their job.
  *

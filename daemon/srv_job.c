@@ -54,7 +54,7 @@ void srv_job_save_record(srv_job *job)
 void srv_job_emit_state(srv_job *job, const char *from)
 {
 	/* the service manager's STATUS= lists the jobs and their states */
-	srv_status_update(job->srv);
+	job->srv->on_jobs_changed(job->srv);
 	json_t *data = json_pack("{s:s, s:s, s:s, s:s}", "job", job->id, "from", from, "to",
 		proto_job_state_name(job->state), "reason", job->reason);
 	if (!data)
@@ -107,7 +107,7 @@ int srv_job_table_init(srv_server *srv, char *err, size_t errlen)
 	}
 	if (eng_dir_make_at(&srv->jobs_d, &srv->state_d, "jobs", mode, 0, &e) < 0)
 		goto fail;
-	return srv_store_load(srv, err, errlen);
+	return 0;
 fail:
 	srv_fmt(err, errlen, "%s", e.msg);
 	return -1;
@@ -131,11 +131,32 @@ srv_job *srv_job_alloc(srv_server *srv)
 	return job;
 }
 
+/* Frees a forwarded request's record. */
+void srv_job_pending_free(srv_pending *p)
+{
+	json_decref(p->client_id);
+	free(p);
+}
+
+void srv_job_forget_worker(srv_job *job)
+{
+	while (job->pending) {
+		srv_pending *p = job->pending;
+		job->pending = p->next;
+		srv_job_pending_free(p);
+	}
+	/* a new worker (a resume) has figures of its own */
+	json_decref(job->last_mem);
+	json_decref(job->last_remat);
+	job->last_mem = job->last_remat = NULL;
+	job->figures_ms = 0;
+}
+
 void srv_job_free(srv_job *job)
 {
 	if (!job)
 		return;
-	srv_worker_forget(job);
+	srv_job_forget_worker(job);
 	free(job->last_checkpoint);
 	json_decref(job->stop_ret);
 	json_decref(job->policy);
@@ -240,17 +261,6 @@ int srv_job_table_add(srv_server *srv, srv_job *job, int must, char *desc, size_
 	return 0;
 }
 
-/* Starts queued jobs, oldest first, while worker slots are free. */
-void srv_job_schedule(srv_server *srv)
-{
-	for (int i = 0; i < srv->n_jobs; i++) {
-		if (srv->shutting_down || srv->n_active >= srv->max_jobs)
-			return;
-		if (srv->jobs[i]->state == PROTO_JOB_QUEUED && !srv->jobs[i]->checking)
-			srv_worker_spawn(srv->jobs[i]);
-	}
-}
-
 /* ---- cancel and remove ---- */
 
 void srv_job_cancel(srv_job *job, const char *why)
@@ -300,7 +310,7 @@ json_t *srv_job_remove(srv_job *job, proto_errclass *ec, char *desc, size_t desc
 		if (srv->jobs[i] == job)
 			srv_job__table_take(srv, i);
 	srv_job_free(job);
-	srv_status_update(srv);
+	srv->on_jobs_changed(srv);
 	return ret;
 }
 
@@ -373,32 +383,3 @@ json_t *srv_job_list(srv_server *srv)
 	return json_pack("{s:o}", "jobs", jobs);
 }
 
-/* ---- shutdown ---- */
-
-void srv_job_stop_all(srv_server *srv, int save)
-{
-	for (int i = 0; i < srv->n_jobs; i++) {
-		srv_job *job = srv->jobs[i];
-		/* the shutdown's reply lists the stops it asked for, and only those */
-		json_decref(job->stop_ret);
-		job->stop_ret = NULL;
-		if (job->state == PROTO_JOB_QUEUED) {
-			srv_job_cancel(job, "daemon shut down before it ran");
-			continue;
-		}
-		if (!srv_job_live(job))
-			continue;
-		json_t *args = json_pack("{s:s, s:b}", "job", job->id, "save", save);
-		if (srv_worker_request(job, "job-stop", args, 0, NULL) < 0)
-			srv_worker_kill(job, "it could not be asked to stop");
-		else
-			job->stop_saving = save;
-		json_decref(args);
-	}
-}
-
-void srv_job_kill_all(srv_server *srv, const char *why)
-{
-	for (int i = 0; i < srv->n_jobs; i++)
-		srv_worker_kill(srv->jobs[i], why);
-}

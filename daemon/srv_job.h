@@ -155,6 +155,7 @@ struct srv_job {
 	int mpi_lfd;                    /* data parallel: the socket rank 0 connects to (-1
 					 * once it has, or none) */
 	uv_poll_t mpi_poll;             /* readable: rank 0 is connecting */
+	void (*mpi_connected)(srv_job *job, int *fd, const char *why); /* srv_mpi_wait's */
 	int mpi_polling;
 	int reaped;                     /* 1 once the end was recorded */
 	int greeted;                    /* 1 once the worker's greeting came */
@@ -171,8 +172,9 @@ struct srv_job {
 /* The job called id (client input: any text), or NULL. */
 srv_job *srv_job_find(srv_server *srv, const char *id);
 
-/* Scans STATE_DIR/jobs so that new ids follow the highest one there, and loads the jobs an
- * earlier rematd left (srv_store_load): those that were alive become interrupted. */
+/* Opens the state directory and STATE_DIR/jobs in it (as root, with the mode that lets the
+ * owners of jobs reach their checkpoints); the jobs an earlier rematd left are loaded next
+ * (srv_store_load). */
 int srv_job_table_init(srv_server *srv, char *err, size_t errlen);
 /* Frees every job record; only once the loop ended (all handles closed). */
 void srv_job_table_free(srv_server *srv);
@@ -191,6 +193,11 @@ void srv_job_rescan_due(srv_server *srv);
 srv_job *srv_job_alloc(srv_server *srv);
 /* Frees a record that holds no handle. */
 void srv_job_free(srv_job *job);
+/* Frees a forwarded request's record. */
+void srv_job_pending_free(srv_pending *p);
+/* Frees what a job record holds for its worker (pending requests, its last figures); the
+ * handles must be closed. */
+void srv_job_forget_worker(srv_job *job);
 
 /* job-start from connection c: checks what it can at once (spec an object, paths absolute,
  * the spec's own syntax), then runs remat-train --check as the owner; the reply (job id and
@@ -231,21 +238,12 @@ json_t *srv_job_status(const srv_job *job);
 /* job-list's return (new reference). */
 json_t *srv_job_list(srv_server *srv);
 
-/* Shutdown: job-stop {save} to every worker (starting ones too: they answer at their first
- * step boundary); queued jobs become stopped. */
-void srv_job_stop_all(srv_server *srv, int save);
-/* SIGKILL to every live worker (shutdown timeout, second signal); why goes to the log and
- * to the jobs' reasons. */
-void srv_job_kill_all(srv_server *srv, const char *why);
-
 /* ---- for srv_worker.c ---- */
 
 /* Sets the state and reason, writes the record and publishes JOB_STATE_CHANGED. */
 void srv_job_set_state(srv_job *job, proto_job_state to, const char *reason);
 /* Publishes JOB_STATE_CHANGED from `from` to the current state. */
 void srv_job_emit_state(srv_job *job, const char *from);
-/* Starts queued jobs while worker slots are free (not while shutting down). */
-void srv_job_schedule(srv_server *srv);
 /* Writes the job's record (state.json); a failure is logged, the job goes on. */
 void srv_job_save_record(srv_job *job);
 

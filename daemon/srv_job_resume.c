@@ -54,7 +54,7 @@ static json_t *resume_spec(const srv_job *job, char *desc, size_t desclen)
 /* Clears what a worker left in the record, so that a new one can be spawned. */
 static void job_reset_worker(srv_job *job)
 {
-	srv_worker_forget(job);
+	srv_job_forget_worker(job);
 	job->pid = 0;
 	job->proc_alive = job->chan_open = job->reaped = job->greeted = 0;
 	job->final_reported = job->stop_requested = job->stop_saving = 0;

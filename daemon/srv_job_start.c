@@ -22,6 +22,7 @@
 #include "eng_spec.h"
 #include "srv_helper.h"
 #include "srv_mpi.h"
+#include "srv_worker.h"
 
 #define JOB_SAVE_MODE 0700      /* STATE_DIR/jobs/ID/checkpoints, the owner's */
 #define JOB_ID_TRIES 64         /* ids skipped because their directory exists already */

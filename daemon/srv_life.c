@@ -160,12 +160,44 @@ void srv_life_timers_close(srv_server *srv)
 
 /* ---- shutdown ---- */
 
+/* job-stop {save} to every worker (starting ones too: they answer at their first step
+ * boundary); queued jobs become stopped. */
+static void stop_all(srv_server *srv, int save)
+{
+	for (int i = 0; i < srv->n_jobs; i++) {
+		srv_job *job = srv->jobs[i];
+		/* the shutdown's reply lists the stops it asked for, and only those */
+		json_decref(job->stop_ret);
+		job->stop_ret = NULL;
+		if (job->state == PROTO_JOB_QUEUED) {
+			srv_job_cancel(job, "daemon shut down before it ran");
+			continue;
+		}
+		if (!srv_job_live(job))
+			continue;
+		json_t *args = json_pack("{s:s, s:b}", "job", job->id, "save", save);
+		if (srv_worker_request(job, "job-stop", args, 0, NULL) < 0)
+			srv_worker_kill(job, "it could not be asked to stop");
+		else
+			job->stop_saving = save;
+		json_decref(args);
+	}
+}
+
+/* SIGKILL to every live worker (shutdown timeout, second signal); why goes to the log and
+ * to the jobs' reasons. */
+static void kill_all(srv_server *srv, const char *why)
+{
+	for (int i = 0; i < srv->n_jobs; i++)
+		srv_worker_kill(srv->jobs[i], why);
+}
+
 static void on_shutdown_timeout(uv_timer_t *t)
 {
 	srv_server *srv = t->data;
 	srv_log("%d worker(s) still running %d s after job-stop", srv->n_active,
 		srv->stop_timeout_s);
-	srv_job_kill_all(srv, "still running at the shutdown timeout");
+	kill_all(srv, "still running at the shutdown timeout");
 }
 
 void srv_shutdown(srv_server *srv, int save, int by_signal, srv_waiter *waiter,
@@ -177,7 +209,7 @@ void srv_shutdown(srv_server *srv, int save, int by_signal, srv_waiter *waiter,
 		/* a repeated request is not an emergency: only a second signal kills */
 		if (by_signal) {
 			srv_log("%s during the shutdown: killing the workers now", why);
-			srv_job_kill_all(srv, "a second stop request");
+			kill_all(srv, "a second stop request");
 		}
 		srv->shutdown_by_signal |= by_signal;
 		srv_shutdown_progress(srv);
@@ -191,7 +223,7 @@ void srv_shutdown(srv_server *srv, int save, int by_signal, srv_waiter *waiter,
 	/* the socket stays served until the last worker is gone: queries are answered and
 	 * job-start refused meanwhile */
 	srv_helper_kill_all(srv, "the daemon is shutting down");
-	srv_job_stop_all(srv, save);
+	stop_all(srv, save);
 	/* the manager's stop timeout runs from STOPPING=1; final saves can outlast it, so it
 	 * is extended while workers live (at most --stop-timeout, then they are killed) */
 	status_text(srv, srv->status, sizeof srv->status);

@@ -269,7 +269,7 @@ static void on_connect(uv_poll_t *p, int status, int events)
 	srv_job *job = p->data;
 	(void)events;
 	if (status < 0) {
-		srv_worker_kill(job, "its rank-0 socket failed");
+		job->mpi_connected(job, NULL, "its rank-0 socket failed");
 		srv_mpi_close(job);
 		return;
 	}
@@ -286,16 +286,17 @@ static void on_connect(uv_poll_t *p, int status, int events)
 		return;
 	}
 	srv_mpi_close(job);
-	srv_worker_channel_open(job, &fd);
+	job->mpi_connected(job, &fd, NULL);
 	if (fd >= 0)
 		close(fd);
 }
 
-void srv_mpi_wait(srv_job *job)
+void srv_mpi_wait(srv_job *job, void (*connected)(srv_job *job, int *fd, const char *why))
 {
+	job->mpi_connected = connected;
 	srv_job_set_state(job, PROTO_JOB_STARTING, "mpirun spawned, waiting for rank 0");
 	if (uv_poll_init(job->srv->loop, &job->mpi_poll, job->mpi_lfd) < 0) {
-		srv_worker_kill(job, "cannot wait for its rank 0");
+		connected(job, NULL, "cannot wait for its rank 0");
 		srv_mpi_close(job);
 		return;
 	}
@@ -303,7 +304,7 @@ void srv_mpi_wait(srv_job *job)
 	job->handles_open++;
 	job->mpi_polling = 1;
 	if (uv_poll_start(&job->mpi_poll, UV_READABLE, on_connect) < 0) {
-		srv_worker_kill(job, "cannot wait for its rank 0");
+		connected(job, NULL, "cannot wait for its rank 0");
 		srv_mpi_close(job);
 	}
 }

@@ -29,9 +29,10 @@ int srv_mpi_ranks(const srv_job *job);
 int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, char **args,
 	char *store, size_t storelen, char *err, size_t errlen);
 
-/* After the spawn: waits for rank 0's connection, which becomes the job's channel (a peer
- * of another user is refused and waited past). */
-void srv_mpi_wait(srv_job *job);
+/* After the spawn: waits for rank 0's connection (a peer of another user is refused and
+ * waited past), then calls connected with its socket (*fd, which connected takes: -1
+ * after), or with fd NULL and why when the wait failed (the worker must go). */
+void srv_mpi_wait(srv_job *job, void (*connected)(srv_job *job, int *fd, const char *why));
 
 /* The listening socket closed (the job ended before rank 0 connected, or a failed spawn);
  * nothing when there is none. */

@@ -22,6 +22,12 @@
 /* Writes job's record; -1 with a message. */
 int srv_store_save(const srv_job *job, char *err, size_t errlen);
 
+/* Reads a record (o, a state.json's object) into job, whose id and directory are set: 0,
+ * or -1 with why in err. */
+int srv_store_read(srv_job *job, const json_t *o, char *err, size_t errlen);
+
+/* ---- srv_store_load.c ---- */
+
 /* Loads every record under STATE_DIR/jobs into the table, in id order, and makes new ids
  * follow the highest STATE_DIR/jobs/jN there. A job that was
  * alive (starting, running, paused, stopping) becomes interrupted, its record rewritten; a

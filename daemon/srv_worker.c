@@ -33,20 +33,6 @@ static void worker_on_close(uv_handle_t *h)
 	job->handles_open--;
 }
 
-void srv_worker_forget(srv_job *job)
-{
-	while (job->pending) {
-		srv_pending *p = job->pending;
-		job->pending = p->next;
-		srv_worker__pending_free(p);
-	}
-	/* a new worker (a resume) has figures of its own */
-	json_decref(job->last_mem);
-	json_decref(job->last_remat);
-	job->last_mem = job->last_remat = NULL;
-	job->figures_ms = 0;
-}
-
 void srv_worker_kill(srv_job *job, const char *why)
 {
 	if (!job->proc_alive)
@@ -326,7 +312,7 @@ static void worker_reap(srv_job *job)
 			c->inflight--;
 			srv_conn_error(c, PROTO_ERR_INVALID_STATE, desc, p->client_id);
 		}
-		srv_worker__pending_free(p);
+		srv_job_pending_free(p);
 	}
 
 	/* the worker's words and the client's paths are quoted in the log */
@@ -351,7 +337,7 @@ static void worker_reap(srv_job *job)
 		srv_job_save_record(job);
 	}
 	srv_job_schedule(srv);
-	srv_shutdown_progress(srv);
+	srv->on_worker_reaped(srv);
 }
 
 static void worker_chan_end(srv_job *job);
@@ -416,7 +402,28 @@ static void worker_on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 	}
 }
 
+/* Starts queued jobs, oldest first, while worker slots are free. */
+void srv_job_schedule(srv_server *srv)
+{
+	for (int i = 0; i < srv->n_jobs; i++) {
+		if (srv->shutting_down || srv->n_active >= srv->max_jobs)
+			return;
+		if (srv->jobs[i]->state == PROTO_JOB_QUEUED && !srv->jobs[i]->checking)
+			srv_worker_spawn(srv->jobs[i]);
+	}
+}
+
 /* ---- spawning ---- */
+
+/* Rank 0 connected (srv_mpi_wait): its socket becomes the job's channel; or the wait
+ * failed (fd NULL), and the worker goes. */
+static void worker_mpi_connected(srv_job *job, int *fd, const char *why)
+{
+	if (fd)
+		srv_worker_channel_open(job, fd);
+	else
+		srv_worker_kill(job, why);
+}
 
 /* The worker runs: rematd's end of the socketpair (*fd, taken) becomes its channel, read
  * from now on, and rematd's own subscription goes first (the worker reads requests in
@@ -564,7 +571,7 @@ void srv_worker_spawn(srv_job *job)
 	sv[1] = log_fd = metrics_fd = -1;
 
 	if (mpi) {
-		srv_mpi_wait(job); /* rank 0's connection opens the channel */
+		srv_mpi_wait(job, worker_mpi_connected); /* rank 0's connection: the channel */
 		return;
 	}
 	srv_worker_channel_open(job, &sv[0]);

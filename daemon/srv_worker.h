@@ -20,6 +20,8 @@
 #define SRV_WORKER_METRICS_FD 4       /* the job's metrics.jsonl, opened by rematd */
 #define SRV_METRICS_FILE "metrics.jsonl" /* in the job's directory */
 
+/* Starts queued jobs, oldest first, while worker slots are free (not while shutting down). */
+void srv_job_schedule(srv_server *srv);
 /* Spawns the job's worker (state starting), or marks the job failed when it cannot. */
 void srv_worker_spawn(srv_job *job);
 /* The job's channel is the connected socket *fd (taken: -1 after), read from now on; the
@@ -31,9 +33,6 @@ int srv_worker_request(srv_job *job, const char *execute, const json_t *args,
 	unsigned conn_id, const json_t *client_id);
 /* SIGKILLs a live worker; why is kept for the job's reason. */
 void srv_worker_kill(srv_job *job, const char *why);
-/* Frees what a job record holds for its worker (pending requests); the handles must be
- * closed. */
-void srv_worker_forget(srv_job *job);
 /* Answers, from the table or with Busy, queries a worker has left unanswered for
  * SRV_WORKER_REPLY_MS (called every second). */
 void srv_worker_sweep(srv_server *srv);

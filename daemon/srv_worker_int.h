@@ -8,8 +8,6 @@
 
 #include "srv_job.h"
 
-/* Frees a forwarded request's record. */
-void srv_worker__pending_free(srv_pending *p);
 /* One line from job's worker (the framer's callback, ud the job): a greeting, a reply or an
  * event, each acted on; a bad line is logged. Returns 0 (go on). */
 int srv_worker__on_line(const char *line, size_t len, void *ud);

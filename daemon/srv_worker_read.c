@@ -13,13 +13,6 @@
 
 #include "srv_conn.h"
 
-/* Frees a forwarded request's record. */
-void srv_worker__pending_free(srv_pending *p)
-{
-	json_decref(p->client_id);
-	free(p);
-}
-
 /* ---- what the worker says ---- */
 
 static void worker_set_checkpoint(srv_job *job, const json_t *path)
@@ -210,7 +203,7 @@ static void worker_on_reply(srv_job *job, json_t *obj, proto_kind kind)
 		}
 		/* the shutdown's final save failed: the job kept running */
 		if (saving && kind == PROTO_KIND_ERROR)
-			srv_shutdown_save_failed(job->srv, job, desc ? desc : "the save failed");
+			job->srv->on_save_failed(job->srv, job, desc ? desc : "the save failed");
 		goto out;
 	}
 	/* the client may have gone meanwhile: then the reply is dropped */
@@ -228,7 +221,7 @@ static void worker_on_reply(srv_job *job, json_t *obj, proto_kind kind)
 	srv_conn_send(c, m);
 	sv_msg_unref(m);
 out:
-	srv_worker__pending_free(p);
+	srv_job_pending_free(p);
 }
 
 static void worker_on_greeting(srv_job *job, const json_t *obj)

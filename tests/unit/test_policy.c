@@ -481,7 +481,8 @@ START_TEST(test_eng_policy_parse_same_as_client)
 			"rematctl: '%s': %s", good[i], err);
 		json_object_foreach(sections, sel, v)
 			ck_assert_msg(eng_policy_apply(&got, NULL, sel, json_string_value(v),
-				&e) == 0, "'%s': %s=%s: %s", good[i], sel, json_string_value(v), e.msg);
+				&e) == 0, "'%s': %s=%s: %s", good[i], sel,
+				json_string_value(v), e.msg);
 		json_decref(sections);
 		ck_assert_msg(eng_policy_equal(&want, &got), "'%s' read two ways", good[i]);
 	}
