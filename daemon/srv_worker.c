@@ -267,6 +267,33 @@ static void worker_log_tail(const srv_job *job, char *out, size_t outlen)
 	snprintf(out, outlen, "%s%s", q, len > WORKER_LOG_SHOW ? "..." : "");
 }
 
+/* The requests the worker never answered: before the job's end is recorded (ended 0), an
+ * error saying the job ended and how (desc) for each but job-status, which is kept; after
+ * (ended 1), each job-status left gets the record's answer, what it would have got a
+ * moment later: the job ended under it. */
+static void worker_unanswered(srv_job *job, const char *desc, int ended)
+{
+	srv_pending **pp = &job->pending;
+	while (*pp) {
+		srv_pending *p = *pp;
+		if (!ended && !strcmp(p->execute, "job-status")) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		srv_conn *c = p->conn_id && !p->expired ? srv_conn_find(job->srv, p->conn_id) : NULL;
+		json_t *status = c && ended ? srv_job_status(job) : NULL;
+		if (c)
+			c->inflight--;
+		if (status)
+			srv_conn_reply(c, status, p->client_id);
+		else if (c)
+			srv_conn_error(c, PROTO_ERR_INVALID_STATE, desc, p->client_id);
+		json_decref(status);
+		srv_job_pending_free(p);
+	}
+}
+
 /* Both ends seen (channel and process): records the end of the job. Runs once. */
 static void worker_reap(srv_job *job)
 {
@@ -299,21 +326,10 @@ static void worker_reap(srv_job *job)
 			worker_log_tail(job, tail, sizeof tail);
 		srv_fmt(reason, sizeof reason, "%s%s%s", how, tail[0] ? ": " : "", tail);
 	}
-
-	/* requests the worker never answered */
 	char desc[PROTO_DESC_LEN];
 	snprintf(desc, sizeof desc, "job %s %s: worker %s", job->id, proto_job_state_name(to),
 		how);
-	while (job->pending) {
-		srv_pending *p = job->pending;
-		job->pending = p->next;
-		srv_conn *c = p->conn_id && !p->expired ? srv_conn_find(srv, p->conn_id) : NULL;
-		if (c) {
-			c->inflight--;
-			srv_conn_error(c, PROTO_ERR_INVALID_STATE, desc, p->client_id);
-		}
-		srv_job_pending_free(p);
-	}
+	worker_unanswered(job, desc, 0);
 
 	/* the worker's words and the client's paths are quoted in the log */
 	char q[SRV_QUOTE_BUF], ckpt[SRV_QUOTE_BUF + 24] = "";
@@ -336,6 +352,7 @@ static void worker_reap(srv_job *job)
 	} else {
 		srv_job_save_record(job);
 	}
+	worker_unanswered(job, desc, 1);
 	srv_job_schedule(srv);
 	srv->on_worker_reaped(srv);
 }

@@ -718,6 +718,36 @@ START_TEST(test_daemon_worker_killed_inflight)
 }
 END_TEST
 
+/* A job-status the worker never answers because it ends first (a clean exit just as the
+ * request reached it): the client gets the record's answer, the job finished, never an
+ * error (the race test_e2e_training_loop once lost on a loaded machine). */
+START_TEST(test_daemon_status_cut_by_worker_end)
+{
+	td_daemon d;
+	td_daemon_paths(&d);
+	char *w = td_script(&d, "worker.sh", TD_WORKER_RUNNING
+		"while IFS= read -r line <&3; do\n"
+		"case $line in *'\"job-status\"'*) exit 0 ;; esac\n"
+		"done\n");
+	const char *extra[] = {"--worker", w, NULL};
+	td_daemon_start(&d, extra);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\",\"arguments\":{\"events\":"
+		"[\"JOB_STATE_CHANGED\"]}}"));
+	char job[16];
+	snprintf(job, sizeof job, "%s", td_job_start(&c, T_TINY_SPEC, "starting"));
+	json_decref(td_wait_state(&c, job, "running", T_READ_MS));
+	json_t *r = td_request(&c, "{\"execute\":\"job-status\",\"arguments\":{\"job\":"
+		"\"%s\"}}", job);
+	ck_assert_str_eq(td_str(td_expect_return(r), "state"), "finished");
+	json_decref(r);
+	td_alive(&d);
+	td_close(&c);
+	td_daemon_stop(&d);
+	free(w);
+}
+END_TEST
+
 /* --max-jobs 1 queues the second job; it starts when the first ends. */
 START_TEST(test_daemon_worker_queue)
 {
@@ -1069,6 +1099,7 @@ Suite *suite_daemon(void)
 	tcase_add_test(tc, test_daemon_worker_missing);
 	tcase_add_test(tc, test_daemon_worker_exit_status);
 	tcase_add_test(tc, test_daemon_worker_killed_inflight);
+	tcase_add_test(tc, test_daemon_status_cut_by_worker_end);
 	tcase_add_test(tc, test_daemon_worker_queue);
 	suite_add_tcase(s, tc);
 
