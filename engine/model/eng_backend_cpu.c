@@ -1,0 +1,241 @@
+/* eng_backend_cpu.c - the cpu backend (eng_backend.h) over eng_model.h: the model's passes,
+ * the sum of a step's micro-batch gradients, the ranks' sum through eng_dp, the gradient's
+ * scale and sum of squares and the AdamW update over the parameter table with the kn_*
+ * kernels, the host's tracked allocator (eng_mem.h) and its memory timeline. The numbers
+ * are the ones the trainer computed itself before the backend existed, in the same order.
+ * Not here: the model's maths (eng_model.c, eng_blocks.c), the schedule and clipping (the
+ * trainer's).
+ */
+#include "eng_backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eng_dp.h"
+#include "kn.h"
+
+typedef struct cpu_backend {
+	eng_backend be;          /* first: the handle the trainer holds */
+	int accum;               /* grad_accum */
+	float *acc;              /* accum > 1: the sum of the step's micro-batch gradients,
+				  * ngrad floats (ENG_MEM_GRADS); else NULL */
+} cpu_backend;
+
+/* The step's gradient: the sum of its micro-batches', or the model's own. */
+static float *grads_of(const eng_backend *be)
+{
+	const cpu_backend *c = (const cpu_backend *)be;
+	return c->acc ? c->acc : be->host->grads;
+}
+
+static int cpu_set_policy(eng_backend *be, const eng_policy *p, eng_err *err)
+{
+	return eng_model_set_policy(be->host, p, err);
+}
+
+static const eng_policy *cpu_policy(const eng_backend *be)
+{
+	return &be->host->lay.policy;
+}
+
+static int cpu_micro_step(eng_backend *be, const uint16_t *inp, const uint16_t *tgt, int k,
+	float *loss, eng_err *err)
+{
+	cpu_backend *c = (cpu_backend *)be;
+	eng_model *m = be->host;
+	if (eng_model_step(m, inp, tgt, loss, err) < 0)
+		return -1;
+	if (c->accum > 1 && k == 0) /* 0 + g, exactly */
+		memcpy(c->acc, m->grads, m->ngrad * sizeof(float));
+	else if (c->accum > 1)
+		kn_add(c->acc, m->grads, m->ngrad);
+	return 0;
+}
+
+static int cpu_loss(eng_backend *be, const uint16_t *inp, const uint16_t *tgt, float *loss,
+	eng_err *err)
+{
+	return eng_model_loss(be->host, inp, tgt, loss, err);
+}
+
+static double cpu_recompute_ms(const eng_backend *be)
+{
+	return be->host->recompute_ms;
+}
+
+static const double (*cpu_section_ms(const eng_backend *be))[3]
+{
+	return (const double (*)[3])be->host->sec_ms;
+}
+
+static int cpu_sum_ranks(eng_backend *be, eng_err *err)
+{
+	return eng_dp_sum_floats(grads_of(be), be->host->ngrad, err);
+}
+
+static int cpu_scale_grads(eng_backend *be, float s, eng_err *err)
+{
+	(void)err;
+	kn_scale(grads_of(be), s, be->host->ngrad);
+	return 0;
+}
+
+static int cpu_grad_sumsq(eng_backend *be, double *out, eng_err *err)
+{
+	(void)err;
+	*out = kn_sumsq(grads_of(be), be->host->ngrad);
+	return 0;
+}
+
+/* kn_scale first when clipping, then kn_adamw_update tensor by tensor (frozen ones have no
+ * gradient and no moments: they never move), then the bf16 copy. */
+static int cpu_adamw(eng_backend *be, const eng_adamw_args *a, eng_err *err)
+{
+	eng_model *m = be->host;
+	float *grads = grads_of(be);
+	(void)err;
+	if (a->grad_scale != 1.0f)
+		kn_scale(grads, a->grad_scale, m->ngrad);
+	for (int i = 0; i < m->ntensors; i++) {
+		const eng_ptensor *pt = &m->tensors[i];
+		if (pt->frozen)
+			continue;
+		kn_adamw_update(m->params + pt->offset, m->m + pt->goff, m->v + pt->goff,
+			grads + pt->goff, pt->numel, a->lr, a->beta1, a->beta2, a->eps,
+			pt->decay ? a->weight_decay : 0.0f, a->bc1, a->bc2);
+	}
+	eng_model_params_changed(m); /* precision bf16: its bf16 copy, before the next step */
+	return 0;
+}
+
+static size_t cpu_saved_bytes(const eng_backend *be, int i)
+{
+	return eng_model_saved_bytes(be->host, i);
+}
+
+static void cpu_mem_now(const eng_backend *be, size_t *cur, size_t *total)
+{
+	eng_mem_stats ms;
+	(void)be;
+	eng_mem_get_counters(&ms); /* no /proc read on the step path */
+	memcpy(cur, ms.current, sizeof ms.current);
+	*total = ms.total_current;
+}
+
+/* The peaks' window and the resident bytes' restart; what every step holds (all but
+ * activations and recompute) live from the start, one event a category; the model adds
+ * its sections' buffers, the allocator the mappings the step makes. */
+static void cpu_step_begin(eng_backend *be, eng_memtrace *trace, int step)
+{
+	eng_mem_stats ms;
+	eng_mem_step_peaks(NULL, NULL, 1);
+	eng_memtrace_begin(trace, step, be->host->cfg.n_layer);
+	eng_mem_rss_window(NULL, 1);
+	eng_mem_get_counters(&ms);
+	for (int c = 0; c < ENG_MEM_NCAT; c++)
+		if (c != ENG_MEM_ACTIVATIONS && c != ENG_MEM_RECOMPUTE && ms.current[c])
+			eng_memtrace_add(trace, ENG_MT_LIVE, (void *)((uintptr_t)(c + 1) << 40),
+				ms.current[c], (eng_mem_cat)c, -1, -1);
+	be->host->trace = trace;
+	eng_mem_trace_thread(eng_memtrace_on_alloc, trace);
+}
+
+static void cpu_step_end(eng_backend *be)
+{
+	be->host->trace = NULL;
+	eng_mem_trace_thread(NULL, NULL);
+}
+
+static void cpu_step_peaks(const eng_backend *be, size_t *peak, size_t *total)
+{
+	(void)be;
+	eng_mem_step_peaks(peak, total, 0);
+}
+
+static int cpu_step_untracked(eng_backend *be, size_t peak_bytes, size_t *rss_peak,
+	size_t *untracked)
+{
+	size_t hwm = 0;
+	(void)be;
+	if (eng_mem_rss_window(&hwm, 0) < 0 || !hwm)
+		return -1;
+	*rss_peak = hwm;
+	*untracked = hwm > peak_bytes ? hwm - peak_bytes : 0;
+	eng_mem_note_untracked(*untracked);
+	return 0;
+}
+
+static const char *cpu_describe(const eng_backend *be)
+{
+	static char buf[512];
+	int bf16 = be->host->cfg.mm_bf16;
+	snprintf(buf, sizeof buf, "cpu: %s%s%s", kn_blas_describe(),
+		bf16 ? "; bf16 matmuls: " : "", bf16 ? kn_bf16_describe() : "");
+	return buf;
+}
+
+static const char *cpu_precision(const eng_backend *be)
+{
+	return be->host->cfg.mm_bf16 ? "bf16" : "fp32";
+}
+
+static const char *cpu_allreduce(const eng_backend *be)
+{
+	(void)be;
+	return "mpi: reduce-scatter and all-gather of float32 gradients in host memory";
+}
+
+static void cpu_destroy(eng_backend *be)
+{
+	cpu_backend *c = (cpu_backend *)be;
+	eng_mem_free(c->acc);
+	free(c);
+}
+
+static const eng_backend_ops cpu_ops = {
+	.name = "cpu",
+	.tracked_host = 1,
+	.sum_fails_alone = 0,
+	.set_policy = cpu_set_policy,
+	.policy = cpu_policy,
+	.micro_step = cpu_micro_step,
+	.loss = cpu_loss,
+	.recompute_ms = cpu_recompute_ms,
+	.section_ms = cpu_section_ms,
+	.sum_ranks = cpu_sum_ranks,
+	.scale_grads = cpu_scale_grads,
+	.grad_sumsq = cpu_grad_sumsq,
+	.adamw = cpu_adamw,
+	.saved_bytes = cpu_saved_bytes,
+	.download = NULL,
+	.upload = NULL,
+	.mem_now = cpu_mem_now,
+	.step_begin = cpu_step_begin,
+	.step_end = cpu_step_end,
+	.step_peaks = cpu_step_peaks,
+	.step_untracked = cpu_step_untracked,
+	.describe = cpu_describe,
+	.precision = cpu_precision,
+	.allreduce = cpu_allreduce,
+	.destroy = cpu_destroy,
+};
+
+int eng_backend_cpu_new(eng_backend **out, eng_model *host, int grad_accum, eng_err *err)
+{
+	cpu_backend *c = calloc(1, sizeof *c);
+	*out = NULL;
+	if (!c)
+		return eng_err_nomem(err, "out of memory for the cpu backend");
+	c->be.ops = &cpu_ops;
+	c->be.host = host;
+	c->accum = grad_accum;
+	size_t bytes = host->ngrad * sizeof(float);
+	if (grad_accum > 1 && !(c->acc = eng_mem_alloc(ENG_MEM_GRADS, bytes))) {
+		free(c);
+		return eng_errf(err, "out of memory for the accumulated gradients (%.1f MiB)",
+			host->ngrad * 4 / 1048576.0);
+	}
+	*out = &c->be;
+	return 0;
+}
