@@ -20,7 +20,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "eng_cuda_mem.h"
+#include "eng_backend.h"
 #include "eng_mem.h"
 #include "eng_plan_json.h"
 #include "wk_ctl_int.h"

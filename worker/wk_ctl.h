@@ -20,7 +20,7 @@
 #include <jansson.h>
 #include <pthread.h>
 
-#include "eng_cuda_mem.h"
+#include "eng_backend.h"
 #include "eng_mem.h"
 #include "eng_plan_json.h"
 #include "eng_train.h"
@@ -92,7 +92,7 @@ typedef struct wk_ctl_rank {
 	double step_ms;
 	double allreduce_ms;          /* the step's gradient all-reduce */
 	eng_mem_stats mem;            /* by category, current and peak, and RSS */
-	eng_cuda_mem_stats dev;       /* device cuda: the GPU's (dev.active 0 else) */
+	eng_device_mem dev;       /* device cuda: the GPU's (dev.active 0 else) */
 	size_t saved[ENG_MAX_LAYERS + 1]; /* saved bytes by section */
 } wk_ctl_rank;
 

@@ -13,7 +13,7 @@
 #include "eng_backends.h"
 #include "eng_ckpt.h"
 #include "wk_ctl_int.h"
-#include "eng_cuda_mem.h"
+#include "eng_backend.h"
 #include "eng_mem.h"
 #include "eng_plan_json.h"
 #include "eng_tensors.h"
@@ -170,8 +170,8 @@ HANDLER(cmd_plan)
 		.device = c->tr->spec.device, .aliases = &c->tr->aliases, .policy = c->pending,
 		.fixed_source = "measured"};
 	/* what the run holds now whatever its policy: measured, on the device it runs on */
-	eng_cuda_mem_stats ds;
-	eng_cuda_mem_get_stats(&ds); /* atomics only: no CUDA call on this thread */
+	eng_device_mem ds;
+	eng_backend_device_mem(&ds); /* atomics only: no CUDA call on this thread */
 	if (ds.active) { /* the device's, measured */
 		for (int cat = 0; cat < ENG_MEM_NCAT; cat++)
 			if (cat != ENG_MEM_ACTIVATIONS && cat != ENG_MEM_RECOMPUTE)
@@ -456,13 +456,13 @@ HANDLER(cmd_profile)
  * thread) and its own arenas. */
 static int device_budget(struct wk_ctl *c, size_t *bytes, char *desc, size_t len)
 {
-	eng_cuda_mem_stats ds;
+	eng_device_mem ds;
 	if (c->tr->spec.device != ENG_DEVICE_CUDA) {
 		snprintf(desc, len, "budget device: the job runs on device cpu, whose memory is "
 			 "the host's (give a size, or cgroup)");
 		return -1;
 	}
-	eng_cuda_mem_get_stats(&ds);
+	eng_backend_device_mem(&ds);
 	if (!ds.device_total) {
 		snprintf(desc, len, "budget device: the device's free memory is not known yet");
 		return -1;

@@ -15,7 +15,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "eng_cuda_mem.h"
+#include "eng_backend.h"
 #include "eng_mem.h"
 #include "wk_ctl_int.h"
 
@@ -300,8 +300,8 @@ static void on_mem_timer(uv_timer_t *t)
 	if (!running)
 		return;
 	eng_mem_get_stats(&ms);
-	eng_cuda_mem_stats ds;
-	eng_cuda_mem_get_stats(&ds);
+	eng_device_mem ds;
+	eng_backend_device_mem(&ds);
 	if (ds.active) {
 		/* a job on the GPU: its memory is the device's, as in STEP events */
 		ms.total_current = ds.total_current;

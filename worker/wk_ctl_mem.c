@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eng_cuda_mem.h"
+#include "eng_backend.h"
 #include "eng_mem.h"
 #include "eng_plan_json.h"
 #include "wk_ctl_int.h"
@@ -36,7 +36,7 @@ json_t *wk_ctl__measured_sections(struct wk_ctl *c)
 
 /* mem-stats' "device" (docs/protocol.md): the GPU's categories, the allocator's reserved
  * bytes, free/total from cudaMemGetInfo, pinned host memory of offloaded activations. */
-static json_t *device_json(const eng_cuda_mem_stats *ds)
+static json_t *device_json(const eng_device_mem *ds)
 {
 	json_t *cats = json_object();
 	for (int i = 0; i < ENG_MEM_NCAT; i++)
@@ -85,12 +85,12 @@ static json_t *mem_json(const eng_mem_stats *ms, int reset)
 /* Data parallel: each field the most over ranks (rank 0's own counters live, the others'
  * as of the last step): the rank that runs out is the largest. On the GPU the device's
  * too (free and total stay rank 0's). */
-static void mem_max(eng_mem_stats *ms, eng_cuda_mem_stats *ds, const wk_ctl_rank *rows,
+static void mem_max(eng_mem_stats *ms, eng_device_mem *ds, const wk_ctl_rank *rows,
 	int n)
 {
 	for (int r = 0; r < n; r++) {
 		const eng_mem_stats *o = &rows[r].mem;
-		const eng_cuda_mem_stats *d = &rows[r].dev;
+		const eng_device_mem *d = &rows[r].dev;
 		if (rows[r].rank == 0)
 			continue;
 		for (int i = 0; i < ENG_MEM_NCAT; i++) {
@@ -118,9 +118,9 @@ HANDLER(wk_ctl__cmd_mem)
 {
 	UNUSED_ARGS;
 	eng_mem_stats ms;
-	eng_cuda_mem_stats ds;
+	eng_device_mem ds;
 	eng_mem_get_stats(&ms);
-	eng_cuda_mem_get_stats(&ds); /* atomics only: no CUDA call on this thread */
+	eng_backend_device_mem(&ds); /* atomics only: no CUDA call on this thread */
 	json_t *ranks = NULL;
 	if (c->nranks > 1) {
 		ranks = json_array();
@@ -151,7 +151,7 @@ HANDLER(wk_ctl__cmd_mem_reset_peak)
 {
 	UNUSED_ARGS;
 	eng_mem_reset_peak();
-	eng_cuda_mem_reset_peak();
+	eng_backend_device_mem_reset_peak();
 	return json_object();
 }
 
@@ -210,8 +210,9 @@ HANDLER(wk_ctl__cmd_memlog)
 	}
 	if (!fmt)
 		return r;
-	if (c->trace.step == 0 || c->tr->gpu) {
-		json_object_set_new(r, "trace", json_null()); /* no step yet, or the GPU's */
+	if (c->trace.step == 0 || !c->tr->be->ops->tracked_host) {
+		/* no step yet, or a backend whose memory is not the traced host allocator's */
+		json_object_set_new(r, "trace", json_null());
 		return r;
 	}
 	json_t *data = NULL;

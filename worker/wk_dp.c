@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "eng_cuda_mem.h"
+#include "eng_backend.h"
 #include "eng_dp.h"
 
 /* One command as it travels: what a follower applies (every rank runs the same build, so
@@ -140,7 +140,7 @@ int wk_dp_gather(const eng_trainer *tr, const eng_step_stats *st, wk_ctl *c, eng
 	mine.step_ms = st->step_ms;
 	mine.allreduce_ms = st->allreduce_ms;
 	mine.mem = ms;
-	eng_cuda_mem_get_stats(&mine.dev);
+	eng_backend_device_mem(&mine.dev);
 	for (int i = 0; i <= L; i++)
 		mine.saved[i] = eng_trainer_saved_bytes(tr, i);
 	int rc = eng_dp_gather(&mine, sizeof mine, all, err);

@@ -77,7 +77,7 @@ json_t *wk_step_json(const eng_trainer *tr, const eng_step_stats *st, const wk_m
 		json_object_set_new(o, "allreduce_ms", json_real(st->allreduce_ms));
 	if (o && st->rss_peak) /* device cpu: the process's own peak in the step */
 		json_object_set_new(o, "rss_peak_bytes", json_integer((json_int_t)st->rss_peak));
-	if (o && (st->rss_peak || tr->gpu))
+	if (o && (st->rss_peak || !tr->be->ops->tracked_host))
 		json_object_set_new(o, "untracked_bytes", json_integer((json_int_t)st->untracked_bytes));
 	return o;
 }

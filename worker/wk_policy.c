@@ -91,7 +91,7 @@ void wk_policy_publish_memory(const eng_trainer *tr, wk_ctl *c, const wk_run_ctl
 	wk_ctl_memfig f = {0};
 	f.tracked_fixed = eng_trainer_fixed_bytes(tr, NULL);
 	f.fixed = fixed_bytes(tr);
-	f.limit = tr->gpu ? 0 : tr->spec.mem_limit;
+	f.limit = tr->be->ops->tracked_host ? tr->spec.mem_limit : 0;
 	f.room = rc->autoc.on ? eng_auto_room(&rc->autoc) : 0;
 	f.least = eng_plan_least(&m->cfg, m->B, m->T, m->chunk_rows, f.fixed, NULL);
 	f.snapshot = eng_trainer_snapshot_bytes(tr);
@@ -236,7 +236,7 @@ static void pending_failed(eng_trainer *tr, wk_ctl *c, wk_run_ctl *rc, int step)
 		snprintf(why, sizeof why, "out of memory: %s", tr->oom_why);
 	else if (rc->autoc.on)
 		snprintf(why, sizeof why, "%s", rc->pin_why[0] ? rc->pin_why : rc->auto_why);
-	else if (!tr->gpu && tr->spec.mem_limit && tracked > tr->spec.mem_limit)
+	else if (tr->be->ops->tracked_host && tr->spec.mem_limit && tracked > tr->spec.mem_limit)
 		snprintf(why, sizeof why, "it needs %.1f MiB, over memory.limit %.1f MiB",
 			tracked / 1048576.0, tr->spec.mem_limit / 1048576.0);
 	else
@@ -295,8 +295,8 @@ void wk_policy_said(eng_trainer *tr, wk_ctl *c, wk_run_ctl *rc, const eng_policy
  * peak and what else its used memory held at the step's end. */
 static size_t measured_peak(const eng_trainer *tr, wk_run_ctl *rc, const eng_step_stats *st)
 {
-	size_t m = tr->gpu ? st->peak_bytes + st->untracked_bytes : st->rss_peak ? st->rss_peak :
-		st->peak_bytes;
+	size_t m = !tr->be->ops->tracked_host ? st->peak_bytes + st->untracked_bytes :
+		st->rss_peak ? st->rss_peak : st->peak_bytes;
 	size_t cg = rc->has_cg ? eng_auto_cg_peak(&rc->cg) : 0;
 	return cg > m ? cg : m;
 }

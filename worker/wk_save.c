@@ -63,7 +63,7 @@ static int save_live(const eng_trainer *tr, const wk_run_ctl *run)
 {
 	if (run->autoc.on)
 		return !run->autoc.held;
-	if (tr->gpu || !tr->spec.mem_limit)
+	if (!tr->be->ops->tracked_host || !tr->spec.mem_limit)
 		return 0;
 	eng_mem_stats ms;
 	eng_mem_get_counters(&ms);

@@ -3,8 +3,8 @@
  * validation loss, saved bytes). Not here: the spec's files resolved and the shape decided
  * (eng_train_spec.c), --check and the run's fixed bytes (eng_train_check.c), what fits and
  * out of memory as a retry (eng_train_fit.c), the step (eng_train_step.c), the model's
- * maths (eng_model.c, eng_cuda_step.c), the checkpoint files (eng_ckpt_*.c), the control
- * protocol (worker/). */
+ * maths (behind eng_backend.h: eng_model.c, eng_cuda_step.c), the checkpoint files
+ * (eng_ckpt_*.c), the control protocol (worker/). */
 #include "eng_train_int.h"
 
 #include <errno.h>
@@ -18,7 +18,6 @@
 
 #include "eng_train_ckpt.h"
 #include "eng_peft.h"
-#include "eng_cuda.h"
 #include "eng_dp.h"
 #include "eng_fs.h"
 #include "eng_import.h"
@@ -173,27 +172,17 @@ static int trainer_model(eng_trainer *tr, eng_err *err)
 	return -1;
 }
 
-/* Device cuda: the GPU model over the host mirror, with rank 0's options, and its ranks'
- * communicator. */
-static int trainer_gpu(eng_trainer *tr, eng_err *err)
+/* What runs the model (eng_backend.h): the GPU's with device cuda, else the cpu's over the
+ * model (with grad_accum > 1, the sum of the micro-batches' gradients). */
+static int trainer_backend(eng_trainer *tr, eng_err *err)
 {
 	const eng_spec *s = &tr->spec;
-	eng_cuda_opts o;
-	/* rank 0's settings on every rank: mpirun passes no environment to other hosts */
-	if (eng_cuda_opts_from_env(&o, err) < 0 || eng_dp_bcast(&o, sizeof o, err) < 0)
-		return -1;
-	if (s->has_precision) /* the spec's, over REMAT_CUDA_PRECISION */
-		o.fp32 = s->precision == ENG_PREC_FP32;
-	o.gpu = eng_dp_local_rank(); /* ranks on one machine take its GPUs in turn */
-	o.accum = s->grad_accum > 1;
-	if (eng_cuda_new(&tr->gpu, &tr->model, &o, err) < 0 ||
-		eng_cuda_dp_open(tr->gpu, o.comm, err) < 0)
-		return -1;
-	return 0;
+	if (s->device == ENG_DEVICE_CUDA)
+		return eng_backend_cuda_new(&tr->be, &tr->model, s, err);
+	return eng_backend_cpu_new(&tr->be, &tr->model, s->grad_accum, err);
 }
 
-/* The data files opened (this rank's part, shuffled as the spec says), the batch buffers,
- * and with grad_accum > 1 on the CPU the sum of the micro-batches' gradients. */
+/* The data files opened (this rank's part, shuffled as the spec says), the batch buffers. */
 static int trainer_data(eng_trainer *tr, eng_err *err)
 {
 	const eng_spec *s = &tr->spec;
@@ -212,10 +201,6 @@ static int trainer_data(eng_trainer *tr, eng_err *err)
 	tr->tgt = eng_mem_alloc(ENG_MEM_DATA, n);
 	if (!tr->inp || !tr->tgt)
 		return eng_errf(err, "out of memory for the batch buffers");
-	if (s->device != ENG_DEVICE_CUDA && s->grad_accum > 1 &&
-		!(tr->acc = eng_mem_alloc(ENG_MEM_GRADS, tr->model.ngrad * sizeof(float))))
-		return eng_errf(err, "out of memory for the accumulated gradients (%.1f MiB)",
-			tr->model.ngrad * 4 / 1048576.0);
 	return 0;
 }
 
@@ -225,7 +210,6 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	tr->spec = *spec;
 	eng_spec *s = &tr->spec;
 	eng_config cfg;
-	int cuda = s->device == ENG_DEVICE_CUDA;
 	eng_policy p;
 	if (eng_train_plan(s, &cfg, err) < 0)
 		goto fail;
@@ -239,28 +223,27 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	if (trainer_model(tr, err) < 0 || trainer_weights(tr, err) < 0 ||
 		eng_train_policy(s, &tr->aliases, &p, err) < 0)
 		goto fail;
-	if (cuda && trainer_gpu(tr, err) < 0)
-		goto fail;
 	/* the data before the activations: all the run holds besides them is allocated when
 	 * a memory limit picks the policy */
-	if (trainer_data(tr, err) < 0)
+	if (trainer_data(tr, err) < 0 || trainer_backend(tr, err) < 0)
 		goto fail;
 	/* under a budget the first step lays out the controller's policy: the run never holds
 	 * one over it, not even before that step */
 	int tries = 0;
-	if (!cuda && (s->remat_budget || s->remat_budget_cgroup))
+	int host = tr->be->ops->tracked_host;
+	if (host && (s->remat_budget || s->remat_budget_cgroup))
 		tr->policy = p;
 	else if (eng_train_lay_out(tr, &p, &tries, err) < 0)
 		goto fail;
 	/* what the process holds beyond the tracked bytes, before a step has measured it */
-	if (!cuda)
+	if (host)
 		tr->untracked = eng_train_untracked_now(&s->cfg, tr->model.chunk_rows, s->threads);
 	/* data parallel: rank 0 writes the checkpoints */
 	if (s->save_dir[0] && eng_dp_rank() == 0 && open_save_dir(tr, err) < 0)
 		goto fail;
 	if (s->resume && eng_trainer_resume(tr, s->init_from, err) < 0)
 		goto fail;
-	if (tr->gpu && eng_cuda_upload(tr->gpu, &tr->model, err) < 0)
+	if (eng_backend_sync_device(tr->be, err) < 0)
 		goto fail;
 	return 0;
 fail:
@@ -272,10 +255,9 @@ void eng_trainer_free(eng_trainer *tr)
 {
 	eng_mem_free(tr->inp);
 	eng_mem_free(tr->tgt);
-	eng_mem_free(tr->acc);
 	eng_data_close(&tr->val);
 	eng_data_close(&tr->train);
-	eng_cuda_destroy(tr->gpu);
+	eng_backend_free(tr->be);
 	eng_model_free(&tr->model);
 	eng_memtrace_free(&tr->trace);
 	if (tr->has_save_lock)
@@ -294,46 +276,29 @@ int eng_trainer_parse_policy(const eng_trainer *tr, const char *text, eng_policy
 
 size_t eng_trainer_saved_bytes(const eng_trainer *tr, int i)
 {
-	return tr->gpu ? eng_cuda_saved_bytes(tr->gpu, i) : eng_model_saved_bytes(&tr->model, i);
+	return tr->be->ops->saved_bytes(tr->be, i);
 }
 
 int eng_trainer_sync_host(eng_trainer *tr, eng_err *err)
 {
-	return tr->gpu ? eng_cuda_download(tr->gpu, &tr->model, err) : 0;
+	return eng_backend_sync_host(tr->be, err);
 }
 
 const char *eng_trainer_backend(const eng_trainer *tr)
 {
-	static char buf[512];
-	if (!tr->gpu) {
-		snprintf(buf, sizeof buf, "cpu: %s%s%s", kn_blas_describe(),
-			tr->model.cfg.mm_bf16 ? "; bf16 matmuls: " : "",
-			tr->model.cfg.mm_bf16 ? kn_bf16_describe() : "");
-		return buf;
-	}
-	eng_cuda_info info;
-	eng_cuda_probe(&info);
-	int d = eng_cuda_device(tr->gpu);
-	const eng_cuda_gpu *gpu = &info.gpu[0];
-	for (int i = 0; i < info.ngpus; i++)
-		if (info.gpu[i].device == d)
-			gpu = &info.gpu[i];
-	snprintf(buf, sizeof buf, "cuda: GPU %d, %s (%.1f GiB), %s", d, gpu->name,
-		gpu->memory_bytes / 1073741824.0, eng_cuda_describe(tr->gpu));
-	return buf;
+	return tr->be->ops->describe(tr->be);
 }
 
 const char *eng_trainer_precision(const eng_trainer *tr)
 {
-	return tr->gpu ? eng_cuda_precision(tr->gpu) : tr->model.cfg.mm_bf16 ? "bf16" : "fp32";
+	return tr->be->ops->precision(tr->be);
 }
 
 const char *eng_trainer_allreduce(const eng_trainer *tr)
 {
 	if (tr->spec.ranks == 1)
 		return NULL;
-	return tr->gpu ? eng_cuda_dp_describe(tr->gpu)
-		       : "mpi: reduce-scatter and all-gather of float32 gradients in host memory";
+	return tr->be->ops->allreduce(tr->be);
 }
 
 float eng_trainer_val_loss(eng_trainer *tr, int batches)
@@ -351,8 +316,7 @@ float eng_trainer_val_loss(eng_trainer *tr, int batches)
 		float l;
 		eng_err e;
 		eng_data_next(d, tr->inp, tr->tgt);
-		if ((tr->gpu ? eng_cuda_loss(tr->gpu, tr->inp, tr->tgt, &l, &e)
-			     : eng_model_loss(&tr->model, tr->inp, tr->tgt, &l, &e)) < 0)
+		if (tr->be->ops->loss(tr->be, tr->inp, tr->tgt, &l, &e) < 0)
 			l = NAN; /* a failure: the mean says so, the next step reports it */
 		sum += l;
 	}

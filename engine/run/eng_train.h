@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "eng_backend.h"
 #include "eng_data.h"
 #include "eng_err.h"
 #include "eng_costs.h"
@@ -53,14 +54,14 @@ typedef struct eng_step_stats {
 
 #define UNTRACKED_STEPS 8 /* steps whose untracked bytes the run's term is the most of */
 
-struct eng_cuda;
-
 typedef struct eng_trainer {
 	eng_spec spec;
 	eng_model model;         /* the model (device cpu); with device cuda only the tensor
 				  * table and the host copies of weights and moments that
 				  * checkpoints read and write (no activations, no gradients) */
-	struct eng_cuda *gpu;    /* device cuda: the model on the GPU (eng_cuda.h), else NULL */
+	eng_backend *be;         /* what runs the model (eng_backend.h): the cpu backend over
+				  * `model`, or with device cuda the GPU's; every call about
+				  * the model's maths and memory goes through it */
 	eng_data train, val;     /* val.tok NULL when the spec has no val file */
 	eng_aliases aliases;
 	eng_policy policy;       /* what the activations are laid out for, either device */
@@ -80,8 +81,6 @@ typedef struct eng_trainer {
 	eng_memtrace trace;      /* the memory timeline of the step taken last (device cpu) */
 	int step;                /* completed steps */
 	uint16_t *inp, *tgt;     /* (B,T) current batch (ENG_MEM_DATA) */
-	float *acc;              /* grad_accum > 1: the sum of the step's micro-batch
-				  * gradients, nfloats (ENG_MEM_GRADS); else NULL */
 	char lora_base[ENG_PATH_LEN]; /* LoRA: the base its checkpoints name, "" when they
 				  * hold it (see eng_ckpt_snap.lora_base) */
 	char lora_pin[192];      /* and what they record of it (eng_peft_base_pin) */
@@ -196,8 +195,8 @@ int eng_trainer_sync_host(eng_trainer *tr, eng_err *err);
 const char *eng_trainer_backend(const eng_trainer *tr);
 /* "fp32" or "bf16": the matmuls' operands (job-status' "precision"). */
 const char *eng_trainer_precision(const eng_trainer *tr);
-/* How the ranks' gradients are summed (job-status' "allreduce"): MPI in host memory on the
- * CPU; on the GPU NCCL or host memory (eng_cuda_dp_describe). NULL with one rank. */
+/* How the ranks' gradients are summed (job-status' "allreduce"), as the backend says: MPI
+ * in host memory on the CPU; on the GPU NCCL or host memory. NULL with one rank. */
 const char *eng_trainer_allreduce(const eng_trainer *tr);
 
 /* Mean loss over `batches` batches of the val file from its start (0 batches: all that fit

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "eng_ckpt.h"
-#include "eng_cuda_mem.h"
 #include "eng_dp.h"
 #include "eng_fs.h"
 #include "eng_import.h"
@@ -128,13 +127,11 @@ size_t eng_train_untracked_now(const eng_config *cfg, int chunk_rows, int thread
 
 size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT])
 {
-	size_t fx[ENG_MEM_NCAT], total = 0;
+	size_t fx[ENG_MEM_NCAT], total = 0, all;
 	size_t *o = out ? out : fx;
-	if (tr->gpu) { /* the device's, as its allocator counts them */
-		eng_cuda_mem_stats ds;
-		eng_cuda_mem_get_stats(&ds);
-		for (int c = 0; c < ENG_MEM_NCAT; c++)
-			o[c] = c == ENG_MEM_ACTIVATIONS || c == ENG_MEM_RECOMPUTE ? 0 : ds.current[c];
+	if (!tr->be->ops->tracked_host) { /* the device's, as its allocator counts them */
+		tr->be->ops->mem_now(tr->be, o, &all);
+		o[ENG_MEM_ACTIVATIONS] = o[ENG_MEM_RECOMPUTE] = 0;
 	} else {
 		fixed_of(&tr->spec, tr->train.ntok, tr->val.tok ? tr->val.ntok : 0, &tr->model, o);
 	}

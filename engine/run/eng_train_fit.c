@@ -7,31 +7,24 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "eng_cuda.h"
-#include "eng_cuda_mem.h"
 #include "eng_mem.h"
 
 #define FIT_SLACK 0.03 /* of the bound, less each refusal: the plan misses chunk alignment */
 #define FIT_TRIES 4    /* refusals in one step before the run gives up */
 
-/* The bytes of all tracked categories held now: the host's, or with device cuda the
- * device's. */
+/* The bytes of all tracked categories held now, as the backend's allocator counts them
+ * (the host's, or with device cuda the device's). */
 static size_t held_bytes(const eng_trainer *tr)
 {
-	eng_mem_stats ms;
-	if (tr->gpu) {
-		eng_cuda_mem_stats ds;
-		eng_cuda_mem_get_stats(&ds);
-		return ds.total_current;
-	}
-	eng_mem_get_counters(&ms);
-	return ms.total_current;
+	size_t cur[ENG_MEM_NCAT], total;
+	tr->be->ops->mem_now(tr->be, cur, &total);
+	return total;
 }
 
 int eng_train_laid_out(const eng_trainer *tr)
 {
 	int L = tr->model.cfg.n_layer;
-	return (tr->gpu ? eng_cuda_policy(tr->gpu)->n_layer : tr->model.lay.policy.n_layer) == L;
+	return tr->be->ops->policy(tr->be)->n_layer == L;
 }
 
 /* The planner's peak of policy p for this run, its fixed part included. */
@@ -43,11 +36,12 @@ static size_t predicted(const eng_trainer *tr, const eng_policy *p)
 	return eng_trainer_fixed_bytes(tr, NULL) + pl.peak_bytes;
 }
 
-/* What a policy must fit in after `tries` refusals: memory.limit (device cpu) or the least
+/* What a policy must fit in after `tries` refusals: memory.limit (bounding the host's
+ * tracked allocator: device cpu) or the least
  * total a refusal happened at, whichever is smaller, less FIT_SLACK a try; 0: unbounded. */
 static size_t fit_bound(const eng_trainer *tr, int tries)
 {
-	size_t b = tr->gpu ? 0 : tr->spec.mem_limit;
+	size_t b = tr->be->ops->tracked_host ? tr->spec.mem_limit : 0;
 	if (tr->mem_cap && (!b || tr->mem_cap < b))
 		b = tr->mem_cap;
 	return (size_t)((double)b * (1.0 - FIT_SLACK * tries));
@@ -124,7 +118,7 @@ int eng_train_lay_out(eng_trainer *tr, eng_policy *p, int *tries, eng_err *err)
 	eng_policy least;
 	size_t need;
 	fit_policy(tr, 0, &least, &need);
-	if (!tr->gpu && tr->spec.mem_limit && need > tr->spec.mem_limit)
+	if (tr->be->ops->tracked_host && tr->spec.mem_limit && need > tr->spec.mem_limit)
 		return cannot_fit(tr, "", err);
 	for (;;) {
 		size_t bound = fit_bound(tr, *tries);
@@ -150,8 +144,7 @@ int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err)
 {
 	if (eng_trainer_check_policy(tr, p, err) < 0)
 		return -1;
-	if ((tr->gpu ? eng_cuda_set_policy(tr->gpu, p, err)
-		     : eng_model_set_policy(&tr->model, p, err)) < 0)
+	if (tr->be->ops->set_policy(tr->be, p, err) < 0)
 		return -1;
 	tr->policy = *p; /* what the control thread and the progress lines read */
 	if (tr->mem_cap && held_bytes(tr) >= tr->mem_cap)

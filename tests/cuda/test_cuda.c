@@ -91,7 +91,7 @@ static float *gpu_grads(eng_trainer *tr)
 	eng_err err;
 	float *g = malloc(tr->model.nfloats * sizeof(float));
 	ck_assert_ptr_nonnull(g);
-	ck_assert_msg(eng_cuda_get_grads(tr->gpu, g, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_cuda_get_grads(eng_backend_gpu(tr->be), g, &err) == 0, "%s", err.msg);
 	return g;
 }
 
@@ -259,8 +259,8 @@ START_TEST(test_cuda_matches_cpu)
 			continue;
 		/* the inputs of every block and of ln_f, from step 1's forward */
 		for (int l = 0; l <= L; l++) {
-			ck_assert_msg(eng_cuda_get_block_input(gpu.gpu, l, act, &err) == 0, "%s",
-				err.msg);
+			ck_assert_msg(eng_cuda_get_block_input(eng_backend_gpu(gpu.be), l, act,
+					      &err) == 0, "%s", err.msg);
 			snprintf(what, sizeof what, "%s step 1 input of %s%d", prec,
 				l < L ? "h." : "ln_f ", l);
 			check_err(what, t_rel_l2(act, l < L ? m->lay.saved[l].x : m->lay.head.xf, nact), tol->act);
@@ -370,7 +370,7 @@ START_TEST(test_cuda_activation_bytes)
 		set_policy(&tr, modes[k]);
 		step(&tr); /* the layout must also run */
 		dev[k] = eng_trainer_saved_bytes(&tr, 0);
-		host[k] = eng_cuda_offloaded_bytes(tr.gpu, 0);
+		host[k] = eng_cuda_offloaded_bytes(eng_backend_gpu(tr.be), 0);
 		for (int l = 1; l < m->cfg.n_layer; l++)
 			ck_assert_uint_eq(eng_trainer_saved_bytes(&tr, l), dev[k]);
 		if (k == 0)

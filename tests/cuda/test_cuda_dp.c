@@ -63,21 +63,22 @@ START_TEST(test_cuda_accum_is_the_sum)
 	uint16_t inp[2][4 * 64], tgt[2][4 * 64];
 	eng_data_next(&tr.train, inp[0], tgt[0]);
 	eng_data_next(&tr.train, inp[1], tgt[1]);
-	micro(tr.gpu, inp[0], tgt[0], 0);
-	float *ga = step_grads(tr.gpu, nf);
-	micro(tr.gpu, inp[1], tgt[1], 0);
-	float *gb = step_grads(tr.gpu, nf);
-	micro(tr.gpu, inp[0], tgt[0], 0);
-	micro(tr.gpu, inp[1], tgt[1], 1);
-	float *sum = step_grads(tr.gpu, nf);
+	micro(eng_backend_gpu(tr.be), inp[0], tgt[0], 0);
+	float *ga = step_grads(eng_backend_gpu(tr.be), nf);
+	micro(eng_backend_gpu(tr.be), inp[1], tgt[1], 0);
+	float *gb = step_grads(eng_backend_gpu(tr.be), nf);
+	micro(eng_backend_gpu(tr.be), inp[0], tgt[0], 0);
+	micro(eng_backend_gpu(tr.be), inp[1], tgt[1], 1);
+	float *sum = step_grads(eng_backend_gpu(tr.be), nf);
 	size_t bad = 0;
 	for (size_t i = 0; i < nf; i++) {
 		float want = ga[i] + gb[i];
 		bad += memcmp(&want, &sum[i], sizeof want) != 0;
 	}
 	ck_assert_msg(bad == 0, "%zu of %zu gradient elements are not ga + gb", bad, nf);
-	ck_assert_msg(eng_cuda_scale_grads(tr.gpu, 0.5f, &err) == 0, "%s", err.msg);
-	float *half = step_grads(tr.gpu, nf);
+	ck_assert_msg(eng_cuda_scale_grads(eng_backend_gpu(tr.be), 0.5f, &err) == 0, "%s",
+		err.msg);
+	float *half = step_grads(eng_backend_gpu(tr.be), nf);
 	for (size_t i = 0; i < nf; i++) {
 		float want = sum[i] * 0.5f;
 		bad += memcmp(&want, &half[i], sizeof want) != 0;
