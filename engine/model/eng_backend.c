@@ -1,15 +1,29 @@
 /* eng_backend.c - what eng_backend.h's callers share whichever backend runs: the free, the
- * helpers that check an optional op once, and the device allocator's counters. Not here:
- * the backends themselves (eng_backend_cpu.c, cuda/eng_backend_cuda.c).
+ * helpers that check an optional op once, whether a device's backend is usable, and the
+ * device allocator's counters. Not here: the backends themselves (eng_backend_cpu.c,
+ * cuda/eng_backend_cuda.c).
  */
 #include "eng_backend.h"
 
 #include <stddef.h>
 
+#include "eng_cuda.h"
+
 void eng_backend_free(eng_backend *be)
 {
 	if (be)
 		be->ops->destroy(be);
+}
+
+int eng_backend_usable(eng_device d, eng_err *err)
+{
+	eng_cuda_info info;
+	if (d != ENG_DEVICE_CUDA)
+		return 0;
+	eng_cuda_probe(&info);
+	if (info.ngpus == 0)
+		return eng_errf(err, "device 'cuda' is not available: %s", info.why);
+	return 0;
 }
 
 int eng_backend_has_sections(const eng_backend *be)

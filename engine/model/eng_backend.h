@@ -142,6 +142,9 @@ int eng_backend_cpu_new(eng_backend **out, eng_model *host, int grad_accum, eng_
  * its ranks' communicator; nothing uploaded yet. -1: no GPU, not built, out of memory. */
 int eng_backend_cuda_new(eng_backend **out, eng_model *host, const eng_spec *s, eng_err *err);
 void eng_backend_free(eng_backend *be); /* NULL is a no-op */
+/* Whether device d's backend can run in this process (cuda: this build has it and a GPU is
+ * usable, eng_cuda_probe), asked before any file is read: 0, or -1 saying why not. */
+int eng_backend_usable(eng_device d, eng_err *err);
 /* Tests: the GPU model of a cuda backend (eng_cuda.h's test hooks); NULL under another. */
 struct eng_cuda *eng_backend_gpu(const eng_backend *be);
 

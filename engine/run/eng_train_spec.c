@@ -11,7 +11,6 @@
 #include <sys/stat.h>
 
 #include "eng_ckpt.h"
-#include "eng_cuda.h"
 #include "eng_import.h"
 #include "eng_peft.h"
 #include "kn.h"
@@ -65,13 +64,9 @@ static int resolve_init(eng_spec *s, eng_err *err)
  * spec finished, the policy built. */
 int eng_train_plan(eng_spec *s, eng_config *cfg, eng_err *err)
 {
-	if (s->device == ENG_DEVICE_CUDA) {
-		/* before any file is read: a run that cannot start says so at once */
-		eng_cuda_info info;
-		eng_cuda_probe(&info);
-		if (info.ngpus == 0)
-			return eng_errf(err, "device 'cuda' is not available: %s", info.why);
-	}
+	/* before any file is read: a run that cannot start says so at once */
+	if (eng_backend_usable(s->device, err) < 0)
+		return -1;
 	*cfg = s->cfg;
 	if (s->init_from[0] && resolve_init(s, err) < 0)
 		return -1;
