@@ -190,7 +190,7 @@ HANDLER(cmd_plan)
 	 * the last step ran at else (device cpu: the GPU model times only its recomputes) */
 	eng_plan_costs pc;
 	unsigned char measured[ENG_MAX_LAYERS + 1][3];
-	if (c->tr->spec.device == ENG_DEVICE_CPU && c->has_last && c->last.step_ms > 0) {
+	if (eng_backend_has_sections(c->tr->be) && c->has_last && c->last.step_ms > 0) {
 		double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &c->policy,
 			c->last.step_ms);
 		eng_costs_plan(&c->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc, measured);
@@ -420,11 +420,12 @@ HANDLER(cmd_costs)
 	return r;
 }
 
-/* A change only a cpu run measures for (its costs), and none while a probe runs. */
+/* A change only a backend that times its sections measures for (the cpu's costs), and none
+ * while a probe runs. */
 static wk_ctl_cmd *cpu_change(struct wk_ctl *c, ctl_conn *k, json_t *id, const char *what)
 {
 	char desc[PROTO_DESC_LEN];
-	if (c->tr->spec.device != ENG_DEVICE_CPU) {
+	if (!eng_backend_has_sections(c->tr->be)) {
 		snprintf(desc, sizeof desc, "%s runs on device cpu only for now (the GPU model "
 			 "does not measure its sections' costs)", what);
 		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
@@ -457,7 +458,7 @@ HANDLER(cmd_profile)
 static int device_budget(struct wk_ctl *c, size_t *bytes, char *desc, size_t len)
 {
 	eng_device_mem ds;
-	if (c->tr->spec.device != ENG_DEVICE_CUDA) {
+	if (c->tr->be->ops->tracked_host) {
 		snprintf(desc, len, "budget device: the job runs on device cpu, whose memory is "
 			 "the host's (give a size, or cgroup)");
 		return -1;
@@ -490,7 +491,7 @@ HANDLER(cmd_auto)
 		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
 		return NULL;
 	}
-	if (src && !strcmp(src, "cgroup") && c->tr->spec.device != ENG_DEVICE_CPU) {
+	if (src && !strcmp(src, "cgroup") && !c->tr->be->ops->tracked_host) {
 		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "budget cgroup: a cgroup limits host "
 				    "memory, and the job's is the GPU's (give a size, or device)", id);
 		return NULL;
