@@ -1,7 +1,7 @@
-/* eng_backend.c - what eng_backend.h's callers share whichever backend runs: the free, the
- * helpers that check an optional op once, whether a device's backend is usable, and the
- * device allocator's counters. Not here: the backends themselves (eng_backend_cpu.c,
- * cuda/eng_backend_cuda.c).
+/* eng_backend.c - what eng_backend.h's callers share whichever backend runs: the table of
+ * a device's backend, whether it is usable, the free, the helpers that check an optional
+ * op once, and the device allocator's counters. Not here: the backends themselves
+ * (eng_backend_cpu.c, cuda/eng_backend_cuda.c).
  */
 #include "eng_backend.h"
 
@@ -13,6 +13,11 @@ void eng_backend_free(eng_backend *be)
 {
 	if (be)
 		be->ops->destroy(be);
+}
+
+const eng_backend_ops *eng_backend_ops_for(eng_device d)
+{
+	return d == ENG_DEVICE_CUDA ? &eng_backend_cuda_ops : &eng_backend_cpu_ops;
 }
 
 int eng_backend_usable(eng_device d, eng_err *err)

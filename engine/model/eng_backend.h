@@ -10,7 +10,7 @@
  *   - cuda (cuda/eng_backend_cuda.c): over eng_cuda.h; the trainer's eng_model is then only
  *          the tensor table and the host copies of weights and moments that checkpoints read
  *          and write (download/upload move them). A build without CUDA links the same file
- *          over eng_nocuda.c: its constructor fails with "this build has no CUDA backend".
+ *          over eng_nocuda.c: its create fails with "this build has no CUDA backend".
  *
  * What each operation promises:
  *   - The host eng_model belongs to the trainer; the backend keeps a pointer to it (never
@@ -127,6 +127,14 @@ typedef struct eng_backend_ops {
 	const char *(*allreduce)(const eng_backend *be);
 	/* Frees what the backend allocated, itself included (never the host model). */
 	void (*destroy)(eng_backend *be);
+
+	/* Before a backend exists (eng_backend_ops_for): the host model it works over, for
+	 * the spec's shape (s->cfg), batch, sequence length and chunking, weights not yet
+	 * set (cpu: the whole model, eng_model_init; cuda: the host mirror, the tensor table
+	 * and the host copies of weights and moments, nothing of a step); and the backend
+	 * over it once its weights are in (its own buffers allocated, nothing uploaded). */
+	int (*host_init)(eng_model *m, const eng_spec *s, eng_err *err);
+	int (*create)(eng_backend **out, eng_model *host, const eng_spec *s, eng_err *err);
 } eng_backend_ops;
 
 struct eng_backend {
@@ -134,13 +142,13 @@ struct eng_backend {
 	eng_model *host;         /* the trainer's model (cpu) or host mirror (cuda) */
 };
 
-/* The cpu backend over host (eng_model_init done): with grad_accum > 1 the buffer of the
- * step's sum (ENG_MEM_GRADS, -1 NOMEM when refused). */
-int eng_backend_cpu_new(eng_backend **out, eng_model *host, int grad_accum, eng_err *err);
-/* The GPU backend over host (the tensor table and host copies): the GPU model with rank 0's
- * options (REMAT_CUDA_*, the spec's precision over them) on the rank's node-local GPU, and
- * its ranks' communicator; nothing uploaded yet. -1: no GPU, not built, out of memory. */
-int eng_backend_cuda_new(eng_backend **out, eng_model *host, const eng_spec *s, eng_err *err);
+/* The two backends' tables. cpu's create: with grad_accum > 1 the buffer of the step's sum
+ * (ENG_MEM_GRADS; -1 when refused). cuda's: the GPU model with rank 0's options
+ * (REMAT_CUDA_*, the spec's precision over them) on the rank's node-local GPU, and its
+ * ranks' communicator; -1: no GPU, not built, out of memory. */
+extern const eng_backend_ops eng_backend_cpu_ops, eng_backend_cuda_ops;
+/* The table of device d's backend. */
+const eng_backend_ops *eng_backend_ops_for(eng_device d);
 void eng_backend_free(eng_backend *be); /* NULL is a no-op */
 /* Whether device d's backend can run in this process (cuda: this build has it and a GPU is
  * usable, eng_cuda_probe), asked before any file is read: 0, or -1 saying why not. */

@@ -193,7 +193,32 @@ static void cpu_destroy(eng_backend *be)
 	free(c);
 }
 
-static const eng_backend_ops cpu_ops = {
+/* The whole model, for the spec's shape, batch, sequence length and chunking. */
+static int cpu_host_init(eng_model *m, const eng_spec *s, eng_err *err)
+{
+	return eng_model_init(m, &s->cfg, s->batch, s->seq_len, s->chunk_rows, err);
+}
+
+static int cpu_create(eng_backend **out, eng_model *host, const eng_spec *s, eng_err *err)
+{
+	cpu_backend *c = calloc(1, sizeof *c);
+	*out = NULL;
+	if (!c)
+		return eng_err_nomem(err, "out of memory for the cpu backend");
+	c->be.ops = &eng_backend_cpu_ops;
+	c->be.host = host;
+	c->accum = s->grad_accum;
+	size_t bytes = host->ngrad * sizeof(float);
+	if (c->accum > 1 && !(c->acc = eng_mem_alloc(ENG_MEM_GRADS, bytes))) {
+		free(c);
+		return eng_errf(err, "out of memory for the accumulated gradients (%.1f MiB)",
+			host->ngrad * 4 / 1048576.0);
+	}
+	*out = &c->be;
+	return 0;
+}
+
+const eng_backend_ops eng_backend_cpu_ops = {
 	.name = "cpu",
 	.tracked_host = 1,
 	.sum_fails_alone = 0,
@@ -219,23 +244,6 @@ static const eng_backend_ops cpu_ops = {
 	.precision = cpu_precision,
 	.allreduce = cpu_allreduce,
 	.destroy = cpu_destroy,
+	.host_init = cpu_host_init,
+	.create = cpu_create,
 };
-
-int eng_backend_cpu_new(eng_backend **out, eng_model *host, int grad_accum, eng_err *err)
-{
-	cpu_backend *c = calloc(1, sizeof *c);
-	*out = NULL;
-	if (!c)
-		return eng_err_nomem(err, "out of memory for the cpu backend");
-	c->be.ops = &cpu_ops;
-	c->be.host = host;
-	c->accum = grad_accum;
-	size_t bytes = host->ngrad * sizeof(float);
-	if (grad_accum > 1 && !(c->acc = eng_mem_alloc(ENG_MEM_GRADS, bytes))) {
-		free(c);
-		return eng_errf(err, "out of memory for the accumulated gradients (%.1f MiB)",
-			host->ngrad * 4 / 1048576.0);
-	}
-	*out = &c->be;
-	return 0;
-}

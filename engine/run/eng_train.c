@@ -123,43 +123,14 @@ static int trainer_weights(eng_trainer *tr, eng_err *err)
 	return 0;
 }
 
-/* Device cuda: tr->model keeps the tensor table and the host copies of weights and moments
- * that checkpoints read and write, nothing of a step. It is made for batch 1 x 1 (activation
- * and workspace buffers of one row; the gradients freed), then given the run's batch,
- * sequence length and chunking, which the GPU model, the planner and the control commands
- * read from it. Its activations are never laid out: eng_model_step must not run on it. */
-static int host_mirror_init(eng_trainer *tr, eng_err *err)
+/* The host model the backend works over (ops->host_init: the whole model on the cpu, the
+ * host mirror on the GPU); a memory.limit too small for it says so. */
+static int trainer_model(eng_trainer *tr, const eng_backend_ops *ops, eng_err *err)
 {
 	const eng_spec *s = &tr->spec;
-	eng_model *m = &tr->model;
-	if (s->batch < 1 || s->seq_len < 1 || s->seq_len > s->cfg.n_positions)
-		return eng_errf(err, "batch %d x seq_len %d does not fit the model (n_positions %d)",
-			s->batch, s->seq_len, s->cfg.n_positions);
-	if (eng_model_init_host(m, &s->cfg, err) < 0)
-		return -1;
-	eng_mem_free(m->grads);
-	m->grads = NULL;
-	memset(&m->g, 0, sizeof m->g);
-	size_t N = (size_t)s->batch * s->seq_len;
-	m->B = s->batch;
-	m->T = s->seq_len;
-	m->chunk_rows = s->chunk_rows > 0 ? s->chunk_rows
-					  : eng_plan_chunk_rows(&s->cfg, s->batch, s->seq_len);
-	if ((size_t)m->chunk_rows > N)
-		m->chunk_rows = (int)N;
-	return 0;
-}
-
-/* The model (device cpu), or its host mirror (device cuda); a memory.limit too small for
- * it says so. */
-static int trainer_model(eng_trainer *tr, eng_err *err)
-{
-	const eng_spec *s = &tr->spec;
-	int cuda = s->device == ENG_DEVICE_CUDA;
-	if ((cuda ? host_mirror_init(tr, err)
-		  : eng_model_init(&tr->model, &s->cfg, s->batch, s->seq_len, s->chunk_rows, err)) >= 0)
+	if (ops->host_init(&tr->model, s, err) >= 0)
 		return 0;
-	if (!cuda && s->mem_limit) {
+	if (ops->tracked_host && s->mem_limit) {
 		size_t fx[ENG_MEM_NCAT], need = 0;
 		eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->chunk_rows,
 			s->threads, NULL, fx);
@@ -170,16 +141,6 @@ static int trainer_model(eng_trainer *tr, eng_err *err)
 			      "activation", s->mem_limit / 1048576.0, need / 1048576.0);
 	}
 	return -1;
-}
-
-/* What runs the model (eng_backend.h): the GPU's with device cuda, else the cpu's over the
- * model (with grad_accum > 1, the sum of the micro-batches' gradients). */
-static int trainer_backend(eng_trainer *tr, eng_err *err)
-{
-	const eng_spec *s = &tr->spec;
-	if (s->device == ENG_DEVICE_CUDA)
-		return eng_backend_cuda_new(&tr->be, &tr->model, s, err);
-	return eng_backend_cpu_new(&tr->be, &tr->model, s->grad_accum, err);
 }
 
 /* The data files opened (this rank's part, shuffled as the spec says), the batch buffers. */
@@ -211,6 +172,8 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	eng_spec *s = &tr->spec;
 	eng_config cfg;
 	eng_policy p;
+	/* what runs the model: the spec's device picks its table, asked nothing else after */
+	const eng_backend_ops *ops = eng_backend_ops_for(s->device);
 	if (eng_train_plan(s, &cfg, err) < 0)
 		goto fail;
 	eng_costs_init(&tr->costs, s->cfg.n_layer);
@@ -218,25 +181,24 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 		eng_errf(err, "out of memory for the step's memory timeline");
 		goto fail;
 	}
-	eng_mem_set_limit(s->device == ENG_DEVICE_CPU ? s->mem_limit : 0);
+	eng_mem_set_limit(ops->tracked_host ? s->mem_limit : 0); /* it bounds the host's */
 	kn_set_threads(s->threads);
-	if (trainer_model(tr, err) < 0 || trainer_weights(tr, err) < 0 ||
+	if (trainer_model(tr, ops, err) < 0 || trainer_weights(tr, err) < 0 ||
 		eng_train_policy(s, &tr->aliases, &p, err) < 0)
 		goto fail;
 	/* the data before the activations: all the run holds besides them is allocated when
 	 * a memory limit picks the policy */
-	if (trainer_data(tr, err) < 0 || trainer_backend(tr, err) < 0)
+	if (trainer_data(tr, err) < 0 || ops->create(&tr->be, &tr->model, s, err) < 0)
 		goto fail;
 	/* under a budget the first step lays out the controller's policy: the run never holds
 	 * one over it, not even before that step */
 	int tries = 0;
-	int host = tr->be->ops->tracked_host;
-	if (host && (s->remat_budget || s->remat_budget_cgroup))
+	if (ops->tracked_host && (s->remat_budget || s->remat_budget_cgroup))
 		tr->policy = p;
 	else if (eng_train_lay_out(tr, &p, &tries, err) < 0)
 		goto fail;
 	/* what the process holds beyond the tracked bytes, before a step has measured it */
-	if (host)
+	if (ops->tracked_host)
 		tr->untracked = eng_train_untracked_now(&s->cfg, tr->model.chunk_rows, s->threads);
 	/* data parallel: rank 0 writes the checkpoints */
 	if (s->save_dir[0] && eng_dp_rank() == 0 && open_save_dir(tr, err) < 0)

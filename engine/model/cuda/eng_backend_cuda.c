@@ -1,7 +1,7 @@
 /* eng_backend_cuda.c - the GPU backend (eng_backend.h) over eng_cuda.h: the GPU model with
  * its own gradients, their sum over micro-batches and ranks, the AdamW update, device
  * memory (eng_cuda_mem.h), and the host mirror kept up to date by download and upload.
- * Built in every build: without CUDA, eng_nocuda.c answers eng_cuda.h and the constructor
+ * Built in every build: without CUDA, eng_nocuda.c answers eng_cuda.h and create
  * fails with "this build has no CUDA backend". Not here: the GPU model itself (eng_cuda.c,
  * eng_cuda_step.c), section times and the memory timeline (not measured on the GPU).
  */
@@ -9,9 +9,11 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "eng_cuda.h"
 #include "eng_dp.h"
+#include "eng_plan.h"
 
 typedef struct cuda_backend {
 	eng_backend be;          /* first: the handle the trainer holds */
@@ -161,7 +163,61 @@ static void cuda_destroy(eng_backend *be)
 	free(be);
 }
 
-static const eng_backend_ops cuda_ops = {
+/* The host mirror: the tensor table and the host copies of the weights and moments that
+ * checkpoints read and write, nothing of a step. It is made for batch 1 x 1 (activation and
+ * workspace buffers of one row; the gradients freed), then given the run's batch, sequence
+ * length and chunking, which the GPU model, the planner and the control commands read from
+ * it. Its activations are never laid out: eng_model_step must not run on it. */
+static int cuda_host_init(eng_model *m, const eng_spec *s, eng_err *err)
+{
+	if (s->batch < 1 || s->seq_len < 1 || s->seq_len > s->cfg.n_positions)
+		return eng_errf(err, "batch %d x seq_len %d does not fit the model (n_positions %d)",
+			s->batch, s->seq_len, s->cfg.n_positions);
+	if (eng_model_init_host(m, &s->cfg, err) < 0)
+		return -1;
+	eng_mem_free(m->grads);
+	m->grads = NULL;
+	memset(&m->g, 0, sizeof m->g);
+	size_t N = (size_t)s->batch * s->seq_len;
+	m->B = s->batch;
+	m->T = s->seq_len;
+	m->chunk_rows = s->chunk_rows > 0 ? s->chunk_rows
+					  : eng_plan_chunk_rows(&s->cfg, s->batch, s->seq_len);
+	if ((size_t)m->chunk_rows > N)
+		m->chunk_rows = (int)N;
+	return 0;
+}
+
+struct eng_cuda *eng_backend_gpu(const eng_backend *be)
+{
+	return be && be->ops == &eng_backend_cuda_ops ? gpu_of(be) : NULL;
+}
+
+static int cuda_create(eng_backend **out, eng_model *host, const eng_spec *s, eng_err *err)
+{
+	eng_cuda_opts o;
+	*out = NULL;
+	/* rank 0's settings on every rank: mpirun passes no environment to other hosts */
+	if (eng_cuda_opts_from_env(&o, err) < 0 || eng_dp_bcast(&o, sizeof o, err) < 0)
+		return -1;
+	if (s->has_precision) /* the spec's, over REMAT_CUDA_PRECISION */
+		o.fp32 = s->precision == ENG_PREC_FP32;
+	o.gpu = eng_dp_local_rank(); /* ranks on one machine take its GPUs in turn */
+	o.accum = s->grad_accum > 1;
+	cuda_backend *c = calloc(1, sizeof *c);
+	if (!c)
+		return eng_err_nomem(err, "out of memory for the GPU backend");
+	c->be.ops = &eng_backend_cuda_ops;
+	c->be.host = host;
+	if (eng_cuda_new(&c->g, host, &o, err) < 0 || eng_cuda_dp_open(c->g, o.comm, err) < 0) {
+		cuda_destroy(&c->be);
+		return -1;
+	}
+	*out = &c->be;
+	return 0;
+}
+
+const eng_backend_ops eng_backend_cuda_ops = {
 	.name = "cuda",
 	.tracked_host = 0,
 	.sum_fails_alone = 1,
@@ -187,33 +243,6 @@ static const eng_backend_ops cuda_ops = {
 	.precision = cuda_precision,
 	.allreduce = cuda_allreduce,
 	.destroy = cuda_destroy,
+	.host_init = cuda_host_init,
+	.create = cuda_create,
 };
-
-struct eng_cuda *eng_backend_gpu(const eng_backend *be)
-{
-	return be && be->ops == &cuda_ops ? gpu_of(be) : NULL;
-}
-
-int eng_backend_cuda_new(eng_backend **out, eng_model *host, const eng_spec *s, eng_err *err)
-{
-	eng_cuda_opts o;
-	*out = NULL;
-	/* rank 0's settings on every rank: mpirun passes no environment to other hosts */
-	if (eng_cuda_opts_from_env(&o, err) < 0 || eng_dp_bcast(&o, sizeof o, err) < 0)
-		return -1;
-	if (s->has_precision) /* the spec's, over REMAT_CUDA_PRECISION */
-		o.fp32 = s->precision == ENG_PREC_FP32;
-	o.gpu = eng_dp_local_rank(); /* ranks on one machine take its GPUs in turn */
-	o.accum = s->grad_accum > 1;
-	cuda_backend *c = calloc(1, sizeof *c);
-	if (!c)
-		return eng_err_nomem(err, "out of memory for the GPU backend");
-	c->be.ops = &cuda_ops;
-	c->be.host = host;
-	if (eng_cuda_new(&c->g, host, &o, err) < 0 || eng_cuda_dp_open(c->g, o.comm, err) < 0) {
-		cuda_destroy(&c->be);
-		return -1;
-	}
-	*out = &c->be;
-	return 0;
-}
