@@ -245,7 +245,7 @@ static int check_job(eng_spec *s)
 	snprintf(ci.hostfile, sizeof ci.hostfile, "%s", s->hostfile);
 	/* the planner's terms: held whatever the policy and the process's beyond the tracked
 	 * bytes (this check's own, its kernels' buffers made; device cpu), a save's snapshot */
-	ci.has_fixed = ci.has_untracked = s->device == ENG_DEVICE_CPU;
+	ci.has_fixed = ci.has_untracked = eng_backend_ops_for(s->device)->tracked_host;
 	memcpy(ci.fixed, ck.fixed, sizeof ci.fixed);
 	ci.untracked = ck.untracked;
 	ci.snapshot = ck.snapshot;

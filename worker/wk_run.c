@@ -192,10 +192,10 @@ static void run_start(eng_trainer *tr, wk_ctl *c, wk_run_ctl *run, const wk_run_
 	run->mx = o->metrics;
 	if (s->hp_set)
 		wk_ctl_set_hparams(c, eng_hparam_changed(s));
-	if (s->remat_profile && s->device == ENG_DEVICE_CPU)
+	if (s->remat_profile && eng_backend_has_sections(tr->be)) /* it times sections */
 		wk_policy_probe(tr, c, run, PROTO_PROFILE_ROUNDS);
 	size_t budget = s->remat_budget;
-	if (s->remat_budget_cgroup && s->device != ENG_DEVICE_CPU)
+	if (s->remat_budget_cgroup && !tr->be->ops->tracked_host)
 		fprintf(stderr, "remat-train: remat.budget cgroup: a cgroup limits host memory, "
 				"and device cuda's is the GPU's: the controller stays off\n");
 	else if (s->remat_budget_cgroup && eng_auto_cgroup(eng_auto_cgroup_root(),

@@ -162,11 +162,18 @@ static size_t least_need(const eng_spec *s, const eng_check *ck, size_t extra, s
 	return eng_plan_least(&s->cfg, s->batch, s->seq_len, ck->chunk_rows, *fixed, NULL);
 }
 
+/* Whether the spec's device runs on the host's tracked memory (its backend's tracked_host):
+ * what memory.limit, remat.budget and the untracked term are about. */
+static int host_tracked(const eng_spec *s)
+{
+	return eng_backend_ops_for(s->device)->tracked_host;
+}
+
 static int check_mem_limit(const eng_spec *s, const eng_check *ck, eng_err *err)
 {
 	size_t fixed, need;
 	char what[320];
-	if (s->device != ENG_DEVICE_CPU || !s->mem_limit ||
+	if (!host_tracked(s) || !s->mem_limit ||
 		(need = least_need(s, ck, 0, &fixed)) <= s->mem_limit)
 		return 0;
 	eng_train_need_text(need, fixed, what, sizeof what);
@@ -181,7 +188,7 @@ static int check_mem_limit(const eng_spec *s, const eng_check *ck, eng_err *err)
 static int check_budget(const eng_spec *s, const eng_check *ck, eng_err *err)
 {
 	size_t fixed, need;
-	if (s->device != ENG_DEVICE_CPU || !s->remat_budget ||
+	if (!host_tracked(s) || !s->remat_budget ||
 		(need = least_need(s, ck, ck->untracked, &fixed)) <= s->remat_budget)
 		return 0;
 	return eng_errf(err, "remat.budget %.1f MiB is below the least any policy needs: %.1f MiB "
@@ -236,7 +243,7 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	/* the model's fixed part, and the data: both token files and the batch (inp, tgt) */
 	fixed_of(s, ntok, vtok, NULL, out->fixed);
 	out->snapshot = snapshot_of(s, 1); /* rematd's jobs always save */
-	out->untracked = s->device == ENG_DEVICE_CPU ? eng_train_untracked_now(&s->cfg, out->chunk_rows,
+	out->untracked = host_tracked(s) ? eng_train_untracked_now(&s->cfg, out->chunk_rows,
 		s->threads) : 0;
 	if (check_mem_limit(s, out, err) < 0)
 		return -1;
