@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "eng_auto.h"
-#include "eng_backends.h"
+#include "eng_devices.h"
 #include "eng_ckpt.h"
 #include "wk_ctl_int.h"
 #include "eng_backend.h"
@@ -107,7 +107,7 @@ HANDLER(cmd_info)
 		"pid", (int)getpid(), "uptime_s", wk_ctl__mono_s() - c->started, "role", "worker",
 		"socket", c->path[0] ? c->path : NULL, "state_dir", "blas", kn_blas_describe(),
 		"max_jobs", 1, "jobs_running", wk_ctl__is_final(c->state) ? 0 : 1);
-	if (r && eng_backends_json(r) < 0) {
+	if (r && eng_devices_json(r) < 0) {
 		json_decref(r);
 		r = NULL;
 	}

@@ -53,7 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "eng_backends.h"
+#include "eng_devices.h"
 #include "eng_check_info.h"
 #include "eng_ckpt.h"
 #include "eng_cred.h"
@@ -176,7 +176,7 @@ static int print_info(void)
 	describe_matmuls(mm, sizeof mm, "; ");
 	json_t *o = json_pack("{s:s,s:s,s:s}", "version", REMAT_VERSION, "blas", kn_blas_describe(),
 		"matmul", mm);
-	if (!o || eng_backends_json(o) < 0) {
+	if (!o || eng_devices_json(o) < 0) {
 		fprintf(stderr, "remat-train: out of memory\n");
 		return 1;
 	}

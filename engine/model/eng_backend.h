@@ -28,7 +28,7 @@
  *
  * Not in it: which policies a device takes (eng_policy_check_device), the planner's figures,
  * checkpoints, data, the schedule, clipping (the trainer's: it passes the scale), the
- * probe of the GPUs this build can use (eng_cuda_probe, eng_backends.h).
+ * probe of the GPUs this build can use (eng_cuda_probe, eng_devices.h).
  */
 #ifndef ENG_BACKEND_H
 #define ENG_BACKEND_H

@@ -38,7 +38,7 @@
 #include "../unit/t_util.h"
 #include "t_cuda.h"
 #include "../unit/tests.h"
-#include "eng_backends.h"
+#include "eng_devices.h"
 #include "eng_ckpt.h"
 #include "eng_cuda.h"
 #include "eng_cuda_mem.h"
@@ -530,7 +530,7 @@ START_TEST(test_cuda_backends_json)
 {
 	json_t *o = json_object();
 	eng_cuda_info ci;
-	ck_assert_int_eq(eng_backends_json(o), 0);
+	ck_assert_int_eq(eng_devices_json(o), 0);
 	eng_cuda_probe(&ci);
 	json_t *b = json_object_get(o, "backends"), *g = json_object_get(o, "gpus");
 	ck_assert(json_is_array(b) && json_is_array(g));

@@ -1,9 +1,9 @@
-/* eng_backends.h - which backends this process can run, in the protocol's terms
+/* eng_devices.h - which backends this process can run, in the protocol's terms
  * (daemon-info's "backends" and "gpus", docs/protocol.md). Shared by rematd and
  * remat-train's control thread, in builds with and without CUDA.
  */
-#ifndef ENG_BACKENDS_H
-#define ENG_BACKENDS_H
+#ifndef ENG_DEVICES_H
+#define ENG_DEVICES_H
 
 #include <jansson.h>
 
@@ -11,6 +11,6 @@
  * usable) and "gpus" ([{"name", "memory_bytes"}], empty without one) on obj. The first call
  * asks the CUDA runtime (eng_cuda_probe); later ones are answered from its cache. 0, or -1
  * when out of memory. */
-int eng_backends_json(json_t *obj);
+int eng_devices_json(json_t *obj);
 
 #endif

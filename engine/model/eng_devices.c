@@ -1,9 +1,9 @@
-/* eng_backends.c - the backends of this process as JSON (see eng_backends.h). */
-#include "eng_backends.h"
+/* eng_devices.c - the backends of this process as JSON (see eng_devices.h). */
+#include "eng_devices.h"
 
 #include "eng_cuda.h"
 
-int eng_backends_json(json_t *obj)
+int eng_devices_json(json_t *obj)
 {
 	eng_cuda_info ci;
 	eng_cuda_probe(&ci);
