@@ -6,7 +6,7 @@ weights (pre-LayerNorm, tanh GELU, learned positions, tied lm_head, causal atten
 by 1/sqrt(hs), LayerNorm eps 1e-5, mean cross-entropy), trained with torch.optim.AdamW
 (weight decay only on 2-D weights: wte, wpe and the linear weights), global-norm clipping
 through torch.nn.utils.clip_grad_norm_ when grad_clip > 0, llm.c's data order, and the
-engine's learning-rate schedule (eng_lr_at in engine/eng_train.c). Each case folder holds
+engine's learning-rate schedule (eng_lr_at in engine/run/eng_train_step.c). Each case folder holds
 the same files as the shipped tiny/ and odd/ (see reference/README.md):
 
     config.json           Hugging Face GPT-2 config, architecture only
