@@ -63,16 +63,33 @@ int es_get_section(json_t *root, const char *key, const char *const *keys, json_
 	return es_check_keys(*out, key, keys, err) < 0 ? -1 : 1;
 }
 
+/* What every typed reader does first: obj's key, or NULL when it is absent (*rc 0) or not
+ * of type want (*rc -1, err naming it and what it must be; JSON_REAL stands for any
+ * number). */
+static json_t *typed(json_t *obj, const char *prefix, const char *key, json_type want,
+	int *rc, eng_err *err)
+{
+	char p[SPEC_PATH_LEN];
+	json_t *v = json_object_get(obj, key);
+	*rc = 0;
+	if (!v)
+		return NULL;
+	if (want == JSON_REAL ? json_is_number(v) : json_typeof(v) == want)
+		return v;
+	*rc = eng_errf(err, "'%s' must be %s", es_field(p, prefix, key), want == JSON_INTEGER ?
+		"an integer" : want == JSON_REAL ? "a number" : "a string");
+	return NULL;
+}
+
 /* Integer fields. Return 1 when present and set, 0 when absent (*out untouched), -1. */
 int es_get_int64(json_t *obj, const char *prefix, const char *key, long long lo,
 	long long hi, long long *out, eng_err *err)
 {
 	char p[SPEC_PATH_LEN];
-	json_t *v = json_object_get(obj, key);
+	int rc;
+	json_t *v = typed(obj, prefix, key, JSON_INTEGER, &rc, err);
 	if (!v)
-		return 0;
-	if (!json_is_integer(v))
-		return eng_errf(err, "'%s' must be an integer", es_field(p, prefix, key));
+		return rc;
 	long long x = (long long)json_integer_value(v);
 	if (x < lo || x > hi)
 		return eng_errf(err, "'%s' %lld out of range %lld..%lld", es_field(p, prefix, key),
@@ -97,11 +114,10 @@ int es_get_float(json_t *obj, const char *prefix, const char *key, double lo, in
 	double hi, int hi_open, float *out, eng_err *err)
 {
 	char p[SPEC_PATH_LEN];
-	json_t *v = json_object_get(obj, key);
+	int rc;
+	json_t *v = typed(obj, prefix, key, JSON_REAL, &rc, err);
 	if (!v)
-		return 0;
-	if (!json_is_number(v))
-		return eng_errf(err, "'%s' must be a number", es_field(p, prefix, key));
+		return rc;
 	double d = json_number_value(v);
 	/* jansson refuses overflowing reals and JSON has no NaN; checked anyway, and a double
 	 * past FLT_MAX must not reach the (undefined) conversion to float */
@@ -126,11 +142,10 @@ int es_get_str(json_t *obj, const char *prefix, const char *key, char *dst, size
 	eng_err *err)
 {
 	char p[SPEC_PATH_LEN];
-	json_t *v = json_object_get(obj, key);
+	int rc;
+	json_t *v = typed(obj, prefix, key, JSON_STRING, &rc, err);
 	if (!v)
-		return 0;
-	if (!json_is_string(v))
-		return eng_errf(err, "'%s' must be a string", es_field(p, prefix, key));
+		return rc;
 	size_t n = json_string_length(v);
 	if (n == 0)
 		return eng_errf(err, "'%s' must not be empty", es_field(p, prefix, key));
@@ -169,11 +184,10 @@ int es_get_real(json_t *obj, const char *prefix, const char *key, double lo, dou
 	double *out, eng_err *err)
 {
 	char p[SPEC_PATH_LEN];
-	json_t *v = json_object_get(obj, key);
+	int rc;
+	json_t *v = typed(obj, prefix, key, JSON_REAL, &rc, err);
 	if (!v)
-		return 0;
-	if (!json_is_number(v))
-		return eng_errf(err, "'%s' must be a number", es_field(p, prefix, key));
+		return rc;
 	double d = json_number_value(v);
 	if (!(d > lo && d < hi))
 		return eng_errf(err, "'%s' %g out of range (%g, %g)", es_field(p, prefix, key), d,
