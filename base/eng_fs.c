@@ -49,9 +49,13 @@ static int open_regular(int dirfd, const char *name, int flags, const char *labe
 	/* O_NONBLOCK: opening a FIFO without a writer, or a device, returns at once, so that
 	 * fstat can refuse it before anything waits on it */
 	int fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | flags);
-	if (fd < 0)
-		return eng_errf(err, "cannot open %s: %s", label,
-			errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+	if (fd < 0) {
+		int e = errno; /* kept for the caller: ENOENT, an absent file */
+		eng_errf(err, "cannot open %s: %s", label,
+			e == ELOOP ? "it is a symbolic link" : strerror(e));
+		errno = e;
+		return -1;
+	}
 	if (fstat(fd, &sb) < 0) {
 		eng_errf(err, "cannot stat %s: %s", label, strerror(errno));
 		goto fail;
@@ -104,11 +108,19 @@ FILE *eng_fs_fopen_read(const char *path, const char *what, eng_err *err)
 	return stream_of(eng_fs_open_read(path, what, NULL, err), label, err);
 }
 
+int eng_fs_open_read_at(const eng_dir *d, const char *name, const char *what,
+	struct stat *st, eng_err *err)
+{
+	char label[ENG_FS_PATH_LEN + 128];
+	snprintf(label, sizeof label, "%s '%s' in '%s'", what, name, d->path);
+	return open_regular(d->fd, name, O_NOFOLLOW, label, st, err);
+}
+
 FILE *eng_fs_fopen_at(const eng_dir *d, const char *name, const char *what, eng_err *err)
 {
 	char label[ENG_FS_PATH_LEN + 128];
 	snprintf(label, sizeof label, "%s '%s' in '%s'", what, name, d->path);
-	return stream_of(open_regular(d->fd, name, O_NOFOLLOW, label, NULL, err), label, err);
+	return stream_of(eng_fs_open_read_at(d, name, what, NULL, err), label, err);
 }
 
 /* ---- directories ---- */

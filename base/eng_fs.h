@@ -53,6 +53,11 @@ typedef struct eng_dir {
 int eng_fs_open_read(const char *path, const char *what, struct stat *st, eng_err *err);
 /* The same as a stdio stream ("rb"); NULL on failure. */
 FILE *eng_fs_fopen_read(const char *path, const char *what, eng_err *err);
+/* eng_fs_open_read of the regular file d/name, never through a symlink (O_NOFOLLOW):
+ * the descriptor and its stat in *st (may be NULL), or -1 with "cannot open what 'name'
+ * in 'dir': ..." (errno ENOENT when it is absent). */
+int eng_fs_open_read_at(const eng_dir *d, const char *name, const char *what,
+	struct stat *st, eng_err *err);
 /* The regular file d/name, never through a symlink (O_NOFOLLOW), as a stream; NULL with
  * "cannot open what 'name' in 'dir': ..." (errno ENOENT when it is absent). */
 FILE *eng_fs_fopen_at(const eng_dir *d, const char *name, const char *what, eng_err *err);

@@ -225,51 +225,64 @@ static int check_tensors(const char *ckpt, const char *file, const eng_st_file *
 	return 0;
 }
 
+/* Each file of want (bits of eng_ckpt__files) in ckpt has the size and SHA-256 that
+ * trainer_state.json's files lists: 0, or -1 naming the file. Each is opened once, in
+ * the checkpoint's directory and never through a link (a FIFO or a device refused without
+ * blocking), and its size and checksum read from that one descriptor. */
+static int checksums(const char *ckpt, const json_t *files, unsigned want, eng_err *err)
+{
+	eng_dir d;
+	char hex[65], p[CKPT_PATH];
+	int rc = eng_dir_open(&d, ckpt, err);
+	for (size_t i = 0; rc == 0 && i < NFILES; i++) {
+		const char *name = eng_ckpt__files[i];
+		json_t *f = json_object_get(files, name);
+		const char *sum = json_string_value(json_object_get(f, "sha256"));
+		json_t *size = json_object_get(f, "bytes");
+		struct stat sb;
+		if (!(want & F(i)))
+			continue;
+		if (!sum || !json_is_integer(size)) {
+			rc = eng_errf(err, "checkpoint '%s': trainer_state.json lists no checksum "
+					   "for %s", ckpt, name);
+			break;
+		}
+		int fd = eng_fs_open_read_at(&d, name, "checkpoint file", &sb, err);
+		if (fd < 0 && errno == ENOENT)
+			eng_errf(err, "checkpoint '%s': %s is missing: %s", ckpt, name,
+				strerror(ENOENT));
+		if (fd < 0) {
+			rc = -1;
+		} else if ((json_int_t)sb.st_size != json_integer_value(size)) {
+			rc = eng_errf(err, "checkpoint '%s': %s has %lld bytes, trainer_state.json "
+					   "says %lld", ckpt, name, (long long)sb.st_size,
+				(long long)json_integer_value(size));
+		} else if ((rc = path2(p, sizeof p, ckpt, name)) == 0 &&
+			   (rc = eng_sha256_fd(fd, p, hex, err)) == 0 && strcmp(hex, sum)) {
+			rc = eng_errf(err, "checkpoint '%s': %s does not match its SHA-256 (damaged "
+					   "or changed since it was saved)", ckpt, name);
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	eng_dir_close(&d);
+	return rc;
+}
+
 int eng_ckpt_verify(const char *ckpt, eng_err *err)
 {
 	json_t *o = load_state(ckpt, err);
 	if (!o)
 		return -1;
 	json_t *files = json_object_get(o, "files");
-	char p[CKPT_PATH], hex[65];
+	char p[CKPT_PATH];
 	int rc = -1;
 	eng_st_file st = {0};
 	/* a LoRA run's (its adapter_config.json listed) holds its base, or names it */
 	unsigned want_files = !json_object_get(files, ENG_PEFT_CONFIG) ? FULL_FILES :
 		LORA_FILES | (json_object_get(files, "model.safetensors") ? F(0) | F(1) : 0);
-	for (size_t i = 0; i < NFILES; i++) {
-		if (!(want_files & F(i)))
-			continue;
-		json_t *f = json_object_get(files, eng_ckpt__files[i]);
-		const char *want = json_string_value(json_object_get(f, "sha256"));
-		json_t *size = json_object_get(f, "bytes");
-		struct stat sb;
-		if (!want || !json_is_integer(size)) {
-			eng_errf(err, "checkpoint '%s': trainer_state.json lists no checksum for %s",
-				ckpt, eng_ckpt__files[i]);
-			goto out;
-		}
-		if (path2(p, sizeof p, ckpt, eng_ckpt__files[i]) < 0)
-			goto out;
-		if (stat(p, &sb) < 0) { /* stat: a FIFO is refused below, without blocking */
-			eng_errf(err, "checkpoint '%s': %s is missing: %s", ckpt, eng_ckpt__files[i],
-				strerror(errno));
-			goto out;
-		}
-		if ((json_int_t)sb.st_size != json_integer_value(size)) {
-			eng_errf(err, "checkpoint '%s': %s has %lld bytes, trainer_state.json says "
-				      "%lld", ckpt, eng_ckpt__files[i], (long long)sb.st_size,
-				(long long)json_integer_value(size));
-			goto out;
-		}
-		if (eng_sha256_file(p, hex, err) < 0)
-			goto out;
-		if (strcmp(hex, want) != 0) {
-			eng_errf(err, "checkpoint '%s': %s does not match its SHA-256 (damaged or "
-				      "changed since it was saved)", ckpt, eng_ckpt__files[i]);
-			goto out;
-		}
-	}
+	if (checksums(ckpt, files, want_files, err) < 0)
+		goto out;
 	/* the checksums hold; the structure still gets the readers' full checks, and every
 	 * tensor the one config.json implies (a checksum recomputed over a bad file, or a
 	 * writer's bug, must not pass for a checkpoint that loads) */

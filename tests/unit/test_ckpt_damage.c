@@ -121,7 +121,7 @@ typedef struct damage {
 } damage;
 
 enum { DMG_TRUNCATE, DMG_FLIP_DATA, DMG_FLIP_HEADER, DMG_HLEN, DMG_HEADER, DMG_NEMBD,
-	DMG_REMOVE, DMG_TEXT, DMG_FORMAT, DMG_SUM };
+	DMG_REMOVE, DMG_TEXT, DMG_FORMAT, DMG_SUM, DMG_LINK };
 
 #define SUM_MSG "does not match its SHA-256"
 static const damage damages[] = {
@@ -153,6 +153,8 @@ static const damage damages[] = {
 	{"state not JSON", "trainer_state.json", DMG_TEXT, NULL, "trainer_state.json", NULL},
 	{"state of format 2", "trainer_state.json", DMG_FORMAT, NULL, "format-1", NULL},
 	{"wrong checksum in the state", "model.safetensors", DMG_SUM, NULL, SUM_MSG, NULL},
+	/* the same bytes behind a symlink: verify opens the checkpoint's own files only */
+	{"model behind a symlink", "model.safetensors", DMG_LINK, NULL, "symbolic link", NULL},
 };
 #define NDAMAGES (sizeof damages / sizeof damages[0])
 
@@ -192,6 +194,14 @@ static void damage_do(const char *ckpt, const damage *d)
 	case DMG_REMOVE:
 		ck_assert_int_eq(unlink(p), 0);
 		break;
+	case DMG_LINK: {
+		char *copy = path_join(ckpt, "copy.bin");
+		t_write_file(copy, buf, len);
+		ck_assert_int_eq(unlink(p), 0);
+		ck_assert_int_eq(symlink("copy.bin", p), 0);
+		free(copy);
+		break;
+	}
 	case DMG_TEXT:
 		write_text(p, "{\"format_version\": 1, \"step\": ");
 		break;
