@@ -123,7 +123,6 @@ typedef struct marks {
 	char label[CLI_PLOT_MAX_MARKS][48]; /* m[i].label's text */
 	int n;
 	double last;	 /* the step of the last step line, -1 before the first */
-	long long acts;	 /* its activation_bytes, -1 when unknown */
 } marks;
 
 /* A mark at step x (left out once there are CLI_PLOT_MAX_MARKS). */
@@ -136,28 +135,50 @@ static void mark_add(marks *mk, double x, const char *label)
 	mk->n++;
 }
 
-/* What a step line shows changed: a step at or before the last one is a resume (the marks
- * after it go, as its lines do); activation bytes other than the step before's are a
- * policy change (a step saves what its policy keeps for backward, the same at every step
- * under one policy). */
+/* "what k=v, k=v" of an object's members into buf (len bytes), "..." at the end when they
+ * do not all fit. */
+static void label_of(const char *what, const json_t *o, char *buf, size_t len)
+{
+	const char *k;
+	json_t *v;
+	size_t n = (size_t)snprintf(buf, len, "%s", what);
+	json_object_foreach((json_t *)o, k, v) {
+		char val[32];
+		if (json_is_string(v))
+			snprintf(val, sizeof val, "%s", json_string_value(v));
+		else
+			snprintf(val, sizeof val, "%g", json_number_value(v));
+		n += (size_t)snprintf(buf + n, n < len ? len - n : 0, "%s%s=%s",
+			n > strlen(what) ? ", " : " ", k, val);
+		if (n >= len) {
+			memcpy(buf + len - 4, "...", 4);
+			return;
+		}
+	}
+}
+
+/* What a line of the log says changed, at step x: a step at or before the last step line
+ * is a resume (the marks after it go, as its lines do); REMAT_APPLIED and HPARAMS_APPLIED
+ * lines (the worker's, where a policy or job-set took effect) name what they set. */
 static void marks_line(marks *mk, const json_t *line, double x)
 {
-	json_t *acts = json_object_get(line, "activation_bytes");
-	char label[48], size[32];
-	if (!json_is_number(json_object_get(line, "loss")))
+	const char *ev = json_string_value(json_object_get(line, "event"));
+	char label[48];
+	if (!ev && !json_is_number(json_object_get(line, "loss")))
 		return; /* an evaluation */
 	if (mk->last >= 0 && x <= mk->last) {
 		while (mk->n && mk->m[mk->n - 1].x >= x)
 			mk->n--;
 		mark_add(mk, x, "resumed");
-		mk->acts = -1;
-	} else if (json_is_integer(acts) && mk->acts >= 0 && json_integer_value(acts) != mk->acts) {
-		snprintf(label, sizeof label, "policy: activations %s",
-			cli_size_format((double)json_integer_value(acts), size, sizeof size));
-		mark_add(mk, x, label);
 	}
-	mk->last = x;
-	mk->acts = json_is_integer(acts) ? json_integer_value(acts) : -1;
+	mk->last = ev ? x - 1 : x; /* a change names the first step it applies to */
+	if (ev && strcmp(ev, "REMAT_APPLIED") == 0)
+		label_of("policy", json_object_get(line, "policy"), label, sizeof label);
+	else if (ev && strcmp(ev, "HPARAMS_APPLIED") == 0)
+		label_of("set", json_object_get(line, "set"), label, sizeof label);
+	else
+		return;
+	mark_add(mk, x, label);
 }
 
 /* Every line of the job's log into the curves and the marks; CLI_OK or a connection's
@@ -234,7 +255,7 @@ static int write_image(const char *path, cli_plot_format fmt, const cli_series *
 int cli_plot_run(cli_conn *c, const cli_args *a)
 {
 	pts p[P_N];
-	marks mk = {.n = 0, .last = -1, .acts = -1};
+	marks mk = {.n = 0, .last = -1};
 	char err[256];
 	int rc = CLI_EXIT_OK, color = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
 	memset(p, 0, sizeof p);

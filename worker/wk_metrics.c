@@ -112,6 +112,16 @@ void wk_metrics_write(wk_metrics *m, const json_t *o)
 	free(line);
 }
 
+void wk_metrics_change(wk_metrics *m, proto_event ev, const json_t *data)
+{
+	if (!m || m->fd < 0 || !data)
+		return;
+	json_t *o = json_pack("{s:s}", "event", proto_event_name(ev));
+	if (o && json_object_update(o, (json_t *)data) == 0)
+		wk_metrics_write(m, o);
+	json_decref(o);
+}
+
 void wk_metrics_sync(wk_metrics *m)
 {
 	if (m->fd >= 0)

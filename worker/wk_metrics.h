@@ -1,7 +1,10 @@
 /* wk_metrics.h - the run's records: the fields of a step and of an eval, as one table for
  * the STEP and EVAL events, remat-train --json and metrics.jsonl; and metrics.jsonl itself.
  *
- * metrics.jsonl holds every step and every eval, one JSON object a line, unthrottled:
+ * metrics.jsonl holds every step and every eval, one JSON object a line, unthrottled, and
+ * every change of a setting where it took effect: a line with "event" (the protocol's
+ * event name, REMAT_APPLIED or HPARAMS_APPLIED) and that event's fields, so that a plot
+ * of the log marks what changed from the log alone:
  * under rematd in the job's directory (rematd opens it, --metrics-fd), or where remat-train
  * --metrics FILE says. Each line is written whole with one write(2) on an O_APPEND
  * descriptor; the file is fsynced when a checkpoint has been written, so that what a
@@ -13,6 +16,7 @@
 #include <jansson.h>
 
 #include "eng_train.h"
+#include "proto.h"
 
 typedef struct wk_metrics {
 	int fd;            /* -1: no file */
@@ -41,6 +45,9 @@ json_t *wk_eval_json(const eng_trainer *tr, float val_loss, int batches, const w
 
 /* One line of o (borrowed) to the file, when there is one. */
 void wk_metrics_write(wk_metrics *m, const json_t *o);
+/* A setting changed (REMAT_APPLIED, HPARAMS_APPLIED): the event's data (borrowed, with its
+ * "step") as one line with "event" first; m NULL (another rank): nothing. */
+void wk_metrics_change(wk_metrics *m, proto_event ev, const json_t *data);
 /* fsync, when there is a file. */
 void wk_metrics_sync(wk_metrics *m);
 

@@ -12,6 +12,7 @@
 
 #include "eng_mem.h"
 #include "proto.h"
+#include "wk_metrics.h"
 
 static void print_policy(const eng_trainer *tr, int json, int from_step)
 {
@@ -273,6 +274,9 @@ void wk_policy_said(eng_trainer *tr, wk_ctl *c, wk_run_ctl *rc, const eng_policy
 	}
 	if (same)
 		return;
+	json_t *d = json_pack("{s:i,s:o}", "step", step, "policy", eng_policy_json(&tr->policy));
+	wk_metrics_change(rc->mx, PROTO_EV_REMAT_APPLIED, d); /* what a plot marks */
+	json_decref(d);
 	wk_ctl_policy_applied(c, step);
 	print_policy(tr, json, step);
 	if (!rc->autoc.on)

@@ -23,8 +23,10 @@
 #define LOG_EVERY 100     /* under rematd (--control-fd), a progress line per this many steps */
 
 /* job-set at a boundary (eng_trainer_set: the live hyperparameters' one table), said: the
- * line printed, HPARAMS_APPLIED with the values now, job-status' hparams. */
-static void apply_set(eng_trainer *tr, wk_ctl *c, const json_t *set, int json)
+ * line printed, HPARAMS_APPLIED with the values now (also a line of metrics.jsonl),
+ * job-status' hparams. */
+static void apply_set(eng_trainer *tr, wk_ctl *c, wk_metrics *mx, const json_t *set,
+	int json)
 {
 	const eng_spec *s = &tr->spec;
 	eng_err err;
@@ -50,8 +52,9 @@ static void apply_set(eng_trainer *tr, wk_ctl *c, const json_t *set, int json)
 	}
 	if (!json)
 		printf("%s\n", line);
-	wk_ctl_event(c, PROTO_EV_HPARAMS_APPLIED, json_pack("{s:i,s:O,s:o}", "step",
-		tr->step + 1, "set", set, "now", hp));
+	json_t *ev = json_pack("{s:i,s:O,s:o}", "step", tr->step + 1, "set", set, "now", hp);
+	wk_metrics_change(mx, PROTO_EV_HPARAMS_APPLIED, ev);
+	wk_ctl_event(c, PROTO_EV_HPARAMS_APPLIED, ev);
 	wk_ctl_set_hparams(c, json_deep_copy(set));
 }
 
@@ -116,7 +119,7 @@ static void apply_cmds(eng_trainer *tr, wk_ctl *c, wk_ctl_cmd *cmds, wk_run_ctl 
 			wk_end_eval(tr, c, rc, json, cmd);
 			break;
 		case CTL_OP_SET:
-			apply_set(tr, c, cmd->set, json);
+			apply_set(tr, c, rc->mx, cmd->set, json);
 			break;
 		case CTL_OP_SAVE:
 			/* a name that is taken: refused before any snapshot (never a replacement) */

@@ -1586,21 +1586,25 @@ START_TEST(test_rematctl_plot_process_peak)
 END_TEST
 
 /* plot --png and --svg: both images written, the SVG well marked where the log shows a
- * setting changed (activations that differ from the step before's; a resume, which drops
- * the marks of the steps logged again); a link at the path is refused, not followed. */
+ * setting changed (the worker's REMAT_APPLIED and HPARAMS_APPLIED lines; a resume, which
+ * drops the marks of the steps logged again); a link at the path is refused, not
+ * followed. */
 START_TEST(test_rematctl_plot_images_marked)
 {
 	td_daemon d;
 	char *out = NULL, png[700], svg[700], link[700];
 	size_t n;
 	td_daemon_paths(&d);
-	/* steps 1-12 (activations 1 MiB, 0.5 MiB from step 6, 2 MiB from 11), then a resume
-	 * from step 9 to 20 (0.5 MiB, 0.25 MiB from 15) */
+	/* steps 1-12 (a policy from step 6, a job-set from 11), then a resume from step 9 to
+	 * 20 (a policy from 15) */
 	char *w = td_script(&d, "worker.sh",
-		"line() { printf '{\"step\":%d,\"loss\":2.5,\"activation_bytes\":%d}\\n' $1 $2 >&4; }\n"
-		"i=1; while [ $i -le 12 ]; do a=1048576; [ $i -ge 6 ] && a=524288; "
-		"[ $i -ge 11 ] && a=2097152; line $i $a; i=$((i+1)); done\n"
-		"i=9; while [ $i -le 20 ]; do a=524288; [ $i -ge 15 ] && a=262144; line $i $a; "
+		"line() { printf '{\"step\":%d,\"loss\":2.5}\\n' $1 >&4; }\n"
+		"pol() { printf '{\"event\":\"REMAT_APPLIED\",\"step\":%d,\"policy\":"
+		"{\"h.0\":\"%s\",\"head\":\"off\"}}\\n' $1 $2 >&4; }\n"
+		"i=1; while [ $i -le 12 ]; do [ $i -eq 6 ] && pol 6 full; "
+		"[ $i -eq 11 ] && printf '{\"event\":\"HPARAMS_APPLIED\",\"step\":11,"
+		"\"set\":{\"lr\":0.001}}\\n' >&4; line $i; i=$((i+1)); done\n"
+		"i=9; while [ $i -le 20 ]; do [ $i -eq 15 ] && pol 15 selective; line $i; "
 		"i=$((i+1)); done\nexit 3");
 	const char *extra[] = {"--worker", w, NULL};
 	td_daemon_start(&d, extra);
@@ -1618,9 +1622,9 @@ START_TEST(test_rematctl_plot_images_marked)
 	free(img);
 	img = t_read_file(svg, &n);
 	ck_assert_msg(strstr(img, "<svg") && strstr(img, "</svg>") &&
-		strstr(img, "policy: activations 512.0 KiB at step 6") &&
+		strstr(img, "policy h.0=full, head=off at step 6") &&
 		strstr(img, "resumed at step 9") &&
-		strstr(img, "policy: activations 256.0 KiB at step 15") &&
+		strstr(img, "policy h.0=selective, head=off at step 15") &&
 		!strstr(img, "at step 11"), "%s:\n%.3000s", svg, img);
 	free(img);
 	/* a link where the image goes: refused, its target left alone */

@@ -10,7 +10,7 @@
  *    job-set and a job-eval, saved and resumed; metrics.jsonl (rematctl logs) holds every
  *    step once and every eval, the set applies at the step its reply named, a job
  *    resumed from the checkpoint taken with it reproduces the rest bit for bit, and
- *    rematctl plot draws it (text and PNG).
+ *    rematctl plot draws it (text, PNG, and SVG with the set marked where it applied).
  * Bad input, killed workers, queueing and SIGTERM are in test_daemon.c. */
 #include <errno.h>
 #include <signal.h>
@@ -107,6 +107,23 @@ static pid_t events_start(const td_daemon *d, const char *path)
 	return pid;
 }
 
+/* rematctl logs JOB: the job's metrics.jsonl lines, parsed, into an array (new ref). */
+static json_t *logs_of(const td_daemon *d, const char *job)
+{
+	char *argv[] = {(char *)t_env("REMATCTL"), "--socket", (char *)d->sock, "logs",
+		(char *)job, NULL};
+	char *out;
+	ck_assert_int_eq(t_run(argv, &out), 0);
+	json_t *lines = json_array();
+	for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+		json_t *o = json_loads(l, 0, NULL);
+		ck_assert_msg(json_is_object(o), "logs: not a JSON object: %s", l);
+		json_array_append_new(lines, o);
+	}
+	free(out);
+	return lines;
+}
+
 START_TEST(test_e2e_remat_set_mid_run)
 {
 	td_daemon d;
@@ -168,6 +185,23 @@ START_TEST(test_e2e_remat_set_mid_run)
 	free(evs);
 	ck_assert_msg(seen == 2, "%d REMAT_APPLIED events for %s, want the start's and one",
 		seen, job);
+	/* metrics.jsonl: the switch, once, at that step, before that step's line */
+	json_t *lines = logs_of(&d, job), *o;
+	size_t i, where = 0;
+	int changes = 0;
+	json_array_foreach(lines, i, o)
+		if (json_object_get(o, "event")) {
+			changes++;
+			where = i;
+		}
+	json_t *sw = json_array_get(lines, where), *pol = json_object_get(sw, "policy");
+	char *text = json_dumps(sw, JSON_COMPACT);
+	ck_assert_msg(changes == 1 && int_at(sw, "step") == at && !strcmp(json_string_value(
+		json_object_get(sw, "event")), "REMAT_APPLIED") && !strcmp(json_string_value(
+		json_object_get(pol, "head")), "chunked") && int_at(json_array_get(lines,
+		where + 1), "step") == at, "%d change lines, the last %s", changes, text);
+	free(text);
+	json_decref(lines);
 
 	/* the same switch made by remat-train alone gives the same bits */
 	char *spec2 = write_spec(&d, "job2.json", "run2", steps);
@@ -315,23 +349,6 @@ static char *write_loop_spec(const td_daemon *d, const char *name, const char *m
 	return strdup(path);
 }
 
-/* rematctl logs JOB: the job's metrics.jsonl lines, parsed, into an array (new ref). */
-static json_t *logs_of(const td_daemon *d, const char *job)
-{
-	char *argv[] = {(char *)t_env("REMATCTL"), "--socket", (char *)d->sock, "logs",
-		(char *)job, NULL};
-	char *out;
-	ck_assert_int_eq(t_run(argv, &out), 0);
-	json_t *lines = json_array();
-	for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
-		json_t *o = json_loads(l, 0, NULL);
-		ck_assert_msg(json_is_object(o), "logs: not a JSON object: %s", l);
-		json_array_append_new(lines, o);
-	}
-	free(out);
-	return lines;
-}
-
 /* The line of lines with "step" == step that has (or, key NULL, is a step's: "loss"). */
 static json_t *line_at(json_t *lines, int step, const char *key)
 {
@@ -408,6 +425,15 @@ START_TEST(test_e2e_training_loop)
 	ck_assert((float)json_number_value(json_object_get(line_at(a, k + 1, NULL), "lr")) ==
 		1e-4f);
 	ck_assert((float)json_number_value(json_object_get(line_at(a, k, NULL), "lr")) != 1e-4f);
+	/* the set itself, one line where it took effect (what plot marks); no policy changed */
+	json_t *hp = line_at(a, k + 1, "event");
+	ck_assert_msg(hp && !strcmp(json_string_value(json_object_get(hp, "event")),
+		"HPARAMS_APPLIED") && json_real_value(json_object_get(json_object_get(hp, "set"),
+		"grad_clip")) == 0.5, "no HPARAMS_APPLIED line at step %d", k + 1);
+	int nchange = 0;
+	json_array_foreach(a, i, o)
+		nchange += json_object_get(o, "event") != NULL;
+	ck_assert_int_eq(nchange, 1);
 
 	/* resumed from the checkpoint taken with the set: the same steps, bit for bit (the
 	 * spec gives neither grad_accum nor the set: the checkpoint does) */
@@ -444,13 +470,22 @@ START_TEST(test_e2e_training_loop)
 	ck_assert_msg(strstr(out, "train loss") && strstr(out, "val loss") &&
 		strstr(out, "tokens/s") && strstr(out, "\xe2\xa0"), "plot: %s", out);
 	free(out);
+	char svg[700], at[48];
+	snprintf(svg, sizeof svg, "%s/loss.svg", d.dir);
 	char *gargv[] = {(char *)t_env("REMATCTL"), "--socket", d.sock, "plot", job, "--png", png,
-		NULL};
+		"--svg", svg, NULL};
 	ck_assert_int_eq(t_run(gargv, &out), 0);
 	free(out);
 	size_t n;
 	char *img = t_read_file(png, &n);
 	ck_assert_msg(n > 1000 && memcmp(img, "\x89PNG\r\n\x1a\n", 8) == 0, "%s: no PNG", png);
+	free(img);
+	/* the image marks the set at the step it took effect */
+	img = t_read_file(svg, &n);
+	snprintf(at, sizeof at, " at step %d", k + 1);
+	char *mark = strstr(img, "set ");
+	ck_assert_msg(mark && strstr(mark, "lr=0.0001") && strstr(mark, "grad_clip=0.5") &&
+		strstr(mark, at), "%s: no mark of the set%s:\n%.3000s", svg, at, img);
 	free(img);
 	free(spec);
 	free(spec2);
