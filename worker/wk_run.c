@@ -193,7 +193,7 @@ static void run_start(eng_trainer *tr, wk_ctl *c, wk_run_ctl *run, const wk_run_
 	run->start_step = tr->step;
 	run->eval_step = -1;
 	run->mx = o->metrics;
-	if (s->hp_set)
+	if (s->live.set)
 		wk_ctl_set_hparams(c, eng_hparam_changed(s));
 	if (s->remat_profile && eng_backend_has_sections(tr->be)) /* it times sections */
 		wk_policy_probe(tr, c, run, PROTO_PROFILE_ROUNDS);

@@ -15,6 +15,7 @@
 #include "eng_config.h"
 #include "eng_err.h"
 #include "eng_policy.h"
+#include "proto.h"
 
 #define ENG_PATH_LEN 4096      /* longest path kept from a spec */
 #define ENG_NAME_LEN 64        /* longest job name */
@@ -37,6 +38,30 @@ typedef struct eng_assign {
 	char selector[ENG_SELECTOR_LEN]; /* as written: "h.0-5", "trunk", "head" */
 	char mode[16];                   /* as written: "full" */
 } eng_assign;
+
+#define ENG_MAX_CHANGES 32 /* job-sets a run's history keeps, the oldest dropped first */
+
+/* One job-set as given: the step it applies from and each value it gave, by proto_hparam
+ * (eng_hparam.h's table says each one's type; a schedule's kind is 0 cosine, 1 constant). */
+typedef struct eng_live_change {
+	int step;
+	unsigned given;                   /* bit h: the set gave proto_hparam h */
+	double value[PROTO_HP_COUNT];
+} eng_live_change;
+
+/* A run's history of job-sets, which a checkpoint keeps for a resume (trainer_state.json's
+ * "live"): which fields they changed (ENG_HP_*; the values are the spec's own fields but
+ * the learning rate's), a learning rate set from a step on, and the sets in order. */
+typedef struct eng_live {
+	unsigned set;
+	int lr_from;                      /* ENG_HP_LR: from this 0-based step index on, */
+	eng_sched_kind lr_kind;           /* a schedule of its own: warm-up, then cosine */
+	float lr_new;                     /* from lr_new to lr_new * lr_min_frac at the end, */
+	int lr_warmup;                    /* or constant lr_new */
+	float lr_min_frac;
+	int n_changes;                    /* the last ENG_MAX_CHANGES sets, oldest first */
+	eng_live_change changes[ENG_MAX_CHANGES];
+} eng_live;
 
 typedef struct eng_spec {
 	char name[ENG_NAME_LEN];          /* "name", default "job" */
@@ -143,18 +168,11 @@ typedef struct eng_spec {
 					   * "" none */
 	char hostfile[ENG_PATH_LEN];      /* parallel.hostfile, for mpirun --hostfile */
 
-	/* job-set, mid-run (a run's history, never in a spec file): which fields it changed
-	 * (ENG_HP_*), and a learning rate set from a step on */
-	unsigned hp_set;
-	int lr_from;                      /* ENG_HP_LR: from this 0-based step index on, */
-	eng_sched_kind lr_kind;           /* a schedule of its own: warm-up, then cosine */
-	float lr_new;                     /* from lr_new to lr_new * lr_min_frac at the end, */
-	int lr_warmup;                    /* or constant lr_new */
-	float lr_min_frac;
-	char hp_log[2048];                /* the changes, a JSON array of {"step", "set"} */
+	/* what job-set has changed in this run (never in a spec file) */
+	eng_live live;
 } eng_spec;
 
-/* What job-set changed (eng_spec.hp_set). */
+/* What job-set changed (eng_live.set). */
 enum {
 	ENG_HP_LR = 1u << 0,
 	ENG_HP_GRAD_CLIP = 1u << 1,

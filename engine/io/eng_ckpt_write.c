@@ -314,7 +314,7 @@ static int write_state(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, 
 	if (o)
 		json_object_set_new(json_object_get(o, "data"), "sample_tokens",
 			json_integer((json_int_t)sp->ranks * sp->batch * sp->seq_len));
-	if (o && sp->hp_set)
+	if (o && sp->live.set)
 		json_object_set_new(o, "live", eng_state_live_json(sp));
 	/* a LoRA run's external base: what it was when this run loaded it */
 	if (o && s->cfg.lora_r && s->lora_base[0])

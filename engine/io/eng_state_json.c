@@ -48,23 +48,26 @@ int eng_state_rng_parse(const json_t *o, eng_mt *g)
  * ("eval.every"; a state written before says "eval_every", which a resume still reads). */
 json_t *eng_state_live_json(const eng_spec *sp)
 {
-	json_t *set = json_object(), *changes = json_loads(sp->hp_log, 0, NULL);
-	if (sp->hp_set & ENG_HP_LR)
+	const eng_live *l = &sp->live;
+	json_t *set = json_object(), *changes = json_array();
+	for (int i = 0; i < l->n_changes; i++)
+		json_array_append_new(changes, eng_hparam_change_json(&l->changes[i]));
+	if (l->set & ENG_HP_LR)
 		json_object_set_new(set, "lr", json_pack("{s:i,s:s,s:f,s:i,s:f}", "from",
-			sp->lr_from, "kind", sp->lr_kind == ENG_SCHED_COSINE ? "cosine" : "constant",
-			"lr", proto_f32_double(sp->lr_new), "warmup", sp->lr_warmup, "min_lr_frac",
-			proto_f32_double(sp->lr_min_frac)));
+			l->lr_from, "kind", l->lr_kind == ENG_SCHED_COSINE ? "cosine" : "constant",
+			"lr", proto_f32_double(l->lr_new), "warmup", l->lr_warmup, "min_lr_frac",
+			proto_f32_double(l->lr_min_frac)));
 	/* the rest under job-set's names, a float in its shortest text */
 	for (int h = 0; h < PROTO_HP_COUNT; h++) {
 		const eng_hparam_field *f = eng_hparam_field_of((proto_hparam)h);
-		if (f->set == ENG_HP_LR || !f->resume || !(sp->hp_set & f->set))
+		if (f->set == ENG_HP_LR || !f->resume || !(sp->live.set & f->set))
 			continue;
 		json_t *v = eng_hparam_get(sp, (proto_hparam)h);
 		if (f->type == ENG_HPT_F32)
 			json_real_set(v, proto_f32_double((float)json_real_value(v)));
 		json_object_set_new(set, proto_hparam_name((proto_hparam)h), v);
 	}
-	return json_pack("{s:o,s:o}", "set", set, "changes", changes ? changes : json_array());
+	return json_pack("{s:o,s:o}", "set", set, "changes", changes);
 }
 
 /* A value of live's "set" outside the schedule: under job-set's name, or the older
@@ -82,6 +85,32 @@ static int live_ok(const json_t *v, proto_hparam h)
 {
 	char desc[PROTO_DESC_LEN];
 	return !v || proto_hparam_check(h, v, desc, sizeof desc) == 0 ? 0 : -1;
+}
+
+/* live's "changes" onto l, each checked as job-set checks its values, at most the last
+ * ENG_MAX_CHANGES kept (absent: none): 0, or -1 when one is not a job-set that applied
+ * by the checkpoint's step. */
+static int live_changes(const json_t *changes, int step, eng_live *l)
+{
+	size_t i;
+	json_t *o;
+	l->n_changes = 0;
+	if (!changes)
+		return 0;
+	if (!json_is_array(changes))
+		return -1;
+	json_array_foreach(changes, i, o) {
+		eng_live_change ch;
+		eng_err err;
+		json_t *at = json_object_get(o, "step");
+		if (!json_is_integer(at) || json_integer_value(at) < 1 ||
+			json_integer_value(at) > step + 1 ||
+			eng_hparam_change(json_object_get(o, "set"), (int)json_integer_value(at),
+				&ch, &err) < 0)
+			return -1;
+		eng_live_append(l, &ch);
+	}
+	return 0;
 }
 
 int eng_state_live_parse(const json_t *live, int step, eng_spec *s)
@@ -104,12 +133,13 @@ int eng_state_live_parse(const json_t *live, int step, eng_spec *s)
 			live_ok(w, PROTO_HP_WARMUP) < 0 || !json_object_get(lr, "min_lr_frac") ||
 			live_ok(json_object_get(lr, "min_lr_frac"), PROTO_HP_MIN_LR_FRAC) < 0)
 			return -1;
-		s->hp_set |= ENG_HP_LR;
-		s->lr_from = (int)json_integer_value(from);
-		s->lr_kind = strcmp(kind, "cosine") == 0 ? ENG_SCHED_COSINE : ENG_SCHED_CONSTANT;
-		s->lr_new = (float)json_number_value(json_object_get(lr, "lr"));
-		s->lr_warmup = (int)json_integer_value(w);
-		s->lr_min_frac = (float)json_number_value(json_object_get(lr, "min_lr_frac"));
+		eng_live *l = &s->live;
+		l->set |= ENG_HP_LR;
+		l->lr_from = (int)json_integer_value(from);
+		l->lr_kind = strcmp(kind, "cosine") == 0 ? ENG_SCHED_COSINE : ENG_SCHED_CONSTANT;
+		l->lr_new = (float)json_number_value(json_object_get(lr, "lr"));
+		l->lr_warmup = (int)json_integer_value(w);
+		l->lr_min_frac = (float)json_number_value(json_object_get(lr, "min_lr_frac"));
 	}
 	for (int h = 0; h < PROTO_HP_COUNT; h++) {
 		const eng_hparam_field *f = eng_hparam_field_of((proto_hparam)h);
@@ -119,13 +149,9 @@ int eng_state_live_parse(const json_t *live, int step, eng_spec *s)
 			continue;
 		if (eng_hparam_put(s, (proto_hparam)h, v, &err) < 0) /* checked above: never */
 			return -1;
-		s->hp_set |= f->set;
+		s->live.set |= f->set;
 	}
-	char *log = json_dumps(json_object_get(live, "changes"), JSON_COMPACT);
-	if (log && strlen(log) < sizeof s->hp_log)
-		snprintf(s->hp_log, sizeof s->hp_log, "%s", log);
-	free(log);
-	return 0;
+	return live_changes(json_object_get(live, "changes"), step, &s->live);
 }
 
 /* The data position of state o, for batches of B x T on ntok tokens (shuffled or not, as

@@ -26,9 +26,9 @@ int eng_state_pos(const json_t *o, int ranks, int B, int T, size_t ntok, eng_dat
 /* {"set": {field: value, "lr": {"from", "kind", "lr", "warmup", "min_lr_frac"}},
  * "changes": [{"step", "set"}, ...]}: sp's ENG_HP_* fields as job-set left them. */
 json_t *eng_state_live_json(const eng_spec *sp);
-/* Onto s (its hp_set, fields and hp_log) for a checkpoint at `step`, every value checked
- * as job-set checks it (a schedule from a step past the checkpoint's is none): 0, or -1
- * when live is not one. */
+/* Onto s (its live history and the fields job-set changed) for a checkpoint at `step`,
+ * every value checked as job-set checks it (a schedule from a step past the checkpoint's,
+ * or a change after the step that follows it, is none): 0, or -1 when live is not one. */
 int eng_state_live_parse(const json_t *live, int step, eng_spec *s);
 
 #endif

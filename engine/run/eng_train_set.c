@@ -1,9 +1,9 @@
 /* eng_train_set.c - job-set on a running trainer (see eng_train.h's eng_trainer_set): the
  * live hyperparameters checked and written into the run's spec through the one table
- * (proto's names and limits, engine/core/eng_hparam.c's fields), and the spec's log of
- * changes that checkpoints keep. Not here: when a job-set is applied (worker/wk_run.c, at
- * a step boundary), what it prints and tells (the worker's), trainer_state.json's form
- * (eng_state_json.c).
+ * (proto's names and limits, engine/core/eng_hparam.c's fields), and the run's history
+ * of them that checkpoints keep (eng_live). Not here: when a job-set is applied
+ * (worker/wk_run.c, at a step boundary), what it prints and tells (the worker's),
+ * trainer_state.json's form (eng_state_json.c).
  */
 #include "eng_train_int.h"
 
@@ -15,18 +15,11 @@
 
 int eng_trainer_set_check(const eng_trainer *tr, const json_t *set, eng_err *err)
 {
-	char desc[PROTO_DESC_LEN];
-	const char *k;
-	json_t *v;
+	eng_live_change ch;
 	if (!json_is_object(set) || json_object_size(set) == 0)
 		return eng_errf(err, "'set' must be an object of hyperparameter -> value, not empty");
-	json_object_foreach((json_t *)set, k, v) {
-		int h = proto_hparam_find(k);
-		if (h < 0)
-			return eng_errf(err, "'%.64s' is not a live hyperparameter", k);
-		if (proto_hparam_check((proto_hparam)h, v, desc, sizeof desc) < 0)
-			return eng_errf(err, "%s", desc);
-	}
+	if (eng_hparam_change(set, tr->step + 1, &ch, err) < 0) /* each name and value */
+		return -1;
 	if (!json_object_get(set, "schedule") && (json_object_get(set, "warmup") ||
 						     json_object_get(set, "min_lr_frac")))
 		return eng_errf(err, "'warmup' and 'min_lr_frac' shape a new schedule: give "
@@ -36,33 +29,6 @@ int eng_trainer_set_check(const eng_trainer *tr, const json_t *set, eng_err *err
 	if (json_integer_value(json_object_get(set, "save.every")) > 0 && !tr->spec.save_dir[0])
 		return eng_errf(err, "'save.every' needs save.dir, which the job has not");
 	return 0;
-}
-
-/* Appends {"step", "set"} to the spec's log of changes (the oldest dropped when it would
- * not fit). */
-static void log_change(eng_spec *s, int step, const json_t *set)
-{
-	json_t *log = json_loads(s->hp_log, 0, NULL);
-	if (!json_is_array(log)) {
-		json_decref(log);
-		log = json_array();
-	}
-	json_array_append_new(log, json_pack("{s:i,s:O}", "step", step, "set", set));
-	for (;;) {
-		char *text = json_dumps(log, JSON_COMPACT | JSON_PRESERVE_ORDER);
-		if (text && strlen(text) < sizeof s->hp_log) {
-			snprintf(s->hp_log, sizeof s->hp_log, "%s", text);
-			free(text);
-			break;
-		}
-		free(text);
-		if (json_array_size(log) <= 1) {
-			snprintf(s->hp_log, sizeof s->hp_log, "[]");
-			break;
-		}
-		json_array_remove(log, 0);
-	}
-	json_decref(log);
 }
 
 int eng_trainer_set(eng_trainer *tr, const json_t *set, eng_err *err)
@@ -75,18 +41,21 @@ int eng_trainer_set(eng_trainer *tr, const json_t *set, eng_err *err)
 	if (json_object_get(set, "lr") || json_object_get(set, "schedule")) {
 		/* a schedule of its own from the next step: what the set does not give is the
 		 * rate the next step would have used, constant, no warm-up, the spec's floor */
-		s->lr_new = eng_lr_at(s, tr->step);
-		s->lr_kind = ENG_SCHED_CONSTANT;
-		s->lr_warmup = 0;
-		s->lr_min_frac = s->min_lr_frac;
-		s->lr_from = tr->step;
+		s->live.lr_new = eng_lr_at(s, tr->step);
+		s->live.lr_kind = ENG_SCHED_CONSTANT;
+		s->live.lr_warmup = 0;
+		s->live.lr_min_frac = s->min_lr_frac;
+		s->live.lr_from = tr->step;
 	}
 	json_object_foreach((json_t *)set, k, v) {
 		proto_hparam h = (proto_hparam)proto_hparam_find(k);
 		if (eng_hparam_put(s, h, v, err) < 0) /* checked above: never */
 			return -1;
-		s->hp_set |= eng_hparam_field_of(h)->set;
+		s->live.set |= eng_hparam_field_of(h)->set;
 	}
-	log_change(s, tr->step + 1, set);
+	eng_live_change ch;
+	if (eng_hparam_change(set, tr->step + 1, &ch, err) < 0) /* checked above: never */
+		return -1;
+	eng_live_append(&s->live, &ch);
 	return 0;
 }

@@ -36,9 +36,10 @@ static float lr_formula(float lr, eng_sched_kind kind, int warmup, float min_fra
 
 float eng_lr_at(const eng_spec *s, int i)
 {
-	if ((s->hp_set & ENG_HP_LR) && i >= s->lr_from)
-		return lr_formula(s->lr_new, s->lr_kind, s->lr_warmup, s->lr_min_frac,
-			s->steps - s->lr_from, i - s->lr_from);
+	const eng_live *l = &s->live;
+	if ((l->set & ENG_HP_LR) && i >= l->lr_from)
+		return lr_formula(l->lr_new, l->lr_kind, l->lr_warmup, l->lr_min_frac,
+			s->steps - l->lr_from, i - l->lr_from);
 	return lr_formula(s->lr, s->sched, s->warmup, s->min_lr_frac, s->steps, i);
 }
 

@@ -144,20 +144,27 @@ START_TEST(test_data_live_state)
 	ck_assert(eng_spec_parse(&a, "{\"model\":{\"preset\":\"tiny\"},\"data\":{\"train\":\"t\"}}",
 		&err) == 0);
 	b = a;
-	a.hp_set = ENG_HP_LR | ENG_HP_GRAD_CLIP | ENG_HP_EVAL_EVERY;
-	a.lr_from = 7;
-	a.lr_kind = ENG_SCHED_COSINE;
-	a.lr_new = 2e-3f;
-	a.lr_warmup = 3;
-	a.lr_min_frac = 0.2f;
+	a.live.set = ENG_HP_LR | ENG_HP_GRAD_CLIP | ENG_HP_EVAL_EVERY;
+	a.live.lr_from = 7;
+	a.live.lr_kind = ENG_SCHED_COSINE;
+	a.live.lr_new = 2e-3f;
+	a.live.lr_warmup = 3;
+	a.live.lr_min_frac = 0.2f;
 	a.grad_clip = 0.5f;
 	a.eval_every = 40;
-	snprintf(a.hp_log, sizeof a.hp_log, "[{\"step\":8,\"set\":{\"lr\":0.002}}]");
+	json_t *given = json_loads("{\"lr\":0.002,\"schedule\":\"cosine\",\"warmup\":3}", 0,
+		NULL);
+	ck_assert_int_eq(eng_hparam_change(given, 8, &a.live.changes[0], &err), 0);
+	a.live.n_changes = 1;
+	json_decref(given);
 	json_t *live = eng_state_live_json(&a);
 	ck_assert_int_eq(eng_state_live_parse(live, 10, &b), 0);
-	ck_assert(b.hp_set == a.hp_set && b.lr_from == 7 && b.lr_kind == ENG_SCHED_COSINE);
-	ck_assert(b.lr_new == a.lr_new && b.lr_warmup == 3 && b.lr_min_frac == a.lr_min_frac);
-	ck_assert(b.grad_clip == 0.5f && b.eval_every == 40 && strcmp(b.hp_log, a.hp_log) == 0);
+	const eng_live *la = &a.live, *lb = &b.live;
+	ck_assert(lb->set == la->set && lb->lr_from == 7 && lb->lr_kind == ENG_SCHED_COSINE);
+	ck_assert(lb->lr_new == la->lr_new && lb->lr_warmup == 3 &&
+		lb->lr_min_frac == la->lr_min_frac);
+	ck_assert(b.grad_clip == 0.5f && b.eval_every == 40 && b.live.n_changes == 1 &&
+		memcmp(&b.live.changes[0], &a.live.changes[0], sizeof a.live.changes[0]) == 0);
 	for (int k = 1; k < 1000; k++)
 		ck_assert(eng_lr_at(&a, k) == eng_lr_at(&b, k));
 	ck_assert_int_eq(eng_state_live_parse(live, 6, &b), -1); /* from 7, past step 6 */
@@ -169,10 +176,10 @@ START_TEST(test_data_live_state)
 	json_t *old = json_loads("{\"set\":{\"eval_every\":40,\"save_every\":9,"
 		"\"grad_clip\":0.5},\"changes\":[]}", 0, NULL);
 	eng_spec c = b;
-	c.hp_set = 0;
+	c.live.set = 0;
 	c.eval_every = c.save_every = 0;
 	ck_assert_int_eq(eng_state_live_parse(old, 10, &c), 0);
-	ck_assert_int_eq(c.hp_set, ENG_HP_EVAL_EVERY | ENG_HP_SAVE_EVERY | ENG_HP_GRAD_CLIP);
+	ck_assert_int_eq(c.live.set, ENG_HP_EVAL_EVERY | ENG_HP_SAVE_EVERY | ENG_HP_GRAD_CLIP);
 	ck_assert(c.eval_every == 40 && c.save_every == 9 && c.grad_clip == 0.5f);
 	json_decref(old);
 	old = json_loads("{\"set\":{\"save_every\":-2}}", 0, NULL); /* still checked */
@@ -181,7 +188,11 @@ START_TEST(test_data_live_state)
 	static const char *const bad[] = {"{\"set\":{\"grad_clip\":-1}}",
 		"{\"set\":{\"eval_every\":\"x\"}}", "{\"set\":{\"lr\":{\"from\":0,\"kind\":\"linear\","
 		"\"lr\":0.1,\"warmup\":0,\"min_lr_frac\":0}}}", "{\"set\":{\"lr\":{\"from\":0,"
-		"\"kind\":\"cosine\",\"lr\":-0.1,\"warmup\":0,\"min_lr_frac\":0}}}", "{\"set\":5}"};
+		"\"kind\":\"cosine\",\"lr\":-0.1,\"warmup\":0,\"min_lr_frac\":0}}}", "{\"set\":5}",
+		/* the history: a set past the checkpoint's next step, an unknown name, no list */
+		"{\"set\":{},\"changes\":[{\"step\":12,\"set\":{\"lr\":0.1}}]}",
+		"{\"set\":{},\"changes\":[{\"step\":3,\"set\":{\"momentum\":1}}]}",
+		"{\"set\":{},\"changes\":{}}"};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		json_t *o = json_loads(bad[i], 0, NULL);
 		ck_assert_ptr_nonnull(o);
@@ -214,13 +225,14 @@ START_TEST(test_data_hparam_table)
 		json_decref(back);
 		json_decref(v);
 	}
-	ck_assert(s.lr_new == 0.25f && s.lr_kind == ENG_SCHED_CONSTANT && s.lr_warmup == 12 &&
+	ck_assert(s.live.lr_new == 0.25f && s.live.lr_kind == ENG_SCHED_CONSTANT &&
+		s.live.lr_warmup == 12 &&
 		s.grad_clip == 2.0f && s.eval_every == 7 && s.save_every == 11);
 	json_t *bad = json_real(11); /* lr at most 10: proto's limit */
 	ck_assert_int_eq(eng_hparam_put(&s, PROTO_HP_LR, bad, &err), -1);
-	ck_assert(s.lr_new == 0.25f);
+	ck_assert(s.live.lr_new == 0.25f);
 	json_decref(bad);
-	s.hp_set = ENG_HP_EVAL_EVERY;
+	s.live.set = ENG_HP_EVAL_EVERY;
 	json_t *ch = eng_hparam_changed(&s);
 	ck_assert_int_eq(json_object_size(ch), 1);
 	ck_assert_int_eq(json_integer_value(json_object_get(ch, "eval.every")), 7);

@@ -170,23 +170,29 @@ START_TEST(test_model_job_set)
 		ck_assert_msg(eng_trainer_set(&tr, set, &err) == -1, "took %s", bad[i]);
 		json_decref(set);
 	}
-	ck_assert(tr.spec.hp_set == 0 && tr.spec.grad_clip == 0.5f && !tr.spec.hp_log[0]);
+	ck_assert(tr.spec.live.set == 0 && tr.spec.grad_clip == 0.5f &&
+		tr.spec.live.n_changes == 0);
 	json_t *set = json_loads("{\"lr\":0.01,\"schedule\":\"cosine\",\"warmup\":2}", 0,
 		NULL);
 	ck_assert_msg(eng_trainer_set(&tr, set, &err) == 0, "%s", err.msg);
 	json_decref(set);
 	const eng_spec *s = &tr.spec;
-	ck_assert(s->hp_set == ENG_HP_LR && s->lr_from == 1 && s->lr_kind == ENG_SCHED_COSINE &&
-		s->lr_warmup == 2 && s->lr_min_frac == s->min_lr_frac && s->lr_new == 0.01f);
+	const eng_live *l = &s->live;
+	ck_assert(l->set == ENG_HP_LR && l->lr_from == 1 && l->lr_kind == ENG_SCHED_COSINE &&
+		l->lr_warmup == 2 && l->lr_min_frac == s->min_lr_frac && l->lr_new == 0.01f);
 	ck_assert(eng_lr_at(s, 1) == 0.01f * 1 / 2); /* the new schedule's first warm-up step */
 	set = json_loads("{\"grad_clip\":0.25}", 0, NULL);
 	ck_assert_msg(eng_trainer_set(&tr, set, &err) == 0, "%s", err.msg);
 	json_decref(set);
-	ck_assert(s->grad_clip == 0.25f && s->hp_set == (ENG_HP_LR | ENG_HP_GRAD_CLIP));
-	json_t *log = json_loads(s->hp_log, 0, NULL);
-	ck_assert_int_eq(json_array_size(log), 2);
-	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(log, 1), "step")), 2);
-	json_decref(log);
+	ck_assert(s->grad_clip == 0.25f && s->live.set == (ENG_HP_LR | ENG_HP_GRAD_CLIP));
+	/* the history: both sets, each as given, from the step it applies to */
+	ck_assert_int_eq(s->live.n_changes, 2);
+	const eng_live_change *ch = s->live.changes;
+	ck_assert(ch[0].step == 2 && ch[0].given == (1u << PROTO_HP_LR | 1u << PROTO_HP_SCHEDULE |
+		1u << PROTO_HP_WARMUP) && ch[0].value[PROTO_HP_LR] == 0.01 &&
+		ch[0].value[PROTO_HP_WARMUP] == 2);
+	ck_assert(ch[1].step == 2 && ch[1].given == 1u << PROTO_HP_GRAD_CLIP &&
+		ch[1].value[PROTO_HP_GRAD_CLIP] == 0.25);
 	eng_trainer_free(&tr);
 }
 END_TEST
