@@ -75,23 +75,24 @@ void wk_ctl_attach(wk_ctl *c, eng_trainer *tr)
 		return;
 	pthread_mutex_lock(&c->mu);
 	c->tr = tr;
-	c->step = tr->step;
-	c->steps = tr->spec.steps;
-	c->policy = c->pending = tr->policy;
-	eng_costs_copy(&c->costs, &tr->costs);
+	c->run.step = tr->step;
+	c->run.steps = tr->spec.steps;
+	c->remat.policy = c->remat.pending = tr->policy;
+	eng_costs_copy(&c->mem.costs, &tr->costs);
 	for (int i = 0; i <= tr->model.cfg.n_layer; i++)
-		c->saved[i] = eng_trainer_saved_bytes(tr, i);
+		c->mem.saved[i] = eng_trainer_saved_bytes(tr, i);
 	snprintf(c->name, sizeof c->name, "%s", tr->spec.name);
 	/* remat-memlog's: without memory for them the command says so, training goes on */
-	c->memlog = calloc(PROTO_MEMLOG_STEPS, sizeof *c->memlog);
-	c->memlog_sec = calloc((size_t)PROTO_MEMLOG_STEPS * (tr->model.cfg.n_layer + 1),
-		sizeof *c->memlog_sec);
-	if (eng_memtrace_init(&c->trace, ENG_MEMTRACE_CAP) < 0 || !c->memlog || !c->memlog_sec) {
-		free(c->memlog);
-		free(c->memlog_sec);
-		eng_memtrace_free(&c->trace);
-		c->memlog = NULL;
-		c->memlog_sec = NULL;
+	c->mem.memlog = calloc(PROTO_MEMLOG_STEPS, sizeof *c->mem.memlog);
+	c->mem.memlog_sec = calloc((size_t)PROTO_MEMLOG_STEPS * (tr->model.cfg.n_layer + 1),
+		sizeof *c->mem.memlog_sec);
+	if (eng_memtrace_init(&c->mem.trace, ENG_MEMTRACE_CAP) < 0 || !c->mem.memlog ||
+		!c->mem.memlog_sec) {
+		free(c->mem.memlog);
+		free(c->mem.memlog_sec);
+		eng_memtrace_free(&c->mem.trace);
+		c->mem.memlog = NULL;
+		c->mem.memlog_sec = NULL;
 	}
 	c->replay = 1; /* requests that came while starting are answered before step 1 */
 	pthread_mutex_unlock(&c->mu);
@@ -107,7 +108,7 @@ int wk_ctl_unreachable(wk_ctl *c)
 	if (!c)
 		return 0;
 	pthread_mutex_lock(&c->mu);
-	int lost = c->link_lost;
+	int lost = c->run.link_lost;
 	pthread_mutex_unlock(&c->mu);
 	return lost;
 }
@@ -154,7 +155,7 @@ int wk_ctl_begin_step(wk_ctl *c)
 		pthread_cond_wait(&c->cv, &c->mu);
 	int ok = c->q_head == NULL;
 	if (ok)
-		c->in_step = 1;
+		c->run.in_step = 1;
 	pthread_mutex_unlock(&c->mu);
 	return ok;
 }
@@ -162,16 +163,16 @@ int wk_ctl_begin_step(wk_ctl *c)
 /* The step just taken into remat-memlog's ring, and its timeline; mu held. */
 static void memlog_add(wk_ctl *c, const eng_step_stats *st)
 {
-	int L = c->tr->model.cfg.n_layer, row = c->memlog_n % PROTO_MEMLOG_STEPS;
-	ctl_memrow *r = &c->memlog[row];
+	int L = c->tr->model.cfg.n_layer, row = c->mem.memlog_n % PROTO_MEMLOG_STEPS;
+	ctl_memrow *r = &c->mem.memlog[row];
 	r->step = st->step;
 	r->peak = st->peak_bytes;
 	memcpy(r->cat, st->peak_cat, sizeof r->cat);
 	r->oom_retries = st->oom_retries;
 	for (int i = 0; i <= L; i++)
-		c->memlog_sec[(size_t)row * (L + 1) + i] = eng_trainer_saved_bytes(c->tr, i);
-	c->memlog_n++;
-	eng_memtrace_swap(&c->trace, &c->tr->trace); /* no copy on the step path */
+		c->mem.memlog_sec[(size_t)row * (L + 1) + i] = eng_trainer_saved_bytes(c->tr, i);
+	c->mem.memlog_n++;
+	eng_memtrace_swap(&c->mem.trace, &c->tr->trace); /* no copy on the step path */
 }
 
 void wk_ctl_end_step(wk_ctl *c, const eng_step_stats *st, json_t *row)
@@ -181,16 +182,16 @@ void wk_ctl_end_step(wk_ctl *c, const eng_step_stats *st, json_t *row)
 		return;
 	}
 	pthread_mutex_lock(&c->mu);
-	c->last = *st;
-	c->has_last = 1;
-	c->step = st->step;
-	c->in_step = 0;
-	if (c->steps_here++ == 0)
-		c->first_step_s = wk_ctl__mono_s() - st->step_ms / 1e3;
-	c->busy_s += st->step_ms / 1e3;
+	c->run.last = *st;
+	c->run.has_last = 1;
+	c->run.step = st->step;
+	c->run.in_step = 0;
+	if (c->run.steps_here++ == 0)
+		c->run.first_step_s = wk_ctl__mono_s() - st->step_ms / 1e3;
+	c->run.busy_s += st->step_ms / 1e3;
 	if (c->tr) /* remat-costs reads this copy, never the trainer's */
-		eng_costs_copy(&c->costs, &c->tr->costs);
-	if (c->tr && c->memlog)
+		eng_costs_copy(&c->mem.costs, &c->tr->costs);
+	if (c->tr && c->mem.memlog)
 		memlog_add(c, st);
 	pthread_mutex_unlock(&c->mu);
 	if (row)
@@ -204,8 +205,8 @@ void wk_ctl_event_eval(wk_ctl *c, json_t *row)
 		return;
 	}
 	pthread_mutex_lock(&c->mu);
-	json_decref(c->last_eval);
-	c->last_eval = json_deep_copy(row);
+	json_decref(c->run.last_eval);
+	c->run.last_eval = json_deep_copy(row);
 	pthread_mutex_unlock(&c->mu);
 	wk_ctl__emit(c, EV_EVAL, row);
 }
@@ -226,9 +227,9 @@ void wk_ctl_set_ranks(wk_ctl *c, wk_ctl_rank *rows, int n)
 		return;
 	}
 	pthread_mutex_lock(&c->mu);
-	free(c->ranks);
-	c->ranks = rows;
-	c->nranks = n;
+	free(c->run.ranks);
+	c->run.ranks = rows;
+	c->run.nranks = n;
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -239,9 +240,9 @@ void wk_ctl_set_hparams(wk_ctl *c, json_t *hp)
 		return;
 	}
 	pthread_mutex_lock(&c->mu);
-	if (!c->hparams)
-		c->hparams = json_object();
-	json_object_update(c->hparams, hp); /* every value job-set has given, the last wins */
+	if (!c->run.hparams)
+		c->run.hparams = json_object();
+	json_object_update(c->run.hparams, hp); /* every value job-set has given, the last wins */
 	pthread_mutex_unlock(&c->mu);
 	json_decref(hp);
 }
@@ -252,16 +253,16 @@ void wk_ctl_policy_applied(wk_ctl *c, int first_step)
 		return;
 	eng_trainer *tr = c->tr;
 	pthread_mutex_lock(&c->mu);
-	c->policy = tr->policy;
+	c->remat.policy = tr->policy;
 	/* what a remat-set builds on: the policy now, unless one is queued still (the
 	 * controller, a probe or a schedule changes the policy too) */
 	int queued = 0;
 	for (const wk_ctl_cmd *q = c->q_head; q; q = q->next)
 		queued |= q->op == CTL_OP_POLICY;
 	if (!queued)
-		c->pending = tr->policy;
+		c->remat.pending = tr->policy;
 	for (int i = 0; i <= tr->model.cfg.n_layer; i++)
-		c->saved[i] = eng_trainer_saved_bytes(tr, i);
+		c->mem.saved[i] = eng_trainer_saved_bytes(tr, i);
 	pthread_mutex_unlock(&c->mu);
 	json_t *d = json_pack("{s:i,s:o}", "step", first_step, "policy",
 		eng_policy_json(&tr->policy));
@@ -273,7 +274,7 @@ void wk_ctl_policy_at_resume(wk_ctl *c, const eng_policy *p, int first_step)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->mu);
-	c->policy = *p;
+	c->remat.policy = *p;
 	pthread_mutex_unlock(&c->mu);
 	json_t *d = json_pack("{s:i,s:o,s:b}", "step", first_step, "policy", eng_policy_json(p),
 		"at_resume", 1);
@@ -285,7 +286,7 @@ void wk_ctl_set_probe(wk_ctl *c, int until)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->mu);
-	c->probe_until = until;
+	c->remat.probe_until = until;
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -305,11 +306,11 @@ void wk_ctl_set_state(wk_ctl *c, wk_ctl_state to, const char *reason)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->mu);
-	wk_ctl_state from = c->state;
-	c->state = to;
+	wk_ctl_state from = c->run.state;
+	c->run.state = to;
 	if (to == CTL_PAUSED || to == CTL_RUNNING)
-		c->pause_pending = 0;
-	snprintf(c->reason, sizeof c->reason, "%s", reason ? reason : "");
+		c->remat.pause_pending = 0;
+	snprintf(c->run.reason, sizeof c->run.reason, "%s", reason ? reason : "");
 	pthread_mutex_unlock(&c->mu);
 	json_t *d = json_pack("{s:s,s:s,s:s,s:n}", "from", proto_job_state_name(from), "to",
 		proto_job_state_name(to), "reason", reason ? reason : "", "exit_status");
@@ -321,9 +322,9 @@ void wk_ctl_event_saved(wk_ctl *c, const char *path, int step, size_t bytes)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->mu);
-	snprintf(c->last_ckpt, sizeof c->last_ckpt, "%s", path);
-	json_decref(c->save_error);
-	c->save_error = NULL;
+	snprintf(c->run.last_ckpt, sizeof c->run.last_ckpt, "%s", path);
+	json_decref(c->run.save_error);
+	c->run.save_error = NULL;
 	pthread_mutex_unlock(&c->mu);
 	wk_ctl__emit(c, EV_SAVED, json_pack("{s:s,s:i,s:I}", "path", path, "step", step, "bytes",
 				  (json_int_t)bytes));
@@ -335,8 +336,8 @@ void wk_ctl_event_save_failed(wk_ctl *c, const char *path, int step, const char 
 		return;
 	json_t *d = json_pack("{s:s,s:i,s:s}", "path", path, "step", step, "reason", reason);
 	pthread_mutex_lock(&c->mu);
-	json_decref(c->save_error);
-	c->save_error = d ? json_deep_copy(d) : NULL;
+	json_decref(c->run.save_error);
+	c->run.save_error = d ? json_deep_copy(d) : NULL;
 	pthread_mutex_unlock(&c->mu);
 	if (d)
 		wk_ctl__emit(c, EV_FAILED, d);
@@ -347,7 +348,7 @@ void wk_ctl_set_auto(wk_ctl *c, const wk_ctl_auto *a)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->mu);
-	c->autoc = *a;
+	c->remat.autoc = *a;
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -356,8 +357,8 @@ void wk_ctl_applied(wk_ctl *c, const wk_ctl_cmd *q)
 	if (!c || !q->budget_change)
 		return;
 	pthread_mutex_lock(&c->mu);
-	if (c->auto_queued > 0)
-		c->auto_queued--;
+	if (c->remat.auto_queued > 0)
+		c->remat.auto_queued--;
 	pthread_mutex_unlock(&c->mu);
 }
 
@@ -366,7 +367,7 @@ void wk_ctl_set_memfig(wk_ctl *c, const wk_ctl_memfig *m)
 	if (!c)
 		return;
 	pthread_mutex_lock(&c->mu);
-	c->memfig = *m;
+	c->mem.memfig = *m;
 	pthread_mutex_unlock(&c->mu);
 }
 

@@ -30,39 +30,42 @@ static const char *const budget_sources[] = {"size", "cgroup", "device"};
  * from, whether it holds a policy remat-set gave, and the least any policy needs. */
 static json_t *auto_json(const struct wk_ctl *c)
 {
-	if (!c->autoc.budget)
+	if (!c->remat.autoc.budget)
 		return json_null();
-	return json_pack("{s:I,s:s,s:b,s:I}", "budget_bytes", (json_int_t)c->autoc.budget,
-		"source", budget_sources[c->autoc.source], "pinned", c->autoc.pinned,
-		"least_bytes", (json_int_t)c->memfig.least);
+	return json_pack("{s:I,s:s,s:b,s:I}", "budget_bytes", (json_int_t)c->remat.autoc.budget,
+		"source", budget_sources[c->remat.autoc.source], "pinned", c->remat.autoc.pinned,
+		"least_bytes", (json_int_t)c->mem.memfig.least);
 }
 
 HANDLER(cmd_status)
 {
 	UNUSED_ARGS;
+	const ctl_run *run = &c->run;
 	json_t *r = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i}", "job", c->job, "name", c->name,
-		"state", proto_job_state_name(c->state), "step", c->step, "steps", c->steps, "pid",
-		(int)getpid());
+		"state", proto_job_state_name(run->state), "step", run->step, "steps", run->steps,
+		"pid", (int)getpid());
 	/* float32 figures in their shortest text (0.0003, not 0.00029999999999999997) */
-	json_object_set_new(r, "loss", c->has_last ? json_real(proto_f32_double(c->last.loss))
+	json_object_set_new(r, "loss", run->has_last ? json_real(proto_f32_double(run->last.loss))
 		: json_null());
-	json_object_set_new(r, "lr", c->has_last ? json_real(proto_f32_double(c->last.lr))
+	json_object_set_new(r, "lr", run->has_last ? json_real(proto_f32_double(run->last.lr))
 		: json_null());
-	json_object_set_new(r, "tokens_per_s", json_real(c->has_last ? c->last.tokens_per_s : 0));
-	json_object_set_new(r, "step_ms", json_real(c->has_last ? c->last.step_ms : 0));
-	json_object_set_new(r, "oom_retries", json_integer(c->has_last ? c->last.oom_retries : 0));
-	json_object_set_new(r, "auto_budget_bytes", c->autoc.budget ?
-		json_integer((json_int_t)c->autoc.budget) : json_null());
+	json_object_set_new(r, "tokens_per_s",
+		json_real(run->has_last ? run->last.tokens_per_s : 0));
+	json_object_set_new(r, "step_ms", json_real(run->has_last ? run->last.step_ms : 0));
+	json_object_set_new(r, "oom_retries",
+		json_integer(run->has_last ? run->last.oom_retries : 0));
+	json_object_set_new(r, "auto_budget_bytes", c->remat.autoc.budget ?
+		json_integer((json_int_t)c->remat.autoc.budget) : json_null());
 	json_object_set_new(r, "auto", auto_json(c));
-	json_object_set_new(r, "policy", c->tr ? eng_policy_json(&c->policy) : json_object());
+	json_object_set_new(r, "policy", c->tr ? eng_policy_json(&c->remat.policy) : json_object());
 	json_object_set_new(r, "last_checkpoint",
-		c->last_ckpt[0] ? json_string(c->last_ckpt) : json_null());
-	json_object_set_new(r, "reason", json_string(c->reason));
+		run->last_ckpt[0] ? json_string(run->last_ckpt) : json_null());
+	json_object_set_new(r, "reason", json_string(run->reason));
 	json_object_set_new(r, "exit_status", json_null());
-	json_object_set_new(r, "last_save_error", c->save_error ? json_deep_copy(c->save_error)
+	json_object_set_new(r, "last_save_error", run->save_error ? json_deep_copy(run->save_error)
 								: json_null());
 	/* the last evaluation, the training so far and what remains at its pace here */
-	const json_t *ev = c->last_eval;
+	const json_t *ev = run->last_eval;
 	json_object_set_new(r, "val_loss", ev ? json_deep_copy(json_object_get(ev, "val_loss"))
 					      : json_null());
 	json_object_set_new(r, "val_step", ev ? json_deep_copy(json_object_get(ev, "step"))
@@ -71,7 +74,7 @@ HANDLER(cmd_status)
 		const eng_spec *s = &c->tr->spec;
 		json_object_set_new(r, "grad_accum", json_integer(s->grad_accum));
 		json_object_set_new(r, "precision", json_string(eng_trainer_precision(c->tr)));
-		json_object_set_new(r, "tokens", json_integer((json_int_t)c->step *
+		json_object_set_new(r, "tokens", json_integer((json_int_t)run->step *
 			(json_int_t)eng_step_tokens(s)));
 		/* what trains, as PEFT's print_trainable_parameters() counts it */
 		size_t trainable, all = eng_model_params(&s->cfg, &trainable);
@@ -79,11 +82,13 @@ HANDLER(cmd_status)
 		json_object_set_new(r, "params", json_integer((json_int_t)all));
 		json_object_set_new(r, "trainable_params", json_integer((json_int_t)trainable));
 	}
-	double el = c->steps_here ? wk_ctl__mono_s() - c->first_step_s : 0;
+	double el = run->steps_here ? wk_ctl__mono_s() - run->first_step_s : 0;
 	json_object_set_new(r, "elapsed_s", json_real(el));
-	json_object_set_new(r, "eta_s", c->steps_here && !wk_ctl__is_final(c->state)
-		? json_real(c->busy_s / c->steps_here * (c->steps - c->step)) : json_null());
-	json_object_set_new(r, "hparams", c->hparams ? json_deep_copy(c->hparams) : json_object());
+	json_object_set_new(r, "eta_s", run->steps_here && !wk_ctl__is_final(run->state)
+		? json_real(run->busy_s / run->steps_here * (run->steps - run->step))
+		: json_null());
+	json_object_set_new(r, "hparams",
+		run->hparams ? json_deep_copy(run->hparams) : json_object());
 	/* data parallel: the ranks, and how their gradients are summed */
 	const char *how = c->tr ? eng_trainer_allreduce(c->tr) : NULL;
 	json_object_set_new(r, "ranks", json_integer(c->tr ? c->tr->spec.ranks : 1));
@@ -95,8 +100,8 @@ HANDLER(cmd_list)
 {
 	UNUSED_ARGS;
 	json_t *j = json_pack("{s:s,s:s,s:s,s:i,s:i}", "job", c->job, "name", c->name, "state",
-		proto_job_state_name(c->state), "step", c->step, "steps", c->steps);
-	json_object_set_new(j, "loss", c->has_last ? json_real(c->last.loss) : json_null());
+		proto_job_state_name(c->run.state), "step", c->run.step, "steps", c->run.steps);
+	json_object_set_new(j, "loss", c->run.has_last ? json_real(c->run.last.loss) : json_null());
 	return json_pack("{s:[o]}", "jobs", j);
 }
 
@@ -106,7 +111,7 @@ HANDLER(cmd_info)
 	json_t *r = json_pack("{s:s,s:i,s:f,s:s,s:s?,s:n,s:s,s:i,s:i}", "version", PROTO_VERSION,
 		"pid", (int)getpid(), "uptime_s", wk_ctl__mono_s() - c->started, "role", "worker",
 		"socket", c->path[0] ? c->path : NULL, "state_dir", "blas", kn_blas_describe(),
-		"max_jobs", 1, "jobs_running", wk_ctl__is_final(c->state) ? 0 : 1);
+		"max_jobs", 1, "jobs_running", wk_ctl__is_final(c->run.state) ? 0 : 1);
 	if (r && eng_devices_json(r) < 0) {
 		json_decref(r);
 		r = NULL;
@@ -130,8 +135,9 @@ static json_t *keep_early(struct wk_ctl *c, ctl_conn *k, int handle, const char 
 {
 	char desc[PROTO_DESC_LEN];
 	ctl_early *e = NULL, **tail = &c->early;
-	if (wk_ctl__is_final(c->state)) {
-		snprintf(desc, sizeof desc, "job %s is %s", c->job, proto_job_state_name(c->state));
+	if (wk_ctl__is_final(c->run.state)) {
+		snprintf(desc, sizeof desc, "job %s is %s", c->job,
+			proto_job_state_name(c->run.state));
 		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
 	} else if (k->inflight >= PROTO_MAX_INFLIGHT) {
 		wk_ctl__send_error(k, PROTO_ERR_BUSY, "too many requests in flight", id);
@@ -157,7 +163,7 @@ HANDLER(cmd_remat_get)
 	for (int i = 0; i < c->tr->aliases.n; i++)
 		json_object_set_new(al, c->tr->aliases.a[i].name,
 			json_string(c->tr->aliases.a[i].selector));
-	return json_pack("{s:o,s:o,s:o}", "policy", eng_policy_json(&c->policy), "sections",
+	return json_pack("{s:o,s:o,s:o}", "policy", eng_policy_json(&c->remat.policy), "sections",
 		wk_ctl__measured_sections(c), "aliases", al);
 }
 
@@ -167,8 +173,8 @@ HANDLER(cmd_plan)
 	char desc[PROTO_DESC_LEN];
 	const eng_model *m = &c->tr->model;
 	eng_plan_job j = {.cfg = m->cfg, .B = m->B, .T = m->T, .chunk_rows = m->chunk_rows,
-		.device = c->tr->spec.device, .aliases = &c->tr->aliases, .policy = c->pending,
-		.fixed_source = "measured"};
+		.device = c->tr->spec.device, .aliases = &c->tr->aliases,
+		.policy = c->remat.pending, .fixed_source = "measured"};
 	/* what the run holds now whatever its policy: measured, on the device it runs on */
 	eng_device_mem ds;
 	eng_backend_device_mem(&ds); /* atomics only: no CUDA call on this thread */
@@ -180,27 +186,28 @@ HANDLER(cmd_plan)
 		eng_trainer_fixed_bytes(c->tr, j.fixed);
 		j.fixed_source = "engine";
 	}
-	j.untracked = c->memfig.fixed - c->memfig.tracked_fixed;
+	j.untracked = c->mem.memfig.fixed - c->mem.memfig.tracked_fixed;
 	j.untracked_source = "measured";
-	j.snapshot = c->memfig.snapshot;
-	j.save_ms = c->memfig.save_ms;
-	j.snap_stall_ms = c->memfig.stall_ms;
+	j.snapshot = c->mem.memfig.snapshot;
+	j.save_ms = c->mem.memfig.save_ms;
+	j.snap_stall_ms = c->mem.memfig.stall_ms;
 	j.save_every = c->tr->spec.save_every;
 	/* the step time: measured per section where the table has it, the FLOPs at the rate
 	 * the last step ran at else (device cpu: the GPU model times only its recomputes) */
 	eng_plan_costs pc;
 	unsigned char measured[ENG_MAX_LAYERS + 1][3];
-	if (eng_backend_has_sections(c->tr->be) && c->has_last && c->last.step_ms > 0) {
-		double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &c->policy,
-			c->last.step_ms);
-		eng_costs_plan(&c->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc, measured);
+	if (eng_backend_has_sections(c->tr->be) && c->run.has_last && c->run.last.step_ms > 0) {
+		double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &c->remat.policy,
+			c->run.last.step_ms);
+		eng_costs_plan(&c->mem.costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, &pc,
+			measured);
 		double cur = eng_plan_policy_cost(&m->cfg, m->B, m->T, m->chunk_rows, &pc,
-			&c->policy);
+			&c->remat.policy);
 		j.costs = &pc;
 		j.measured = (const unsigned char (*)[3])measured;
 		/* off's step from the table's medians, steadier than the last step alone */
-		double off = eng_costs_off_step_ms(&c->costs);
-		j.off_step_ms = off > 0 ? off : c->last.step_ms - cur;
+		double off = eng_costs_off_step_ms(&c->mem.costs);
+		j.off_step_ms = off > 0 ? off : c->run.last.step_ms - cur;
 	}
 	json_t *r = eng_plan_reply(&j, args, desc, sizeof desc);
 	if (!r)
@@ -215,8 +222,9 @@ static wk_ctl_cmd *change_new(struct wk_ctl *c, ctl_conn *k, json_t *id)
 {
 	char desc[PROTO_DESC_LEN];
 	wk_ctl_cmd *cmd = NULL;
-	if (wk_ctl__is_final(c->state) || c->state == CTL_STOPPING) {
-		snprintf(desc, sizeof desc, "job %s is %s", c->job, proto_job_state_name(c->state));
+	if (wk_ctl__is_final(c->run.state) || c->run.state == CTL_STOPPING) {
+		snprintf(desc, sizeof desc, "job %s is %s", c->job,
+			proto_job_state_name(c->run.state));
 		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
 	} else if (!(cmd = calloc(1, sizeof *cmd))) {
 		wk_ctl__send_error(k, PROTO_ERR_INTERNAL, "out of memory", id);
@@ -229,17 +237,17 @@ static wk_ctl_cmd *change_new(struct wk_ctl *c, ctl_conn *k, json_t *id)
 /* the step a change queued now applies at */
 static int applies_at(const struct wk_ctl *c)
 {
-	return c->step + 1 + c->in_step;
+	return c->run.step + 1 + c->run.in_step;
 }
 
 /* 1 (and the error sent) while a probe owns the policy */
 static int probing(struct wk_ctl *c, ctl_conn *k, json_t *id)
 {
 	char desc[PROTO_DESC_LEN];
-	if (!c->probe_until)
+	if (!c->remat.probe_until)
 		return 0;
 	snprintf(desc, sizeof desc, "job %s is measuring its sections' costs (remat-profile) "
-		 "until step %d: set the policy after that", c->job, c->probe_until);
+		 "until step %d: set the policy after that", c->job, c->remat.probe_until);
 	wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
 	return 1;
 }
@@ -247,7 +255,7 @@ static int probing(struct wk_ctl *c, ctl_conn *k, json_t *id)
 /* The controller's budget once the changes queued so far apply (0: off). */
 static size_t budget_now(const struct wk_ctl *c)
 {
-	return c->auto_queued ? c->auto_next : c->autoc.budget;
+	return c->remat.auto_queued ? c->remat.auto_next : c->remat.autoc.budget;
 }
 
 /* The predicted peak of policy p: the fixed part (untracked included) and p's
@@ -256,7 +264,7 @@ static size_t predicted(struct wk_ctl *c, const eng_policy *p)
 {
 	eng_plan plan;
 	wk_ctl__plan_for(c, p, &plan);
-	return c->memfig.fixed + plan.peak_bytes;
+	return c->mem.memfig.fixed + plan.peak_bytes;
 }
 
 /* remat-set's policy p against memory.limit (an allocator's cap: the boundary would put
@@ -265,10 +273,10 @@ static size_t predicted(struct wk_ctl *c, const eng_policy *p)
 static int policy_fits(struct wk_ctl *c, const eng_policy *p, int force, char *desc,
 	size_t len)
 {
-	const wk_ctl_memfig *m = &c->memfig;
+	const wk_ctl_memfig *m = &c->mem.memfig;
 	eng_plan plan;
 	char text[2048];
-	size_t budget = budget_now(c), room = c->auto_queued ?
+	size_t budget = budget_now(c), room = c->remat.auto_queued ?
 		(size_t)((double)budget * (1.0 - ENG_AUTO_HEADROOM)) : m->room;
 	wk_ctl__plan_for(c, p, &plan);
 	size_t tracked = m->tracked_fixed + plan.peak_bytes, pred = m->fixed + plan.peak_bytes;
@@ -293,7 +301,7 @@ HANDLER(cmd_remat_set)
 {
 	UNUSED_ARGS;
 	char desc[PROTO_DESC_LEN];
-	eng_policy p = c->pending;
+	eng_policy p = c->remat.pending;
 	if (probing(c, k, id))
 		return NULL;
 	wk_ctl_cmd *q = change_new(c, k, id);
@@ -312,7 +320,7 @@ HANDLER(cmd_remat_set)
 		return NULL;
 	}
 	q->op = CTL_OP_POLICY;
-	q->policy = c->pending = p;
+	q->policy = c->remat.pending = p;
 	q->applies_at = applies_at(c);
 	q->budget_change = q->force && budget_now(c);
 	wk_ctl__enqueue(c, q);
@@ -326,8 +334,8 @@ HANDLER(cmd_remat_set)
 	json_object_set_new(r, "predicted_peak_bytes", json_integer((json_int_t)predicted(c, &p)));
 	json_object_set_new(r, "budget_bytes", json_integer((json_int_t)budget_now(c)));
 	if (q->budget_change) { /* the controller lets go at the boundary */
-		c->auto_queued++;
-		c->auto_next = 0;
+		c->remat.auto_queued++;
+		c->remat.auto_next = 0;
 	}
 	return r;
 }
@@ -340,7 +348,7 @@ static int queue_pause(struct wk_ctl *c, ctl_conn *k, json_t *id, int pause)
 	wk_ctl_cmd *q = change_new(c, k, id);
 	if (!q)
 		return -1;
-	int paused = c->state == CTL_PAUSED || c->pause_pending;
+	int paused = c->run.state == CTL_PAUSED || c->remat.pause_pending;
 	if (paused == pause) {
 		free(q);
 		snprintf(desc, sizeof desc, "job %s is %s", c->job,
@@ -349,7 +357,7 @@ static int queue_pause(struct wk_ctl *c, ctl_conn *k, json_t *id, int pause)
 		return -1;
 	}
 	q->op = pause ? CTL_OP_PAUSE : CTL_OP_RESUME;
-	c->pause_pending = pause;
+	c->remat.pause_pending = pause;
 	wk_ctl__enqueue(c, q);
 	return 0;
 }
@@ -369,7 +377,7 @@ HANDLER(cmd_resume)
 	UNUSED_ARGS;
 	if (queue_pause(c, k, id, 0) < 0)
 		return NULL;
-	return json_pack("{s:s,s:i}", "state", "running", "step", c->step);
+	return json_pack("{s:s,s:i}", "state", "running", "step", c->run.step);
 }
 
 /* q's reply goes to connection handle (k) once the training thread is done with it */
@@ -413,10 +421,11 @@ HANDLER(cmd_costs)
 	UNUSED_ARGS;
 	const eng_model *m = &c->tr->model;
 	json_t *r = json_pack("{s:o,s:i}", "sections",
-		eng_costs_json(&c->costs, &m->cfg, m->B, m->T, m->chunk_rows), "step", c->step);
+		eng_costs_json(&c->mem.costs, &m->cfg, m->B, m->T, m->chunk_rows), "step",
+		c->run.step);
 	if (r)
 		json_object_set_new(r, "probing_until",
-			c->probe_until ? json_integer(c->probe_until) : json_null());
+			c->remat.probe_until ? json_integer(c->remat.probe_until) : json_null());
 	return r;
 }
 
@@ -446,10 +455,10 @@ HANDLER(cmd_profile)
 		return NULL;
 	q->op = CTL_OP_PROFILE;
 	q->rounds = rounds;
-	c->probe_until = applies_at(c) + PROTO_PROFILE_STEPS(rounds) - 1;
+	c->remat.probe_until = applies_at(c) + PROTO_PROFILE_STEPS(rounds) - 1;
 	wk_ctl__enqueue(c, q);
 	return json_pack("{s:i,s:i,s:i}", "applies_at_step", applies_at(c), "until_step",
-		c->probe_until, "rounds", rounds);
+		c->remat.probe_until, "rounds", rounds);
 }
 
 /* budget device: what this process may hold on the GPU, the device memory free
@@ -509,11 +518,12 @@ HANDLER(cmd_auto)
 				    "('budget': \"off\" turns the controller off)", id);
 		return NULL;
 	}
-	if (bytes && c->memfig.least && bytes < c->memfig.least) {
+	if (bytes && c->mem.memfig.least && bytes < c->mem.memfig.least) {
 		snprintf(desc, sizeof desc, "no policy fits a budget of %.1f MiB: the least any "
 			 "needs is %.1f MiB of process memory (every block full and the head chunked,"
-			 " with %.1f MiB held whatever the policy); nothing changed", bytes /
-			 1048576.0, c->memfig.least / 1048576.0, c->memfig.fixed / 1048576.0);
+			 " with %.1f MiB held whatever the policy); nothing changed",
+			 bytes / 1048576.0, c->mem.memfig.least / 1048576.0,
+			 c->mem.memfig.fixed / 1048576.0);
 		wk_ctl__send_error(k, PROTO_ERR_INVALID_PARAMETER, desc, id);
 		return NULL;
 	}
@@ -526,11 +536,11 @@ HANDLER(cmd_auto)
 		ENG_BUDGET_CGROUP : ENG_BUDGET_DEVICE;
 	q->budget_change = 1;
 	wk_ctl__enqueue(c, q);
-	c->auto_queued++; /* what a remat-set after it is checked against */
-	c->auto_next = bytes;
+	c->remat.auto_queued++; /* what a remat-set after it is checked against */
+	c->remat.auto_next = bytes;
 	return json_pack("{s:i,s:o,s:o}", "applies_at_step", applies_at(c), "budget_bytes",
 		bytes ? json_integer((json_int_t)bytes) : json_null(), "least_bytes",
-		c->memfig.least ? json_integer((json_int_t)c->memfig.least) : json_null());
+		c->mem.memfig.least ? json_integer((json_int_t)c->mem.memfig.least) : json_null());
 }
 
 /* job-eval: the validation loss at the next step boundary, answered once computed */

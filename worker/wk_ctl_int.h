@@ -72,6 +72,54 @@ typedef struct ctl_early {
 	struct ctl_early *next;
 } ctl_early;
 
+/* The run's progress as the training thread last published it (guarded by wk_ctl.mu). */
+typedef struct ctl_run {
+	wk_ctl_state state;
+	int link_lost;         /* rematd's link (--control-fd) has closed: no one can reach
+				* the run any more */
+	char reason[256];      /* why the state last changed */
+	int step, steps;       /* completed steps, and the step the run ends at */
+	int in_step;           /* a step is running */
+	eng_step_stats last;   /* figures of the last step */
+	int has_last;
+	json_t *last_eval;     /* the last evaluation's row (wk_eval_json), NULL before one */
+	json_t *hparams;       /* the live hyperparameters in force (job-status) */
+	wk_ctl_rank *ranks;    /* data parallel: every rank's counters after the last step */
+	int nranks;            /* (0 alone) */
+	int steps_here;        /* steps this process took, when the first began, and their
+				* time, for job-status' elapsed_s and eta_s (pauses left out) */
+	double first_step_s, busy_s;
+	char last_ckpt[ENG_PATH_LEN + 64];
+	json_t *save_error;    /* the last save's failure {step, path, reason}, NULL after a
+				* save that worked (job-status' last_save_error) */
+} ctl_run;
+
+/* The policy and the memory controller, now and once what is queued applies (guarded by
+ * wk_ctl.mu). */
+typedef struct ctl_remat {
+	eng_policy policy;     /* in force */
+	eng_policy pending;    /* in force once queued changes apply */
+	int pause_pending;     /* a job-pause queued and not yet applied */
+	int probe_until;       /* a probe (remat-profile) runs to this step; 0: none */
+	wk_ctl_auto autoc;     /* the memory controller (budget 0: off) */
+	int auto_queued;       /* budget changes queued or taken and not yet applied: the
+				* budget changes at the next boundary to auto_next (0: off) */
+	size_t auto_next;
+} ctl_remat;
+
+/* The memory figures (guarded by wk_ctl.mu). */
+typedef struct ctl_mem {
+	wk_ctl_memfig memfig;  /* the run's memory terms at the last boundary */
+	eng_costs costs;       /* the trainer's cost table as of the last step */
+	size_t saved[ENG_MAX_LAYERS + 1]; /* measured saved bytes per section */
+	/* remat-memlog: the last PROTO_MEMLOG_STEPS steps (a ring, memlog_n appended in all)
+	 * and the last step's memory timeline; allocated at attach (NULL: none) */
+	ctl_memrow *memlog;
+	size_t *memlog_sec;    /* PROTO_MEMLOG_STEPS rows of n_layer + 1 saved bytes */
+	int memlog_n;
+	eng_memtrace trace;
+} ctl_mem;
+
 struct wk_ctl {
 	pthread_t thread;
 	uv_loop_t loop;
@@ -93,41 +141,9 @@ struct wk_ctl {
 	pthread_cond_t cv;     /* signalled when a command is queued */
 	/* --- guarded by mu --- */
 	eng_trainer *tr;       /* NULL until attach; read only by the training thread after */
-	wk_ctl_state state;
-	int link_lost;         /* rematd's link (--control-fd) has closed: no one can reach
-				* the run any more */
-	char reason[256];      /* why the state last changed */
-	int step, steps;       /* completed steps, and the step the run ends at */
-	int in_step;           /* a step is running */
-	eng_step_stats last;   /* figures of the last step */
-	int has_last;
-	json_t *last_eval;     /* the last evaluation's row (wk_eval_json), NULL before one */
-	json_t *hparams;       /* the live hyperparameters in force (job-status) */
-	wk_ctl_rank *ranks;   /* data parallel: every rank's counters after the last step */
-	int nranks;            /* (0 alone) */
-	int steps_here;        /* steps this process took, when the first began, and their
-				* time, for job-status' elapsed_s and eta_s (pauses left out) */
-	double first_step_s, busy_s;
-	eng_policy policy;     /* in force */
-	eng_policy pending;    /* in force once queued changes apply */
-	int pause_pending;     /* a job-pause queued and not yet applied */
-	int probe_until;       /* a probe (remat-profile) runs to this step; 0: none */
-	wk_ctl_auto autoc;    /* the memory controller (budget 0: off) */
-	int auto_queued;       /* budget changes queued or taken and not yet applied: the
-				* budget changes at the next boundary to auto_next (0: off) */
-	size_t auto_next;
-	wk_ctl_memfig memfig; /* the run's memory terms at the last boundary */
-	eng_costs costs;       /* the trainer's cost table as of the last step */
-	size_t saved[ENG_MAX_LAYERS + 1]; /* measured saved bytes per section */
-	/* remat-memlog: the last PROTO_MEMLOG_STEPS steps (a ring, memlog_n appended in all)
-	 * and the last step's memory timeline; allocated at attach (NULL: none) */
-	ctl_memrow *memlog;
-	size_t *memlog_sec;    /* PROTO_MEMLOG_STEPS rows of n_layer + 1 saved bytes */
-	int memlog_n;
-	eng_memtrace trace;
-	char last_ckpt[ENG_PATH_LEN + 64];
-	json_t *save_error;    /* the last save's failure {step, path, reason}, NULL after a
-				* save that worked (job-status' last_save_error) */
+	ctl_run run;           /* the run's progress, what job-status answers from */
+	ctl_remat remat;       /* the policy and the controller, what remat-set is checked on */
+	ctl_mem mem;           /* the memory figures, what mem-stats and remat-memlog answer */
 	ctl_early *early;      /* requests waiting for the job to start (control thread) */
 	int replay;            /* attached: early requests are being answered; the first step
 				* waits for it (wk_ctl_begin_step) */

@@ -42,10 +42,10 @@ static void conn_unserve(ctl_conn *k)
 static void link_gone(ctl_conn *k, const char *how)
 {
 	pthread_mutex_lock(&k->ctl->mu);
-	int first = !k->ctl->link_lost;
-	k->ctl->link_lost = 1;
+	int first = !k->ctl->run.link_lost;
+	k->ctl->run.link_lost = 1;
 	wk_ctl_cmd *cmd = first ? calloc(1, sizeof *cmd) : NULL;
-	if (cmd && !wk_ctl__is_final(k->ctl->state)) {
+	if (cmd && !wk_ctl__is_final(k->ctl->run.state)) {
 		cmd->op = CTL_OP_STOP;
 		cmd->save = 1;
 		cmd->conn = -1;
@@ -207,7 +207,7 @@ static void early_answer(struct wk_ctl *c, int replay)
 	ctl_early *e = c->early;
 	c->early = NULL;
 	char why[PROTO_DESC_LEN];
-	snprintf(why, sizeof why, "job %s ended before it started: %.400s", c->job, c->reason);
+	snprintf(why, sizeof why, "job %s ended before it started: %.400s", c->job, c->run.reason);
 	while (e) {
 		ctl_early *next = e->next;
 		ctl_conn *k = conn_get(c, e->handle);
@@ -294,8 +294,8 @@ static void on_mem_timer(uv_timer_t *t)
 	struct wk_ctl *c = t->data;
 	eng_mem_stats ms;
 	pthread_mutex_lock(&c->mu);
-	int running = c->state == CTL_RUNNING && c->tr;
-	int step = c->step;
+	int running = c->run.state == CTL_RUNNING && c->tr;
+	int step = c->run.step;
 	pthread_mutex_unlock(&c->mu);
 	if (!running)
 		return;
@@ -337,7 +337,7 @@ wk_ctl *wk_ctl_start(int fd, const char *path, const char *job, const char *name
 	snprintf(c->name, sizeof c->name, "%s", name ? name : job);
 	c->started = wk_ctl__mono_s();
 	c->link_fd = fd;
-	c->state = CTL_STARTING;
+	c->run.state = CTL_STARTING;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
 	uv_loop_init(&c->loop);
@@ -413,13 +413,13 @@ void wk_ctl_stop(wk_ctl *c)
 	pthread_join(c->thread, NULL);
 	uv_loop_close(&c->loop);
 	wk_ctl_cmd_free(c->q_head);
-	json_decref(c->save_error);
-	json_decref(c->last_eval);
-	json_decref(c->hparams);
-	free(c->ranks);
-	free(c->memlog);
-	free(c->memlog_sec);
-	eng_memtrace_free(&c->trace);
+	json_decref(c->run.save_error);
+	json_decref(c->run.last_eval);
+	json_decref(c->run.hparams);
+	free(c->run.ranks);
+	free(c->mem.memlog);
+	free(c->mem.memlog_sec);
+	eng_memtrace_free(&c->mem.trace);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
 	free(c);

@@ -27,8 +27,8 @@ void wk_ctl__plan_for(struct wk_ctl *c, const eng_policy *p, eng_plan *plan)
 json_t *wk_ctl__measured_sections(struct wk_ctl *c)
 {
 	eng_plan plan;
-	wk_ctl__plan_for(c, &c->policy, &plan);
-	json_t *secs = eng_plan_sections_json(&c->policy, &plan, c->saved), *s;
+	wk_ctl__plan_for(c, &c->remat.policy, &plan);
+	json_t *secs = eng_plan_sections_json(&c->remat.policy, &plan, c->mem.saved), *s;
 	size_t i;
 	json_array_foreach(secs, i, s) json_object_del(s, "extra_flops");
 	return secs;
@@ -122,23 +122,24 @@ HANDLER(wk_ctl__cmd_mem)
 	eng_mem_get_stats(&ms);
 	eng_backend_device_mem(&ds); /* atomics only: no CUDA call on this thread */
 	json_t *ranks = NULL;
-	if (c->nranks > 1) {
+	if (c->run.nranks > 1) {
 		ranks = json_array();
-		for (int r = 0; r < c->nranks; r++) {
-			json_t *o = mem_json(&c->ranks[r].mem, 0);
-			json_object_set_new(o, "rank", json_integer(c->ranks[r].rank));
-			json_object_set_new(o, "step", json_integer(c->ranks[r].step));
-			json_object_set_new(o, "step_ms", json_real(c->ranks[r].step_ms));
-			json_object_set_new(o, "allreduce_ms", json_real(c->ranks[r].allreduce_ms));
-			if (c->ranks[r].dev.active)
-				json_object_set_new(o, "device", device_json(&c->ranks[r].dev));
+		for (int r = 0; r < c->run.nranks; r++) {
+			json_t *o = mem_json(&c->run.ranks[r].mem, 0);
+			json_object_set_new(o, "rank", json_integer(c->run.ranks[r].rank));
+			json_object_set_new(o, "step", json_integer(c->run.ranks[r].step));
+			json_object_set_new(o, "step_ms", json_real(c->run.ranks[r].step_ms));
+			json_object_set_new(o, "allreduce_ms",
+				json_real(c->run.ranks[r].allreduce_ms));
+			if (c->run.ranks[r].dev.active)
+				json_object_set_new(o, "device", device_json(&c->run.ranks[r].dev));
 			json_array_append_new(ranks, o);
 		}
-		mem_max(&ms, &ds, c->ranks, c->nranks);
+		mem_max(&ms, &ds, c->run.ranks, c->run.nranks);
 	}
 	json_t *r = mem_json(&ms, 1);
 	json_object_set_new(r, "sections", wk_ctl__measured_sections(c));
-	json_object_set_new(r, "step", json_integer(c->step));
+	json_object_set_new(r, "step", json_integer(c->run.step));
 	if (ranks)
 		json_object_set_new(r, "ranks", ranks);
 	if (r && ds.active)
@@ -159,7 +160,7 @@ HANDLER(wk_ctl__cmd_mem_reset_peak)
  * section held. */
 static json_t *memlog_row(const struct wk_ctl *c, int row)
 {
-	const ctl_memrow *r = &c->memlog[row];
+	const ctl_memrow *r = &c->mem.memlog[row];
 	int L = c->tr->model.cfg.n_layer;
 	json_t *cats = json_object(), *secs = json_object();
 	char name[16];
@@ -172,7 +173,7 @@ static json_t *memlog_row(const struct wk_ctl *c, int row)
 		else
 			snprintf(name, sizeof name, "head");
 		json_object_set_new(secs, name,
-			json_integer((json_int_t)c->memlog_sec[(size_t)row * (L + 1) + i]));
+			json_integer((json_int_t)c->mem.memlog_sec[(size_t)row * (L + 1) + i]));
 	}
 	return json_pack("{s:i,s:I,s:o,s:o,s:i}", "step", r->step, "peak_bytes",
 		(json_int_t)r->peak, "categories", cats, "sections", secs, "oom_retries",
@@ -187,18 +188,18 @@ HANDLER(wk_ctl__cmd_memlog)
 	json_t *n = json_object_get(args, "steps");
 	const char *fmt = json_string_value(json_object_get(args, "trace"));
 	int want = n ? (int)json_integer_value(n) : PROTO_MEMLOG_DEFAULT;
-	if (!c->memlog) {
+	if (!c->mem.memlog) {
 		wk_ctl__send_error(k, PROTO_ERR_INTERNAL, "the worker had no memory for its "
 				    "memory log", id);
 		return NULL;
 	}
-	int have = c->memlog_n < PROTO_MEMLOG_STEPS ? c->memlog_n : PROTO_MEMLOG_STEPS;
+	int have = c->mem.memlog_n < PROTO_MEMLOG_STEPS ? c->mem.memlog_n : PROTO_MEMLOG_STEPS;
 	if (want > have)
 		want = have;
 	json_t *rows = json_array(), *r = NULL;
-	for (int i = c->memlog_n - want; rows && i < c->memlog_n; i++)
+	for (int i = c->mem.memlog_n - want; rows && i < c->mem.memlog_n; i++)
 		json_array_append_new(rows, memlog_row(c, i % PROTO_MEMLOG_STEPS));
-	r = json_pack("{s:i,s:o}", "step", c->step, "steps", rows);
+	r = json_pack("{s:i,s:o}", "step", c->run.step, "steps", rows);
 	/* the reply is one line: rows and timeline within the protocol's limit */
 	size_t room = PROTO_MAX_LINE - 4096, used = r ? json_dumpb(r, NULL, 0, JSON_COMPACT) : 0;
 	if (!r || used > room) {
@@ -210,7 +211,7 @@ HANDLER(wk_ctl__cmd_memlog)
 	}
 	if (!fmt)
 		return r;
-	if (c->trace.step == 0 || !c->tr->be->ops->tracked_host) {
+	if (c->mem.trace.step == 0 || !c->tr->be->ops->tracked_host) {
 		/* no step yet, or a backend whose memory is not the traced host allocator's */
 		json_object_set_new(r, "trace", json_null());
 		return r;
@@ -220,8 +221,8 @@ HANDLER(wk_ctl__cmd_memlog)
 	size_t size = 0;
 	for (merged = 0; merged < 2; merged++) { /* each buffer, or else by section */
 		json_decref(data);
-		data = is_py ? eng_memtrace_pytorch(&c->trace, merged)
-			     : eng_memtrace_chrome(&c->trace, merged);
+		data = is_py ? eng_memtrace_pytorch(&c->mem.trace, merged)
+			     : eng_memtrace_chrome(&c->mem.trace, merged);
 		size = data ? json_dumpb(data, NULL, 0, JSON_COMPACT) : 0;
 		if (!data || used + size <= room)
 			break;
@@ -232,10 +233,10 @@ HANDLER(wk_ctl__cmd_memlog)
 		if (too_big)
 			snprintf(desc, sizeof desc, "step %d's memory timeline is %.1f MiB as JSON "
 				 "even merged by section, over the protocol's 1 MiB line: ask for fewer "
-				 "steps", c->trace.step, size / 1048576.0);
+				 "steps", c->mem.trace.step, size / 1048576.0);
 		else
 			snprintf(desc, sizeof desc, "out of memory for step %d's memory timeline",
-				c->trace.step);
+				c->mem.trace.step);
 		json_decref(data);
 		json_decref(r);
 		wk_ctl__send_error(k, too_big ? PROTO_ERR_INVALID_STATE : PROTO_ERR_INTERNAL, desc,
@@ -245,7 +246,7 @@ HANDLER(wk_ctl__cmd_memlog)
 	json_t *evs = is_py ? json_array_get(json_object_get(data, "device_traces"), 0)
 			    : json_object_get(data, "traceEvents");
 	json_object_set_new(r, "trace", json_pack("{s:i,s:s,s:b,s:I,s:i,s:o}", "step",
-		c->trace.step, "format", fmt, "merged", merged, "events",
-		(json_int_t)json_array_size(evs), "dropped", c->trace.dropped, "data", data));
+		c->mem.trace.step, "format", fmt, "merged", merged, "events",
+		(json_int_t)json_array_size(evs), "dropped", c->mem.trace.dropped, "data", data));
 	return r;
 }
