@@ -27,22 +27,25 @@ char *cli_show_num(const json_t *obj, const char *key, const char *fmt, char *bu
 	return buf;
 }
 
-char *cli_show_mib(const json_t *obj, const char *key, char *buf, size_t len)
+/* obj's number at key through format, or "-" when it has none. */
+static char *show_bytes(const json_t *obj, const char *key, char *buf, size_t len,
+	char *(*format)(double, char *, size_t))
 {
 	double v;
 	if (cli_jnum(obj, key, &v))
-		return cli_mib_format(v, buf, len);
+		return format(v, buf, len);
 	snprintf(buf, len, "-");
 	return buf;
 }
 
+char *cli_show_mib(const json_t *obj, const char *key, char *buf, size_t len)
+{
+	return show_bytes(obj, key, buf, len, cli_mib_format);
+}
+
 char *cli_show_size(const json_t *obj, const char *key, char *buf, size_t len)
 {
-	double v;
-	if (cli_jnum(obj, key, &v))
-		return cli_size_format(v, buf, len);
-	snprintf(buf, len, "-");
-	return buf;
+	return show_bytes(obj, key, buf, len, cli_size_format);
 }
 
 /* A string field, cleaned, or dflt. */

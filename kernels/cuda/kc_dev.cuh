@@ -44,27 +44,27 @@ __device__ __forceinline__ float warp_max(float v)
 }
 
 /* Block reductions (blockDim.x a multiple of 32, at most 1024; sh: 32 floats of shared
- * memory): warp results in warp order, then one butterfly, computed by every warp alike.
- * The leading barrier lets sh be reused by consecutive calls. */
-__device__ __forceinline__ float block_sum(float v, float *sh)
+ * memory): warp results in warp order, then one butterfly, computed by every warp alike;
+ * lanes past the last warp's result hold the reduction's identity. The leading barrier
+ * lets sh be reused by consecutive calls. */
+template <float (*WARP)(float)>
+__device__ __forceinline__ float block_reduce(float v, float *sh, float identity)
 {
 	int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
-	v = warp_sum(v);
+	v = WARP(v);
 	__syncthreads();
 	if (lane == 0)
 		sh[w] = v;
 	__syncthreads();
-	return warp_sum(lane < nw ? sh[lane] : 0.0f);
+	return WARP(lane < nw ? sh[lane] : identity);
+}
+__device__ __forceinline__ float block_sum(float v, float *sh)
+{
+	return block_reduce<warp_sum>(v, sh, 0.0f);
 }
 __device__ __forceinline__ float block_max(float v, float *sh)
 {
-	int lane = threadIdx.x % 32, w = threadIdx.x / 32, nw = blockDim.x / 32;
-	v = warp_max(v);
-	__syncthreads();
-	if (lane == 0)
-		sh[w] = v;
-	__syncthreads();
-	return warp_max(lane < nw ? sh[lane] : -INFINITY);
+	return block_reduce<warp_max>(v, sh, -INFINITY);
 }
 
 /* Runs the statement with F the storage type of dt. */
