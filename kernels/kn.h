@@ -112,11 +112,11 @@ void kn_bias_backward(float *db, const float *dout, int N, int OC);
 /* ---- embedding ---- */
 
 /* out(B,T,C) = wte[tok[b,t]] + wpe[t]; wpe NULL: no positions (rotary models) */
-void kn_encoder_forward(float *out, const uint16_t *tok, const float *wte, const float *wpe,
+void kn_encoder_forward(float *out, const uint32_t *tok, const float *wte, const float *wpe,
 	int B, int T, int C);
 /* dwte(V,C) += scatter of dout by tok; dwpe(T',C) += sum over b of dout (either may be
  * NULL: not wanted) */
-void kn_encoder_backward(float *dwte, float *dwpe, const float *dout, const uint16_t *tok,
+void kn_encoder_backward(float *dwte, float *dwpe, const float *dout, const uint32_t *tok,
 	int B, int T, int C);
 
 /* ---- LayerNorm (eps 1e-5) ---- */
@@ -212,11 +212,11 @@ void kn_residual_forward(float *out, const float *a, const float *y, const float
 
 /* For each row r of logits(N,V): lse(r) = log sum exp, loss(r) = lse - logits[r, target[r]] */
 void kn_crossentropy_forward(float *lse, float *loss, const float *logits,
-	const uint16_t *target, int N, int V);
+	const uint32_t *target, int N, int V);
 /* Forward and backward in one visit of each row of logits(N,V): lse(N) = and loss(N) = as
  * kn_crossentropy_forward (same bits), and the row is overwritten by its gradient
  * (softmax(logits) - onehot(target)) * scale. */
-void kn_crossentropy_fused(float *logits, float *lse, float *loss, const uint16_t *target,
+void kn_crossentropy_fused(float *logits, float *lse, float *loss, const uint32_t *target,
 	float scale, int N, int V);
 
 /* ---- optimizer ---- */

@@ -27,7 +27,7 @@ static int utf8_len(const unsigned char *s, int n)
 
 /* A sample's tokens as text for a byte model: valid UTF-8 and tabs and newlines kept,
  * any other byte shown as '?' (no control character reaches a terminal or a log). */
-static void wk_sample_text(const uint16_t *tok, int n, char *buf, size_t len)
+static void wk_sample_text(const uint32_t *tok, int n, char *buf, size_t len)
 {
 	unsigned char *b = malloc((size_t)n + 1);
 	size_t o = 0;
@@ -58,7 +58,7 @@ static void wk_sample_text(const uint16_t *tok, int n, char *buf, size_t len)
 	free(b);
 }
 
-static json_t *ids_json(const uint16_t *tok, int n)
+static json_t *ids_json(const uint32_t *tok, int n)
 {
 	json_t *a = json_array();
 	for (int i = 0; i < n; i++)
@@ -71,7 +71,7 @@ void wk_sample_run(eng_trainer *tr, wk_ctl *c, int json)
 	const eng_spec *s = &tr->spec;
 	eng_sample_opts o = {s->sample_tokens, s->sample_temperature, s->sample_top_k,
 		s->sample_seed + (uint32_t)tr->step};
-	uint16_t *out = malloc((size_t)o.tokens * sizeof *out);
+	uint32_t *out = malloc((size_t)o.tokens * sizeof *out);
 	size_t tlen = 4 * (size_t)o.tokens + 8;
 	char *text = malloc(tlen);
 	eng_err err;
@@ -128,7 +128,7 @@ static int ckpt_bytes(const char *ckpt)
 
 /* The prompt as tokens: bytes of text, or ids separated by commas or blanks; each under
  * the vocabulary (the kernels trust their input). */
-static int parse_prompt(const char *text, int bytes, int vocab, uint16_t *tok, int *n)
+static int parse_prompt(const char *text, int bytes, int vocab, uint32_t *tok, int *n)
 {
 	*n = 0;
 	if (bytes) {
@@ -149,21 +149,21 @@ static int parse_prompt(const char *text, int bytes, int vocab, uint16_t *tok, i
 		long v = strtol(c, &end, 10);
 		if (errno || end == c || v < 0 || v >= vocab || *n == ENG_MAX_PROMPT)
 			return -1;
-		tok[(*n)++] = (uint16_t)v;
+		tok[(*n)++] = (uint32_t)v;
 		c = end;
 	}
 	return *n > 0 ? 0 : -1;
 }
 
 /* The continuation printed: the text (a byte model) or the new ids. */
-static void print_sample(const wk_sample_args *a, const uint16_t *prompt, int n,
-	const uint16_t *out, int bytes)
+static void print_sample(const wk_sample_args *a, const uint32_t *prompt, int n,
+	const uint32_t *out, int bytes)
 {
 	int k = a->o.tokens;
 	size_t tlen = 4 * (size_t)(n + k) + 8;
 	char *text = bytes ? malloc(tlen) : NULL;
 	if (text) {
-		uint16_t *all = malloc((size_t)(n + k) * sizeof *all);
+		uint32_t *all = malloc((size_t)(n + k) * sizeof *all);
 		if (all) {
 			memcpy(all, prompt, (size_t)n * sizeof *all);
 			memcpy(all + n, out, (size_t)k * sizeof *all);
@@ -198,7 +198,7 @@ int wk_sample_cli(const wk_sample_args *a)
 	eng_model m = {0};
 	eng_policy p;
 	eng_err err;
-	uint16_t prompt[ENG_MAX_PROMPT], *inp = NULL, *tgt = NULL, *out = NULL;
+	uint32_t prompt[ENG_MAX_PROMPT], *inp = NULL, *tgt = NULL, *out = NULL;
 	int n, rc = 1;
 	if (eng_import_read_config(a->ckpt, &cfg, &err) < 0)
 		goto fail;

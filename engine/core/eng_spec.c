@@ -224,9 +224,10 @@ int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 		spec->sample_n = 1;
 	}
 	for (int i = 0; i < spec->sample_n; i++)
-		if (spec->sample_prompt[i] >= cfg->vocab_size)
-			return eng_errf(err, "'sample.prompt[%d]' is %d, out of range for vocab_size %d",
-				i, spec->sample_prompt[i], cfg->vocab_size);
+		if (spec->sample_prompt[i] >= (uint32_t)cfg->vocab_size)
+			return eng_errf(err, "'sample.prompt[%d]' is %u, out of range for "
+					     "vocab_size %d", i, spec->sample_prompt[i],
+				cfg->vocab_size);
 
 	al.n = 0;
 	for (int i = 0; i < spec->n_alias; i++)

@@ -146,7 +146,7 @@ typedef struct eng_spec {
 	int sample_top_k;                 /* sample.top_k, default 0: all */
 	uint32_t sample_seed;             /* sample.seed, default 1337 */
 	int sample_n;                     /* the prompt: bytes of a string (format bytes) or */
-	uint16_t sample_prompt[ENG_MAX_PROMPT]; /* token ids (llmc), checked against vocab */
+	uint32_t sample_prompt[ENG_MAX_PROMPT]; /* token ids (llmc), checked against vocab */
 
 	/* save */
 	char save_dir[ENG_PATH_LEN];      /* "" = no saving */

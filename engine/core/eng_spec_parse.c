@@ -503,9 +503,10 @@ static int parse_prompt(eng_spec *s, json_t *v, eng_err *err)
 				     "(data.format is llmc)", ENG_MAX_PROMPT);
 	json_array_foreach(v, i, x) {
 		if (!json_is_integer(x) || json_integer_value(x) < 0 ||
-			json_integer_value(x) > UINT16_MAX)
-			return eng_errf(err, "'sample.prompt[%zu]' must be a token id 0..65535", i);
-		s->sample_prompt[i] = (uint16_t)json_integer_value(x);
+			json_integer_value(x) >= ENG_MAX_VOCAB)
+			return eng_errf(err, "'sample.prompt[%zu]' must be a token id 0..%d", i,
+				ENG_MAX_VOCAB - 1);
+		s->sample_prompt[i] = (uint32_t)json_integer_value(x);
 	}
 	s->sample_n = (int)n;
 	return 0;

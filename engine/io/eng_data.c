@@ -77,14 +77,14 @@ fail:
  * for bytes), into tok when not NULL; fails on the first one >= vocab, saying what the
  * file was most likely made for. */
 static int take_tokens(const char *path, eng_data_format fmt, const uint8_t *raw, size_t n,
-	size_t first, int vocab, uint16_t *tok, eng_err *err)
+	size_t first, int vocab, uint32_t *tok, eng_err *err)
 {
 	for (size_t i = 0; i < n; i++) {
 		unsigned t = fmt == ENG_DATA_LLMC ? (unsigned)(raw[2 * i] | raw[2 * i + 1] << 8)
 						  : raw[i];
 		if (t < (unsigned)vocab) {
 			if (tok)
-				tok[i] = (uint16_t)t;
+				tok[i] = (uint32_t)t;
 			continue;
 		}
 		const char *why = fmt == ENG_DATA_BYTES
@@ -136,7 +136,7 @@ int eng_data_open(eng_data *d, const char *path, eng_data_format fmt, int vocab,
 	if (data_header(path, fmt, B, T, &f, &ntok, &nbytes, err) < 0)
 		goto out;
 	raw = malloc(nbytes);
-	d->tok = eng_mem_alloc(ENG_MEM_DATA, ntok * sizeof(uint16_t));
+	d->tok = eng_mem_alloc(ENG_MEM_DATA, ntok * sizeof(uint32_t));
 	if (!raw || !d->tok) {
 		eng_errf(err, "data file '%s': out of memory for %zu tokens", path, ntok);
 		goto out;
@@ -172,7 +172,7 @@ void eng_data_close(eng_data *d)
 
 size_t eng_data_bytes(size_t ntok, int B, int T, int shuffle)
 {
-	size_t n = ntok * sizeof(uint16_t);
+	size_t n = ntok * sizeof(uint32_t);
 	if (shuffle && ntok > 0)
 		n += (ntok - 1) / ((size_t)B * T) * sizeof(uint32_t);
 	return n;
@@ -264,12 +264,12 @@ size_t eng_data_next_sample(const eng_data *d)
 	return d->shuffle ? d->perm[d->pos.sample] : d->pos.sample;
 }
 
-void eng_data_next(eng_data *d, uint16_t *inp, uint16_t *tgt)
+void eng_data_next(eng_data *d, uint32_t *inp, uint32_t *tgt)
 {
 	size_t n = (size_t)d->B * d->T;
 	size_t at = (eng_data_next_sample(d) * (size_t)d->ranks + (size_t)d->rank) * n;
-	memcpy(inp, d->tok + at, n * sizeof(uint16_t));
-	memcpy(tgt, d->tok + at + 1, n * sizeof(uint16_t));
+	memcpy(inp, d->tok + at, n * sizeof(uint32_t));
+	memcpy(tgt, d->tok + at + 1, n * sizeof(uint32_t));
 	if (++d->pos.sample < d->nsamples)
 		return;
 	/* the epoch is over: the next one begins now, so that the next sample is known */

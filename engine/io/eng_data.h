@@ -48,7 +48,7 @@ typedef struct eng_data_pos {
 } eng_data_pos;
 
 typedef struct eng_data {
-	uint16_t *tok;    /* ntok tokens (ENG_MEM_DATA) */
+	uint32_t *tok;    /* ntok tokens (ENG_MEM_DATA) */
 	size_t ntok;
 	size_t nsamples;  /* (ntok - 1) / (ranks*B*T) */
 	int B, T;
@@ -89,7 +89,7 @@ int eng_data_shuffle(eng_data *d, uint32_t seed, eng_err *err);
 
 /* Copies the next batch into inp and tgt (B*T each) and advances: past the last sample of
  * an epoch the next begins, shuffled with a new permutation. */
-void eng_data_next(eng_data *d, uint16_t *inp, uint16_t *tgt);
+void eng_data_next(eng_data *d, uint32_t *inp, uint32_t *tgt);
 
 /* Back to (or on to) position p, as taken from d->pos earlier in this run or from a
  * checkpoint of a run on the same file and batch shape; the caller has checked that

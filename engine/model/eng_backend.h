@@ -74,10 +74,10 @@ typedef struct eng_backend_ops {
 	/* Micro-batch k (from 0) of a step of grad_accum: forward and backward over inp/tgt,
 	 * *loss its mean loss; its gradient becomes the step's (k 0) or is added to it (the
 	 * same bits on both backends: 0 + g, then kn_add's order). */
-	int (*micro_step)(eng_backend *be, const uint16_t *inp, const uint16_t *tgt, int k,
+	int (*micro_step)(eng_backend *be, const uint32_t *inp, const uint32_t *tgt, int k,
 		float *loss, eng_err *err);
 	/* Forward only (no gradient touched). */
-	int (*loss)(eng_backend *be, const uint16_t *inp, const uint16_t *tgt, float *loss,
+	int (*loss)(eng_backend *be, const uint32_t *inp, const uint32_t *tgt, float *loss,
 		eng_err *err);
 	/* Milliseconds of recomputation in the last micro_step. */
 	double (*recompute_ms)(const eng_backend *be);

@@ -39,7 +39,7 @@ static const eng_policy *cpu_policy(const eng_backend *be)
 	return &be->host->lay.policy;
 }
 
-static int cpu_micro_step(eng_backend *be, const uint16_t *inp, const uint16_t *tgt, int k,
+static int cpu_micro_step(eng_backend *be, const uint32_t *inp, const uint32_t *tgt, int k,
 	float *loss, eng_err *err)
 {
 	cpu_backend *c = (cpu_backend *)be;
@@ -53,7 +53,7 @@ static int cpu_micro_step(eng_backend *be, const uint16_t *inp, const uint16_t *
 	return 0;
 }
 
-static int cpu_loss(eng_backend *be, const uint16_t *inp, const uint16_t *tgt, float *loss,
+static int cpu_loss(eng_backend *be, const uint32_t *inp, const uint32_t *tgt, float *loss,
 	eng_err *err)
 {
 	return eng_model_loss(be->host, inp, tgt, loss, err);

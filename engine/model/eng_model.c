@@ -470,7 +470,7 @@ static int fit_scratch(eng_model *m, eng_err *err)
 
 /* Forward over the batch; with grad, the head leaves each kept chunk of logits (head=off)
  * holding its gradient already (kn_crossentropy_fused), which the backward then uses. */
-static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int grad,
+static int forward(eng_model *m, const uint32_t *inp, const uint32_t *tgt, int grad,
 	float *loss, eng_err *err)
 {
 	int B = m->B, T = m->T, C = m->cfg.n_embd, V = m->cfg.vocab_size, L = m->cfg.n_layer;
@@ -528,7 +528,7 @@ static int forward(eng_model *m, const uint16_t *inp, const uint16_t *tgt, int g
 	return m->mm_err[0] ? eng_errf(err, "%s", m->mm_err) : 0;
 }
 
-int eng_model_loss(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float *loss,
+int eng_model_loss(eng_model *m, const uint32_t *inp, const uint32_t *tgt, float *loss,
 	eng_err *err)
 {
 	return forward(m, inp, tgt, 0, loss, err);
@@ -538,7 +538,7 @@ int eng_model_loss(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float
  * there; under chunked the chunk is rebuilt first), then its rows of dlnf into dbuf and
  * its part of dwte; then ln_f's backward into dres, the last block's output gradient.
  * Returns the milliseconds spent rebuilding logits. */
-static double head_backward(eng_model *m, const uint16_t *tgt)
+static double head_backward(eng_model *m, const uint32_t *tgt)
 {
 	int C = m->cfg.n_embd, V = m->cfg.vocab_size, N = m->B * m->T, R = m->chunk_rows;
 	const eng_head_acts *h = &m->lay.head;
@@ -570,7 +570,7 @@ static double head_backward(eng_model *m, const uint16_t *tgt)
 	return rc_ms;
 }
 
-int eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float *loss,
+int eng_model_step(eng_model *m, const uint32_t *inp, const uint32_t *tgt, float *loss,
 	eng_err *err)
 {
 	int B = m->B, T = m->T, C = m->cfg.n_embd, L = m->cfg.n_layer;

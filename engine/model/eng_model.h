@@ -172,11 +172,11 @@ int eng_model_set_policy(eng_model *m, const eng_policy *p, eng_err *err);
 
 /* One forward and backward over inp/tgt (B*T tokens each): gradients overwritten, *loss the
  * mean cross-entropy. -1 when a workspace could not be allocated (err says which). */
-int eng_model_step(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float *loss,
+int eng_model_step(eng_model *m, const uint32_t *inp, const uint32_t *tgt, float *loss,
 	eng_err *err);
 
 /* Forward only: *loss the mean loss, no gradient; -1 as eng_model_step. */
-int eng_model_loss(eng_model *m, const uint16_t *inp, const uint16_t *tgt, float *loss,
+int eng_model_loss(eng_model *m, const uint32_t *inp, const uint32_t *tgt, float *loss,
 	eng_err *err);
 
 /* Measured bytes of saved activations of block i (i < L) or of the head (i == L). */

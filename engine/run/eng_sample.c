@@ -50,12 +50,12 @@ static int draw(const float *logits, int V, float t, int top_k, eng_mt *g, doubl
 	return argmax(logits, V);
 }
 
-int eng_sample(eng_model *m, const uint16_t *prompt, int n, const eng_sample_opts *o,
-	uint16_t *inp, uint16_t *tgt, uint16_t *out, eng_err *err)
+int eng_sample(eng_model *m, const uint32_t *prompt, int n, const eng_sample_opts *o,
+	uint32_t *inp, uint32_t *tgt, uint32_t *out, eng_err *err)
 {
 	int T = m->T, V = m->cfg.vocab_size, rc = -1;
 	size_t N = (size_t)m->B * T;
-	uint16_t *ctx = malloc((size_t)(n + o->tokens) * sizeof *ctx);
+	uint32_t *ctx = malloc((size_t)(n + o->tokens) * sizeof *ctx);
 	float *row = malloc((size_t)V * sizeof *row);
 	double *w = o->temperature > 0 ? malloc((size_t)V * sizeof *w) : NULL;
 	float *sorted = o->temperature > 0 && o->top_k > 0 ? malloc((size_t)V * sizeof *sorted)
@@ -83,8 +83,8 @@ int eng_sample(eng_model *m, const uint16_t *prompt, int n, const eng_sample_opt
 		int t = o->temperature > 0 ? draw(row, V, o->temperature, o->top_k, &g, w,
 						sorted)
 					   : argmax(row, V);
-		ctx[len] = (uint16_t)t;
-		out[k] = (uint16_t)t;
+		ctx[len] = (uint32_t)t;
+		out[k] = (uint32_t)t;
 	}
 	rc = 0;
 out:

@@ -29,7 +29,7 @@ typedef struct eng_sample_opts {
 /* Continues prompt (n >= 1 tokens, each < vocab) by o->tokens tokens into out. inp and tgt
  * are B*T scratch (the trainer's batch buffers will do). 0, or -1 with the model's error
  * (a policy change that failed: nothing laid out). */
-int eng_sample(eng_model *m, const uint16_t *prompt, int n, const eng_sample_opts *o,
-	uint16_t *inp, uint16_t *tgt, uint16_t *out, eng_err *err);
+int eng_sample(eng_model *m, const uint32_t *prompt, int n, const eng_sample_opts *o,
+	uint32_t *inp, uint32_t *tgt, uint32_t *out, eng_err *err);
 
 #endif

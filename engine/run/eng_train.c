@@ -157,7 +157,7 @@ static int trainer_data(eng_trainer *tr, eng_err *err)
 		return -1;
 	if (s->shuffle && eng_data_shuffle(&tr->train, s->shuffle_seed, err) < 0)
 		return -1;
-	size_t n = (size_t)s->batch * s->seq_len * sizeof(uint16_t);
+	size_t n = (size_t)s->batch * s->seq_len * sizeof(uint32_t);
 	tr->inp = eng_mem_alloc(ENG_MEM_DATA, n);
 	tr->tgt = eng_mem_alloc(ENG_MEM_DATA, n);
 	if (!tr->inp || !tr->tgt)

@@ -80,7 +80,7 @@ typedef struct eng_trainer {
 				  * `policy` (a policy changes only as a step begins) */
 	eng_memtrace trace;      /* the memory timeline of the step taken last (device cpu) */
 	int step;                /* completed steps */
-	uint16_t *inp, *tgt;     /* (B,T) current batch (ENG_MEM_DATA) */
+	uint32_t *inp, *tgt;     /* (B,T) current batch (ENG_MEM_DATA) */
 	char lora_base[ENG_PATH_LEN]; /* LoRA: the base its checkpoints name, "" when they
 				  * hold it (see eng_ckpt_snap.lora_base) */
 	char lora_pin[192];      /* and what they record of it (eng_peft_base_pin) */

@@ -62,7 +62,7 @@ static void fixed_of(const eng_spec *s, size_t ntok, size_t vtok, const eng_mode
 		out[ENG_MEM_GRADS] *= 2; /* the sum of the micro-batches' gradients */
 	out[ENG_MEM_DATA] = eng_data_bytes(ntok, s->batch, s->seq_len, s->shuffle) +
 		eng_data_bytes(vtok, s->batch, s->seq_len, 0) +
-		2 * 2 * (size_t)s->batch * s->seq_len;
+		2 * sizeof(uint32_t) * (size_t)s->batch * s->seq_len;
 }
 
 /* A save's snapshot of weights and moments (the trainable tensors'), as eng_ckpt_snap_take

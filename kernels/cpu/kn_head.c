@@ -14,7 +14,7 @@
 
 /* lse(N) = log sum exp logits[r]; loss(N) = lse - logits[r, target[r]] */
 void kn_crossentropy_forward(float *lse, float *loss, const float *logits,
-	const uint16_t *target, int N, int V)
+	const uint32_t *target, int N, int V)
 {
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++) {
@@ -40,7 +40,7 @@ void kn_crossentropy_forward(float *lse, float *loss, const float *logits,
 /* lse(N) =, loss(N) = as kn_crossentropy_forward; logits(N,V) = (softmax - onehot) * scale.
  * Passes over a row that stays in cache: max; exp(l - max) written back; their sum in
  * double (the forward's order, so the same lse); the scaling. */
-void kn_crossentropy_fused(float *logits, float *lse, float *loss, const uint16_t *target,
+void kn_crossentropy_fused(float *logits, float *lse, float *loss, const uint32_t *target,
 	float scale, int N, int V)
 {
 #pragma omp parallel for schedule(static)

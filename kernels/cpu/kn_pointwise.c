@@ -15,7 +15,7 @@
 #define ENC_COLS 64               /* channels per task of the embedding backward */
 
 /* out(B,T,C) = wte[tok] + wpe[t] */
-void kn_encoder_forward(float *out, const uint16_t *tok, const float *wte, const float *wpe,
+void kn_encoder_forward(float *out, const uint32_t *tok, const float *wte, const float *wpe,
 	int B, int T, int C)
 {
 #pragma omp parallel for schedule(static)
@@ -33,7 +33,7 @@ void kn_encoder_forward(float *out, const uint16_t *tok, const float *wte, const
 }
 
 /* dwte(V,C) += scatter(dout, tok); dwpe(T,C) += sum over b of dout */
-void kn_encoder_backward(float *dwte, float *dwpe, const float *dout, const uint16_t *tok,
+void kn_encoder_backward(float *dwte, float *dwpe, const float *dout, const uint32_t *tok,
 	int B, int T, int C)
 {
 	int nblk = dwte ? (C + ENC_COLS - 1) / ENC_COLS : 0;

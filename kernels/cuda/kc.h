@@ -106,7 +106,7 @@ void kc_gemm_colmajor(int trans_a, int trans_b, int M, int N, int K, int lda, lo
 /* ---- embedding ---- */
 
 /* out(B,T,C) = wte[tok[b,t]] + wpe[t]; tok on the device */
-int kc_encoder_forward(cudaStream_t st, kc_dtype dt, void *out, const uint16_t *tok,
+int kc_encoder_forward(cudaStream_t st, kc_dtype dt, void *out, const uint32_t *tok,
 	const void *wte, const void *wpe, int B, int T, int C);
 /* dwte(V,C) += sum of dout rows by token, from the token buckets: nb distinct tokens
  * bucket_tok(nb), their rows in order(N) from bucket_start(nb+1) on (rows ascending within
@@ -196,11 +196,11 @@ const char *kc_sdpa_describe(const kc_sdpa *s);
 
 /* lse(N) =, loss(N) = lse - logits[r, target[r]] (float32); targets on the device */
 int kc_crossentropy_forward(cudaStream_t st, kc_dtype dt, float *lse, float *loss,
-	const void *logits, int ld, const uint16_t *target, int N, int V);
+	const void *logits, int ld, const uint32_t *target, int N, int V);
 /* lse and loss as kc_crossentropy_forward (same bits), and each row of logits(N,V)
  * overwritten by its gradient (softmax - onehot(target)) * scale: llm.c's fused classifier */
 int kc_crossentropy_fused(cudaStream_t st, kc_dtype dt, void *logits, int ld, float *lse,
-	float *loss, const uint16_t *target, float scale, int N, int V);
+	float *loss, const uint32_t *target, float scale, int N, int V);
 
 /* ---- optimizer ---- */
 

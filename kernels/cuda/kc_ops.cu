@@ -62,7 +62,7 @@ extern "C" const char *kc_dtype_name(kc_dtype dt)
 
 /* out(B,T,C) = wte[tok] + wpe[t] */
 template <typename F>
-__global__ void encoder_fwd(F *out, const uint16_t *tok, const F *wte, const F *wpe, int T,
+__global__ void encoder_fwd(F *out, const uint32_t *tok, const F *wte, const F *wpe, int T,
 	int C, size_t n)
 {
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -101,7 +101,7 @@ __global__ void encoder_bwd_wpe(float *dwpe, const F *dout, int B, int T, int C)
 	dwpe[i] = acc;
 }
 
-extern "C" int kc_encoder_forward(cudaStream_t st, kc_dtype dt, void *out, const uint16_t *tok,
+extern "C" int kc_encoder_forward(cudaStream_t st, kc_dtype dt, void *out, const uint32_t *tok,
 	const void *wte, const void *wpe, int B, int T, int C)
 {
 	size_t n = (size_t)B * T * C;
@@ -476,7 +476,7 @@ __device__ void ce_row(const F *l, int V, int tgt, float *mx_out, float *sum_out
 }
 
 template <typename F>
-__global__ void ce_fwd(float *lse, float *loss, const F *logits, int ld, const uint16_t *target,
+__global__ void ce_fwd(float *lse, float *loss, const F *logits, int ld, const uint32_t *target,
 	int V)
 {
 	int r = blockIdx.x;
@@ -489,7 +489,7 @@ __global__ void ce_fwd(float *lse, float *loss, const F *logits, int ld, const u
 }
 
 template <typename F>
-__global__ void ce_fused(F *logits, int ld, float *lse, float *loss, const uint16_t *target,
+__global__ void ce_fused(F *logits, int ld, float *lse, float *loss, const uint32_t *target,
 	float scale, int V)
 {
 	int r = blockIdx.x, tgt = target[r];
@@ -509,7 +509,7 @@ __global__ void ce_fused(F *logits, int ld, float *lse, float *loss, const uint1
 }
 
 extern "C" int kc_crossentropy_forward(cudaStream_t st, kc_dtype dt, float *lse, float *loss,
-	const void *logits, int ld, const uint16_t *target, int N, int V)
+	const void *logits, int ld, const uint32_t *target, int N, int V)
 {
 	if (N == 0)
 		return 0;
@@ -519,7 +519,7 @@ extern "C" int kc_crossentropy_forward(cudaStream_t st, kc_dtype dt, float *lse,
 }
 
 extern "C" int kc_crossentropy_fused(cudaStream_t st, kc_dtype dt, void *logits, int ld,
-	float *lse, float *loss, const uint16_t *target, float scale, int N, int V)
+	float *lse, float *loss, const uint32_t *target, float scale, int N, int V)
 {
 	if (N == 0)
 		return 0;

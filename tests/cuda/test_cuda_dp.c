@@ -44,7 +44,7 @@ static float *step_grads(eng_cuda *g, size_t n)
 }
 
 /* micro-batch (inp, tgt) forward and backward, then accumulated as its k-th */
-static void micro(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, int k)
+static void micro(eng_cuda *g, const uint32_t *inp, const uint32_t *tgt, int k)
 {
 	eng_err err;
 	float loss;
@@ -60,7 +60,7 @@ START_TEST(test_cuda_accum_is_the_sum)
 	eng_err err;
 	t_trainer(&tr, TINY_GPL("\"device\":\"cuda\",\"grad_accum\":2"));
 	size_t nf = tr.model.nfloats;
-	uint16_t inp[2][4 * 64], tgt[2][4 * 64];
+	uint32_t inp[2][4 * 64], tgt[2][4 * 64];
 	eng_data_next(&tr.train, inp[0], tgt[0]);
 	eng_data_next(&tr.train, inp[1], tgt[1]);
 	micro(eng_backend_gpu(tr.be), inp[0], tgt[0], 0);

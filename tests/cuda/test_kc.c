@@ -182,13 +182,13 @@ START_TEST(test_kc_encoder)
 	kc_dtype dt = (kc_dtype)_i;
 	int B = 3, T = 17, C = 48, V = 40, N = B * T;
 	rng_state = SEED;
-	uint16_t tok[3 * 17];
+	uint32_t tok[3 * 17];
 	for (int i = 0; i < N; i++)
-		tok[i] = (uint16_t)(rng_next() % (uint64_t)(V / 2)); /* repeats, and unused rows */
+		tok[i] = (uint32_t)(rng_next() % (uint64_t)(V / 2)); /* repeats, and unused rows */
 	float *wte = hrand((size_t)V * C, -1, 1, dt), *wpe = hrand((size_t)T * C, -1, 1, dt);
 	float *out = malloc((size_t)N * C * 4);
 	kn_encoder_forward(out, tok, wte, wpe, B, T, C);
-	uint16_t *dtok = dev_zero(sizeof tok);
+	uint32_t *dtok = dev_zero(sizeof tok);
 	cuda_ok(cudaMemcpy(dtok, tok, sizeof tok, cudaMemcpyHostToDevice), "upload");
 	void *dwte_w = dup_dev(wte, (size_t)V * C, dt), *dwpe_w = dup_dev(wpe, (size_t)T * C, dt);
 	void *dout_f = dev_zero((size_t)N * C * kc_dtype_size(dt));
@@ -207,7 +207,7 @@ START_TEST(test_kc_encoder)
 	for (int v = 0; v < V; v++) {
 		int first = k;
 		for (int i = 0; i < N; i++)
-			if (tok[i] == v)
+			if (tok[i] == (uint32_t)v)
 				order[k++] = i;
 		if (k > first) {
 			btok[nb] = v;
@@ -473,15 +473,15 @@ START_TEST(test_kc_crossentropy)
 	int N = 37, V = 1000, ld = 1024;
 	rng_state = SEED + 5;
 	float *l = hrand((size_t)N * V, -4, 4, dt), *lp = calloc((size_t)N * ld, 4);
-	uint16_t tgt[37];
+	uint32_t tgt[37];
 	for (int r = 0; r < N; r++) {
-		tgt[r] = (uint16_t)(rng_next() % (uint64_t)V);
+		tgt[r] = (uint32_t)(rng_next() % (uint64_t)V);
 		memcpy(lp + (size_t)r * ld, l + (size_t)r * V, (size_t)V * 4);
 	}
 	float *lse = malloc(N * 4), *loss = malloc(N * 4);
 	kn_crossentropy_forward(lse, loss, l, tgt, N, V);
 	void *dl = dup_dev(lp, (size_t)N * ld, dt);
-	uint16_t *dtgt = dev_zero(sizeof tgt);
+	uint32_t *dtgt = dev_zero(sizeof tgt);
 	cuda_ok(cudaMemcpy(dtgt, tgt, sizeof tgt, cudaMemcpyHostToDevice), "upload");
 	float *dlse = dev_zero(N * 4), *dloss = dev_zero(N * 4);
 	kc_ok(kc_crossentropy_forward(0, dt, dlse, dloss, dl, ld, dtgt, N, V), "crossentropy");

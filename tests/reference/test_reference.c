@@ -163,9 +163,9 @@ static void run_case(const ref_case *c, const char *policy, const char *policy2,
 	ck_assert(logits && ref);
 
 	/* step 1, forward and backward only: logits and gradients before clipping */
-	uint16_t *inp = malloc(N * 2), *tgt = malloc(N * 2);
-	memcpy(inp, tr.train.tok, N * 2);
-	memcpy(tgt, tr.train.tok + 1, N * 2);
+	uint32_t *inp = malloc(N * sizeof *inp), *tgt = malloc(N * sizeof *tgt);
+	memcpy(inp, tr.train.tok, N * sizeof *inp);
+	memcpy(tgt, tr.train.tok + 1, N * sizeof *tgt);
 	m->logits_tap = logits;
 	float loss;
 	ck_assert_msg(eng_model_step(m, inp, tgt, &loss, &err) == 0, "%s", err.msg);
@@ -414,14 +414,14 @@ END_TEST
 /* ---- greedy decoding (reference/greedy/expected.json, GENERATED.md) ---- */
 
 /* expected.json's ids under key into ids (n of them). */
-static int greedy_ids(const char *key, uint16_t *ids, int max)
+static int greedy_ids(const char *key, uint32_t *ids, int max)
 {
 	char *path = t_data("reference/greedy/expected.json");
 	json_t *o = json_load_file(path, 0, NULL), *a = json_object_get(o, key), *v;
 	ck_assert_msg(json_is_array(a), "%s: no '%s'", path, key);
 	size_t i;
 	int n = 0;
-	json_array_foreach(a, i, v) if (n < max) ids[n++] = (uint16_t)json_integer_value(v);
+	json_array_foreach(a, i, v) if (n < max) ids[n++] = (uint32_t)json_integer_value(v);
 	json_decref(o);
 	free(path);
 	return n;
@@ -433,7 +433,7 @@ static int greedy_ids(const char *key, uint16_t *ids, int max)
  * prints the same from the checkpoint. */
 START_TEST(test_reference_greedy)
 {
-	uint16_t prompt[16], init[64], trained[64], out[64];
+	uint32_t prompt[16], init[64], trained[64], out[64];
 	int np = greedy_ids("prompt", prompt, 16), ni = greedy_ids("init", init, 64);
 	int nt = greedy_ids("trained", trained, 64);
 	ck_assert(np == 6 && ni == 24 && nt == 24);
@@ -494,13 +494,15 @@ START_TEST(test_reference_greedy_trained)
 		"reference/greedy_trained/expected.json");
 	json_t *ex = json_load_file(path, 0, NULL), *v;
 	ck_assert_ptr_nonnull(ex);
-	uint16_t prompt[16], want[64], out[64];
+	uint32_t prompt[16], want[64], out[64];
 	float ref[64], logits[64];
 	size_t i, np = json_array_size(json_object_get(ex, "prompt"));
 	size_t nw = json_array_size(json_object_get(ex, "greedy"));
 	ck_assert(np <= 16 && nw <= 64);
-	json_array_foreach(json_object_get(ex, "prompt"), i, v) prompt[i] = (uint16_t)json_integer_value(v);
-	json_array_foreach(json_object_get(ex, "greedy"), i, v) want[i] = (uint16_t)json_integer_value(v);
+	json_array_foreach(json_object_get(ex, "prompt"), i, v)
+		prompt[i] = (uint32_t)json_integer_value(v);
+	json_array_foreach(json_object_get(ex, "greedy"), i, v)
+		want[i] = (uint32_t)json_integer_value(v);
 	json_array_foreach(json_object_get(ex, "logits_step1"), i, v) if (i < 64) ref[i] = (float)json_number_value(v);
 	eng_config cfg;
 	eng_model m;
@@ -510,7 +512,7 @@ START_TEST(test_reference_greedy_trained)
 	ck_assert_int_eq(cfg.vocab_size, 64);
 	ck_assert_msg(eng_model_init(&m, &cfg, 1, cfg.n_positions, 16, &err) == 0, "%s", err.msg);
 	ck_assert_msg(eng_import_load(&m, dir, &err) == 0, "%s", err.msg);
-	uint16_t inp[64], tgt[64];
+	uint32_t inp[64], tgt[64];
 	for (int pi = 0; pi < NPOL; pi++) {
 		const char *policy = policies[pi] ? policies[pi] : "h.0=full;h.1=selective;head=chunked";
 		eng_policy p;

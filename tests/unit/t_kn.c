@@ -42,10 +42,10 @@ void fill_const(float *x, size_t n, float v)
 		x[i] = v;
 }
 
-void fill_tokens(uint16_t *tok, size_t n, int V)
+void fill_tokens(uint32_t *tok, size_t n, int V)
 {
 	for (size_t i = 0; i < n; i++)
-		tok[i] = (uint16_t)(rng_next() % (uint64_t)V);
+		tok[i] = (uint32_t)(rng_next() % (uint64_t)V);
 }
 
 /* n zeroed floats, 64-byte aligned as the kernels' determinism promise assumes; freed with

@@ -26,7 +26,7 @@ uint64_t rng_next(void);                   /* splitmix64 */
 float rng_uniform(float lo, float hi);     /* uniform in [lo, hi) */
 void fill(float *x, size_t n, float lo, float hi);
 void fill_const(float *x, size_t n, float v);
-void fill_tokens(uint16_t *tok, size_t n, int V);
+void fill_tokens(uint32_t *tok, size_t n, int V);
 /* n zeroed floats, 64-byte aligned as the kernels' determinism promise assumes; free() */
 float *fnew(size_t n);
 float *fdup(const float *x, size_t n);

@@ -34,7 +34,7 @@ static void check_against(eng_data *d, const char *expected)
 	FILE *f = fopen(path, "r");
 	ck_assert_msg(f != NULL, "cannot open %s", path);
 	size_t n = (size_t)d->B * d->T;
-	uint16_t *inp = malloc(n * 2), *tgt = malloc(n * 2);
+	uint32_t *inp = malloc(n * sizeof *inp), *tgt = malloc(n * sizeof *tgt);
 	char line[256];
 	int lines = 0;
 	while (fgets(line, sizeof line, f)) {
@@ -113,7 +113,7 @@ START_TEST(test_data_seek_back)
 	eng_err err;
 	open_tokens(&d, 2, 16);
 	ck_assert_msg(eng_data_shuffle(&d, 7, &err) == 0, "%s", err.msg);
-	uint16_t inp[32], tgt[32];
+	uint32_t inp[32], tgt[32];
 	size_t seen[80];
 	for (int at = 0; at < 2; at++) {
 		int skip = at ? 29 : 10; /* 31 samples an epoch: 29 is two before its end */

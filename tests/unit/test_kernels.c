@@ -236,7 +236,7 @@ END_TEST
 struct ce_ctx {
 	float *logits;          /* (N,V): perturbed */
 	float *lse, *loss;      /* (N), (N) */
-	const uint16_t *target; /* (N) */
+	const uint32_t *target; /* (N) */
 	int N, V;
 };
 
@@ -255,7 +255,7 @@ START_TEST(test_kn_crossentropy_fused_fd)
 {
 	int N = FD_N, V = FD_V;
 	size_t nv = (size_t)N * V;
-	uint16_t target[FD_N];
+	uint32_t target[FD_N];
 	rng_seed(SEED);
 	kn_set_threads(2);
 	fill_tokens(target, N, V);
@@ -282,7 +282,7 @@ struct enc_ctx {
 	float *wte, *wpe;    /* (V,C), (T,C): perturbed */
 	float *out;          /* (B,T,C) */
 	const float *r;      /* (B,T,C) dout */
-	const uint16_t *tok; /* (B,T) */
+	const uint32_t *tok; /* (B,T) */
 	int B, T, C;
 };
 
@@ -297,7 +297,7 @@ START_TEST(test_kn_encoder_backward_fd)
 {
 	int B = FD_B, T = FD_T, C = FD_C, V = FD_V;
 	size_t btc = (size_t)B * T * C, vc = (size_t)V * C, tc = (size_t)T * C;
-	uint16_t tok[FD_B * FD_T];
+	uint32_t tok[FD_B * FD_T];
 	rng_seed(SEED);
 	kn_set_threads(2);
 	fill_tokens(tok, (size_t)B * T, V);
@@ -388,7 +388,7 @@ START_TEST(test_kn_encoder_backward_accumulates)
 {
 	int B = FD_B, T = FD_T, C = FD_C, V = FD_V;
 	size_t btc = (size_t)B * T * C, vc = (size_t)V * C, tc = (size_t)T * C;
-	uint16_t tok[FD_B * FD_T];
+	uint32_t tok[FD_B * FD_T];
 	rng_seed(SEED);
 	kn_set_threads(2);
 	fill_tokens(tok, (size_t)B * T, V);
@@ -649,7 +649,7 @@ START_TEST(test_kn_encoder_backward_threads)
 {
 	int B = 3, T = 7, C = TH_C, V = FD_V;
 	size_t btc = (size_t)B * T * C, vc = (size_t)V * C, tc = (size_t)T * C;
-	uint16_t tok[3 * 7];
+	uint32_t tok[3 * 7];
 	rng_seed(SEED);
 	fill_tokens(tok, (size_t)B * T, V); /* 21 tokens of 17: repeats */
 	float *r = fnew(btc), *dwte[2], *dwpe[2];

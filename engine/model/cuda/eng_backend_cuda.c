@@ -35,7 +35,7 @@ static const eng_policy *cuda_policy(const eng_backend *be)
 	return eng_cuda_policy(gpu_of(be));
 }
 
-static int cuda_micro_step(eng_backend *be, const uint16_t *inp, const uint16_t *tgt, int k,
+static int cuda_micro_step(eng_backend *be, const uint32_t *inp, const uint32_t *tgt, int k,
 	float *loss, eng_err *err)
 {
 	if (eng_cuda_step(gpu_of(be), inp, tgt, loss, err) < 0 ||
@@ -44,7 +44,7 @@ static int cuda_micro_step(eng_backend *be, const uint16_t *inp, const uint16_t 
 	return 0;
 }
 
-static int cuda_loss(eng_backend *be, const uint16_t *inp, const uint16_t *tgt, float *loss,
+static int cuda_loss(eng_backend *be, const uint32_t *inp, const uint32_t *tgt, float *loss,
 	eng_err *err)
 {
 	return eng_cuda_loss(gpu_of(be), inp, tgt, loss, err);

@@ -241,8 +241,9 @@ static int setup_attention(eng_cuda *g, const eng_cuda_opts *o, eng_err *err)
 static int alloc_batch(eng_cuda *g, eng_err *err)
 {
 	size_t N = (size_t)g->B * g->T, V = g->cfg.vocab_size;
-	if (dev_alloc((void **)&g->d_inp, ENG_MEM_DATA, 2 * N, "the batch", err) < 0 ||
-		dev_alloc((void **)&g->d_tgt, ENG_MEM_DATA, 2 * N, "the batch", err) < 0 ||
+	size_t nt = sizeof *g->d_inp * N; /* token ids */
+	if (dev_alloc((void **)&g->d_inp, ENG_MEM_DATA, nt, "the batch", err) < 0 ||
+		dev_alloc((void **)&g->d_tgt, ENG_MEM_DATA, nt, "the batch", err) < 0 ||
 		dev_alloc((void **)&g->d_order, ENG_MEM_DATA, 4 * N, "the batch", err) < 0 ||
 		dev_alloc((void **)&g->d_bstart, ENG_MEM_DATA, 4 * (N + 1), "the batch", err) < 0 ||
 		dev_alloc((void **)&g->d_btok, ENG_MEM_DATA, 4 * N, "the batch", err) < 0)

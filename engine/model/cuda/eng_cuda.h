@@ -102,10 +102,10 @@ const eng_policy *eng_cuda_policy(const eng_cuda *g);
 
 /* One forward and backward over inp/tgt (B*T tokens each, host memory): device gradients
  * overwritten, *loss the mean cross-entropy. */
-int eng_cuda_step(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, float *loss,
+int eng_cuda_step(eng_cuda *g, const uint32_t *inp, const uint32_t *tgt, float *loss,
 	eng_err *err);
 /* Forward only. */
-int eng_cuda_loss(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, float *loss,
+int eng_cuda_loss(eng_cuda *g, const uint32_t *inp, const uint32_t *tgt, float *loss,
 	eng_err *err);
 /* Micro-batch k (from 0) of a step of several (opts.accum): the gradient eng_cuda_step just
  * wrote becomes the step's (k 0: copied, 0 + g exactly) or is added to it (kc_add, the bits

@@ -79,7 +79,7 @@ struct eng_cuda {
 	double *sumsq;               /* KC_SUMSQ_PARTS partials, then the total */
 
 	/* data: the batch on the device, and the token buckets of the embedding gradient */
-	uint16_t *d_inp, *d_tgt;     /* (B,T) */
+	uint32_t *d_inp, *d_tgt;     /* (B,T) */
 	int *d_order, *d_bstart, *d_btok;
 	int *h_count, *h_order, *h_bstart, *h_btok; /* host side of the buckets */
 	int nb;                      /* distinct tokens of the batch */

@@ -145,7 +145,7 @@ static int block_backward(eng_cuda *g, int l, const eng_acts *a, eng_err *err)
 
 /* The batch onto the device, and the embedding gradient's token buckets: the rows of each
  * distinct token, ascending (a counting sort, O(N + V)). */
-static int upload_batch(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, eng_err *err)
+static int upload_batch(eng_cuda *g, const uint32_t *inp, const uint32_t *tgt, eng_err *err)
 {
 	int N = g->B * g->T, V = g->cfg.vocab_size;
 	memset(g->h_count, 0, (size_t)(V + 1) * sizeof(int));
@@ -165,7 +165,7 @@ static int upload_batch(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, e
 	for (int i = 0; i < N; i++)
 		g->h_order[g->h_count[inp[i]]++] = i;
 	g->nb = nb;
-	size_t n2 = (size_t)N * sizeof(uint16_t), n4 = (size_t)N * sizeof(int);
+	size_t n2 = (size_t)N * sizeof(uint32_t), n4 = (size_t)N * sizeof(int);
 	CU(cudaMemcpyAsync(g->d_inp, inp, n2, cudaMemcpyHostToDevice, g->st), "batch upload");
 	CU(cudaMemcpyAsync(g->d_tgt, tgt, n2, cudaMemcpyHostToDevice, g->st), "batch upload");
 	CU(cudaMemcpyAsync(g->d_order, g->h_order, n4, cudaMemcpyHostToDevice, g->st),
@@ -277,7 +277,7 @@ static int mean_loss(eng_cuda *g, float *loss, eng_err *err)
 	return 0;
 }
 
-int eng_cuda_loss(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, float *loss,
+int eng_cuda_loss(eng_cuda *g, const uint32_t *inp, const uint32_t *tgt, float *loss,
 	eng_err *err)
 {
 	if (upload_batch(g, inp, tgt, err) < 0 || forward(g, 0, err) < 0)
@@ -285,7 +285,7 @@ int eng_cuda_loss(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, float *
 	return mean_loss(g, loss, err);
 }
 
-int eng_cuda_step(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, float *loss,
+int eng_cuda_step(eng_cuda *g, const uint32_t *inp, const uint32_t *tgt, float *loss,
 	eng_err *err)
 {
 	int B = g->B, T = g->T, C = g->cfg.n_embd, L = g->cfg.n_layer, N = B * T;

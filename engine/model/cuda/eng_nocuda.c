@@ -88,7 +88,7 @@ const eng_policy *eng_cuda_policy(const eng_cuda *g)
 	return NULL;
 }
 
-int eng_cuda_step(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, float *loss,
+int eng_cuda_step(eng_cuda *g, const uint32_t *inp, const uint32_t *tgt, float *loss,
 	eng_err *err)
 {
 	(void)g;
@@ -98,7 +98,7 @@ int eng_cuda_step(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, float *
 	return eng_errf(err, "%s", NOT_BUILT);
 }
 
-int eng_cuda_loss(eng_cuda *g, const uint16_t *inp, const uint16_t *tgt, float *loss,
+int eng_cuda_loss(eng_cuda *g, const uint32_t *inp, const uint32_t *tgt, float *loss,
 	eng_err *err)
 {
 	return eng_cuda_step(g, inp, tgt, loss, err);
