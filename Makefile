@@ -31,7 +31,9 @@ CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -g -fopenmp -fno-trap
 CFLAGS  ?= $(OPT)
 ALL_CFLAGS = $(CFLAGS_BASE) $(CFLAGS) $(EXTRA_CFLAGS)
 # libcrypto: the checkpoints' SHA-256 (engine/io/eng_sha256.c); the worker's and the tests'
-LDLIBS  = $(BLAS_LIBS) -luv -ljansson -lcrypto -lm -lpthread -fopenmp $(EXTRA_LDFLAGS)
+# PCRE2 and utf8proc: the tokenizer's regexes and Unicode normalization (engine/io/eng_tok*)
+LDLIBS  = $(BLAS_LIBS) -luv -ljansson -lcrypto -lpcre2-8 -lutf8proc -lm -lpthread -fopenmp \
+	$(EXTRA_LDFLAGS)
 # rematd and rematctl compute nothing: libuv, jansson, libc (tests/link.sh checks it)
 CORE_LDLIBS = -luv -ljansson -lm -lpthread $(EXTRA_LDFLAGS)
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lpthread)

@@ -14,9 +14,11 @@ set -eu
 # libssl-dev: OpenSSL's libcrypto hashes checkpoints (SHA-256) in the worker.
 # libopenmpi-dev, openmpi-bin: data parallelism ("parallel": {"ranks": N}) and its tests.
 # libdnnl-dev: oneDNN's bf16 matmuls for "precision": "bf16" on the CPU.
+# libpcre2-dev, libutf8proc-dev: the tokenizer's regexes and Unicode normalization.
 pkgs="build-essential pkg-config libuv1-dev libjansson-dev check libopenblas-openmp-dev
       clang libclang-rt-14-dev systemd mandoc groff-base zlib1g-dev libopenmpi-dev
-      openmpi-bin libdnnl-dev libcairo2-dev libexpat1-dev libssl-dev"
+      openmpi-bin libdnnl-dev libcairo2-dev libexpat1-dev libssl-dev libpcre2-dev
+      libutf8proc-dev"
 
 missing=""
 for p in $pkgs; do
