@@ -9,6 +9,7 @@
  *   remat-train --merge-lora ADAPTER_DIR OUT_DIR
  *   remat-train --sample CKPT [--prompt TEXT|IDS] [--tokens N] [--temperature T]
  *               [--top-k K] [--seed S] [--json]
+ *   remat-train --encode TOKENIZER FILE...  |  --decode TOKENIZER
  *
  * Validates the job spec, builds the run, trains to `steps` printing one line per step (or
  * one JSON object per step with --json), and saves the weights at the end when save.dir is
@@ -38,6 +39,8 @@
  * checkpoint (config.json + model.safetensors) into OUT_DIR.
  * --sample trains nothing: it continues a prompt from a checkpoint (wk_sample.h), greedily
  * with --temperature 0.
+ * --encode and --decode train nothing: a Hugging Face tokenizer on files and standard input
+ * (wk_tok.h).
  * Exit status: 0 done (finished or stopped), 1 bad input or a failed run, 2 bad usage,
  * 130 interrupted by a signal.
  */
@@ -70,6 +73,7 @@
 #include "kn.h"
 #include "wk_run.h"
 #include "wk_sample.h"
+#include "wk_tok.h"
 
 #define REMAT_VERSION "0.1.0"
 
@@ -94,6 +98,8 @@ static void usage(FILE *f)
 		   "       remat-train --merge-lora ADAPTER_DIR OUT_DIR\n"
 		   "       remat-train --sample CKPT [--prompt TEXT|IDS] [--tokens N]\n"
 		   "                   [--temperature T] [--top-k K] [--seed S] [--json]\n"
+		   "       remat-train --encode TOKENIZER FILE...\n"
+		   "       remat-train --decode TOKENIZER < IDS\n"
 		   "       remat-train --version\n"
 		   "POLICY is a MODE, or SECTION=MODE[,SECTION=MODE] with sections h.N, h.N-M,\n"
 		   "blocks, head, all or an alias of the job.\n"
@@ -593,6 +599,8 @@ int main(int argc, char **argv)
 	eng_spec spec;
 	eng_err err;
 	memset(&tr, 0, sizeof tr);
+	if (wk_tok_wanted(argc, argv)) /* --encode, --decode: no BLAS, no job (wk_tok.h) */
+		return wk_tok_main(argc, argv);
 	pid_t parent = getppid(); /* mpirun's, under it */
 	kn_fix_runtime(argv); /* may re-execute this program with a better BLAS kernel and
 			       * OpenMP wait policy */
