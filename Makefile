@@ -213,7 +213,8 @@ $(TESTS): $(TEST_OBJ) $(CLIENT_TESTED) $(DAEMON_TESTED) $(ENGINE_LIB)
 # The tests find the binary under test and the data through the environment.
 TEST_ENV = REMAT_TRAIN=$(abspath $(TRAIN)) REMAT_TESTDATA=$(abspath tests/data) \
 	REMAT_TMP=$(abspath $(BUILD)/tmp) REMATD=$(abspath $(DAEMON)) \
-	REMATCTL=$(abspath $(CLIENT)) REMAT_BIN=$(abspath $(BUILD)/bin)
+	REMATCTL=$(abspath $(CLIENT)) REMAT_BIN=$(abspath $(BUILD)/bin) \
+	REMAT_TOK_NPM=$(abspath $(BUILD)/npm)
 
 test: all
 	@rm -rf $(BUILD)/tmp && mkdir -p $(BUILD)/tmp

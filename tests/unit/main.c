@@ -82,6 +82,7 @@ int main(void)
 	SRunner *sr = srunner_create(suite_policy());
 	srunner_add_suite(sr, suite_spec());
 	srunner_add_suite(sr, suite_st());
+	srunner_add_suite(sr, suite_tok());
 	srunner_add_suite(sr, suite_data());
 	srunner_add_suite(sr, suite_plot());
 	srunner_add_suite(sr, suite_import());

@@ -15,6 +15,7 @@
 Suite *suite_policy(void);
 Suite *suite_spec(void);
 Suite *suite_st(void);
+Suite *suite_tok(void);
 Suite *suite_data(void);
 Suite *suite_plot(void);
 Suite *suite_import(void);
