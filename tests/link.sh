@@ -4,7 +4,8 @@
 # load (ldd), and no symbol of those in them (nm). remat-train, which computes, is held to
 # the opposite, so that the check itself is shown able to fail.
 # Each library has its one program: only rematctl loads Cairo (its plots), only remat-train
-# loads OpenSSL's libcrypto (the checkpoints' SHA-256); rematd loads neither. The program
+# loads OpenSSL's libcrypto (the checkpoints' SHA-256), PCRE2 and utf8proc (the tokenizer);
+# rematd loads none of them. The program
 # that has it is checked for it too, so each of these checks is shown able to fail.
 #
 #   sh tests/link.sh BIN_DIR
@@ -51,10 +52,14 @@ only() {
 }
 only libcairo 'cairo_' rematctl
 only libcrypto 'EVP_' remat-train
+# the tokenizer's (remat-train --encode/--decode): regexes and Unicode normalization
+only libpcre2-8 'pcre2_' remat-train
+only libutf8proc 'utf8proc_' remat-train
 
 if [ "$fails" -gt 0 ]; then
 	echo "link: $fails of $checks checks failed" >&2
 	exit 1
 fi
 echo "link: rematd and rematctl load none of OpenBLAS, OpenMP, cuDNN, the CUDA runtime;" \
-	"only rematctl loads Cairo, only remat-train libcrypto ($checks checks)"
+	"only rematctl loads Cairo, only remat-train libcrypto, PCRE2 and utf8proc" \
+	"($checks checks)"
