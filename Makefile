@@ -133,6 +133,7 @@ CLIENT  = $(BUILD)/bin/rematctl
 TESTS   = $(BUILD)/bin/remat-tests
 FUZZ    = $(BUILD)/bin/fuzz-proto
 FUZZ_ST = $(BUILD)/bin/fuzz-st
+FUZZ_TOK = $(BUILD)/bin/fuzz-tok
 FUZZ_RUNS ?= 20000
 
 .PHONY: all deps binaries test asan demo bench bench-blas bench-torch fuzz clean format
@@ -193,6 +194,13 @@ $(FUZZ_ST): tests/fuzz/fuzz_st.c engine/io/eng_st.c base/eng_fs.c base/eng_err.c
 	clang -g -O1 -std=c11 -D_GNU_SOURCE $(ENGINE_INC) -Ikernels -Iproto -fsanitize=fuzzer,address,undefined \
 		-o $@ $^ -ljansson -lm
 
+# The tokenizer's reader and encoder on a tokenizer.json's bytes from memory.
+$(FUZZ_TOK): tests/fuzz/fuzz_tok.c $(wildcard engine/io/eng_tok_*.c) base/eng_fs.c \
+	base/eng_err.c proto/proto_units.c
+	@mkdir -p $(dir $@)
+	clang -g -O1 -std=c11 -D_GNU_SOURCE $(ENGINE_INC) -Iproto -fsanitize=fuzzer,address,undefined \
+		-o $@ $^ -ljansson -lpcre2-8 -lutf8proc -lm
+
 # libFuzzer needs clang; the target links proto/ alone (no I/O there).
 $(FUZZ): tests/fuzz/fuzz_proto.c $(PROTO_SRC)
 	@mkdir -p $(dir $@)
@@ -231,6 +239,13 @@ test: all
 			tests/fuzz/corpus-st 2>$(BUILD)/tmp/fuzz-st.log && \
 			echo "fuzz-st: $(FUZZ_RUNS) runs, no crash" || \
 			{ tail -40 $(BUILD)/tmp/fuzz-st.log; exit 1; }; fi
+	@if [ -f tests/fuzz/fuzz_tok.c ]; then \
+		$(MAKE) --no-print-directory $(FUZZ_TOK) && \
+		mkdir -p $(BUILD)/tmp/corpus-tok && \
+		$(FUZZ_TOK) -runs=$(FUZZ_RUNS) -seed=1 -max_len=4096 -artifact_prefix=$(BUILD)/tmp/ \
+			$(BUILD)/tmp/corpus-tok tests/fuzz/corpus-tok 2>$(BUILD)/tmp/fuzz-tok.log && \
+			echo "fuzz-tok: $(FUZZ_RUNS) runs, no crash" || \
+			{ tail -40 $(BUILD)/tmp/fuzz-tok.log; exit 1; }; fi
 	@sh tests/systemd/verify.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/tmp/systemd)
 	@sh tests/man.sh $(abspath $(BUILD)/bin) man $(abspath $(BUILD)/tmp/man)
 	@sh tests/readme.sh $(abspath $(BUILD)/bin)
@@ -249,10 +264,11 @@ test-cuda: binaries
 	@rc=0; for s in cuda $(if $(HAVE_CUDA),cuda-kernels sdpa) cuda-dp; do \
 		CK_RUN_SUITE=$$s $(TEST_ENV) $(TESTS) || rc=1; done; exit $$rc
 
-fuzz: all $(FUZZ) $(FUZZ_ST)
-	@mkdir -p $(BUILD)/corpus $(BUILD)/corpus-st
+fuzz: all $(FUZZ) $(FUZZ_ST) $(FUZZ_TOK)
+	@mkdir -p $(BUILD)/corpus $(BUILD)/corpus-st $(BUILD)/corpus-tok
 	$(FUZZ) -max_total_time=300 -max_len=65536 $(BUILD)/corpus tests/fuzz/corpus
 	$(FUZZ_ST) -max_total_time=300 -max_len=65536 $(BUILD)/corpus-st tests/fuzz/corpus-st
+	$(FUZZ_TOK) -max_total_time=300 -max_len=65536 $(BUILD)/corpus-tok tests/fuzz/corpus-tok
 
 # fontconfig (under rematctl's plots, through Cairo) keeps what it loaded until FcFini:
 # tests/lsan-cairo.supp names it, and nothing else
