@@ -352,7 +352,8 @@ format:
 # OPENBLAS_CORETYPE is unset for the run (KEEP_CORETYPE=1 keeps it): the figures are those
 # of the library and kernel a user with a clean environment gets.
 BENCH_ENV = $(if $(KEEP_CORETYPE),,env -u OPENBLAS_CORETYPE)
-bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm $(BUILD)/bin/bench-sha256
+bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm $(BUILD)/bin/bench-sha256 \
+	$(BUILD)/bin/bench-tok
 	@mkdir -p $(BUILD)/bench
 	@$(if $(KEEP_CORETYPE),,[ -z "$$OPENBLAS_CORETYPE" ] || echo "bench: OPENBLAS_CORETYPE=$$OPENBLAS_CORETYPE unset for the run (KEEP_CORETYPE=1 keeps it)")
 	@$(BENCH_ENV) sh bench/steps.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 3 $(abspath $(BUILD)/bench/gpt2-small.json)
@@ -368,6 +369,7 @@ bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm $(BUILD)/bin/benc
 	@$(BENCH_ENV) sh bench/loop.sh $(abspath $(BUILD)/bin) mini 12 $(abspath $(BUILD)/bench/loop-mini.json)
 	@$(BENCH_ENV) sh bench/mpi.sh $(abspath $(BUILD)/bin) mini 8 $(abspath $(BUILD)/bench/mpi-mini.json)
 	@$(BENCH_ENV) sh bench/bf16.sh $(abspath $(BUILD)/bin) mini 4 64 300 $(abspath $(BUILD)/bench/bf16-mini.json)
+	@sh bench/tok.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/npm) $(abspath $(BUILD)/bench/tok.json)
 	@echo "JSON: $(abspath $(BUILD)/bench)/*.json"
 
 # The matmul libraries compared on the model's products (INSTALL=1 installs BLIS and oneDNN)
@@ -389,6 +391,11 @@ $(BUILD)/bin/bench-sgemm: bench/sgemm.c $(ENGINE_LIB)
 
 # SHA-256 of checkpoints (libcrypto): MB/s from memory and from a file
 $(BUILD)/bin/bench-sha256: bench/sha256.c $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+# the tokenizer's encode, one thread (bench/tok.sh sets it beside Hugging Face's JavaScript)
+$(BUILD)/bin/bench-tok: bench/tok.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 
