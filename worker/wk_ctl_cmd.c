@@ -547,7 +547,7 @@ HANDLER(cmd_auto)
 HANDLER(cmd_eval)
 {
 	UNUSED_ARGS;
-	if (!c->tr->val.tok) {
+	if (!eng_data_opened(&c->tr->val)) {
 		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, "the job has no data.val to "
 							      "evaluate on", id);
 		return NULL;

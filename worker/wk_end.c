@@ -50,7 +50,7 @@ void wk_end_eval(eng_trainer *tr, wk_ctl *c, wk_run_ctl *run, int json,
 void wk_end_eval_due(eng_trainer *tr, wk_ctl *c, wk_run_ctl *run, int json)
 {
 	const eng_spec *s = &tr->spec;
-	if (tr->val.tok && s->eval_every > 0 && tr->step % s->eval_every == 0 &&
+	if (eng_data_opened(&tr->val) && s->eval_every > 0 && tr->step % s->eval_every == 0 &&
 		tr->step < s->steps)
 		wk_end_eval(tr, c, run, json, NULL);
 	if (s->sample_on && s->sample_every > 0 && tr->step % s->sample_every == 0 &&
@@ -148,7 +148,7 @@ int wk_end_reach(eng_trainer *tr, wk_ctl *c, wk_run_ctl *run, int json, int *end
 	/* the last step's eval and sample, when the run reached its end: a stop or a signal
 	 * wants its save now (rematd's stop timeout), not a sample first */
 	int reached = !run->stop && !*run->sig;
-	if (reached && tr->val.tok && !*ended_once && run->eval_step != tr->step)
+	if (reached && eng_data_opened(&tr->val) && !*ended_once && run->eval_step != tr->step)
 		wk_end_eval(tr, c, run, json, NULL);
 	if (reached && tr->spec.sample_on && !*ended_once)
 		wk_sample_run(tr, c, json);

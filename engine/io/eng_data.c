@@ -1,7 +1,9 @@
-/* eng_data.c - token files and the llm.c-order batch cursor (see eng_data.h). */
+/* eng_data.c - token files read a batch at a time, and the llm.c-order batch cursor (see
+ * eng_data.h). */
 #include "eng_data.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -10,81 +12,118 @@
 #include "eng_fs.h"
 #include "eng_mem.h"
 
-/* Opens path and reads its header: leaves f just past it, with the file's token count in
- * *ntok and the bytes of tokens in *nbytes. Fails naming the file on anything but a
- * regular file, a short or bad header, a count that disagrees with the size, or fewer
- * than B*T+1 tokens. */
-static int data_header(const char *path, eng_data_format fmt, int B, int T, FILE **fp,
-	size_t *ntok, size_t *nbytes, eng_err *err)
+/* llm.c's token files, by magic: the version each must have and its token width. */
+static const struct {
+	int32_t magic, version;
+	int width;
+} llmc_kinds[] = {
+	{ENG_LLMC_MAGIC, 1, 2},     /* GPT-2's: uint16 tokens */
+	{ENG_LLMC_MAGIC_U32, 7, 4}, /* Llama 3's: uint32 tokens */
+};
+
+/* n bytes at off of fd into buf, all of them: 0, or -1 (errno; 0 when the file ended). */
+static int read_at(int fd, void *buf, size_t n, off_t off)
+{
+	for (size_t done = 0; done < n;) {
+		ssize_t r = pread(fd, (char *)buf + done, n - done, off + (off_t)done);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			if (r == 0)
+				errno = 0;
+			return -1;
+		}
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+/* The llmc header of a file of size bytes into *f (width, first, ntok): 0, or -1 naming
+ * the file. The count is header[2] unsigned with header[3] its high word (llm.c writes 0
+ * there), so that it says more than 2^31 tokens; it must agree with the size. */
+static int llmc_header(int fd, const char *path, size_t size, eng_data_file *f, eng_err *err)
+{
+	int32_t hdr[ENG_LLMC_HEADER_INTS];
+	if (size < sizeof hdr || read_at(fd, hdr, sizeof hdr, 0) < 0)
+		return eng_errf(err, "data file '%s': shorter than the llmc header (%zu bytes)",
+			path, sizeof hdr);
+	size_t k = 0, nk = sizeof llmc_kinds / sizeof llmc_kinds[0];
+	while (k < nk && llmc_kinds[k].magic != hdr[0])
+		k++;
+	/* a file that is not one is not echoed: its bytes are nobody's business here */
+	if (k == nk)
+		return eng_errf(err, "data file '%s': not an llmc token file (no header with magic "
+				     "%d or %d); use \"format\": \"bytes\" for raw text", path,
+			ENG_LLMC_MAGIC, ENG_LLMC_MAGIC_U32);
+	if (hdr[1] != llmc_kinds[k].version)
+		return eng_errf(err, "data file '%s': llmc token file of magic %d has version %d, "
+				     "this engine reads version %d", path, hdr[0], hdr[1],
+			llmc_kinds[k].version);
+	f->width = llmc_kinds[k].width;
+	f->first = sizeof hdr;
+	f->ntok = (size_t)(uint32_t)hdr[2] | (size_t)(uint32_t)hdr[3] << 32;
+	size_t body = size - sizeof hdr;
+	if (f->ntok != body / (size_t)f->width || body % (size_t)f->width)
+		return eng_errf(err, "data file '%s': header says %zu tokens but the file holds "
+				     "%zu bytes of %d-byte tokens", path, f->ntok, body, f->width);
+	return 0;
+}
+
+/* Opens path and reads its header into *f: the descriptor, or -1 naming the file on
+ * anything but a regular file, a short or bad header, a count that disagrees with the
+ * size, or fewer than B*T+1 tokens. */
+static int data_header(const char *path, eng_data_format fmt, int B, int T, eng_data_file *f,
+	eng_err *err)
 {
 	struct stat st;
-	*fp = NULL;
 	int fd = eng_fs_open_read(path, "data file", &st, err);
-	FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
-	if (!f) {
-		if (fd >= 0) {
-			eng_errf(err, "cannot read data file '%s': %s", path, strerror(errno));
-			close(fd);
-		}
+	if (fd < 0)
 		return -1;
-	}
-	size_t size = (size_t)st.st_size, skip = 0;
+	memset(f, 0, sizeof *f);
 	if (fmt == ENG_DATA_LLMC) {
-		int32_t hdr[ENG_LLMC_HEADER_INTS];
-		if (size < sizeof hdr || fread(hdr, sizeof hdr, 1, f) != 1) {
-			eng_errf(err, "data file '%s': shorter than the llmc header (%zu bytes)", path,
-				sizeof hdr);
+		if (llmc_header(fd, path, (size_t)st.st_size, f, err) < 0)
 			goto fail;
-		}
-		/* a file that is not one is not echoed: its bytes are nobody's business here */
-		if (hdr[0] != ENG_LLMC_MAGIC) {
-			eng_errf(err, "data file '%s': not an llmc token file (no header with magic "
-				      "%d); use \"format\": \"bytes\" for raw text", path,
-				ENG_LLMC_MAGIC);
-			goto fail;
-		}
-		if (hdr[1] != 1) {
-			eng_errf(err, "data file '%s': llmc token file version %d, this engine reads "
-				      "version 1", path, hdr[1]);
-			goto fail;
-		}
-		skip = sizeof hdr;
-		if (hdr[2] < 0 || (size_t)hdr[2] != (size - skip) / 2 || (size - skip) % 2) {
-			eng_errf(err, "data file '%s': header says %d tokens but the file holds %zu "
-				      "bytes of tokens", path, hdr[2], size - skip);
-			goto fail;
-		}
-		*ntok = (size_t)hdr[2];
 	} else {
-		*ntok = size;
+		f->width = 1;
+		f->ntok = (size_t)st.st_size;
 	}
-	if (*ntok < (size_t)B * T + 1) {
+	if (f->ntok < (size_t)B * T + 1) {
 		eng_errf(err, "data file '%s': %zu tokens, fewer than one batch needs (%d x %d + 1)",
-			path, *ntok, B, T);
+			path, f->ntok, B, T);
 		goto fail;
 	}
-	*nbytes = size - skip;
-	*fp = f;
-	return 0;
+	return fd;
 fail:
-	fclose(f);
+	close(fd);
 	return -1;
 }
 
-#define DATA_CHUNK (1u << 16) /* bytes a check reads at a time */
+/* Token i of raw (width bytes, little-endian). */
+static uint32_t raw_token(const uint8_t *raw, int width, size_t i)
+{
+	const uint8_t *p = raw + i * (size_t)width;
+	switch (width) {
+	case 1:
+		return p[0];
+	case 2:
+		return (uint32_t)(p[0] | p[1] << 8);
+	default:
+		return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+			(uint32_t)p[3] << 24;
+	}
+}
 
-/* Tokens first .. first+n-1 of path, raw (2 little-endian bytes each for llmc, one byte
- * for bytes), into tok when not NULL; fails on the first one >= vocab, saying what the
- * file was most likely made for. */
-static int take_tokens(const char *path, eng_data_format fmt, const uint8_t *raw, size_t n,
-	size_t first, int vocab, uint32_t *tok, eng_err *err)
+/* Tokens first .. first+n-1 of path, raw, each checked against vocab and widened into tok
+ * when not NULL; fails on the first one >= vocab, saying what the file was most likely
+ * made for. */
+static int take_tokens(const char *path, eng_data_format fmt, int width, const uint8_t *raw,
+	size_t n, size_t first, int vocab, uint32_t *tok, eng_err *err)
 {
 	for (size_t i = 0; i < n; i++) {
-		unsigned t = fmt == ENG_DATA_LLMC ? (unsigned)(raw[2 * i] | raw[2 * i + 1] << 8)
-						  : raw[i];
-		if (t < (unsigned)vocab) {
+		uint32_t t = raw_token(raw, width, i);
+		if (t < (uint32_t)vocab) {
 			if (tok)
-				tok[i] = (uint32_t)t;
+				tok[i] = t;
 			continue;
 		}
 		const char *why = fmt == ENG_DATA_BYTES
@@ -100,28 +139,31 @@ static int take_tokens(const char *path, eng_data_format fmt, const uint8_t *raw
 	return 0;
 }
 
+#define DATA_CHUNK (1u << 16) /* bytes a check reads at a time */
+
 int eng_data_check(const char *path, eng_data_format fmt, int B, int T, int vocab,
-	size_t *ntok, eng_err *err)
+	eng_data_file *f, eng_err *err)
 {
-	FILE *f;
-	size_t nbytes, per = fmt == ENG_DATA_LLMC ? 2 : 1, done = 0;
 	uint8_t buf[DATA_CHUNK];
-	int rc = 0;
-	if (data_header(path, fmt, B, T, &f, ntok, &nbytes, err) < 0)
+	int rc = 0, fd = data_header(path, fmt, B, T, f, err);
+	if (fd < 0)
 		return -1;
-	/* every token against the vocabulary, as the start will: a file made for another
-	 * model is refused when the job is checked, not when it starts */
+	/* every token against the vocabulary, as reading a batch will: a file made for another
+	 * model is refused when the job is checked, not when it meets the token */
+	size_t nbytes = f->ntok * (size_t)f->width, chunk = DATA_CHUNK / 4 * 4, done = 0;
+	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	while (rc == 0 && done < nbytes) {
-		size_t want = nbytes - done < DATA_CHUNK ? nbytes - done : DATA_CHUNK;
-		if (fread(buf, 1, want, f) != want) {
+		size_t want = nbytes - done < chunk ? nbytes - done : chunk;
+		if (read_at(fd, buf, want, (off_t)(f->first + done)) < 0) {
 			rc = eng_errf(err, "data file '%s': read failed: %s", path,
-				ferror(f) ? strerror(errno) : "file shrank");
+				errno ? strerror(errno) : "file shrank");
 			break;
 		}
-		rc = take_tokens(path, fmt, buf, want / per, done / per, vocab, NULL, err);
+		rc = take_tokens(path, fmt, f->width, buf, want / (size_t)f->width,
+			done / (size_t)f->width, vocab, NULL, err);
 		done += want;
 	}
-	fclose(f);
+	close(fd);
 	return rc;
 }
 
@@ -129,53 +171,60 @@ int eng_data_open(eng_data *d, const char *path, eng_data_format fmt, int vocab,
 	eng_err *err)
 {
 	memset(d, 0, sizeof *d);
-	int rc = -1;
-	uint8_t *raw = NULL;
-	FILE *f = NULL;
-	size_t ntok, nbytes;
-	if (data_header(path, fmt, B, T, &f, &ntok, &nbytes, err) < 0)
-		goto out;
-	raw = malloc(nbytes);
-	d->tok = eng_mem_alloc(ENG_MEM_DATA, ntok * sizeof(uint32_t));
-	if (!raw || !d->tok) {
-		eng_errf(err, "data file '%s': out of memory for %zu tokens", path, ntok);
-		goto out;
-	}
-	if (fread(raw, 1, nbytes, f) != nbytes) {
-		eng_errf(err, "data file '%s': read failed: %s", path,
-			ferror(f) ? strerror(errno) : "file shrank");
-		goto out;
-	}
-	if (take_tokens(path, fmt, raw, ntok, 0, vocab, d->tok, err) < 0)
-		goto out;
-	d->ntok = ntok;
+	d->fd = data_header(path, fmt, B, T, &d->file, err);
+	if (d->fd < 0)
+		return -1;
+	d->open = 1;
+	snprintf(d->path, sizeof d->path, "%s", path);
+	d->fmt = fmt;
+	d->vocab = vocab;
+	d->ntok = d->file.ntok;
 	d->B = B;
 	d->T = T;
-	d->nsamples = (ntok - 1) / ((size_t)B * T);
+	d->nsamples = (d->ntok - 1) / ((size_t)B * T);
 	d->ranks = 1;
-	rc = 0;
-out:
-	free(raw);
-	if (f)
-		fclose(f);
-	if (rc < 0)
+	d->raw = eng_mem_alloc(ENG_MEM_DATA, ((size_t)B * T + 1) * (size_t)d->file.width);
+	if (!d->raw) {
+		eng_errf(err, "data file '%s': out of memory for a batch", path);
 		eng_data_close(d);
-	return rc;
+		return -1;
+	}
+	posix_fadvise(d->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	return 0;
+}
+
+int eng_data_opened(const eng_data *d)
+{
+	return d->open;
 }
 
 void eng_data_close(eng_data *d)
 {
-	eng_mem_free(d->tok);
+	if (d->open)
+		close(d->fd);
+	eng_mem_free(d->raw);
 	eng_mem_free(d->perm);
 	memset(d, 0, sizeof *d);
 }
 
-size_t eng_data_bytes(size_t ntok, int B, int T, int shuffle)
+size_t eng_data_bytes(const eng_data_file *f, int B, int T, int shuffle)
 {
-	size_t n = ntok * sizeof(uint32_t);
-	if (shuffle && ntok > 0)
-		n += (ntok - 1) / ((size_t)B * T) * sizeof(uint32_t);
+	size_t n = ((size_t)B * T + 1) * (size_t)f->width;
+	if (shuffle && f->ntok > 0)
+		n += (f->ntok - 1) / ((size_t)B * T) * sizeof(uint32_t);
 	return n;
+}
+
+int eng_data_read(eng_data *d, size_t first, size_t n, uint32_t *tok, eng_err *err)
+{
+	size_t w = (size_t)d->file.width;
+	if (n > (size_t)d->B * d->T + 1 || first > d->ntok || n > d->ntok - first)
+		return eng_errf(err, "data file '%s': tokens %zu..%zu are not in it", d->path,
+			first, first + n);
+	if (read_at(d->fd, d->raw, n * w, (off_t)(d->file.first + first * w)) < 0)
+		return eng_errf(err, "data file '%s': read of tokens %zu..%zu failed: %s", d->path,
+			first, first + n, errno ? strerror(errno) : "the file shrank");
+	return take_tokens(d->path, d->fmt, d->file.width, d->raw, n, first, d->vocab, tok, err);
 }
 
 /* ---- MT19937 (Matsumoto and Nishimura 1998) ---- */
@@ -253,6 +302,7 @@ int eng_data_shuffle(eng_data *d, uint32_t seed, eng_err *err)
 	if (!d->perm)
 		return eng_errf(err, "out of memory for the shuffle of %zu samples", d->nsamples);
 	d->shuffle = 1;
+	posix_fadvise(d->fd, 0, 0, POSIX_FADV_RANDOM); /* the next sample is asked for instead */
 	memset(&d->pos, 0, sizeof d->pos);
 	eng_mt_seed(&d->pos.rng, seed);
 	draw_perm(d);
@@ -264,21 +314,39 @@ size_t eng_data_next_sample(const eng_data *d)
 	return d->shuffle ? d->perm[d->pos.sample] : d->pos.sample;
 }
 
-void eng_data_next(eng_data *d, uint32_t *inp, uint32_t *tgt)
+/* Sample k's first token (this rank's micro-batch of it). */
+static size_t sample_at(const eng_data *d, size_t k)
 {
 	size_t n = (size_t)d->B * d->T;
-	size_t at = (eng_data_next_sample(d) * (size_t)d->ranks + (size_t)d->rank) * n;
-	memcpy(inp, d->tok + at, n * sizeof(uint32_t));
-	memcpy(tgt, d->tok + at + 1, n * sizeof(uint32_t));
-	if (++d->pos.sample < d->nsamples)
-		return;
-	/* the epoch is over: the next one begins now, so that the next sample is known */
-	d->pos.sample = 0;
-	d->pos.epoch++;
-	if (d->shuffle) {
-		d->pos.rng = d->live;
-		draw_perm(d);
+	return (k * (size_t)d->ranks + (size_t)d->rank) * n;
+}
+
+int eng_data_next(eng_data *d, uint32_t *inp, uint32_t *tgt, eng_err *err)
+{
+	size_t n = (size_t)d->B * d->T, at = sample_at(d, eng_data_next_sample(d));
+	int w = d->file.width;
+	/* B*T+1 tokens read and checked at once: inputs the first B*T, targets the same
+	 * shifted by one */
+	if (eng_data_read(d, at, n + 1, NULL, err) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		inp[i] = raw_token(d->raw, w, i);
+		tgt[i] = raw_token(d->raw, w, i + 1);
 	}
+	if (++d->pos.sample >= d->nsamples) {
+		/* the epoch is over: the next one begins now, so that the next sample is known */
+		d->pos.sample = 0;
+		d->pos.epoch++;
+		if (d->shuffle) {
+			d->pos.rng = d->live;
+			draw_perm(d);
+		}
+	}
+	/* the next sample on its way into the page cache while this one trains (shuffled, it
+	 * is anywhere in the file) */
+	posix_fadvise(d->fd, (off_t)(d->file.first + sample_at(d, eng_data_next_sample(d)) *
+		(size_t)w), (off_t)((n + 1) * (size_t)w), POSIX_FADV_WILLNEED);
+	return 0;
 }
 
 void eng_data_seek(eng_data *d, const eng_data_pos *p)

@@ -1,9 +1,21 @@
-/* eng_data.h - token data in llm.c's order (DESIGN §5).
+/* eng_data.h - token data in llm.c's order (DESIGN §5), read a batch at a time.
  *
- * Loads a whole file of tokens into memory (category data): `llmc` shards (a header of 256
- * little-endian int32: 20240520, version 1, token count; then uint16 tokens) or `bytes`
- * (any file, one token per byte). Every token is checked against the vocabulary at load,
- * so the kernels never see an id out of range.
+ * Formats: `llmc`, llm.c's token files (dev/data/data_common.py): a header of 256
+ * little-endian int32 (magic, version, token count), then the tokens: magic 20240520
+ * version 1 holds uint16 tokens (GPT-2's), magic 20240801 version 7 uint32 tokens (Llama
+ * 3's, for vocabularies over 65,536). The count is header[2] read unsigned, with header[3]
+ * its high word: llm.c writes 0 there (its files hold under 2^31 tokens), remat's files
+ * may hold more. `bytes`: any file, one token a byte.
+ *
+ * A file is never read whole. Each batch's B*T+1 tokens are read with pread (as llm.c's
+ * DataLoader fseeks and freads each batch) into a buffer of one sample, checked against
+ * the vocabulary there (the kernels never see an id out of range) and widened to uint32;
+ * the kernel is asked for the next sample ahead of time (posix_fadvise: SEQUENTIAL in file
+ * order, WILLNEED on the next sample when shuffled). What data holds in memory is that
+ * buffer and, shuffled, the permutation (4 bytes a sample): a few batches whatever the
+ * file's size. The page cache holds what was read, counted by the kernel, not in this
+ * process's RSS. A file that changes under a run fails the read with a message, where a
+ * mapping of it would take SIGBUS.
  *
  * Batches are llm.c's samples (llmc/dataloader.h): the file holds nsamples = (ntok - 1) /
  * (B*T) of them (data parallel: of ranks*B*T, eng_data_set_ranks), sample i being
@@ -24,7 +36,8 @@
 #include "eng_err.h"
 #include "eng_spec.h"
 
-#define ENG_LLMC_MAGIC 20240520
+#define ENG_LLMC_MAGIC 20240520     /* version 1: uint16 tokens */
+#define ENG_LLMC_MAGIC_U32 20240801 /* version 7: uint32 tokens */
 #define ENG_LLMC_HEADER_INTS 256
 
 #define ENG_MT_N 624
@@ -47,9 +60,22 @@ typedef struct eng_data_pos {
 			   * was drawn (the permutation, and the generator after it, follow) */
 } eng_data_pos;
 
+/* A token file as its header says. */
+typedef struct eng_data_file {
+	size_t ntok;      /* tokens in it */
+	int width;        /* bytes a token: 1 (bytes), 2 or 4 (llmc) */
+	size_t first;     /* the first token's offset: the header's size */
+} eng_data_file;
+
 typedef struct eng_data {
-	uint32_t *tok;    /* ntok tokens (ENG_MEM_DATA) */
-	size_t ntok;
+	int open;         /* 0: never opened, or closed (a zeroed struct is closed) */
+	int fd;
+	char path[ENG_PATH_LEN]; /* for messages */
+	eng_data_format fmt;
+	eng_data_file file;
+	int vocab;        /* every token read is under it */
+	uint8_t *raw;     /* one sample's tokens as the file holds them (ENG_MEM_DATA) */
+	size_t ntok;      /* file.ntok */
 	size_t nsamples;  /* (ntok - 1) / (ranks*B*T) */
 	int B, T;
 	int ranks, rank;  /* data parallel: a sample is ranks micro-batches, this rank's the
@@ -60,21 +86,26 @@ typedef struct eng_data {
 	eng_data_pos pos;
 } eng_data;
 
-/* Bytes eng_data_open holds for a file of ntok tokens: the tokens, and shuffled the
- * permutation. */
-size_t eng_data_bytes(size_t ntok, int B, int T, int shuffle);
+/* Bytes eng_data_open holds for file f: a sample's buffer, and shuffled the permutation. */
+size_t eng_data_bytes(const eng_data_file *f, int B, int T, int shuffle);
 
-/* Loads path; fails with a message naming the file on a short or bad header, a count that
- * disagrees with the file's size, fewer than B*T+1 tokens, or a token >= vocab. */
+/* Opens path, keeping the descriptor; fails with a message naming the file on a short or
+ * bad header, a count that disagrees with the file's size, or fewer than B*T+1 tokens (a
+ * token >= vocab fails the read that meets it; eng_data_check reads them all). */
 int eng_data_open(eng_data *d, const char *path, eng_data_format fmt, int vocab, int B, int T,
 	eng_err *err);
+/* 1 when d is open (a val file the spec gave), 0 else. */
+int eng_data_opened(const eng_data *d);
 void eng_data_close(eng_data *d); /* safe on a zeroed struct */
 
-/* eng_data_open's checks without keeping the tokens (the file, its header, its size, one
- * batch at least, every token under vocab, read a chunk at a time): what a job's
- * validation needs; the token count in *ntok. */
+/* Tokens first .. first+n-1 (n at most B*T+1), checked and widened into tok (NULL: only
+ * checked, left raw in d->raw): 0, or -1 naming the file and the token or the read. */
+int eng_data_read(eng_data *d, size_t first, size_t n, uint32_t *tok, eng_err *err);
+
+/* eng_data_open's checks and every token under vocab, read a chunk at a time: what a
+ * job's validation needs; the file's count and width in *f. */
 int eng_data_check(const char *path, eng_data_format fmt, int B, int T, int vocab,
-	size_t *ntok, eng_err *err);
+	eng_data_file *f, eng_err *err);
 
 /* Data parallel, llm.c's process_rank layout: a sample is `ranks` consecutive micro-batches
  * of B*T, rank r reading the r-th (tokens [(i*ranks + r)*B*T, +B*T+1) of sample i), so that
@@ -87,9 +118,10 @@ int eng_data_set_ranks(eng_data *d, int ranks, int rank, eng_err *err);
  * (at open, before any batch). Fails only out of memory. */
 int eng_data_shuffle(eng_data *d, uint32_t seed, eng_err *err);
 
-/* Copies the next batch into inp and tgt (B*T each) and advances: past the last sample of
- * an epoch the next begins, shuffled with a new permutation. */
-void eng_data_next(eng_data *d, uint32_t *inp, uint32_t *tgt);
+/* Reads the next batch into inp and tgt (B*T each) and advances: past the last sample of
+ * an epoch the next begins, shuffled with a new permutation. -1 (nothing advanced) when
+ * the read fails or meets a token >= vocab, with a message. */
+int eng_data_next(eng_data *d, uint32_t *inp, uint32_t *tgt, eng_err *err);
 
 /* Back to (or on to) position p, as taken from d->pos earlier in this run or from a
  * checkpoint of a run on the same file and batch shape; the caller has checked that

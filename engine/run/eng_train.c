@@ -265,7 +265,7 @@ const char *eng_trainer_allreduce(const eng_trainer *tr)
 
 float eng_trainer_val_loss(eng_trainer *tr, int batches)
 {
-	if (!tr->val.tok)
+	if (!eng_data_opened(&tr->val))
 		return NAN;
 	eng_data *d = &tr->val;
 	int fit = d->nsamples > INT_MAX ? INT_MAX : (int)d->nsamples;
@@ -277,8 +277,8 @@ float eng_trainer_val_loss(eng_trainer *tr, int batches)
 	for (int i = 0; i < batches; i++) {
 		float l;
 		eng_err e;
-		eng_data_next(d, tr->inp, tr->tgt);
-		if (tr->be->ops->loss(tr->be, tr->inp, tr->tgt, &l, &e) < 0)
+		if (eng_data_next(d, tr->inp, tr->tgt, &e) < 0 ||
+			tr->be->ops->loss(tr->be, tr->inp, tr->tgt, &l, &e) < 0)
 			l = NAN; /* a failure: the mean says so, the next step reports it */
 		sum += l;
 	}

@@ -62,7 +62,7 @@ typedef struct eng_trainer {
 	eng_backend *be;         /* what runs the model (eng_backend.h): the cpu backend over
 				  * `model`, or with device cuda the GPU's; every call about
 				  * the model's maths and memory goes through it */
-	eng_data train, val;     /* val.tok NULL when the spec has no val file */
+	eng_data train, val;     /* val closed when the spec has no val file */
 	eng_aliases aliases;
 	eng_policy policy;       /* what the activations are laid out for, either device */
 	eng_costs costs;         /* each section's measured time and bytes per mode (cpu) */

@@ -54,14 +54,15 @@ static int check_save_dir(const char *dir, eng_err *err)
 /* What a run of s holds whatever its policy, by category: the model's part, both token
  * files and the batch, and with save.dir the snapshot a save holds while it writes (one
  * count for --check, the memory limit, the controller and remat-plan). */
-static void fixed_of(const eng_spec *s, size_t ntok, size_t vtok, const eng_model *live,
+static void fixed_of(const eng_spec *s, const eng_data_file *train, const eng_data_file *val,
+	const eng_model *live,
 	size_t out[ENG_MEM_NCAT])
 {
 	eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->chunk_rows, s->threads, live, out);
 	if (s->grad_accum > 1)
 		out[ENG_MEM_GRADS] *= 2; /* the sum of the micro-batches' gradients */
-	out[ENG_MEM_DATA] = eng_data_bytes(ntok, s->batch, s->seq_len, s->shuffle) +
-		eng_data_bytes(vtok, s->batch, s->seq_len, 0) +
+	out[ENG_MEM_DATA] = eng_data_bytes(train, s->batch, s->seq_len, s->shuffle) +
+		(val ? eng_data_bytes(val, s->batch, s->seq_len, 0) : 0) +
 		2 * sizeof(uint32_t) * (size_t)s->batch * s->seq_len;
 }
 
@@ -133,7 +134,8 @@ size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT])
 		tr->be->ops->mem_now(tr->be, o, &all);
 		o[ENG_MEM_ACTIVATIONS] = o[ENG_MEM_RECOMPUTE] = 0;
 	} else {
-		fixed_of(&tr->spec, tr->train.ntok, tr->val.tok ? tr->val.ntok : 0, &tr->model, o);
+		fixed_of(&tr->spec, &tr->train.file, eng_data_opened(&tr->val) ? &tr->val.file
+			: NULL, &tr->model, o);
 	}
 	for (int c = 0; c < ENG_MEM_NCAT; c++)
 		total += o[c];
@@ -203,7 +205,7 @@ static int check_budget(const eng_spec *s, const eng_check *ck, eng_err *err)
 int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 {
 	eng_config cfg;
-	size_t ntok;
+	eng_data_file train, val;
 	memset(out, 0, sizeof *out);
 	if (eng_train_plan(s, &cfg, err) < 0 || eng_train_policy(s, &out->aliases, &out->policy,
 		err) < 0)
@@ -214,8 +216,9 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	/* the run's thread count: oneDNN's scratchpads (precision bf16) are sized for it */
 	kn_set_threads(s->threads);
 	if (eng_data_check(s->train_path, s->data_format, s->batch, s->seq_len,
-		    s->cfg.vocab_size, &ntok, err) < 0)
+		    s->cfg.vocab_size, &train, err) < 0)
 		return -1;
+	size_t ntok = train.ntok;
 	if (s->hostfile[0]) { /* mpirun reads it as the job's owner, as this check runs */
 		struct stat hst;
 		int hfd = eng_fs_open_read(s->hostfile, "hostfile", &hst, err);
@@ -227,9 +230,8 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 		return eng_errf(err, "data file '%s': %zu tokens, fewer than one step of %d ranks "
 				     "needs (%d x %d x %d + 1)", s->train_path, ntok, s->ranks, s->ranks,
 			s->batch, s->seq_len);
-	size_t vtok = 0;
 	if (s->val_path[0] && eng_data_check(s->val_path, s->data_format, s->batch, s->seq_len,
-		    s->cfg.vocab_size, &vtok, err) < 0)
+		    s->cfg.vocab_size, &val, err) < 0)
 		return -1;
 	if (s->save_dir[0] && check_save_dir(s->save_dir, err) < 0)
 		return -1;
@@ -241,7 +243,7 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 		out->chunk_rows = s->batch * s->seq_len;
 	out->ntok = ntok;
 	/* the model's fixed part, and the data: both token files and the batch (inp, tgt) */
-	fixed_of(s, ntok, vtok, NULL, out->fixed);
+	fixed_of(s, &train, s->val_path[0] ? &val : NULL, NULL, out->fixed);
 	out->snapshot = snapshot_of(s, 1); /* rematd's jobs always save */
 	out->untracked = host_tracked(s) ? eng_train_untracked_now(&s->cfg, out->chunk_rows,
 		s->threads) : 0;

@@ -24,7 +24,8 @@ int eng_trainer_set_check(const eng_trainer *tr, const json_t *set, eng_err *err
 						     json_object_get(set, "min_lr_frac")))
 		return eng_errf(err, "'warmup' and 'min_lr_frac' shape a new schedule: give "
 				     "'schedule' (cosine or constant) with them");
-	if (json_integer_value(json_object_get(set, "eval.every")) > 0 && !tr->val.tok)
+	if (json_integer_value(json_object_get(set, "eval.every")) > 0 &&
+		!eng_data_opened(&tr->val))
 		return eng_errf(err, "'eval.every' needs data.val, which the job has not");
 	if (json_integer_value(json_object_get(set, "save.every")) > 0 && !tr->spec.save_dir[0])
 		return eng_errf(err, "'save.every' needs save.dir, which the job has not");

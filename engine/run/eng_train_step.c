@@ -72,8 +72,8 @@ static int step_grads(eng_trainer *tr, double *loss_sum, double sec_ms[][3], dou
 	*rec_ms = 0.0;
 	for (int k = 0; k < K; k++) {
 		float l;
-		eng_data_next(&tr->train, tr->inp, tr->tgt);
-		if (be->ops->micro_step(be, tr->inp, tr->tgt, k, &l, err) < 0)
+		if (eng_data_next(&tr->train, tr->inp, tr->tgt, err) < 0 ||
+			be->ops->micro_step(be, tr->inp, tr->tgt, k, &l, err) < 0)
 			return -1;
 		*rec_ms += be->ops->recompute_ms(be);
 		const double (*sec)[3] = secs ? be->ops->section_ms(be) : NULL;

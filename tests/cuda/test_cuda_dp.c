@@ -61,8 +61,8 @@ START_TEST(test_cuda_accum_is_the_sum)
 	t_trainer(&tr, TINY_GPL("\"device\":\"cuda\",\"grad_accum\":2"));
 	size_t nf = tr.model.nfloats;
 	uint32_t inp[2][4 * 64], tgt[2][4 * 64];
-	eng_data_next(&tr.train, inp[0], tgt[0]);
-	eng_data_next(&tr.train, inp[1], tgt[1]);
+	t_next(&tr.train, inp[0], tgt[0]);
+	t_next(&tr.train, inp[1], tgt[1]);
 	micro(eng_backend_gpu(tr.be), inp[0], tgt[0], 0);
 	float *ga = step_grads(eng_backend_gpu(tr.be), nf);
 	micro(eng_backend_gpu(tr.be), inp[1], tgt[1], 0);

@@ -164,8 +164,8 @@ static void run_case(const ref_case *c, const char *policy, const char *policy2,
 
 	/* step 1, forward and backward only: logits and gradients before clipping */
 	uint32_t *inp = malloc(N * sizeof *inp), *tgt = malloc(N * sizeof *tgt);
-	memcpy(inp, tr.train.tok, N * sizeof *inp);
-	memcpy(tgt, tr.train.tok + 1, N * sizeof *tgt);
+	ck_assert_msg(eng_data_read(&tr.train, 0, N, inp, &err) == 0, "%s", err.msg);
+	ck_assert_msg(eng_data_read(&tr.train, 1, N, tgt, &err) == 0, "%s", err.msg);
 	m->logits_tap = logits;
 	float loss;
 	ck_assert_msg(eng_model_step(m, inp, tgt, &loss, &err) == 0, "%s", err.msg);

@@ -191,3 +191,9 @@ int t_asan_skips(const char *test)
 	return 0;
 #endif
 }
+
+void t_next(eng_data *d, uint32_t *inp, uint32_t *tgt)
+{
+	eng_err err;
+	ck_assert_msg(eng_data_next(d, inp, tgt, &err) == 0, "%s", err.msg);
+}

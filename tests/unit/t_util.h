@@ -15,6 +15,8 @@ void t_trainer(eng_trainer *tr, const char *fmt, ...) __attribute__((format(prin
  * saves (wk_save.c): the host copy brought up to date, a snapshot taken and written by the
  * checkpoint writer thread; its path into path[len]. Fails the test on error. */
 void t_save(eng_trainer *tr, char *path, size_t len);
+/* The next batch of d into inp and tgt (eng_data_next), failing the test on an error. */
+void t_next(eng_data *d, uint32_t *inp, uint32_t *tgt);
 
 /* Steps 1..steps of a run (their losses into loss[1..steps]), saved after step save_at
  * (the checkpoint's path into path[len]). */

@@ -361,7 +361,7 @@ static float first_batch_loss(const char *init_from)
 		  "{\"model\":{\"init_from\":\"%s\"},\"data\":{\"train\":\"%s\"},\"batch\":%d,"
 		  "\"seq_len\":%d,\"steps\":1,\"threads\":2}",
 		  init_from, data, TINY_B, TINY_T);
-	eng_data_next(&tr.train, tr.inp, tr.tgt);
+	t_next(&tr.train, tr.inp, tr.tgt);
 	float loss;
 	eng_err err = {0};
 	ck_assert_msg(eng_model_loss(&tr.model, tr.inp, tr.tgt, &loss, &err) == 0, "%s", err.msg);
@@ -1711,7 +1711,7 @@ START_TEST(test_llama_checkpoint_round_trip)
 	t_trainer(&b, "{\"model\":{\"init_from\":\"%s\"},\"data\":{\"train\":\"%s/train.bin\"},"
 		"\"batch\":2,\"seq_len\":24,\"steps\":1,\"threads\":2}", path, data);
 	float la, lb;
-	eng_data_next(&b.train, b.inp, b.tgt);
+	t_next(&b.train, b.inp, b.tgt);
 	ck_assert_msg(eng_model_loss(&a.model, b.inp, b.tgt, &la, &err) == 0, "%s", err.msg);
 	ck_assert_msg(eng_model_loss(&b.model, b.inp, b.tgt, &lb, &err) == 0, "%s", err.msg);
 	ck_assert_msg(memcmp(&la, &lb, sizeof la) == 0, "re-imported loss %.9g, trained %.9g", lb,

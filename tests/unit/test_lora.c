@@ -221,7 +221,7 @@ START_TEST(test_lora_checkpoint_own_base)
 	ck_assert(b.model.cfg.lora_r == 4 && b.model.ntensors == a.model.ntensors);
 	ck_assert(memcmp(a.model.params, b.model.params, a.model.nfloats * 4) == 0);
 	float la, lb;
-	eng_data_next(&b.train, b.inp, b.tgt);
+	t_next(&b.train, b.inp, b.tgt);
 	ck_assert(eng_model_loss(&a.model, b.inp, b.tgt, &la, &err) == 0);
 	ck_assert(eng_model_loss(&b.model, b.inp, b.tgt, &lb, &err) == 0);
 	ck_assert(memcmp(&la, &lb, sizeof la) == 0);
@@ -254,7 +254,7 @@ static float batch_loss(const char *from, const char *data, eng_model *keep)
 	float loss;
 	t_trainer(&tr, "{\"model\":{\"init_from\":\"%s\"},\"data\":{\"train\":\"%s/train.bin\"},"
 		"\"batch\":2,\"seq_len\":20,\"steps\":1,\"threads\":2}", from, data);
-	eng_data_next(&tr.train, tr.inp, tr.tgt);
+	t_next(&tr.train, tr.inp, tr.tgt);
 	ck_assert_msg(eng_model_loss(&tr.model, tr.inp, tr.tgt, &loss, &err) == 0, "%s", err.msg);
 	if (keep) { /* its weights, for the caller */
 		eng_err e;
