@@ -38,10 +38,10 @@ typedef struct eng_tok eng_tok;
 
 /* Loads a tokenizer from path: a tokenizer.json, or a directory holding tokenizer.json,
  * or one holding vocab.json (or encoder.json) and merges.txt (or vocab.bpe). A
- * tokenizer_config.json beside it names the BOS and EOS tokens. The file itself is opened
- * without following a symbolic link (O_NOFOLLOW), and no byte of it is ever shown in a
- * message. Returns the tokenizer (eng_tok_free it), or NULL with a message naming the file
- * and the key at fault. */
+ * tokenizer_config.json beside it names the BOS and EOS tokens. Its files are read as a
+ * model's are (a link at a file's own name followed: the hub cache's files are links), and
+ * no byte of them is ever shown in a message. Returns the tokenizer (eng_tok_free it), or
+ * NULL with a message naming the file and the key at fault. */
 eng_tok *eng_tok_load(const char *path, eng_err *err);
 
 /* The same from a tokenizer.json's bytes in memory (the fuzz target's way in); name labels

@@ -1,13 +1,15 @@
 /* eng_tok_load.c - a tokenizer from its files: tokenizer.json, or GPT-2's vocab.json +
  * merges.txt, and the tokenizer_config.json beside either (BOS and EOS).
  *
- * Files are opened in their directory without following a symbolic link (O_NOFOLLOW,
- * O_CLOEXEC, base/eng_fs.h), checked to be regular and at most ENG_TOK_FILE_MAX bytes,
- * and read through that descriptor. Everything the file says is checked before it is used:
- * types, ids within ENG_TOK_VOCAB_MAX, ids and tokens given once, merges naming tokens of
- * the vocabulary whose join is one too; a message names the key at fault ("model.merges[7]:
- * 'a b' names a token not in model.vocab" is said without the tokens: "its left token is
- * not in model.vocab"), never the file's bytes.
+ * Files are opened as a model's are (base/eng_fs.h's eng_fs_open_read, by the job's owner:
+ * a link at the file's own name is followed, as Hugging Face's hub cache keeps its files
+ * as links to blobs), checked to be regular (a FIFO or a device refused without blocking)
+ * and at most ENG_TOK_FILE_MAX bytes, and read through that descriptor. Everything the
+ * file says is checked before it is used: types, ids within ENG_TOK_VOCAB_MAX, ids and
+ * tokens given once, merges naming tokens of the vocabulary whose join is one too; a
+ * message names the key at fault ("model.merges[7]: 'a b' names a token not in
+ * model.vocab" is said without the tokens: "its left token is not in model.vocab"), never
+ * the file's bytes.
  * Not here: the steps' objects (eng_tok_conf.c), the tables (eng_tok_bpe.c).
  */
 #include <errno.h>
@@ -41,9 +43,10 @@ static int bad(eng_err *err, const char *label, const char *fmt, ...)
 static int read_at(const eng_dir *d, const char *name, char **buf, size_t *len, eng_err *err)
 {
 	struct stat st;
-	char *b = NULL;
+	char *b = NULL, path[2 * ENG_FS_PATH_LEN + 2];
 	size_t got = 0;
-	int fd = eng_fs_open_read_at(d, name, "tokenizer file", &st, err), rc = -1;
+	snprintf(path, sizeof path, "%s/%s", d->path, name);
+	int fd = eng_fs_open_read(path, "tokenizer file", &st, err), rc = -1;
 	if (fd < 0)
 		return errno == ENOENT ? 1 : -1;
 	if ((unsigned long long)st.st_size > ENG_TOK_FILE_MAX) {

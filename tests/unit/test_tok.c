@@ -230,7 +230,8 @@ START_TEST(test_tok_parse_deep_sequence)
 }
 END_TEST
 
-/* Files: a symlink, an empty directory, one too large. */
+/* Files: a symlink (followed, as a model's files are: the hub cache's are links), an empty
+ * directory, one too large. */
 START_TEST(test_tok_load_files)
 {
 	const char *tmp = t_env("REMAT_TMP");
@@ -250,8 +251,9 @@ START_TEST(test_tok_load_files)
 	eng_tok_free(t);
 	unlink(link);
 	ck_assert_int_eq(symlink(path, link), 0);
-	ck_assert_ptr_null(eng_tok_load(link, &err));
-	ck_assert_msg(strstr(err.msg, "it is a symbolic link") != NULL, "%s", err.msg);
+	t = eng_tok_load(link, &err);
+	ck_assert_msg(t != NULL, "%s", err.msg);
+	eng_tok_free(t);
 	ck_assert_int_eq(truncate(path, (off_t)ENG_TOK_FILE_MAX + 1), 0);
 	ck_assert_ptr_null(eng_tok_load(path, &err));
 	ck_assert_msg(strstr(err.msg, "more than 268435456") != NULL, "%s", err.msg);
