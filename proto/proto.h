@@ -286,7 +286,7 @@ int proto_job_state_final(int s);
 
 /* The keys of a job spec that name files, as {section, key}: rematd refuses relative ones
  * (the worker runs in the job's directory), rematctl makes them absolute first. */
-#define PROTO_SPEC_PATHS 5
+#define PROTO_SPEC_PATHS 6
 extern const char *const proto_spec_paths[PROTO_SPEC_PATHS][2];
 
 /* A policy as text, the one grammar of remat-train's --remat-schedule and the spec's

@@ -6,10 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "eng_fs.h"
 #include "eng_import.h"
+#include "eng_tok.h"
 #include "kn.h"
 
 /* Bytes of the UTF-8 sequence at s (n left), 0 when it is not a valid one. */
@@ -25,25 +27,15 @@ static int utf8_len(const unsigned char *s, int n)
 	return k;
 }
 
-/* A sample's tokens as text for a byte model: valid UTF-8 and tabs and newlines kept,
- * any other byte shown as '?' (no control character reaches a terminal or a log). */
-static void wk_sample_text(const uint32_t *tok, int n, char *buf, size_t len)
+/* Text made safe to show: valid UTF-8 and tabs and newlines kept, any other byte shown as
+ * '?' (no control character reaches a terminal or a log); malloc'd. */
+static char *clean_text(const unsigned char *b, size_t n)
 {
-	unsigned char *b = malloc((size_t)n + 1);
+	char *buf = malloc(n + 1);
 	size_t o = 0;
-	if (!b || len == 0) {
-		if (len)
-			buf[0] = '\0';
-		free(b);
-		return;
-	}
-	for (int i = 0; i < n; i++)
-		b[i] = tok[i] < 256 ? (unsigned char)tok[i] : 0x01; /* past a byte: shown as '?' */
-	for (int i = 0; i < n && o + 5 < len;) {
-		int k = utf8_len(b + i, n - i);
-		if (k == 1 && b[i] < 0x20 && b[i] != '\n' && b[i] != '\t')
-			k = 0;
-		if (k == 1 && b[i] == 0x7f)
+	for (size_t i = 0; buf && i < n;) {
+		int k = utf8_len(b + i, n - i > 4 ? 4 : (int)(n - i));
+		if (k == 1 && ((b[i] < 0x20 && b[i] != '\n' && b[i] != '\t') || b[i] == 0x7f))
 			k = 0;
 		if (k == 0) {
 			buf[o++] = '?';
@@ -52,10 +44,34 @@ static void wk_sample_text(const uint32_t *tok, int n, char *buf, size_t len)
 		}
 		memcpy(buf + o, b + i, (size_t)k);
 		o += (size_t)k;
-		i += k;
+		i += (size_t)k;
 	}
-	buf[o] = '\0';
-	free(b);
+	if (buf)
+		buf[o] = '\0';
+	return buf;
+}
+
+/* n ids as text, malloc'd: through the run's tokenizer (tok), or a byte model's bytes (a
+ * token past 255 shown as '?'); NULL when neither (the ids are shown instead) or on a
+ * failure (said on stderr). */
+static char *sample_text(eng_tok *tok, int bytes, const uint32_t *ids, int n)
+{
+	eng_err err;
+	size_t len;
+	char *raw = NULL, *text = NULL;
+	if (tok) {
+		raw = eng_tok_decode(tok, ids, (size_t)n, &len, &err);
+		if (!raw)
+			fprintf(stderr, "remat-train: sample: %s\n", err.msg);
+	} else if (bytes && (raw = malloc((size_t)n + 1))) {
+		for (int i = 0; i < n; i++)
+			raw[i] = (char)(ids[i] < 256 ? ids[i] : 0x01); /* past a byte: '?' */
+		len = (size_t)n;
+	}
+	if (raw)
+		text = clean_text((const unsigned char *)raw, len);
+	free(raw);
+	return text;
 }
 
 static json_t *ids_json(const uint32_t *tok, int n)
@@ -72,10 +88,9 @@ void wk_sample_run(eng_trainer *tr, wk_ctl *c, int json)
 	eng_sample_opts o = {s->sample_tokens, s->sample_temperature, s->sample_top_k,
 		s->sample_seed + (uint32_t)tr->step};
 	uint32_t *out = malloc((size_t)o.tokens * sizeof *out);
-	size_t tlen = 4 * (size_t)o.tokens + 8;
-	char *text = malloc(tlen);
+	char *text = NULL;
 	eng_err err;
-	if (!out || !text) {
+	if (!out) {
 		fprintf(stderr, "remat-train: sample: out of memory\n");
 		goto out;
 	}
@@ -84,18 +99,16 @@ void wk_sample_run(eng_trainer *tr, wk_ctl *c, int json)
 		fprintf(stderr, "remat-train: sample after step %d: %s\n", tr->step, err.msg);
 		goto out;
 	}
-	int bytes = s->data_format == ENG_DATA_BYTES;
 	json_t *row = json_pack("{s:i,s:o,s:o}", "step", tr->step, "prompt",
 		ids_json(s->sample_prompt, s->sample_n), "tokens", ids_json(out, o.tokens));
-	if (bytes) {
-		wk_sample_text(out, o.tokens, text, tlen);
+	text = sample_text(tr->tok, s->data_format == ENG_DATA_BYTES, out, o.tokens);
+	if (text)
 		json_object_set_new(row, "text", json_string(text));
-	}
 	if (json) {
 		char *line = json_dumps(row, JSON_COMPACT | JSON_PRESERVE_ORDER);
 		printf("%s\n", line ? line : "{}");
 		free(line);
-	} else if (bytes) {
+	} else if (text) {
 		printf("sample after step %d:\n%s\n", tr->step, text);
 	} else {
 		printf("sample after step %d:", tr->step);
@@ -155,24 +168,20 @@ static int parse_prompt(const char *text, int bytes, int vocab, uint32_t *tok, i
 	return *n > 0 ? 0 : -1;
 }
 
-/* The continuation printed: the text (a byte model) or the new ids. */
-static void print_sample(const wk_sample_args *a, const uint32_t *prompt, int n,
-	const uint32_t *out, int bytes)
+/* The continuation printed: the prompt and it as text (a tokenizer's, or a byte model's),
+ * or the new ids. */
+static void print_sample(const wk_sample_args *a, eng_tok *tok, const uint32_t *prompt,
+	int n, const uint32_t *out, int bytes)
 {
 	int k = a->o.tokens;
-	size_t tlen = 4 * (size_t)(n + k) + 8;
-	char *text = bytes ? malloc(tlen) : NULL;
-	if (text) {
-		uint32_t *all = malloc((size_t)(n + k) * sizeof *all);
-		if (all) {
-			memcpy(all, prompt, (size_t)n * sizeof *all);
-			memcpy(all + n, out, (size_t)k * sizeof *all);
-			wk_sample_text(all, n + k, text, tlen);
-		}
-		free(all);
-		if (!all)
-			text[0] = '\0';
+	uint32_t *all = malloc((size_t)(n + k) * sizeof *all);
+	char *text = NULL;
+	if (all) {
+		memcpy(all, prompt, (size_t)n * sizeof *all);
+		memcpy(all + n, out, (size_t)k * sizeof *all);
+		text = sample_text(tok, bytes, all, n + k);
 	}
+	free(all);
 	if (a->json) {
 		json_t *o = json_pack("{s:o,s:o}", "prompt", ids_json(prompt, n), "tokens",
 			ids_json(out, k));
@@ -192,6 +201,53 @@ static void print_sample(const wk_sample_args *a, const uint32_t *prompt, int n,
 	free(text);
 }
 
+/* The prompt through ckpt's tokenizer: text (NULL: its BOS, else its EOS, else id 0),
+ * encoded, each id under vocab: 0, or -1 said. */
+static int prompt_of(eng_tok *tok, const char *text, int vocab, uint32_t *ids, int *n)
+{
+	uint32_t *enc = NULL, first = eng_tok_bos(tok) != ENG_TOK_NONE ? eng_tok_bos(tok)
+								    : eng_tok_eos(tok);
+	size_t m = 0;
+	eng_err err;
+	*n = 0;
+	if (!text) {
+		ids[(*n)++] = first != ENG_TOK_NONE ? first : 0;
+		return 0;
+	}
+	if (eng_tok_encode(tok, text, strlen(text), &enc, &m, &err) < 0) {
+		fprintf(stderr, "remat-train: --prompt: %s\n", err.msg);
+		return -1;
+	}
+	for (size_t i = 0; i < m && *n < ENG_MAX_PROMPT; i++)
+		if (enc[i] < (uint32_t)vocab)
+			ids[(*n)++] = enc[i];
+	free(enc);
+	if (*n == (int)m && m > 0)
+		return 0;
+	fprintf(stderr, "remat-train: --prompt: %s\n", m == 0 ? "empty" : *n == ENG_MAX_PROMPT ?
+		"more than 1024 tokens" : "a token past the model's vocab_size");
+	return -1;
+}
+
+/* ckpt's tokenizer when it carries one (*tok NULL when not): 0, or -1 said (one there
+ * that does not load). */
+static int ckpt_tokenizer(const char *ckpt, eng_tok **tok)
+{
+	char p[ENG_PATH_LEN + 32];
+	struct stat st;
+	eng_err err;
+	*tok = NULL;
+	snprintf(p, sizeof p, "%s/tokenizer.json", ckpt);
+	int has = stat(p, &st) == 0;
+	snprintf(p, sizeof p, "%s/vocab.json", ckpt);
+	if (!has && stat(p, &st) < 0)
+		return 0;
+	if ((*tok = eng_tok_load(ckpt, &err)))
+		return 0;
+	fprintf(stderr, "remat-train: --sample: %s\n", err.msg);
+	return -1;
+}
+
 int wk_sample_cli(const wk_sample_args *a)
 {
 	eng_config cfg;
@@ -199,17 +255,25 @@ int wk_sample_cli(const wk_sample_args *a)
 	eng_policy p;
 	eng_err err;
 	uint32_t prompt[ENG_MAX_PROMPT], *inp = NULL, *tgt = NULL, *out = NULL;
+	eng_tok *tok = NULL;
 	int n, rc = 1;
 	if (eng_import_read_config(a->ckpt, &cfg, &err) < 0)
 		goto fail;
-	int st = ckpt_bytes(a->ckpt), bytes = st >= 0 ? st : cfg.vocab_size == 256;
+	if (ckpt_tokenizer(a->ckpt, &tok) < 0)
+		return 1;
+	int st = ckpt_bytes(a->ckpt), bytes = !tok && (st >= 0 ? st : cfg.vocab_size == 256);
 	const char *text = a->prompt ? a->prompt : bytes ? "\n" : cfg.vocab_size > 50256 ? "50256"
 											 : "0";
-	if (parse_prompt(text, bytes, cfg.vocab_size, prompt, &n) < 0) {
+	if (tok && prompt_of(tok, a->prompt, cfg.vocab_size, prompt, &n) < 0) {
+		rc = 2;
+		goto out;
+	}
+	if (!tok && parse_prompt(text, bytes, cfg.vocab_size, prompt, &n) < 0) {
 		fprintf(stderr, "remat-train: --prompt: %s\n", bytes
 			? "text of 1 to 1024 bytes, each under the model's vocab_size (a byte model)"
 			: "token ids under the model's vocab_size, separated by commas or blanks");
-		return 2;
+		rc = 2;
+		goto out;
 	}
 	int T = n + a->o.tokens < cfg.n_positions ? n + a->o.tokens : cfg.n_positions;
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -227,7 +291,7 @@ int wk_sample_cli(const wk_sample_args *a)
 	if (eng_model_set_policy(&m, &p, &err) < 0 ||
 		eng_sample(&m, prompt, n, &a->o, inp, tgt, out, &err) < 0)
 		goto fail;
-	print_sample(a, prompt, n, out, bytes);
+	print_sample(a, tok, prompt, n, out, bytes);
 	rc = 0;
 	goto out;
 fail:
@@ -237,5 +301,6 @@ out:
 	free(tgt);
 	free(out);
 	eng_model_free(&m);
+	eng_tok_free(tok);
 	return rc;
 }

@@ -78,6 +78,9 @@ typedef struct eng_spec {
 	/* data */
 	char train_path[ENG_PATH_LEN];    /* data.train, required */
 	char val_path[ENG_PATH_LEN];      /* data.val, "" when absent */
+	char tokenizer[ENG_PATH_LEN];     /* data.tokenizer: a tokenizer.json or a directory
+					   * holding one (or GPT-2's vocab.json + merges.txt);
+					   * "" for init_from's directory when it holds one */
 	eng_data_format data_format;      /* data.format, default llmc */
 	int shuffle;                      /* data.shuffle: llm.c's shuffled order, default 0
 					   * (file order) */

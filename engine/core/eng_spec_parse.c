@@ -27,7 +27,7 @@ static const char *const model_keys[] = {"preset", "n_layer", "n_embd", "n_head"
 #define MODEL_SHAPE_KEYS 12 /* model_keys[0 .. 12): the preset and the shape's fields */
 static const char *const arch_keys[] = {"gpt2", "llama", NULL}; /* as eng_arch */
 static const char *const data_keys[] = {"train", "format", "val", "shuffle", "shuffle_seed",
-	NULL};
+	"tokenizer", NULL};
 static const char *const eval_keys[] = {"every", "batches", NULL};
 static const char *const parallel_keys[] = {"ranks", "hosts", "hostfile", NULL};
 static const char *const sample_keys[] = {"every", "tokens", "prompt", "temperature", "top_k",
@@ -66,7 +66,8 @@ static int parse_data(eng_spec *s, json_t *root, eng_err *err)
 		return -1;
 	if (rc == 0)
 		return eng_errf(err, "missing 'data.train': the training token file");
-	if (es_get_str(d, "data", "val", s->val_path, sizeof s->val_path, err) < 0)
+	if (es_get_str(d, "data", "val", s->val_path, sizeof s->val_path, err) < 0 ||
+		es_get_str(d, "data", "tokenizer", s->tokenizer, sizeof s->tokenizer, err) < 0)
 		return -1;
 	json_t *f = json_object_get(d, "format");
 	int k = 0;

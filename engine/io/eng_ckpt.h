@@ -40,6 +40,30 @@
 
 #define ENG_CKPT_FORMAT 1 /* trainer_state.json "format_version" this code writes and reads */
 
+/* The tokenizer's files a checkpoint carries, under Hugging Face's names
+ * (eng_ckpt_tok_names: tokenizer.json, tokenizer_config.json, special_tokens_map.json, and
+ * GPT-2's vocab.json and merges.txt), as the run read them at its start: every checkpoint
+ * holds the tokenizer the run trained with, and AutoTokenizer.from_pretrained(ckpt) loads
+ * it as after Trainer.save_model. len 0: the run has no such file. */
+#define ENG_CKPT_TOK_FILES 5
+#define ENG_CKPT_TOK_NAMES "tokenizer.json", "tokenizer_config.json", \
+	"special_tokens_map.json", "vocab.json", "merges.txt"
+extern const char *const eng_ckpt_tok_names[ENG_CKPT_TOK_FILES];
+typedef struct eng_ckpt_tok {
+	char *bytes[ENG_CKPT_TOK_FILES]; /* (ENG_MEM_DATA) */
+	size_t len[ENG_CKPT_TOK_FILES];
+} eng_ckpt_tok;
+
+/* The files of the tokenizer at path: a tokenizer.json (the others looked for beside it)
+ * or a directory holding any of them, each a regular file read without following a link
+ * at its last step, at most ENG_CKPT_TOK_MAX bytes: 0, or -1 naming the file (none there
+ * at all is an error too). eng_ckpt_tok_free it. */
+#define ENG_CKPT_TOK_MAX (256u << 20)
+int eng_ckpt_tok_read(eng_ckpt_tok *t, const char *path, eng_err *err);
+/* The bytes it holds. */
+size_t eng_ckpt_tok_bytes(const eng_ckpt_tok *t);
+void eng_ckpt_tok_free(eng_ckpt_tok *t); /* safe on a zeroed one */
+
 /* Everything a checkpoint holds, copied out of a run at a step boundary. */
 typedef struct eng_ckpt_snap {
 	eng_config cfg;
@@ -58,6 +82,7 @@ typedef struct eng_ckpt_snap {
 	char lora_base[ENG_PATH_LEN]; /* LoRA: the base adapter_config.json names; "": the
 				  * checkpoint holds the base itself (named ".") */
 	char lora_pin[192];       /* what trainer_state.json records of that base */
+	const eng_ckpt_tok *tok;  /* the tokenizer's files (borrowed from the run; NULL none) */
 } eng_ckpt_snap;
 
 /* What a snapshot is taken of: a run as a checkpoint sees it (borrowed for the call). */
@@ -68,6 +93,7 @@ typedef struct eng_ckpt_src {
 	int step;                 /* completed steps */
 	const char *lora_base;    /* eng_ckpt_snap.lora_base ("" or NULL: none) */
 	const char *lora_pin;     /* eng_ckpt_snap.lora_pin ("" or NULL: none) */
+	const eng_ckpt_tok *tok;  /* the tokenizer's files (NULL: none) */
 } eng_ckpt_src;
 
 /* Copies a run's state (call at a step boundary, on the training thread). */

@@ -281,6 +281,9 @@ int eng_ckpt_verify(const char *ckpt, eng_err *err)
 	/* a LoRA run's (its adapter_config.json listed) holds its base, or names it */
 	unsigned want_files = !json_object_get(files, ENG_PEFT_CONFIG) ? FULL_FILES :
 		LORA_FILES | (json_object_get(files, "model.safetensors") ? F(0) | F(1) : 0);
+	for (int k = 0; k < ENG_CKPT_TOK_FILES; k++) /* the tokenizer's, those it carries */
+		want_files |= json_object_get(files, eng_ckpt__files[TOK_FILE0 + k])
+			? F(TOK_FILE0 + k) : 0;
 	if (checksums(ckpt, files, want_files, err) < 0)
 		goto out;
 	/* the checksums hold; the structure still gets the readers' full checks, and every

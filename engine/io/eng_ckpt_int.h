@@ -17,11 +17,12 @@
  * full checkpoint's first three; a LoRA run's adapters as PEFT saves them and the moments,
  * and its base's weights and config.json only when the base is nowhere else on disk
  * (eng_ckpt_write.c). */
-#define NFILES 5
+#define NFILES (5 + ENG_CKPT_TOK_FILES)
 extern const char *const eng_ckpt__files[NFILES];
 #define F(i) (1u << (i))
 #define FULL_FILES (F(0) | F(1) | F(2))
 #define LORA_FILES (F(2) | F(3) | F(4))
+#define TOK_FILE0 5 /* eng_ckpt__files[TOK_FILE0 + k] is eng_ckpt_tok_names[k] */
 
 /* buf = a + b; -1 when it does not fit (a path is never silently cut). Not inlined: the
  * length check is here, and gcc's truncation warning cannot see it at call sites. Unused

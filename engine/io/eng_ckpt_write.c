@@ -31,14 +31,18 @@
  * full checkpoint's first three; a LoRA run's adapters as PEFT saves them and the moments,
  * and its base's weights and config.json only when the base is nowhere else on disk. */
 const char *const eng_ckpt__files[NFILES] = {"model.safetensors", "config.json",
-	"optimizer.safetensors", ENG_PEFT_WEIGHTS, ENG_PEFT_CONFIG};
+	"optimizer.safetensors", ENG_PEFT_WEIGHTS, ENG_PEFT_CONFIG, ENG_CKPT_TOK_NAMES};
+
 
 /* The files snapshot s writes */
 static unsigned files_of(const eng_ckpt_snap *s)
 {
+	unsigned tok = 0;
+	for (int k = 0; s->tok && k < ENG_CKPT_TOK_FILES; k++)
+		tok |= s->tok->len[k] ? F(TOK_FILE0 + k) : 0;
 	if (!s->cfg.lora_r)
-		return FULL_FILES;
-	return LORA_FILES | (s->lora_base[0] ? 0 : F(0) | F(1));
+		return FULL_FILES | tok;
+	return LORA_FILES | tok | (s->lora_base[0] ? 0 : F(0) | F(1));
 }
 
 /* Test hook: REMAT_CKPT_DELAY_US sleeps between the steps of a save, so the crash test can
@@ -147,6 +151,7 @@ static void snap_state(eng_ckpt_snap *s, const eng_ckpt_src *run)
 	s->ngrad = m->ngrad;
 	snprintf(s->lora_base, sizeof s->lora_base, "%s", run->lora_base ? run->lora_base : "");
 	snprintf(s->lora_pin, sizeof s->lora_pin, "%s", run->lora_pin ? run->lora_pin : "");
+	s->tok = run->tok;
 }
 
 int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_ckpt_src *run, eng_err *err)
@@ -242,6 +247,21 @@ out:
 	free(e);
 	free(names);
 	return rc;
+}
+
+/* Bytes to write as they are (bytes_fill). */
+typedef struct bytes_out {
+	const char *b;
+	size_t n;
+} bytes_out;
+
+/* eng_fs_fill_fn of a bytes_out. */
+static int bytes_fill(FILE *f, void *ud, eng_err *err)
+{
+	const bytes_out *o = ud;
+	(void)err;
+	fwrite(o->b, 1, o->n, f);
+	return 0;
 }
 
 /* eng_fs_fill_fn of one line of text. */
@@ -430,6 +450,12 @@ static int write_files(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, 
 	if (write_tensors(s, d, "optimizer.safetensors", "exp_avg.", s->m, "exp_avg_sq.", s->v,
 		    err) < 0)
 		return -1;
+	for (int k = 0; k < ENG_CKPT_TOK_FILES; k++) { /* the tokenizer, as the run read it */
+		bytes_out o = {s->tok ? s->tok->bytes[k] : NULL, s->tok ? s->tok->len[k] : 0};
+		if ((files & F(TOK_FILE0 + k)) &&
+			eng_fs_write_at(d, eng_ckpt__files[TOK_FILE0 + k], bytes_fill, &o, err) < 0)
+			return -1;
+	}
 	test_delay();
 	return write_state(s, d, bytes, err);
 }

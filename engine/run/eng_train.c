@@ -22,6 +22,7 @@
 #include "eng_fs.h"
 #include "eng_import.h"
 #include "eng_mem.h"
+#include "eng_tok.h"
 #include "kn.h"
 
 /* mkdir -p, then a check that files can be created there: a save directory that cannot
@@ -147,6 +148,15 @@ static int trainer_model(eng_trainer *tr, const eng_backend_ops *ops, eng_err *e
 static int trainer_data(eng_trainer *tr, eng_err *err)
 {
 	const eng_spec *s = &tr->spec;
+	eng_data_file f;
+	/* every token under the vocabulary before the first step, as --check does: a file
+	 * made for another model never starts (one changed later fails the batch that meets
+	 * it); read a chunk at a time, whatever its size */
+	if (eng_data_check(s->train_path, s->data_format, s->batch, s->seq_len,
+		    s->cfg.vocab_size, &f, err) < 0 ||
+		(s->val_path[0] && eng_data_check(s->val_path, s->data_format, s->batch,
+			s->seq_len, s->cfg.vocab_size, &f, err) < 0))
+		return -1;
 	if (eng_data_open(&tr->train, s->train_path, s->data_format, s->cfg.vocab_size, s->batch,
 		    s->seq_len, err) < 0)
 		return -1;
@@ -184,6 +194,7 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	eng_mem_set_limit(ops->tracked_host ? s->mem_limit : 0); /* it bounds the host's */
 	kn_set_threads(s->threads);
 	if (trainer_model(tr, ops, err) < 0 || trainer_weights(tr, err) < 0 ||
+		eng_train_tokenizer(s, tr->tokenizer, &tr->tok, &tr->tok_files, err) < 0 ||
 		eng_train_policy(s, &tr->aliases, &p, err) < 0)
 		goto fail;
 	/* the data before the activations: all the run holds besides them is allocated when
@@ -222,6 +233,8 @@ void eng_trainer_free(eng_trainer *tr)
 	eng_backend_free(tr->be);
 	eng_model_free(&tr->model);
 	eng_memtrace_free(&tr->trace);
+	eng_tok_free(tr->tok);
+	eng_ckpt_tok_free(&tr->tok_files);
 	if (tr->has_save_lock)
 		close(tr->save_lock); /* the save directory is free for another job */
 	if (tr->spec.mem_limit)

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "eng_backend.h"
+#include "eng_ckpt.h"
 #include "eng_data.h"
 #include "eng_err.h"
 #include "eng_costs.h"
@@ -84,6 +85,10 @@ typedef struct eng_trainer {
 	char lora_base[ENG_PATH_LEN]; /* LoRA: the base its checkpoints name, "" when they
 				  * hold it (see eng_ckpt_snap.lora_base) */
 	char lora_pin[192];      /* and what they record of it (eng_peft_base_pin) */
+	char tokenizer[ENG_PATH_LEN]; /* the run's tokenizer (data.tokenizer, or init_from's
+				  * when it holds one), "" none */
+	eng_ckpt_tok tok_files;  /* its files, carried by every checkpoint */
+	struct eng_tok *tok;     /* it loaded (samples come out as text), NULL none */
 	int has_save_lock;       /* 1 while save_lock is held */
 	int save_lock;           /* the save directory's lock (eng_fs_lock) */
 } eng_trainer;

@@ -55,7 +55,7 @@ static int check_save_dir(const char *dir, eng_err *err)
  * files and the batch, and with save.dir the snapshot a save holds while it writes (one
  * count for --check, the memory limit, the controller and remat-plan). */
 static void fixed_of(const eng_spec *s, const eng_data_file *train, const eng_data_file *val,
-	const eng_model *live,
+	size_t tok_bytes, const eng_model *live,
 	size_t out[ENG_MEM_NCAT])
 {
 	eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->chunk_rows, s->threads, live, out);
@@ -63,7 +63,7 @@ static void fixed_of(const eng_spec *s, const eng_data_file *train, const eng_da
 		out[ENG_MEM_GRADS] *= 2; /* the sum of the micro-batches' gradients */
 	out[ENG_MEM_DATA] = eng_data_bytes(train, s->batch, s->seq_len, s->shuffle) +
 		(val ? eng_data_bytes(val, s->batch, s->seq_len, 0) : 0) +
-		2 * sizeof(uint32_t) * (size_t)s->batch * s->seq_len;
+		2 * sizeof(uint32_t) * (size_t)s->batch * s->seq_len + tok_bytes;
 }
 
 /* A save's snapshot of weights and moments (the trainable tensors'), as eng_ckpt_snap_take
@@ -135,7 +135,7 @@ size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT])
 		o[ENG_MEM_ACTIVATIONS] = o[ENG_MEM_RECOMPUTE] = 0;
 	} else {
 		fixed_of(&tr->spec, &tr->train.file, eng_data_opened(&tr->val) ? &tr->val.file
-			: NULL, &tr->model, o);
+			: NULL, eng_ckpt_tok_bytes(&tr->tok_files), &tr->model, o);
 	}
 	for (int c = 0; c < ENG_MEM_NCAT; c++)
 		total += o[c];
@@ -213,6 +213,13 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	/* init_from's weights as their load will check them, their headers alone */
 	if (s->init_from[0] && eng_import_check(s->init_from, &s->cfg, err) < 0)
 		return -1;
+	/* the tokenizer as the run loads it, and the bytes of its files the run keeps */
+	eng_ckpt_tok tf;
+	char tpath[ENG_PATH_LEN];
+	if (eng_train_tokenizer(s, tpath, NULL, &tf, err) < 0)
+		return -1;
+	size_t tok_bytes = eng_ckpt_tok_bytes(&tf);
+	eng_ckpt_tok_free(&tf);
 	/* the run's thread count: oneDNN's scratchpads (precision bf16) are sized for it */
 	kn_set_threads(s->threads);
 	if (eng_data_check(s->train_path, s->data_format, s->batch, s->seq_len,
@@ -243,7 +250,7 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 		out->chunk_rows = s->batch * s->seq_len;
 	out->ntok = ntok;
 	/* the model's fixed part, and the data: both token files and the batch (inp, tgt) */
-	fixed_of(s, &train, s->val_path[0] ? &val : NULL, NULL, out->fixed);
+	fixed_of(s, &train, s->val_path[0] ? &val : NULL, tok_bytes, NULL, out->fixed);
 	out->snapshot = snapshot_of(s, 1); /* rematd's jobs always save */
 	out->untracked = host_tracked(s) ? eng_train_untracked_now(&s->cfg, out->chunk_rows,
 		s->threads) : 0;

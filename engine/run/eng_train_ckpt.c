@@ -12,6 +12,7 @@ eng_ckpt_src eng_trainer_ckpt_src(const eng_trainer *tr)
 		.step = tr->step,
 		.lora_base = tr->lora_base,
 		.lora_pin = tr->lora_pin,
+		.tok = &tr->tok_files,
 	};
 	return src;
 }

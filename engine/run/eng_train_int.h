@@ -13,6 +13,12 @@
  * before anything is allocated; the spec's aliases and the policy it starts with. */
 int eng_train_plan(eng_spec *s, eng_config *cfg, eng_err *err);
 int eng_train_policy(const eng_spec *s, eng_aliases *al, eng_policy *p, eng_err *err);
+/* The run's tokenizer, after eng_train_plan: data.tokenizer, or init_from's directory when
+ * it holds one (a checkpoint of a run that had one carries it); its path into path ("":
+ * none, and nothing loaded), loaded into *tok and its files read into *files (either may
+ * be NULL: not wanted). One with more ids than the model's vocabulary is refused. */
+int eng_train_tokenizer(const eng_spec *s, char path[ENG_PATH_LEN], struct eng_tok **tok,
+	eng_ckpt_tok *files, eng_err *err);
 
 /* eng_train_check.c: the process's resident bytes beyond the tracked ones, once the
  * kernels have their buffers; "N MiB (...)", what a run needs at least as the refusals for

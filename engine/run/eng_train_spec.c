@@ -13,6 +13,7 @@
 #include "eng_ckpt.h"
 #include "eng_import.h"
 #include "eng_peft.h"
+#include "eng_tok.h"
 #include "kn.h"
 
 /* init_from may name a checkpoint or a save directory (then its newest checkpoint that
@@ -99,4 +100,56 @@ int eng_train_policy(const eng_spec *s, eng_aliases *al, eng_policy *p, eng_err 
 		if (eng_policy_apply(p, al, s->assign[i].selector, s->assign[i].mode, err) < 0)
 			return -1;
 	return eng_policy_check_device(s->device, p, err);
+}
+
+/* 1 when dir is a directory with a tokenizer's files (tokenizer.json, or GPT-2's
+ * vocab.json and merges.txt). */
+static int holds_tokenizer(const char *dir)
+{
+	char p[ENG_PATH_LEN + 32];
+	struct stat st;
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+	if (stat(p, &st) == 0)
+		return 1;
+	snprintf(p, sizeof p, "%s/vocab.json", dir);
+	int v = stat(p, &st) == 0;
+	snprintf(p, sizeof p, "%s/merges.txt", dir);
+	return v && stat(p, &st) == 0;
+}
+
+int eng_train_tokenizer(const eng_spec *s, char path[ENG_PATH_LEN], struct eng_tok **tok,
+	eng_ckpt_tok *files, eng_err *err)
+{
+	eng_tok *t = NULL;
+	path[0] = '\0';
+	if (tok)
+		*tok = NULL;
+	if (files)
+		memset(files, 0, sizeof *files);
+	if (s->tokenizer[0])
+		snprintf(path, ENG_PATH_LEN, "%s", s->tokenizer);
+	else if (s->init_from[0] && holds_tokenizer(s->init_from))
+		snprintf(path, ENG_PATH_LEN, "%s", s->init_from);
+	if (!path[0])
+		return 0;
+	if (!(t = eng_tok_load(path, err)))
+		return -1;
+	uint32_t n = eng_tok_vocab_size(t);
+	if (n > (uint32_t)s->cfg.vocab_size) {
+		eng_errf(err, "tokenizer '%s' has %u ids, more than the model's vocab_size %d",
+			path, n, s->cfg.vocab_size);
+		eng_tok_free(t);
+		return -1;
+	}
+	if (files && eng_ckpt_tok_read(files, path, err) < 0) {
+		eng_tok_free(t);
+		return -1;
+	}
+	if (tok)
+		*tok = t;
+	else
+		eng_tok_free(t);
+	return 0;
 }

@@ -16,6 +16,7 @@ Suite *suite_policy(void);
 Suite *suite_spec(void);
 Suite *suite_st(void);
 Suite *suite_tok(void);
+Suite *suite_tokjob(void); /* tests/unit/test_tok_job.c */
 Suite *suite_data(void);
 Suite *suite_plot(void);
 Suite *suite_import(void);

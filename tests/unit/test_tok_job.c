@@ -1,0 +1,186 @@
+/* test_tok_job.c - a job's tokenizer, suite "tokjob": data.tokenizer (or init_from's
+ * directory) is loaded with the job, refused when it has more ids than the model, and its
+ * files ride in every checkpoint as Hugging Face names them (byte for byte, in the
+ * checkpoint's checksums); samples, during a run and from a checkpoint, come out as its
+ * text. The tokenizer here is a byte-level BPE of GPT-2's 256 byte symbols and no merges,
+ * so a byte model's token ids are its ids. */
+#include "tests.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "eng_ckpt.h"
+#include "eng_tok.h"
+#include "t_util.h"
+
+#define GPL "/usr/share/common-licenses/GPL-3"
+
+/* GPT-2's byte symbols (bytes_to_unicode): printable Latin-1 bytes stand for themselves,
+ * the other 68 for U+0100 on, in byte order. */
+static unsigned byte_symbol(int b)
+{
+	static unsigned map[256];
+	if (!map['!']) {
+		unsigned next = 256;
+		for (int c = 0; c < 256; c++)
+			map[c] = (c >= '!' && c <= '~') || (c >= 0xa1 && c <= 0xac) || c >= 0xae
+				? (unsigned)c : next++;
+	}
+	return map[b];
+}
+
+/* dir/tokenizer.json (ids 0..255 the bytes, and `extra` more tokens past them) and
+ * dir/tokenizer_config.json. */
+static void byte_tokenizer(const char *dir, int extra)
+{
+	char path[1024];
+	json_t *vocab = json_object();
+	for (int b = 0; b < 256 + extra; b++) {
+		char sym[8];
+		unsigned u = b < 256 ? byte_symbol(b) : 0x4e00 + (unsigned)b; /* CJK, one each */
+		if (u < 0x80)
+			snprintf(sym, sizeof sym, "%c", (char)u);
+		else if (u < 0x800)
+			snprintf(sym, sizeof sym, "%c%c", (char)(0xc0 | u >> 6), (char)(0x80 | (u & 63)));
+		else
+			snprintf(sym, sizeof sym, "%c%c%c", (char)(0xe0 | u >> 12),
+				(char)(0x80 | (u >> 6 & 63)), (char)(0x80 | (u & 63)));
+		json_object_set_new(vocab, sym, json_integer(b));
+	}
+	json_t *doc = json_pack("{s:{s:s,s:o,s:[]},s:{s:s,s:b,s:b},s:{s:s}}", "model", "type",
+		"BPE", "vocab", vocab, "merges", "pre_tokenizer", "type", "ByteLevel",
+		"add_prefix_space", 0, "use_regex", 1, "decoder", "type", "ByteLevel");
+	snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+	ck_assert_int_eq(json_dump_file(doc, path, JSON_COMPACT), 0);
+	json_decref(doc);
+	snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+	const char *conf = "{\"model_max_length\": 64, \"tokenizer_class\": \"GPT2Tokenizer\"}";
+	t_write_file(path, conf, strlen(conf));
+}
+
+/* A tiny byte model's spec on the GPL's bytes, saving into save, with an extra key of
+ * model (init_from: no preset then) or of data. */
+static void job(eng_trainer *tr, const char *save, const char *extra)
+{
+	int init = strstr(extra, "init_from") != NULL;
+	t_trainer(tr, "{\"model\":{%s%s},\"data\":{\"train\":\"" GPL "\","
+		      "\"format\":\"bytes\"%s},\"batch\":2,\"seq_len\":32,\"steps\":4,"
+		      "\"threads\":2,\"save\":{\"dir\":\"%s\"}}",
+		init ? "" : "\"preset\":\"tiny\"", init ? extra + 1 : "", init ? "" : extra, save);
+}
+
+/* d/name's bytes equal path's */
+static void same_file(const char *d, const char *name, const char *path)
+{
+	char p[1200];
+	size_t n1, n2;
+	snprintf(p, sizeof p, "%s/%s", d, name);
+	char *a = t_read_file(p, &n1), *b = t_read_file(path, &n2);
+	ck_assert_msg(n1 == n2 && memcmp(a, b, n1) == 0, "%s differs from %s", p, path);
+	free(a);
+	free(b);
+}
+
+START_TEST(test_tokjob_checkpoint_carries_it)
+{
+	char *dir = t_tmp_dir("tokjob"), save[1100], ckpt[1300], extra[1400], src[1100];
+	char cfg[1100], *out;
+	byte_tokenizer(dir, 0);
+	snprintf(save, sizeof save, "%s/save", dir);
+	snprintf(extra, sizeof extra, ",\"tokenizer\":\"%s\"", dir);
+	eng_trainer tr;
+	eng_err err;
+	job(&tr, save, extra);
+	ck_assert_ptr_nonnull(tr.tok);
+	ck_assert_str_eq(tr.tokenizer, dir);
+	t_save(&tr, ckpt, sizeof ckpt);
+	eng_trainer_free(&tr);
+	/* the files as the run read them, in the checkpoint's checksums */
+	snprintf(src, sizeof src, "%s/tokenizer.json", dir);
+	snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir);
+	same_file(ckpt, "tokenizer.json", src);
+	same_file(ckpt, "tokenizer_config.json", cfg);
+	ck_assert_msg(eng_ckpt_verify(ckpt, &err) == 0, "%s", err.msg);
+	size_t n;
+	char p[1400], *state = t_read_file((snprintf(p, sizeof p, "%s/trainer_state.json", ckpt),
+		p), &n);
+	ck_assert_msg(strstr(state, "\"tokenizer.json\"") && strstr(state,
+		"\"tokenizer_config.json\"") && !strstr(state, "merges.txt"), "%s", state);
+	free(state);
+	/* from the checkpoint: its tokenizer by default, and --sample speaks text */
+	snprintf(extra, sizeof extra, ",\"init_from\":\"%s\"", ckpt);
+	job(&tr, save, extra);
+	ck_assert_str_eq(tr.tokenizer, ckpt);
+	eng_trainer_free(&tr);
+	const char *args[] = {"--sample", ckpt, "--prompt", "Free software", "--tokens", "8",
+		"--temperature", "0", "--json", NULL};
+	ck_assert_msg(t_train_run(&out, 0, args) == 0, "%s", out);
+	json_t *o = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
+	const char *text = json_string_value(json_object_get(o, "text"));
+	ck_assert_msg(text && strncmp(text, "Free software", 13) == 0 &&
+		json_array_size(json_object_get(o, "prompt")) == 13 &&
+		json_array_size(json_object_get(o, "tokens")) == 8, "%s", out);
+	json_decref(o);
+	free(out);
+	/* a checkpoint whose tokenizer changed since it was saved does not verify */
+	snprintf(p, sizeof p, "%s/tokenizer_config.json", ckpt);
+	t_write_file(p, "{}", 2);
+	ck_assert_int_eq(eng_ckpt_verify(ckpt, &err), -1);
+	ck_assert_msg(strstr(err.msg, "tokenizer_config.json"), "%s", err.msg);
+	free(dir);
+}
+END_TEST
+
+/* More ids than the model has: refused at the start, naming both counts. */
+START_TEST(test_tokjob_too_many_ids)
+{
+	char *dir = t_tmp_dir("tokjob"), spec[2000];
+	byte_tokenizer(dir, 3);
+	snprintf(spec, sizeof spec, "{\"model\":{\"preset\":\"tiny\"},\"data\":{\"train\":\""
+		GPL "\",\"format\":\"bytes\",\"tokenizer\":\"%s\"},\"steps\":1}", dir);
+	eng_spec s;
+	eng_trainer tr;
+	eng_err err;
+	ck_assert_msg(eng_spec_parse(&s, spec, &err) == 0, "%s", err.msg);
+	ck_assert_int_eq(eng_trainer_init(&tr, &s, &err), -1);
+	ck_assert_msg(strstr(err.msg, "has 259 ids, more than the model's vocab_size 256"), "%s",
+		err.msg);
+	free(dir);
+}
+END_TEST
+
+/* A sample during a run: its text through the tokenizer, in the SAMPLE row remat-train
+ * --json prints. */
+START_TEST(test_tokjob_sample_text)
+{
+	char *dir = t_tmp_dir("tokjob"), spec[2000], path[1100], *out;
+	byte_tokenizer(dir, 0);
+	snprintf(spec, sizeof spec, "{\"model\":{\"preset\":\"tiny\"},\"data\":{\"train\":\""
+		GPL "\",\"format\":\"bytes\",\"tokenizer\":\"%s\"},\"batch\":2,\"seq_len\":32,"
+		"\"steps\":2,\"threads\":2,\"sample\":{\"tokens\":6,\"prompt\":\"GNU\","
+		"\"temperature\":0}}", dir);
+	snprintf(path, sizeof path, "%s/job.json", dir);
+	t_write_file(path, spec, strlen(spec));
+	const char *args[] = {"--json", path, NULL};
+	ck_assert_msg(t_train_run(&out, 0, args) == 0, "%s", out);
+	char *line = strstr(out, "\"prompt\"");
+	ck_assert_msg(line && strstr(line, "\"text\""), "%s", out);
+	free(out);
+	free(dir);
+}
+END_TEST
+
+Suite *suite_tokjob(void)
+{
+	Suite *s = suite_create("tokjob");
+	TCase *tc = tcase_create("tokjob");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_tokjob_checkpoint_carries_it);
+	tcase_add_test(tc, test_tokjob_too_many_ids);
+	tcase_add_test(tc, test_tokjob_sample_text);
+	suite_add_tcase(s, tc);
+	return s;
+}
