@@ -100,6 +100,8 @@ static void usage(FILE *f)
 		   "                   [--temperature T] [--top-k K] [--seed S] [--json]\n"
 		   "       remat-train --encode TOKENIZER FILE...\n"
 		   "       remat-train --decode TOKENIZER < IDS\n"
+		   "       remat-train --tokenize TOKENIZER OUT.bin [--jsonl] [--field KEY]\n"
+		   "                   [--threads N] FILE...\n"
 		   "       remat-train --version\n"
 		   "POLICY is a MODE, or SECTION=MODE[,SECTION=MODE] with sections h.N, h.N-M,\n"
 		   "blocks, head, all or an alias of the job.\n"

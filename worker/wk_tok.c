@@ -14,6 +14,7 @@
 
 #include "eng_fs.h"
 #include "eng_tok.h"
+#include "eng_tokfile.h"
 
 #define WK_TOK_TEXT_MAX (1ull << 30) /* largest text file --encode reads (bytes) */
 
@@ -21,13 +22,16 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: remat-train --encode TOKENIZER FILE...\n"
 		   "       remat-train --decode TOKENIZER < IDS\n"
+		   "       remat-train --tokenize TOKENIZER OUT.bin [--jsonl] [--field KEY] "
+		   "[--threads N] FILE...\n"
 		   "TOKENIZER: a tokenizer.json, or a directory holding one (or vocab.json and "
 		   "merges.txt)\n");
 }
 
 int wk_tok_wanted(int argc, char **argv)
 {
-	return argc >= 2 && (strcmp(argv[1], "--encode") == 0 || strcmp(argv[1], "--decode") == 0);
+	return argc >= 2 && (strcmp(argv[1], "--encode") == 0 || strcmp(argv[1], "--decode") == 0 ||
+		strcmp(argv[1], "--tokenize") == 0);
 }
 
 /* The whole file at path, malloc'd (*len). */
@@ -156,8 +160,64 @@ static int decode_lines(eng_tok *t)
 	return rc == 0 && fflush(stdout) == 0 ? 0 : 1;
 }
 
+/* --tokenize's progress on a terminal: one line redrawn. */
+static void progress(void *ud, uint64_t done, uint64_t total)
+{
+	(void)ud;
+	fprintf(stderr, "\rremat-train: tokenizing %3.0f %% (%.1f of %.1f MiB)",
+		total ? 100.0 * (double)done / (double)total : 100.0, done / 1048576.0,
+		total / 1048576.0);
+}
+
+/* --tokenize TOKENIZER OUT [--jsonl] [--field KEY] [--threads N] FILE...: an llm.c token
+ * file of the corpus (eng_tokfile.h), and one line saying what it holds. */
+static int tokenize_main(int argc, char **argv)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	eng_tokfile_opts o = {.field = "text", .threads = cpus > 0 ? (int)cpus : 1};
+	eng_tokfile_stats st;
+	eng_err err;
+	int i = 4;
+	for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
+		char *end = NULL;
+		if (strcmp(argv[i], "--jsonl") == 0)
+			o.jsonl = 1;
+		else if (strcmp(argv[i], "--field") == 0 && i + 1 < argc)
+			o.field = argv[++i];
+		else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc &&
+			 (o.threads = (int)strtol(argv[++i], &end, 10)) >= 1 && !*end &&
+			 o.threads <= ENG_TOKFILE_THREADS)
+			continue;
+		else
+			break;
+	}
+	if (argc < 5 || i >= argc || strncmp(argv[i], "--", 2) == 0) {
+		usage(stderr);
+		return 2;
+	}
+	if (isatty(STDERR_FILENO))
+		o.progress = progress;
+	int rc = eng_tokfile_write(argv[2], argv + i, argc - i, argv[3], &o, &st, &err);
+	if (o.progress)
+		fputc('\n', stderr);
+	if (rc < 0) {
+		fprintf(stderr, "remat-train: %s\n", err.msg);
+		return 1;
+	}
+	json_t *o2 = json_pack("{s:s,s:I,s:I,s:I,s:i}", "path", argv[3], "documents",
+		(json_int_t)st.docs, "tokens", (json_int_t)st.tokens, "bytes",
+		(json_int_t)st.bytes, "token_bytes", st.width);
+	char *line = o2 ? json_dumps(o2, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	printf("%s\n", line ? line : "{}");
+	free(line);
+	json_decref(o2);
+	return 0;
+}
+
 int wk_tok_main(int argc, char **argv)
 {
+	if (strcmp(argv[1], "--tokenize") == 0)
+		return tokenize_main(argc, argv);
 	int enc = strcmp(argv[1], "--encode") == 0;
 	eng_err err;
 	if (argc < 3 || (enc && argc < 4) || (!enc && argc != 3) ||

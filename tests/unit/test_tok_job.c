@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "eng_ckpt.h"
+#include "eng_data.h"
 #include "eng_tok.h"
 #include "t_util.h"
 
@@ -33,8 +34,8 @@ static unsigned byte_symbol(int b)
 }
 
 /* dir/tokenizer.json (ids 0..255 the bytes, and `extra` more tokens past them) and
- * dir/tokenizer_config.json. */
-static void byte_tokenizer(const char *dir, int extra)
+ * dir/tokenizer_config.json; with eot, id 256 is <|endoftext|>, its EOS. */
+static void byte_tokenizer_eot(const char *dir, int extra, int eot)
 {
 	char path[1024];
 	json_t *vocab = json_object();
@@ -48,7 +49,8 @@ static void byte_tokenizer(const char *dir, int extra)
 		else
 			snprintf(sym, sizeof sym, "%c%c%c", (char)(0xe0 | u >> 12),
 				(char)(0x80 | (u >> 6 & 63)), (char)(0x80 | (u & 63)));
-		json_object_set_new(vocab, sym, json_integer(b));
+		json_object_set_new(vocab, b == 256 && eot ? "<|endoftext|>" : sym,
+			json_integer(b));
 	}
 	json_t *doc = json_pack("{s:{s:s,s:o,s:[]},s:{s:s,s:b,s:b},s:{s:s}}", "model", "type",
 		"BPE", "vocab", vocab, "merges", "pre_tokenizer", "type", "ByteLevel",
@@ -57,8 +59,14 @@ static void byte_tokenizer(const char *dir, int extra)
 	ck_assert_int_eq(json_dump_file(doc, path, JSON_COMPACT), 0);
 	json_decref(doc);
 	snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-	const char *conf = "{\"model_max_length\": 64, \"tokenizer_class\": \"GPT2Tokenizer\"}";
+	const char *conf = eot ? "{\"eos_token\": \"<|endoftext|>\"}"
+			       : "{\"model_max_length\": 64, \"tokenizer_class\": \"GPT2Tokenizer\"}";
 	t_write_file(path, conf, strlen(conf));
+}
+
+static void byte_tokenizer(const char *dir, int extra)
+{
+	byte_tokenizer_eot(dir, extra, 0);
 }
 
 /* A tiny byte model's spec on the GPL's bytes, saving into save, with an extra key of
@@ -173,6 +181,60 @@ START_TEST(test_tokjob_sample_text)
 }
 END_TEST
 
+/* remat-train --tokenize: JSON Lines documents, each begun by the EOS (no BOS here), into
+ * llm.c's uint16 file, the same bytes on 1 and 3 threads, which the data reader takes; a
+ * line without the field is refused naming it, and leaves no file behind. */
+START_TEST(test_tokjob_tokenize)
+{
+	char *dir = t_tmp_dir("tokjob"), corpus[1100], out[2][1100], *msg;
+	byte_tokenizer_eot(dir, 1, 1);
+	snprintf(corpus, sizeof corpus, "%s/c.jsonl", dir);
+	const char *text = "{\"text\": \"ab\"}\n\n{\"text\": \"\", \"id\": 2}\n"
+			   "{\"body\": 1, \"text\": \"c d\"}\n";
+	t_write_file(corpus, text, strlen(text));
+	for (int k = 0; k < 2; k++) {
+		snprintf(out[k], sizeof out[k], "%s/t%d.bin", dir, k);
+		const char *args[] = {"--tokenize", dir, out[k], "--jsonl", "--threads",
+			k ? "3" : "1", corpus, NULL};
+		ck_assert_msg(t_train_run(&msg, 1, args) == 0, "%s", msg);
+		free(msg);
+	}
+	size_t n, n2;
+	unsigned char *a = (unsigned char *)t_read_file(out[0], &n);
+	char *b = t_read_file(out[1], &n2);
+	static const uint16_t want[] = {256, 'a', 'b', 256, 256, 'c', ' ', 'd'};
+	int32_t hdr[3];
+	memcpy(hdr, a, sizeof hdr);
+	ck_assert(n == n2 && memcmp(a, b, n) == 0 && n == 1024 + sizeof want);
+	ck_assert(hdr[0] == 20240520 && hdr[1] == 1 && hdr[2] == 8);
+	ck_assert(memcmp(a + 1024, want, sizeof want) == 0); /* little-endian */
+	free(a);
+	free(b);
+	eng_data d;
+	eng_err err;
+	uint32_t inp[3], tgt[3];
+	ck_assert_msg(eng_data_open(&d, out[0], ENG_DATA_LLMC, 257, 1, 3, &err) == 0, "%s",
+		err.msg);
+	t_next(&d, inp, tgt);
+	ck_assert(inp[0] == 256 && inp[1] == 'a' && tgt[2] == 256);
+	eng_data_close(&d);
+	/* a line without the text: refused by its number, nothing left at OUT */
+	text = "{\"text\": \"ok\"}\n{\"txt\": \"no\"}\n";
+	t_write_file(corpus, text, strlen(text));
+	unlink(out[0]);
+	const char *bad[] = {"--tokenize", dir, out[0], "--jsonl", corpus, NULL};
+	ck_assert_int_eq(t_train_run(&msg, 1, bad), 1);
+	ck_assert_msg(strstr(msg, "line 2: not a JSON object with a string at 'text'"), "%s",
+		msg);
+	free(msg);
+	struct stat st;
+	char tmp[1200];
+	snprintf(tmp, sizeof tmp, "%s.tmp", out[0]);
+	ck_assert(stat(out[0], &st) < 0 && stat(tmp, &st) < 0);
+	free(dir);
+}
+END_TEST
+
 Suite *suite_tokjob(void)
 {
 	Suite *s = suite_create("tokjob");
@@ -181,6 +243,7 @@ Suite *suite_tokjob(void)
 	tcase_add_test(tc, test_tokjob_checkpoint_carries_it);
 	tcase_add_test(tc, test_tokjob_too_many_ids);
 	tcase_add_test(tc, test_tokjob_sample_text);
+	tcase_add_test(tc, test_tokjob_tokenize);
 	suite_add_tcase(s, tc);
 	return s;
 }
