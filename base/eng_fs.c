@@ -101,6 +101,45 @@ int eng_fs_open_read(const char *path, const char *what, struct stat *st, eng_er
 	return open_regular(AT_FDCWD, path, 0, label, st, err);
 }
 
+char *eng_fs_read_all(const char *path, const char *what, size_t max, size_t *len,
+	eng_err *err)
+{
+	struct stat st;
+	char *b = NULL;
+	size_t got = 0;
+	int fd = eng_fs_open_read(path, what, &st, err);
+	if (fd < 0)
+		return NULL;
+	if ((unsigned long long)st.st_size > max) {
+		eng_errf(err, "%s '%s' is %lld bytes, more than %zu", what, path,
+			(long long)st.st_size, max);
+		goto fail;
+	}
+	if (!(b = malloc((size_t)st.st_size + 1))) {
+		eng_err_nomem(err, "cannot read %s '%s': out of memory", what, path);
+		goto fail;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t r = read(fd, b + got, (size_t)st.st_size - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			eng_errf(err, "cannot read %s '%s': %s", what, path,
+				r ? strerror(errno) : "the file shrank");
+			goto fail;
+		}
+		got += (size_t)r;
+	}
+	close(fd);
+	b[got] = '\0';
+	*len = got;
+	return b;
+fail:
+	free(b);
+	close(fd);
+	return NULL;
+}
+
 FILE *eng_fs_fopen_read(const char *path, const char *what, eng_err *err)
 {
 	char label[ENG_FS_PATH_LEN + 8];

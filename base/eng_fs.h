@@ -51,6 +51,11 @@ typedef struct eng_dir {
  * file"); NULL says just the path. Returns the descriptor (blocking again) with its stat
  * in *st (may be NULL), or -1. */
 int eng_fs_open_read(const char *path, const char *what, struct stat *st, eng_err *err);
+/* A regular file whole (eng_fs_open_read's rules), at most max bytes: malloc'd with a NUL
+ * after its *len bytes, or NULL with "what 'path' is N bytes, more than max" or why it
+ * could not be read ("the file shrank" when it did). */
+char *eng_fs_read_all(const char *path, const char *what, size_t max, size_t *len,
+	eng_err *err);
 /* The same as a stdio stream ("rb"); NULL on failure. */
 FILE *eng_fs_fopen_read(const char *path, const char *what, eng_err *err);
 /* eng_fs_open_read of the regular file d/name, never through a symlink (O_NOFOLLOW):

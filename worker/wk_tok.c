@@ -34,44 +34,6 @@ int wk_tok_wanted(int argc, char **argv)
 		strcmp(argv[1], "--tokenize") == 0);
 }
 
-/* The whole file at path, malloc'd (*len). */
-static char *read_text(const char *path, size_t *len, eng_err *err)
-{
-	struct stat st;
-	int fd = eng_fs_open_read(path, "text file", &st, err);
-	char *buf = NULL;
-	size_t got = 0;
-	if (fd < 0)
-		return NULL;
-	if ((unsigned long long)st.st_size > WK_TOK_TEXT_MAX) {
-		eng_errf(err, "text file '%s' is larger than %llu bytes", path, WK_TOK_TEXT_MAX);
-		goto fail;
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		eng_err_nomem(err, "cannot read '%s': out of memory", path);
-		goto fail;
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			eng_errf(err, "cannot read '%s': %s", path,
-				r ? strerror(errno) : "file shrank while being read");
-			goto fail;
-		}
-		got += (size_t)r;
-	}
-	close(fd);
-	*len = got;
-	return buf;
-fail:
-	free(buf);
-	close(fd);
-	return NULL;
-}
-
 /* --encode: each file's ids, one JSON array a line. */
 static int encode_files(eng_tok *t, int n, char **files)
 {
@@ -79,7 +41,7 @@ static int encode_files(eng_tok *t, int n, char **files)
 	for (int i = 0; i < n; i++) {
 		size_t len = 0, k = 0;
 		uint32_t *ids = NULL;
-		char *text = read_text(files[i], &len, &err);
+		char *text = eng_fs_read_all(files[i], "text file", WK_TOK_TEXT_MAX, &len, &err);
 		if (!text || eng_tok_encode(t, text, len, &ids, &k, &err) < 0) {
 			fprintf(stderr, "remat-train: %s%s%s\n", text ? files[i] : "",
 				text ? ": " : "", err.msg);

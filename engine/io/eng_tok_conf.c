@@ -21,10 +21,7 @@
 static const char gpt2_re[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+"
 			      "|\\s+(?!\\S)|\\s+";
 
-/* "<label>: <fmt...>"; -1 */
-static int bad(eng_err *err, const char *label, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int bad(eng_err *err, const char *label, const char *fmt, ...)
+int tok_bad(eng_err *err, const char *label, const char *fmt, ...)
 {
 	char msg[ENG_ERR_LEN];
 	va_list ap;
@@ -46,7 +43,7 @@ static tok_step *push(tok_steps *s, tok_kind kind, const char *key, const char *
 		}
 	}
 	if (s->n >= TOK_STEPS_MAX) {
-		bad(err, label, "%s: more than %d steps", key, TOK_STEPS_MAX);
+		tok_bad(err, label, "%s: more than %d steps", key, TOK_STEPS_MAX);
 		return NULL;
 	}
 	tok_step *st = &s->v[s->n++];
@@ -65,11 +62,11 @@ static int get_str(json_t *o, const char *name, const char *dflt, const char *ke
 	size_t n = dflt ? strlen(dflt) : 0;
 	if (v && !json_is_null(v)) {
 		if (!json_is_string(v))
-			return bad(err, label, "%s.%s is not a string", key, name);
+			return tok_bad(err, label, "%s.%s is not a string", key, name);
 		s = json_string_value(v);
 		n = json_string_length(v);
 	} else if (!dflt) {
-		return bad(err, label, "%s.%s is missing", key, name);
+		return tok_bad(err, label, "%s.%s is missing", key, name);
 	}
 	*out = malloc(n + 1);
 	if (!*out)
@@ -89,7 +86,7 @@ static int get_bool(json_t *o, const char *name, int dflt, const char *key, cons
 	if (!v || json_is_null(v))
 		return 0;
 	if (!json_is_boolean(v))
-		return bad(err, label, "%s.%s is not true or false", key, name);
+		return tok_bad(err, label, "%s.%s is not true or false", key, name);
 	*out = json_is_true(v);
 	return 0;
 }
@@ -103,7 +100,7 @@ static int get_count(json_t *o, const char *name, const char *key, const char *l
 	if (!v)
 		return 0;
 	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000)
-		return bad(err, label, "%s.%s is not a count (0 to 1000)", key, name);
+		return tok_bad(err, label, "%s.%s is not a count (0 to 1000)", key, name);
 	*out = (int)json_integer_value(v);
 	return 0;
 }
@@ -119,7 +116,7 @@ static int compile_re(tok_step *st, const char *pat, size_t len, const char *key
 		PCRE2_UCHAR why[160];
 		if (pcre2_get_error_message(ec, why, sizeof why) < 0)
 			snprintf((char *)why, sizeof why, "error %d", ec);
-		return bad(err, label, "%s: PCRE2 refuses the pattern at offset %zu: %s", key,
+		return tok_bad(err, label, "%s: PCRE2 refuses the pattern at offset %zu: %s", key,
 			(size_t)eo, (const char *)why);
 	}
 	(void)pcre2_jit_compile(st->re, PCRE2_JIT_COMPLETE); /* else PCRE2 interprets it */
@@ -135,7 +132,7 @@ static int get_pattern(json_t *o, tok_step *st, const char *key, const char *lab
 {
 	json_t *p = json_object_get(o, "pattern");
 	if (!json_is_object(p) || json_object_size(p) != 1)
-		return bad(err, label, "%s.pattern is not {\"String\": ...} or "
+		return tok_bad(err, label, "%s.pattern is not {\"String\": ...} or "
 			"{\"Regex\": ...}", key);
 	json_t *s = json_object_get(p, "String"), *r = json_object_get(p, "Regex");
 	char k[KEY_LEN];
@@ -144,7 +141,7 @@ static int get_pattern(json_t *o, tok_step *st, const char *key, const char *lab
 		return get_str(p, "String", NULL, k, label, &st->pat, &st->pat_len, err);
 	}
 	if (!json_is_string(r))
-		return bad(err, label, "%s.pattern is not {\"String\": ...} or "
+		return tok_bad(err, label, "%s.pattern is not {\"String\": ...} or "
 			"{\"Regex\": ...}", key);
 	snprintf(k, sizeof k, "%s.pattern.Regex", key);
 	return compile_re(st, json_string_value(r), json_string_length(r), k, label, err);
@@ -163,7 +160,7 @@ static int get_metaspace(json_t *j, tok_step *st, const char *key, const char *l
 	int cl = st->str_len ? (int)(1 + ((unsigned char)st->str[0] >= 0xc0) +
 		((unsigned char)st->str[0] >= 0xe0) + ((unsigned char)st->str[0] >= 0xf0)) : 0;
 	if (cl == 0 || (size_t)cl != st->str_len) {
-		bad(err, label, "%s.replacement is not one character", key);
+		tok_bad(err, label, "%s.replacement is not one character", key);
 		goto out;
 	}
 	if (get_bool(j, "add_prefix_space", 1, key, label, &legacy, err) < 0 ||
@@ -178,7 +175,7 @@ static int get_metaspace(json_t *j, tok_step *st, const char *key, const char *l
 	else if (strcmp(scheme, "never") == 0)
 		st->scheme = TOK_NEVER;
 	else {
-		bad(err, label, "%s.prepend_scheme '%s' is not always, first or never", key,
+		tok_bad(err, label, "%s.prepend_scheme '%s' is not always, first or never", key,
 			eng_err_plain(scheme));
 		goto out;
 	}
@@ -192,12 +189,12 @@ out:
 static const char *type_of(json_t *j, const char *key, const char *label, eng_err *err)
 {
 	if (!json_is_object(j)) {
-		bad(err, label, "%s is not an object", key);
+		tok_bad(err, label, "%s is not an object", key);
 		return NULL;
 	}
 	const char *type = json_string_value(json_object_get(j, "type"));
 	if (!type)
-		bad(err, label, "%s.type is missing or not a string", key);
+		tok_bad(err, label, "%s.type is missing or not a string", key);
 	return type;
 }
 
@@ -210,9 +207,9 @@ static int each(json_t *j, const char *name, one_fn fn, tok_steps *s, const char
 	json_t *a = json_object_get(j, name);
 	char k[KEY_LEN];
 	if (!json_is_array(a))
-		return bad(err, label, "%s.%s is not an array", key, name);
+		return tok_bad(err, label, "%s.%s is not an array", key, name);
 	if (depth >= DEPTH_MAX)
-		return bad(err, label, "%s: Sequences nested more than %d deep", key, DEPTH_MAX);
+		return tok_bad(err, label, "%s: Sequences nested more than %d deep", key, DEPTH_MAX);
 	for (size_t i = 0; i < json_array_size(a); i++) {
 		snprintf(k, sizeof k, "%s.%s[%zu]", key, name, i);
 		if (fn(json_array_get(a, i), s, k, label, depth + 1, err) < 0)
@@ -248,7 +245,7 @@ static int norm_one(json_t *j, tok_steps *s, const char *key, const char *label,
 			return -1;
 		return get_str(j, "content", NULL, key, label, &st->str, &st->str_len, err);
 	}
-	return bad(err, label, "%s.type '%s' is not supported (NFC, NFD, NFKC, NFKD, Prepend, "
+	return tok_bad(err, label, "%s.type '%s' is not supported (NFC, NFD, NFKC, NFKD, Prepend, "
 		"Replace, Lowercase, Sequence)", key, eng_err_plain(type));
 }
 
@@ -259,13 +256,13 @@ static int split_behavior(json_t *j, tok_step *st, const char *key, const char *
 		"MergedWithNext", "Contiguous" };
 	const char *b = json_string_value(json_object_get(j, "behavior"));
 	if (!b)
-		return bad(err, label, "%s.behavior is missing or not a string", key);
+		return tok_bad(err, label, "%s.behavior is missing or not a string", key);
 	for (int i = 0; i < 5; i++)
 		if (strcmp(b, names[i]) == 0) {
 			st->behavior = (tok_split)i;
 			return 0;
 		}
-	return bad(err, label, "%s.behavior '%s' is not Isolated, Removed, MergedWithPrevious, "
+	return tok_bad(err, label, "%s.behavior '%s' is not Isolated, Removed, MergedWithPrevious, "
 		"MergedWithNext or Contiguous", key, eng_err_plain(b));
 }
 
@@ -303,7 +300,7 @@ static int pre_one(json_t *j, tok_steps *s, const char *key, const char *label, 
 			return -1;
 		return get_metaspace(j, st, key, label, err);
 	}
-	return bad(err, label, "%s.type '%s' is not supported (ByteLevel, Split, Digits, "
+	return tok_bad(err, label, "%s.type '%s' is not supported (ByteLevel, Split, Digits, "
 		"Metaspace, Sequence)", key, eng_err_plain(type));
 }
 
@@ -340,10 +337,10 @@ static int dec_one(json_t *j, tok_steps *s, const char *key, const char *label, 
 		    get_count(j, "stop", key, label, &st->stop, err) < 0)
 			return -1;
 		if (st->str_len == 0 || st->str_len > 4)
-			return bad(err, label, "%s.content is not one character", key);
+			return tok_bad(err, label, "%s.content is not one character", key);
 		return 0;
 	}
-	return bad(err, label, "%s.type '%s' is not supported (ByteLevel, ByteFallback, "
+	return tok_bad(err, label, "%s.type '%s' is not supported (ByteLevel, ByteFallback, "
 		"Metaspace, Fuse, Strip, Replace, Sequence)", key, eng_err_plain(type));
 }
 

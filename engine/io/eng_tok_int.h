@@ -119,6 +119,9 @@ struct eng_tok {
 
 /* The normalizer (or pre_tokenizer, decoder) object j (null: none) into s; where names the
  * key in messages ("normalizer"); label is "invalid tokenizer 'path'". */
+/* "<label>: <fmt...>" into err; -1 (eng_tok_conf.c). */
+int tok_bad(eng_err *err, const char *label, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 int tok_conf_norm(json_t *j, tok_steps *s, const char *label, eng_err *err);
 int tok_conf_pre(json_t *j, tok_steps *s, const char *label, eng_err *err);
 int tok_conf_dec(json_t *j, tok_steps *s, const char *label, eng_err *err);

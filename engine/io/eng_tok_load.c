@@ -25,60 +25,14 @@
 
 #define LABEL_LEN (2 * ENG_FS_PATH_LEN + 64) /* "invalid tokenizer 'dir/name'" */
 
-/* "<label>: <fmt...>"; -1 */
-static int bad(eng_err *err, const char *label, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int bad(eng_err *err, const char *label, const char *fmt, ...)
-{
-	char msg[ENG_ERR_LEN];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	return eng_errf(err, "%s: %s", label, msg);
-}
-
 /* d/name whole into *buf (malloc'd, NUL-terminated, *len): at most ENG_TOK_FILE_MAX
  * bytes. 1 when the file is absent (with the message in err), 0 read, -1 failed. */
 static int read_at(const eng_dir *d, const char *name, char **buf, size_t *len, eng_err *err)
 {
-	struct stat st;
-	char *b = NULL, path[2 * ENG_FS_PATH_LEN + 2];
-	size_t got = 0;
+	char path[2 * ENG_FS_PATH_LEN + 2];
 	snprintf(path, sizeof path, "%s/%s", d->path, name);
-	int fd = eng_fs_open_read(path, "tokenizer file", &st, err), rc = -1;
-	if (fd < 0)
-		return errno == ENOENT ? 1 : -1;
-	if ((unsigned long long)st.st_size > ENG_TOK_FILE_MAX) {
-		eng_errf(err, "tokenizer file '%s' in '%s' is %lld bytes, more than %u", name,
-			d->path, (long long)st.st_size, ENG_TOK_FILE_MAX);
-		goto out;
-	}
-	b = malloc((size_t)st.st_size + 1);
-	if (!b) {
-		eng_err_nomem(err, "cannot read '%s' in '%s': out of memory", name, d->path);
-		goto out;
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t r = read(fd, b + got, (size_t)st.st_size - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			eng_errf(err, "cannot read '%s' in '%s': %s", name, d->path,
-				r ? strerror(errno) : "file shrank while being read");
-			goto out;
-		}
-		got += (size_t)r;
-	}
-	b[got] = '\0';
-	*buf = b;
-	*len = got;
-	b = NULL;
-	rc = 0;
-out:
-	free(b);
-	close(fd);
-	return rc;
+	*buf = eng_fs_read_all(path, "tokenizer file", ENG_TOK_FILE_MAX, len, err);
+	return *buf ? 0 : errno == ENOENT ? 1 : -1;
 }
 
 /* Parses JSON text into *doc (an object); flags: jansson's, besides rejecting duplicate
@@ -90,11 +44,11 @@ static int parse_json(const char *buf, size_t len, size_t flags, const char *lab
 	char why[160];
 	*doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES | flags, &je);
 	if (!*doc)
-		return bad(err, label, "not JSON: %s", eng_err_json(&je, why, sizeof why));
+		return tok_bad(err, label, "not JSON: %s", eng_err_json(&je, why, sizeof why));
 	if (!json_is_object(*doc)) {
 		json_decref(*doc);
 		*doc = NULL;
-		return bad(err, label, "the top level is not an object");
+		return tok_bad(err, label, "the top level is not an object");
 	}
 	return 0;
 }
@@ -119,13 +73,13 @@ static int load_vocab(eng_tok *t, json_t *v, const char *key, const char *label,
 		uint32_t id;
 		size_t len = strlen(tok);
 		if (get_id(val, &id) < 0)
-			return bad(err, label, "%s: an id is not an integer from 0 to %u", key,
+			return tok_bad(err, label, "%s: an id is not an integer from 0 to %u", key,
 				ENG_TOK_VOCAB_MAX - 1);
 		if (tok_vocab_add(t, tok, len, id, &what) < 0) {
 			if (strcmp(what, "id") == 0)
-				return bad(err, label, "%s: id %u is given to two tokens", key, id);
+				return tok_bad(err, label, "%s: id %u is given to two tokens", key, id);
 			if (strcmp(what, "token") == 0)
-				return bad(err, label, "%s: a token is given twice", key);
+				return tok_bad(err, label, "%s: a token is given twice", key);
 			return eng_err_nomem(err, "%s: out of memory", label);
 		}
 	}
@@ -143,7 +97,7 @@ static int load_merge(eng_tok *t, json_t *m, size_t i, const char *key, const ch
 		a = json_string_value(m);
 		sp = strchr(a, ' ');
 		if (!sp || strchr(sp + 1, ' ') || json_string_length(m) != strlen(a))
-			return bad(err, label, "%s[%zu] is not two tokens with one space between",
+			return tok_bad(err, label, "%s[%zu] is not two tokens with one space between",
 				key, i);
 		al = (size_t)(sp - a);
 		b = sp + 1;
@@ -155,10 +109,10 @@ static int load_merge(eng_tok *t, json_t *m, size_t i, const char *key, const ch
 		b = json_string_value(json_array_get(m, 1));
 		bl = json_string_length(json_array_get(m, 1));
 	} else {
-		return bad(err, label, "%s[%zu] is neither \"a b\" nor [\"a\", \"b\"]", key, i);
+		return tok_bad(err, label, "%s[%zu] is neither \"a b\" nor [\"a\", \"b\"]", key, i);
 	}
 	if (tok_merge_add(t, a, al, b, bl, (uint32_t)i, &which) < 0)
-		return bad(err, label, "%s[%zu]: %s", key, i, which == 0 ?
+		return tok_bad(err, label, "%s[%zu]: %s", key, i, which == 0 ?
 			"its left token is not in model.vocab" : which == 1 ?
 			"its right token is not in model.vocab" :
 			"the two tokens joined are not in model.vocab");
@@ -185,7 +139,7 @@ static int load_added(eng_tok *t, json_t *a, const char *label, eng_err *err)
 			"lstrip", &x->lstrip, "rstrip", &x->rstrip, "normalized", &norm, "special",
 			&x->special) < 0 ||
 		    get_id(json_object_get(o, "id"), &x->id) < 0 || cl == 0)
-			return bad(err, label, "added_tokens[%zu] is not {\"id\": id, \"content\": "
+			return tok_bad(err, label, "added_tokens[%zu] is not {\"id\": id, \"content\": "
 				"text, ...} with booleans", i);
 		x->text = malloc(cl + 1);
 		if (!x->text)
@@ -197,7 +151,7 @@ static int load_added(eng_tok *t, json_t *a, const char *label, eng_err *err)
 		if (have == x->id)
 			continue;
 		if (have != ENG_TOK_NONE || tok_vocab_add(t, c, cl, x->id, &what) < 0)
-			return bad(err, label, "added_tokens[%zu]: %s", i, have != ENG_TOK_NONE ?
+			return tok_bad(err, label, "added_tokens[%zu]: %s", i, have != ENG_TOK_NONE ?
 				"its content is another id's token" : "its id is another token's");
 	}
 	return 0;
@@ -211,34 +165,34 @@ static int load_model(eng_tok *t, json_t *m, json_t *added, const char *label, e
 	const char *unk = json_string_value(json_object_get(m, "unk_token"));
 	json_t *drop = json_object_get(m, "dropout");
 	if (!json_is_object(m))
-		return bad(err, label, "model is missing or not an object");
+		return tok_bad(err, label, "model is missing or not an object");
 	if (type && strcmp(type, "BPE") != 0)
-		return bad(err, label, "model.type '%s' is not supported (BPE only)",
+		return tok_bad(err, label, "model.type '%s' is not supported (BPE only)",
 			eng_err_plain(type));
 	if (!json_is_object(v) || !json_is_array(ms))
-		return bad(err, label, "model.vocab is not an object or model.merges not an array");
+		return tok_bad(err, label, "model.vocab is not an object or model.merges not an array");
 	if (json_object_size(v) > ENG_TOK_VOCAB_MAX || json_array_size(ms) > ENG_TOK_VOCAB_MAX)
-		return bad(err, label, "model: more than %u tokens or merges", ENG_TOK_VOCAB_MAX);
+		return tok_bad(err, label, "model: more than %u tokens or merges", ENG_TOK_VOCAB_MAX);
 	if (drop && !json_is_null(drop) && !(json_is_number(drop) && json_number_value(drop) == 0))
-		return bad(err, label, "model.dropout is not supported (null or 0 only)");
+		return tok_bad(err, label, "model.dropout is not supported (null or 0 only)");
 	static const char *const affix[] = { "continuing_subword_prefix", "end_of_word_suffix" };
 	for (int i = 0; i < 2; i++) {
 		json_t *x = json_object_get(m, affix[i]);
 		if (x && !json_is_null(x) && !(json_is_string(x) && json_string_length(x) == 0))
-			return bad(err, label, "model.%s is not supported (null or \"\" only)",
+			return tok_bad(err, label, "model.%s is not supported (null or \"\" only)",
 				affix[i]);
 	}
 	json_t *unk_j = json_object_get(m, "unk_token");
 	if (unk_j && !json_is_null(unk_j) && !unk)
-		return bad(err, label, "model.unk_token is not a string");
+		return tok_bad(err, label, "model.unk_token is not a string");
 	if (json_unpack_ex(m, NULL, 0, "{s?b, s?b, s?b}", "fuse_unk", &t->fuse_unk,
 		"byte_fallback", &t->byte_fallback, "ignore_merges", &t->ignore_merges) < 0)
-		return bad(err, label, "model.fuse_unk, byte_fallback or ignore_merges is not true "
+		return tok_bad(err, label, "model.fuse_unk, byte_fallback or ignore_merges is not true "
 			"or false");
 	if (added && !json_is_array(added) && !json_is_null(added))
-		return bad(err, label, "added_tokens is not an array");
+		return tok_bad(err, label, "added_tokens is not an array");
 	if (json_array_size(added) > ENG_TOK_VOCAB_MAX)
-		return bad(err, label, "added_tokens: more than %u", ENG_TOK_VOCAB_MAX);
+		return tok_bad(err, label, "added_tokens: more than %u", ENG_TOK_VOCAB_MAX);
 	if (tok_tables_init(t, json_object_size(v) + json_array_size(added),
 		json_array_size(ms)) < 0)
 		return eng_err_nomem(err, "%s: out of memory", label);
@@ -251,7 +205,7 @@ static int load_model(eng_tok *t, json_t *m, json_t *added, const char *label, e
 		return -1;
 	t->unk = unk ? tok_vocab_get(t, unk, strlen(unk)) : ENG_TOK_NONE;
 	if (unk && t->unk == ENG_TOK_NONE)
-		return bad(err, label, "model.unk_token is not in model.vocab");
+		return tok_bad(err, label, "model.unk_token is not in model.vocab");
 	return 0;
 }
 
@@ -331,13 +285,13 @@ static int load_merges_txt(eng_tok *t, char *txt, const char *label, eng_err *er
 		if ((line == 0 && strncmp(p, "#version", 8) == 0) || e == p)
 			;
 		else if (!sp || memchr(sp + 1, ' ', (size_t)(e - sp - 1)))
-			return bad(err, label, "line %zu is not two tokens with one space between",
+			return tok_bad(err, label, "line %zu is not two tokens with one space between",
 				line + 1);
 		else if (rank >= ENG_TOK_VOCAB_MAX)
-			return bad(err, label, "more than %u merges", ENG_TOK_VOCAB_MAX);
+			return tok_bad(err, label, "more than %u merges", ENG_TOK_VOCAB_MAX);
 		else if (tok_merge_add(t, p, (size_t)(sp - p), sp + 1, (size_t)(e - sp - 1),
 			(uint32_t)rank++, &which) < 0)
-			return bad(err, label, "line %zu: %s", line + 1, which == 0 ?
+			return tok_bad(err, label, "line %zu: %s", line + 1, which == 0 ?
 				"its left token is not in the vocabulary" : which == 1 ?
 				"its right token is not in the vocabulary" :
 				"the two tokens joined are not in the vocabulary");
@@ -371,7 +325,7 @@ static eng_tok *load_gpt2(const eng_dir *d, eng_err *err)
 	for (const char *p = mb; (p = strchr(p, '\n')); p++)
 		nl++;
 	if (json_object_size(v) > ENG_TOK_VOCAB_MAX)
-		bad(err, label, "more than %u tokens", ENG_TOK_VOCAB_MAX);
+		tok_bad(err, label, "more than %u tokens", ENG_TOK_VOCAB_MAX);
 	else if (tok_tables_init(t, json_object_size(v), nl + 1) < 0)
 		eng_err_nomem(err, "%s: out of memory", label);
 	else if (load_vocab(t, v, "the vocabulary", label, err) == 0) {
@@ -414,7 +368,7 @@ static int config_end(eng_tok *t, json_t *cfg, const char *key, uint32_t *id,
 	if (json_is_object(v))
 		v = json_object_get(v, "content");
 	if (!json_is_string(v))
-		return bad(err, label, "%s is not a string or {\"content\": string}", key);
+		return tok_bad(err, label, "%s is not a string or {\"content\": string}", key);
 	*id = eng_tok_id(t, json_string_value(v));
 	return 0;
 }

@@ -71,37 +71,10 @@ static void *encode_range(void *p)
 /* The whole text file at path as one document. */
 static int read_text(reader *r, const char *path, doc *d, eng_err *err)
 {
-	struct stat st;
-	size_t got = 0;
-	int fd = eng_fs_open_read(path, "text file", &st, err), rc = -1;
-	if (fd < 0)
+	if (!(d->text = eng_fs_read_all(path, "text file", TEXT_MAX, &d->len, err)))
 		return -1;
-	if ((unsigned long long)st.st_size > TEXT_MAX) {
-		eng_errf(err, "text file '%s' is larger than %llu bytes: give the corpus as JSON "
-			      "Lines, a document a line", path, TEXT_MAX);
-		goto out;
-	}
-	if (!(d->text = malloc((size_t)st.st_size + 1))) {
-		eng_err_nomem(err, "text file '%s': out of memory", path);
-		goto out;
-	}
-	while (got < (size_t)st.st_size) {
-		ssize_t k = read(fd, d->text + got, (size_t)st.st_size - got);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0) {
-			eng_errf(err, "cannot read '%s': %s", path,
-				k ? strerror(errno) : "the file shrank");
-			goto out;
-		}
-		got += (size_t)k;
-	}
-	d->len = got;
-	r->done += got;
-	rc = 1;
-out:
-	close(fd);
-	return rc;
+	r->done += d->len;
+	return 1;
 }
 
 /* The next JSON Lines document of the open file: 1, 0 at its end, -1. */
