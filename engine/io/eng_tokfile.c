@@ -292,6 +292,10 @@ int eng_tokfile_write(const char *tokenizer, char *const *inputs, int n, const c
 	FILE *f = NULL;
 	int rc = -1;
 	memset(st, 0, sizeof *st);
+	if (strlen(out) >= ENG_PATH_LEN) {
+		eng_errf(err, "the token file's path is longer than %d bytes", ENG_PATH_LEN - 1);
+		goto out;
+	}
 	snprintf(tmp, sizeof tmp, "%s.tmp", out);
 	if (!e) {
 		eng_err_nomem(err, "out of memory for %d encoders", threads);
@@ -300,7 +304,13 @@ int eng_tokfile_write(const char *tokenizer, char *const *inputs, int n, const c
 	if (load_encoders(e, threads, tokenizer, err) < 0)
 		goto out;
 	st->width = eng_tok_vocab_size(e[0].tok) <= 65536 ? 2 : 4;
-	int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+	/* a new file: whatever had the name (a leftover, a link of any kind) goes first, so
+	 * that nothing another name points at is written through it */
+	if (unlink(tmp) < 0 && errno != ENOENT) {
+		eng_errf(err, "cannot replace '%s': %s", tmp, strerror(errno));
+		goto out;
+	}
+	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0 || !(f = fdopen(fd, "w+b"))) {
 		eng_errf(err, "cannot write '%s': %s", tmp, strerror(errno));
 		if (fd >= 0)

@@ -192,6 +192,12 @@ START_TEST(test_tokjob_tokenize)
 	const char *text = "{\"text\": \"ab\"}\n\n{\"text\": \"\", \"id\": 2}\n"
 			   "{\"body\": 1, \"text\": \"c d\"}\n";
 	t_write_file(corpus, text, strlen(text));
+	/* a hard link where the file is first written: left as it was, not written through */
+	char other[1100], tmp0[1200];
+	snprintf(other, sizeof other, "%s/other", dir);
+	snprintf(tmp0, sizeof tmp0, "%s/t0.bin.tmp", dir);
+	t_write_file(other, "keep", 4);
+	ck_assert_int_eq(link(other, tmp0), 0);
 	for (int k = 0; k < 2; k++) {
 		snprintf(out[k], sizeof out[k], "%s/t%d.bin", dir, k);
 		const char *args[] = {"--tokenize", dir, out[k], "--jsonl", "--threads",
@@ -210,6 +216,9 @@ START_TEST(test_tokjob_tokenize)
 	ck_assert(memcmp(a + 1024, want, sizeof want) == 0); /* little-endian */
 	free(a);
 	free(b);
+	a = (unsigned char *)t_read_file(other, &n);
+	ck_assert(n == 4 && memcmp(a, "keep", 4) == 0);
+	free(a);
 	eng_data d;
 	eng_err err;
 	uint32_t inp[3], tgt[3];
