@@ -593,7 +593,8 @@ int eng_tok_encode(eng_tok *t, const char *text, size_t len, uint32_t **ids, siz
 	*ids = malloc(sc->n_ids ? sc->n_ids * sizeof **ids : 1);
 	if (!*ids)
 		return eng_err_nomem(err, "tokenizer: out of memory");
-	memcpy(*ids, sc->ids, sc->n_ids * sizeof **ids);
+	if (sc->n_ids) /* an empty text on a tokenizer that has encoded nothing: no ids yet */
+		memcpy(*ids, sc->ids, sc->n_ids * sizeof **ids);
 	*n = sc->n_ids;
 	return 0;
 }
