@@ -159,13 +159,15 @@ static void label_of(const char *what, const json_t *o, char *buf, size_t len)
 
 /* What a line of the log says changed, at step x: a step at or before the last step line
  * is a resume (the marks after it go, as its lines do); REMAT_APPLIED and HPARAMS_APPLIED
- * lines (the worker's, where a policy or job-set took effect) name what they set. */
+ * lines (the worker's, where a policy or job-set took effect) name what they set. Other
+ * lines (evaluations, samples) mark nothing. */
 static void marks_line(marks *mk, const json_t *line, double x)
 {
 	const char *ev = json_string_value(json_object_get(line, "event"));
 	char label[48];
-	if (!ev && !json_is_number(json_object_get(line, "loss")))
-		return; /* an evaluation */
+	if (ev ? strcmp(ev, "REMAT_APPLIED") && strcmp(ev, "HPARAMS_APPLIED")
+	       : !json_is_number(json_object_get(line, "loss")))
+		return; /* an evaluation, a sample */
 	if (mk->last >= 0 && x <= mk->last) {
 		while (mk->n && mk->m[mk->n - 1].x >= x)
 			mk->n--;

@@ -55,7 +55,7 @@ void wk_end_eval_due(eng_trainer *tr, wk_ctl *c, wk_run_ctl *run, int json)
 		wk_end_eval(tr, c, run, json, NULL);
 	if (s->sample_on && s->sample_every > 0 && tr->step % s->sample_every == 0 &&
 		tr->step < s->steps)
-		wk_sample_run(tr, c, json);
+		wk_sample_run(tr, c, run->mx, json);
 }
 
 /* job-stop's reply: the step and the checkpoint saved, or, unsaved, how many steps were
@@ -151,7 +151,7 @@ int wk_end_reach(eng_trainer *tr, wk_ctl *c, wk_run_ctl *run, int json, int *end
 	if (reached && eng_data_opened(&tr->val) && !*ended_once && run->eval_step != tr->step)
 		wk_end_eval(tr, c, run, json, NULL);
 	if (reached && tr->spec.sample_on && !*ended_once)
-		wk_sample_run(tr, c, json);
+		wk_sample_run(tr, c, run->mx, json);
 	*ended_once = 1;
 	if (end_run(tr, c, run, json, &err) == 0)
 		return 1;

@@ -2,9 +2,10 @@
  * the STEP and EVAL events, remat-train --json and metrics.jsonl; and metrics.jsonl itself.
  *
  * metrics.jsonl holds every step and every eval, one JSON object a line, unthrottled, and
- * every change of a setting where it took effect: a line with "event" (the protocol's
- * event name, REMAT_APPLIED or HPARAMS_APPLIED) and that event's fields, so that a plot
- * of the log marks what changed from the log alone:
+ * every change of a setting where it took effect and every sample: a line with "event"
+ * (the protocol's event name: REMAT_APPLIED, HPARAMS_APPLIED, SAMPLE) and that event's
+ * fields, so that a plot of the log marks what changed, and logs shows the samples, from
+ * the log alone:
  * under rematd in the job's directory (rematd opens it, --metrics-fd), or where remat-train
  * --metrics FILE says. Each line is written whole with one write(2) on an O_APPEND
  * descriptor; the file is fsynced when a checkpoint has been written, so that what a
@@ -45,8 +46,9 @@ json_t *wk_eval_json(const eng_trainer *tr, float val_loss, int batches, const w
 
 /* One line of o (borrowed) to the file, when there is one. */
 void wk_metrics_write(wk_metrics *m, const json_t *o);
-/* A setting changed (REMAT_APPLIED, HPARAMS_APPLIED): the event's data (borrowed, with its
- * "step") as one line with "event" first; m NULL (another rank): nothing. */
+/* A setting changed (REMAT_APPLIED, HPARAMS_APPLIED) or a sample was drawn (SAMPLE): the
+ * event's data (borrowed, with its "step") as one line with "event" first; m NULL
+ * (another rank): nothing. */
 void wk_metrics_change(wk_metrics *m, proto_event ev, const json_t *data);
 /* fsync, when there is a file. */
 void wk_metrics_sync(wk_metrics *m);

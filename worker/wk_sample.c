@@ -82,7 +82,7 @@ static json_t *ids_json(const uint32_t *tok, int n)
 	return a;
 }
 
-void wk_sample_run(eng_trainer *tr, wk_ctl *c, int json)
+void wk_sample_run(eng_trainer *tr, wk_ctl *c, wk_metrics *mx, int json)
 {
 	const eng_spec *s = &tr->spec;
 	eng_sample_opts o = {s->sample_tokens, s->sample_temperature, s->sample_top_k,
@@ -116,6 +116,7 @@ void wk_sample_run(eng_trainer *tr, wk_ctl *c, int json)
 			printf(" %u", out[i]);
 		printf("\n");
 	}
+	wk_metrics_change(mx, PROTO_EV_SAMPLE, row); /* rematctl logs shows it */
 	wk_ctl_event(c, PROTO_EV_SAMPLE, row);
 out:
 	free(out);

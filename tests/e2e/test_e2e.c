@@ -494,9 +494,9 @@ START_TEST(test_e2e_training_loop)
 }
 END_TEST
 
-/* remat-train alone: --metrics FILE holds the steps and evals --json prints (without the
- * process's RSS and the policy), a sample goes to stdout only, and a link at FILE is
- * refused, not followed. */
+/* remat-train alone: --metrics FILE holds the steps, evals and the sample --json prints
+ * (without the process's RSS and the policy; the sample as its SAMPLE event's line), and
+ * a link at FILE is refused, not followed. */
 START_TEST(test_e2e_metrics_file)
 {
 	td_daemon d;
@@ -518,12 +518,15 @@ START_TEST(test_e2e_metrics_file)
 	for (char *l = strtok(text, "\n"); l; l = strtok(NULL, "\n"))
 		json_array_append_new(logged, json_loads(l, 0, NULL));
 	free(text);
-	/* 12 steps, evals after 5, 10 and 12; the sample (after 12) printed only */
-	ck_assert_int_eq(json_array_size(logged), 15);
+	/* 12 steps, evals after 5, 10 and 12, the sample after 12 */
+	ck_assert_int_eq(json_array_size(logged), 16);
 	ck_assert_int_eq(json_array_size(printed), 16);
 	json_t *smp = json_array_get(printed, 15);
 	ck_assert_int_eq(json_array_size(json_object_get(smp, "tokens")), 5);
-	for (size_t i = 0; i < 15; i++) {
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(logged, 15), "event")),
+		"SAMPLE");
+	json_object_del(json_array_get(logged, 15), "event");
+	for (size_t i = 0; i < 16; i++) {
 		json_t *p = json_deep_copy(json_array_get(printed, i));
 		json_object_del(p, "rss");
 		json_object_del(p, "rss_peak");

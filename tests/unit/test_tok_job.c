@@ -161,7 +161,7 @@ START_TEST(test_tokjob_too_many_ids)
 END_TEST
 
 /* A sample during a run: its text through the tokenizer, in the SAMPLE row remat-train
- * --json prints. */
+ * --json prints and in metrics.jsonl's SAMPLE line (what rematctl logs shows). */
 START_TEST(test_tokjob_sample_text)
 {
 	char *dir = t_tmp_dir("tokjob"), spec[2000], path[1100], *out;
@@ -172,10 +172,17 @@ START_TEST(test_tokjob_sample_text)
 		"\"temperature\":0}}", dir);
 	snprintf(path, sizeof path, "%s/job.json", dir);
 	t_write_file(path, spec, strlen(spec));
-	const char *args[] = {"--json", path, NULL};
+	char mx[1100];
+	snprintf(mx, sizeof mx, "%s/metrics.jsonl", dir);
+	const char *args[] = {"--json", "--metrics", mx, path, NULL};
 	ck_assert_msg(t_train_run(&out, 0, args) == 0, "%s", out);
 	char *line = strstr(out, "\"prompt\"");
 	ck_assert_msg(line && strstr(line, "\"text\""), "%s", out);
+	free(out);
+	size_t n;
+	out = t_read_file(mx, &n);
+	line = strstr(out, "{\"event\":\"SAMPLE\",\"step\":2,");
+	ck_assert_msg(line && strstr(line, "\"text\":\""), "%s", out);
 	free(out);
 	free(dir);
 }
