@@ -368,8 +368,10 @@ static void draw(watch *w)
 		draw_tty(w);
 	else
 		drawn = draw_line(w);
-	if (!w->o->json && !w->tty && strcmp(w->dirty, "REMAT_FAILED") == 0) {
-		/* a refused change leaves the line as it was: it gets one of its own */
+	if (!w->o->json && !w->tty && (strcmp(w->dirty, "REMAT_FAILED") == 0 ||
+		strcmp(w->dirty, "SAMPLE") == 0)) {
+		/* a refused change leaves the line as it was, and a sample is not in it: each
+		 * gets one of its own */
 		emit(w, "%s %s", w->job, w->note);
 		drawn = 1;
 	}
@@ -392,6 +394,17 @@ static void auto_event(watch *w, const json_t *data)
 		json_object_set(a, "budget_bytes", b);
 	else if (a) /* none was on at the last poll: auto_budget_bytes says it until the next */
 		json_object_del(w->status, "auto");
+}
+
+/* A sample's note: its step and text (control characters, newlines too, shown as '?'). */
+static void sample_note(watch *w, const json_t *data)
+{
+	char a[32], text[LINE_LEN / 2];
+	const char *t = cli_jstr(data, "text");
+	snprintf(w->note, sizeof w->note, "sample after step %s: %s",
+		 cli_show_num(data, "step", "%.0f", a, sizeof a),
+		 t ? cli_str_clean(t, text, sizeof text)
+		   : "(token ids only: the job has no tokenizer)");
 }
 
 /* Takes in an event; marks the view dirty when it changes what is shown. */
@@ -456,6 +469,8 @@ static void on_event(json_t *msg, void *ud)
 				sizeof why), cli_policy_format(cli_jobj(data, "policy"), text, sizeof text));
 	} else if (strcmp(name, "MEMORY") == 0) {
 		w->need_mem = 1; /* the figures come from mem-stats, asked next */
+	} else if (strcmp(name, "SAMPLE") == 0) {
+		sample_note(w, data);
 	} else {
 		return;
 	}

@@ -1772,6 +1772,48 @@ START_TEST(test_rematctl_watch_budget)
 }
 END_TEST
 
+/* watch: a sample's text under the view (its newline shown as '?'), piped on a line of its
+ * own; a sample without text says the job has no tokenizer. The stand-in sends one after
+ * each job-status, with text and without by turns. */
+START_TEST(test_rematctl_watch_sample)
+{
+	td_daemon d;
+	char *out = NULL;
+	td_daemon_paths(&d);
+	char *w = td_script(&d, "worker.sh",
+		TD_WORKER_RUNNING
+		"job=$4\n"
+		"ev() { printf '{\"event\":\"SAMPLE\",\"data\":{\"job\":\"%s\",%s},"
+		"\"timestamp\":{\"seconds\":0,\"microseconds\":0}}\\n' \"$job\" \"$1\" >&3; }\n"
+		"n=0\n"
+		"while IFS= read -r line <&3; do\n"
+		"id=$(printf '%s\\n' \"$line\" | sed -n 's/.*\"id\":\\([0-9][0-9]*\\).*/\\1/p')\n"
+		"case $line in\n"
+		"*'\"job-status\"'*) printf '" SW_STATUS "' \"$job\" \"$id\" >&3; n=$((n+1))\n"
+		"  if [ $((n % 2)) -eq 1 ]; then ev '\"step\":10,\"prompt\":[1],\"tokens\":[2,3],"
+		"\"text\":\"Hello\\nworld\"'; else ev '\"step\":20,\"prompt\":[1],"
+		"\"tokens\":[2,3]'; fi ;;\n"
+		"*'\"mem-stats\"'*) printf '" SW_MEM "' \"$id\" >&3 ;;\n"
+		"*) printf '{\"return\":{},\"id\":%s}\\n' \"$id\" >&3 ;;\n"
+		"esac\n"
+		"done\n");
+	const char *extra[] = {"--worker", w, "--stop-timeout", "2", NULL};
+	td_daemon_start(&d, extra);
+	free(w);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	ck_assert_str_eq(td_job_start(&c, T_TINY_SPEC, NULL), "j1");
+	json_decref(td_wait_state(&c, "j1", "running", T_READ_MS));
+	td_close(&c);
+	int rc = ctl_d(&d, &out, "watch", "j1", "--interval", "0.3", "--count", "6", NULL);
+	ck_assert_msg(rc == 0 && strstr(out, "\nj1 sample after step 10: Hello?world\n") &&
+		strstr(out, "\nj1 sample after step 20: (token ids only: the job has no "
+		"tokenizer)\n"), "watch piped: status %d:\n%s", rc, out);
+	free(out);
+	td_daemon_stop(&d);
+}
+END_TEST
+
 Suite *suite_client(void)
 {
 	Suite *s = suite_create("client");
@@ -1827,6 +1869,7 @@ Suite *suite_client(void)
 	tcase_add_test(tc, test_rematctl_start_spec_dir);
 	tcase_add_test(tc, test_rematctl_watch_eta_interval);
 	tcase_add_test(tc, test_rematctl_remat_set_wait);
+	tcase_add_test(tc, test_rematctl_watch_sample);
 	tcase_add_test(tc, test_rematctl_watch_budget);
 	tcase_add_test(tc, test_rematctl_plot_process_peak);
 	tcase_add_test(tc, test_rematctl_plot_images_marked);
