@@ -101,30 +101,27 @@ int eng_fs_open_read(const char *path, const char *what, struct stat *st, eng_er
 	return open_regular(AT_FDCWD, path, 0, label, st, err);
 }
 
-char *eng_fs_read_all(const char *path, const char *what, size_t max, size_t *len,
-	eng_err *err)
+/* fd (of st, a regular file labelled what 'name') whole, at most max bytes; closes fd. */
+static char *read_all_fd(int fd, const struct stat *st, const char *what, const char *name,
+	size_t max, size_t *len, eng_err *err)
 {
-	struct stat st;
 	char *b = NULL;
 	size_t got = 0;
-	int fd = eng_fs_open_read(path, what, &st, err);
-	if (fd < 0)
-		return NULL;
-	if ((unsigned long long)st.st_size > max) {
-		eng_errf(err, "%s '%s' is %lld bytes, more than %zu", what, path,
-			(long long)st.st_size, max);
+	if ((unsigned long long)st->st_size > max) {
+		eng_errf(err, "%s '%s' is %lld bytes, more than %zu", what, name,
+			(long long)st->st_size, max);
 		goto fail;
 	}
-	if (!(b = malloc((size_t)st.st_size + 1))) {
-		eng_err_nomem(err, "cannot read %s '%s': out of memory", what, path);
+	if (!(b = malloc((size_t)st->st_size + 1))) {
+		eng_err_nomem(err, "cannot read %s '%s': out of memory", what, name);
 		goto fail;
 	}
-	while (got < (size_t)st.st_size) {
-		ssize_t r = read(fd, b + got, (size_t)st.st_size - got);
+	while (got < (size_t)st->st_size) {
+		ssize_t r = read(fd, b + got, (size_t)st->st_size - got);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
-			eng_errf(err, "cannot read %s '%s': %s", what, path,
+			eng_errf(err, "cannot read %s '%s': %s", what, name,
 				r ? strerror(errno) : "the file shrank");
 			goto fail;
 		}
@@ -140,6 +137,22 @@ fail:
 	return NULL;
 }
 
+char *eng_fs_read_all(const char *path, const char *what, size_t max, size_t *len,
+	eng_err *err)
+{
+	struct stat st;
+	int fd = eng_fs_open_read(path, what, &st, err);
+	return fd < 0 ? NULL : read_all_fd(fd, &st, what, path, max, len, err);
+}
+
+char *eng_fs_read_all_in(const eng_dir *d, const char *name, const char *what, size_t max,
+	size_t *len, eng_err *err)
+{
+	struct stat st;
+	int fd = eng_fs_open_read_in(d, name, what, &st, err);
+	return fd < 0 ? NULL : read_all_fd(fd, &st, what, name, max, len, err);
+}
+
 FILE *eng_fs_fopen_read(const char *path, const char *what, eng_err *err)
 {
 	char label[ENG_FS_PATH_LEN + 8];
@@ -153,6 +166,14 @@ int eng_fs_open_read_at(const eng_dir *d, const char *name, const char *what,
 	char label[ENG_FS_PATH_LEN + 128];
 	snprintf(label, sizeof label, "%s '%s' in '%s'", what, name, d->path);
 	return open_regular(d->fd, name, O_NOFOLLOW, label, st, err);
+}
+
+int eng_fs_open_read_in(const eng_dir *d, const char *name, const char *what,
+	struct stat *st, eng_err *err)
+{
+	char label[ENG_FS_PATH_LEN + 128];
+	snprintf(label, sizeof label, "%s '%s' in '%s'", what, name, d->path);
+	return open_regular(d->fd, name, 0, label, st, err);
 }
 
 FILE *eng_fs_fopen_at(const eng_dir *d, const char *name, const char *what, eng_err *err)
@@ -171,9 +192,29 @@ int eng_dir_open(eng_dir *d, const char *path, eng_err *err)
 		return eng_errf(err, "directory path too long (%zu bytes)", strlen(path));
 	snprintf(d->path, sizeof d->path, "%s", path);
 	d->fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (d->fd < 0)
-		return eng_errf(err, "cannot open directory '%s': %s", path, strerror(errno));
+	if (d->fd < 0) {
+		int e = errno; /* kept for the caller: ENOTDIR, a file */
+		eng_errf(err, "cannot open directory '%s': %s", path, strerror(e));
+		errno = e;
+		return -1;
+	}
 	return 0;
+}
+
+int eng_dir_open_file_or_dir(eng_dir *d, const char *path, char *name, size_t len,
+	eng_err *err)
+{
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	char dir[ENG_FS_PATH_LEN];
+	name[0] = '\0';
+	if (eng_dir_open(d, path, err) == 0 || (errno != ENOTDIR && errno != ENOENT))
+		return d->fd >= 0 ? 0 : -1;
+	if (strlen(base) >= len || strlen(path) >= sizeof dir)
+		return eng_errf(err, "path too long: '%.64s...'", path);
+	snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+		slash ? path : ".");
+	snprintf(name, len, "%s", base);
+	return eng_dir_open(d, dir, err);
 }
 
 int eng_dir_open_at(eng_dir *d, const eng_dir *parent, const char *name, eng_err *err)

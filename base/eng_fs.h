@@ -56,8 +56,17 @@ int eng_fs_open_read(const char *path, const char *what, struct stat *st, eng_er
  * could not be read ("the file shrank" when it did). */
 char *eng_fs_read_all(const char *path, const char *what, size_t max, size_t *len,
 	eng_err *err);
+/* The same for the file d/name, a link at name itself followed (eng_fs_open_read_in). */
+char *eng_fs_read_all_in(const eng_dir *d, const char *name, const char *what, size_t max,
+	size_t *len, eng_err *err);
 /* The same as a stdio stream ("rb"); NULL on failure. */
 FILE *eng_fs_fopen_read(const char *path, const char *what, eng_err *err);
+/* The regular file d/name as a model's files are read, by their owner's process: a link at
+ * name itself is followed (Hugging Face's hub cache keeps its files as links to blobs),
+ * never anything the descriptor does not hold; eng_fs_open_read's checks. The descriptor
+ * and its stat, or -1 (errno ENOENT when absent). */
+int eng_fs_open_read_in(const eng_dir *d, const char *name, const char *what,
+	struct stat *st, eng_err *err);
 /* eng_fs_open_read of the regular file d/name, never through a symlink (O_NOFOLLOW):
  * the descriptor and its stat in *st (may be NULL), or -1 with "cannot open what 'name'
  * in 'dir': ..." (errno ENOENT when it is absent). */
@@ -74,6 +83,12 @@ const char *eng_fs_kind(mode_t mode);
 
 /* Opens the directory at path (symlinks in the path followed: the user's own path). */
 int eng_dir_open(eng_dir *d, const char *path, eng_err *err);
+/* A path that names a directory or a file in one (or a name yet to be made there): the
+ * directory opened and name "" for the first, the file's directory opened and its last
+ * part in name[len] for the others, told apart by the open itself (O_DIRECTORY; no stat
+ * before it). 0, or -1 with a message. */
+int eng_dir_open_file_or_dir(eng_dir *d, const char *path, char *name, size_t len,
+	eng_err *err);
 /* Opens d/name, a directory of ours that is no symlink (eng_fs_entry's rules); its path
  * for messages is parent/name. */
 int eng_dir_open_at(eng_dir *d, const eng_dir *parent, const char *name, eng_err *err);

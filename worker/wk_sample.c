@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "eng_fs.h"
@@ -234,14 +233,9 @@ static int prompt_of(eng_tok *tok, const char *text, int vocab, uint32_t *ids, i
  * that does not load). */
 static int ckpt_tokenizer(const char *ckpt, eng_tok **tok)
 {
-	char p[ENG_PATH_LEN + 32];
-	struct stat st;
 	eng_err err;
 	*tok = NULL;
-	snprintf(p, sizeof p, "%s/tokenizer.json", ckpt);
-	int has = stat(p, &st) == 0;
-	snprintf(p, sizeof p, "%s/vocab.json", ckpt);
-	if (!has && stat(p, &st) < 0)
+	if (!eng_tok_present(ckpt))
 		return 0;
 	if ((*tok = eng_tok_load(ckpt, &err)))
 		return 0;

@@ -38,54 +38,43 @@ static int read_whole(eng_ckpt_tok *t, int k, int fd, const struct stat *st,
 	return 0;
 }
 
-/* Slot k from dir/name when it is there (absent: nothing, 0); -1 on anything else. As
- * with a model's files, a link at the name is followed: Hugging Face's hub cache keeps
+/* Slot k from d/name when it is there (absent: nothing, 0); -1 on anything else. As with
+ * a model's files, a link at the name itself is followed: Hugging Face's hub cache keeps
  * its files as links to blobs (the worker reads as the job's owner). */
-static int read_beside(eng_ckpt_tok *t, int k, const char *dir, const char *name,
-	eng_err *err)
+static int read_in(eng_ckpt_tok *t, int k, const eng_dir *d, const char *name, eng_err *err)
 {
 	struct stat st;
-	char path[ENG_PATH_LEN + 64];
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	int fd = eng_fs_open_read(path, "tokenizer file", &st, err);
+	char what[ENG_PATH_LEN + 64];
+	snprintf(what, sizeof what, "%s/%s", d->path, name);
+	int fd = eng_fs_open_read_in(d, name, "tokenizer file", &st, err);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -1;
-	int rc = read_whole(t, k, fd, &st, path, err);
+	int rc = read_whole(t, k, fd, &st, what, err);
 	close(fd);
 	return rc;
 }
 
 int eng_ckpt_tok_read(eng_ckpt_tok *t, const char *path, eng_err *err)
 {
-	struct stat st;
-	eng_err quiet;
-	char dir[ENG_PATH_LEN];
-	int rc = 0, k0 = 0;
+	eng_dir d;
+	char name[ENG_PATH_LEN];
+	int rc = 0;
 	memset(t, 0, sizeof *t);
-	int fd = eng_fs_open_read(path, "tokenizer file", &st, &quiet);
-	if (fd >= 0) { /* a tokenizer.json by any name; the others beside it */
-		rc = read_whole(t, 0, fd, &st, path, err);
-		close(fd);
-		const char *slash = strrchr(path, '/');
-		snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1,
-			slash ? path : ".");
-		if (slash == path)
-			snprintf(dir, sizeof dir, "/");
-		k0 = 1;
-	} else {
-		struct stat ds;
-		if (stat(path, &ds) < 0 || !S_ISDIR(ds.st_mode)) {
-			eng_ckpt_tok_free(t);
-			return eng_errf(err, "tokenizer '%s': %s", path, errno == ENOENT ?
-				strerror(ENOENT) : "neither a tokenizer.json nor a directory");
-		}
-		snprintf(dir, sizeof dir, "%s", path);
+	/* a directory holding the files, or a tokenizer.json by any name with the others
+	 * beside it */
+	if (eng_dir_open_file_or_dir(&d, path, name, sizeof name, err) < 0)
+		return -1;
+	if (name[0]) {
+		rc = read_in(t, 0, &d, name, err);
+		if (rc == 0 && !t->len[0])
+			rc = eng_errf(err, "tokenizer '%s': %s", path, strerror(ENOENT));
 	}
-	for (int k = k0; rc == 0 && k < ENG_CKPT_TOK_FILES; k++)
-		rc = read_beside(t, k, dir, eng_ckpt_tok_names[k], err);
+	for (int k = name[0] ? 1 : 0; rc == 0 && k < ENG_CKPT_TOK_FILES; k++)
+		rc = read_in(t, k, &d, eng_ckpt_tok_names[k], err);
 	if (rc == 0 && !t->len[0] && !(t->len[3] && t->len[4]))
 		rc = eng_errf(err, "tokenizer '%s': no tokenizer.json, nor vocab.json and "
 				   "merges.txt", path);
+	eng_dir_close(&d);
 	if (rc < 0)
 		eng_ckpt_tok_free(t);
 	return rc;

@@ -50,6 +50,10 @@ eng_tok *eng_tok_parse(const char *json, size_t len, const char *name, eng_err *
 
 void eng_tok_free(eng_tok *t); /* NULL is fine */
 
+/* 1 when dir is a directory holding a tokenizer eng_tok_load would look for there
+ * (tokenizer.json, or vocab.json and merges.txt), asked of its descriptor; 0 else. */
+int eng_tok_present(const char *dir);
+
 /* Encodes len bytes of UTF-8 text (no special tokens added): *ids (malloc'd, the caller
  * frees it; non-NULL even when *n is 0) and *n. Text that is not valid UTF-8 is refused
  * ("text is not valid UTF-8 at byte N"). Returns 0, or -1 with a message. */

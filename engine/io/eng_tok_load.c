@@ -29,9 +29,7 @@
  * bytes. 1 when the file is absent (with the message in err), 0 read, -1 failed. */
 static int read_at(const eng_dir *d, const char *name, char **buf, size_t *len, eng_err *err)
 {
-	char path[2 * ENG_FS_PATH_LEN + 2];
-	snprintf(path, sizeof path, "%s/%s", d->path, name);
-	*buf = eng_fs_read_all(path, "tokenizer file", ENG_TOK_FILE_MAX, len, err);
+	*buf = eng_fs_read_all_in(d, name, "tokenizer file", ENG_TOK_FILE_MAX, len, err);
 	return *buf ? 0 : errno == ENOENT ? 1 : -1;
 }
 
@@ -399,31 +397,17 @@ static int load_config(eng_tok *t, const eng_dir *d, eng_err *err)
 eng_tok *eng_tok_load(const char *path, eng_err *err)
 {
 	eng_dir d = { .fd = -1 };
-	char dir[ENG_FS_PATH_LEN], name[ENG_FS_PATH_LEN], *buf = NULL;
-	const char *slash = strrchr(path, '/');
-	struct stat st;
+	char name[ENG_FS_PATH_LEN], *buf = NULL;
 	size_t len;
 	eng_tok *t = NULL;
-	if (stat(path, &st) < 0) {
-		eng_errf(err, "cannot open tokenizer '%s': %s", path, strerror(errno));
+	/* a directory holding tokenizer.json, or a tokenizer.json by any name in one */
+	if (eng_dir_open_file_or_dir(&d, path, name, sizeof name, err) < 0)
 		return NULL;
-	}
-	if (strlen(path) >= sizeof dir) {
-		eng_errf(err, "cannot open tokenizer: its path is too long");
-		return NULL;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		snprintf(dir, sizeof dir, "%s", path);
+	int is_dir = !name[0];
+	if (is_dir)
 		snprintf(name, sizeof name, "tokenizer.json");
-	} else {
-		snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
-			slash ? path : ".");
-		snprintf(name, sizeof name, "%s", slash ? slash + 1 : path);
-	}
-	if (eng_dir_open(&d, dir, err) < 0)
-		return NULL;
 	int rc = read_at(&d, name, &buf, &len, err);
-	if (rc == 1 && S_ISDIR(st.st_mode))
+	if (rc == 1 && is_dir)
 		t = load_gpt2(&d, err);
 	else if (rc == 0) {
 		char full[2 * ENG_FS_PATH_LEN + 2];
@@ -437,4 +421,17 @@ eng_tok *eng_tok_load(const char *path, eng_err *err)
 	free(buf);
 	eng_dir_close(&d);
 	return t;
+}
+
+int eng_tok_present(const char *dir)
+{
+	eng_dir d;
+	eng_err quiet;
+	struct stat st;
+	if (eng_dir_open(&d, dir, &quiet) < 0)
+		return 0;
+	int here = fstatat(d.fd, "tokenizer.json", &st, 0) == 0 ||
+		(fstatat(d.fd, "vocab.json", &st, 0) == 0 && fstatat(d.fd, "merges.txt", &st, 0) == 0);
+	eng_dir_close(&d);
+	return here;
 }

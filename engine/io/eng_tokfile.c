@@ -235,14 +235,20 @@ static int load_encoders(encoder *e, int n, const char *tokenizer, eng_err *err)
 	return 0;
 }
 
-/* The total bytes of the inputs (for the progress figure). */
+/* The total bytes of the inputs, for the progress figure (each as its reader will open
+ * it; one that cannot be opened counts 0 and fails when its turn comes). */
 static uint64_t total_bytes(char *const *inputs, int n)
 {
 	uint64_t total = 0;
 	struct stat st;
-	for (int i = 0; i < n; i++)
-		if (stat(inputs[i], &st) == 0)
+	eng_err quiet;
+	for (int i = 0; i < n; i++) {
+		int fd = eng_fs_open_read(inputs[i], "corpus file", &st, &quiet);
+		if (fd >= 0) {
 			total += (uint64_t)st.st_size;
+			close(fd);
+		}
+	}
 	return total;
 }
 
@@ -288,15 +294,11 @@ int eng_tokfile_write(const char *tokenizer, char *const *inputs, int n, const c
 		? ENG_TOKFILE_THREADS : o->threads;
 	encoder *e = calloc((size_t)threads, sizeof *e);
 	reader r = {.inputs = inputs, .n = n, .o = o};
-	char tmp[ENG_PATH_LEN + 8];
+	eng_dir d = {.fd = -1};
+	char name[ENG_PATH_LEN], tmp[ENG_PATH_LEN + 8];
 	FILE *f = NULL;
 	int rc = -1;
 	memset(st, 0, sizeof *st);
-	if (strlen(out) >= ENG_PATH_LEN) {
-		eng_errf(err, "the token file's path is longer than %d bytes", ENG_PATH_LEN - 1);
-		goto out;
-	}
-	snprintf(tmp, sizeof tmp, "%s.tmp", out);
 	if (!e) {
 		eng_err_nomem(err, "out of memory for %d encoders", threads);
 		goto out;
@@ -304,15 +306,23 @@ int eng_tokfile_write(const char *tokenizer, char *const *inputs, int n, const c
 	if (load_encoders(e, threads, tokenizer, err) < 0)
 		goto out;
 	st->width = eng_tok_vocab_size(e[0].tok) <= 65536 ? 2 : 4;
-	/* a new file: whatever had the name (a leftover, a link of any kind) goes first, so
-	 * that nothing another name points at is written through it */
-	if (unlink(tmp) < 0 && errno != ENOENT) {
-		eng_errf(err, "cannot replace '%s': %s", tmp, strerror(errno));
+	/* everything in OUT's directory through its descriptor: the file made anew under
+	 * NAME.tmp (what had that name, a link of either kind, removed first, so nothing is
+	 * written through it), then renamed over NAME */
+	if (eng_dir_open_file_or_dir(&d, out, name, sizeof name, err) < 0)
+		goto out;
+	if (!name[0]) {
+		eng_errf(err, "'%s' is a directory, not a token file's name", out);
 		goto out;
 	}
-	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	snprintf(tmp, sizeof tmp, "%s.tmp", name);
+	if (unlinkat(d.fd, tmp, 0) < 0 && errno != ENOENT) {
+		eng_errf(err, "cannot replace '%s.tmp': %s", out, strerror(errno));
+		goto out;
+	}
+	int fd = openat(d.fd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0 || !(f = fdopen(fd, "w+b"))) {
-		eng_errf(err, "cannot write '%s': %s", tmp, strerror(errno));
+		eng_errf(err, "cannot write '%s.tmp': %s", out, strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		goto out;
@@ -320,11 +330,11 @@ int eng_tokfile_write(const char *tokenizer, char *const *inputs, int n, const c
 	if (stream(&r, e, threads, f, st, err) < 0)
 		goto out;
 	if (fflush(f) != 0 || write_header(fileno(f), st) < 0 || fsync(fileno(f)) < 0) {
-		eng_errf(err, "cannot write '%s': %s", tmp, strerror(errno));
+		eng_errf(err, "cannot write '%s.tmp': %s", out, strerror(errno));
 		goto out;
 	}
-	if (rename(tmp, out) < 0) {
-		eng_errf(err, "cannot rename '%s' to '%s': %s", tmp, out, strerror(errno));
+	if (renameat(d.fd, tmp, d.fd, name) < 0) {
+		eng_errf(err, "cannot rename '%s.tmp' to '%s': %s", out, out, strerror(errno));
 		goto out;
 	}
 	rc = 0;
@@ -332,7 +342,9 @@ out:
 	if (f)
 		fclose(f);
 	if (rc < 0 && f)
-		unlink(tmp);
+		unlinkat(d.fd, tmp, 0);
+	if (d.fd >= 0)
+		eng_dir_close(&d);
 	if (r.f)
 		fclose(r.f);
 	free(r.buf);

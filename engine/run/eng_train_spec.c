@@ -102,23 +102,6 @@ int eng_train_policy(const eng_spec *s, eng_aliases *al, eng_policy *p, eng_err 
 	return eng_policy_check_device(s->device, p, err);
 }
 
-/* 1 when dir is a directory with a tokenizer's files (tokenizer.json, or GPT-2's
- * vocab.json and merges.txt). */
-static int holds_tokenizer(const char *dir)
-{
-	char p[ENG_PATH_LEN + 32];
-	struct stat st;
-	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
-		return 0;
-	snprintf(p, sizeof p, "%s/tokenizer.json", dir);
-	if (stat(p, &st) == 0)
-		return 1;
-	snprintf(p, sizeof p, "%s/vocab.json", dir);
-	int v = stat(p, &st) == 0;
-	snprintf(p, sizeof p, "%s/merges.txt", dir);
-	return v && stat(p, &st) == 0;
-}
-
 int eng_train_tokenizer(const eng_spec *s, char path[ENG_PATH_LEN], struct eng_tok **tok,
 	eng_ckpt_tok *files, eng_err *err)
 {
@@ -130,7 +113,7 @@ int eng_train_tokenizer(const eng_spec *s, char path[ENG_PATH_LEN], struct eng_t
 		memset(files, 0, sizeof *files);
 	if (s->tokenizer[0])
 		snprintf(path, ENG_PATH_LEN, "%s", s->tokenizer);
-	else if (s->init_from[0] && holds_tokenizer(s->init_from))
+	else if (s->init_from[0] && eng_tok_present(s->init_from))
 		snprintf(path, ENG_PATH_LEN, "%s", s->init_from);
 	if (!path[0])
 		return 0;
