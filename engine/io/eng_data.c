@@ -215,7 +215,8 @@ size_t eng_data_bytes(const eng_data_file *f, int B, int T, int shuffle)
 	return n;
 }
 
-int eng_data_read(eng_data *d, size_t first, size_t n, uint32_t *tok, eng_err *err)
+/* Tokens first .. first+n-1 into d->raw as the file holds them (n at most B*T+1). */
+static int read_raw(eng_data *d, size_t first, size_t n, eng_err *err)
 {
 	size_t w = (size_t)d->file.width;
 	if (n > (size_t)d->B * d->T + 1 || first > d->ntok || n > d->ntok - first)
@@ -224,6 +225,13 @@ int eng_data_read(eng_data *d, size_t first, size_t n, uint32_t *tok, eng_err *e
 	if (read_at(d->fd, d->raw, n * w, (off_t)(d->file.first + first * w)) < 0)
 		return eng_errf(err, "data file '%s': read of tokens %zu..%zu failed: %s", d->path,
 			first, first + n, errno ? strerror(errno) : "the file shrank");
+	return 0;
+}
+
+int eng_data_read(eng_data *d, size_t first, size_t n, uint32_t *tok, eng_err *err)
+{
+	if (read_raw(d, first, n, err) < 0)
+		return -1;
 	return take_tokens(d->path, d->fmt, d->file.width, d->raw, n, first, d->vocab, tok, err);
 }
 
@@ -325,14 +333,16 @@ int eng_data_next(eng_data *d, uint32_t *inp, uint32_t *tgt, eng_err *err)
 {
 	size_t n = (size_t)d->B * d->T, at = sample_at(d, eng_data_next_sample(d));
 	int w = d->file.width;
-	/* B*T+1 tokens read and checked at once: inputs the first B*T, targets the same
-	 * shifted by one */
-	if (eng_data_read(d, at, n + 1, NULL, err) < 0)
+	uint32_t last = 0;
+	/* B*T+1 tokens read at once, each checked and widened once: inputs the first B*T,
+	 * targets the same shifted by one */
+	if (read_raw(d, at, n + 1, err) < 0 ||
+		take_tokens(d->path, d->fmt, w, d->raw, n, at, d->vocab, inp, err) < 0 ||
+		take_tokens(d->path, d->fmt, w, d->raw + n * (size_t)w, 1, at + n, d->vocab, &last,
+			err) < 0)
 		return -1;
-	for (size_t i = 0; i < n; i++) {
-		inp[i] = raw_token(d->raw, w, i);
-		tgt[i] = raw_token(d->raw, w, i + 1);
-	}
+	memcpy(tgt, inp + 1, (n - 1) * sizeof *tgt);
+	tgt[n - 1] = last;
 	if (++d->pos.sample >= d->nsamples) {
 		/* the epoch is over: the next one begins now, so that the next sample is known */
 		d->pos.sample = 0;
