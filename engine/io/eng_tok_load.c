@@ -431,7 +431,8 @@ int eng_tok_present(const char *dir)
 	if (eng_dir_open(&d, dir, &quiet) < 0)
 		return 0;
 	int here = fstatat(d.fd, "tokenizer.json", &st, 0) == 0 ||
-		(fstatat(d.fd, "vocab.json", &st, 0) == 0 && fstatat(d.fd, "merges.txt", &st, 0) == 0);
+		(fstatat(d.fd, "vocab.json", &st, 0) == 0 &&
+			fstatat(d.fd, "merges.txt", &st, 0) == 0);
 	eng_dir_close(&d);
 	return here;
 }
