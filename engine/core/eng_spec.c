@@ -217,7 +217,8 @@ int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 	if (spec->data_format == ENG_DATA_BYTES && cfg->vocab_size < 256)
 		return eng_errf(err, "'data.format' is \"bytes\" but the model's vocab_size is %d "
 				     "(bytes need at least 256)", cfg->vocab_size);
-	if (spec->sample_on && spec->sample_n == 0) {
+	if (spec->sample_on && spec->sample_n == 0 && !spec->sample_text[0] &&
+		!ENG_DATA_IS_TEXT(spec->data_format)) {
 		/* no prompt: a new line (nanoGPT's), or GPT-2's <|endoftext|> (llm.c's), or 0 */
 		spec->sample_prompt[0] = spec->data_format == ENG_DATA_BYTES ? '\n'
 			: cfg->vocab_size > 50256 ? 50256 : 0;

@@ -26,7 +26,14 @@
 #define ENG_MAX_RANKS 4096     /* parallel.ranks */
 #define ENG_MAX_TEMPERATURE 100.0 /* sample.temperature, remat-train --sample --temperature */
 
-typedef enum { ENG_DATA_LLMC, ENG_DATA_BYTES } eng_data_format;
+/* data.format: a token file (llm.c's), raw bytes (a token a byte), or text for the job's
+ * tokenizer: a text file (one document) or JSON Lines (one a line), tokenized once into a
+ * token file in the cache (eng_tokcache.h) that the run then reads as llmc */
+typedef enum { ENG_DATA_LLMC, ENG_DATA_BYTES, ENG_DATA_TEXT, ENG_DATA_JSONL } eng_data_format;
+#define ENG_DATA_IS_TEXT(f) ((f) == ENG_DATA_TEXT || (f) == ENG_DATA_JSONL)
+extern const char *const eng_data_format_names[]; /* "llmc", "bytes", "text", "jsonl", NULL */
+#define ENG_FIELD_LEN 64       /* longest data.field */
+#define ENG_PROMPT_TEXT 4096   /* longest sample.prompt text (bytes) */
 typedef enum { ENG_SCHED_COSINE, ENG_SCHED_CONSTANT } eng_sched_kind;
 typedef enum { ENG_DEVICE_CPU, ENG_DEVICE_CUDA } eng_device;
 /* "precision": the matmuls' operands. The CPU's bf16 takes oneDNN's bf16 matmuls (kn.h);
@@ -81,7 +88,11 @@ typedef struct eng_spec {
 	char tokenizer[ENG_PATH_LEN];     /* data.tokenizer: a tokenizer.json or a directory
 					   * holding one (or GPT-2's vocab.json + merges.txt);
 					   * "" for init_from's directory when it holds one */
-	eng_data_format data_format;      /* data.format, default llmc */
+	eng_data_format data_format;      /* data.format, default by train's name: .txt text,
+					   * .jsonl jsonl, else llmc */
+	char data_field[ENG_FIELD_LEN];   /* data.field: jsonl's key of the text, "text" */
+	char data_cache[ENG_PATH_LEN];    /* data.cache: where text is tokenized to, ""
+					   * for save.dir's tokens/ (eng_tokcache.h) */
 	int shuffle;                      /* data.shuffle: llm.c's shuffled order, default 0
 					   * (file order) */
 	uint32_t shuffle_seed;            /* data.shuffle_seed, default 42 (llm.c's, rank 0) */
@@ -150,6 +161,8 @@ typedef struct eng_spec {
 	uint32_t sample_seed;             /* sample.seed, default 1337 */
 	int sample_n;                     /* the prompt: bytes of a string (format bytes) or */
 	uint32_t sample_prompt[ENG_MAX_PROMPT]; /* token ids (llmc), checked against vocab */
+	char sample_text[ENG_PROMPT_TEXT];/* or text for the job's tokenizer (sample_n 0
+					   * until the trainer encodes it) */
 
 	/* save */
 	char save_dir[ENG_PATH_LEN];      /* "" = no saving */

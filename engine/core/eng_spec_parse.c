@@ -15,6 +15,7 @@
 #include "proto.h"
 
 const char *const eng_precision_names[] = {"fp32", "bf16", NULL};
+const char *const eng_data_format_names[] = {"llmc", "bytes", "text", "jsonl", NULL};
 
 static const char *const root_keys[] = {"name", "model", "data", "batch", "seq_len", "steps",
 	"grad_accum", "seed", "optim", "schedule", "remat", "eval", "sample", "save", "threads",
@@ -27,7 +28,7 @@ static const char *const model_keys[] = {"preset", "n_layer", "n_embd", "n_head"
 #define MODEL_SHAPE_KEYS 12 /* model_keys[0 .. 12): the preset and the shape's fields */
 static const char *const arch_keys[] = {"gpt2", "llama", NULL}; /* as eng_arch */
 static const char *const data_keys[] = {"train", "format", "val", "shuffle", "shuffle_seed",
-	"tokenizer", NULL};
+	"tokenizer", "field", "cache", NULL};
 static const char *const eval_keys[] = {"every", "batches", NULL};
 static const char *const parallel_keys[] = {"ranks", "hosts", "hostfile", NULL};
 static const char *const sample_keys[] = {"every", "tokens", "prompt", "temperature", "top_k",
@@ -51,10 +52,46 @@ static int parse_name(eng_spec *s, json_t *root, eng_err *err)
 	return 0;
 }
 
+/* data.format when not given: from the name of data.train, as Hugging Face's load_dataset
+ * picks its loader ("text" for .txt, "json" for .jsonl), llmc for anything else */
+static eng_data_format format_of_name(const char *path)
+{
+	size_t n = strlen(path);
+	if (n > 4 && !strcmp(path + n - 4, ".txt"))
+		return ENG_DATA_TEXT;
+	if (n > 6 && !strcmp(path + n - 6, ".jsonl"))
+		return ENG_DATA_JSONL;
+	return ENG_DATA_LLMC;
+}
+
+/* data.format, data.field and data.cache, after data.train. */
+static int parse_data_format(eng_spec *s, json_t *d, eng_err *err)
+{
+	json_t *f = json_object_get(d, "format");
+	int k = (int)format_of_name(s->train_path);
+	if (f && es_get_choice(f, "data.format", eng_data_format_names, &k, err) < 0)
+		return -1;
+	s->data_format = (eng_data_format)k;
+	int field = es_get_str(d, "data", "field", s->data_field, sizeof s->data_field, err);
+	if (field < 0 || es_get_str(d, "data", "cache", s->data_cache, sizeof s->data_cache,
+				 err) < 0)
+		return -1;
+	if (field == 1 && s->data_format != ENG_DATA_JSONL)
+		return eng_errf(err, "'data.field' names the key of a JSON Lines document: it "
+				     "needs data.format \"jsonl\"");
+	if (field == 1 && !s->data_field[0])
+		return eng_errf(err, "'data.field' must not be empty");
+	if (!field)
+		snprintf(s->data_field, sizeof s->data_field, "text");
+	if (s->data_cache[0] && !ENG_DATA_IS_TEXT(s->data_format))
+		return eng_errf(err, "'data.cache' holds text tokenized: it needs data.format "
+				     "\"text\" or \"jsonl\"");
+	return 0;
+}
+
 static int parse_data(eng_spec *s, json_t *root, eng_err *err)
 {
-	static const char *const formats[] = {"llmc", "bytes", NULL};
-	json_t *d;
+	json_t *d, *f;
 	if (es_get_object(root, "data", &d, err) < 0)
 		return -1;
 	if (!d)
@@ -67,13 +104,9 @@ static int parse_data(eng_spec *s, json_t *root, eng_err *err)
 	if (rc == 0)
 		return eng_errf(err, "missing 'data.train': the training token file");
 	if (es_get_str(d, "data", "val", s->val_path, sizeof s->val_path, err) < 0 ||
-		es_get_str(d, "data", "tokenizer", s->tokenizer, sizeof s->tokenizer, err) < 0)
+		es_get_str(d, "data", "tokenizer", s->tokenizer, sizeof s->tokenizer, err) < 0 ||
+		parse_data_format(s, d, err) < 0)
 		return -1;
-	json_t *f = json_object_get(d, "format");
-	int k = 0;
-	if (f && es_get_choice(f, "data.format", formats, &k, err) < 0)
-		return -1;
-	s->data_format = k == 1 ? ENG_DATA_BYTES : ENG_DATA_LLMC;
 	long long seed = s->shuffle_seed;
 	if ((f = json_object_get(d, "shuffle"))) {
 		if (!json_is_boolean(f))
@@ -482,13 +515,14 @@ static int parse_memory(eng_spec *s, json_t *root, eng_err *err)
 	return 0;
 }
 
-/* sample.prompt: a string (data.format bytes: a token a byte) or an array of token ids
- * (llmc; checked against the vocabulary once it is known, eng_spec_finish). */
+/* sample.prompt: a string (data.format bytes: a token a byte; otherwise text the job's
+ * tokenizer encodes when the run starts) or an array of token ids (checked against the
+ * vocabulary once it is known, eng_spec_finish). */
 static int parse_prompt(eng_spec *s, json_t *v, eng_err *err)
 {
+	const char *t = json_string_value(v);
+	size_t n = t ? json_string_length(v) : 0;
 	if (s->data_format == ENG_DATA_BYTES) {
-		const char *t = json_string_value(v);
-		size_t n = t ? json_string_length(v) : 0;
 		if (!t || n < 1 || n > ENG_MAX_PROMPT)
 			return eng_errf(err, "'sample.prompt' must be text of 1 to %d bytes (data.format "
 					     "is bytes)", ENG_MAX_PROMPT);
@@ -497,11 +531,19 @@ static int parse_prompt(eng_spec *s, json_t *v, eng_err *err)
 		s->sample_n = (int)n;
 		return 0;
 	}
-	size_t n = json_array_size(v), i;
+	if (t) {
+		if (n < 1 || n >= sizeof s->sample_text || strlen(t) != n)
+			return eng_errf(err, "'sample.prompt' must be text of 1 to %zu bytes, "
+					     "without NUL", sizeof s->sample_text - 1);
+		memcpy(s->sample_text, t, n + 1);
+		return 0;
+	}
+	size_t i;
 	json_t *x;
+	n = json_array_size(v);
 	if (!json_is_array(v) || n < 1 || n > ENG_MAX_PROMPT)
-		return eng_errf(err, "'sample.prompt' must be an array of 1 to %d token ids "
-				     "(data.format is llmc)", ENG_MAX_PROMPT);
+		return eng_errf(err, "'sample.prompt' must be text or an array of 1 to %d token "
+				     "ids", ENG_MAX_PROMPT);
 	json_array_foreach(v, i, x) {
 		if (!json_is_integer(x) || json_integer_value(x) < 0 ||
 			json_integer_value(x) >= ENG_MAX_VOCAB)
@@ -592,6 +634,22 @@ int es_check_tokens(const eng_spec *s, eng_err *err)
 
 /* The fields in a fixed order, so the first problem reported does not depend on key order
  * (beyond unknown keys, which come first). data before model: bytes decides the vocab. */
+/* Text data needs a tokenizer (data.tokenizer, or one in init_from's directory: that one is
+ * looked for when the files are checked). Its tokens go to data.cache or the save
+ * directory's tokens/ (nothing is written outside a directory the job was given): the run
+ * asks for one of them, rematd giving every job a save directory. */
+static int check_text_data(const eng_spec *s, eng_err *err)
+{
+	if (!ENG_DATA_IS_TEXT(s->data_format))
+		return 0;
+	if (!s->tokenizer[0] && !s->init_from[0])
+		return eng_errf(err, "'data.format' is \"%s\": give data.tokenizer (a "
+				     "tokenizer.json or a directory holding one), or "
+				     "model.init_from a model directory that holds one",
+			eng_data_format_names[s->data_format]);
+	return 0;
+}
+
 int es_parse_root(eng_spec *s, json_t *root, eng_err *err)
 {
 	static const char *const devices[] = {"cpu", "cuda", NULL};
@@ -629,5 +687,5 @@ int es_parse_root(eng_spec *s, json_t *root, eng_err *err)
 		return -1;
 	s->precision = (eng_precision)prec;
 	s->has_precision = v != NULL;
-	return 0;
+	return check_text_data(s, err);
 }

@@ -163,7 +163,8 @@ int eng_ckpt_resume(const char *ckpt, const eng_spec *s, eng_model *m, eng_data 
  * hyperparameter of the run: the checkpoint's, unless the spec gives one (a different one
  * is refused, as a different batch is); data.shuffle must be the checkpoint's. */
 int eng_ckpt_adopt(const char *ckpt, eng_spec *s, eng_err *err);
-/* eng_ckpt_resume's checks alone, for a spec and training data of ntok tokens; the
+/* eng_ckpt_resume's checks alone, for a spec and training data of ntok tokens (0: not
+ * known yet, text still to be tokenized: the data's checks are left to the run); the
  * checkpoint's step into *step. */
 int eng_ckpt_check_resume(const char *ckpt, const eng_spec *s, size_t ntok, int *step,
 	eng_err *err);

@@ -472,7 +472,7 @@ static int resume_fits(const json_t *o, const char *ckpt, const eng_spec *s, siz
 		return eng_errf(err, "cannot resume from '%s': it was trained at batch %lld x %lld, "
 				     "the job asks for %d x %d", ckpt, (long long)B, (long long)T,
 			s->batch, s->seq_len);
-	if ((size_t)tokens != ntok)
+	if (ntok && (size_t)tokens != ntok)
 		return eng_errf(err, "cannot resume from '%s': its data had %lld tokens, '%s' has %zu",
 			ckpt, (long long)tokens, s->train_path, ntok);
 	json_t *st = json_object_get(data, "sample_tokens");
@@ -483,7 +483,7 @@ static int resume_fits(const json_t *o, const char *ckpt, const eng_spec *s, siz
 				     "%lld tokens (its ranks x batch x seq_len), the job's are %lld: "
 				     "shuffled data resumes with the ranks it was saved with", ckpt,
 			(long long)was, (long long)s->ranks * s->batch * s->seq_len);
-	if (eng_state_pos(o, s->ranks, s->batch, s->seq_len, ntok, pos) < 0)
+	if (ntok && eng_state_pos(o, s->ranks, s->batch, s->seq_len, ntok, pos) < 0)
 		return eng_errf(err, "cannot resume from '%s': its trainer_state.json gives no "
 				     "position in the data that fits it", ckpt);
 	eng_config saved = s->cfg;

@@ -226,6 +226,11 @@ static int write_header(int fd, const eng_tokfile_stats *st)
 	return pwrite(fd, hdr, sizeof hdr, 0) == (ssize_t)sizeof hdr ? 0 : -1;
 }
 
+uint32_t eng_tokfile_sep(const eng_tok *t)
+{
+	return eng_tok_bos(t) != ENG_TOK_NONE ? eng_tok_bos(t) : eng_tok_eos(t);
+}
+
 /* Loads n tokenizers, one an encoder: 0, or -1. */
 static int load_encoders(encoder *e, int n, const char *tokenizer, eng_err *err)
 {
@@ -258,8 +263,7 @@ static int stream(reader *r, encoder *e, int n, FILE *f, eng_tokfile_stats *st,
 {
 	block b = {0};
 	uint64_t total = total_bytes(r->inputs, r->n);
-	uint32_t sep = eng_tok_bos(e[0].tok) != ENG_TOK_NONE ? eng_tok_bos(e[0].tok)
-							      : eng_tok_eos(e[0].tok);
+	uint32_t sep = eng_tokfile_sep(e[0].tok);
 	int rc = -1, got;
 	if (sep == ENG_TOK_NONE) {
 		eng_errf(err, "the tokenizer has no BOS or EOS token to begin each document with");

@@ -39,6 +39,11 @@ typedef struct eng_tokfile_stats {
 	int width;                    /* bytes a token in the file: 2 or 4 */
 } eng_tokfile_stats;
 
+struct eng_tok;
+/* The token each document begins with: the tokenizer's BOS, else its EOS; ENG_TOK_NONE
+ * when it has neither (then no corpus can be joined). */
+uint32_t eng_tokfile_sep(const struct eng_tok *t);
+
 /* Encodes the n files of inputs with the tokenizer at tokenizer (eng_tok_load's path)
  * into the llm.c token file out: 0 with *st, or -1 with a message naming the file (and
  * the line of a JSON Lines file) at fault: text that is not UTF-8, a line that is not an

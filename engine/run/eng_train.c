@@ -177,6 +177,12 @@ static int trainer_data(eng_trainer *tr, eng_err *err)
 
 int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 {
+	return eng_trainer_init_hooks(tr, spec, NULL, err);
+}
+
+int eng_trainer_init_hooks(eng_trainer *tr, const eng_spec *spec, const eng_train_hooks *h,
+	eng_err *err)
+{
 	memset(tr, 0, sizeof *tr);
 	tr->spec = *spec;
 	eng_spec *s = &tr->spec;
@@ -193,8 +199,12 @@ int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err)
 	}
 	eng_mem_set_limit(ops->tracked_host ? s->mem_limit : 0); /* it bounds the host's */
 	kn_set_threads(s->threads);
-	if (trainer_model(tr, ops, err) < 0 || trainer_weights(tr, err) < 0 ||
-		eng_train_tokenizer(s, tr->tokenizer, &tr->tok, &tr->tok_files, err) < 0 ||
+	/* the text data before the model: a corpus that cannot be read fails before minutes
+	 * of loading, and tokenizing holds no weights */
+	if (eng_train_tokenizer(s, tr->tokenizer, &tr->tok, &tr->tok_files, err) < 0 ||
+		eng_train_prompt(s, tr->tok, err) < 0 ||
+		eng_train_text_prepare(s, tr->tokenizer, &tr->tok_files, h, err) < 0 ||
+		trainer_model(tr, ops, err) < 0 || trainer_weights(tr, err) < 0 ||
 		eng_train_policy(s, &tr->aliases, &p, err) < 0)
 		goto fail;
 	/* the data before the activations: all the run holds besides them is allocated when

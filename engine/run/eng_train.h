@@ -110,6 +110,9 @@ typedef struct eng_check {
 	size_t untracked;        /* device cpu: the process's resident bytes beyond the tracked
 				  * ones, measured by the check itself once its kernels have their
 				  * buffers (the run's term before its first step) */
+	uint64_t text_pending;   /* text data: bytes of corpus not in the token cache yet,
+				  * which the run tokenizes first (ntok is 0 until then when the
+				  * training corpus is one of them) */
 } eng_check;
 
 /* Everything eng_trainer_init would refuse, found without allocating the model or reading
@@ -122,9 +125,29 @@ typedef struct eng_check {
  * ones the run itself would give. Changes nothing on disk. */
 int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err);
 
+/* Text data being made ready (data.format text or jsonl, eng_tokcache.h), as it goes: for
+ * each corpus ("train", then "val") its hashing (looking it up in the cache), bytes
+ * tokenized of the total (after each block), and its entry once found or made. */
+typedef enum { ENG_TEXT_HASHING, ENG_TEXT_TOKENIZING, ENG_TEXT_DONE } eng_text_phase;
+typedef struct eng_text_note {
+	const char *which;                /* "train" or "val" */
+	const char *corpus;               /* its path, as the spec gives it */
+	eng_text_phase phase;
+	uint64_t done, total;             /* bytes of it tokenized (TOKENIZING) */
+	const struct eng_tokcache_entry *entry; /* DONE: the token file, hit or made */
+} eng_text_note;
+typedef struct eng_train_hooks {
+	void (*text)(void *ud, const eng_text_note *n); /* may be NULL */
+	void *ud;
+} eng_train_hooks;
+
 /* Builds the run: shape from the spec or init_from's config.json, weights from init_from or
- * the seed, data opened and checked, the spec's remat policy applied. */
+ * the seed, text data tokenized (or found in the cache; data parallel: by rank 0, the
+ * others waiting for it), data opened and checked, the spec's remat policy applied. */
 int eng_trainer_init(eng_trainer *tr, const eng_spec *spec, eng_err *err);
+/* The same, telling hooks (may be NULL) how the text data's preparation goes. */
+int eng_trainer_init_hooks(eng_trainer *tr, const eng_spec *spec, const eng_train_hooks *h,
+	eng_err *err);
 void eng_trainer_free(eng_trainer *tr); /* safe on a zeroed or failed trainer */
 
 /* Tokens an optimizer step trains on: grad_accum micro-batches of B x T on every rank

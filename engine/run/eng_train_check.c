@@ -16,6 +16,7 @@
 #include "eng_fs.h"
 #include "eng_import.h"
 #include "eng_mem.h"
+#include "eng_tok.h"
 #include "kn.h"
 
 /* What the save directory will be at the job's start, checked without creating or
@@ -213,16 +214,28 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 	/* init_from's weights as their load will check them, their headers alone */
 	if (s->init_from[0] && eng_import_check(s->init_from, &s->cfg, err) < 0)
 		return -1;
-	/* the tokenizer as the run loads it, and the bytes of its files the run keeps */
+	/* the tokenizer as the run loads it, and the bytes of its files the run keeps; text
+	 * data as the token files the cache holds of it (one not there yet is read by the run
+	 * once it has made it, and is left out of the checks below that read tokens) */
 	eng_ckpt_tok tf;
+	struct eng_tok *tok;
 	char tpath[ENG_PATH_LEN];
-	if (eng_train_tokenizer(s, tpath, NULL, &tf, err) < 0)
+	int pending[2];
+	if (eng_train_tokenizer(s, tpath, &tok, &tf, err) < 0)
 		return -1;
 	size_t tok_bytes = eng_ckpt_tok_bytes(&tf);
+	int rc = eng_train_prompt(s, tok, err) < 0 ||
+		eng_train_text_find(s, tpath, &tf, &out->text_pending, pending, err) < 0 ? -1 : 0;
+	eng_tok_free(tok);
 	eng_ckpt_tok_free(&tf);
+	if (rc < 0)
+		return -1;
 	/* the run's thread count: oneDNN's scratchpads (precision bf16) are sized for it */
 	kn_set_threads(s->threads);
-	if (eng_data_check(s->train_path, s->data_format, s->batch, s->seq_len,
+	/* a token file yet to be made: its widest tokens, for the data's bytes */
+	train = (eng_data_file){0, 4, 0};
+	val = train;
+	if (!pending[0] && eng_data_check(s->train_path, s->data_format, s->batch, s->seq_len,
 		    s->cfg.vocab_size, &train, err) < 0)
 		return -1;
 	size_t ntok = train.ntok;
@@ -233,16 +246,17 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 			return -1;
 		close(hfd);
 	}
-	if (s->ranks > 1 && ntok < (size_t)s->ranks * s->batch * s->seq_len + 1)
+	if (s->ranks > 1 && !pending[0] && ntok < (size_t)s->ranks * s->batch * s->seq_len + 1)
 		return eng_errf(err, "data file '%s': %zu tokens, fewer than one step of %d ranks "
 				     "needs (%d x %d x %d + 1)", s->train_path, ntok, s->ranks, s->ranks,
 			s->batch, s->seq_len);
-	if (s->val_path[0] && eng_data_check(s->val_path, s->data_format, s->batch, s->seq_len,
-		    s->cfg.vocab_size, &val, err) < 0)
+	if (s->val_path[0] && !pending[1] && eng_data_check(s->val_path, s->data_format, s->batch,
+		    s->seq_len, s->cfg.vocab_size, &val, err) < 0)
 		return -1;
 	if (s->save_dir[0] && check_save_dir(s->save_dir, err) < 0)
 		return -1;
-	if (s->resume && eng_ckpt_check_resume(s->init_from, s, ntok, &out->resume_step, err) < 0)
+	if (s->resume && eng_ckpt_check_resume(s->init_from, s, pending[0] ? 0 : ntok,
+		&out->resume_step, err) < 0)
 		return -1;
 	out->chunk_rows = s->chunk_rows > 0 ? s->chunk_rows
 					    : eng_plan_chunk_rows(&s->cfg, s->batch, s->seq_len);

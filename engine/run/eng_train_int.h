@@ -20,6 +20,23 @@ int eng_train_policy(const eng_spec *s, eng_aliases *al, eng_policy *p, eng_err 
 int eng_train_tokenizer(const eng_spec *s, char path[ENG_PATH_LEN], struct eng_tok **tok,
 	eng_ckpt_tok *files, eng_err *err);
 
+/* The prompt of the spec's samples, after eng_train_tokenizer: sample.prompt's text
+ * encoded by tok, after the token each document begins with in the data (eng_tokfile_sep),
+ * or that token alone when text data gives no prompt. Refused: text with no tokenizer, or
+ * more than ENG_MAX_PROMPT ids. */
+int eng_train_prompt(eng_spec *s, struct eng_tok *tok, eng_err *err);
+
+/* eng_train_text.c: text data (data.format text or jsonl) as token files. prepare: each
+ * corpus found in the token cache or tokenized into it (rank 0; the other ranks wait and
+ * take rank 0's paths), then s->train_path/val_path name the token files and
+ * s->data_format is llmc. find: the same, with nothing made: a corpus not in the cache
+ * keeps its path, its bytes added to *pending, and pending_train set when it is train's.
+ * tok_path and files: eng_train_tokenizer's. */
+int eng_train_text_prepare(eng_spec *s, const char *tok_path, const eng_ckpt_tok *files,
+	const eng_train_hooks *h, eng_err *err);
+int eng_train_text_find(eng_spec *s, const char *tok_path, const eng_ckpt_tok *files,
+	uint64_t *pending, int pending_which[2], eng_err *err);
+
 /* eng_train_check.c: the process's resident bytes beyond the tracked ones, once the
  * kernels have their buffers; "N MiB (...)", what a run needs at least as the refusals for
  * memory word it. */

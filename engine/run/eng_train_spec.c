@@ -7,6 +7,7 @@
 #include "eng_train_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -14,6 +15,7 @@
 #include "eng_import.h"
 #include "eng_peft.h"
 #include "eng_tok.h"
+#include "eng_tokfile.h"
 #include "kn.h"
 
 /* init_from may name a checkpoint or a save directory (then its newest checkpoint that
@@ -134,5 +136,34 @@ int eng_train_tokenizer(const eng_spec *s, char path[ENG_PATH_LEN], struct eng_t
 		*tok = t;
 	else
 		eng_tok_free(t);
+	return 0;
+}
+
+int eng_train_prompt(eng_spec *s, eng_tok *tok, eng_err *err)
+{
+	if (!s->sample_on || s->sample_n > 0)
+		return 0;
+	if (!tok && s->sample_text[0])
+		return eng_errf(err, "'sample.prompt' is text, but the job has no tokenizer to "
+				     "encode it: give data.tokenizer, or the prompt as token ids");
+	if (!tok)
+		return 0; /* eng_spec_finish gave the prompt */
+	uint32_t sep = eng_tokfile_sep(tok), *ids = NULL;
+	size_t n = 0;
+	if (sep == ENG_TOK_NONE)
+		return eng_errf(err, "'sample': the tokenizer has no BOS or EOS token to begin "
+				     "a sample with");
+	eng_err e;
+	if (eng_tok_encode(tok, s->sample_text, strlen(s->sample_text), &ids, &n, &e) < 0)
+		return eng_errf(err, "'sample.prompt': %s", e.msg);
+	if (n + 1 > ENG_MAX_PROMPT) {
+		free(ids);
+		return eng_errf(err, "'sample.prompt' is %zu tokens, more than %d", n,
+			ENG_MAX_PROMPT - 1);
+	}
+	s->sample_prompt[0] = sep;
+	memcpy(s->sample_prompt + 1, ids, n * sizeof *ids);
+	s->sample_n = (int)n + 1;
+	free(ids);
 	return 0;
 }

@@ -252,6 +252,37 @@ START_TEST(test_eng_spec_parse_llama)
 }
 END_TEST
 
+/* data.format by data.train's name when not given (.txt text, .jsonl jsonl, else llmc), as
+ * load_dataset picks its loader; field defaults to "text"; a text prompt is kept for the
+ * tokenizer to encode when the run starts. */
+START_TEST(test_eng_spec_parse_text_data)
+{
+	eng_spec s;
+	parse_ok(&s, "{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"/d/c.txt\","
+		     " \"tokenizer\": \"/t\"}, \"save\": {\"dir\": \"/s\"}}");
+	ck_assert_int_eq(s.data_format, ENG_DATA_TEXT);
+	ck_assert_str_eq(s.data_field, "text");
+	ck_assert_str_eq(s.data_cache, "");
+	parse_ok(&s, "{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"/d/c.jsonl\","
+		     " \"tokenizer\": \"/t\", \"field\": \"body\", \"cache\": \"/c\"},"
+		     " \"sample\": {\"prompt\": \"Once upon\"}}");
+	ck_assert_int_eq(s.data_format, ENG_DATA_JSONL);
+	ck_assert_str_eq(s.data_field, "body");
+	ck_assert_str_eq(s.data_cache, "/c");
+	ck_assert_str_eq(s.sample_text, "Once upon");
+	ck_assert_int_eq(s.sample_n, 0); /* encoded by the run's tokenizer */
+	/* a name of neither kind stays llmc; format given wins over the name */
+	parse_ok(&s, "{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"/d/c.bin\"}}");
+	ck_assert_int_eq(s.data_format, ENG_DATA_LLMC);
+	parse_ok(&s, "{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"/d/c.txt\","
+		     " \"format\": \"bytes\"}}");
+	ck_assert_int_eq(s.data_format, ENG_DATA_BYTES);
+	/* a model directory may hold the tokenizer: init_from alone is enough to parse */
+	parse_ok(&s, "{\"model\": {\"init_from\": \"/m\"}, \"data\": {\"train\": \"/d/c.txt\"}}");
+	ck_assert_int_eq(s.data_format, ENG_DATA_TEXT);
+}
+END_TEST
+
 START_TEST(test_eng_spec_parse_bytes_vocab)
 {
 	eng_spec s;
@@ -341,7 +372,7 @@ static const struct {
 		"'data.shuffle' must be true or false"},
 	{"{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"t\", \"shuffle_seed\": "
 		"4294967296}}", "'data.shuffle_seed' 4294967296 out of range"},
-	{WITH("\"sample\": {\"prompt\": \"hello\"}"), "array of 1 to 1024 token ids"},
+	{WITH("\"sample\": {\"prompt\": 5}"), "must be text or an array of 1 to 1024 token ids"},
 	{WITH("\"sample\": {\"prompt\": [1, -2]}"), "'sample.prompt[1]' must be a token id"},
 	{WITH("\"sample\": {\"tokens\": 0}"), "'sample.tokens' 0 out of range"},
 	{WITH("\"sample\": {\"temperature\": -1}"), "'sample.temperature'"},
@@ -419,8 +450,24 @@ static const struct {
 	{WITH("\"schedule\": {\"kind\": \"step\"}"), "'schedule.kind'"},
 	{WITH("\"device\": \"tpu\""), "'device'"},
 	{WITH("\"precision\": \"fp16\""), "'precision' must be \"fp32\" or \"bf16\", not 'fp16'"},
+	{"{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"t\", \"format\": \"csv\"}}",
+		"'data.format' must be \"llmc\", \"bytes\", \"text\" or \"jsonl\", not 'csv'"},
+	/* text: a tokenizer to read it with; field is JSON Lines', cache text's */
 	{"{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"t\", \"format\": \"text\"}}",
-		"'data.format' must be \"llmc\" or \"bytes\", not 'text'"},
+		"'data.format' is \"text\": give data.tokenizer"},
+	{"{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"c.txt\"}}",
+		"'data.format' is \"text\": give data.tokenizer"},
+	{"{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"c.txt\", "
+	 "\"tokenizer\": \"/t\", \"field\": \"body\"}}",
+		"'data.field' names the key of a JSON Lines document: it needs data.format"},
+	{"{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"c.jsonl\", "
+	 "\"tokenizer\": \"/t\", \"field\": \"\"}}",
+		"'data.field' must not be empty"},
+	{"{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"c.bin\", \"cache\": \"/c\"}}",
+		"'data.cache' holds text tokenized: it needs data.format"},
+	{"{\"model\": {\"preset\": \"tiny\"}, \"data\": {\"train\": \"c.jsonl\", "
+	 "\"tokenizer\": \"/t\"}, \"sample\": {\"prompt\": \"\"}}",
+		"'sample.prompt' must be text of 1 to 4095 bytes"},
 	{WITH("\"remat\": {\"default\": \"sometimes\"}"), "'remat.default'"},
 	{WITH("\"remat\": {\"default\": \"chunked\"}"), "'remat.default'"},
 	{WITH("\"remat\": {\"sections\": {\"h.0\": \"fast\"}}"), "'remat.sections.h.0'"},
@@ -810,6 +857,7 @@ Suite *suite_spec(void)
 	tcase_add_test(tc, test_eng_spec_parse_schedule_string);
 	tcase_add_test(tc, test_eng_spec_parse_preset_override);
 	tcase_add_test(tc, test_eng_spec_parse_bytes_vocab);
+	tcase_add_test(tc, test_eng_spec_parse_text_data);
 	tcase_add_test(tc, test_eng_spec_parse_llama);
 	tcase_add_test(tc, test_eng_spec_parse_init_from);
 	tcase_add_test(tc, test_eng_spec_parse_null_text);
