@@ -72,6 +72,19 @@ static void table_flush(FILE *f, cli_table *t)
 	cli_table_free(t);
 }
 
+char *cli_show_state(const json_t *obj, char *buf, size_t len)
+{
+	const char *state = cli_jstr(obj, "state"), *file;
+	json_t *t = cli_jobj(obj, "tokenizing");
+	double pct;
+	if (!t || !state || strcmp(state, "starting") != 0 || !cli_jnum(t, "percent", &pct))
+		return show_str(obj, "state", "-", buf, len);
+	file = cli_jstr(t, "file");
+	snprintf(buf, len, "tokenizing %s%.0f %%", file && !strcmp(file, "val") ? "val " : "",
+		pct >= 0 && pct <= 100 ? pct : 0.0);
+	return buf;
+}
+
 /* "120/1000" from step and steps. */
 static char *step_of(const json_t *obj, char *buf, size_t len)
 {
@@ -97,7 +110,7 @@ void cli_show_list(FILE *f, const char *job, const json_t *ret)
 		char id[64], name[128], state[32], step[64], loss[32];
 		cli_table_add(&t, show_str(j, "job", "-", id, sizeof id),
 			      show_str(j, "name", "-", name, sizeof name),
-			      show_str(j, "state", "-", state, sizeof state),
+			      cli_show_state(j, state, sizeof state),
 			      step_of(j, step, sizeof step),
 			      cli_show_num(j, "loss", "%.4f", loss, sizeof loss));
 	}
@@ -112,7 +125,7 @@ void cli_show_status(FILE *f, const char *job, const json_t *ret)
 
 	kv(f, "job:", show_str(ret, "job", "-", buf, sizeof buf));
 	kv(f, "name:", show_str(ret, "name", "-", buf, sizeof buf));
-	kv(f, "state:", show_str(ret, "state", "-", buf, sizeof buf));
+	kv(f, "state:", cli_show_state(ret, buf, sizeof buf));
 	if (cli_model_text(ret, buf, sizeof buf)) /* what trains, as PEFT counts it */
 		kv(f, "model:", buf);
 	kv(f, "step:", step_of(ret, buf, sizeof buf));

@@ -43,6 +43,10 @@ void cli_show_plan(FILE *f, const json_t *ret, long long budget);
  * when key is missing or not a number; a size field likewise. Return buf. */
 char *cli_show_num(const json_t *obj, const char *key, const char *fmt, char *buf, size_t len);
 char *cli_show_size(const json_t *obj, const char *key, char *buf, size_t len);
+/* A job's state as the user reads it (status, ls, watch): its "state", or, while it is
+ * starting and its text data is being tokenized, "tokenizing 41 %" ("tokenizing val 41 %"
+ * for data.val's), cleaned for a terminal. Returns buf. */
+char *cli_show_state(const json_t *obj, char *buf, size_t len);
 /* A size field in MiB whatever its size (cli_mib_format), or "-". Returns buf. */
 char *cli_show_mib(const json_t *obj, const char *key, char *buf, size_t len);
 

@@ -242,7 +242,7 @@ static void draw_tty(watch *w)
 
 	fputs("\033[H", stdout);
 	cli_str_clean(cli_jstr(st, "name") ? cli_jstr(st, "name") : "-", name, sizeof name);
-	cli_str_clean(cli_jstr(st, "state") ? cli_jstr(st, "state") : "-", state, sizeof state);
+	cli_show_state(st, state, sizeof state);
 	emit(w, "%s (%s)  %s  step %s/%s%s", w->job, name, state,
 	     cli_show_num(st, "step", "%.0f", a, sizeof a),
 	     cli_show_num(st, "steps", "%.0f", b, sizeof b),
@@ -285,7 +285,7 @@ static int draw_line(watch *w)
 	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32], state[32];
 	char pol[LINE_LEN / 2], line[LINE_LEN];
 
-	cli_str_clean(cli_jstr(st, "state") ? cli_jstr(st, "state") : "-", state, sizeof state);
+	cli_show_state(st, state, sizeof state);
 	snprintf(line, sizeof line,
 		 "%s %s step %s/%s loss %s tok/s %s step_ms %s activations "
 		 "%s total %s rss %s policy %s",

@@ -148,6 +148,7 @@ void srv_job_forget_worker(srv_job *job)
 	/* a new worker (a resume) has figures of its own */
 	json_decref(job->last_mem);
 	json_decref(job->last_remat);
+	json_decref(job->tokenize);
 	job->last_mem = job->last_remat = NULL;
 	job->figures_ms = 0;
 }
@@ -333,6 +334,23 @@ static json_t *job_opt_str(const char *s)
 	return s ? json_string(s) : json_null();
 }
 
+/* "tokenizing": where a starting job's text data is (the last TOKENIZE event's figures),
+ * or null. */
+static json_t *job_tokenizing(const srv_job *job)
+{
+	if (!job->tokenize || job->state != PROTO_JOB_STARTING)
+		return json_null();
+	json_t *o = json_object();
+	static const char *const keys[] = {"file", "phase", "percent", "done_bytes",
+		"total_bytes"};
+	for (size_t i = 0; o && i < sizeof keys / sizeof keys[0]; i++) {
+		json_t *v = json_object_get(job->tokenize, keys[i]);
+		if (v)
+			json_object_set(o, keys[i], v);
+	}
+	return o ? o : json_null();
+}
+
 json_t *srv_job_status(const srv_job *job)
 {
 	json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s}", "job", job->id, "name",
@@ -361,6 +379,7 @@ json_t *srv_job_status(const srv_job *job)
 		job->term_signal ? json_integer(job->term_signal) : json_null());
 	json_object_set_new(o, "pid", job->pid ? json_integer(job->pid) : json_null());
 	json_object_set_new(o, "uid", json_integer((json_int_t)job->owner.uid));
+	json_object_set_new(o, "tokenizing", job_tokenizing(job));
 	srv_job__model_fields(job, o);
 	return o;
 }
@@ -378,6 +397,7 @@ json_t *srv_job_list(srv_server *srv)
 		json_object_set_new(e, "loss", job->has_loss ? json_real(job->loss) : json_null());
 		json_object_set_new(e, "pid", job->pid ? json_integer(job->pid) : json_null());
 		json_object_set_new(e, "uid", json_integer((json_int_t)job->owner.uid));
+		json_object_set_new(e, "tokenizing", job_tokenizing(job));
 		json_array_append_new(jobs, e);
 	}
 	return json_pack("{s:o}", "jobs", jobs);

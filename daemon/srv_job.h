@@ -134,6 +134,8 @@ struct srv_job {
 					 * each with "as_of_step": what mem-stats and remat-get
 					 * answer once it has ended (kept in the record) */
 	json_t *last_remat;
+	json_t *tokenize;               /* a starting job's last TOKENIZE data (its text data
+					 * being made ready), NULL once it runs */
 	uint64_t figures_ms;            /* when rematd last asked its worker for them */
 	char killed_by[64];             /* why rematd SIGKILLed the worker, "" when it did not */
 	int checking;                   /* a resume's check is running: the record must stay */

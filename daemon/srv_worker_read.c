@@ -299,6 +299,9 @@ static void worker_on_event(srv_job *job, json_t *obj)
 	} else if (ev == PROTO_EV_REMAT_AUTO && data) {
 		srv_auto was = job->autoc;
 		worker_auto_said(job, &was, srv_auto_note_event(&job->autoc, data));
+	} else if (ev == PROTO_EV_TOKENIZE && data) {
+		json_decref(job->tokenize); /* job-status and job-list show it while starting */
+		job->tokenize = json_deep_copy(data);
 	} else if (ev == PROTO_EV_JOB_STATE_CHANGED && data) {
 		int to = proto_job_state_find(json_string_value(json_object_get(data, "to")));
 		if (to == (int)job->state)

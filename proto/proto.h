@@ -168,6 +168,8 @@ typedef enum proto_event {
 	PROTO_EV_SAMPLE,            /* text sampled from the model */
 	PROTO_EV_REMAT_FAILED,      /* a policy asked for could not be applied: why, and the
 				     * policy the step ran under instead */
+	PROTO_EV_TOKENIZE,          /* a starting job's text data: hashed, tokenized so far,
+				     * done (or found in the cache) */
 	PROTO_EV_COUNT
 } proto_event;
 
@@ -286,7 +288,7 @@ int proto_job_state_final(int s);
 
 /* The keys of a job spec that name files, as {section, key}: rematd refuses relative ones
  * (the worker runs in the job's directory), rematctl makes them absolute first. */
-#define PROTO_SPEC_PATHS 6
+#define PROTO_SPEC_PATHS 7
 extern const char *const proto_spec_paths[PROTO_SPEC_PATHS][2];
 
 /* A policy as text, the one grammar of remat-train's --remat-schedule and the spec's

@@ -123,6 +123,7 @@ static const char *const event_names[PROTO_EV_COUNT + 1] = {
 	[PROTO_EV_EVAL] = "EVAL",
 	[PROTO_EV_HPARAMS_APPLIED] = "HPARAMS_APPLIED",
 	[PROTO_EV_SAMPLE] = "SAMPLE",
+	[PROTO_EV_TOKENIZE] = "TOKENIZE",
 	[PROTO_EV_COUNT] = NULL,
 };
 

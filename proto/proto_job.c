@@ -21,7 +21,7 @@ static const char *const job_state_names[PROTO_JOB_NSTATES] = {
 
 const char *const proto_spec_paths[PROTO_SPEC_PATHS][2] = {
 	{"data", "train"}, {"data", "val"}, {"model", "init_from"}, {"save", "dir"},
-	{"parallel", "hostfile"}, {"data", "tokenizer"},
+	{"parallel", "hostfile"}, {"data", "tokenizer"}, {"data", "cache"},
 };
 
 const char *proto_job_state_name(int s)

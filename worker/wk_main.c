@@ -73,6 +73,7 @@
 #include "kn.h"
 #include "wk_run.h"
 #include "wk_sample.h"
+#include "wk_text.h"
 #include "wk_tok.h"
 
 #define REMAT_VERSION "0.1.0"
@@ -245,6 +246,12 @@ static int check_job(eng_spec *s)
 	ci.resume_step = ck.resume_step;
 	if (!eng_spec_warning(s, ci.warning, sizeof ci.warning))
 		ci.warning[0] = '\0';
+	if (ck.text_pending) {
+		size_t w = strlen(ci.warning);
+		snprintf(ci.warning + w, sizeof ci.warning - w, "%sdata: %.1f MiB of text not in "
+			"the token cache yet: the job tokenizes it as it starts", w ? "; " : "",
+			ck.text_pending / 1048576.0);
+	}
 	ci.params = (long long)eng_model_params(&s->cfg, &trainable);
 	ci.trainable_params = (long long)trainable;
 	ci.precision = s->precision;
@@ -639,7 +646,10 @@ int main(int argc, char **argv)
 	rc = 1;
 	if (run_outputs(&o, &spec, spec_rc == 0, &c, &mx) < 0)
 		goto out;
-	if (spec_rc < 0 || eng_trainer_init(&tr, &spec, &err) < 0) {
+	wk_text text;
+	eng_train_hooks hooks;
+	wk_text_hooks(&text, c, &hooks);
+	if (spec_rc < 0 || eng_trainer_init_hooks(&tr, &spec, &hooks, &err) < 0) {
 		fprintf(stderr, "remat-train: %s\n", err.msg);
 		wk_ctl_set_state(c, CTL_FAILED, err.msg);
 		goto out;

@@ -4,6 +4,7 @@
  * Not here: the tokenizer (engine/io/eng_tok*.c).
  */
 #include "wk_tok.h"
+#include "wk_text.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -126,9 +127,7 @@ static int decode_lines(eng_tok *t)
 static void progress(void *ud, uint64_t done, uint64_t total)
 {
 	(void)ud;
-	fprintf(stderr, "\rremat-train: tokenizing %3.0f %% (%.1f of %.1f MiB)",
-		total ? 100.0 * (double)done / (double)total : 100.0, done / 1048576.0,
-		total / 1048576.0);
+	wk_text_bar(stderr, "", done, total, 0);
 }
 
 /* --tokenize TOKENIZER OUT [--jsonl] [--field KEY] [--threads N] FILE...: an llm.c token

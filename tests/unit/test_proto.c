@@ -685,7 +685,7 @@ END_TEST
 START_TEST(test_proto_spec_paths_table)
 {
 	static const char *const want[] = {"data.train", "data.val", "model.init_from",
-		"save.dir", "parallel.hostfile", "data.tokenizer"};
+		"save.dir", "parallel.hostfile", "data.tokenizer", "data.cache"};
 	ck_assert_int_eq(PROTO_SPEC_PATHS, sizeof want / sizeof want[0]);
 	for (int i = 0; i < PROTO_SPEC_PATHS; i++) {
 		char key[64];
