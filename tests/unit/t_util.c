@@ -197,3 +197,47 @@ void t_next(eng_data *d, uint32_t *inp, uint32_t *tgt)
 	eng_err err;
 	ck_assert_msg(eng_data_next(d, inp, tgt, &err) == 0, "%s", err.msg);
 }
+
+/* GPT-2's byte symbols (bytes_to_unicode): printable Latin-1 bytes stand for themselves,
+ * the other 68 for U+0100 on, in byte order. */
+static unsigned byte_symbol(int b)
+{
+	static unsigned map[256];
+	if (!map['!']) {
+		unsigned next = 256;
+		for (int c = 0; c < 256; c++)
+			map[c] = (c >= '!' && c <= '~') || (c >= 0xa1 && c <= 0xac) || c >= 0xae
+				? (unsigned)c : next++;
+	}
+	return map[b];
+}
+
+void t_byte_tokenizer(const char *dir, int extra, int eot)
+{
+	char path[1024];
+	json_t *vocab = json_object();
+	for (int b = 0; b < 256 + extra; b++) {
+		char sym[8];
+		unsigned u = b < 256 ? byte_symbol(b) : 0x4e00 + (unsigned)b; /* CJK, one each */
+		if (u < 0x80)
+			snprintf(sym, sizeof sym, "%c", (char)u);
+		else if (u < 0x800)
+			snprintf(sym, sizeof sym, "%c%c", (char)(0xc0 | u >> 6),
+				(char)(0x80 | (u & 63)));
+		else
+			snprintf(sym, sizeof sym, "%c%c%c", (char)(0xe0 | u >> 12),
+				(char)(0x80 | (u >> 6 & 63)), (char)(0x80 | (u & 63)));
+		json_object_set_new(vocab, b == 256 && eot ? "<|endoftext|>" : sym,
+			json_integer(b));
+	}
+	json_t *doc = json_pack("{s:{s:s,s:o,s:[]},s:{s:s,s:b,s:b},s:{s:s}}", "model", "type",
+		"BPE", "vocab", vocab, "merges", "pre_tokenizer", "type", "ByteLevel",
+		"add_prefix_space", 0, "use_regex", 1, "decoder", "type", "ByteLevel");
+	snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+	ck_assert_int_eq(json_dump_file(doc, path, JSON_COMPACT), 0);
+	json_decref(doc);
+	snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+	const char *conf = eot ? "{\"eos_token\": \"<|endoftext|>\"}"
+		: "{\"model_max_length\": 64, \"tokenizer_class\": \"GPT2Tokenizer\"}";
+	t_write_file(path, conf, strlen(conf));
+}

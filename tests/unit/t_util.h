@@ -58,4 +58,9 @@ void t_write_file(const char *path, const void *buf, size_t len);
  * exit status (128+signal when killed). */
 int t_train_run(char **out, int stderr_only, const char *const *args);
 
+/* A byte-level BPE tokenizer of GPT-2's 256 byte symbols and no merges (a byte's id is the
+ * byte), `extra` more tokens past them, in dir/tokenizer.json and
+ * dir/tokenizer_config.json; with eot, id 256 is <|endoftext|>, its EOS. */
+void t_byte_tokenizer(const char *dir, int extra, int eot);
+
 #endif
