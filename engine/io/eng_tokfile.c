@@ -320,10 +320,11 @@ int eng_tokfile_write(const char *tokenizer, char *const *inputs, int n, const c
 		goto out;
 	}
 	snprintf(tmp, sizeof tmp, "%s.tmp", name);
-	if (unlinkat(d.fd, tmp, 0) < 0 && errno != ENOENT) {
-		eng_errf(err, "cannot replace '%s.tmp': %s", out, strerror(errno));
+	/* a leftover NAME.tmp of ours is removed; a link of either kind there, or under NAME
+	 * (which the rename replaces), or another user's file, is refused (eng_fs_entry) */
+	if (eng_fs_entry(&d, name, 0, "replace", err) < 0 ||
+		eng_fs_remove_file(&d, tmp, err) < 0)
 		goto out;
-	}
 	int fd = openat(d.fd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd < 0 || !(f = fdopen(fd, "w+b"))) {
 		eng_errf(err, "cannot write '%s.tmp': %s", out, strerror(errno));
@@ -337,6 +338,8 @@ int eng_tokfile_write(const char *tokenizer, char *const *inputs, int n, const c
 		eng_errf(err, "cannot write '%s.tmp': %s", out, strerror(errno));
 		goto out;
 	}
+	if (eng_fs_entry(&d, name, 0, "replace", err) < 0)
+		goto out;
 	if (renameat(d.fd, tmp, d.fd, name) < 0) {
 		eng_errf(err, "cannot rename '%s.tmp' to '%s': %s", out, out, strerror(errno));
 		goto out;

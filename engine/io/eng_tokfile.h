@@ -10,9 +10,12 @@
  *
  * Documents are encoded a block at a time (up to ENG_TOKFILE_BLOCK bytes of them) on
  * `threads` threads, each with its own tokenizer, and written in their order: the file is
- * the same whatever the thread count. The output is written to OUT.tmp, made anew (what
- * had that name, a link of either kind, removed first: nothing is written through it),
- * and renamed over OUT once complete and flushed to disk: a failure leaves no partial OUT. Memory: a block of text and its ids, whatever the corpus's size.
+ * the same whatever the thread count. The output is written to OUT.tmp, made anew
+ * (O_EXCL|O_NOFOLLOW, after a leftover of ours is removed) and renamed over OUT once
+ * complete and flushed to disk: a failure leaves no partial OUT. A symbolic or hard link,
+ * or another user's file, under either name is refused (eng_fs_entry), never removed,
+ * replaced or written through. Memory: a block of text and its ids, whatever the corpus's
+ * size.
  */
 #ifndef ENG_TOKFILE_H
 #define ENG_TOKFILE_H

@@ -154,12 +154,20 @@ START_TEST(test_tokjob_tokenize)
 	const char *text = "{\"text\": \"ab\"}\n\n{\"text\": \"\", \"id\": 2}\n"
 			   "{\"body\": 1, \"text\": \"c d\"}\n";
 	t_write_file(corpus, text, strlen(text));
-	/* a hard link where the file is first written: left as it was, not written through */
+	/* a hard link where the file is first written: refused, left as it was, never
+	 * removed or written through */
 	char other[1100], tmp0[1200];
 	snprintf(other, sizeof other, "%s/other", dir);
 	snprintf(tmp0, sizeof tmp0, "%s/t0.bin.tmp", dir);
 	t_write_file(other, "keep", 4);
 	ck_assert_int_eq(link(other, tmp0), 0);
+	snprintf(out[0], sizeof out[0], "%s/t0.bin", dir);
+	const char *linked[] = {"--tokenize", dir, out[0], "--jsonl", corpus, NULL};
+	ck_assert_int_eq(t_train_run(&msg, 1, linked), 1);
+	ck_assert_msg(strstr(msg, "refusing to remove 't0.bin.tmp'") && strstr(msg,
+		"hard link"), "%s", msg);
+	free(msg);
+	ck_assert_int_eq(unlink(tmp0), 0);
 	for (int k = 0; k < 2; k++) {
 		snprintf(out[k], sizeof out[k], "%s/t%d.bin", dir, k);
 		const char *args[] = {"--tokenize", dir, out[k], "--jsonl", "--threads",
