@@ -507,8 +507,8 @@ HANDLER(cmd_auto)
 	}
 	if (b)
 		bytes = (size_t)json_integer_value(b);
-	else if (!strcmp(src, "cgroup") && eng_auto_cgroup(eng_auto_cgroup_root(),
-						  eng_auto_proc_cgroup(), &bytes, &err) < 0) {
+	else if (!strcmp(src, "cgroup") && eng_cgroup_limit(eng_cgroup_root(),
+						  eng_cgroup_proc(), &bytes, &err) < 0) {
 		snprintf(desc, sizeof desc, "budget cgroup: %.400s", err.msg);
 		wk_ctl__send_error(k, PROTO_ERR_INVALID_STATE, desc, id);
 		return NULL;

@@ -120,7 +120,7 @@ void wk_policy_auto(wk_ctl *c, wk_run_ctl *rc, size_t budget, eng_budget_src src
 	/* under a cgroup's limit the step's peak is the cgroup's too (memory.current, and
 	 * memory.peak over the step where the kernel has it) */
 	rc->has_cg = budget && src == ENG_BUDGET_CGROUP && eng_auto_cg_open(&rc->cg,
-		eng_auto_cgroup_root(), eng_auto_proc_cgroup(), &err) == 0;
+		eng_cgroup_root(), eng_cgroup_proc(), &err) == 0;
 	if (budget && src == ENG_BUDGET_CGROUP && !rc->has_cg)
 		fprintf(stderr, "remat-train: remat-auto: %s: the process's own memory is measured "
 				"instead\n", err.msg);

@@ -201,8 +201,8 @@ static void run_start(eng_trainer *tr, wk_ctl *c, wk_run_ctl *run, const wk_run_
 	if (s->remat_budget_cgroup && !tr->be->ops->tracked_host)
 		fprintf(stderr, "remat-train: remat.budget cgroup: a cgroup limits host memory, "
 				"and device cuda's is the GPU's: the controller stays off\n");
-	else if (s->remat_budget_cgroup && eng_auto_cgroup(eng_auto_cgroup_root(),
-						  eng_auto_proc_cgroup(), &budget, &err) < 0)
+	else if (s->remat_budget_cgroup && eng_cgroup_limit(eng_cgroup_root(),
+						  eng_cgroup_proc(), &budget, &err) < 0)
 		fprintf(stderr, "remat-train: remat.budget cgroup: %s: the controller stays off\n",
 			err.msg);
 	/* data parallel: the ranks on this host share its cgroup */

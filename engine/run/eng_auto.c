@@ -73,78 +73,13 @@ int eng_auto_decide(eng_auto *a, const eng_plan_query *q, const eng_policy *cur,
 	return 1;
 }
 
-/* The directory of this process's cgroup v2 (from proc_cgroup's "0::" line) under root,
- * into dir: 0, or -1 with err. */
-static int cgroup_dir(const char *root, const char *proc_cgroup, char *dir, size_t len,
-	eng_err *err)
-{
-	char line[4096];
-	char *rel = NULL;
-	FILE *f = fopen(proc_cgroup, "r");
-	if (!f)
-		return eng_errf(err, "cannot read '%s': %s", proc_cgroup, strerror(errno));
-	while (fgets(line, sizeof line, f))
-		if (strncmp(line, "0::", 3) == 0) {
-			rel = line + 3;
-			rel[strcspn(rel, "\n")] = '\0';
-			break;
-		}
-	fclose(f);
-	if (!rel)
-		return eng_errf(err, "this process is in no cgroup v2 (no '0::' line in '%s')",
-			proc_cgroup);
-	if ((size_t)snprintf(dir, len, "%s%s", root, strcmp(rel, "/") ? rel : "") >= len)
-		return eng_errf(err, "the cgroup's path is too long");
-	return 0;
-}
-
-/* A cgroup file holding one number of bytes (or "max"): 0 with *bytes (0 for "max"), or
- * -1 with err. */
-static int cgroup_bytes(const char *dir, const char *name, size_t *bytes, eng_err *err)
-{
-	char path[4200], val[64];
-	snprintf(path, sizeof path, "%s/%s", dir, name);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return eng_errf(err, "cannot read the cgroup's '%s': %s", path, strerror(errno));
-	int got = fgets(val, sizeof val, f) != NULL;
-	fclose(f);
-	val[strcspn(val, "\n")] = '\0';
-	char *end;
-	errno = 0;
-	unsigned long long v = got ? strtoull(val, &end, 10) : 0;
-	if (got && strcmp(val, "max") == 0) {
-		*bytes = 0;
-		return 0;
-	}
-	if (!got || errno || end == val || *end)
-		return eng_errf(err, "the cgroup's '%s' says '%.16s', not a number of bytes", path,
-			got ? val : "");
-	*bytes = (size_t)v;
-	return 0;
-}
-
-int eng_auto_cgroup(const char *root, const char *proc_cgroup, size_t *bytes, eng_err *err)
-{
-	char dir[4096];
-	size_t v;
-	if (cgroup_dir(root, proc_cgroup, dir, sizeof dir, err) < 0 ||
-		cgroup_bytes(dir, "memory.max", &v, err) < 0)
-		return -1;
-	if (!v)
-		return eng_errf(err, "the cgroup sets no memory limit ('%s/memory.max' says 'max')",
-			dir);
-	*bytes = v; /* the controller keeps its headroom below it */
-	return 0;
-}
-
 int eng_auto_cg_open(eng_auto_cg *cg, const char *root, const char *proc_cgroup, eng_err *err)
 {
 	char path[4200];
 	size_t v;
 	cg->peak_fd = -1;
-	if (cgroup_dir(root, proc_cgroup, cg->dir, sizeof cg->dir, err) < 0 ||
-		cgroup_bytes(cg->dir, "memory.current", &v, err) < 0)
+	if (eng_cgroup_dir(root, proc_cgroup, cg->dir, sizeof cg->dir, err) < 0 ||
+		eng_cgroup_bytes(cg->dir, "memory.current", &v, err) < 0)
 		return -1;
 	snprintf(path, sizeof path, "%s/memory.peak", cg->dir);
 	cg->peak_fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW); /* -1: no such file */
@@ -162,7 +97,7 @@ size_t eng_auto_cg_peak(eng_auto_cg *cg)
 	size_t cur = 0, peak = 0;
 	eng_err err;
 	char val[64];
-	cgroup_bytes(cg->dir, "memory.current", &cur, &err);
+	eng_cgroup_bytes(cg->dir, "memory.current", &cur, &err);
 	ssize_t n = cg->windowed ? pread(cg->peak_fd, val, sizeof val - 1, 0) : -1;
 	if (n > 0) {
 		val[n] = '\0';
@@ -176,16 +111,4 @@ void eng_auto_cg_close(eng_auto_cg *cg)
 	if (cg->peak_fd >= 0)
 		close(cg->peak_fd);
 	cg->peak_fd = -1;
-}
-
-const char *eng_auto_cgroup_root(void)
-{
-	const char *e = getenv("REMAT_CGROUP_ROOT");
-	return e && *e ? e : "/sys/fs/cgroup";
-}
-
-const char *eng_auto_proc_cgroup(void)
-{
-	const char *e = getenv("REMAT_PROC_CGROUP");
-	return e && *e ? e : "/proc/self/cgroup";
 }

@@ -13,7 +13,7 @@
  *   - when its costs change the answer (a new best under the same rules).
  * Switching never changes the numbers, so the controller is free to try.
  *
- * Not here: where the budget comes from (a size, the worker's cgroup: eng_auto_cgroup),
+ * Not here: where the budget comes from (a size, the worker's cgroup: eng_cgroup_limit),
  * the events (worker/wk_run.c).
  */
 #ifndef ENG_AUTO_H
@@ -22,6 +22,7 @@
 #include <stddef.h>
 
 #include "eng_err.h"
+#include "eng_cgroup.h"
 #include "eng_plan.h"
 #include "eng_policy.h"
 
@@ -59,12 +60,6 @@ int eng_auto_decide(eng_auto *a, const eng_plan_query *q, const eng_policy *cur,
 	size_t measured_peak, int step, eng_policy *next, eng_plan *pred, char *why,
 	size_t whylen);
 
-/* The worker's cgroup v2 memory limit, memory.max (the controller keeps its headroom
- * below it, as below any budget): the cgroup this
- * process is in (from proc_cgroup, normally /proc/self/cgroup, the "0::" line) under
- * root (normally /sys/fs/cgroup). 0 with *bytes, or -1 with err (no cgroup v2, no limit:
- * "max"). */
-int eng_auto_cgroup(const char *root, const char *proc_cgroup, size_t *bytes, eng_err *err);
 /* The worker's cgroup's own count of its memory, for a budget from the cgroup: what the
  * kernel holds against memory.max (memory.current; and memory.peak over a step, where the
  * kernel lets a descriptor reset it, Linux 6.12). */
@@ -81,10 +76,5 @@ void eng_auto_cg_begin(eng_auto_cg *cg);
  * whichever is more. */
 size_t eng_auto_cg_peak(eng_auto_cg *cg);
 void eng_auto_cg_close(eng_auto_cg *cg); /* safe after a failed open */
-
-/* /sys/fs/cgroup and /proc/self/cgroup, or $REMAT_CGROUP_ROOT and $REMAT_PROC_CGROUP (a
- * fake tree, for tests). */
-const char *eng_auto_cgroup_root(void);
-const char *eng_auto_proc_cgroup(void);
 
 #endif

@@ -1118,13 +1118,13 @@ START_TEST(test_eng_auto_cgroup)
 	t_write_file(max, "1073741824\n", 11);
 	size_t b = 0;
 	eng_err e = {0};
-	ck_assert_msg(eng_auto_cgroup(root, proc, &b, &e) == 0, "%s", e.msg);
+	ck_assert_msg(eng_cgroup_limit(root, proc, &b, &e) == 0, "%s", e.msg);
 	ck_assert_uint_eq(b, 1073741824u); /* the headroom is the controller's, once */
 	t_write_file(max, "max\n", 4);
-	ck_assert_int_eq(eng_auto_cgroup(root, proc, &b, &e), -1);
+	ck_assert_int_eq(eng_cgroup_limit(root, proc, &b, &e), -1);
 	ck_assert_msg(strstr(e.msg, "no memory limit"), "%s", e.msg);
 	t_write_file(proc, "1:name=systemd:/x\n", 18);
-	ck_assert_int_eq(eng_auto_cgroup(root, proc, &b, &e), -1);
+	ck_assert_int_eq(eng_cgroup_limit(root, proc, &b, &e), -1);
 	ck_assert_msg(strstr(e.msg, "no cgroup v2"), "%s", e.msg);
 }
 END_TEST
