@@ -1,10 +1,12 @@
 /* rematd.c - the remat daemon: options, start-up, signals, shutdown.
  *
  *   rematd [--socket PATH] [--group NAME] [--state-dir DIR] [--max-jobs N] [--worker PATH]
- *          [--stop-timeout SECONDS] [--idle-timeout SECONDS] [--foreground]
+ *          [--memory SIZE|auto] [--stop-timeout SECONDS] [--idle-timeout SECONDS]
+ *          [--foreground]
  *
  * Listens on a Unix socket for NDJSON requests (docs/protocol.md), keeps a job table, and
- * runs one remat-train worker per job, at most --max-jobs at once. Runs in the foreground
+ * runs one remat-train worker per job, at most --max-jobs at once (and with --memory, as
+ * many as one memory pool holds, divided among them live: srv_pool.h). Runs in the foreground
  * (the only mode: systemd or a terminal supervises it) and logs one line per event to
  * stderr. SIGTERM or SIGINT (or daemon-shutdown) stop it cleanly: no new connections, the
  * socket removed, job-stop to every worker, SIGKILL to those still alive after
@@ -60,8 +62,9 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: rematd [--socket PATH] [--group NAME] [--state-dir DIR] "
 		   "[--max-jobs N]\n"
-		   "              [--worker PATH] [--mpirun PATH] [--stop-timeout SECONDS]\n"
-		   "              [--idle-timeout SECONDS] [--foreground]\n"
+		   "              [--worker PATH] [--mpirun PATH] [--memory SIZE|auto]\n"
+		   "              [--stop-timeout SECONDS] [--idle-timeout SECONDS]\n"
+		   "              [--foreground]\n"
 		   "       rematd --version\n"
 		   "Serves the remat control protocol on a Unix socket and runs one remat-train\n"
 		   "per job (a job of parallel.ranks N: mpirun -np N remat-train). Runs in the\n"
@@ -318,7 +321,7 @@ static void learn_worker_info(srv_server *srv)
 }
 
 enum { OPT_SOCKET = 256, OPT_GROUP, OPT_STATE_DIR, OPT_MAX_JOBS, OPT_WORKER, OPT_MPIRUN,
-	OPT_STOP_TIMEOUT,
+	OPT_MEMORY, OPT_STOP_TIMEOUT,
 	OPT_IDLE_TIMEOUT, OPT_FOREGROUND, OPT_VERSION, OPT_HELP };
 
 /* An integer option in lo..hi, or -1 after printing why. */
@@ -383,6 +386,7 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 		{"group", required_argument, NULL, OPT_GROUP},
 		{"state-dir", required_argument, NULL, OPT_STATE_DIR},
 		{"max-jobs", required_argument, NULL, OPT_MAX_JOBS},
+		{"memory", required_argument, NULL, OPT_MEMORY},
 		{"worker", required_argument, NULL, OPT_WORKER},
 		{"mpirun", required_argument, NULL, OPT_MPIRUN},
 		{"stop-timeout", required_argument, NULL, OPT_STOP_TIMEOUT},
@@ -414,6 +418,11 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 			if ((n = int_option("max-jobs", optarg, 1, MAX_JOBS_LIMIT)) < 0)
 				return 2;
 			srv->max_jobs = (int)n;
+			break;
+		case OPT_MEMORY:
+			if (srv_pool_init(srv, optarg, srv_worker_request, srv_job_schedule, err,
+				    ERR_LEN) < 0)
+				return 1;
 			break;
 		case OPT_STOP_TIMEOUT:
 			if ((n = int_option("stop-timeout", optarg, 0, STOP_TIMEOUT_LIMIT)) < 0)

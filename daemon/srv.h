@@ -22,6 +22,7 @@
  *   srv_store.c       the job table on disk: STATE_DIR/jobs/ID/state.json, a record's format
  *   srv_store_load.c  the job table loaded from it at start-up
  *   srv_auto.c        a job's memory controller as its record keeps it (budget, source)
+ *   srv_pool.c        --memory: one pool shared by the jobs, admission and live division
  *   srv_metrics.c     job-metrics: a job's metrics.jsonl read back
  * Not here: anything that computes; the daemon never trains (DESIGN §1).
  */
@@ -61,6 +62,27 @@ typedef struct srv_waiter {
 
 typedef struct srv_conn srv_conn;
 typedef struct srv_job srv_job;
+typedef struct srv_server srv_server;
+
+/* How the pool tells a worker its budget: srv_worker_request's shape. */
+typedef int (*srv_pool_request_fn)(srv_job *job, const char *execute, const json_t *args,
+	unsigned conn_id, const json_t *client_id);
+
+/* rematd --memory: the pool its jobs share (srv_pool.h). */
+typedef struct srv_pool {
+	int on;                            /* --memory was given */
+	long long bytes;                   /* the pool */
+	char source[16];                   /* "size", "cgroup" (auto) or "available" (auto) */
+	int dividing;                      /* shrinks told, not all acknowledged: grows wait */
+	int again;                         /* a change came meanwhile: divide again after */
+	int scheduling;                    /* the queue is being looked at after a division */
+	int refused;                       /* a shrink of the division was refused: its
+					    * grows are not told, it is divided again */
+	char why[128];                     /* what the division under way answers */
+	uint64_t swept_ms;                 /* when rates were last looked at */
+	srv_pool_request_fn request;       /* srv_worker_request */
+	void (*schedule)(srv_server *srv); /* srv_job_schedule */
+} srv_pool;
 
 typedef struct srv_server {
 	uv_loop_t *loop;                   /* the one event loop */
@@ -73,6 +95,7 @@ typedef struct srv_server {
 	char mpirun_path[SRV_PATH_LEN];    /* --mpirun or PATH's: data parallel jobs' launcher,
 					    * "" none */
 	int max_jobs;                      /* workers alive at once; more jobs wait queued */
+	srv_pool pool;                     /* --memory: admission and the division */
 	int stop_timeout_s;                /* shutdown: workers alive this long after job-stop
 					    * are killed */
 	int idle_timeout_s;                /* --idle-timeout: a connection silent this long

@@ -73,6 +73,7 @@ static json_t *daemon_info(srv_server *srv)
 	json_t *b = json_object_get(wi, "backends"), *g = json_object_get(wi, "gpus");
 	json_object_set_new(ret, "backends", b ? json_deep_copy(b) : json_pack("[s]", "cpu"));
 	json_object_set_new(ret, "gpus", g ? json_deep_copy(g) : json_array());
+	json_object_set_new(ret, "pool", srv_pool_json(srv));
 	return ret;
 }
 

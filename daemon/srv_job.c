@@ -84,6 +84,7 @@ void srv_job_set_state(srv_job *job, proto_job_state to, const char *reason)
 	srv_copy_text(job->reason, sizeof job->reason, reason);
 	srv_job_save_record(job);
 	srv_job_emit_state(job, from);
+	srv_pool_changed(job->srv, "a job's state changed");
 }
 
 /* ---- the table ---- */
@@ -380,6 +381,7 @@ json_t *srv_job_status(const srv_job *job)
 	json_object_set_new(o, "pid", job->pid ? json_integer(job->pid) : json_null());
 	json_object_set_new(o, "uid", json_integer((json_int_t)job->owner.uid));
 	json_object_set_new(o, "tokenizing", job_tokenizing(job));
+	json_object_set_new(o, "memory", srv_pool_job_json(job));
 	srv_job__model_fields(job, o);
 	return o;
 }
@@ -398,6 +400,7 @@ json_t *srv_job_list(srv_server *srv)
 		json_object_set_new(e, "pid", job->pid ? json_integer(job->pid) : json_null());
 		json_object_set_new(e, "uid", json_integer((json_int_t)job->owner.uid));
 		json_object_set_new(e, "tokenizing", job_tokenizing(job));
+		json_object_set_new(e, "memory", srv_pool_job_json(job));
 		json_array_append_new(jobs, e);
 	}
 	return json_pack("{s:o}", "jobs", jobs);

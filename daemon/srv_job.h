@@ -66,6 +66,7 @@
 #include "srv.h"
 #include "srv_auto.h"
 #include "srv_conn.h"
+#include "srv_pool.h"
 
 #define SRV_MAX_TABLE 1024          /* jobs remembered; the oldest ended ones go first */
 #define SRV_MAX_TABLE_PER_UID 256   /* jobs remembered of one owner: their oldest finished
@@ -134,6 +135,7 @@ struct srv_job {
 					 * each with "as_of_step": what mem-stats and remat-get
 					 * answer once it has ended (kept in the record) */
 	json_t *last_remat;
+	srv_pool_job pool;              /* its part of rematd --memory's pool (srv_pool.h) */
 	json_t *tokenize;               /* a starting job's last TOKENIZE data (its text data
 					 * being made ready), NULL once it runs */
 	uint64_t figures_ms;            /* when rematd last asked its worker for them */

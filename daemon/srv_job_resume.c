@@ -142,6 +142,7 @@ static json_t *resume_checked(srv_server *srv, job_check *k, const eng_check_inf
 	free(job->info);
 	job->info = srv_job__check_info(ci);
 	job->step = ci->resume_step;
+	srv_pool_job_init(job, k->spec, 1);
 	if (ckpt) {
 		/* the newest one, found as its owner: newer than the record's when the worker
 		 * saved on its way out of a daemon that had died */

@@ -195,6 +195,7 @@ static srv_job *job_create(srv_server *srv, job_check *k, const eng_check_info *
 	job->info = srv_job__check_info(ci);
 	job->policy = eng_policy_json(&ci->policy);
 	srv_auto_from_spec(&job->autoc, k->spec);
+	srv_pool_job_init(job, k->spec, 0);
 	job->created = (int64_t)time(NULL);
 	snprintf(job->reason, sizeof job->reason, "job-start");
 	srv_job_save_record(job);

@@ -227,6 +227,7 @@ void srv_worker_sweep(srv_server *srv)
 			now - job->figures_ms >= SRV_FIGURES_MS)
 			worker_ask_figures(job);
 	}
+	srv_pool_sweep(srv);
 }
 
 /* ---- the end of a worker ---- */
@@ -425,8 +426,15 @@ void srv_job_schedule(srv_server *srv)
 	for (int i = 0; i < srv->n_jobs; i++) {
 		if (srv->shutting_down || srv->n_active >= srv->max_jobs)
 			return;
-		if (srv->jobs[i]->state == PROTO_JOB_QUEUED && !srv->jobs[i]->checking)
-			srv_worker_spawn(srv->jobs[i]);
+		if (srv->jobs[i]->state != PROTO_JOB_QUEUED || srv->jobs[i]->checking)
+			continue;
+		/* oldest first: one waiting for the pool keeps the ones behind it waiting */
+		int admit = srv_pool_admit(srv->jobs[i]);
+		if (admit < 0)
+			srv_job_save_record(srv->jobs[i]); /* its reason says what it waits for */
+		if (admit <= 0)
+			return;
+		srv_worker_spawn(srv->jobs[i]);
 	}
 }
 
@@ -465,7 +473,9 @@ void srv_worker_channel_open(srv_job *job, int *fd)
 			r < 0 ? uv_strerror(r) : "write failed");
 		srv_worker_kill(job, "its channel could not be opened");
 		worker_chan_end(job);
+		return;
 	}
+	srv_pool_spawned(job); /* its controller's budget, kept for its first step */
 }
 
 /* The job's file name in its directory, opened to append (created 0600): reached through

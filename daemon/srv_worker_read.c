@@ -115,8 +115,9 @@ static void worker_note_return(srv_job *job, const srv_pending *p, json_t *ret)
 		 * and rematctl use it to find the process */
 		if (!json_object_get(ret, "pid"))
 			json_object_set_new(ret, "pid", json_integer(job->pid));
-		/* whose job it is is rematd's to know */
+		/* whose job it is is rematd's to know, and its part of the pool */
 		json_object_set_new(ret, "uid", json_integer((json_int_t)job->owner.uid));
+		json_object_set_new(ret, "memory", srv_pool_job_json(job));
 	} else if (strcmp(execute, "job-stop") == 0) {
 		/* what it saved, or dropped: a shutdown's reply lists it */
 		json_decref(job->stop_ret);
@@ -201,6 +202,10 @@ static void worker_on_reply(srv_job *job, json_t *obj, proto_kind kind)
 			srv_log("job %s: the worker refused %s: %s", job->id, p->execute,
 				srv_quote(desc ? desc : "", desc ? strlen(desc) : 0, q));
 		}
+		/* the pool's budget: told, or refused */
+		if (strcmp(p->execute, "remat-auto") == 0)
+			srv_pool_auto_reply(job, kind == PROTO_KIND_RETURN && json_is_object(ret)
+				? ret : NULL);
 		/* the shutdown's final save failed: the job kept running */
 		if (saving && kind == PROTO_KIND_ERROR)
 			job->srv->on_save_failed(job->srv, job, desc ? desc : "the save failed");
@@ -285,6 +290,8 @@ static void worker_on_event(srv_job *job, json_t *obj)
 	if (ev == PROTO_EV_STEP && data) {
 		worker_note_progress(job, data);
 		worker_step_record(job);
+	} else if (ev == PROTO_EV_MEMORY && data) {
+		srv_pool_memory(job, data);
 	} else if (ev == PROTO_EV_EVAL && data) {
 		worker_note_eval(job, data, "val_loss", "step");
 	} else if (ev == PROTO_EV_CHECKPOINT_SAVED && data) {
@@ -329,10 +336,14 @@ static void worker_on_event(srv_job *job, json_t *obj)
 		srv_log("job %s %s: %s", job->id, proto_job_state_name(job->state),
 			srv_quote(job->reason, strlen(job->reason), q));
 		srv_job_save_record(job);
+		srv_pool_changed(job->srv, "a job's state changed");
 		if (job->final_reported)
 			return;
 	}
 	worker_publish(job, name, obj);
+	/* after the STEP went out: what the pool tells on its account follows it */
+	if (ev == PROTO_EV_STEP && data)
+		srv_pool_step(job, data);
 }
 
 /* One line from the worker: acted on by its kind (a bad one is logged). */

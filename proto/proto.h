@@ -170,6 +170,7 @@ typedef enum proto_event {
 				     * policy the step ran under instead */
 	PROTO_EV_TOKENIZE,          /* a starting job's text data: hashed, tokenized so far,
 				     * done (or found in the cache) */
+	PROTO_EV_POOL_CHANGED,      /* rematd --memory told a job its share of the pool */
 	PROTO_EV_COUNT
 } proto_event;
 

@@ -33,6 +33,7 @@ static void spec_defaults(eng_spec *s)
 	s->steps = 1000;
 	s->grad_accum = 1;
 	s->ranks = 1;
+	s->priority = 1;
 	s->sample_tokens = 64;
 	s->sample_temperature = 1.0f;
 	s->sample_seed = 1337;

@@ -24,6 +24,7 @@
 #define ENG_MAX_PROMPT 1024    /* sample.prompt tokens */
 #define ENG_MAX_ACCUM 65536    /* grad_accum */
 #define ENG_MAX_RANKS 4096     /* parallel.ranks */
+#define ENG_MAX_PRIORITY 1000    /* "priority": rematd's memory pool weighs jobs by it */
 #define ENG_MAX_TEMPERATURE 100.0 /* sample.temperature, remat-train --sample --temperature */
 
 /* data.format: a token file (llm.c's), raw bytes (a token a byte), or text for the job's
@@ -169,6 +170,8 @@ typedef struct eng_spec {
 	int save_every;                   /* default 0 = only at the end */
 	int save_keep;                    /* default 3, >= 1 */
 
+	int priority;                     /* "priority", 1..ENG_MAX_PRIORITY, default 1: a job's
+					   * weight in rematd's memory pool (srv_pool.h) */
 	int threads;                      /* default: online CPUs (data parallel: shared by
 					   * the ranks of a host) */
 	int has_threads;                  /* 1 when the spec gave it */

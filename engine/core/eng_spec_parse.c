@@ -19,7 +19,7 @@ const char *const eng_data_format_names[] = {"llmc", "bytes", "text", "jsonl", N
 
 static const char *const root_keys[] = {"name", "model", "data", "batch", "seq_len", "steps",
 	"grad_accum", "seed", "optim", "schedule", "remat", "eval", "sample", "save", "threads",
-	"device", "precision", "memory", "parallel", "train", "lora", NULL};
+	"device", "precision", "memory", "parallel", "train", "lora", "priority", NULL};
 static const char *const lora_keys[] = {"r", "alpha", "targets", NULL};
 static const char *const train_keys[] = {"freeze", NULL};
 static const char *const model_keys[] = {"preset", "n_layer", "n_embd", "n_head",
@@ -672,7 +672,8 @@ int es_parse_root(eng_spec *s, json_t *root, eng_err *err)
 		parse_save(s, root, err) < 0 || parse_parallel(s, root, err) < 0 ||
 		parse_memory(s, root, err) < 0 || parse_train(s, root, err) < 0 ||
 		parse_lora(s, root, err) < 0 ||
-		es_get_int(root, "", "threads", 1, SPEC_MAX_THREADS, &s->threads, err) < 0)
+		es_get_int(root, "", "threads", 1, SPEC_MAX_THREADS, &s->threads, err) < 0 ||
+		es_get_int(root, "", "priority", 1, ENG_MAX_PRIORITY, &s->priority, err) < 0)
 		return -1;
 	s->seed = (uint64_t)seed;
 	s->has_grad_accum = json_object_get(root, "grad_accum") != NULL;

@@ -83,7 +83,7 @@ END_TEST
 START_TEST(test_proto_event_known_names)
 {
 	const char *known[] = {"STEP", "REMAT_APPLIED", "CHECKPOINT_SAVED", "JOB_STATE_CHANGED",
-		"MEMORY", "EVAL", "HPARAMS_APPLIED", "SAMPLE", "TOKENIZE"};
+		"MEMORY", "EVAL", "HPARAMS_APPLIED", "SAMPLE", "TOKENIZE", "POOL_CHANGED"};
 	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
 		ck_assert_msg(proto_event_known(known[i]), "%s unknown", known[i]);
 	ck_assert(!proto_event_known("step"));

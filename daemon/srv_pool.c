@@ -1,0 +1,525 @@
+/* srv_pool.c - one memory pool shared by rematd's jobs (see srv_pool.h). */
+#include "srv_pool.h"
+
+#include <float.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eng_cgroup.h"
+#include "eng_plan.h"
+#include "srv_job.h"
+
+#define MIB(b) ((double)(b) / 1048576.0)
+
+/* MemAvailable of /proc/meminfo in bytes, 0 when unknown. */
+static long long mem_available(void)
+{
+	char line[256];
+	long long kb = 0;
+	FILE *f = fopen("/proc/meminfo", "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb * 1024;
+}
+
+int srv_pool_init(srv_server *srv, const char *arg, srv_pool_request_fn request,
+	void (*schedule)(srv_server *srv), char *err, size_t errlen)
+{
+	srv_pool *p = &srv->pool;
+	long long bytes = 0;
+	memset(p, 0, sizeof *p);
+	p->request = request;
+	p->schedule = schedule;
+	if (strcmp(arg, "auto") == 0) {
+		size_t lim;
+		eng_err e;
+		if (eng_cgroup_limit(eng_cgroup_root(), eng_cgroup_proc(), &lim, &e) == 0) {
+			bytes = (long long)lim;
+			snprintf(p->source, sizeof p->source, "cgroup");
+		} else {
+			bytes = (long long)((double)mem_available() * (1.0 - SRV_POOL_AUTO_KEEP));
+			snprintf(p->source, sizeof p->source, "available");
+		}
+	} else if (proto_size_parse(arg, &bytes) == 0 && bytes > 0) {
+		snprintf(p->source, sizeof p->source, "size");
+	} else {
+		snprintf(err, errlen, "--memory '%.64s': give a size (\"24GiB\", bytes) or auto",
+			arg);
+		return -1;
+	}
+	if (bytes <= 0) {
+		snprintf(err, errlen, "--memory auto: neither a cgroup limit nor MemAvailable");
+		return -1;
+	}
+	p->on = 1;
+	p->bytes = bytes;
+	return 0;
+}
+
+/* The planner's view of a job from its check: 0, or -1 (no shape, or device cuda: outside
+ * the pool). */
+static int job_query(const srv_job *job, eng_plan_query *q)
+{
+	const eng_check_info *ci = job->info;
+	eng_err e;
+	memset(q, 0, sizeof *q);
+	if (!ci || ci->device != ENG_DEVICE_CPU || !ci->has_fixed || ci->batch < 1 ||
+		ci->seq_len < 1 || ci->chunk_rows < 1 ||
+		eng_config_validate(&ci->cfg, "the job's model", &e) < 0)
+		return -1;
+	q->cfg = &ci->cfg;
+	q->B = ci->batch;
+	q->T = ci->seq_len;
+	q->chunk_rows = ci->chunk_rows;
+	for (int c = 0; c < ENG_MEM_NCAT; c++)
+		q->fixed += ci->fixed[c];
+	q->fixed += ci->untracked;
+	q->optional = ci->snapshot;
+	return 0;
+}
+
+void srv_pool_job_init(srv_job *job, const json_t *spec, int resume)
+{
+	srv_pool_job *pj = &job->pool;
+	eng_plan_query q;
+	eng_policy off;
+	eng_plan plan;
+	json_t *pr = json_object_get(spec, "priority");
+	int own = resume && pj->least > 0 ? pj->own
+		: json_object_get(json_object_get(spec, "remat"), "budget") != NULL;
+	memset(pj, 0, sizeof *pj);
+	pj->priority = json_is_integer(pr) ? (int)json_integer_value(pr) : 1;
+	pj->own = own;
+	if (job_query(job, &q) < 0)
+		return;
+	pj->least = (long long)eng_plan_least(q.cfg, q.B, q.T, q.chunk_rows, q.fixed, NULL);
+	eng_policy_init(&off, q.cfg->n_layer);
+	eng_plan_policy(q.cfg, q.B, q.T, q.chunk_rows, &off, &plan);
+	pj->off = (long long)(q.fixed + q.optional + plan.saved_bytes + plan.recompute_bytes);
+}
+
+/* A job's least: the worker's own word once it has one (its controller counts the
+ * resident bytes beyond the tracked ones it measured, which move a little from step to
+ * step: SRV_POOL_STILL more), else its check's plan with SRV_POOL_MARGIN more (the check's
+ * process is not the run's); never below what a refusal taught (floor). */
+static long long job_least(const srv_job *job)
+{
+	const srv_pool_job *pj = &job->pool;
+	long long w = job->autoc.least_bytes, least = w > 0
+		? w + (long long)((double)w * SRV_POOL_STILL)
+		: pj->least + (long long)((double)pj->least * SRV_POOL_MARGIN);
+	return least > pj->floor ? least : pj->floor;
+}
+
+/* What a job reserves: its own budget (the spec's remat.budget, once known), else its
+ * least. */
+static long long job_reserve(const srv_job *job)
+{
+	return job->pool.own && job->autoc.on && job->autoc.budget_bytes
+		? job->autoc.budget_bytes : job_least(job);
+}
+
+/* The budget a job of the pool may hold now: its share (the one before while a shrink
+ * is not acknowledged), or while it has none its reserve. */
+static long long job_holds(const srv_job *job)
+{
+	const srv_pool_job *pj = &job->pool;
+	if (pj->ack_step != 0 && pj->told_from > pj->share)
+		return pj->told_from;
+	return pj->share ? pj->share : job_reserve(job);
+}
+
+/* 1 when the job is one of the pool's: device cpu with a plan, and its worker spawned and
+ * not reaped, or admitted and waiting for the others to make room. */
+static int in_pool(const srv_job *job)
+{
+	return (job->proc_alive || (job->pool.admitted && job->state == PROTO_JOB_QUEUED)) &&
+	       job->pool.least > 0;
+}
+
+/* The pool's jobs, how many, and the sum of what they may hold (*held) and reserve. */
+static long long pool_taken(const srv_server *srv, int *n, long long *reserved)
+{
+	long long t = 0;
+	*n = 0;
+	*reserved = 0;
+	for (int i = 0; i < srv->n_jobs; i++)
+		if (in_pool(srv->jobs[i])) {
+			t += job_holds(srv->jobs[i]);
+			*reserved += job_reserve(srv->jobs[i]);
+			(*n)++;
+		}
+	return t;
+}
+
+/* Sets the job's reason to why: 0, or -1 when it is new (for the record). */
+static int wait_because(srv_job *job, const char *why)
+{
+	if (strcmp(job->reason, why) == 0)
+		return 0;
+	srv_copy_text(job->reason, sizeof job->reason, why);
+	return -1;
+}
+
+int srv_pool_admit(srv_job *job)
+{
+	srv_server *srv = job->srv;
+	srv_pool_job *pj = &job->pool;
+	char why[256];
+	int n;
+	long long reserved, taken;
+	if (!srv->pool.on || pj->least <= 0)
+		return 1;
+	taken = pool_taken(srv, &n, &reserved);
+	if (!pj->admitted) {
+		/* admitted when every admitted job's least, and its own, fit */
+		if (reserved + job_reserve(job) > srv->pool.bytes) {
+			snprintf(why, sizeof why, "waiting for %.1f MiB of the pool: %d job%s hold "
+				"at least %.1f MiB of %.1f MiB", MIB(reserved + job_reserve(job) -
+				srv->pool.bytes), n, n == 1 ? "" : "s", MIB(reserved),
+				MIB(srv->pool.bytes));
+			return wait_because(job, why);
+		}
+		pj->admitted = 1;
+		taken += job_reserve(job);
+	}
+	if (taken <= srv->pool.bytes) { /* room now: it starts */
+		pj->admitted = 0;
+		return 1;
+	}
+	/* the running jobs give back what it needs first (a division), then it starts */
+	snprintf(why, sizeof why, "admitted: waiting for the running jobs to give back %.1f "
+		"MiB of the pool", MIB(taken - srv->pool.bytes));
+	int rc = wait_because(job, why);
+	if (!srv->pool.scheduling) /* not from a division's end: that division counted it */
+		srv_pool_changed(srv, "a job was admitted");
+	return rc;
+}
+
+/* POOL_CHANGED for job: its share now, and why; a shrink with the step it applies at (its
+ * worker's reply), once that is known. */
+static void publish(srv_job *job, const char *phase, const char *why, int at)
+{
+	const srv_pool_job *pj = &job->pool;
+	json_t *d = json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:i,s:I}", "job", job->id, "phase", phase,
+		"reason", why, "share_bytes", (json_int_t)pj->share, "least_bytes",
+		(json_int_t)job_least(job), "off_bytes", (json_int_t)pj->off, "priority",
+		pj->priority, "pool_bytes", (json_int_t)job->srv->pool.bytes);
+	if (d && at > 0)
+		json_object_set_new(d, "applies_at_step", json_integer(at));
+	char *line = d ? proto_event_line("POOL_CHANGED", d) : NULL;
+	sv_msg *m = line ? sv_msg_take(line) : NULL;
+	json_decref(d);
+	if (m)
+		srv_conn_publish(job->srv, job->id, "POOL_CHANGED", m);
+	sv_msg_unref(m);
+}
+
+/* Tells the job's controller its budget (rematd's own remat-auto); a shrink is then
+ * awaited (its reply's step, then a STEP at or after it). */
+static void tell(srv_job *job, long long bytes, const char *phase, const char *why)
+{
+	srv_pool_job *pj = &job->pool;
+	json_t *args = json_pack("{s:s,s:I}", "job", job->id, "budget_bytes", (json_int_t)bytes);
+	if (args && job->srv->pool.request(job, "remat-auto", args, 0, NULL) == 0) {
+		pj->told_from = pj->share;
+		pj->share = bytes;
+		pj->ack_step = strcmp(phase, "shrink") == 0 ? -1 : 0;
+		srv_log("job %s: pool share %.1f MiB (%s: %s)", job->id, MIB(bytes), phase, why);
+		if (pj->ack_step == 0) /* a shrink's, with its step, once its reply comes */
+			publish(job, phase, why, 0);
+	}
+	json_decref(args);
+}
+
+void srv_pool_spawned(srv_job *job)
+{
+	job->pool.admitted = 0;
+	if (!job->srv->pool.on || job->pool.least <= 0 || job->pool.own)
+		return;
+	tell(job, job_least(job), "admit", "admitted at its least");
+}
+
+/* ---- the division ---- */
+
+/* One job the division sizes: its candidate budgets and what each costs it. */
+typedef struct cand {
+	srv_job *job;
+	int n;                            /* candidates */
+	long long bytes[SRV_POOL_LEVELS]; /* least .. off, rising */
+	double cost[SRV_POOL_LEVELS];     /* priority x added ms (or FLOPs) under each */
+} cand;
+
+/* 1 when the division sizes this job: running, its rate measured, no budget of its own. */
+static int divisible(const srv_job *job)
+{
+	return in_pool(job) && job->state == PROTO_JOB_RUNNING && !job->pool.own &&
+	       job->pool.rate > 0;
+}
+
+/* The candidates of job: SRV_POOL_LEVELS budgets from its least to its off peak (at most
+ * avail), each with its cheapest policy's extra FLOPs over rate, times its priority. */
+static void candidates(srv_job *job, long long avail, double rate, cand *c)
+{
+	eng_plan_query q;
+	eng_policy p;
+	eng_plan out;
+	const srv_pool_job *pj = &job->pool;
+	long long least = job_least(job), off = pj->off > least ? pj->off : least;
+	long long top = off < avail ? off : avail;
+	c->job = job;
+	c->n = 0;
+	if (job_query(job, &q) < 0 || top < least)
+		return;
+	for (int k = 0; k < SRV_POOL_LEVELS; k++) {
+		long long b = least + (top - least) * k / (SRV_POOL_LEVELS - 1);
+		if (c->n && b == c->bytes[c->n - 1])
+			continue;
+		q.budget = (size_t)b;
+		double extra = eng_plan_search(&q, &p, &out) == 0 ? out.extra_flops : DBL_MAX / 8;
+		c->bytes[c->n] = b;
+		c->cost[c->n++] = pj->priority * extra / rate;
+	}
+}
+
+/* The cheapest choice of one candidate per job within avail bytes, counted in units of
+ * avail/units: choice[j]; 0, or -1 when even the least of each does not fit. */
+static int choose(cand *c, int n, long long avail, int *choice)
+{
+	enum { UNITS = 1024 };
+	double unit = (double)avail / UNITS, (*dp)[UNITS + 1] = calloc((size_t)n + 1,
+		sizeof *dp);
+	unsigned char (*pick)[UNITS + 1] = calloc((size_t)n + 1, sizeof *pick);
+	int rc = -1;
+	if (!dp || !pick)
+		goto out;
+	for (int u = 0; u <= UNITS; u++)
+		dp[0][u] = 0;
+	for (int j = 1; j <= n; j++)
+		for (int u = 0; u <= UNITS; u++) {
+			dp[j][u] = DBL_MAX;
+			for (int k = 0; k < c[j - 1].n; k++) {
+				int need = (int)((double)c[j - 1].bytes[k] / unit + 0.999999);
+				if (need > u || dp[j - 1][u - need] == DBL_MAX)
+					continue;
+				double v = dp[j - 1][u - need] + c[j - 1].cost[k];
+				if (v <= dp[j][u]) { /* on a tie, the larger budget */
+					dp[j][u] = v;
+					pick[j][u] = (unsigned char)k;
+				}
+			}
+		}
+	if (dp[n][UNITS] == DBL_MAX)
+		goto out;
+	for (int j = n, u = UNITS; j >= 1; j--) {
+		choice[j - 1] = pick[j][u];
+		u -= (int)((double)c[j - 1].bytes[pick[j][u]] / unit + 0.999999);
+	}
+	rc = 0;
+out:
+	free(dp);
+	free(pick);
+	return rc;
+}
+
+/* Tells the grows the division holds, once no shrink is awaited. */
+static void grow_waiting(srv_server *srv)
+{
+	for (int i = 0; i < srv->n_jobs; i++) {
+		const srv_job *j = srv->jobs[i];
+		if (in_pool(j) && j->pool.ack_step != 0)
+			return;
+	}
+	srv->pool.dividing = 0;
+	srv->pool.scheduling = 1; /* admitted jobs start in the room the shrinks made */
+	srv->pool.schedule(srv);
+	srv->pool.scheduling = 0;
+	if (srv->pool.refused) {
+		/* a shrink was refused: the grows counted on it, so none is told; the next
+		 * division knows the job's least better */
+		srv->pool.refused = 0;
+		srv_pool_changed(srv, "a job refused to shrink below its least");
+		return;
+	}
+	for (int i = 0; i < srv->n_jobs; i++) {
+		srv_job *j = srv->jobs[i];
+		if (divisible(j) && j->pool.want > j->pool.share)
+			tell(j, j->pool.want, "grow", srv->pool.why);
+	}
+	if (srv->pool.again) {
+		srv->pool.again = 0;
+		srv_pool_changed(srv, "a change during the last division");
+	}
+}
+
+/* Sizes the divisible jobs (their want) in what the others leave, and tells the shrinks;
+ * the grows follow them (grow_waiting). */
+static void divide(srv_server *srv)
+{
+	cand *c = calloc((size_t)srv->n_jobs + 1, sizeof *c);
+	int *choice = calloc((size_t)srv->n_jobs + 1, sizeof *choice), n = 0;
+	long long avail = srv->pool.bytes;
+	if (!c || !choice)
+		goto out;
+	for (int i = 0; i < srv->n_jobs; i++)
+		if (in_pool(srv->jobs[i]) && !divisible(srv->jobs[i]))
+			avail -= job_holds(srv->jobs[i]);
+	for (int i = 0; i < srv->n_jobs; i++)
+		if (divisible(srv->jobs[i])) {
+			candidates(srv->jobs[i], avail, srv->jobs[i]->pool.rate, &c[n]);
+			n += c[n].n > 0;
+		}
+	if (!n || avail <= 0 || choose(c, n, avail, choice) < 0)
+		goto out;
+	long long left = avail;
+	for (int j = 0; j < n; j++) {
+		c[j].job->pool.want = c[j].bytes[choice[j]];
+		left -= c[j].job->pool.want;
+	}
+	/* what the candidates' steps leave: to the jobs in order, up to their off peak */
+	for (int j = 0; j < n && left > 0; j++) {
+		srv_pool_job *pj = &c[j].job->pool;
+		long long more = pj->off - pj->want < left ? pj->off - pj->want : left;
+		pj->want += more;
+		left -= more;
+	}
+	for (int j = 0; j < n; j++) {
+		srv_pool_job *pj = &c[j].job->pool;
+		pj->rate_divided = pj->rate;
+		/* a grow of under SRV_POOL_STILL of its share is not worth a step's switch (a
+		 * shrink always is: the others' grows count on it) */
+		long long d = pj->want - pj->share;
+		if (pj->share && d > 0 && d < (long long)((double)pj->share * SRV_POOL_STILL))
+			pj->want = pj->share;
+	}
+	srv->pool.dividing = 1;
+	for (int j = 0; j < n; j++)
+		if (c[j].job->pool.want < c[j].job->pool.share)
+			tell(c[j].job, c[j].job->pool.want, "shrink", srv->pool.why);
+	grow_waiting(srv);
+out:
+	free(c);
+	free(choice);
+}
+
+void srv_pool_changed(srv_server *srv, const char *why)
+{
+	if (!srv->pool.on)
+		return;
+	if (srv->pool.dividing) { /* after the shrinks under way (a job that ended owes none) */
+		srv->pool.again = 1;
+		grow_waiting(srv);
+		return;
+	}
+	snprintf(srv->pool.why, sizeof srv->pool.why, "%s", why);
+	divide(srv);
+}
+
+void srv_pool_step(srv_job *job, const json_t *data)
+{
+	srv_pool_job *pj = &job->pool;
+	double ms = json_number_value(json_object_get(data, "step_ms"));
+	double re = json_number_value(json_object_get(data, "recompute_ms"));
+	int step = (int)json_integer_value(json_object_get(data, "step"));
+	eng_plan_query q;
+	if (!job->srv->pool.on || pj->least <= 0)
+		return;
+	int first = pj->rate <= 0;
+	if (ms > re && job_query(job, &q) == 0) {
+		eng_policy off;
+		eng_plan plan;
+		eng_policy_init(&off, q.cfg->n_layer);
+		eng_plan_policy(q.cfg, q.B, q.T, q.chunk_rows, &off, &plan);
+		pj->rate = plan.model_flops / (ms - re);
+	}
+	if (pj->ack_step > 0 && step >= pj->ack_step) {
+		pj->ack_step = 0;
+		grow_waiting(job->srv);
+	}
+	if (first && pj->rate > 0)
+		srv_pool_changed(job->srv, "a job ran its first step");
+}
+
+void srv_pool_memory(srv_job *job, const json_t *data)
+{
+	json_t *r = json_object_get(data, "rss");
+	json_t *cur = json_is_object(r) ? json_object_get(r, "current") : r;
+	if (json_is_integer(cur))
+		job->pool.rss = (long long)json_integer_value(cur);
+}
+
+void srv_pool_auto_reply(srv_job *job, const json_t *ret)
+{
+	srv_pool_job *pj = &job->pool;
+	if (!ret) {
+		/* refused: the worker keeps the budget it had, and needs more than it was told
+		 * (its own least, measured): asked no less again */
+		long long told = pj->share;
+		pj->share = pj->told_from;
+		pj->ack_step = 0;
+		if (pj->floor < told + told / 20)
+			pj->floor = told + told / 20;
+		job->srv->pool.refused = 1;
+		if (!pj->share) /* it has no budget at all yet: its least, asked again */
+			tell(job, job_least(job), "admit", "its own least, larger than planned");
+		grow_waiting(job->srv);
+		return;
+	}
+	if (pj->ack_step == -1) {
+		pj->ack_step = (int)json_integer_value(json_object_get(ret, "applies_at_step"));
+		publish(job, "shrink", job->srv->pool.why, pj->ack_step);
+	}
+	if (pj->ack_step <= 0)
+		grow_waiting(job->srv);
+}
+
+void srv_pool_sweep(srv_server *srv)
+{
+	uint64_t now = srv_now_ms();
+	if (!srv->pool.on || now - srv->pool.swept_ms < SRV_POOL_MS)
+		return;
+	srv->pool.swept_ms = now;
+	for (int i = 0; i < srv->n_jobs; i++) {
+		const srv_pool_job *pj = &srv->jobs[i]->pool;
+		if (divisible(srv->jobs[i]) && pj->rate_divided > 0 &&
+			(pj->rate > pj->rate_divided * (1 + SRV_POOL_RATE_MOVE) ||
+			 pj->rate < pj->rate_divided * (1 - SRV_POOL_RATE_MOVE))) {
+			srv_pool_changed(srv, "a job's pace moved");
+			return;
+		}
+	}
+}
+
+json_t *srv_pool_job_json(const srv_job *job)
+{
+	const srv_pool_job *pj = &job->pool;
+	if (!job->srv->pool.on || pj->least <= 0)
+		return json_null();
+	return json_pack("{s:I,s:I,s:I,s:i,s:o}", "share_bytes",
+		(json_int_t)(in_pool(job) ? job_holds(job) : 0), "least_bytes",
+		(json_int_t)job_least(job), "off_bytes", (json_int_t)pj->off, "priority",
+		pj->priority,
+		"rss_bytes", pj->rss && in_pool(job) ? json_integer((json_int_t)pj->rss)
+						     : json_null());
+}
+
+json_t *srv_pool_json(const srv_server *srv)
+{
+	if (!srv->pool.on)
+		return json_null();
+	int n;
+	long long reserved, taken = pool_taken(srv, &n, &reserved);
+	json_t *jobs = json_array();
+	for (int i = 0; jobs && i < srv->n_jobs; i++)
+		if (in_pool(srv->jobs[i]))
+			json_array_append_new(jobs, json_pack("{s:s,s:I}", "job", srv->jobs[i]->id,
+				"share_bytes", (json_int_t)job_holds(srv->jobs[i])));
+	return json_pack("{s:I,s:s,s:I,s:I,s:o}", "bytes", (json_int_t)srv->pool.bytes, "source",
+		srv->pool.source, "given_bytes", (json_int_t)taken, "least_bytes",
+		(json_int_t)reserved, "jobs", jobs ? jobs : json_array());
+}

@@ -1,0 +1,108 @@
+/* srv_pool.h - one memory pool shared by rematd's jobs (rematd --memory SIZE|auto).
+ *
+ * Every job can trade memory for time at a step boundary without changing its numbers,
+ * so the daemon divides the machine's memory among the jobs it runs, live:
+ *
+ *  - Admission by the least memory. A queued job is admitted when every admitted job's
+ *    reserve and its own fit the pool: a job's least (the least process memory any policy
+ *    needs, from its check's plan: every block full, the head chunked), or its own
+ *    remat.budget when the spec gives one. Otherwise it waits, oldest first, its reason
+ *    saying how much it waits for ("waiting for 412.0 MiB of the pool: 2 jobs hold at least
+ *    1.5 GiB of 1.9 GiB"). Admitted, it starts at once when the shares given leave room
+ *    for its reserve; else the others are shrunk first (a division) and it starts once
+ *    their shrinks are acknowledged ("admitted: waiting for the running jobs to give back
+ *    ...").
+ *  - A job starts with its reserve as its controller's budget (a remat-auto of rematd's
+ *    own, kept by the worker for its first step), then takes part in the division.
+ *  - Division: the running jobs without a budget of their own share what the others
+ *    (starting, paused, stopping, their own budget) leave: each at least its least, at
+ *    most its `off` policy's peak, so that the sum over jobs of priority x added step
+ *    time is least. A job's added time under a budget is the planner's cheapest policy's
+ *    extra FLOPs (eng_plan_search) over the job's measured rate (its model's FLOPs over
+ *    step_ms less recompute_ms; FLOPs alone until a job has one); the division is exact
+ *    over POOL_LEVELS budgets a job (dynamic programming over the jobs).
+ *  - Shrinking before growing: a job whose share falls is told first (remat-auto); the
+ *    ones whose share grows are told only once every shrink is acknowledged, by a STEP at
+ *    or after the step the shrink applied at (the policy switch frees what the new policy
+ *    no longer keeps before it allocates) or by the job's end. The sum of what the jobs
+ *    may hold never passes the pool, during a change either.
+ *  - Re-divided when a job is admitted, runs its first step, pauses or resumes, ends, and
+ *    when a job's rate moved by a quarter since the last division (looked at every
+ *    SRV_POOL_MS).
+ *  - POOL_CHANGED events say each division; job-list and job-status carry a job's
+ *    "memory" (share, least, off, priority, resident), daemon-info the pool.
+ *
+ * Not here: a cuda job's device memory (it is outside the pool, admitted as without one),
+ * squeezing a paused job below its share (it keeps what it has), and jobs of rematd's
+ * earlier life (a resumed job is admitted again like a new one).
+ */
+#ifndef SRV_POOL_H
+#define SRV_POOL_H
+
+#include <jansson.h>
+
+#include "srv.h"
+
+#define SRV_POOL_LEVELS 64        /* budgets tried per job in a division */
+#define SRV_POOL_MS 10000         /* how often rates are looked at */
+#define SRV_POOL_RATE_MOVE 0.25   /* a rate moved this much re-divides */
+#define SRV_POOL_MARGIN 0.08    /* a job's planned least, until its worker measured its
+				   * own: this much more */
+#define SRV_POOL_STILL 0.02      /* a share that would move by less is left as it is */
+#define SRV_POOL_AUTO_KEEP 0.10   /* --memory auto without a cgroup limit: MemAvailable
+				   * less this part of it */
+
+/* A job's part of the pool (in srv_job). */
+typedef struct srv_pool_job {
+	long long least;      /* the least process memory any policy needs (check's plan) */
+	long long off;        /* the off policy's peak, a save's snapshot held: the most */
+	long long share;      /* the budget its controller keeps now (0: none given) */
+	long long want;       /* the division's share not told yet (a grow waiting) */
+	int ack_step;         /* a shrink told: acknowledged by a STEP at or after this step;
+			       * -1 while its reply is awaited; 0 none pending */
+	int priority;         /* the spec's "priority" (1 default): the division's weight */
+	int own;              /* the spec gives remat.budget: the job keeps it, reserved */
+	int admitted;         /* queued, admitted: its reserve counted, waiting for the
+			       * running jobs' shrinks to make room */
+	long long told_from;  /* the share before the last one told (a refusal goes back) */
+	long long floor;      /* a refused budget and a twentieth: never told less again */
+	double rate;          /* measured FLOPs a ms of its steps, 0 until a STEP */
+	double rate_divided;  /* the rate the last division used */
+	long long rss;        /* the last MEMORY event's resident bytes */
+} srv_pool_job;
+
+/* --memory: "auto" or a size ("24GiB"); request is how a budget is told to a worker
+ * (srv_worker_request) and schedule how queued jobs are started (srv_job_schedule), both
+ * passed in: the pool sits below the worker's module. 0, or -1 with err. */
+int srv_pool_init(srv_server *srv, const char *arg, srv_pool_request_fn request,
+	void (*schedule)(srv_server *srv), char *err, size_t errlen);
+
+/* A job's figures from its check (least, off) and its spec (priority, an own budget);
+ * called when it is queued, and again for a resume (whose spec carries the budget the
+ * pool gave as remat.budget: a job keeps whether the budget was its own). */
+void srv_pool_job_init(srv_job *job, const json_t *spec, int resume);
+
+/* Whether the queued job may start now: 1 (its reserve taken); 0 or -1, it waits, its
+ * reason saying for what (-1: a new reason, for the record). Always 1 without a pool. */
+int srv_pool_admit(srv_job *job);
+/* Its worker spawned: its controller's budget told (its reserve), when it has none of
+ * its own. */
+void srv_pool_spawned(srv_job *job);
+
+/* The job's state changed, or it ended: re-divides. */
+void srv_pool_changed(srv_server *srv, const char *why);
+/* A STEP of job: its rate, and the acknowledgement of a shrink. */
+void srv_pool_step(srv_job *job, const json_t *data);
+/* A MEMORY event of job: its resident bytes. */
+void srv_pool_memory(srv_job *job, const json_t *data);
+/* The reply (ret, or NULL with an error) to rematd's own remat-auto. */
+void srv_pool_auto_reply(srv_job *job, const json_t *ret);
+/* Every SRV_POOL_MS: re-divides when a rate moved. */
+void srv_pool_sweep(srv_server *srv);
+
+/* job-list's and job-status' "memory" (new reference; null without a pool). */
+json_t *srv_pool_job_json(const srv_job *job);
+/* daemon-info's "pool" (new reference; null without a pool). */
+json_t *srv_pool_json(const srv_server *srv);
+
+#endif
