@@ -95,24 +95,41 @@ static char *step_of(const json_t *obj, char *buf, size_t len)
 	return buf;
 }
 
+/* "41.2/52.0 MiB": a job's resident memory of its share of rematd's pool, "-" without. */
+static char *pool_of(const json_t *j, char *buf, size_t len)
+{
+	json_t *m = cli_jobj(j, "memory");
+	double share, rss;
+	if (!m || !cli_jnum(m, "share_bytes", &share) || share <= 0)
+		return snprintf(buf, len, "-"), buf;
+	if (cli_jnum(m, "rss_bytes", &rss))
+		snprintf(buf, len, "%.1f/%.1f MiB", rss / 1048576.0, share / 1048576.0);
+	else
+		snprintf(buf, len, "-/%.1f MiB", share / 1048576.0);
+	return buf;
+}
+
 void cli_show_list(FILE *f, const char *job, const json_t *ret)
 {
 	(void)job;
-	static const char *const head[] = {"JOB", "NAME", "STATE", "STEP", "LOSS"};
+	static const char *const head[] = {"JOB", "NAME", "STATE", "STEP", "LOSS", "MEMORY"};
 	json_t *jobs = json_is_object(ret) ? json_object_get(ret, "jobs") : NULL;
 	cli_table t;
 	size_t i;
 	json_t *j;
-
-	cli_table_init(&t, 5, head, "lllrr");
+	int pool = 0; /* the MEMORY column, under rematd --memory alone */
+	json_array_foreach(jobs, i, j)
+		pool |= json_is_object(json_object_get(j, "memory"));
+	cli_table_init(&t, pool ? 6 : 5, head, "lllrrr");
 	json_array_foreach(jobs, i, j)
 	{
-		char id[64], name[128], state[32], step[64], loss[32];
+		char id[64], name[128], state[32], step[64], loss[32], mem[48];
 		cli_table_add(&t, show_str(j, "job", "-", id, sizeof id),
 			      show_str(j, "name", "-", name, sizeof name),
 			      cli_show_state(j, state, sizeof state),
 			      step_of(j, step, sizeof step),
-			      cli_show_num(j, "loss", "%.4f", loss, sizeof loss));
+			      cli_show_num(j, "loss", "%.4f", loss, sizeof loss),
+			      pool_of(j, mem, sizeof mem));
 	}
 	table_flush(f, &t);
 }
@@ -136,6 +153,17 @@ void cli_show_status(FILE *f, const char *job, const json_t *ret)
 		snprintf(buf, sizeof buf, "%.4f (after step %s)", v,
 			cli_show_num(ret, "val_step", "%.0f", step, sizeof step));
 		kv(f, "val loss:", buf);
+	}
+	json_t *pm = cli_jobj(ret, "memory");
+	if (pm) { /* its part of rematd --memory's pool */
+		char a[32], b[32], c[32], d[32], e[32];
+		snprintf(buf, sizeof buf, "%s of the pool (least %s, off %s, priority %s), "
+			"resident %s", cli_show_size(pm, "share_bytes", a, sizeof a),
+			cli_show_size(pm, "least_bytes", b, sizeof b),
+			cli_show_size(pm, "off_bytes", c, sizeof c),
+			cli_show_num(pm, "priority", "%.0f", d, sizeof d),
+			cli_show_size(pm, "rss_bytes", e, sizeof e));
+		kv(f, "pool share:", buf);
 	}
 	kv(f, "tokens/s:", cli_show_num(ret, "tokens_per_s", "%.0f", buf, sizeof buf));
 	kv(f, "step time:", cli_show_num(ret, "step_ms", "%.1f ms", buf, sizeof buf));
@@ -632,6 +660,21 @@ void cli_show_info(FILE *f, const char *job, const json_t *ret)
 	kv(f, "matmul:", show_str(ret, "matmul", "-", buf, sizeof buf));
 	kv(f, "max jobs:", cli_show_num(ret, "max_jobs", "%.0f", buf, sizeof buf));
 	kv(f, "jobs running:", cli_show_num(ret, "jobs_running", "%.0f", buf, sizeof buf));
+	json_t *pool = cli_jobj(ret, "pool"), *j;
+	if (!pool)
+		return;
+	char a[32], g[32], c[32], src[32];
+	snprintf(buf, sizeof buf, "%s (%s), %s given, the jobs' least %s",
+		cli_show_size(pool, "bytes", a, sizeof a), show_str(pool, "source", "-", src,
+		sizeof src), cli_show_size(pool, "given_bytes", g, sizeof g),
+		cli_show_size(pool, "least_bytes", c, sizeof c));
+	kv(f, "memory pool:", buf);
+	json_array_foreach(json_object_get(pool, "jobs"), i, j) {
+		char id[32];
+		snprintf(buf, sizeof buf, "%s %s", show_str(j, "job", "-", id, sizeof id),
+			cli_show_size(j, "share_bytes", a, sizeof a));
+		kv(f, "", buf);
+	}
 }
 
 void cli_show_start(FILE *f, const char *job, const json_t *ret)

@@ -85,6 +85,7 @@ int main(void)
 	srunner_add_suite(sr, suite_tok());
 	srunner_add_suite(sr, suite_tokjob());
 	srunner_add_suite(sr, suite_text());
+	srunner_add_suite(sr, suite_pool());
 	srunner_add_suite(sr, suite_data());
 	srunner_add_suite(sr, suite_plot());
 	srunner_add_suite(sr, suite_import());

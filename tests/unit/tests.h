@@ -18,6 +18,7 @@ Suite *suite_st(void);
 Suite *suite_tok(void);
 Suite *suite_tokjob(void); /* tests/unit/test_tok_job.c */
 Suite *suite_text(void);   /* tests/e2e/test_text.c */
+Suite *suite_pool(void);   /* tests/e2e/test_pool.c */
 Suite *suite_data(void);
 Suite *suite_plot(void);
 Suite *suite_import(void);

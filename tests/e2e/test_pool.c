@@ -1,0 +1,303 @@
+/* test_pool.c - rematd --memory, suite "pool": one memory pool shared by the jobs, real
+ * workers on a model whose `off` peak is far above its least.
+ *
+ *  - admission by the least: a pool that holds two jobs' least but not three runs two,
+ *    the third waits saying for how much of the pool; when one stops it starts;
+ *  - the division: the shares told (POOL_CHANGED, replayed in order) never add up to more
+ *    than the pool, which holds only if every shrink is told before the grows it makes
+ *    room for; the running jobs' resident memory, read from /proc, stays under the pool;
+ *    each share lies between the job's least and its off peak;
+ *  - priorities: of two squeezed jobs, the one of priority 10 gets the larger share;
+ *  - a job with its own remat.budget keeps it, reserved as such;
+ *  - a bad --memory is refused at start.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "t_daemon.h"
+#include "t_util.h"
+#include "tests.h"
+
+#define POOL_MS 60000 /* what a test waits for at most */
+
+/* A job whose activations (off: about 34 MiB) dwarf what it holds besides (about 45 MiB
+ * with the process's own), running until stopped; extra: more root keys. */
+static char *spec_of(char *buf, size_t len, const char *extra)
+{
+	snprintf(buf, len, "{\"model\":{\"n_layer\":4,\"n_embd\":128,\"n_head\":4,"
+		"\"n_positions\":128,\"vocab_size\":256},\"data\":{\"train\":\"" T_GPL "\","
+		"\"format\":\"bytes\"},\"batch\":8,\"seq_len\":128,\"steps\":1000000,\"threads\":1"
+		"%s}", extra);
+	return buf;
+}
+
+/* The job's "memory" in job-status (new reference). */
+static json_t *memory_of(td_conn *c, const char *job)
+{
+	json_t *st = td_job_status(c, job);
+	json_t *m = json_incref(json_object_get(st, "memory"));
+	ck_assert_msg(json_is_object(m), "job %s: no memory in job-status", job);
+	json_decref(st);
+	return m;
+}
+
+static long long num(const json_t *o, const char *key)
+{
+	return (long long)json_integer_value(json_object_get(o, key));
+}
+
+/* A daemon with --memory pool (NULL: none), a connection subscribed to every event and
+ * one for requests. */
+static void pool_daemon(td_daemon *d, const char *pool, td_conn *ev, td_conn *rq)
+{
+	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), "--max-jobs", "4",
+		pool ? "--memory" : NULL, pool, NULL};
+	td_daemon_paths(d);
+	td_daemon_start(d, extra);
+	*ev = td_open(d);
+	*rq = td_open(d);
+	json_decref(td_request(ev, "{\"execute\":\"subscribe\"}"));
+}
+
+/* The least and off peak the pool plans for the job (one started under a large pool). */
+static void figures(long long *least, long long *off)
+{
+	td_daemon d;
+	td_conn ev, rq;
+	char spec[1024];
+	pool_daemon(&d, "8GiB", &ev, &rq);
+	const char *j = td_job_start(&rq, spec_of(spec, sizeof spec, ""), NULL);
+	char job[16];
+	snprintf(job, sizeof job, "%s", j);
+	td_wait_step(&ev, job);
+	json_t *m = memory_of(&rq, job);
+	*least = num(m, "least_bytes");
+	*off = num(m, "off_bytes");
+	json_decref(m);
+	ck_assert_msg(*least > 0 && *off > *least + *least / 3, "least %lld, off %lld", *least,
+		*off);
+	td_close(&ev);
+	td_close(&rq);
+	td_daemon_stop(&d);
+}
+
+/* The resident bytes of pid (VmRSS), 0 when gone. */
+static long long rss_of(long long pid)
+{
+	char path[64], line[256];
+	long long kb = 0;
+	snprintf(path, sizeof path, "/proc/%lld/status", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "VmRSS: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb * 1024;
+}
+
+/* The shares told so far, replayed from the events in order. */
+typedef struct replay {
+	long long pool;
+	char job[8][16];
+	long long share[8], pid[8];
+	int pending[8];        /* a shrink told, applying at this step: no grow till then */
+	int n, told, shrinks;
+} replay;
+
+static int slot(replay *r, const char *job)
+{
+	for (int i = 0; i < r->n; i++)
+		if (!strcmp(r->job[i], job))
+			return i;
+	ck_assert_int_lt(r->n, 8);
+	snprintf(r->job[r->n], sizeof r->job[r->n], "%s", job);
+	r->share[r->n] = r->pid[r->n] = 0;
+	r->pending[r->n] = 0;
+	return r->n++;
+}
+
+/* Reads events for at most ms, until a STEP of job (NULL: none ends it): each
+ * POOL_CHANGED's share replayed, whose sum over the jobs never passes the pool, each share
+ * between the job's least and its off peak; no grow (or admission) told while a shrink
+ * waits for the STEP it applies at; a job that ended holds nothing; the jobs' resident
+ * memory, read from /proc meanwhile, stays under the pool. */
+static void replay_until(td_conn *ev, td_conn *rq, replay *r, const char *job, int ms)
+{
+	long end = td_ms() + ms;
+	while (td_ms() < end) {
+		json_t *o = td_read_msg(ev, 100);
+		long long rss = 0;
+		for (int i = 0; i < r->n; i++)
+			rss += r->pid[i] ? rss_of(r->pid[i]) : 0;
+		ck_assert_msg(rss <= r->pool, "the jobs hold %lld bytes, the pool is %lld", rss,
+			r->pool);
+		const char *name = json_string_value(json_object_get(o, "event"));
+		json_t *d = json_object_get(o, "data");
+		const char *of = d ? td_str(d, "job") : NULL;
+		if (name && !strcmp(name, "STEP")) {
+			int i = slot(r, of);
+			if (!r->pid[i]) {
+				json_t *st = td_job_status(rq, of);
+				r->pid[i] = num(st, "pid");
+				json_decref(st);
+			}
+			if (r->pending[i] && num(d, "step") >= r->pending[i])
+				r->pending[i] = 0;
+			if (job && !strcmp(of, job)) {
+				json_decref(o);
+				return;
+			}
+		}
+		const char *to = name && !strcmp(name, "JOB_STATE_CHANGED") ? td_str(d, "to") : "";
+		if (!strcmp(to, "stopped") || !strcmp(to, "failed")) {
+			int i = slot(r, of);
+			r->share[i] = r->pid[i] = 0;
+			r->pending[i] = 0;
+		}
+		if (name && !strcmp(name, "POOL_CHANGED")) {
+			long long sum = 0;
+			const char *phase = td_str(d, "phase");
+			int k = slot(r, of);
+			r->share[k] = num(d, "share_bytes");
+			if (!strcmp(phase, "shrink")) {
+				r->pending[k] = (int)num(d, "applies_at_step");
+				r->shrinks++;
+			}
+			for (int i = 0; i < r->n; i++)
+				ck_assert_msg(strcmp(phase, "shrink") == 0 || !r->pending[i],
+					"%s of %s told before %s's shrink applied", phase, of,
+					r->job[i]);
+			for (int i = 0; i < r->n; i++)
+				sum += r->share[i];
+			ck_assert_msg(sum <= r->pool, "told %lld bytes of a pool of %lld (%s %s)",
+				sum, r->pool, td_str(d, "phase"), of);
+			ck_assert(num(d, "share_bytes") >= num(d, "least_bytes") * 99 / 100 &&
+				num(d, "share_bytes") <= num(d, "off_bytes"));
+			r->told++;
+		}
+		json_decref(o);
+	}
+	ck_assert_msg(!job, "no step of job %s within %d ms", job, ms);
+}
+
+START_TEST(test_pool_admission_and_division)
+{
+	long long least, off;
+	figures(&least, &off);
+	/* two leasts and half of what the off peaks add: three do not fit */
+	long long pool = 2 * least + (off - least) / 2;
+	char arg[32], spec[1024], job[3][16];
+	snprintf(arg, sizeof arg, "%lld", pool);
+	td_daemon d;
+	td_conn ev, rq;
+	pool_daemon(&d, arg, &ev, &rq);
+	replay r = {.pool = pool};
+	for (int i = 0; i < 3; i++) {
+		snprintf(job[i], sizeof job[i], "%s", td_job_start(&rq, spec_of(spec, sizeof spec,
+			""), NULL));
+		if (i < 2)
+			replay_until(&ev, &rq, &r, job[i], POOL_MS);
+	}
+	json_t *st = td_job_status(&rq, job[2]);
+	ck_assert_str_eq(td_str(st, "state"), "queued");
+	ck_assert_msg(strstr(td_str(st, "reason"), "waiting for") &&
+		strstr(td_str(st, "reason"), "of the pool"), "%s", td_str(st, "reason"));
+	json_decref(st);
+	replay_until(&ev, &rq, &r, NULL, 8000);
+	/* squeezed: the two together hold no more than the pool, each under its off peak */
+	json_t *m0 = memory_of(&rq, job[0]), *m1 = memory_of(&rq, job[1]);
+	ck_assert_int_le(num(m0, "share_bytes") + num(m1, "share_bytes"), pool);
+	ck_assert_int_lt(num(m0, "share_bytes"), off);
+	json_decref(m0);
+	json_decref(m1);
+	/* one stops: the waiting one starts */
+	json_decref(td_request(&rq, "{\"execute\":\"job-stop\",\"arguments\":{\"job\":\"%s\","
+		"\"save\":false}}", job[0]));
+	replay_until(&ev, &rq, &r, job[2], POOL_MS);
+	replay_until(&ev, &rq, &r, NULL, 4000);
+	ck_assert_int_gt(r.told, 3);
+	ck_assert_int_gt(r.shrinks, 0);
+	json_t *info = td_request(&rq, "{\"execute\":\"daemon-info\"}");
+	json_t *p = json_object_get(json_object_get(info, "return"), "pool");
+	ck_assert_int_le(num(p, "given_bytes"), pool);
+	json_decref(info);
+	td_close(&ev);
+	td_close(&rq);
+	td_daemon_stop(&d);
+}
+END_TEST
+
+START_TEST(test_pool_priority_and_own_budget)
+{
+	long long least, off;
+	figures(&least, &off);
+	long long pool = 2 * least + (off - least) / 2;
+	char arg[32], spec[1024], job[2][16], extra[128];
+	snprintf(arg, sizeof arg, "%lld", pool);
+	td_daemon d;
+	td_conn ev, rq;
+	pool_daemon(&d, arg, &ev, &rq);
+	replay r = {.pool = pool};
+	snprintf(job[0], sizeof job[0], "%s", td_job_start(&rq, spec_of(spec, sizeof spec,
+		",\"priority\":10"), NULL));
+	replay_until(&ev, &rq, &r, job[0], POOL_MS);
+	snprintf(job[1], sizeof job[1], "%s", td_job_start(&rq, spec_of(spec, sizeof spec, ""),
+		NULL));
+	replay_until(&ev, &rq, &r, job[1], POOL_MS);
+	replay_until(&ev, &rq, &r, NULL, 6000);
+	json_t *hi = memory_of(&rq, job[0]), *lo = memory_of(&rq, job[1]);
+	ck_assert_int_eq(num(hi, "priority"), 10);
+	ck_assert_msg(num(hi, "share_bytes") > num(lo, "share_bytes"), "priority 10: %lld, 1: "
+		"%lld", num(hi, "share_bytes"), num(lo, "share_bytes"));
+	json_decref(hi);
+	json_decref(lo);
+	json_decref(td_request(&rq, "{\"execute\":\"job-stop\",\"arguments\":{\"job\":\"%s\","
+		"\"save\":false}}", job[1]));
+	json_decref(td_wait_state(&ev, job[1], "stopped", POOL_MS));
+	/* its own budget: reserved as it is, never resized */
+	long long own = least + (off - least) / 4;
+	snprintf(extra, sizeof extra, ",\"remat\":{\"budget\":%lld}", own);
+	snprintf(job[1], sizeof job[1], "%s", td_job_start(&rq, spec_of(spec, sizeof spec, extra),
+		NULL));
+	td_wait_step(&ev, job[1]);
+	td_sleep_ms(3000);
+	json_t *m = memory_of(&rq, job[1]);
+	json_t *info = td_request(&rq, "{\"execute\":\"daemon-info\"}");
+	ck_assert_int_eq(num(m, "share_bytes"), own);
+	json_t *p = json_object_get(json_object_get(info, "return"), "pool");
+	ck_assert_int_eq(num(p, "bytes"), pool);
+	ck_assert_int_le(num(p, "given_bytes"), pool);
+	json_decref(m);
+	json_decref(info);
+	td_close(&ev);
+	td_close(&rq);
+	td_daemon_stop(&d);
+}
+END_TEST
+
+START_TEST(test_pool_bad_option)
+{
+	td_daemon d;
+	const char *extra[] = {"--memory", "lots", NULL};
+	td_daemon_paths(&d);
+	pid_t pid = td_daemon_exec(&d, extra);
+	ck_assert_int_eq(td_wait_pid(pid, T_START_MS), 1);
+	char *log = td_slurp(d.log);
+	ck_assert_msg(strstr(log, "--memory 'lots': give a size"), "%s", log);
+}
+END_TEST
+
+Suite *suite_pool(void)
+{
+	Suite *s = suite_create("pool");
+	TCase *tc = tcase_create("pool");
+	tcase_set_timeout(tc, 180);
+	tcase_add_test(tc, test_pool_admission_and_division);
+	tcase_add_test(tc, test_pool_priority_and_own_budget);
+	tcase_add_test(tc, test_pool_bad_option);
+	suite_add_tcase(s, tc);
+	return s;
+}
