@@ -371,6 +371,7 @@ bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm $(BUILD)/bin/benc
 	@$(BENCH_ENV) sh bench/bf16.sh $(abspath $(BUILD)/bin) mini 4 64 300 $(abspath $(BUILD)/bench/bf16-mini.json)
 	@sh bench/tok.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/npm) $(abspath $(BUILD)/bench/tok.json)
 	@$(BENCH_ENV) sh bench/data.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/bench/data.json)
+	@$(BENCH_ENV) sh bench/pool.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/bench/pool.json)
 	@echo "JSON: $(abspath $(BUILD)/bench)/*.json"
 
 # The matmul libraries compared on the model's products (INSTALL=1 installs BLIS and oneDNN)

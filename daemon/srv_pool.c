@@ -138,7 +138,8 @@ static long long job_holds(const srv_job *job)
  * not reaped, or admitted and waiting for the others to make room. */
 static int in_pool(const srv_job *job)
 {
-	return (job->proc_alive || (job->pool.admitted && job->state == PROTO_JOB_QUEUED)) &&
+	return ((job->proc_alive && !job->reaped) ||
+		       (job->pool.admitted && job->state == PROTO_JOB_QUEUED)) &&
 	       job->pool.least > 0;
 }
 

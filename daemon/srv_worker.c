@@ -354,6 +354,7 @@ static void worker_reap(srv_job *job)
 		srv_job_save_record(job);
 	}
 	worker_unanswered(job, desc, 1);
+	srv_pool_changed(srv, "a job ended"); /* its share back to the others */
 	srv_job_schedule(srv);
 	srv->on_worker_reaped(srv);
 }
