@@ -177,6 +177,12 @@ int srv_pool_admit(srv_job *job)
 	if (!srv->pool.on || pj->least <= 0)
 		return 1;
 	taken = pool_taken(srv, &n, &reserved);
+	if (pj->admitted && reserved > srv->pool.bytes) {
+		/* the running jobs' own words put their least above the plan's: it waits again */
+		pj->admitted = 0;
+		taken -= job_reserve(job);
+		reserved -= job_reserve(job);
+	}
 	if (!pj->admitted) {
 		/* admitted when every admitted job's least, and its own, fit */
 		if (reserved + job_reserve(job) > srv->pool.bytes) {

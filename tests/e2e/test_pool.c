@@ -10,7 +10,9 @@
  *  - priorities: of two squeezed jobs, the one of priority 10 gets the larger share;
  *  - a job with its own remat.budget keeps it, reserved as such;
  *  - a bad --memory is refused at start.
- */
+ * Under AddressSanitizer the jobs' tests run a job under a pool far above it, then skip
+ * the rest with a line: its shadow and quarantine are the workers' memory as much as the
+ * run's, so no least the plan gives holds there. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,7 +188,9 @@ static void replay_until(td_conn *ev, td_conn *rq, replay *r, const char *job, i
 START_TEST(test_pool_admission_and_division)
 {
 	long long least, off;
-	figures(&least, &off);
+	figures(&least, &off); /* the pool's own paths, under a pool far above the job */
+	if (t_asan_skips("test_pool_admission_and_division"))
+		return;
 	/* two leasts and half of what the off peaks add: three do not fit */
 	long long pool = 2 * least + (off - least) / 2;
 	char arg[32], spec[1024], job[3][16];
@@ -233,7 +237,9 @@ END_TEST
 START_TEST(test_pool_priority_and_own_budget)
 {
 	long long least, off;
-	figures(&least, &off);
+	figures(&least, &off); /* the pool's own paths, under a pool far above the job */
+	if (t_asan_skips("test_pool_priority_and_own_budget"))
+		return;
 	long long pool = 2 * least + (off - least) / 2;
 	char arg[32], spec[1024], job[2][16], extra[128];
 	snprintf(arg, sizeof arg, "%lld", pool);
