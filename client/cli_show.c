@@ -167,8 +167,8 @@ void cli_show_status(FILE *f, const char *job, const json_t *ret)
 	cli_show__kv(f, "tokens/s:", cli_show_num(ret, "tokens_per_s", "%.0f", buf, sizeof buf));
 	cli_show__kv(f, "step time:", cli_show_num(ret, "step_ms", "%.1f ms", buf, sizeof buf));
 	if (cli_jnum(ret, "grad_accum", &v) && v > 1)
-		cli_show__kv(f, "grad accum:", cli_show_num(ret, "grad_accum", "%.0f micro-batches a step", buf,
-			sizeof buf));
+		cli_show__kv(f, "grad accum:", cli_show_num(ret, "grad_accum",
+			"%.0f micro-batches a step", buf, sizeof buf));
 	const char *prec = json_string_value(json_object_get(ret, "precision"));
 	if (prec && strcmp(prec, "fp32") != 0)
 		cli_show__kv(f, "precision:", prec);
@@ -184,7 +184,8 @@ void cli_show_status(FILE *f, const char *job, const json_t *ret)
 	cli_show__kv(f, "policy:", cli_policy_format(cli_jobj(ret, "policy"), buf, sizeof buf));
 	if (cli_auto_text(ret, 0, buf, sizeof buf)) /* the memory controller, when one is on */
 		cli_show__kv(f, "memory budget:", buf);
-	cli_show__kv(f, "last checkpoint:", cli_show__str(ret, "last_checkpoint", "-", buf, sizeof buf));
+	cli_show__kv(f, "last checkpoint:", cli_show__str(ret, "last_checkpoint", "-", buf,
+		sizeof buf));
 	json_t *se = cli_jobj(ret, "last_save_error");
 	if (se) {
 		char reason[TEXT_LEN], step[32];
@@ -196,7 +197,8 @@ void cli_show_status(FILE *f, const char *job, const json_t *ret)
 	if (reason && *reason)
 		cli_show__kv(f, "reason:", cli_str_clean(reason, buf, sizeof buf));
 	if (cli_jnum(ret, "exit_status", &v))
-		cli_show__kv(f, "exit status:", cli_show_num(ret, "exit_status", "%.0f", buf, sizeof buf));
+		cli_show__kv(f, "exit status:", cli_show_num(ret, "exit_status", "%.0f", buf,
+			sizeof buf));
 }
 
 /* A change rematd answered "queued" (its worker did not take it in time): 1 after saying
@@ -264,7 +266,8 @@ void cli_show_info(FILE *f, const char *job, const json_t *ret)
 	cli_show__kv(f, "blas:", cli_show__str(ret, "blas", "-", buf, sizeof buf));
 	cli_show__kv(f, "matmul:", cli_show__str(ret, "matmul", "-", buf, sizeof buf));
 	cli_show__kv(f, "max jobs:", cli_show_num(ret, "max_jobs", "%.0f", buf, sizeof buf));
-	cli_show__kv(f, "jobs running:", cli_show_num(ret, "jobs_running", "%.0f", buf, sizeof buf));
+	cli_show__kv(f, "jobs running:", cli_show_num(ret, "jobs_running", "%.0f", buf,
+		sizeof buf));
 	json_t *pool = cli_jobj(ret, "pool"), *j;
 	if (!pool)
 		return;
@@ -321,7 +324,8 @@ void cli_show_resume(FILE *f, const char *job, const json_t *ret)
 			cli_show_num(ret, "step", "%.0f", step, sizeof step),
 			cli_show__str(ret, "state", "-", st, sizeof st));
 	else
-		fprintf(f, "%s: %s at step %s\n", job, cli_show__str(ret, "state", "-", st, sizeof st),
+		fprintf(f, "%s: %s at step %s\n", job,
+			cli_show__str(ret, "state", "-", st, sizeof st),
 			cli_show_num(ret, "step", "%.0f", step, sizeof step));
 }
 
