@@ -101,6 +101,7 @@ void srv_pool_job_init(srv_job *job, const json_t *spec, int resume)
 	eng_policy_init(&off, q.cfg->n_layer);
 	eng_plan_policy(q.cfg, q.B, q.T, q.chunk_rows, &off, &plan);
 	pj->off = (long long)(q.fixed + q.optional + plan.saved_bytes + plan.recompute_bytes);
+	pj->model_flops = plan.model_flops;
 }
 
 /* A job's least: the worker's own word once it has one (its controller counts the
@@ -433,17 +434,11 @@ void srv_pool_step(srv_job *job, const json_t *data)
 	double ms = json_number_value(json_object_get(data, "step_ms"));
 	double re = json_number_value(json_object_get(data, "recompute_ms"));
 	int step = (int)json_integer_value(json_object_get(data, "step"));
-	eng_plan_query q;
 	if (!job->srv->pool.on || pj->least <= 0)
 		return;
 	int first = pj->rate <= 0;
-	if (ms > re && job_query(job, &q) == 0) {
-		eng_policy off;
-		eng_plan plan;
-		eng_policy_init(&off, q.cfg->n_layer);
-		eng_plan_policy(q.cfg, q.B, q.T, q.chunk_rows, &off, &plan);
-		pj->rate = plan.model_flops / (ms - re);
-	}
+	if (ms > re)
+		pj->rate = pj->model_flops / (ms - re);
 	if (pj->ack_step > 0 && step >= pj->ack_step) {
 		pj->ack_step = 0;
 		grow_waiting(job->srv);

@@ -66,6 +66,7 @@ typedef struct srv_pool_job {
 			       * running jobs' shrinks to make room */
 	long long told_from;  /* the share before the last one told (a refusal goes back) */
 	long long floor;      /* a refused budget and a twentieth: never told less again */
+	double model_flops;   /* a step's forward and backward without recompute (plan) */
 	double rate;          /* measured FLOPs a ms of its steps, 0 until a STEP */
 	double rate_divided;  /* the rate the last division used */
 	long long rss;        /* the last MEMORY event's resident bytes */

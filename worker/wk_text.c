@@ -3,17 +3,10 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "eng_tokcache.h"
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
+#include "eng_util.h"
 
 void wk_text_bar(FILE *f, const char *what, uint64_t done, uint64_t total, double rate)
 {
@@ -81,7 +74,7 @@ static void tell(wk_text *t, const eng_text_note *n, double now)
 static void on_text(void *ud, const eng_text_note *n)
 {
 	wk_text *t = ud;
-	double now = now_s();
+	double now = eng_now_ms() / 1000.0;
 	if (n->phase == ENG_TEXT_HASHING)
 		t->t0 = now;
 	tell(t, n, now);

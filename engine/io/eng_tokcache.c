@@ -14,16 +14,10 @@
 #include "eng_fs.h"
 #include "eng_sha256.h"
 #include "eng_tokfile.h"
+#include "eng_util.h"
 
 #define LOCK_POLL_US 200000 /* how often a waiting job looks at another's lock */
 #define RECORD_MAX (1u << 20) /* largest record read */
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + t.tv_nsec / 1e9;
-}
 
 /* The identity of r's tokens as text (one line a part), its corpus hashed; *st the
  * corpus's stat as hashed. */
@@ -189,10 +183,10 @@ static int make_entry(const eng_dir *d, const eng_tokcache_req *r, eng_tokcache_
 	eng_tokfile_stats ts;
 	char *corpus = (char *)r->corpus;
 	struct stat after;
-	double t0 = now_s();
+	double t0 = eng_now_ms();
 	if (eng_tokfile_write(r->tokenizer, &corpus, 1, e->path, &o, &ts, err) < 0)
 		return -1;
-	e->seconds = now_s() - t0;
+	e->seconds = (eng_now_ms() - t0) / 1000.0;
 	int fd = eng_fs_open_read(r->corpus, "corpus file", &after, err);
 	if (fd < 0)
 		return -1;
