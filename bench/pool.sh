@@ -50,10 +50,14 @@ daemon() {
 	done
 }
 
+# the pid of job J's worker, "" once it has none
+pid_of() { ctl --json status "$1" 2>/dev/null | python3 -c 'import json,sys
+p = json.load(sys.stdin).get("pid"); print(p if p else "")'; }
+
 # run WAY JOB...: waits for every job to finish, sampling the workers' summed VmRSS;
 # prints "WALL_S MAX_RSS_BYTES"
 run() {
-	label=$1
+	way=$1
 	shift
 	t0=$(date +%s.%N)
 	max=0
@@ -63,7 +67,7 @@ run() {
 		for j in "$@"; do
 			st=$(ctl --json status "$j" | python3 -c 'import json,sys
 d = json.load(sys.stdin); print(d["state"], d.get("pid") or 0)')
-			case $st in finished*) continue ;; failed*|stopped*) echo "$label: $j $st" >&2; exit 1 ;; esac
+			case $st in finished*) continue ;; failed*|stopped*) echo "$way: $j $st" >&2; exit 1 ;; esac
 			live=1
 			p=${st#* }
 			r=$(awk '/^VmRSS:/ {print $2 * 1024}' "/proc/$p/status" 2>/dev/null || echo 0)
@@ -93,31 +97,33 @@ half=$((pool / 2))
 echo "pool: job least $((least / 1048576)) MiB, off $((off / 1048576)) MiB; pool $((pool / 1048576)) MiB (the two off peaks pass it by a third)"
 
 # the pool: both at once
-# way WAY EXTRA DAEMON-ARGS...: jobs a and b (their specs' EXTRA keys) under a fresh rematd
-# started with DAEMON-ARGS, every event kept in WAY-events; "WALL_S MAX_RSS_BYTES" into
-# WAY.out (run in this shell: the daemon it starts is the next one's to stop)
-way() {
-	w=$1
-	x=$2
-	shift 2
-	for n in a b; do spec $n "$w" "$x"; done
-	daemon "$w" --worker "$bin/remat-train" "$@"
-	ctl --json events > "$dir/$w-events" 2>/dev/null &
-	evpid=$!
-	ja=$(ctl start "$dir/$w-a.json")
-	jb=$(ctl start "$dir/$w-b.json")
-	run "$w" "$ja" "$jb" > "$dir/$w.out"
-	kill "$evpid" 2>/dev/null || true
-	evpid=
-}
-# the pool: both at once; one after the other, each alone at off; both at once, a static
-# half each
-way pool "" --max-jobs 2 --memory "$pool"
-way seq "" --max-jobs 1
-way half ", \"remat\": {\"budget\": $half}" --max-jobs 2
-read -r pool_wall pool_rss < "$dir/pool.out"
-read -r seq_wall seq_rss < "$dir/seq.out"
-read -r half_wall half_rss < "$dir/half.out"
+for n in a b; do spec $n pool; done
+daemon pool --max-jobs 2 --memory "$pool" --worker "$bin/remat-train"
+ctl --json events > "$dir/pool-events" 2>/dev/null &
+evpid=$!
+ja=$(ctl start "$dir/pool-a.json")
+jb=$(ctl start "$dir/pool-b.json")
+set -- $(run pool "$ja" "$jb")
+pool_wall=$1
+pool_rss=$2
+kill "$evpid" 2>/dev/null || true
+evpid=
+# one after the other, each alone at off
+for n in a b; do spec $n seq; done
+daemon seq --max-jobs 1 --worker "$bin/remat-train"
+ja=$(ctl start "$dir/seq-a.json")
+jb=$(ctl start "$dir/seq-b.json")
+set -- $(run seq "$ja" "$jb")
+seq_wall=$1
+seq_rss=$2
+# both at once, a static half each
+for n in a b; do spec $n half ", \"remat\": {\"budget\": $half}"; done
+daemon half --max-jobs 2 --worker "$bin/remat-train"
+ja=$(ctl start "$dir/half-a.json")
+jb=$(ctl start "$dir/half-b.json")
+set -- $(run half "$ja" "$jb")
+half_wall=$1
+half_rss=$2
 
 same=yes
 for n in a b; do
