@@ -248,6 +248,19 @@ static int build_memlog(const cli_command *cmd, const cli_args *a, json_t **req)
 	return CLI_EXIT_OK;
 }
 
+/* A value of set checked as the worker (h, a live hyperparameter) or rematd (h -1: priority)
+ * will: 0, or -1 with desc. */
+static int set_check(int h, const json_t *v, char *desc, size_t desclen)
+{
+	json_int_t p = json_integer_value(v);
+	if (h >= 0)
+		return proto_hparam_check((proto_hparam)h, v, desc, desclen);
+	if (json_is_integer(v) && p >= 1 && p <= PROTO_PRIORITY_MAX)
+		return 0;
+	snprintf(desc, desclen, "priority must be an integer from 1 to %d", PROTO_PRIORITY_MAX);
+	return -1;
+}
+
 /* set: KEY=VALUE... into {"job", "set": {KEY: VALUE}}, each checked as the worker will
  * (proto's table): numbers as numbers, schedule's cosine or constant as a string. */
 static int build_set(const cli_command *cmd, const cli_args *a, json_t **req)
@@ -269,12 +282,13 @@ static int build_set(const cli_command *cmd, const cli_args *a, json_t **req)
 			key[n] = '\0';
 			h = proto_hparam_find(key);
 		}
-		if (h < 0) {
+		int priority = eq && n < sizeof key && !strcmp(key, PROTO_PRIORITY);
+		if (h < 0 && !priority) {
 			json_decref(set);
 			json_decref(*req);
 			return cli_fail_usage(cmd, "'%s' is not KEY=VALUE with a live hyperparameter "
 				"(lr, schedule, warmup, min_lr_frac, grad_clip, weight_decay, eval.every, "
-				"save.every)", kv);
+				"save.every) or priority", kv);
 		}
 		errno = 0;
 		double x = strtod(eq + 1, &end);
@@ -282,7 +296,7 @@ static int build_set(const cli_command *cmd, const cli_args *a, json_t **req)
 			: errno || end == eq + 1 || *end ? NULL
 			: x == floor(x) && fabs(x) < 1e15 && strpbrk(eq + 1, ".eE") == NULL
 				? json_integer((json_int_t)x) : json_real(x);
-		if (!v || proto_hparam_check((proto_hparam)h, v, desc, sizeof desc) < 0) {
+		if (!v || set_check(h, v, desc, sizeof desc) < 0) {
 			json_decref(v);
 			json_decref(set);
 			json_decref(*req);
@@ -431,7 +445,8 @@ const cli_command cli_commands[] = {
      "the validation loss now (at the next step boundary)", NULL, NULL},
     {"set", "JOB KEY=VALUE...", CLI_JOB_NEEDED, 0, 1, CLI_MAX_POS, "job-set", build_set,
      cli_show_set, "change lr (with schedule, warmup, min_lr_frac: a new schedule), "
-     "grad_clip, weight_decay, eval.every or save.every from the next step on", NULL, NULL},
+     "grad_clip, weight_decay, eval.every or save.every from the next step on; priority=N "
+     "(alone) weighs the job in rematd's memory pool", NULL, NULL},
     {"logs", "JOB [-f] [--interval DUR] [--count N]", CLI_JOB_NEEDED,
      CLI_OPT_FOLLOW | CLI_OPT_INTERVAL | CLI_OPT_COUNT, 0, 0, NULL, NULL, NULL,
      "every step and eval of the job (metrics.jsonl) as JSON lines; -f follows", NULL,

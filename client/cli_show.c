@@ -12,6 +12,7 @@
 
 #include "cli_fmt.h"
 #include "cli_show_int.h"
+#include "proto.h"
 
 const char *const cli_mem_categories[] = {"params",    "grads",	    "optimizer", "activations",
 					  "recompute", "workspace", "data",	 NULL};
@@ -424,6 +425,13 @@ void cli_show_set(FILE *f, const char *job, const json_t *ret)
 				used ? " " : "", k, cli_value_format(v, t, sizeof t));
 	}
 	char clean[TEXT_LEN];
+	if (json_object_get(json_object_get(ret, "set"), PROTO_PRIORITY)) { /* rematd's */
+		const json_t *m = json_object_get(ret, "memory");
+		fprintf(f, "%s: %s%s\n", job, cli_str_clean(kv, clean, sizeof clean),
+			json_is_object(m) ? ": its weight in the memory pool from now on"
+			: " (kept: rematd has no memory pool, rematd --memory, to weigh it in)");
+		return;
+	}
 	fprintf(f, "%s: from step %s: %s\n", job,
 		cli_show_num(ret, "applies_at_step", "%.0f", step, sizeof step),
 		cli_str_clean(kv, clean, sizeof clean));

@@ -319,13 +319,14 @@ _rematctl()
 		;;
 	*:set)
 		# the job, then the live hyperparameters (proto's table, as rematctl set names them)
+		# and rematd's priority
 		if ((${#pos[@]} == 1)); then
 			_rematctl_job_ids "$_rematctl_live_states"
 			_rematctl_reply "${_rematctl_jobs[@]}"
 		else
 			compopt -o nospace 2>/dev/null
 			_rematctl_reply lr= schedule= warmup= min_lr_frac= grad_clip= weight_decay= \
-				eval.every= save.every=
+				eval.every= save.every= priority=
 		fi
 		;;
 	1:stop | 1:save | 1:eval | 1:watch | 2:remat\ get | 2:remat\ costs | 2:remat\ profile | 2:remat\ auto | 2:remat\ memlog | 2:mem\ reset)

@@ -252,6 +252,27 @@ static int here_resume(srv_conn *c, const proto_request *req, srv_job *job)
 	return 1;
 }
 
+/* job-set's "priority" is rematd's: the job's weight in the pool, in any state, kept in
+ * its record; given alone (the other keys are the worker's, and answered by it). */
+static int here_set(srv_conn *c, const proto_request *req, srv_job *job)
+{
+	const json_t *set = json_object_get(req->args, "set");
+	const json_t *v = json_object_get(set, PROTO_PRIORITY);
+	if (!v)
+		return 0;
+	if (json_object_size(set) != 1) {
+		cmd_refuse(c, "job-set", PROTO_ERR_INVALID_PARAMETER, "'priority' is rematd's and "
+			"the others are the job's worker's: set it on its own (rematctl set JOB "
+			"priority=N), then the others", req->id);
+		return 1;
+	}
+	srv_pool_set_priority(job, (int)json_integer_value(v));
+	srv_job_save_record(job);
+	json_t *ret = json_pack("{s:O,s:o}", "set", set, "memory", srv_pool_job_json(job));
+	cmd_answer(c, "job-set", ret, PROTO_ERR_INTERNAL, "out of memory", req->id);
+	return 1;
+}
+
 /* the job's log, whatever its state: rematd keeps the file */
 static int here_metrics(srv_conn *c, const proto_request *req, srv_job *job)
 {
@@ -291,6 +312,7 @@ static job_here_fn *const job_here[PROTO_CMD_COUNT] = {
 	[PROTO_CMD_REMAT_PLAN] = here_plan,
 	[PROTO_CMD_JOB_STOP] = here_stop,
 	[PROTO_CMD_JOB_RESUME] = here_resume,
+	[PROTO_CMD_JOB_SET] = here_set,
 };
 
 /* 1 when rematd answered the command itself (job_here, or a refusal: no worker). */

@@ -48,6 +48,11 @@ static json_t *resume_spec(const srv_job *job, char *desc, size_t desclen)
 		json_decref(spec);
 		return NULL;
 	}
+	/* the pool's last share is no budget of the job's: the pool tells it one again, its
+	 * least when it is admitted (a share below what the resumed worker needs would fail
+	 * the check) */
+	if (srv_pool_divides(job))
+		json_object_del(remat, "budget");
 	return spec;
 }
 

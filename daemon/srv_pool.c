@@ -90,11 +90,18 @@ void srv_pool_job_init(srv_job *job, const json_t *spec, int resume)
 	eng_policy off;
 	eng_plan plan;
 	json_t *pr = json_object_get(spec, "priority");
-	int own = resume && pj->least > 0 ? pj->own
+	/* a resume keeps what the job had: its spec's remat.budget is then the pool's last
+	 * share, and its priority may have been set since (job-set) */
+	int keep = resume && pj->known, own = keep ? pj->own
 		: json_object_get(json_object_get(spec, "remat"), "budget") != NULL;
+	int priority = keep ? pj->priority : json_is_integer(pr) ? (int)json_integer_value(pr)
+		: 1;
+	long long floor = keep ? pj->floor : 0;
 	memset(pj, 0, sizeof *pj);
-	pj->priority = json_is_integer(pr) ? (int)json_integer_value(pr) : 1;
+	pj->known = 1;
+	pj->priority = priority;
 	pj->own = own;
+	pj->floor = floor;
 	if (job_query(job, &q) < 0)
 		return;
 	pj->least = (long long)eng_plan_least(q.cfg, q.B, q.T, q.chunk_rows, q.fixed, NULL);
@@ -211,11 +218,11 @@ int srv_pool_admit(srv_job *job)
 
 /* POOL_CHANGED for job: its share now, and why; a shrink with the step it applies at (its
  * worker's reply), once that is known. */
-static void publish(srv_job *job, const char *phase, const char *why, int at)
+static void publish(srv_job *job, const char *phase, int at)
 {
 	const srv_pool_job *pj = &job->pool;
 	json_t *d = json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:i,s:I}", "job", job->id, "phase", phase,
-		"reason", why, "share_bytes", (json_int_t)pj->share, "least_bytes",
+		"reason", pj->why, "share_bytes", (json_int_t)pj->share, "least_bytes",
 		(json_int_t)job_least(job), "off_bytes", (json_int_t)pj->off, "priority",
 		pj->priority, "pool_bytes", (json_int_t)job->srv->pool.bytes);
 	if (d && at > 0)
@@ -238,9 +245,10 @@ static void tell(srv_job *job, long long bytes, const char *phase, const char *w
 		pj->told_from = pj->share;
 		pj->share = bytes;
 		pj->ack_step = strcmp(phase, "shrink") == 0 ? -1 : 0;
+		srv_copy_text(pj->why, sizeof pj->why, why);
 		srv_log("job %s: pool share %.1f MiB (%s: %s)", job->id, MIB(bytes), phase, why);
 		if (pj->ack_step == 0) /* a shrink's, with its step, once its reply comes */
-			publish(job, phase, why, 0);
+			publish(job, phase, 0);
 	}
 	json_decref(args);
 }
@@ -248,6 +256,7 @@ static void tell(srv_job *job, long long bytes, const char *phase, const char *w
 void srv_pool_spawned(srv_job *job)
 {
 	job->pool.admitted = 0;
+	job->pool.seen_step = 0; /* a resume's worker counts from its checkpoint's step */
 	if (!job->srv->pool.on || job->pool.least <= 0 || job->pool.own)
 		return;
 	tell(job, job_least(job), "admit", "admitted at its least");
@@ -262,6 +271,20 @@ typedef struct cand {
 	long long bytes[SRV_POOL_LEVELS]; /* least .. off, rising */
 	double cost[SRV_POOL_LEVELS];     /* priority x added ms (or FLOPs) under each */
 } cand;
+
+/* What a job will hold once the shrinks told are done: its share, or its reserve. */
+static long long job_after(const srv_job *job)
+{
+	return job->pool.share ? job->pool.share : job_reserve(job);
+}
+
+/* 1 when the job is paused and holds more than its least: it is squeezed to it (paused,
+ * memory buys it nothing; the others may need it). */
+static int squeezable(const srv_job *job)
+{
+	return in_pool(job) && job->state == PROTO_JOB_PAUSED && !job->pool.own &&
+	       job->pool.share > job_least(job);
+}
 
 /* 1 when the division sizes this job: running, its rate measured, no budget of its own. */
 static int divisible(const srv_job *job)
@@ -335,6 +358,22 @@ out:
 	return rc;
 }
 
+/* A job that refused the least it was admitted at is told its own (what it refused and a
+ * twentieth, its floor), in the room the division made for it. Where the others' leasts
+ * leave less (the job's least, measured, is more than its admission counted), the pool
+ * would be overcommitted: said in the log, as that is what the job holds regardless. */
+static void readmit(srv_job *job)
+{
+	int n;
+	long long reserved, taken = pool_taken(job->srv, &n, &reserved);
+	job->pool.readmit = 0;
+	if (taken > job->srv->pool.bytes)
+		srv_log("job %s: the pool is overcommitted by %.1f MiB: the job's least, measured, "
+			"is above what its admission counted", job->id,
+			MIB(taken - job->srv->pool.bytes));
+	tell(job, job_least(job), "admit", "its own least, larger than planned");
+}
+
 /* Tells the grows the division holds, once no shrink is awaited. */
 static void grow_waiting(srv_server *srv)
 {
@@ -351,12 +390,14 @@ static void grow_waiting(srv_server *srv)
 		/* a shrink was refused: the grows counted on it, so none is told; the next
 		 * division knows the job's least better */
 		srv->pool.refused = 0;
-		srv_pool_changed(srv, "a job refused to shrink below its least");
+		srv_pool_changed(srv, "a job refused a share below its least");
 		return;
 	}
 	for (int i = 0; i < srv->n_jobs; i++) {
 		srv_job *j = srv->jobs[i];
-		if (divisible(j) && j->pool.want > j->pool.share)
+		if (j->pool.readmit && in_pool(j))
+			readmit(j);
+		else if (divisible(j) && j->pool.want > j->pool.share)
 			tell(j, j->pool.want, "grow", srv->pool.why);
 	}
 	if (srv->pool.again) {
@@ -374,16 +415,26 @@ static void divide(srv_server *srv)
 	long long avail = srv->pool.bytes;
 	if (!c || !choice)
 		goto out;
+	for (int i = 0; i < srv->n_jobs; i++) /* a grow the last division left untold lapses */
+		srv->jobs[i]->pool.want = srv->jobs[i]->pool.share;
+	srv->pool.dividing = 1;
+	for (int i = 0; i < srv->n_jobs; i++)
+		if (squeezable(srv->jobs[i]))
+			tell(srv->jobs[i], job_least(srv->jobs[i]), "shrink", "the job is paused: "
+				"squeezed to its least");
+	/* the others' shares after their shrinks: no grow is told before those are done */
 	for (int i = 0; i < srv->n_jobs; i++)
 		if (in_pool(srv->jobs[i]) && !divisible(srv->jobs[i]))
-			avail -= job_holds(srv->jobs[i]);
+			avail -= job_after(srv->jobs[i]);
 	for (int i = 0; i < srv->n_jobs; i++)
 		if (divisible(srv->jobs[i])) {
 			candidates(srv->jobs[i], avail, srv->jobs[i]->pool.rate, &c[n]);
 			n += c[n].n > 0;
 		}
-	if (!n || avail <= 0 || choose(c, n, avail, choice) < 0)
+	if (!n || avail <= 0 || choose(c, n, avail, choice) < 0) {
+		grow_waiting(srv); /* nothing to size: what waited on the squeezes follows them */
 		goto out;
+	}
 	long long left = avail;
 	for (int j = 0; j < n; j++) {
 		c[j].job->pool.want = c[j].bytes[choice[j]];
@@ -405,7 +456,6 @@ static void divide(srv_server *srv)
 		if (pj->share && d > 0 && d < (long long)((double)pj->share * SRV_POOL_STILL))
 			pj->want = pj->share;
 	}
-	srv->pool.dividing = 1;
 	for (int j = 0; j < n; j++)
 		if (c[j].job->pool.want < c[j].job->pool.share)
 			tell(c[j].job, c[j].job->pool.want, "shrink", srv->pool.why);
@@ -428,6 +478,19 @@ void srv_pool_changed(srv_server *srv, const char *why)
 	divide(srv);
 }
 
+/* The job ran step `step`, or laid it out while paused, under the budget told last: a
+ * shrink that applies by then is done, and the grows waiting for it may follow. */
+static void laid(srv_job *job, int step)
+{
+	srv_pool_job *pj = &job->pool;
+	if (step > pj->seen_step)
+		pj->seen_step = step;
+	if (pj->ack_step > 0 && step >= pj->ack_step) {
+		pj->ack_step = 0;
+		grow_waiting(job->srv);
+	}
+}
+
 void srv_pool_step(srv_job *job, const json_t *data)
 {
 	srv_pool_job *pj = &job->pool;
@@ -439,12 +502,18 @@ void srv_pool_step(srv_job *job, const json_t *data)
 	int first = pj->rate <= 0;
 	if (ms > re)
 		pj->rate = pj->model_flops / (ms - re);
-	if (pj->ack_step > 0 && step >= pj->ack_step) {
-		pj->ack_step = 0;
-		grow_waiting(job->srv);
-	}
+	laid(job, step);
 	if (first && pj->rate > 0)
 		srv_pool_changed(job->srv, "a job ran its first step");
+}
+
+void srv_pool_auto_said(srv_job *job, const json_t *data)
+{
+	json_t *b = json_object_get(data, "budget_bytes");
+	if (!job->srv->pool.on || job->pool.least <= 0 || !json_is_integer(b) ||
+		json_integer_value(b) <= 0 || json_integer_value(b) > job->pool.share)
+		return; /* not under the share told last (an earlier budget's, or none) */
+	laid(job, (int)json_integer_value(json_object_get(data, "step")));
 }
 
 void srv_pool_memory(srv_job *job, const json_t *data)
@@ -467,14 +536,15 @@ void srv_pool_auto_reply(srv_job *job, const json_t *ret)
 		if (pj->floor < told + told / 20)
 			pj->floor = told + told / 20;
 		job->srv->pool.refused = 1;
-		if (!pj->share) /* it has no budget at all yet: its least, asked again */
-			tell(job, job_least(job), "admit", "its own least, larger than planned");
+		pj->readmit = !pj->share; /* no budget at all yet: its least, once there is room */
 		grow_waiting(job->srv);
 		return;
 	}
 	if (pj->ack_step == -1) {
 		pj->ack_step = (int)json_integer_value(json_object_get(ret, "applies_at_step"));
-		publish(job, "shrink", job->srv->pool.why, pj->ack_step);
+		publish(job, "shrink", pj->ack_step);
+		if (pj->seen_step >= pj->ack_step) /* said done before this reply came */
+			pj->ack_step = 0;
 	}
 	if (pj->ack_step <= 0)
 		grow_waiting(job->srv);
@@ -497,15 +567,49 @@ void srv_pool_sweep(srv_server *srv)
 	}
 }
 
+int srv_pool_divides(const srv_job *job)
+{
+	return job->srv->pool.on && job->pool.known && !job->pool.own;
+}
+
+void srv_pool_set_priority(srv_job *job, int priority)
+{
+	job->pool.priority = priority;
+	srv_log("job %s: priority %d", job->id, priority);
+	if (in_pool(job))
+		srv_pool_changed(job->srv, "a job's priority changed");
+}
+
+json_t *srv_pool_job_record(const srv_job *job)
+{
+	const srv_pool_job *pj = &job->pool;
+	return json_pack("{s:i,s:b,s:I}", "priority", pj->priority, "own", pj->own, "floor_bytes",
+		(json_int_t)pj->floor);
+}
+
+void srv_pool_job_read(srv_job *job, const json_t *o)
+{
+	srv_pool_job *pj = &job->pool;
+	json_int_t pr = json_integer_value(json_object_get(o, "priority"));
+	if (!json_is_object(o))
+		return;
+	pj->known = 1;
+	pj->priority = pr >= 1 && pr <= PROTO_PRIORITY_MAX ? (int)pr : 1;
+	pj->own = json_is_true(json_object_get(o, "own"));
+	pj->floor = json_integer_value(json_object_get(o, "floor_bytes"));
+	if (pj->floor < 0)
+		pj->floor = 0;
+}
+
 json_t *srv_pool_job_json(const srv_job *job)
 {
 	const srv_pool_job *pj = &job->pool;
 	if (!job->srv->pool.on || pj->least <= 0)
 		return json_null();
-	return json_pack("{s:I,s:I,s:I,s:i,s:o}", "share_bytes",
+	return json_pack("{s:I,s:I,s:I,s:i,s:b,s:o}", "share_bytes",
 		(json_int_t)(in_pool(job) ? job_holds(job) : 0), "least_bytes",
 		(json_int_t)job_least(job), "off_bytes", (json_int_t)pj->off, "priority",
-		pj->priority,
+		pj->priority, "own", pj->own,
 		"rss_bytes", pj->rss && in_pool(job) ? json_integer((json_int_t)pj->rss)
 						     : json_null());
 }

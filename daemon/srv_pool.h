@@ -26,15 +26,16 @@
  *    or after the step the shrink applied at (the policy switch frees what the new policy
  *    no longer keeps before it allocates) or by the job's end. The sum of what the jobs
  *    may hold never passes the pool, during a change either.
+ *  - A paused job is squeezed to its least: its worker lays the policy of its least out
+ *    while paused and says so (REMAT_AUTO, which acknowledges the shrink); resumed, it
+ *    takes part in the division again.
  *  - Re-divided when a job is admitted, runs its first step, pauses or resumes, ends, and
  *    when a job's rate moved by a quarter since the last division (looked at every
  *    SRV_POOL_MS).
  *  - POOL_CHANGED events say each division; job-list and job-status carry a job's
  *    "memory" (share, least, off, priority, resident), daemon-info the pool.
  *
- * Not here: a cuda job's device memory (it is outside the pool, admitted as without one),
- * squeezing a paused job below its share (it keeps what it has), and jobs of rematd's
- * earlier life (a resumed job is admitted again like a new one).
+ * Not here: a cuda job's device memory (it is outside the pool, admitted as without one).
  */
 #ifndef SRV_POOL_H
 #define SRV_POOL_H
@@ -70,6 +71,13 @@ typedef struct srv_pool_job {
 	double rate;          /* measured FLOPs a ms of its steps, 0 until a STEP */
 	double rate_divided;  /* the rate the last division used */
 	long long rss;        /* the last MEMORY event's resident bytes */
+	int seen_step;        /* the last step its worker ran, or laid out while paused,
+			       * under the budget told last (this worker's) */
+	int readmit;          /* it refused the least it was admitted at: told its own,
+			       * larger, once the others made room */
+	int known;            /* the figures above were set (priority and own are kept
+			       * across a resume and a restart of rematd) */
+	char why[96];         /* why its share was told last */
 } srv_pool_job;
 
 /* --memory: "auto" or a size ("24GiB"); request is how a budget is told to a worker
@@ -94,12 +102,29 @@ void srv_pool_spawned(srv_job *job);
 void srv_pool_changed(srv_server *srv, const char *why);
 /* A STEP of job: its rate, and the acknowledgement of a shrink. */
 void srv_pool_step(srv_job *job, const json_t *data);
+/* A REMAT_AUTO of job: under the budget told last from its step on (a paused job's says
+ * so at once, its policy laid out while paused): the acknowledgement of a shrink. */
+void srv_pool_auto_said(srv_job *job, const json_t *data);
 /* A MEMORY event of job: its resident bytes. */
 void srv_pool_memory(srv_job *job, const json_t *data);
 /* The reply (ret, or NULL with an error) to rematd's own remat-auto. */
 void srv_pool_auto_reply(srv_job *job, const json_t *ret);
 /* Every SRV_POOL_MS: re-divides when a rate moved. */
 void srv_pool_sweep(srv_server *srv);
+
+/* 1 when the pool sets the job's budget: rematd runs one, and the job has no budget of
+ * its own. */
+int srv_pool_divides(const srv_job *job);
+
+/* job-set's "priority": the job's weight from now on (a division follows). */
+void srv_pool_set_priority(srv_job *job, int priority);
+
+/* What a job's record keeps of its part of the pool across a restart of rematd: priority,
+ * own, floor (new reference). */
+json_t *srv_pool_job_record(const srv_job *job);
+/* And reads it back (o: the record's "pool"; nothing when it is not an object): then
+ * known, which srv_pool_job_init with resume keeps. */
+void srv_pool_job_read(srv_job *job, const json_t *o);
 
 /* job-list's and job-status' "memory" (new reference; null without a pool). */
 json_t *srv_pool_job_json(const srv_job *job);

@@ -46,6 +46,8 @@ static json_t *record_json(const srv_job *job)
 	if (ctl)
 		json_object_set_new(o, "auto", ctl);
 	json_object_set_new(o, "info", job->info ? eng_check_info_json(job->info) : json_null());
+	/* its part of rematd's memory pool that outlives a worker: priority, own budget */
+	json_object_set_new(o, "pool", srv_pool_job_record(job));
 	json_object_set_new(o, "last_save_error", job->last_save_error ?
 		json_deep_copy(job->last_save_error) : json_null());
 	/* an ended job's last figures (mem-stats, remat-get), when rematd kept them */
@@ -138,6 +140,7 @@ int srv_store_read(srv_job *job, const json_t *o, char *err, size_t errlen)
 	if (json_is_object(v = json_object_get(o, "policy")))
 		job->policy = json_incref(v);
 	srv_auto_load(&job->autoc, o);
+	srv_pool_job_read(job, json_object_get(o, "pool"));
 	if (json_is_object(v = json_object_get(o, "info")))
 		job->info = load_info(job, v);
 	if (json_is_object(v = json_object_get(o, "last_save_error")))

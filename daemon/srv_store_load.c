@@ -13,9 +13,9 @@
 
 #include "eng_fs.h"
 
-/* A record of an earlier rematd without "auto": the controller as the spec its worker ran
- * started it (live changes then were not kept); not known when that cannot be read. */
-static void load_auto_from_spec(srv_job *job)
+/* The spec the job's worker ran (its spec file), a new reference; NULL when it cannot be
+ * read. */
+static json_t *load_spec(const srv_job *job)
 {
 	eng_err e = {0};
 	eng_dir jd;
@@ -27,8 +27,26 @@ static void load_auto_from_spec(srv_job *job)
 	json_t *spec = f ? json_loadf(f, JSON_REJECT_DUPLICATES, NULL) : NULL;
 	if (f)
 		fclose(f);
-	if (json_is_object(spec))
+	if (!json_is_object(spec)) {
+		json_decref(spec);
+		return NULL;
+	}
+	return spec;
+}
+
+/* What the record does not keep, from the spec: the memory controller of a record of an
+ * earlier rematd without "auto", as the spec started it (live changes then were not kept;
+ * not known when the spec cannot be read); the job's figures in rematd's pool (least, off
+ * peak, from its check; priority and own budget as the record keeps them, else as the spec
+ * gives them). */
+static void load_from_spec(srv_job *job)
+{
+	json_t *spec = load_spec(job);
+	if (spec && !job->autoc.known)
 		srv_auto_from_spec(&job->autoc, spec);
+	json_t *none = spec ? NULL : json_object();
+	srv_pool_job_init(job, spec ? spec : none, 1);
+	json_decref(none);
 	json_decref(spec);
 }
 
@@ -81,8 +99,7 @@ static srv_job *load_one(srv_server *srv, unsigned num)
 		return NULL;
 	}
 	json_decref(o);
-	if (!job->autoc.known)
-		load_auto_from_spec(job);
+	load_from_spec(job);
 	return job;
 }
 

@@ -344,6 +344,8 @@ static void worker_on_event(srv_job *job, json_t *obj)
 	/* after the STEP went out: what the pool tells on its account follows it */
 	if (ev == PROTO_EV_STEP && data)
 		srv_pool_step(job, data);
+	else if (ev == PROTO_EV_REMAT_AUTO && data)
+		srv_pool_auto_said(job, data);
 }
 
 /* One line from the worker: acted on by its kind (a bad one is logged). */

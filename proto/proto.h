@@ -201,6 +201,11 @@ typedef enum proto_hparam {
 #define PROTO_LR_MAX 10.0 /* the most lr may be, in job-set and a spec's optim.lr: a larger
 			   * learning rate is a typo, not a choice */
 
+/* job-set's "priority" is no hyperparameter: rematd takes it (given alone), the weight of
+ * the job in its memory pool, as a spec's "priority" is: an integer 1..PROTO_PRIORITY_MAX. */
+#define PROTO_PRIORITY "priority"
+#define PROTO_PRIORITY_MAX 1000
+
 /* "lr", "schedule", ..., "eval.every", "save.every" */
 const char *proto_hparam_name(proto_hparam h);
 /* The hyperparameter called name, or -1. */

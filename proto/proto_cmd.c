@@ -225,6 +225,14 @@ static int check_hparams(const json_t *v, char *desc, size_t desclen)
 	}
 	json_object_foreach((json_t *)v, key, val) {
 		int h = proto_hparam_find(key);
+		if (!strcmp(key, PROTO_PRIORITY)) {
+			if (json_is_integer(val) && json_integer_value(val) >= 1 &&
+				json_integer_value(val) <= PROTO_PRIORITY_MAX)
+				continue;
+			proto__descf(desc, desclen, "'%s' must be an integer from 1 to %d",
+				PROTO_PRIORITY, PROTO_PRIORITY_MAX);
+			return -1;
+		}
 		if (h < 0) {
 			char known[256];
 			size_t used = 0;
@@ -232,7 +240,8 @@ static int check_hparams(const json_t *v, char *desc, size_t desclen)
 				used += (size_t)snprintf(known + used, sizeof known - used, "%s%s",
 					i ? ", " : "", hparams[i].name);
 			proto__descf(desc, desclen, "'set' has '%.64s', which is not a live "
-				     "hyperparameter (known: %s)", key, known);
+				     "hyperparameter (known: %s; and rematd's %s)", key, known,
+				     PROTO_PRIORITY);
 			return -1;
 		}
 		if (proto_hparam_check((proto_hparam)h, val, desc, desclen) < 0)

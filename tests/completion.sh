@@ -155,6 +155,8 @@ expect "$x events --" "${globals[@]}" --event --count
 expect "$x shutdown --" "${globals[@]}" --no-save --save
 expect "$x stop j1 --n" --no-save --name
 expect "$x start job.json --n" --name
+expect "$x set j1 " lr= schedule= warmup= min_lr_frac= grad_clip= weight_decay= \
+	eval.every= save.every= priority=
 expect "$x remat set j1 h.0=" off selective full
 expect "$x remat set j1 h.0=fu" full
 expect "$x remat set j1 h.2-5=s" selective

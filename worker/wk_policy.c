@@ -225,6 +225,34 @@ int wk_policy_want(const eng_trainer *tr, wk_run_ctl *rc, eng_policy *want, int 
 	return 1;
 }
 
+/* A budget told while the run is paused (rematd's pool squeezing a paused job): the
+ * next step's policy laid out now, within it, so that the memory is given back before the
+ * run resumes. Said with REMAT_AUTO for that step whether the policy changed or not (the
+ * reason begins "paused"): rematd takes it as the shrink done. */
+void wk_policy_paused(eng_trainer *tr, wk_ctl *c, wk_run_ctl *rc)
+{
+	eng_policy next, before = tr->policy;
+	eng_err err = {0};
+	eng_plan pred;
+	const eng_model *m = &tr->model;
+	int by_auto, step = tr->step + 1;
+	char why[sizeof rc->auto_why + 96];
+	if (!rc->autoc.on)
+		return;
+	if (wk_policy_want(tr, rc, &next, &by_auto) && eng_trainer_lay_out_now(tr, &next,
+			&err) < 0)
+		fprintf(stderr, "remat-train: paused: %s: the next step lays its policy out\n",
+			err.msg);
+	if (!eng_policy_equal(&before, &tr->policy))
+		wk_ctl_policy_applied(c, step);
+	snprintf(why, sizeof why, "paused: laid out now within the budget of %.1f MiB (%s)",
+		rc->autoc.budget / 1048576.0, eng_policy_equal(&before, &tr->policy) ?
+		"the policy fits it" : rc->auto_why);
+	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, &tr->policy, &pred);
+	wk_ctl_event_auto(c, step, eng_policy_json(&tr->policy), why, rc->autoc.budget,
+		fixed_bytes(tr) + pred.peak_bytes, rc->last_peak);
+}
+
 /* A policy asked for and not applied: the asker is told (REMAT_FAILED), and stderr. */
 static void pending_failed(eng_trainer *tr, wk_ctl *c, wk_run_ctl *rc, int step)
 {

@@ -114,6 +114,8 @@ static void apply_cmds(eng_trainer *tr, wk_ctl *c, wk_ctl_cmd *cmds, wk_run_ctl 
 			wk_policy_auto(c, rc, cmd->budget, cmd->source, tr->step + 1, "off: the policy is the "
 				 "user's");
 			wk_policy_publish_memory(tr, c, rc);
+			if (rc->paused) /* the memory back now, not at the resume */
+				wk_policy_paused(tr, c, rc);
 			break;
 		case CTL_OP_EVAL:
 			wk_end_eval(tr, c, rc, json, cmd);

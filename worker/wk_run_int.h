@@ -69,6 +69,8 @@ void wk_policy_ask(wk_run_ctl *rc, const eng_policy *p, int at, int said);
 /* The controller on a budget from `step` on, or off (budget 0, for why). */
 void wk_policy_auto(wk_ctl *c, wk_run_ctl *rc, size_t budget, eng_budget_src src, int step,
 	const char *why);
+/* A budget told while paused: the next step's policy laid out now, and said. */
+void wk_policy_paused(eng_trainer *tr, wk_ctl *c, wk_run_ctl *rc);
 /* What the control thread checks remat-set and remat-auto against. */
 void wk_policy_publish_memory(const eng_trainer *tr, wk_ctl *c, const wk_run_ctl *rc);
 void wk_policy_publish_auto(wk_ctl *c, const wk_run_ctl *rc);

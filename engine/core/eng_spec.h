@@ -24,7 +24,7 @@
 #define ENG_MAX_PROMPT 1024    /* sample.prompt tokens */
 #define ENG_MAX_ACCUM 65536    /* grad_accum */
 #define ENG_MAX_RANKS 4096     /* parallel.ranks */
-#define ENG_MAX_PRIORITY 1000    /* "priority": rematd's memory pool weighs jobs by it */
+#define ENG_MAX_PRIORITY PROTO_PRIORITY_MAX /* "priority": rematd's pool weighs jobs by it */
 #define ENG_MAX_TEMPERATURE 100.0 /* sample.temperature, remat-train --sample --temperature */
 
 /* data.format: a token file (llm.c's), raw bytes (a token a byte), or text for the job's

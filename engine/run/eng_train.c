@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -218,7 +219,10 @@ int eng_trainer_init_hooks(eng_trainer *tr, const eng_spec *spec, const eng_trai
 		tr->policy = p;
 	else if (eng_train_lay_out(tr, &p, &tries, err) < 0)
 		goto fail;
-	/* what the process holds beyond the tracked bytes, before a step has measured it */
+	/* what the process holds beyond the tracked bytes, before a step has measured it:
+	 * what loading freed (init_from's tensors read in pieces, the tokenizer's files) goes
+	 * back to the system first, as glibc keeps freed heap pages resident */
+	malloc_trim(0);
 	if (ops->tracked_host)
 		tr->untracked = eng_train_untracked_now(&s->cfg, tr->model.chunk_rows, s->threads);
 	/* data parallel: rank 0 writes the checkpoints */
@@ -226,6 +230,7 @@ int eng_trainer_init_hooks(eng_trainer *tr, const eng_spec *spec, const eng_trai
 		goto fail;
 	if (s->resume && eng_trainer_resume(tr, s->init_from, err) < 0)
 		goto fail;
+	malloc_trim(0); /* and what the optimizer's state, read, freed */
 	if (eng_backend_sync_device(tr->be, err) < 0)
 		goto fail;
 	return 0;

@@ -77,8 +77,11 @@ typedef struct eng_trainer {
 				  * or on device cuda the device's used memory beyond its tensors
 				  * (measured by steps): a budget's and a plan's untracked term */
 	size_t untracked_seen[UNTRACKED_STEPS]; /* the last steps' (by step % UNTRACKED_STEPS) */
-	double last_ms;          /* the last step's time, 0 before the first; its policy is
-				  * `policy` (a policy changes only as a step begins) */
+	double last_ms;          /* the last step's time, 0 before the first */
+	eng_policy last_policy;  /* its policy (`policy`, unless a paused run laid out
+				  * another since: eng_trainer_lay_out_now) */
+	int relaid;              /* the layout is new since the last step: the next one
+				  * begins as with a change (no cost sample) */
 	eng_memtrace trace;      /* the memory timeline of the step taken last (device cpu) */
 	int step;                /* completed steps */
 	uint32_t *inp, *tgt;     /* (B,T) current batch (ENG_MEM_DATA) */
@@ -199,6 +202,11 @@ size_t eng_trainer_untracked(const eng_trainer *tr);
  * memory there) */
 
 int eng_trainer_set_policy(eng_trainer *tr, const eng_policy *p, eng_err *err);
+/* Between steps (a paused run giving memory back): policy p laid out now, as the next step
+ * would at its start; when memory will not have it, the fastest that fits instead (then in
+ * *p). The next step runs under it and is no cost sample. 0 (also when no step has laid a
+ * policy out yet: nothing is held to give back), or -1 with err. */
+int eng_trainer_lay_out_now(eng_trainer *tr, eng_policy *p, eng_err *err);
 /* The planner's question "the fastest policy under a bound" for this run, into *q: its
  * shape, `fixed` bytes held whatever the policy, the bound (0: none), and the step's costs
  * (into *pc, which q points to) measured per section where the cost table has them, the

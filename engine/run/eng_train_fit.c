@@ -51,7 +51,7 @@ double eng_trainer_query(const eng_trainer *tr, size_t fixed, size_t bound, eng_
 	eng_plan_query *q)
 {
 	const eng_model *m = &tr->model;
-	double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &tr->policy,
+	double rate = eng_costs_rate(&m->cfg, m->B, m->T, m->chunk_rows, &tr->last_policy,
 		tr->last_ms);
 	eng_costs_plan(&tr->costs, &m->cfg, m->B, m->T, m->chunk_rows, rate, pc, NULL);
 	eng_plan_query qq = {&m->cfg, m->B, m->T, m->chunk_rows, fixed, pc, bound, 0, 0.0};
@@ -133,6 +133,17 @@ int eng_train_lay_out(eng_trainer *tr, eng_policy *p, int *tries, eng_err *err)
 		if (err->kind != ENG_ERR_NOMEM || eng_train_on_refusal(tr, p, tries, err) < 0)
 			return -1;
 	}
+}
+
+int eng_trainer_lay_out_now(eng_trainer *tr, eng_policy *p, eng_err *err)
+{
+	int tries = 0;
+	if (!eng_train_laid_out(tr))
+		return 0;
+	if (eng_train_lay_out(tr, p, &tries, err) < 0)
+		return -1;
+	tr->relaid = 1;
+	return 0;
 }
 
 int eng_trainer_check_policy(const eng_trainer *tr, const eng_policy *p, eng_err *err)

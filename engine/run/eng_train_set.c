@@ -18,6 +18,9 @@ int eng_trainer_set_check(const eng_trainer *tr, const json_t *set, eng_err *err
 	eng_live_change ch;
 	if (!json_is_object(set) || json_object_size(set) == 0)
 		return eng_errf(err, "'set' must be an object of hyperparameter -> value, not empty");
+	if (json_object_get(set, PROTO_PRIORITY))
+		return eng_errf(err, "'%s' weighs the job in rematd's memory pool: rematd takes "
+				     "it, not the job's worker", PROTO_PRIORITY);
 	if (eng_hparam_change(set, tr->step + 1, &ch, err) < 0) /* each name and value */
 		return -1;
 	if (!json_object_get(set, "schedule") && (json_object_get(set, "warmup") ||

@@ -241,6 +241,7 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 		st->blocks_forward_ms += sec_ms[l][ENG_SEC_FWD];
 	step_memory(tr, st);
 	tr->last_ms = ms;
+	tr->last_policy = tr->policy;
 	return 0;
 }
 
@@ -274,7 +275,8 @@ int eng_trainer_step_as(eng_trainer *tr, const eng_policy *want, eng_step_stats 
 	tr->oom_why[0] = '\0';
 	/* a step that lays out another policy first: its buffers are new (no cost sample) */
 	eng_policy before = tr->policy;
-	int was_laid = eng_train_laid_out(tr);
+	int was_laid = eng_train_laid_out(tr) && !tr->relaid;
+	tr->relaid = 0;
 	/* the step's window on the peaks and its memory timeline begin */
 	tr->be->ops->step_begin(tr->be, &tr->trace, tr->step + 1);
 	for (;;) {

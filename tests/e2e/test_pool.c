@@ -13,9 +13,11 @@
  * Under AddressSanitizer the jobs' tests run a job under a pool far above it, then skip
  * the rest with a line: its shadow and quarantine are the workers' memory as much as the
  * run's, so no least the plan gives holds there. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "t_daemon.h"
 #include "t_util.h"
@@ -51,15 +53,21 @@ static long long num(const json_t *o, const char *key)
 
 /* A daemon with --memory pool (NULL: none), a connection subscribed to every event and
  * one for requests. */
-static void pool_daemon(td_daemon *d, const char *pool, td_conn *ev, td_conn *rq)
+static void pool_daemon_on(td_daemon *d, const char *pool, td_conn *ev, td_conn *rq)
 {
 	const char *extra[] = {"--worker", t_env("REMAT_TRAIN"), "--max-jobs", "4",
 		pool ? "--memory" : NULL, pool, NULL};
-	td_daemon_paths(d);
 	td_daemon_start(d, extra);
 	*ev = td_open(d);
 	*rq = td_open(d);
 	json_decref(td_request(ev, "{\"execute\":\"subscribe\"}"));
+}
+
+/* pool_daemon_on, in a directory of its own. */
+static void pool_daemon(td_daemon *d, const char *pool, td_conn *ev, td_conn *rq)
+{
+	td_daemon_paths(d);
+	pool_daemon_on(d, pool, ev, rq);
 }
 
 /* The least and off peak the pool plans for the job (one started under a large pool). */
@@ -106,6 +114,8 @@ typedef struct replay {
 	char job[8][16];
 	long long share[8], pid[8];
 	int pending[8];        /* a shrink told, applying at this step: no grow till then */
+	int ran[8];            /* the last step each ran (STEP), or said it runs under the
+				* budget told (REMAT_AUTO, a paused job's at once) */
 	int n, told, shrinks;
 } replay;
 
@@ -117,16 +127,17 @@ static int slot(replay *r, const char *job)
 	ck_assert_int_lt(r->n, 8);
 	snprintf(r->job[r->n], sizeof r->job[r->n], "%s", job);
 	r->share[r->n] = r->pid[r->n] = 0;
-	r->pending[r->n] = 0;
+	r->pending[r->n] = r->ran[r->n] = 0;
 	return r->n++;
 }
 
-/* Reads events for at most ms, until a STEP of job (NULL: none ends it): each
+/* Reads events for at most ms, until the event `until` of job (NULL: none ends it): each
  * POOL_CHANGED's share replayed, whose sum over the jobs never passes the pool, each share
  * between the job's least and its off peak; no grow (or admission) told while a shrink
  * waits for the STEP it applies at; a job that ended holds nothing; the jobs' resident
  * memory, read from /proc meanwhile, stays under the pool. */
-static void replay_until(td_conn *ev, td_conn *rq, replay *r, const char *job, int ms)
+static json_t *replay_for(td_conn *ev, td_conn *rq, replay *r, const char *job,
+	const char *until, int ms)
 {
 	long end = td_ms() + ms;
 	while (td_ms() < end) {
@@ -146,18 +157,22 @@ static void replay_until(td_conn *ev, td_conn *rq, replay *r, const char *job, i
 				r->pid[i] = num(st, "pid");
 				json_decref(st);
 			}
-			if (r->pending[i] && num(d, "step") >= r->pending[i])
+		}
+		/* a shrink is done once the job ran the step it applies at, or said it runs
+		 * under its budget from that step (a paused job lays its policy out at once) */
+		if (name && (!strcmp(name, "STEP") || (!strcmp(name, "REMAT_AUTO") &&
+			num(d, "budget_bytes") <= r->share[slot(r, of)]))) {
+			int i = slot(r, of);
+			if (num(d, "step") > r->ran[i])
+				r->ran[i] = (int)num(d, "step");
+			if (r->pending[i] && r->ran[i] >= r->pending[i])
 				r->pending[i] = 0;
-			if (job && !strcmp(of, job)) {
-				json_decref(o);
-				return;
-			}
 		}
 		const char *to = name && !strcmp(name, "JOB_STATE_CHANGED") ? td_str(d, "to") : "";
 		if (!strcmp(to, "stopped") || !strcmp(to, "failed")) {
 			int i = slot(r, of);
 			r->share[i] = r->pid[i] = 0;
-			r->pending[i] = 0;
+			r->pending[i] = r->ran[i] = 0;
 		}
 		if (name && !strcmp(name, "POOL_CHANGED")) {
 			long long sum = 0;
@@ -165,7 +180,9 @@ static void replay_until(td_conn *ev, td_conn *rq, replay *r, const char *job, i
 			int k = slot(r, of);
 			r->share[k] = num(d, "share_bytes");
 			if (!strcmp(phase, "shrink")) {
-				r->pending[k] = (int)num(d, "applies_at_step");
+				/* said once the worker named the step: it may have run by then */
+				int at = (int)num(d, "applies_at_step");
+				r->pending[k] = at > r->ran[k] ? at : 0;
 				r->shrinks++;
 			}
 			for (int i = 0; i < r->n; i++)
@@ -180,9 +197,18 @@ static void replay_until(td_conn *ev, td_conn *rq, replay *r, const char *job, i
 				num(d, "share_bytes") <= num(d, "off_bytes"));
 			r->told++;
 		}
+		if (job && name && !strcmp(name, until) && !strcmp(of, job))
+			return o;
 		json_decref(o);
 	}
-	ck_assert_msg(!job, "no step of job %s within %d ms", job, ms);
+	ck_assert_msg(!job, "no %s of job %s within %d ms", until, job, ms);
+	return NULL;
+}
+
+/* replay_for until a STEP of job (NULL: for ms). */
+static void replay_until(td_conn *ev, td_conn *rq, replay *r, const char *job, int ms)
+{
+	json_decref(replay_for(ev, rq, r, job, "STEP", ms));
 }
 
 /* A pool that squeezes two of the jobs (two leasts and half of what their off peaks add:
@@ -291,6 +317,170 @@ START_TEST(test_pool_priority_and_own_budget)
 }
 END_TEST
 
+/* The job's pool share now. */
+static long long share_of(td_conn *rq, const char *job)
+{
+	json_t *m = memory_of(rq, job);
+	long long b = num(m, "share_bytes");
+	json_decref(m);
+	return b;
+}
+
+START_TEST(test_pool_paused_squeezed_and_set_priority)
+{
+	long long least, off, pool = squeezed_pool("test_pool_paused_squeezed_and_set_priority",
+		&least, &off);
+	if (!pool)
+		return;
+	char arg[32], spec[1024], job[2][16];
+	snprintf(arg, sizeof arg, "%lld", pool);
+	td_daemon d;
+	td_conn ev, rq;
+	pool_daemon(&d, arg, &ev, &rq);
+	replay r = {.pool = pool};
+	for (int i = 0; i < 2; i++) {
+		snprintf(job[i], sizeof job[i], "%s", td_job_start(&rq, spec_of(spec, sizeof spec,
+			""), NULL));
+		replay_until(&ev, &rq, &r, job[i], POOL_MS);
+	}
+	replay_until(&ev, &rq, &r, NULL, 5000);
+	/* rematctl set JOB priority=N: rematd's, the division follows it */
+	char *out;
+	int rc = td_ctl(&d, &out, "set", job[1], "priority=20", NULL);
+	ck_assert_msg(rc == 0 && strstr(out, "priority=20") && strstr(out, "memory pool"),
+		"set: %d %s", rc, out);
+	free(out);
+	rc = td_ctl(&d, &out, "set", job[1], "priority=3", "lr=0.001", NULL);
+	ck_assert_msg(rc != 0 && strstr(out, "on its own"), "set with lr: %d %s", rc, out);
+	free(out);
+	replay_until(&ev, &rq, &r, NULL, 6000);
+	long long s0 = share_of(&rq, job[0]), s1 = share_of(&rq, job[1]);
+	ck_assert_msg(s1 > s0, "priority 20: %lld, 1: %lld", s1, s0);
+	/* paused: squeezed to its least, its policy laid out at once, and the memory is
+	 * given back (its resident bytes fall to the least's); the other grows into it */
+	json_t *st = td_job_status(&rq, job[1]);
+	long long pid = num(st, "pid");
+	json_decref(st);
+	json_decref(td_request(&rq, "{\"execute\":\"job-pause\",\"arguments\":{\"job\":\"%s\"}}",
+		job[1]));
+	json_t *said = replay_for(&ev, &rq, &r, job[1], "REMAT_AUTO", POOL_MS);
+	json_t *d1 = json_object_get(said, "data");
+	ck_assert_msg(strstr(td_str(d1, "reason"), "within the budget"), "%s",
+		td_str(d1, "reason"));
+	long long told = num(d1, "budget_bytes");
+	json_decref(said);
+	ck_assert_int_eq(share_of(&rq, job[1]), told);
+	ck_assert_msg(told < s1 && told <= least + least / 10, "paused: %lld (least %lld, "
+		"was %lld)", told, least, s1);
+	ck_assert_msg(rss_of(pid) <= told, "paused, it holds %lld bytes of its %lld",
+		rss_of(pid), told);
+	json_decref(replay_for(&ev, &rq, &r, job[0], "POOL_CHANGED", POOL_MS));
+	replay_until(&ev, &rq, &r, NULL, 3000);
+	ck_assert_msg(share_of(&rq, job[0]) > s0, "the running job: %lld, before %lld",
+		share_of(&rq, job[0]), s0);
+	/* resumed: it runs, and the two share the pool again */
+	json_decref(td_request(&rq, "{\"execute\":\"job-resume\",\"arguments\":{\"job\":\"%s\"}}",
+		job[1]));
+	replay_until(&ev, &rq, &r, job[1], POOL_MS);
+	replay_until(&ev, &rq, &r, NULL, 5000);
+	ck_assert_int_le(share_of(&rq, job[0]) + share_of(&rq, job[1]), pool);
+	ck_assert_int_gt(share_of(&rq, job[1]), told);
+	td_close(&ev);
+	td_close(&rq);
+	td_daemon_stop(&d);
+}
+END_TEST
+
+/* The worker's pid of job. */
+static long long pid_of(td_conn *rq, const char *job)
+{
+	json_t *st = td_job_status(rq, job);
+	long long pid = num(st, "pid");
+	json_decref(st);
+	return pid;
+}
+
+/* job-resume of an interrupted job, again while a restarted rematd still looks at its
+ * save directory (Busy). */
+static void resume_job(td_conn *rq, const char *job)
+{
+	long end = td_ms() + POOL_MS;
+	for (;;) {
+		json_t *r = td_request(rq, "{\"execute\":\"job-resume\",\"arguments\":"
+			"{\"job\":\"%s\"}}", job);
+		const char *cls = json_string_value(json_object_get(json_object_get(r, "error"),
+			"class"));
+		if (!cls || strcmp(cls, "Busy") != 0 || td_ms() > end) {
+			td_expect_return(r);
+			json_decref(r);
+			return;
+		}
+		json_decref(r);
+		td_sleep_ms(200);
+	}
+}
+
+START_TEST(test_pool_daemon_restart)
+{
+	long long least, off, pool = squeezed_pool("test_pool_daemon_restart", &least, &off);
+	if (!pool)
+		return;
+	/* the workers outlive rematd: they must come back to us to be reaped */
+	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+	char arg[32], spec[1024], job[3][16];
+	long long pid[2];
+	snprintf(arg, sizeof arg, "%lld", pool);
+	td_daemon d;
+	td_conn ev, rq;
+	pool_daemon(&d, arg, &ev, &rq);
+	replay r = {.pool = pool};
+	for (int i = 0; i < 3; i++) {
+		snprintf(job[i], sizeof job[i], "%s", td_job_start(&rq, spec_of(spec, sizeof spec,
+			i ? "" : ",\"priority\":7"), NULL));
+		if (i < 2)
+			replay_until(&ev, &rq, &r, job[i], POOL_MS);
+	}
+	char *out;
+	int rc = td_ctl(&d, &out, "set", job[0], "priority=4", NULL);
+	ck_assert_msg(rc == 0, "set: %d %s", rc, out);
+	free(out);
+	for (int i = 0; i < 2; i++)
+		pid[i] = pid_of(&rq, job[i]);
+	/* rematd dies; its workers save at their next step and end */
+	ck_assert_int_eq(kill(d.pid, SIGKILL), 0);
+	ck_assert_int_eq(td_wait_pid(d.pid, T_STOP_MS), 128 + SIGKILL);
+	d.pid = 0;
+	td_close(&ev);
+	td_close(&rq);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(td_wait_pid((pid_t)pid[i], T_STOP_MS), 0);
+	/* a new rematd on the same state: the queued job is admitted by the pool (not outside
+	 * it), the interrupted ones are admitted again when resumed, as their records say */
+	pool_daemon_on(&d, arg, &ev, &rq);
+	replay r2 = {.pool = pool};
+	replay_until(&ev, &rq, &r2, job[2], POOL_MS);
+	ck_assert_int_gt(share_of(&rq, job[2]), 0);
+	resume_job(&rq, job[0]);
+	replay_until(&ev, &rq, &r2, job[0], POOL_MS);
+	resume_job(&rq, job[1]);
+	replay_until(&ev, &rq, &r2, NULL, 6000);
+	json_t *st = td_job_status(&rq, job[1]);
+	ck_assert_str_eq(td_str(st, "state"), "queued");
+	ck_assert_msg(strstr(td_str(st, "reason"), "of the pool"), "%s", td_str(st, "reason"));
+	json_decref(st);
+	/* its priority as set, not as its spec gave it; the budget its resume runs under is
+	 * the pool's, not one of its own: divided as before */
+	json_t *m = memory_of(&rq, job[0]);
+	ck_assert_int_eq(num(m, "priority"), 4);
+	ck_assert(json_is_false(json_object_get(m, "own")));
+	ck_assert_int_le(share_of(&rq, job[0]) + share_of(&rq, job[2]), pool);
+	json_decref(m);
+	td_close(&ev);
+	td_close(&rq);
+	td_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(test_pool_bad_option)
 {
 	td_daemon d;
@@ -310,6 +500,8 @@ Suite *suite_pool(void)
 	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, test_pool_admission_and_division);
 	tcase_add_test(tc, test_pool_priority_and_own_budget);
+	tcase_add_test(tc, test_pool_paused_squeezed_and_set_priority);
+	tcase_add_test(tc, test_pool_daemon_restart);
 	tcase_add_test(tc, test_pool_bad_option);
 	suite_add_tcase(s, tc);
 	return s;
