@@ -692,3 +692,22 @@ char *cli_auto_text(const json_t *st, int brief, char *buf, size_t len)
 		least_known ? cli_mib_format(least, l, sizeof l) : "");
 	return buf;
 }
+
+char *cli_pool_text(const json_t *st, int brief, char *buf, size_t len)
+{
+	char a[CLI_SIZE_LEN], b[CLI_SIZE_LEN], c[CLI_SIZE_LEN];
+	double share = 0, least = 0, off = 0, priority = 1;
+	json_t *pm = cli_jobj(st, "memory");
+	if (!pm)
+		return NULL;
+	cli_jnum(pm, "share_bytes", &share);
+	cli_jnum(pm, "least_bytes", &least);
+	cli_jnum(pm, "off_bytes", &off);
+	cli_jnum(pm, "priority", &priority);
+	snprintf(buf, len, "%s%s (least %s, off %s, priority %.0f%s)", share > 0 ?
+		cli_mib_format(share, a, sizeof a) : "none", brief ? "" : " of the pool",
+		cli_mib_format(least, b, sizeof b), cli_mib_format(off, c, sizeof c), priority,
+		json_is_true(json_object_get(pm, "own")) ? brief ? "; its own" :
+		"; its own budget, reserved" : "");
+	return buf;
+}

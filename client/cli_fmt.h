@@ -174,4 +174,10 @@ int cli_auto_budget(const json_t *st, double *budget);
  * policy; least 300.0 MiB)"). Returns buf or NULL. */
 char *cli_auto_text(const json_t *st, int brief, char *buf, size_t len);
 
+/* The job's part of rematd's memory pool (job-status' "memory") for people, or NULL when
+ * rematd runs none: "61.0 MiB of the pool (least 47.0 MiB, off 80.0 MiB, priority 4)";
+ * brief, to fit a line of watch: "61.0 MiB (least 47.0 MiB, off 80.0 MiB, priority 4)".
+ * Returns buf or NULL. */
+char *cli_pool_text(const json_t *st, int brief, char *buf, size_t len);
+
 #endif

@@ -154,15 +154,11 @@ void cli_show_status(FILE *f, const char *job, const json_t *ret)
 			cli_show_num(ret, "val_step", "%.0f", step, sizeof step));
 		cli_show__kv(f, "val loss:", buf);
 	}
-	json_t *pm = cli_jobj(ret, "memory");
-	if (pm) { /* its part of rematd --memory's pool */
-		char a[32], b[32], c[32], d[32], e[32];
-		snprintf(buf, sizeof buf, "%s of the pool (least %s, off %s, priority %s), "
-			"resident %s", cli_show_size(pm, "share_bytes", a, sizeof a),
-			cli_show_size(pm, "least_bytes", b, sizeof b),
-			cli_show_size(pm, "off_bytes", c, sizeof c),
-			cli_show_num(pm, "priority", "%.0f", d, sizeof d),
-			cli_show_size(pm, "rss_bytes", e, sizeof e));
+	if (cli_pool_text(ret, 0, buf, sizeof buf)) { /* its part of rematd --memory's pool */
+		char e[32];
+		size_t n = strlen(buf);
+		snprintf(buf + n, sizeof buf - n, ", resident %s",
+			cli_show_size(cli_jobj(ret, "memory"), "rss_bytes", e, sizeof e));
 		cli_show__kv(f, "pool share:", buf);
 	}
 	cli_show__kv(f, "tokens/s:", cli_show_num(ret, "tokens_per_s", "%.0f", buf, sizeof buf));

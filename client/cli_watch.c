@@ -5,7 +5,8 @@
  * kept current between polls by STEP, REMAT_APPLIED, REMAT_AUTO (the memory controller's
  * budget: a mark on the process's resident memory bar, and a line under it), REMAT_FAILED
  * (a policy change its step could not take, said under the view, and piped on a line of
- * its own) and JOB_STATE_CHANGED events; the last
+ * its own), POOL_CHANGED (rematd --memory's share: a line under the memory bars) and
+ * JOB_STATE_CHANGED events; the last
  * mem-stats reply, polled every interval and when a MEMORY event comes; remat-get again
  * after REMAT_APPLIED. An event, or a poll, and the queries it calls for make one update,
  * drawn once they are answered. On a terminal every update redraws the view; piped (plain
@@ -180,6 +181,14 @@ static int extra_category(const char *key, const json_t *v)
 	return json_is_object(v);
 }
 
+/* Under rematd --memory, the job's share of the pool (its budget, told by rematd). */
+static void draw_pool(watch *w)
+{
+	char text[LINE_LEN / 2];
+	if (cli_pool_text(w->status, 1, text, sizeof text))
+		emit(w, "%-12s   %s", "pool share", text);
+}
+
 /* The memory bars, scaled to the largest: the documented categories and their total, then
  * those the reply adds in its order (the process's untracked memory, which that total
  * leaves out); the process's resident memory, and with the memory controller on a bar of
@@ -218,6 +227,7 @@ static void draw_memory(watch *w, int bw)
 	if (!cli_auto_budget(w->status, &budget)) {
 		emit(w, "%-12s %-*s %10s %10s", "rss", bw, "", cli_show_size(w->mem, "rss", a, 32),
 		     cli_show_size(w->mem, "rss_peak", b, 32));
+		draw_pool(w);
 		return;
 	}
 	/* the budget is the process's: its resident memory against it, the budget a mark */
@@ -230,6 +240,7 @@ static void draw_memory(watch *w, int bw)
 	/* the mark first, as on the bar: the line reads as its legend */
 	emit(w, "%-12s %s %s", "budget", w->utf8 ? "\u2503" : "|",
 	     cli_auto_text(w->status, 1, text, sizeof text));
+	draw_pool(w);
 }
 
 static void draw_tty(watch *w)
@@ -304,6 +315,9 @@ static int draw_line(watch *w)
 		snprintf(line + n, sizeof line - n, " budget %s", cli_mib_format(budget, a, sizeof a));
 	}
 	size_t n = strlen(line);
+	if (cli_jnum(cli_jobj(st, "memory"), "share_bytes", &v)) /* rematd --memory's share */
+		n += (size_t)snprintf(line + n, sizeof line - n, " pool_share %s",
+			cli_mib_format(v, a, sizeof a));
 	if (cli_jnum(st, "val_loss", &v))
 		n += (size_t)snprintf(line + n, sizeof line - n, " val_loss %.4f", v);
 	if (n < sizeof line && cli_jnum(st, "eta_s", &v))
@@ -343,6 +357,8 @@ static void draw_json(watch *w)
 		json_object_set(mem, "rss", v);
 	json_object_set_new(o, "memory", mem);
 	mem = NULL;
+	if (json_is_object(v = json_object_get(w->status, "memory"))) /* rematd's pool */
+		json_object_set(o, "pool", v);
 	json_object_set_new(o, "update", json_string(w->trigger));
 	if (w->failed && strcmp(w->trigger, "REMAT_FAILED") == 0)
 		json_object_set(o, "remat_failed", w->failed); /* the event's data, as it came */
@@ -394,6 +410,20 @@ static void auto_event(watch *w, const json_t *data)
 		json_object_set(a, "budget_bytes", b);
 	else if (a) /* none was on at the last poll: auto_budget_bytes says it until the next */
 		json_object_del(w->status, "auto");
+}
+
+/* A POOL_CHANGED event into the status' "memory": the share rematd told, and the figures
+ * that came with it (resident bytes come with the next poll). */
+static void pool_event(watch *w, const json_t *data)
+{
+	static const char *const keys[] = {"share_bytes", "least_bytes", "off_bytes", "priority",
+		NULL};
+	json_t *m = json_object_get(w->status, "memory");
+	if (!json_is_object(m))
+		return; /* none at the last poll: the next one brings it */
+	for (int i = 0; keys[i]; i++)
+		if (json_is_integer(json_object_get(data, keys[i])))
+			json_object_set(m, keys[i], json_object_get(data, keys[i]));
 }
 
 /* A sample's note: its step and text (control characters, newlines too, shown as '?'). */
@@ -471,6 +501,12 @@ static void on_event(json_t *msg, void *ud)
 		w->need_mem = 1; /* the figures come from mem-stats, asked next */
 	} else if (strcmp(name, "SAMPLE") == 0) {
 		sample_note(w, data);
+	} else if (strcmp(name, "POOL_CHANGED") == 0) {
+		pool_event(w, data);
+		snprintf(w->note, sizeof w->note, "pool share %s: %s", cli_str_clean(cli_jstr(data,
+			"phase") ? cli_jstr(data, "phase") : "-", a, sizeof a),
+			cli_str_clean(cli_jstr(data, "reason") ? cli_jstr(data, "reason") : "-", text,
+				sizeof text));
 	} else {
 		return;
 	}

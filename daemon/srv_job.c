@@ -164,6 +164,7 @@ void srv_job_free(srv_job *job)
 	json_decref(job->policy);
 	free(job->info);
 	json_decref(job->last_save_error);
+	srv_pool_job_free(job);
 	free(job);
 }
 

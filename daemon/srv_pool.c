@@ -97,6 +97,7 @@ void srv_pool_job_init(srv_job *job, const json_t *spec, int resume)
 	int priority = keep ? pj->priority : json_is_integer(pr) ? (int)json_integer_value(pr)
 		: 1;
 	long long floor = keep ? pj->floor : 0;
+	srv_pool_job_free(job); /* a resume's worker measures its costs again */
 	memset(pj, 0, sizeof *pj);
 	pj->known = 1;
 	pj->priority = priority;
@@ -264,6 +265,21 @@ void srv_pool_spawned(srv_job *job)
 
 /* ---- the division ---- */
 
+/* Every block full's cost for the job now, 0 when it has no plan or rate. */
+static double cost_ref(const srv_job *job)
+{
+	eng_plan_query q;
+	return job->pool.rate > 0 && job_query(job, &q) == 0 ?
+		srv_pool__cost_ref(job, &q, job->pool.rate) : 0.0;
+}
+
+/* 1 when x moved from was by more than SRV_POOL_RATE_MOVE of it. */
+static int moved(double x, double was)
+{
+	return was > 0 && (x > was * (1 + SRV_POOL_RATE_MOVE) ||
+			   x < was * (1 - SRV_POOL_RATE_MOVE));
+}
+
 /* One job the division sizes: its candidate budgets and what each costs it. */
 typedef struct cand {
 	srv_job *job;
@@ -294,10 +310,12 @@ static int divisible(const srv_job *job)
 }
 
 /* The candidates of job: SRV_POOL_LEVELS budgets from its least to its off peak (at most
- * avail), each with its cheapest policy's extra FLOPs over rate, times its priority. */
+ * avail), each with its cheapest policy's cost in ms (measured, else FLOPs over rate),
+ * times its priority. */
 static void candidates(srv_job *job, long long avail, double rate, cand *c)
 {
 	eng_plan_query q;
+	eng_plan_costs pc;
 	eng_policy p;
 	eng_plan out;
 	const srv_pool_job *pj = &job->pool;
@@ -307,14 +325,16 @@ static void candidates(srv_job *job, long long avail, double rate, cand *c)
 	c->n = 0;
 	if (job_query(job, &q) < 0 || top < least)
 		return;
+	srv_pool__plan_costs(job, &q, rate, &pc);
+	q.costs = &pc;
 	for (int k = 0; k < SRV_POOL_LEVELS; k++) {
 		long long b = least + (top - least) * k / (SRV_POOL_LEVELS - 1);
 		if (c->n && b == c->bytes[c->n - 1])
 			continue;
 		q.budget = (size_t)b;
-		double extra = eng_plan_search(&q, &p, &out) == 0 ? out.extra_flops : DBL_MAX / 8;
+		double ms = eng_plan_search(&q, &p, &out) == 0 ? out.cost : DBL_MAX / 8;
 		c->bytes[c->n] = b;
-		c->cost[c->n++] = pj->priority * extra / rate;
+		c->cost[c->n++] = pj->priority * ms;
 	}
 }
 
@@ -359,19 +379,28 @@ out:
 }
 
 /* A job that refused the least it was admitted at is told its own (what it refused and a
- * twentieth, its floor), in the room the division made for it. Where the others' leasts
- * leave less (the job's least, measured, is more than its admission counted), the pool
- * would be overcommitted: said in the log, as that is what the job holds regardless. */
-static void readmit(srv_job *job)
+ * twentieth, its floor, or its worker's word): first in the room a division makes for it
+ * when the others hold too much (-1: that division is under way, and tells it after).
+ * Where even the others' leasts leave less (its least, measured, is above what its
+ * admission counted), the pool is overcommitted: said in the log, as that is what the job
+ * holds regardless. */
+static int readmit(srv_job *job)
 {
 	int n;
 	long long reserved, taken = pool_taken(job->srv, &n, &reserved);
+	if (taken > job->srv->pool.bytes && reserved <= job->srv->pool.bytes &&
+		job->pool.readmit == 1) {
+		job->pool.readmit = 2; /* asked once: a least that moves again is told as is */
+		srv_pool_changed(job->srv, "a job's own least is larger than planned");
+		return -1;
+	}
 	job->pool.readmit = 0;
 	if (taken > job->srv->pool.bytes)
 		srv_log("job %s: the pool is overcommitted by %.1f MiB: the job's least, measured, "
 			"is above what its admission counted", job->id,
 			MIB(taken - job->srv->pool.bytes));
 	tell(job, job_least(job), "admit", "its own least, larger than planned");
+	return 0;
 }
 
 /* Tells the grows the division holds, once no shrink is awaited. */
@@ -393,11 +422,13 @@ static void grow_waiting(srv_server *srv)
 		srv_pool_changed(srv, "a job refused a share below its least");
 		return;
 	}
+	for (int i = 0; i < srv->n_jobs; i++)
+		if (srv->jobs[i]->pool.readmit && in_pool(srv->jobs[i]) &&
+			readmit(srv->jobs[i]) < 0)
+			return; /* the division that makes its room tells the grows */
 	for (int i = 0; i < srv->n_jobs; i++) {
 		srv_job *j = srv->jobs[i];
-		if (j->pool.readmit && in_pool(j))
-			readmit(j);
-		else if (divisible(j) && j->pool.want > j->pool.share)
+		if (divisible(j) && j->pool.want > j->pool.share)
 			tell(j, j->pool.want, "grow", srv->pool.why);
 	}
 	if (srv->pool.again) {
@@ -450,6 +481,7 @@ static void divide(srv_server *srv)
 	for (int j = 0; j < n; j++) {
 		srv_pool_job *pj = &c[j].job->pool;
 		pj->rate_divided = pj->rate;
+		pj->cost_divided = cost_ref(c[j].job);
 		/* a grow of under SRV_POOL_STILL of its share is not worth a step's switch (a
 		 * shrink always is: the others' grows count on it) */
 		long long d = pj->want - pj->share;
@@ -558,10 +590,11 @@ void srv_pool_sweep(srv_server *srv)
 	srv->pool.swept_ms = now;
 	for (int i = 0; i < srv->n_jobs; i++) {
 		const srv_pool_job *pj = &srv->jobs[i]->pool;
-		if (divisible(srv->jobs[i]) && pj->rate_divided > 0 &&
-			(pj->rate > pj->rate_divided * (1 + SRV_POOL_RATE_MOVE) ||
-			 pj->rate < pj->rate_divided * (1 - SRV_POOL_RATE_MOVE))) {
-			srv_pool_changed(srv, "a job's pace moved");
+		if (!divisible(srv->jobs[i]))
+			continue;
+		if (moved(pj->rate, pj->rate_divided) || moved(cost_ref(srv->jobs[i]),
+			pj->cost_divided)) {
+			srv_pool_changed(srv, "a job's pace or measured costs moved");
 			return;
 		}
 	}

@@ -17,10 +17,11 @@
  *  - Division: the running jobs without a budget of their own share what the others
  *    (starting, paused, stopping, their own budget) leave: each at least its least, at
  *    most its `off` policy's peak, so that the sum over jobs of priority x added step
- *    time is least. A job's added time under a budget is the planner's cheapest policy's
- *    extra FLOPs (eng_plan_search) over the job's measured rate (its model's FLOPs over
- *    step_ms less recompute_ms; FLOPs alone until a job has one); the division is exact
- *    over POOL_LEVELS budgets a job (dynamic programming over the jobs).
+ *    time is least. A job's added time under a budget is the cost of the planner's cheapest
+ *    policy (eng_plan_search) in milliseconds: each section's mode as its worker measured
+ *    it (remat-costs, srv_pool_cost.c), else its extra FLOPs over the job's measured rate
+ *    (its model's FLOPs over step_ms less recompute_ms); the division is exact over
+ *    POOL_LEVELS budgets a job (dynamic programming over the jobs).
  *  - Shrinking before growing: a job whose share falls is told first (remat-auto); the
  *    ones whose share grows are told only once every shrink is acknowledged, by a STEP at
  *    or after the step the shrink applied at (the policy switch frees what the new policy
@@ -29,9 +30,9 @@
  *  - A paused job is squeezed to its least: its worker lays the policy of its least out
  *    while paused and says so (REMAT_AUTO, which acknowledges the shrink); resumed, it
  *    takes part in the division again.
- *  - Re-divided when a job is admitted, runs its first step, pauses or resumes, ends, and
- *    when a job's rate moved by a quarter since the last division (looked at every
- *    SRV_POOL_MS).
+ *  - Re-divided when a job is admitted, runs its first step, pauses or resumes, ends, its
+ *    priority is set, and when a job's rate or costs moved by a quarter since the last
+ *    division (looked at every SRV_POOL_MS).
  *  - POOL_CHANGED events say each division; job-list and job-status carry a job's
  *    "memory" (share, least, off, priority, resident), daemon-info the pool.
  *
@@ -42,6 +43,7 @@
 
 #include <jansson.h>
 
+#include "eng_plan.h"
 #include "srv.h"
 
 #define SRV_POOL_LEVELS 64        /* budgets tried per job in a division */
@@ -74,10 +76,14 @@ typedef struct srv_pool_job {
 	int seen_step;        /* the last step its worker ran, or laid out while paused,
 			       * under the budget told last (this worker's) */
 	int readmit;          /* it refused the least it was admitted at: told its own,
-			       * larger, once the others made room */
+			       * larger, once the others made room (2: a division asked to) */
 	int known;            /* the figures above were set (priority and own are kept
 			       * across a resume and a restart of rematd) */
 	char why[96];         /* why its share was told last */
+	float (*cost_ms)[3];  /* per section (blocks, then the head) and mode, the ms it adds
+			       * to a step as its worker measured it (NAN: not run yet); NULL
+			       * until remat-costs answered (srv_pool_cost.c) */
+	double cost_divided;  /* every block full's cost when the last division was made */
 } srv_pool_job;
 
 /* --memory: "auto" or a size ("24GiB"); request is how a budget is told to a worker
@@ -105,6 +111,16 @@ void srv_pool_step(srv_job *job, const json_t *data);
 /* A REMAT_AUTO of job: under the budget told last from its step on (a paused job's says
  * so at once, its policy laid out while paused): the acknowledgement of a shrink. */
 void srv_pool_auto_said(srv_job *job, const json_t *data);
+/* A remat-costs reply of job's worker: its sections' measured costs. */
+void srv_pool_costs(srv_job *job, const json_t *ret);
+/* What each mode of each section adds to a step of job, in ms: measured, else its analytic
+ * extra FLOPs over rate (FLOPs a ms). For the division (srv_pool.c). */
+void srv_pool__plan_costs(const srv_job *job, const eng_plan_query *q, double rate,
+	eng_plan_costs *pc);
+/* Every block full and the head chunked, at those costs: how much they moved. */
+double srv_pool__cost_ref(const srv_job *job, const eng_plan_query *q, double rate);
+/* What the job's part holds (its costs), freed: when the job is. */
+void srv_pool_job_free(srv_job *job);
 /* A MEMORY event of job: its resident bytes. */
 void srv_pool_memory(srv_job *job, const json_t *data);
 /* The reply (ret, or NULL with an error) to rematd's own remat-auto. */

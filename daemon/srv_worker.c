@@ -188,14 +188,17 @@ static int worker_own_pending(const srv_job *job, const char *execute)
 	return 0;
 }
 
-/* Asks the worker for mem-stats, remat-get and job-status (rematd's own requests; the
- * replies are kept by worker_note_return: the figures an ended job answers, the memory
- * controller its record keeps), unless it has not answered the last ones yet or is still
- * starting (no figures before its trainer exists). */
+/* Asks the worker for mem-stats, remat-get, job-status and under a pool remat-costs
+ * (rematd's own requests; the replies are kept by worker_note_return: the figures an ended
+ * job answers, the memory controller its record keeps, the costs the pool weighs), unless
+ * it has not answered the last ones yet or is still starting (no figures before its
+ * trainer exists). */
 static void worker_ask_figures(srv_job *job)
 {
-	static const char *const asks[] = {"mem-stats", "remat-get", "job-status"};
-	const size_t n = sizeof asks / sizeof asks[0];
+	/* and under rematd --memory its sections' measured costs, which the division weighs */
+	static const char *const asks[] = {"mem-stats", "remat-get", "job-status",
+		"remat-costs"};
+	const size_t n = sizeof asks / sizeof asks[0] - !job->srv->pool.on;
 	if (job->state == PROTO_JOB_STARTING)
 		return;
 	for (size_t i = 0; i < n; i++)

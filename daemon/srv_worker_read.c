@@ -135,6 +135,8 @@ static void worker_note_return(srv_job *job, const srv_pending *p, json_t *ret)
 		worker_keep_figures(job, &job->last_mem, ret);
 	} else if (strcmp(execute, "remat-get") == 0) {
 		worker_keep_figures(job, &job->last_remat, ret);
+	} else if (strcmp(execute, "remat-costs") == 0) {
+		srv_pool_costs(job, ret); /* what the pool's division weighs */
 	}
 }
 
