@@ -503,10 +503,9 @@ static void on_event(json_t *msg, void *ud)
 		sample_note(w, data);
 	} else if (strcmp(name, "POOL_CHANGED") == 0) {
 		pool_event(w, data);
-		snprintf(w->note, sizeof w->note, "pool share %s: %s", cli_str_clean(cli_jstr(data,
-			"phase") ? cli_jstr(data, "phase") : "-", a, sizeof a),
-			cli_str_clean(cli_jstr(data, "reason") ? cli_jstr(data, "reason") : "-", text,
-				sizeof text));
+		const char *ph = cli_jstr(data, "phase"), *why = cli_jstr(data, "reason");
+		snprintf(w->note, sizeof w->note, "pool share %s: %s", cli_str_clean(ph ? ph : "-",
+			a, sizeof a), cli_str_clean(why ? why : "-", text, sizeof text));
 	} else {
 		return;
 	}

@@ -29,13 +29,14 @@ void srv_pool_costs(srv_job *job, const json_t *ret)
 	if (!pj->cost_ms && !(pj->cost_ms = malloc((size_t)(L + 1) * sizeof *pj->cost_ms)))
 		return;
 	json_array_foreach(secs, i, s) {
-		const json_t *modes = json_object_get(s, "modes");
+		const json_t *modes = json_object_get(s, "modes"), *a;
 		for (int k = 0; k < 3; k++) {
-			const json_t *a = k < 2 || (int)i < L ? json_object_get(json_object_get(modes,
-				eng_mode_name(mode_of((int)i, L, k))), "added_ms") : NULL;
+			const char *m = eng_mode_name(mode_of((int)i, L, k));
+			a = k < 2 || (int)i < L ? json_object_get(json_object_get(modes, m),
+				"added_ms") : NULL;
 			/* noise can make a mode a hair cheaper than off: none is */
-			pj->cost_ms[i][k] = json_is_number(a) ? (float)fmax(json_number_value(a), 0.0)
-							      : NAN;
+			pj->cost_ms[i][k] = json_is_number(a) ?
+				(float)fmax(json_number_value(a), 0.0) : NAN;
 		}
 	}
 }

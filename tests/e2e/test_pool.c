@@ -9,6 +9,11 @@
  *    each share lies between the job's least and its off peak;
  *  - priorities: of two squeezed jobs, the one of priority 10 gets the larger share;
  *  - a job with its own remat.budget keeps it, reserved as such;
+ *  - rematctl set JOB priority=N moves the division; watch shows the share; a paused job
+ *    is squeezed to its least at once (its resident memory falls under it), the other
+ *    grows into it, and resumed it is divided again;
+ *  - across a restart of rematd (SIGKILL): a queued job is admitted by the pool, a resumed
+ *    one keeps its priority as set and runs under the pool's shares, not its own;
  *  - a bad --memory is refused at start.
  * Under AddressSanitizer the jobs' tests run a job under a pool far above it, then skip
  * the rest with a line: its shadow and quarantine are the workers' memory as much as the
@@ -349,6 +354,9 @@ START_TEST(test_pool_paused_squeezed_and_set_priority)
 	int rc = td_ctl(&d, &out, "set", job[1], "priority=20", NULL);
 	ck_assert_msg(rc == 0 && strstr(out, "priority=20") && strstr(out, "memory pool"),
 		"set: %d %s", rc, out);
+	free(out);
+	rc = td_ctl(&d, &out, "watch", job[1], "--count", "1", NULL);
+	ck_assert_msg(rc == 0 && strstr(out, " pool_share "), "watch: %d %s", rc, out);
 	free(out);
 	rc = td_ctl(&d, &out, "set", job[1], "priority=3", "lr=0.001", NULL);
 	ck_assert_msg(rc != 0 && strstr(out, "on its own"), "set with lr: %d %s", rc, out);
