@@ -367,6 +367,10 @@ static void cmd_job(srv_conn *c, const proto_command *cmd, const proto_request *
 	}
 	if (!cmd->query)
 		srv_log("client %u: %s %s", c->id, cmd->name, job->id);
+	if (srv_pool_refuses(job, cmd->id, req->args, desc, sizeof desc)) {
+		cmd_refuse(c, cmd->name, PROTO_ERR_INVALID_STATE, desc, req->id);
+		return;
+	}
 	if (cmd_job_here(c, cmd, req, job))
 		return;
 	if (srv_job_forward(job, c, cmd->name, req->args, req->id, &ec, desc, sizeof desc) < 0)

@@ -605,6 +605,23 @@ int srv_pool_divides(const srv_job *job)
 	return job->srv->pool.on && job->pool.known && !job->pool.own;
 }
 
+int srv_pool_refuses(const srv_job *job, int cmd, const json_t *args, char *desc,
+	size_t desclen)
+{
+	const char *what = cmd == PROTO_CMD_REMAT_AUTO ? "its budget is"
+		: cmd == PROTO_CMD_REMAT_PROFILE ? "a probe runs policies over its budget, which is"
+		: cmd == PROTO_CMD_REMAT_SET && json_is_true(json_object_get(args, "force"))
+			? "--force turns its memory controller off, whose budget is" : NULL;
+	if (!what || !job->srv->pool.on || job->pool.least <= 0)
+		return 0;
+	snprintf(desc, desclen, "job %s is in rematd's memory pool (rematd --memory): %s %s, "
+		"which keeps every job's memory inside the pool; rematctl set %s priority=N weighs "
+		"its share (a budget of its own is the spec's remat.budget); nothing changed",
+		job->id, what, job->pool.own ? "its own remat.budget, reserved when it was admitted"
+		: "the pool's share", job->id);
+	return 1;
+}
+
 void srv_pool_set_priority(srv_job *job, int priority)
 {
 	job->pool.priority = priority;

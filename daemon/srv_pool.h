@@ -132,6 +132,13 @@ void srv_pool_sweep(srv_server *srv);
  * its own. */
 int srv_pool_divides(const srv_job *job);
 
+/* 1 with why in desc when a client's command would take the job's memory out of the
+ * pool's hands: remat-auto (the budget is the pool's share, or the spec's own, reserved at
+ * admission), remat-set with force (it turns the controller off) and remat-profile (its
+ * probe runs policies over any budget). 0 otherwise, and always without a pool. */
+int srv_pool_refuses(const srv_job *job, int cmd, const json_t *args, char *desc,
+	size_t desclen);
+
 /* job-set's "priority": the job's weight from now on (a division follows). */
 void srv_pool_set_priority(srv_job *job, int priority);
 

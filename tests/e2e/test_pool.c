@@ -9,6 +9,7 @@
  *    each share lies between the job's least and its off peak;
  *  - priorities: of two squeezed jobs, the one of priority 10 gets the larger share;
  *  - a job with its own remat.budget keeps it, reserved as such;
+ *  - remat-auto, remat-set --force and remat-profile of a pool's job are refused;
  *  - rematctl set JOB priority=N moves the division; watch shows the share; a paused job
  *    is squeezed to its least at once (its resident memory falls under it), the other
  *    grows into it, and resumed it is divided again;
@@ -355,6 +356,19 @@ START_TEST(test_pool_paused_squeezed_and_set_priority)
 	ck_assert_msg(rc == 0 && strstr(out, "priority=20") && strstr(out, "memory pool"),
 		"set: %d %s", rc, out);
 	free(out);
+	/* what would take its memory out of the pool's hands is refused */
+	static const char *const taking[] = {
+		"\"remat-auto\",\"arguments\":{\"job\":\"%s\",\"budget\":\"off\"}",
+		"\"remat-set\",\"arguments\":{\"job\":\"%s\",\"sections\":{\"h.0\":\"off\"},"
+		"\"force\":true}",
+		"\"remat-profile\",\"arguments\":{\"job\":\"%s\"}"};
+	for (int i = 0; i < 3; i++) {
+		char fmt[256];
+		snprintf(fmt, sizeof fmt, "{\"execute\":%s}", taking[i]);
+		json_t *no = td_request(&rq, fmt, job[1]);
+		ck_assert_ptr_nonnull(strstr(td_expect_error(no, "InvalidState"), "memory pool"));
+		json_decref(no);
+	}
 	rc = td_ctl(&d, &out, "watch", job[1], "--count", "1", NULL);
 	ck_assert_msg(rc == 0 && strstr(out, " pool_share "), "watch: %d %s", rc, out);
 	free(out);
