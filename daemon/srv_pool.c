@@ -61,14 +61,23 @@ int srv_pool_init(srv_server *srv, const char *arg, srv_pool_request_fn request,
 	return 0;
 }
 
-/* The planner's view of a job from its check: 0, or -1 (no shape, or device cuda: outside
- * the pool). */
+/* The job's processes on this machine: its ranks (data parallel, mpirun on this host), each
+ * a replica under the same budget; the pool's figures of a job are theirs together, its
+ * controller's budget one rank's. */
+static long long ranks_of(const srv_job *job)
+{
+	return job->info && job->info->ranks > 1 ? job->info->ranks : 1;
+}
+
+/* The planner's view of one rank of a job from its check: 0, or -1 (no shape; device cuda,
+ * or ranks on other hosts (parallel.hostfile): outside the pool). */
 static int job_query(const srv_job *job, eng_plan_query *q)
 {
 	const eng_check_info *ci = job->info;
 	eng_err e;
 	memset(q, 0, sizeof *q);
-	if (!ci || ci->device != ENG_DEVICE_CPU || !ci->has_fixed || ci->batch < 1 ||
+	if (!ci || ci->device != ENG_DEVICE_CPU || ci->hostfile[0] || !ci->has_fixed ||
+		ci->batch < 1 ||
 		ci->seq_len < 1 || ci->chunk_rows < 1 ||
 		eng_config_validate(&ci->cfg, "the job's model", &e) < 0)
 		return -1;
@@ -105,10 +114,12 @@ void srv_pool_job_init(srv_job *job, const json_t *spec, int resume)
 	pj->floor = floor;
 	if (job_query(job, &q) < 0)
 		return;
-	pj->least = (long long)eng_plan_least(q.cfg, q.B, q.T, q.chunk_rows, q.fixed, NULL);
+	pj->least = ranks_of(job) * (long long)eng_plan_least(q.cfg, q.B, q.T, q.chunk_rows,
+		q.fixed, NULL);
 	eng_policy_init(&off, q.cfg->n_layer);
 	eng_plan_policy(q.cfg, q.B, q.T, q.chunk_rows, &off, &plan);
-	pj->off = (long long)(q.fixed + q.optional + plan.saved_bytes + plan.recompute_bytes);
+	pj->off = ranks_of(job) * (long long)(q.fixed + q.optional + plan.saved_bytes +
+		plan.recompute_bytes);
 	pj->model_flops = plan.model_flops;
 }
 
@@ -119,7 +130,7 @@ void srv_pool_job_init(srv_job *job, const json_t *spec, int resume)
 static long long job_least(const srv_job *job)
 {
 	const srv_pool_job *pj = &job->pool;
-	long long w = job->autoc.least_bytes, least = w > 0
+	long long w = job->autoc.least_bytes * ranks_of(job), least = w > 0
 		? w + (long long)((double)w * SRV_POOL_STILL)
 		: pj->least + (long long)((double)pj->least * SRV_POOL_MARGIN);
 	return least > pj->floor ? least : pj->floor;
@@ -130,7 +141,7 @@ static long long job_least(const srv_job *job)
 static long long job_reserve(const srv_job *job)
 {
 	return job->pool.own && job->autoc.on && job->autoc.budget_bytes
-		? job->autoc.budget_bytes : job_least(job);
+		? job->autoc.budget_bytes * ranks_of(job) : job_least(job);
 }
 
 /* The budget a job of the pool may hold now: its share (the one before while a shrink
@@ -241,7 +252,8 @@ static void publish(srv_job *job, const char *phase, int at)
 static void tell(srv_job *job, long long bytes, const char *phase, const char *why)
 {
 	srv_pool_job *pj = &job->pool;
-	json_t *args = json_pack("{s:s,s:I}", "job", job->id, "budget_bytes", (json_int_t)bytes);
+	json_t *args = json_pack("{s:s,s:I}", "job", job->id, "budget_bytes",
+		(json_int_t)(bytes / ranks_of(job))); /* each rank's */
 	if (args && job->srv->pool.request(job, "remat-auto", args, 0, NULL) == 0) {
 		pj->told_from = pj->share;
 		pj->share = bytes;
@@ -331,7 +343,7 @@ static void candidates(srv_job *job, long long avail, double rate, cand *c)
 		long long b = least + (top - least) * k / (SRV_POOL_LEVELS - 1);
 		if (c->n && b == c->bytes[c->n - 1])
 			continue;
-		q.budget = (size_t)b;
+		q.budget = (size_t)(b / ranks_of(job));
 		double ms = eng_plan_search(&q, &p, &out) == 0 ? out.cost : DBL_MAX / 8;
 		c->bytes[c->n] = b;
 		c->cost[c->n++] = pj->priority * ms;
@@ -466,10 +478,11 @@ static void divide(srv_server *srv)
 		grow_waiting(srv); /* nothing to size: what waited on the squeezes follows them */
 		goto out;
 	}
-	long long left = avail;
+	long long left = avail, held = 0;
 	for (int j = 0; j < n; j++) {
 		c[j].job->pool.want = c[j].bytes[choice[j]];
 		left -= c[j].job->pool.want;
+		held += c[j].job->pool.share;
 	}
 	/* what the candidates' steps leave: to the jobs in order, up to their off peak */
 	for (int j = 0; j < n && left > 0; j++) {
@@ -478,6 +491,9 @@ static void divide(srv_server *srv)
 		pj->want += more;
 		left -= more;
 	}
+	/* the shares as they are fit what the others leave: a division that moves none by
+	 * SRV_POOL_STILL of it is not worth the switches */
+	int still = held <= avail;
 	for (int j = 0; j < n; j++) {
 		srv_pool_job *pj = &c[j].job->pool;
 		pj->rate_divided = pj->rate;
@@ -487,7 +503,11 @@ static void divide(srv_server *srv)
 		long long d = pj->want - pj->share;
 		if (pj->share && d > 0 && d < (long long)((double)pj->share * SRV_POOL_STILL))
 			pj->want = pj->share;
+		still &= pj->share && llabs(pj->want - pj->share) <
+			(long long)((double)pj->share * SRV_POOL_STILL);
 	}
+	for (int j = 0; still && j < n; j++) /* nothing worth a switch moves: none is told */
+		c[j].job->pool.want = c[j].job->pool.share;
 	for (int j = 0; j < n; j++)
 		if (c[j].job->pool.want < c[j].job->pool.share)
 			tell(c[j].job, c[j].job->pool.want, "shrink", srv->pool.why);
@@ -543,7 +563,8 @@ void srv_pool_auto_said(srv_job *job, const json_t *data)
 {
 	json_t *b = json_object_get(data, "budget_bytes");
 	if (!job->srv->pool.on || job->pool.least <= 0 || !json_is_integer(b) ||
-		json_integer_value(b) <= 0 || json_integer_value(b) > job->pool.share)
+		json_integer_value(b) <= 0 || json_integer_value(b) * ranks_of(job) >
+		job->pool.share)
 		return; /* not under the share told last (an earlier budget's, or none) */
 	laid(job, (int)json_integer_value(json_object_get(data, "step")));
 }

@@ -36,7 +36,11 @@
  *  - POOL_CHANGED events say each division; job-list and job-status carry a job's
  *    "memory" (share, least, off, priority, resident), daemon-info the pool.
  *
- * Not here: a cuda job's device memory (it is outside the pool, admitted as without one).
+ *  - A job of N ranks on this host (data parallel) is N replicas: its least, off peak and
+ *    share are theirs together, and each rank's controller is told an Nth.
+ *
+ * Not here: a cuda job's device memory, and ranks on other hosts (parallel.hostfile): those
+ * jobs are outside the pool, admitted as without one.
  */
 #ifndef SRV_POOL_H
 #define SRV_POOL_H

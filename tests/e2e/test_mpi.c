@@ -9,6 +9,7 @@
  *  - through rematd: `remat set` applies on both ranks at the step its reply named (rank
  *    1's saved activations change with it), mem-stats shows both ranks, and the weights
  *    are those of the unswitched one-process run;
+ *  - under rematd --memory, 2 ranks count twice a rank's least, each told half the share;
  *  - SIGKILL of rank 1 fails the job within seconds, naming the rank, with no process left;
  *  - job-stop --save reaches every rank: a checkpoint, the job stopped, no rank left;
  *  - an mpirun that fails before rank 0 connects fails the job; rematd goes on.
@@ -393,6 +394,48 @@ static void long_job(td_daemon *d, td_conn *c, char *id, char *spec)
 	free(two);
 }
 
+/* Under rematd --memory a job of 2 ranks on this host is two replicas under one budget
+ * each: the pool counts it twice a rank's least, and tells its controller a rank's half of
+ * the share. */
+START_TEST(test_mpi_daemon_pool)
+{
+	NEED(slots_missing);
+	const char *extra[] = {"--memory", "8GiB", NULL};
+	td_daemon d;
+	td_daemon_paths(&d);
+	td_daemon_start(&d, extra);
+	char *spec[2] = {t_mpi_spec(d.dir, "one.json", "", "one", 1000000),
+		t_mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", 1000000)};
+	/* events on a connection of their own: a reply awaited drops those before it */
+	td_conn c = td_open(&d), rq = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	long long told[2], budget[2];
+	for (int i = 0; i < 2; i++) {
+		size_t n;
+		char *text = t_read_file(spec[i], &n), id[16];
+		snprintf(id, sizeof id, "%s", td_job_start(&rq, text, NULL));
+		free(text);
+		json_t *e = td_wait_event(&c, id, "POOL_CHANGED", MPI_MS);
+		told[i] = (long long)json_integer_value(json_object_get(e, "share_bytes"));
+		json_decref(e);
+		e = td_wait_event(&c, id, "REMAT_AUTO", MPI_MS);
+		budget[i] = (long long)json_integer_value(json_object_get(e, "budget_bytes"));
+		json_decref(e);
+		json_decref(td_request(&rq, "{\"execute\":\"job-stop\",\"arguments\":{\"job\":"
+			"\"%s\",\"save\":false}}", id));
+		json_decref(td_wait_state(&c, id, "stopped", MPI_MS));
+		free(spec[i]);
+	}
+	ck_assert_int_eq(budget[0], told[0]);
+	ck_assert_int_eq(budget[1], told[1] / 2);
+	ck_assert_msg(llabs(told[1] - 2 * told[0]) < told[1] / 20, "2 ranks' least %lld, one "
+		"rank's %lld", told[1], told[0]);
+	td_close(&rq);
+	td_close(&c);
+	td_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(test_mpi_rank_killed)
 {
 	NEED(slots_missing);
@@ -475,6 +518,7 @@ Suite *suite_mpi(void)
 	tcase_add_test(tc, test_mpi_save_two_resume_one);
 	tcase_add_test(tc, test_mpi_three_ranks_within_tolerance);
 	tcase_add_test(tc, test_mpi_daemon_set_mem);
+	tcase_add_test(tc, test_mpi_daemon_pool);
 	tcase_add_test(tc, test_mpi_rank_killed);
 	tcase_add_test(tc, test_mpi_stop_reaches_every_rank);
 	tcase_add_test(tc, test_mpi_mpirun_fails_early);
