@@ -57,6 +57,20 @@ static long long num(const json_t *o, const char *key)
 	return (long long)json_integer_value(json_object_get(o, key));
 }
 
+/* A number of the job's job-status now: its worker's "pid", or one of its "memory" (the
+ * share, the least, ...). */
+static long long status_of(td_conn *rq, const char *job, const char *key)
+{
+	json_t *st = td_job_status(rq, job);
+	const json_t *o = strcmp(key, "pid") ? json_object_get(st, "memory") : st;
+	long long v = num(o, key);
+	json_decref(st);
+	return v;
+}
+
+#define share_of(rq, job) status_of(rq, job, "share_bytes")
+#define pid_of(rq, job) status_of(rq, job, "pid")
+
 /* A daemon with --memory pool (NULL: none), a connection subscribed to every event and
  * one for requests. */
 static void pool_daemon_on(td_daemon *d, const char *pool, td_conn *ev, td_conn *rq)
@@ -67,6 +81,14 @@ static void pool_daemon_on(td_daemon *d, const char *pool, td_conn *ev, td_conn 
 	*ev = td_open(d);
 	*rq = td_open(d);
 	json_decref(td_request(ev, "{\"execute\":\"subscribe\"}"));
+}
+
+/* The daemon and both connections ended. */
+static void pool_daemon_end(td_daemon *d, td_conn *ev, td_conn *rq)
+{
+	td_close(ev);
+	td_close(rq);
+	td_daemon_stop(d);
 }
 
 /* pool_daemon_on, in a directory of its own. */
@@ -93,9 +115,7 @@ static void figures(long long *least, long long *off)
 	json_decref(m);
 	ck_assert_msg(*least > 0 && *off > *least + *least / 3, "least %lld, off %lld", *least,
 		*off);
-	td_close(&ev);
-	td_close(&rq);
-	td_daemon_stop(&d);
+	pool_daemon_end(&d, &ev, &rq);
 }
 
 /* The resident bytes of pid (VmRSS), 0 when gone. */
@@ -116,7 +136,8 @@ static long long rss_of(long long pid)
 
 /* The shares told so far, replayed from the events in order. */
 typedef struct replay {
-	long long pool;
+	long long pool, least, off; /* the pool, and a job's least and off peak in it */
+	char arg[32];               /* rematd --memory's argument: the pool */
 	char job[8][16];
 	long long share[8], pid[8];
 	int pending[8];        /* a shrink told, applying at this step: no grow till then */
@@ -158,11 +179,8 @@ static json_t *replay_for(td_conn *ev, td_conn *rq, replay *r, const char *job,
 		const char *of = d ? td_str(d, "job") : NULL;
 		if (name && !strcmp(name, "STEP")) {
 			int i = slot(r, of);
-			if (!r->pid[i]) {
-				json_t *st = td_job_status(rq, of);
-				r->pid[i] = num(st, "pid");
-				json_decref(st);
-			}
+			if (!r->pid[i])
+				r->pid[i] = pid_of(rq, of);
 		}
 		/* a shrink is done once the job ran the step it applies at, or said it runs
 		 * under its budget from that step (a paused job lays its policy out at once) */
@@ -227,24 +245,35 @@ static long long squeezed_pool(const char *test, long long *least, long long *of
 	return t_asan_skips(test) ? 0 : 2 * *least + (*off - *least) / 2;
 }
 
+/* The squeezed pool's daemon, its figures in *r, and n jobs started (ids into job): the
+ * first with the root keys first (spec_of's extra), the others plain, the first `running`
+ * each run to its first step. 0 under AddressSanitizer, when the test stops there. */
+static int squeezed_jobs(const char *test, td_daemon *d, td_conn *ev, td_conn *rq, replay *r,
+	char (*job)[16], int n, int running, const char *first)
+{
+	char spec[1024];
+	memset(r, 0, sizeof *r);
+	if (!(r->pool = squeezed_pool(test, &r->least, &r->off)))
+		return 0;
+	snprintf(r->arg, sizeof r->arg, "%lld", r->pool);
+	pool_daemon(d, r->arg, ev, rq);
+	for (int i = 0; i < n; i++) {
+		snprintf(job[i], sizeof job[i], "%s", td_job_start(rq, spec_of(spec, sizeof spec,
+			i ? "" : first), NULL));
+		if (i < running)
+			replay_until(ev, rq, r, job[i], POOL_MS);
+	}
+	return 1;
+}
+
 START_TEST(test_pool_admission_and_division)
 {
-	long long least, off, pool = squeezed_pool("test_pool_admission_and_division", &least,
-		&off);
-	if (!pool)
-		return;
-	char arg[32], spec[1024], job[3][16];
-	snprintf(arg, sizeof arg, "%lld", pool);
+	char job[3][16];
 	td_daemon d;
 	td_conn ev, rq;
-	pool_daemon(&d, arg, &ev, &rq);
-	replay r = {.pool = pool};
-	for (int i = 0; i < 3; i++) {
-		snprintf(job[i], sizeof job[i], "%s", td_job_start(&rq, spec_of(spec, sizeof spec,
-			""), NULL));
-		if (i < 2)
-			replay_until(&ev, &rq, &r, job[i], POOL_MS);
-	}
+	replay r;
+	if (!squeezed_jobs("test_pool_admission_and_division", &d, &ev, &rq, &r, job, 3, 2, ""))
+		return;
 	json_t *st = td_job_status(&rq, job[2]);
 	ck_assert_str_eq(td_str(st, "state"), "queued");
 	ck_assert_msg(strstr(td_str(st, "reason"), "waiting for") &&
@@ -253,8 +282,8 @@ START_TEST(test_pool_admission_and_division)
 	replay_until(&ev, &rq, &r, NULL, 8000);
 	/* squeezed: the two together hold no more than the pool, each under its off peak */
 	json_t *m0 = memory_of(&rq, job[0]), *m1 = memory_of(&rq, job[1]);
-	ck_assert_int_le(num(m0, "share_bytes") + num(m1, "share_bytes"), pool);
-	ck_assert_int_lt(num(m0, "share_bytes"), off);
+	ck_assert_int_le(num(m0, "share_bytes") + num(m1, "share_bytes"), r.pool);
+	ck_assert_int_lt(num(m0, "share_bytes"), r.off);
 	json_decref(m0);
 	json_decref(m1);
 	/* one stops: the waiting one starts */
@@ -266,32 +295,21 @@ START_TEST(test_pool_admission_and_division)
 	ck_assert_int_gt(r.shrinks, 0);
 	json_t *info = td_request(&rq, "{\"execute\":\"daemon-info\"}");
 	json_t *p = json_object_get(json_object_get(info, "return"), "pool");
-	ck_assert_int_le(num(p, "given_bytes"), pool);
+	ck_assert_int_le(num(p, "given_bytes"), r.pool);
 	json_decref(info);
-	td_close(&ev);
-	td_close(&rq);
-	td_daemon_stop(&d);
+	pool_daemon_end(&d, &ev, &rq);
 }
 END_TEST
 
 START_TEST(test_pool_priority_and_own_budget)
 {
-	long long least, off, pool = squeezed_pool("test_pool_priority_and_own_budget", &least,
-		&off);
-	if (!pool)
-		return;
-	char arg[32], spec[1024], job[2][16], extra[128];
-	snprintf(arg, sizeof arg, "%lld", pool);
+	char spec[1024], job[2][16], extra[128];
 	td_daemon d;
 	td_conn ev, rq;
-	pool_daemon(&d, arg, &ev, &rq);
-	replay r = {.pool = pool};
-	snprintf(job[0], sizeof job[0], "%s", td_job_start(&rq, spec_of(spec, sizeof spec,
-		",\"priority\":10"), NULL));
-	replay_until(&ev, &rq, &r, job[0], POOL_MS);
-	snprintf(job[1], sizeof job[1], "%s", td_job_start(&rq, spec_of(spec, sizeof spec, ""),
-		NULL));
-	replay_until(&ev, &rq, &r, job[1], POOL_MS);
+	replay r;
+	if (!squeezed_jobs("test_pool_priority_and_own_budget", &d, &ev, &rq, &r, job, 2, 2,
+		",\"priority\":10"))
+		return;
 	replay_until(&ev, &rq, &r, NULL, 6000);
 	json_t *hi = memory_of(&rq, job[0]), *lo = memory_of(&rq, job[1]);
 	ck_assert_int_eq(num(hi, "priority"), 10);
@@ -303,7 +321,7 @@ START_TEST(test_pool_priority_and_own_budget)
 		"\"save\":false}}", job[1]));
 	json_decref(td_wait_state(&ev, job[1], "stopped", POOL_MS));
 	/* its own budget: reserved as it is, never resized */
-	long long own = least + (off - least) / 4;
+	long long own = r.least + (r.off - r.least) / 4;
 	snprintf(extra, sizeof extra, ",\"remat\":{\"budget\":%lld}", own);
 	snprintf(job[1], sizeof job[1], "%s", td_job_start(&rq, spec_of(spec, sizeof spec, extra),
 		NULL));
@@ -313,42 +331,23 @@ START_TEST(test_pool_priority_and_own_budget)
 	json_t *info = td_request(&rq, "{\"execute\":\"daemon-info\"}");
 	ck_assert_int_eq(num(m, "share_bytes"), own);
 	json_t *p = json_object_get(json_object_get(info, "return"), "pool");
-	ck_assert_int_eq(num(p, "bytes"), pool);
-	ck_assert_int_le(num(p, "given_bytes"), pool);
+	ck_assert_int_eq(num(p, "bytes"), r.pool);
+	ck_assert_int_le(num(p, "given_bytes"), r.pool);
 	json_decref(m);
 	json_decref(info);
-	td_close(&ev);
-	td_close(&rq);
-	td_daemon_stop(&d);
+	pool_daemon_end(&d, &ev, &rq);
 }
 END_TEST
 
-/* The job's pool share now. */
-static long long share_of(td_conn *rq, const char *job)
-{
-	json_t *m = memory_of(rq, job);
-	long long b = num(m, "share_bytes");
-	json_decref(m);
-	return b;
-}
-
 START_TEST(test_pool_paused_squeezed_and_set_priority)
 {
-	long long least, off, pool = squeezed_pool("test_pool_paused_squeezed_and_set_priority",
-		&least, &off);
-	if (!pool)
-		return;
-	char arg[32], spec[1024], job[2][16];
-	snprintf(arg, sizeof arg, "%lld", pool);
+	char job[2][16];
 	td_daemon d;
 	td_conn ev, rq;
-	pool_daemon(&d, arg, &ev, &rq);
-	replay r = {.pool = pool};
-	for (int i = 0; i < 2; i++) {
-		snprintf(job[i], sizeof job[i], "%s", td_job_start(&rq, spec_of(spec, sizeof spec,
-			""), NULL));
-		replay_until(&ev, &rq, &r, job[i], POOL_MS);
-	}
+	replay r;
+	if (!squeezed_jobs("test_pool_paused_squeezed_and_set_priority", &d, &ev, &rq, &r, job,
+		2, 2, ""))
+		return;
 	replay_until(&ev, &rq, &r, NULL, 5000);
 	/* rematctl set JOB priority=N: rematd's, the division follows it */
 	char *out;
@@ -380,9 +379,7 @@ START_TEST(test_pool_paused_squeezed_and_set_priority)
 	ck_assert_msg(s1 > s0, "priority 20: %lld, 1: %lld", s1, s0);
 	/* paused: squeezed to its least, its policy laid out at once, and the memory is
 	 * given back (its resident bytes fall to the least's); the other grows into it */
-	json_t *st = td_job_status(&rq, job[1]);
-	long long pid = num(st, "pid");
-	json_decref(st);
+	long long pid = pid_of(&rq, job[1]);
 	json_decref(td_request(&rq, "{\"execute\":\"job-pause\",\"arguments\":{\"job\":\"%s\"}}",
 		job[1]));
 	json_t *said = replay_for(&ev, &rq, &r, job[1], "REMAT_AUTO", POOL_MS);
@@ -392,8 +389,8 @@ START_TEST(test_pool_paused_squeezed_and_set_priority)
 	long long told = num(d1, "budget_bytes");
 	json_decref(said);
 	ck_assert_int_eq(share_of(&rq, job[1]), told);
-	ck_assert_msg(told < s1 && told <= least + least / 10, "paused: %lld (least %lld, "
-		"was %lld)", told, least, s1);
+	ck_assert_msg(told < s1 && told <= r.least + r.least / 10, "paused: %lld (least %lld, "
+		"was %lld)", told, r.least, s1);
 	ck_assert_msg(rss_of(pid) <= told, "paused, it holds %lld bytes of its %lld",
 		rss_of(pid), told);
 	json_decref(replay_for(&ev, &rq, &r, job[0], "POOL_CHANGED", POOL_MS));
@@ -405,22 +402,11 @@ START_TEST(test_pool_paused_squeezed_and_set_priority)
 		job[1]));
 	replay_until(&ev, &rq, &r, job[1], POOL_MS);
 	replay_until(&ev, &rq, &r, NULL, 5000);
-	ck_assert_int_le(share_of(&rq, job[0]) + share_of(&rq, job[1]), pool);
+	ck_assert_int_le(share_of(&rq, job[0]) + share_of(&rq, job[1]), r.pool);
 	ck_assert_int_gt(share_of(&rq, job[1]), told);
-	td_close(&ev);
-	td_close(&rq);
-	td_daemon_stop(&d);
+	pool_daemon_end(&d, &ev, &rq);
 }
 END_TEST
-
-/* The worker's pid of job. */
-static long long pid_of(td_conn *rq, const char *job)
-{
-	json_t *st = td_job_status(rq, job);
-	long long pid = num(st, "pid");
-	json_decref(st);
-	return pid;
-}
 
 /* job-resume of an interrupted job, again while a restarted rematd still looks at its
  * save directory (Busy). */
@@ -444,24 +430,16 @@ static void resume_job(td_conn *rq, const char *job)
 
 START_TEST(test_pool_daemon_restart)
 {
-	long long least, off, pool = squeezed_pool("test_pool_daemon_restart", &least, &off);
-	if (!pool)
-		return;
 	/* the workers outlive rematd: they must come back to us to be reaped */
 	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-	char arg[32], spec[1024], job[3][16];
+	char job[3][16];
 	long long pid[2];
-	snprintf(arg, sizeof arg, "%lld", pool);
 	td_daemon d;
 	td_conn ev, rq;
-	pool_daemon(&d, arg, &ev, &rq);
-	replay r = {.pool = pool};
-	for (int i = 0; i < 3; i++) {
-		snprintf(job[i], sizeof job[i], "%s", td_job_start(&rq, spec_of(spec, sizeof spec,
-			i ? "" : ",\"priority\":7"), NULL));
-		if (i < 2)
-			replay_until(&ev, &rq, &r, job[i], POOL_MS);
-	}
+	replay r;
+	if (!squeezed_jobs("test_pool_daemon_restart", &d, &ev, &rq, &r, job, 3, 2,
+		",\"priority\":7"))
+		return;
 	char *out;
 	int rc = td_ctl(&d, &out, "set", job[0], "priority=4", NULL);
 	ck_assert_msg(rc == 0, "set: %d %s", rc, out);
@@ -478,8 +456,8 @@ START_TEST(test_pool_daemon_restart)
 		ck_assert_int_eq(td_wait_pid((pid_t)pid[i], T_STOP_MS), 0);
 	/* a new rematd on the same state: the queued job is admitted by the pool (not outside
 	 * it), the interrupted ones are admitted again when resumed, as their records say */
-	pool_daemon_on(&d, arg, &ev, &rq);
-	replay r2 = {.pool = pool};
+	pool_daemon_on(&d, r.arg, &ev, &rq);
+	replay r2 = {.pool = r.pool};
 	replay_until(&ev, &rq, &r2, job[2], POOL_MS);
 	ck_assert_int_gt(share_of(&rq, job[2]), 0);
 	resume_job(&rq, job[0]);
@@ -495,11 +473,9 @@ START_TEST(test_pool_daemon_restart)
 	json_t *m = memory_of(&rq, job[0]);
 	ck_assert_int_eq(num(m, "priority"), 4);
 	ck_assert(json_is_false(json_object_get(m, "own")));
-	ck_assert_int_le(share_of(&rq, job[0]) + share_of(&rq, job[2]), pool);
+	ck_assert_int_le(share_of(&rq, job[0]) + share_of(&rq, job[2]), r.pool);
 	json_decref(m);
-	td_close(&ev);
-	td_close(&rq);
-	td_daemon_stop(&d);
+	pool_daemon_end(&d, &ev, &rq);
 }
 END_TEST
 
