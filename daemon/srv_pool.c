@@ -307,11 +307,12 @@ static long long job_after(const srv_job *job)
 }
 
 /* 1 when the job is paused and holds more than its least: it is squeezed to it (paused,
- * memory buys it nothing; the others may need it). */
+ * memory buys it nothing; the others may need it). Not a job of several ranks: the others
+ * wait for rank 0's next step to take a budget, so only rank 0 would give memory back. */
 static int squeezable(const srv_job *job)
 {
 	return in_pool(job) && job->state == PROTO_JOB_PAUSED && !job->pool.own &&
-	       job->pool.share > job_least(job);
+	       ranks_of(job) == 1 && job->pool.share > job_least(job);
 }
 
 /* 1 when the division sizes this job: running, its rate measured, no budget of its own. */

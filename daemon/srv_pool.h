@@ -29,7 +29,8 @@
  *    may hold never passes the pool, during a change either.
  *  - A paused job is squeezed to its least: its worker lays the policy of its least out
  *    while paused and says so (REMAT_AUTO, which acknowledges the shrink); resumed, it
- *    takes part in the division again.
+ *    takes part in the division again. (Not a job of several ranks: those but rank 0 take
+ *    a budget with the next step only.)
  *  - Re-divided when a job is admitted, runs its first step, pauses or resumes, ends, its
  *    priority is set, and when a job's rate or costs moved by a quarter since the last
  *    division (looked at every SRV_POOL_MS).
