@@ -138,6 +138,9 @@ last=$(python3 - "$dir/pool-events" <<'PY'
 import json, sys
 a_end = b_step = grow = None
 off_at = None
+b_off = False  # b runs under off now (its last REMAT_AUTO or REMAT_APPLIED said so)
+def all_off(pol):
+    return bool(pol) and all(m == "off" for m in pol.values())
 for line in open(sys.argv[1]):
     try:
         e = json.loads(line)
@@ -147,16 +150,21 @@ for line in open(sys.argv[1]):
     job = d.get("job")
     if ev == "JOB_STATE_CHANGED" and job == "j1" and d.get("to") == "finished":
         a_end = b_step
+        if b_off:  # the division had given b its off peak while a ran
+            off_at = b_step
     elif ev == "STEP" and job == "j2":
         b_step = d.get("step")
     elif a_end is not None and ev == "POOL_CHANGED" and job == "j2" and d.get("phase") == "grow":
         grow = d["share_bytes"]
-    elif grow and off_at is None and ev == "REMAT_AUTO" and job == "j2":
-        pol = d.get("policy") or {}
-        if pol and all(m == "off" for m in pol.values()):
+    elif ev in ("REMAT_AUTO", "REMAT_APPLIED") and job == "j2":
+        b_off = all_off(d.get("policy") or {})
+        if grow and off_at is None and b_off:
             off_at = d.get("step")
 if a_end is None or off_at is None:
     print("-1 b did not return to off after a ended")
+elif grow is None:
+    print("0 b at step %d when a ended, under off already (the division gave it its off "
+          "peak while a ran)" % a_end)
 else:
     print("%d b at step %d when a ended, told %.1f MiB, under off from step %d" %
           (off_at - a_end, a_end, grow / 1048576, off_at))
