@@ -219,6 +219,29 @@ void kn_crossentropy_forward(float *lse, float *loss, const float *logits,
 void kn_crossentropy_fused(float *logits, float *lse, float *loss, const uint32_t *target,
 	float scale, int N, int V);
 
+/* ---- 4-bit weights (kn_q4.c): QLoRA's NormalFloat and FP4, blockwise absmax ---- */
+
+/* The codes of bitsandbytes' two 4-bit types. NF4: 16 levels in [-1, 1] (the published
+ * NormalFloat quantiles, 0 among them), code = the level's index in ascending order. FP4:
+ * sign and magnitude, bit 3 the sign, the magnitudes 0, 1/192, 2/3, 1, 1/3, 1/2, 1/6, 1/4
+ * by the low 3 bits (an e2m1 float over 12). */
+typedef enum kn_q4_type { KN_Q4_NF4, KN_Q4_FP4 } kn_q4_type;
+
+/* The level of code (0..15) of type t, a float in [-1, 1]. */
+float kn_q4_level(kn_q4_type t, int code);
+/* w(n) = codes((n+1)/2 bytes) and absmax(ceil(n/block)): each block of `block` (even)
+ * consecutive elements is scaled by its largest magnitude (absmax; a block of zeros keeps
+ * absmax 0, its codes level 0's), and each element w/absmax takes the nearest level (a
+ * tie: the lower level, or for FP4 the lower magnitude, the sign that of w). Element 2j
+ * is byte j's high nibble, 2j+1 its low one (bitsandbytes' order); an odd n pads the last
+ * low nibble with 0. */
+void kn_q4_quantize(const float *w, size_t n, int block, kn_q4_type t, uint8_t *codes,
+	float *absmax);
+/* w(n) = level(code) * absmax of its block, in float32: what a product with the quantized
+ * weight multiplies by. */
+void kn_q4_dequantize(const uint8_t *codes, const float *absmax, size_t n, int block,
+	kn_q4_type t, float *w);
+
 /* ---- optimizer ---- */
 
 /* Sum of squares of x(N) in double, in an order fixed by N alone (not by threads). */

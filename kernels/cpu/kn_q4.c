@@ -1,0 +1,83 @@
+/* kn_q4.c - 4-bit weights: blockwise absmax quantization to QLoRA's NormalFloat (NF4) or
+ * bitsandbytes' FP4, and back (see kn.h).
+ *
+ * Legend: n elements, row-major as the weight is stored; block consecutive elements share
+ * one absmax (64 in QLoRA). The nearest level is found against the midpoints between
+ * neighbouring levels, compared in double: exact, so the code of an element depends on
+ * nothing but its value and its block's absmax, whatever the thread count.
+ */
+#include "kn.h"
+
+#include <math.h>
+
+/* The NormalFloat levels of the QLoRA paper (Dettmers et al., 2023, appendix E), as
+ * bitsandbytes publishes them: the quantiles of N(0, 1) scaled to [-1, 1], 0 exact. */
+static const float nf4[16] = {
+	-1.0f, -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
+	-0.28444138169288635f, -0.18477343022823334f, -0.09105003625154495f, 0.0f,
+	0.07958029955625534f, 0.16093020141124725f, 0.24611230194568634f, 0.33791524171829224f,
+	0.44070982933044434f, 0.5626170039176941f, 0.7229568362236023f, 1.0f};
+
+/* FP4's magnitudes by their 3 code bits (bitsandbytes' table: e2m1 with a bias of 3, over
+ * 12), and the same codes in ascending magnitude. */
+static const float fp4[8] = {0.0f, 5.208333333e-03f, 0.66666667f, 1.0f, 0.33333333f, 0.5f,
+	0.16666667f, 0.25f};
+static const uint8_t fp4_up[8] = {0, 1, 6, 7, 4, 5, 2, 3};
+
+float kn_q4_level(kn_q4_type t, int code)
+{
+	if (t == KN_Q4_NF4)
+		return nf4[code & 15];
+	return code & 8 ? -fp4[code & 7] : fp4[code & 7];
+}
+
+/* The index among n ascending levels nearest to x: the midpoints below x counted (x on a
+ * midpoint goes to the lower level). */
+static int nearest(double x, const float *lv, const uint8_t *order, int n)
+{
+	int k = 0;
+	for (int i = 0; i + 1 < n; i++) {
+		double lo = lv[order ? order[i] : i], hi = lv[order ? order[i + 1] : i + 1];
+		k += x > 0.5 * (lo + hi);
+	}
+	return k;
+}
+
+/* One element's code: x = w/absmax (absmax > 0), or 0 for a block of zeros. */
+static uint8_t code_of(float x, kn_q4_type t)
+{
+	if (t == KN_Q4_NF4)
+		return (uint8_t)nearest(x, nf4, NULL, 16);
+	uint8_t sign = x < 0.0f ? 8 : 0;
+	return (uint8_t)(sign | fp4_up[nearest(fabs((double)x), fp4, fp4_up, 8)]);
+}
+
+void kn_q4_quantize(const float *w, size_t n, int block, kn_q4_type t, uint8_t *codes,
+	float *absmax)
+{
+	size_t nb = (n + (size_t)block - 1) / (size_t)block;
+	/* blocks are even: no byte is shared by two of them, so each thread writes its own */
+#pragma omp parallel for schedule(static)
+	for (size_t b = 0; b < nb; b++) {
+		size_t i0 = b * (size_t)block, i1 = i0 + (size_t)block < n ? i0 + (size_t)block : n;
+		float m = 0.0f;
+		for (size_t i = i0; i < i1; i++)
+			m = fmaxf(m, fabsf(w[i]));
+		absmax[b] = m;
+		for (size_t i = i0; i < i1; i += 2) {
+			uint8_t hi = code_of(m > 0.0f ? w[i] / m : 0.0f, t);
+			uint8_t lo = i + 1 < i1 ? code_of(m > 0.0f ? w[i + 1] / m : 0.0f, t) : 0;
+			codes[i / 2] = (uint8_t)(hi << 4 | lo);
+		}
+	}
+}
+
+void kn_q4_dequantize(const uint8_t *codes, const float *absmax, size_t n, int block,
+	kn_q4_type t, float *w)
+{
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < n; i++) {
+		int c = i % 2 ? codes[i / 2] & 15 : codes[i / 2] >> 4;
+		w[i] = kn_q4_level(t, c) * absmax[i / (size_t)block];
+	}
+}

@@ -1,0 +1,128 @@
+/* test_q4.c - 4-bit weights (kernels/cpu/kn_q4.c), suite "q4", against an independent
+ * implementation: tests/data/gen_q4.py computed each case of tests/data/q4/cases.json in
+ * plain Python (the published NF4 and FP4 levels, blockwise absmax, the nearest level by
+ * exact distance, a tie to the lower level), and the kernels must give its codes, absmaxes
+ * and dequantized values bit for bit:
+ *
+ *  - NF4 and FP4, blocks of 64 and 128, 1000 N(0, 0.02) weights;
+ *  - an odd count with a last block of one, a block of zeros, -0.0 and tiny negatives,
+ *    magnitudes from 1e-6 to 300;
+ *  - weights on the exact midpoints between levels (the tie rule);
+ *  - the same codes with 1 and 2 threads, and every dequantized value within half the
+ *    widest gap between levels of its weight.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kn.h"
+#include "t_util.h"
+#include "tests.h"
+
+static float from_bits(const json_t *v)
+{
+	uint32_t u = (uint32_t)json_integer_value(v);
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+static uint32_t to_bits(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	return u;
+}
+
+/* The cases of tests/data/q4/cases.json (new reference). */
+static json_t *cases(void)
+{
+	char *path = t_data("q4/cases.json");
+	json_error_t je;
+	json_t *o = json_load_file(path, 0, &je);
+	ck_assert_msg(o != NULL, "%s: %s", path, je.text);
+	free(path);
+	json_t *c = json_incref(json_object_get(o, "cases"));
+	json_decref(o);
+	ck_assert_int_gt((int)json_array_size(c), 0);
+	return c;
+}
+
+/* One case: quantized with `threads` threads, compared with the generator's. */
+static void check_case(const json_t *c, int threads)
+{
+	const char *name = json_string_value(json_object_get(c, "name"));
+	kn_q4_type t = strcmp(json_string_value(json_object_get(c, "type")), "nf4") == 0
+		? KN_Q4_NF4 : KN_Q4_FP4;
+	int block = (int)json_integer_value(json_object_get(c, "block"));
+	size_t n = (size_t)json_integer_value(json_object_get(c, "n"));
+	size_t nb = (n + (size_t)block - 1) / (size_t)block, nc = (n + 1) / 2;
+	const char *hex = json_string_value(json_object_get(c, "codes"));
+	float *w = malloc(n * sizeof *w), *back = malloc(n * sizeof *back);
+	float *absmax = malloc(nb * sizeof *absmax);
+	uint8_t *codes = malloc(nc);
+	ck_assert(w && back && absmax && codes && hex && strlen(hex) == 2 * nc);
+	for (size_t i = 0; i < n; i++)
+		w[i] = from_bits(json_array_get(json_object_get(c, "w"), i));
+	kn_set_threads(threads);
+	kn_q4_quantize(w, n, block, t, codes, absmax);
+	kn_q4_dequantize(codes, absmax, n, block, t, back);
+	for (size_t j = 0; j < nc; j++) {
+		unsigned want;
+		ck_assert(sscanf(hex + 2 * j, "%2x", &want) == 1);
+		ck_assert_msg(codes[j] == want, "%s, %d threads: byte %zu is %02x, the generator's "
+			"%02x (weights %a %a)", name, threads, j, codes[j], want, w[2 * j],
+			2 * j + 1 < n ? w[2 * j + 1] : 0.0f);
+	}
+	for (size_t b = 0; b < nb; b++)
+		ck_assert_msg(to_bits(absmax[b]) == (uint32_t)json_integer_value(json_array_get(
+			json_object_get(c, "absmax"), b)), "%s: absmax of block %zu", name, b);
+	for (size_t i = 0; i < n; i++) {
+		float want = from_bits(json_array_get(json_object_get(c, "deq"), i));
+		ck_assert_msg(to_bits(back[i]) == to_bits(want), "%s: element %zu dequantizes to "
+			"%a, the generator's %a", name, i, back[i], want);
+		/* the widest gap between levels: NF4's 1 - 0.72, FP4's 1 - 2/3; half of it */
+		ck_assert(fabsf(back[i] - w[i]) <= absmax[i / (size_t)block] * 0.17f);
+	}
+	free(w);
+	free(back);
+	free(absmax);
+	free(codes);
+}
+
+START_TEST(test_q4_against_generator)
+{
+	json_t *all = cases();
+	size_t i;
+	json_t *c;
+	json_array_foreach(all, i, c)
+		for (int threads = 1; threads <= 2; threads++)
+			check_case(c, threads);
+	json_decref(all);
+	kn_set_threads(1);
+}
+END_TEST
+
+START_TEST(test_q4_levels)
+{
+	/* NF4 ascends from -1 to 1 through an exact 0; FP4's code 8 + k is code k negated */
+	for (int k = 0; k < 15; k++)
+		ck_assert(kn_q4_level(KN_Q4_NF4, k) < kn_q4_level(KN_Q4_NF4, k + 1));
+	ck_assert(kn_q4_level(KN_Q4_NF4, 0) == -1.0f && kn_q4_level(KN_Q4_NF4, 15) == 1.0f);
+	ck_assert(kn_q4_level(KN_Q4_NF4, 7) == 0.0f);
+	for (int k = 0; k < 8; k++)
+		ck_assert(kn_q4_level(KN_Q4_FP4, 8 + k) == -kn_q4_level(KN_Q4_FP4, k));
+	ck_assert(kn_q4_level(KN_Q4_FP4, 3) == 1.0f && kn_q4_level(KN_Q4_FP4, 0) == 0.0f);
+}
+END_TEST
+
+Suite *suite_q4(void)
+{
+	Suite *s = suite_create("q4");
+	TCase *tc = tcase_create("q4");
+	tcase_add_test(tc, test_q4_against_generator);
+	tcase_add_test(tc, test_q4_levels);
+	suite_add_tcase(s, tc);
+	return s;
+}
