@@ -242,6 +242,22 @@ void kn_q4_quantize(const float *w, size_t n, int block, kn_q4_type t, uint8_t *
 void kn_q4_dequantize(const uint8_t *codes, const float *absmax, size_t n, int block,
 	kn_q4_type t, float *w);
 
+/* Double quantization (QLoRA's) of nb absmax values, 8 bits each: offset = their mean (a
+ * double sum in order, over nb, to float32); each block of KN_Q4_DQ_BLOCK of absmax -
+ * offset (float32) is scaled by its largest magnitude (absmax2) and takes the nearest of
+ * the 256 values of bitsandbytes' signed dynamic map (kn_q4_dq_value; a tie: the lower),
+ * q = its index in ascending order. */
+#define KN_Q4_DQ_BLOCK 256
+void kn_q4_dq_quantize(const float *absmax, size_t nb, uint8_t *q, float *absmax2,
+	float *offset);
+/* absmax(nb) = float32(value(q) * absmax2 of its block) + offset, in float32. */
+void kn_q4_dq_dequantize(const uint8_t *q, const float *absmax2, float offset, size_t nb,
+	float *absmax);
+/* Value k (0..255, ascending) of the dynamic map: 0, 1, and for e = 0..6 the 2^e means of
+ * neighbouring points of linspace(0.1, 1, 2^e + 1), times 10^(e-6), and their negatives;
+ * each the float32 nearest the exact value. */
+float kn_q4_dq_value(int k);
+
 /* ---- optimizer ---- */
 
 /* Sum of squares of x(N) in double, in an order fixed by N alone (not by threads). */

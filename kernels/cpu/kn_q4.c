@@ -9,6 +9,7 @@
 #include "kn.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 /* The NormalFloat levels of the QLoRA paper (Dettmers et al., 2023, appendix E), as
  * bitsandbytes publishes them: the quantiles of N(0, 1) scaled to [-1, 1], 0 exact. */
@@ -79,5 +80,82 @@ void kn_q4_dequantize(const uint8_t *codes, const float *absmax, size_t n, int b
 	for (size_t i = 0; i < n; i++) {
 		int c = i % 2 ? codes[i / 2] & 15 : codes[i / 2] >> 4;
 		w[i] = kn_q4_level(t, c) * absmax[i / (size_t)block];
+	}
+}
+
+/* ---- double quantization of the absmax values ---- */
+
+/* The dynamic map, ascending. Its value for exponent e and point j is
+ * (2^(e+1) + 18 j + 9) / (20 2^e 10^(6-e)): numerator and denominator are exact doubles,
+ * the quotient is correctly rounded, then rounded to float32. */
+static float dq_map[256];
+static int dq_ready;
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return (x > y) - (x < y);
+}
+
+static void dq_build(void)
+{
+	int n = 0;
+	for (int e = 0; e < 7; e++)
+		for (int j = 0; j < 1 << e; j++) {
+			double num = (double)(2 << e) + 18.0 * j + 9.0;
+			double den = 20.0 * (1 << e) * pow(10.0, 6 - e);
+			dq_map[n++] = (float)(num / den);
+			dq_map[n++] = -(float)(num / den);
+		}
+	dq_map[n++] = 0.0f;
+	dq_map[n++] = 1.0f;
+	qsort(dq_map, 256, sizeof dq_map[0], cmp_float);
+}
+
+float kn_q4_dq_value(int k)
+{
+#pragma omp critical(kn_q4_dq)
+	if (!dq_ready) {
+		dq_build();
+		dq_ready = 1;
+	}
+	return dq_map[k & 255];
+}
+
+void kn_q4_dq_quantize(const float *absmax, size_t nb, uint8_t *q, float *absmax2,
+	float *offset)
+{
+	double sum = 0.0;
+	kn_q4_dq_value(0); /* the map, built */
+	for (size_t i = 0; i < nb; i++)
+		sum += absmax[i];
+	float off = nb ? (float)(sum / (double)nb) : 0.0f;
+	*offset = off;
+	size_t nblk = (nb + KN_Q4_DQ_BLOCK - 1) / KN_Q4_DQ_BLOCK;
+#pragma omp parallel for schedule(static)
+	for (size_t b = 0; b < nblk; b++) {
+		size_t i0 = b * KN_Q4_DQ_BLOCK, i1 = i0 + KN_Q4_DQ_BLOCK;
+		float m = 0.0f;
+		if (i1 > nb)
+			i1 = nb;
+		for (size_t i = i0; i < i1; i++)
+			m = fmaxf(m, fabsf(absmax[i] - off));
+		absmax2[b] = m;
+		for (size_t i = i0; i < i1; i++) {
+			float x = m > 0.0f ? (absmax[i] - off) / m : 0.0f;
+			q[i] = (uint8_t)nearest(x, dq_map, NULL, 256);
+		}
+	}
+}
+
+void kn_q4_dq_dequantize(const uint8_t *q, const float *absmax2, float offset, size_t nb,
+	float *absmax)
+{
+	kn_q4_dq_value(0);
+#pragma omp parallel for schedule(static)
+	for (size_t i = 0; i < nb; i++) {
+		/* two roundings, as the reference: no fused multiply-add */
+		volatile float v = dq_map[q[i]] * absmax2[i / KN_Q4_DQ_BLOCK];
+		absmax[i] = v + offset;
 	}
 }

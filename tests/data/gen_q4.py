@@ -92,12 +92,69 @@ def ties(kind):
     return w
 
 
+def f32_exact(fr):
+    """The float32 nearest the Fraction fr (a tie: the even one), exactly."""
+    f = f32(float(fr))
+    u = struct.unpack("<I", struct.pack("<f", f))[0]
+    cands = [f] + [struct.unpack("<f", struct.pack("<I", v))[0] for v in (u - 1, u + 1)
+                   if 0 <= v < 0x7f800000 or 0x80000000 <= v < 0xff800000]
+    return min(cands, key=lambda c: (abs(Fraction(c) - fr),
+                                     struct.unpack("<I", struct.pack("<f", c))[0] & 1))
+
+
+def dynamic_map():
+    """bitsandbytes' signed dynamic 8-bit map, each value exact then rounded once: for
+    exponent e = 0..6, the 2**e means of neighbouring points of linspace(0.1, 1, 2**e + 1)
+    times 10**(e - 6), and their negatives; 0 and 1; ascending."""
+    vals = [0.0, 1.0]
+    for e in range(7):
+        pts = [Fraction(1, 10) + Fraction(9, 10) * Fraction(k, 2 ** e) for k in range(2 ** e + 1)]
+        for a, b in zip(pts, pts[1:]):
+            v = f32_exact((a + b) / 2 * Fraction(10) ** (e - 6))
+            vals += [v, -v]
+    assert len(vals) == 256
+    return sorted(vals)
+
+
+def double_quant(absmax, block=256):
+    """QLoRA's double quantization of the absmax values: their mean (a double sum in
+    order, over their count, to float32) taken off, then blocks of 256 scaled by their
+    largest magnitude, each to the nearest map value (a tie: the lower); back as
+    float32(float32(value * absmax2) + offset)."""
+    dmap = dynamic_map()
+    s = 0.0
+    for v in absmax:
+        s += v
+    off = f32(s / len(absmax))
+    q, a2, back = [], [], []
+    for b0 in range(0, len(absmax), block):
+        cen = [f32(v - off) for v in absmax[b0:b0 + block]]
+        m = max(abs(v) for v in cen)
+        a2.append(m)
+        for v in cen:
+            x = f32(v / m) if m > 0 else 0.0
+            k = min(range(256), key=lambda i: (abs(Fraction(x) - Fraction(dmap[i])), i))
+            q.append(k)
+            back.append(f32(f32(dmap[k] * m) + off))
+    return dmap, off, q, a2, back
+
+
 def case(name, kind, block, w):
     w = [f32(v) for v in w]
     packed, absmax, deq = quantize(w, block, kind)
     return {"name": name, "type": kind, "block": block, "n": len(w),
             "w": [bits(v) for v in w], "codes": packed.hex(),
             "absmax": [bits(v) for v in absmax], "deq": [bits(v) for v in deq]}
+
+
+def dq_case(name, absmax):
+    """A double quantization case: absmax values in, the map, offset, codes, absmax2 and the
+    absmax values back."""
+    absmax = [f32(v) for v in absmax]
+    dmap, off, q, a2, back = double_quant(absmax)
+    return {"name": name, "absmax": [bits(v) for v in absmax], "map": [bits(v) for v in dmap],
+            "offset": bits(off), "q": bytes(q).hex(), "absmax2": [bits(v) for v in a2],
+            "back": [bits(v) for v in back]}
 
 
 def main():
@@ -114,9 +171,15 @@ def main():
         cases.append(case(kind + "_odd_b64", kind, 64, odd))
         cases.append(case(kind + "_normal_b128", kind, 128, gauss[:700]))
         cases.append(case(kind + "_ties_b64", kind, 64, ties(kind)))
+    # double quantization: the absmax values of 1000 blocks of N(0, 0.02) weights (3 blocks
+    # of 256 and a last of 232), and of a block of equal ones (all centred to 0)
+    r = random.Random(3)
+    absmax = [max(abs(r.gauss(0.0, 0.02)) for _ in range(64)) for _ in range(1000)]
+    dq = [dq_case("dq_1000", absmax), dq_case("dq_equal", [0.5] * 300)]
     out = os.path.join(os.path.dirname(__file__), "q4", "cases.json")
     with open(out, "w") as f:
-        json.dump({"generator": "tests/data/gen_q4.py", "cases": cases}, f, indent=0)
+        json.dump({"generator": "tests/data/gen_q4.py", "cases": cases, "double": dq}, f,
+                  indent=0)
         f.write("\n")
 
 

@@ -9,7 +9,9 @@
  *    magnitudes from 1e-6 to 300;
  *  - weights on the exact midpoints between levels (the tie rule);
  *  - the same codes with 1 and 2 threads, and every dequantized value within half the
- *    widest gap between levels of its weight.
+ *    widest gap between levels of its weight;
+ *  - double quantization of the absmax values (the dynamic 8-bit map, its mean taken off,
+ *    blocks of 256): the map, offset, codes, second absmaxes and the values back.
  */
 #include <jansson.h>
 #include <math.h>
@@ -104,6 +106,60 @@ START_TEST(test_q4_against_generator)
 }
 END_TEST
 
+/* The bit patterns of o[key] (an array of n) equal those of got. */
+static void same_bits(const json_t *o, const char *key, const float *got, size_t n,
+	const char *name)
+{
+	const json_t *a = json_object_get(o, key);
+	ck_assert_int_eq((int)json_array_size(a), (int)n);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(to_bits(got[i]) == (uint32_t)json_integer_value(json_array_get(a, i)),
+			"%s: %s[%zu] is %a, the generator's %a", name, key, i, got[i],
+			from_bits(json_array_get(a, i)));
+}
+
+START_TEST(test_q4_double_quant)
+{
+	char *path = t_data("q4/cases.json");
+	json_t *o = json_load_file(path, 0, NULL), *c;
+	ck_assert_msg(o != NULL, "%s", path);
+	free(path);
+	size_t k;
+	json_array_foreach(json_object_get(o, "double"), k, c) {
+		const char *name = json_string_value(json_object_get(c, "name"));
+		size_t nb = json_array_size(json_object_get(c, "absmax"));
+		size_t n2 = (nb + KN_Q4_DQ_BLOCK - 1) / KN_Q4_DQ_BLOCK;
+		float map[256], *a = malloc(nb * sizeof *a), *back = malloc(nb * sizeof *back);
+		float *a2 = malloc(n2 * sizeof *a2), off;
+		uint8_t *q = malloc(nb);
+		ck_assert(a && back && a2 && q);
+		for (int i = 0; i < 256; i++)
+			map[i] = kn_q4_dq_value(i);
+		same_bits(c, "map", map, 256, name);
+		for (size_t i = 0; i < nb; i++)
+			a[i] = from_bits(json_array_get(json_object_get(c, "absmax"), i));
+		kn_q4_dq_quantize(a, nb, q, a2, &off);
+		kn_q4_dq_dequantize(q, a2, off, nb, back);
+		same_bits(c, "absmax2", a2, n2, name);
+		same_bits(c, "back", back, nb, name);
+		json_t *want_off = json_object_get(c, "offset");
+		ck_assert(to_bits(off) == (uint32_t)json_integer_value(want_off));
+		const char *hex = json_string_value(json_object_get(c, "q"));
+		for (size_t i = 0; i < nb; i++) {
+			unsigned want;
+			ck_assert(sscanf(hex + 2 * i, "%2x", &want) == 1);
+			ck_assert_msg(q[i] == want, "%s: code %zu is %u, the generator's %u", name,
+				i, q[i], want);
+		}
+		free(a);
+		free(back);
+		free(a2);
+		free(q);
+	}
+	json_decref(o);
+}
+END_TEST
+
 START_TEST(test_q4_levels)
 {
 	/* NF4 ascends from -1 to 1 through an exact 0; FP4's code 8 + k is code k negated */
@@ -122,6 +178,7 @@ Suite *suite_q4(void)
 	Suite *s = suite_create("q4");
 	TCase *tc = tcase_create("q4");
 	tcase_add_test(tc, test_q4_against_generator);
+	tcase_add_test(tc, test_q4_double_quant);
 	tcase_add_test(tc, test_q4_levels);
 	suite_add_tcase(s, tc);
 	return s;
