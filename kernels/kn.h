@@ -237,10 +237,28 @@ float kn_q4_level(kn_q4_type t, int code);
  * low nibble with 0. */
 void kn_q4_quantize(const float *w, size_t n, int block, kn_q4_type t, uint8_t *codes,
 	float *absmax);
-/* w(n) = level(code) * absmax of its block, in float32: what a product with the quantized
- * weight multiplies by. */
-void kn_q4_dequantize(const uint8_t *codes, const float *absmax, size_t n, int block,
-	kn_q4_type t, float *w);
+/* w(n) = level(code) * absmax of its block, in float32, for the elements [first, first +
+ * n) of a quantized array: what a product with the quantized weight multiplies by. */
+void kn_q4_dequantize(const uint8_t *codes, const float *absmax, size_t first, size_t n,
+	int block, kn_q4_type t, float *w);
+
+/* A frozen linear weight W(OC, IC) in 4 bits: kn_q4_quantize of its row-major [out, in]
+ * elements (blocks of `block` consecutive elements of that order). */
+typedef struct kn_q4_weight {
+	const uint8_t *codes;
+	const float *absmax;
+	int OC, IC, block;
+	kn_q4_type type;
+} kn_q4_weight;
+#define KN_Q4_TILE 64 /* rows of W dequantized at a time (scratch: KN_Q4_TILE * IC floats) */
+/* out(N,OC) = inp(N,IC) W^T + b(OC) (b may be NULL): W's rows dequantized a tile at a time
+ * into scratch, each tile's columns of out one product */
+void kn_q4_linear_forward(float *out, const float *inp, const kn_q4_weight *w, const float *b,
+	int N, float *scratch);
+/* dinp(N,IC) = dout(N,OC) W, the tiles' products summed in tile order (W is frozen: no
+ * gradient of its own) */
+void kn_q4_linear_backward(float *dinp, const float *dout, const kn_q4_weight *w, int N,
+	float *scratch);
 
 /* Double quantization (QLoRA's) of nb absmax values, 8 bits each: offset = their mean (a
  * double sum in order, over nb, to float32); each block of KN_Q4_DQ_BLOCK of absmax -

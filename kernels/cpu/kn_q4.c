@@ -73,13 +73,49 @@ void kn_q4_quantize(const float *w, size_t n, int block, kn_q4_type t, uint8_t *
 	}
 }
 
-void kn_q4_dequantize(const uint8_t *codes, const float *absmax, size_t n, int block,
-	kn_q4_type t, float *w)
+void kn_q4_dequantize(const uint8_t *codes, const float *absmax, size_t first, size_t n,
+	int block, kn_q4_type t, float *w)
 {
 #pragma omp parallel for schedule(static)
-	for (size_t i = 0; i < n; i++) {
+	for (size_t k = 0; k < n; k++) {
+		size_t i = first + k;
 		int c = i % 2 ? codes[i / 2] & 15 : codes[i / 2] >> 4;
-		w[i] = kn_q4_level(t, c) * absmax[i / (size_t)block];
+		w[k] = kn_q4_level(t, c) * absmax[i / (size_t)block];
+	}
+}
+
+/* ---- products with a 4-bit weight ---- */
+
+/* Rows [r0, r0 + rows) of W, dequantized into tile(rows, IC). */
+static void tile_of(const kn_q4_weight *w, int r0, int rows, float *tile)
+{
+	kn_q4_dequantize(w->codes, w->absmax, (size_t)r0 * (size_t)w->IC,
+		(size_t)rows * (size_t)w->IC, w->block, w->type, tile);
+}
+
+void kn_q4_linear_forward(float *out, const float *inp, const kn_q4_weight *w, const float *b,
+	int N, float *scratch)
+{
+	for (int r0 = 0; r0 < w->OC; r0 += KN_Q4_TILE) {
+		int rows = w->OC - r0 < KN_Q4_TILE ? w->OC - r0 : KN_Q4_TILE;
+		tile_of(w, r0, rows, scratch);
+		/* out(N, r0:r0+rows) = inp(N,IC) tile(rows,IC)^T */
+		kn_sgemm(0, 1, N, rows, w->IC, 1.0f, inp, w->IC, scratch, w->IC, 0.0f, out + r0,
+			w->OC);
+	}
+	if (b)
+		kn_add_bias(out, b, N, w->OC);
+}
+
+void kn_q4_linear_backward(float *dinp, const float *dout, const kn_q4_weight *w, int N,
+	float *scratch)
+{
+	for (int r0 = 0; r0 < w->OC; r0 += KN_Q4_TILE) {
+		int rows = w->OC - r0 < KN_Q4_TILE ? w->OC - r0 : KN_Q4_TILE;
+		tile_of(w, r0, rows, scratch);
+		/* dinp(N,IC) (+)= dout(N, r0:r0+rows) tile(rows,IC) */
+		kn_sgemm(0, 0, N, w->IC, rows, 1.0f, dout + r0, w->OC, scratch, w->IC,
+			r0 ? 1.0f : 0.0f, dinp, w->IC);
 	}
 }
 
