@@ -353,7 +353,7 @@ format:
 # of the library and kernel a user with a clean environment gets.
 BENCH_ENV = $(if $(KEEP_CORETYPE),,env -u OPENBLAS_CORETYPE)
 bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm $(BUILD)/bin/bench-sha256 \
-	$(BUILD)/bin/bench-tok
+	$(BUILD)/bin/bench-tok $(BUILD)/bin/bench-q4
 	@mkdir -p $(BUILD)/bench
 	@$(if $(KEEP_CORETYPE),,[ -z "$$OPENBLAS_CORETYPE" ] || echo "bench: OPENBLAS_CORETYPE=$$OPENBLAS_CORETYPE unset for the run (KEEP_CORETYPE=1 keeps it)")
 	@$(BENCH_ENV) sh bench/steps.sh $(abspath $(BUILD)/bin) gpt2-small 4 256 3 $(abspath $(BUILD)/bench/gpt2-small.json)
@@ -372,6 +372,8 @@ bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm $(BUILD)/bin/benc
 	@sh bench/tok.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/npm) $(abspath $(BUILD)/bench/tok.json)
 	@$(BENCH_ENV) sh bench/data.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/bench/data.json)
 	@$(BENCH_ENV) sh bench/pool.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/bench/pool.json)
+	@$(BENCH_ENV) $(BUILD)/bin/bench-q4 1024 1 | tee $(BUILD)/bench/q4.txt && \
+		tail -1 $(BUILD)/bench/q4.txt > $(BUILD)/bench/q4.json
 	@echo "JSON: $(abspath $(BUILD)/bench)/*.json"
 
 # The matmul libraries compared on the model's products (INSTALL=1 installs BLIS and oneDNN)
@@ -388,6 +390,10 @@ bench-torch: all
 		$(abspath $(BUILD)/bin) $(or $(ROUNDS),3) $(if $(INSTALL),--install)
 
 $(BUILD)/bin/bench-sgemm: bench/sgemm.c $(ENGINE_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/bin/bench-q4: bench/q4.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
 

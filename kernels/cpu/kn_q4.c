@@ -93,11 +93,20 @@ static void tile_of(const kn_q4_weight *w, int r0, int rows, float *tile)
 		(size_t)rows * (size_t)w->IC, w->block, w->type, tile);
 }
 
+/* Rows a tile: W's OC rows in as few tiles of at most KN_Q4_TILE as there can be, of equal
+ * height (a short last tile makes a narrow, slow product). */
+static int tile_rows(int OC)
+{
+	int tiles = (OC + KN_Q4_TILE - 1) / KN_Q4_TILE;
+	return tiles ? (OC + tiles - 1) / tiles : 1;
+}
+
 void kn_q4_linear_forward(float *out, const float *inp, const kn_q4_weight *w, const float *b,
 	int N, float *scratch)
 {
-	for (int r0 = 0; r0 < w->OC; r0 += KN_Q4_TILE) {
-		int rows = w->OC - r0 < KN_Q4_TILE ? w->OC - r0 : KN_Q4_TILE;
+	int h = tile_rows(w->OC);
+	for (int r0 = 0; r0 < w->OC; r0 += h) {
+		int rows = w->OC - r0 < h ? w->OC - r0 : h;
 		tile_of(w, r0, rows, scratch);
 		/* out(N, r0:r0+rows) = inp(N,IC) tile(rows,IC)^T */
 		kn_sgemm(0, 1, N, rows, w->IC, 1.0f, inp, w->IC, scratch, w->IC, 0.0f, out + r0,
@@ -110,8 +119,9 @@ void kn_q4_linear_forward(float *out, const float *inp, const kn_q4_weight *w, c
 void kn_q4_linear_backward(float *dinp, const float *dout, const kn_q4_weight *w, int N,
 	float *scratch)
 {
-	for (int r0 = 0; r0 < w->OC; r0 += KN_Q4_TILE) {
-		int rows = w->OC - r0 < KN_Q4_TILE ? w->OC - r0 : KN_Q4_TILE;
+	int h = tile_rows(w->OC);
+	for (int r0 = 0; r0 < w->OC; r0 += h) {
+		int rows = w->OC - r0 < h ? w->OC - r0 : h;
 		tile_of(w, r0, rows, scratch);
 		/* dinp(N,IC) (+)= dout(N, r0:r0+rows) tile(rows,IC) */
 		kn_sgemm(0, 0, N, w->IC, rows, 1.0f, dout + r0, w->OC, scratch, w->IC,

@@ -164,12 +164,12 @@ START_TEST(test_q4_double_quant)
 }
 END_TEST
 
-/* A product with a 4-bit weight (three tiles, the last short) against the same product in
+/* A product with a 4-bit weight (three tiles, the last shorter) against the same product in
  * double over the weight dequantized whole: forward with a bias, and the input gradient;
  * run twice, the same bits. */
 START_TEST(test_q4_linear)
 {
-	enum { OC = 150, IC = 128, N = 7 };
+	enum { OC = 520, IC = 128, N = 7 }; /* three tiles of 174, 174 and 172 rows */
 	static float w[OC * IC], wd[OC * IC], x[N * IC], b[OC], dy[N * OC], y[N * OC], dx[N * IC];
 	static float y2[N * OC], dx2[N * IC], scratch[KN_Q4_TILE * IC], absmax[OC * IC / 64];
 	static uint8_t codes[OC * IC / 2];
