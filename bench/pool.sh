@@ -81,6 +81,13 @@ d = json.load(sys.stdin); print(d["state"], d.get("pid") or 0)')
 	echo "$(echo "$t1 - $t0" | bc) $max"
 }
 
+# pair WAY: way's two jobs started on its daemon and run to their end: "WALL RSS"
+pair() {
+	ja=$(ctl start "$dir/$1-a.json")
+	jb=$(ctl start "$dir/$1-b.json")
+	run "$1" "$ja" "$jb"
+}
+
 # the figures the pool plans for one job: least and off (a pool far larger than both)
 run_steps=1000000 spec a probe
 daemon probe --max-jobs 1 --memory 64GiB --worker "$bin/remat-train"
@@ -101,9 +108,7 @@ for n in a b; do spec $n pool; done
 daemon pool --max-jobs 2 --memory "$pool" --worker "$bin/remat-train"
 ctl --json events > "$dir/pool-events" 2>/dev/null &
 evpid=$!
-ja=$(ctl start "$dir/pool-a.json")
-jb=$(ctl start "$dir/pool-b.json")
-set -- $(run pool "$ja" "$jb")
+set -- $(pair pool)
 pool_wall=$1
 pool_rss=$2
 kill "$evpid" 2>/dev/null || true
@@ -111,17 +116,13 @@ evpid=
 # one after the other, each alone at off
 for n in a b; do spec $n seq; done
 daemon seq --max-jobs 1 --worker "$bin/remat-train"
-ja=$(ctl start "$dir/seq-a.json")
-jb=$(ctl start "$dir/seq-b.json")
-set -- $(run seq "$ja" "$jb")
+set -- $(pair seq)
 seq_wall=$1
 seq_rss=$2
 # both at once, a static half each
 for n in a b; do spec $n half ", \"remat\": {\"budget\": $half}"; done
 daemon half --max-jobs 2 --worker "$bin/remat-train"
-ja=$(ctl start "$dir/half-a.json")
-jb=$(ctl start "$dir/half-b.json")
-set -- $(run half "$ja" "$jb")
+set -- $(pair half)
 half_wall=$1
 half_rss=$2
 

@@ -98,6 +98,21 @@ void srv_pool_job_init(srv_job *job, const json_t *spec, int resume)
 	eng_plan_query q;
 	eng_policy off;
 	eng_plan plan;
+	srv_pool_job_terms(job, spec, resume);
+	if (job_query(job, &q) < 0)
+		return;
+	pj->least = ranks_of(job) * (long long)eng_plan_least(q.cfg, q.B, q.T, q.chunk_rows,
+		q.fixed, NULL);
+	eng_policy_init(&off, q.cfg->n_layer);
+	eng_plan_policy(q.cfg, q.B, q.T, q.chunk_rows, &off, &plan);
+	pj->off = ranks_of(job) * (long long)(q.fixed + q.optional + plan.saved_bytes +
+		plan.recompute_bytes);
+	pj->model_flops = plan.model_flops;
+}
+
+void srv_pool_job_terms(srv_job *job, const json_t *spec, int resume)
+{
+	srv_pool_job *pj = &job->pool;
 	json_t *pr = json_object_get(spec, "priority");
 	/* a resume keeps what the job had: its spec's remat.budget is then the pool's last
 	 * share, and its priority may have been set since (job-set) */
@@ -112,15 +127,6 @@ void srv_pool_job_init(srv_job *job, const json_t *spec, int resume)
 	pj->priority = priority;
 	pj->own = own;
 	pj->floor = floor;
-	if (job_query(job, &q) < 0)
-		return;
-	pj->least = ranks_of(job) * (long long)eng_plan_least(q.cfg, q.B, q.T, q.chunk_rows,
-		q.fixed, NULL);
-	eng_policy_init(&off, q.cfg->n_layer);
-	eng_plan_policy(q.cfg, q.B, q.T, q.chunk_rows, &off, &plan);
-	pj->off = ranks_of(job) * (long long)(q.fixed + q.optional + plan.saved_bytes +
-		plan.recompute_bytes);
-	pj->model_flops = plan.model_flops;
 }
 
 /* A job's least: the worker's own word once it has one (its controller counts the
@@ -624,7 +630,10 @@ void srv_pool_sweep(srv_server *srv)
 
 int srv_pool_divides(const srv_job *job)
 {
-	return job->srv->pool.on && job->pool.known && !job->pool.own;
+	/* a job the pool plans no share for (device cuda, ranks elsewhere) is outside: its
+	 * budget is its own */
+	eng_plan_query q;
+	return job->srv->pool.on && job->pool.known && !job->pool.own && job_query(job, &q) == 0;
 }
 
 int srv_pool_refuses(const srv_job *job, int cmd, const json_t *args, char *desc,

@@ -101,6 +101,10 @@ int srv_pool_init(srv_server *srv, const char *arg, srv_pool_request_fn request,
  * called when it is queued, and again for a resume (whose spec carries the budget the
  * pool gave as remat.budget: a job keeps whether the budget was its own). */
 void srv_pool_job_init(srv_job *job, const json_t *spec, int resume);
+/* Its terms alone (priority, own budget; a resume's, or one known from the record, kept),
+ * its figures cleared: a job that must be checked again before it runs (a restart's
+ * ended ones), whose plan is made then. */
+void srv_pool_job_terms(srv_job *job, const json_t *spec, int resume);
 
 /* Whether the queued job may start now: 1 (its reserve taken); 0 or -1, it waits, its
  * reason saying for what (-1: a new reason, for the record). Always 1 without a pool. */

@@ -34,18 +34,22 @@ static json_t *load_spec(const srv_job *job)
 	return spec;
 }
 
-/* What the record does not keep, from the spec: the memory controller of a record of an
- * earlier rematd without "auto", as the spec started it (live changes then were not kept;
- * not known when the spec cannot be read); the job's figures in rematd's pool (least, off
- * peak, from its check; priority and own budget as the record keeps them, else as the spec
- * gives them). */
+/* What the record does not keep, from the spec (read only when needed): the memory
+ * controller of a record of an earlier rematd without "auto", as the spec started it (live
+ * changes then were not kept; not known when the spec cannot be read); the job's terms in
+ * rematd's pool (priority and own budget as the record keeps them, else as the spec gives
+ * them), and for a queued job, which starts without a new check, its figures (least, off
+ * peak) from the check in the record: the others are planned again when resumed. */
 static void load_from_spec(srv_job *job)
 {
-	json_t *spec = load_spec(job);
+	json_t *spec = job->autoc.known && job->pool.known ? NULL : load_spec(job);
+	json_t *none = spec ? NULL : json_object();
 	if (spec && !job->autoc.known)
 		srv_auto_from_spec(&job->autoc, spec);
-	json_t *none = spec ? NULL : json_object();
-	srv_pool_job_init(job, spec ? spec : none, 1);
+	if (job->state == PROTO_JOB_QUEUED)
+		srv_pool_job_init(job, spec ? spec : none, 1);
+	else
+		srv_pool_job_terms(job, spec ? spec : none, 1);
 	json_decref(none);
 	json_decref(spec);
 }

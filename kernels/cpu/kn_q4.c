@@ -21,15 +21,14 @@ static const float nf4[16] = {
 
 /* FP4's magnitudes by their 3 code bits (bitsandbytes' table: e2m1 with a bias of 3, over
  * 12), and the same codes in ascending magnitude. */
-static const float fp4[8] = {0.0f, 5.208333333e-03f, 0.66666667f, 1.0f, 0.33333333f, 0.5f,
-	0.16666667f, 0.25f};
+static const float fp4[16] = {0.0f, 5.208333333e-03f, 0.66666667f, 1.0f, 0.33333333f, 0.5f,
+	0.16666667f, 0.25f, -0.0f, -5.208333333e-03f, -0.66666667f, -1.0f, -0.33333333f, -0.5f,
+	-0.16666667f, -0.25f};
 static const uint8_t fp4_up[8] = {0, 1, 6, 7, 4, 5, 2, 3};
 
 float kn_q4_level(kn_q4_type t, int code)
 {
-	if (t == KN_Q4_NF4)
-		return nf4[code & 15];
-	return code & 8 ? -fp4[code & 7] : fp4[code & 7];
+	return (t == KN_Q4_NF4 ? nf4 : fp4)[code & 15];
 }
 
 /* The index among n ascending levels nearest to x: the midpoints below x counted (x on a
@@ -76,11 +75,19 @@ void kn_q4_quantize(const float *w, size_t n, int block, kn_q4_type t, uint8_t *
 void kn_q4_dequantize(const uint8_t *codes, const float *absmax, size_t first, size_t n,
 	int block, kn_q4_type t, float *w)
 {
+	/* block by block: its absmax read once, the levels a table (the products' hot path) */
+	const float *lv = t == KN_Q4_NF4 ? nf4 : fp4;
+	size_t bs = (size_t)block, b0 = first / bs, b1 = (first + n + bs - 1) / bs;
 #pragma omp parallel for schedule(static)
-	for (size_t k = 0; k < n; k++) {
-		size_t i = first + k;
-		int c = i % 2 ? codes[i / 2] & 15 : codes[i / 2] >> 4;
-		w[k] = kn_q4_level(t, c) * absmax[i / (size_t)block];
+	for (size_t b = b0; b < b1; b++) {
+		size_t lo = b * bs > first ? b * bs : first, hi = (b + 1) * bs;
+		float a = absmax[b];
+		if (hi > first + n)
+			hi = first + n;
+		for (size_t i = lo; i < hi; i++) {
+			unsigned byte = codes[i >> 1];
+			w[i - first] = lv[i & 1 ? byte & 15 : byte >> 4] * a;
+		}
 	}
 }
 
