@@ -50,7 +50,7 @@ static int shape(int OC, int IC, int N, double ms[4])
 	float *w = alloc_fill(nw, &s), *x = alloc_fill((size_t)N * IC, &s);
 	float *dy = alloc_fill((size_t)N * OC, &s), *y = alloc_fill((size_t)N * OC, &s);
 	float *dx = alloc_fill((size_t)N * IC, &s), *whole = alloc_fill(nw, &s);
-	float *scratch = alloc_fill((size_t)KN_Q4_TILE * IC, &s);
+	float *scratch = alloc_fill(kn_q4_scratch_floats(IC, 64), &s);
 	float *absmax = malloc(nw / 64 * sizeof *absmax);
 	uint8_t *codes = malloc(nw / 2);
 	double t[4][REPS];
@@ -58,15 +58,15 @@ static int shape(int OC, int IC, int N, double ms[4])
 	if (!w || !x || !dy || !y || !dx || !whole || !scratch || !absmax || !codes)
 		goto out;
 	kn_q4_quantize(w, nw, 64, KN_Q4_NF4, codes, absmax);
-	kn_q4_weight q = {codes, absmax, OC, IC, 64, KN_Q4_NF4};
+	kn_q4_weight q = {codes, absmax, NULL, NULL, 0.0f, OC, IC, 64, KN_Q4_NF4};
 	for (int r = -1; r < REPS; r++) { /* r -1: the warm-up */
 		double t0 = now_ms();
-		kn_q4_linear_forward(y, x, &q, NULL, N, scratch);
+		kn_q4_linear_forward(y, OC, x, &q, N, scratch);
 		double t1 = now_ms();
 		kn_q4_dequantize(codes, absmax, 0, nw, 64, KN_Q4_NF4, whole);
 		kn_sgemm(0, 1, N, OC, IC, 1.0f, x, IC, whole, IC, 0.0f, y, OC);
 		double t2 = now_ms();
-		kn_q4_linear_backward(dx, dy, &q, N, scratch);
+		kn_q4_linear_backward(dx, dy, OC, &q, N, 0, scratch);
 		double t3 = now_ms();
 		kn_q4_dequantize(codes, absmax, 0, nw, 64, KN_Q4_NF4, whole);
 		kn_sgemm(0, 0, N, IC, OC, 1.0f, dy, OC, whole, IC, 0.0f, dx, IC);

@@ -243,25 +243,32 @@ void kn_q4_dequantize(const uint8_t *codes, const float *absmax, size_t first, s
 	int block, kn_q4_type t, float *w);
 
 /* A frozen linear weight W(OC, IC) in 4 bits: kn_q4_quantize of its row-major [out, in]
- * elements (blocks of `block` consecutive elements of that order). */
+ * elements (blocks of `block` consecutive elements of that order); its absmax values as
+ * they are (absmax), or double-quantized (absmax NULL: qabs, absmax2 and offset of
+ * kn_q4_dq_quantize). */
 typedef struct kn_q4_weight {
 	const uint8_t *codes;
 	const float *absmax;
+	const uint8_t *qabs;
+	const float *absmax2;
+	float offset;
 	int OC, IC, block;
 	kn_q4_type type;
 } kn_q4_weight;
-#define KN_Q4_TILE 256 /* rows of W dequantized at a time, at most (tiles of equal height;
-			* scratch: KN_Q4_TILE * IC floats) */
-/* out(N,OC) = inp(N,IC) W^T + b(OC) (b may be NULL): W's rows dequantized a tile at a time
- * into scratch, each tile's columns of out one product. Against dequantizing W whole and
- * one product, on SmolLM-135M's shapes (bench-q4): 1.02x to 1.09x the time, holding 0.56
- * bytes a weight instead of 4 (make bench). */
-void kn_q4_linear_forward(float *out, const float *inp, const kn_q4_weight *w, const float *b,
-	int N, float *scratch);
-/* dinp(N,IC) = dout(N,OC) W, the tiles' products summed in tile order (W is frozen: no
- * gradient of its own) */
-void kn_q4_linear_backward(float *dinp, const float *dout, const kn_q4_weight *w, int N,
+#define KN_Q4_TILE 256 /* rows of W dequantized at a time, at most (tiles of equal height) */
+/* Floats of the scratch a product with a weight of IC columns in blocks of `block` needs:
+ * a tile of W, and its blocks' absmax values when they are double-quantized. */
+size_t kn_q4_scratch_floats(int IC, int block);
+/* out(N, OC) = inp(N,IC) W^T, out's rows ldo floats apart (OC <= ldo: one part of a wider
+ * output): W's rows dequantized a tile at a time into scratch, each tile's columns of out
+ * one product. Against dequantizing W whole and one product, on SmolLM-135M's shapes
+ * (bench-q4): 1.02x to 1.09x the time, holding 0.56 bytes a weight instead of 4. */
+void kn_q4_linear_forward(float *out, int ldo, const float *inp, const kn_q4_weight *w, int N,
 	float *scratch);
+/* dinp(N,IC) = dout(N, OC) W (dout's rows ldd floats apart), or += with accumulate; the
+ * tiles' products summed in tile order (W is frozen: no gradient of its own) */
+void kn_q4_linear_backward(float *dinp, const float *dout, int ldd, const kn_q4_weight *w,
+	int N, int accumulate, float *scratch);
 
 /* Double quantization (QLoRA's) of nb absmax values, 8 bits each: offset = their mean (a
  * double sum in order, over nb, to float32); each block of KN_Q4_DQ_BLOCK of absmax -
@@ -271,9 +278,10 @@ void kn_q4_linear_backward(float *dinp, const float *dout, const kn_q4_weight *w
 #define KN_Q4_DQ_BLOCK 256
 void kn_q4_dq_quantize(const float *absmax, size_t nb, uint8_t *q, float *absmax2,
 	float *offset);
-/* absmax(nb) = float32(value(q) * absmax2 of its block) + offset, in float32. */
-void kn_q4_dq_dequantize(const uint8_t *q, const float *absmax2, float offset, size_t nb,
-	float *absmax);
+/* absmax(nb) = float32(value(q) * absmax2 of its block) + offset, in float32, for the
+ * values [first, first + nb) of a double-quantized array (q and absmax2 its whole). */
+void kn_q4_dq_dequantize(const uint8_t *q, const float *absmax2, float offset, size_t first,
+	size_t nb, float *absmax);
 /* Value k (0..255, ascending) of the dynamic map: 0, 1, and for e = 0..6 the 2^e means of
  * neighbouring points of linspace(0.1, 1, 2^e + 1), times 10^(e-6), and their negatives;
  * each the float32 nearest the exact value. */

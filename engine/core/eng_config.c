@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "eng_quant.h"
+
 /* the Llama shapes, as ENG_GPT2 writes GPT-2's */
 #define LLAMA(L, C, NH, NKV, I, P, V, theta, eps, unt)                                 \
 	{.n_layer = L, .n_embd = C, .n_head = NH, .n_positions = P, .vocab_size = V,          \
@@ -102,6 +104,8 @@ int eng_config_validate(const eng_config *c, const char *what, eng_err *err)
 			     (c->lora_units & ~known) || !(c->lora_alpha > 0.0 && c->lora_alpha < 1e6)))
 		return eng_errf(err, "%s: LoRA r %d (1..%d), alpha %g (positive) and its targets", what,
 			c->lora_r, ENG_LORA_MAX_R, c->lora_alpha);
+	if (eng_quant_validate(c, what, err) < 0)
+		return -1;
 	return c->arch == ENG_ARCH_LLAMA ? validate_llama(c, what, err) : 0;
 }
 

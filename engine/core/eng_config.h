@@ -54,6 +54,14 @@ typedef struct eng_config {
 	int lora_r;
 	double lora_alpha;
 	unsigned lora_units;      /* bit u: unit u of eng_lora_units (which weights carry one) */
+	/* Not the model's but its run's, as mm_bf16 (the job's model.quantize, eng_quant.h,
+	 * bitsandbytes' BitsAndBytesConfig): the blocks' frozen linear weights held in 4 bits,
+	 * quant 0 none. In the shape because the tensor table's layout follows it. Written to
+	 * adapter_config.json's base_model_quantization, never config.json. */
+	int quant;                /* ENG_QUANT_NONE, ENG_QUANT_NF4, ENG_QUANT_FP4 */
+	int quant_dq;             /* 1: the absmax values double-quantized (8 bits, 256 a block) */
+	int quant_block;          /* consecutive elements sharing one absmax (64) */
+	int quant_bf16;           /* 1: the 4-bit products compute in bf16 (compute_dtype) */
 	/* Not the model's but its run's, as mm_bf16 (train.freeze, resolved by
 	 * eng_spec_finish): bit i set when tensor i of the table (eng_model_table) is frozen,
 	 * so that it has no gradient and no optimizer state. All clear: everything trains. */

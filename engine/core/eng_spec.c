@@ -17,10 +17,12 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "eng_fs.h"
+#include "eng_quant.h"
 #include "eng_tensors.h"
 
 static void spec_defaults(eng_spec *s)
@@ -187,6 +189,60 @@ static int finish_lora(eng_spec *spec, eng_err *err)
 	return eng_config_validate(c, "'lora'", err);
 }
 
+/* model.quantize onto the shape: the job's, or an adapter's own (init_from) when the job
+ * gives none; where 4-bit weights can train */
+static int finish_quant(eng_spec *spec, eng_err *err)
+{
+	eng_config *c = &spec->cfg;
+	if (spec->quant && c->quant &&
+		(c->quant != spec->quant || c->quant_dq != spec->quant_dq ||
+			c->quant_block != spec->quant_block || c->quant_bf16 != spec->quant_bf16))
+		return eng_errf(err, "'model.quantize' is not the quantization model.init_from's "
+				     "adapters trained over (adapter_config.json's "
+				     "base_model_quantization): leave it out to take theirs");
+	if (spec->quant) {
+		c->quant = spec->quant;
+		c->quant_dq = spec->quant_dq;
+		c->quant_block = spec->quant_block;
+		c->quant_bf16 = spec->quant_bf16;
+	}
+	if (!c->quant)
+		return 0;
+	if (spec->device == ENG_DEVICE_CUDA)
+		return eng_errf(err, "'model.quantize': device cuda has no 4-bit kernels yet; "
+				     "QLoRA trains on the cpu");
+	if (spec->precision == ENG_PREC_BF16)
+		return eng_errf(err, "'model.quantize' trains in precision fp32: the 4-bit "
+				     "products' dtype is model.quantize.compute");
+	if (c->quant_bf16)
+		return eng_errf(err, "'model.quantize.compute' bf16 is not implemented on the cpu "
+				     "yet: give \"fp32\" (bitsandbytes' default)");
+	if (!spec->init_from[0])
+		return eng_errf(err, "'model.quantize' quantizes a pretrained base as it loads: "
+				     "give model.init_from (a Hugging Face model directory, or "
+				     "adapters of one)");
+	return 0;
+}
+
+/* Every 4-bit weight frozen (they have no float32 copy to train) */
+static int quant_frozen(const eng_config *c, eng_err *err)
+{
+	int nt = eng_model_ntensors(c), rc = 0;
+	eng_ptensor *tab = c->quant ? calloc((size_t)nt, sizeof *tab) : NULL;
+	if (!c->quant)
+		return 0;
+	if (!tab)
+		return eng_errf(err, "out of memory");
+	eng_model_table(c, tab, NULL);
+	for (int i = 0; i < nt && rc == 0; i++)
+		if (tab[i].quant && !tab[i].frozen)
+			rc = eng_errf(err, "'model.quantize' needs a frozen base: \"lora\", or "
+					   "\"train.freeze\" covering every block's linear weight "
+					   "('%s' would train)", tab[i].name);
+	free(tab);
+	return rc;
+}
+
 int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 {
 	eng_aliases al;
@@ -247,9 +303,12 @@ int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 	if (spec->n_freeze && spec->device == ENG_DEVICE_CUDA)
 		return eng_errf(err, "'train.freeze': device cuda trains every tensor so far; "
 				     "frozen tensors train on the cpu");
-	if (spec->lora_r || spec->cfg.lora_r)
-		return finish_lora(spec, err);
-	return eng_freeze_resolve(&spec->cfg, &al, spec->freeze, spec->n_freeze, err);
+	if (finish_quant(spec, err) < 0)
+		return -1;
+	if (spec->lora_r || spec->cfg.lora_r ? finish_lora(spec, err) < 0
+		: eng_freeze_resolve(&spec->cfg, &al, spec->freeze, spec->n_freeze, err) < 0)
+		return -1;
+	return quant_frozen(&spec->cfg, err);
 }
 
 int eng_spec_warning(const eng_spec *s, char *buf, size_t len)

@@ -139,6 +139,10 @@ typedef struct eng_spec {
 	double lora_alpha;
 	int n_lora_target;
 	char lora_target[ENG_LORA_UNITS][32];
+	/* model.quantize (eng_quant.h): the blocks' frozen linear weights in 4 bits; quant 0
+	 * none (an adapter's own, from init_from, then stands). Resolved by eng_spec_finish
+	 * into cfg.quant* */
+	int quant, quant_dq, quant_block, quant_bf16;
 	int remat_profile;                /* remat.profile: probe every section's modes at the
 					   * start (remat-profile) */
 	size_t mem_limit;                 /* memory.limit: bytes the tracking allocator may

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "eng_quant.h"
 #include "proto.h"
 
 const char *const eng_precision_names[] = {"fp32", "bf16", NULL};
@@ -24,7 +25,9 @@ static const char *const lora_keys[] = {"r", "alpha", "targets", NULL};
 static const char *const train_keys[] = {"freeze", NULL};
 static const char *const model_keys[] = {"preset", "n_layer", "n_embd", "n_head",
 	"n_positions", "vocab_size", "arch", "n_kv_head", "intermediate_size", "rope_theta",
-	"rms_norm_eps", "tie_word_embeddings", "init_from", "resume", NULL};
+	"rms_norm_eps", "tie_word_embeddings", "init_from", "resume", "quantize", NULL};
+static const char *const quantize_keys[] = {"type", "double_quant", "block_size", "compute",
+	NULL};
 #define MODEL_SHAPE_KEYS 12 /* model_keys[0 .. 12): the preset and the shape's fields */
 static const char *const arch_keys[] = {"gpt2", "llama", NULL}; /* as eng_arch */
 static const char *const data_keys[] = {"train", "format", "val", "shuffle", "shuffle_seed",
@@ -185,6 +188,41 @@ static int parse_llama(json_t *m, int preset, eng_config *c, eng_err *err)
 }
 
 /* The shape from preset and fields, or init_from alone; needs s->data_format (bytes). */
+/* model.quantize: {"type": "nf4" | "fp4", "double_quant" (false), "block_size" (64),
+ * "compute": "fp32" | "bf16"}, bitsandbytes' BitsAndBytesConfig(load_in_4bit) */
+static int parse_quantize(eng_spec *s, json_t *m, eng_err *err)
+{
+	static const char *const types[] = {"nf4", "fp4", NULL};
+	json_t *q = json_object_get(m, "quantize"), *v;
+	int type;
+	if (!q)
+		return 0;
+	if (!json_is_object(q))
+		return eng_errf(err, "'model.quantize' must be an object: {\"type\": \"nf4\", ...}");
+	if (es_check_keys(q, "model.quantize", quantize_keys, err) < 0)
+		return -1;
+	if (!(v = json_object_get(q, "type")))
+		return eng_errf(err, "'model.quantize.type' is missing: \"nf4\" (QLoRA's) or "
+				     "\"fp4\"");
+	if (es_get_choice(v, "model.quantize.type", types, &type, err) < 0)
+		return -1;
+	s->quant_bf16 = 0; /* bitsandbytes' default compute dtype: float32 */
+	if ((v = json_object_get(q, "compute")) &&
+		es_get_choice(v, "model.quantize.compute", eng_precision_names, &s->quant_bf16,
+			err) < 0)
+		return -1;
+	s->quant = type == 0 ? ENG_QUANT_NF4 : ENG_QUANT_FP4;
+	s->quant_block = ENG_QUANT_BLOCK;
+	if ((v = json_object_get(q, "double_quant")) && !json_is_boolean(v))
+		return eng_errf(err, "'model.quantize.double_quant' must be true or false");
+	s->quant_dq = v && json_is_true(v);
+	if (es_get_int(q, "model.quantize", "block_size", ENG_QUANT_BLOCK_MIN,
+		    ENG_QUANT_BLOCK_MAX, &s->quant_block, err) < 0)
+		return -1;
+	eng_config c = {.quant = s->quant, .quant_block = s->quant_block};
+	return eng_quant_validate(&c, "'model.quantize'", err);
+}
+
 static int parse_model(eng_spec *s, json_t *root, eng_err *err)
 {
 	json_t *m;
@@ -206,7 +244,7 @@ static int parse_model(eng_spec *s, json_t *root, eng_err *err)
 		return -1;
 	if (!m)
 		return eng_errf(err, "missing 'model': give a preset, a shape or init_from");
-	if (es_check_keys(m, "model", model_keys, err) < 0)
+	if (es_check_keys(m, "model", model_keys, err) < 0 || parse_quantize(s, m, err) < 0)
 		return -1;
 	json_t *r = json_object_get(m, "resume");
 	if (r && !json_is_boolean(r))

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eng_quant.h"
 #include "eng_util.h"
 
 #define ALIGN_FLOATS 16 /* 64 bytes: every tensor starts on a cache line */
@@ -13,7 +14,7 @@
 /* Where the next tensor goes: in the parameters' block, in the gradients' (trainable
  * tensors only); which frozen bits to read */
 typedef struct table_at {
-	size_t off, goff;
+	size_t off, goff, qoff; /* qoff: bytes into the 4-bit block */
 	const eng_config *cfg;
 	int section, unit;      /* of the tensors added next (eng_ptensor) */
 } table_at;
@@ -32,12 +33,22 @@ static void add_tensor(eng_ptensor *tab, int *n, table_at *at, const char *name,
 	t->shape[0] = d0;
 	t->shape[1] = ndim == 2 ? d1 : 0;
 	t->numel = (size_t)d0 * (ndim == 2 ? (size_t)d1 : 1);
-	t->offset = at->off;
 	t->decay = decay;
 	t->joined = join;
 	t->frozen = eng_config_is_frozen(at->cfg, *n);
 	t->goff = t->frozen ? SIZE_MAX : at->goff;
-	at->off = join ? at->off + t->numel : eng_round_up(at->off + t->numel, ALIGN_FLOATS);
+	t->quant = eng_quant_targets(at->cfg, slot, ndim, at->section);
+	t->offset = t->quant ? SIZE_MAX : at->off;
+	t->qoff = 0;
+	if (t->quant) { /* frozen (eng_spec_finish): its floats are its 4 bits' */
+		eng_q4_layout q;
+		eng_q4_layout_of(at->cfg, t->numel, &q);
+		t->qoff = at->qoff;
+		at->qoff += q.bytes;
+	} else {
+		at->off = join ? at->off + t->numel
+			       : eng_round_up(at->off + t->numel, ALIGN_FLOATS);
+	}
 	if (!t->frozen)
 		at->goff = join ? at->goff + t->numel
 				: eng_round_up(at->goff + t->numel, ALIGN_FLOATS);
@@ -114,7 +125,7 @@ size_t eng_model_table(const eng_config *c, eng_ptensor *tab, size_t *ngrad)
 	size_t nlt = llama ? sizeof llama_layer / sizeof llama_layer[0]
 			   : sizeof gpt2_layer / sizeof gpt2_layer[0];
 	int64_t C = c->n_embd, V = c->vocab_size;
-	table_at at = {0, 0, c, -1, 0}, *off = &at;
+	table_at at = {0, 0, 0, c, -1, 0}, *off = &at;
 	int n = 0;
 	char name[ENG_NAME_MAX];
 	add_tensor(tab, &n, off, llama ? "model.embed_tokens.weight" : "transformer.wte.weight",
@@ -172,6 +183,21 @@ size_t eng_model_floats(const eng_config *c, size_t *ngrad)
 	return n;
 }
 
+size_t eng_model_q4_bytes(const eng_config *c)
+{
+	eng_ptensor *tab = c->quant ? calloc((size_t)eng_model_ntensors(c), sizeof *tab) : NULL;
+	size_t n = 0;
+	if (tab) {
+		eng_model_table(c, tab, NULL);
+		for (int i = 0; i < eng_model_ntensors(c); i++) {
+			eng_q4_layout q;
+			eng_q4_layout_of(c, tab[i].numel, &q);
+			n += tab[i].quant ? q.bytes : 0;
+		}
+	}
+	free(tab);
+	return n;
+}
 
 /* The tensors item names, marked in hit[nt] (the table tab): 0, or -1 when it names none
  * or is not a selector */

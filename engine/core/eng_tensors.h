@@ -43,6 +43,10 @@ typedef struct eng_ptensor {
 	int section;             /* -1 the embedding (wte, wpe; embed_tokens), 0 .. L-1 a
 	                          * block, L the head (ln_f or model.norm, an untied lm_head) */
 	int unit;                /* LoRA: the unit of eng_lora_units its adapter sits on */
+	int quant;               /* 1: held in 4 bits (eng_quant.h): no floats in the
+	                          * parameters' block (offset SIZE_MAX), its region of the
+	                          * 4-bit block at qoff bytes (eng_q4_layout_of) */
+	size_t qoff;
 } eng_ptensor;
 
 /* The parameter table of shape c, in Hugging Face order, without allocating anything:
@@ -54,6 +58,8 @@ int eng_model_ntensors(const eng_config *c);
 size_t eng_model_table(const eng_config *c, eng_ptensor *tab, size_t *ngrad);
 /* The same two counts without a table of the caller's (0 when out of memory). */
 size_t eng_model_floats(const eng_config *c, size_t *ngrad);
+/* Bytes of the 4-bit block of shape c (eng_quant.h): 0 unless c->quant. */
+size_t eng_model_q4_bytes(const eng_config *c);
 
 /* The parameters of shape c as PEFT's print_trainable_parameters() counts them: every
  * tensor of the table, LoRA adapters included (returned), and in *trainable those that

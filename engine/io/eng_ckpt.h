@@ -73,6 +73,8 @@ typedef struct eng_ckpt_snap {
 	size_t ntok;              /* tokens in the training data (checked on resume) */
 	eng_spec spec;            /* hyperparameters recorded (paths and run settings are not) */
 	const eng_ptensor *tensors; /* the model's table (borrowed: the model outlives it) */
+	const eng_model *q4;      /* the model, for its 4-bit weights (model.quantize: frozen,
+				   * so borrowed as they are), written dequantized; NULL none */
 	int ntensors;
 	size_t nfloats, ngrad;
 	float *params, *m, *v;    /* copies (ENG_MEM_WORKSPACE): nfloats, the moments ngrad;

@@ -146,6 +146,7 @@ static void snap_state(eng_ckpt_snap *s, const eng_ckpt_src *run)
 	s->ntok = train->ntok;
 	s->spec = *run->spec;
 	s->tensors = m->tensors;
+	s->q4 = m->cfg.quant ? m : NULL;
 	s->ntensors = m->ntensors;
 	s->nfloats = m->nfloats;
 	s->ngrad = m->ngrad;
@@ -213,6 +214,35 @@ void eng_ckpt_snap_free(eng_ckpt_snap *s)
 
 /* ---- writing ---- */
 
+/* The 4-bit weights of s (none with moments), dequantized into one block (*out,
+ * ENG_MEM_WORKSPACE; NULL when none): tensor i's at (*at)[i] floats. 0, or -1. */
+static int q4_floats(const eng_ckpt_snap *s, int moments, float **out, size_t **at, eng_err *err)
+{
+	size_t n = 0;
+	*out = NULL;
+	*at = NULL;
+	for (int i = 0; !moments && s->q4 && i < s->ntensors; i++)
+		n += s->tensors[i].quant ? s->tensors[i].numel : 0;
+	if (!n)
+		return 0;
+	*at = calloc((size_t)s->ntensors, sizeof **at);
+	*out = eng_mem_alloc(ENG_MEM_WORKSPACE, n * sizeof **out);
+	if (!*at || !*out)
+		return eng_err_nomem(err, "out of memory dequantizing the 4-bit weights to write "
+					  "them (%zu MiB)", n >> 18);
+	n = 0;
+	for (int i = 0; i < s->ntensors; i++) {
+		const eng_ptensor *t = &s->tensors[i];
+		if (!t->quant)
+			continue;
+		(*at)[i] = n;
+		if (eng_model_tensor_get(s->q4, t, *out + n, err) < 0)
+			return -1;
+		n += t->numel;
+	}
+	return 0;
+}
+
 static int write_tensors(const eng_ckpt_snap *s, const eng_dir *d, const char *name,
 	const char *prefix1, const float *base1, const char *prefix2, const float *base2,
 	eng_err *err)
@@ -224,10 +254,14 @@ static int write_tensors(const eng_ckpt_snap *s, const eng_dir *d, const char *n
 		n += moments ? 2 * !s->tensors[i].frozen : i < nb;
 	eng_st_entry *e = calloc((size_t)n, sizeof *e);
 	char (*names)[ENG_NAME_MAX + 16] = calloc((size_t)n, sizeof *names);
+	float *q4 = NULL;
+	size_t *q4_at = NULL;
 	if (!e || !names) {
 		eng_errf(err, "out of memory");
 		goto out;
 	}
+	if (q4_floats(s, moments, &q4, &q4_at, err) < 0)
+		goto out;
 	for (int i = 0, k = 0; k < n; i++) {
 		const eng_ptensor *t = &s->tensors[i % s->ntensors];
 		int second = i >= s->ntensors;
@@ -239,11 +273,14 @@ static int write_tensors(const eng_ckpt_snap *s, const eng_dir *d, const char *n
 		e[k].ndim = t->ndim;
 		e[k].shape[0] = t->shape[0];
 		e[k].shape[1] = t->shape[1];
-		e[k].data = (second ? base2 : base1) + (moments ? t->goff : t->offset);
+		e[k].data = t->quant && !moments ? q4 + q4_at[i]
+			: (second ? base2 : base1) + (moments ? t->goff : t->offset);
 		k++;
 	}
 	rc = eng_st_write_at(d, name, e, n, err);
 out:
+	eng_mem_free(q4);
+	free(q4_at);
 	free(e);
 	free(names);
 	return rc;

@@ -50,14 +50,14 @@ int eng_export_llmc(const char *from, const char *out, int version, eng_err *err
 {
 	eng_config cfg;
 	eng_model m;
-	int rc = -1;
 	memset(&m, 0, sizeof m);
-	if (eng_import_read_config(from, &cfg, err) < 0 ||
-	    eng_model_init(&m, &cfg, 1, 1, 0, err) < 0 || eng_import_load(&m, from, err) < 0 ||
-	    eng_model_save_llmc(&m, out, version, err) < 0)
-		goto out;
-	rc = 0;
-out:
+	int rc = eng_import_read_config(from, &cfg, err);
+	/* an adapter of a quantized run: its base as the files hold it */
+	cfg.quant = cfg.quant_dq = cfg.quant_block = cfg.quant_bf16 = 0;
+	if (rc == 0 && (eng_model_init(&m, &cfg, 1, 1, 0, err) < 0 ||
+			       eng_import_load(&m, from, err) < 0 ||
+			       eng_model_save_llmc(&m, out, version, err) < 0))
+		rc = -1;
 	eng_model_free(&m);
 	return rc;
 }

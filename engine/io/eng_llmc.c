@@ -258,6 +258,10 @@ int eng_model_load_llmc(eng_model *m, const char *path, eng_err *err)
 	float *scratch = NULL;
 	llmc_header h;
 	int rc = -1;
+	if (c->quant) /* its weights come grouped by kind, not tensor by tensor */
+		return eng_errf(err, "model.quantize takes a Hugging Face model (safetensors); "
+				     "'%s' is an llm.c file: a checkpoint of a run from it is one",
+			path);
 	FILE *f = eng_fs_fopen_read(path, "llm.c model file", err);
 	if (!f)
 		goto out;

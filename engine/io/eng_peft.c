@@ -13,6 +13,7 @@
 
 #include "eng_hfconfig.h"
 #include "eng_import.h"
+#include "eng_quant.h"
 #include "eng_sha256.h"
 #include "eng_st.h"
 
@@ -112,6 +113,35 @@ static int read_base(const char *path, const char *dir, json_t *root, char *base
 		       : 0;
 }
 
+/* base_model_quantization (remat's; PEFT ignores a key it does not know): the 4-bit
+ * quantization the adapters trained over, as BitsAndBytesConfig names it, into c; absent:
+ * none */
+static int read_quant(const char *path, json_t *root, eng_config *c, eng_err *err)
+{
+	json_t *q = json_object_get(root, "base_model_quantization");
+	eng_err e;
+	if (!q)
+		return 0;
+	const char *type = json_string_value(json_object_get(q, "bnb_4bit_quant_type"));
+	const char *dt = json_string_value(json_object_get(q, "bnb_4bit_compute_dtype"));
+	json_t *dq = json_object_get(q, "bnb_4bit_use_double_quant");
+	json_t *bs = json_object_get(q, "bnb_4bit_blocksize");
+	if (!json_is_object(q) || !type || !dt || !json_is_boolean(dq) || !json_is_integer(bs) ||
+		!json_is_true(json_object_get(q, "load_in_4bit")))
+		return bad(err, path, "'base_model_quantization' must hold load_in_4bit true, "
+				      "bnb_4bit_quant_type, bnb_4bit_use_double_quant, "
+				      "bnb_4bit_compute_dtype and bnb_4bit_blocksize");
+	c->quant = strcmp(type, "nf4") == 0 ? ENG_QUANT_NF4
+		: strcmp(type, "fp4") == 0 ? ENG_QUANT_FP4 : -1;
+	c->quant_bf16 = strcmp(dt, "bfloat16") == 0 ? 1 : strcmp(dt, "float32") == 0 ? 0 : -1;
+	c->quant_dq = json_is_true(dq);
+	long long b = json_integer_value(bs);
+	c->quant_block = b > 0 && b <= ENG_QUANT_BLOCK_MAX ? (int)b : -1;
+	if (eng_quant_validate(c, "'base_model_quantization'", &e) < 0)
+		return bad(err, path, "%s (types nf4 and fp4; compute float32 or bfloat16)", e.msg);
+	return 0;
+}
+
 int eng_peft_read_config(const char *dir, eng_config *cfg, char *base, size_t baselen,
 	eng_err *err)
 {
@@ -148,7 +178,8 @@ int eng_peft_read_config(const char *dir, eng_config *cfg, char *base, size_t ba
 	if (refuse_unsupported(path, root, err) < 0 ||
 		read_base(path, dir, root, base, baselen, err) < 0 ||
 		eng_import_base_config(base, &c, err) < 0 ||
-		read_targets(path, root, &c, &c.lora_units, err) < 0)
+		read_targets(path, root, &c, &c.lora_units, err) < 0 ||
+		read_quant(path, root, &c, err) < 0)
 		goto out;
 	c.lora_r = r;
 	c.lora_alpha = json_number_value(alpha);
@@ -212,8 +243,15 @@ static json_t *lora_config(const eng_config *cfg, const char *base)
 	for (int i = 0; targets && i < nu; i++)
 		if (cfg->lora_units >> i & 1)
 			json_array_append_new(targets, json_string(u[i].module));
+	json_t *q = !cfg->quant ? NULL : json_pack("{s:s, s:b, s:s, s:b, s:s, s:i}",
+		"quant_method", "bitsandbytes",
+		"load_in_4bit", 1,
+		"bnb_4bit_quant_type", eng_quant_names[cfg->quant],
+		"bnb_4bit_use_double_quant", cfg->quant_dq,
+		"bnb_4bit_compute_dtype", cfg->quant_bf16 ? "bfloat16" : "float32",
+		"bnb_4bit_blocksize", cfg->quant_block);
 	/* clang-format off */
-	return json_pack("{s:s, s:s, s:s, s:i, s:f, s:o, s:f, s:s, s:b, s:b, s:b, s:n, s:b}",
+	json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:f, s:o, s:f, s:s, s:b, s:b, s:b, s:n, s:b}",
 		"peft_type", "LORA",
 		"task_type", "CAUSAL_LM",
 		"base_model_name_or_path", base,
@@ -228,6 +266,12 @@ static json_t *lora_config(const eng_config *cfg, const char *base)
 		"modules_to_save",
 		"use_rslora", 0);
 	/* clang-format on */
+	/* the base as the adapters saw it: its quantization, as BitsAndBytesConfig names it */
+	if (o && q)
+		json_object_set_new(o, "base_model_quantization", q);
+	else
+		json_decref(q);
+	return o;
 }
 
 int eng_peft_write_at(const eng_dir *d, const eng_config *cfg, const eng_ptensor *tensors,

@@ -93,7 +93,13 @@ int eng_merge_lora(const char *from, const char *out, eng_err *err)
 		goto out;
 	for (int i = 0; i < eng_lora_base_tensors(&cfg); i++) /* no buffers for the base's */
 		eng_config_freeze(&cfg, i);
-	if (eng_model_init_host(&m, &cfg, err) < 0 || eng_import_load(&m, from, err) < 0)
+	/* a quantized run's base: loaded in float32, then each weight its quantization
+	 * dequantized (what the adapters trained beside), as a QLoRA merge onto a dequantized
+	 * copy of the base */
+	eng_config qc = cfg;
+	cfg.quant = cfg.quant_dq = cfg.quant_block = cfg.quant_bf16 = 0;
+	if (eng_model_init_host(&m, &cfg, err) < 0 || eng_import_load(&m, from, err) < 0 ||
+		(qc.quant && eng_model_q4_roundtrip(&m, &qc, err) < 0))
 		goto out;
 	merge_into(&m);
 	int nb = eng_lora_base_tensors(&cfg);

@@ -2,6 +2,9 @@
  * the selective recompute, backward; the linear layers they run through the step's product
  * table (eng_model.c), and LoRA's adapters beside them.
  *
+ * A linear weight of NULL is held in 4 bits (model.quantize): its products are
+ * eng_model_q4.c's, read-only like any weight's, so recompute reads the very same bits.
+ *
  * Legend: B batch, T time, C channels, NH heads, NKV key/value heads, hs head size, I the
  * Llama MLP's width, N = B*T rows, r LoRA's rank.
  *
@@ -115,11 +118,13 @@ static const void *wmm(const eng_model *m, const float *w)
 static void linear_fwd(eng_model *m, int k, int l, const eng_acts *a, float *out,
 	const void *inp, const float *w, const float *b, int N, int C, int OC)
 {
-	if (!linear_by_table(m))
+	if (!w) /* 4 bits (eng_model_q4.c); inp float32: quantization takes precision fp32 */
+		eng_q4_forward(m, k, l, out, inp, N, OC);
+	else if (!linear_by_table(m))
 		kn_linear_forward(out, inp, w, b, N, C, OC);
 	else
 		eng_model_prod_run(m, 3 * k, l, inp, wmm(m, w), out);
-	if (b && linear_by_table(m))
+	if (b && (linear_by_table(m) || !w))
 		kn_add_bias(out, b, N, OC);
 	lora_fwd(m, k, l, a, out, inp, N, OC);
 }
@@ -130,6 +135,14 @@ static void linear_fwd(eng_model *m, int k, int l, const eng_acts *a, float *out
 static void linear_bwd(eng_model *m, int k, int l, const eng_acts *a, float *dinp, float *dw,
 	float *db, const float *dout, const void *inp, const float *w, int N, int C, int OC)
 {
+	if (!w) { /* 4 bits: frozen, so no dw */
+		if (dinp)
+			eng_q4_backward(m, k, l, dinp, dout, N, OC);
+		if (db)
+			kn_bias_backward(db, dout, N, OC);
+		lora_bwd(m, k, l, a, dinp, dout, inp, N, OC);
+		return;
+	}
 	if (!linear_by_table(m)) {
 		kn_linear_backward(dinp, dw, db, dout, inp, w, N, C, OC);
 		lora_bwd(m, k, l, a, dinp, dout, inp, N, OC);

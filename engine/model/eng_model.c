@@ -51,7 +51,7 @@
 static float *at_of(float *base, const eng_ptensor *t, int grad)
 {
 	if (!grad)
-		return base + t->offset;
+		return t->quant ? NULL : base + t->offset; /* 4 bits: m->qw's */
 	return t->frozen ? NULL : base + t->goff;
 }
 
@@ -206,10 +206,11 @@ void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, 
 		ws += 4 * ws_floats(cfg, (int)k, N);
 	ws += 4 * rope_floats(cfg, T);
 	memset(out, 0, ENG_MEM_NCAT * sizeof out[0]);
-	out[ENG_MEM_PARAMS] = 4 * nfloats;
+	out[ENG_MEM_PARAMS] = 4 * nfloats + eng_model_q4_bytes(cfg);
 	out[ENG_MEM_GRADS] = 4 * ngrad; /* frozen tensors have none */
 	out[ENG_MEM_OPTIMIZER] = 2 * 4 * ngrad;
-	out[ENG_MEM_WORKSPACE] = ws + 4 * kn_attention_scratch_floats_for(T, threads);
+	out[ENG_MEM_WORKSPACE] = ws + 4 * kn_attention_scratch_floats_for(T, threads) +
+				 eng_q4_scratch_bytes(cfg);
 	int R = chunk_rows > 0 ? chunk_rows : eng_plan_chunk_rows(cfg, B, T);
 	R = (size_t)R > N ? (int)N : R; /* as eng_model_init clamps it */
 	eng_product pr[ENG_PRODUCTS];
@@ -257,11 +258,16 @@ static int model_init(eng_model *m, const eng_config *cfg, int B, int T, int chu
 		eng_model_free(m);
 		return eng_errf(err, "LoRA adapters train in fp32 precision only so far");
 	}
+	if (cfg->quant && cfg->mm_bf16) { /* eng_spec_finish refuses it first */
+		eng_model_free(m);
+		return eng_errf(err, "4-bit weights take precision fp32 (their compute dtype is "
+				     "model.quantize.compute)");
+	}
 	m->params = eng_mem_alloc(ENG_MEM_PARAMS, pbytes);
 	m->grads = eng_mem_alloc(ENG_MEM_GRADS, gbytes);
 	m->m = eng_mem_alloc(ENG_MEM_OPTIMIZER, gbytes);
 	m->v = eng_mem_alloc(ENG_MEM_OPTIMIZER, gbytes);
-	if (!m->params || !m->grads || !m->m || !m->v)
+	if (!m->params || !m->grads || !m->m || !m->v || eng_q4_init(m) < 0)
 		goto oom;
 	bind_weights(m, m->params, 0, &m->w);
 	bind_weights(m, m->grads, 1, &m->g);
@@ -322,9 +328,10 @@ void eng_model_free(eng_model *m)
 		eng_layout_free(&m->lay, &m->mem);
 	void *bufs[] = {m->params, m->grads, m->m, m->v, m->losses, m->tmp, m->dres, m->dbuf,
 		m->dbig, m->dqkv, m->dmid, m->att_scratch, m->rope, m->wbf, m->wpack, m->bf_out, m->bf_in,
-		m->mm_scratch};
+		m->mm_scratch, m->q4, m->q4_scratch, m->qstage};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		eng_mem_free(bufs[i]);
+	free(m->qw);
 	free(m->tensors);
 	memset(m, 0, sizeof *m);
 }
@@ -343,7 +350,7 @@ static double uniform01(uint64_t *s)
 	return ((splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
-void eng_model_init_weights(eng_model *m, uint64_t seed)
+int eng_model_init_weights(eng_model *m, uint64_t seed, eng_err *err)
 {
 	uint64_t s = seed;
 	eng_model_params_changed(m);
@@ -353,7 +360,9 @@ void eng_model_init_weights(eng_model *m, uint64_t seed)
 	int nb = eng_lora_base_tensors(&m->cfg);
 	for (int i = 0; i < nb; i++) {
 		const eng_ptensor *t = &m->tensors[i];
-		float *p = m->params + t->offset;
+		float *p = eng_model_tensor_dst(m, t, err);
+		if (!p)
+			return -1;
 		if (t->ndim == 1) {
 			/* llama's 1-D tensors are all RMSNorm weights */
 			int is_ln_w = llama || (strstr(t->name, "ln_") && strstr(t->name, ".weight"));
@@ -370,8 +379,11 @@ void eng_model_init_weights(eng_model *m, uint64_t seed)
 			if (j + 1 < t->numel)
 				p[j + 1] = (float)(std * r * sin(2 * M_PI * u2));
 		}
+		eng_model_tensor_loaded(m, t);
 	}
+	eng_model_load_end(m);
 	eng_model_init_adapters(m, seed);
+	return 0;
 }
 
 void eng_model_init_adapters(eng_model *m, uint64_t seed)

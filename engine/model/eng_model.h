@@ -132,6 +132,14 @@ typedef struct eng_model {
 	int mm_threads;              /* threads mm_scratch and wpack were sized for (0: not yet) */
 	char mm_err[256];            /* a oneDNN matmul's failure in this pass, "" when none */
 
+	/* model.quantize (eng_quant.h): the blocks' frozen linear weights in 4 bits */
+	uint8_t *q4;                 /* ENG_MEM_PARAMS: every quantized tensor's region */
+	kn_q4_weight *qw;            /* (ntensors) the quantized tensors' views into q4 */
+	int qlin[ENG_MAX_LAYERS][4]; /* block l's linear layer k: its first tensor, -1 float */
+	float *q4_scratch;           /* workspace: a tile of the widest (kn_q4_scratch_floats) */
+	float *qstage;               /* while loading: one tensor's floats, its transpose, its
+	                              * absmax values (eng_model_tensor_dst) */
+
 	float *logits_tap;           /* tests: when set, (B,T,V) receives every chunk's logits */
 	float *row_tap;              /* when set, (V) receives the logits of row row_tap_at */
 	int row_tap_at;              /* (of the B*T rows) */
@@ -155,8 +163,9 @@ void eng_model_free(eng_model *m); /* safe on a zeroed or failed model */
 /* Initialisation from a seed: GPT-2's N(0, 0.02) weights, c_proj weights
  * N(0, 0.02/sqrt(2L)), zero biases, LayerNorm weight 1; the Llama family's as Hugging Face's
  * LlamaPreTrainedModel._init_weights: every 2-D weight N(0, 0.02), RMSNorm weights 1.
- * Deterministic for a seed. */
-void eng_model_init_weights(eng_model *m, uint64_t seed);
+ * Deterministic for a seed (4-bit weights quantized from the same draws). -1 when the
+ * quantization's stage cannot be allocated. */
+int eng_model_init_weights(eng_model *m, uint64_t seed, eng_err *err);
 
 /* The LoRA adapters alone, as PEFT initialises them: A uniform(-1/sqrt(in), 1/sqrt(in)),
  * B zero (eng_model_init_weights calls it; a run of a loaded base with "lora" too). */
@@ -190,6 +199,22 @@ size_t eng_model_saved_bytes(const eng_model *m, int i);
  * under precision bf16 the bf16 weights and the rounded operands). */
 void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, int threads,
 	const eng_model *live, size_t out[ENG_MEM_NCAT]);
+
+/* Loading weights, tensor by tensor (a file's, an initialisation's): where tensor t's
+ * Hugging Face floats go, its place in params or, for a 4-bit one, a staging buffer
+ * (ENG_MEM_WORKSPACE, allocated on the first call: NULL out of memory, err says so); then
+ * eng_model_tensor_loaded, which quantizes a staged one into its 4 bits (a GPT-2 Conv1D
+ * weight transposed to [out, in] first); eng_model_load_end frees the stage. */
+float *eng_model_tensor_dst(eng_model *m, const eng_ptensor *t, eng_err *err);
+void eng_model_tensor_loaded(eng_model *m, const eng_ptensor *t);
+void eng_model_load_end(eng_model *m);
+/* Tensor t's floats as Hugging Face lays them out, into out (numel): a 4-bit one
+ * dequantized (what the products multiply by), any other copied. -1 out of memory. */
+int eng_model_tensor_get(const eng_model *m, const eng_ptensor *t, float *out, eng_err *err);
+/* Every tensor quantization qc targets, of m (whose weights are all float32, qc's table
+ * read on m's), replaced by dequant(quant(W)): the base a run quantized with qc computes
+ * with (remat-train --merge-lora). -1 out of memory. */
+int eng_model_q4_roundtrip(eng_model *m, const eng_config *qc, eng_err *err);
 
 /* Tensor by name, NULL when none. */
 const eng_ptensor *eng_model_find(const eng_model *m, const char *name);

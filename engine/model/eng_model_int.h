@@ -28,6 +28,17 @@ void eng_model_prod_run(eng_model *m, int i, int l, const void *A, const void *B
 /* A parameter's bf16 copy (precision bf16) */
 const uint16_t *eng_model_wbf(const eng_model *m, const float *w);
 
+/* The 4-bit weights (eng_model_q4.c): their block, views and product scratch for m's
+ * table (eng_model_init; nothing without quantization): 0, or -1 out of memory */
+int eng_q4_init(eng_model *m);
+/* Linear layer k of block l with a 4-bit weight, every part of it (q|k|v, gate|up):
+ * out(N,OC) = inp(N,in) W^T; dinp(N,in) = dout(N,OC) W */
+void eng_q4_forward(eng_model *m, int k, int l, float *out, const float *inp, int N, int OC);
+void eng_q4_backward(eng_model *m, int k, int l, float *dinp, const float *dout, int N,
+	int OC);
+/* Bytes of the product scratch for a model of c (0 without quantization) */
+size_t eng_q4_scratch_bytes(const eng_config *c);
+
 /* Block l's passes from a (eng_layout_view): forward from a->x into out (NULL: stop before
  * the MLP's last product, as full recompute does); the selective recompute; the backward
  * (m->dres: dL/d(output) in, dL/d(input) out). GPT-2's or the Llama family's by m->cfg. */

@@ -114,11 +114,11 @@ static int trainer_weights(eng_trainer *tr, eng_err *err)
 	const eng_spec *s = &tr->spec;
 	if (lora_base_of(tr, err) < 0)
 		return -1;
-	if (!s->init_from[0]) {
-		eng_model_init_weights(&tr->model, s->seed);
-		return 0;
-	}
-	if (eng_import_load(&tr->model, s->init_from, err) < 0)
+	if (!s->init_from[0])
+		return eng_model_init_weights(&tr->model, s->seed, err);
+	int rc = eng_import_load(&tr->model, s->init_from, err);
+	eng_model_load_end(&tr->model); /* the 4-bit weights' stage */
+	if (rc < 0)
 		return -1;
 	if (s->lora_r && !eng_peft_is_adapter(s->init_from))
 		eng_model_init_adapters(&tr->model, s->seed);

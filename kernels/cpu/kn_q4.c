@@ -72,16 +72,18 @@ void kn_q4_quantize(const float *w, size_t n, int block, kn_q4_type t, uint8_t *
 	}
 }
 
-void kn_q4_dequantize(const uint8_t *codes, const float *absmax, size_t first, size_t n,
+/* Elements [first, first + n) of a quantized array into w; am[b - b0] the absmax of block
+ * b, b0 = first / block: block by block, its absmax read once, the levels a table (the
+ * products' hot path). */
+static void dequant_span(const uint8_t *codes, const float *am, size_t first, size_t n,
 	int block, kn_q4_type t, float *w)
 {
-	/* block by block: its absmax read once, the levels a table (the products' hot path) */
 	const float *lv = t == KN_Q4_NF4 ? nf4 : fp4;
 	size_t bs = (size_t)block, b0 = first / bs, b1 = (first + n + bs - 1) / bs;
 #pragma omp parallel for schedule(static)
 	for (size_t b = b0; b < b1; b++) {
 		size_t lo = b * bs > first ? b * bs : first, hi = (b + 1) * bs;
-		float a = absmax[b];
+		float a = am[b - b0];
 		if (hi > first + n)
 			hi = first + n;
 		for (size_t i = lo; i < hi; i++) {
@@ -91,13 +93,30 @@ void kn_q4_dequantize(const uint8_t *codes, const float *absmax, size_t first, s
 	}
 }
 
+void kn_q4_dequantize(const uint8_t *codes, const float *absmax, size_t first, size_t n,
+	int block, kn_q4_type t, float *w)
+{
+	dequant_span(codes, absmax + first / (size_t)block, first, n, block, t, w);
+}
+
 /* ---- products with a 4-bit weight ---- */
 
-/* Rows [r0, r0 + rows) of W, dequantized into tile(rows, IC). */
+size_t kn_q4_scratch_floats(int IC, int block)
+{
+	size_t tile = (size_t)KN_Q4_TILE * (size_t)IC;
+	return tile + tile / (size_t)block + 2;
+}
+
+/* Rows [r0, r0 + rows) of W, dequantized into tile(rows, IC); a double-quantized weight's
+ * absmax values of those rows first, into the scratch after the tile. */
 static void tile_of(const kn_q4_weight *w, int r0, int rows, float *tile)
 {
-	kn_q4_dequantize(w->codes, w->absmax, (size_t)r0 * (size_t)w->IC,
-		(size_t)rows * (size_t)w->IC, w->block, w->type, tile);
+	size_t first = (size_t)r0 * (size_t)w->IC, n = (size_t)rows * (size_t)w->IC;
+	size_t bs = (size_t)w->block, b0 = first / bs, nb = (first + n + bs - 1) / bs - b0;
+	const float *am = w->absmax ? w->absmax + b0 : tile + n;
+	if (!w->absmax)
+		kn_q4_dq_dequantize(w->qabs, w->absmax2, w->offset, b0, nb, tile + n);
+	dequant_span(w->codes, am, first, n, w->block, w->type, tile);
 }
 
 /* Rows a tile: W's OC rows in as few tiles of at most KN_Q4_TILE as there can be, of equal
@@ -108,8 +127,8 @@ static int tile_rows(int OC)
 	return tiles ? (OC + tiles - 1) / tiles : 1;
 }
 
-void kn_q4_linear_forward(float *out, const float *inp, const kn_q4_weight *w, const float *b,
-	int N, float *scratch)
+void kn_q4_linear_forward(float *out, int ldo, const float *inp, const kn_q4_weight *w, int N,
+	float *scratch)
 {
 	int h = tile_rows(w->OC);
 	for (int r0 = 0; r0 < w->OC; r0 += h) {
@@ -117,22 +136,20 @@ void kn_q4_linear_forward(float *out, const float *inp, const kn_q4_weight *w, c
 		tile_of(w, r0, rows, scratch);
 		/* out(N, r0:r0+rows) = inp(N,IC) tile(rows,IC)^T */
 		kn_sgemm(0, 1, N, rows, w->IC, 1.0f, inp, w->IC, scratch, w->IC, 0.0f, out + r0,
-			w->OC);
+			ldo);
 	}
-	if (b)
-		kn_add_bias(out, b, N, w->OC);
 }
 
-void kn_q4_linear_backward(float *dinp, const float *dout, const kn_q4_weight *w, int N,
-	float *scratch)
+void kn_q4_linear_backward(float *dinp, const float *dout, int ldd, const kn_q4_weight *w,
+	int N, int accumulate, float *scratch)
 {
 	int h = tile_rows(w->OC);
 	for (int r0 = 0; r0 < w->OC; r0 += h) {
 		int rows = w->OC - r0 < h ? w->OC - r0 : h;
 		tile_of(w, r0, rows, scratch);
 		/* dinp(N,IC) (+)= dout(N, r0:r0+rows) tile(rows,IC) */
-		kn_sgemm(0, 0, N, w->IC, rows, 1.0f, dout + r0, w->OC, scratch, w->IC,
-			r0 ? 1.0f : 0.0f, dinp, w->IC);
+		kn_sgemm(0, 0, N, w->IC, rows, 1.0f, dout + r0, ldd, scratch, w->IC,
+			r0 || accumulate ? 1.0f : 0.0f, dinp, w->IC);
 	}
 }
 
@@ -201,14 +218,13 @@ void kn_q4_dq_quantize(const float *absmax, size_t nb, uint8_t *q, float *absmax
 	}
 }
 
-void kn_q4_dq_dequantize(const uint8_t *q, const float *absmax2, float offset, size_t nb,
-	float *absmax)
+void kn_q4_dq_dequantize(const uint8_t *q, const float *absmax2, float offset, size_t first,
+	size_t nb, float *absmax)
 {
 	kn_q4_dq_value(0);
-#pragma omp parallel for schedule(static)
-	for (size_t i = 0; i < nb; i++) {
+	for (size_t i = first; i < first + nb; i++) {
 		/* two roundings, as the reference: no fused multiply-add */
 		volatile float v = dq_map[q[i]] * absmax2[i / KN_Q4_DQ_BLOCK];
-		absmax[i] = v + offset;
+		absmax[i - first] = v + offset;
 	}
 }

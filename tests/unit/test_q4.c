@@ -143,7 +143,7 @@ START_TEST(test_q4_double_quant)
 		for (size_t i = 0; i < nb; i++)
 			a[i] = from_bits(json_array_get(json_object_get(c, "absmax"), i));
 		kn_q4_dq_quantize(a, nb, q, a2, &off);
-		kn_q4_dq_dequantize(q, a2, off, nb, back);
+		kn_q4_dq_dequantize(q, a2, off, 0, nb, back);
 		same_bits(c, "absmax2", a2, n2, name);
 		same_bits(c, "back", back, nb, name);
 		json_t *want_off = json_object_get(c, "offset");
@@ -164,46 +164,85 @@ START_TEST(test_q4_double_quant)
 }
 END_TEST
 
-/* A product with a 4-bit weight (three tiles, the last shorter) against the same product in
- * double over the weight dequantized whole: forward with a bias, and the input gradient;
- * run twice, the same bits. */
-START_TEST(test_q4_linear)
+/* y(N, OC) = x W^T and dx(N, IC) = dy W in double, W given whole (wd) */
+static void products_in_double(const float *x, const float *dy, const float *wd, int N, int OC,
+	int IC, double *y, double *dx)
 {
-	enum { OC = 520, IC = 128, N = 7 }; /* three tiles of 174, 174 and 172 rows */
-	static float w[OC * IC], wd[OC * IC], x[N * IC], b[OC], dy[N * OC], y[N * OC], dx[N * IC];
-	static float y2[N * OC], dx2[N * IC], scratch[KN_Q4_TILE * IC], absmax[OC * IC / 64];
-	static uint8_t codes[OC * IC / 2];
-	rng_seed(7);
-	fill(w, OC * IC, -0.05f, 0.05f);
-	fill(x, N * IC, -1.0f, 1.0f);
-	fill(b, OC, -0.1f, 0.1f);
-	fill(dy, N * OC, -1.0f, 1.0f);
-	kn_q4_quantize(w, OC * IC, 64, KN_Q4_NF4, codes, absmax);
-	kn_q4_dequantize(codes, absmax, 0, OC * IC, 64, KN_Q4_NF4, wd);
-	kn_q4_weight q = {codes, absmax, OC, IC, 64, KN_Q4_NF4};
-	fill_const(y, N * OC, GARBAGE); /* both are `=` outputs */
-	fill_const(dx, N * IC, GARBAGE);
-	kn_q4_linear_forward(y, x, &q, b, N, scratch);
-	kn_q4_linear_backward(dx, dy, &q, N, scratch);
 	for (int n = 0; n < N; n++)
 		for (int o = 0; o < OC; o++) {
-			double acc = b[o];
+			double acc = 0;
 			for (int i = 0; i < IC; i++)
 				acc += (double)x[n * IC + i] * wd[o * IC + i];
-			ck_assert_msg(fabs(y[n * OC + o] - acc) <= 1e-5 * (1 + fabs(acc)),
-				"y[%d,%d] = %g, in double %g", n, o, y[n * OC + o], acc);
+			y[n * OC + o] = acc;
 		}
 	for (int n = 0; n < N; n++)
 		for (int i = 0; i < IC; i++) {
 			double acc = 0;
 			for (int o = 0; o < OC; o++)
 				acc += (double)dy[n * OC + o] * wd[o * IC + i];
-			ck_assert_msg(fabs(dx[n * IC + i] - acc) <= 1e-5 * (1 + fabs(acc)),
-				"dx[%d,%d] = %g, in double %g", n, i, dx[n * IC + i], acc);
+			dx[n * IC + i] = acc;
 		}
-	kn_q4_linear_forward(y2, x, &q, b, N, scratch);
-	kn_q4_linear_backward(dx2, dy, &q, N, scratch);
-	ck_assert(memcmp(y, y2, sizeof y) == 0 && memcmp(dx, dx2, sizeof dx) == 0);
+}
+
+/* A product with a 4-bit weight (three tiles, the last shorter) against the same product in
+ * double over the weight dequantized whole, its absmax values as they are and
+ * double-quantized: forward into columns of a wider output (the garbage beside them kept),
+ * the input gradient written and then accumulated; run twice, the same bits. */
+START_TEST(test_q4_linear)
+{
+	enum { OC = 520, IC = 128, N = 7, LD = OC + 9, AT = 5 }; /* tiles of 174, 174, 172 */
+	enum { NB = OC * IC / 64 };
+	static float w[OC * IC], wd[OC * IC], x[N * IC], dy[N * OC], y[N * LD], dx[N * IC];
+	static float y2[N * LD], dx2[N * IC], absmax[NB], am[NB], a2[1 + NB / 256];
+	static double yd[N * OC], dxd[N * IC];
+	static uint8_t codes[OC * IC / 2], qabs[NB];
+	float *scratch = malloc(kn_q4_scratch_floats(IC, 64) * sizeof *scratch), off;
+	rng_seed(7);
+	fill(w, OC * IC, -0.05f, 0.05f);
+	fill(x, N * IC, -1.0f, 1.0f);
+	fill(dy, N * OC, -1.0f, 1.0f);
+	kn_q4_quantize(w, OC * IC, 64, KN_Q4_NF4, codes, absmax);
+	kn_q4_dq_quantize(absmax, NB, qabs, a2, &off);
+	for (int dq = 0; dq < 2; dq++) {
+		kn_q4_weight q = {codes, absmax, NULL, NULL, 0.0f, OC, IC, 64, KN_Q4_NF4};
+		if (dq) {
+			q = (kn_q4_weight){codes, NULL, qabs, a2, off, OC, IC, 64, KN_Q4_NF4};
+			kn_q4_dq_dequantize(qabs, a2, off, 0, NB, am);
+		}
+		kn_q4_dequantize(codes, dq ? am : absmax, 0, OC * IC, 64, KN_Q4_NF4, wd);
+		products_in_double(x, dy, wd, N, OC, IC, yd, dxd);
+		fill_const(y, N * LD, GARBAGE); /* `=` outputs, beside and under */
+		fill_const(dx, N * IC, GARBAGE);
+		kn_q4_linear_forward(y + AT, LD, x, &q, N, scratch);
+		kn_q4_linear_backward(dx, dy, OC, &q, N, 0, scratch);
+		for (int n = 0; n < N; n++) {
+			for (int o = 0; o < LD; o++) {
+				float v = y[n * LD + o];
+				if (o < AT || o >= AT + OC) {
+					ck_assert(v == GARBAGE);
+					continue;
+				}
+				double acc = yd[n * OC + o - AT];
+				ck_assert_msg(fabs(v - acc) <= 1e-5 * (1 + fabs(acc)),
+					"dq %d: y[%d,%d] = %g, in double %g", dq, n, o, v, acc);
+			}
+			for (int i = 0; i < IC; i++) {
+				double acc = dxd[n * IC + i];
+				ck_assert_msg(fabs(dx[n * IC + i] - acc) <= 1e-5 * (1 + fabs(acc)),
+					"dq %d: dx[%d,%d] = %g, in double %g", dq, n, i, dx[n * IC + i],
+					acc);
+			}
+		}
+		memcpy(y2, y, sizeof y);
+		kn_q4_linear_forward(y2 + AT, LD, x, &q, N, scratch);
+		ck_assert(memcmp(y, y2, sizeof y) == 0);
+		fill_const(dx2, N * IC, 0.5f);
+		kn_q4_linear_backward(dx2, dy, OC, &q, N, 1, scratch);
+		for (int k = 0; k < N * IC; k++)
+			ck_assert_msg(fabs(dx2[k] - (0.5 + dxd[k])) <= 1e-5 * (1 + fabs(dxd[k])),
+				"dq %d: accumulated dx[%d] = %g, want 0.5 + %g", dq, k, dx2[k], dxd[k]);
+	}
+	free(scratch);
 }
 END_TEST
 
