@@ -224,13 +224,19 @@ static int finish_quant(eng_spec *spec, eng_err *err)
 	return 0;
 }
 
-/* Every 4-bit weight frozen (they have no float32 copy to train) */
+/* Every 4-bit weight frozen (they have no float32 copy to train); double quantization only
+ * under LoRA */
 static int quant_frozen(const eng_config *c, eng_err *err)
 {
-	int nt = eng_model_ntensors(c), rc = 0;
-	eng_ptensor *tab = c->quant ? calloc((size_t)nt, sizeof *tab) : NULL;
 	if (!c->quant)
 		return 0;
+	if (c->quant_dq && !c->lora_r)
+		return eng_errf(err, "'model.quantize.double_quant' needs \"lora\": a run that "
+				     "trains the base's other tensors saves the whole model, its "
+				     "4-bit weights dequantized, which double quantization cannot "
+				     "read back to the same bits");
+	int nt = eng_model_ntensors(c), rc = 0;
+	eng_ptensor *tab = calloc((size_t)nt, sizeof *tab);
 	if (!tab)
 		return eng_errf(err, "out of memory");
 	eng_model_table(c, tab, NULL);
