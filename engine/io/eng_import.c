@@ -145,10 +145,11 @@ static int load_done(eng_model *m, const hf_load *ls, eng_err *err)
 	return 0;
 }
 
-/* A safetensors file whole (eng_st_read), or its header alone when checking */
+/* A safetensors file opened, its tensors read as they load (eng_st_open), or its header
+ * alone when checking */
 static int st_open(eng_st_file *f, const char *path, int check, eng_err *err)
 {
-	return check ? eng_st_read_header(f, path, err) : eng_st_read(f, path, err);
+	return check ? eng_st_read_header(f, path, err) : eng_st_open(f, path, err);
 }
 
 /* eng_model_load_safetensors, or with check its checks on the header alone */

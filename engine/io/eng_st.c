@@ -111,6 +111,24 @@ static int read_full(int fd, uint8_t *buf, size_t len, const char *path, eng_err
 	return 0;
 }
 
+/* Reads exactly len bytes of fd at offset at into buf (eng_st_open's tensors). */
+static int pread_full(int fd, uint8_t *buf, size_t len, off_t at, const char *path,
+	eng_err *err)
+{
+	size_t got = 0;
+	while (got < len) {
+		ssize_t r = pread(fd, buf + got, len - got, at + (off_t)got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return eng_errf(err, "cannot read '%s': %s", path, strerror(errno));
+		if (r == 0)
+			return eng_errf(err, "cannot read '%s': file shrank while being read", path);
+		got += (size_t)r;
+	}
+	return 0;
+}
+
 /* Reads the whole regular file at path into a malloc'd buffer. */
 static int read_whole(const char *path, uint8_t **out, size_t *out_len, eng_err *err)
 {
@@ -416,7 +434,20 @@ fail:
 	return -1;
 }
 
+static int header_of(eng_st_file *f, const char *path, int keep, eng_err *err);
+
 int eng_st_read_header(eng_st_file *f, const char *path, eng_err *err)
+{
+	return header_of(f, path, 0, err);
+}
+
+int eng_st_open(eng_st_file *f, const char *path, eng_err *err)
+{
+	return header_of(f, path, 1, err);
+}
+
+/* The header of the file at path into f, the file kept open in f (keep) or closed */
+static int header_of(eng_st_file *f, const char *path, int keep, eng_err *err)
 {
 	struct stat st;
 	uint8_t len8[8];
@@ -444,7 +475,12 @@ int eng_st_read_header(eng_st_file *f, const char *path, eng_err *err)
 	if (read_full(fd, f->buf + 8, (size_t)hlen, path, err) < 0 ||
 	    parse_header(f, path, hlen, err) < 0)
 		goto fail;
-	close(fd);
+	if (keep) {
+		f->streamed = 1;
+		f->fd = fd;
+	} else {
+		close(fd);
+	}
 	return 0;
 fail:
 	close(fd);
@@ -485,6 +521,8 @@ void eng_st_free(eng_st_file *f)
 	free(f->t);
 	free(f->buf);
 	free(f->path);
+	if (f->streamed)
+		close(f->fd);
 	memset(f, 0, sizeof *f);
 }
 
@@ -561,15 +599,10 @@ int eng_st_check_shape(const eng_st_file *f, const char *name, int ndim, const i
 	return 0;
 }
 
-int eng_st_get_f32(const eng_st_file *f, const char *name, int ndim, const int64_t *shape,
-		   float *out, eng_err *err)
+/* out(n) = the n elements of dtype at p, as float32 */
+static void convert(const uint8_t *p, int dtype, size_t n, float *out)
 {
-	if (eng_st_check_shape(f, name, ndim, shape, err) < 0)
-		return -1;
-	const eng_st_tensor *t = eng_st_find(f, name);
-	size_t n = eng_st_numel(t);
-	const uint8_t *p = f->data + t->begin;
-	switch (t->dtype) {
+	switch (dtype) {
 	case ENG_ST_F32:
 		if (n)
 			memcpy(out, p, n * sizeof *out);
@@ -583,6 +616,37 @@ int eng_st_get_f32(const eng_st_file *f, const char *name, int ndim, const int64
 			out[i] = eng_bf16_to_f32((uint16_t)(p[2 * i] | (p[2 * i + 1] << 8)));
 		break;
 	}
+}
+
+/* Tensor t (n elements) of an open file into out: float32 read straight into it, 16-bit
+ * types through a buffer of at most STREAM_CHUNK elements */
+#define STREAM_CHUNK 65536
+static int get_streamed(const eng_st_file *f, const eng_st_tensor *t, size_t n, float *out,
+	eng_err *err)
+{
+	off_t at = (off_t)(f->buf_len + t->begin);
+	if (t->dtype == ENG_ST_F32)
+		return pread_full(f->fd, (uint8_t *)out, 4 * n, at, f->path, err);
+	uint8_t buf[2 * STREAM_CHUNK];
+	for (size_t i = 0; i < n; i += STREAM_CHUNK) {
+		size_t k = n - i < STREAM_CHUNK ? n - i : STREAM_CHUNK;
+		if (pread_full(f->fd, buf, 2 * k, at + (off_t)(2 * i), f->path, err) < 0)
+			return -1;
+		convert(buf, t->dtype, k, out + i);
+	}
+	return 0;
+}
+
+int eng_st_get_f32(const eng_st_file *f, const char *name, int ndim, const int64_t *shape,
+		   float *out, eng_err *err)
+{
+	if (eng_st_check_shape(f, name, ndim, shape, err) < 0)
+		return -1;
+	const eng_st_tensor *t = eng_st_find(f, name);
+	size_t n = eng_st_numel(t);
+	if (f->streamed)
+		return get_streamed(f, t, n, out, err);
+	convert(f->data + t->begin, t->dtype, n, out);
 	return 0;
 }
 

@@ -50,6 +50,8 @@ typedef struct eng_st_file {
 	size_t buf_len;	     /* its length in bytes */
 	const uint8_t *data; /* the data section inside buf (not aligned in general) */
 	size_t data_len;     /* its length; the tensors tile it exactly */
+	int streamed;        /* 1 (eng_st_open): data NULL, each tensor read from fd */
+	int fd;
 } eng_st_file;
 
 /* Reads and validates the safetensors file at path into *f, which it initialises (f need not
@@ -73,6 +75,12 @@ int eng_st_parse(eng_st_file *f, const char *name, const uint8_t *buf, size_t le
  * eng_st_check_shape may. For checks before a run (remat-train --check) that must not read
  * gigabytes of weights. Same messages as eng_st_read; free with eng_st_free. */
 int eng_st_read_header(eng_st_file *f, const char *path, eng_err *err);
+
+/* eng_st_read_header, the file kept open: eng_st_get_f32 then reads each tensor from it
+ * as it is asked for, so that loading a model never holds its whole file (a 4-bit base
+ * quantized tensor by tensor holds one tensor's floats at a time). A file cut short under
+ * it is an error of that read. Free with eng_st_free (which closes it). */
+int eng_st_open(eng_st_file *f, const char *path, eng_err *err);
 
 /* Frees what eng_st_read or eng_st_parse allocated and zeroes *f. Safe on a zeroed or
  * failed struct. */

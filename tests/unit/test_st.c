@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "eng_hfconfig.h"
 #include "eng_st.h"
@@ -494,6 +495,47 @@ START_TEST(test_eng_st_get_f32_half)
 	ck_assert(isinf(x[2]) && x[2] < 0);
 	ck_assert(x[3] == ldexpf(1.0f, -133));
 	eng_st_free(&f);
+	free(path);
+}
+END_TEST
+
+/* eng_st_open reads each tensor from the open file as eng_st_read gives it from memory: a
+ * BF16 tensor longer than its read buffer, an F32 one, an F16 one; a file cut short after
+ * the open is an error of the read that reaches past its end. */
+START_TEST(test_eng_st_open_streams)
+{
+	enum { NB = 70001, NF = 37, NH = 5 };
+	size_t len = 2 * NB + 4 * NF + 2 * NH;
+	uint8_t *data = malloc(len);
+	for (size_t i = 0; i < len; i++)
+		data[i] = (uint8_t)(i * 2654435761u >> 13);
+	char header[512];
+	snprintf(header, sizeof header, "{\"b\":{\"dtype\":\"BF16\",\"shape\":[%d],"
+		"\"data_offsets\":[0,%d]},\"f\":{\"dtype\":\"F32\",\"shape\":[%d],"
+		"\"data_offsets\":[%d,%d]},\"h\":{\"dtype\":\"F16\",\"shape\":[%d],"
+		"\"data_offsets\":[%d,%zu]}}", NB, 2 * NB, NF, 2 * NB, 2 * NB + 4 * NF, NH,
+		2 * NB + 4 * NF, len);
+	char *path = make_st("stream.safetensors", header, data, len);
+	eng_st_file whole, open;
+	eng_err e = {0};
+	expect_st_ok(path, &whole);
+	ck_assert_msg(eng_st_open(&open, path, &e) == 0, "%s", e.msg);
+	static const char *const names[] = {"b", "f", "h"};
+	const int64_t n[] = {NB, NF, NH};
+	float *a = malloc(NB * sizeof *a), *b = malloc(NB * sizeof *b);
+	for (int k = 0; k < 3; k++) {
+		ck_assert(eng_st_get_f32(&whole, names[k], 1, &n[k], a, &e) == 0);
+		ck_assert_msg(eng_st_get_f32(&open, names[k], 1, &n[k], b, &e) == 0, "%s", e.msg);
+		ck_assert_msg(memcmp(a, b, (size_t)n[k] * sizeof *a) == 0, "tensor %s", names[k]);
+	}
+	ck_assert(truncate(path, 8 + 100) == 0);
+	ck_assert_int_eq(eng_st_get_f32(&open, "f", 1, &n[1], b, &e), -1);
+	ck_assert_msg(strstr(e.msg, "shrank"), "%s", e.msg);
+	eng_st_free(&open);
+	eng_st_free(&whole);
+	free(a);
+	free(b);
+	free(data);
 	free(path);
 }
 END_TEST
@@ -981,7 +1023,7 @@ Suite *suite_st(void)
 	Suite *s = suite_create("st");
 	const TTest *tc_read[] = {test_eng_st_read_reference,  test_eng_st_read_unpadded,
 				  test_eng_st_read_edge_valid, test_eng_st_get_f32_shape_mismatch,
-				  test_eng_st_get_f32_half,    NULL};
+				  test_eng_st_get_f32_half,    test_eng_st_open_streams, NULL};
 	const TTest *tc_write[] = {test_eng_st_write_round_trip, test_eng_st_write_deterministic,
 				   test_eng_st_write_header,	 test_eng_st_write_scalar_and_empty,
 				   test_eng_st_write_bad,	 NULL};
