@@ -269,6 +269,25 @@ static char *plan_saves(const json_t *saves, char *buf, size_t len)
 	return buf;
 }
 
+/* "nf4, blocks of 64: 106.9M weights in 60.1 MiB (407.8 MiB in float32: saves 347.7 MiB)":
+ * what a 4-bit base saves, counted in params above; NULL when the job quantizes nothing */
+static char *plan_quantize(const json_t *q, char *buf, size_t len)
+{
+	const char *type = cli_jstr(q, "type"), *dt = cli_jstr(q, "compute");
+	char t[16], d[16], a[32], b[32], c[32];
+	double n, bytes, f32, bs;
+	if (!type || !cli_jnum(q, "weights", &n) || !cli_jnum(q, "bytes", &bytes) ||
+		!cli_jnum(q, "float32_bytes", &f32) || !cli_jnum(q, "block_size", &bs))
+		return NULL;
+	snprintf(buf, len, "%s, blocks of %.0f%s, compute %s: %.1fM weights in %s (%s in "
+		"float32: saves %s)", cli_str_clean(type, t, sizeof t), bs,
+		json_is_true(json_object_get(q, "double_quant")) ? ", double-quantized" : "",
+		cli_str_clean(dt ? dt : "fp32", d, sizeof d), n / 1e6,
+		cli_size_format(bytes, a, sizeof a), cli_size_format(f32, b, sizeof b),
+		cli_size_format(f32 - bytes, c, sizeof c));
+	return buf;
+}
+
 void cli_show_plan(FILE *f, const json_t *ret, long long budget)
 {
 	char buf[TEXT_LEN], a[32], b[32];
@@ -293,6 +312,8 @@ void cli_show_plan(FILE *f, const json_t *ret, long long budget)
 		cli_show__kv(f, "peak:", cli_size_format(peak, a, sizeof a));
 		if (plan_saves(cli_jobj(ret, "saves"), buf, sizeof buf))
 			cli_show__kv(f, "saves:", buf);
+		if (plan_quantize(cli_jobj(ret, "quantize"), buf, sizeof buf))
+			cli_show__kv(f, "4-bit base:", buf);
 	} else {
 		cli_show__kv(f, "total:", cli_size_format(saved + rec, a, sizeof a));
 	}

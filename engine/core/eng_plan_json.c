@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "eng_quant.h"
+
 int eng_plan_policy_args(const eng_aliases *al, eng_device device, const json_t *args,
 	eng_policy *p, char *desc, size_t desclen)
 {
@@ -153,6 +155,8 @@ json_t *eng_plan_reply(const eng_plan_job *j, const json_t *args, char *desc,
 		j->snapshot : 0), "extra_flops", plan.extra_flops, "model_flops", plan.model_flops);
 	if (r)
 		json_object_set_new(r, "saves", saves_json(j, held));
+	if (r && j->cfg.quant) /* what the 4-bit base saves, in the params above */
+		json_object_set_new(r, "quantize", eng_quant_json(&j->cfg, 1));
 	if (r && j->costs)
 		add_step_time(j, &p, r);
 	if (r && budget) {
@@ -197,6 +201,8 @@ json_t *eng_config_json(const eng_config *c)
 		json_object_set_new(o, "lora_alpha", json_real(c->lora_alpha));
 		json_object_set_new(o, "lora_units", json_integer((json_int_t)c->lora_units));
 	}
+	if (o && c->quant) /* the 4-bit weights' bytes are the planner's to show */
+		json_object_set_new(o, "quantize", eng_quant_json(c, 0));
 	if (!o || c->arch != ENG_ARCH_LLAMA)
 		return o;
 	json_t *l = json_pack("{s:i,s:i,s:f,s:f,s:b}", "n_kv_head", c->n_kv_head,
@@ -229,6 +235,7 @@ void eng_config_from_json(const json_t *o, eng_config *c)
 	c->lora_r = int_of(o, "lora_r");
 	c->lora_alpha = json_number_value(json_object_get(o, "lora_alpha"));
 	c->lora_units = (unsigned)int_of(o, "lora_units") & ((1u << ENG_LORA_UNITS) - 1);
+	eng_quant_from_json(json_object_get(o, "quantize"), c);
 	if (!arch || eng_arch_parse(arch, &c->arch) < 0 || c->arch != ENG_ARCH_LLAMA)
 		return;
 	c->n_kv_head = int_of(o, "n_kv_head");

@@ -2,6 +2,8 @@
 #include "eng_quant.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "eng_tensors.h"
 #include "eng_util.h"
@@ -52,6 +54,39 @@ void eng_q4_layout_of(const eng_config *c, size_t numel, eng_q4_layout *out)
 	out->absmax2 = eng_round_up(at + out->nblocks, 64);
 	out->offset = eng_round_up(out->absmax2 + 4 * out->nblocks2, 64);
 	out->bytes = out->offset + 64;
+}
+
+json_t *eng_quant_json(const eng_config *c, int bytes)
+{
+	json_t *o = json_pack("{s:s,s:b,s:i,s:s}", "type", eng_quant_names[c->quant],
+		"double_quant", c->quant_dq, "block_size", c->quant_block, "compute",
+		c->quant_bf16 ? "bf16" : "fp32");
+	size_t n = 0, q = eng_model_q4_bytes(c), nt = (size_t)eng_model_ntensors(c);
+	eng_ptensor *tab = o && bytes ? calloc(nt, sizeof *tab) : NULL;
+	if (!tab)
+		return o;
+	eng_model_table(c, tab, NULL);
+	for (size_t i = 0; i < nt; i++)
+		n += tab[i].quant ? tab[i].numel : 0;
+	free(tab);
+	json_object_set_new(o, "weights", json_integer((json_int_t)n));
+	json_object_set_new(o, "bytes", json_integer((json_int_t)q));
+	json_object_set_new(o, "float32_bytes", json_integer((json_int_t)(4 * n)));
+	return o;
+}
+
+void eng_quant_from_json(const json_t *q, eng_config *c)
+{
+	const char *t = json_string_value(json_object_get(q, "type"));
+	const char *dt = json_string_value(json_object_get(q, "compute"));
+	c->quant = c->quant_dq = c->quant_block = c->quant_bf16 = 0;
+	for (int k = ENG_QUANT_NF4; t && k <= ENG_QUANT_FP4; k++)
+		c->quant = strcmp(t, eng_quant_names[k]) == 0 ? k : c->quant;
+	if (!c->quant)
+		return;
+	c->quant_dq = json_is_true(json_object_get(q, "double_quant"));
+	c->quant_block = (int)json_integer_value(json_object_get(q, "block_size"));
+	c->quant_bf16 = dt && strcmp(dt, "bf16") == 0;
 }
 
 const char *eng_quant_describe(const eng_config *c, char *buf, size_t len)

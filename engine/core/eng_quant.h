@@ -12,6 +12,7 @@
 #ifndef ENG_QUANT_H
 #define ENG_QUANT_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #include "eng_config.h"
@@ -45,6 +46,15 @@ typedef struct eng_q4_layout {
 	size_t bytes;
 } eng_q4_layout;
 void eng_q4_layout_of(const eng_config *c, size_t numel, eng_q4_layout *out);
+
+/* c's quantization as JSON (a new reference): {"type", "double_quant", "block_size",
+ * "compute"} as model.quantize writes them; with bytes, also "weights" (how many elements
+ * are held in 4 bits), "bytes" (what they cost so) and "float32_bytes" (what they would
+ * cost in float32). */
+json_t *eng_quant_json(const eng_config *c, int bytes);
+/* Back (remat-train --check's config): c's quant fields from q, all 0 when q is not an
+ * object of a known type; eng_config_validate checks the rest. */
+void eng_quant_from_json(const json_t *q, eng_config *c);
 
 /* "nf4, blocks of 64, double-quantized, compute fp32": c's settings in words (buf). */
 const char *eng_quant_describe(const eng_config *c, char *buf, size_t len);

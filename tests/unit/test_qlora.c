@@ -16,6 +16,7 @@
 #include "eng_ckpt.h"
 #include "eng_import.h"
 #include "eng_peft.h"
+#include "eng_plan_json.h"
 #include "eng_quant.h"
 #include "kn.h"
 #include "t_util.h"
@@ -273,6 +274,40 @@ START_TEST(test_qlora_resume)
 }
 END_TEST
 
+/* The plan says what the 4-bit base saves (remat plan's "4-bit base:" line): its weights,
+ * their bytes (the 4-bit block's) and those in float32; the shape's quantization crosses
+ * remat-train --check's config JSON to rematd whole */
+START_TEST(test_qlora_plan)
+{
+	eng_trainer tr;
+	eng_config back;
+	char desc[256];
+	qlora_trainer(&tr, _i, quants[_i], NULL, "{\"default\":\"off\"}", NULL);
+	const eng_config *c = &tr.model.cfg;
+	json_t *cj = eng_config_json(c);
+	eng_config_from_json(cj, &back);
+	ck_assert(back.quant == c->quant && back.quant_dq == c->quant_dq &&
+		  back.quant_block == c->quant_block && back.quant_bf16 == c->quant_bf16);
+	json_decref(cj);
+	eng_plan_job j = {.cfg = *c, .B = 2, .T = 20, .chunk_rows = tr.model.chunk_rows,
+		.policy = tr.model.lay.policy};
+	json_t *args = json_object(), *r = eng_plan_reply(&j, args, desc, sizeof desc);
+	ck_assert_msg(r != NULL, "%s", desc);
+	json_t *q = json_object_get(r, "quantize");
+	size_t n = 0;
+	for (int i = 0; i < tr.model.ntensors; i++)
+		n += tr.model.tensors[i].quant ? tr.model.tensors[i].numel : 0;
+	ck_assert_str_eq(json_string_value(json_object_get(q, "type")), eng_quant_names[c->quant]);
+	ck_assert_int_eq(json_integer_value(json_object_get(q, "weights")), (json_int_t)n);
+	ck_assert_int_eq(json_integer_value(json_object_get(q, "float32_bytes")), (json_int_t)(4 * n));
+	ck_assert_int_eq(json_integer_value(json_object_get(q, "bytes")),
+		(json_int_t)eng_model_q4_bytes(c));
+	json_decref(r);
+	json_decref(args);
+	eng_trainer_free(&tr);
+}
+END_TEST
+
 /* What cannot train over 4-bit weights, refused naming why */
 static const struct {
 	const char *model, *more, *needle;
@@ -336,6 +371,7 @@ Suite *suite_qlora(void)
 	tcase_add_loop_test(tc, test_qlora_policies, 0, 4);
 	tcase_add_loop_test(tc, test_qlora_weights_and_merge, 0, 4);
 	tcase_add_loop_test(tc, test_qlora_resume, 0, 4);
+	tcase_add_loop_test(tc, test_qlora_plan, 0, 2);
 	tcase_add_loop_test(tc, test_qlora_refused, 0, (int)(sizeof bad / sizeof bad[0]));
 	suite_add_tcase(s, tc);
 	return s;
