@@ -374,6 +374,7 @@ bench: all $(BUILD)/bin/bench-latency $(BUILD)/bin/bench-sgemm $(BUILD)/bin/benc
 	@$(BENCH_ENV) sh bench/pool.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/bench/pool.json)
 	@$(BENCH_ENV) $(BUILD)/bin/bench-q4 1024 1 | tee $(BUILD)/bench/q4.txt && \
 		tail -1 $(BUILD)/bench/q4.txt > $(BUILD)/bench/q4.json
+	@$(BENCH_ENV) sh bench/qlora.sh $(abspath $(BUILD)/bin) $(abspath $(BUILD)/bench/qlora.json)
 	@echo "JSON: $(abspath $(BUILD)/bench)/*.json"
 
 # The matmul libraries compared on the model's products (INSTALL=1 installs BLIS and oneDNN)

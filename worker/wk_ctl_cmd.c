@@ -13,9 +13,11 @@
 #include "eng_devices.h"
 #include "eng_ckpt.h"
 #include "wk_ctl_int.h"
+
 #include "eng_backend.h"
 #include "eng_mem.h"
 #include "eng_plan_json.h"
+#include "eng_quant.h"
 #include "eng_tensors.h"
 #include "kn.h"
 
@@ -81,6 +83,8 @@ HANDLER(cmd_status)
 		json_object_set_new(r, "arch", json_string(eng_arch_name(s->cfg.arch)));
 		json_object_set_new(r, "params", json_integer((json_int_t)all));
 		json_object_set_new(r, "trainable_params", json_integer((json_int_t)trainable));
+		if (s->cfg.quant)
+			json_object_set_new(r, "quantized", eng_quant_json(&s->cfg, 1));
 	}
 	double el = run->steps_here ? wk_ctl__mono_s() - run->first_step_s : 0;
 	json_object_set_new(r, "elapsed_s", json_real(el));

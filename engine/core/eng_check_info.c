@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "eng_plan_json.h"
+#include "eng_quant.h"
 #include "proto.h"
 
 /* {NAME: SELECTOR} of the spec's aliases. New reference. */
@@ -52,6 +53,9 @@ json_t *eng_check_info_json(const eng_check_info *ci)
 	json_object_set_new(o, "model", json_pack("{s:s,s:I,s:I}", "arch",
 		eng_arch_name(ci->cfg.arch), "params", (json_int_t)ci->params, "trainable_params",
 		(json_int_t)ci->trainable_params));
+	if (ci->cfg.quant) /* a 4-bit base: how many weights, their bytes */
+		json_object_set_new(json_object_get(o, "model"), "quantized",
+			eng_quant_json(&ci->cfg, 1));
 	json_object_set_new(o, "precision", json_string(eng_precision_names[ci->precision]));
 	/* data parallel: what rematd passes to mpirun */
 	json_object_set_new(o, "parallel", json_pack("{s:i,s:s,s:s}", "ranks", ci->ranks,
