@@ -257,7 +257,8 @@ typedef struct kn_q4_weight {
 } kn_q4_weight;
 #define KN_Q4_TILE 256 /* rows of W dequantized at a time, at most (tiles of equal height) */
 /* Floats of the scratch a product with a weight of IC columns in blocks of `block` needs:
- * a tile of W, and its blocks' absmax values when they are double-quantized. */
+ * a tile of W, its blocks' absmax values when they are double-quantized, and the tile
+ * rounded to bf16 (the bf16 products). */
 size_t kn_q4_scratch_floats(int IC, int block);
 /* out(N, OC) = inp(N,IC) W^T, out's rows ldo floats apart (OC <= ldo: one part of a wider
  * output): W's rows dequantized a tile at a time into scratch, each tile's columns of out
@@ -269,6 +270,19 @@ void kn_q4_linear_forward(float *out, int ldo, const float *inp, const kn_q4_wei
  * tiles' products summed in tile order (W is frozen: no gradient of its own) */
 void kn_q4_linear_backward(float *dinp, const float *dout, int ldd, const kn_q4_weight *w,
 	int N, int accumulate, float *scratch);
+
+/* The same two products computed in bf16 (bitsandbytes' bnb_4bit_compute_dtype bf16): each
+ * tile dequantized, rounded to bf16 and multiplied by oneDNN's bf16 matmul (float32
+ * accumulation and output) with inp or dout given in bf16. ws: oneDNN's scratchpad, at
+ * least kn_q4_bf16_sizes's. 0, or -1 with kn_bf16_error(). */
+int kn_q4_linear_forward_bf16(float *out, int ldo, const uint16_t *inp, const kn_q4_weight *w,
+	int N, float *scratch, void *ws, size_t ws_bytes);
+int kn_q4_linear_backward_bf16(float *dinp, const uint16_t *dout, int ldd,
+	const kn_q4_weight *w, int N, int accumulate, float *scratch, void *ws, size_t ws_bytes);
+/* The largest scratchpad those products of w need with N rows and leading dimension ld
+ * (ldo, ldd) at the current thread count (their primitives made now) into *bytes. 0, or -1
+ * with kn_bf16_error(). */
+int kn_q4_bf16_sizes(const kn_q4_weight *w, int N, int ld, size_t *bytes);
 
 /* Double quantization (QLoRA's) of nb absmax values, 8 bits each: offset = their mean (a
  * double sum in order, over nb, to float32); each block of KN_Q4_DQ_BLOCK of absmax -

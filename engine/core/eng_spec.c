@@ -214,9 +214,6 @@ static int finish_quant(eng_spec *spec, eng_err *err)
 	if (spec->precision == ENG_PREC_BF16)
 		return eng_errf(err, "'model.quantize' trains in precision fp32: the 4-bit "
 				     "products' dtype is model.quantize.compute");
-	if (c->quant_bf16)
-		return eng_errf(err, "'model.quantize.compute' bf16 is not implemented on the cpu "
-				     "yet: give \"fp32\" (bitsandbytes' default)");
 	if (!spec->init_from[0])
 		return eng_errf(err, "'model.quantize' quantizes a pretrained base as it loads: "
 				     "give model.init_from (a Hugging Face model directory, or "

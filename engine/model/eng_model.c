@@ -210,7 +210,7 @@ void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, 
 	out[ENG_MEM_GRADS] = 4 * ngrad; /* frozen tensors have none */
 	out[ENG_MEM_OPTIMIZER] = 2 * 4 * ngrad;
 	out[ENG_MEM_WORKSPACE] = ws + 4 * kn_attention_scratch_floats_for(T, threads) +
-				 eng_q4_scratch_bytes(cfg);
+				 eng_q4_scratch_bytes(cfg, N);
 	int R = chunk_rows > 0 ? chunk_rows : eng_plan_chunk_rows(cfg, B, T);
 	R = (size_t)R > N ? (int)N : R; /* as eng_model_init clamps it */
 	eng_product pr[ENG_PRODUCTS];
@@ -258,10 +258,15 @@ static int model_init(eng_model *m, const eng_config *cfg, int B, int T, int chu
 		eng_model_free(m);
 		return eng_errf(err, "LoRA adapters train in fp32 precision only so far");
 	}
+	char why[160];
 	if (cfg->quant && cfg->mm_bf16) { /* eng_spec_finish refuses it first */
 		eng_model_free(m);
 		return eng_errf(err, "4-bit weights take precision fp32 (their compute dtype is "
 				     "model.quantize.compute)");
+	}
+	if (cfg->quant_bf16 && !kn_bf16_available(why, sizeof why)) {
+		eng_model_free(m);
+		return eng_errf(err, "'model.quantize.compute' bf16: %s", why);
 	}
 	m->params = eng_mem_alloc(ENG_MEM_PARAMS, pbytes);
 	m->grads = eng_mem_alloc(ENG_MEM_GRADS, gbytes);
@@ -328,7 +333,7 @@ void eng_model_free(eng_model *m)
 		eng_layout_free(&m->lay, &m->mem);
 	void *bufs[] = {m->params, m->grads, m->m, m->v, m->losses, m->tmp, m->dres, m->dbuf,
 		m->dbig, m->dqkv, m->dmid, m->att_scratch, m->rope, m->wbf, m->wpack, m->bf_out, m->bf_in,
-		m->mm_scratch, m->q4, m->q4_scratch, m->qstage};
+		m->mm_scratch, m->q4, m->q4_scratch, m->q4_bf, m->qstage};
 	for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
 		eng_mem_free(bufs[i]);
 	free(m->qw);

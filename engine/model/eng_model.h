@@ -137,6 +137,8 @@ typedef struct eng_model {
 	kn_q4_weight *qw;            /* (ntensors) the quantized tensors' views into q4 */
 	int qlin[ENG_MAX_LAYERS][4]; /* block l's linear layer k: its first tensor, -1 float */
 	float *q4_scratch;           /* workspace: a tile of the widest (kn_q4_scratch_floats) */
+	uint16_t *q4_bf;             /* workspace under compute bf16: a product's input or
+	                              * output gradient rounded, (B,T, the widest layer) */
 	float *qstage;               /* while loading: one tensor's floats, its transpose, its
 	                              * absmax values (eng_model_tensor_dst) */
 

@@ -36,8 +36,12 @@ int eng_q4_init(eng_model *m);
 void eng_q4_forward(eng_model *m, int k, int l, float *out, const float *inp, int N, int OC);
 void eng_q4_backward(eng_model *m, int k, int l, float *dinp, const float *dout, int N,
 	int OC);
-/* Bytes of the product scratch for a model of c (0 without quantization) */
-size_t eng_q4_scratch_bytes(const eng_config *c);
+/* Bytes of the products' workspace for a model of c at N rows (0 without quantization) */
+size_t eng_q4_scratch_bytes(const eng_config *c, size_t N);
+/* The largest oneDNN scratchpad the bf16 products of a model of c at N rows need, at the
+ * current thread count, into *bytes (0 unless compute bf16). 0, or -1 with
+ * kn_bf16_error(). */
+int eng_q4_dnnl_bytes(const eng_config *c, int N, size_t *bytes);
 
 /* Block l's passes from a (eng_layout_view): forward from a->x into out (NULL: stop before
  * the MLP's last product, as full recompute does); the selective recompute; the backward

@@ -11,6 +11,7 @@
 #include "eng_model.h"
 #include "eng_model_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,10 +35,55 @@ static kn_q4_type kn_type(const eng_config *c)
 	return c->quant == ENG_QUANT_FP4 ? KN_Q4_FP4 : KN_Q4_NF4;
 }
 
-size_t eng_q4_scratch_bytes(const eng_config *c)
+/* The widest input or output of a block's linear layers */
+static size_t widest(const eng_config *c)
+{
+	int w[] = {c->n_embd, eng_config_qkv(c), eng_config_ffn_in(c), eng_config_ffn(c)}, most = 0;
+	for (int k = 0; k < 4; k++)
+		most = w[k] > most ? w[k] : most;
+	return (size_t)most;
+}
+
+/* Bytes of the bf16 operand buffer (compute bf16) */
+static size_t bf_bytes(const eng_config *c, size_t N)
+{
+	return c->quant_bf16 ? 2 * N * widest(c) : 0;
+}
+
+size_t eng_q4_scratch_bytes(const eng_config *c, size_t N)
 {
 	int ff = eng_config_ffn(c), in = ff > c->n_embd ? ff : c->n_embd;
-	return c->quant ? 4 * kn_q4_scratch_floats(in, c->quant_block) : 0;
+	return c->quant ? 4 * kn_q4_scratch_floats(in, c->quant_block) + bf_bytes(c, N) : 0;
+}
+
+int eng_q4_dnnl_bytes(const eng_config *c, int N, size_t *bytes)
+{
+	int nt = eng_model_ntensors(c), rc = 0;
+	*bytes = 0;
+	if (!c->quant_bf16)
+		return 0;
+	eng_ptensor *tab = calloc((size_t)nt, sizeof *tab);
+	if (!tab)
+		return -1;
+	eng_model_table(c, tab, NULL);
+	for (int i = 0, ld = 0; i < nt && rc == 0; i++) {
+		kn_q4_weight w = {NULL, NULL, NULL, NULL, 0.0f, 0, 0, c->quant_block, kn_type(c)};
+		size_t sc;
+		if (!tab[i].quant)
+			continue;
+		shape_of(c, &tab[i], &w.OC, &w.IC);
+		if (i == 0 || !tab[i - 1].joined) /* a layer's first part: its width */
+			for (int k = i, more = 1; more; k++) {
+				int oc, ic;
+				shape_of(c, &tab[k], &oc, &ic);
+				ld = (k == i ? 0 : ld) + oc;
+				more = tab[k].joined;
+			}
+		rc = kn_q4_bf16_sizes(&w, N, ld, &sc);
+		*bytes = sc > *bytes ? sc : *bytes;
+	}
+	free(tab);
+	return rc;
 }
 
 /* Tensor t's view into m->q4 (its DQ offset read from the block: valid once loaded) */
@@ -68,8 +114,10 @@ int eng_q4_init(eng_model *m)
 		return 0;
 	m->q4 = eng_mem_alloc(ENG_MEM_PARAMS, bytes);
 	m->qw = calloc((size_t)m->ntensors, sizeof *m->qw);
-	m->q4_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, eng_q4_scratch_bytes(&m->cfg));
-	if (!m->q4 || !m->qw || !m->q4_scratch)
+	size_t N = (size_t)m->B * m->T, bf = bf_bytes(&m->cfg, N);
+	m->q4_scratch = eng_mem_alloc(ENG_MEM_WORKSPACE, eng_q4_scratch_bytes(&m->cfg, N) - bf);
+	m->q4_bf = bf ? eng_mem_alloc(ENG_MEM_WORKSPACE, bf) : NULL;
+	if (!m->q4 || !m->qw || !m->q4_scratch || (bf && !m->q4_bf))
 		return -1;
 	memset(m->q4, 0, bytes); /* a block of zero codes and absmax: W = 0 until loaded */
 	static const eng_slot first[4] = {ENG_SLOT_QKVW, ENG_SLOT_PROJW, ENG_SLOT_FCW,
@@ -216,12 +264,26 @@ out:
 
 /* ---- products ---- */
 
+/* A bf16 product's failure, kept for the pass's end (as eng_model_prod_run keeps it) */
+static void bf16_failed(eng_model *m)
+{
+	if (!m->mm_err[0])
+		snprintf(m->mm_err, sizeof m->mm_err, "oneDNN matmul (4-bit, bf16): %s",
+			kn_bf16_error());
+}
+
 void eng_q4_forward(eng_model *m, int k, int l, float *out, const float *inp, int N, int OC)
 {
-	int i = m->qlin[l][k], col = 0;
+	int i = m->qlin[l][k], col = 0, bf = m->cfg.quant_bf16;
+	if (bf) /* the input rounded once for every part */
+		kn_to_bf16(m->q4_bf, inp, (size_t)N * (size_t)m->qw[i].IC);
 	do {
 		const kn_q4_weight *w = &m->qw[i];
-		kn_q4_linear_forward(out + col, OC, inp, w, N, m->q4_scratch);
+		if (!bf)
+			kn_q4_linear_forward(out + col, OC, inp, w, N, m->q4_scratch);
+		else if (!m->mm_err[0] && kn_q4_linear_forward_bf16(out + col, OC, m->q4_bf, w, N,
+					       m->q4_scratch, m->mm_scratch, m->mm_scratch_bytes) < 0)
+			bf16_failed(m);
 		col += w->OC;
 	} while (m->tensors[i++].joined);
 }
@@ -229,10 +291,17 @@ void eng_q4_forward(eng_model *m, int k, int l, float *out, const float *inp, in
 void eng_q4_backward(eng_model *m, int k, int l, float *dinp, const float *dout, int N,
 	int OC)
 {
-	int i = m->qlin[l][k], col = 0;
+	int i = m->qlin[l][k], col = 0, bf = m->cfg.quant_bf16;
+	if (bf)
+		kn_to_bf16(m->q4_bf, dout, (size_t)N * (size_t)OC);
 	do {
 		const kn_q4_weight *w = &m->qw[i];
-		kn_q4_linear_backward(dinp, dout + col, OC, w, N, col > 0, m->q4_scratch);
+		if (!bf)
+			kn_q4_linear_backward(dinp, dout + col, OC, w, N, col > 0, m->q4_scratch);
+		else if (!m->mm_err[0] && kn_q4_linear_backward_bf16(dinp, m->q4_bf + col, OC, w, N,
+					       col > 0, m->q4_scratch, m->mm_scratch,
+					       m->mm_scratch_bytes) < 0)
+			bf16_failed(m);
 		col += w->OC;
 	} while (m->tensors[i++].joined);
 }

@@ -90,15 +90,21 @@ int eng_prod_routes(const eng_config *cfg, int B, int T, int R, eng_product *pr,
 	size_t *pk)
 {
 	int n = eng_model_products(cfg, B, T, R, eng_model_route_flags(cfg), pr);
-	if (dnnl_bytes(pr, n, cfg->n_layer, sc, pk, NULL, NULL) == 0)
+	size_t q4 = 0; /* the 4-bit products' in bf16 share the scratchpad */
+	if (eng_q4_dnnl_bytes(cfg, B * T, &q4) == 0 &&
+		dnnl_bytes(pr, n, cfg->n_layer, sc, pk, NULL, NULL) == 0) {
+		*sc = q4 > *sc ? q4 : *sc;
 		return n;
+	}
 	*sc = *pk = 0;
 	return cfg->mm_bf16 ? n : eng_model_products(cfg, B, T, R, 0, pr);
 }
 
-/* Some product of m runs through oneDNN */
+/* Some product of m runs through oneDNN (the 4-bit ones under compute bf16 too) */
 static int uses_dnnl(const eng_model *m)
 {
+	if (m->cfg.quant_bf16)
+		return 1;
 	for (int i = 0; i < m->nprod; i++)
 		if (m->prod[i].route != ENG_ROUTE_OPENBLAS)
 			return 1;
@@ -151,9 +157,11 @@ int eng_prod_fit(eng_model *m, eng_err *err)
 {
 	if (m->mm_threads == kn_get_threads() || !uses_dnnl(m))
 		return 0;
-	size_t need, packed, at[ENG_PRODUCTS] = {0}, sz[ENG_PRODUCTS] = {0};
-	if (dnnl_bytes(m->prod, m->nprod, m->cfg.n_layer, &need, &packed, at, sz) < 0)
+	size_t need, packed, at[ENG_PRODUCTS] = {0}, sz[ENG_PRODUCTS] = {0}, q4;
+	if (dnnl_bytes(m->prod, m->nprod, m->cfg.n_layer, &need, &packed, at, sz) < 0 ||
+		eng_q4_dnnl_bytes(&m->cfg, m->B * m->T, &q4) < 0)
 		return eng_errf(err, "oneDNN matmuls: %s", kn_bf16_error());
+	need = q4 > need ? q4 : need;
 	void *p = need ? eng_mem_alloc(ENG_MEM_WORKSPACE, need) : NULL;
 	void *w = packed && packed != m->wpack_bytes ? eng_mem_alloc(ENG_MEM_PARAMS, packed) : NULL;
 	if ((need && !p) || (packed && packed != m->wpack_bytes && !w)) {

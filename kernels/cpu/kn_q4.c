@@ -101,10 +101,16 @@ void kn_q4_dequantize(const uint8_t *codes, const float *absmax, size_t first, s
 
 /* ---- products with a 4-bit weight ---- */
 
-size_t kn_q4_scratch_floats(int IC, int block)
+/* Floats before the bf16 tile in the scratch: the float tile, its absmax values */
+static size_t bf16_at(int IC, int block)
 {
 	size_t tile = (size_t)KN_Q4_TILE * (size_t)IC;
 	return tile + tile / (size_t)block + 2;
+}
+
+size_t kn_q4_scratch_floats(int IC, int block)
+{
+	return bf16_at(IC, block) + ((size_t)KN_Q4_TILE * (size_t)IC + 1) / 2;
 }
 
 /* Rows [r0, r0 + rows) of W, dequantized into tile(rows, IC); a double-quantized weight's
@@ -151,6 +157,72 @@ void kn_q4_linear_backward(float *dinp, const float *dout, int ldd, const kn_q4_
 		kn_sgemm(0, 0, N, w->IC, rows, 1.0f, dout + r0, ldd, scratch, w->IC,
 			r0 || accumulate ? 1.0f : 0.0f, dinp, w->IC);
 	}
+}
+
+/* ---- the same in bf16 ---- */
+
+/* Rows [r0, r0 + rows) of W dequantized, then rounded into the scratch's bf16 tile */
+static uint16_t *tile_bf16(const kn_q4_weight *w, int r0, int rows, float *scratch)
+{
+	uint16_t *tb = (uint16_t *)(scratch + bf16_at(w->IC, w->block));
+	tile_of(w, r0, rows, scratch);
+	kn_to_bf16(tb, scratch, (size_t)rows * (size_t)w->IC);
+	return tb;
+}
+
+/* The products of a tile of `rows`: forward out(N,rows) = inp(N,IC) tile^T; backward
+ * dinp(N,IC) (+)= dout(N,rows) tile */
+static kn_mm fwd_mm(const kn_q4_weight *w, int N, int rows, int ldo)
+{
+	return (kn_mm){1, 0, 1, N, rows, w->IC, w->IC, w->IC, ldo, 0, 0};
+}
+
+static kn_mm bwd_mm(const kn_q4_weight *w, int N, int rows, int ldd, int beta)
+{
+	return (kn_mm){1, 0, 0, N, w->IC, rows, ldd, w->IC, w->IC, beta, 0};
+}
+
+int kn_q4_linear_forward_bf16(float *out, int ldo, const uint16_t *inp, const kn_q4_weight *w,
+	int N, float *scratch, void *ws, size_t ws_bytes)
+{
+	int h = tile_rows(w->OC);
+	for (int r0 = 0; r0 < w->OC; r0 += h) {
+		int rows = w->OC - r0 < h ? w->OC - r0 : h;
+		const uint16_t *tb = tile_bf16(w, r0, rows, scratch);
+		kn_mm q = fwd_mm(w, N, rows, ldo);
+		if (kn_dnnl_gemm(&q, inp, tb, out + r0, ws, ws_bytes) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int kn_q4_linear_backward_bf16(float *dinp, const uint16_t *dout, int ldd,
+	const kn_q4_weight *w, int N, int accumulate, float *scratch, void *ws, size_t ws_bytes)
+{
+	int h = tile_rows(w->OC);
+	for (int r0 = 0; r0 < w->OC; r0 += h) {
+		int rows = w->OC - r0 < h ? w->OC - r0 : h;
+		const uint16_t *tb = tile_bf16(w, r0, rows, scratch);
+		kn_mm q = bwd_mm(w, N, rows, ldd, r0 || accumulate);
+		if (kn_dnnl_gemm(&q, dout + r0, tb, dinp, ws, ws_bytes) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int kn_q4_bf16_sizes(const kn_q4_weight *w, int N, int ld, size_t *bytes)
+{
+	int h = tile_rows(w->OC), last = w->OC - (w->OC - 1) / h * h;
+	*bytes = 0;
+	for (int k = 0; k < 6; k++) { /* both tile heights: forward, backward = and += */
+		int rows = k % 2 ? last : h;
+		kn_mm q = k < 2 ? fwd_mm(w, N, rows, ld) : bwd_mm(w, N, rows, ld, k >= 4);
+		size_t sc;
+		if (kn_dnnl_sizes(&q, &sc, NULL) < 0)
+			return -1;
+		*bytes = sc > *bytes ? sc : *bytes;
+	}
+	return 0;
 }
 
 /* ---- double quantization of the absmax values ---- */

@@ -246,6 +246,86 @@ START_TEST(test_q4_linear)
 }
 END_TEST
 
+/* float32 of bf16 b */
+static float from_bf16(uint16_t b)
+{
+	uint32_t u = (uint32_t)b << 16;
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+/* The bf16 products (compute bf16): against the products in double of the operands rounded
+ * to bf16 (oneDNN accumulates in float32), into columns of a wider output, the input
+ * gradient written and accumulated, three tiles of two heights; the same bits twice. */
+START_TEST(test_q4_linear_bf16)
+{
+	enum { OC = 520, IC = 128, N = 7, LD = OC + 9, AT = 5 };
+	static float w[OC * IC], wd[OC * IC], x[N * IC], dy[N * OC], y[N * LD], dx[N * IC];
+	static float dx2[N * IC], absmax[OC * IC / 64], xr[N * IC], dyr[N * OC];
+	static double yd[N * OC], dxd[N * IC];
+	static uint16_t xb[N * IC], dyb[N * LD];
+	static uint8_t codes[OC * IC / 2];
+	if (!t_bf16_here("q4"))
+		return;
+	float *scratch = malloc(kn_q4_scratch_floats(IC, 64) * sizeof *scratch);
+	rng_seed(9);
+	fill(w, OC * IC, -0.05f, 0.05f);
+	fill(x, N * IC, -1.0f, 1.0f);
+	fill(dy, N * OC, -1.0f, 1.0f);
+	kn_q4_quantize(w, OC * IC, 64, KN_Q4_FP4, codes, absmax);
+	kn_q4_dequantize(codes, absmax, 0, OC * IC, 64, KN_Q4_FP4, wd);
+	kn_q4_weight q = {codes, absmax, NULL, NULL, 0.0f, OC, IC, 64, KN_Q4_FP4};
+	uint16_t *wb = malloc(sizeof(uint16_t) * OC * IC);
+	kn_to_bf16(wb, wd, OC * IC);
+	kn_to_bf16(xb, x, N * IC);
+	for (int n = 0; n < N; n++) /* dy in a wider array (ldd LD), as a joined layer's */
+		kn_to_bf16(dyb + n * LD, dy + n * OC, OC);
+	for (int k = 0; k < OC * IC; k++)
+		wd[k] = from_bf16(wb[k]);
+	for (int k = 0; k < N * IC; k++)
+		xr[k] = from_bf16(xb[k]);
+	for (int n = 0; n < N; n++)
+		for (int o = 0; o < OC; o++)
+			dyr[n * OC + o] = from_bf16(dyb[n * LD + o]);
+	products_in_double(xr, dyr, wd, N, OC, IC, yd, dxd);
+	size_t ws_bytes;
+	ck_assert_msg(kn_q4_bf16_sizes(&q, N, LD, &ws_bytes) == 0, "%s", kn_bf16_error());
+	void *ws = malloc(ws_bytes + 1);
+	fill_const(y, N * LD, GARBAGE);
+	fill_const(dx, N * IC, GARBAGE);
+	ck_assert_msg(kn_q4_linear_forward_bf16(y + AT, LD, xb, &q, N, scratch, ws, ws_bytes) == 0,
+		"%s", kn_bf16_error());
+	ck_assert(kn_q4_linear_backward_bf16(dx, dyb, LD, &q, N, 0, scratch, ws, ws_bytes) == 0);
+	for (int n = 0; n < N; n++) {
+		for (int o = 0; o < LD; o++) {
+			float v = y[n * LD + o];
+			if (o < AT || o >= AT + OC) {
+				ck_assert(v == GARBAGE);
+				continue;
+			}
+			double acc = yd[n * OC + o - AT];
+			ck_assert_msg(fabs(v - acc) <= 1e-5 * (1 + fabs(acc)), "y[%d,%d] = %g, in "
+				"double %g", n, o, v, acc);
+		}
+		for (int i = 0; i < IC; i++)
+			ck_assert_msg(fabs(dx[n * IC + i] - dxd[n * IC + i]) <=
+					1e-5 * (1 + fabs(dxd[n * IC + i])),
+				"dx[%d,%d] = %g, in double %g", n, i, dx[n * IC + i], dxd[n * IC + i]);
+	}
+	fill_const(dx2, N * IC, 0.5f);
+	ck_assert(kn_q4_linear_backward_bf16(dx2, dyb, LD, &q, N, 1, scratch, ws, ws_bytes) == 0);
+	for (int k = 0; k < N * IC; k++)
+		ck_assert(fabs(dx2[k] - (0.5 + dxd[k])) <= 1e-5 * (1 + fabs(dxd[k])));
+	memcpy(dx2, dx, sizeof dx);
+	ck_assert(kn_q4_linear_backward_bf16(dx, dyb, LD, &q, N, 0, scratch, ws, ws_bytes) == 0);
+	ck_assert(memcmp(dx, dx2, sizeof dx) == 0);
+	free(ws);
+	free(wb);
+	free(scratch);
+}
+END_TEST
+
 START_TEST(test_q4_levels)
 {
 	/* NF4 ascends from -1 to 1 through an exact 0; FP4's code 8 + k is code k negated */
@@ -266,6 +346,7 @@ Suite *suite_q4(void)
 	tcase_add_test(tc, test_q4_against_generator);
 	tcase_add_test(tc, test_q4_double_quant);
 	tcase_add_test(tc, test_q4_linear);
+	tcase_add_test(tc, test_q4_linear_bf16);
 	tcase_add_test(tc, test_q4_levels);
 	suite_add_tcase(s, tc);
 	return s;
