@@ -640,8 +640,16 @@ char *cli_model_text(const json_t *ret, char *buf, size_t len)
 	if (!cli_jnum(ret, "params", &all) || !cli_jnum(ret, "trainable_params", &trainable))
 		return NULL;
 	cli_str_clean(cli_jstr(ret, "arch") ? cli_jstr(ret, "arch") : "-", arch, sizeof arch);
-	snprintf(buf, len, "%s, %s", arch,
+	int n = snprintf(buf, len, "%s, %s", arch,
 		proto_params_text((long long)trainable, (long long)all, params, sizeof params));
+	json_t *q = json_object_get(ret, "quantized");
+	double bytes, w;
+	char type[16], size[32];
+	if (q && cli_jnum(q, "bytes", &bytes) && cli_jnum(q, "weights", &w) && n >= 0 &&
+		(size_t)n < len) /* a 4-bit base */
+		snprintf(buf + n, len - (size_t)n, "; 4-bit base (%s): %.1fM weights in %s",
+			cli_str_clean(cli_jstr(q, "type") ? cli_jstr(q, "type") : "-", type,
+				sizeof type), w / 1e6, cli_size_format(bytes, size, sizeof size));
 	return buf;
 }
 

@@ -18,6 +18,7 @@
 
 #include "eng_err.h"
 #include "eng_fs.h"
+#include "eng_quant.h"
 #include "srv_store.h"
 #include "srv_worker.h"
 
@@ -319,8 +320,9 @@ json_t *srv_job_remove(srv_job *job, proto_errclass *ec, char *desc, size_t desc
 
 /* ---- answers from the table ---- */
 
-/* What trains, from the check's "model" (remat-train --check): arch, params and
- * trainable_params into o (the job-start reply, job-status); nothing when it has none. */
+/* What trains, from the check's "model" (remat-train --check): arch, params,
+ * trainable_params and a 4-bit base's quantized into o (the job-start reply, job-status);
+ * nothing when it has none. */
 void srv_job__model_fields(const srv_job *job, json_t *o)
 {
 	const eng_check_info *ci = job->info;
@@ -329,6 +331,8 @@ void srv_job__model_fields(const srv_job *job, json_t *o)
 	json_object_set_new(o, "arch", json_string(eng_arch_name(ci->cfg.arch)));
 	json_object_set_new(o, "params", json_integer((json_int_t)ci->params));
 	json_object_set_new(o, "trainable_params", json_integer((json_int_t)ci->trainable_params));
+	if (ci->cfg.quant) /* a 4-bit base: its weights and their bytes */
+		json_object_set_new(o, "quantized", eng_quant_json(&ci->cfg, 1));
 }
 
 static json_t *job_opt_str(const char *s)

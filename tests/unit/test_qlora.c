@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "eng_ckpt.h"
@@ -366,6 +367,97 @@ START_TEST(test_qlora_refused)
 }
 END_TEST
 
+/* Fuzzing the new keys: model.quantize's members (and the object itself) drawn from values
+ * of every JSON type, in range and out, with unknown keys among them; then the same values
+ * as adapter_config.json's base_model_quantization. Each is accepted with a shape that
+ * validates, or refused with a message naming the key; nothing else happens. */
+static const char *const qvals[] = {"\"nf4\"", "\"fp4\"", "\"NF4\"", "\"\"", "null", "true",
+	"false", "0", "1", "-1", "64", "32", "48", "4096", "8192", "1e300", "-1e300", "0.5",
+	"[]", "{}", "[\"nf4\"]", "\"bf16\"", "\"fp32\"", "\"float32\"", "\"bfloat16\"",
+	"2147483648", "\"\\u0000\"", "{\"type\":\"nf4\"}"};
+static const char *const qkeys[] = {"type", "double_quant", "block_size", "compute", "scale",
+	"bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype",
+	"bnb_4bit_blocksize", "load_in_4bit", "quant_method"};
+#define NQV (int)(sizeof qvals / sizeof qvals[0])
+#define NQK (int)(sizeof qkeys / sizeof qkeys[0])
+
+/* A random object of up to five members of qkeys (the first `keys` of them) into buf */
+static void random_object(unsigned *seed, int keys, char *buf, size_t len)
+{
+	int n = rand_r(seed) % 6, used = snprintf(buf, len, "{");
+	for (int k = 0; k < n; k++)
+		used += snprintf(buf + used, len - (size_t)used, "%s\"%s\":%s", k ? "," : "",
+			qkeys[rand_r(seed) % keys], qvals[rand_r(seed) % NQV]);
+	snprintf(buf + used, len - (size_t)used, "}");
+}
+
+START_TEST(test_qlora_fuzz_keys)
+{
+	char *dir = t_data("reference/lora_llama"), *tmp = t_tmp_dir("qlora_fuzz");
+	char obj[512], text[8192], path[ENG_PATH_LEN + 64], base[ENG_PATH_LEN + 64];
+	unsigned seed = 12345;
+	int accepted = 0, refused = 0;
+	for (int it = 0; it < 400; it++) {
+		eng_spec sp;
+		eng_err err = {0};
+		eng_config c;
+		if (it % 10 == 9)
+			snprintf(obj, sizeof obj, "%s", qvals[rand_r(&seed) % NQV]);
+		else
+			random_object(&seed, 5, obj, sizeof obj);
+		snprintf(text, sizeof text, "{\"model\":{\"init_from\":\"%s\",\"quantize\":%s},"
+			"\"data\":{\"train\":\"%s/train.bin\"},\"lora\":{\"r\":2,\"targets\":"
+			"[\"q_proj\"]},\"steps\":1}", dir, obj, dir);
+		int rc = eng_spec_parse(&sp, text, &err);
+		if (rc == 0 && (rc = eng_import_read_config(sp.init_from, &c, &err)) == 0)
+			rc = eng_spec_finish(&sp, &c, &err);
+		if (rc == 0) {
+			ck_assert(eng_config_validate(&sp.cfg, "fuzz", &err) == 0);
+			ck_assert(sp.cfg.quant == ENG_QUANT_NF4 || sp.cfg.quant == ENG_QUANT_FP4);
+			ck_assert(eng_model_q4_bytes(&sp.cfg) > 0);
+			accepted++;
+		} else {
+			ck_assert_msg(strstr(err.msg, "model.quantize") ||
+					strstr(err.msg, "invalid JSON"), "%s: %s", obj, err.msg);
+			refused++;
+		}
+	}
+	/* adapter_config.json: PEFT's keys kept, base_model_quantization drawn */
+	snprintf(path, sizeof path, "%s/adapter/" ENG_PEFT_CONFIG, dir);
+	size_t len;
+	char *orig = t_read_file(path, &len), *brace = strrchr(orig, '}');
+	ck_assert_ptr_nonnull(brace);
+	*brace = '\0';
+	char *rel = strstr(orig, "\"..\""); /* the base by its absolute path: a copy elsewhere */
+	ck_assert_ptr_nonnull(rel);
+	*rel = '\0';
+	snprintf(base, sizeof base, "\"%s\"", dir);
+	char adir[ENG_PATH_LEN + 32], afile[ENG_PATH_LEN + 64];
+	snprintf(adir, sizeof adir, "%s/a", tmp);
+	ck_assert(mkdir(adir, 0700) == 0);
+	snprintf(afile, sizeof afile, "%s/" ENG_PEFT_CONFIG, adir);
+	for (int it = 0; it < 200; it++) {
+		eng_config c;
+		eng_err err = {0};
+		char bp[ENG_PATH_LEN + 64];
+		random_object(&seed, NQK, obj, sizeof obj);
+		int n = snprintf(text, sizeof text, "%s%s%s, \"base_model_quantization\": %s}\n",
+			orig, base, rel + 4, obj);
+		ck_assert(n > 0 && (size_t)n < sizeof text);
+		t_write_file(afile, text, strlen(text));
+		int rc = eng_peft_read_config(adir, &c, bp, sizeof bp, &err);
+		if (rc == 0)
+			ck_assert(eng_config_validate(&c, "fuzz", &err) == 0);
+		else
+			ck_assert_msg(strstr(err.msg, ENG_PEFT_CONFIG), "%s: %s", obj, err.msg);
+	}
+	ck_assert(accepted > 0 && refused > 0);
+	free(orig);
+	free(tmp);
+	free(dir);
+}
+END_TEST
+
 Suite *suite_qlora(void)
 {
 	Suite *s = suite_create("qlora");
@@ -375,6 +467,7 @@ Suite *suite_qlora(void)
 	tcase_add_loop_test(tc, test_qlora_weights_and_merge, 0, 4);
 	tcase_add_loop_test(tc, test_qlora_resume, 0, 4);
 	tcase_add_loop_test(tc, test_qlora_plan, 0, 2);
+	tcase_add_test(tc, test_qlora_fuzz_keys);
 	tcase_add_loop_test(tc, test_qlora_refused, 0, (int)(sizeof bad / sizeof bad[0]));
 	suite_add_tcase(s, tc);
 	return s;
