@@ -188,8 +188,8 @@ $(CLIENT): $(CLIENT_OBJ) $(CORE_LIB)
 	$(CC) $(CORE_LINK_FLAGS) -o $@ $^ $(CORE_LDLIBS) $(CAIRO_LIBS)
 
 # The safetensors parser on bytes from memory: the file format is outside input too.
-$(FUZZ_ST): tests/fuzz/fuzz_st.c engine/io/eng_st.c base/eng_fs.c base/eng_err.c \
-	proto/proto_units.c
+$(FUZZ_ST): tests/fuzz/fuzz_st.c engine/io/eng_st.c engine/io/eng_st_write.c base/eng_fs.c \
+	base/eng_err.c proto/proto_units.c
 	@mkdir -p $(dir $@)
 	clang -g -O1 -std=c11 -D_GNU_SOURCE $(ENGINE_INC) -Ikernels -Iproto -fsanitize=fuzzer,address,undefined \
 		-o $@ $^ -ljansson -lm

@@ -18,7 +18,7 @@
 
 #include "eng_err.h"
 #include "eng_fs.h"
-#include "eng_quant.h"
+#include "eng_plan_json.h"
 #include "srv_store.h"
 #include "srv_worker.h"
 

@@ -17,7 +17,6 @@
 #include "eng_backend.h"
 #include "eng_mem.h"
 #include "eng_plan_json.h"
-#include "eng_quant.h"
 #include "eng_tensors.h"
 #include "kn.h"
 

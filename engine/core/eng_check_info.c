@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "eng_plan_json.h"
-#include "eng_quant.h"
 #include "proto.h"
 
 /* {NAME: SELECTOR} of the spec's aliases. New reference. */

@@ -4,8 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "eng_quant.h"
-
 /* the Llama shapes, as ENG_GPT2 writes GPT-2's */
 #define LLAMA(L, C, NH, NKV, I, P, V, theta, eps, unt)                                 \
 	{.n_layer = L, .n_embd = C, .n_head = NH, .n_positions = P, .vocab_size = V,          \
@@ -206,4 +204,27 @@ int eng_lora_count(const eng_config *c)
 float eng_lora_scale(const eng_config *c)
 {
 	return c->lora_r ? (float)(c->lora_alpha / c->lora_r) : 0.0f;
+}
+
+/* ---- quantization settings ---- */
+
+const char *const eng_quant_names[] = {"none", "nf4", "fp4", NULL};
+
+int eng_quant_validate(const eng_config *c, const char *what, eng_err *err)
+{
+	int b = c->quant_block;
+	if (c->quant == ENG_QUANT_NONE)
+		return c->quant_dq || c->quant_bf16 || b
+			? eng_errf(err, "%s: quantization settings without a quantization type",
+				  what)
+			: 0;
+	if (c->quant != ENG_QUANT_NF4 && c->quant != ENG_QUANT_FP4)
+		return eng_errf(err, "%s: unknown quantization type %d", what, c->quant);
+	if (b < ENG_QUANT_BLOCK_MIN || b > ENG_QUANT_BLOCK_MAX || (b & (b - 1)))
+		return eng_errf(err, "%s: quantization block size %d is not a power of two in "
+				     "%d..%d (bitsandbytes' 4-bit blocks; QLoRA's is %d)", what, b,
+			ENG_QUANT_BLOCK_MIN, ENG_QUANT_BLOCK_MAX, ENG_QUANT_BLOCK);
+	if ((c->quant_dq != 0 && c->quant_dq != 1) || (c->quant_bf16 != 0 && c->quant_bf16 != 1))
+		return eng_errf(err, "%s: quantization flags out of range", what);
+	return 0;
 }

@@ -124,6 +124,21 @@ int eng_lora_targets(const eng_config *c, const char *const *names, int n, unsig
 int eng_lora_count(const eng_config *c);
 float eng_lora_scale(const eng_config *c);
 
+/* ---- a 4-bit frozen base (the run's model.quantize; eng_quant.h lays it out) ---- */
+
+typedef enum { ENG_QUANT_NONE, ENG_QUANT_NF4, ENG_QUANT_FP4 } eng_quant_type;
+/* "none", "nf4", "fp4": by eng_quant_type (bitsandbytes' bnb_4bit_quant_type), NULL-ended */
+extern const char *const eng_quant_names[];
+
+#define ENG_QUANT_BLOCK 64        /* QLoRA's block, the default */
+#define ENG_QUANT_BLOCK_MIN 32    /* bitsandbytes' range of 4-bit blocks: powers of two */
+#define ENG_QUANT_BLOCK_MAX 4096
+#define ENG_QUANT_DQ_BLOCK 256    /* absmax values per block of the double quantization */
+
+/* The quantization fields of c (quant, quant_dq, quant_block, quant_bf16) in range: -1 with
+ * a message naming `what` otherwise (eng_config_validate calls it). */
+int eng_quant_validate(const eng_config *c, const char *what, eng_err *err);
+
 /* Number of float parameters (a tied lm_head counted once). */
 size_t eng_config_num_params(const eng_config *cfg);
 

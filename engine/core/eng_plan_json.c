@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "eng_quant.h"
+#include "eng_tensors.h"
 
 int eng_plan_policy_args(const eng_aliases *al, eng_device device, const json_t *args,
 	eng_policy *p, char *desc, size_t desclen)
@@ -243,4 +243,43 @@ void eng_config_from_json(const json_t *o, eng_config *c)
 	c->rope_theta = json_number_value(json_object_get(o, "rope_theta"));
 	c->rms_norm_eps = json_number_value(json_object_get(o, "rms_norm_eps"));
 	c->untied = !json_is_true(json_object_get(o, "tie_word_embeddings"));
+}
+
+json_t *eng_quant_json(const eng_config *c, int bytes)
+{
+	json_t *o = json_pack("{s:s,s:b,s:i,s:s}", "type", eng_quant_names[c->quant],
+		"double_quant", c->quant_dq, "block_size", c->quant_block, "compute",
+		c->quant_bf16 ? "bf16" : "fp32");
+	size_t n, q = eng_model_q4_bytes(c, &n);
+	if (!o || !bytes)
+		return o;
+	json_object_set_new(o, "weights", json_integer((json_int_t)n));
+	json_object_set_new(o, "bytes", json_integer((json_int_t)q));
+	json_object_set_new(o, "float32_bytes", json_integer((json_int_t)(4 * n)));
+	return o;
+}
+
+void eng_quant_from_json(const json_t *q, eng_config *c)
+{
+	const char *t = json_string_value(json_object_get(q, "type"));
+	const char *dt = json_string_value(json_object_get(q, "compute"));
+	c->quant = c->quant_dq = c->quant_block = c->quant_bf16 = 0;
+	for (int k = ENG_QUANT_NF4; t && k <= ENG_QUANT_FP4; k++)
+		c->quant = strcmp(t, eng_quant_names[k]) == 0 ? k : c->quant;
+	if (!c->quant)
+		return;
+	c->quant_dq = json_is_true(json_object_get(q, "double_quant"));
+	c->quant_block = (int)json_integer_value(json_object_get(q, "block_size"));
+	c->quant_bf16 = dt && strcmp(dt, "bf16") == 0;
+}
+
+const char *eng_quant_describe(const eng_config *c, char *buf, size_t len)
+{
+	if (!c->quant)
+		snprintf(buf, len, "none");
+	else
+		snprintf(buf, len, "%s, blocks of %d%s, compute %s", eng_quant_names[c->quant],
+			c->quant_block, c->quant_dq ? ", double-quantized" : "",
+			c->quant_bf16 ? "bf16" : "fp32");
+	return buf;
 }

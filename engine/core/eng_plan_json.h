@@ -51,6 +51,14 @@ typedef struct eng_plan_job {
  * job): the one description of those keys. NULL when out of memory. */
 json_t *eng_config_json(const eng_config *c);
 void eng_config_from_json(const json_t *o, eng_config *c);
+/* c's quantization as JSON (a new reference): {"type", "double_quant", "block_size",
+ * "compute"} as model.quantize writes them; with bytes, also "weights" (how many elements
+ * are held in 4 bits), "bytes" (what they cost so) and "float32_bytes" (what they would
+ * cost in float32). */
+json_t *eng_quant_json(const eng_config *c, int bytes);
+/* Back (remat-train --check's config): c's quant fields from q, all 0 when q is not an
+ * object of a known type; eng_config_validate checks the rest. */
+void eng_quant_from_json(const json_t *q, eng_config *c);
 
 /* Applies args' "default" then "sections" (selector -> mode, in order; aliases resolved)
  * on top of *p, and checks the result against the device (offload needs cuda). 0, or -1

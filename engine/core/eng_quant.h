@@ -8,32 +8,20 @@
  * own; the embeddings, the norms, the biases and the lm_head stay as they are. A weight's
  * row-major [out, in] elements in blocks of quant_block, each block's absmax in float32, or
  * double-quantized: 8 bits each, blocks of 256 of them with an absmax2 and one offset.
+ * The settings themselves (eng_quant_type, the block sizes) are eng_config.h's.
  */
 #ifndef ENG_QUANT_H
 #define ENG_QUANT_H
 
-#include <jansson.h>
 #include <stddef.h>
 
 #include "eng_config.h"
 #include "eng_err.h"
 
-typedef enum { ENG_QUANT_NONE, ENG_QUANT_NF4, ENG_QUANT_FP4 } eng_quant_type;
-/* "none", "nf4", "fp4": by eng_quant_type (bitsandbytes' bnb_4bit_quant_type), NULL-ended */
-extern const char *const eng_quant_names[];
-
-#define ENG_QUANT_BLOCK 64        /* QLoRA's block, the default */
-#define ENG_QUANT_BLOCK_MIN 32    /* bitsandbytes' range of 4-bit blocks: powers of two */
-#define ENG_QUANT_BLOCK_MAX 4096
-#define ENG_QUANT_DQ_BLOCK 256    /* absmax values per block of the double quantization */
-
-/* The quantization fields of c (quant, quant_dq, quant_block, quant_bf16) in range: -1 with
- * a message naming `what` otherwise. */
-int eng_quant_validate(const eng_config *c, const char *what, eng_err *err);
-
-/* 1 when the tensor of slot `slot`, `ndim` dimensions, in section `section` is held in 4
- * bits under c: a block's linear weight (or a part joined to one) while c->quant is set. */
-int eng_quant_targets(const eng_config *c, int slot, int ndim, int section);
+/* 1 when a tensor of `ndim` dimensions in section `section` (a LoRA adapter's or not) is
+ * held in 4 bits under c: a block's linear weight (or a part joined to one) while c->quant
+ * is set. */
+int eng_quant_targets(const eng_config *c, int adapter, int ndim, int section);
 
 /* Where the parts of one quantized tensor of numel elements lie in its region of the 4-bit
  * block (bytes from the region's start, each 64-byte aligned): the codes (two a byte,
@@ -46,17 +34,5 @@ typedef struct eng_q4_layout {
 	size_t bytes;
 } eng_q4_layout;
 void eng_q4_layout_of(const eng_config *c, size_t numel, eng_q4_layout *out);
-
-/* c's quantization as JSON (a new reference): {"type", "double_quant", "block_size",
- * "compute"} as model.quantize writes them; with bytes, also "weights" (how many elements
- * are held in 4 bits), "bytes" (what they cost so) and "float32_bytes" (what they would
- * cost in float32). */
-json_t *eng_quant_json(const eng_config *c, int bytes);
-/* Back (remat-train --check's config): c's quant fields from q, all 0 when q is not an
- * object of a known type; eng_config_validate checks the rest. */
-void eng_quant_from_json(const json_t *q, eng_config *c);
-
-/* "nf4, blocks of 64, double-quantized, compute fp32": c's settings in words (buf). */
-const char *eng_quant_describe(const eng_config *c, char *buf, size_t len);
 
 #endif

@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include "eng_fs.h"
-#include "eng_quant.h"
 #include "eng_tensors.h"
 
 static void spec_defaults(eng_spec *s)

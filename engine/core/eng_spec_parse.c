@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "eng_quant.h"
 #include "proto.h"
 
 const char *const eng_precision_names[] = {"fp32", "bf16", NULL};
@@ -198,7 +197,8 @@ static int parse_quantize(eng_spec *s, json_t *m, eng_err *err)
 	if (!q)
 		return 0;
 	if (!json_is_object(q))
-		return eng_errf(err, "'model.quantize' must be an object: {\"type\": \"nf4\", ...}");
+		return eng_errf(err, "'model.quantize' must be an object: {\"type\": \"nf4\", "
+				     "...}");
 	if (es_check_keys(q, "model.quantize", quantize_keys, err) < 0)
 		return -1;
 	if (!(v = json_object_get(q, "type")))

@@ -37,7 +37,8 @@ static void add_tensor(eng_ptensor *tab, int *n, table_at *at, const char *name,
 	t->joined = join;
 	t->frozen = eng_config_is_frozen(at->cfg, *n);
 	t->goff = t->frozen ? SIZE_MAX : at->goff;
-	t->quant = eng_quant_targets(at->cfg, slot, ndim, at->section);
+	t->quant = eng_quant_targets(at->cfg, slot == ENG_SLOT_LORA_A || slot == ENG_SLOT_LORA_B,
+		ndim, at->section);
 	t->offset = t->quant ? SIZE_MAX : at->off;
 	t->qoff = 0;
 	if (t->quant) { /* frozen (eng_spec_finish): its floats are its 4 bits' */
@@ -183,19 +184,22 @@ size_t eng_model_floats(const eng_config *c, size_t *ngrad)
 	return n;
 }
 
-size_t eng_model_q4_bytes(const eng_config *c)
+size_t eng_model_q4_bytes(const eng_config *c, size_t *weights)
 {
 	eng_ptensor *tab = c->quant ? calloc((size_t)eng_model_ntensors(c), sizeof *tab) : NULL;
-	size_t n = 0;
+	size_t n = 0, w = 0;
 	if (tab) {
 		eng_model_table(c, tab, NULL);
 		for (int i = 0; i < eng_model_ntensors(c); i++) {
 			eng_q4_layout q;
 			eng_q4_layout_of(c, tab[i].numel, &q);
 			n += tab[i].quant ? q.bytes : 0;
+			w += tab[i].quant ? tab[i].numel : 0;
 		}
 	}
 	free(tab);
+	if (weights)
+		*weights = w;
 	return n;
 }
 

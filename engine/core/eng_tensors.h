@@ -58,8 +58,9 @@ int eng_model_ntensors(const eng_config *c);
 size_t eng_model_table(const eng_config *c, eng_ptensor *tab, size_t *ngrad);
 /* The same two counts without a table of the caller's (0 when out of memory). */
 size_t eng_model_floats(const eng_config *c, size_t *ngrad);
-/* Bytes of the 4-bit block of shape c (eng_quant.h): 0 unless c->quant. */
-size_t eng_model_q4_bytes(const eng_config *c);
+/* Bytes of the 4-bit block of shape c (eng_quant.h), and in *weights (may be NULL) how many
+ * elements it holds: 0 unless c->quant. */
+size_t eng_model_q4_bytes(const eng_config *c, size_t *weights);
 
 /* The parameters of shape c as PEFT's print_trainable_parameters() counts them: every
  * tensor of the table, LoRA adapters included (returned), and in *trainable those that

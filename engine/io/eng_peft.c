@@ -13,7 +13,6 @@
 
 #include "eng_hfconfig.h"
 #include "eng_import.h"
-#include "eng_quant.h"
 #include "eng_sha256.h"
 #include "eng_st.h"
 

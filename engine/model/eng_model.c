@@ -206,7 +206,7 @@ void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, 
 		ws += 4 * ws_floats(cfg, (int)k, N);
 	ws += 4 * rope_floats(cfg, T);
 	memset(out, 0, ENG_MEM_NCAT * sizeof out[0]);
-	out[ENG_MEM_PARAMS] = 4 * nfloats + eng_model_q4_bytes(cfg);
+	out[ENG_MEM_PARAMS] = 4 * nfloats + eng_model_q4_bytes(cfg, NULL);
 	out[ENG_MEM_GRADS] = 4 * ngrad; /* frozen tensors have none */
 	out[ENG_MEM_OPTIMIZER] = 2 * 4 * ngrad;
 	out[ENG_MEM_WORKSPACE] = ws + 4 * kn_attention_scratch_floats_for(T, threads) +

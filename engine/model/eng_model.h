@@ -206,7 +206,8 @@ void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, 
  * Hugging Face floats go, its place in params or, for a 4-bit one, a staging buffer
  * (ENG_MEM_WORKSPACE, allocated on the first call: NULL out of memory, err says so); then
  * eng_model_tensor_loaded, which quantizes a staged one into its 4 bits (a GPT-2 Conv1D
- * weight transposed to [out, in] first); eng_model_load_end frees the stage. */
+ * weight transposed to [out, in] first); eng_model_load_end frees the stage. The loader
+ * calls eng_model_params_changed once it is done, as after any write of the weights. */
 float *eng_model_tensor_dst(eng_model *m, const eng_ptensor *t, eng_err *err);
 void eng_model_tensor_loaded(eng_model *m, const eng_ptensor *t);
 void eng_model_load_end(eng_model *m);
@@ -215,7 +216,8 @@ void eng_model_load_end(eng_model *m);
 int eng_model_tensor_get(const eng_model *m, const eng_ptensor *t, float *out, eng_err *err);
 /* Every tensor quantization qc targets, of m (whose weights are all float32, qc's table
  * read on m's), replaced by dequant(quant(W)): the base a run quantized with qc computes
- * with (remat-train --merge-lora). -1 out of memory. */
+ * with (remat-train --merge-lora); eng_model_params_changed is the caller's. -1 out of
+ * memory. */
 int eng_model_q4_roundtrip(eng_model *m, const eng_config *qc, eng_err *err);
 
 /* Tensor by name, NULL when none. */

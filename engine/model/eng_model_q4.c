@@ -91,7 +91,8 @@ static kn_q4_weight view_of(const eng_model *m, const eng_ptensor *t)
 {
 	eng_q4_layout q;
 	const uint8_t *r = m->q4 + t->qoff;
-	kn_q4_weight w = {r + 0, NULL, NULL, NULL, 0.0f, 0, 0, m->cfg.quant_block, kn_type(&m->cfg)};
+	kn_q4_weight w = {r, NULL, NULL, NULL, 0.0f, 0, 0, m->cfg.quant_block,
+		kn_type(&m->cfg)};
 	eng_q4_layout_of(&m->cfg, t->numel, &q);
 	shape_of(&m->cfg, t, &w.OC, &w.IC);
 	if (!m->cfg.quant_dq) {
@@ -106,7 +107,7 @@ static kn_q4_weight view_of(const eng_model *m, const eng_ptensor *t)
 
 int eng_q4_init(eng_model *m)
 {
-	size_t bytes = eng_model_q4_bytes(&m->cfg);
+	size_t bytes = eng_model_q4_bytes(&m->cfg, NULL);
 	for (int l = 0; l < ENG_MAX_LAYERS; l++)
 		for (int k = 0; k < 4; k++)
 			m->qlin[l][k] = -1;
@@ -165,7 +166,6 @@ static void transpose(float *out, const float *in, int rows, int cols)
 
 void eng_model_tensor_loaded(eng_model *m, const eng_ptensor *t)
 {
-	eng_model_params_changed(m);
 	if (!t->quant)
 		return;
 	int OC, IC, i = (int)(t - m->tensors);
@@ -248,7 +248,6 @@ int eng_model_q4_roundtrip(eng_model *m, const eng_config *qc, eng_err *err)
 		if (eng_model_tensor_get(&q, t, w, err) < 0)
 			goto out;
 	}
-	eng_model_params_changed(m);
 	rc = 0;
 	goto out;
 oom:
@@ -281,8 +280,9 @@ void eng_q4_forward(eng_model *m, int k, int l, float *out, const float *inp, in
 		const kn_q4_weight *w = &m->qw[i];
 		if (!bf)
 			kn_q4_linear_forward(out + col, OC, inp, w, N, m->q4_scratch);
-		else if (!m->mm_err[0] && kn_q4_linear_forward_bf16(out + col, OC, m->q4_bf, w, N,
-					       m->q4_scratch, m->mm_scratch, m->mm_scratch_bytes) < 0)
+		else if (!m->mm_err[0] &&
+			 kn_q4_linear_forward_bf16(out + col, OC, m->q4_bf, w, N, m->q4_scratch,
+				 m->mm_scratch, m->mm_scratch_bytes) < 0)
 			bf16_failed(m);
 		col += w->OC;
 	} while (m->tensors[i++].joined);
@@ -298,9 +298,9 @@ void eng_q4_backward(eng_model *m, int k, int l, float *dinp, const float *dout,
 		const kn_q4_weight *w = &m->qw[i];
 		if (!bf)
 			kn_q4_linear_backward(dinp, dout + col, OC, w, N, col > 0, m->q4_scratch);
-		else if (!m->mm_err[0] && kn_q4_linear_backward_bf16(dinp, m->q4_bf + col, OC, w, N,
-					       col > 0, m->q4_scratch, m->mm_scratch,
-					       m->mm_scratch_bytes) < 0)
+		else if (!m->mm_err[0] &&
+			 kn_q4_linear_backward_bf16(dinp, m->q4_bf + col, OC, w, N, col > 0,
+				 m->q4_scratch, m->mm_scratch, m->mm_scratch_bytes) < 0)
 			bf16_failed(m);
 		col += w->OC;
 	} while (m->tensors[i++].joined);

@@ -229,8 +229,8 @@ START_TEST(test_q4_linear)
 			for (int i = 0; i < IC; i++) {
 				double acc = dxd[n * IC + i];
 				ck_assert_msg(fabs(dx[n * IC + i] - acc) <= 1e-5 * (1 + fabs(acc)),
-					"dq %d: dx[%d,%d] = %g, in double %g", dq, n, i, dx[n * IC + i],
-					acc);
+					"dq %d: dx[%d,%d] = %g, in double %g", dq, n, i,
+					dx[n * IC + i], acc);
 			}
 		}
 		memcpy(y2, y, sizeof y);
@@ -240,7 +240,8 @@ START_TEST(test_q4_linear)
 		kn_q4_linear_backward(dx2, dy, OC, &q, N, 1, scratch);
 		for (int k = 0; k < N * IC; k++)
 			ck_assert_msg(fabs(dx2[k] - (0.5 + dxd[k])) <= 1e-5 * (1 + fabs(dxd[k])),
-				"dq %d: accumulated dx[%d] = %g, want 0.5 + %g", dq, k, dx2[k], dxd[k]);
+				"dq %d: accumulated dx[%d] = %g, want 0.5 + %g", dq, k, dx2[k],
+				dxd[k]);
 	}
 	free(scratch);
 }
@@ -311,7 +312,8 @@ START_TEST(test_q4_linear_bf16)
 		for (int i = 0; i < IC; i++)
 			ck_assert_msg(fabs(dx[n * IC + i] - dxd[n * IC + i]) <=
 					1e-5 * (1 + fabs(dxd[n * IC + i])),
-				"dx[%d,%d] = %g, in double %g", n, i, dx[n * IC + i], dxd[n * IC + i]);
+				"dx[%d,%d] = %g, in double %g", n, i, dx[n * IC + i],
+				dxd[n * IC + i]);
 	}
 	fill_const(dx2, N * IC, 0.5f);
 	ck_assert(kn_q4_linear_backward_bf16(dx2, dyb, LD, &q, N, 1, scratch, ws, ws_bytes) == 0);

@@ -155,7 +155,7 @@ static size_t check_q4(const eng_model *m, const eng_model *base)
 		free(want);
 		free(got);
 	}
-	ck_assert(bytes > 0 && bytes == eng_model_q4_bytes(&m->cfg));
+	ck_assert(bytes > 0 && bytes == eng_model_q4_bytes(&m->cfg, NULL));
 	/* their floats are gone from the parameters' block */
 	ck_assert_uint_le(m->nfloats + floats, base->nfloats);
 	size_t fixed[ENG_MEM_NCAT];
@@ -212,7 +212,8 @@ START_TEST(test_qlora_weights_and_merge)
 		const float *w = merged.params + t->offset;
 		float *want = malloc(t->numel * 4);
 		if (tr.model.tensors[i].quant)
-			roundtrip_by_hand(&tr.model.cfg, t, base.params + base.tensors[i].offset, want);
+			roundtrip_by_hand(&tr.model.cfg, t, base.params + base.tensors[i].offset,
+				want);
 		else
 			memcpy(want, base.params + base.tensors[i].offset, t->numel * 4);
 		for (size_t k = 0; k < t->numel; k++)
@@ -251,10 +252,10 @@ START_TEST(test_qlora_resume)
 	if (!freeze) {
 		qlora_trainer(&a, b, q, NULL, "{\"default\":\"full\"}", more);
 	} else {
-		t_trainer(&a, "{\"model\":{\"init_from\":\"%s\",\"quantize\":%s},\"data\":{\"train\":"
-			"\"%s/train.bin\"},\"batch\":2,\"seq_len\":20,\"steps\":4,\"threads\":2,"
-			"\"optim\":{\"lr\":3e-3},\"train\":{\"freeze\":[\"blocks\"]}%s}", dir, q, dir,
-			more);
+		t_trainer(&a, "{\"model\":{\"init_from\":\"%s\",\"quantize\":%s},\"data\":"
+			"{\"train\":\"%s/train.bin\"},\"batch\":2,\"seq_len\":20,\"steps\":4,"
+			"\"threads\":2,\"optim\":{\"lr\":3e-3},\"train\":{\"freeze\":"
+			"[\"blocks\"]}%s}", dir, q, dir, more);
 	}
 	t_steps_saving(&a, 4, 2, loss, path, sizeof path);
 	/* the resumed job's spec is the first's, as rematd keeps it */
@@ -270,7 +271,7 @@ START_TEST(test_qlora_resume)
 	ck_assert(r.model.cfg.quant);
 	t_resumed_steps(&r, 3, 4, loss);
 	ck_assert(memcmp(a.model.params, r.model.params, a.model.nfloats * 4) == 0);
-	ck_assert(memcmp(a.model.q4, r.model.q4, eng_model_q4_bytes(&a.model.cfg)) == 0);
+	ck_assert(memcmp(a.model.q4, r.model.q4, eng_model_q4_bytes(&a.model.cfg, NULL)) == 0);
 	eng_trainer_free(&r);
 	eng_trainer_free(&a);
 	free(root);
@@ -303,9 +304,10 @@ START_TEST(test_qlora_plan)
 		n += tr.model.tensors[i].quant ? tr.model.tensors[i].numel : 0;
 	ck_assert_str_eq(json_string_value(json_object_get(q, "type")), eng_quant_names[c->quant]);
 	ck_assert_int_eq(json_integer_value(json_object_get(q, "weights")), (json_int_t)n);
-	ck_assert_int_eq(json_integer_value(json_object_get(q, "float32_bytes")), (json_int_t)(4 * n));
+	ck_assert_int_eq(json_integer_value(json_object_get(q, "float32_bytes")),
+		(json_int_t)(4 * n));
 	ck_assert_int_eq(json_integer_value(json_object_get(q, "bytes")),
-		(json_int_t)eng_model_q4_bytes(c));
+		(json_int_t)eng_model_q4_bytes(c, NULL));
 	json_decref(r);
 	json_decref(args);
 	eng_trainer_free(&tr);
@@ -414,7 +416,7 @@ START_TEST(test_qlora_fuzz_keys)
 		if (rc == 0) {
 			ck_assert(eng_config_validate(&sp.cfg, "fuzz", &err) == 0);
 			ck_assert(sp.cfg.quant == ENG_QUANT_NF4 || sp.cfg.quant == ENG_QUANT_FP4);
-			ck_assert(eng_model_q4_bytes(&sp.cfg) > 0);
+			ck_assert(eng_model_q4_bytes(&sp.cfg, NULL) > 0);
 			accepted++;
 		} else {
 			ck_assert_msg(strstr(err.msg, "model.quantize") ||
