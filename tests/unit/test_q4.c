@@ -184,6 +184,30 @@ static void products_in_double(const float *x, const float *dy, const float *wd,
 		}
 }
 
+/* y (N rows of ld, the product's OC columns from at, GARBAGE beside them) and dx (N, IC)
+ * against yd and dxd in double, within 1e-5; what names the case in messages */
+static void check_products(const float *y, const float *dx, const double *yd,
+	const double *dxd, int N, int OC, int IC, int ld, int at, const char *what)
+{
+	for (int n = 0; n < N; n++) {
+		for (int o = 0; o < ld; o++) {
+			float v = y[n * ld + o];
+			if (o < at || o >= at + OC) {
+				ck_assert(v == GARBAGE);
+				continue;
+			}
+			double acc = yd[n * OC + o - at];
+			ck_assert_msg(fabs(v - acc) <= 1e-5 * (1 + fabs(acc)),
+				"%s: y[%d,%d] = %g, in double %g", what, n, o, v, acc);
+		}
+		for (int i = 0; i < IC; i++) {
+			double acc = dxd[n * IC + i];
+			ck_assert_msg(fabs(dx[n * IC + i] - acc) <= 1e-5 * (1 + fabs(acc)),
+				"%s: dx[%d,%d] = %g, in double %g", what, n, i, dx[n * IC + i], acc);
+		}
+	}
+}
+
 /* A product with a 4-bit weight (three tiles, the last shorter) against the same product in
  * double over the weight dequantized whole, its absmax values as they are and
  * double-quantized: forward into columns of a wider output (the garbage beside them kept),
@@ -215,24 +239,7 @@ START_TEST(test_q4_linear)
 		fill_const(dx, N * IC, GARBAGE);
 		kn_q4_linear_forward(y + AT, LD, x, &q, N, scratch);
 		kn_q4_linear_backward(dx, dy, OC, &q, N, 0, scratch);
-		for (int n = 0; n < N; n++) {
-			for (int o = 0; o < LD; o++) {
-				float v = y[n * LD + o];
-				if (o < AT || o >= AT + OC) {
-					ck_assert(v == GARBAGE);
-					continue;
-				}
-				double acc = yd[n * OC + o - AT];
-				ck_assert_msg(fabs(v - acc) <= 1e-5 * (1 + fabs(acc)),
-					"dq %d: y[%d,%d] = %g, in double %g", dq, n, o, v, acc);
-			}
-			for (int i = 0; i < IC; i++) {
-				double acc = dxd[n * IC + i];
-				ck_assert_msg(fabs(dx[n * IC + i] - acc) <= 1e-5 * (1 + fabs(acc)),
-					"dq %d: dx[%d,%d] = %g, in double %g", dq, n, i,
-					dx[n * IC + i], acc);
-			}
-		}
+		check_products(y, dx, yd, dxd, N, OC, IC, LD, AT, dq ? "double-quantized" : "absmax");
 		memcpy(y2, y, sizeof y);
 		kn_q4_linear_forward(y2 + AT, LD, x, &q, N, scratch);
 		ck_assert(memcmp(y, y2, sizeof y) == 0);
@@ -298,23 +305,7 @@ START_TEST(test_q4_linear_bf16)
 	ck_assert_msg(kn_q4_linear_forward_bf16(y + AT, LD, xb, &q, N, scratch, ws, ws_bytes) == 0,
 		"%s", kn_bf16_error());
 	ck_assert(kn_q4_linear_backward_bf16(dx, dyb, LD, &q, N, 0, scratch, ws, ws_bytes) == 0);
-	for (int n = 0; n < N; n++) {
-		for (int o = 0; o < LD; o++) {
-			float v = y[n * LD + o];
-			if (o < AT || o >= AT + OC) {
-				ck_assert(v == GARBAGE);
-				continue;
-			}
-			double acc = yd[n * OC + o - AT];
-			ck_assert_msg(fabs(v - acc) <= 1e-5 * (1 + fabs(acc)), "y[%d,%d] = %g, in "
-				"double %g", n, o, v, acc);
-		}
-		for (int i = 0; i < IC; i++)
-			ck_assert_msg(fabs(dx[n * IC + i] - dxd[n * IC + i]) <=
-					1e-5 * (1 + fabs(dxd[n * IC + i])),
-				"dx[%d,%d] = %g, in double %g", n, i, dx[n * IC + i],
-				dxd[n * IC + i]);
-	}
+	check_products(y, dx, yd, dxd, N, OC, IC, LD, AT, "bf16");
 	fill_const(dx2, N * IC, 0.5f);
 	ck_assert(kn_q4_linear_backward_bf16(dx2, dyb, LD, &q, N, 1, scratch, ws, ws_bytes) == 0);
 	for (int k = 0; k < N * IC; k++)
