@@ -203,7 +203,8 @@ static void check_products(const float *y, const float *dx, const double *yd,
 		for (int i = 0; i < IC; i++) {
 			double acc = dxd[n * IC + i];
 			ck_assert_msg(fabs(dx[n * IC + i] - acc) <= 1e-5 * (1 + fabs(acc)),
-				"%s: dx[%d,%d] = %g, in double %g", what, n, i, dx[n * IC + i], acc);
+				"%s: dx[%d,%d] = %g, in double %g", what, n, i, dx[n * IC + i],
+				acc);
 		}
 	}
 }
@@ -239,7 +240,8 @@ START_TEST(test_q4_linear)
 		fill_const(dx, N * IC, GARBAGE);
 		kn_q4_linear_forward(y + AT, LD, x, &q, N, scratch);
 		kn_q4_linear_backward(dx, dy, OC, &q, N, 0, scratch);
-		check_products(y, dx, yd, dxd, N, OC, IC, LD, AT, dq ? "double-quantized" : "absmax");
+		check_products(y, dx, yd, dxd, N, OC, IC, LD, AT,
+			dq ? "double-quantized" : "absmax");
 		memcpy(y2, y, sizeof y);
 		kn_q4_linear_forward(y2 + AT, LD, x, &q, N, scratch);
 		ck_assert(memcmp(y, y2, sizeof y) == 0);
