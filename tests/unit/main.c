@@ -95,6 +95,7 @@ int main(void)
 	srunner_add_suite(sr, suite_freeze());
 	srunner_add_suite(sr, suite_lora());
 	srunner_add_suite(sr, suite_qlora());
+	srunner_add_suite(sr, suite_qlora_daemon());
 	srunner_add_suite(sr, suite_q4());
 	srunner_add_suite(sr, suite_model());
 	srunner_add_suite(sr, suite_reference());

@@ -28,6 +28,7 @@ Suite *suite_llama_kernels(void); /* tests/unit/test_llama_kernels.c */
 Suite *suite_freeze(void);        /* tests/unit/test_freeze.c */
 Suite *suite_lora(void);          /* tests/unit/test_lora.c */
 Suite *suite_qlora(void);         /* tests/unit/test_qlora.c */
+Suite *suite_qlora_daemon(void);  /* tests/e2e/test_qlora_daemon.c */
 Suite *suite_q4(void);            /* tests/unit/test_q4.c */
 Suite *suite_model(void);
 Suite *suite_reference(void);
