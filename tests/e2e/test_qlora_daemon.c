@@ -58,7 +58,8 @@ START_TEST(test_qlora_daemon_counts_4bit)
 	ck_assert_int_eq(int_at(cats, "params", "current"), planned);
 	json_decref(r);
 	int rc = td_ctl(&d, &out, "status", id, NULL);
-	ck_assert_msg(rc == 0 && strstr(out, "4-bit base (nf4)"), "rematctl status: %d %s", rc, out);
+	ck_assert_msg(rc == 0 && strstr(out, "4-bit base (nf4)"), "rematctl status: %d %s", rc,
+		out);
 	free(out);
 	rc = td_ctl(&d, &out, "remat", "plan", id, NULL);
 	ck_assert_msg(rc == 0 && strstr(out, "4-bit base:") && strstr(out, "double-quantized"),
