@@ -385,7 +385,7 @@ bench-blas: all $(BUILD)/bin/bench-sgemm
 # and bf16 autocast), interleaved, on gpt2-small and a head-heavy shape; ROUNDS rounds
 # (default 3), the table's JSON in $(BUILD)/bench/torch.json (INSTALL=1 lets it install
 # Debian's python3-torch and libjemalloc2)
-bench-torch: all
+bench-torch: all $(BUILD)/bin/bench-sgemm
 	@mkdir -p $(BUILD)/bench
 	@$(BENCH_ENV) JSON_OUT=$(abspath $(BUILD)/bench/torch.json) sh bench/torch.sh \
 		$(abspath $(BUILD)/bin) $(or $(ROUNDS),3) $(if $(INSTALL),--install)

@@ -7,12 +7,15 @@
 # the lm_head is about 78 % of the FLOPs. Two threads each.
 #
 # PyTorch (Debian's python3-torch; --install installs it with apt-get when missing, nothing
-# else ever does) runs as a user who cares about speed would run it: OPENBLAS_CORETYPE set
-# to the kernel remat-train picks for this processor (OpenBLAS's own pick is its Prescott
-# fallback on processors it does not know), OMP_WAIT_POLICY=PASSIVE, jemalloc preloaded when
-# libjemalloc2 is installed, torch.set_flush_denormal(True) (without it a step that meets
-# denormal numbers takes three times as long); float32 and bf16 autocast, each without checkpointing and with
-# every block checkpointed (bench/torch_gpt2.py). remat runs its policies off, selective and
+# else ever does) runs as a user who cares about speed would run it: thread counts fixed
+# before import, OPENBLAS_CORETYPE set to the kernel remat-train picks for this processor
+# (both sides on one kernel; OpenBLAS's own pick is its Prescott fallback on processors it
+# does not know), OMP_WAIT_POLICY=PASSIVE, jemalloc preloaded when libjemalloc2 is installed
+# with a MALLOC_CONF that keeps its pages, torch.set_flush_denormal(True) (without it a step
+# that meets denormal numbers takes three times as long); float32 and bf16 autocast, each
+# without checkpointing and with every block checkpointed (bench/torch_gpt2.py). The tuning
+# is checked, not assumed: PyTorch's largest product must reach 85 % of bench-sgemm's
+# ceiling measured in the same run, or the table says FAIL above it. remat runs its policies off, selective and
 # full in float32 (one remat-train, --remat-schedule; the first step after each switch is
 # dropped), and in bf16 (off, selective, full; where remat-train --version says it can).
 # Each round runs one PyTorch process and then one remat process per shape, so a
@@ -23,7 +26,7 @@ set -eu
 bin=$1
 rounds=${2:-3}
 install=${3:-}
-steps=${STEPS:-2}   # timed steps per PyTorch mode and round (after one warm-up)
+steps=${STEPS:-4}   # timed steps per PyTorch mode and round (after two warm-ups)
 seg=${SEG:-3}       # remat steps per policy and round (the first dropped)
 threads=2
 py=/usr/bin/python3
@@ -38,14 +41,21 @@ fi
 dir=$(mktemp -d "${TMPDIR:-/tmp}/remat-torch.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 
-# PyTorch's tuning: remat-train's kernel, passive waits, jemalloc when there
+# PyTorch's tuning, as its CPU tuning guide has it: the thread counts fixed before torch is
+# imported (one OpenMP pool, the BLAS's the same size), remat-train's OpenBLAS kernel (both
+# sides on the same one), passive waits, jemalloc only with a MALLOC_CONF that keeps its
+# pages (preloaded bare, jemalloc hands pages back on every step and gpt2-small's step took
+# 32 s instead of 7 here), flush-denormal (torch_gpt2.py).
 core=$("$bin/remat-train" --version | sed -n 's/.*; kernel \([A-Za-z0-9]*\).*/\1/p' | head -1)
 jemalloc=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2
 [ -e "$jemalloc" ] || jemalloc=
+keep_pages=oversize_threshold:0,dirty_decay_ms:-1,muzzy_decay_ms:-1
 torch_env() {
-	env ${core:+OPENBLAS_CORETYPE=$core} OMP_WAIT_POLICY=PASSIVE ${jemalloc:+LD_PRELOAD=$jemalloc} "$@"
+	env ${core:+OPENBLAS_CORETYPE=$core} OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=$threads \
+		OPENBLAS_NUM_THREADS=$threads MKL_NUM_THREADS=$threads \
+		${jemalloc:+LD_PRELOAD=$jemalloc MALLOC_CONF=$keep_pages} "$@"
 }
-echo "== PyTorch $($py -c 'import torch; print(torch.__version__)'), tuned: OPENBLAS_CORETYPE=${core:-unset}, OMP_WAIT_POLICY=PASSIVE, jemalloc ${jemalloc:-not installed (apt-get install libjemalloc2)}, flush_denormal"
+echo "== PyTorch $($py -c 'import torch; print(torch.__version__)'), tuned: OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=$threads before import, OPENBLAS_CORETYPE=${core:-unset} (remat's kernel too), OMP_WAIT_POLICY=PASSIVE, jemalloc ${jemalloc:+with MALLOC_CONF=$keep_pages}${jemalloc:+ (}${jemalloc:-not installed: apt-get install libjemalloc2}${jemalloc:+)}, flush_denormal"
 echo "== remat: $("$bin/remat-train" --version | sed -n 's/^backend cpu: //p')"
 bf16_line=$("$bin/remat-train" --version | sed -n 's/^precision bf16 (cpu): //p')
 echo "== remat bf16: $bf16_line"
@@ -74,6 +84,16 @@ JOB
 		printf "{\"shape\":\"%s\",\"engine\":\"remat\",\"precision\":\"%s\",\"mode\":\"%s\",\"step_ms\":[%s],\"act\":[%s],\"rc\":[%s]}\n", name, prec, pol, ms, act, rc }' \
 		"$dir/remat.out" >> "$9"
 }
+
+# The BLAS ceiling of each shape's products, measured in this run (bench-sgemm, remat's
+# kernel): the tuning check holds PyTorch's largest product against it
+for sh in $shapes; do
+	IFS=, read -r name L C NH P V B T <<SHAPE
+$sh
+SHAPE
+	"$bin/bench-sgemm" "$L,$C,$NH,$P,$V" "$B" "$T" $threads | tail -1 |
+		sed "s/^{/{\"shape\":\"$name\",\"engine\":\"sgemm\",/" >> "$dir/rows.jsonl"
+done
 
 r=1
 while [ $r -le "$rounds" ]; do
@@ -105,6 +125,23 @@ out = {"shapes": []}
 info = next((r for r in rows if "torch" in r), {})
 print("PyTorch %s: BLAS %s, oneDNN (mkldnn) %s" % (info.get("torch"), info.get("blas"),
       "yes" if info.get("mkldnn") else "no"))
+for name in [s[0] for s in shapes]:
+    ceil = next((r["ceiling_gflops"] for r in rows if r.get("engine") == "sgemm" and
+                 r["shape"] == name), None)
+    lp = [r["largest_product"] for r in rows if r.get("engine") == "torch" and
+          r["shape"] == name and "largest_product" in r]
+    if not ceil or not lp:
+        continue
+    g = statistics.median(x["gflops_fp32"] for x in lp)
+    gb = statistics.median(x["gflops_bf16"] for x in lp)
+    ok = g >= 0.85 * ceil
+    print("%s PyTorch tuned (%s): its largest product (%d x %d x %d) %.0f GFLOP/s fp32 = %.0f %%"
+          " of bench-sgemm's ceiling %.0f GFLOP/s in this run (goal >= 85 %%); bf16 autocast "
+          "%.0f GFLOP/s" % ("PASS" if ok else "FAIL", name, lp[0]["M"], lp[0]["N"], lp[0]["K"],
+                            g, 100 * g / ceil, ceil, gb))
+    out.setdefault("tuning", {})[name] = {"torch_largest_gflops": g,
+                                          "torch_largest_gflops_bf16": gb,
+                                          "sgemm_ceiling_gflops": ceil, "ok": ok}
 
 def med(engine, shape, precision, mode, key="step_ms"):
     t = [x for r in rows if r.get("engine") == engine and r["shape"] == shape and

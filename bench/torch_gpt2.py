@@ -8,13 +8,15 @@ CPU), each without checkpointing and with every block checkpointed
     /usr/bin/python3 bench/torch_gpt2.py L,C,NH,P,V BATCH SEQ THREADS STEPS [--saved]
         [--flush-denormal]
 
-Each mode takes one warm-up step and then STEPS timed steps; one JSON line per mode with
-every step time (bench/torch.sh interleaves such runs with remat's and takes medians).
+Each mode takes WARMUP (2) untimed steps and then STEPS timed steps; one JSON line per mode
+with every step time (bench/torch.sh interleaves such runs with remat's and takes medians).
 --saved adds the activations autograd keeps for backward (float32 modes);
 --flush-denormal calls torch.set_flush_denormal(True) (Intel's tuning guide for PyTorch on
 CPUs: on this machine a step that meets denormal numbers, the third here, takes 22 s instead
-of 7). The rest of the tuning (the OpenBLAS kernel, OpenMP waits, jemalloc) is the
-environment's: bench/torch.sh sets it and this prints what it found. Needs Debian's python3-torch; never run by make test.
+of 7). The rest of the tuning (the thread counts before import, the OpenBLAS kernel, OpenMP
+waits, jemalloc and its MALLOC_CONF) is the environment's: bench/torch.sh sets it and this
+prints what it found, and the GFLOP/s of the model's largest product (the lm_head's), which
+bench/torch.sh holds against bench-sgemm's ceiling. Needs Debian's python3-torch; never run by make test.
 """
 import json
 import math
@@ -90,6 +92,10 @@ def saved_bytes(model, idx, tgt):
 
 
 MODES = (("fp32", False), ("fp32", True), ("bf16", False), ("bf16", True))
+# Untimed steps before each mode's timed ones: the first step after a change of mode runs
+# up to twice as long (the allocator and the OpenMP pool settling: 6.3 s, then 3.1 s, on
+# gpt2-small here), and one warm-up left that in the median of two.
+WARMUP = 2
 
 
 def train_step(model, opt, idx, tgt, precision):
@@ -104,6 +110,27 @@ def train_step(model, opt, idx, tgt, precision):
     opt.step()
 
 
+def largest_product(B, T, C, V, reps=5):
+    """GFLOP/s of the model's largest product, the lm_head's (B*T, C) @ (C, V), as torch.matmul
+    runs it: float32 and under bf16 autocast, the median of `reps` after a warm-up. The tuning
+    check of bench/torch.sh: a peer whose largest product is far below the BLAS ceiling
+    measured beside it is mis-tuned, and every figure beside it false."""
+    x, w = torch.randn(B * T, C), torch.randn(V, C)
+    out = {"M": B * T, "N": V, "K": C}
+    for prec in ("fp32", "bf16"):
+        ts = []
+        for r in range(reps + 1):
+            t0 = time.perf_counter()
+            if prec == "bf16":
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    x @ w.T
+            else:
+                x @ w.T
+            ts.append(time.perf_counter() - t0)
+        out["gflops_" + prec] = 2.0 * B * T * C * V / sorted(ts[1:])[reps // 2] / 1e9
+    return out
+
+
 def main():
     shape, B, T, threads, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), \
         int(sys.argv[4]), int(sys.argv[5])
@@ -116,7 +143,7 @@ def main():
     L, C, NH, P, V = (int(x) for x in shape.split(","))
     model = GPT(L, C, NH, P, V)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1)
-    data = torch.randint(0, 256, (steps + 2, B, T + 1))
+    data = torch.randint(0, 256, (steps + WARMUP + 1, B, T + 1))
     blas = re.search(r"BLAS_INFO=([^,]*)", torch.__config__.show())
     # Debian's torch takes the system's libblas.so.3: which one the alternatives chose
     libblas = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
@@ -126,17 +153,20 @@ def main():
                       "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
                       "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
                       "ld_preload": os.environ.get("LD_PRELOAD"),
+                      "malloc_conf": os.environ.get("MALLOC_CONF"),
+                      "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
                       "flush_denormal": flush}))
+    print(json.dumps({"largest_product": largest_product(B, T, C, V)}), flush=True)
     for precision, ckpt in MODES:
         model.ckpt = ckpt
         times = []
-        for s in range(steps + 1):
+        for s in range(steps + WARMUP):
             idx, tgt = data[s, :, :-1], data[s, :, 1:]
             t0 = time.perf_counter()
             train_step(model, opt, idx, tgt, precision)
             times.append((time.perf_counter() - t0) * 1e3)
         row = {"precision": precision, "mode": "checkpoint" if ckpt else "off",
-               "step_ms": times[1:]}
+               "step_ms": times[WARMUP:]}
         if want_saved and precision == "fp32":
             row["saved_mib"] = saved_bytes(model, data[0, :, :-1], data[0, :, 1:]) / 1048576
         print(json.dumps(row), flush=True)
