@@ -13,7 +13,6 @@
 #include "eng_devices.h"
 #include "eng_ckpt.h"
 #include "wk_ctl_int.h"
-
 #include "eng_backend.h"
 #include "eng_mem.h"
 #include "eng_plan_json.h"

@@ -138,6 +138,11 @@ extern const char *const eng_quant_names[];
 /* The quantization fields of c (quant, quant_dq, quant_block, quant_bf16) in range: -1 with
  * a message naming `what` otherwise (eng_config_validate calls it). */
 int eng_quant_validate(const eng_config *c, const char *what, eng_err *err);
+/* c without a 4-bit base: its base as the files hold it (an export, a merge) */
+static inline void eng_config_no_quant(eng_config *c)
+{
+	c->quant = c->quant_dq = c->quant_block = c->quant_bf16 = 0;
+}
 
 /* Number of float parameters (a tied lm_head counted once). */
 size_t eng_config_num_params(const eng_config *cfg);

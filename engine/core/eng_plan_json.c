@@ -250,9 +250,9 @@ json_t *eng_quant_json(const eng_config *c, int bytes)
 	json_t *o = json_pack("{s:s,s:b,s:i,s:s}", "type", eng_quant_names[c->quant],
 		"double_quant", c->quant_dq, "block_size", c->quant_block, "compute",
 		c->quant_bf16 ? "bf16" : "fp32");
-	size_t n, q = eng_model_q4_bytes(c, &n);
 	if (!o || !bytes)
 		return o;
+	size_t n, q = eng_model_q4_bytes(c, &n);
 	json_object_set_new(o, "weights", json_integer((json_int_t)n));
 	json_object_set_new(o, "bytes", json_integer((json_int_t)q));
 	json_object_set_new(o, "float32_bytes", json_integer((json_int_t)(4 * n)));
@@ -263,7 +263,7 @@ void eng_quant_from_json(const json_t *q, eng_config *c)
 {
 	const char *t = json_string_value(json_object_get(q, "type"));
 	const char *dt = json_string_value(json_object_get(q, "compute"));
-	c->quant = c->quant_dq = c->quant_block = c->quant_bf16 = 0;
+	eng_config_no_quant(c);
 	for (int k = ENG_QUANT_NF4; t && k <= ENG_QUANT_FP4; k++)
 		c->quant = strcmp(t, eng_quant_names[k]) == 0 ? k : c->quant;
 	if (!c->quant)
@@ -271,15 +271,4 @@ void eng_quant_from_json(const json_t *q, eng_config *c)
 	c->quant_dq = json_is_true(json_object_get(q, "double_quant"));
 	c->quant_block = (int)json_integer_value(json_object_get(q, "block_size"));
 	c->quant_bf16 = dt && strcmp(dt, "bf16") == 0;
-}
-
-const char *eng_quant_describe(const eng_config *c, char *buf, size_t len)
-{
-	if (!c->quant)
-		snprintf(buf, len, "none");
-	else
-		snprintf(buf, len, "%s, blocks of %d%s, compute %s", eng_quant_names[c->quant],
-			c->quant_block, c->quant_dq ? ", double-quantized" : "",
-			c->quant_bf16 ? "bf16" : "fp32");
-	return buf;
 }

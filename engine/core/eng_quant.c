@@ -27,4 +27,3 @@ void eng_q4_layout_of(const eng_config *c, size_t numel, eng_q4_layout *out)
 	out->offset = eng_round_up(out->absmax2 + 4 * out->nblocks2, 64);
 	out->bytes = out->offset + 64;
 }
-

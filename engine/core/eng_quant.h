@@ -16,7 +16,6 @@
 #include <stddef.h>
 
 #include "eng_config.h"
-#include "eng_err.h"
 
 /* 1 when a tensor of `ndim` dimensions in section `section` (a LoRA adapter's or not) is
  * held in 4 bits under c: a block's linear weight (or a part joined to one) while c->quant

@@ -116,13 +116,15 @@ static int load_file(eng_model *m, const eng_st_file *f, hf_load *ls, eng_err *e
 		if (ls->seen[k])
 			return eng_errf(err, "'%s': tensor '%.80s' again (an earlier shard held it)",
 				f->path, eng_err_plain(t->name));
-		float *dst = ls->check ? NULL : eng_model_tensor_dst(m, mt, err);
-		if ((ls->check ? eng_st_check_shape(f, t->name, mt->ndim, mt->shape, err)
-			       : !dst ? -1 : eng_st_get_f32(f, t->name, mt->ndim, mt->shape, dst,
-					      err)) < 0)
-			return -1;
-		if (!ls->check)
+		if (ls->check) {
+			if (eng_st_check_shape(f, t->name, mt->ndim, mt->shape, err) < 0)
+				return -1;
+		} else {
+			float *dst = eng_model_tensor_dst(m, mt, err);
+			if (!dst || eng_st_get_f32(f, t->name, mt->ndim, mt->shape, dst, err) < 0)
+				return -1;
 			eng_model_tensor_loaded(m, mt); /* 4 bits: quantized now */
+		}
 		ls->seen[k] = 1;
 	}
 	return 0;

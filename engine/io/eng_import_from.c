@@ -53,7 +53,7 @@ int eng_export_llmc(const char *from, const char *out, int version, eng_err *err
 	memset(&m, 0, sizeof m);
 	int rc = eng_import_read_config(from, &cfg, err);
 	/* an adapter of a quantized run: its base as the files hold it */
-	cfg.quant = cfg.quant_dq = cfg.quant_block = cfg.quant_bf16 = 0;
+	eng_config_no_quant(&cfg);
 	if (rc == 0 && (eng_model_init(&m, &cfg, 1, 1, 0, err) < 0 ||
 			       eng_import_load(&m, from, err) < 0 ||
 			       eng_model_save_llmc(&m, out, version, err) < 0))

@@ -97,7 +97,7 @@ int eng_merge_lora(const char *from, const char *out, eng_err *err)
 	 * dequantized (what the adapters trained beside), as a QLoRA merge onto a dequantized
 	 * copy of the base */
 	eng_config qc = cfg;
-	cfg.quant = cfg.quant_dq = cfg.quant_block = cfg.quant_bf16 = 0;
+	eng_config_no_quant(&cfg);
 	if (eng_model_init_host(&m, &cfg, err) < 0 || eng_import_load(&m, from, err) < 0 ||
 		(qc.quant && eng_model_q4_roundtrip(&m, &qc, err) < 0))
 		goto out;

@@ -92,26 +92,8 @@ void eng_st__shape_str(char *buf, size_t cap, int ndim, const int64_t *shape)
 /* "invalid safetensors file '<path>': <problem>" into err; -1 */
 #define bad(err, path, ...) eng_err_invalid(err, "safetensors file", path, __VA_ARGS__)
 
-/* Reads exactly len bytes of fd into buf; path names the file in messages. */
-static int read_full(int fd, uint8_t *buf, size_t len, const char *path, eng_err *err)
-{
-	size_t got = 0;
-	while (got < len) {
-		ssize_t r = read(fd, buf + got, len - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			return eng_errf(err, "cannot read '%s': %s", path, strerror(errno));
-		if (r == 0) /* someone truncated the file under us; the length we checked is
-			     * stale */
-			return eng_errf(err, "cannot read '%s': file shrank while being read", path);
-		got += (size_t)r;
-	}
-	return 0;
-}
-
-/* Reads exactly len bytes of fd at offset at into buf (eng_st_open's tensors). */
-static int pread_full(int fd, uint8_t *buf, size_t len, off_t at, const char *path,
+/* Reads exactly len bytes of fd at offset at into buf; path names the file in messages. */
+static int read_at(int fd, uint8_t *buf, size_t len, off_t at, const char *path,
 	eng_err *err)
 {
 	size_t got = 0;
@@ -121,7 +103,8 @@ static int pread_full(int fd, uint8_t *buf, size_t len, off_t at, const char *pa
 			continue;
 		if (r < 0)
 			return eng_errf(err, "cannot read '%s': %s", path, strerror(errno));
-		if (r == 0)
+		if (r == 0) /* someone truncated the file under us; the length we checked is
+			     * stale */
 			return eng_errf(err, "cannot read '%s': file shrank while being read",
 				path);
 		got += (size_t)r;
@@ -149,7 +132,7 @@ static int read_whole(const char *path, uint8_t **out, size_t *out_len, eng_err 
 		eng_errf(err, "cannot read '%s': out of memory (%zu bytes)", path, len);
 		goto fail;
 	}
-	if (read_full(fd, buf, len, path, err) < 0)
+	if (read_at(fd, buf, len, 0, path, err) < 0)
 		goto fail;
 	close(fd);
 	*out = buf;
@@ -462,7 +445,7 @@ static int header_of(eng_st_file *f, const char *path, int keep, eng_err *err)
 		eng_errf(err, "cannot read '%s': out of memory", path);
 		goto fail;
 	}
-	if ((flen >= 8 && read_full(fd, len8, 8, path, err) < 0) ||
+	if ((flen >= 8 && read_at(fd, len8, 8, 0, path, err) < 0) ||
 	    header_len(path, len8, flen, &hlen, err) < 0)
 		goto fail;
 	if (!(f->buf = malloc(8 + (size_t)hlen))) {
@@ -472,7 +455,7 @@ static int header_of(eng_st_file *f, const char *path, int keep, eng_err *err)
 	memcpy(f->buf, len8, 8);
 	f->buf_len = 8 + (size_t)hlen;
 	f->data_len = flen - f->buf_len; /* f->data stays NULL: nothing of it is read */
-	if (read_full(fd, f->buf + 8, (size_t)hlen, path, err) < 0 ||
+	if (read_at(fd, f->buf + 8, (size_t)hlen, 8, path, err) < 0 ||
 	    parse_header(f, path, hlen, err) < 0)
 		goto fail;
 	if (keep) {
@@ -626,11 +609,11 @@ static int get_streamed(const eng_st_file *f, const eng_st_tensor *t, size_t n, 
 {
 	off_t at = (off_t)(f->buf_len + t->begin);
 	if (t->dtype == ENG_ST_F32)
-		return pread_full(f->fd, (uint8_t *)out, 4 * n, at, f->path, err);
+		return read_at(f->fd, (uint8_t *)out, 4 * n, at, f->path, err);
 	uint8_t buf[2 * STREAM_CHUNK];
 	for (size_t i = 0; i < n; i += STREAM_CHUNK) {
 		size_t k = n - i < STREAM_CHUNK ? n - i : STREAM_CHUNK;
-		if (pread_full(f->fd, buf, 2 * k, at + (off_t)(2 * i), f->path, err) < 0)
+		if (read_at(f->fd, buf, 2 * k, at + (off_t)(2 * i), f->path, err) < 0)
 			return -1;
 		convert(buf, t->dtype, k, out + i);
 	}

@@ -227,6 +227,21 @@ void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, 
 	}
 }
 
+/* The run's settings the CPU model can take (eng_spec_finish refuses the others first):
+ * LoRA and 4-bit weights in fp32 precision; bf16 compute where oneDNN's bf16 runs */
+static int run_settings_ok(const eng_config *cfg, eng_err *err)
+{
+	char why[160];
+	if (cfg->lora_r && cfg->mm_bf16)
+		return eng_errf(err, "LoRA adapters train in fp32 precision only so far");
+	if (cfg->quant && cfg->mm_bf16)
+		return eng_errf(err, "4-bit weights take precision fp32 (their compute dtype is "
+				     "model.quantize.compute)");
+	if (cfg->quant_bf16 && !kn_bf16_available(why, sizeof why))
+		return eng_errf(err, "'model.quantize.compute' bf16: %s", why);
+	return 0;
+}
+
 /* eng_model_init, with the step's matmul products (and their oneDNN state) or none */
 static int model_init(eng_model *m, const eng_config *cfg, int B, int T, int chunk_rows,
 	int products, eng_err *err)
@@ -254,19 +269,9 @@ static int model_init(eng_model *m, const eng_config *cfg, int B, int T, int chu
 		eng_model_free(m);
 		return eng_errf(err, "every tensor is frozen: nothing would train");
 	}
-	if (cfg->lora_r && cfg->mm_bf16) { /* eng_spec_finish refuses it first */
+	if (run_settings_ok(cfg, err) < 0) {
 		eng_model_free(m);
-		return eng_errf(err, "LoRA adapters train in fp32 precision only so far");
-	}
-	char why[160];
-	if (cfg->quant && cfg->mm_bf16) { /* eng_spec_finish refuses it first */
-		eng_model_free(m);
-		return eng_errf(err, "4-bit weights take precision fp32 (their compute dtype is "
-				     "model.quantize.compute)");
-	}
-	if (cfg->quant_bf16 && !kn_bf16_available(why, sizeof why)) {
-		eng_model_free(m);
-		return eng_errf(err, "'model.quantize.compute' bf16: %s", why);
+		return -1;
 	}
 	m->params = eng_mem_alloc(ENG_MEM_PARAMS, pbytes);
 	m->grads = eng_mem_alloc(ENG_MEM_GRADS, gbytes);

@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "eng_ckpt.h"
@@ -129,7 +128,7 @@ static void float_base(eng_model *m, const eng_config *qc, const char *dir)
 {
 	eng_config c = *qc;
 	eng_err err;
-	c.quant = c.quant_dq = c.quant_block = c.quant_bf16 = 0;
+	eng_config_no_quant(&c);
 	ck_assert_msg(eng_model_init_host(m, &c, &err) == 0, "%s", err.msg);
 	ck_assert_msg(eng_import_base_load(m, dir, &err) == 0, "%s", err.msg);
 }
@@ -395,7 +394,7 @@ static void random_object(unsigned *seed, int keys, char *buf, size_t len)
 
 START_TEST(test_qlora_fuzz_keys)
 {
-	char *dir = t_data("reference/lora_llama"), *tmp = t_tmp_dir("qlora_fuzz");
+	char *dir = t_data("reference/lora_llama");
 	char obj[512], text[8192], path[ENG_PATH_LEN + 64], base[ENG_PATH_LEN + 64];
 	unsigned seed = 12345;
 	int accepted = 0, refused = 0;
@@ -434,9 +433,7 @@ START_TEST(test_qlora_fuzz_keys)
 	ck_assert_ptr_nonnull(rel);
 	*rel = '\0';
 	snprintf(base, sizeof base, "\"%s\"", dir);
-	char adir[ENG_PATH_LEN + 32], afile[ENG_PATH_LEN + 64];
-	snprintf(adir, sizeof adir, "%s/a", tmp);
-	ck_assert(mkdir(adir, 0700) == 0);
+	char *adir = t_tmp_dir("qlora_adapter"), afile[ENG_PATH_LEN + 64];
 	snprintf(afile, sizeof afile, "%s/" ENG_PEFT_CONFIG, adir);
 	for (int it = 0; it < 200; it++) {
 		eng_config c;
@@ -455,7 +452,7 @@ START_TEST(test_qlora_fuzz_keys)
 	}
 	ck_assert(accepted > 0 && refused > 0);
 	free(orig);
-	free(tmp);
+	free(adir);
 	free(dir);
 }
 END_TEST
