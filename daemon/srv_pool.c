@@ -491,10 +491,13 @@ static void divide(srv_server *srv)
 		left -= c[j].job->pool.want;
 		held += c[j].job->pool.share;
 	}
-	/* what the candidates' steps leave: to the jobs in order, up to their off peak */
+	/* what the candidates' steps leave: to the jobs in order, up to their off peak (never
+	 * down to it: a job whose least, measured, passed its planned off peak keeps its want;
+	 * taken down, it refused the share, and the next division took it down again) */
 	for (int j = 0; j < n && left > 0; j++) {
 		srv_pool_job *pj = &c[j].job->pool;
-		long long more = pj->off - pj->want < left ? pj->off - pj->want : left;
+		long long room = pj->off > pj->want ? pj->off - pj->want : 0;
+		long long more = room < left ? room : left;
 		pj->want += more;
 		left -= more;
 	}
