@@ -1,6 +1,6 @@
 /* wk_main.c - remat-train: one training job, in the foreground or under control.
  *
- *   remat-train [--json] [--metrics FILE] [--remat-schedule STEP:POLICY,...]
+ *   remat-train [--json] [--metrics FILE] [--remat-schedule STEP:POLICY,...] [--timing]
  *               [--control PATH | --control-fd N [--metrics-fd N]] [--job-id ID]
  *               [--as UID:GID[:GROUPS]] JOB.json
  *   remat-train --check [--as UID:GID[:GROUPS]] JOB.json
@@ -17,6 +17,9 @@
  * "0:off,5:full,9:h.0-1=selective,head=chunked": an entry S:P applies once S steps are done,
  * so it governs step S+1 onwards; each entry applies on top of the policy before it.
  * SIGINT/SIGTERM stop the run after the current step (saving when save.dir is set).
+ * --timing (device cpu) times every kernel of the steps and prints, after the run, where
+ * a steady step's time went, each class of work against its limit measured then
+ * (eng_timing.h): a table (on stderr with --json, which adds it as one JSON line).
  * --metrics FILE appends every step and every evaluation to FILE, one JSON object a line
  * (wk_metrics.h); rematd hands its job's metrics.jsonl over as --metrics-fd.
  * --control PATH listens on a socket of its own for rematctl; --control-fd N speaks to
@@ -88,7 +91,7 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
 	char modes[160];
-	fprintf(f, "usage: remat-train [--json] [--metrics FILE]\n"
+	fprintf(f, "usage: remat-train [--json] [--metrics FILE] [--timing]\n"
 		   "                   [--remat-schedule STEP:POLICY[,STEP:POLICY...]]\n"
 		   "                   [--control PATH | --control-fd N [--metrics-fd N] |\n"
 		   "                    --control-connect PATH]\n"
@@ -269,7 +272,7 @@ static int check_job(eng_spec *s)
 
 /* The command line. */
 typedef struct train_opts {
-	int json, check, bf16;
+	int json, check, bf16, timing;
 	int ctl_fd;                        /* --control-fd, -1 none */
 	int metrics_fd;                    /* --metrics-fd, -1 none */
 	const char *job, *sched_arg, *ctl_path, *job_id, *as, *export_from, *export_to;
@@ -330,6 +333,8 @@ static int parse_one(int argc, char **argv, int *i, train_opts *o)
 	int more = *i + 1 < argc;
 	if (strcmp(a, "--json") == 0) {
 		o->json = 1;
+	} else if (strcmp(a, "--timing") == 0) {
+		o->timing = 1;
 	} else if (strcmp(a, "--remat-schedule") == 0 && more) {
 		o->sched_arg = argv[++*i];
 	} else if (strncmp(a, "--remat-schedule=", 17) == 0) {
@@ -396,16 +401,16 @@ static int parse_one(int argc, char **argv, int *i, train_opts *o)
  * subcommands of their own): -1 to go on, or 2 after the usage. */
 static int args_fit(const train_opts *o)
 {
-	int run_opts = o->json || o->sched_arg || o->ctl_path || o->ctl_fd >= 0 || o->metrics ||
-		o->metrics_fd >= 0 || o->ctl_connect;
+	int run_opts = o->json || o->sched_arg || o->timing || o->ctl_path || o->ctl_fd >= 0 ||
+		o->metrics || o->metrics_fd >= 0 || o->ctl_connect;
 	if (o->exec) /* --as and --exec alone */
 		return o->as && !o->job && !o->json && !o->check && !o->sample.ckpt ? -1
 			: (usage(stderr), 2);
 	int sample_opts = o->sample.prompt != NULL; /* and its numbers: defaults elsewhere */
 	if (o->sample.ckpt)
 		return !o->job && !o->export_from && !o->check && !o->as && !o->sched_arg &&
-				!o->ctl_path && o->ctl_fd < 0 && !o->metrics && o->metrics_fd < 0
-			? -1 : (usage(stderr), 2);
+				!o->timing && !o->ctl_path && o->ctl_fd < 0 && !o->metrics &&
+				o->metrics_fd < 0 ? -1 : (usage(stderr), 2);
 	int ok = sample_opts ? 0
 		: o->export_from ? !o->job && !run_opts && !o->as && !o->check && !(o->merge && o->bf16)
 				: o->job && !o->bf16 && !(o->check && run_opts) &&
@@ -560,6 +565,44 @@ static int check_ranks(eng_spec *s)
 	return 0;
 }
 
+/* --timing: the kernels timed from the first step (device cpu: the GPU's run elsewhere).
+ * 0, or the exit status 1 after saying why not. */
+static int timing_start(eng_trainer *tr)
+{
+	if (tr->spec.device != ENG_DEVICE_CPU) {
+		fprintf(stderr, "remat-train: --timing times the cpu backend's kernels; this job "
+				"runs on cuda\n");
+		return 1;
+	}
+	if (tr->spec.steps - tr->step < 2) {
+		fprintf(stderr, "remat-train: --timing needs two steps or more to run: the "
+				"first (allocation, first touch) is left out of the table\n");
+		return 1;
+	}
+	if (!(tr->model.timing = calloc(1, sizeof *tr->model.timing))) {
+		fprintf(stderr, "remat-train: --timing: out of memory\n");
+		return 1;
+	}
+	return 0;
+}
+
+/* --timing's table after the run (its limits measured now): the exit status */
+static int timing_end(eng_trainer *tr, int json)
+{
+	eng_err err;
+	eng_policy off;
+	eng_plan plan;
+	const eng_model *m = &tr->model;
+	eng_policy_init(&off, m->cfg.n_layer);
+	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, &off, &plan);
+	if (eng_timing_report(m->timing, &tr->model, plan.model_flops, json ? stderr : stdout,
+		    json ? stdout : NULL, &err) < 0) {
+		fprintf(stderr, "remat-train: --timing: %s\n", err.msg);
+		return 1;
+	}
+	return 0;
+}
+
 /* A subcommand that is not a run (--export-llmc, --merge-lora, --exec, --sample): its exit
  * status; -1 when o asks for a run or --check. */
 static int subcommand(train_opts *o)
@@ -664,8 +707,14 @@ int main(int argc, char **argv)
 	wk_ctl_attach(c, &tr);
 	wk_run_opts ro = {o.json, o.ctl_fd >= 0 || o.ctl_connect, &sched, &stop_signal, &mx,
 		&together};
+	if (o.timing && (rc = timing_start(&tr)) != 0)
+		goto out;
 	rc = wk_run(&tr, c, &ro);
+	if (o.timing && rc == 0 && eng_dp_rank() == 0)
+		rc = timing_end(&tr, o.json);
 out:
+	free(tr.model.timing);
+	tr.model.timing = NULL;
 	wk_metrics_close(&mx);
 	wk_ctl_stop(c);
 	if (rc != 0 && rc != 130 && eng_dp_size() > 1 && !together)

@@ -46,10 +46,13 @@ static int cpu_micro_step(eng_backend *be, const uint32_t *inp, const uint32_t *
 	eng_model *m = be->host;
 	if (eng_model_step(m, inp, tgt, loss, err) < 0)
 		return -1;
+	double t0 = eng_timing_t0(m->timing), n = (double)m->ngrad;
 	if (c->accum > 1 && k == 0) /* 0 + g, exactly */
 		memcpy(c->acc, m->grads, m->ngrad * sizeof(float));
 	else if (c->accum > 1)
 		kn_add(c->acc, m->grads, m->ngrad);
+	if (c->accum > 1)
+		eng_timing_add(m->timing, ENG_TIMING_ACCUM, t0, 0, 4 * n * (k ? 3 : 2));
 	return 0;
 }
 
@@ -77,14 +80,16 @@ static int cpu_sum_ranks(eng_backend *be, eng_err *err)
 static int cpu_scale_grads(eng_backend *be, float s, eng_err *err)
 {
 	(void)err;
-	kn_scale(grads_of(be), s, be->host->ngrad);
+	ENG_TIMED(be->host->timing, ENG_TIMING_CLIP, 0, 8.0 * be->host->ngrad,
+		kn_scale(grads_of(be), s, be->host->ngrad));
 	return 0;
 }
 
 static int cpu_grad_sumsq(eng_backend *be, double *out, eng_err *err)
 {
 	(void)err;
-	*out = kn_sumsq(grads_of(be), be->host->ngrad);
+	ENG_TIMED(be->host->timing, ENG_TIMING_CLIP, 0, 4.0 * be->host->ngrad,
+		*out = kn_sumsq(grads_of(be), be->host->ngrad));
 	return 0;
 }
 
@@ -96,7 +101,9 @@ static int cpu_adamw(eng_backend *be, const eng_adamw_args *a, eng_err *err)
 	float *grads = grads_of(be);
 	(void)err;
 	if (a->grad_scale != 1.0f)
-		kn_scale(grads, a->grad_scale, m->ngrad);
+		ENG_TIMED(m->timing, ENG_TIMING_CLIP, 0, 8.0 * m->ngrad,
+			kn_scale(grads, a->grad_scale, m->ngrad));
+	double t0 = eng_timing_t0(m->timing);
 	for (int i = 0; i < m->ntensors; i++) {
 		const eng_ptensor *pt = &m->tensors[i];
 		if (pt->frozen)
@@ -105,6 +112,8 @@ static int cpu_adamw(eng_backend *be, const eng_adamw_args *a, eng_err *err)
 			grads + pt->goff, pt->numel, a->lr, a->beta1, a->beta2, a->eps,
 			pt->decay ? a->weight_decay : 0.0f, a->bc1, a->bc2);
 	}
+	/* reads param, m, v, grad; writes param, m, v */
+	eng_timing_add(m->timing, ENG_TIMING_OPT, t0, 0, 28.0 * m->ngrad);
 	eng_model_params_changed(m); /* precision bf16: its bf16 copy, before the next step */
 	return 0;
 }

@@ -61,6 +61,7 @@ static void lora_fwd(eng_model *m, int k, int l, const eng_acts *a, float *out,
 	float s = eng_lora_scale(&m->cfg);
 	lora_at it = {0};
 	const eng_layer_w *w = &m->w.h[l];
+	double t0 = eng_timing_t0(m->timing), flops = 0;
 	while (lora_next(m, k, a, &it, units, nu)) {
 		const eng_lora_unit *u = it.u;
 		int i = (int)(u - units);
@@ -68,7 +69,10 @@ static void lora_fwd(eng_model *m, int k, int l, const eng_acts *a, float *out,
 		if (out)
 			kn_sgemm(0, 1, N, u->cols, r, s, it.mid, r, w->lora_b[i], r, 1.0f,
 				out + u->col0, OC);
+		flops += 2.0 * N * r * (u->in + (out ? u->cols : 0));
 	}
+	if (flops > 0)
+		eng_timing_add(m->timing, ENG_TIMING_LORA, t0, flops, 0);
 }
 
 /* The adapters' gradients of layer k from dout(N,OC): dB += s dy^T mid, dmid = s dy B,
@@ -82,10 +86,12 @@ static void lora_bwd(eng_model *m, int k, int l, const eng_acts *a, float *dinp,
 	lora_at it = {0};
 	const eng_layer_w *w = &m->w.h[l];
 	eng_layer_w *g = &m->g.h[l];
+	double t0 = eng_timing_t0(m->timing), flops = 0;
 	while (lora_next(m, k, a, &it, units, nu)) {
 		const eng_lora_unit *u = it.u;
 		int i = (int)(u - units);
 		const float *dy = dout + u->col0;
+		flops += 2.0 * N * r * (2.0 * u->cols + 2.0 * u->in);
 		if (g->lora_b[i]) /* NULL: frozen (eng_spec refuses it; the gradient flows on) */
 			kn_sgemm(1, 0, u->cols, r, N, s, dy, OC, it.mid, r, 1.0f, g->lora_b[i], r);
 		kn_sgemm(0, 0, N, r, u->cols, s, dy, OC, w->lora_b[i], r, 0.0f, m->dmid, r);
@@ -96,14 +102,8 @@ static void lora_bwd(eng_model *m, int k, int l, const eng_acts *a, float *dinp,
 			kn_sgemm(0, 0, N, u->in, r, 1.0f, m->dmid, r, w->lora_a[i], u->in, 1.0f, dinp,
 				u->in);
 	}
-}
-
-/* 1 when the linear layers run as the product table says (precision bf16, or the Llama
- * family's [out, in] weights); GPT-2's float32 ones run kn_linear_forward/backward, the
- * same OpenBLAS products with the bias fused */
-static int linear_by_table(const eng_model *m)
-{
-	return m->cfg.mm_bf16 || m->cfg.arch == ENG_ARCH_LLAMA;
+	if (flops > 0)
+		eng_timing_add(m->timing, ENG_TIMING_LORA, t0, flops, 0);
 }
 
 /* A weight as the products take it: float32, or its bf16 copy */
@@ -112,20 +112,34 @@ static const void *wmm(const eng_model *m, const float *w)
 	return m->cfg.mm_bf16 ? (const void *)eng_model_wbf(m, w) : w;
 }
 
+/* out(N,OC) += b(OC), timed */
+static void add_bias(eng_model *m, float *out, const float *b, int N, int OC)
+{
+	ENG_TIMED(m->timing, ENG_TIMING_ELEM, 0, f4(2 * (size_t)N * OC),
+		kn_add_bias(out, b, N, OC));
+}
+
+/* db(OC) += column sums of dout(N,OC), timed */
+static void bias_grad(eng_model *m, float *db, const float *dout, int N, int OC)
+{
+	ENG_TIMED(m->timing, ENG_TIMING_BIAS_GRAD, 0, f4((size_t)N * OC),
+		kn_bias_backward(db, dout, N, OC));
+}
+
 /* Linear layer k (0 qkv, 1 attention proj, 2 fc, 3 fc proj) of block l:
  * out(N,OC) = inp(N,C) w + b(OC), w (C,OC) under GPT-2 and (OC,C) under llama; inp float32,
- * or bf16 under precision bf16; b may be NULL */
+ * or bf16 under precision bf16; b may be NULL. Its product is the table's (OpenBLAS's
+ * sgemm for GPT-2's float32 ones, kn_linear_forward's very call), the bias added after. */
 static void linear_fwd(eng_model *m, int k, int l, const eng_acts *a, float *out,
 	const void *inp, const float *w, const float *b, int N, int C, int OC)
 {
 	if (!w) /* 4 bits (eng_model_q4.c); inp float32: quantization takes precision fp32 */
-		eng_q4_forward(m, k, l, out, inp, N, OC);
-	else if (!linear_by_table(m))
-		kn_linear_forward(out, inp, w, b, N, C, OC);
+		ENG_TIMED(m->timing, 3 * k, 2.0 * N * C * OC, f4((size_t)N * (C + OC)) +
+			C * OC / 2.0, eng_q4_forward(m, k, l, out, inp, N, OC));
 	else
 		eng_model_prod_run(m, 3 * k, l, inp, wmm(m, w), out);
-	if (b && (linear_by_table(m) || !w))
-		kn_add_bias(out, b, N, OC);
+	if (b)
+		add_bias(m, out, b, N, OC);
 	lora_fwd(m, k, l, a, out, inp, N, OC);
 }
 
@@ -135,35 +149,40 @@ static void linear_fwd(eng_model *m, int k, int l, const eng_acts *a, float *out
 static void linear_bwd(eng_model *m, int k, int l, const eng_acts *a, float *dinp, float *dw,
 	float *db, const float *dout, const void *inp, const float *w, int N, int C, int OC)
 {
-	if (!w) { /* 4 bits: frozen, so no dw */
-		if (dinp)
-			eng_q4_backward(m, k, l, dinp, dout, N, OC);
-		if (db)
-			kn_bias_backward(db, dout, N, OC);
-		lora_bwd(m, k, l, a, dinp, dout, inp, N, OC);
-		return;
-	}
-	if (!linear_by_table(m)) {
-		kn_linear_backward(dinp, dw, db, dout, inp, w, N, C, OC);
-		lora_bwd(m, k, l, a, dinp, dout, inp, N, OC);
-		return;
-	}
 	const void *d = dout;
-	if (m->cfg.mm_bf16) {
-		kn_to_bf16(m->bf_out, dout, (size_t)N * OC);
+	if (!w && dinp) /* 4 bits: frozen, so no dw */
+		ENG_TIMED(m->timing, 3 * k + 1, 2.0 * N * C * OC, f4((size_t)N * (C + OC)) +
+			C * OC / 2.0, eng_q4_backward(m, k, l, dinp, dout, N, OC));
+	if (w && m->cfg.mm_bf16) {
+		mm_round(m, m->bf_out, dout, (size_t)N * OC);
 		d = m->bf_out;
 	}
-	if (dinp)
+	if (w && dinp)
 		eng_model_prod_run(m, 3 * k + 1, l, d, wmm(m, w), dinp);
-	if (dw && m->cfg.arch == ENG_ARCH_LLAMA)
+	if (w && dw && m->cfg.arch == ENG_ARCH_LLAMA)
 		eng_model_prod_run(m, 3 * k + 2, l, d, inp, dw);
-	else if (dw)
+	else if (w && dw)
 		eng_model_prod_run(m, 3 * k + 2, l, inp, d, dw);
 	if (db)
-		kn_bias_backward(db, dout, N, OC);
+		bias_grad(m, db, dout, N, OC);
 	lora_bwd(m, k, l, a, dinp, dout, inp, N, OC);
 }
 
+/* out(N,C) = a + y (+ bias), timed */
+static void residual(eng_model *m, float *out, const float *x, const float *y,
+	const float *bias, int N, int C)
+{
+	ENG_TIMED(m->timing, ENG_TIMING_ELEM, 0, f4(3 * (size_t)N * C),
+		kn_residual_forward(out, x, y, bias, N, C));
+}
+
+/* FLOPs of `products` causal attention products of the batch (each about T^2/2 x hs
+ * multiply-adds per head and sequence: 2 in forward, 5 in backward with the scores
+ * rebuilt) */
+static double attn_flops(const eng_model *m, int products)
+{
+	return (double)products * m->B * (double)m->T * m->T * m->cfg.n_embd;
+}
 
 /* Block forward from a->x; writes the block output into `out`, or stops before the MLP's
  * c_proj when out is NULL (full recompute: backward never needs that product). Biases of
@@ -176,25 +195,29 @@ static void block_forward(eng_model *m, int l, eng_acts *a, float *out)
 	/* under bf16 the LayerNorm and GELU outputs are computed into dbuf and dbig (free in
 	 * a forward and before a block's backward) and stored rounded */
 	float *ln = mm_f32(m, a->ln1, m->dbuf);
-	kn_layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, a->x, w->ln1w, w->ln1b, N, C);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + 2 * (size_t)N),
+		kn_layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, a->x, w->ln1w, w->ln1b, N, C));
 	mm_store(m, a->ln1, ln, NC);
 	linear_fwd(m, 0, l, a, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
-	kn_attention_forward(a->atty, a->att_lse, m->att_scratch, a->qkv, B, T, C, NH);
+	ENG_TIMED(m->timing, ENG_TIMING_ATTN_FWD, attn_flops(m, 2), f4(4 * NC),
+		kn_attention_forward(a->atty, a->att_lse, m->att_scratch, a->qkv, B, T, C, NH));
 	linear_fwd(m, 1, l, a, m->tmp, mm_input(m, a->atty, NC), w->attprojw, NULL, N, C, C);
 	ln = mm_f32(m, a->ln2, m->dbuf);
-	kn_residual_layernorm_forward(a->res2, ln, a->ln2_mean, a->ln2_rstd, a->x, m->tmp,
-		w->attprojb, w->ln2w, w->ln2b, N, C);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(4 * NC + 2 * (size_t)N),
+		kn_residual_layernorm_forward(a->res2, ln, a->ln2_mean, a->ln2_rstd, a->x, m->tmp,
+			w->attprojb, w->ln2w, w->ln2b, N, C));
 	mm_store(m, a->ln2, ln, NC);
 	linear_fwd(m, 2, l, a, a->fch, a->ln2, w->fcw, NULL, N, C, 4 * C);
 	float *ge = mm_f32(m, a->gelu, m->dbig);
-	kn_bias_gelu_forward(a->fch, ge, w->fcb, N, 4 * C);
+	ENG_TIMED(m->timing, ENG_TIMING_ACT_FWD, 0, f4(12 * NC),
+		kn_bias_gelu_forward(a->fch, ge, w->fcb, N, 4 * C));
 	mm_store(m, a->gelu, ge, 4 * NC);
 	if (!out) {
 		lora_fwd(m, 3, l, a, NULL, a->gelu, N, C);
 		return;
 	}
 	linear_fwd(m, 3, l, a, m->tmp, a->gelu, w->fcprojw, NULL, N, 4 * C, C);
-	kn_residual_forward(out, a->res2, m->tmp, w->fcprojb, N, C);
+	residual(m, out, a->res2, m->tmp, w->fcprojb, N, C);
 }
 
 /* Selective recompute: rebuild the dropped LayerNorm and GELU outputs from what the block
@@ -205,13 +228,17 @@ static void block_recompute_selective(eng_model *m, int l, eng_acts *a)
 	const eng_layer_w *w = &m->w.h[l];
 	size_t NC = (size_t)N * C;
 	float *ln = mm_f32(m, a->ln1, m->dbuf);
-	kn_layernorm_apply(ln, a->x, a->ln1_mean, a->ln1_rstd, w->ln1w, w->ln1b, N, C);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + 2 * (size_t)N),
+		kn_layernorm_apply(ln, a->x, a->ln1_mean, a->ln1_rstd, w->ln1w, w->ln1b, N, C));
 	mm_store(m, a->ln1, ln, NC);
 	ln = mm_f32(m, a->ln2, m->dbuf);
-	kn_layernorm_apply(ln, a->res2, a->ln2_mean, a->ln2_rstd, w->ln2w, w->ln2b, N, C);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + 2 * (size_t)N),
+		kn_layernorm_apply(ln, a->res2, a->ln2_mean, a->ln2_rstd, w->ln2w, w->ln2b, N,
+			C));
 	mm_store(m, a->ln2, ln, NC);
 	float *ge = mm_f32(m, a->gelu, m->dbig);
-	kn_gelu_forward(ge, a->fch, 4 * NC);
+	ENG_TIMED(m->timing, ENG_TIMING_ACT_FWD, 0, f4(8 * NC),
+		kn_gelu_forward(ge, a->fch, 4 * NC));
 	mm_store(m, a->gelu, ge, 4 * NC);
 }
 
@@ -230,23 +257,28 @@ static void block_backward(eng_model *m, int l, const eng_acts *a)
 	int B = m->B, T = m->T, C = m->cfg.n_embd, NH = m->cfg.n_head, N = B * T;
 	const eng_layer_w *w = &m->w.h[l];
 	eng_layer_w *g = &m->g.h[l];
+	size_t NC = (size_t)N * C;
 	/* MLP branch: out = res2 + gelu(ln2 @ fcw + fcb) @ fcprojw + fcprojb */
 	linear_bwd(m, 3, l, a, m->dbig, g->fcprojw, g->fcprojb, m->dres, a->gelu, w->fcprojw, N, 4 * C,
 		C);
-	kn_gelu_backward(m->dbig, a->fch, m->dbig, (size_t)N * 4 * C);
+	ENG_TIMED(m->timing, ENG_TIMING_ACT_BWD, 0, f4(12 * NC),
+		kn_gelu_backward(m->dbig, a->fch, m->dbig, 4 * NC));
 	linear_bwd(m, 2, l, a, m->dbuf, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, 4 * C);
 	/* dres += ln_2's backward: now dL/dres2 */
-	kn_layernorm_backward(m->dres, g->ln2w, g->ln2b, m->dbuf, a->res2, a->ln2_mean,
-		a->ln2_rstd, w->ln2w, N, C);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_BWD, 0, f4(4 * NC),
+		kn_layernorm_backward(m->dres, g->ln2w, g->ln2b, m->dbuf, a->res2, a->ln2_mean,
+			a->ln2_rstd, w->ln2w, N, C));
 	/* attention branch: res2 = x + attn(ln1) @ attprojw + attprojb */
 	linear_bwd(m, 1, l, a, m->dbuf, g->attprojw, g->attprojb, m->dres,
 		mm_input(m, a->atty, (size_t)N * C), w->attprojw, N, C, C);
-	kn_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->atty, a->att_lse, B,
-		T, C, NH);
+	ENG_TIMED(m->timing, ENG_TIMING_ATTN_BWD, attn_flops(m, 5), f4(8 * NC),
+		kn_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->atty,
+			a->att_lse, B, T, C, NH));
 	linear_bwd(m, 0, l, a, m->dbuf, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
 	/* dres += ln_1's backward: now dL/dx */
-	kn_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dbuf, a->x, a->ln1_mean,
-		a->ln1_rstd, w->ln1w, N, C);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_BWD, 0, f4(4 * NC),
+		kn_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dbuf, a->x, a->ln1_mean,
+			a->ln1_rstd, w->ln1w, N, C));
 }
 
 /* ---- the Llama family's block (eng_config.h), the same fields as GPT-2's (eng_acts.h) ---- */
@@ -263,27 +295,33 @@ static void llama_block_forward(eng_model *m, int l, eng_acts *a, float *out)
 	const eng_layer_w *w = &m->w.h[l];
 	size_t NC = (size_t)N * C;
 	float *ln = mm_f32(m, a->ln1, m->dbuf);
-	kn_rmsnorm_forward(ln, a->ln1_rstd, a->x, w->ln1w, eps, N, C);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + (size_t)N),
+		kn_rmsnorm_forward(ln, a->ln1_rstd, a->x, w->ln1w, eps, N, C));
 	mm_store(m, a->ln1, ln, NC);
 	linear_fwd(m, 0, l, a, a->qkv, a->ln1, w->qkvw, NULL, N, C, W);
-	kn_rope_forward(a->qkv, m->rope, B, T, NH, hs, W);               /* q */
-	kn_rope_forward((float *)a->qkv + NH * hs, m->rope, B, T, NKV, hs, W); /* k */
-	kn_gqa_attention_forward(a->atty, a->att_lse, m->att_scratch, a->qkv, B, T, NH, NKV, hs);
+	ENG_TIMED(m->timing, ENG_TIMING_ELEM, 0, f4(2 * (size_t)N * (NH + NKV) * hs),
+		kn_rope_forward(a->qkv, m->rope, B, T, NH, hs, W);                /* q */
+		kn_rope_forward((float *)a->qkv + NH * hs, m->rope, B, T, NKV, hs, W)); /* k */
+	ENG_TIMED(m->timing, ENG_TIMING_ATTN_FWD, attn_flops(m, 2), f4((size_t)N * W + NC),
+		kn_gqa_attention_forward(a->atty, a->att_lse, m->att_scratch, a->qkv, B, T, NH,
+			NKV, hs));
 	linear_fwd(m, 1, l, a, m->tmp, mm_input(m, a->atty, NC), w->attprojw, NULL, N, C, C);
-	kn_residual_forward(a->res2, a->x, m->tmp, NULL, N, C);
+	residual(m, a->res2, a->x, m->tmp, NULL, N, C);
 	ln = mm_f32(m, a->ln2, m->dbuf);
-	kn_rmsnorm_forward(ln, a->ln2_rstd, a->res2, w->ln2w, eps, N, C);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + (size_t)N),
+		kn_rmsnorm_forward(ln, a->ln2_rstd, a->res2, w->ln2w, eps, N, C));
 	mm_store(m, a->ln2, ln, NC);
 	linear_fwd(m, 2, l, a, a->fch, a->ln2, w->fcw, NULL, N, C, 2 * I);
 	float *h = mm_f32(m, a->gelu, m->dbig);
-	kn_swiglu_forward(h, a->fch, N, I);
+	ENG_TIMED(m->timing, ENG_TIMING_ACT_FWD, 0, f4(3 * (size_t)N * I),
+		kn_swiglu_forward(h, a->fch, N, I));
 	mm_store(m, a->gelu, h, (size_t)N * I);
 	if (!out) {
 		lora_fwd(m, 3, l, a, NULL, a->gelu, N, C);
 		return;
 	}
 	linear_fwd(m, 3, l, a, m->tmp, a->gelu, w->fcprojw, NULL, N, I, C);
-	kn_residual_forward(out, a->res2, m->tmp, NULL, N, C);
+	residual(m, out, a->res2, m->tmp, NULL, N, C);
 }
 
 /* Selective recompute: the RMSNorm outputs from their saved rstd, SwiGLU's product from
@@ -294,13 +332,16 @@ static void llama_block_recompute_selective(eng_model *m, int l, eng_acts *a)
 	const eng_layer_w *w = &m->w.h[l];
 	size_t NC = (size_t)N * C;
 	float *ln = mm_f32(m, a->ln1, m->dbuf);
-	kn_rmsnorm_apply(ln, a->x, a->ln1_rstd, w->ln1w, N, C);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + (size_t)N),
+		kn_rmsnorm_apply(ln, a->x, a->ln1_rstd, w->ln1w, N, C));
 	mm_store(m, a->ln1, ln, NC);
 	ln = mm_f32(m, a->ln2, m->dbuf);
-	kn_rmsnorm_apply(ln, a->res2, a->ln2_rstd, w->ln2w, N, C);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + (size_t)N),
+		kn_rmsnorm_apply(ln, a->res2, a->ln2_rstd, w->ln2w, N, C));
 	mm_store(m, a->ln2, ln, NC);
 	float *h = mm_f32(m, a->gelu, m->dbig);
-	kn_swiglu_forward(h, a->fch, N, I);
+	ENG_TIMED(m->timing, ENG_TIMING_ACT_FWD, 0, f4(3 * (size_t)N * I),
+		kn_swiglu_forward(h, a->fch, N, I));
 	mm_store(m, a->gelu, h, (size_t)N * I);
 }
 
@@ -314,21 +355,28 @@ static void llama_block_backward(eng_model *m, int l, const eng_acts *a)
 	int I = m->cfg.intermediate_size;
 	const eng_layer_w *w = &m->w.h[l];
 	eng_layer_w *g = &m->g.h[l];
+	size_t NC = (size_t)N * C;
 	float *dgu = m->dbig, *dh = m->dbig + (size_t)N * 2 * I;
 	/* MLP: out = res2 + h down^T */
 	linear_bwd(m, 3, l, a, dh, g->fcprojw, NULL, m->dres, a->gelu, w->fcprojw, N, I, C);
-	kn_swiglu_backward(dgu, dh, a->fch, N, I);
+	ENG_TIMED(m->timing, ENG_TIMING_ACT_BWD, 0, f4(5 * (size_t)N * I),
+		kn_swiglu_backward(dgu, dh, a->fch, N, I));
 	linear_bwd(m, 2, l, a, m->dbuf, g->fcw, NULL, dgu, a->ln2, w->fcw, N, C, 2 * I);
-	kn_rmsnorm_backward(m->dres, g->ln2w, m->dbuf, a->res2, a->ln2_rstd, w->ln2w, N, C);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_BWD, 0, f4(4 * NC),
+		kn_rmsnorm_backward(m->dres, g->ln2w, m->dbuf, a->res2, a->ln2_rstd, w->ln2w, N,
+			C));
 	/* attention: res2 = x + atty o^T */
 	linear_bwd(m, 1, l, a, m->dbuf, g->attprojw, NULL, m->dres,
 		mm_input(m, a->atty, (size_t)N * C), w->attprojw, N, C, C);
-	kn_gqa_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->atty, a->att_lse,
-		B, T, NH, NKV, hs);
-	kn_rope_backward(m->dqkv, m->rope, B, T, NH, hs, W);
-	kn_rope_backward(m->dqkv + NH * hs, m->rope, B, T, NKV, hs, W);
+	ENG_TIMED(m->timing, ENG_TIMING_ATTN_BWD, attn_flops(m, 5), f4(2 * (size_t)N * W + 2 * NC),
+		kn_gqa_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->atty,
+			a->att_lse, B, T, NH, NKV, hs));
+	ENG_TIMED(m->timing, ENG_TIMING_ELEM, 0, f4(2 * (size_t)N * (NH + NKV) * hs),
+		kn_rope_backward(m->dqkv, m->rope, B, T, NH, hs, W);
+		kn_rope_backward(m->dqkv + NH * hs, m->rope, B, T, NKV, hs, W));
 	linear_bwd(m, 0, l, a, m->dbuf, g->qkvw, NULL, m->dqkv, a->ln1, w->qkvw, N, C, W);
-	kn_rmsnorm_backward(m->dres, g->ln1w, m->dbuf, a->x, a->ln1_rstd, w->ln1w, N, C);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_BWD, 0, f4(4 * NC),
+		kn_rmsnorm_backward(m->dres, g->ln1w, m->dbuf, a->x, a->ln1_rstd, w->ln1w, N, C));
 }
 
 /* The family's block passes (eng_model_int.h) */
@@ -362,12 +410,15 @@ void eng_final_norm_forward(eng_model *m, float *lnf)
 {
 	const eng_head_acts *h = &m->lay.head;
 	int C = m->cfg.n_embd, N = m->B * m->T;
+	double t0 = eng_timing_t0(m->timing);
 	if (m->cfg.arch == ENG_ARCH_LLAMA)
 		kn_rmsnorm_forward(lnf, h->lnf_rstd, h->xf, m->w.lnfw, (float)m->cfg.rms_norm_eps,
 			N, C);
 	else
 		kn_layernorm_forward(lnf, h->lnf_mean, h->lnf_rstd, h->xf, m->w.lnfw, m->w.lnfb, N,
 			C);
+	eng_timing_add(m->timing, ENG_TIMING_NORM_FWD, t0, 0,
+		f4(2 * (size_t)N * C + 2 * (size_t)N));
 }
 
 /* dres = ln_f's backward of dbuf (dL/dlnf) */
@@ -375,6 +426,7 @@ void eng_final_norm_backward(eng_model *m)
 {
 	const eng_head_acts *h = &m->lay.head;
 	int C = m->cfg.n_embd, N = m->B * m->T;
+	double t0 = eng_timing_t0(m->timing);
 	/* the backwards accumulate: dres starts at zero */
 	memset(m->dres, 0, sizeof(float) * N * C);
 	if (m->cfg.arch == ENG_ARCH_LLAMA)
@@ -383,4 +435,5 @@ void eng_final_norm_backward(eng_model *m)
 	else
 		kn_layernorm_backward(m->dres, m->g.lnfw, m->g.lnfb, m->dbuf, h->xf, h->lnf_mean,
 			h->lnf_rstd, m->w.lnfw, N, C);
+	eng_timing_add(m->timing, ENG_TIMING_NORM_BWD, t0, 0, f4(5 * (size_t)N * C));
 }

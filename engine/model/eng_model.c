@@ -507,7 +507,8 @@ static int forward(eng_model *m, const uint32_t *inp, const uint32_t *tgt, int g
 	if (eng_prod_wcopy(m, err) < 0)
 		return -1;
 	m->mm_err[0] = '\0';
-	kn_encoder_forward(m->lay.saved[0].x, inp, m->w.wte, m->w.wpe, B, T, C);
+	ENG_TIMED(m->timing, ENG_TIMING_EMBED, 0, f4(3 * (size_t)N * C),
+		kn_encoder_forward(m->lay.saved[0].x, inp, m->w.wte, m->w.wpe, B, T, C));
 	for (int l = 0; l < L; l++) {
 		eng_acts a = eng_layout_view(&m->lay, l);
 		double t0 = eng_now_ms();
@@ -533,11 +534,14 @@ static int forward(eng_model *m, const uint32_t *inp, const uint32_t *tgt, int g
 			memcpy(m->logits_tap + (size_t)r0 * V, buf, sizeof(float) * rows * V);
 		if (m->row_tap && m->row_tap_at >= r0 && m->row_tap_at < r0 + rows)
 			memcpy(m->row_tap, buf + (size_t)(m->row_tap_at - r0) * V, sizeof(float) * V);
+		double t1 = eng_timing_t0(m->timing);
 		if (grad && h->logits)
 			kn_crossentropy_fused(buf, lse + r0, m->losses + r0, tgt + r0, 1.0f / N, rows,
 				V);
 		else
 			kn_crossentropy_forward(lse + r0, m->losses + r0, buf, tgt + r0, rows, V);
+		eng_timing_add(m->timing, ENG_TIMING_LOSS, t1, 0, f4((size_t)rows * V *
+			(grad && h->logits ? 2 : 1)));
 	}
 	m->sec_ms[L][ENG_SEC_FWD] = eng_now_ms() - t0;
 	trace_pass(m, L, ENG_SEC_FWD, ENG_MT_END);
@@ -571,14 +575,17 @@ static double head_backward(eng_model *m, const uint32_t *tgt)
 		float *buf = chunk_buf(m, k);
 		if (!h->logits) {
 			double t0 = eng_now_ms();
+			eng_timing_rc_begin(m->timing);
 			head_logits(m, buf, r0, rows);
+			eng_timing_rc_end(m->timing);
 			rc_ms += eng_now_ms() - t0;
-			kn_crossentropy_fused(buf, lse + r0, m->losses + r0, tgt + r0, 1.0f / N, rows,
-				V);
+			ENG_TIMED(m->timing, ENG_TIMING_LOSS, 0, f4(2 * (size_t)rows * V),
+				kn_crossentropy_fused(buf, lse + r0, m->losses + r0, tgt + r0,
+					1.0f / N, rows, V));
 		}
 		const void *lnf = mm_row(m, h->lnf, r0, C), *dl = buf;
 		if (m->cfg.mm_bf16) {
-			kn_to_bf16(m->bf_out, buf, (size_t)rows * V);
+			mm_round(m, m->bf_out, buf, (size_t)rows * V);
 			dl = m->bf_out;
 		}
 		head_mm(m, 1, rows, dl, eng_prod_weight(m, ENG_HEAD_PRODUCTS, 0), m->dbuf + (size_t)r0 * C);
@@ -596,7 +603,8 @@ int eng_model_step(eng_model *m, const uint32_t *inp, const uint32_t *tgt, float
 	eng_err *err)
 {
 	int B = m->B, T = m->T, C = m->cfg.n_embd, L = m->cfg.n_layer;
-	memset(m->grads, 0, m->ngrad * sizeof(float));
+	ENG_TIMED(m->timing, ENG_TIMING_ZERO, 0, f4(m->ngrad),
+		memset(m->grads, 0, m->ngrad * sizeof(float)));
 	if (forward(m, inp, tgt, 1, loss, err) < 0)
 		return -1;
 	trace_pass(m, L, ENG_SEC_BWD, ENG_MT_BEGIN);
@@ -613,14 +621,18 @@ int eng_model_step(eng_model *m, const uint32_t *inp, const uint32_t *tgt, float
 			continue;
 		}
 		trace_block(m, l, 1, ENG_MT_LIVE);
-		if (mode != ENG_MODE_OFF)
+		if (mode != ENG_MODE_OFF) {
 			trace_pass(m, l, ENG_SEC_RECOMPUTE, ENG_MT_BEGIN);
+			eng_timing_rc_begin(m->timing);
+		}
 		if (mode == ENG_MODE_SELECTIVE)
 			eng_block_recompute_selective(m, l, &a);
 		else if (mode == ENG_MODE_FULL)
 			eng_block_forward(m, l, &a, NULL);
-		if (mode != ENG_MODE_OFF)
+		if (mode != ENG_MODE_OFF) {
+			eng_timing_rc_end(m->timing);
 			trace_pass(m, l, ENG_SEC_RECOMPUTE, ENG_MT_END);
+		}
 		double t1 = eng_now_ms();
 		rc_ms += t1 - t0;
 		trace_pass(m, l, ENG_SEC_BWD, ENG_MT_BEGIN);
@@ -632,7 +644,8 @@ int eng_model_step(eng_model *m, const uint32_t *inp, const uint32_t *tgt, float
 		m->sec_ms[l][ENG_SEC_BWD] = eng_now_ms() - t1;
 	}
 	if (m->bwd_floor == 0)
-		kn_encoder_backward(m->g.wte, m->g.wpe, m->dres, inp, B, T, C);
+		ENG_TIMED(m->timing, ENG_TIMING_EMBED, 0, f4(3 * (size_t)B * T * C),
+			kn_encoder_backward(m->g.wte, m->g.wpe, m->dres, inp, B, T, C));
 	m->recompute_ms = rc_ms;
 	return m->mm_err[0] ? eng_errf(err, "%s", m->mm_err) : 0;
 }

@@ -22,6 +22,7 @@
 #include "eng_config.h"
 #include "eng_err.h"
 #include "eng_plan.h"
+#include "eng_timing.h"
 #include "eng_policy.h"
 #include "eng_tensors.h"
 #include "kn.h"
@@ -61,6 +62,7 @@ typedef struct eng_weights {
 enum { ENG_ROUTE_OPENBLAS, ENG_ROUTE_DNNL, ENG_ROUTE_PACKED };
 
 #define ENG_PRODUCTS 18 /* 4 linear layers x 3 products, the head's 3 for 2 chunk sizes */
+_Static_assert(ENG_PRODUCTS == ENG_TIMING_PRODUCTS, "the timing has a row per product");
 
 typedef struct eng_product {
 	const char *name; /* "fc dW", "head dinp" */
@@ -150,6 +152,7 @@ typedef struct eng_model {
 	 * its forward, its recompute in backward, its backward (the cost table's samples) */
 	double sec_ms[ENG_MAX_LAYERS + 1][3];
 	struct eng_memtrace *trace;  /* NULL, or the step's memory timeline (eng_memtrace.h) */
+	eng_timing *timing;          /* NULL, or where the step's time goes (eng_timing.h) */
 } eng_model;
 
 /* Builds the tensor table and allocates parameters, gradients and moments (zeroed) and the

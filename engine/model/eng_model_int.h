@@ -54,12 +54,24 @@ void eng_block_backward(eng_model *m, int l, const eng_acts *a);
 void eng_final_norm_forward(eng_model *m, float *lnf);
 void eng_final_norm_backward(eng_model *m);
 
+/* Bytes of n floats, for the timing's counts (eng_timing.h) */
+static inline double f4(size_t n)
+{
+	return 4.0 * (double)n;
+}
+
+/* dst = src rounded to bf16 (n elements), timed as such */
+static inline void mm_round(eng_model *m, uint16_t *dst, const float *src, size_t n)
+{
+	ENG_TIMED(m->timing, ENG_TIMING_ROUND, 0, 6.0 * (double)n, kn_to_bf16(dst, src, n));
+}
+
 /* A float32 activation as a matmul's input (n elements): itself, or rounded into bf_in */
 static inline const void *mm_input(eng_model *m, const float *x, size_t n)
 {
 	if (!m->cfg.mm_bf16)
 		return x;
-	kn_to_bf16(m->bf_in, x, n);
+	mm_round(m, m->bf_in, x, n);
 	return m->bf_in;
 }
 
@@ -70,10 +82,10 @@ static inline float *mm_f32(const eng_model *m, void *field, float *f)
 	return m->cfg.mm_bf16 ? f : field;
 }
 
-static inline void mm_store(const eng_model *m, void *field, const float *f, size_t n)
+static inline void mm_store(eng_model *m, void *field, const float *f, size_t n)
 {
 	if (m->cfg.mm_bf16)
-		kn_to_bf16(field, f, n);
+		mm_round(m, field, f, n);
 }
 
 #endif

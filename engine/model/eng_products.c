@@ -218,6 +218,7 @@ int eng_prod_wcopy(eng_model *m, eng_err *err)
 {
 	if (m->wcopy_valid)
 		return 0;
+	double t0 = eng_timing_t0(m->timing);
 	if (m->cfg.mm_bf16)
 		kn_to_bf16(m->wbf, m->params, m->nfloats);
 	for (int i = 0; i < m->nprod; i++)
@@ -226,6 +227,8 @@ int eng_prod_wcopy(eng_model *m, eng_err *err)
 			if (kn_dnnl_pack(&m->prod[i].mm, eng_prod_weight(m, i, l), packed_of(m, i, l),
 				    m->pack_sz[i]) < 0)
 				return eng_errf(err, "oneDNN matmuls: %s", kn_bf16_error());
+	eng_timing_add(m->timing, ENG_TIMING_WCOPY, t0, 0, (m->cfg.mm_bf16 ? 6.0 * m->nfloats : 0) +
+		2.0 * m->wpack_bytes);
 	m->wcopy_valid = 1;
 	return 0;
 }
@@ -236,6 +239,7 @@ void eng_model_prod_run(eng_model *m, int i, int l, const void *A, const void *B
 {
 	const eng_product *p = &m->prod[i];
 	const kn_mm *q = &p->mm;
+	double t0 = eng_timing_t0(m->timing), es = q->bf16 ? 2.0 : 4.0;
 	if (p->route == ENG_ROUTE_OPENBLAS)
 		kn_sgemm(q->ta, q->tb, q->M, q->N, q->K, 1.0f, A, q->lda, B, q->ldb,
 			(float)q->beta, C, q->ldc);
@@ -243,4 +247,6 @@ void eng_model_prod_run(eng_model *m, int i, int l, const void *A, const void *B
 						      packed_of(m, i, l) : B, C, m->mm_scratch,
 					  m->mm_scratch_bytes) < 0)
 		snprintf(m->mm_err, sizeof m->mm_err, "oneDNN matmul: %s", kn_bf16_error());
+	eng_timing_add(m->timing, i, t0, 2.0 * q->M * q->N * q->K, es * ((double)q->M * q->K +
+		(double)q->K * q->N) + 4.0 * q->M * q->N * (1 + q->beta));
 }

@@ -72,8 +72,10 @@ static int step_grads(eng_trainer *tr, double *loss_sum, double sec_ms[][3], dou
 	*rec_ms = 0.0;
 	for (int k = 0; k < K; k++) {
 		float l;
-		if (eng_data_next(&tr->train, tr->inp, tr->tgt, err) < 0 ||
-			be->ops->micro_step(be, tr->inp, tr->tgt, k, &l, err) < 0)
+		int rc;
+		ENG_TIMED(tr->model.timing, ENG_TIMING_DATA, 0, 0,
+			rc = eng_data_next(&tr->train, tr->inp, tr->tgt, err));
+		if (rc < 0 || be->ops->micro_step(be, tr->inp, tr->tgt, k, &l, err) < 0)
 			return -1;
 		*rec_ms += be->ops->recompute_ms(be);
 		const double (*sec)[3] = secs ? be->ops->section_ms(be) : NULL;
@@ -119,11 +121,12 @@ static int step_sum(eng_trainer *tr, int lrc, double *loss_sum, double *ar_ms, e
 	}
 	if (first >= 0)
 		return -1;
-	double t0 = eng_now_ms();
+	double t0 = eng_now_ms(), p0 = eng_timing_t0(tr->model.timing);
 	if (tr->be->ops->sum_ranks(tr->be, err) < 0)
 		return tr->be->ops->sum_fails_alone ? dp_alone(tr, err) : -1;
 	int rc = eng_dp_sum_doubles(loss_sum, 1, err) < 0 ? -1 : 0;
 	*ar_ms = eng_now_ms() - t0;
+	eng_timing_add(tr->model.timing, ENG_TIMING_ALLREDUCE, p0, 0, 4.0 * tr->model.ngrad);
 	return rc;
 }
 
@@ -192,6 +195,7 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 	eng_data_pos at = tr->train.pos;
 	/* the mean over every micro-batch of every rank: the sum, scaled once */
 	int n = s->grad_accum * eng_dp_size();
+	eng_timing_step_begin(m->timing);
 	int lrc = laid ? step_grads(tr, &loss_sum, sec_ms, &rec_ms, err) : -1;
 	if (step_sum(tr, lrc, &loss_sum, &ar_ms, err) < 0)
 		return step_failed(tr, &at, err);
@@ -221,6 +225,11 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 	}
 	tr->step = t;
 	double ms = eng_now_ms() - t0;
+	if (m->timing) {
+		char pol[256];
+		eng_policy_format(&tr->policy, pol, sizeof pol);
+		eng_timing_step_end(m->timing, ms, changed, pol);
+	}
 	if (secs && !changed) {
 		/* a sample of the costs, unless the step began with a policy change: its new
 		 * buffers make its sections slower than the same policy's next steps */

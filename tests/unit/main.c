@@ -98,6 +98,7 @@ int main(void)
 	srunner_add_suite(sr, suite_qlora_daemon());
 	srunner_add_suite(sr, suite_q4());
 	srunner_add_suite(sr, suite_model());
+	srunner_add_suite(sr, suite_timing());
 	srunner_add_suite(sr, suite_reference());
 	srunner_add_suite(sr, suite_cli());
 	srunner_add_suite(sr, suite_daemon());
