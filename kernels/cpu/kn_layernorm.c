@@ -11,14 +11,27 @@
 
 #define LN_COLS 64 /* columns per task of the parameter-gradient reductions */
 
+/* One row of the forward: statistics, then the output */
+static KN_SIMD void ln_fwd_row(float *o, float *mean, float *rstd, const float *x,
+	const float *w, const float *b, int C)
+{
+	kn_ln_stats(x, C, mean, rstd);
+	kn_ln_apply_row(o, x, *mean, *rstd, w, b, C);
+}
+
+static KN_SIMD void ln_apply_row(float *o, const float *x, float m, float s, const float *w,
+	const float *b, int C)
+{
+	kn_ln_apply_row(o, x, m, s, w, b, C);
+}
+
 /* out(N,C) =, mean(N) =, rstd(N) = */
 void kn_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
 	const float *w, const float *b, int N, int C)
 {
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++)
-		kn_ln_stats(inp + (size_t)r * C, C, &mean[r], &rstd[r]);
-	kn_layernorm_apply(out, inp, mean, rstd, w, b, N, C);
+		ln_fwd_row(out + (size_t)r * C, &mean[r], &rstd[r], inp + (size_t)r * C, w, b, C);
 }
 
 /* out(N,C) = (inp - mean) * rstd * w + b */
@@ -27,7 +40,20 @@ void kn_layernorm_apply(float *out, const float *inp, const float *mean, const f
 {
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++)
-		kn_ln_apply_row(out + (size_t)r * C, inp + (size_t)r * C, mean[r], rstd[r], w, b, C);
+		ln_apply_row(out + (size_t)r * C, inp + (size_t)r * C, mean[r], rstd[r], w, b, C);
+}
+
+/* One row of kn_residual_layernorm_forward */
+static KN_SIMD void res_ln_row(float *x, float *o, float *mean, float *rstd, const float *a,
+	const float *y, const float *bias, const float *w, const float *b, int C)
+{
+	if (bias)
+		for (int c = 0; c < C; c++)
+			x[c] = a[c] + (y[c] + bias[c]);
+	else
+		for (int c = 0; c < C; c++)
+			x[c] = a[c] + y[c];
+	ln_fwd_row(o, mean, rstd, x, w, b, C);
 }
 
 /* res(N,C) = a + (y + bias); out, mean, rstd = LayerNorm(res): the same arithmetic as
@@ -39,15 +65,48 @@ void kn_residual_layernorm_forward(float *res, float *out, float *mean, float *r
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++) {
 		size_t o = (size_t)r * C;
-		float *x = res + o;
-		if (bias)
-			for (int c = 0; c < C; c++)
-				x[c] = a[o + c] + (y[o + c] + bias[c]);
-		else
-			for (int c = 0; c < C; c++)
-				x[c] = a[o + c] + y[o + c];
-		kn_ln_stats(x, C, &mean[r], &rstd[r]);
-		kn_ln_apply_row(out + o, x, mean[r], rstd[r], w, b, C);
+		res_ln_row(res + o, out + o, &mean[r], &rstd[r], a + o, y + o, bias, w, b, C);
+	}
+}
+
+/* One row of the input's gradient: dx(C) += (dn - mean(dn) - norm mean(dn norm)) s, with
+ * dn = w dy and norm = (x - m) s, the two means summed in double lanes (kn_rows.h) */
+static KN_SIMD void ln_bwd_row(float *dx, const float *x, const float *dy, const float *w,
+	float m, float s, int C)
+{
+	double a1[KN_LANES] = {0}, a2[KN_LANES] = {0};
+	int c = 0;
+	for (; c + KN_LANES <= C; c += KN_LANES)
+		for (int j = 0; j < KN_LANES; j++) {
+			float norm = (x[c + j] - m) * s, dn = w[c + j] * dy[c + j];
+			a1[j] += dn;
+			a2[j] += (double)dn * norm;
+		}
+	for (int j = 0; c < C; c++, j++) {
+		float norm = (x[c] - m) * s, dn = w[c] * dy[c];
+		a1[j] += dn;
+		a2[j] += (double)dn * norm;
+	}
+	float a = (float)(kn_lanes_total(a1) / C), bb = (float)(kn_lanes_total(a2) / C);
+	for (c = 0; c < C; c++) {
+		float norm = (x[c] - m) * s;
+		float dn = w[c] * dy[c];
+		dx[c] += (dn - a - norm * bb) * s;
+	}
+}
+
+/* Columns [c0, c1) of the parameters' gradients, every row in order */
+static KN_SIMD void ln_dwdb_cols(float *aw, float *ab, const float *inp, const float *dout,
+	const float *mean, const float *rstd, int N, int C, int c0, int c1)
+{
+	for (int r = 0; r < N; r++) {
+		const float *x = inp + (size_t)r * C;
+		const float *dy = dout + (size_t)r * C;
+		float m = mean[r], s = rstd[r];
+		for (int c = c0; c < c1; c++) {
+			aw[c - c0] += (x[c] - m) * s * dy[c];
+			ab[c - c0] += dy[c];
+		}
 	}
 }
 
@@ -57,23 +116,8 @@ void kn_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 {
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++) {
-		const float *x = inp + (size_t)r * C;
-		const float *dy = dout + (size_t)r * C;
-		float *dx = dinp + (size_t)r * C;
-		float m = mean[r], s = rstd[r];
-		double dmean = 0.0, dnorm_mean = 0.0;
-		for (int c = 0; c < C; c++) {
-			float norm = (x[c] - m) * s;
-			float dn = w[c] * dy[c];
-			dmean += dn;
-			dnorm_mean += (double)dn * norm;
-		}
-		float a = (float)(dmean / C), bb = (float)(dnorm_mean / C);
-		for (int c = 0; c < C; c++) {
-			float norm = (x[c] - m) * s;
-			float dn = w[c] * dy[c];
-			dx[c] += (dn - a - norm * bb) * s;
-		}
+		size_t o = (size_t)r * C;
+		ln_bwd_row(dinp + o, inp + o, dout + o, w, mean[r], rstd[r], C);
 	}
 	/* Parameter gradients (none of a frozen one: NULL): each task owns a block of columns
 	 * and walks every row in order, so the sum's order is fixed whatever the thread count. */
@@ -84,15 +128,7 @@ void kn_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
 	for (int k = 0; k < nblk; k++) {
 		int c0 = k * LN_COLS, c1 = c0 + LN_COLS < C ? c0 + LN_COLS : C;
 		float aw[LN_COLS] = {0}, ab[LN_COLS] = {0};
-		for (int r = 0; r < N; r++) {
-			const float *x = inp + (size_t)r * C;
-			const float *dy = dout + (size_t)r * C;
-			float m = mean[r], s = rstd[r];
-			for (int c = c0; c < c1; c++) {
-				aw[c - c0] += (x[c] - m) * s * dy[c];
-				ab[c - c0] += dy[c];
-			}
-		}
+		ln_dwdb_cols(aw, ab, inp, dout, mean, rstd, N, C, c0, c1);
 		for (int c = c0; dw && c < c1; c++)
 			dw[c] += aw[c - c0];
 		for (int c = c0; db && c < c1; c++)

@@ -60,32 +60,24 @@ void kn_encoder_backward(float *dwte, float *dwpe, const float *dout, const uint
 	}
 }
 
-/* out(N) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-void kn_gelu_forward(float *out, const float *inp, size_t N)
+/* The elementwise kernels' work on n elements (or one row), in KN_SIMD clones */
+static KN_SIMD void gelu_span(float *out, const float *inp, size_t n)
 {
-#pragma omp parallel for schedule(static)
-	for (size_t i = 0; i < N; i++)
+	for (size_t i = 0; i < n; i++)
 		out[i] = kn_gelu(inp[i]);
 }
 
-/* fch(N,OC) += bias; gelu(N,OC) = gelu(fch) */
-void kn_bias_gelu_forward(float *fch, float *gelu, const float *bias, int N, int OC)
+static KN_SIMD void bias_gelu_row(float *f, float *g, const float *bias, int OC)
 {
-#pragma omp parallel for schedule(static)
-	for (int r = 0; r < N; r++) {
-		float *f = fch + (size_t)r * OC, *g = gelu + (size_t)r * OC;
-		for (int j = 0; j < OC; j++) {
-			f[j] += bias[j];
-			g[j] = kn_gelu(f[j]);
-		}
+	for (int j = 0; j < OC; j++) {
+		f[j] += bias[j];
+		g[j] = kn_gelu(f[j]);
 	}
 }
 
-/* dinp(N) = gelu'(inp) dout; in place allowed */
-void kn_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N)
+static KN_SIMD void gelu_bwd_span(float *dinp, const float *inp, const float *dout, size_t n)
 {
-#pragma omp parallel for schedule(static)
-	for (size_t i = 0; i < N; i++) {
+	for (size_t i = 0; i < n; i++) {
 		float x = inp[i];
 		float u = KN_GELU_K * (x + 0.044715f * x * x * x);
 		float th = kn_fast_tanhf(u);
@@ -93,6 +85,38 @@ void kn_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N
 		float g = 0.5f * (1.0f + th) +
 			  0.5f * x * sech2 * KN_GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
 		dinp[i] = g * dout[i];
+	}
+}
+
+#define SPAN 4096 /* elements per task of the flat elementwise loops */
+
+/* out(N) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+void kn_gelu_forward(float *out, const float *inp, size_t N)
+{
+	size_t nspan = (N + SPAN - 1) / SPAN;
+#pragma omp parallel for schedule(static)
+	for (size_t k = 0; k < nspan; k++) {
+		size_t i0 = k * SPAN, n = N - i0 < SPAN ? N - i0 : SPAN;
+		gelu_span(out + i0, inp + i0, n);
+	}
+}
+
+/* fch(N,OC) += bias; gelu(N,OC) = gelu(fch) */
+void kn_bias_gelu_forward(float *fch, float *gelu, const float *bias, int N, int OC)
+{
+#pragma omp parallel for schedule(static)
+	for (int r = 0; r < N; r++)
+		bias_gelu_row(fch + (size_t)r * OC, gelu + (size_t)r * OC, bias, OC);
+}
+
+/* dinp(N) = gelu'(inp) * dout; dinp may be dout */
+void kn_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N)
+{
+	size_t nspan = (N + SPAN - 1) / SPAN;
+#pragma omp parallel for schedule(static)
+	for (size_t k = 0; k < nspan; k++) {
+		size_t i0 = k * SPAN, n = N - i0 < SPAN ? N - i0 : SPAN;
+		gelu_bwd_span(dinp + i0, inp + i0, dout + i0, n);
 	}
 }
 

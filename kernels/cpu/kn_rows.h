@@ -12,6 +12,71 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The hot row loops are compiled three times, for AVX-512, AVX2 and the build's baseline,
+ * and the processor's best is picked when the program loads (GCC's target_clones; the
+ * OpenMP loops call them, as the outlined parallel body would not be cloned). No clone
+ * reassociates or contracts (ISO C's -ffp-contract=off, no -ffast-math): each gives the
+ * same bits, only sooner. */
+#define KN_SIMD __attribute__((target_clones("avx512f", "avx2", "default")))
+
+/* Sums in double over a row run in KN_LANES interleaved partial sums (element i into lane
+ * i % KN_LANES), added in one fixed tree: independent chains the vector units can run at
+ * once, where one chain waited an addition's latency per element; one order for every
+ * caller, thread count and clone. */
+#define KN_LANES 8
+
+static inline double kn_lanes_total(const double *acc)
+{
+	return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+/* sum of x(n), in double */
+static inline double kn_sum_d(const float *x, int n)
+{
+	double acc[KN_LANES] = {0};
+	int i = 0;
+	for (; i + KN_LANES <= n; i += KN_LANES)
+		for (int j = 0; j < KN_LANES; j++)
+			acc[j] += x[i + j];
+	for (int j = 0; i < n; i++, j++)
+		acc[j] += x[i];
+	return kn_lanes_total(acc);
+}
+
+/* sum of (x - m)^2 over x(n), in double */
+static inline double kn_sumsq_dev_d(const float *x, double m, int n)
+{
+	double acc[KN_LANES] = {0};
+	int i = 0;
+	for (; i + KN_LANES <= n; i += KN_LANES)
+		for (int j = 0; j < KN_LANES; j++) {
+			double d = x[i + j] - m;
+			acc[j] += d * d;
+		}
+	for (int j = 0; i < n; i++, j++) {
+		double d = x[i] - m;
+		acc[j] += d * d;
+	}
+	return kn_lanes_total(acc);
+}
+
+/* max of x(n), n >= 1 (exact in any order) */
+static inline float kn_max_f(const float *x, int n)
+{
+	float mx[KN_LANES * 2];
+	int i = 0;
+	for (int j = 0; j < KN_LANES * 2; j++)
+		mx[j] = x[0];
+	for (; i + KN_LANES * 2 <= n; i += KN_LANES * 2)
+		for (int j = 0; j < KN_LANES * 2; j++)
+			mx[j] = x[i + j] > mx[j] ? x[i + j] : mx[j];
+	for (; i < n; i++)
+		mx[0] = x[i] > mx[0] ? x[i] : mx[0];
+	for (int j = 1; j < KN_LANES * 2; j++)
+		mx[0] = mx[j] > mx[0] ? mx[j] : mx[0];
+	return mx[0];
+}
+
 #define KN_LN_EPS 1e-5 /* GPT-2's LayerNorm epsilon */
 #define KN_GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 
@@ -56,16 +121,8 @@ static inline float kn_gelu(float x)
 /* mean and 1/sqrt(var + eps) of x(C), accumulated in double: no dependence on threads */
 static inline void kn_ln_stats(const float *x, int C, float *mean, float *rstd)
 {
-	double s = 0.0;
-	for (int c = 0; c < C; c++)
-		s += x[c];
-	double m = s / C;
-	double v = 0.0;
-	for (int c = 0; c < C; c++) {
-		double d = x[c] - m;
-		v += d * d;
-	}
-	v /= C;
+	double m = kn_sum_d(x, C) / C;
+	double v = kn_sumsq_dev_d(x, m, C) / C;
 	*mean = (float)m;
 	*rstd = (float)(1.0 / sqrt(v + KN_LN_EPS));
 }
