@@ -309,10 +309,12 @@ double kn_sumsq(const float *x, size_t N);
 void kn_scale(float *x, float s, size_t N);
 /* y(N) += x(N), element by element: the sum gradient accumulation and an all-reduce make */
 void kn_add(float *y, const float *x, size_t N);
-/* One AdamW step (PyTorch semantics) on a tensor: param(N), m(N), v(N) updated from grad;
- * lr_t already includes the schedule; bc1 = 1 - beta1^t, bc2 = 1 - beta2^t; decay 0 for
+/* One AdamW step (PyTorch semantics) on a tensor: param(N), m(N), v(N) updated from grad
+ * times gscale (the clipping's factor, 1 for none; grad itself is left as it was); lr_t
+ * already includes the schedule; bc1 = 1 - beta1^t, bc2 = 1 - beta2^t; decay 0 for
  * tensors that take none */
-void kn_adamw_update(float *param, float *m, float *v, const float *grad, size_t N, float lr,
-	float beta1, float beta2, float eps, float weight_decay, double bc1, double bc2);
+void kn_adamw_update(float *param, float *m, float *v, const float *grad, float gscale,
+	size_t N, float lr, float beta1, float beta2, float eps, float weight_decay, double bc1,
+	double bc2);
 
 #endif

@@ -93,24 +93,22 @@ static int cpu_grad_sumsq(eng_backend *be, double *out, eng_err *err)
 	return 0;
 }
 
-/* kn_scale first when clipping, then kn_adamw_update tensor by tensor (frozen ones have no
- * gradient and no moments: they never move), then the bf16 copy. */
+/* kn_adamw_update tensor by tensor, the clipping's scale inside it (frozen tensors have no
+ * gradient and no moments: they never move), then the bf16 copy. The gradient itself stays
+ * unscaled. */
 static int cpu_adamw(eng_backend *be, const eng_adamw_args *a, eng_err *err)
 {
 	eng_model *m = be->host;
 	float *grads = grads_of(be);
 	(void)err;
-	if (a->grad_scale != 1.0f)
-		ENG_TIMED(m->timing, ENG_TIMING_CLIP, 0, 8.0 * m->ngrad,
-			kn_scale(grads, a->grad_scale, m->ngrad));
 	double t0 = eng_timing_t0(m->timing);
 	for (int i = 0; i < m->ntensors; i++) {
 		const eng_ptensor *pt = &m->tensors[i];
 		if (pt->frozen)
 			continue;
 		kn_adamw_update(m->params + pt->offset, m->m + pt->goff, m->v + pt->goff,
-			grads + pt->goff, pt->numel, a->lr, a->beta1, a->beta2, a->eps,
-			pt->decay ? a->weight_decay : 0.0f, a->bc1, a->bc2);
+			grads + pt->goff, a->grad_scale, pt->numel, a->lr, a->beta1, a->beta2,
+			a->eps, pt->decay ? a->weight_decay : 0.0f, a->bc1, a->bc2);
 	}
 	/* reads param, m, v, grad; writes param, m, v */
 	eng_timing_add(m->timing, ENG_TIMING_OPT, t0, 0, 28.0 * m->ngrad);

@@ -151,6 +151,32 @@ static void head_mm(eng_model *m, int k, int rows, const void *A, const void *B,
 	eng_model_prod_run(m, ENG_HEAD_PRODUCTS + k + (rows == m->chunk_rows ? 0 : 3), 0, A, B, C);
 }
 
+/* dwte += dlogits^T lnf for a chunk of `rows` rows: one product in float32; under bf16
+ * block by block of the vocabulary (eng_model_dwte_rows), each straight into its rows of
+ * dwte but the last when it would overlap the one before: that one is made in dbig (free
+ * in the head's backward), from zero, and only its rows past the others' added */
+static void head_dwte(eng_model *m, int rows, const void *dl, const void *lnf)
+{
+	int i = ENG_HEAD_PRODUCTS + 2 + (rows == m->chunk_rows ? 0 : 3);
+	int V = m->cfg.vocab_size, C = m->cfg.n_embd, nb = m->prod[i].mm.M, v0 = 0;
+	if (!m->cfg.mm_bf16) {
+		eng_model_prod_run(m, i, 0, dl, lnf, m->g.lmw);
+		return;
+	}
+	for (; v0 + nb <= V; v0 += nb)
+		eng_model_prod_run(m, i, 0, (const uint16_t *)dl + v0, lnf,
+			m->g.lmw + (size_t)v0 * C);
+	if (v0 == V)
+		return;
+	int b0 = V - nb;
+	size_t skip = (size_t)(v0 - b0) * C, n = (size_t)(V - v0) * C;
+	ENG_TIMED(m->timing, ENG_TIMING_ELEM, 0, f4((size_t)nb * C),
+		memset(m->dbig, 0, sizeof(float) * nb * C));
+	eng_model_prod_run(m, i, 0, (const uint16_t *)dl + b0, lnf, m->dbig);
+	ENG_TIMED(m->timing, ENG_TIMING_ELEM, 0, f4(3 * n),
+		kn_add(m->g.lmw + (size_t)v0 * C, m->dbig + skip, n));
+}
+
 /* Row r of a matmul input field of C columns. */
 static const void *mm_row(const eng_model *m, const void *field, int r, int C)
 {
@@ -177,10 +203,10 @@ static const struct ws_field {
 };
 #define NWORKSPACE (sizeof workspace / sizeof workspace[0])
 
-/* Floats of workspace field k for N rows */
-static size_t ws_floats(const eng_config *cfg, int k, size_t N)
+/* Floats of a workspace field of `width` (WS_*) for N rows */
+static size_t width_floats(const eng_config *cfg, int width, size_t N)
 {
-	switch (workspace[k].width) {
+	switch (width) {
 	case WS_ROW: return N;
 	case WS_C: return N * cfg->n_embd;
 	case WS_BIG:
@@ -189,6 +215,23 @@ static size_t ws_floats(const eng_config *cfg, int k, size_t N)
 	case WS_LORA: return N * (size_t)cfg->lora_r;
 	default: return N * eng_config_qkv(cfg);
 	}
+}
+
+/* Floats of workspace field k for N rows */
+static size_t ws_floats(const eng_config *cfg, int k, size_t N)
+{
+	return width_floats(cfg, workspace[k].width, N);
+}
+
+#define DWTE_ROWS 4096 /* the most vocabulary rows of a block of dwte (bf16) */
+
+int eng_model_dwte_rows(const eng_config *cfg, int N)
+{
+	size_t room = width_floats(cfg, WS_BIG, (size_t)N) / (size_t)cfg->n_embd;
+	size_t V = (size_t)cfg->vocab_size, most = room < DWTE_ROWS ? room : DWTE_ROWS;
+	most = most < V ? most : V;
+	size_t nblk = (V + most - 1) / most;
+	return (int)((V + nblk - 1) / nblk);
 }
 
 /* Floats of the rotary table: (T, hs) under llama, none under GPT-2 */
@@ -590,7 +633,7 @@ static double head_backward(eng_model *m, const uint32_t *tgt)
 		}
 		head_mm(m, 1, rows, dl, eng_prod_weight(m, ENG_HEAD_PRODUCTS, 0), m->dbuf + (size_t)r0 * C);
 		if (m->g.lmw) /* NULL: frozen */
-			head_mm(m, 2, rows, dl, lnf, m->g.lmw);
+			head_dwte(m, rows, dl, lnf);
 	}
 	eng_final_norm_backward(m);
 	int L = m->cfg.n_layer;

@@ -85,6 +85,11 @@ int eng_model_products(const eng_config *cfg, int B, int T, int R, unsigned flag
  * REMAT_FP32_DNNL=0 keeps every float32 product on OpenBLAS (the bits of builds without
  * oneDNN); ENG_PRODUCTS_PACK_BF16 under bf16 where kn_bf16_pack_weights says so. */
 unsigned eng_model_route_flags(const eng_config *cfg);
+/* Precision bf16: the head's dwte is made in blocks of this many vocabulary rows (oneDNN's
+ * bf16 kernels ran the whole V-row product at half the speed of 4096-row ones): as even as
+ * blocks of at most 4096 rows, and of what the free dbig workspace holds at N rows, make
+ * them, the last one ending at V (eng_model.c). */
+int eng_model_dwte_rows(const eng_config *cfg, int N);
 
 typedef struct eng_model {
 	eng_config cfg;

@@ -25,6 +25,8 @@ int eng_model_products(const eng_config *cfg, int B, int T, int R, unsigned flag
 	int N = B * T, C = cfg->n_embd, V = cfg->vocab_size, L = cfg->n_layer, bf = cfg->mm_bf16;
 	int dnnl = !!(flags & ENG_PRODUCTS_DNNL), pack = bf && (flags & ENG_PRODUCTS_PACK_BF16);
 	int n = 0, rows[2] = {R, N % R}, times[2] = {N / R, 1};
+	/* bf16: dwte in blocks of dr vocabulary rows */
+	int dr = bf ? eng_model_dwte_rows(cfg, N) : 0, nblk = bf ? (V + dr - 1) / dr : 0;
 	/* the linear layers' widths: in and out columns (eng_config.h) */
 	int qkv = eng_config_qkv(cfg), ffi = eng_config_ffn_in(cfg), ff = eng_config_ffn(cfg);
 	int io[4][2] = {{C, qkv}, {C, C}, {C, ffi}, {ff, C}};
@@ -57,13 +59,14 @@ int eng_model_products(const eng_config *cfg, int B, int T, int R, unsigned flag
 		/* wte packed for full chunks only (the last chunk's shape may want another
 		 * layout): for both products in bf16, for dlnf in float32 */
 		int pk0 = pack && k == 0, pk1 = (pack || (!bf && dnnl)) && k == 0;
-		/* logits = lnf wte^T; dlnf = dlogits wte; dwte += dlogits^T lnf */
+		/* logits = lnf wte^T; dlnf = dlogits wte; dwte += dlogits^T lnf (bf16: its block
+		 * of rows [v, v + dr) += dlogits[:, v:v+dr]^T lnf, the last block ending at V) */
 		out[n++] = (eng_product){head[k][0], {bf, 0, 1, r, V, C, C, C, V, 0, 0}, times[k],
 			pk0 ? ENG_ROUTE_PACKED : wide};
 		out[n++] = (eng_product){head[k][1], {bf, 0, 0, r, C, V, V, C, C, 0, 0}, times[k],
 			pk1 ? ENG_ROUTE_PACKED : wide};
-		out[n++] = (eng_product){head[k][2], {bf, 1, 0, V, C, r, V, C, C, 1, 0}, times[k],
-			lin};
+		kn_mm dwte = {bf, 1, 0, bf ? dr : V, C, r, V, C, C, 1, 0};
+		out[n++] = (eng_product){head[k][2], dwte, times[k] * (bf ? nblk : 1), lin};
 	}
 	for (int i = 0; i < n; i++)
 		out[i].mm.packed = out[i].route == ENG_ROUTE_PACKED;

@@ -91,7 +91,7 @@ const char *eng_timing_class_name(int cls)
 {
 	static const char *const names[ENG_TIMING_N - ENG_TIMING_PRODUCTS] = {
 		"attention fwd", "attention bwd", "norms fwd", "norms bwd", "activation fwd",
-		"activation bwd", "residual, bias, rope", "bias grads", "bf16 rounding",
+		"activation bwd", "adds, rope", "bias grads", "bf16 rounding",
 		"LoRA products", "loss (softmax, CE)", "embeddings", "zero grads",
 		"weight copies", "recompute", "grad accumulation", "grad norm, clip",
 		"AdamW", "data", "all-reduce"};

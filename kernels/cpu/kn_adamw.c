@@ -8,7 +8,23 @@
 
 #include <math.h>
 
+#include "kn_rows.h"
+
 #define SUMSQ_SLICES 64 /* fixed partition of kn_sumsq */
+
+/* sum of x(n)^2 in double lanes (kn_rows.h) */
+static KN_SIMD double sumsq_slice(const float *x, size_t n)
+{
+	kn_vd acc = {0};
+	size_t i = 0;
+	for (; i + KN_LANES <= n; i += KN_LANES) {
+		kn_vd v = KN_LOAD_D(x + i);
+		acc += v * v;
+	}
+	for (int j = 0; i < n; i++, j++)
+		acc[j] += (double)x[i] * x[i];
+	return kn_lanes_total(&acc);
+}
 
 double kn_sumsq(const float *x, size_t N)
 {
@@ -16,10 +32,7 @@ double kn_sumsq(const float *x, size_t N)
 #pragma omp parallel for schedule(static)
 	for (int s = 0; s < SUMSQ_SLICES; s++) {
 		size_t i0 = N * s / SUMSQ_SLICES, i1 = N * (s + 1) / SUMSQ_SLICES;
-		double acc = 0.0;
-		for (size_t i = i0; i < i1; i++)
-			acc += (double)x[i] * x[i];
-		part[s] = acc;
+		part[s] = sumsq_slice(x + i0, i1 - i0);
 	}
 	double total = 0.0;
 	for (int s = 0; s < SUMSQ_SLICES; s++)
@@ -43,16 +56,18 @@ void kn_add(float *y, const float *x, size_t N)
 		y[i] += x[i];
 }
 
-/* param, m, v (N) updated as torch.optim.AdamW (decoupled decay, bias correction) */
-void kn_adamw_update(float *param, float *m, float *v, const float *grad, size_t N, float lr,
-	float beta1, float beta2, float eps, float weight_decay, double bc1, double bc2)
+/* param, m, v (N) updated as torch.optim.AdamW (decoupled decay, bias correction) from
+ * grad * gscale (as a kn_scale before it would have made the gradient: the same bits) */
+void kn_adamw_update(float *param, float *m, float *v, const float *grad, float gscale,
+	size_t N, float lr, float beta1, float beta2, float eps, float weight_decay, double bc1,
+	double bc2)
 {
 	float decay = 1.0f - lr * weight_decay;
 	float step_size = (float)(lr / bc1);
 	float bc2_sqrt = (float)sqrt(bc2);
 #pragma omp parallel for schedule(static)
 	for (size_t i = 0; i < N; i++) {
-		float g = grad[i];
+		float g = grad[i] * gscale;
 		float p = param[i] * decay;
 		float mi = beta1 * m[i] + (1.0f - beta1) * g;
 		float vi = beta2 * v[i] + (1.0f - beta2) * g * g;

@@ -38,6 +38,35 @@ size_t kn_attention_scratch_floats(int T)
 	return kn_attention_scratch_floats_for(T, kn_get_threads());
 }
 
+/* A row of scaled scores row(nk) of query t: its causal part [0, t] into its softmax, the
+ * rest zeroed (P v reads nk columns); returns the log-sum-exp. Sums in kn_rows.h's lanes. */
+static KN_SIMD float softmax_row(float *row, int t, int nk)
+{
+	float mx = kn_max_f(row, t + 1);
+	for (int u = 0; u <= t; u++)
+		row[u] = kn_expf(row[u] - mx);
+	float sum = kn_sum_f(row, t + 1), inv = 1.0f / sum;
+	for (int u = 0; u <= t; u++)
+		row[u] *= inv;
+	for (int u = t + 1; u < nk; u++)
+		row[u] = 0.0f;
+	return mx + logf(sum);
+}
+
+/* The backward's row of query t: pr(nk) the scaled scores into P = exp(s - z), dr(nk)
+ * dy v^T into dS = P (dP - d) scale with d = dy . out (yr, orow: hs each); zero past t */
+static KN_SIMD void softmax_grad_row(float *pr, float *dr, const float *yr,
+	const float *orow, int hs, float z, float scale, int t, int nk)
+{
+	float d = kn_dot_f(yr, orow, hs);
+	for (int u = 0; u <= t; u++) {
+		pr[u] = kn_expf(pr[u] - z);
+		dr[u] = pr[u] * (dr[u] - d) * scale;
+	}
+	for (int u = t + 1; u < nk; u++)
+		pr[u] = dr[u] = 0.0f;
+}
+
 /* out(B,T,NH*hs) = causal softmax(q k^T * scale) v; lse(B,NH,T) = log-sum-exp of each
  * row of scaled scores; scratch: kn_attention_scratch_floats(T) floats */
 void kn_gqa_attention_forward(float *out, float *lse, float *scratch, const float *qkv,
@@ -58,24 +87,8 @@ void kn_gqa_attention_forward(float *out, float *lse, float *scratch, const floa
 			/* s(rows, nk) = scale * q[q0:nk] k[0:nk]^T */
 			kn_sgemm(0, 1, rows, nk, hs, scale, q + (size_t)q0 * C3, C3, k, C3, 0.0f, s,
 				nk);
-			for (int i = 0; i < rows; i++) {
-				int t = q0 + i;
-				float *row = s + (size_t)i * nk;
-				float mx = row[0];
-				for (int u = 1; u <= t; u++)
-					mx = row[u] > mx ? row[u] : mx;
-				for (int u = 0; u <= t; u++)
-					row[u] = kn_expf(row[u] - mx);
-				float sum = 0.0f;
-				for (int u = 0; u <= t; u++)
-					sum += row[u];
-				float inv = 1.0f / sum;
-				for (int u = 0; u <= t; u++)
-					row[u] *= inv;
-				for (int u = t + 1; u < nk; u++)
-					row[u] = 0.0f;
-				l[t] = mx + logf(sum);
-			}
+			for (int i = 0; i < rows; i++)
+				l[q0 + i] = softmax_row(s + (size_t)i * nk, q0 + i, nk);
 			/* out[q0:nk] (rows, hs) = P (rows, nk) v[0:nk] */
 			kn_sgemm(0, 0, rows, hs, nk, 1.0f, s, nk, v, C3, 0.0f, o + (size_t)q0 * C, C);
 		}
@@ -110,18 +123,8 @@ static void head_backward(float *dqkv, float *p, const float *dout, const float 
 		kn_sgemm(0, 1, rows, nk, hs, 1.0f, dyb, C, v, C3, 0.0f, ds, nk);
 		for (int i = 0; i < rows; i++) {
 			int t = q0 + i;
-			float *pr = p + (size_t)i * nk, *dr = ds + (size_t)i * nk;
-			const float *yr = dyb + (size_t)i * C, *orow = o + (size_t)t * C;
-			float d = 0.0f;
-			for (int j = 0; j < hs; j++)
-				d += yr[j] * orow[j];
-			float z = l[t];
-			for (int u = 0; u <= t; u++) {
-				pr[u] = kn_expf(pr[u] - z);
-				dr[u] = pr[u] * (dr[u] - d) * scale;
-			}
-			for (int u = t + 1; u < nk; u++)
-				pr[u] = dr[u] = 0.0f;
+			softmax_grad_row(p + (size_t)i * nk, ds + (size_t)i * nk,
+				dyb + (size_t)i * C, o + (size_t)t * C, hs, l[t], scale, t, nk);
 		}
 		/* dv[0:nk] += P^T dy; dq[q0:nk] = dS k[0:nk]; dk[0:nk] += dS^T q[q0:nk] */
 		kn_sgemm(1, 0, nk, hs, rows, 1.0f, p, nk, dyb, C, 1.0f, dv, C3);

@@ -17,7 +17,7 @@
  * order both kernels sum in, so that they give the same lse */
 static KN_SIMD double exp_sum(float *e, int e_all, const float *l, float mx, int V)
 {
-	double acc[KN_LANES] = {0};
+	kn_vd acc = {0};
 	for (int j0 = 0; j0 < V; j0 += CE_BLOCK) {
 		int n = V - j0 < CE_BLOCK ? V - j0 : CE_BLOCK;
 		float *eb = e_all ? e + j0 : e;
@@ -25,12 +25,11 @@ static KN_SIMD double exp_sum(float *e, int e_all, const float *l, float mx, int
 			eb[j] = kn_expf(l[j0 + j] - mx);
 		int j = 0;
 		for (; j + KN_LANES <= n; j += KN_LANES)
-			for (int k = 0; k < KN_LANES; k++)
-				acc[k] += eb[j + k];
+			acc += KN_LOAD_D(eb + j);
 		for (int k = 0; j < n; j++, k++)
 			acc[k] += eb[j];
 	}
-	return kn_lanes_total(acc);
+	return kn_lanes_total(&acc);
 }
 
 static KN_SIMD float row_max(const float *l, int V)

@@ -74,20 +74,22 @@ void kn_residual_layernorm_forward(float *res, float *out, float *mean, float *r
 static KN_SIMD void ln_bwd_row(float *dx, const float *x, const float *dy, const float *w,
 	float m, float s, int C)
 {
-	double a1[KN_LANES] = {0}, a2[KN_LANES] = {0};
+	kn_vd a1 = {0}, a2 = {0};
 	int c = 0;
-	for (; c + KN_LANES <= C; c += KN_LANES)
-		for (int j = 0; j < KN_LANES; j++) {
-			float norm = (x[c + j] - m) * s, dn = w[c + j] * dy[c + j];
-			a1[j] += dn;
-			a2[j] += (double)dn * norm;
-		}
+	for (; c + KN_LANES <= C; c += KN_LANES) {
+		kn_vf8 xv = *(const kn_vf8u *)(x + c), wv = *(const kn_vf8u *)(w + c);
+		kn_vf8 dv = *(const kn_vf8u *)(dy + c);
+		kn_vf8 norm = (xv - m) * s, dn = wv * dv;
+		kn_vd dnd = __builtin_convertvector(dn, kn_vd);
+		a1 += dnd;
+		a2 += dnd * __builtin_convertvector(norm, kn_vd);
+	}
 	for (int j = 0; c < C; c++, j++) {
 		float norm = (x[c] - m) * s, dn = w[c] * dy[c];
 		a1[j] += dn;
 		a2[j] += (double)dn * norm;
 	}
-	float a = (float)(kn_lanes_total(a1) / C), bb = (float)(kn_lanes_total(a2) / C);
+	float a = (float)(kn_lanes_total(&a1) / C), bb = (float)(kn_lanes_total(&a2) / C);
 	for (c = 0; c < C; c++) {
 		float norm = (x[c] - m) * s;
 		float dn = w[c] * dy[c];

@@ -22,59 +22,109 @@
 /* Sums in double over a row run in KN_LANES interleaved partial sums (element i into lane
  * i % KN_LANES), added in one fixed tree: independent chains the vector units can run at
  * once, where one chain waited an addition's latency per element; one order for every
- * caller, thread count and clone. */
+ * caller, thread count and clone. The lanes are GCC vectors (kn_vd: 8 doubles; kn_vf16:
+ * 16 floats), held in registers whatever the clone's width; a row's tail goes into lanes
+ * 0, 1, ... in order. */
 #define KN_LANES 8
+typedef float kn_vf8 __attribute__((vector_size(4 * KN_LANES)));
+typedef double kn_vd __attribute__((vector_size(8 * KN_LANES)));
+typedef float kn_vf16 __attribute__((vector_size(8 * KN_LANES)));
+typedef int32_t kn_vi16 __attribute__((vector_size(8 * KN_LANES)));
 
-static inline double kn_lanes_total(const double *acc)
+/* (Loads are macros: a vector passed or returned by value is an ABI of its own per clone.)
+ * x[0..8) widened to double; x[0..16) */
+#define KN_LOAD_D(x) __builtin_convertvector(*(const kn_vf8u *)(x), kn_vd)
+#define KN_LOAD_F16(x) (*(const kn_vf16u *)(x))
+typedef float kn_vf8u __attribute__((vector_size(4 * KN_LANES), aligned(4), may_alias));
+typedef float kn_vf16u __attribute__((vector_size(8 * KN_LANES), aligned(4), may_alias));
+
+/* The lanes' total, in one fixed tree */
+static inline double kn_lanes_total(const kn_vd *a)
 {
-	return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+	double c[KN_LANES];
+	memcpy(c, a, sizeof c);
+	return ((c[0] + c[4]) + (c[1] + c[5])) + ((c[2] + c[6]) + (c[3] + c[7]));
+}
+
+static inline float kn_lanes_total_f(const kn_vf16 *a)
+{
+	float c[KN_LANES * 2];
+	memcpy(c, a, sizeof c);
+	for (int w = KN_LANES; w >= 1; w /= 2)
+		for (int j = 0; j < w; j++)
+			c[j] += c[j + w];
+	return c[0];
 }
 
 /* sum of x(n), in double */
 static inline double kn_sum_d(const float *x, int n)
 {
-	double acc[KN_LANES] = {0};
+	kn_vd acc = {0};
 	int i = 0;
 	for (; i + KN_LANES <= n; i += KN_LANES)
-		for (int j = 0; j < KN_LANES; j++)
-			acc[j] += x[i + j];
+		acc += KN_LOAD_D(x + i);
 	for (int j = 0; i < n; i++, j++)
 		acc[j] += x[i];
-	return kn_lanes_total(acc);
+	return kn_lanes_total(&acc);
 }
 
 /* sum of (x - m)^2 over x(n), in double */
 static inline double kn_sumsq_dev_d(const float *x, double m, int n)
 {
-	double acc[KN_LANES] = {0};
+	kn_vd acc = {0};
 	int i = 0;
-	for (; i + KN_LANES <= n; i += KN_LANES)
-		for (int j = 0; j < KN_LANES; j++) {
-			double d = x[i + j] - m;
-			acc[j] += d * d;
-		}
+	for (; i + KN_LANES <= n; i += KN_LANES) {
+		kn_vd d = KN_LOAD_D(x + i) - m;
+		acc += d * d;
+	}
 	for (int j = 0; i < n; i++, j++) {
 		double d = x[i] - m;
 		acc[j] += d * d;
 	}
-	return kn_lanes_total(acc);
+	return kn_lanes_total(&acc);
+}
+
+/* sum of x(n) in float, in 2 KN_LANES lanes */
+static inline float kn_sum_f(const float *x, int n)
+{
+	kn_vf16 acc = {0};
+	int i = 0;
+	for (; i + KN_LANES * 2 <= n; i += KN_LANES * 2)
+		acc += KN_LOAD_F16(x + i);
+	for (int j = 0; i < n; i++, j++)
+		acc[j] += x[i];
+	return kn_lanes_total_f(&acc);
+}
+
+/* x . y over n, in float, in 2 KN_LANES lanes */
+static inline float kn_dot_f(const float *x, const float *y, int n)
+{
+	kn_vf16 acc = {0};
+	int i = 0;
+	for (; i + KN_LANES * 2 <= n; i += KN_LANES * 2)
+		acc += KN_LOAD_F16(x + i) * KN_LOAD_F16(y + i);
+	for (int j = 0; i < n; i++, j++)
+		acc[j] += x[i] * y[i];
+	return kn_lanes_total_f(&acc);
 }
 
 /* max of x(n), n >= 1 (exact in any order) */
 static inline float kn_max_f(const float *x, int n)
 {
-	float mx[KN_LANES * 2];
+	kn_vf16 mx = {0};
+	float m = x[0];
 	int i = 0;
-	for (int j = 0; j < KN_LANES * 2; j++)
-		mx[j] = x[0];
-	for (; i + KN_LANES * 2 <= n; i += KN_LANES * 2)
-		for (int j = 0; j < KN_LANES * 2; j++)
-			mx[j] = x[i + j] > mx[j] ? x[i + j] : mx[j];
+	mx += m;
+	for (; i + KN_LANES * 2 <= n; i += KN_LANES * 2) {
+		kn_vf16 v = KN_LOAD_F16(x + i);
+		kn_vi16 gt = v > mx;
+		mx = (kn_vf16)(((kn_vi16)v & gt) | ((kn_vi16)mx & ~gt));
+	}
 	for (; i < n; i++)
-		mx[0] = x[i] > mx[0] ? x[i] : mx[0];
-	for (int j = 1; j < KN_LANES * 2; j++)
-		mx[0] = mx[j] > mx[0] ? mx[j] : mx[0];
-	return mx[0];
+		m = x[i] > m ? x[i] : m;
+	for (int j = 0; j < KN_LANES * 2; j++)
+		m = mx[j] > m ? mx[j] : m;
+	return m;
 }
 
 #define KN_LN_EPS 1e-5 /* GPT-2's LayerNorm epsilon */

@@ -893,11 +893,14 @@ START_TEST(test_kn_adamw_update_torch)
 	};
 	static const float p0[ADAM_N] = {0.5f, -1.25f, 2.0f, 0.75f, -0.3f, 1.5f, -2.0f};
 	struct adam_case k = cases[_i];
+	float gs = _i == 1 ? 0.5f : 1.0f; /* the second case clipped */
 	kn_set_threads(2);
 	float p[ADAM_N], m[ADAM_N] = {0}, v[ADAM_N] = {0};
 	memcpy(p, p0, sizeof p);
 	for (int t = 1; t <= ADAM_STEPS; t++) {
-		const float *g = grads[t - 1];
+		float g[ADAM_N];
+		for (int i = 0; i < ADAM_N; i++)
+			g[i] = grads[t - 1][i] * gs;
 		double bc1 = 1.0 - pow(k.beta1, t), bc2 = 1.0 - pow(k.beta2, t);
 		/* torch.optim.AdamW in double, from the float state before the step */
 		float wp[ADAM_N], wm[ADAM_N], wv[ADAM_N];
@@ -911,8 +914,8 @@ START_TEST(test_kn_adamw_update_torch)
 			wm[i] = (float)mi;
 			wv[i] = (float)vi;
 		}
-		kn_adamw_update(p, m, v, g, ADAM_N, k.lr, k.beta1, k.beta2, k.eps, k.wd, bc1,
-			bc2);
+		kn_adamw_update(p, m, v, grads[t - 1], gs, ADAM_N, k.lr, k.beta1, k.beta2, k.eps,
+			k.wd, bc1, bc2);
 		const float *got[3] = {p, m, v}, *want[3] = {wp, wm, wv};
 		static const char *name[3] = {"param", "m", "v"};
 		for (int j = 0; j < 3; j++) {
