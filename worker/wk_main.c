@@ -713,8 +713,6 @@ int main(int argc, char **argv)
 	if (o.timing && rc == 0 && eng_dp_rank() == 0)
 		rc = timing_end(&tr, o.json);
 out:
-	free(tr.model.timing);
-	tr.model.timing = NULL;
 	wk_metrics_close(&mx);
 	wk_ctl_stop(c);
 	if (rc != 0 && rc != 130 && eng_dp_size() > 1 && !together)

@@ -386,6 +386,7 @@ void eng_model_free(eng_model *m)
 		eng_mem_free(bufs[i]);
 	free(m->qw);
 	free(m->tensors);
+	free(m->timing);
 	memset(m, 0, sizeof *m);
 }
 

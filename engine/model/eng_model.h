@@ -157,7 +157,8 @@ typedef struct eng_model {
 	 * its forward, its recompute in backward, its backward (the cost table's samples) */
 	double sec_ms[ENG_MAX_LAYERS + 1][3];
 	struct eng_memtrace *trace;  /* NULL, or the step's memory timeline (eng_memtrace.h) */
-	eng_timing *timing;          /* NULL, or where the step's time goes (eng_timing.h) */
+	eng_timing *timing;          /* NULL, or where the step's time goes (eng_timing.h;
+	                              * malloc'd, freed with the model) */
 } eng_model;
 
 /* Builds the tensor table and allocates parameters, gradients and moments (zeroed) and the

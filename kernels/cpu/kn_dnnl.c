@@ -29,6 +29,7 @@
  * them every call says why not (and the engine's float32 products all stay OpenBLAS's).
  */
 #include "kn.h"
+#include "kn_rows.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -50,11 +51,22 @@ const char *kn_bf16_error(void)
 }
 
 /* dst(n) = src(n) rounded to bf16, to nearest, ties to even; NaN stays NaN (quiet) */
-void kn_to_bf16(uint16_t *dst, const float *src, size_t n)
+#define BF_SPAN 8192 /* elements per task of kn_to_bf16 */
+
+static KN_SIMD void to_bf16_span(uint16_t *dst, const float *src, size_t n)
 {
-#pragma omp parallel for schedule(static)
 	for (size_t i = 0; i < n; i++)
 		dst[i] = kn_bf16_from_f32(src[i]);
+}
+
+void kn_to_bf16(uint16_t *dst, const float *src, size_t n)
+{
+	size_t nspan = (n + BF_SPAN - 1) / BF_SPAN;
+#pragma omp parallel for schedule(static)
+	for (size_t k = 0; k < nspan; k++) {
+		size_t i0 = k * BF_SPAN;
+		to_bf16_span(dst + i0, src + i0, n - i0 < BF_SPAN ? n - i0 : BF_SPAN);
+	}
 }
 
 #ifdef REMAT_DNNL

@@ -59,8 +59,6 @@ START_TEST(test_timing_changes_no_bit)
 	ck_assert_int_eq(p->steps, STEPS - 1); /* the first is left out */
 	ck_assert(memcmp(a.model.params, b.model.params, a.model.nfloats * 4) == 0);
 	ck_assert(memcmp(a.model.m, b.model.m, a.model.ngrad * 4) == 0);
-	b.model.timing = NULL;
-	free(p);
 	eng_trainer_free(&a);
 	eng_trainer_free(&b);
 }
@@ -98,8 +96,6 @@ START_TEST(test_timing_counts_each_kernel_once)
 		classes += p->sum[c].s * 1e3;
 	ck_assert_msg(classes <= p->step_ms && classes >= 0.5 * p->step_ms,
 		"classes %.3f ms of steps %.3f ms", classes, p->step_ms);
-	tr.model.timing = NULL;
-	free(p);
 	eng_trainer_free(&tr);
 }
 END_TEST
@@ -126,8 +122,6 @@ START_TEST(test_timing_recompute_is_one_region)
 		"forward products %g", p->sum[ENG_TIMING_RECOMPUTE].flops, fwd);
 	ck_assert(strstr(p->policy, "full") != NULL);
 	(void)m;
-	tr.model.timing = NULL;
-	free(p);
 	eng_trainer_free(&tr);
 }
 END_TEST
@@ -173,8 +167,6 @@ START_TEST(test_timing_report_holds_rows_to_limits)
 	json_decref(o);
 	free(text);
 	free(js);
-	tr.model.timing = NULL;
-	free(p);
 	eng_trainer_free(&tr);
 }
 END_TEST
