@@ -127,6 +127,12 @@ int eng_config_ffn_in(const eng_config *c)
 	return c->arch == ENG_ARCH_LLAMA ? 2 * c->intermediate_size : 4 * c->n_embd;
 }
 
+size_t eng_config_big_width(const eng_config *c)
+{
+	return c->arch == ENG_ARCH_LLAMA ? (size_t)eng_config_ffn_in(c) + eng_config_ffn(c)
+					 : 4 * (size_t)c->n_embd;
+}
+
 int eng_config_tied(const eng_config *c)
 {
 	return c->arch != ENG_ARCH_LLAMA || !c->untied;

@@ -97,6 +97,9 @@ int eng_config_kv_heads(const eng_config *c); /* NKV: NH under gpt2 */
 int eng_config_qkv(const eng_config *c);      /* q|k|v columns: (NH + 2 NKV) C/NH (gpt2 3C) */
 int eng_config_ffn(const eng_config *c);      /* the MLP's hidden width: 4C, or I */
 int eng_config_ffn_in(const eng_config *c);   /* its first product's columns: 4C, or 2I */
+/* Floats a row of the backward's widest scratch (the model's dbig) holds: the MLP's first
+ * product's gradient, 4C; a Llama's gate|up gradient and the hidden one after it, 3I */
+size_t eng_config_big_width(const eng_config *c);
 int eng_config_tied(const eng_config *c);     /* 1: the lm_head is the token embedding */
 
 /* ---- LoRA: the weights an adapter can sit beside, per family ---- */

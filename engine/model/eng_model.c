@@ -203,35 +203,16 @@ static const struct ws_field {
 };
 #define NWORKSPACE (sizeof workspace / sizeof workspace[0])
 
-/* Floats of a workspace field of `width` (WS_*) for N rows */
-static size_t width_floats(const eng_config *cfg, int width, size_t N)
-{
-	switch (width) {
-	case WS_ROW: return N;
-	case WS_C: return N * cfg->n_embd;
-	case WS_BIG:
-		return N * (cfg->arch == ENG_ARCH_LLAMA ?
-			(size_t)eng_config_ffn_in(cfg) + eng_config_ffn(cfg) : 4 * (size_t)cfg->n_embd);
-	case WS_LORA: return N * (size_t)cfg->lora_r;
-	default: return N * eng_config_qkv(cfg);
-	}
-}
-
 /* Floats of workspace field k for N rows */
 static size_t ws_floats(const eng_config *cfg, int k, size_t N)
 {
-	return width_floats(cfg, workspace[k].width, N);
-}
-
-#define DWTE_ROWS 4096 /* the most vocabulary rows of a block of dwte (bf16) */
-
-int eng_model_dwte_rows(const eng_config *cfg, int N)
-{
-	size_t room = width_floats(cfg, WS_BIG, (size_t)N) / (size_t)cfg->n_embd;
-	size_t V = (size_t)cfg->vocab_size, most = room < DWTE_ROWS ? room : DWTE_ROWS;
-	most = most < V ? most : V;
-	size_t nblk = (V + most - 1) / most;
-	return (int)((V + nblk - 1) / nblk);
+	switch (workspace[k].width) {
+	case WS_ROW: return N;
+	case WS_C: return N * cfg->n_embd;
+	case WS_BIG: return N * eng_config_big_width(cfg);
+	case WS_LORA: return N * (size_t)cfg->lora_r;
+	default: return N * eng_config_qkv(cfg);
+	}
 }
 
 /* Floats of the rotary table: (T, hs) under llama, none under GPT-2 */

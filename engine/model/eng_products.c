@@ -14,6 +14,17 @@
 #include "eng_mem.h"
 #include "kn.h"
 
+#define DWTE_ROWS 4096 /* the most vocabulary rows of a block of dwte (bf16) */
+
+int eng_model_dwte_rows(const eng_config *cfg, int N)
+{
+	size_t room = (size_t)N * eng_config_big_width(cfg) / (size_t)cfg->n_embd; /* dbig's */
+	size_t V = (size_t)cfg->vocab_size, most = room < DWTE_ROWS ? room : DWTE_ROWS;
+	most = most < V ? most : V;
+	size_t nblk = (V + most - 1) / most;
+	return (int)((V + nblk - 1) / nblk);
+}
+
 int eng_model_products(const eng_config *cfg, int B, int T, int R, unsigned flags,
 	eng_product *out)
 {

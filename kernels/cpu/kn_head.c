@@ -23,11 +23,7 @@ static KN_SIMD double exp_sum(float *e, int e_all, const float *l, float mx, int
 		float *eb = e_all ? e + j0 : e;
 		for (int j = 0; j < n; j++)
 			eb[j] = kn_expf(l[j0 + j] - mx);
-		int j = 0;
-		for (; j + KN_LANES <= n; j += KN_LANES)
-			acc += KN_LOAD_D(eb + j);
-		for (int k = 0; j < n; j++, k++)
-			acc[k] += eb[j];
+		kn_add_lanes_d(&acc, eb, n);
 	}
 	return kn_lanes_total(&acc);
 }

@@ -56,15 +56,22 @@ static inline float kn_lanes_total_f(const kn_vf16 *a)
 	return c[0];
 }
 
+/* x(n) added into the lanes acc, element i into lane i % KN_LANES but the tail's, into
+ * lanes 0, 1, ... in order */
+static inline void kn_add_lanes_d(kn_vd *acc, const float *x, int n)
+{
+	int i = 0;
+	for (; i + KN_LANES <= n; i += KN_LANES)
+		*acc += KN_LOAD_D(x + i);
+	for (int j = 0; i < n; i++, j++)
+		(*acc)[j] += x[i];
+}
+
 /* sum of x(n), in double */
 static inline double kn_sum_d(const float *x, int n)
 {
 	kn_vd acc = {0};
-	int i = 0;
-	for (; i + KN_LANES <= n; i += KN_LANES)
-		acc += KN_LOAD_D(x + i);
-	for (int j = 0; i < n; i++, j++)
-		acc[j] += x[i];
+	kn_add_lanes_d(&acc, x, n);
 	return kn_lanes_total(&acc);
 }
 

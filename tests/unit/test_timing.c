@@ -41,6 +41,17 @@ static void steps(eng_trainer *tr, int n)
 		ck_assert_msg(eng_trainer_step_as(tr, NULL, &st, &err) == 0, "%s", err.msg);
 }
 
+/* A trainer of `remat` with its timing, STEPS steps on: the timing */
+static eng_timing *timed(eng_trainer *tr, int llama, const char *remat)
+{
+	eng_timing *p = calloc(1, sizeof *p);
+	ck_assert(p != NULL);
+	trainer(tr, llama, remat);
+	tr->model.timing = p;
+	steps(tr, STEPS);
+	return p;
+}
+
 /* Calls of class c per steady step */
 static double per_step(const eng_timing *p, int c)
 {
@@ -67,10 +78,7 @@ END_TEST
 START_TEST(test_timing_counts_each_kernel_once)
 {
 	eng_trainer tr;
-	eng_timing *p = calloc(1, sizeof *p);
-	trainer(&tr, _i, OFF);
-	tr.model.timing = p;
-	steps(&tr, STEPS);
+	eng_timing *p = timed(&tr, _i, OFF);
 	const eng_model *m = &tr.model;
 	for (int i = 0; i < 12; i++) { /* the linear layers' products, one a block each */
 		const kn_mm *q = &m->prod[i].mm;
@@ -105,11 +113,7 @@ END_TEST
 START_TEST(test_timing_recompute_is_one_region)
 {
 	eng_trainer tr;
-	eng_timing *p = calloc(1, sizeof *p);
-	trainer(&tr, _i, FULL);
-	tr.model.timing = p;
-	steps(&tr, STEPS);
-	const eng_model *m = &tr.model;
+	eng_timing *p = timed(&tr, _i, FULL);
 	ck_assert_double_eq(per_step(p, 0), L);
 	ck_assert_double_eq(per_step(p, 12), 3);
 	ck_assert_double_eq(per_step(p, ENG_TIMING_ATTN_FWD), L);
@@ -121,7 +125,6 @@ START_TEST(test_timing_recompute_is_one_region)
 	ck_assert_msg(p->sum[ENG_TIMING_RECOMPUTE].flops > 0.5 * fwd, "recompute %g FLOPs, "
 		"forward products %g", p->sum[ENG_TIMING_RECOMPUTE].flops, fwd);
 	ck_assert(strstr(p->policy, "full") != NULL);
-	(void)m;
 	eng_trainer_free(&tr);
 }
 END_TEST
