@@ -139,7 +139,8 @@ FUZZ_ST = $(BUILD)/bin/fuzz-st
 FUZZ_TOK = $(BUILD)/bin/fuzz-tok
 FUZZ_RUNS ?= 20000
 
-.PHONY: all deps binaries test asan demo bench bench-blas bench-torch bench-timing fuzz clean format
+.PHONY: all deps binaries test asan demo bench bench-blas bench-torch bench-timing fuzz clean format \
+	FORCE
 all: deps
 	@$(MAKE) --no-print-directory binaries
 

@@ -269,16 +269,18 @@ static char *plan_saves(const json_t *saves, char *buf, size_t len)
 	return buf;
 }
 
-/* "nf4, blocks of 64: 106.9M weights in 60.1 MiB (407.8 MiB in float32: saves 347.7 MiB)":
- * what a 4-bit base saves, counted in params above; NULL when the job quantizes nothing */
+/* "nf4, blocks of 64, compute fp32: 106.9M weights in 60.1 MiB (407.8 MiB in float32:
+ * saves 347.7 MiB)": what a 4-bit base saves, counted in params above; NULL when the job
+ * quantizes nothing */
 static char *plan_quantize(const json_t *q, char *buf, size_t len)
 {
 	const char *type = cli_jstr(q, "type"), *dt = cli_jstr(q, "compute");
 	char t[16], d[16], a[32], b[32], c[32];
-	double n, bytes, f32, bs;
+	double n, bytes, bs;
 	if (!type || !cli_jnum(q, "weights", &n) || !cli_jnum(q, "bytes", &bytes) ||
-		!cli_jnum(q, "float32_bytes", &f32) || !cli_jnum(q, "block_size", &bs))
+		!cli_jnum(q, "block_size", &bs))
 		return NULL;
+	double f32 = 4 * n;
 	snprintf(buf, len, "%s, blocks of %.0f%s, compute %s: %.1fM weights in %s (%s in "
 		"float32: saves %s)", cli_str_clean(type, t, sizeof t), bs,
 		json_is_true(json_object_get(q, "double_quant")) ? ", double-quantized" : "",

@@ -590,12 +590,7 @@ static int timing_start(eng_trainer *tr)
 static int timing_end(eng_trainer *tr, int json)
 {
 	eng_err err;
-	eng_policy off;
-	eng_plan plan;
-	const eng_model *m = &tr->model;
-	eng_policy_init(&off, m->cfg.n_layer);
-	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, &off, &plan);
-	if (eng_timing_report(m->timing, &tr->model, plan.model_flops, json ? stderr : stdout,
+	if (eng_timing_report(tr->model.timing, &tr->model, json ? stderr : stdout,
 		    json ? stdout : NULL, &err) < 0) {
 		fprintf(stderr, "remat-train: --timing: %s\n", err.msg);
 		return 1;

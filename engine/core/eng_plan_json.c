@@ -255,7 +255,6 @@ json_t *eng_quant_json(const eng_config *c, int bytes)
 	size_t n, q = eng_model_q4_bytes(c, &n);
 	json_object_set_new(o, "weights", json_integer((json_int_t)n));
 	json_object_set_new(o, "bytes", json_integer((json_int_t)q));
-	json_object_set_new(o, "float32_bytes", json_integer((json_int_t)(4 * n)));
 	return o;
 }
 

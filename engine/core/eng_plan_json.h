@@ -53,8 +53,7 @@ json_t *eng_config_json(const eng_config *c);
 void eng_config_from_json(const json_t *o, eng_config *c);
 /* c's quantization as JSON (a new reference): {"type", "double_quant", "block_size",
  * "compute"} as model.quantize writes them; with bytes, also "weights" (how many elements
- * are held in 4 bits), "bytes" (what they cost so) and "float32_bytes" (what they would
- * cost in float32). */
+ * are held in 4 bits, so 4 x weights bytes in float32) and "bytes" (what they cost so). */
 json_t *eng_quant_json(const eng_config *c, int bytes);
 /* Back (remat-train --check's config): c's quant fields from q, all 0 when q is not an
  * object of a known type; eng_config_validate checks the rest. */

@@ -145,10 +145,16 @@ static void layout_mem(eng_model *m)
 	mem->where = "memory";
 }
 
-/* Head product k (0 logits, 1 dlnf, 2 dwte) of a chunk of `rows` rows */
+/* The table's index of head product k (0 logits, 1 dlnf, 2 dwte) of a chunk of `rows`
+ * rows (a short last chunk's shapes follow the full chunk's) */
+static int head_prod(const eng_model *m, int k, int rows)
+{
+	return ENG_HEAD_PRODUCTS + k + (rows == m->chunk_rows ? 0 : 3);
+}
+
 static void head_mm(eng_model *m, int k, int rows, const void *A, const void *B, float *C)
 {
-	eng_model_prod_run(m, ENG_HEAD_PRODUCTS + k + (rows == m->chunk_rows ? 0 : 3), 0, A, B, C);
+	eng_model_prod_run(m, head_prod(m, k, rows), 0, A, B, C);
 }
 
 /* dwte += dlogits^T lnf for a chunk of `rows` rows: one product in float32; under bf16
@@ -157,10 +163,10 @@ static void head_mm(eng_model *m, int k, int rows, const void *A, const void *B,
  * in the head's backward), from zero, and only its rows past the others' added */
 static void head_dwte(eng_model *m, int rows, const void *dl, const void *lnf)
 {
-	int i = ENG_HEAD_PRODUCTS + 2 + (rows == m->chunk_rows ? 0 : 3);
+	int i = head_prod(m, 2, rows);
 	int V = m->cfg.vocab_size, C = m->cfg.n_embd, nb = m->prod[i].mm.M, v0 = 0;
 	if (!m->cfg.mm_bf16) {
-		eng_model_prod_run(m, i, 0, dl, lnf, m->g.lmw);
+		head_mm(m, 2, rows, dl, lnf, m->g.lmw);
 		return;
 	}
 	for (; v0 + nb <= V; v0 += nb)

@@ -4,13 +4,13 @@
 
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
+#include "eng_util.h"
+
+/* Seconds on the monotonic clock */
 static double now_s(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+	return eng_now_ms() * 1e-3;
 }
 
 static long minor_faults(void)
@@ -19,15 +19,13 @@ static long minor_faults(void)
 	return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_minflt : 0;
 }
 
-double eng_timing_t0(const eng_timing *p)
+double eng_timing__now(const eng_timing *p)
 {
-	return p && !p->in_rc ? now_s() : 0.0;
+	return p->in_rc ? 0.0 : now_s();
 }
 
-void eng_timing_add(eng_timing *p, int cls, double t0, double flops, double bytes)
+void eng_timing__add(eng_timing *p, int cls, double t0, double flops, double bytes)
 {
-	if (!p)
-		return;
 	eng_timing_row *r = &p->step[p->in_rc ? ENG_TIMING_RECOMPUTE : cls];
 	r->flops += flops;
 	r->bytes += bytes;

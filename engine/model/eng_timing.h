@@ -71,10 +71,21 @@ typedef struct eng_timing {
 	char policy[64];          /* the steady steps' policy ("" while mixed) */
 } eng_timing;
 
-/* Now, for a kernel call's start: 0 without timing, or inside a recompute */
-double eng_timing_t0(const eng_timing *p);
+/* Now, for a kernel call's start: 0 without timing (no clock read), or inside a
+ * recompute */
+double eng_timing__now(const eng_timing *p);
+static inline double eng_timing_t0(const eng_timing *p)
+{
+	return p ? eng_timing__now(p) : 0.0;
+}
 /* A kernel call of class cls that began at t0 is over (nothing without timing) */
-void eng_timing_add(eng_timing *p, int cls, double t0, double flops, double bytes);
+void eng_timing__add(eng_timing *p, int cls, double t0, double flops, double bytes);
+static inline void eng_timing_add(eng_timing *p, int cls, double t0, double flops,
+	double bytes)
+{
+	if (p)
+		eng_timing__add(p, cls, t0, flops, bytes);
+}
 /* Times `call` as class cls */
 #define ENG_TIMED(p, cls, flops, bytes, call) \
 	do { \
@@ -98,8 +109,8 @@ void eng_timing_step_end(eng_timing *p, double ms, int changed, const char *poli
  * set), with the step's unaccounted rest and its model FLOPs against the matmul ceiling;
  * the text to `text`, one JSON object to `json` (either NULL). -1: no steady step, or out
  * of memory for the limits. */
-int eng_timing_report(const eng_timing *p, struct eng_model *m, double model_flops, FILE *text,
-	FILE *json, eng_err *err);
+int eng_timing_report(const eng_timing *p, struct eng_model *m, FILE *text, FILE *json,
+	eng_err *err);
 
 /* Seconds product pr takes alone (its shape, route and thread count, the median of a few
  * runs after a warm-up, on buffers of its own): 0, or -1 (oneDNN failed, out of memory) */

@@ -15,10 +15,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "eng_mem.h"
 #include "eng_model.h"
+#include "eng_util.h"
 #include "kn.h"
 
 #define PROD_REPS 5
@@ -26,11 +26,10 @@
 #define BW_MIN_S 0.05   /* each timed for at least this long */
 #define BW_MIN_PASSES 5 /* and this many passes (one stalled pass is not the figure) */
 
+/* Seconds on the monotonic clock */
 static double now_s(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+	return eng_now_ms() * 1e-3;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -299,14 +298,17 @@ static void json_out(FILE *o, const eng_timing *p, const eng_model *m, const lim
 	json_decref(v);
 }
 
-int eng_timing_report(const eng_timing *p, eng_model *m, double model_flops, FILE *text,
-	FILE *json, eng_err *err)
+int eng_timing_report(const eng_timing *p, eng_model *m, FILE *text, FILE *json,
+	eng_err *err)
 {
+	eng_plan plan; /* the model's FLOPs a step (eng_plan's count; any policy's) */
 	limits lim;
 	memset(&lim, 0, sizeof lim);
 	if (p->steps < 1)
 		return eng_errf(err, "no steady step to time: run at least two steps of one "
 				     "policy");
+	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, &m->lay.policy, &plan);
+	double model_flops = plan.model_flops;
 	if (measure(m, &lim, err) < 0)
 		return -1;
 	totals t = {p->step_ms / p->steps, 0, 0, 0, (double)p->faults / p->steps};

@@ -209,6 +209,14 @@ static void check_products(const float *y, const float *dx, const double *yd,
 	}
 }
 
+/* dx2 (N * IC) holds 0.5 + the input gradient in double dxd, within 1e-5: accumulated */
+static void check_accumulated(const float *dx2, const double *dxd, int n, const char *what)
+{
+	for (int k = 0; k < n; k++)
+		ck_assert_msg(fabs(dx2[k] - (0.5 + dxd[k])) <= 1e-5 * (1 + fabs(dxd[k])),
+			"%s: accumulated dx[%d] = %g, want 0.5 + %g", what, k, dx2[k], dxd[k]);
+}
+
 /* A product with a 4-bit weight (three tiles, the last shorter) against the same product in
  * double over the weight dequantized whole, its absmax values as they are and
  * double-quantized: forward into columns of a wider output (the garbage beside them kept),
@@ -247,23 +255,11 @@ START_TEST(test_q4_linear)
 		ck_assert(memcmp(y, y2, sizeof y) == 0);
 		fill_const(dx2, N * IC, 0.5f);
 		kn_q4_linear_backward(dx2, dy, OC, &q, N, 1, scratch);
-		for (int k = 0; k < N * IC; k++)
-			ck_assert_msg(fabs(dx2[k] - (0.5 + dxd[k])) <= 1e-5 * (1 + fabs(dxd[k])),
-				"dq %d: accumulated dx[%d] = %g, want 0.5 + %g", dq, k, dx2[k],
-				dxd[k]);
+		check_accumulated(dx2, dxd, N * IC, dq ? "double-quantized" : "absmax");
 	}
 	free(scratch);
 }
 END_TEST
-
-/* float32 of bf16 b */
-static float from_bf16(uint16_t b)
-{
-	uint32_t u = (uint32_t)b << 16;
-	float f;
-	memcpy(&f, &u, sizeof f);
-	return f;
-}
 
 /* The bf16 products (compute bf16): against the products in double of the operands rounded
  * to bf16 (oneDNN accumulates in float32), into columns of a wider output, the input
@@ -272,7 +268,7 @@ START_TEST(test_q4_linear_bf16)
 {
 	enum { OC = 520, IC = 128, N = 7, LD = OC + 9, AT = 5 };
 	static float w[OC * IC], wd[OC * IC], x[N * IC], dy[N * OC], y[N * LD], dx[N * IC];
-	static float dx2[N * IC], absmax[OC * IC / 64], xr[N * IC], dyr[N * OC];
+	static float y2[N * LD], dx2[N * IC], absmax[OC * IC / 64], xr[N * IC], dyr[N * OC];
 	static double yd[N * OC], dxd[N * IC];
 	static uint16_t xb[N * IC], dyb[N * LD];
 	static uint8_t codes[OC * IC / 2];
@@ -292,12 +288,12 @@ START_TEST(test_q4_linear_bf16)
 	for (int n = 0; n < N; n++) /* dy in a wider array (ldd LD), as a joined layer's */
 		kn_to_bf16(dyb + n * LD, dy + n * OC, OC);
 	for (int k = 0; k < OC * IC; k++)
-		wd[k] = from_bf16(wb[k]);
+		wd[k] = eng_bf16_to_f32(wb[k]);
 	for (int k = 0; k < N * IC; k++)
-		xr[k] = from_bf16(xb[k]);
+		xr[k] = eng_bf16_to_f32(xb[k]);
 	for (int n = 0; n < N; n++)
 		for (int o = 0; o < OC; o++)
-			dyr[n * OC + o] = from_bf16(dyb[n * LD + o]);
+			dyr[n * OC + o] = eng_bf16_to_f32(dyb[n * LD + o]);
 	products_in_double(xr, dyr, wd, N, OC, IC, yd, dxd);
 	size_t ws_bytes;
 	ck_assert_msg(kn_q4_bf16_sizes(&q, N, LD, &ws_bytes) == 0, "%s", kn_bf16_error());
@@ -308,10 +304,12 @@ START_TEST(test_q4_linear_bf16)
 		"%s", kn_bf16_error());
 	ck_assert(kn_q4_linear_backward_bf16(dx, dyb, LD, &q, N, 0, scratch, ws, ws_bytes) == 0);
 	check_products(y, dx, yd, dxd, N, OC, IC, LD, AT, "bf16");
+	memcpy(y2, y, sizeof y);
+	ck_assert(kn_q4_linear_forward_bf16(y2 + AT, LD, xb, &q, N, scratch, ws, ws_bytes) == 0);
+	ck_assert(memcmp(y, y2, sizeof y) == 0);
 	fill_const(dx2, N * IC, 0.5f);
 	ck_assert(kn_q4_linear_backward_bf16(dx2, dyb, LD, &q, N, 1, scratch, ws, ws_bytes) == 0);
-	for (int k = 0; k < N * IC; k++)
-		ck_assert(fabs(dx2[k] - (0.5 + dxd[k])) <= 1e-5 * (1 + fabs(dxd[k])));
+	check_accumulated(dx2, dxd, N * IC, "bf16");
 	memcpy(dx2, dx, sizeof dx);
 	ck_assert(kn_q4_linear_backward_bf16(dx, dyb, LD, &q, N, 0, scratch, ws, ws_bytes) == 0);
 	ck_assert(memcmp(dx, dx2, sizeof dx) == 0);

@@ -31,7 +31,7 @@ Suite *suite_qlora(void);         /* tests/unit/test_qlora.c */
 Suite *suite_qlora_daemon(void);  /* tests/e2e/test_qlora_daemon.c */
 Suite *suite_q4(void);            /* tests/unit/test_q4.c */
 Suite *suite_model(void);
-Suite *suite_timing(void);          /* tests/unit/test_prof.c */
+Suite *suite_timing(void);      /* tests/unit/test_timing.c */
 Suite *suite_reference(void);
 Suite *suite_cli(void);
 Suite *suite_daemon(void);
