@@ -630,12 +630,39 @@ static double head_backward(eng_model *m, const uint32_t *tgt)
 	return rc_ms;
 }
 
+/* A trainable linear weight (with its joined parts): its dW product writes the whole
+ * gradient (beta 0, eng_model_products) every step, so nothing zeroes it first */
+static int grad_overwritten(const eng_ptensor *t)
+{
+	return !t->frozen && !t->quant && (t->slot == ENG_SLOT_QKVW || t->slot == ENG_SLOT_PROJW ||
+		t->slot == ENG_SLOT_FCW || t->slot == ENG_SLOT_FCPROJW);
+}
+
+/* The step's gradients zeroed but those its products overwrite (padding included); the
+ * floats zeroed */
+static size_t zero_grads(eng_model *m)
+{
+	size_t at = 0, zeroed = 0;
+	for (int i = 0; i < m->ntensors; i++) {
+		const eng_ptensor *t = &m->tensors[i];
+		if (!grad_overwritten(t))
+			continue;
+		memset(m->grads + at, 0, (t->goff - at) * sizeof(float));
+		zeroed += t->goff - at;
+		while (i + 1 < m->ntensors && m->tensors[i + 1].slot == ENG_SLOT_JOINED)
+			t = &m->tensors[++i];
+		at = t->goff + t->numel;
+	}
+	memset(m->grads + at, 0, (m->ngrad - at) * sizeof(float));
+	return zeroed + m->ngrad - at;
+}
+
 int eng_model_step(eng_model *m, const uint32_t *inp, const uint32_t *tgt, float *loss,
 	eng_err *err)
 {
 	int B = m->B, T = m->T, C = m->cfg.n_embd, L = m->cfg.n_layer;
-	ENG_TIMED(m->timing, ENG_TIMING_ZERO, 0, f4(m->ngrad),
-		memset(m->grads, 0, m->ngrad * sizeof(float)));
+	double t0 = eng_timing_t0(m->timing);
+	eng_timing_add(m->timing, ENG_TIMING_ZERO, t0, 0, f4(zero_grads(m)));
 	if (forward(m, inp, tgt, 1, loss, err) < 0)
 		return -1;
 	trace_pass(m, L, ENG_SEC_BWD, ENG_MT_BEGIN);

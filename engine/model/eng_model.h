@@ -74,7 +74,8 @@ typedef struct eng_product {
 /* The products of a step of B x T rows with logits chunks of R rows (the last chunk's
  * N % R rows a shape of its own), in a fixed order: per linear layer (qkv, proj, fc,
  * fcproj) forward, dinp, dW; then the head's logits, dlnf, dwte for a full chunk, and for
- * the last when it is short. flags: ENG_PRODUCTS_DNNL when oneDNN runs here
+ * the last when it is short. A linear layer's dW writes its gradient (beta 0: the step
+ * zeroes only the gradients nothing overwrites); the head's dwte adds. flags: ENG_PRODUCTS_DNNL when oneDNN runs here
  * (kn_dnnl_available: the float32 routes), ENG_PRODUCTS_PACK_BF16 when bf16 products pack
  * their weights (kn_bf16_pack_weights). Returns how many (at most ENG_PRODUCTS). */
 #define ENG_PRODUCTS_DNNL 1u
@@ -126,6 +127,8 @@ typedef struct eng_model {
 	int nprod;
 	/* copies of the weights, made again after each change (eng_model_params_changed) */
 	int wcopy_valid;             /* 0: params changed since */
+	int wbf_valid;               /* wbf alone: 0 params changed since, but for an optimizer
+	                              * step that wrote it (eng_model_opt_wbf) */
 	uint16_t *wbf;               /* precision bf16: (nfloats) params rounded, ENG_MEM_PARAMS */
 	void *wpack;                 /* the packed B of ENG_ROUTE_PACKED products, ENG_MEM_PARAMS */
 	size_t wpack_bytes;
@@ -185,6 +188,12 @@ void eng_model_init_adapters(eng_model *m, uint64_t seed);
 /* The parameters were written (a load, an optimizer step): their copies (bf16, packed for
  * oneDNN) are made again before the next forward. */
 void eng_model_params_changed(eng_model *m);
+/* An optimizer step's way: where it writes the bf16 rounding of each parameter it updates,
+ * in its own pass (the bf16 copy, when precision bf16 has one made and valid: the frozen
+ * tensors' part of it stays so), or NULL; after the step, eng_model_params_stepped, 1 when
+ * it did write there, in place of eng_model_params_changed. */
+uint16_t *eng_model_opt_wbf(const eng_model *m);
+void eng_model_params_stepped(eng_model *m, int wbf_written);
 
 /* Lays out activation buffers for policy p: allocates what it needs first, then frees what
  * it no longer needs (returned to the OS). On failure the old layout is untouched. */

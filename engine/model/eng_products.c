@@ -49,19 +49,19 @@ int eng_model_products(const eng_config *cfg, int B, int T, int R, unsigned flag
 	for (int i = 0; i < 4; i++) {
 		int in = io[i][0], o = io[i][1];
 		if (cfg->arch == ENG_ARCH_LLAMA) {
-			/* Linear [out, in]: y = x W^T; dx = dy W; dW += dy^T x */
+			/* Linear [out, in]: y = x W^T; dx = dy W; dW = dy^T x */
 			out[n++] = (eng_product){layer[i][0], {bf, 0, 1, N, o, in, in, in, o, 0, 0}, L,
 				wlin};
 			out[n++] = (eng_product){layer[i][1], {bf, 0, 0, N, in, o, o, in, in, 0, 0}, L,
 				wlin};
-			out[n++] = (eng_product){layer[i][2], {bf, 1, 0, o, in, N, o, in, in, 1, 0}, L,
+			out[n++] = (eng_product){layer[i][2], {bf, 1, 0, o, in, N, o, in, in, 0, 0}, L,
 				lin};
 			continue;
 		}
-		/* Conv1D [in, out]: y = x W; dx = dy W^T; dW += x^T dy */
+		/* Conv1D [in, out]: y = x W; dx = dy W^T; dW = x^T dy */
 		out[n++] = (eng_product){layer[i][0], {bf, 0, 0, N, o, in, in, o, o, 0, 0}, L, wlin};
 		out[n++] = (eng_product){layer[i][1], {bf, 0, 1, N, in, o, o, o, in, 0, 0}, L, wlin};
-		out[n++] = (eng_product){layer[i][2], {bf, 1, 0, in, o, N, in, o, o, 1, 0}, L, lin};
+		out[n++] = (eng_product){layer[i][2], {bf, 1, 0, in, o, N, in, o, o, 0, 0}, L, lin};
 	}
 	for (int k = 0; k < 2; k++) {
 		if (!rows[k])
@@ -203,7 +203,18 @@ int eng_prod_fit(eng_model *m, eng_err *err)
 
 void eng_model_params_changed(eng_model *m)
 {
+	m->wcopy_valid = m->wbf_valid = 0;
+}
+
+uint16_t *eng_model_opt_wbf(const eng_model *m)
+{
+	return m->cfg.mm_bf16 && m->wbf_valid ? m->wbf : NULL;
+}
+
+void eng_model_params_stepped(eng_model *m, int wbf_written)
+{
 	m->wcopy_valid = 0;
+	m->wbf_valid = m->wbf_valid && wbf_written;
 }
 
 const uint16_t *eng_model_wbf(const eng_model *m, const float *w)
@@ -227,22 +238,25 @@ static void *packed_of(const eng_model *m, int i, int l)
 	return (char *)m->wpack + m->pack_at[i] + (size_t)l * m->pack_sz[i];
 }
 
-/* The weights' copies for this forward: bf16, then the packed ones (from those). */
+/* The weights' copies for this forward: bf16 (unless the optimizer wrote it), then the
+ * packed ones (from those). */
 int eng_prod_wcopy(eng_model *m, eng_err *err)
 {
 	if (m->wcopy_valid)
 		return 0;
-	double t0 = eng_timing_t0(m->timing);
-	if (m->cfg.mm_bf16)
+	double t0 = eng_timing_t0(m->timing), rounded = 0;
+	if (m->cfg.mm_bf16 && !m->wbf_valid) {
 		kn_to_bf16(m->wbf, m->params, m->nfloats);
+		rounded = 6.0 * m->nfloats;
+		m->wbf_valid = 1;
+	}
 	for (int i = 0; i < m->nprod; i++)
 		for (int l = 0; m->prod[i].route == ENG_ROUTE_PACKED &&
 				l < pack_copies(i, m->cfg.n_layer); l++)
 			if (kn_dnnl_pack(&m->prod[i].mm, eng_prod_weight(m, i, l), packed_of(m, i, l),
 				    m->pack_sz[i]) < 0)
 				return eng_errf(err, "oneDNN matmuls: %s", kn_bf16_error());
-	eng_timing_add(m->timing, ENG_TIMING_WCOPY, t0, 0, (m->cfg.mm_bf16 ? 6.0 * m->nfloats : 0) +
-		2.0 * m->wpack_bytes);
+	eng_timing_add(m->timing, ENG_TIMING_WCOPY, t0, 0, rounded + 2.0 * m->wpack_bytes);
 	m->wcopy_valid = 1;
 	return 0;
 }
