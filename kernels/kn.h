@@ -312,9 +312,10 @@ void kn_add(float *y, const float *x, size_t N);
 /* One AdamW step (PyTorch semantics) on a tensor: param(N), m(N), v(N) updated from grad
  * times gscale (the clipping's factor, 1 for none; grad itself is left as it was); lr_t
  * already includes the schedule; bc1 = 1 - beta1^t, bc2 = 1 - beta2^t; decay 0 for
- * tensors that take none */
-void kn_adamw_update(float *param, float *m, float *v, const float *grad, float gscale,
-	size_t N, float lr, float beta1, float beta2, float eps, float weight_decay, double bc1,
-	double bc2);
+ * tensors that take none. param_bf16 (N; may be NULL): the new param rounded to bf16
+ * (kn_bf16_from_f32), in the same pass. */
+void kn_adamw_update(float *param, uint16_t *param_bf16, float *m, float *v,
+	const float *grad, float gscale, size_t N, float lr, float beta1, float beta2, float eps,
+	float weight_decay, double bc1, double bc2);
 
 #endif

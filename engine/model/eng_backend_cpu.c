@@ -94,25 +94,27 @@ static int cpu_grad_sumsq(eng_backend *be, double *out, eng_err *err)
 }
 
 /* kn_adamw_update tensor by tensor, the clipping's scale inside it (frozen tensors have no
- * gradient and no moments: they never move), then the bf16 copy. The gradient itself stays
- * unscaled. */
+ * gradient and no moments: they never move), the bf16 copy of what moved in the same pass
+ * where precision bf16 has one. The gradient itself stays unscaled. */
 static int cpu_adamw(eng_backend *be, const eng_adamw_args *a, eng_err *err)
 {
 	eng_model *m = be->host;
 	float *grads = grads_of(be);
+	uint16_t *wbf = eng_model_opt_wbf(m);
 	(void)err;
 	double t0 = eng_timing_t0(m->timing);
 	for (int i = 0; i < m->ntensors; i++) {
 		const eng_ptensor *pt = &m->tensors[i];
 		if (pt->frozen)
 			continue;
-		kn_adamw_update(m->params + pt->offset, m->m + pt->goff, m->v + pt->goff,
-			grads + pt->goff, a->grad_scale, pt->numel, a->lr, a->beta1, a->beta2,
-			a->eps, pt->decay ? a->weight_decay : 0.0f, a->bc1, a->bc2);
+		kn_adamw_update(m->params + pt->offset, wbf ? wbf + pt->offset : NULL,
+			m->m + pt->goff, m->v + pt->goff, grads + pt->goff, a->grad_scale,
+			pt->numel, a->lr, a->beta1, a->beta2, a->eps,
+			pt->decay ? a->weight_decay : 0.0f, a->bc1, a->bc2);
 	}
-	/* reads param, m, v, grad; writes param, m, v */
-	eng_timing_add(m->timing, ENG_TIMING_OPT, t0, 0, 28.0 * m->ngrad);
-	eng_model_params_changed(m); /* precision bf16: its bf16 copy, before the next step */
+	/* reads param, m, v, grad; writes param, m, v (and the bf16 copy) */
+	eng_timing_add(m->timing, ENG_TIMING_OPT, t0, 0, (wbf ? 30.0 : 28.0) * m->ngrad);
+	eng_model_params_stepped(m, wbf != NULL); /* packed copies before the next step */
 	return 0;
 }
 

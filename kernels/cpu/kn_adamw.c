@@ -56,23 +56,43 @@ void kn_add(float *y, const float *x, size_t N)
 		y[i] += x[i];
 }
 
-/* param, m, v (N) updated as torch.optim.AdamW (decoupled decay, bias correction) from
- * grad * gscale (as a kn_scale before it would have made the gradient: the same bits) */
-void kn_adamw_update(float *param, float *m, float *v, const float *grad, float gscale,
-	size_t N, float lr, float beta1, float beta2, float eps, float weight_decay, double bc1,
-	double bc2)
+/* AdamW's constants for one tensor */
+typedef struct adamw_k {
+	float gscale, decay, step_size, bc2_sqrt, beta1, beta2, eps;
+} adamw_k;
+
+#define ADAMW_SPAN 16384 /* elements per task of kn_adamw_update */
+
+/* param, m, v (n) updated from grad(n); pbf (may be NULL) = param rounded to bf16 */
+static KN_SIMD void adamw_span(float *param, uint16_t *pbf, float *m, float *v,
+	const float *grad, size_t n, const adamw_k *k)
 {
-	float decay = 1.0f - lr * weight_decay;
-	float step_size = (float)(lr / bc1);
-	float bc2_sqrt = (float)sqrt(bc2);
-#pragma omp parallel for schedule(static)
-	for (size_t i = 0; i < N; i++) {
-		float g = grad[i] * gscale;
-		float p = param[i] * decay;
-		float mi = beta1 * m[i] + (1.0f - beta1) * g;
-		float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+	for (size_t i = 0; i < n; i++) {
+		float g = grad[i] * k->gscale;
+		float p = param[i] * k->decay;
+		float mi = k->beta1 * m[i] + (1.0f - k->beta1) * g;
+		float vi = k->beta2 * v[i] + (1.0f - k->beta2) * g * g;
 		m[i] = mi;
 		v[i] = vi;
-		param[i] = p - step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
+		param[i] = p - k->step_size * (mi / (sqrtf(vi) / k->bc2_sqrt + k->eps));
+	}
+	for (size_t i = 0; pbf && i < n; i++) /* the span still in L1 */
+		pbf[i] = kn_bf16_from_f32(param[i]);
+}
+
+/* param, m, v (N) updated as torch.optim.AdamW (decoupled decay, bias correction) from
+ * grad * gscale (as a kn_scale before it would have made the gradient: the same bits) */
+void kn_adamw_update(float *param, uint16_t *param_bf16, float *m, float *v,
+	const float *grad, float gscale, size_t N, float lr, float beta1, float beta2, float eps,
+	float weight_decay, double bc1, double bc2)
+{
+	adamw_k k = {gscale, 1.0f - lr * weight_decay, (float)(lr / bc1), (float)sqrt(bc2),
+		beta1, beta2, eps};
+	size_t nspan = (N + ADAMW_SPAN - 1) / ADAMW_SPAN;
+#pragma omp parallel for schedule(static)
+	for (size_t s = 0; s < nspan; s++) {
+		size_t i0 = s * ADAMW_SPAN, n = N - i0 < ADAMW_SPAN ? N - i0 : ADAMW_SPAN;
+		adamw_span(param + i0, param_bf16 ? param_bf16 + i0 : NULL, m + i0, v + i0,
+			grad + i0, n, &k);
 	}
 }

@@ -552,7 +552,7 @@ START_TEST(test_kc_adamw)
 	void *copy = dt == KC_BF16 ? dev_zero(n * 2) : NULL;
 	float lr = 3e-3f, scale = 0.37f;
 	double bc1 = 1 - pow(0.9, 3), bc2 = 1 - pow(0.95, 3);
-	kn_adamw_update(p, m, v, g, scale, n, lr, 0.9f, 0.95f, 1e-8f, 0.1f, bc1, bc2);
+	kn_adamw_update(p, NULL, m, v, g, scale, n, lr, 0.9f, 0.95f, 1e-8f, 0.1f, bc1, bc2);
 	kc_ok(kc_adamw(0, dp, dm, dv, dg, copy, dt, n, lr, 0.9f, 0.95f, 1e-8f, 0.1f, bc1, bc2,
 		      scale), "adamw");
 	expect("adamw param", dt, dp, 1, p, n, 1e-6);

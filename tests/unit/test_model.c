@@ -920,6 +920,12 @@ START_TEST(test_bf16_follows_fp32)
 		ck_assert_msg(e <= 0.02, "step %d: val loss bf16 %.5f, fp32 %.5f: %.2f %% apart", s,
 			vb, va, 100 * e);
 		worst = e > worst ? e : worst;
+		/* the weights' bf16 copy, which AdamW writes as it steps, is theirs */
+		const eng_model *m = &b.model;
+		for (size_t i = 0; i < m->nfloats; i++)
+			ck_assert_msg(m->wbf[i] == kn_bf16_from_f32(m->params[i]), "step %d: float "
+				"%zu's bf16 copy 0x%04x, its rounding 0x%04x", s, i, m->wbf[i],
+				kn_bf16_from_f32(m->params[i]));
 	}
 	ck_assert(worst > 0); /* two precisions, not one run twice */
 	eng_trainer_free(&a);
