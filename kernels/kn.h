@@ -119,22 +119,28 @@ void kn_encoder_forward(float *out, const uint32_t *tok, const float *wte, const
 void kn_encoder_backward(float *dwte, float *dwpe, const float *dout, const uint32_t *tok,
 	int B, int T, int C);
 
+/* The norms' and activations' kernels end with `uint16_t *bf` (may be NULL): their float32
+ * output also rounded into bf (kn_bf16_from_f32), row by row while the row is in cache: the
+ * bf16 operand of the product that reads it next (precision bf16), where a pass of its own
+ * read the output back from memory. */
+
 /* ---- LayerNorm (eps 1e-5) ---- */
 
 /* out(N,C) =, mean(N) =, rstd(N) = */
 void kn_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-	const float *w, const float *b, int N, int C);
+	const float *w, const float *b, int N, int C, uint16_t *bf);
 /* out(N,C) = from saved mean and rstd: bitwise what kn_layernorm_forward wrote */
 void kn_layernorm_apply(float *out, const float *inp, const float *mean, const float *rstd,
-	const float *w, const float *b, int N, int C);
+	const float *w, const float *b, int N, int C, uint16_t *bf);
 /* res(N,C) = a + (y + bias), then LayerNorm of res: out(N,C) =, mean(N) =, rstd(N) =.
  * Bitwise kn_residual_forward followed by kn_layernorm_forward, in one visit of each row. */
 void kn_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd,
 	const float *a, const float *y, const float *bias, const float *w, const float *b, int N,
-	int C);
-/* dinp(N,C) +=, dw(C) +=, db(C) += (dw, db may be NULL: not wanted) */
+	int C, uint16_t *bf);
+/* dinp(N,C) +=, dw(C) +=, db(C) += (dw, db may be NULL: not wanted); bf: dinp's rounding */
 void kn_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-	const float *inp, const float *mean, const float *rstd, const float *w, int N, int C);
+	const float *inp, const float *mean, const float *rstd, const float *w, int N, int C,
+	uint16_t *bf);
 
 /* ---- linear y = x W + b ---- */
 
@@ -175,13 +181,13 @@ size_t kn_attention_scratch_floats_for(int T, int threads);
 
 /* out(N,C) = w * (x * rstd), rstd(N) = 1/sqrt(mean(x^2) + eps) */
 void kn_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, float eps,
-	int N, int C);
+	int N, int C, uint16_t *bf);
 /* out(N,C) from the saved rstd: bitwise what kn_rmsnorm_forward wrote */
 void kn_rmsnorm_apply(float *out, const float *inp, const float *rstd, const float *w, int N,
-	int C);
-/* dinp(N,C) +=, dw(C) += (dw may be NULL) */
+	int C, uint16_t *bf);
+/* dinp(N,C) +=, dw(C) += (dw may be NULL); bf: dinp's rounding */
 void kn_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
-	const float *rstd, const float *w, int N, int C);
+	const float *rstd, const float *w, int N, int C, uint16_t *bf);
 /* cs(T,hs) = cos | sin of position t's angles t * theta^(-2j/hs), j < hs/2 */
 void kn_rope_table(float *cs, int T, int hs, double theta);
 /* x(B,T,ld) in place: the first nh heads of hs columns of each row rotated as Hugging
@@ -190,19 +196,23 @@ void kn_rope_forward(float *x, const float *cs, int B, int T, int nh, int hs, in
 /* dx(B,T,ld) in place: the gradient through that rotation (turned back) */
 void kn_rope_backward(float *dx, const float *cs, int B, int T, int nh, int hs, int ld);
 /* h(N,I) = silu(gate) * up, gu(N,2I) = gate | up per row */
-void kn_swiglu_forward(float *h, const float *gu, int N, int I);
-/* dgu(N,2I) = d gate | d up from dh(N,I) */
-void kn_swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int I);
+void kn_swiglu_forward(float *h, const float *gu, int N, int I, uint16_t *bf);
+/* dgu(N,2I) = d gate | d up from dh(N,I); bf: dgu's rounding */
+void kn_swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int I,
+	uint16_t *bf);
 
 /* ---- pointwise ---- */
 
 /* out(N) = gelu_tanh(inp) */
-void kn_gelu_forward(float *out, const float *inp, size_t N);
-/* dinp(N) = gelu_tanh'(inp) * dout; dinp may alias dout */
-void kn_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N);
+void kn_gelu_forward(float *out, const float *inp, size_t N, uint16_t *bf);
+/* dinp(N) = gelu_tanh'(inp) * dout; dinp may alias dout; bf: dinp's rounding */
+void kn_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N,
+	uint16_t *bf);
 /* fch(N,OC) += bias(OC), then gelu(N,OC) = gelu_tanh(fch): a linear layer's bias and its
- * GELU in one pass, bitwise the bias add of kn_linear_forward then kn_gelu_forward */
-void kn_bias_gelu_forward(float *fch, float *gelu, const float *bias, int N, int OC);
+ * GELU in one pass, bitwise the bias add of kn_linear_forward then kn_gelu_forward; bf:
+ * gelu's rounding */
+void kn_bias_gelu_forward(float *fch, float *gelu, const float *bias, int N, int OC,
+	uint16_t *bf);
 /* out(N,C) = a + (y + bias): the residual add of a linear output whose bias is still to
  * add (bias may be NULL: out = a + y) */
 void kn_residual_forward(float *out, const float *a, const float *y, const float *bias, int N,

@@ -143,18 +143,21 @@ static void linear_fwd(eng_model *m, int k, int l, const eng_acts *a, float *out
 	lora_fwd(m, k, l, a, out, inp, N, OC);
 }
 
-/* dinp(N,C) = dout through w, dw += its gradient (inp^T dout for GPT-2's (C,OC), dout^T inp
+/* dinp(N,C) = dout through w, dw = its gradient (inp^T dout for GPT-2's (C,OC), dout^T inp
  * for llama's (OC,C)), db(OC) += column sums of dout(N,OC): dout float32 (rounded into
- * bf_out under bf16), inp as linear_fwd's; dinp, dw, db may be NULL (dw, db: frozen) */
+ * bf_out under bf16, unless the kernel that made it did: `rounded`, mm_grad_bf), inp as
+ * linear_fwd's; dinp, dw, db may be NULL (dw, db: frozen) */
 static void linear_bwd(eng_model *m, int k, int l, const eng_acts *a, float *dinp, float *dw,
-	float *db, const float *dout, const void *inp, const float *w, int N, int C, int OC)
+	float *db, const float *dout, int rounded, const void *inp, const float *w, int N, int C,
+	int OC)
 {
 	const void *d = dout;
 	if (!w && dinp) /* 4 bits: frozen, so no dw */
 		ENG_TIMED(m->timing, 3 * k + 1, 2.0 * N * C * OC, f4((size_t)N * (C + OC)) +
 			C * OC / 2.0, eng_q4_backward(m, k, l, dinp, dout, N, OC));
 	if (w && m->cfg.mm_bf16) {
-		mm_round(m, m->bf_out, dout, (size_t)N * OC);
+		if (!rounded)
+			mm_round(m, m->bf_out, dout, (size_t)N * OC);
 		d = m->bf_out;
 	}
 	if (w && dinp)
@@ -195,23 +198,21 @@ static void block_forward(eng_model *m, int l, eng_acts *a, float *out)
 	/* under bf16 the LayerNorm and GELU outputs are computed into dbuf and dbig (free in
 	 * a forward and before a block's backward) and stored rounded */
 	float *ln = mm_f32(m, a->ln1, m->dbuf);
-	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + 2 * (size_t)N),
-		kn_layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, a->x, w->ln1w, w->ln1b, N, C));
-	mm_store(m, a->ln1, ln, NC);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + 2 * (size_t)N) + bf2(m, NC),
+		kn_layernorm_forward(ln, a->ln1_mean, a->ln1_rstd, a->x, w->ln1w, w->ln1b, N, C,
+			mm_bf(m, a->ln1)));
 	linear_fwd(m, 0, l, a, a->qkv, a->ln1, w->qkvw, w->qkvb, N, C, 3 * C);
 	ENG_TIMED(m->timing, ENG_TIMING_ATTN_FWD, attn_flops(m, 2), f4(4 * NC),
 		kn_attention_forward(a->atty, a->att_lse, m->att_scratch, a->qkv, B, T, C, NH));
 	linear_fwd(m, 1, l, a, m->tmp, mm_input(m, a->atty, NC), w->attprojw, NULL, N, C, C);
 	ln = mm_f32(m, a->ln2, m->dbuf);
-	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(4 * NC + 2 * (size_t)N),
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(4 * NC + 2 * (size_t)N) + bf2(m, NC),
 		kn_residual_layernorm_forward(a->res2, ln, a->ln2_mean, a->ln2_rstd, a->x, m->tmp,
-			w->attprojb, w->ln2w, w->ln2b, N, C));
-	mm_store(m, a->ln2, ln, NC);
+			w->attprojb, w->ln2w, w->ln2b, N, C, mm_bf(m, a->ln2)));
 	linear_fwd(m, 2, l, a, a->fch, a->ln2, w->fcw, NULL, N, C, 4 * C);
 	float *ge = mm_f32(m, a->gelu, m->dbig);
-	ENG_TIMED(m->timing, ENG_TIMING_ACT_FWD, 0, f4(12 * NC),
-		kn_bias_gelu_forward(a->fch, ge, w->fcb, N, 4 * C));
-	mm_store(m, a->gelu, ge, 4 * NC);
+	ENG_TIMED(m->timing, ENG_TIMING_ACT_FWD, 0, f4(12 * NC) + bf2(m, 4 * NC),
+		kn_bias_gelu_forward(a->fch, ge, w->fcb, N, 4 * C, mm_bf(m, a->gelu)));
 	if (!out) {
 		lora_fwd(m, 3, l, a, NULL, a->gelu, N, C);
 		return;
@@ -228,18 +229,16 @@ static void block_recompute_selective(eng_model *m, int l, eng_acts *a)
 	const eng_layer_w *w = &m->w.h[l];
 	size_t NC = (size_t)N * C;
 	float *ln = mm_f32(m, a->ln1, m->dbuf);
-	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + 2 * (size_t)N),
-		kn_layernorm_apply(ln, a->x, a->ln1_mean, a->ln1_rstd, w->ln1w, w->ln1b, N, C));
-	mm_store(m, a->ln1, ln, NC);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + 2 * (size_t)N) + bf2(m, NC),
+		kn_layernorm_apply(ln, a->x, a->ln1_mean, a->ln1_rstd, w->ln1w, w->ln1b, N, C,
+			mm_bf(m, a->ln1)));
 	ln = mm_f32(m, a->ln2, m->dbuf);
-	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + 2 * (size_t)N),
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + 2 * (size_t)N) + bf2(m, NC),
 		kn_layernorm_apply(ln, a->res2, a->ln2_mean, a->ln2_rstd, w->ln2w, w->ln2b, N,
-			C));
-	mm_store(m, a->ln2, ln, NC);
+			C, mm_bf(m, a->ln2)));
 	float *ge = mm_f32(m, a->gelu, m->dbig);
-	ENG_TIMED(m->timing, ENG_TIMING_ACT_FWD, 0, f4(8 * NC),
-		kn_gelu_forward(ge, a->fch, 4 * NC));
-	mm_store(m, a->gelu, ge, 4 * NC);
+	ENG_TIMED(m->timing, ENG_TIMING_ACT_FWD, 0, f4(8 * NC) + bf2(m, 4 * NC),
+		kn_gelu_forward(ge, a->fch, 4 * NC, mm_bf(m, a->gelu)));
 }
 
 /* dres holds dL/d(block output) on entry and dL/d(block input) on return.
@@ -259,26 +258,27 @@ static void block_backward(eng_model *m, int l, const eng_acts *a)
 	eng_layer_w *g = &m->g.h[l];
 	size_t NC = (size_t)N * C;
 	/* MLP branch: out = res2 + gelu(ln2 @ fcw + fcb) @ fcprojw + fcprojb */
-	linear_bwd(m, 3, l, a, m->dbig, g->fcprojw, g->fcprojb, m->dres, a->gelu, w->fcprojw, N, 4 * C,
-		C);
-	ENG_TIMED(m->timing, ENG_TIMING_ACT_BWD, 0, f4(12 * NC),
-		kn_gelu_backward(m->dbig, a->fch, m->dbig, 4 * NC));
-	linear_bwd(m, 2, l, a, m->dbuf, g->fcw, g->fcb, m->dbig, a->ln2, w->fcw, N, C, 4 * C);
+	linear_bwd(m, 3, l, a, m->dbig, g->fcprojw, g->fcprojb, m->dres, 1, a->gelu, w->fcprojw, N,
+		4 * C, C);
+	ENG_TIMED(m->timing, ENG_TIMING_ACT_BWD, 0, f4(12 * NC) + bf2(m, 4 * NC),
+		kn_gelu_backward(m->dbig, a->fch, m->dbig, 4 * NC, mm_grad_bf(m)));
+	linear_bwd(m, 2, l, a, m->dbuf, g->fcw, g->fcb, m->dbig, 1, a->ln2, w->fcw, N, C, 4 * C);
 	/* dres += ln_2's backward: now dL/dres2 */
-	ENG_TIMED(m->timing, ENG_TIMING_NORM_BWD, 0, f4(4 * NC),
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_BWD, 0, f4(4 * NC) + bf2(m, NC),
 		kn_layernorm_backward(m->dres, g->ln2w, g->ln2b, m->dbuf, a->res2, a->ln2_mean,
-			a->ln2_rstd, w->ln2w, N, C));
+			a->ln2_rstd, w->ln2w, N, C, mm_grad_bf(m)));
 	/* attention branch: res2 = x + attn(ln1) @ attprojw + attprojb */
-	linear_bwd(m, 1, l, a, m->dbuf, g->attprojw, g->attprojb, m->dres,
+	linear_bwd(m, 1, l, a, m->dbuf, g->attprojw, g->attprojb, m->dres, 1,
 		mm_input(m, a->atty, (size_t)N * C), w->attprojw, N, C, C);
 	ENG_TIMED(m->timing, ENG_TIMING_ATTN_BWD, attn_flops(m, 5), f4(8 * NC),
 		kn_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->atty,
 			a->att_lse, B, T, C, NH));
-	linear_bwd(m, 0, l, a, m->dbuf, g->qkvw, g->qkvb, m->dqkv, a->ln1, w->qkvw, N, C, 3 * C);
-	/* dres += ln_1's backward: now dL/dx */
-	ENG_TIMED(m->timing, ENG_TIMING_NORM_BWD, 0, f4(4 * NC),
+	linear_bwd(m, 0, l, a, m->dbuf, g->qkvw, g->qkvb, m->dqkv, 0, a->ln1, w->qkvw, N, C,
+		3 * C);
+	/* dres += ln_1's backward: now dL/dx (rounded for the block below's first product) */
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_BWD, 0, f4(4 * NC) + bf2(m, NC),
 		kn_layernorm_backward(m->dres, g->ln1w, g->ln1b, m->dbuf, a->x, a->ln1_mean,
-			a->ln1_rstd, w->ln1w, N, C));
+			a->ln1_rstd, w->ln1w, N, C, mm_grad_bf(m)));
 }
 
 /* ---- the Llama family's block (eng_config.h), the same fields as GPT-2's (eng_acts.h) ---- */
@@ -295,9 +295,8 @@ static void llama_block_forward(eng_model *m, int l, eng_acts *a, float *out)
 	const eng_layer_w *w = &m->w.h[l];
 	size_t NC = (size_t)N * C;
 	float *ln = mm_f32(m, a->ln1, m->dbuf);
-	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + (size_t)N),
-		kn_rmsnorm_forward(ln, a->ln1_rstd, a->x, w->ln1w, eps, N, C));
-	mm_store(m, a->ln1, ln, NC);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + (size_t)N) + bf2(m, NC),
+		kn_rmsnorm_forward(ln, a->ln1_rstd, a->x, w->ln1w, eps, N, C, mm_bf(m, a->ln1)));
 	linear_fwd(m, 0, l, a, a->qkv, a->ln1, w->qkvw, NULL, N, C, W);
 	ENG_TIMED(m->timing, ENG_TIMING_ELEM, 0, f4(2 * (size_t)N * (NH + NKV) * hs),
 		kn_rope_forward(a->qkv, m->rope, B, T, NH, hs, W);                /* q */
@@ -308,14 +307,13 @@ static void llama_block_forward(eng_model *m, int l, eng_acts *a, float *out)
 	linear_fwd(m, 1, l, a, m->tmp, mm_input(m, a->atty, NC), w->attprojw, NULL, N, C, C);
 	residual(m, a->res2, a->x, m->tmp, NULL, N, C);
 	ln = mm_f32(m, a->ln2, m->dbuf);
-	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + (size_t)N),
-		kn_rmsnorm_forward(ln, a->ln2_rstd, a->res2, w->ln2w, eps, N, C));
-	mm_store(m, a->ln2, ln, NC);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + (size_t)N) + bf2(m, NC),
+		kn_rmsnorm_forward(ln, a->ln2_rstd, a->res2, w->ln2w, eps, N, C,
+			mm_bf(m, a->ln2)));
 	linear_fwd(m, 2, l, a, a->fch, a->ln2, w->fcw, NULL, N, C, 2 * I);
 	float *h = mm_f32(m, a->gelu, m->dbig);
-	ENG_TIMED(m->timing, ENG_TIMING_ACT_FWD, 0, f4(3 * (size_t)N * I),
-		kn_swiglu_forward(h, a->fch, N, I));
-	mm_store(m, a->gelu, h, (size_t)N * I);
+	ENG_TIMED(m->timing, ENG_TIMING_ACT_FWD, 0, f4(3 * (size_t)N * I) + bf2(m, (size_t)N * I),
+		kn_swiglu_forward(h, a->fch, N, I, mm_bf(m, a->gelu)));
 	if (!out) {
 		lora_fwd(m, 3, l, a, NULL, a->gelu, N, C);
 		return;
@@ -332,17 +330,14 @@ static void llama_block_recompute_selective(eng_model *m, int l, eng_acts *a)
 	const eng_layer_w *w = &m->w.h[l];
 	size_t NC = (size_t)N * C;
 	float *ln = mm_f32(m, a->ln1, m->dbuf);
-	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + (size_t)N),
-		kn_rmsnorm_apply(ln, a->x, a->ln1_rstd, w->ln1w, N, C));
-	mm_store(m, a->ln1, ln, NC);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + (size_t)N) + bf2(m, NC),
+		kn_rmsnorm_apply(ln, a->x, a->ln1_rstd, w->ln1w, N, C, mm_bf(m, a->ln1)));
 	ln = mm_f32(m, a->ln2, m->dbuf);
-	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + (size_t)N),
-		kn_rmsnorm_apply(ln, a->res2, a->ln2_rstd, w->ln2w, N, C));
-	mm_store(m, a->ln2, ln, NC);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_FWD, 0, f4(2 * NC + (size_t)N) + bf2(m, NC),
+		kn_rmsnorm_apply(ln, a->res2, a->ln2_rstd, w->ln2w, N, C, mm_bf(m, a->ln2)));
 	float *h = mm_f32(m, a->gelu, m->dbig);
-	ENG_TIMED(m->timing, ENG_TIMING_ACT_FWD, 0, f4(3 * (size_t)N * I),
-		kn_swiglu_forward(h, a->fch, N, I));
-	mm_store(m, a->gelu, h, (size_t)N * I);
+	ENG_TIMED(m->timing, ENG_TIMING_ACT_FWD, 0, f4(3 * (size_t)N * I) + bf2(m, (size_t)N * I),
+		kn_swiglu_forward(h, a->fch, N, I, mm_bf(m, a->gelu)));
 }
 
 /* dres: dL/d(block output) in, dL/d(block input) out, as block_backward (the RMSNorm
@@ -358,15 +353,15 @@ static void llama_block_backward(eng_model *m, int l, const eng_acts *a)
 	size_t NC = (size_t)N * C;
 	float *dgu = m->dbig, *dh = m->dbig + (size_t)N * 2 * I;
 	/* MLP: out = res2 + h down^T */
-	linear_bwd(m, 3, l, a, dh, g->fcprojw, NULL, m->dres, a->gelu, w->fcprojw, N, I, C);
-	ENG_TIMED(m->timing, ENG_TIMING_ACT_BWD, 0, f4(5 * (size_t)N * I),
-		kn_swiglu_backward(dgu, dh, a->fch, N, I));
-	linear_bwd(m, 2, l, a, m->dbuf, g->fcw, NULL, dgu, a->ln2, w->fcw, N, C, 2 * I);
-	ENG_TIMED(m->timing, ENG_TIMING_NORM_BWD, 0, f4(4 * NC),
+	linear_bwd(m, 3, l, a, dh, g->fcprojw, NULL, m->dres, 1, a->gelu, w->fcprojw, N, I, C);
+	ENG_TIMED(m->timing, ENG_TIMING_ACT_BWD, 0, f4(5 * (size_t)N * I) +
+		bf2(m, 2 * (size_t)N * I), kn_swiglu_backward(dgu, dh, a->fch, N, I, mm_grad_bf(m)));
+	linear_bwd(m, 2, l, a, m->dbuf, g->fcw, NULL, dgu, 1, a->ln2, w->fcw, N, C, 2 * I);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_BWD, 0, f4(4 * NC) + bf2(m, NC),
 		kn_rmsnorm_backward(m->dres, g->ln2w, m->dbuf, a->res2, a->ln2_rstd, w->ln2w, N,
-			C));
+			C, mm_grad_bf(m)));
 	/* attention: res2 = x + atty o^T */
-	linear_bwd(m, 1, l, a, m->dbuf, g->attprojw, NULL, m->dres,
+	linear_bwd(m, 1, l, a, m->dbuf, g->attprojw, NULL, m->dres, 1,
 		mm_input(m, a->atty, (size_t)N * C), w->attprojw, N, C, C);
 	ENG_TIMED(m->timing, ENG_TIMING_ATTN_BWD, attn_flops(m, 5), f4(2 * (size_t)N * W + 2 * NC),
 		kn_gqa_attention_backward(m->dqkv, m->att_scratch, m->dbuf, a->qkv, a->atty,
@@ -374,9 +369,10 @@ static void llama_block_backward(eng_model *m, int l, const eng_acts *a)
 	ENG_TIMED(m->timing, ENG_TIMING_ELEM, 0, f4(2 * (size_t)N * (NH + NKV) * hs),
 		kn_rope_backward(m->dqkv, m->rope, B, T, NH, hs, W);
 		kn_rope_backward(m->dqkv + NH * hs, m->rope, B, T, NKV, hs, W));
-	linear_bwd(m, 0, l, a, m->dbuf, g->qkvw, NULL, m->dqkv, a->ln1, w->qkvw, N, C, W);
-	ENG_TIMED(m->timing, ENG_TIMING_NORM_BWD, 0, f4(4 * NC),
-		kn_rmsnorm_backward(m->dres, g->ln1w, m->dbuf, a->x, a->ln1_rstd, w->ln1w, N, C));
+	linear_bwd(m, 0, l, a, m->dbuf, g->qkvw, NULL, m->dqkv, 0, a->ln1, w->qkvw, N, C, W);
+	ENG_TIMED(m->timing, ENG_TIMING_NORM_BWD, 0, f4(4 * NC) + bf2(m, NC),
+		kn_rmsnorm_backward(m->dres, g->ln1w, m->dbuf, a->x, a->ln1_rstd, w->ln1w, N, C,
+			mm_grad_bf(m)));
 }
 
 /* The family's block passes (eng_model_int.h) */
@@ -404,24 +400,26 @@ void eng_block_backward(eng_model *m, int l, const eng_acts *a)
 		block_backward(m, l, a);
 }
 
-/* ln_f forward (the final RMSNorm under llama): lnf (float32, or the scratch under bf16)
- * from xf */
+/* ln_f forward (the final RMSNorm under llama) from xf: into the head's lnf, computed in
+ * float32 into lnf (the field itself, or the scratch under bf16, rounded into the field) */
 void eng_final_norm_forward(eng_model *m, float *lnf)
 {
 	const eng_head_acts *h = &m->lay.head;
 	int C = m->cfg.n_embd, N = m->B * m->T;
+	uint16_t *bf = mm_bf(m, h->lnf);
 	double t0 = eng_timing_t0(m->timing);
 	if (m->cfg.arch == ENG_ARCH_LLAMA)
 		kn_rmsnorm_forward(lnf, h->lnf_rstd, h->xf, m->w.lnfw, (float)m->cfg.rms_norm_eps,
-			N, C);
+			N, C, bf);
 	else
 		kn_layernorm_forward(lnf, h->lnf_mean, h->lnf_rstd, h->xf, m->w.lnfw, m->w.lnfb, N,
-			C);
+			C, bf);
 	eng_timing_add(m->timing, ENG_TIMING_NORM_FWD, t0, 0,
-		f4(2 * (size_t)N * C + 2 * (size_t)N));
+		f4(2 * (size_t)N * C + 2 * (size_t)N) + bf2(m, (size_t)N * C));
 }
 
-/* dres = ln_f's backward of dbuf (dL/dlnf) */
+/* dres = ln_f's backward of dbuf (dL/dlnf), rounded into bf_out under bf16 for the last
+ * block's first product */
 void eng_final_norm_backward(eng_model *m)
 {
 	const eng_head_acts *h = &m->lay.head;
@@ -431,9 +429,10 @@ void eng_final_norm_backward(eng_model *m)
 	memset(m->dres, 0, sizeof(float) * N * C);
 	if (m->cfg.arch == ENG_ARCH_LLAMA)
 		kn_rmsnorm_backward(m->dres, m->g.lnfw, m->dbuf, h->xf, h->lnf_rstd, m->w.lnfw, N,
-			C);
+			C, mm_grad_bf(m));
 	else
 		kn_layernorm_backward(m->dres, m->g.lnfw, m->g.lnfb, m->dbuf, h->xf, h->lnf_mean,
-			h->lnf_rstd, m->w.lnfw, N, C);
-	eng_timing_add(m->timing, ENG_TIMING_NORM_BWD, t0, 0, f4(5 * (size_t)N * C));
+			h->lnf_rstd, m->w.lnfw, N, C, mm_grad_bf(m));
+	eng_timing_add(m->timing, ENG_TIMING_NORM_BWD, t0, 0, f4(5 * (size_t)N * C) +
+		bf2(m, (size_t)N * C));
 }

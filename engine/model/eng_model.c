@@ -554,9 +554,7 @@ static int forward(eng_model *m, const uint32_t *inp, const uint32_t *tgt, int g
 	double t0 = eng_now_ms();
 	trace_pass(m, L, ENG_SEC_FWD, ENG_MT_BEGIN);
 	trace_head(m, ENG_MT_LIVE);
-	float *lnf = mm_f32(m, h->lnf, m->dbuf);
-	eng_final_norm_forward(m, lnf);
-	mm_store(m, h->lnf, lnf, (size_t)N * C);
+	eng_final_norm_forward(m, mm_f32(m, h->lnf, m->dbuf));
 	for (int r0 = 0, k = 0; r0 < N; r0 += R, k++) {
 		int rows = N - r0 < R ? N - r0 : R;
 		float *buf = chunk_buf(m, k);

@@ -6,8 +6,9 @@
  * floats with a table of named tensors into it (Hugging Face names; GPT-2's Conv1D
  * [in, out] weights, the Llama family's Linear [out, in] ones; every tensor 64-byte aligned
  * but k_proj and v_proj, which follow q_proj, and up_proj, which follows gate_proj, so that
- * q|k|v and gate|up are each one weight of one product). Activations are allocated per section as the
- * policy asks (eng_model_set_policy), so switching a block to `full` frees its buffers.
+ * q|k|v and gate|up are each one weight of one product). Activations are allocated per
+ * section as the policy asks (eng_model_set_policy), so switching a block to `full` frees
+ * its buffers.
  *
  * Not here: the optimizer loop, data, files (eng_train.c, eng_data.c, eng_ckpt_*.c).
  */
@@ -75,9 +76,10 @@ typedef struct eng_product {
  * N % R rows a shape of its own), in a fixed order: per linear layer (qkv, proj, fc,
  * fcproj) forward, dinp, dW; then the head's logits, dlnf, dwte for a full chunk, and for
  * the last when it is short. A linear layer's dW writes its gradient (beta 0: the step
- * zeroes only the gradients nothing overwrites); the head's dwte adds. flags: ENG_PRODUCTS_DNNL when oneDNN runs here
- * (kn_dnnl_available: the float32 routes), ENG_PRODUCTS_PACK_BF16 when bf16 products pack
- * their weights (kn_bf16_pack_weights). Returns how many (at most ENG_PRODUCTS). */
+ * zeroes only the gradients nothing overwrites); the head's dwte adds. flags:
+ * ENG_PRODUCTS_DNNL when oneDNN runs here (kn_dnnl_available: the float32 routes),
+ * ENG_PRODUCTS_PACK_BF16 when bf16 products pack their weights (kn_bf16_pack_weights).
+ * Returns how many (at most ENG_PRODUCTS). */
 #define ENG_PRODUCTS_DNNL 1u
 #define ENG_PRODUCTS_PACK_BF16 2u
 int eng_model_products(const eng_config *cfg, int B, int T, int R, unsigned flags,
@@ -135,7 +137,9 @@ typedef struct eng_model {
 	size_t pack_at[ENG_PRODUCTS], pack_sz[ENG_PRODUCTS]; /* product i's copy for layer l:
 	                                * wpack + pack_at[i] + l * pack_sz[i] */
 	/* precision bf16 (cfg.mm_bf16): the matmuls' bf16 operands */
-	uint16_t *bf_out;            /* workspace: a gradient rounded, max(4 N C, R V) */
+	uint16_t *bf_out;            /* workspace: a gradient rounded, max(4 N C, R V); from a
+	                              * norm's backward (ln_f's, ln_1's) to the next block's
+	                              * first product, dres's rounding (mm_grad_bf) */
 	uint16_t *bf_in;             /* workspace: atty rounded, (B,T,C) */
 	void *mm_scratch;            /* oneDNN's scratchpads, the largest of the step's products */
 	size_t mm_scratch_bytes;

@@ -76,16 +76,30 @@ static inline const void *mm_input(eng_model *m, const float *x, size_t n)
 }
 
 /* Where a matmul input field (ln1, ln2, gelu, lnf) is computed: the field itself in float32;
- * under bf16 the float32 scratch f, which mm_store then rounds into the field. */
+ * under bf16 the float32 scratch f, the kernel rounding it into the field (mm_bf) as it
+ * goes (kn.h's trailing bf). */
 static inline float *mm_f32(const eng_model *m, void *field, float *f)
 {
 	return m->cfg.mm_bf16 ? f : field;
 }
 
-static inline void mm_store(eng_model *m, void *field, const float *f, size_t n)
+static inline uint16_t *mm_bf(const eng_model *m, void *field)
 {
-	if (m->cfg.mm_bf16)
-		mm_round(m, field, f, n);
+	return m->cfg.mm_bf16 ? field : NULL;
+}
+
+/* Where a kernel that makes the next linear backward's dout rounds it: bf_out under bf16
+ * (the backward told so: `rounded`), NULL in float32 */
+static inline uint16_t *mm_grad_bf(const eng_model *m)
+{
+	return m->cfg.mm_bf16 ? m->bf_out : NULL;
+}
+
+/* Bytes of n bf16 values a kernel rounds on the way under bf16 (0 in float32), for the
+ * timing's counts */
+static inline double bf2(const eng_model *m, size_t n)
+{
+	return m->cfg.mm_bf16 ? 2.0 * (double)n : 0.0;
 }
 
 #endif

@@ -55,8 +55,7 @@ const char *kn_bf16_error(void)
 
 static KN_SIMD void to_bf16_span(uint16_t *dst, const float *src, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		dst[i] = kn_bf16_from_f32(src[i]);
+	kn_round_row(dst, src, n);
 }
 
 void kn_to_bf16(uint16_t *dst, const float *src, size_t n)

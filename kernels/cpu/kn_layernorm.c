@@ -11,41 +11,54 @@
 
 #define LN_COLS 64 /* columns per task of the parameter-gradient reductions */
 
-/* One row of the forward: statistics, then the output */
-static KN_SIMD void ln_fwd_row(float *o, float *mean, float *rstd, const float *x,
+/* One row's output from its statistics, and its rounding into ob (may be NULL) */
+static inline void ln_out_row(float *o, uint16_t *ob, const float *x, float m, float s,
 	const float *w, const float *b, int C)
 {
-	kn_ln_stats(x, C, mean, rstd);
-	kn_ln_apply_row(o, x, *mean, *rstd, w, b, C);
+	kn_ln_apply_row(o, x, m, s, w, b, C);
+	if (ob)
+		kn_round_row(ob, o, (size_t)C);
 }
 
-static KN_SIMD void ln_apply_row(float *o, const float *x, float m, float s, const float *w,
-	const float *b, int C)
+static KN_SIMD void ln_apply_row(float *o, uint16_t *ob, const float *x, float m, float s,
+	const float *w, const float *b, int C)
 {
-	kn_ln_apply_row(o, x, m, s, w, b, C);
+	ln_out_row(o, ob, x, m, s, w, b, C);
+}
+
+/* One row of the forward: statistics, then the output */
+static KN_SIMD void ln_fwd_row(float *o, uint16_t *ob, float *mean, float *rstd,
+	const float *x, const float *w, const float *b, int C)
+{
+	kn_ln_stats(x, C, mean, rstd);
+	ln_out_row(o, ob, x, *mean, *rstd, w, b, C);
 }
 
 /* out(N,C) =, mean(N) =, rstd(N) = */
 void kn_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-	const float *w, const float *b, int N, int C)
+	const float *w, const float *b, int N, int C, uint16_t *bf)
 {
 #pragma omp parallel for schedule(static)
-	for (int r = 0; r < N; r++)
-		ln_fwd_row(out + (size_t)r * C, &mean[r], &rstd[r], inp + (size_t)r * C, w, b, C);
+	for (int r = 0; r < N; r++) {
+		size_t o = (size_t)r * C;
+		ln_fwd_row(out + o, kn_bf_at(bf, o), &mean[r], &rstd[r], inp + o, w, b, C);
+	}
 }
 
 /* out(N,C) = (inp - mean) * rstd * w + b */
 void kn_layernorm_apply(float *out, const float *inp, const float *mean, const float *rstd,
-	const float *w, const float *b, int N, int C)
+	const float *w, const float *b, int N, int C, uint16_t *bf)
 {
 #pragma omp parallel for schedule(static)
-	for (int r = 0; r < N; r++)
-		ln_apply_row(out + (size_t)r * C, inp + (size_t)r * C, mean[r], rstd[r], w, b, C);
+	for (int r = 0; r < N; r++) {
+		size_t o = (size_t)r * C;
+		ln_apply_row(out + o, kn_bf_at(bf, o), inp + o, mean[r], rstd[r], w, b, C);
+	}
 }
 
 /* One row of kn_residual_layernorm_forward */
-static KN_SIMD void res_ln_row(float *x, float *o, float *mean, float *rstd, const float *a,
-	const float *y, const float *bias, const float *w, const float *b, int C)
+static KN_SIMD void res_ln_row(float *x, float *o, uint16_t *ob, float *mean, float *rstd,
+	const float *a, const float *y, const float *bias, const float *w, const float *b, int C)
 {
 	if (bias)
 		for (int c = 0; c < C; c++)
@@ -53,26 +66,28 @@ static KN_SIMD void res_ln_row(float *x, float *o, float *mean, float *rstd, con
 	else
 		for (int c = 0; c < C; c++)
 			x[c] = a[c] + y[c];
-	ln_fwd_row(o, mean, rstd, x, w, b, C);
+	kn_ln_stats(x, C, mean, rstd);
+	ln_out_row(o, ob, x, *mean, *rstd, w, b, C);
 }
 
 /* res(N,C) = a + (y + bias); out, mean, rstd = LayerNorm(res): the same arithmetic as
  * kn_residual_forward and kn_layernorm_forward, row by row while the row is in cache */
 void kn_residual_layernorm_forward(float *res, float *out, float *mean, float *rstd,
 	const float *a, const float *y, const float *bias, const float *w, const float *b, int N,
-	int C)
+	int C, uint16_t *bf)
 {
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++) {
 		size_t o = (size_t)r * C;
-		res_ln_row(res + o, out + o, &mean[r], &rstd[r], a + o, y + o, bias, w, b, C);
+		res_ln_row(res + o, out + o, kn_bf_at(bf, o), &mean[r], &rstd[r], a + o, y + o,
+			bias, w, b, C);
 	}
 }
 
 /* One row of the input's gradient: dx(C) += (dn - mean(dn) - norm mean(dn norm)) s, with
  * dn = w dy and norm = (x - m) s, the two means summed in double lanes (kn_rows.h) */
-static KN_SIMD void ln_bwd_row(float *dx, const float *x, const float *dy, const float *w,
-	float m, float s, int C)
+static KN_SIMD void ln_bwd_row(float *dx, uint16_t *dxb, const float *x, const float *dy,
+	const float *w, float m, float s, int C)
 {
 	kn_vd a1 = {0}, a2 = {0};
 	int c = 0;
@@ -95,6 +110,8 @@ static KN_SIMD void ln_bwd_row(float *dx, const float *x, const float *dy, const
 		float dn = w[c] * dy[c];
 		dx[c] += (dn - a - norm * bb) * s;
 	}
+	if (dxb)
+		kn_round_row(dxb, dx, (size_t)C);
 }
 
 /* Columns [c0, c1) of the parameters' gradients, every row in order */
@@ -112,14 +129,15 @@ static KN_SIMD void ln_dwdb_cols(float *aw, float *ab, const float *inp, const f
 	}
 }
 
-/* dinp(N,C) +=, dw(C) +=, db(C) += */
+/* dinp(N,C) +=, dw(C) +=, db(C) +=; bf = dinp rounded */
 void kn_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
-	const float *inp, const float *mean, const float *rstd, const float *w, int N, int C)
+	const float *inp, const float *mean, const float *rstd, const float *w, int N, int C,
+	uint16_t *bf)
 {
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++) {
 		size_t o = (size_t)r * C;
-		ln_bwd_row(dinp + o, inp + o, dout + o, w, mean[r], rstd[r], C);
+		ln_bwd_row(dinp + o, kn_bf_at(bf, o), inp + o, dout + o, w, mean[r], rstd[r], C);
 	}
 	/* Parameter gradients (none of a frozen one: NULL): each task owns a block of columns
 	 * and walks every row in order, so the sum's order is fixed whatever the thread count. */

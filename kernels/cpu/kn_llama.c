@@ -32,7 +32,7 @@
 
 /* out(N,C) = w * (x * rstd), rstd(N) = 1/sqrt(mean(x^2) + eps) */
 void kn_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, float eps,
-	int N, int C)
+	int N, int C, uint16_t *bf)
 {
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++) {
@@ -42,12 +42,12 @@ void kn_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *
 			ss += (double)x[c] * x[c];
 		rstd[r] = (float)(1.0 / sqrt(ss / C + (double)eps));
 	}
-	kn_rmsnorm_apply(out, inp, rstd, w, N, C);
+	kn_rmsnorm_apply(out, inp, rstd, w, N, C, bf);
 }
 
 /* out(N,C) = w * (x * rstd): in that order, as LlamaRMSNorm multiplies */
 void kn_rmsnorm_apply(float *out, const float *inp, const float *rstd, const float *w, int N,
-	int C)
+	int C, uint16_t *bf)
 {
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++) {
@@ -55,13 +55,15 @@ void kn_rmsnorm_apply(float *out, const float *inp, const float *rstd, const flo
 		float *o = out + (size_t)r * C, s = rstd[r];
 		for (int c = 0; c < C; c++)
 			o[c] = w[c] * (x[c] * s);
+		if (bf)
+			kn_round_row(bf + (size_t)r * C, o, (size_t)C);
 	}
 }
 
 /* dinp(N,C) +=, dw(C) += from dout(N,C), inp and rstd of the forward:
  * dx = rstd * (w dy - xhat * mean(w dy xhat)), xhat = x rstd; dw = sum over rows dy xhat */
 void kn_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp,
-	const float *rstd, const float *w, int N, int C)
+	const float *rstd, const float *w, int N, int C, uint16_t *bf)
 {
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++) {
@@ -73,6 +75,8 @@ void kn_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float 
 		float m = (float)(dot / C);
 		for (int c = 0; c < C; c++)
 			dx[c] += (w[c] * dy[c] - (x[c] * s) * m) * s;
+		if (bf)
+			kn_round_row(bf + (size_t)r * C, dx, (size_t)C);
 	}
 	/* each task owns a block of columns and walks every row in order: a fixed order of
 	 * the sum whatever the thread count; none for a frozen weight (dw NULL) */
@@ -151,7 +155,7 @@ static inline void neg_exp(float *e, const float *g, int I)
 }
 
 /* h(N,I) = silu(gate) * up = gate * sigmoid(gate) * up, gu(N,2I) = gate | up per row */
-void kn_swiglu_forward(float *h, const float *gu, int N, int I)
+void kn_swiglu_forward(float *h, const float *gu, int N, int I, uint16_t *bf)
 {
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++) {
@@ -160,12 +164,15 @@ void kn_swiglu_forward(float *h, const float *gu, int N, int I)
 		neg_exp(o, g, I);
 		for (int i = 0; i < I; i++)
 			o[i] = g[i] * (1.0f / (1.0f + o[i])) * u[i];
+		if (bf)
+			kn_round_row(bf + (size_t)r * I, o, (size_t)I);
 	}
 }
 
 /* dgu(N,2I) = d gate | d up from dh(N,I) and gu(N,2I):
  * d gate = dh u sig(g) (1 + g (1 - sig(g))), d up = dh silu(g) */
-void kn_swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int I)
+void kn_swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int I,
+	uint16_t *bf)
 {
 #pragma omp parallel for schedule(static)
 	for (int r = 0; r < N; r++) {
@@ -177,5 +184,7 @@ void kn_swiglu_backward(float *dgu, const float *dh, const float *gu, int N, int
 			du[i] = d[i] * (g[i] * sg);
 			dg[i] = d[i] * u[i] * sg * (1.0f + g[i] * (1.0f - sg));
 		}
+		if (bf)
+			kn_round_row(bf + (size_t)r * 2 * I, dg, (size_t)2 * I);
 	}
 }

@@ -61,21 +61,26 @@ void kn_encoder_backward(float *dwte, float *dwpe, const float *dout, const uint
 }
 
 /* The elementwise kernels' work on n elements (or one row), in KN_SIMD clones */
-static KN_SIMD void gelu_span(float *out, const float *inp, size_t n)
+static KN_SIMD void gelu_span(float *out, uint16_t *ob, const float *inp, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		out[i] = kn_gelu(inp[i]);
+	if (ob)
+		kn_round_row(ob, out, n);
 }
 
-static KN_SIMD void bias_gelu_row(float *f, float *g, const float *bias, int OC)
+static KN_SIMD void bias_gelu_row(float *f, float *g, uint16_t *gb, const float *bias, int OC)
 {
 	for (int j = 0; j < OC; j++) {
 		f[j] += bias[j];
 		g[j] = kn_gelu(f[j]);
 	}
+	if (gb)
+		kn_round_row(gb, g, (size_t)OC);
 }
 
-static KN_SIMD void gelu_bwd_span(float *dinp, const float *inp, const float *dout, size_t n)
+static KN_SIMD void gelu_bwd_span(float *dinp, uint16_t *db, const float *inp,
+	const float *dout, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		float x = inp[i];
@@ -86,37 +91,43 @@ static KN_SIMD void gelu_bwd_span(float *dinp, const float *inp, const float *do
 			  0.5f * x * sech2 * KN_GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
 		dinp[i] = g * dout[i];
 	}
+	if (db)
+		kn_round_row(db, dinp, n);
 }
 
 #define SPAN 4096 /* elements per task of the flat elementwise loops */
 
 /* out(N) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-void kn_gelu_forward(float *out, const float *inp, size_t N)
+void kn_gelu_forward(float *out, const float *inp, size_t N, uint16_t *bf)
 {
 	size_t nspan = (N + SPAN - 1) / SPAN;
 #pragma omp parallel for schedule(static)
 	for (size_t k = 0; k < nspan; k++) {
 		size_t i0 = k * SPAN, n = N - i0 < SPAN ? N - i0 : SPAN;
-		gelu_span(out + i0, inp + i0, n);
+		gelu_span(out + i0, kn_bf_at(bf, i0), inp + i0, n);
 	}
 }
 
 /* fch(N,OC) += bias; gelu(N,OC) = gelu(fch) */
-void kn_bias_gelu_forward(float *fch, float *gelu, const float *bias, int N, int OC)
+void kn_bias_gelu_forward(float *fch, float *gelu, const float *bias, int N, int OC,
+	uint16_t *bf)
 {
 #pragma omp parallel for schedule(static)
-	for (int r = 0; r < N; r++)
-		bias_gelu_row(fch + (size_t)r * OC, gelu + (size_t)r * OC, bias, OC);
+	for (int r = 0; r < N; r++) {
+		size_t o = (size_t)r * OC;
+		bias_gelu_row(fch + o, gelu + o, kn_bf_at(bf, o), bias, OC);
+	}
 }
 
 /* dinp(N) = gelu'(inp) * dout; dinp may be dout */
-void kn_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N)
+void kn_gelu_backward(float *dinp, const float *inp, const float *dout, size_t N,
+	uint16_t *bf)
 {
 	size_t nspan = (N + SPAN - 1) / SPAN;
 #pragma omp parallel for schedule(static)
 	for (size_t k = 0; k < nspan; k++) {
 		size_t i0 = k * SPAN, n = N - i0 < SPAN ? N - i0 : SPAN;
-		gelu_bwd_span(dinp + i0, inp + i0, dout + i0, n);
+		gelu_bwd_span(dinp + i0, kn_bf_at(bf, i0), inp + i0, dout + i0, n);
 	}
 }
 

@@ -184,6 +184,20 @@ static inline void kn_ln_stats(const float *x, int C, float *mean, float *rstd)
 	*rstd = (float)(1.0 / sqrt(v + KN_LN_EPS));
 }
 
+/* bf(n) = x(n) rounded to bf16 (kn_bf16_from_f32): a row a kernel has just written, still in
+ * cache (kn.h's trailing bf) */
+static inline void kn_round_row(uint16_t *bf, const float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		bf[i] = kn_bf16_from_f32(x[i]);
+}
+
+/* A bf16 copy from element i0 on (bf NULL: there is none) */
+static inline uint16_t *kn_bf_at(uint16_t *bf, size_t i0)
+{
+	return bf ? bf + i0 : NULL;
+}
+
 /* o(C) = (x - m) * s * w + b */
 static inline void kn_ln_apply_row(float *o, const float *x, float m, float s, const float *w,
 	const float *b, int C)

@@ -252,7 +252,7 @@ START_TEST(test_kc_layernorm)
 	rng_state = SEED + 1;
 	float *x = hrand(n, -2, 3, dt), *w = hrand(C, 0.5f, 1.5f, dt), *b = hrand(C, -1, 1, dt);
 	float *out = malloc(n * 4), *mean = malloc(N * 4), *rstd = malloc(N * 4);
-	kn_layernorm_forward(out, mean, rstd, x, w, b, N, C);
+	kn_layernorm_forward(out, mean, rstd, x, w, b, N, C, NULL);
 	void *dx = dup_dev(x, n, dt), *dw = dup_dev(w, C, dt), *db = dup_dev(b, C, dt);
 	void *dout = dev_zero(n * es), *dout2 = dev_zero(n * es);
 	float *dmean = dev_zero(N * 4), *drstd = dev_zero(N * 4);
@@ -269,7 +269,7 @@ START_TEST(test_kc_layernorm)
 
 	/* residual + LayerNorm: res = a + y, then the LayerNorm of the stored res */
 	float *a = hrand(n, -1, 1, dt), *y = hrand(n, -1, 1, dt), *res = malloc(n * 4);
-	kn_residual_layernorm_forward(res, out, mean, rstd, a, y, NULL, w, b, N, C);
+	kn_residual_layernorm_forward(res, out, mean, rstd, a, y, NULL, w, b, N, C, NULL);
 	void *da = dup_dev(a, n, dt), *dy = dup_dev(y, n, dt), *dres = dev_zero(n * es);
 	kc_ok(kc_residual_layernorm_forward(0, dt, dres, dout, dmean, drstd, da, dy, dw, db, N, C),
 		"residual_layernorm");
@@ -277,7 +277,7 @@ START_TEST(test_kc_layernorm)
 	expect("residual_layernorm res", dt, dres, 0, res, n, tol(dt, ROUND1));
 	/* the CPU LayerNorm of the GPU's stored residual: isolates the LayerNorm's error from
 	 * the residual's rounding */
-	kn_layernorm_forward(out, mean, rstd, gres, w, b, N, C);
+	kn_layernorm_forward(out, mean, rstd, gres, w, b, N, C, NULL);
 	expect("residual_layernorm out", dt, dout, 0, out, n, tol(dt, ROUND1));
 	expect("residual_layernorm mean", dt, dmean, 1, mean, N, tol(dt, F32OUT));
 	kc_ok(kc_layernorm_apply(0, dt, dout2, dres, dmean, drstd, dw, db, N, C), "apply");
@@ -290,13 +290,13 @@ START_TEST(test_kc_layernorm)
 	/* backward: dinp, dw, db all += */
 	float *g = hrand(n, -1, 1, dt), *dinp = hrand(n, -1, 1, dt);
 	float *gw = hrand(C, -1, 1, KC_F32), *gb = hrand(C, -1, 1, KC_F32);
-	kn_layernorm_forward(out, mean, rstd, x, w, b, N, C);
+	kn_layernorm_forward(out, mean, rstd, x, w, b, N, C, NULL);
 	kc_ok(kc_layernorm_forward(0, dt, dout, dmean, drstd, dx, dw, db, N, C), "layernorm");
 	/* each side from its own statistics */
 	void *dg = dup_dev(g, n, dt), *ddinp = dup_dev(dinp, n, dt);
 	float *dgw = dup_dev(gw, C, KC_F32), *dgb = dup_dev(gb, C, KC_F32);
 	void *scratch = dev_zero(kc_layernorm_scratch_bytes(N, C));
-	kn_layernorm_backward(dinp, gw, gb, g, x, mean, rstd, w, N, C);
+	kn_layernorm_backward(dinp, gw, gb, g, x, mean, rstd, w, N, C, NULL);
 	kc_ok(kc_layernorm_backward(0, dt, ddinp, dgw, dgb, dg, dx, dmean, drstd, dw, N, C,
 		      scratch), "layernorm_backward");
 	expect("layernorm_backward dinp", dt, ddinp, 0, dinp, n, tol(dt, ROUND1));
@@ -351,7 +351,7 @@ START_TEST(test_kc_linear)
 	float *aux = hrand((size_t)N * C, -3, 3, dt);
 	void *daux = dup_dev(aux, (size_t)N * C, dt);
 	kn_linear_backward(dinp, gw, NULL, g, x, w, N, C, OC);
-	kn_gelu_backward(dinp, aux, dinp, (size_t)N * C);
+	kn_gelu_backward(dinp, aux, dinp, (size_t)N * C, NULL);
 	kc_ok(kc_gemm(h, 0, 0, 1, N, C, OC, 1.0f, dg, OC, 0, dw, OC, 0, dt, 0.0f, ddinp, C, 0, dt,
 		      1, KC_EPI_DGELU, daux), "gemm dgelu");
 	/* float32: the epilogue's GELU derivative is cuBLASLt's own, not ours, hence 1e-3 */
@@ -379,10 +379,10 @@ START_TEST(test_kc_pointwise)
 	rng_state = SEED + 3;
 	float *x = hrand(n, -5, 5, dt), *g = hrand(n, -1, 1, dt), *y = malloc(n * 4);
 	void *dx = dup_dev(x, n, dt), *dg = dup_dev(g, n, dt), *dy = dev_zero(n * es);
-	kn_gelu_forward(y, x, n);
+	kn_gelu_forward(y, x, n, NULL);
 	kc_ok(kc_gelu_forward(0, dt, dy, dx, n), "gelu");
 	expect("gelu_forward", dt, dy, 0, y, n, tol(dt, ROUND1));
-	kn_gelu_backward(y, x, g, n);
+	kn_gelu_backward(y, x, g, n, NULL);
 	kc_ok(kc_gelu_backward(0, dt, dy, dx, dg, n), "gelu_backward");
 	expect("gelu_backward", dt, dy, 0, y, n, tol(dt, ROUND1));
 	kc_ok(kc_gelu_backward(0, dt, dg, dx, dg, n), "gelu_backward in place");

@@ -62,7 +62,7 @@ struct ln_ctx {
 static double ln_loss(void *p)
 {
 	struct ln_ctx *c = p;
-	kn_layernorm_forward(c->out, c->mean, c->rstd, c->inp, c->w, c->b, c->N, c->C);
+	kn_layernorm_forward(c->out, c->mean, c->rstd, c->inp, c->w, c->b, c->N, c->C, NULL);
 	return dotd(c->out, c->r, (size_t)c->N * c->C);
 }
 
@@ -82,7 +82,7 @@ START_TEST(test_kn_layernorm_backward_fd)
 
 	float *dinp = fnew(nc), *dw = fnew(C), *db = fnew(C);
 	ln_loss(&c);
-	kn_layernorm_backward(dinp, dw, db, r, c.inp, c.mean, c.rstd, c.w, N, C);
+	kn_layernorm_backward(dinp, dw, db, r, c.inp, c.mean, c.rstd, c.w, N, C, NULL);
 
 	float *ninp = fnew(nc), *nw = fnew(C), *nb = fnew(C);
 	fd_grad(ninp, c.inp, nc, ln_loss, &c);
@@ -202,7 +202,7 @@ struct gelu_ctx {
 static double gelu_loss(void *p)
 {
 	struct gelu_ctx *c = p;
-	kn_gelu_forward(c->out, c->x, c->n);
+	kn_gelu_forward(c->out, c->x, c->n, NULL);
 	return dotd(c->out, c->r, c->n);
 }
 
@@ -219,14 +219,14 @@ START_TEST(test_kn_gelu_backward_fd)
 
 	float *dx = fnew(n);
 	fill_const(dx, n, GARBAGE);
-	kn_gelu_backward(dx, c.x, r, n);
+	kn_gelu_backward(dx, c.x, r, n, NULL);
 	float *nx = fnew(n);
 	fd_grad(nx, c.x, n, gelu_loss, &c);
 	expect_grad("kn_gelu_backward", "dinp", dx, nx, n);
 
 	/* dinp may alias dout: the same bits in place */
 	float *inplace = fdup(r, n);
-	kn_gelu_backward(inplace, c.x, inplace, n);
+	kn_gelu_backward(inplace, c.x, inplace, n, NULL);
 	expect_bitwise("kn_gelu_backward", "dinp", "in place and out of place", inplace, dx, n);
 
 	free(inplace), free(nx), free(dx), free(r), free(c.out), free(c.x);
@@ -347,11 +347,11 @@ START_TEST(test_kn_layernorm_backward_accumulates)
 	float *out = fnew(nc), *mean = fnew(N), *rstd = fnew(N);
 	fill(inp, nc, -1.0f, 3.0f), fill(w, C, -1.5f, 1.5f), fill(b, C, -1.0f, 1.0f);
 	fill(r, nc, -1.0f, 1.0f);
-	kn_layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+	kn_layernorm_forward(out, mean, rstd, inp, w, b, N, C, NULL);
 	float *dinp = fnew(nc), *dw = fnew(C), *db = fnew(C);
-	kn_layernorm_backward(dinp, dw, db, r, inp, mean, rstd, w, N, C);
+	kn_layernorm_backward(dinp, dw, db, r, inp, mean, rstd, w, N, C, NULL);
 	float *dinp1 = fdup(dinp, nc), *dw1 = fdup(dw, C), *db1 = fdup(db, C);
-	kn_layernorm_backward(dinp, dw, db, r, inp, mean, rstd, w, N, C);
+	kn_layernorm_backward(dinp, dw, db, r, inp, mean, rstd, w, N, C, NULL);
 	expect_twice("kn_layernorm_backward", "dinp", dinp, dinp1, nc);
 	expect_twice("kn_layernorm_backward", "dw", dw, dw1, C);
 	expect_twice("kn_layernorm_backward", "db", db, db1, C);
@@ -415,9 +415,9 @@ START_TEST(test_kn_layernorm_apply_bitwise)
 	float *inp = fnew(nc), *w = fnew(C), *b = fnew(C);
 	float *out = fnew(nc), *mean = fnew(N), *rstd = fnew(N), *again = fnew(nc);
 	fill(inp, nc, -1.0f, 3.0f), fill(w, C, -1.5f, 1.5f), fill(b, C, -1.0f, 1.0f);
-	kn_layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+	kn_layernorm_forward(out, mean, rstd, inp, w, b, N, C, NULL);
 	fill_const(again, nc, GARBAGE);
-	kn_layernorm_apply(again, inp, mean, rstd, w, b, N, C);
+	kn_layernorm_apply(again, inp, mean, rstd, w, b, N, C, NULL);
 	ck_assert_msg(memcmp(again, out, nc * sizeof(float)) == 0, "kn_layernorm_apply: out "
 		"differs from kn_layernorm_forward's (relative L2 %.3e): selective recompute would "
 		"not be exact", rel_l2(again, out, nc));
@@ -443,9 +443,9 @@ START_TEST(test_kn_fused_pointwise_bitwise)
 		float *res = fnew(nc), *out = fnew(nc), *mean = fnew(N), *rstd = fnew(N);
 		float *res1 = fnew(nc), *out1 = fnew(nc), *mean1 = fnew(N), *rstd1 = fnew(N);
 		fill_const(res, nc, GARBAGE), fill_const(out, nc, GARBAGE);
-		kn_residual_layernorm_forward(res, out, mean, rstd, a, y, bb, w, b, N, C);
+		kn_residual_layernorm_forward(res, out, mean, rstd, a, y, bb, w, b, N, C, NULL);
 		kn_residual_forward(res1, a, y, bb, N, C);
-		kn_layernorm_forward(out1, mean1, rstd1, res1, w, b, N, C);
+		kn_layernorm_forward(out1, mean1, rstd1, res1, w, b, N, C, NULL);
 		const char *when = with_bias ? "and the separate kernels, with a bias"
 					     : "and the separate kernels, without a bias";
 		expect_bitwise("kn_residual_layernorm_forward", "res", when, res, res1, nc);
@@ -457,7 +457,7 @@ START_TEST(test_kn_fused_pointwise_bitwise)
 	}
 	double worst = 0.0; /* and res really is a + (y + bias) */
 	float *res = fnew(nc), *out = fnew(nc), *mean = fnew(N), *rstd = fnew(N);
-	kn_residual_layernorm_forward(res, out, mean, rstd, a, y, bias, w, b, N, C);
+	kn_residual_layernorm_forward(res, out, mean, rstd, a, y, bias, w, b, N, C, NULL);
 	for (size_t i = 0; i < nc; i++)
 		worst = fmax(worst, fabs(res[i] - ((double)a[i] + y[i] + bias[i % C])));
 	ck_assert_msg(worst < 1e-5, "kn_residual_layernorm_forward: res off a + y + bias by %g",
@@ -467,11 +467,11 @@ START_TEST(test_kn_fused_pointwise_bitwise)
 	 * kn_gelu_forward */
 	float *f = fdup(y, nc), *g = fnew(nc), *f1 = fdup(y, nc), *g1 = fnew(nc);
 	fill_const(g, nc, GARBAGE);
-	kn_bias_gelu_forward(f, g, bias, N, C);
+	kn_bias_gelu_forward(f, g, bias, N, C, NULL);
 	for (int r = 0; r < N; r++)
 		for (int c = 0; c < C; c++)
 			f1[(size_t)r * C + c] += bias[c];
-	kn_gelu_forward(g1, f1, nc);
+	kn_gelu_forward(g1, f1, nc, NULL);
 	expect_bitwise("kn_bias_gelu_forward", "fch", "and the bias add", f, f1, nc);
 	expect_bitwise("kn_bias_gelu_forward", "gelu", "and kn_gelu_forward", g, g1, nc);
 
@@ -612,9 +612,9 @@ START_TEST(test_kn_layernorm_backward_threads)
 	float *dinp[2], *dw[2], *db[2];
 	for (int k = 0; k < 2; k++) {
 		kn_set_threads(k + 1);
-		kn_layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+		kn_layernorm_forward(out, mean, rstd, inp, w, b, N, C, NULL);
 		dinp[k] = fnew(nc), dw[k] = fnew(C), db[k] = fnew(C);
-		kn_layernorm_backward(dinp[k], dw[k], db[k], r, inp, mean, rstd, w, N, C);
+		kn_layernorm_backward(dinp[k], dw[k], db[k], r, inp, mean, rstd, w, N, C, NULL);
 	}
 	const char *when = "for 1 and 2 threads";
 	expect_bitwise("kn_layernorm_backward", "dinp", when, dinp[1], dinp[0], nc);

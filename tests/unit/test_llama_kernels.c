@@ -46,7 +46,7 @@ struct rms_ctx {
 static double rms_loss(void *p)
 {
 	struct rms_ctx *c = p;
-	kn_rmsnorm_forward(c->out, c->rstd, c->inp, c->w, 1e-5f, c->N, c->C);
+	kn_rmsnorm_forward(c->out, c->rstd, c->inp, c->w, 1e-5f, c->N, c->C, NULL);
 	return dotd(c->out, c->r, (size_t)c->N * c->C);
 }
 
@@ -61,7 +61,7 @@ START_TEST(test_kn_rmsnorm_backward_fd)
 	fill(c.inp, nc, -1.0f, 2.0f), fill(c.w, C, -1.5f, 1.5f), fill(r, nc, -1.0f, 1.0f);
 	c.r = r;
 	rms_loss(&c);
-	kn_rmsnorm_backward(dinp, dw, r, c.inp, c.rstd, c.w, N, C);
+	kn_rmsnorm_backward(dinp, dw, r, c.inp, c.rstd, c.w, N, C, NULL);
 	fd_grad(ni, c.inp, nc, rms_loss, &c);
 	fd_grad(nw, c.w, C, rms_loss, &c);
 	expect_grad("kn_rmsnorm_backward", "dinp", dinp, ni, nc);
@@ -83,7 +83,7 @@ START_TEST(test_kn_rmsnorm_reference)
 	float *want = fnew(nc), *again = fnew(nc);
 	fill(x, nc, -2.0f, 2.0f), fill(w, C, -1.0f, 1.0f), fill(r, nc, -1.0f, 1.0f);
 	kn_set_threads(2);
-	kn_rmsnorm_forward(out, rstd, x, w, eps, N, C);
+	kn_rmsnorm_forward(out, rstd, x, w, eps, N, C, NULL);
 	for (int i = 0; i < N; i++) {
 		double ss = 0.0;
 		for (int c = 0; c < C; c++)
@@ -95,19 +95,19 @@ START_TEST(test_kn_rmsnorm_reference)
 	double err = rel_l2(out, want, nc);
 	ck_assert_msg(err < REF_TOL, "kn_rmsnorm_forward off LlamaRMSNorm in double by %.3e", err);
 	fill_const(again, nc, GARBAGE);
-	kn_rmsnorm_apply(again, x, rstd, w, N, C);
+	kn_rmsnorm_apply(again, x, rstd, w, N, C, NULL);
 	expect_bitwise("kn_rmsnorm_apply", "out", "against the forward", again, out, nc);
 
 	float *dx[2], *dw[2];
 	for (int k = 0; k < 2; k++) {
 		kn_set_threads(k + 1);
 		dx[k] = fnew(nc), dw[k] = fnew(C);
-		kn_rmsnorm_backward(dx[k], dw[k], r, x, rstd, w, N, C);
+		kn_rmsnorm_backward(dx[k], dw[k], r, x, rstd, w, N, C, NULL);
 	}
 	expect_bitwise("kn_rmsnorm_backward", "dinp", "for 1 and 2 threads", dx[1], dx[0], nc);
 	expect_bitwise("kn_rmsnorm_backward", "dw", "for 1 and 2 threads", dw[1], dw[0], C);
 	/* += : a second backward onto the first gives twice it, dinp and dw */
-	kn_rmsnorm_backward(dx[1], dw[1], r, x, rstd, w, N, C);
+	kn_rmsnorm_backward(dx[1], dw[1], r, x, rstd, w, N, C, NULL);
 	for (size_t i = 0; i < nc; i++)
 		ck_assert_msg(fabsf(dx[1][i] - 2 * dx[0][i]) <= 1e-6f * (1 + fabsf(dx[0][i])),
 			"kn_rmsnorm_backward: dinp does not accumulate at [%zu]", i);
@@ -189,7 +189,7 @@ struct glu_ctx {
 static double glu_loss(void *p)
 {
 	struct glu_ctx *c = p;
-	kn_swiglu_forward(c->h, c->gu, c->N, c->I);
+	kn_swiglu_forward(c->h, c->gu, c->N, c->I, NULL);
 	return dotd(c->h, c->r, (size_t)c->N * c->I);
 }
 
@@ -212,7 +212,7 @@ START_TEST(test_kn_swiglu_backward_fd)
 	double err = rel_l2(c.h, want, n);
 	ck_assert_msg(err < REF_TOL, "kn_swiglu_forward off silu(g) * u in double by %.3e", err);
 	fill_const(d, n2, GARBAGE); /* `=` */
-	kn_swiglu_backward(d, r, c.gu, N, I);
+	kn_swiglu_backward(d, r, c.gu, N, I, NULL);
 	fd_grad(nd, c.gu, n2, glu_loss, &c);
 	/* gate and up apart: one could hide the other */
 	double eg = rel_l2_block(d, nd, N, I, 2 * I), eu = rel_l2_block(d + I, nd + I, N, I, 2 * I);
@@ -432,7 +432,7 @@ static void layer_fwd(llama_layer *k, const llama_ref *r, float *x, const float 
 	int W = (NH + 2 * NKV) * hd, A = NH * hd;
 	size_t NC = (size_t)N * C;
 	memcpy(k->x, x, NC * sizeof(float));
-	kn_rmsnorm_forward(k->h1, k->r1, x, k->ln1, (float)r->eps, N, C);
+	kn_rmsnorm_forward(k->h1, k->r1, x, k->ln1, (float)r->eps, N, C, NULL);
 	kn_sgemm(0, 1, N, W, C, 1.0f, k->h1, C, k->qkvw, C, 0.0f, k->qkv, W);
 	kn_rope_forward(k->qkv, cs, B, T, NH, hd, W);      /* q */
 	kn_rope_forward(k->qkv + A, cs, B, T, NKV, hd, W); /* k */
@@ -441,9 +441,9 @@ static void layer_fwd(llama_layer *k, const llama_ref *r, float *x, const float 
 	for (size_t i = 0; i < NC; i++)
 		x[i] += o[i];
 	memcpy(k->xm, x, NC * sizeof(float));
-	kn_rmsnorm_forward(k->h2, k->r2, x, k->ln2, (float)r->eps, N, C);
+	kn_rmsnorm_forward(k->h2, k->r2, x, k->ln2, (float)r->eps, N, C, NULL);
 	kn_sgemm(0, 1, N, 2 * I, C, 1.0f, k->h2, C, k->guw, C, 0.0f, k->gu, 2 * I);
-	kn_swiglu_forward(k->m, k->gu, N, I);
+	kn_swiglu_forward(k->m, k->gu, N, I, NULL);
 	kn_sgemm(0, 1, N, C, I, 1.0f, k->m, I, k->dw, I, 0.0f, o, C);
 	for (size_t i = 0; i < NC; i++)
 		x[i] += o[i];
@@ -459,10 +459,10 @@ static void layer_bwd(llama_layer *k, const llama_ref *r, float *dx, const float
 	/* MLP: out = xm + m dw^T */
 	kn_sgemm(0, 0, N, I, C, 1.0f, dx, C, k->dw, I, 0.0f, t1, I);          /* dm */
 	kn_sgemm(1, 0, C, I, N, 1.0f, dx, C, k->m, I, 1.0f, k->g[3], I);
-	kn_swiglu_backward(t2, t1, k->gu, N, I);                             /* dgu */
+	kn_swiglu_backward(t2, t1, k->gu, N, I, NULL);                             /* dgu */
 	kn_sgemm(0, 0, N, C, 2 * I, 1.0f, t2, 2 * I, k->guw, C, 0.0f, t1, C); /* dh2 */
 	kn_sgemm(1, 0, 2 * I, C, N, 1.0f, t2, 2 * I, k->h2, C, 1.0f, k->g[2], C);
-	kn_rmsnorm_backward(dx, k->g[5], t1, k->xm, k->r2, k->ln2, N, C);    /* dL/dxm */
+	kn_rmsnorm_backward(dx, k->g[5], t1, k->xm, k->r2, k->ln2, N, C, NULL);    /* dL/dxm */
 	/* attention: xm = x + y o^T */
 	kn_sgemm(0, 0, N, A, C, 1.0f, dx, C, k->ow, A, 0.0f, t1, A);          /* dy */
 	kn_sgemm(1, 0, C, A, N, 1.0f, dx, C, k->y, A, 1.0f, k->g[1], A);
@@ -471,7 +471,7 @@ static void layer_bwd(llama_layer *k, const llama_ref *r, float *dx, const float
 	kn_rope_backward(t2 + A, cs, B, T, NKV, hd, W);
 	kn_sgemm(0, 0, N, C, W, 1.0f, t2, W, k->qkvw, C, 0.0f, t1, C);        /* dh1 */
 	kn_sgemm(1, 0, W, C, N, 1.0f, t2, W, k->h1, C, 1.0f, k->g[0], C);
-	kn_rmsnorm_backward(dx, k->g[4], t1, k->x, k->r1, k->ln1, N, C);     /* dL/dx */
+	kn_rmsnorm_backward(dx, k->g[4], t1, k->x, k->r1, k->ln1, N, C, NULL);     /* dL/dx */
 }
 
 /* Fails unless layer gradient rows [r0, r0+rows) of g (cols wide) match the reference's
@@ -566,7 +566,7 @@ static void run_forward(llama_run *u)
 		layer_fwd(&u->ly[l], r, u->x, u->cs, u->sc, u->o, u->B, u->T);
 	}
 	u->xl = fdup(u->x, (size_t)N * C);
-	kn_rmsnorm_forward(u->xf, u->rstd, u->x, u->nw, (float)r->eps, N, C);
+	kn_rmsnorm_forward(u->xf, u->rstd, u->x, u->nw, (float)r->eps, N, C, NULL);
 	kn_sgemm(0, 1, N, V, C, 1.0f, u->xf, C, u->head, C, 0.0f, u->logits, V);
 }
 
@@ -579,7 +579,7 @@ static void run_backward(llama_run *u)
 	kn_sgemm(0, 0, N, C, V, 1.0f, u->logits, V, u->head, C, 0.0f, u->o, C); /* dxf */
 	kn_sgemm(1, 0, V, C, N, 1.0f, u->logits, V, u->xf, C, 1.0f, u->ghead, C);
 	memset(u->x, 0, sizeof(float) * N * C);
-	kn_rmsnorm_backward(u->x, u->gnw, u->o, u->xl, u->rstd, u->nw, N, C);
+	kn_rmsnorm_backward(u->x, u->gnw, u->o, u->xl, u->rstd, u->nw, N, C, NULL);
 	for (int l = r->L - 1; l >= 0; l--)
 		layer_bwd(&u->ly[l], r, u->x, u->cs, u->sc, u->t1, u->t2, u->B, u->T);
 	for (int i = 0; i < N; i++) {
