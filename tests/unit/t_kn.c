@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kn.h"
 #include "tests.h"
 
 static uint64_t rng_state;
@@ -114,6 +115,17 @@ void expect_bitwise(const char *kernel, const char *tensor, const char *when,
 	ck_assert_msg(i == n, "%s: %s not bitwise identical %s: first difference at [%zu], "
 		"%.9g vs %.9g", kernel, tensor, when, i, i < n ? a[i] : 0.0f,
 		i < n ? b[i] : 0.0f);
+}
+
+void expect_rounded(const char *kernel, const char *tensor, const uint16_t *bf,
+	const float *x, size_t n)
+{
+	size_t i = 0;
+	while (i < n && bf[i] == kn_bf16_from_f32(x[i]))
+		i++;
+	ck_assert_msg(i == n, "%s: %s's bf16 copy is not its rounding: first difference at "
+		"[%zu], 0x%04x for %.9g (0x%04x)", kernel, tensor, i, i < n ? bf[i] : 0,
+		i < n ? x[i] : 0.0f, i < n ? kn_bf16_from_f32(x[i]) : 0);
 }
 
 /* g(n) = central differences of loss over x(n), each x[i] moved in place and restored.

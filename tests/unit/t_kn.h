@@ -40,6 +40,9 @@ void expect_grad(const char *kernel, const char *tensor, const float *got, const
 /* Fails unless a and b hold the same bits; names the first difference. */
 void expect_bitwise(const char *kernel, const char *tensor, const char *when, const float *a,
 	const float *b, size_t n);
+/* Fails unless bf(n) is x(n) rounded to bf16 (kn_bf16_from_f32): a kernel's trailing bf */
+void expect_rounded(const char *kernel, const char *tensor, const uint16_t *bf,
+	const float *x, size_t n);
 /* A scalar loss of the inputs a finite-difference check perturbs. */
 typedef double (*fd_loss)(void *ctx);
 /* g(n) = central differences of loss over x(n), each x[i] moved by FD_H in place and

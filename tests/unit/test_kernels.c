@@ -480,6 +480,57 @@ START_TEST(test_kn_fused_pointwise_bitwise)
 }
 END_TEST
 
+/* The trailing bf (kn.h): each kernel's float32 output the same bits with it as without,
+ * and bf that output rounded, every row of a ragged shape (two spans of the flat GELUs) */
+START_TEST(test_kn_rounds_on_the_way)
+{
+	int N = TH_N, C = TH_C;
+	size_t nc = (size_t)N * C;
+	rng_seed(SEED);
+	kn_set_threads(2);
+	float *x = fnew(nc), *y = fnew(nc), *w = fnew(C), *b = fnew(C), *dy = fnew(nc);
+	float *o1 = fnew(nc), *o2 = fnew(nc), *r1 = fnew(nc), *r2 = fnew(nc);
+	float *mean = fnew(N), *rstd = fnew(N), *d1 = fnew(nc), *d2 = fnew(nc);
+	uint16_t *bf = calloc(nc + 1, sizeof *bf);
+	ck_assert(bf);
+	fill(x, nc, -1.0f, 3.0f), fill(y, nc, -2.0f, 2.0f), fill(w, C, -1.5f, 1.5f);
+	fill(b, C, -1.0f, 1.0f), fill(dy, nc, -1.0f, 1.0f);
+
+	kn_layernorm_forward(o1, mean, rstd, x, w, b, N, C, NULL);
+	kn_layernorm_forward(o2, mean, rstd, x, w, b, N, C, bf);
+	expect_bitwise("kn_layernorm_forward", "out", "with bf", o2, o1, nc);
+	expect_rounded("kn_layernorm_forward", "out", bf, o1, nc);
+	kn_layernorm_apply(o2, x, mean, rstd, w, b, N, C, bf + 1); /* an odd start too */
+	expect_rounded("kn_layernorm_apply", "out", bf + 1, o1, nc);
+	kn_residual_layernorm_forward(r1, o1, mean, rstd, x, y, b, w, b, N, C, NULL);
+	kn_residual_layernorm_forward(r2, o2, mean, rstd, x, y, b, w, b, N, C, bf);
+	expect_bitwise("kn_residual_layernorm_forward", "out", "with bf", o2, o1, nc);
+	expect_rounded("kn_residual_layernorm_forward", "out", bf, o1, nc);
+	kn_layernorm_backward(d1, NULL, NULL, dy, r1, mean, rstd, w, N, C, NULL);
+	kn_layernorm_backward(d2, NULL, NULL, dy, r1, mean, rstd, w, N, C, bf);
+	expect_bitwise("kn_layernorm_backward", "dinp", "with bf", d2, d1, nc);
+	expect_rounded("kn_layernorm_backward", "dinp", bf, d1, nc);
+
+	float *f1 = fdup(y, nc), *f2 = fdup(y, nc);
+	kn_bias_gelu_forward(f1, o1, b, N, C, NULL);
+	kn_bias_gelu_forward(f2, o2, b, N, C, bf);
+	expect_bitwise("kn_bias_gelu_forward", "gelu", "with bf", o2, o1, nc);
+	expect_rounded("kn_bias_gelu_forward", "gelu", bf, o1, nc);
+	kn_gelu_forward(o1, y, nc, NULL);
+	kn_gelu_forward(o2, y, nc, bf);
+	expect_bitwise("kn_gelu_forward", "out", "with bf", o2, o1, nc);
+	expect_rounded("kn_gelu_forward", "out", bf, o1, nc);
+	memcpy(d1, dy, nc * sizeof *d1), memcpy(d2, dy, nc * sizeof *d2);
+	kn_gelu_backward(d1, y, d1, nc, NULL); /* in place, as the engine calls it */
+	kn_gelu_backward(d2, y, d2, nc, bf);
+	expect_bitwise("kn_gelu_backward", "dinp", "with bf", d2, d1, nc);
+	expect_rounded("kn_gelu_backward", "dinp", bf, d1, nc);
+
+	free(f2), free(f1), free(bf), free(d2), free(d1), free(rstd), free(mean);
+	free(r2), free(r1), free(o2), free(o1), free(dy), free(b), free(w), free(y), free(x);
+}
+END_TEST
+
 /* Attention in double, straight from the definition: out, lse and the backward of
  * L = sum(out * r), for one (b, h) at a time. */
 static void att_reference(double *out, double *lse, double *dqkv, const float *qkv,
@@ -1009,6 +1060,7 @@ Suite *suite_kernels(void)
 	tcase_set_timeout(tc, TIMEOUT);
 	tcase_add_test(tc, test_kn_layernorm_apply_bitwise);
 	tcase_add_test(tc, test_kn_fused_pointwise_bitwise);
+	tcase_add_test(tc, test_kn_rounds_on_the_way);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("determinism");

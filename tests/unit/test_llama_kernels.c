@@ -222,6 +222,49 @@ START_TEST(test_kn_swiglu_backward_fd)
 }
 END_TEST
 
+/* The trailing bf (kn.h) of RMSNorm's and SwiGLU's kernels: the float32 output the same
+ * bits with it as without, and bf that output rounded (test_kn_rounds_on_the_way's
+ * GPT-2 kernels) */
+START_TEST(test_kn_llama_rounds_on_the_way)
+{
+	int N = 37, C = 200, I = 150;
+	size_t nc = (size_t)N * C, n = (size_t)N * I, n2 = 2 * n;
+	rng_seed(SEED);
+	kn_set_threads(2);
+	float *x = fnew(nc), *w = fnew(C), *dy = fnew(nc), *o1 = fnew(nc), *o2 = fnew(nc);
+	float *rstd = fnew(N), *gu = fnew(n2), *dh = fnew(n), *h1 = fnew(n), *h2 = fnew(n);
+	float *d1 = fnew(n2 > nc ? n2 : nc), *d2 = fnew(n2 > nc ? n2 : nc);
+	uint16_t *bf = calloc(n2 > nc ? n2 : nc, sizeof *bf);
+	ck_assert(bf);
+	fill(x, nc, -1.0f, 3.0f), fill(w, C, -1.5f, 1.5f), fill(dy, nc, -1.0f, 1.0f);
+	fill(gu, n2, -3.0f, 3.0f), fill(dh, n, -1.0f, 1.0f);
+
+	kn_rmsnorm_forward(o1, rstd, x, w, 1e-5f, N, C, NULL);
+	kn_rmsnorm_forward(o2, rstd, x, w, 1e-5f, N, C, bf);
+	expect_bitwise("kn_rmsnorm_forward", "out", "with bf", o2, o1, nc);
+	expect_rounded("kn_rmsnorm_forward", "out", bf, o1, nc);
+	memset(bf, 0, nc * sizeof *bf);
+	kn_rmsnorm_apply(o2, x, rstd, w, N, C, bf);
+	expect_rounded("kn_rmsnorm_apply", "out", bf, o1, nc);
+	kn_rmsnorm_backward(d1, NULL, dy, x, rstd, w, N, C, NULL);
+	kn_rmsnorm_backward(d2, NULL, dy, x, rstd, w, N, C, bf);
+	expect_bitwise("kn_rmsnorm_backward", "dinp", "with bf", d2, d1, nc);
+	expect_rounded("kn_rmsnorm_backward", "dinp", bf, d1, nc);
+
+	kn_swiglu_forward(h1, gu, N, I, NULL);
+	kn_swiglu_forward(h2, gu, N, I, bf);
+	expect_bitwise("kn_swiglu_forward", "h", "with bf", h2, h1, n);
+	expect_rounded("kn_swiglu_forward", "h", bf, h1, n);
+	kn_swiglu_backward(d1, dh, gu, N, I, NULL);
+	kn_swiglu_backward(d2, dh, gu, N, I, bf);
+	expect_bitwise("kn_swiglu_backward", "dgu", "with bf", d2, d1, n2);
+	expect_rounded("kn_swiglu_backward", "dgu", bf, d1, n2);
+
+	free(bf), free(d2), free(d1), free(h2), free(h1), free(dh), free(gu), free(rstd);
+	free(o2), free(o1), free(dy), free(w), free(x);
+}
+END_TEST
+
 /* ---- grouped-query attention ---- */
 
 struct gqa_ctx {
@@ -663,6 +706,7 @@ Suite *suite_llama_kernels(void)
 	tcase_add_test(tc, test_kn_rmsnorm_reference);
 	tcase_add_test(tc, test_kn_rope_reference);
 	tcase_add_test(tc, test_kn_swiglu_backward_fd);
+	tcase_add_test(tc, test_kn_llama_rounds_on_the_way);
 	tcase_add_test(tc, test_kn_gqa_attention_backward_fd);
 	tcase_add_test(tc, test_kn_gqa_attention_repeat_kv);
 	tcase_add_loop_test(tc, test_llama_forward_reference, 0, 2);
