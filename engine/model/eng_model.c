@@ -21,9 +21,11 @@
  *
  * Precision bf16 (cfg.mm_bf16): every product of a linear layer and of the head takes bf16
  * operands and sums in float32 (kn_dnnl_gemm): the weights from their bf16 copy
- * (wbf, rounded once after each change of the float32 weights), the inputs that only
- * matmuls read (ln1, ln2, gelu, lnf: eng_acts.h `mm`) kept in bf16, computed in float32
- * and rounded as they are stored; gradients rounded just before their products. Master
+ * (wbf, which AdamW writes as it updates the float32 weights, rounded whole after any other
+ * change), the inputs that only matmuls read (ln1, ln2, gelu, lnf: eng_acts.h `mm`) kept
+ * in bf16, computed in float32 and rounded by the kernel that makes them as it stores each
+ * row; gradients rounded the same way by the kernel that makes them (the norms' backward,
+ * GELU's) or, for attention's and the logits', just before their products. Master
  * weights, gradients, AdamW, the residual stream, LayerNorm, attention, softmax and the
  * cross-entropy stay float32. A recompute rounds the same float32 values, so every policy
  * still gives the same bits.

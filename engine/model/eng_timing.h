@@ -37,12 +37,13 @@ enum {
 	ENG_TIMING_ACT_BWD,
 	ENG_TIMING_ELEM,      /* residual and bias adds, rotary embedding */
 	ENG_TIMING_BIAS_GRAD, /* a bias's gradient: column sums */
-	ENG_TIMING_ROUND,     /* float32 rounded to bf16 for a product */
+	ENG_TIMING_ROUND,     /* float32 rounded to bf16 for a product, by a pass of its own
+	                       * (a kernel that rounds its output on the way counts it) */
 	ENG_TIMING_LORA,      /* the adapters' products */
 	ENG_TIMING_LOSS,      /* softmax and cross-entropy over the logits */
 	ENG_TIMING_EMBED,     /* token and position embeddings, both ways */
 	ENG_TIMING_ZERO,      /* the step's gradients zeroed */
-	ENG_TIMING_WCOPY,     /* the weights' bf16 and packed copies after an update */
+	ENG_TIMING_WCOPY,     /* the weights' bf16 copy (but AdamW's) and packed copies */
 	ENG_TIMING_RECOMPUTE, /* everything a backward recomputes */
 	ENG_TIMING_ACCUM,     /* micro-batches' gradients summed */
 	ENG_TIMING_CLIP,      /* the gradient's norm and scale */
