@@ -140,6 +140,9 @@ struct srv_job {
 					 * being made ready), NULL once it runs */
 	uint64_t figures_ms;            /* when rematd last asked its worker for them */
 	char killed_by[64];             /* why rematd SIGKILLed the worker, "" when it did not */
+	long long log_from;             /* worker.log's size when this run's worker started:
+					 * a failure's reason reads only what came after (a
+					 * resumed job appends to its earlier runs' log) */
 	int checking;                   /* a resume's check is running: the record must stay */
 	json_t *stop_ret;               /* the worker's reply to the last job-stop (its step,
 					 * checkpoint, or the steps it dropped), or NULL */

@@ -235,7 +235,8 @@ void srv_worker_sweep(srv_server *srv)
 
 /* ---- the end of a worker ---- */
 
-/* The last non-empty line of worker.log, quoted, into out ("" when none). */
+/* The last non-empty line of worker.log that this run wrote (from job->log_from on),
+ * quoted, into out ("" when none). */
 static void worker_log_tail(const srv_job *job, char *out, size_t outlen)
 {
 	char path[SRV_PATH_LEN + 16], buf[WORKER_LOG_TAIL + 1];
@@ -246,7 +247,8 @@ static void worker_log_tail(const srv_job *job, char *out, size_t outlen)
 		return;
 	off_t size = lseek(fd, 0, SEEK_END);
 	off_t from = size > WORKER_LOG_TAIL ? size - WORKER_LOG_TAIL : 0;
-	ssize_t n = size > 0 ? pread(fd, buf, (size_t)(size - from), from) : 0;
+	from = from > job->log_from ? from : (off_t)job->log_from;
+	ssize_t n = size > from ? pread(fd, buf, (size_t)(size - from), from) : 0;
 	close(fd);
 	if (n <= 0)
 		return;
@@ -570,6 +572,8 @@ void srv_worker_spawn(srv_job *job)
 	snprintf(spec_path, sizeof spec_path, "%s/%s", job->dir, job->spec_file);
 	if ((log_fd = job_append(job, "worker.log", err, sizeof err)) < 0)
 		goto fail;
+	off_t log_size = lseek(log_fd, 0, SEEK_END);
+	job->log_from = log_size > 0 ? (long long)log_size : 0;
 	/* as its owner when rematd is root and the owner is not (remat-train drops first) */
 	char as_arg[ENG_CRED_ARG_LEN], mpi_store[4 * SRV_PATH_LEN];
 	char *args[SRV_MPI_MAX_ARGS] = {srv->worker_path, "--control-fd", WORKER_FD_ARG,

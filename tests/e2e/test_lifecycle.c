@@ -316,6 +316,57 @@ START_TEST(test_lifecycle_daemon_killed_resume)
 }
 END_TEST
 
+/* ---- a failure's reason after a resume ---- */
+
+/* A failed run's reason is what its own worker said: a resumed job appends to its earlier
+ * runs' worker.log, and their lines (mpirun's word on a rank that died, preferred where a
+ * run has one) must not stand in for the new run's. The stand-in worker runs the real one
+ * until its first checkpoint, kills it and says what mpirun says of a dead rank; resumed,
+ * it fails at once with a line of its own. */
+START_TEST(test_lifecycle_reason_from_this_run)
+{
+	td_daemon d;
+	td_daemon_paths(&d);
+	char save[700], body[2400];
+	snprintf(save, sizeof save, "%s/save", d.dir);
+	snprintf(body, sizeof body,
+		"if [ -e second ]; then echo 'remat-train: the second run failed' >&2; exit 3; fi\n"
+		": > second\n"
+		"'%s' \"$@\" & p=$!\n"
+		"until ls -d '%s'/step_* >/dev/null 2>&1; do sleep 0.05; done\n"
+		"kill -9 $p; wait $p\n"
+		"echo \"mpirun noticed that process rank 1 with PID $p on node h2 exited on signal 9"
+		" (Killed).\" >&2\n"
+		"exit 1", t_env("REMAT_TRAIN"), save);
+	char *w = td_script(&d, "worker.sh", body);
+	const char *ex[] = {"--worker", w, NULL};
+	td_daemon_start(&d, ex);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	char *spec = spec_of(1000000, save, NULL), job[16];
+	snprintf(job, sizeof job, "%s", td_job_start(&c, spec, NULL));
+	json_t *data = td_wait_state(&c, job, "failed", T_JOB_MS);
+	ck_assert_msg(strstr(td_str(data, "reason"), "noticed that process rank 1"),
+		"the first run's reason: %s", td_str(data, "reason"));
+	json_decref(data);
+
+	char *out;
+	int rc = td_ctl(&d, &out, "resume", job, NULL);
+	ck_assert_msg(rc == 0 && strstr(out, "resumes from"), "resume: %d %s", rc, out);
+	free(out);
+	data = td_wait_state(&c, job, "failed", T_JOB_MS);
+	const char *why = td_str(data, "reason");
+	ck_assert_msg(strstr(why, "exit status 3") && strstr(why, "the second run failed") &&
+			      !strstr(why, "noticed"),
+		"the resumed run's reason: %s", why);
+	json_decref(data);
+	td_close(&c);
+	td_daemon_stop(&d);
+	free(spec);
+	free(w);
+}
+END_TEST
+
 /* ---- requests to a job that is starting ---- */
 
 START_TEST(test_lifecycle_requests_while_starting)
@@ -843,6 +894,7 @@ Suite *suite_lifecycle(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_lifecycle_disk_full);
 	tcase_add_test(tc, test_lifecycle_daemon_killed_resume);
+	tcase_add_test(tc, test_lifecycle_reason_from_this_run);
 	tcase_add_test(tc, test_lifecycle_requests_while_starting);
 	tcase_add_test(tc, test_lifecycle_queue_cancel_plan_remove);
 	tcase_add_test(tc, test_lifecycle_plan_llama_lora);
