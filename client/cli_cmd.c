@@ -409,6 +409,10 @@ const cli_command cli_commands[] = {
      "job-stop", build_save_flag, cli_show_stop,
      "stop at the next step boundary, saved first (--no-save: drop the steps since the last "
      "checkpoint); a queued job is cancelled", NULL, NULL},
+    {"kill", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-kill", NULL, cli_show_kill,
+     "end the job's worker now, unsaved (SIGKILL to its processes, mpirun's ranks too): for "
+     "a job that does not answer stop; it fails, resumable from its last checkpoint; a "
+     "queued job is cancelled", NULL, NULL},
     {"rm", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "job-remove", NULL, cli_show_remove,
      "forget an ended job and remove its spec, record and log (never its checkpoints)", NULL, NULL},
     {"remat get", "JOB", CLI_JOB_NEEDED, 0, 0, 0, "remat-get", NULL, cli_show_remat_get,

@@ -368,6 +368,15 @@ void cli_show_stop(FILE *f, const char *job, const json_t *ret)
 	fputc('\n', f);
 }
 
+void cli_show_kill(FILE *f, const char *job, const json_t *ret)
+{
+	if (json_is_true(json_object_get(ret, "killed")))
+		fprintf(f, "%s: its worker's processes killed, unsaved: it fails, resumable from "
+			   "its last checkpoint\n", job);
+	else
+		fprintf(f, "%s: cancelled before it started\n", job);
+}
+
 void cli_show_remat_set(FILE *f, const char *job, const json_t *ret)
 {
 	char at[32], pol[TEXT_LEN], p[32], b[32];

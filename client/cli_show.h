@@ -27,6 +27,7 @@ cli_show_fn cli_show_remove;
 cli_show_fn cli_show_eval;	/* job-eval: the validation loss */
 cli_show_fn cli_show_set;	/* job-set: what applies from which step */
 cli_show_fn cli_show_stop;
+cli_show_fn cli_show_kill;
 cli_show_fn cli_show_remat_set;
 cli_show_fn cli_show_costs;   /* remat-costs: the measured cost table */
 cli_show_fn cli_show_profile; /* remat-profile: the steps it measures */

@@ -10,6 +10,7 @@
 
 #include "srv_job.h"
 #include "srv_metrics.h"
+#include "srv_worker.h"
 
 /* Replies with an error and logs it as a bad request. */
 static void cmd_refuse(srv_conn *c, const char *execute, proto_errclass ec, const char *desc,
@@ -240,6 +241,30 @@ static int here_stop(srv_conn *c, const proto_request *req, srv_job *job)
 	return 1;
 }
 
+/* job-kill: the worker's processes SIGKILLed now (srv_worker_kill: mpirun and its ranks
+ * with it), no save, for a worker that does not answer (job-stop waits for its step
+ * boundary); the job fails when it is reaped, the kill its reason, its last checkpoint
+ * kept for a resume. A queued job is cancelled; an ended one has nothing to kill. */
+static int here_kill(srv_conn *c, const proto_request *req, srv_job *job)
+{
+	char desc[PROTO_DESC_LEN];
+	if (job->state == PROTO_JOB_QUEUED && !job->proc_alive) {
+		srv_job_cancel(job, "cancelled before it ran (job-kill)");
+	} else if (job->proc_alive) {
+		snprintf(desc, sizeof desc, "job-kill from client %u", c->id);
+		srv_worker_kill(job, desc);
+	} else {
+		snprintf(desc, sizeof desc, "job %s is %s: it has no worker to kill", job->id,
+			proto_job_state_name(job->state));
+		cmd_refuse(c, "job-kill", PROTO_ERR_INVALID_STATE, desc, req->id);
+		return 1;
+	}
+	json_t *ret = json_pack("{s:s,s:s,s:b}", "job", job->id, "state",
+		proto_job_state_name(job->state), "killed", job->proc_alive);
+	cmd_answer(c, "job-kill", ret, PROTO_ERR_INTERNAL, "out of memory", req->id);
+	return 1;
+}
+
 /* an ended job starts again from its last checkpoint */
 static int here_resume(srv_conn *c, const proto_request *req, srv_job *job)
 {
@@ -313,6 +338,7 @@ static job_here_fn *const job_here[PROTO_CMD_COUNT] = {
 	[PROTO_CMD_JOB_STOP] = here_stop,
 	[PROTO_CMD_JOB_RESUME] = here_resume,
 	[PROTO_CMD_JOB_SET] = here_set,
+	[PROTO_CMD_JOB_KILL] = here_kill,
 };
 
 /* 1 when rematd answered the command itself (job_here, or a refusal: no worker). */
@@ -404,6 +430,7 @@ static cmd_fn *const handlers[PROTO_CMD_COUNT] = {
 	[PROTO_CMD_JOB_EVAL] = cmd_job,
 	[PROTO_CMD_JOB_SET] = cmd_job,
 	[PROTO_CMD_JOB_METRICS] = cmd_job,
+	[PROTO_CMD_JOB_KILL] = cmd_job,
 	[PROTO_CMD_SUBSCRIBE] = cmd_subscribe,
 	[PROTO_CMD_UNSUBSCRIBE] = cmd_subscribe,
 };

@@ -40,7 +40,9 @@ void srv_worker_kill(srv_job *job, const char *why)
 	if (!job->killed_by[0])
 		snprintf(job->killed_by, sizeof job->killed_by, "%s", why);
 	srv_log("job %s: killing worker (pid %ld): %s", job->id, (long)job->pid, why);
-	int r = uv_process_kill(&job->proc, SIGKILL);
+	/* its whole process group: it leads a session of its own (worker_start), and under
+	 * mpirun the local ranks are in it too */
+	int r = kill(-(pid_t)job->pid, SIGKILL) == 0 ? 0 : uv_process_kill(&job->proc, SIGKILL);
 	if (r < 0)
 		srv_log("job %s: cannot kill pid %ld: %s", job->id, (long)job->pid,
 			uv_strerror(r));

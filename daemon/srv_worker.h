@@ -31,7 +31,8 @@ void srv_worker_channel_open(srv_job *job, int *fd);
  * client_id (borrowed), or is only logged when conn_id is 0 (rematd's own). 0 or -1. */
 int srv_worker_request(srv_job *job, const char *execute, const json_t *args,
 	unsigned conn_id, const json_t *client_id);
-/* SIGKILLs a live worker; why is kept for the job's reason. */
+/* SIGKILLs a live worker and its process group (mpirun's local ranks); why is kept for the
+ * job's reason. */
 void srv_worker_kill(srv_job *job, const char *why);
 /* Answers, from the table or with Busy, queries a worker has left unanswered for
  * SRV_WORKER_REPLY_MS (called every second). */

@@ -103,6 +103,7 @@ static const proto_command commands[PROTO_CMD_COUNT + 1] = {
 	CMD(JOB_SET, "job-set", JOB, 0, 0, {JOB, {"set", ARG_HPARAMS, ARG_REQUIRED}}),
 	CMD(JOB_METRICS, "job-metrics", JOB, 0, 1,
 		{JOB, {"offset", ARG_OFFSET, ARG_OPTIONAL}, {"lines", ARG_LINES, ARG_OPTIONAL}}),
+	CMD(JOB_KILL, "job-kill", JOB, 0, 0, {JOB}),
 	CMD(SUBSCRIBE, "subscribe", CONN, 0, 1,
 		{{"job", ARG_JOB, ARG_OPTIONAL}, {"events", ARG_EVENTS, ARG_OPTIONAL}}),
 	CMD(UNSUBSCRIBE, "unsubscribe", CONN, 0, 1,

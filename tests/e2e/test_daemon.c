@@ -657,6 +657,62 @@ static size_t t_batch(char *buf, size_t len, const char *job, int count)
 	return n;
 }
 
+/* job-kill (rematctl kill): a worker that never answers, and a child of its own, both
+ * SIGKILLed at once (its process group); the job fails with the kill as its reason; a
+ * queued job is cancelled, an ended one refused. */
+START_TEST(test_daemon_job_kill)
+{
+	td_daemon d;
+	td_daemon_paths(&d);
+	char *w = td_script(&d, "worker.sh", "sleep 600 & echo $! > child.pid; exec sleep 600");
+	const char *extra[] = {"--worker", w, "--max-jobs", "1", NULL};
+	td_daemon_start(&d, extra);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	char job[16], queued[16];
+	snprintf(job, sizeof job, "%s", td_job_start(&c, T_TINY_SPEC, "starting"));
+	snprintf(queued, sizeof queued, "%s", td_job_start(&c, T_TINY_SPEC, "queued"));
+	char path[800];
+	snprintf(path, sizeof path, "%s/jobs/%s/child.pid", d.state, job);
+	pid_t child = 0; /* td_slurp's buffer is its own */
+	for (long end = td_ms() + T_READ_MS; child <= 0 && td_ms() < end; td_sleep_ms(20))
+		child = (pid_t)atol(td_slurp(path));
+	ck_assert_msg(child > 0, "the stand-in worker wrote no %s", path);
+
+	char *out;
+	int rc = td_ctl(&d, &out, "kill", job, NULL);
+	ck_assert_msg(rc == 0 && strstr(out, "killed"), "kill: %d %s", rc, out);
+	free(out);
+	json_t *data = td_wait_state(&c, job, "failed", T_READ_MS);
+	ck_assert_msg(strstr(td_str(data, "reason"), "killed by signal 9 (job-kill from client"),
+		"reason: %s", td_str(data, "reason"));
+	json_decref(data);
+	/* the child went with it: gone, or a zombie waiting for whoever adopted it */
+	char stat[64];
+	snprintf(stat, sizeof stat, "/proc/%ld/stat", (long)child);
+	int gone = 0;
+	for (long end = td_ms() + T_READ_MS; !gone && td_ms() < end; td_sleep_ms(20))
+		gone = access(stat, R_OK) < 0 || strstr(td_slurp(stat), ") Z ") != NULL;
+	ck_assert_msg(gone, "the worker's child %ld outlived job-kill", (long)child);
+
+	/* the queued one started when the slot freed: killed too; an ended job is refused */
+	td_wait_state(&c, queued, "starting", T_READ_MS);
+	json_t *r = td_request(&c, "{\"execute\":\"job-kill\",\"arguments\":{\"job\":\"%s\"}}",
+		job);
+	ck_assert_ptr_nonnull(strstr(td_expect_error(r, "InvalidState"), "no worker to kill"));
+	json_decref(r);
+	rc = td_ctl(&d, &out, "kill", queued, NULL);
+	ck_assert_msg(rc == 0, "kill: %d %s", rc, out);
+	free(out);
+	json_decref(td_wait_state(&c, queued, "failed", T_READ_MS));
+	ck_assert_ptr_nonnull(strstr(td_slurp(d.log), "job-kill"));
+	td_alive(&d);
+	td_close(&c);
+	td_daemon_stop(&d);
+	free(w);
+}
+END_TEST
+
 /* A worker that never answers: requests stay in flight; kill -9 fails the job and every
  * pending request. */
 START_TEST(test_daemon_worker_killed_inflight)
@@ -1099,6 +1155,7 @@ Suite *suite_daemon(void)
 	tcase_add_test(tc, test_daemon_worker_missing);
 	tcase_add_test(tc, test_daemon_worker_exit_status);
 	tcase_add_test(tc, test_daemon_worker_killed_inflight);
+	tcase_add_test(tc, test_daemon_job_kill);
 	tcase_add_test(tc, test_daemon_status_cut_by_worker_end);
 	tcase_add_test(tc, test_daemon_worker_queue);
 	suite_add_tcase(s, tc);

@@ -38,6 +38,7 @@ static const struct {
 	{"job-eval", PROTO_SCOPE_JOB, 1},
 	{"job-set", PROTO_SCOPE_JOB, 0},
 	{"job-metrics", PROTO_SCOPE_JOB, 0},
+	{"job-kill", PROTO_SCOPE_JOB, 0},
 	{"subscribe", PROTO_SCOPE_CONN, 0}, {"unsubscribe", PROTO_SCOPE_CONN, 0},
 };
 #define N_DOCUMENTED (sizeof documented / sizeof documented[0])
