@@ -210,6 +210,8 @@ int cli_show__queued(FILE *f, const char *job, const json_t *ret)
 		   "worker reads it (see 'rematctl status %s' and rematd's log)\n", job,
 		cli_show__str(ret, "execute", "the change", what, sizeof what),
 		cli_show_num(ret, "waited_s", "%.3g", s, sizeof s), job);
+	if (strcmp(what, "job-stop") == 0)
+		fprintf(f, "%s: 'rematctl kill %s' ends its worker now, unsaved\n", job, job);
 	return 1;
 }
 
@@ -359,6 +361,8 @@ static void show_stop_kept(FILE *f, const json_t *ret)
 void cli_show_stop(FILE *f, const char *job, const json_t *ret)
 {
 	char step[32];
+	if (cli_show__queued(f, job, ret))
+		return;
 	if (cli_jstr(ret, "state")) /* rematd's answer for a queued job: it never ran */
 		fprintf(f, "%s: cancelled before it started", job);
 	else

@@ -126,17 +126,30 @@ static uint64_t worker_reply_ms(void)
 	return ms;
 }
 
+/* How long a client's request waits for the worker's reply, 0 for as long as it takes: a
+ * job-stop waits for its step boundary and its save, as long as rematd's --stop-timeout
+ * (what a save may take at shutdown too, or the reply wait when that is 0); ckpt-save and
+ * job-eval, deferred too, without a limit; the rest worker_reply_ms. */
+static uint64_t pending_limit_ms(const srv_job *job, const srv_pending *p)
+{
+	if (strcmp(p->execute, "job-stop") == 0 && job->srv->stop_timeout_s > 0)
+		return (uint64_t)job->srv->stop_timeout_s * 1000u;
+	return p->deferred && strcmp(p->execute, "job-stop") != 0 ? 0 : worker_reply_ms();
+}
+
 /* A change the worker has not taken in time (it is stopped, or too busy to read): the
  * request cannot be called back (it waits in the channel, and the worker applies what it
  * reads), so the client is told it is queued, never that it failed. */
 static void worker_expire_change(srv_job *job, srv_pending *p, srv_conn *c)
 {
 	char note[PROTO_DESC_LEN];
-	double s = (double)worker_reply_ms() / 1000.0;
-	snprintf(note, sizeof note, "the worker of job %s has not taken %s within %.3g s "
-		"(stopped, or too busy to read): the request stays queued and takes effect, or "
-		"is refused, when the worker reads it; the job's events and rematd's log say "
-		"which", job->id, p->execute, s);
+	double s = (double)pending_limit_ms(job, p) / 1000.0;
+	int stop = strcmp(p->execute, "job-stop") == 0;
+	snprintf(note, sizeof note, "the worker of job %s has not %s %s within %.3g s "
+		"(stopped, stuck, or too busy to read): the request stays queued and takes "
+		"effect, or is refused, when the worker reads it; the job's events and rematd's "
+		"log say which%s", job->id, stop ? "answered" : "taken", p->execute, s,
+		stop ? "; job-kill ends its worker now, unsaved" : "");
 	json_t *ret = json_pack("{s:b, s:s, s:f, s:s}", "queued", 1, "execute", p->execute,
 		"waited_s", s, "note", note);
 	srv_log("job %s: %s not taken after %.3g s: answered queued", job->id, p->execute, s);
@@ -149,9 +162,9 @@ static void worker_expire_change(srv_job *job, srv_pending *p, srv_conn *c)
 
 /* A request the worker has not answered in time. A query: the client gets job-status from
  * the table, or Busy ("try again": asking has no effect); a change: queued
- * (worker_expire_change). The worker's late reply is only logged then. Not timed: job-stop
- * and ckpt-save wait for a save, and requests sent while the job was starting wait for
- * it. */
+ * (worker_expire_change). The worker's late reply is only logged then. job-stop waits as
+ * long as --stop-timeout (pending_limit_ms); not timed: ckpt-save and job-eval, and
+ * requests sent while the job was starting wait for it. */
 static void worker_expire(srv_job *job, srv_pending *p)
 {
 	srv_conn *c = srv_conn_find(job->srv, p->conn_id);
@@ -223,8 +236,8 @@ void srv_worker_sweep(srv_server *srv)
 			continue;
 		for (srv_pending *p = job->pending; p; p = p->next) {
 			uint64_t from = p->sent_ms > job->running_ms ? p->sent_ms : job->running_ms;
-			if (p->deferred || p->expired || p->conn_id == 0 ||
-				now - from < worker_reply_ms())
+			uint64_t limit = pending_limit_ms(job, p);
+			if (!limit || p->expired || p->conn_id == 0 || now - from < limit)
 				continue;
 			worker_expire(job, p);
 		}

@@ -713,6 +713,47 @@ START_TEST(test_daemon_job_kill)
 }
 END_TEST
 
+/* A worker that stops answering: a client's job-stop waits rematd's --stop-timeout, then is
+ * told the stop stays asked and that kill ends the worker; kill does. */
+START_TEST(test_daemon_stop_timeout)
+{
+	td_daemon d;
+	td_daemon_paths(&d);
+	char *w = td_script(&d, "worker.sh", TD_WORKER_RUNNING "exec sleep 600");
+	const char *extra[] = {"--worker", w, "--stop-timeout", "1", NULL};
+	td_daemon_start(&d, extra);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	char job[16];
+	snprintf(job, sizeof job, "%s", td_job_start(&c, T_TINY_SPEC, "starting"));
+	json_decref(td_wait_state(&c, job, "running", T_READ_MS));
+	char *out;
+	long t0 = td_ms();
+	int rc = td_ctl(&d, &out, "stop", job, NULL);
+	long waited = td_ms() - t0;
+	ck_assert_msg(rc == 0 && strstr(out, "job-stop queued, not yet applied") &&
+			      strstr(out, "rematctl kill"), "stop: %d %s", rc, out);
+	ck_assert_msg(waited >= 900 && waited < T_READ_MS, "stop answered after %ld ms", waited);
+	free(out);
+	/* still running (rematd's table: the worker answers nothing) */
+	json_t *r = td_request(&c, "{\"execute\":\"job-list\"}");
+	json_t *jobs = json_object_get(td_expect_return(r), "jobs");
+	ck_assert_str_eq(td_str(json_array_get(jobs, 0), "state"), "running");
+	json_decref(r);
+	rc = td_ctl(&d, &out, "kill", job, NULL);
+	ck_assert_msg(rc == 0, "kill: %d %s", rc, out);
+	free(out);
+	json_t *data = td_wait_state(&c, job, "failed", T_READ_MS);
+	ck_assert_msg(strstr(td_str(data, "reason"), "job-kill"), "reason: %s",
+		td_str(data, "reason"));
+	json_decref(data);
+	td_alive(&d);
+	td_close(&c);
+	td_daemon_stop(&d);
+	free(w);
+}
+END_TEST
+
 /* A worker that never answers: requests stay in flight; kill -9 fails the job and every
  * pending request. */
 START_TEST(test_daemon_worker_killed_inflight)
@@ -1156,6 +1197,7 @@ Suite *suite_daemon(void)
 	tcase_add_test(tc, test_daemon_worker_exit_status);
 	tcase_add_test(tc, test_daemon_worker_killed_inflight);
 	tcase_add_test(tc, test_daemon_job_kill);
+	tcase_add_test(tc, test_daemon_stop_timeout);
 	tcase_add_test(tc, test_daemon_status_cut_by_worker_end);
 	tcase_add_test(tc, test_daemon_worker_queue);
 	suite_add_tcase(s, tc);
