@@ -2,7 +2,7 @@
  *
  *   rematd [--socket PATH] [--group NAME] [--state-dir DIR] [--max-jobs N] [--worker PATH]
  *          [--memory SIZE|auto] [--stop-timeout SECONDS] [--idle-timeout SECONDS]
- *          [--foreground]
+ *          [--stall-timeout SECONDS] [--foreground]
  *
  * Listens on a Unix socket for NDJSON requests (docs/protocol.md), keeps a job table, and
  * runs one remat-train worker per job, at most --max-jobs at once (and with --memory, as
@@ -64,6 +64,7 @@ static void usage(FILE *f)
 		   "[--max-jobs N]\n"
 		   "              [--worker PATH] [--mpirun PATH] [--memory SIZE|auto]\n"
 		   "              [--stop-timeout SECONDS] [--idle-timeout SECONDS]\n"
+		   "              [--stall-timeout SECONDS]\n"
 		   "              [--foreground]\n"
 		   "       rematd --version\n"
 		   "Serves the remat control protocol on a Unix socket and runs one remat-train\n"
@@ -322,7 +323,7 @@ static void learn_worker_info(srv_server *srv)
 
 enum { OPT_SOCKET = 256, OPT_GROUP, OPT_STATE_DIR, OPT_MAX_JOBS, OPT_WORKER, OPT_MPIRUN,
 	OPT_MEMORY, OPT_STOP_TIMEOUT,
-	OPT_IDLE_TIMEOUT, OPT_FOREGROUND, OPT_VERSION, OPT_HELP };
+	OPT_IDLE_TIMEOUT, OPT_STALL_TIMEOUT, OPT_FOREGROUND, OPT_VERSION, OPT_HELP };
 
 /* An integer option in lo..hi, or -1 after printing why. */
 static long int_option(const char *name, const char *arg, long lo, long hi)
@@ -391,6 +392,7 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 		{"mpirun", required_argument, NULL, OPT_MPIRUN},
 		{"stop-timeout", required_argument, NULL, OPT_STOP_TIMEOUT},
 		{"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
+		{"stall-timeout", required_argument, NULL, OPT_STALL_TIMEOUT},
 		{"foreground", no_argument, NULL, OPT_FOREGROUND},
 		{"version", no_argument, NULL, OPT_VERSION},
 		{"help", no_argument, NULL, OPT_HELP},
@@ -402,6 +404,7 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 	srv->max_jobs = 1;
 	srv->stop_timeout_s = SRV_STOP_TIMEOUT_S;
 	srv->idle_timeout_s = SRV_IDLE_TIMEOUT_S;
+	srv->stall_timeout_s = SRV_STALL_TIMEOUT_S;
 	while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (o) {
 		case OPT_SOCKET: p.sock = optarg; break;
@@ -433,6 +436,11 @@ static int parse_options(srv_server *srv, int argc, char **argv, char *err)
 			if ((n = int_option("idle-timeout", optarg, 0, STOP_TIMEOUT_LIMIT)) < 0)
 				return 2;
 			srv->idle_timeout_s = (int)n;
+			break;
+		case OPT_STALL_TIMEOUT:
+			if ((n = int_option("stall-timeout", optarg, 0, STOP_TIMEOUT_LIMIT)) < 0)
+				return 2;
+			srv->stall_timeout_s = (int)n;
 			break;
 		case OPT_VERSION:
 			printf("rematd %s (protocol %d)\n", PROTO_VERSION, PROTO_PROTOCOL);

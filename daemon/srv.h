@@ -47,6 +47,10 @@
 #define SRV_QUOTE_BUF (SRV_QUOTE_MAX * 4 + 8) /* room for it fully escaped, quotes, "..." */
 #define SRV_STOP_TIMEOUT_S 60       /* default --stop-timeout: job-stop to SIGKILL at shutdown */
 #define SRV_STATUS_LEN 512           /* the STATUS= text told to the service manager */
+#define SRV_STALL_TIMEOUT_S 300     /* default --stall-timeout: a running job without a step
+				      * this long (or SRV_STALL_STEPS of its steps) is failed */
+#define SRV_STALL_STEPS 20           /* ... its median step time this many times, if longer */
+#define SRV_STALL_GAPS 8             /* steps whose times the median is taken over */
 #define SRV_IDLE_TIMEOUT_S 30        /* default --idle-timeout: a connection that has sent no
 				      * complete request by then is closed */
 
@@ -100,6 +104,8 @@ typedef struct srv_server {
 					    * are killed */
 	int idle_timeout_s;                /* --idle-timeout: a connection silent this long
 					    * after connecting is closed (0: never) */
+	int stall_timeout_s;               /* --stall-timeout: a running job whose step has not
+					    * moved this long is failed (0: never) */
 	int has_group;                     /* 1 with --group */
 	gid_t group;                       /* --group: its members may connect too */
 	uid_t uid;                         /* our effective uid: peers with it may connect */

@@ -140,6 +140,10 @@ struct srv_job {
 					 * being made ready), NULL once it runs */
 	uint64_t figures_ms;            /* when rematd last asked its worker for them */
 	char killed_by[64];             /* why rematd SIGKILLed the worker, "" when it did not */
+	uint64_t progress_ms;           /* when the job last moved (a step, a state change:
+					 * srv_now_ms), 0 before it runs: the stall watchdog's */
+	uint32_t step_gaps[SRV_STALL_GAPS]; /* the last steps' times, ms (a ring) */
+	int n_gaps;                     /* steps timed so far */
 	long long log_from;             /* worker.log's size when this run's worker started:
 					 * a failure's reason reads only what came after (a
 					 * resumed job appends to its earlier runs' log) */

@@ -227,6 +227,34 @@ static void worker_ask_figures(srv_job *job)
 	json_decref(args);
 }
 
+/* The stall watchdog: a running job whose step has not moved for --stall-timeout, or for
+ * SRV_STALL_STEPS times its median step when that is longer (a step of minutes is no
+ * stall), is failed, its worker killed with its processes: a rank stuck in a collective
+ * (a cut link) or a read never reaches the step boundary where a stop would end it. */
+static void worker_watch(srv_job *job, uint64_t now)
+{
+	if (!job->srv->stall_timeout_s || job->state != PROTO_JOB_RUNNING || !job->progress_ms ||
+		job->killed_by[0])
+		return;
+	uint32_t g[SRV_STALL_GAPS];
+	int n = job->n_gaps < SRV_STALL_GAPS ? job->n_gaps : SRV_STALL_GAPS;
+	memcpy(g, job->step_gaps, sizeof g);
+	for (int i = 1; i < n; i++) /* insertion sort: eight at most */
+		for (int j = i; j > 0 && g[j - 1] > g[j]; j--) {
+			uint32_t t = g[j];
+			g[j] = g[j - 1], g[j - 1] = t;
+		}
+	uint64_t limit = (uint64_t)job->srv->stall_timeout_s * 1000u;
+	uint64_t steps = n ? (uint64_t)g[n / 2] * SRV_STALL_STEPS : 0;
+	limit = steps > limit ? steps : limit;
+	if (now - job->progress_ms < limit)
+		return;
+	char why[64];
+	snprintf(why, sizeof why, "no step for %.0f s: rematd's stall timeout",
+		(double)(now - job->progress_ms) / 1000.0);
+	srv_worker_kill(job, why);
+}
+
 void srv_worker_sweep(srv_server *srv)
 {
 	uint64_t now = srv_now_ms();
@@ -244,6 +272,7 @@ void srv_worker_sweep(srv_server *srv)
 		if ((job->state == PROTO_JOB_RUNNING || job->state == PROTO_JOB_PAUSED) &&
 			now - job->figures_ms >= SRV_FIGURES_MS)
 			worker_ask_figures(job);
+		worker_watch(job, now);
 	}
 	srv_pool_sweep(srv);
 }

@@ -38,10 +38,23 @@ static void worker_set_policy(srv_job *job, json_t *policy)
 	srv_job_save_record(job); /* a resume runs under the policy last set */
 }
 
+/* A step moved: when, and how long it took (the watchdog's median, srv_worker_sweep) */
+static void worker_note_step(srv_job *job)
+{
+	uint64_t now = srv_now_ms();
+	if (job->progress_ms && now > job->progress_ms)
+		job->step_gaps[job->n_gaps++ % SRV_STALL_GAPS] =
+			(uint32_t)(now - job->progress_ms > UINT32_MAX ? UINT32_MAX
+								 : now - job->progress_ms);
+	job->progress_ms = now;
+}
+
 /* Keeps the table current from numbers the worker reports (STEP, job-status). */
 static void worker_note_progress(srv_job *job, const json_t *o)
 {
 	const json_t *v = json_object_get(o, "step");
+	if (json_is_integer(v) && (int)json_integer_value(v) > job->step)
+		worker_note_step(job);
 	if (json_is_integer(v))
 		job->step = (int)json_integer_value(v);
 	v = json_object_get(o, "loss");
@@ -326,6 +339,7 @@ static void worker_on_event(srv_job *job, json_t *obj)
 		char q[SRV_QUOTE_BUF];
 		if (to == PROTO_JOB_RUNNING && job->state == PROTO_JOB_STARTING)
 			job->running_ms = srv_now_ms();
+		job->progress_ms = srv_now_ms(); /* a pause's time is no stall's */
 		if (proto_job_state_final((proto_job_state)to)) {
 			/* said by rematd itself once the worker has exited, with its exit status
 			 * and last checkpoint (srv_worker.c's reap) */

@@ -754,6 +754,35 @@ START_TEST(test_daemon_stop_timeout)
 }
 END_TEST
 
+/* The stall watchdog: a running job whose step does not move for --stall-timeout fails,
+ * its worker and its processes killed, the stall its reason. */
+START_TEST(test_daemon_stall_timeout)
+{
+	td_daemon d;
+	td_daemon_paths(&d);
+	char *w = td_script(&d, "worker.sh", TD_WORKER_RUNNING "exec sleep 600");
+	const char *extra[] = {"--worker", w, "--stall-timeout", "1", NULL};
+	td_daemon_start(&d, extra);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	char job[16];
+	snprintf(job, sizeof job, "%s", td_job_start(&c, T_TINY_SPEC, "starting"));
+	json_decref(td_wait_state(&c, job, "running", T_READ_MS));
+	long t0 = td_ms();
+	json_t *data = td_wait_state(&c, job, "failed", T_READ_MS);
+	long took = td_ms() - t0;
+	ck_assert_msg(strstr(td_str(data, "reason"), "killed by signal 9 (no step for") &&
+			      strstr(td_str(data, "reason"), "stall timeout"),
+		"reason: %s", td_str(data, "reason"));
+	ck_assert_msg(took >= 900, "failed after %ld ms, under its stall timeout", took);
+	json_decref(data);
+	td_alive(&d);
+	td_close(&c);
+	td_daemon_stop(&d);
+	free(w);
+}
+END_TEST
+
 /* A worker that never answers: requests stay in flight; kill -9 fails the job and every
  * pending request. */
 START_TEST(test_daemon_worker_killed_inflight)
@@ -1198,6 +1227,7 @@ Suite *suite_daemon(void)
 	tcase_add_test(tc, test_daemon_worker_killed_inflight);
 	tcase_add_test(tc, test_daemon_job_kill);
 	tcase_add_test(tc, test_daemon_stop_timeout);
+	tcase_add_test(tc, test_daemon_stall_timeout);
 	tcase_add_test(tc, test_daemon_status_cut_by_worker_end);
 	tcase_add_test(tc, test_daemon_worker_queue);
 	suite_add_tcase(s, tc);
