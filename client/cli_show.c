@@ -72,6 +72,32 @@ void cli_show__flush(FILE *f, cli_table *t)
 	cli_table_free(t);
 }
 
+void cli_show__ranks(FILE *f, const json_t *ranks)
+{
+	static const char *const head[] = {"RANK", "STEP", "STEP MS", "ALL-REDUCE MS", "RSS",
+		"TRACKED", "TRACKED PEAK"};
+	size_t i;
+	const json_t *r;
+	cli_table t;
+	if (!json_is_array(ranks) || json_array_size(ranks) < 2)
+		return;
+	/* mem-stats' rows have the tracked total; job-status's only what the steps say */
+	int mem = cli_jobj(json_array_get(ranks, 0), "total") != NULL;
+	cli_table_init(&t, mem ? 7 : 5, head, "rrrrrrr");
+	json_array_foreach (ranks, i, r) {
+		char k[16], s[32], ms[32], ar[32], rss[32], cur[32], peak[32];
+		const json_t *tot = cli_jobj(r, "total");
+		cli_table_add(&t, cli_show_num(r, "rank", "%.0f", k, sizeof k),
+			cli_show_num(r, "step", "%.0f", s, sizeof s),
+			cli_show_num(r, "step_ms", "%.1f", ms, sizeof ms),
+			cli_show_num(r, "allreduce_ms", "%.1f", ar, sizeof ar),
+			cli_show_size(r, "rss", rss, sizeof rss),
+			cli_show_size(tot, "current", cur, sizeof cur),
+			cli_show_size(tot, "peak", peak, sizeof peak));
+	}
+	cli_show__flush(f, &t);
+}
+
 char *cli_show_state(const json_t *obj, char *buf, size_t len)
 {
 	const char *state = cli_jstr(obj, "state"), *file;
@@ -196,6 +222,13 @@ void cli_show_status(FILE *f, const char *job, const json_t *ret)
 	if (cli_jnum(ret, "exit_status", &v))
 		cli_show__kv(f, "exit status:", cli_show_num(ret, "exit_status", "%.0f", buf,
 			sizeof buf));
+	if (cli_jnum(ret, "ranks", &v) && v > 1) { /* data parallel */
+		char how[TEXT_LEN];
+		snprintf(buf, sizeof buf, "%.0f (%s)", v, cli_show__str(ret, "allreduce",
+			"gradients summed", how, sizeof how));
+		cli_show__kv(f, "ranks:", buf);
+		cli_show__ranks(f, json_object_get(ret, "per_rank"));
+	}
 }
 
 /* A change rematd answered "queued" (its worker did not take it in time): 1 after saying

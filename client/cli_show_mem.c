@@ -407,6 +407,12 @@ void cli_show_mem(FILE *f, const char *job, const json_t *ret)
 		 cli_show_size(ret, "rss_peak", b, sizeof b));
 	cli_show__kv(f, "rss:", buf);
 	cli_show__kv(f, "step:", cli_show_num(ret, "step", "%.0f", buf, sizeof buf));
+	const json_t *ranks = json_object_get(ret, "ranks");
+	if (json_array_size(ranks) > 1) { /* data parallel: the figures above are the most */
+		fprintf(f, "\n%zu ranks (the figures above: the most of any rank, each its own "
+			   "after its last step):\n", json_array_size(ranks));
+		cli_show__ranks(f, ranks);
+	}
 
 	/* a job on device cuda: the GPU's memory (the table above is then host memory) */
 	json_t *dev = cli_jobj(ret, "device");

@@ -265,9 +265,12 @@ static void draw_tty(watch *w)
 	     cli_show_num(st, "tokens_per_s", "%.0f", c, sizeof c),
 	     cli_show_num(st, "step_ms", "%.1f", d, sizeof d),
 	     cli_show_num(st, "recompute_ms", "%.1f", e, sizeof e));
-	emit(w, "elapsed %s   eta %s", cli_duration_format(cli_jnum(st, "elapsed_s", &v) ? v : 0, a,
-					    sizeof a),
-	     cli_duration_format(cli_jnum(st, "eta_s", &v) ? v : -1, b, sizeof b));
+	emit(w, "elapsed %s   eta %s%s%s", cli_duration_format(cli_jnum(st, "elapsed_s", &v) ? v
+							      : 0, a, sizeof a),
+	     cli_duration_format(cli_jnum(st, "eta_s", &v) ? v : -1, b, sizeof b),
+	     cli_jnum(st, "ranks", &v) && v > 1 ? "   ranks " : "",
+	     cli_jnum(st, "ranks", &v) && v > 1 ? cli_show_num(st, "ranks", "%.0f", c, sizeof c)
+						: "");
 	emit(w, "");
 	sec = json_array_size(json_object_get(w->mem, "sections"))
 		  ? json_object_get(w->mem, "sections")
@@ -320,6 +323,8 @@ static int draw_line(watch *w)
 			cli_mib_format(v, a, sizeof a));
 	if (cli_jnum(st, "val_loss", &v))
 		n += (size_t)snprintf(line + n, sizeof line - n, " val_loss %.4f", v);
+	if (n < sizeof line && cli_jnum(st, "ranks", &v) && v > 1) /* data parallel */
+		n += (size_t)snprintf(line + n, sizeof line - n, " ranks %.0f", v);
 	if (n < sizeof line && cli_jnum(st, "eta_s", &v))
 		snprintf(line + n, sizeof line - n, " eta %s", cli_duration_format(v, a, sizeof a));
 	if (strcmp(line, w->last) == 0)
@@ -335,7 +340,7 @@ static void draw_json(watch *w)
 	static const char *const keys[] = {
 	    "job",	    "name",    "state",	       "step",	 "steps",  "loss",	  "lr",
 	    "tokens_per_s", "step_ms", "recompute_ms", "policy", "reason", "exit_status",
-	    "val_loss", "elapsed_s", "eta_s", "auto", "auto_budget_bytes", NULL};
+	    "val_loss", "elapsed_s", "eta_s", "auto", "auto_budget_bytes", "ranks", NULL};
 	json_t *o = json_object(), *mem = json_object(), *cats = cli_jobj(w->mem, "categories");
 	const char *key;
 	json_t *v;

@@ -95,6 +95,16 @@ HANDLER(cmd_status)
 	const char *how = c->tr ? eng_trainer_allreduce(c->tr) : NULL;
 	json_object_set_new(r, "ranks", json_integer(c->tr ? c->tr->spec.ranks : 1));
 	json_object_set_new(r, "allreduce", how ? json_string(how) : json_null());
+	if (run->nranks > 1) { /* each rank's last step, as gathered after it (wk_dp.c) */
+		json_t *pr = json_array();
+		for (int i = 0; pr && i < run->nranks; i++) {
+			const wk_ctl_rank *k = &run->ranks[i];
+			json_array_append_new(pr, json_pack("{s:i,s:i,s:f,s:f,s:I}", "rank", k->rank,
+				"step", k->step, "step_ms", k->step_ms, "allreduce_ms",
+				k->allreduce_ms, "rss", (json_int_t)k->mem.rss));
+		}
+		json_object_set_new(r, "per_rank", pr);
+	}
 	return r;
 }
 

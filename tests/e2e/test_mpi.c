@@ -309,6 +309,21 @@ START_TEST(test_mpi_daemon_set_mem)
 	int nr;
 	long long before = rank_acts(&c, id, 1, &nr);
 	ck_assert_int_eq(nr, 2);
+	/* rematctl mem and status show both ranks in text too, a row each */
+	static const char *const shows[][3] = {{"mem", "2 ranks", "TRACKED PEAK"},
+		{"status", "ranks:", "ALL-REDUCE MS"}};
+	for (int i = 0; i < 2; i++) {
+		char *out;
+		int rc = td_ctl(&d, &out, shows[i][0], id, NULL);
+		ck_assert_msg(rc == 0 && strstr(out, shows[i][1]) && strstr(out, shows[i][2]) &&
+				      strstr(out, "\n   0 ") && strstr(out, "\n   1 "),
+			"rematctl %s: %d\n%s", shows[i][0], rc, out);
+		free(out);
+	}
+	char *out;
+	int rc = td_ctl(&d, &out, "watch", id, "--count", "1", NULL);
+	ck_assert_msg(rc == 0 && strstr(out, " ranks 2"), "rematctl watch: %d %s", rc, out);
+	free(out);
 	json_t *r = td_request(&c, "{\"execute\":\"remat-set\",\"arguments\":{\"job\":\"%s\","
 		"\"sections\":{\"h.0-1\":\"full\"}}}", id);
 	int at = (int)json_integer_value(json_object_get(td_expect_return(r), "applies_at_step"));
@@ -447,6 +462,30 @@ START_TEST(test_mpi_daemon_pool)
 }
 END_TEST
 
+/* rematctl kill ends mpirun and every rank with it (its process group): the job fails
+ * with the kill as its reason */
+START_TEST(test_mpi_job_kill)
+{
+	NEED(slots_missing);
+	td_daemon d;
+	td_conn c;
+	char id[16], spec[700], *out;
+	long_job(&d, &c, id, spec);
+	ck_assert_msg(rank_pid(spec, 0) > 0 && rank_pid(spec, 1) > 0, "no ranks of %s", spec);
+	int rc = td_ctl(&d, &out, "kill", id, NULL);
+	ck_assert_msg(rc == 0 && strstr(out, "killed"), "kill: %d %s", rc, out);
+	free(out);
+	json_t *data = td_wait_state(&c, id, "failed", 20000);
+	ck_assert_msg(strstr(td_str(data, "reason"), "job-kill"), "reason: %s",
+		td_str(data, "reason"));
+	json_decref(data);
+	no_rank_left(spec, "rematctl kill");
+	td_alive(&d);
+	td_close(&c);
+	td_daemon_stop(&d);
+}
+END_TEST
+
 START_TEST(test_mpi_rank_killed)
 {
 	NEED(slots_missing);
@@ -531,6 +570,7 @@ Suite *suite_mpi(void)
 	tcase_add_test(tc, test_mpi_daemon_set_mem);
 	tcase_add_test(tc, test_mpi_daemon_pool);
 	tcase_add_test(tc, test_mpi_rank_killed);
+	tcase_add_test(tc, test_mpi_job_kill);
 	tcase_add_test(tc, test_mpi_stop_reaches_every_rank);
 	tcase_add_test(tc, test_mpi_mpirun_fails_early);
 	suite_add_tcase(s, tc);
