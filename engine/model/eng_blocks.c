@@ -355,7 +355,8 @@ static void llama_block_backward(eng_model *m, int l, const eng_acts *a)
 	/* MLP: out = res2 + h down^T */
 	linear_bwd(m, 3, l, a, dh, g->fcprojw, NULL, m->dres, 1, a->gelu, w->fcprojw, N, I, C);
 	ENG_TIMED(m->timing, ENG_TIMING_ACT_BWD, 0, f4(5 * (size_t)N * I) +
-		bf2(m, 2 * (size_t)N * I), kn_swiglu_backward(dgu, dh, a->fch, N, I, mm_grad_bf(m)));
+		bf2(m, 2 * (size_t)N * I),
+		kn_swiglu_backward(dgu, dh, a->fch, N, I, mm_grad_bf(m)));
 	linear_bwd(m, 2, l, a, m->dbuf, g->fcw, NULL, dgu, 1, a->ln2, w->fcw, N, C, 2 * I);
 	ENG_TIMED(m->timing, ENG_TIMING_NORM_BWD, 0, f4(4 * NC) + bf2(m, NC),
 		kn_rmsnorm_backward(m->dres, g->ln2w, m->dbuf, a->res2, a->ln2_rstd, w->ln2w, N,

@@ -54,8 +54,8 @@ int eng_model_products(const eng_config *cfg, int B, int T, int R, unsigned flag
 				wlin};
 			out[n++] = (eng_product){layer[i][1], {bf, 0, 0, N, in, o, o, in, in, 0, 0}, L,
 				wlin};
-			out[n++] = (eng_product){layer[i][2], {bf, 1, 0, o, in, N, o, in, in, 0, 0}, L,
-				lin};
+			out[n++] = (eng_product){layer[i][2],
+				{bf, 1, 0, o, in, N, o, in, in, 0, 0}, L, lin};
 			continue;
 		}
 		/* Conv1D [in, out]: y = x W; dx = dy W^T; dW = x^T dy */

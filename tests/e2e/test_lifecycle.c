@@ -335,8 +335,8 @@ START_TEST(test_lifecycle_reason_from_this_run)
 		"'%s' \"$@\" & p=$!\n"
 		"until ls -d '%s'/step_* >/dev/null 2>&1; do sleep 0.05; done\n"
 		"kill -9 $p; wait $p\n"
-		"echo \"mpirun noticed that process rank 1 with PID $p on node h2 exited on signal 9"
-		" (Killed).\" >&2\n"
+		"echo \"mpirun noticed that process rank 1 with PID $p on node h2 exited on"
+		" signal 9 (Killed).\" >&2\n"
 		"exit 1", t_env("REMAT_TRAIN"), save);
 	char *w = td_script(&d, "worker.sh", body);
 	const char *ex[] = {"--worker", w, NULL};
