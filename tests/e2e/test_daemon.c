@@ -713,20 +713,29 @@ START_TEST(test_daemon_job_kill)
 }
 END_TEST
 
+/* A rematd with option (one second) whose job's stand-in worker says it runs, then neither
+ * steps nor answers: subscribed on *c, the job's id into job (16 bytes), running; the
+ * worker's path (the caller frees it). */
+static char *silent_job(td_daemon *d, td_conn *c, char *job, const char *option)
+{
+	td_daemon_paths(d);
+	char *w = td_script(d, "worker.sh", TD_WORKER_RUNNING "exec sleep 600");
+	const char *extra[] = {"--worker", w, option, "1", NULL};
+	td_daemon_start(d, extra);
+	*c = td_open(d);
+	json_decref(td_request(c, "{\"execute\":\"subscribe\"}"));
+	snprintf(job, 16, "%s", td_job_start(c, T_TINY_SPEC, "starting"));
+	json_decref(td_wait_state(c, job, "running", T_READ_MS));
+	return w;
+}
+
 /* A worker that stops answering: a client's job-stop waits rematd's --stop-timeout, then is
  * told the stop stays asked and that kill ends the worker; kill does. */
 START_TEST(test_daemon_stop_timeout)
 {
 	td_daemon d;
-	td_daemon_paths(&d);
-	char *w = td_script(&d, "worker.sh", TD_WORKER_RUNNING "exec sleep 600");
-	const char *extra[] = {"--worker", w, "--stop-timeout", "1", NULL};
-	td_daemon_start(&d, extra);
-	td_conn c = td_open(&d);
-	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
-	char job[16];
-	snprintf(job, sizeof job, "%s", td_job_start(&c, T_TINY_SPEC, "starting"));
-	json_decref(td_wait_state(&c, job, "running", T_READ_MS));
+	td_conn c;
+	char job[16], *w = silent_job(&d, &c, job, "--stop-timeout");
 	char *out;
 	long t0 = td_ms();
 	int rc = td_ctl(&d, &out, "stop", job, NULL);
@@ -759,15 +768,8 @@ END_TEST
 START_TEST(test_daemon_stall_timeout)
 {
 	td_daemon d;
-	td_daemon_paths(&d);
-	char *w = td_script(&d, "worker.sh", TD_WORKER_RUNNING "exec sleep 600");
-	const char *extra[] = {"--worker", w, "--stall-timeout", "1", NULL};
-	td_daemon_start(&d, extra);
-	td_conn c = td_open(&d);
-	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
-	char job[16];
-	snprintf(job, sizeof job, "%s", td_job_start(&c, T_TINY_SPEC, "starting"));
-	json_decref(td_wait_state(&c, job, "running", T_READ_MS));
+	td_conn c;
+	char job[16], *w = silent_job(&d, &c, job, "--stall-timeout");
 	long t0 = td_ms();
 	json_t *data = td_wait_state(&c, job, "failed", T_READ_MS);
 	long took = td_ms() - t0;
