@@ -729,6 +729,24 @@ static char *silent_job(td_daemon *d, td_conn *c, char *job, const char *option)
 	return w;
 }
 
+/* silent_job's job failing, its reason naming because; the daemon stopped, w freed: the ms
+ * it took from the call */
+static long silent_job_fails(td_daemon *d, td_conn *c, const char *job, char *w,
+	const char *because)
+{
+	long t0 = td_ms();
+	json_t *data = td_wait_state(c, job, "failed", T_READ_MS);
+	long took = td_ms() - t0;
+	ck_assert_msg(strstr(td_str(data, "reason"), because), "reason: %s",
+		td_str(data, "reason"));
+	json_decref(data);
+	td_alive(d);
+	td_close(c);
+	td_daemon_stop(d);
+	free(w);
+	return took;
+}
+
 /* A worker that stops answering: a client's job-stop waits rematd's --stop-timeout, then is
  * told the stop stays asked and that kill ends the worker; kill does. */
 START_TEST(test_daemon_stop_timeout)
@@ -752,14 +770,7 @@ START_TEST(test_daemon_stop_timeout)
 	rc = td_ctl(&d, &out, "kill", job, NULL);
 	ck_assert_msg(rc == 0, "kill: %d %s", rc, out);
 	free(out);
-	json_t *data = td_wait_state(&c, job, "failed", T_READ_MS);
-	ck_assert_msg(strstr(td_str(data, "reason"), "job-kill"), "reason: %s",
-		td_str(data, "reason"));
-	json_decref(data);
-	td_alive(&d);
-	td_close(&c);
-	td_daemon_stop(&d);
-	free(w);
+	silent_job_fails(&d, &c, job, w, "(job-kill from client");
 }
 END_TEST
 
@@ -770,18 +781,8 @@ START_TEST(test_daemon_stall_timeout)
 	td_daemon d;
 	td_conn c;
 	char job[16], *w = silent_job(&d, &c, job, "--stall-timeout");
-	long t0 = td_ms();
-	json_t *data = td_wait_state(&c, job, "failed", T_READ_MS);
-	long took = td_ms() - t0;
-	ck_assert_msg(strstr(td_str(data, "reason"), "killed by signal 9 (no step for") &&
-			      strstr(td_str(data, "reason"), "stall timeout"),
-		"reason: %s", td_str(data, "reason"));
+	long took = silent_job_fails(&d, &c, job, w, "s: rematd's stall timeout)");
 	ck_assert_msg(took >= 900, "failed after %ld ms, under its stall timeout", took);
-	json_decref(data);
-	td_alive(&d);
-	td_close(&c);
-	td_daemon_stop(&d);
-	free(w);
 }
 END_TEST
 
