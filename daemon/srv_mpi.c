@@ -170,8 +170,9 @@ int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, cha
 	err[0] = '\0';
 	job->mpi_lfd = -1;
 	/* store holds the strings the arguments point at, one after another */
-#define KEEP(...) (used < storelen ? (args[n++] = store + used, \
-	used += (size_t)snprintf(store + used, storelen - used, __VA_ARGS__) + 1) : 0)
+#define KEEP(...) (used < storelen && n < SRV_MPI_MAX_ARGS - 1 ? (args[n++] = store + used, \
+	used += (size_t)snprintf(store + used, storelen - used, __VA_ARGS__) + 1) \
+	: (n = SRV_MPI_MAX_ARGS))
 	char sock[SRV_PATH_LEN + 16], metrics[SRV_PATH_LEN + 16], spec[SRV_PATH_LEN + 16];
 	if (!srv->mpirun_path[0]) {
 		snprintf(err, errlen, "no mpirun: install openmpi-bin, or start rematd with --mpirun");
@@ -203,6 +204,17 @@ int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, cha
 		KEEP("--hostfile");
 		KEEP("%s", hostfile);
 	}
+	/* parallel.mca, "k=v;k=v" as the spec's parser checked it: --mca KEY VALUE each, an
+	 * argument apiece (no shell sees them) */
+	for (const char *p = job->info ? job->info->mca : ""; *p;) {
+		const char *eq = strchr(p, '='), *end = p + strcspn(p, ";");
+		if (!eq || eq > end)
+			break;
+		KEEP("--mca");
+		KEEP("%.*s", (int)(eq - p), p);
+		KEEP("%.*s", (int)(end - eq - 1), eq + 1);
+		p = *end ? end + 1 : end;
+	}
 	KEEP("%s", srv->worker_path);
 	KEEP("--control-connect");
 	KEEP("%s", sock);
@@ -212,7 +224,7 @@ int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, cha
 	KEEP("%s", job->id);
 	KEEP("%s", spec);
 #undef KEEP
-	if (used >= storelen || n >= SRV_MPI_MAX_ARGS) {
+	if (used >= storelen || n >= SRV_MPI_MAX_ARGS - 1) {
 		snprintf(err, errlen, "mpirun's arguments are too long");
 		srv_mpi_close(job);
 		return -1;

@@ -10,7 +10,7 @@
 
 #define SRV_MPI_SOCKET "ctl.sock" /* in the job's directory, until rank 0 has connected */
 #define SRV_MPI_SPEC "rank.json"  /* the spec the ranks read when they are not rematd's */
-#define SRV_MPI_MAX_ARGS 24
+#define SRV_MPI_MAX_ARGS 64 /* 20 of rematd's own, --mca KEY VALUE for each allowed key */
 
 /* At job-start, from remat-train --check's answer: -1 (why in desc) when the job wants
  * ranks and rematd has no mpirun. */

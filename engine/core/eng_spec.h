@@ -24,6 +24,8 @@
 #define ENG_MAX_PROMPT 1024    /* sample.prompt tokens */
 #define ENG_MAX_ACCUM 65536    /* grad_accum */
 #define ENG_MAX_RANKS 4096     /* parallel.ranks */
+#define ENG_MCA_LEN 1024       /* parallel.mca's pairs, joined */
+#define ENG_MCA_VALUE 256      /* longest parallel.mca value */
 #define ENG_MAX_PRIORITY PROTO_PRIORITY_MAX /* "priority": rematd's pool weighs jobs by it */
 #define ENG_MAX_TEMPERATURE 100.0 /* sample.temperature, remat-train --sample --temperature */
 
@@ -190,6 +192,9 @@ typedef struct eng_spec {
 	char hosts[1024];                 /* parallel.hosts joined by ',' for mpirun --host,
 					   * "" none */
 	char hostfile[ENG_PATH_LEN];      /* parallel.hostfile, for mpirun --hostfile */
+	char mca[ENG_MCA_LEN];            /* parallel.mca: "key=value" pairs joined by ';'
+					   * for rematd's mpirun --mca, "" none (the keys
+					   * eng_mca_allowed names, values checked) */
 
 	/* what job-set has changed in this run (never in a spec file) */
 	eng_live live;

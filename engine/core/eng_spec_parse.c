@@ -32,7 +32,7 @@ static const char *const arch_keys[] = {"gpt2", "llama", NULL}; /* as eng_arch *
 static const char *const data_keys[] = {"train", "format", "val", "shuffle", "shuffle_seed",
 	"tokenizer", "field", "cache", NULL};
 static const char *const eval_keys[] = {"every", "batches", NULL};
-static const char *const parallel_keys[] = {"ranks", "hosts", "hostfile", NULL};
+static const char *const parallel_keys[] = {"ranks", "hosts", "hostfile", "mca", NULL};
 static const char *const sample_keys[] = {"every", "tokens", "prompt", "temperature", "top_k",
 	"seed", NULL};
 static const char *const optim_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay",
@@ -642,6 +642,49 @@ static int parse_hosts(eng_spec *s, json_t *h, eng_err *err)
 	return 0;
 }
 
+/* parallel.mca: Open MPI's parameters rematd passes to its mpirun as --mca KEY VALUE,
+ * never through a shell: the transport's and the interfaces' alone (a parameter that names
+ * a command, plm_rsh_agent, is not among them), values of letters, digits and
+ * ".,:/^_-" (interface lists, CIDR ranges, component lists with '^' to exclude), not
+ * starting with '-'. Kept as "k=v;k=v". */
+static const char *const mca_allowed[] = {"btl", "btl_tcp_if_include", "btl_tcp_if_exclude",
+	"oob_tcp_if_include", "oob_tcp_if_exclude", "btl_tcp_port_min_v4",
+	"btl_tcp_port_range_v4", "pml", "mtl", "coll", "osc", "btl_vader_single_copy_mechanism",
+	NULL};
+
+static int parse_mca(eng_spec *s, json_t *m, eng_err *err)
+{
+	const char *k;
+	json_t *v;
+	size_t used = 0;
+	if (!json_is_object(m))
+		return eng_errf(err, "'parallel.mca' must be an object of Open MPI parameters");
+	json_object_foreach(m, k, v) {
+		int known = 0;
+		for (int i = 0; mca_allowed[i]; i++)
+			known |= strcmp(k, mca_allowed[i]) == 0;
+		if (!known)
+			return eng_errf(err, "'parallel.mca' does not take '%.48s' (it takes btl, "
+					     "pml, mtl, coll, osc, the tcp interface and port "
+					     "parameters)", k);
+		const char *x = json_string_value(v);
+		size_t len = x ? strlen(x) : 0;
+		if (!x || !len || len >= ENG_MCA_VALUE || x[0] == '-' ||
+			strspn(x, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+				  "0123456789.,:/^_-") != len)
+			return eng_errf(err, "'parallel.mca.%s' must be a string of letters, "
+					     "digits and .,:/^_- (not starting with '-'), at most "
+					     "%d bytes", k, ENG_MCA_VALUE - 1);
+		int n = snprintf(s->mca + used, sizeof s->mca - used, "%s%s=%s", used ? ";" : "",
+			k, x);
+		if (n < 0 || (size_t)n >= sizeof s->mca - used)
+			return eng_errf(err, "'parallel.mca' is longer than %zu bytes",
+				sizeof s->mca - 1);
+		used += (size_t)n;
+	}
+	return 0;
+}
+
 static int parse_parallel(eng_spec *s, json_t *root, eng_err *err)
 {
 	json_t *v, *h;
@@ -653,6 +696,8 @@ static int parse_parallel(eng_spec *s, json_t *root, eng_err *err)
 		return -1;
 	s->has_ranks = json_object_get(v, "ranks") != NULL;
 	if ((h = json_object_get(v, "hosts")) && parse_hosts(s, h, err) < 0)
+		return -1;
+	if ((h = json_object_get(v, "mca")) && parse_mca(s, h, err) < 0)
 		return -1;
 	if (s->hosts[0] && s->hostfile[0])
 		return eng_errf(err, "'parallel' takes 'hosts' or 'hostfile', not both");

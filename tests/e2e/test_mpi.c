@@ -462,6 +462,63 @@ START_TEST(test_mpi_daemon_pool)
 }
 END_TEST
 
+/* The command line of the mpirun running spec ("" when none), its arguments one space apart */
+static void mpirun_cmdline(const char *spec, char *cmd, size_t len)
+{
+	DIR *dp = opendir("/proc");
+	struct dirent *e;
+	cmd[0] = '\0';
+	while (dp && !cmd[0] && (e = readdir(dp))) {
+		char p[300];
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
+		FILE *f = fopen(p, "r");
+		size_t n = f ? fread(cmd, 1, len - 1, f) : 0;
+		if (f)
+			fclose(f);
+		for (size_t i = 0; i + 1 < n; i++)
+			cmd[i] = cmd[i] ? cmd[i] : ' ';
+		cmd[n] = '\0';
+		if (!strstr(cmd, "mpirun") || !strstr(cmd, spec) || !strstr(cmd, "-np"))
+			cmd[0] = '\0';
+	}
+	if (dp)
+		closedir(dp);
+}
+
+/* parallel.mca reaches rematd's mpirun as --mca KEY VALUE, an argument each, and the job
+ * trains under it (TCP on the loopback) */
+START_TEST(test_mpi_daemon_mca)
+{
+	NEED(slots_missing);
+	td_daemon d;
+	td_daemon_paths(&d);
+	td_daemon_start(&d, NULL);
+	char *two = t_mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2,\"mca\":{\"btl\":"
+		"\"self,tcp\",\"btl_tcp_if_include\":\"lo\"}},", "two", 1000000);
+	td_conn c = td_open(&d);
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	size_t n;
+	char *text = t_read_file(two, &n), id[16], spec[700], cmd[4096] = "";
+	snprintf(id, sizeof id, "%s", td_job_start(&c, text, NULL));
+	td_wait_step(&c, id);
+	snprintf(spec, sizeof spec, "%s/jobs/%s/job.json", d.state, id);
+	for (long t0 = td_ms(); !cmd[0] && td_ms() - t0 < 10000; td_sleep_ms(50))
+		mpirun_cmdline(spec, cmd, sizeof cmd);
+	ck_assert_msg(strstr(cmd, " --mca btl self,tcp --mca btl_tcp_if_include lo "),
+		"mpirun's command line: %s", cmd);
+	json_decref(td_request(&c, "{\"execute\":\"job-stop\",\"arguments\":{\"job\":\"%s\","
+		"\"save\":false}}", id));
+	json_decref(td_wait_state(&c, id, "stopped", MPI_MS));
+	no_rank_left(spec, "the stop");
+	td_close(&c);
+	td_daemon_stop(&d);
+	free(text);
+	free(two);
+}
+END_TEST
+
 /* rematctl kill ends mpirun and every rank with it (its process group): the job fails
  * with the kill as its reason */
 START_TEST(test_mpi_job_kill)
@@ -571,6 +628,7 @@ Suite *suite_mpi(void)
 	tcase_add_test(tc, test_mpi_daemon_pool);
 	tcase_add_test(tc, test_mpi_rank_killed);
 	tcase_add_test(tc, test_mpi_job_kill);
+	tcase_add_test(tc, test_mpi_daemon_mca);
 	tcase_add_test(tc, test_mpi_stop_reaches_every_rank);
 	tcase_add_test(tc, test_mpi_mpirun_fails_early);
 	suite_add_tcase(s, tc);

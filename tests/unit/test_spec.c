@@ -386,6 +386,13 @@ static const struct {
 	{WITH("\"parallel\": {\"hosts\": [\"a\"], \"hostfile\": \"/h\"}"), "not both"},
 	{WITH("\"parallel\": {\"hostfile\": \"-x\"}"), "a path, not an option"},
 	{WITH("\"parallel\": {\"ranks\": 2, \"bogus\": 1}"), "unknown key 'parallel.bogus'"},
+	{WITH("\"parallel\": {\"mca\": {\"plm_rsh_agent\": \"sh\"}}"),
+		"'parallel.mca' does not take 'plm_rsh_agent'"},
+	{WITH("\"parallel\": {\"mca\": {\"btl\": \"-x\"}}"), "not starting with '-'"},
+	{WITH("\"parallel\": {\"mca\": {\"btl\": \"tcp;id\"}}"), "'parallel.mca.btl' must be"},
+	{WITH("\"parallel\": {\"mca\": {\"btl\": \"a b\"}}"), "'parallel.mca.btl' must be"},
+	{WITH("\"parallel\": {\"mca\": {\"btl\": 1}}"), "'parallel.mca.btl' must be"},
+	{WITH("\"parallel\": {\"mca\": [\"btl\"]}"), "'parallel.mca' must be an object"},
 	/* types */
 	{WITH("\"batch\": \"8\""), "'batch' must be an integer"},
 	{WITH("\"batch\": 2.5"), "'batch' must be an integer"},
@@ -664,6 +671,9 @@ START_TEST(test_eng_spec_parse_loop)
 	ck_assert(s.sample_n == 1 && s.sample_prompt[0] == 0); /* no <|endoftext|> in 256 */
 	parse_ok(&s, WITH("\"parallel\": {\"ranks\": 4, \"hosts\": [\"node-1:2\", \"node_2\"]}"));
 	ck_assert(s.ranks == 4 && s.has_ranks && strcmp(s.hosts, "node-1:2,node_2") == 0);
+	parse_ok(&s, WITH("\"parallel\": {\"ranks\": 2, \"mca\": {\"btl\": \"self,tcp\", "
+			  "\"btl_tcp_if_include\": \"10.0.0.0/24\", \"pml\": \"^ucx\"}}"));
+	ck_assert_str_eq(s.mca, "btl=self,tcp;btl_tcp_if_include=10.0.0.0/24;pml=^ucx");
 }
 END_TEST
 
