@@ -165,6 +165,7 @@ int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, cha
 	srv_server *srv = job->srv;
 	const char *hosts = job->info ? job->info->hosts : NULL;
 	const char *hostfile = job->info ? job->info->hostfile : NULL;
+	const char *launcher = job->info ? job->info->launcher : "";
 	size_t used = 0;
 	int n = 0;
 	err[0] = '\0';
@@ -176,6 +177,14 @@ int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, cha
 	char sock[SRV_PATH_LEN + 16], metrics[SRV_PATH_LEN + 16], spec[SRV_PATH_LEN + 16];
 	if (!srv->mpirun_path[0]) {
 		snprintf(err, errlen, "no mpirun: install openmpi-bin, or start rematd with --mpirun");
+		return -1;
+	}
+	/* Open MPI's Slurm launcher starts its daemons with srun inside the allocation rematd
+	 * runs in; outside one it fails with no word of why */
+	if (!strcmp(launcher, "slurm") && !getenv("SLURM_JOB_ID")) {
+		snprintf(err, errlen, "'parallel.launcher' \"slurm\" needs rematd to run inside "
+				      "a Slurm allocation (SLURM_JOB_ID is not set in its "
+				      "environment)");
 		return -1;
 	}
 	if (listen_socket(job, sock, sizeof sock, err, errlen) < 0 ||
@@ -203,6 +212,11 @@ int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, cha
 	} else if (hostfile && hostfile[0]) {
 		KEEP("--hostfile");
 		KEEP("%s", hostfile);
+	}
+	if (launcher[0]) { /* Open MPI's plm: rsh (ssh) or slurm (srun) */
+		KEEP("--mca");
+		KEEP("plm");
+		KEEP("%s", strcmp(launcher, "slurm") ? "rsh" : "slurm");
 	}
 	/* parallel.mca, "k=v;k=v" as the spec's parser checked it: --mca KEY VALUE each, an
 	 * argument apiece (no shell sees them) */

@@ -262,6 +262,7 @@ static int check_job(eng_spec *s)
 	snprintf(ci.hosts, sizeof ci.hosts, "%s", s->hosts);
 	snprintf(ci.hostfile, sizeof ci.hostfile, "%s", s->hostfile);
 	snprintf(ci.mca, sizeof ci.mca, "%s", s->mca);
+	snprintf(ci.launcher, sizeof ci.launcher, "%s", s->launcher);
 	/* the planner's terms: held whatever the policy and the process's beyond the tracked
 	 * bytes (this check's own, its kernels' buffers made; device cpu), a save's snapshot */
 	ci.has_fixed = ci.has_untracked = eng_backend_ops_for(s->device)->tracked_host;

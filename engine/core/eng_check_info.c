@@ -57,8 +57,9 @@ json_t *eng_check_info_json(const eng_check_info *ci)
 			eng_quant_json(&ci->cfg, 1));
 	json_object_set_new(o, "precision", json_string(eng_precision_names[ci->precision]));
 	/* data parallel: what rematd passes to mpirun */
-	json_object_set_new(o, "parallel", json_pack("{s:i,s:s,s:s,s:s}", "ranks", ci->ranks,
-		"hosts", ci->hosts, "hostfile", ci->hostfile, "mca", ci->mca));
+	json_object_set_new(o, "parallel", json_pack("{s:i,s:s,s:s,s:s,s:s}", "ranks", ci->ranks,
+		"hosts", ci->hosts, "hostfile", ci->hostfile, "mca", ci->mca, "launcher",
+		ci->launcher));
 	/* the plan's terms: held whatever the policy, the process's beyond the tracked bytes,
 	 * and a save's snapshot */
 	if (ci->has_fixed)
@@ -156,6 +157,7 @@ int eng_check_info_read(const json_t *o, eng_check_info *ci, eng_err *err)
 	str_of(v, "hosts", ci->hosts, sizeof ci->hosts);
 	str_of(v, "hostfile", ci->hostfile, sizeof ci->hostfile);
 	str_of(v, "mca", ci->mca, sizeof ci->mca);
+	str_of(v, "launcher", ci->launcher, sizeof ci->launcher);
 	v = json_object_get(o, "fixed_bytes");
 	ci->has_fixed = json_is_object(v);
 	for (int c = 0; ci->has_fixed && c < ENG_MEM_NCAT; c++)

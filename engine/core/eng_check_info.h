@@ -9,7 +9,7 @@
  *    "chunk_rows", "policy" (eng_policy_json), "aliases" {NAME: SELECTOR}, "init_from",
  *    "save_dir", "device" "cpu"|"cuda", "tokens", ["resume_step"], ["warnings" [TEXT]],
  *    "model" {"arch", "params", "trainable_params"}, "precision", "parallel" {"ranks",
- *    "hosts", "hostfile", "mca"}, device cpu: "fixed_bytes" {CATEGORY: BYTES} and
+ *    "hosts", "hostfile", "mca", "launcher"}, device cpu: "fixed_bytes" {CATEGORY: BYTES} and
  *    "untracked_bytes", "snapshot_bytes"}
  * Not here: how the check is made (eng_trainer_check, engine/run), or what rematd does with
  * the answer.
@@ -54,6 +54,7 @@ typedef struct eng_check_info {
 	char hosts[1024];               /* parallel.hosts joined by ',', "" none */
 	char hostfile[ENG_PATH_LEN];    /* parallel.hostfile, "" none */
 	char mca[ENG_MCA_LEN];          /* parallel.mca, "k=v;k=v" (eng_spec.h), "" none */
+	char launcher[8];               /* parallel.launcher: "ssh", "slurm", "" mpirun's */
 	int has_fixed;                  /* device cpu: 1 when fixed[] was counted */
 	size_t fixed[ENG_MEM_NCAT];     /* held whatever the policy (the planner's fixed part) */
 	int has_untracked;              /* device cpu: 1 when untracked was measured */

@@ -195,6 +195,8 @@ typedef struct eng_spec {
 	char mca[ENG_MCA_LEN];            /* parallel.mca: "key=value" pairs joined by ';'
 					   * for rematd's mpirun --mca, "" none (the keys
 					   * eng_mca_allowed names, values checked) */
+	char launcher[8];                 /* parallel.launcher: "ssh", "slurm", "" mpirun's
+					   * own choice */
 
 	/* what job-set has changed in this run (never in a spec file) */
 	eng_live live;

@@ -32,7 +32,8 @@ static const char *const arch_keys[] = {"gpt2", "llama", NULL}; /* as eng_arch *
 static const char *const data_keys[] = {"train", "format", "val", "shuffle", "shuffle_seed",
 	"tokenizer", "field", "cache", NULL};
 static const char *const eval_keys[] = {"every", "batches", NULL};
-static const char *const parallel_keys[] = {"ranks", "hosts", "hostfile", "mca", NULL};
+static const char *const parallel_keys[] = {"ranks", "hosts", "hostfile", "mca", "launcher",
+	NULL};
 static const char *const sample_keys[] = {"every", "tokens", "prompt", "temperature", "top_k",
 	"seed", NULL};
 static const char *const optim_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay",
@@ -699,6 +700,11 @@ static int parse_parallel(eng_spec *s, json_t *root, eng_err *err)
 		return -1;
 	if ((h = json_object_get(v, "mca")) && parse_mca(s, h, err) < 0)
 		return -1;
+	/* how mpirun starts its daemons on other hosts: Open MPI's plm, ssh or Slurm's */
+	if (es_get_str(v, "parallel", "launcher", s->launcher, sizeof s->launcher, err) < 0)
+		return -1;
+	if (s->launcher[0] && strcmp(s->launcher, "ssh") && strcmp(s->launcher, "slurm"))
+		return eng_errf(err, "'parallel.launcher' must be \"ssh\" or \"slurm\"");
 	if (s->hosts[0] && s->hostfile[0])
 		return eng_errf(err, "'parallel' takes 'hosts' or 'hostfile', not both");
 	if (s->hostfile[0] == '-')

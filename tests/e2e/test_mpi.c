@@ -495,8 +495,9 @@ START_TEST(test_mpi_daemon_mca)
 	td_daemon d;
 	td_daemon_paths(&d);
 	td_daemon_start(&d, NULL);
-	char *two = t_mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2,\"mca\":{\"btl\":"
-		"\"self,tcp\",\"btl_tcp_if_include\":\"lo\"}},", "two", 1000000);
+	char *two = t_mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2,\"launcher\":"
+		"\"ssh\",\"mca\":{\"btl\":\"self,tcp\",\"btl_tcp_if_include\":\"lo\"}},", "two",
+		1000000);
 	td_conn c = td_open(&d);
 	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
 	size_t n;
@@ -506,12 +507,45 @@ START_TEST(test_mpi_daemon_mca)
 	snprintf(spec, sizeof spec, "%s/jobs/%s/job.json", d.state, id);
 	for (long t0 = td_ms(); !cmd[0] && td_ms() - t0 < 10000; td_sleep_ms(50))
 		mpirun_cmdline(spec, cmd, sizeof cmd);
-	ck_assert_msg(strstr(cmd, " --mca btl self,tcp --mca btl_tcp_if_include lo "),
+	ck_assert_msg(strstr(cmd, " --mca plm rsh --mca btl self,tcp --mca btl_tcp_if_include lo "),
 		"mpirun's command line: %s", cmd);
 	json_decref(td_request(&c, "{\"execute\":\"job-stop\",\"arguments\":{\"job\":\"%s\","
 		"\"save\":false}}", id));
 	json_decref(td_wait_state(&c, id, "stopped", MPI_MS));
 	no_rank_left(spec, "the stop");
+	td_close(&c);
+	td_daemon_stop(&d);
+	free(text);
+	free(two);
+}
+END_TEST
+
+/* parallel.launcher "slurm" outside a Slurm allocation: the job fails at once, saying so,
+ * where mpirun's own words would be "orte_plm_base_select failed" */
+START_TEST(test_mpi_daemon_slurm_outside)
+{
+	NEED(t_mpi_missing);
+	unsetenv("SLURM_JOB_ID"); /* rematd's environment is this test's */
+	td_daemon d;
+	td_daemon_paths(&d);
+	td_daemon_start(&d, NULL);
+	char *two = t_mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2,\"launcher\":"
+		"\"slurm\"},", "two", 10);
+	td_conn c = td_open(&d);
+	size_t n;
+	char *text = t_read_file(two, &n), id[16];
+	/* it fails as it is spawned, before job-start's reply: its status says so */
+	snprintf(id, sizeof id, "%s", td_job_start(&c, text, NULL));
+	json_t *st = NULL;
+	for (long t0 = td_ms(); td_ms() - t0 < MPI_MS; td_sleep_ms(50)) {
+		json_decref(st);
+		st = td_job_status(&c, id);
+		if (!strcmp(td_str(st, "state"), "failed"))
+			break;
+	}
+	ck_assert_msg(strstr(td_str(st, "reason"), "inside a Slurm allocation"), "%s: %s",
+		td_str(st, "state"), td_str(st, "reason"));
+	json_decref(st);
 	td_close(&c);
 	td_daemon_stop(&d);
 	free(text);
@@ -629,6 +663,7 @@ Suite *suite_mpi(void)
 	tcase_add_test(tc, test_mpi_rank_killed);
 	tcase_add_test(tc, test_mpi_job_kill);
 	tcase_add_test(tc, test_mpi_daemon_mca);
+	tcase_add_test(tc, test_mpi_daemon_slurm_outside);
 	tcase_add_test(tc, test_mpi_stop_reaches_every_rank);
 	tcase_add_test(tc, test_mpi_mpirun_fails_early);
 	suite_add_tcase(s, tc);

@@ -393,6 +393,7 @@ static const struct {
 	{WITH("\"parallel\": {\"mca\": {\"btl\": \"a b\"}}"), "'parallel.mca.btl' must be"},
 	{WITH("\"parallel\": {\"mca\": {\"btl\": 1}}"), "'parallel.mca.btl' must be"},
 	{WITH("\"parallel\": {\"mca\": [\"btl\"]}"), "'parallel.mca' must be an object"},
+	{WITH("\"parallel\": {\"launcher\": \"pbs\"}"), "must be \"ssh\" or \"slurm\""},
 	/* types */
 	{WITH("\"batch\": \"8\""), "'batch' must be an integer"},
 	{WITH("\"batch\": 2.5"), "'batch' must be an integer"},
@@ -674,6 +675,8 @@ START_TEST(test_eng_spec_parse_loop)
 	parse_ok(&s, WITH("\"parallel\": {\"ranks\": 2, \"mca\": {\"btl\": \"self,tcp\", "
 			  "\"btl_tcp_if_include\": \"10.0.0.0/24\", \"pml\": \"^ucx\"}}"));
 	ck_assert_str_eq(s.mca, "btl=self,tcp;btl_tcp_if_include=10.0.0.0/24;pml=^ucx");
+	parse_ok(&s, WITH("\"parallel\": {\"ranks\": 2, \"launcher\": \"slurm\"}"));
+	ck_assert_str_eq(s.launcher, "slurm");
 }
 END_TEST
 
