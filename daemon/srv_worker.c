@@ -146,9 +146,10 @@ static void worker_expire_change(srv_job *job, srv_pending *p, srv_conn *c)
 	double s = (double)pending_limit_ms(job, p) / 1000.0;
 	int stop = strcmp(p->execute, "job-stop") == 0;
 	snprintf(note, sizeof note, "the worker of job %s has not %s %s within %.3g s "
-		"(stopped, stuck, or too busy to read): the request stays queued and takes "
-		"effect, or is refused, when the worker reads it; the job's events and rematd's "
-		"log say which%s", job->id, stop ? "answered" : "taken", p->execute, s,
+		"(%s): the request stays queued and takes effect, or is refused, when the worker "
+		"reads it; the job's events and rematd's log say which%s", job->id,
+		stop ? "answered" : "taken", p->execute, s,
+		stop ? "still saving, stuck, or stopped" : "stopped, or too busy to read",
 		stop ? "; job-kill ends its worker now, unsaved" : "");
 	json_t *ret = json_pack("{s:b, s:s, s:f, s:s}", "queued", 1, "execute", p->execute,
 		"waited_s", s, "note", note);
