@@ -1,7 +1,10 @@
 /* t_mpi.h - remat-train under Open MPI's mpirun, for the suites that run ranks
- * (tests/e2e/test_mpi.c: "mpi"; tests/cuda/test_cuda_dp.c: "cuda-dp"). */
+ * (tests/e2e/test_mpi.c: "mpi"; tests/e2e/test_hosts.c: "hosts"; tests/cuda/test_cuda_dp.c:
+ * "cuda-dp"). */
 #ifndef T_MPI_H
 #define T_MPI_H
+
+#include <sys/types.h>
 
 /* Why MPI tests cannot run here, or NULL (the environment set for them when they can:
  * root may run mpirun, and make asan's suppressions of Open MPI's own leaks). */
@@ -19,6 +22,9 @@ int t_mpirun(const char *spec, int np, int tcp, char **out);
 void t_mpirun2(const char *spec, int tcp);
 /* remat-train spec alone, which must exit 0. */
 void t_mpi_train1(const char *spec);
+
+/* The pid of the rank-r remat-train of the job whose spec is at spec, or 0 */
+pid_t t_rank_pid(const char *spec, int r);
 
 /* The two checkpoints' weights and moments are the same bytes (what says which). */
 void t_same_weights(const char *a, const char *b, const char *what);

@@ -696,7 +696,7 @@ START_TEST(test_daemon_job_kill)
 	ck_assert_msg(gone, "the worker's child %ld outlived job-kill", (long)child);
 
 	/* the queued one started when the slot freed: killed too; an ended job is refused */
-	td_wait_state(&c, queued, "starting", T_READ_MS);
+	json_decref(td_wait_state(&c, queued, "starting", T_READ_MS));
 	json_t *r = td_request(&c, "{\"execute\":\"job-kill\",\"arguments\":{\"job\":\"%s\"}}",
 		job);
 	ck_assert_ptr_nonnull(strstr(td_expect_error(r, "InvalidState"), "no worker to kill"));

@@ -348,8 +348,7 @@ START_TEST(test_mpi_daemon_set_mem)
 }
 END_TEST
 
-/* The pid of the rank-r process of the job whose spec is at spec, or 0. */
-static pid_t rank_pid(const char *spec, int r)
+pid_t t_rank_pid(const char *spec, int r)
 {
 	char want[32];
 	snprintf(want, sizeof want, "OMPI_COMM_WORLD_RANK=%d", r);
@@ -386,9 +385,10 @@ static pid_t rank_pid(const char *spec, int r)
 /* Neither rank of the job running spec is left within 10 s of what ended it. */
 static void no_rank_left(const char *spec, const char *what)
 {
-	for (long t0 = td_ms(); (rank_pid(spec, 0) || rank_pid(spec, 1)) && td_ms() - t0 < 10000;)
+	for (long t0 = td_ms(); (t_rank_pid(spec, 0) || t_rank_pid(spec, 1)) &&
+		td_ms() - t0 < 10000;)
 		td_sleep_ms(50);
-	ck_assert_msg(!rank_pid(spec, 0) && !rank_pid(spec, 1), "a rank outlived %s", what);
+	ck_assert_msg(!t_rank_pid(spec, 0) && !t_rank_pid(spec, 1), "a rank outlived %s", what);
 }
 
 /* A rematd running a 2-rank job that would run for ever, past its first step: its id
@@ -562,7 +562,7 @@ START_TEST(test_mpi_job_kill)
 	td_conn c;
 	char id[16], spec[700], *out;
 	long_job(&d, &c, id, spec);
-	ck_assert_msg(rank_pid(spec, 0) > 0 && rank_pid(spec, 1) > 0, "no ranks of %s", spec);
+	ck_assert_msg(t_rank_pid(spec, 0) > 0 && t_rank_pid(spec, 1) > 0, "no ranks of %s", spec);
 	int rc = td_ctl(&d, &out, "kill", id, NULL);
 	ck_assert_msg(rc == 0 && strstr(out, "killed"), "kill: %d %s", rc, out);
 	free(out);
@@ -584,7 +584,7 @@ START_TEST(test_mpi_rank_killed)
 	td_conn c;
 	char id[16], spec[700];
 	long_job(&d, &c, id, spec);
-	pid_t p1 = rank_pid(spec, 1);
+	pid_t p1 = t_rank_pid(spec, 1);
 	ck_assert_msg(p1 > 0, "no rank 1 of %s", spec);
 	kill(p1, SIGKILL);
 	long t0 = td_ms();
@@ -609,7 +609,7 @@ START_TEST(test_mpi_stop_reaches_every_rank)
 	td_conn c;
 	char id[16], spec[700];
 	long_job(&d, &c, id, spec);
-	ck_assert(rank_pid(spec, 0) > 0 && rank_pid(spec, 1) > 0);
+	ck_assert(t_rank_pid(spec, 0) > 0 && t_rank_pid(spec, 1) > 0);
 	json_t *r = td_request(&c, "{\"execute\":\"job-stop\",\"arguments\":{\"job\":\"%s\","
 		"\"save\":true}}", id);
 	const char *ckpt = td_str(td_expect_return(r), "checkpoint");
