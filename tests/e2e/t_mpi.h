@@ -6,6 +6,8 @@
 
 #include <sys/types.h>
 
+#include "t_daemon.h"
+
 /* Why MPI tests cannot run here, or NULL (the environment set for them when they can:
  * root may run mpirun, and make asan's suppressions of Open MPI's own leaks). */
 const char *t_mpi_missing(void);
@@ -23,6 +25,11 @@ void t_mpirun2(const char *spec, int tcp);
 /* remat-train spec alone, which must exit 0. */
 void t_mpi_train1(const char *spec);
 
+/* rematd (paths made) started on d with extra, and a job of spec keys parallel (ending in
+ * ',') that would run for ever, past its first step: subscribed on *c, its id (16 bytes)
+ * and the path of the spec its ranks run (700 bytes) */
+void t_mpi_long_job(td_daemon *d, td_conn *c, const char *const *extra, const char *parallel,
+	char *id, char *spec);
 /* The pid of the rank-r remat-train of the job whose spec is at spec, or 0 */
 pid_t t_rank_pid(const char *spec, int r);
 

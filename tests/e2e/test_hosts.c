@@ -203,18 +203,8 @@ END_TEST
 static void hosts_job(td_daemon *d, td_conn *c, const char *const *extra, char *id,
 	char *spec)
 {
-	td_daemon_start(d, extra);
-	char *two = t_mpi_spec(d->dir, "two.json", "\"parallel\":{\"ranks\":2,\"hosts\":[\""
-		HOST_A ":1\",\"" HOST_B ":1\"]," MCA_JSON "},", "two", 1000000);
-	*c = td_open(d);
-	json_decref(td_request(c, "{\"execute\":\"subscribe\"}"));
-	size_t n;
-	char *text = t_read_file(two, &n);
-	snprintf(id, 16, "%s", td_job_start(c, text, NULL));
-	td_wait_step(c, id);
-	snprintf(spec, 700, "%s/jobs/%s/job.json", d->state, id);
-	free(text);
-	free(two);
+	t_mpi_long_job(d, c, extra, "\"parallel\":{\"ranks\":2,\"hosts\":[\"" HOST_A ":1\",\""
+		HOST_B ":1\"]," MCA_JSON "},", id, spec);
 }
 
 /* The remote rank killed: the job fails within seconds, naming it */

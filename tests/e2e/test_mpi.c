@@ -348,6 +348,21 @@ START_TEST(test_mpi_daemon_set_mem)
 }
 END_TEST
 
+/* Process pid's command line (a /proc entry's name), its arguments one space apart, into
+ * cmd ("" when it cannot be read) */
+static void proc_cmdline(const char *pid, char *cmd, size_t len)
+{
+	char p[300];
+	snprintf(p, sizeof p, "/proc/%s/cmdline", pid);
+	FILE *f = fopen(p, "r");
+	size_t n = f ? fread(cmd, 1, len - 1, f) : 0;
+	if (f)
+		fclose(f);
+	for (size_t i = 0; i + 1 < n; i++)
+		cmd[i] = cmd[i] ? cmd[i] : ' ';
+	cmd[n] = '\0';
+}
+
 pid_t t_rank_pid(const char *spec, int r)
 {
 	char want[32];
@@ -356,18 +371,11 @@ pid_t t_rank_pid(const char *spec, int r)
 	struct dirent *e;
 	pid_t found = 0;
 	while (dp && !found && (e = readdir(dp))) {
-		char p[300];
+		char p[300], cmd[4096];
 		size_t n;
 		if (e->d_name[0] < '0' || e->d_name[0] > '9')
 			continue;
-		snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
-		FILE *f = fopen(p, "r");
-		char cmd[4096] = "";
-		n = f ? fread(cmd, 1, sizeof cmd - 1, f) : 0;
-		if (f)
-			fclose(f);
-		for (size_t i = 0; i + 1 < n; i++)
-			cmd[i] = cmd[i] ? cmd[i] : ' ';
+		proc_cmdline(e->d_name, cmd, sizeof cmd);
 		if (!strstr(cmd, "remat-train") || !strstr(cmd, spec) || strstr(cmd, "mpirun"))
 			continue;
 		snprintf(p, sizeof p, "/proc/%s/environ", e->d_name);
@@ -396,8 +404,14 @@ static void no_rank_left(const char *spec, const char *what)
 static void long_job(td_daemon *d, td_conn *c, char *id, char *spec)
 {
 	td_daemon_paths(d);
-	td_daemon_start(d, NULL);
-	char *two = t_mpi_spec(d->dir, "two.json", "\"parallel\":{\"ranks\":2},", "two", 1000000);
+	t_mpi_long_job(d, c, NULL, "\"parallel\":{\"ranks\":2},", id, spec);
+}
+
+void t_mpi_long_job(td_daemon *d, td_conn *c, const char *const *extra, const char *parallel,
+	char *id, char *spec)
+{
+	td_daemon_start(d, extra);
+	char *two = t_mpi_spec(d->dir, "two.json", parallel, "two", 1000000);
 	*c = td_open(d);
 	json_decref(td_request(c, "{\"execute\":\"subscribe\"}"));
 	size_t n;
@@ -469,17 +483,9 @@ static void mpirun_cmdline(const char *spec, char *cmd, size_t len)
 	struct dirent *e;
 	cmd[0] = '\0';
 	while (dp && !cmd[0] && (e = readdir(dp))) {
-		char p[300];
 		if (e->d_name[0] < '0' || e->d_name[0] > '9')
 			continue;
-		snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
-		FILE *f = fopen(p, "r");
-		size_t n = f ? fread(cmd, 1, len - 1, f) : 0;
-		if (f)
-			fclose(f);
-		for (size_t i = 0; i + 1 < n; i++)
-			cmd[i] = cmd[i] ? cmd[i] : ' ';
-		cmd[n] = '\0';
+		proc_cmdline(e->d_name, cmd, len);
 		if (!strstr(cmd, "mpirun") || !strstr(cmd, spec) || !strstr(cmd, "-np"))
 			cmd[0] = '\0';
 	}
@@ -493,18 +499,11 @@ START_TEST(test_mpi_daemon_mca)
 {
 	NEED(slots_missing);
 	td_daemon d;
+	td_conn c;
+	char id[16], spec[700], cmd[4096] = "";
 	td_daemon_paths(&d);
-	td_daemon_start(&d, NULL);
-	char *two = t_mpi_spec(d.dir, "two.json", "\"parallel\":{\"ranks\":2,\"launcher\":"
-		"\"ssh\",\"mca\":{\"btl\":\"self,tcp\",\"btl_tcp_if_include\":\"lo\"}},", "two",
-		1000000);
-	td_conn c = td_open(&d);
-	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
-	size_t n;
-	char *text = t_read_file(two, &n), id[16], spec[700], cmd[4096] = "";
-	snprintf(id, sizeof id, "%s", td_job_start(&c, text, NULL));
-	td_wait_step(&c, id);
-	snprintf(spec, sizeof spec, "%s/jobs/%s/job.json", d.state, id);
+	t_mpi_long_job(&d, &c, NULL, "\"parallel\":{\"ranks\":2,\"launcher\":\"ssh\",\"mca\":"
+		"{\"btl\":\"self,tcp\",\"btl_tcp_if_include\":\"lo\"}},", id, spec);
 	for (long t0 = td_ms(); !cmd[0] && td_ms() - t0 < 10000; td_sleep_ms(50))
 		mpirun_cmdline(spec, cmd, sizeof cmd);
 	ck_assert_msg(strstr(cmd, " --mca plm rsh --mca btl self,tcp --mca btl_tcp_if_include lo "),
@@ -515,8 +514,6 @@ START_TEST(test_mpi_daemon_mca)
 	no_rank_left(spec, "the stop");
 	td_close(&c);
 	td_daemon_stop(&d);
-	free(text);
-	free(two);
 }
 END_TEST
 
