@@ -265,12 +265,12 @@ static void draw_tty(watch *w)
 	     cli_show_num(st, "tokens_per_s", "%.0f", c, sizeof c),
 	     cli_show_num(st, "step_ms", "%.1f", d, sizeof d),
 	     cli_show_num(st, "recompute_ms", "%.1f", e, sizeof e));
-	emit(w, "elapsed %s   eta %s%s%s", cli_duration_format(cli_jnum(st, "elapsed_s", &v) ? v
-							      : 0, a, sizeof a),
-	     cli_duration_format(cli_jnum(st, "eta_s", &v) ? v : -1, b, sizeof b),
-	     cli_jnum(st, "ranks", &v) && v > 1 ? "   ranks " : "",
-	     cli_jnum(st, "ranks", &v) && v > 1 ? cli_show_num(st, "ranks", "%.0f", c, sizeof c)
-						: "");
+	c[0] = '\0';
+	if (cli_jnum(st, "ranks", &v) && v > 1) /* data parallel */
+		snprintf(c, sizeof c, "   ranks %.0f", v);
+	emit(w, "elapsed %s   eta %s%s", cli_duration_format(cli_jnum(st, "elapsed_s", &v) ? v
+							    : 0, a, sizeof a),
+	     cli_duration_format(cli_jnum(st, "eta_s", &v) ? v : -1, b, sizeof b), c);
 	emit(w, "");
 	sec = json_array_size(json_object_get(w->mem, "sections"))
 		  ? json_object_get(w->mem, "sections")

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,21 +160,64 @@ static int rank_spec(srv_job *job, const char *spec_path, int drop, char *path, 
 	return rc;
 }
 
+/* mpirun's argument vector as it is built: the strings one after another in store */
+typedef struct argv_b {
+	char **args, *store;
+	size_t len, used;
+	int n, full; /* full: a string or an argument did not fit */
+} argv_b;
+
+static void arg(argv_b *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void arg(argv_b *b, const char *fmt, ...)
+{
+	if (b->full || b->used >= b->len || b->n >= SRV_MPI_MAX_ARGS - 1) {
+		b->full = 1;
+		return;
+	}
+	va_list ap;
+	va_start(ap, fmt);
+	int w = vsnprintf(b->store + b->used, b->len - b->used, fmt, ap);
+	va_end(ap);
+	b->args[b->n++] = b->store + b->used;
+	b->used += (size_t)(w < 0 ? 0 : w) + 1;
+	b->full = w < 0 || b->used > b->len;
+}
+
+/* Where the ranks run and how mpirun reaches them, as the spec's check said: --host or
+ * --hostfile, the launcher (Open MPI's plm: rsh for ssh, or slurm) and parallel.mca's
+ * "k=v;k=v" (checked by the spec's parser) as --mca KEY VALUE, an argument each (no shell
+ * sees them) */
+static void placement_args(argv_b *b, const eng_check_info *ci)
+{
+	if (!ci)
+		return;
+	if (ci->hosts[0])
+		arg(b, "--host"), arg(b, "%s", ci->hosts);
+	else if (ci->hostfile[0])
+		arg(b, "--hostfile"), arg(b, "%s", ci->hostfile);
+	if (ci->launcher[0]) {
+		arg(b, "--mca");
+		arg(b, "plm");
+		arg(b, "%s", strcmp(ci->launcher, "slurm") ? "rsh" : "slurm");
+	}
+	for (const char *p = ci->mca; *p;) {
+		const char *eq = strchr(p, '='), *end = p + strcspn(p, ";");
+		if (!eq || eq > end)
+			break;
+		arg(b, "--mca");
+		arg(b, "%.*s", (int)(eq - p), p);
+		arg(b, "%.*s", (int)(end - eq - 1), eq + 1);
+		p = *end ? end + 1 : end;
+	}
+}
+
 int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, char **args,
 	char *store, size_t storelen, char *err, size_t errlen)
 {
 	srv_server *srv = job->srv;
-	const char *hosts = job->info ? job->info->hosts : NULL;
-	const char *hostfile = job->info ? job->info->hostfile : NULL;
-	const char *launcher = job->info ? job->info->launcher : "";
-	size_t used = 0;
-	int n = 0;
+	argv_b b = {args, store, storelen, 0, 0, 0};
 	err[0] = '\0';
 	job->mpi_lfd = -1;
-	/* store holds the strings the arguments point at, one after another */
-#define KEEP(...) (used < storelen && n < SRV_MPI_MAX_ARGS - 1 ? (args[n++] = store + used, \
-	used += (size_t)snprintf(store + used, storelen - used, __VA_ARGS__) + 1) \
-	: (n = SRV_MPI_MAX_ARGS))
 	char sock[SRV_PATH_LEN + 16], metrics[SRV_PATH_LEN + 16], spec[SRV_PATH_LEN + 16];
 	if (!srv->mpirun_path[0]) {
 		snprintf(err, errlen, "no mpirun: install openmpi-bin, or start rematd with --mpirun");
@@ -181,7 +225,7 @@ int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, cha
 	}
 	/* Open MPI's Slurm launcher starts its daemons with srun inside the allocation rematd
 	 * runs in; outside one it fails with no word of why */
-	if (!strcmp(launcher, "slurm") && !getenv("SLURM_JOB_ID")) {
+	if (job->info && !strcmp(job->info->launcher, "slurm") && !getenv("SLURM_JOB_ID")) {
 		snprintf(err, errlen, "'parallel.launcher' \"slurm\" needs rematd to run inside "
 				      "a Slurm allocation (SLURM_JOB_ID is not set in its "
 				      "environment)");
@@ -193,57 +237,31 @@ int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, cha
 		srv_mpi_close(job);
 		return -1;
 	}
-	if (as_arg) { /* mpirun, its daemons and every rank the owner's from the start */
-		KEEP("%s", srv->worker_path);
-		KEEP("--as");
-		KEEP("%s", as_arg);
-		KEEP("--exec");
-	}
-	KEEP("%s", srv->mpirun_path);
-	KEEP("-np");
-	KEEP("%d", srv_mpi_ranks(job));
+	if (as_arg) /* mpirun, its daemons and every rank the owner's from the start */
+		arg(&b, "%s", srv->worker_path), arg(&b, "--as"), arg(&b, "%s", as_arg),
+			arg(&b, "--exec");
+	arg(&b, "%s", srv->mpirun_path);
+	arg(&b, "-np");
+	arg(&b, "%d", srv_mpi_ranks(job));
 	if (geteuid() == 0 && !as_arg)
-		KEEP("--allow-run-as-root"); /* the owner is root */
-	KEEP("--bind-to"); /* each rank's OpenMP threads stay free to spread */
-	KEEP("none");
-	if (hosts && hosts[0]) {
-		KEEP("--host");
-		KEEP("%s", hosts);
-	} else if (hostfile && hostfile[0]) {
-		KEEP("--hostfile");
-		KEEP("%s", hostfile);
-	}
-	if (launcher[0]) { /* Open MPI's plm: rsh (ssh) or slurm (srun) */
-		KEEP("--mca");
-		KEEP("plm");
-		KEEP("%s", strcmp(launcher, "slurm") ? "rsh" : "slurm");
-	}
-	/* parallel.mca, "k=v;k=v" as the spec's parser checked it: --mca KEY VALUE each, an
-	 * argument apiece (no shell sees them) */
-	for (const char *p = job->info ? job->info->mca : ""; *p;) {
-		const char *eq = strchr(p, '='), *end = p + strcspn(p, ";");
-		if (!eq || eq > end)
-			break;
-		KEEP("--mca");
-		KEEP("%.*s", (int)(eq - p), p);
-		KEEP("%.*s", (int)(end - eq - 1), eq + 1);
-		p = *end ? end + 1 : end;
-	}
-	KEEP("%s", srv->worker_path);
-	KEEP("--control-connect");
-	KEEP("%s", sock);
-	KEEP("--metrics");
-	KEEP("%s", metrics);
-	KEEP("--job-id");
-	KEEP("%s", job->id);
-	KEEP("%s", spec);
-#undef KEEP
-	if (used >= storelen || n >= SRV_MPI_MAX_ARGS - 1) {
+		arg(&b, "--allow-run-as-root"); /* the owner is root */
+	arg(&b, "--bind-to"); /* each rank's OpenMP threads stay free to spread */
+	arg(&b, "none");
+	placement_args(&b, job->info);
+	arg(&b, "%s", srv->worker_path);
+	arg(&b, "--control-connect");
+	arg(&b, "%s", sock);
+	arg(&b, "--metrics");
+	arg(&b, "%s", metrics);
+	arg(&b, "--job-id");
+	arg(&b, "%s", job->id);
+	arg(&b, "%s", spec);
+	if (b.full) {
 		snprintf(err, errlen, "mpirun's arguments are too long");
 		srv_mpi_close(job);
 		return -1;
 	}
-	args[n] = NULL;
+	args[b.n] = NULL;
 	return 0;
 }
 
