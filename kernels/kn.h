@@ -313,8 +313,18 @@ float kn_q4_dq_value(int k);
 
 /* ---- optimizer ---- */
 
-/* Sum of squares of x(N) in double, in an order fixed by N alone (not by threads). */
+/* Sum of squares of x(N) in double, in an order fixed by N alone (not by threads): the
+ * partial sums of KN_SUMSQ_SLICES slices, slice s being x[kn_sumsq_cut(N, s),
+ * kn_sumsq_cut(N, s + 1)), added in slice order. */
 double kn_sumsq(const float *x, size_t N);
+#define KN_SUMSQ_SLICES 64
+static inline size_t kn_sumsq_cut(size_t N, int s)
+{
+	return N * (size_t)s / KN_SUMSQ_SLICES;
+}
+/* part[s] for s in [s0, s1): slice s's partial sum of kn_sumsq(x, N), the same bits, read
+ * from those slices of x alone (a rank holding only its part of x adds the others'). */
+void kn_sumsq_slices(const float *x, size_t N, int s0, int s1, double *part);
 /* x(N) *= s */
 void kn_scale(float *x, float s, size_t N);
 /* y(N) += x(N), element by element: the sum gradient accumulation and an all-reduce make */

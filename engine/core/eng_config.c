@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kn.h"
+
 /* the Llama shapes, as ENG_GPT2 writes GPT-2's */
 #define LLAMA(L, C, NH, NKV, I, P, V, theta, eps, unt)                                 \
 	{.n_layer = L, .n_embd = C, .n_head = NH, .n_positions = P, .vocab_size = V,          \
@@ -233,4 +235,38 @@ int eng_quant_validate(const eng_config *c, const char *what, eng_err *err)
 	if ((c->quant_dq != 0 && c->quant_dq != 1) || (c->quant_bf16 != 0 && c->quant_bf16 != 1))
 		return eng_errf(err, "%s: quantization flags out of range", what);
 	return 0;
+}
+
+void eng_config_opt_part(size_t ngrad, int parts, int r, size_t *lo, size_t *hi)
+{
+	if (parts <= 1) {
+		*lo = 0;
+		*hi = ngrad;
+		return;
+	}
+	if (parts > KN_SUMSQ_SLICES) { /* an even split: a sum of ranks that is not sharded */
+		*lo = ngrad * (size_t)r / (size_t)parts;
+		*hi = ngrad * (size_t)(r + 1) / (size_t)parts;
+		return;
+	}
+	int s0, s1;
+	eng_config_opt_slices(parts, r, &s0, &s1);
+	*lo = kn_sumsq_cut(ngrad, s0);
+	*hi = kn_sumsq_cut(ngrad, s1);
+}
+
+void eng_config_opt_slices(int parts, int r, int *s0, int *s1)
+{
+	*s0 = KN_SUMSQ_SLICES * r / parts;
+	*s1 = KN_SUMSQ_SLICES * (r + 1) / parts;
+}
+
+size_t eng_config_opt_floats(const eng_config *c, size_t ngrad)
+{
+	size_t most = 0, lo, hi;
+	for (int r = 0; r < (c->opt_shards > 1 ? c->opt_shards : 1); r++) {
+		eng_config_opt_part(ngrad, c->opt_shards, r, &lo, &hi);
+		most = hi - lo > most ? hi - lo : most;
+	}
+	return most;
 }

@@ -66,6 +66,12 @@ typedef struct eng_config {
 	 * eng_spec_finish): bit i set when tensor i of the table (eng_model_table) is frozen,
 	 * so that it has no gradient and no optimizer state. All clear: everything trains. */
 	unsigned char frozen[(ENG_MAX_TENSORS + 7) / 8];
+	/* Not the model's but its run's, as mm_bf16 (the job's parallel.shard "optimizer",
+	 * DeepSpeed's ZeRO stage 1): the AdamW moments split between opt_shards ranks, this one
+	 * holding part opt_rank of the trainable floats (eng_config_opt_part). opt_shards 0:
+	 * every rank holds them all. */
+	int opt_shards;
+	int opt_rank;
 } eng_config;
 
 /* Tensor i of the table is frozen (eng_config.frozen); set it */
@@ -149,5 +155,16 @@ static inline void eng_config_no_quant(eng_config *c)
 
 /* Number of float parameters (a tied lm_head counted once). */
 size_t eng_config_num_params(const eng_config *cfg);
+
+/* The trainable floats [*lo, *hi) of ngrad that part r of `parts` holds: up to
+ * KN_SUMSQ_SLICES parts, whole slices of kn_sumsq (each part's sum of squares is a run of
+ * its slices, added in order by anyone with the partial sums); more, an even split; parts
+ * 0 or 1: all of them. The ranks' parts of a data-parallel gradient sum and of a sharded
+ * optimizer. */
+void eng_config_opt_part(size_t ngrad, int parts, int r, size_t *lo, size_t *hi);
+/* Those slices of part r: [*s0, *s1) (2 <= parts <= KN_SUMSQ_SLICES). */
+void eng_config_opt_slices(int parts, int r, int *s0, int *s1);
+/* The moments' floats of each of c's ranks at most (ngrad without sharding). */
+size_t eng_config_opt_floats(const eng_config *c, size_t ngrad);
 
 #endif

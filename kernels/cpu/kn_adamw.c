@@ -10,7 +10,6 @@
 
 #include "kn_rows.h"
 
-#define SUMSQ_SLICES 64 /* fixed partition of kn_sumsq */
 
 /* sum of x(n)^2 in double lanes (kn_rows.h) */
 static KN_SIMD double sumsq_slice(const float *x, size_t n)
@@ -26,16 +25,20 @@ static KN_SIMD double sumsq_slice(const float *x, size_t n)
 	return kn_lanes_total(&acc);
 }
 
-double kn_sumsq(const float *x, size_t N)
+void kn_sumsq_slices(const float *x, size_t N, int s0, int s1, double *part)
 {
-	double part[SUMSQ_SLICES];
 #pragma omp parallel for schedule(static)
-	for (int s = 0; s < SUMSQ_SLICES; s++) {
-		size_t i0 = N * s / SUMSQ_SLICES, i1 = N * (s + 1) / SUMSQ_SLICES;
+	for (int s = s0; s < s1; s++) {
+		size_t i0 = kn_sumsq_cut(N, s), i1 = kn_sumsq_cut(N, s + 1);
 		part[s] = sumsq_slice(x + i0, i1 - i0);
 	}
-	double total = 0.0;
-	for (int s = 0; s < SUMSQ_SLICES; s++)
+}
+
+double kn_sumsq(const float *x, size_t N)
+{
+	double part[KN_SUMSQ_SLICES], total = 0.0;
+	kn_sumsq_slices(x, N, 0, KN_SUMSQ_SLICES, part);
+	for (int s = 0; s < KN_SUMSQ_SLICES; s++)
 		total += part[s];
 	return total;
 }

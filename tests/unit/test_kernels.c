@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eng_config.h"
 #include "kn.h"
 #include "cpu/kn_rows.h"
 #include "t_kn.h"
@@ -766,6 +767,49 @@ START_TEST(test_kn_sumsq_threads)
 }
 END_TEST
 
+/* A sharded optimizer's norm (eng_config_opt_part's parts): each part's slices read from
+ * its own floats alone (the rest NaN), added to zeros, give kn_sumsq's bits; the parts
+ * tile [0, N) in order. */
+START_TEST(test_kn_sumsq_parts)
+{
+	size_t n = sumsq_sizes[_i];
+	static const int parts[] = {2, 3, 7, 64, 100};
+	rng_seed(SEED);
+	float *x = fnew(n), *mine = fnew(n);
+	fill(x, n, -1.0f, 1.0f);
+	double whole = kn_sumsq(x, n);
+	for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
+		double part[KN_SUMSQ_SLICES] = {0}, total = 0;
+		size_t at = 0;
+		for (int r = 0; r < parts[k]; r++) {
+			size_t lo, hi;
+			eng_config_opt_part(n, parts[k], r, &lo, &hi);
+			ck_assert_msg(lo == at && hi >= lo, "part %d of %d: [%zu, %zu)", r,
+				parts[k], lo, hi);
+			at = hi;
+			if (parts[k] > KN_SUMSQ_SLICES)
+				continue; /* an even split: no slices */
+			for (size_t i = 0; i < n; i++)
+				mine[i] = i >= lo && i < hi ? x[i] : NAN;
+			double own[KN_SUMSQ_SLICES] = {0};
+			int s0, s1;
+			eng_config_opt_slices(parts[k], r, &s0, &s1);
+			kn_sumsq_slices(mine, n, s0, s1, own);
+			for (int s = 0; s < KN_SUMSQ_SLICES; s++)
+				part[s] += own[s];
+		}
+		ck_assert_msg(at == n, "%d parts end at %zu of %zu", parts[k], at, n);
+		for (int s = 0; s < KN_SUMSQ_SLICES; s++)
+			total += part[s];
+		int split = parts[k] > KN_SUMSQ_SLICES; /* no slices to add */
+		ck_assert_msg(split || memcmp(&total, &whole, sizeof total) == 0,
+			"N=%zu in %d parts: %.17g, kn_sumsq %.17g", n, parts[k], total, whole);
+	}
+	free(x);
+	free(mine);
+}
+END_TEST
+
 /* ---- run to run with the same thread count: kn_sgemm and what calls it -------------------- */
 
 START_TEST(test_kn_sgemm_repeatable)
@@ -1069,6 +1113,7 @@ Suite *suite_kernels(void)
 	tcase_add_test(tc, test_kn_encoder_backward_threads);
 	tcase_add_test(tc, test_kn_attention_backward_threads);
 	tcase_add_loop_test(tc, test_kn_sumsq_threads, 0, (int)N_SUMSQ_SIZES);
+	tcase_add_loop_test(tc, test_kn_sumsq_parts, 0, (int)N_SUMSQ_SIZES);
 	tcase_add_loop_test(tc, test_kn_sgemm_repeatable, 0, 2);
 	tcase_add_loop_test(tc, test_kn_linear_forward_repeatable, 0, 2);
 	suite_add_tcase(s, tc);

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "eng_config.h"
+
 #define DP_POLL_NS 200000 /* a waiting rank tests its broadcast this often */
 
 static int dp_on, dp_rank, dp_size = 1, dp_local, dp_local_size = 1;
@@ -89,30 +91,69 @@ const char *eng_dp_describe(void)
 	return dp_desc;
 }
 
-int eng_dp_sum_floats(float *x, size_t n, eng_err *err)
+void eng_dp_my_part(size_t n, size_t *lo, size_t *hi)
+{
+	eng_config_opt_part(n, dp_size, dp_rank, lo, hi);
+}
+
+/* dp_counts and dp_displs: every rank's part of n floats; -1 when one is too long for MPI */
+static int parts_of(size_t n, eng_err *err)
+{
+	if (n > INT_MAX)
+		return eng_errf(err, "%zu floats are more than one collective can move", n);
+	for (int r = 0; r < dp_size; r++) {
+		size_t lo, hi;
+		eng_config_opt_part(n, dp_size, r, &lo, &hi);
+		dp_counts[r] = (int)(hi - lo);
+		dp_displs[r] = (int)lo;
+	}
+	return 0;
+}
+
+int eng_dp_reduce_scatter(float *x, size_t n, eng_err *err)
 {
 	if (dp_size == 1)
 		return 0;
-	if (n > INT_MAX)
-		return eng_errf(err, "%zu floats are more than one all-reduce can sum", n);
-	int *counts = dp_counts, *displs = dp_displs, rc = 0;
-	/* rank r sums part r (the first n % size parts one longer), then every part goes to
-	 * every rank */
-	for (int r = 0, at = 0; r < dp_size; r++) {
-		counts[r] = (int)(n / (size_t)dp_size) + (r < (int)(n % (size_t)dp_size));
-		displs[r] = at;
-		at += counts[r];
-	}
-	if (MPI_Reduce_scatter(MPI_IN_PLACE, x, counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) !=
-		MPI_SUCCESS) {
+	if (parts_of(n, err) < 0)
+		return -1;
+	if (MPI_Reduce_scatter(MPI_IN_PLACE, x, dp_counts, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) !=
+		MPI_SUCCESS)
 		return eng_errf(err, "MPI_Reduce_scatter failed");
+	/* in place, the sum of this rank's part lands at x's start: to its own place */
+	memmove(x + dp_displs[dp_rank], x, (size_t)dp_counts[dp_rank] * sizeof *x);
+	return 0;
+}
+
+int eng_dp_allgather(float *x, size_t n, eng_err *err)
+{
+	if (dp_size == 1)
+		return 0;
+	if (parts_of(n, err) < 0)
+		return -1;
+	if (MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, dp_counts, dp_displs,
+		    MPI_FLOAT, MPI_COMM_WORLD) != MPI_SUCCESS)
+		return eng_errf(err, "MPI_Allgatherv failed");
+	return 0;
+}
+
+int eng_dp_sum_floats(float *x, size_t n, eng_err *err)
+{
+	/* rank r sums part r, then every part goes to every rank */
+	return eng_dp_reduce_scatter(x, n, err) < 0 ? -1 : eng_dp_allgather(x, n, err);
+}
+
+int eng_dp_gather_parts(const float *mine, size_t n, float *all, eng_err *err)
+{
+	if (parts_of(n, err) < 0)
+		return -1;
+	if (dp_size == 1) {
+		memcpy(all, mine, n * sizeof *all);
+		return 0;
 	}
-	/* in place, the sum of part r lands at x's start: to its own place */
-	memmove(x + displs[dp_rank], x, (size_t)counts[dp_rank] * sizeof *x);
-	if (MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, x, counts, displs, MPI_FLOAT,
-		    MPI_COMM_WORLD) != MPI_SUCCESS)
-		rc = eng_errf(err, "MPI_Allgatherv failed");
-	return rc;
+	if (MPI_Gatherv(mine, dp_counts[dp_rank], MPI_FLOAT, all, dp_counts, dp_displs,
+		    MPI_FLOAT, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+		return eng_errf(err, "MPI_Gatherv failed");
+	return 0;
 }
 
 int eng_dp_sum_doubles(double *x, int n, eng_err *err)

@@ -35,8 +35,19 @@ int eng_dp_local_size(void);
 /* "Open MPI v4.1.4, 2 ranks" or "one process" */
 const char *eng_dp_describe(void);
 
-/* x(n) <- the sum over ranks of every rank's x(n), the same bits on every rank. */
+/* x(n) <- the sum over ranks of every rank's x(n), the same bits on every rank: the
+ * reduce-scatter then the all-gather below. */
 int eng_dp_sum_floats(float *x, size_t n, eng_err *err);
+/* The parts of a vector of n floats: this rank's is [lo, hi) of eng_config_opt_part(n,
+ * size, rank), whole slices of kn_sumsq. */
+void eng_dp_my_part(size_t n, size_t *lo, size_t *hi);
+/* This rank's part of x(n) <- its sum over ranks (the rest of x is left undefined). */
+int eng_dp_reduce_scatter(float *x, size_t n, eng_err *err);
+/* Every rank's part of x(n) to every rank: x the same bits everywhere after. */
+int eng_dp_allgather(float *x, size_t n, eng_err *err);
+/* Rank 0's all(n) <- every rank's part, each sent from its mine (hi - lo floats); all is
+ * rank 0's alone (the others may pass NULL). */
+int eng_dp_gather_parts(const float *mine, size_t n, float *all, eng_err *err);
 /* x(n) <- the sum over ranks, for a few doubles (a loss, counts). */
 int eng_dp_sum_doubles(double *x, int n, eng_err *err);
 /* 1 when flag is non-zero on some rank (every rank calls it). */
