@@ -57,9 +57,9 @@ json_t *eng_check_info_json(const eng_check_info *ci)
 			eng_quant_json(&ci->cfg, 1));
 	json_object_set_new(o, "precision", json_string(eng_precision_names[ci->precision]));
 	/* data parallel: what rematd passes to mpirun */
-	json_object_set_new(o, "parallel", json_pack("{s:i,s:s,s:s,s:s,s:s}", "ranks", ci->ranks,
-		"hosts", ci->hosts, "hostfile", ci->hostfile, "mca", ci->mca, "launcher",
-		ci->launcher));
+	json_object_set_new(o, "parallel", json_pack("{s:i,s:s,s:s,s:s,s:s,s:s}", "ranks",
+		ci->ranks, "shard", ci->cfg.opt_shards ? "optimizer" : "none", "hosts", ci->hosts,
+		"hostfile", ci->hostfile, "mca", ci->mca, "launcher", ci->launcher));
 	/* the plan's terms: held whatever the policy, the process's beyond the tracked bytes,
 	 * and a save's snapshot */
 	if (ci->has_fixed)

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "eng_tensors.h"
+#include "kn.h"
 
 int eng_plan_policy_args(const eng_aliases *al, eng_device device, const json_t *args,
 	eng_policy *p, char *desc, size_t desclen)
@@ -201,6 +202,8 @@ json_t *eng_config_json(const eng_config *c)
 		json_object_set_new(o, "lora_alpha", json_real(c->lora_alpha));
 		json_object_set_new(o, "lora_units", json_integer((json_int_t)c->lora_units));
 	}
+	if (o && c->opt_shards > 1) /* each rank's optimizer: its part */
+		json_object_set_new(o, "opt_shards", json_integer(c->opt_shards));
 	if (o && c->quant) /* the 4-bit weights' bytes are the planner's to show */
 		json_object_set_new(o, "quantize", eng_quant_json(c, 0));
 	if (!o || c->arch != ENG_ARCH_LLAMA)
@@ -235,6 +238,8 @@ void eng_config_from_json(const json_t *o, eng_config *c)
 	c->lora_r = int_of(o, "lora_r");
 	c->lora_alpha = json_number_value(json_object_get(o, "lora_alpha"));
 	c->lora_units = (unsigned)int_of(o, "lora_units") & ((1u << ENG_LORA_UNITS) - 1);
+	c->opt_shards = int_of(o, "opt_shards");
+	c->opt_shards = c->opt_shards > 1 && c->opt_shards <= KN_SUMSQ_SLICES ? c->opt_shards : 0;
 	eng_quant_from_json(json_object_get(o, "quantize"), c);
 	if (!arch || eng_arch_parse(arch, &c->arch) < 0 || c->arch != ENG_ARCH_LLAMA)
 		return;

@@ -23,6 +23,7 @@
 
 #include "eng_fs.h"
 #include "eng_tensors.h"
+#include "kn.h"
 
 static void spec_defaults(eng_spec *s)
 {
@@ -267,6 +268,14 @@ int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 			cfg->n_positions);
 	if (es_check_tokens(spec, err) < 0)
 		return -1;
+	if (spec->shard_optimizer && spec->device == ENG_DEVICE_CUDA)
+		return eng_errf(err, "'parallel.shard': device cuda holds the whole optimizer on "
+				     "each rank so far; shard on the cpu");
+	if (spec->shard_optimizer && spec->ranks > KN_SUMSQ_SLICES)
+		return eng_errf(err, "'parallel.shard': at most %d ranks share an optimizer "
+				     "(%d asked)", KN_SUMSQ_SLICES, spec->ranks);
+	/* this rank's part: eng_trainer_init sets opt_rank */
+	spec->cfg.opt_shards = spec->shard_optimizer && spec->ranks > 1 ? spec->ranks : 0;
 	if (spec->device == ENG_DEVICE_CUDA && cfg->arch != ENG_ARCH_GPT2)
 		return eng_errf(err, "'device' cuda trains GPT-2 models only so far: a %s model "
 				     "trains on the cpu", eng_arch_name(cfg->arch));

@@ -189,6 +189,8 @@ typedef struct eng_spec {
 	 * micro-batches (eng_dp.h) */
 	int ranks;                        /* parallel.ranks, default 1 */
 	int has_ranks;                    /* 1 when the spec gave it */
+	int shard_optimizer;              /* parallel.shard "optimizer": each rank holds the
+					   * moments of its part (eng_config.opt_shards) */
 	char hosts[1024];                 /* parallel.hosts joined by ',' for mpirun --host,
 					   * "" none */
 	char hostfile[ENG_PATH_LEN];      /* parallel.hostfile, for mpirun --hostfile */

@@ -32,8 +32,8 @@ static const char *const arch_keys[] = {"gpt2", "llama", NULL}; /* as eng_arch *
 static const char *const data_keys[] = {"train", "format", "val", "shuffle", "shuffle_seed",
 	"tokenizer", "field", "cache", NULL};
 static const char *const eval_keys[] = {"every", "batches", NULL};
-static const char *const parallel_keys[] = {"ranks", "hosts", "hostfile", "mca", "launcher",
-	NULL};
+static const char *const parallel_keys[] = {"ranks", "shard", "hosts", "hostfile", "mca",
+	"launcher", NULL};
 static const char *const sample_keys[] = {"every", "tokens", "prompt", "temperature", "top_k",
 	"seed", NULL};
 static const char *const optim_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay",
@@ -705,6 +705,13 @@ static int parse_parallel(eng_spec *s, json_t *root, eng_err *err)
 		return -1;
 	if (s->launcher[0] && strcmp(s->launcher, "ssh") && strcmp(s->launcher, "slurm"))
 		return eng_errf(err, "'parallel.launcher' must be \"ssh\" or \"slurm\"");
+	/* ZeRO stage 1: each rank holds its part of the optimizer's state */
+	char shard[16] = "";
+	if (es_get_str(v, "parallel", "shard", shard, sizeof shard, err) < 0)
+		return -1;
+	if (shard[0] && strcmp(shard, "optimizer") && strcmp(shard, "none"))
+		return eng_errf(err, "'parallel.shard' must be \"optimizer\" or \"none\"");
+	s->shard_optimizer = strcmp(shard, "optimizer") == 0;
 	if (s->hosts[0] && s->hostfile[0])
 		return eng_errf(err, "'parallel' takes 'hosts' or 'hostfile', not both");
 	if (s->hostfile[0] == '-')

@@ -85,14 +85,18 @@ typedef struct eng_backend_ops {
 	 * (ENG_SEC_*); NULL: not measured (cuda). */
 	const double (*(*section_ms)(const eng_backend *be))[3];
 	/* Data parallel (collective, every rank): the step's gradient <- its sum over the
-	 * ranks, the same bits on every rank. Called only with more than one rank. */
+	 * ranks, the same bits on every rank. Called only with more than one rank. Under a
+	 * sharded optimizer (cfg.opt_shards), only this rank's part is summed (a
+	 * reduce-scatter), and the three below work on that part. */
 	int (*sum_ranks)(eng_backend *be, eng_err *err);
 	/* The step's gradient times s (kn_scale's bits). */
 	int (*scale_grads)(eng_backend *be, float s, eng_err *err);
-	/* The sum of squares of the step's gradient, in double (fixed order). */
+	/* The sum of squares of the step's gradient, in double (kn_sumsq's bits: with a
+	 * sharded optimizer, each rank's slices told to the others). */
 	int (*grad_sumsq)(eng_backend *be, double *out, eng_err *err);
 	/* AdamW over the parameter table; the weights the next step reads are updated (bf16
-	 * copies included). May have begun when it fails. */
+	 * copies included: a sharded optimizer updates its part, then every rank's part goes
+	 * to every rank, in be->gather_ms). May have begun when it fails. */
 	int (*adamw)(eng_backend *be, const eng_adamw_args *a, eng_err *err);
 	/* Bytes of saved activations of block i (i < L) or the head (i == L): host memory on
 	 * the cpu, device memory on the GPU. */
@@ -140,6 +144,7 @@ typedef struct eng_backend_ops {
 struct eng_backend {
 	const eng_backend_ops *ops;
 	eng_model *host;         /* the trainer's model (cpu) or host mirror (cuda) */
+	double gather_ms;        /* the last adamw's all-gather of the weights (0: none) */
 };
 
 /* The two backends' tables. cpu's create: with grad_accum > 1 the buffer of the step's sum

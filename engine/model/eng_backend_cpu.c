@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "eng_dp.h"
+#include "eng_util.h"
 #include "kn.h"
 
 typedef struct cpu_backend {
@@ -72,48 +73,104 @@ static const double (*cpu_section_ms(const eng_backend *be))[3]
 	return (const double (*)[3])be->host->sec_ms;
 }
 
+static int sharded(const eng_backend *be)
+{
+	return be->host->cfg.opt_shards > 1;
+}
+
 static int cpu_sum_ranks(eng_backend *be, eng_err *err)
 {
+	if (sharded(be)) /* this rank's part alone: its optimizer's */
+		return eng_dp_reduce_scatter(grads_of(be), be->host->ngrad, err);
 	return eng_dp_sum_floats(grads_of(be), be->host->ngrad, err);
 }
 
+/* The part of the gradient this rank steps: [opt_lo, opt_hi), all of it unsharded */
 static int cpu_scale_grads(eng_backend *be, float s, eng_err *err)
 {
+	const eng_model *m = be->host;
+	size_t n = m->opt_hi - m->opt_lo;
 	(void)err;
-	ENG_TIMED(be->host->timing, ENG_TIMING_CLIP, 0, 8.0 * be->host->ngrad,
-		kn_scale(grads_of(be), s, be->host->ngrad));
+	ENG_TIMED(m->timing, ENG_TIMING_CLIP, 0, 8.0 * n,
+		kn_scale(grads_of(be) + m->opt_lo, s, n));
 	return 0;
 }
 
+/* kn_sumsq's slices: this rank's own, the others' from them (each slice summed on one rank,
+ * added to zeros elsewhere: the same bits), added in slice order as kn_sumsq does */
 static int cpu_grad_sumsq(eng_backend *be, double *out, eng_err *err)
 {
-	(void)err;
-	ENG_TIMED(be->host->timing, ENG_TIMING_CLIP, 0, 4.0 * be->host->ngrad,
-		*out = kn_sumsq(grads_of(be), be->host->ngrad));
+	const eng_model *m = be->host;
+	double part[KN_SUMSQ_SLICES] = {0}, t0 = eng_timing_t0(m->timing);
+	int s0 = 0, s1 = KN_SUMSQ_SLICES;
+	if (sharded(be))
+		eng_config_opt_slices(m->cfg.opt_shards, m->cfg.opt_rank, &s0, &s1);
+	kn_sumsq_slices(grads_of(be), m->ngrad, s0, s1, part);
+	if (sharded(be) && eng_dp_sum_doubles(part, KN_SUMSQ_SLICES, err) < 0)
+		return -1;
+	*out = 0;
+	for (int s = 0; s < KN_SUMSQ_SLICES; s++)
+		*out += part[s];
+	eng_timing_add(m->timing, ENG_TIMING_CLIP, t0, 0, 4.0 * (m->opt_hi - m->opt_lo));
 	return 0;
 }
 
-/* kn_adamw_update tensor by tensor, the clipping's scale inside it (frozen tensors have no
- * gradient and no moments: they never move), the bf16 copy of what moved in the same pass
- * where precision bf16 has one. The gradient itself stays unscaled. */
+/* Every rank's part of the weights to every rank after a sharded step: in place when the
+ * trainable floats are the weights' (nothing frozen: the same offsets), else through the
+ * gradient (no longer needed) in the trainable floats' order; the bf16 copy of the others'
+ * parts rounded here, or (through the gradient) before the next step. */
+static int gather_weights(eng_backend *be, int wbf_written, eng_err *err)
+{
+	eng_model *m = be->host;
+	double t0 = eng_now_ms();
+	int direct = m->ngrad == m->nfloats, rc;
+	float *buf = direct ? m->params : grads_of(be);
+	for (int i = 0; !direct && i < m->ntensors; i++) {
+		const eng_ptensor *t = &m->tensors[i];
+		if (!t->frozen)
+			memcpy(buf + t->goff, m->params + t->offset, t->numel * sizeof *buf);
+	}
+	rc = eng_dp_allgather(buf, m->ngrad, err);
+	for (int i = 0; rc == 0 && !direct && i < m->ntensors; i++) {
+		const eng_ptensor *t = &m->tensors[i];
+		if (!t->frozen)
+			memcpy(m->params + t->offset, buf + t->goff, t->numel * sizeof *buf);
+	}
+	if (rc == 0 && direct && wbf_written) {
+		kn_to_bf16(m->wbf, m->params, m->opt_lo);
+		kn_to_bf16(m->wbf + m->opt_hi, m->params + m->opt_hi, m->nfloats - m->opt_hi);
+	}
+	be->gather_ms = eng_now_ms() - t0;
+	eng_model_params_stepped(m, direct && wbf_written);
+	return rc;
+}
+
+/* kn_adamw_update tensor by tensor over this rank's part, the clipping's scale inside it
+ * (frozen tensors have no gradient and no moments: they never move), the bf16 copy of what
+ * moved in the same pass where precision bf16 has one. The gradient itself stays unscaled. */
 static int cpu_adamw(eng_backend *be, const eng_adamw_args *a, eng_err *err)
 {
 	eng_model *m = be->host;
 	float *grads = grads_of(be);
 	uint16_t *wbf = eng_model_opt_wbf(m);
-	(void)err;
+	size_t lo = m->opt_lo, hi = m->opt_hi;
 	double t0 = eng_timing_t0(m->timing);
 	for (int i = 0; i < m->ntensors; i++) {
 		const eng_ptensor *pt = &m->tensors[i];
 		if (pt->frozen)
 			continue;
-		kn_adamw_update(m->params + pt->offset, wbf ? wbf + pt->offset : NULL,
-			m->m + pt->goff, m->v + pt->goff, grads + pt->goff, a->grad_scale,
-			pt->numel, a->lr, a->beta1, a->beta2, a->eps,
-			pt->decay ? a->weight_decay : 0.0f, a->bc1, a->bc2);
+		size_t k, n = eng_model_opt_span(m, pt, &k), g = pt->goff + k; /* in the part */
+		if (!n)
+			continue;
+		kn_adamw_update(m->params + pt->offset + k, wbf ? wbf + pt->offset + k : NULL,
+			m->m + (g - lo), m->v + (g - lo), grads + g, a->grad_scale, n, a->lr,
+			a->beta1, a->beta2, a->eps, pt->decay ? a->weight_decay : 0.0f, a->bc1,
+			a->bc2);
 	}
 	/* reads param, m, v, grad; writes param, m, v (and the bf16 copy) */
-	eng_timing_add(m->timing, ENG_TIMING_OPT, t0, 0, (wbf ? 30.0 : 28.0) * m->ngrad);
+	eng_timing_add(m->timing, ENG_TIMING_OPT, t0, 0, (wbf ? 30.0 : 28.0) * (hi - lo));
+	if (sharded(be))
+		return gather_weights(be, wbf != NULL, err);
 	eng_model_params_stepped(m, wbf != NULL); /* packed copies before the next step */
 	return 0;
 }
@@ -191,8 +248,14 @@ static const char *cpu_precision(const eng_backend *be)
 
 static const char *cpu_allreduce(const eng_backend *be)
 {
-	(void)be;
-	return "mpi: reduce-scatter and all-gather of float32 gradients in host memory";
+	static char buf[256];
+	const eng_model *m = be->host;
+	if (!sharded(be))
+		return "mpi: reduce-scatter and all-gather of float32 gradients in host memory";
+	snprintf(buf, sizeof buf, "mpi: reduce-scatter of float32 gradients in host memory, "
+		 "AdamW on each rank's part (the optimizer sharded: the moments of %zu of %zu "
+		 "floats here), all-gather of the weights", m->opt_hi - m->opt_lo, m->ngrad);
+	return buf;
 }
 
 static void cpu_destroy(eng_backend *be)

@@ -240,7 +240,7 @@ void eng_model_fixed_bytes(const eng_config *cfg, int B, int T, int chunk_rows, 
 	memset(out, 0, ENG_MEM_NCAT * sizeof out[0]);
 	out[ENG_MEM_PARAMS] = 4 * nfloats + eng_model_q4_bytes(cfg, NULL);
 	out[ENG_MEM_GRADS] = 4 * ngrad; /* frozen tensors have none */
-	out[ENG_MEM_OPTIMIZER] = 2 * 4 * ngrad;
+	out[ENG_MEM_OPTIMIZER] = 2 * 4 * eng_config_opt_floats(cfg, ngrad); /* this rank's */
 	out[ENG_MEM_WORKSPACE] = ws + 4 * kn_attention_scratch_floats_for(T, threads) +
 				 eng_q4_scratch_bytes(cfg, N);
 	int R = chunk_rows > 0 ? chunk_rows : eng_plan_chunk_rows(cfg, B, T);
@@ -305,10 +305,12 @@ static int model_init(eng_model *m, const eng_config *cfg, int B, int T, int chu
 		eng_model_free(m);
 		return -1;
 	}
+	eng_config_opt_part(m->ngrad, cfg->opt_shards, cfg->opt_rank, &m->opt_lo, &m->opt_hi);
+	size_t obytes = (m->opt_hi - m->opt_lo) * sizeof(float);
 	m->params = eng_mem_alloc(ENG_MEM_PARAMS, pbytes);
 	m->grads = eng_mem_alloc(ENG_MEM_GRADS, gbytes);
-	m->m = eng_mem_alloc(ENG_MEM_OPTIMIZER, gbytes);
-	m->v = eng_mem_alloc(ENG_MEM_OPTIMIZER, gbytes);
+	m->m = eng_mem_alloc(ENG_MEM_OPTIMIZER, obytes ? obytes : sizeof(float));
+	m->v = eng_mem_alloc(ENG_MEM_OPTIMIZER, obytes ? obytes : sizeof(float));
 	if (!m->params || !m->grads || !m->m || !m->v || eng_q4_init(m) < 0)
 		goto oom;
 	bind_weights(m, m->params, 0, &m->w);

@@ -102,8 +102,12 @@ typedef struct eng_model {
 	eng_ptensor *tensors;        /* ntensors entries, Hugging Face order */
 	int ntensors;
 	size_t nfloats;              /* floats of params, padding included */
-	size_t ngrad;                /* floats of each of grads/m/v: the trainable tensors' */
-	float *params, *grads, *m, *v;
+	size_t ngrad;                /* floats of grads: the trainable tensors' */
+	float *params, *grads;
+	/* AdamW's moments of the trainable floats [opt_lo, opt_hi): all ngrad, or this rank's
+	 * part under a sharded optimizer (cfg.opt_shards); m[0] is float opt_lo's */
+	float *m, *v;
+	size_t opt_lo, opt_hi;
 	eng_weights w, g;            /* pointer tables into params and grads (NULL: frozen) */
 	int bwd_floor;               /* the lowest block whose backward a step runs: below it
 	                              * nothing trains (0 when the embedding does) */
@@ -196,6 +200,9 @@ void eng_model_params_changed(eng_model *m);
  * in its own pass (the bf16 copy, when precision bf16 has one made and valid: the frozen
  * tensors' part of it stays so), or NULL; after the step, eng_model_params_stepped, 1 when
  * it did write there, in place of eng_model_params_changed. */
+/* The floats of trainable tensor t in m's moments (all, or this rank's part): how many,
+ * and from which of its elements *k (the first at m->m[t->goff + *k - m->opt_lo]). */
+size_t eng_model_opt_span(const eng_model *m, const eng_ptensor *t, size_t *k);
 uint16_t *eng_model_opt_wbf(const eng_model *m);
 void eng_model_params_stepped(eng_model *m, int wbf_written);
 

@@ -206,6 +206,14 @@ void eng_model_params_changed(eng_model *m)
 	m->wcopy_valid = m->wbf_valid = 0;
 }
 
+size_t eng_model_opt_span(const eng_model *m, const eng_ptensor *t, size_t *k)
+{
+	size_t g0 = t->goff > m->opt_lo ? t->goff : m->opt_lo;
+	size_t g1 = t->goff + t->numel < m->opt_hi ? t->goff + t->numel : m->opt_hi;
+	*k = g1 > g0 ? g0 - t->goff : 0;
+	return g1 > g0 ? g1 - g0 : 0;
+}
+
 uint16_t *eng_model_opt_wbf(const eng_model *m)
 {
 	return m->cfg.mm_bf16 && m->wbf_valid ? m->wbf : NULL;

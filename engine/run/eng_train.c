@@ -193,6 +193,8 @@ int eng_trainer_init_hooks(eng_trainer *tr, const eng_spec *spec, const eng_trai
 	const eng_backend_ops *ops = eng_backend_ops_for(s->device);
 	if (eng_train_plan(s, &cfg, err) < 0)
 		goto fail;
+	if (s->cfg.opt_shards) /* this rank's part of the optimizer */
+		s->cfg.opt_rank = eng_dp_rank();
 	eng_costs_init(&tr->costs, s->cfg.n_layer);
 	if (eng_memtrace_init(&tr->trace, ENG_MEMTRACE_CAP) < 0) {
 		eng_errf(err, "out of memory for the step's memory timeline");

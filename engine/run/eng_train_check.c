@@ -52,14 +52,25 @@ static int check_save_dir(const char *dir, eng_err *err)
 	return rc < 0 ? -1 : eng_ckpt_clean_tmp(dir, 1, err);
 }
 
+/* Rank 0 of a sharded optimizer, with save.dir (or always): the moments gathered whole
+ * while a save writes them, a live save's too; 0 elsewhere. */
+static size_t gather_of(const eng_spec *s, int always)
+{
+	size_t ngrad;
+	eng_model_floats(&s->cfg, &ngrad);
+	return s->cfg.opt_shards && s->cfg.opt_rank == 0 && (always || s->save_dir[0])
+		? 2 * sizeof(float) * ngrad : 0;
+}
+
 /* What a run of s holds whatever its policy, by category: the model's part, both token
- * files and the batch, and with save.dir the snapshot a save holds while it writes (one
- * count for --check, the memory limit, the controller and remat-plan). */
+ * files and the batch, a sharded optimizer's gathered moments on rank 0 (gather_of: saves
+ * need them), and with save.dir the snapshot a save holds while it writes (one count for
+ * --check, the memory limit, the controller and remat-plan). */
 static void fixed_of(const eng_spec *s, const eng_data_file *train, const eng_data_file *val,
-	size_t tok_bytes, const eng_model *live,
-	size_t out[ENG_MEM_NCAT])
+	size_t tok_bytes, const eng_model *live, int always, size_t out[ENG_MEM_NCAT])
 {
 	eng_model_fixed_bytes(&s->cfg, s->batch, s->seq_len, s->chunk_rows, s->threads, live, out);
+	out[ENG_MEM_WORKSPACE] += gather_of(s, always);
 	if (s->grad_accum > 1)
 		out[ENG_MEM_GRADS] *= 2; /* the sum of the micro-batches' gradients */
 	out[ENG_MEM_DATA] = eng_data_bytes(train, s->batch, s->seq_len, s->shuffle) +
@@ -73,7 +84,9 @@ static void fixed_of(const eng_spec *s, const eng_data_file *train, const eng_da
 static size_t snapshot_of(const eng_spec *s, int always)
 {
 	size_t ngrad, nfloats = eng_model_floats(&s->cfg, &ngrad);
-	return always || s->save_dir[0] ? eng_ckpt_snap_bytes(nfloats, ngrad) : 0;
+	/* a sharded optimizer's moments are fixed_of's already (gather_of) */
+	return always || s->save_dir[0] ? eng_ckpt_snap_bytes(nfloats, ngrad) -
+		gather_of(s, always) : 0;
 }
 
 size_t eng_trainer_snapshot_bytes(const eng_trainer *tr)
@@ -136,7 +149,7 @@ size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT])
 		o[ENG_MEM_ACTIVATIONS] = o[ENG_MEM_RECOMPUTE] = 0;
 	} else {
 		fixed_of(&tr->spec, &tr->train.file, eng_data_opened(&tr->val) ? &tr->val.file
-			: NULL, eng_ckpt_tok_bytes(&tr->tok_files), &tr->model, o);
+			: NULL, eng_ckpt_tok_bytes(&tr->tok_files), &tr->model, 0, o);
 	}
 	for (int c = 0; c < ENG_MEM_NCAT; c++)
 		total += o[c];
@@ -264,7 +277,7 @@ int eng_trainer_check(eng_spec *s, eng_check *out, eng_err *err)
 		out->chunk_rows = s->batch * s->seq_len;
 	out->ntok = ntok;
 	/* the model's fixed part, and the data: both token files and the batch (inp, tgt) */
-	fixed_of(s, &train, s->val_path[0] ? &val : NULL, tok_bytes, NULL, out->fixed);
+	fixed_of(s, &train, s->val_path[0] ? &val : NULL, tok_bytes, NULL, 1, out->fixed);
 	out->snapshot = snapshot_of(s, 1); /* rematd's jobs always save */
 	out->untracked = host_tracked(s) ? eng_train_untracked_now(&s->cfg, out->chunk_rows,
 		s->threads) : 0;

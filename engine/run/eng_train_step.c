@@ -219,6 +219,7 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 	}
 	float lr = eng_lr_at(s, tr->step);
 	int t = tr->step + 1;
+	be->gather_ms = 0;
 	if (step_update(tr, scale, lr, err) < 0) {
 		dp_alone(tr, err);
 		return step_failed(tr, &at, err);
@@ -245,7 +246,7 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 	st->grad_norm = (float)norm;
 	st->step_ms = ms;
 	st->recompute_ms = rec_ms;
-	st->allreduce_ms = ar_ms;
+	st->allreduce_ms = ar_ms + be->gather_ms; /* a sharded optimizer's all-gather too */
 	for (int l = 0; secs && l < m->cfg.n_layer; l++)
 		st->blocks_forward_ms += sec_ms[l][ENG_SEC_FWD];
 	step_memory(tr, st);

@@ -394,6 +394,7 @@ static const struct {
 	{WITH("\"parallel\": {\"mca\": {\"btl\": 1}}"), "'parallel.mca.btl' must be"},
 	{WITH("\"parallel\": {\"mca\": [\"btl\"]}"), "'parallel.mca' must be an object"},
 	{WITH("\"parallel\": {\"launcher\": \"pbs\"}"), "must be \"ssh\" or \"slurm\""},
+	{WITH("\"parallel\": {\"shard\": \"grads\"}"), "\"optimizer\" or \"none\""},
 	/* types */
 	{WITH("\"batch\": \"8\""), "'batch' must be an integer"},
 	{WITH("\"batch\": 2.5"), "'batch' must be an integer"},
@@ -677,6 +678,17 @@ START_TEST(test_eng_spec_parse_loop)
 	ck_assert_str_eq(s.mca, "btl=self,tcp;btl_tcp_if_include=10.0.0.0/24;pml=^ucx");
 	parse_ok(&s, WITH("\"parallel\": {\"ranks\": 2, \"launcher\": \"slurm\"}"));
 	ck_assert_str_eq(s.launcher, "slurm");
+	/* ZeRO-1: each rank's part of the optimizer, whole slices of the norm's 64 */
+	parse_ok(&s, WITH("\"parallel\": {\"ranks\": 3, \"shard\": \"optimizer\"}"));
+	ck_assert_int_eq(eng_spec_finish(&s, &tiny, &e), 0);
+	ck_assert(s.shard_optimizer && s.cfg.opt_shards == 3);
+	parse_ok(&s, WITH("\"parallel\": {\"ranks\": 1, \"shard\": \"optimizer\"}"));
+	ck_assert_int_eq(eng_spec_finish(&s, &tiny, &e), 0);
+	ck_assert_int_eq(s.cfg.opt_shards, 0); /* one rank holds it all */
+	finish_bad(WITH("\"parallel\": {\"ranks\": 65, \"shard\": \"optimizer\"}"), &tiny,
+		"at most 64 ranks");
+	finish_bad(WITH("\"device\": \"cuda\", \"parallel\": {\"ranks\": 2, \"shard\": "
+			"\"optimizer\"}"), &tiny, "device cuda holds the whole optimizer");
 }
 END_TEST
 
