@@ -21,7 +21,7 @@ typedef struct dp_cmd {
 
 /* The fixed part of a boundary, broadcast first. */
 typedef struct dp_head {
-	int32_t end, failed;
+	int32_t end, failed, gather, pad;
 	uint64_t len;
 } dp_head;
 
@@ -63,15 +63,24 @@ int wk_dp_note(wk_dp_msg *m, const wk_ctl_cmd *cmd)
 	return rc;
 }
 
-int wk_dp_send(wk_dp_msg *m, int end, int failed, eng_err *err)
+static int send_head(wk_dp_msg *m, dp_head h, eng_err *err)
 {
-	dp_head h = {end, failed, m->len};
 	if (eng_dp_size() == 1)
 		return 0;
 	int rc = eng_dp_bcast(&h, sizeof h, err) < 0 ||
 		(m->len && eng_dp_bcast(m->buf, m->len, err) < 0) ? -1 : 0;
 	m->len = 0;
 	return rc;
+}
+
+int wk_dp_send(wk_dp_msg *m, int end, int failed, eng_err *err)
+{
+	return send_head(m, (dp_head){end, failed, 0, 0, m->len}, err);
+}
+
+int wk_dp_send_gather(wk_dp_msg *m, eng_err *err)
+{
+	return send_head(m, (dp_head){0, 0, 1, 0, m->len}, err);
 }
 
 int wk_dp_recv(wk_dp_msg *m, eng_err *err)
@@ -82,6 +91,7 @@ int wk_dp_recv(wk_dp_msg *m, eng_err *err)
 	m->len = 0;
 	m->end = h.end;
 	m->failed = h.failed;
+	m->gather = h.gather;
 	if (h.len && grow(m, h.len) < 0)
 		return eng_errf(err, "out of memory for a boundary of %llu bytes",
 			(unsigned long long)h.len);

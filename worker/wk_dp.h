@@ -22,12 +22,17 @@ typedef struct wk_dp_msg {
 	size_t len, cap;
 	int end;             /* the run is over: no step follows */
 	int failed;          /* (with end) it failed */
+	int gather;          /* not a step: a save gathers the optimizer's parts
+			      * (eng_trainer_gather_moments), then the next message */
 } wk_dp_msg;
 
 /* Rank 0: cmd, applied at this boundary, goes to the others with the next message. */
 int wk_dp_note(wk_dp_msg *m, const wk_ctl_cmd *cmd);
 /* Rank 0: the boundary's message (step, or end), then empty for the next. */
 int wk_dp_send(wk_dp_msg *m, int end, int failed, eng_err *err);
+/* Rank 0, a save of a sharded optimizer: the others to join eng_trainer_gather_moments
+ * now (with the commands noted so far, which they apply first). */
+int wk_dp_send_gather(wk_dp_msg *m, eng_err *err);
 /* The other ranks: the next message (waiting, without spinning, while rank 0 is paused). */
 int wk_dp_recv(wk_dp_msg *m, eng_err *err);
 /* The commands of a received message, to apply in order (free with wk_ctl_cmd_free). */

@@ -14,6 +14,7 @@
 #include "eng_dp.h"
 #include "eng_hparam.h"
 #include "eng_mem.h"
+#include "eng_train_ckpt.h"
 #include "proto.h"
 #include "wk_dp.h"
 #include "wk_metrics.h"
@@ -251,6 +252,13 @@ static int follow(eng_trainer *tr, const wk_run_opts *o)
 			goto out;
 		}
 		apply_cmds(tr, NULL, wk_dp_cmds(&m), &run, 0);
+		if (m.gather) { /* rank 0 saves: this rank's part of the optimizer to it */
+			float *none[2];
+			if (eng_trainer_gather_moments(tr, none, &err) < 0)
+				fprintf(stderr, "remat-train: rank %d: %s\n", eng_dp_rank(),
+					err.msg);
+			continue;
+		}
 		if (m.end) { /* rank 0's exit status says how it ended */
 			*o->together = 1;
 			rc = 0;

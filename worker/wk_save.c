@@ -70,6 +70,21 @@ static int save_live(const eng_trainer *tr, const wk_run_ctl *run)
 	return ms.total_current + eng_trainer_snapshot_bytes(tr) > tr->spec.mem_limit;
 }
 
+/* A sharded optimizer's parts gathered whole here, the other ranks told to send theirs
+ * (NULLs when not sharded). */
+static int save_gather(eng_trainer *tr, wk_run_ctl *run, float *moments[2], eng_err *err)
+{
+	moments[0] = moments[1] = NULL;
+	if (tr->model.cfg.opt_shards <= 1)
+		return 0;
+	if (run->dp_ended)
+		return eng_errf(err, "the other ranks have ended: their parts of the optimizer "
+				     "cannot be saved");
+	if (wk_dp_send_gather(&run->dpm, err) < 0)
+		return -1;
+	return eng_trainer_gather_moments(tr, moments, err);
+}
+
 /* Copies the state now and lets the writer thread write it while training goes on (or,
  * without room for a copy, writes the live state while training waits). When a save is
  * still being written: waits for it (wait != 0), or fails with Busy's message. */
@@ -84,9 +99,10 @@ int wk_save_async(eng_trainer *tr, wk_ctl *c, eng_ckpt_writer *w, const char *na
 	}
 	save_job *j = calloc(1, sizeof *j);
 	eng_ckpt_snap snap;
+	float *moments[2];
 	if (!j)
 		return eng_errf(err, "out of memory");
-	if (eng_trainer_sync_host(tr, err) < 0) {
+	if (eng_trainer_sync_host(tr, err) < 0 || save_gather(tr, run, moments, err) < 0) {
 		free(j);
 		return -1;
 	}
@@ -94,12 +110,12 @@ int wk_save_async(eng_trainer *tr, wk_ctl *c, eng_ckpt_writer *w, const char *na
 	 * (the controller does without it, memory.limit, or the copy was refused), the save
 	 * writes the live tensors, and training waits for it */
 	int live = save_live(tr, run);
-	if (!live && eng_trainer_snap_take(&snap, tr, err) < 0) {
+	if (!live && eng_trainer_snap(&snap, tr, 0, moments, err) < 0) {
 		fprintf(stderr, "remat-train: %s: the save writes from the live tensors\n", err->msg);
 		live = 1;
 	}
 	if (live)
-		eng_trainer_snap_borrow(&snap, tr);
+		eng_trainer_snap(&snap, tr, 1, moments, err);
 	j->c = c;
 	j->json = json;
 	j->run = run;

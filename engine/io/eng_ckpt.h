@@ -80,6 +80,8 @@ typedef struct eng_ckpt_snap {
 	float *params, *m, *v;    /* copies (ENG_MEM_WORKSPACE): nfloats, the moments ngrad;
 				   * or, borrowed, the model's own */
 	int borrowed;             /* 1: params, m, v are the live tensors (eng_ckpt_snap_borrow) */
+	int own_moments;          /* 1: m, v are eng_ckpt_src.moments, freed with the snapshot,
+				   * borrowed or not */
 	double stall_ms;          /* how long the copy held the training thread */
 	char lora_base[ENG_PATH_LEN]; /* LoRA: the base adapter_config.json names; "": the
 				  * checkpoint holds the base itself (named ".") */
@@ -96,6 +98,9 @@ typedef struct eng_ckpt_src {
 	const char *lora_base;    /* eng_ckpt_snap.lora_base ("" or NULL: none) */
 	const char *lora_pin;     /* eng_ckpt_snap.lora_pin ("" or NULL: none) */
 	const eng_ckpt_tok *tok;  /* the tokenizer's files (NULL: none) */
+	float *moments[2];        /* a sharded optimizer's moments gathered whole (ngrad floats
+				   * each, ENG_MEM_WORKSPACE), which the snapshot takes over
+				   * (a failed eng_ckpt_snap_take leaves them); NULL: the model's */
 } eng_ckpt_src;
 
 /* Copies a run's state (call at a step boundary, on the training thread). */

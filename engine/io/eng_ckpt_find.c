@@ -574,17 +574,20 @@ int eng_ckpt_resume(const char *ckpt, const eng_spec *s, eng_model *m, eng_data 
 	if (resume_fits(o, ckpt, s, train->ntok, &pos, err) < 0)
 		goto out;
 	join(p, sizeof p, ckpt, "/optimizer.safetensors");
-	if (eng_st_read(&st, p, err) < 0)
+	if (eng_st_open(&st, p, err) < 0) /* read as it goes: a rank reads its part alone */
 		goto out;
 	for (int i = 0; i < m->ntensors; i++) {
 		const eng_ptensor *t = &m->tensors[i];
 		if (t->frozen)
 			continue;
+		/* the tensor's floats in the model's moments, a sharded optimizer's part (none:
+		 * its shape is still checked) */
+		size_t k, n = eng_model_opt_span(m, t, &k), at = n ? t->goff + k - m->opt_lo : 0;
 		snprintf(name, sizeof name, "exp_avg.%s", t->name);
-		if (eng_st_get_f32(&st, name, t->ndim, t->shape, m->m + t->goff, err) < 0)
+		if (eng_st_get_f32_part(&st, name, t->ndim, t->shape, k, n, m->m + at, err) < 0)
 			goto out;
 		snprintf(name, sizeof name, "exp_avg_sq.%s", t->name);
-		if (eng_st_get_f32(&st, name, t->ndim, t->shape, m->v + t->goff, err) < 0)
+		if (eng_st_get_f32_part(&st, name, t->ndim, t->shape, k, n, m->v + at, err) < 0)
 			goto out;
 	}
 	*step_out = (int)step;

@@ -161,10 +161,14 @@ int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_ckpt_src *run, eng_err *err)
 	const eng_model *m = run->model;
 	memset(s, 0, sizeof *s);
 	size_t bytes = m->nfloats * sizeof(float), gbytes = m->ngrad * sizeof(float);
+	int gathered = run->moments[0] != NULL;
 	s->params = eng_mem_alloc(ENG_MEM_WORKSPACE, bytes);
-	s->m = eng_mem_alloc(ENG_MEM_WORKSPACE, gbytes);
-	s->v = eng_mem_alloc(ENG_MEM_WORKSPACE, gbytes);
+	s->own_moments = 1; /* copies, or the gathered ones taken over */
+	s->m = gathered ? run->moments[0] : eng_mem_alloc(ENG_MEM_WORKSPACE, gbytes);
+	s->v = gathered ? run->moments[1] : eng_mem_alloc(ENG_MEM_WORKSPACE, gbytes);
 	if (!s->params || !s->m || !s->v) {
+		if (gathered) /* still the caller's */
+			s->m = s->v = NULL;
 		eng_ckpt_snap_free(s);
 		return eng_errf(err, "out of memory for a checkpoint snapshot (%zu MiB)",
 			eng_ckpt_snap_bytes(m->nfloats, m->ngrad) >> 20);
@@ -174,7 +178,7 @@ int eng_ckpt_snap_take(eng_ckpt_snap *s, const eng_ckpt_src *run, eng_err *err)
 	 * the cost, and they run in parallel). */
 	const float *src[3] = {m->params, m->m, m->v};
 	float *dst[3] = {s->params, s->m, s->v};
-	size_t len[3] = {m->nfloats, m->ngrad, m->ngrad};
+	size_t len[3] = {m->nfloats, gathered ? 0 : m->ngrad, gathered ? 0 : m->ngrad};
 	size_t chunk = 1u << 20, nchunks = (m->nfloats + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) collapse(2)
 	for (int k = 0; k < 3; k++) {
@@ -195,21 +199,22 @@ void eng_ckpt_snap_borrow(eng_ckpt_snap *s, const eng_ckpt_src *run)
 	memset(s, 0, sizeof *s);
 	snap_state(s, run);
 	s->params = m->params;
-	s->m = m->m;
-	s->v = m->v;
+	s->own_moments = run->moments[0] != NULL;
+	s->m = s->own_moments ? run->moments[0] : m->m;
+	s->v = s->own_moments ? run->moments[1] : m->v;
 	s->borrowed = 1;
 }
 
 void eng_ckpt_snap_free(eng_ckpt_snap *s)
 {
-	if (s->borrowed) {
-		s->params = s->m = s->v = NULL;
-		return;
+	if (!s->borrowed)
+		eng_mem_free(s->params);
+	if (s->own_moments) {
+		eng_mem_free(s->m);
+		eng_mem_free(s->v);
 	}
-	eng_mem_free(s->params);
-	eng_mem_free(s->m);
-	eng_mem_free(s->v);
 	s->params = s->m = s->v = NULL;
+	s->own_moments = 0;
 }
 
 /* ---- writing ---- */

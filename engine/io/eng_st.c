@@ -601,13 +601,14 @@ static void convert(const uint8_t *p, int dtype, size_t n, float *out)
 	}
 }
 
-/* Tensor t (n elements) of an open file into out: float32 read straight into it, 16-bit
- * types through a buffer of at most STREAM_CHUNK elements */
+/* Elements [from, from + n) of tensor t of an open file into out: float32 read straight
+ * into it, 16-bit types through a buffer of at most STREAM_CHUNK elements */
 #define STREAM_CHUNK 65536
-static int get_streamed(const eng_st_file *f, const eng_st_tensor *t, size_t n, float *out,
-	eng_err *err)
+static int get_streamed(const eng_st_file *f, const eng_st_tensor *t, size_t from, size_t n,
+	float *out, eng_err *err)
 {
-	off_t at = (off_t)(f->buf_len + t->begin);
+	size_t es = t->dtype == ENG_ST_F32 ? 4 : 2;
+	off_t at = (off_t)(f->buf_len + t->begin + from * es);
 	if (t->dtype == ENG_ST_F32)
 		return read_at(f->fd, (uint8_t *)out, 4 * n, at, f->path, err);
 	uint8_t buf[2 * STREAM_CHUNK];
@@ -620,15 +621,26 @@ static int get_streamed(const eng_st_file *f, const eng_st_tensor *t, size_t n, 
 	return 0;
 }
 
+int eng_st_get_f32_part(const eng_st_file *f, const char *name, int ndim,
+	const int64_t *shape, size_t from, size_t n, float *out, eng_err *err)
+{
+	if (eng_st_check_shape(f, name, ndim, shape, err) < 0)
+		return -1;
+	const eng_st_tensor *t = eng_st_find(f, name);
+	if (from > eng_st_numel(t) || n > eng_st_numel(t) - from)
+		return eng_errf(err, "%s: '%s' has %zu elements, not [%zu, %zu)", f->path, name,
+			eng_st_numel(t), from, from + n);
+	if (f->streamed)
+		return get_streamed(f, t, from, n, out, err);
+	convert(f->data + t->begin + from * (t->dtype == ENG_ST_F32 ? 4 : 2), t->dtype, n, out);
+	return 0;
+}
+
 int eng_st_get_f32(const eng_st_file *f, const char *name, int ndim, const int64_t *shape,
 		   float *out, eng_err *err)
 {
 	if (eng_st_check_shape(f, name, ndim, shape, err) < 0)
 		return -1;
-	const eng_st_tensor *t = eng_st_find(f, name);
-	size_t n = eng_st_numel(t);
-	if (f->streamed)
-		return get_streamed(f, t, n, out, err);
-	convert(f->data + t->begin, t->dtype, n, out);
-	return 0;
+	return eng_st_get_f32_part(f, name, ndim, shape, 0, eng_st_numel(eng_st_find(f, name)),
+		out, err);
 }

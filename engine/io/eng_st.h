@@ -112,6 +112,9 @@ int eng_st_check_shape(const eng_st_file *f, const char *name, int ndim, const i
  * the message names the file, the tensor, the expected and the found shape. 0 or -1. */
 int eng_st_get_f32(const eng_st_file *f, const char *name, int ndim, const int64_t *shape,
 		   float *out, eng_err *err);
+/* The same for elements [from, from + n) of the tensor (in row-major order) alone. */
+int eng_st_get_f32_part(const eng_st_file *f, const char *name, int ndim,
+	const int64_t *shape, size_t from, size_t n, float *out, eng_err *err);
 
 /* One float32 tensor to write. Borrowed pointers: nothing is copied or freed. */
 typedef struct eng_st_entry {

@@ -19,8 +19,17 @@ eng_ckpt_src eng_trainer_ckpt_src(const eng_trainer *tr);
 /* eng_ckpt_snap_take of the trainer's state (at a step boundary, on the training thread;
  * device cuda: after eng_trainer_sync_host). */
 int eng_trainer_snap_take(eng_ckpt_snap *s, const eng_trainer *tr, eng_err *err);
-/* eng_ckpt_snap_borrow of the trainer's live weights and moments. */
-void eng_trainer_snap_borrow(eng_ckpt_snap *s, const eng_trainer *tr);
+/* The same with a sharded optimizer's moments gathered (eng_trainer_gather_moments; NULLs:
+ * the model's), which s takes over unless it fails; live: eng_ckpt_snap_borrow of the live
+ * weights (never fails). */
+int eng_trainer_snap(eng_ckpt_snap *s, const eng_trainer *tr, int live, float *moments[2],
+	eng_err *err);
+
+/* A sharded optimizer's moments gathered whole on rank 0 for a save: a collective, every
+ * rank calls it (rank 0 once it has told the others to). Rank 0's out[0..1]: ngrad floats
+ * each (ENG_MEM_WORKSPACE, for eng_trainer_snap); the other ranks' and an unsharded
+ * run's: NULLs. -1 on every rank when rank 0 has no memory for them. */
+int eng_trainer_gather_moments(const eng_trainer *tr, float *out[2], eng_err *err);
 
 /* eng_ckpt_resume into the trainer: the moments of checkpoint ckpt into its model, its
  * training data moved to the checkpoint's position, its step the checkpoint's. Its weights
