@@ -11,6 +11,17 @@
 /* Why MPI tests cannot run here, or NULL (the environment set for them when they can:
  * root may run mpirun, and make asan's suppressions of Open MPI's own leaks). */
 const char *t_mpi_missing(void);
+/* The same, or one core (rematd's mpirun takes Open MPI's slots as they are) */
+const char *t_mpi_slots_missing(void);
+/* Returns from the test with one line "SUITE: skipped: why" when check() says why */
+#define T_MPI_NEED(suite, check)                                                           \
+	do {                                                                               \
+		const char *why_ = check();                                                \
+		if (why_) {                                                                \
+			fprintf(stderr, "%s: skipped: %s\n", suite, why_);                 \
+			return;                                                            \
+		}                                                                          \
+	} while (0)
 
 /* A tiny job on the GPL's bytes, batch 2 x 32, one thread, lr 1e-3, `steps` steps, written
  * to dir/name: extra is more keys (ending in ','), save under dir/save. Malloc'd path. */

@@ -60,7 +60,7 @@ const char *t_mpi_missing(void)
 }
 
 /* rematd's mpirun takes Open MPI's slots as they are (no --oversubscribe): two cores */
-static const char *slots_missing(void)
+const char *t_mpi_slots_missing(void)
 {
 	const char *why = t_mpi_missing();
 	if (!why && sysconf(_SC_NPROCESSORS_ONLN) < 2)
@@ -68,14 +68,7 @@ static const char *slots_missing(void)
 	return why;
 }
 
-#define NEED(check)                                                                        \
-	do {                                                                               \
-		const char *why_ = check();                                                \
-		if (why_) {                                                                \
-			fprintf(stderr, "mpi: skipped: %s\n", why_);                       \
-			return;                                                            \
-		}                                                                          \
-	} while (0)
+#define NEED(check) T_MPI_NEED("mpi", check)
 
 char *t_mpi_spec(const char *dir, const char *name, const char *extra, const char *save,
 	int steps)
@@ -288,7 +281,7 @@ static long long rank_acts(td_conn *c, const char *job, int r, int *n)
 
 START_TEST(test_mpi_daemon_set_mem)
 {
-	NEED(slots_missing);
+	NEED(t_mpi_slots_missing);
 	td_daemon d;
 	td_daemon_paths(&d);
 	td_daemon_start(&d, NULL);
@@ -428,7 +421,7 @@ void t_mpi_long_job(td_daemon *d, td_conn *c, const char *const *extra, const ch
  * the share. */
 START_TEST(test_mpi_daemon_pool)
 {
-	NEED(slots_missing);
+	NEED(t_mpi_slots_missing);
 	const char *extra[] = {"--memory", "8GiB", NULL};
 	td_daemon d;
 	td_daemon_paths(&d);
@@ -497,7 +490,7 @@ static void mpirun_cmdline(const char *spec, char *cmd, size_t len)
  * trains under it (TCP on the loopback) */
 START_TEST(test_mpi_daemon_mca)
 {
-	NEED(slots_missing);
+	NEED(t_mpi_slots_missing);
 	td_daemon d;
 	td_conn c;
 	char id[16], spec[700], cmd[4096] = "";
@@ -554,7 +547,7 @@ END_TEST
  * with the kill as its reason */
 START_TEST(test_mpi_job_kill)
 {
-	NEED(slots_missing);
+	NEED(t_mpi_slots_missing);
 	td_daemon d;
 	td_conn c;
 	char id[16], spec[700], *out;
@@ -576,7 +569,7 @@ END_TEST
 
 START_TEST(test_mpi_rank_killed)
 {
-	NEED(slots_missing);
+	NEED(t_mpi_slots_missing);
 	td_daemon d;
 	td_conn c;
 	char id[16], spec[700];
@@ -601,7 +594,7 @@ END_TEST
  * the job is stopped with its checkpoint, and no rank is left. */
 START_TEST(test_mpi_stop_reaches_every_rank)
 {
-	NEED(slots_missing);
+	NEED(t_mpi_slots_missing);
 	td_daemon d;
 	td_conn c;
 	char id[16], spec[700];

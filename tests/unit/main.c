@@ -107,6 +107,7 @@ int main(void)
 	srunner_add_suite(sr, suite_e2e());
 	srunner_add_suite(sr, suite_mpi());
 	srunner_add_suite(sr, suite_hosts());
+	srunner_add_suite(sr, suite_shard());
 	srunner_add_suite(sr, suite_ckpt());
 	srunner_add_suite(sr, suite_security());
 	srunner_add_suite(sr, suite_links());
