@@ -329,6 +329,8 @@ void kn_sumsq_slices(const float *x, size_t N, int s0, int s1, double *part);
 void kn_scale(float *x, float s, size_t N);
 /* y(N) += x(N), element by element: the sum gradient accumulation and an all-reduce make */
 void kn_add(float *y, const float *x, size_t N);
+/* The same on the calling thread alone (no OpenMP team: a thread beside the training's). */
+void kn_add_here(float *y, const float *x, size_t N);
 /* One AdamW step (PyTorch semantics) on a tensor: param(N), m(N), v(N) updated from grad
  * times gscale (the clipping's factor, 1 for none; grad itself is left as it was); lr_t
  * already includes the schedule; bc1 = 1 - beta1^t, bc2 = 1 - beta2^t; decay 0 for

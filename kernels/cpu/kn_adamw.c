@@ -59,6 +59,17 @@ void kn_add(float *y, const float *x, size_t N)
 		y[i] += x[i];
 }
 
+static KN_SIMD void add_span(float *y, const float *x, size_t N)
+{
+	for (size_t i = 0; i < N; i++)
+		y[i] += x[i];
+}
+
+void kn_add_here(float *y, const float *x, size_t N)
+{
+	add_span(y, x, N);
+}
+
 /* AdamW's constants for one tensor */
 typedef struct adamw_k {
 	float gscale, decay, step_size, bc2_sqrt, beta1, beta2, eps;

@@ -48,6 +48,29 @@ int eng_dp_allgather(float *x, size_t n, eng_err *err);
 /* Rank 0's all(n) <- every rank's part, each sent from its mine (hi - lo floats); all is
  * rank 0's alone (the others may pass NULL). */
 int eng_dp_gather_parts(const float *mine, size_t n, float *all, eng_err *err);
+
+/* The reduce-scatter of a gradient overlapped with the backward that makes it (PyTorch
+ * DDP's buckets): a thread of its own sums x(n), bucket floats at a time from its end, each
+ * bucket once the caller has said all of it is final, so that the sum runs while the
+ * backward goes on. Each float is summed along a chain of the ranks that ends at its owner
+ * (eng_dp_my_part's): ((x[o+1] + x[o+2]) + ...) + x[o], every message 1 MiB, the order
+ * fixed by the ranks alone (with 2 ranks a + b, the bits of MPI's sum), whatever the
+ * bucket size or the timing. Without a bucket (0), or where MPI gives no
+ * MPI_THREAD_SERIALIZED, the same sums run in eng_dp_reducer_finish. Between a round's
+ * begin and its finish the calling thread makes no other MPI call. */
+typedef struct eng_dp_reducer eng_dp_reducer;
+/* Every rank together (it duplicates the communicator); NULL with err when it cannot. */
+eng_dp_reducer *eng_dp_reducer_new(size_t bucket, eng_err *err);
+/* 1 when its sums run beside the caller (a thread), 0 in eng_dp_reducer_finish */
+int eng_dp_reducer_overlaps(const eng_dp_reducer *r);
+/* A round over x(n): nothing of it final yet. */
+void eng_dp_reducer_begin(eng_dp_reducer *r, float *x, size_t n);
+/* x[from, n) is final (from only decreases within a round). */
+void eng_dp_reducer_final(eng_dp_reducer *r, size_t from);
+/* All of x final; returns once this rank's part is summed: *exposed_ms the time it waited
+ * here, *busy_ms the round's time summing (hidden behind the backward: busy - exposed). */
+void eng_dp_reducer_finish(eng_dp_reducer *r, double *exposed_ms, double *busy_ms);
+void eng_dp_reducer_free(eng_dp_reducer *r);
 /* x(n) <- the sum over ranks, for a few doubles (a loss, counts). */
 int eng_dp_sum_doubles(double *x, int n, eng_err *err);
 /* 1 when flag is non-zero on some rank (every rank calls it). */

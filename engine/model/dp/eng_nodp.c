@@ -114,3 +114,40 @@ int eng_dp_gather(const void *mine, size_t n, void *all, eng_err *err)
 	memcpy(all, mine, n);
 	return 0;
 }
+
+eng_dp_reducer *eng_dp_reducer_new(size_t bucket, eng_err *err)
+{
+	(void)bucket;
+	eng_errf(err, "a build without MPI has no ranks to sum over");
+	return NULL;
+}
+
+int eng_dp_reducer_overlaps(const eng_dp_reducer *r)
+{
+	(void)r;
+	return 0;
+}
+
+void eng_dp_reducer_begin(eng_dp_reducer *r, float *x, size_t n)
+{
+	(void)r;
+	(void)x;
+	(void)n;
+}
+
+void eng_dp_reducer_final(eng_dp_reducer *r, size_t from)
+{
+	(void)r;
+	(void)from;
+}
+
+void eng_dp_reducer_finish(eng_dp_reducer *r, double *exposed_ms, double *busy_ms)
+{
+	(void)r;
+	*exposed_ms = *busy_ms = 0;
+}
+
+void eng_dp_reducer_free(eng_dp_reducer *r)
+{
+	(void)r;
+}
