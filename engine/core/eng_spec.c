@@ -35,6 +35,7 @@ static void spec_defaults(eng_spec *s)
 	s->steps = 1000;
 	s->grad_accum = 1;
 	s->ranks = 1;
+	s->bucket_mb = ENG_BUCKET_MB;
 	s->priority = 1;
 	s->sample_tokens = 64;
 	s->sample_temperature = 1.0f;

@@ -24,6 +24,8 @@
 #define ENG_MAX_PROMPT 1024    /* sample.prompt tokens */
 #define ENG_MAX_ACCUM 65536    /* grad_accum */
 #define ENG_MAX_RANKS 4096     /* parallel.ranks */
+#define ENG_BUCKET_MB 25       /* parallel.bucket_mb's default: DDP's bucket_cap_mb */
+#define ENG_MAX_BUCKET_MB 65536
 #define ENG_MCA_LEN 1024       /* parallel.mca's pairs, joined */
 #define ENG_MCA_VALUE 256      /* longest parallel.mca value */
 #define ENG_MAX_PRIORITY PROTO_PRIORITY_MAX /* "priority": rematd's pool weighs jobs by it */
@@ -191,6 +193,8 @@ typedef struct eng_spec {
 	int has_ranks;                    /* 1 when the spec gave it */
 	int shard_optimizer;              /* parallel.shard "optimizer": each rank holds the
 					   * moments of its part (eng_config.opt_shards) */
+	float bucket_mb;                  /* parallel.bucket_mb: MiB of gradient summed at a
+					   * time during the backward; 0 all after it */
 	char hosts[1024];                 /* parallel.hosts joined by ',' for mpirun --host,
 					   * "" none */
 	char hostfile[ENG_PATH_LEN];      /* parallel.hostfile, for mpirun --hostfile */

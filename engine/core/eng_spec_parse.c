@@ -32,8 +32,8 @@ static const char *const arch_keys[] = {"gpt2", "llama", NULL}; /* as eng_arch *
 static const char *const data_keys[] = {"train", "format", "val", "shuffle", "shuffle_seed",
 	"tokenizer", "field", "cache", NULL};
 static const char *const eval_keys[] = {"every", "batches", NULL};
-static const char *const parallel_keys[] = {"ranks", "shard", "hosts", "hostfile", "mca",
-	"launcher", NULL};
+static const char *const parallel_keys[] = {"ranks", "shard", "bucket_mb", "hosts",
+	"hostfile", "mca", "launcher", NULL};
 static const char *const sample_keys[] = {"every", "tokens", "prompt", "temperature", "top_k",
 	"seed", NULL};
 static const char *const optim_keys[] = {"lr", "beta1", "beta2", "eps", "weight_decay",
@@ -693,6 +693,8 @@ static int parse_parallel(eng_spec *s, json_t *root, eng_err *err)
 	if (sec <= 0)
 		return sec;
 	if (es_get_int(v, "parallel", "ranks", 1, ENG_MAX_RANKS, &s->ranks, err) < 0 ||
+		es_get_float(v, "parallel", "bucket_mb", 0, 0, ENG_MAX_BUCKET_MB, 0, &s->bucket_mb,
+			err) < 0 ||
 		es_get_str(v, "parallel", "hostfile", s->hostfile, sizeof s->hostfile, err) < 0)
 		return -1;
 	s->has_ranks = json_object_get(v, "ranks") != NULL;

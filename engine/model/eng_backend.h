@@ -84,6 +84,11 @@ typedef struct eng_backend_ops {
 	/* The last micro_step's time per section (L blocks and the head) and part
 	 * (ENG_SEC_*); NULL: not measured (cuda). */
 	const double (*(*section_ms)(const eng_backend *be))[3];
+	/* Data parallel (every rank, after its micro-batches whether they worked or not,
+	 * before any other collective): this rank's part of the step's gradient summed over
+	 * the ranks, the sum the last backward overlapped finished (be->exposed_ms and
+	 * hidden_ms). NULL: sum_ranks sums it all. */
+	void (*reduce_part)(eng_backend *be);
 	/* Data parallel (collective, every rank): the step's gradient <- its sum over the
 	 * ranks, the same bits on every rank. Called only with more than one rank. Under a
 	 * sharded optimizer (cfg.opt_shards), only this rank's part is summed (a
@@ -145,6 +150,8 @@ struct eng_backend {
 	const eng_backend_ops *ops;
 	eng_model *host;         /* the trainer's model (cpu) or host mirror (cuda) */
 	double gather_ms;        /* the last adamw's all-gather of the weights (0: none) */
+	double exposed_ms, hidden_ms; /* the last reduce_part's: waited for after the backward,
+				  * and run behind it */
 };
 
 /* The two backends' tables. cpu's create: with grad_accum > 1 the buffer of the step's sum

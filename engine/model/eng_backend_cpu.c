@@ -21,6 +21,14 @@ typedef struct cpu_backend {
 	int accum;               /* grad_accum */
 	float *acc;              /* accum > 1: the sum of the step's micro-batch gradients,
 				  * ngrad floats (ENG_MEM_GRADS); else NULL */
+	/* data parallel: the ranks' sum of this rank's part, overlapped with the last
+	 * micro-batch's backward (NULL alone) */
+	eng_dp_reducer *red;
+	size_t *final_at;        /* stage s's watermark at [s + 1] (s = -1 .. L): the
+				  * trainable floats from it on are final once the backward has
+				  * done stage s (eng_model.on_final) */
+	size_t fin;              /* the round's watermark so far */
+	int begun;               /* a round is begun (the last micro-batch started) */
 } cpu_backend;
 
 /* The step's gradient: the sum of its micro-batches', or the model's own. */
@@ -40,19 +48,48 @@ static const eng_policy *cpu_policy(const eng_backend *be)
 	return &be->host->lay.policy;
 }
 
+/* The backward has made stage's gradients final (eng_model.on_final, the step's last
+ * micro-batch): those floats added to the step's sum (grad_accum > 1), then told to the
+ * reducer, which sums them over the ranks while the backward goes on. */
+static void on_final(void *ud, int stage)
+{
+	cpu_backend *c = ud;
+	eng_model *m = c->be.host;
+	size_t from = c->final_at[stage + 1];
+	if (from >= c->fin)
+		return;
+	if (c->acc) {
+		double t0 = eng_timing_t0(m->timing);
+		kn_add(c->acc + from, m->grads + from, c->fin - from);
+		eng_timing_add(m->timing, ENG_TIMING_ACCUM, t0, 0, 12.0 * (c->fin - from));
+	}
+	c->fin = from;
+	eng_dp_reducer_final(c->red, from);
+}
+
 static int cpu_micro_step(eng_backend *be, const uint32_t *inp, const uint32_t *tgt, int k,
 	float *loss, eng_err *err)
 {
 	cpu_backend *c = (cpu_backend *)be;
 	eng_model *m = be->host;
-	if (eng_model_step(m, inp, tgt, loss, err) < 0)
+	int last = c->red && k == c->accum - 1; /* its backward overlaps the ranks' sum */
+	if (last) {
+		eng_dp_reducer_begin(c->red, grads_of(be), m->ngrad);
+		c->begun = 1;
+		c->fin = m->ngrad;
+		m->on_final = on_final;
+		m->on_final_ud = c;
+	}
+	int rc = eng_model_step(m, inp, tgt, loss, err);
+	m->on_final = NULL;
+	if (rc < 0)
 		return -1;
 	double t0 = eng_timing_t0(m->timing), n = (double)m->ngrad;
 	if (c->accum > 1 && k == 0) /* 0 + g, exactly */
 		memcpy(c->acc, m->grads, m->ngrad * sizeof(float));
-	else if (c->accum > 1)
+	else if (c->accum > 1 && !last) /* (the last one's: on_final, a stage at a time) */
 		kn_add(c->acc, m->grads, m->ngrad);
-	if (c->accum > 1)
+	if (c->accum > 1 && !last)
 		eng_timing_add(m->timing, ENG_TIMING_ACCUM, t0, 0, 4 * n * (k ? 3 : 2));
 	return 0;
 }
@@ -78,11 +115,23 @@ static int sharded(const eng_backend *be)
 	return be->host->cfg.opt_shards > 1;
 }
 
+/* This rank's part summed: the round the last micro-batch began, finished (one whose
+ * micro-batches failed before it begins it here: every rank's chains need every rank) */
+static void cpu_reduce_part(eng_backend *be)
+{
+	cpu_backend *c = (cpu_backend *)be;
+	double busy;
+	if (!c->begun)
+		eng_dp_reducer_begin(c->red, grads_of(be), be->host->ngrad);
+	c->begun = 0;
+	eng_dp_reducer_finish(c->red, &be->exposed_ms, &busy);
+	be->hidden_ms = busy > be->exposed_ms ? busy - be->exposed_ms : 0;
+}
+
+/* Every rank's part to every rank; a sharded optimizer needs its own part alone */
 static int cpu_sum_ranks(eng_backend *be, eng_err *err)
 {
-	if (sharded(be)) /* this rank's part alone: its optimizer's */
-		return eng_dp_reduce_scatter(grads_of(be), be->host->ngrad, err);
-	return eng_dp_sum_floats(grads_of(be), be->host->ngrad, err);
+	return sharded(be) ? 0 : eng_dp_allgather(grads_of(be), be->host->ngrad, err);
 }
 
 /* The part of the gradient this rank steps: [opt_lo, opt_hi), all of it unsharded */
@@ -248,21 +297,48 @@ static const char *cpu_precision(const eng_backend *be)
 
 static const char *cpu_allreduce(const eng_backend *be)
 {
-	static char buf[256];
+	static char buf[320];
+	const cpu_backend *c = (const cpu_backend *)be;
 	const eng_model *m = be->host;
-	if (!sharded(be))
-		return "mpi: reduce-scatter and all-gather of float32 gradients in host memory";
-	snprintf(buf, sizeof buf, "mpi: reduce-scatter of float32 gradients in host memory, "
-		 "AdamW on each rank's part (the optimizer sharded: the moments of %zu of %zu "
-		 "floats here), all-gather of the weights", m->opt_hi - m->opt_lo, m->ngrad);
+	int n = snprintf(buf, sizeof buf, "mpi: reduce-scatter of float32 gradients in host "
+		"memory, %s", eng_dp_reducer_overlaps(c->red) ? "overlapped with the backward"
+		: "after the backward");
+	if (sharded(be))
+		snprintf(buf + n, sizeof buf - (size_t)n, ", AdamW on each rank's part (the "
+			"optimizer sharded: the moments of %zu of %zu floats here), all-gather of "
+			"the weights", m->opt_hi - m->opt_lo, m->ngrad);
+	else
+		snprintf(buf + n, sizeof buf - (size_t)n, ", then all-gather");
 	return buf;
 }
 
 static void cpu_destroy(eng_backend *be)
 {
 	cpu_backend *c = (cpu_backend *)be;
+	eng_dp_reducer_free(c->red);
+	free(c->final_at);
 	eng_mem_free(c->acc);
 	free(c);
+}
+
+/* Data parallel: the reducer, and the watermark after each stage of the backward: stage s
+ * leaves the trainable tensors of sections below it (the embedding's -1 among them) to be
+ * made, the rest of the floats, from the end of the last of those, are final. */
+static int ranks_sum(cpu_backend *c, const eng_spec *s, eng_err *err)
+{
+	const eng_model *m = c->be.host;
+	int L = m->cfg.n_layer;
+	if (!(c->final_at = calloc((size_t)L + 2, sizeof *c->final_at)))
+		return eng_errf(err, "out of memory");
+	for (int st = -1; st <= L; st++)
+		for (int i = 0; i < m->ntensors; i++) {
+			const eng_ptensor *t = &m->tensors[i];
+			if (!t->frozen && t->section < st && t->goff + t->numel > c->final_at[st + 1])
+				c->final_at[st + 1] = t->goff + t->numel;
+		}
+	size_t bucket = (size_t)(s->bucket_mb * 262144.0); /* MiB of floats */
+	c->red = eng_dp_reducer_new(s->bucket_mb > 0 && !bucket ? 1 : bucket, err);
+	return c->red ? 0 : -1;
 }
 
 /* The whole model, for the spec's shape, batch, sequence length and chunking. */
@@ -286,6 +362,10 @@ static int cpu_create(eng_backend **out, eng_model *host, const eng_spec *s, eng
 		return eng_errf(err, "out of memory for the accumulated gradients (%.1f MiB)",
 			host->ngrad * 4 / 1048576.0);
 	}
+	if (eng_dp_size() > 1 && ranks_sum(c, s, err) < 0) {
+		cpu_destroy(&c->be);
+		return -1;
+	}
 	*out = &c->be;
 	return 0;
 }
@@ -300,6 +380,7 @@ const eng_backend_ops eng_backend_cpu_ops = {
 	.loss = cpu_loss,
 	.recompute_ms = cpu_recompute_ms,
 	.section_ms = cpu_section_ms,
+	.reduce_part = cpu_reduce_part,
 	.sum_ranks = cpu_sum_ranks,
 	.scale_grads = cpu_scale_grads,
 	.grad_sumsq = cpu_grad_sumsq,

@@ -659,6 +659,13 @@ static size_t zero_grads(eng_model *m)
 	return zeroed + m->ngrad - at;
 }
 
+/* The backward has made the gradients of `stage` final (eng_model.on_final) */
+static void said_final(eng_model *m, int stage)
+{
+	if (m->on_final)
+		m->on_final(m->on_final_ud, stage);
+}
+
 int eng_model_step(eng_model *m, const uint32_t *inp, const uint32_t *tgt, float *loss,
 	eng_err *err)
 {
@@ -671,6 +678,7 @@ int eng_model_step(eng_model *m, const uint32_t *inp, const uint32_t *tgt, float
 	double rc_ms = head_backward(m, tgt);
 	trace_head(m, ENG_MT_DEAD);
 	trace_pass(m, L, ENG_SEC_BWD, ENG_MT_END);
+	said_final(m, L);
 	for (int l = L - 1; l >= 0; l--) {
 		eng_acts a = eng_layout_view(&m->lay, l);
 		eng_mode mode = m->lay.policy.block[l];
@@ -678,6 +686,7 @@ int eng_model_step(eng_model *m, const uint32_t *inp, const uint32_t *tgt, float
 		if (l < m->bwd_floor) { /* frozen, and nothing below it trains */
 			trace_block(m, l, 0, ENG_MT_DEAD);
 			m->sec_ms[l][ENG_SEC_RECOMPUTE] = m->sec_ms[l][ENG_SEC_BWD] = 0.0;
+			said_final(m, l);
 			continue;
 		}
 		trace_block(m, l, 1, ENG_MT_LIVE);
@@ -702,10 +711,12 @@ int eng_model_step(eng_model *m, const uint32_t *inp, const uint32_t *tgt, float
 		trace_pass(m, l, ENG_SEC_BWD, ENG_MT_END);
 		m->sec_ms[l][ENG_SEC_RECOMPUTE] = t1 - t0;
 		m->sec_ms[l][ENG_SEC_BWD] = eng_now_ms() - t1;
+		said_final(m, l);
 	}
 	if (m->bwd_floor == 0)
 		ENG_TIMED(m->timing, ENG_TIMING_EMBED, 0, f4(3 * (size_t)B * T * C),
 			kn_encoder_backward(m->g.wte, m->g.wpe, m->dres, inp, B, T, C));
+	said_final(m, -1);
 	m->recompute_ms = rc_ms;
 	return m->mm_err[0] ? eng_errf(err, "%s", m->mm_err) : 0;
 }

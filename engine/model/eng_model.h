@@ -164,6 +164,11 @@ typedef struct eng_model {
 	float *row_tap;              /* when set, (V) receives the logits of row row_tap_at */
 	int row_tap_at;              /* (of the B*T rows) */
 	double recompute_ms;         /* time spent recomputing in the last backward */
+	/* told as eng_model_step's backward makes gradients final, from the end of the table:
+	 * stage L after the head, l after block l, -1 after the embedding (data parallel's
+	 * overlapped sum); NULL: nobody */
+	void (*on_final)(void *ud, int stage);
+	void *on_final_ud;
 	/* the last step's time per section (blocks 0..L-1, the head at L), in milliseconds:
 	 * its forward, its recompute in backward, its backward (the cost table's samples) */
 	double sec_ms[ENG_MAX_LAYERS + 1][3];

@@ -35,7 +35,9 @@ typedef struct eng_step_stats {
 	double recompute_ms;     /* of which recomputation */
 	double blocks_forward_ms; /* of which the blocks' forward (device cpu; 0 on a GPU):
 				   * what `full` reruns, so its recompute_ms is to match it */
-	double allreduce_ms;     /* of which summing the ranks' gradients (data parallel) */
+	double allreduce_ms;     /* of which summing the ranks' gradients (data parallel):
+				  * what the step waited for, after the backward */
+	double allreduce_hidden_ms; /* and the sum's time behind the backward (not in step_ms) */
 	double tokens_per_s;     /* grad_accum*B*T / step time */
 	int micro_batches;       /* grad_accum: the micro-batches the step took */
 	size_t activation_bytes; /* saved for backward during the step */

@@ -110,8 +110,13 @@ static int step_sum(eng_trainer *tr, int lrc, double *loss_sum, double *ar_ms, e
 {
 	char msg[ENG_ERR_LEN];
 	*ar_ms = 0;
+	tr->be->exposed_ms = tr->be->hidden_ms = 0;
 	if (eng_dp_size() == 1)
 		return lrc;
+	/* this rank's part first, whether its micro-batches worked or not: the backward may
+	 * have begun its sum, which every rank's needs */
+	if (tr->be->ops->reduce_part)
+		tr->be->ops->reduce_part(tr->be);
 	int kind = err->kind;
 	snprintf(msg, sizeof msg, "%s", lrc < 0 ? err->msg : "");
 	int first = eng_dp_first_failure(lrc < 0, &kind, msg, sizeof msg);
@@ -125,7 +130,7 @@ static int step_sum(eng_trainer *tr, int lrc, double *loss_sum, double *ar_ms, e
 	if (tr->be->ops->sum_ranks(tr->be, err) < 0)
 		return tr->be->ops->sum_fails_alone ? dp_alone(tr, err) : -1;
 	int rc = eng_dp_sum_doubles(loss_sum, 1, err) < 0 ? -1 : 0;
-	*ar_ms = eng_now_ms() - t0;
+	*ar_ms = tr->be->exposed_ms + eng_now_ms() - t0;
 	eng_timing_add(tr->model.timing, ENG_TIMING_ALLREDUCE, p0, 0, 4.0 * tr->model.ngrad);
 	return rc;
 }
@@ -247,6 +252,7 @@ static int step_try(eng_trainer *tr, int changed, int laid, eng_step_stats *st, 
 	st->step_ms = ms;
 	st->recompute_ms = rec_ms;
 	st->allreduce_ms = ar_ms + be->gather_ms; /* a sharded optimizer's all-gather too */
+	st->allreduce_hidden_ms = be->hidden_ms;
 	for (int l = 0; secs && l < m->cfg.n_layer; l++)
 		st->blocks_forward_ms += sec_ms[l][ENG_SEC_FWD];
 	step_memory(tr, st);
