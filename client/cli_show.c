@@ -74,8 +74,8 @@ void cli_show__flush(FILE *f, cli_table *t)
 
 void cli_show__ranks(FILE *f, const json_t *ranks)
 {
-	static const char *const head[] = {"RANK", "STEP", "STEP MS", "ALL-REDUCE MS", "RSS",
-		"TRACKED", "TRACKED PEAK"};
+	static const char *const head[] = {"RANK", "STEP", "STEP MS", "ALL-REDUCE MS",
+		"HIDDEN MS", "RSS", "TRACKED", "TRACKED PEAK"};
 	size_t i;
 	const json_t *r;
 	cli_table t;
@@ -83,14 +83,15 @@ void cli_show__ranks(FILE *f, const json_t *ranks)
 		return;
 	/* mem-stats' rows have the tracked total; job-status's only what the steps say */
 	int mem = cli_jobj(json_array_get(ranks, 0), "total") != NULL;
-	cli_table_init(&t, mem ? 7 : 5, head, "rrrrrrr");
+	cli_table_init(&t, mem ? 8 : 6, head, "rrrrrrrr");
 	json_array_foreach (ranks, i, r) {
-		char k[16], s[32], ms[32], ar[32], rss[32], cur[32], peak[32];
+		char k[16], s[32], ms[32], ar[32], hid[32], rss[32], cur[32], peak[32];
 		const json_t *tot = cli_jobj(r, "total");
 		cli_table_add(&t, cli_show_num(r, "rank", "%.0f", k, sizeof k),
 			cli_show_num(r, "step", "%.0f", s, sizeof s),
 			cli_show_num(r, "step_ms", "%.1f", ms, sizeof ms),
 			cli_show_num(r, "allreduce_ms", "%.1f", ar, sizeof ar),
+			cli_show_num(r, "allreduce_hidden_ms", "%.1f", hid, sizeof hid),
 			cli_show_size(r, "rss", rss, sizeof rss),
 			cli_show_size(tot, "current", cur, sizeof cur),
 			cli_show_size(tot, "peak", peak, sizeof peak));

@@ -90,7 +90,8 @@ typedef struct wk_ctl wk_ctl; /* opaque: the control thread and its loop */
 typedef struct wk_ctl_rank {
 	int rank, step;
 	double step_ms;
-	double allreduce_ms;          /* the step's gradient all-reduce */
+	double allreduce_ms;          /* the step's gradient all-reduce: after the backward */
+	double allreduce_hidden_ms;   /* and behind it */
 	eng_mem_stats mem;            /* by category, current and peak, and RSS */
 	eng_device_mem dev;       /* device cuda: the GPU's (dev.active 0 else) */
 	size_t saved[ENG_MAX_LAYERS + 1]; /* saved bytes by section */

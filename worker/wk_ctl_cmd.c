@@ -99,9 +99,10 @@ HANDLER(cmd_status)
 		json_t *pr = json_array();
 		for (int i = 0; pr && i < run->nranks; i++) {
 			const wk_ctl_rank *k = &run->ranks[i];
-			json_array_append_new(pr, json_pack("{s:i,s:i,s:f,s:f,s:I}", "rank",
+			json_array_append_new(pr, json_pack("{s:i,s:i,s:f,s:f,s:f,s:I}", "rank",
 				k->rank, "step", k->step, "step_ms", k->step_ms, "allreduce_ms",
-				k->allreduce_ms, "rss", (json_int_t)k->mem.rss));
+				k->allreduce_ms, "allreduce_hidden_ms", k->allreduce_hidden_ms,
+				"rss", (json_int_t)k->mem.rss));
 		}
 		json_object_set_new(r, "per_rank", pr);
 	}

@@ -131,6 +131,8 @@ HANDLER(wk_ctl__cmd_mem)
 			json_object_set_new(o, "step_ms", json_real(c->run.ranks[r].step_ms));
 			json_object_set_new(o, "allreduce_ms",
 				json_real(c->run.ranks[r].allreduce_ms));
+			json_object_set_new(o, "allreduce_hidden_ms",
+				json_real(c->run.ranks[r].allreduce_hidden_ms));
 			if (c->run.ranks[r].dev.active)
 				json_object_set_new(o, "device", device_json(&c->run.ranks[r].dev));
 			json_array_append_new(ranks, o);

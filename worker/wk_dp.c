@@ -149,6 +149,7 @@ int wk_dp_gather(const eng_trainer *tr, const eng_step_stats *st, wk_ctl *c, eng
 	mine.step = st->step;
 	mine.step_ms = st->step_ms;
 	mine.allreduce_ms = st->allreduce_ms;
+	mine.allreduce_hidden_ms = st->allreduce_hidden_ms;
 	mine.mem = ms;
 	eng_backend_device_mem(&mine.dev);
 	for (int i = 0; i <= L; i++)

@@ -73,8 +73,10 @@ static json_t *step_fields(const eng_trainer *tr, const eng_step_stats *st, cons
 json_t *wk_step_json(const eng_trainer *tr, const eng_step_stats *st, const wk_metrics *m)
 {
 	json_t *o = step_fields(tr, st, m);
-	if (o && tr->spec.ranks > 1) /* data parallel: the step's gradient all-reduce */
+	if (o && tr->spec.ranks > 1) { /* data parallel: the step's gradient all-reduce */
 		json_object_set_new(o, "allreduce_ms", json_real(st->allreduce_ms));
+		json_object_set_new(o, "allreduce_hidden_ms", json_real(st->allreduce_hidden_ms));
+	}
 	if (o && st->rss_peak) /* device cpu: the process's own peak in the step */
 		json_object_set_new(o, "rss_peak_bytes", json_integer((json_int_t)st->rss_peak));
 	if (o && (st->rss_peak || !tr->be->ops->tracked_host))
