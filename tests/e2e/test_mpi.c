@@ -304,7 +304,7 @@ START_TEST(test_mpi_daemon_set_mem)
 	ck_assert_int_eq(nr, 2);
 	/* rematctl mem and status show both ranks in text too, a row each */
 	static const char *const shows[][3] = {{"mem", "2 ranks", "TRACKED PEAK"},
-		{"status", "ranks:", "ALL-REDUCE MS"}};
+		{"status", "ranks:", "HIDDEN MS"}};
 	for (int i = 0; i < 2; i++) {
 		char *out;
 		int rc = td_ctl(&d, &out, shows[i][0], id, NULL);

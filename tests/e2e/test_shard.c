@@ -1,6 +1,10 @@
 /* test_shard.c - a sharded optimizer ("parallel": {"shard": "optimizer"}, ZeRO stage 1)
- * under `mpirun --oversubscribe`, one thread a rank, alone and started by rematd:
+ * and the gradient sum overlapped with the backward ("bucket_mb"), under `mpirun
+ * --oversubscribe`, one thread a rank, alone and started by rematd:
  *
+ *  - the sum in buckets small enough for many in a step of the tiny model gives the bits of
+ *    the sum after the backward: 2 ranks against one process with grad_accum 2, 3 ranks,
+ *    grad_accum 2 on 2 ranks (each stage added to the step's sum as it is made);
  *  - its weights and moments are the unsharded run's, bit for bit: 2 ranks against one
  *    process with grad_accum 2, 3 ranks against 3 unsharded, bf16 (where it runs) and LoRA
  *    (a frozen base: the weights go round through the gradient) against 2 unsharded;
@@ -86,6 +90,40 @@ START_TEST(test_shard_equal)
 		snprintf(na, sizeof na, "a%zu", i);
 		snprintf(nb, sizeof nb, "b%zu", i);
 		/* the first of the first pair is one process: grad_accum 2 */
+		run(d.dir, na, pairs[i].extra[0], "", i == 0 ? 1 : pairs[i].np, STEPS, a);
+		run(d.dir, nb, pairs[i].extra[1], "", pairs[i].np, STEPS, b);
+		t_same_weights(a, b, pairs[i].what);
+	}
+}
+END_TEST
+
+START_TEST(test_shard_buckets)
+{
+	NEED(t_mpi_missing);
+	td_daemon d;
+	td_daemon_paths(&d);
+#define SMALL "\"bucket_mb\":0.01" /* 2621 floats: 51 buckets of tiny's 132864 */
+	static const struct {
+		const char *what, *extra[2];
+		int np;
+	} pairs[] = {
+		{"2 ranks summing in buckets against one process with grad_accum 2",
+			{"\"grad_accum\":2,", "\"parallel\":{\"ranks\":2," SMALL "},"}, 2},
+		{"3 ranks summing in buckets against 3 after the backward",
+			{"\"parallel\":{\"ranks\":3,\"bucket_mb\":0},",
+			 "\"parallel\":{\"ranks\":3," SMALL "},"}, 3},
+		{"grad_accum 2 on 2 ranks in buckets against the same after the backward",
+			{"\"grad_accum\":2,\"parallel\":{\"ranks\":2,\"bucket_mb\":0},",
+			 "\"grad_accum\":2,\"parallel\":{\"ranks\":2," SMALL "},"}, 2},
+		{"2 sharded ranks in buckets against 2 after the backward",
+			{"\"parallel\":{\"ranks\":2,\"bucket_mb\":0},",
+			 "\"parallel\":{\"ranks\":2,\"shard\":\"optimizer\"," SMALL "},"}, 2},
+	};
+#undef SMALL
+	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+		char a[700], b[700], na[32], nb[32];
+		snprintf(na, sizeof na, "a%zu", i);
+		snprintf(nb, sizeof nb, "b%zu", i);
 		run(d.dir, na, pairs[i].extra[0], "", i == 0 ? 1 : pairs[i].np, STEPS, a);
 		run(d.dir, nb, pairs[i].extra[1], "", pairs[i].np, STEPS, b);
 		t_same_weights(a, b, pairs[i].what);
@@ -202,6 +240,7 @@ Suite *suite_shard(void)
 	TCase *tc = tcase_create("shard");
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_shard_equal);
+	tcase_add_test(tc, test_shard_buckets);
 	tcase_add_test(tc, test_shard_resume_across_ranks);
 	tcase_add_test(tc, test_shard_daemon);
 	suite_add_tcase(s, tc);

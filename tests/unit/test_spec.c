@@ -395,6 +395,7 @@ static const struct {
 	{WITH("\"parallel\": {\"mca\": [\"btl\"]}"), "'parallel.mca' must be an object"},
 	{WITH("\"parallel\": {\"launcher\": \"pbs\"}"), "must be \"ssh\" or \"slurm\""},
 	{WITH("\"parallel\": {\"shard\": \"grads\"}"), "\"optimizer\" or \"none\""},
+	{WITH("\"parallel\": {\"bucket_mb\": -1}"), "'parallel.bucket_mb' -1 out of range"},
 	/* types */
 	{WITH("\"batch\": \"8\""), "'batch' must be an integer"},
 	{WITH("\"batch\": 2.5"), "'batch' must be an integer"},
@@ -681,7 +682,9 @@ START_TEST(test_eng_spec_parse_loop)
 	/* ZeRO-1: each rank's part of the optimizer, whole slices of the norm's 64 */
 	parse_ok(&s, WITH("\"parallel\": {\"ranks\": 3, \"shard\": \"optimizer\"}"));
 	ck_assert_int_eq(eng_spec_finish(&s, &tiny, &e), 0);
-	ck_assert(s.shard_optimizer && s.cfg.opt_shards == 3);
+	ck_assert(s.shard_optimizer && s.cfg.opt_shards == 3 && s.bucket_mb == ENG_BUCKET_MB);
+	parse_ok(&s, WITH("\"parallel\": {\"ranks\": 2, \"bucket_mb\": 0.5}"));
+	ck_assert(s.bucket_mb == 0.5f);
 	parse_ok(&s, WITH("\"parallel\": {\"ranks\": 1, \"shard\": \"optimizer\"}"));
 	ck_assert_int_eq(eng_spec_finish(&s, &tiny, &e), 0);
 	ck_assert_int_eq(s.cfg.opt_shards, 0); /* one rank holds it all */
