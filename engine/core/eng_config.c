@@ -4,8 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kn.h"
-
 /* the Llama shapes, as ENG_GPT2 writes GPT-2's */
 #define LLAMA(L, C, NH, NKV, I, P, V, theta, eps, unt)                                 \
 	{.n_layer = L, .n_embd = C, .n_head = NH, .n_positions = P, .vocab_size = V,          \
@@ -244,21 +242,21 @@ void eng_config_opt_part(size_t ngrad, int parts, int r, size_t *lo, size_t *hi)
 		*hi = ngrad;
 		return;
 	}
-	if (parts > KN_SUMSQ_SLICES) { /* an even split: a sum of ranks that is not sharded */
+	if (parts > ENG_OPT_SLICES) { /* an even split: a sum of ranks that is not sharded */
 		*lo = ngrad * (size_t)r / (size_t)parts;
 		*hi = ngrad * (size_t)(r + 1) / (size_t)parts;
 		return;
 	}
 	int s0, s1;
 	eng_config_opt_slices(parts, r, &s0, &s1);
-	*lo = kn_sumsq_cut(ngrad, s0);
-	*hi = kn_sumsq_cut(ngrad, s1);
+	*lo = ngrad * (size_t)s0 / ENG_OPT_SLICES; /* kn_sumsq_cut */
+	*hi = ngrad * (size_t)s1 / ENG_OPT_SLICES;
 }
 
 void eng_config_opt_slices(int parts, int r, int *s0, int *s1)
 {
-	*s0 = KN_SUMSQ_SLICES * r / parts;
-	*s1 = KN_SUMSQ_SLICES * (r + 1) / parts;
+	*s0 = ENG_OPT_SLICES * r / parts;
+	*s1 = ENG_OPT_SLICES * (r + 1) / parts;
 }
 
 size_t eng_config_opt_floats(const eng_config *c, size_t ngrad)

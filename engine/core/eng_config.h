@@ -156,13 +156,16 @@ static inline void eng_config_no_quant(eng_config *c)
 /* Number of float parameters (a tied lm_head counted once). */
 size_t eng_config_num_params(const eng_config *cfg);
 
+/* kn_sumsq's slices (KN_SUMSQ_SLICES, which the kernels' layer keeps: the cpu backend, which
+ * sees both, checks they agree) */
+#define ENG_OPT_SLICES 64
 /* The trainable floats [*lo, *hi) of ngrad that part r of `parts` holds: up to
- * KN_SUMSQ_SLICES parts, whole slices of kn_sumsq (each part's sum of squares is a run of
+ * ENG_OPT_SLICES parts, whole slices of kn_sumsq (each part's sum of squares is a run of
  * its slices, added in order by anyone with the partial sums); more, an even split; parts
  * 0 or 1: all of them. The ranks' parts of a data-parallel gradient sum and of a sharded
  * optimizer. */
 void eng_config_opt_part(size_t ngrad, int parts, int r, size_t *lo, size_t *hi);
-/* Those slices of part r: [*s0, *s1) (2 <= parts <= KN_SUMSQ_SLICES). */
+/* Those slices of part r: [*s0, *s1) (2 <= parts <= ENG_OPT_SLICES). */
 void eng_config_opt_slices(int parts, int r, int *s0, int *s1);
 /* The moments' floats of each of c's ranks at most (ngrad without sharding). */
 size_t eng_config_opt_floats(const eng_config *c, size_t ngrad);

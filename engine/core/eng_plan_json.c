@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "eng_tensors.h"
-#include "kn.h"
 
 int eng_plan_policy_args(const eng_aliases *al, eng_device device, const json_t *args,
 	eng_policy *p, char *desc, size_t desclen)
@@ -239,7 +238,7 @@ void eng_config_from_json(const json_t *o, eng_config *c)
 	c->lora_alpha = json_number_value(json_object_get(o, "lora_alpha"));
 	c->lora_units = (unsigned)int_of(o, "lora_units") & ((1u << ENG_LORA_UNITS) - 1);
 	c->opt_shards = int_of(o, "opt_shards");
-	c->opt_shards = c->opt_shards > 1 && c->opt_shards <= KN_SUMSQ_SLICES ? c->opt_shards : 0;
+	c->opt_shards = c->opt_shards > 1 && c->opt_shards <= ENG_OPT_SLICES ? c->opt_shards : 0;
 	eng_quant_from_json(json_object_get(o, "quantize"), c);
 	if (!arch || eng_arch_parse(arch, &c->arch) < 0 || c->arch != ENG_ARCH_LLAMA)
 		return;

@@ -23,7 +23,6 @@
 
 #include "eng_fs.h"
 #include "eng_tensors.h"
-#include "kn.h"
 
 static void spec_defaults(eng_spec *s)
 {
@@ -272,9 +271,9 @@ int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 	if (spec->shard_optimizer && spec->device == ENG_DEVICE_CUDA)
 		return eng_errf(err, "'parallel.shard': device cuda holds the whole optimizer on "
 				     "each rank so far; shard on the cpu");
-	if (spec->shard_optimizer && spec->ranks > KN_SUMSQ_SLICES)
+	if (spec->shard_optimizer && spec->ranks > ENG_OPT_SLICES)
 		return eng_errf(err, "'parallel.shard': at most %d ranks share an optimizer "
-				     "(%d asked)", KN_SUMSQ_SLICES, spec->ranks);
+				     "(%d asked)", ENG_OPT_SLICES, spec->ranks);
 	/* this rank's part: eng_trainer_init sets opt_rank */
 	spec->cfg.opt_shards = spec->shard_optimizer && spec->ranks > 1 ? spec->ranks : 0;
 	if (spec->device == ENG_DEVICE_CUDA && cfg->arch != ENG_ARCH_GPT2)

@@ -110,6 +110,8 @@ static const double (*cpu_section_ms(const eng_backend *be))[3]
 	return (const double (*)[3])be->host->sec_ms;
 }
 
+_Static_assert(ENG_OPT_SLICES == KN_SUMSQ_SLICES, "a rank's part is whole slices of kn_sumsq");
+
 static int sharded(const eng_backend *be)
 {
 	return be->host->cfg.opt_shards > 1;
@@ -333,8 +335,9 @@ static int ranks_sum(cpu_backend *c, const eng_spec *s, eng_err *err)
 	for (int st = -1; st <= L; st++)
 		for (int i = 0; i < m->ntensors; i++) {
 			const eng_ptensor *t = &m->tensors[i];
-			if (!t->frozen && t->section < st && t->goff + t->numel > c->final_at[st + 1])
-				c->final_at[st + 1] = t->goff + t->numel;
+			size_t end = t->goff + t->numel;
+			if (!t->frozen && t->section < st && end > c->final_at[st + 1])
+				c->final_at[st + 1] = end;
 		}
 	size_t bucket = (size_t)(s->bucket_mb * 262144.0); /* MiB of floats */
 	c->red = eng_dp_reducer_new(s->bucket_mb > 0 && !bucket ? 1 : bucket, err);
