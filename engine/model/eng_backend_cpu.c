@@ -176,10 +176,11 @@ static int gather_weights(eng_backend *be, int wbf_written, eng_err *err)
 	double t0 = eng_now_ms();
 	int direct = m->ngrad == m->nfloats, rc;
 	float *buf = direct ? m->params : grads_of(be);
-	for (int i = 0; !direct && i < m->ntensors; i++) {
+	for (int i = 0; !direct && i < m->ntensors; i++) { /* this rank's part in */
 		const eng_ptensor *t = &m->tensors[i];
-		if (!t->frozen)
-			memcpy(buf + t->goff, m->params + t->offset, t->numel * sizeof *buf);
+		size_t k, n = t->frozen ? 0 : eng_model_opt_span(m, t, &k);
+		if (n)
+			memcpy(buf + t->goff + k, m->params + t->offset + k, n * sizeof *buf);
 	}
 	rc = eng_dp_allgather(buf, m->ngrad, err);
 	for (int i = 0; rc == 0 && !direct && i < m->ntensors; i++) {
@@ -303,8 +304,8 @@ static const char *cpu_allreduce(const eng_backend *be)
 	const cpu_backend *c = (const cpu_backend *)be;
 	const eng_model *m = be->host;
 	int n = snprintf(buf, sizeof buf, "mpi: reduce-scatter of float32 gradients in host "
-		"memory, %s", eng_dp_reducer_overlaps(c->red) ? "overlapped with the backward"
-		: "after the backward");
+		"memory, %s", c->red && eng_dp_reducer_overlaps(c->red)
+		? "overlapped with the backward" : "after the backward");
 	if (sharded(be))
 		snprintf(buf + n, sizeof buf - (size_t)n, ", AdamW on each rank's part (the "
 			"optimizer sharded: the moments of %zu of %zu floats here), all-gather of "
