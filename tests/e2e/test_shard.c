@@ -63,71 +63,69 @@ static void run(const char *dir, const char *name, const char *extra, const char
 	free(spec);
 }
 
-START_TEST(test_shard_equal)
+/* Two runs that must give the same weights and moments: the spec keys of each, the ranks
+ * of the first (one process: 1) and of the second, bf16 or not */
+typedef struct pair {
+	const char *what, *extra[2];
+	int np[2], bf16;
+} pair;
+
+static void same_pairs(const pair *pairs, size_t n)
 {
-	NEED(t_mpi_missing);
 	td_daemon d;
 	td_daemon_paths(&d);
-	static const struct {
-		const char *what, *extra[2];
-		int np, bf16;
-	} pairs[] = {
-		{"2 sharded ranks against one process with grad_accum 2",
-			{"\"grad_accum\":2,", SHARD2}, 2, 0},
-		{"3 sharded ranks against 3 unsharded", {"\"parallel\":{\"ranks\":3},",
-			"\"parallel\":{\"ranks\":3,\"shard\":\"optimizer\"},"}, 3, 0},
-		{"LoRA on 2 sharded ranks against 2 unsharded",
-			{"\"lora\":{\"r\":4,\"targets\":[\"c_attn\",\"c_fc\"]},\"parallel\":{"
-			 "\"ranks\":2},", "\"lora\":{\"r\":4,\"targets\":[\"c_attn\",\"c_fc\"]},"
-			 SHARD2}, 2, 0},
-		{"bf16 on 2 sharded ranks against 2 unsharded", {"\"precision\":\"bf16\","
-			"\"parallel\":{\"ranks\":2},", "\"precision\":\"bf16\"," SHARD2}, 2, 1},
-	};
-	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+	for (size_t i = 0; i < n; i++) {
 		if (pairs[i].bf16 && !t_bf16_here("shard"))
 			continue;
 		char a[700], b[700], na[32], nb[32];
 		snprintf(na, sizeof na, "a%zu", i);
 		snprintf(nb, sizeof nb, "b%zu", i);
-		/* the first of the first pair is one process: grad_accum 2 */
-		run(d.dir, na, pairs[i].extra[0], "", i == 0 ? 1 : pairs[i].np, STEPS, a);
-		run(d.dir, nb, pairs[i].extra[1], "", pairs[i].np, STEPS, b);
+		run(d.dir, na, pairs[i].extra[0], "", pairs[i].np[0], STEPS, a);
+		run(d.dir, nb, pairs[i].extra[1], "", pairs[i].np[1], STEPS, b);
 		t_same_weights(a, b, pairs[i].what);
 	}
+}
+
+START_TEST(test_shard_equal)
+{
+	NEED(t_mpi_missing);
+	static const pair pairs[] = {
+		{"2 sharded ranks against one process with grad_accum 2",
+			{"\"grad_accum\":2,", SHARD2}, {1, 2}, 0},
+		{"3 sharded ranks against 3 unsharded", {"\"parallel\":{\"ranks\":3},",
+			"\"parallel\":{\"ranks\":3,\"shard\":\"optimizer\"},"}, {3, 3}, 0},
+		{"LoRA on 2 sharded ranks against 2 unsharded",
+			{"\"lora\":{\"r\":4,\"targets\":[\"c_attn\",\"c_fc\"]},\"parallel\":{"
+			 "\"ranks\":2},", "\"lora\":{\"r\":4,\"targets\":[\"c_attn\",\"c_fc\"]},"
+			 SHARD2}, {2, 2}, 0},
+		{"bf16 on 2 sharded ranks against 2 unsharded", {"\"precision\":\"bf16\","
+			"\"parallel\":{\"ranks\":2},", "\"precision\":\"bf16\"," SHARD2},
+			{2, 2}, 1},
+	};
+	same_pairs(pairs, sizeof pairs / sizeof pairs[0]);
 }
 END_TEST
 
 START_TEST(test_shard_buckets)
 {
 	NEED(t_mpi_missing);
-	td_daemon d;
-	td_daemon_paths(&d);
 #define SMALL "\"bucket_mb\":0.01" /* 2621 floats: 51 buckets of tiny's 132864 */
-	static const struct {
-		const char *what, *extra[2];
-		int np;
-	} pairs[] = {
+	static const pair pairs[] = {
 		{"2 ranks summing in buckets against one process with grad_accum 2",
-			{"\"grad_accum\":2,", "\"parallel\":{\"ranks\":2," SMALL "},"}, 2},
+			{"\"grad_accum\":2,", "\"parallel\":{\"ranks\":2," SMALL "},"}, {1, 2}, 0},
 		{"3 ranks summing in buckets against 3 after the backward",
 			{"\"parallel\":{\"ranks\":3,\"bucket_mb\":0},",
-			 "\"parallel\":{\"ranks\":3," SMALL "},"}, 3},
+			 "\"parallel\":{\"ranks\":3," SMALL "},"}, {3, 3}, 0},
 		{"grad_accum 2 on 2 ranks in buckets against the same after the backward",
 			{"\"grad_accum\":2,\"parallel\":{\"ranks\":2,\"bucket_mb\":0},",
-			 "\"grad_accum\":2,\"parallel\":{\"ranks\":2," SMALL "},"}, 2},
+			 "\"grad_accum\":2,\"parallel\":{\"ranks\":2," SMALL "},"}, {2, 2}, 0},
 		{"2 sharded ranks in buckets against 2 after the backward",
 			{"\"parallel\":{\"ranks\":2,\"bucket_mb\":0},",
-			 "\"parallel\":{\"ranks\":2,\"shard\":\"optimizer\"," SMALL "},"}, 2},
+			 "\"parallel\":{\"ranks\":2,\"shard\":\"optimizer\"," SMALL "},"}, {2, 2},
+			0},
 	};
 #undef SMALL
-	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-		char a[700], b[700], na[32], nb[32];
-		snprintf(na, sizeof na, "a%zu", i);
-		snprintf(nb, sizeof nb, "b%zu", i);
-		run(d.dir, na, pairs[i].extra[0], "", i == 0 ? 1 : pairs[i].np, STEPS, a);
-		run(d.dir, nb, pairs[i].extra[1], "", pairs[i].np, STEPS, b);
-		t_same_weights(a, b, pairs[i].what);
-	}
+	same_pairs(pairs, sizeof pairs / sizeof pairs[0]);
 }
 END_TEST
 
