@@ -15,10 +15,11 @@ set -eu
 # libopenmpi-dev, openmpi-bin: data parallelism ("parallel": {"ranks": N}) and its tests.
 # libdnnl-dev: oneDNN's bf16 matmuls for "precision": "bf16" on the CPU.
 # libpcre2-dev, libutf8proc-dev: the tokenizer's regexes and Unicode normalization.
+# python3: make test runs examples/client.py (the standard library only) against rematd.
 pkgs="build-essential pkg-config libuv1-dev libjansson-dev check libopenblas-openmp-dev
       clang libclang-rt-14-dev systemd mandoc groff-base zlib1g-dev libopenmpi-dev
       openmpi-bin libdnnl-dev libcairo2-dev libexpat1-dev libssl-dev libpcre2-dev
-      libutf8proc-dev"
+      libutf8proc-dev python3"
 
 missing=""
 for p in $pkgs; do

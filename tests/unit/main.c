@@ -108,6 +108,7 @@ int main(void)
 	srunner_add_suite(sr, suite_mpi());
 	srunner_add_suite(sr, suite_hosts());
 	srunner_add_suite(sr, suite_shard());
+	srunner_add_suite(sr, suite_example());
 	srunner_add_suite(sr, suite_ckpt());
 	srunner_add_suite(sr, suite_security());
 	srunner_add_suite(sr, suite_links());

@@ -42,6 +42,8 @@ Suite *suite_mpi(void); /* tests/e2e/test_mpi.c: skipped with one line without O
 Suite *suite_hosts(void); /* tests/e2e/test_hosts.c: skipped with one line without root or
 			   * network namespaces */
 Suite *suite_shard(void); /* tests/e2e/test_shard.c: skipped as suite_mpi */
+Suite *suite_example(void); /* tests/e2e/test_example.c: skipped with one line without
+			     * python3 */
 Suite *suite_ckpt(void);
 Suite *suite_security(void); /* tests/security/test_security.c */
 Suite *suite_links(void);    /* tests/security/test_links.c */
