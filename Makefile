@@ -266,6 +266,8 @@ test: all
 	@sh tests/link.sh $(abspath $(BUILD)/bin)
 	@sh tests/layout.sh
 	@sh tests/layout.sh --planted
+	@sh tests/design.sh
+	@sh tests/design.sh --planted
 	@sh tests/circles.sh $(BUILD)
 	$(TEST_ENV) $(TESTS)
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """torch_gpt2.py - the PyTorch side of `make bench-torch`: a GPT-2 (the architecture of
-DESIGN §5) trained with torch.optim.AdamW on the same shape as remat, in four modes: float32
+design.md §5) trained with torch.optim.AdamW on the same shape as remat, in four modes: float32
 and bf16 autocast (torch.autocast("cpu", torch.bfloat16), PyTorch's mixed precision on the
 CPU), each without checkpointing and with every block checkpointed
 (torch.utils.checkpoint, non-reentrant).

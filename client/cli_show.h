@@ -51,7 +51,7 @@ char *cli_show_state(const json_t *obj, char *buf, size_t len);
 /* A size field in MiB whatever its size (cli_mib_format), or "-". Returns buf. */
 char *cli_show_mib(const json_t *obj, const char *key, char *buf, size_t len);
 
-/* The memory categories in the order people read them (DESIGN §4), NULL-terminated. */
+/* The memory categories in the order people read them (design.md §4), NULL-terminated. */
 extern const char *const cli_mem_categories[];
 
 #endif

@@ -24,7 +24,7 @@
  *   srv_auto.c        a job's memory controller as its record keeps it (budget, source)
  *   srv_pool.c        --memory: one pool shared by the jobs, admission and live division
  *   srv_metrics.c     job-metrics: a job's metrics.jsonl read back
- * Not here: anything that computes; the daemon never trains (DESIGN §1).
+ * Not here: anything that computes; the daemon never trains (design.md §1).
  */
 #ifndef SRV_H
 #define SRV_H

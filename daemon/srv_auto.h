@@ -1,6 +1,6 @@
 /* srv_auto.h - a job's memory controller (remat-auto, a spec's remat.budget) as rematd keeps
  * it in the job's record: the budget and where it comes from, or off. It is part of the job
- * (DESIGN §11): a resume's worker starts with it, a restarted rematd lists it, and job-status
+ * (design.md §11): a resume's worker starts with it, a restarted rematd lists it, and job-status
  * of a job without a worker answers it.
  *
  * What rematd knows of it, in the order the worker's channel brings it:

@@ -1,4 +1,4 @@
-/* proto.h - the control protocol of remat (DESIGN §2): framing, requests, replies, events,
+/* proto.h - the control protocol of remat (design.md §2): framing, requests, replies, events,
  * error classes, and strict validation of every command's arguments.
  *
  * Newline-delimited JSON, one compact object per line, UTF-8, a trailing '\r' tolerated,
@@ -19,7 +19,7 @@
 #define PROTO_VERSION "0.1.0"
 #define PROTO_PROTOCOL 1
 
-/* Limits (DESIGN §2), shared by every peer. */
+/* Limits (design.md §2), shared by every peer. */
 #define PROTO_MAX_LINE (1u << 20)      /* longest line accepted, newline excluded */
 #define PROTO_MAX_INFLIGHT 8           /* requests awaiting a reply per connection */
 #define PROTO_MAX_OUTQ (8u << 20)      /* bytes queued for one connection before it is dropped */
@@ -218,7 +218,7 @@ int proto_hparam_check(proto_hparam h, const json_t *v, char *desc, size_t descl
 #define PROTO_METRICS_MAX_BYTES (PROTO_MAX_LINE - 8192) /* and bytes of them: the reply
 						* is one line */
 
-/* ---- recompute modes (DESIGN §3) ---- */
+/* ---- recompute modes (design.md §3) ---- */
 
 /* The modes, in the engine's eng_mode order (engine/eng_policy.h asserts it). */
 typedef enum proto_mode {

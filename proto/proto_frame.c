@@ -1,4 +1,4 @@
-/* proto_frame.c - the line framer of the control protocol (proto.h, DESIGN §2).
+/* proto_frame.c - the line framer of the control protocol (proto.h, design.md §2).
  *
  * What it is: bytes in, complete lines out through a callback. '\n' ends a line, one '\r'
  * before it is dropped, empty lines are skipped, and a line longer than PROTO_MAX_LINE is

@@ -1,4 +1,4 @@
-/* proto_msg.c - the JSON side of the control protocol (proto.h, DESIGN §2): parsing request
+/* proto_msg.c - the JSON side of the control protocol (proto.h, design.md §2): parsing request
  * lines, building greeting / request / reply / error / event lines, reading what a server
  * sent, and the names of the error classes.
  *

@@ -1,6 +1,6 @@
 /* eng_config.h - the architecture of a model, and the named presets.
  *
- * Two families (DESIGN §5):
+ * Two families (design.md §5):
  *   gpt2   pre-LayerNorm (eps 1e-5), tanh GELU MLP of 4*n_embd, learned positions, biases,
  *          tied lm_head. The shape: n_layer, n_embd, n_head, n_positions, vocab_size.
  *   llama  pre-RMSNorm (rms_norm_eps, fp32), rotary positions (rope_theta, Hugging Face's

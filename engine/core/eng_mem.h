@@ -1,6 +1,6 @@
 /* eng_mem.h - the engine's one tracking allocator.
  *
- * Every engine allocation goes through here, tagged with a category (DESIGN §4). Each
+ * Every engine allocation goes through here, tagged with a category (design.md §4). Each
  * allocation is its own anonymous mapping, 64-byte aligned and zero-filled, so freeing it
  * returns the pages to the operating system at once (RSS drops when a policy change frees
  * activations). Counters are atomics: the control thread may read them while the training

@@ -1,7 +1,7 @@
 /* eng_plan.h - analytic memory and FLOP counts per section for a recompute policy.
  *
  * Bytes from the activation tables of eng_acts.h, the ones the backends lay out, in
- * float32 and without alignment: tests hold them against what eng_mem measures (DESIGN §3:
+ * float32 and without alignment: tests hold them against what eng_mem measures (design.md §3:
  * within 5 %). `remat-plan` answers from here. FLOPs are closed formulas.
  */
 #ifndef ENG_PLAN_H

@@ -1,4 +1,4 @@
-/* eng_policy.h - sections, selectors and recompute modes (DESIGN §3).
+/* eng_policy.h - sections, selectors and recompute modes (design.md §3).
  *
  * A policy gives each block h.0 .. h.{L-1} a mode (off, selective, full; offload, which only
  * the cuda backend accepts) and the head a mode (off, chunked). It is a small value type:

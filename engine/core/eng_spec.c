@@ -1,4 +1,4 @@
-/* eng_spec.c - the job spec (DESIGN §5): JSON text to a checked eng_spec (see eng_spec.h).
+/* eng_spec.c - the job spec (design.md §5): JSON text to a checked eng_spec (see eng_spec.h).
  *
  * What it is: jansson parsing, a refusal of every key it does not know (named with its path,
  * "optim.betas", and the keys that object does know), the defaults, and a type and range

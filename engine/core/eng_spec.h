@@ -1,4 +1,4 @@
-/* eng_spec.h - the job spec (DESIGN §5): parsing, defaults and validation.
+/* eng_spec.h - the job spec (design.md §5): parsing, defaults and validation.
  *
  * A job spec is a JSON object. Every field but data.train and the model's shape has a
  * default; unknown keys anywhere are refused with an error that names them with their path

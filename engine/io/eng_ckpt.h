@@ -1,4 +1,4 @@
-/* eng_ckpt.h - full checkpoints (DESIGN §6): writing, verifying, finding, resuming.
+/* eng_ckpt.h - full checkpoints (design.md §6): writing, verifying, finding, resuming.
  *
  *   <save dir>/step_00001200/   model.safetensors, config.json, optimizer.safetensors,
  *                               trainer_state.json (format version, step, data cursor, RNG

@@ -1,4 +1,4 @@
-/* eng_data.h - token data in llm.c's order (DESIGN §5), read a batch at a time.
+/* eng_data.h - token data in llm.c's order (design.md §5), read a batch at a time.
  *
  * Formats: `llmc`, llm.c's token files (dev/data/data_common.py): a header of 256
  * little-endian int32 (magic, version, token count), then the tokens: magic 20240520

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define LN_EPS	   1e-5	 /* the LayerNorm epsilon the engine uses (DESIGN §5) */
+#define LN_EPS	   1e-5	 /* the LayerNorm epsilon the engine uses (design.md §5) */
 #define LN_EPS_TOL 1e-12 /* how far a config's layer_norm_epsilon may be from it */
 
 /* "invalid config '<path>': <problem>" into err; -1 */

@@ -1,6 +1,6 @@
 /* eng_hfconfig.h - Hugging Face GPT-2 config.json, read and written.
  *
- * What it is: the architecture half of a checkpoint (DESIGN §6), in the keys of
+ * What it is: the architecture half of a checkpoint (design.md §6), in the keys of
  * transformers' GPT2Config, so that GPT2LMHeadModel.from_pretrained loads a saved checkpoint
  * and this engine loads Hugging Face GPT-2 checkpoints.
  * What it is not: a place for run settings. The written file holds the architecture only,
@@ -16,7 +16,7 @@
 
 /* Reads config.json at path into *cfg. Required integers: n_layer, n_embd, n_head,
  * n_positions ("n_ctx" when n_positions is absent; Hugging Face ignores n_ctx otherwise),
- * vocab_size. Optional keys must agree with what the engine computes (DESIGN §5):
+ * vocab_size. Optional keys must agree with what the engine computes (design.md §5):
  * model_type "gpt2"; activation_function "gelu_new" or "gelu_pytorch_tanh"; n_inner null
  * or 4*n_embd; layer_norm_epsilon 1e-5; tie_word_embeddings true; scale_attn_weights true;
  * scale_attn_by_inverse_layer_idx and add_cross_attention false. Other keys (dropout,

@@ -5,7 +5,7 @@
  * {"dtype", "shape", "data_offsets": [begin, end]} plus an optional "__metadata__" object of
  * strings; then the data section, which the tensors tile exactly (offsets relative to it).
  *
- * What this module is: the reader of checkpoints and reference data (DESIGN §6), which
+ * What this module is: the reader of checkpoints and reference data (design.md §6), which
  * trusts nothing in the file and reports every inconsistency as an error naming the file,
  * and the writer of model.safetensors / optimizer.safetensors, whose output depends only on
  * the tensors given (same input, same bytes).

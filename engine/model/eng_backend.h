@@ -1,5 +1,5 @@
 /* eng_backend.h - what runs the model: one table of operations for the trainer, whichever
- * backend is behind it (DESIGN §7). The trainer (engine/run/eng_train*.c) calls through it
+ * backend is behind it (design.md §7). The trainer (engine/run/eng_train*.c) calls through it
  * and never asks which backend it runs on.
  *
  * A backend holds the model's trainable state where the maths runs: the gradients of a

@@ -1,5 +1,5 @@
 /* eng_auto.h - the memory controller's decisions (remat-auto): keep a run's memory inside
- * a budget at the least cost in time, by itself. The memory is the process's (DESIGN §4):
+ * a budget at the least cost in time, by itself. The memory is the process's (design.md §4):
  * the caller's fixed bytes hold the tracked fixed part and the measured untracked term, and
  * its measured peaks are the process's.
  *

@@ -376,7 +376,7 @@ START_TEST(test_cuda_activation_bytes)
 		if (k == 0)
 			head_off = eng_trainer_saved_bytes(&tr, m->cfg.n_layer);
 		if (_i == 0 && k < 3) {
-			/* float32: what remat-plan predicts, within 5 % (DESIGN §3) */
+			/* float32: what remat-plan predicts, within 5 % (design.md §3) */
 			eng_plan_section ps;
 			eng_plan_block(&m->cfg, m->B, m->T, (eng_mode)k, &ps);
 			double r = (double)dev[k] / (double)ps.saved_bytes;

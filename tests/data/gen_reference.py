@@ -176,7 +176,7 @@ def st_read(path):
 
 
 def st_write(path, tensors):
-    """Writes float32 tensors in the given order the way DESIGN §6 says: __metadata__
+    """Writes float32 tensors in the given order the way design.md §6 says: __metadata__
     {"format":"pt"}, offsets contiguous from 0, header padded with spaces to a multiple of 8."""
     header = {"__metadata__": {"format": "pt"}}
     blobs, off = [], 0

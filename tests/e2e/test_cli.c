@@ -857,7 +857,7 @@ END_TEST
 START_TEST(test_cli_save_independent_of_policy)
 {
 	need_gpl();
-	/* DESIGN §6: the files are the same whatever the run's recompute policy was */
+	/* design.md §6: the files are the same whatever the run's recompute policy was */
 	char *a = train_and_save("save_off", "{\"default\": \"off\"}");
 	char *b = train_and_save("save_mix", "{\"default\": \"selective\", \"sections\": "
 					     "{\"h.1\": \"full\", \"head\": \"chunked\"}}");

@@ -1,5 +1,5 @@
 /* test_links.c - links planted under the names remat writes in a save directory and in
- * rematd's state directory (DESIGN §10: every such file is created new and renamed into
+ * rematd's state directory (design.md §10: every such file is created new and renamed into
  * place, or refused when it is a link, symbolic or hard, or another user's).
  *
  * Each test plants, under one name remat writes, a hard link to a file outside the

@@ -1,4 +1,4 @@
-/* test_ckpt.c - full checkpoints (engine/io/eng_ckpt_*.c, DESIGN §6), through the engine's API
+/* test_ckpt.c - full checkpoints (engine/io/eng_ckpt_*.c, design.md §6), through the engine's API
  * and the real remat-train binary.
  *
  * What it covers: the four files are byte-identical under every recompute policy and carry

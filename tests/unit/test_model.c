@@ -1,4 +1,4 @@
-/* test_model.c - the engine's invariants under recompute policies (DESIGN §3, §4):
+/* test_model.c - the engine's invariants under recompute policies (design.md §3, §4):
  *  - bitwise: the same job under every policy, and under policies changed between steps,
  *    gives identical losses, gradients, weights and AdamW moments (memcmp), 2 threads;
  *  - memory: saved bytes full < selective < off for every block, measured bytes within 5 %

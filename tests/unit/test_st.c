@@ -190,7 +190,7 @@ START_TEST(test_eng_st_read_reference)
 	ck_assert_ptr_null(eng_st_find(&f, "lm_head.weight")); /* tied, not stored */
 	ck_assert_ptr_null(eng_st_find(&f, "__metadata__"));
 
-	/* every name DESIGN §6 lists, with its shape */
+	/* every name design.md §6 lists, with its shape */
 	static const struct {
 		const char *suffix;
 		int ndim;
@@ -284,7 +284,7 @@ START_TEST(test_eng_st_write_round_trip)
 	eng_st_entry *ent = entries_of(&f);
 	ck_assert_msg(eng_st_write(out, ent, f.n, &e) == 0, "%s", e.msg);
 
-	/* the reference was written the way DESIGN §6 says, so the bytes must agree */
+	/* the reference was written the way design.md §6 says, so the bytes must agree */
 	expect_same_file(ref, out);
 
 	expect_st_ok(out, &g);

@@ -1,5 +1,5 @@
 /* eng_cuda_dp.c - a GPU model's gradient summed across the ranks of a data-parallel job
- * (eng_cuda.h: eng_cuda_dp_open, eng_cuda_sum_ranks; DESIGN §10).
+ * (eng_cuda.h: eng_cuda_dp_open, eng_cuda_sum_ranks; design.md §12).
  *
  * Two ways, chosen once at the start and the same on every rank (rank 0 decides from what
  * every rank tells it, and broadcasts the choice):

@@ -1,5 +1,5 @@
 /* eng_dp.h - data parallelism over MPI: the ranks of one job and the collectives the trainer
- * and the worker need (DESIGN §10).
+ * and the worker need (design.md §12).
  *
  * Every rank holds the whole model and takes its own micro-batches; their gradients are
  * summed across ranks once a step, so that every rank takes one identical AdamW step. The
