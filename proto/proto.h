@@ -141,6 +141,9 @@ typedef struct proto_command {
 const proto_command *proto_command_find(const char *name);
 /* All commands, NULL-name terminated, in id order: proto_commands()[id].id == id. */
 const proto_command *proto_commands(void);
+/* Argument i (from 0) of cmd's schema: its name, *optional 1 when it may be left out (a
+ * job's id, which a worker spoken to directly does without, is not); NULL past the last. */
+const char *proto_command_arg(const proto_command *cmd, int i, int *optional);
 
 /* Checks args strictly against the command's schema (docs/protocol.md): required keys,
  * types, ranges, enumerations, and no unknown key. Returns 0, or -1 with class

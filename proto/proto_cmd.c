@@ -356,6 +356,15 @@ const proto_command *proto_commands(void)
 	return commands;
 }
 
+const char *proto_command_arg(const proto_command *cmd, int i, int *optional)
+{
+	if (i < 0 || i >= MAX_ARGS)
+		return NULL;
+	const arg_spec *a = &cmd->schema->args[i];
+	*optional = a->need == ARG_OPTIONAL;
+	return a->name;
+}
+
 const proto_command *proto_command_find(const char *name)
 {
 	if (name == NULL)

@@ -1,0 +1,158 @@
+/* test_protodoc.c - docs/protocol.md against proto's own tables, so that neither drifts:
+ * every command has its row in the Commands table (and every row a command), with its
+ * scope, "(deferred)" exactly when its reply waits for a step boundary, and each argument
+ * of its schema named, with "?" exactly when it is optional; every event has its row in the
+ * Events table (and every row an event); the error classes listed are proto's, in order.
+ */
+#include "proto.h"
+#include "tests.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "t_util.h"
+
+/* docs/protocol.md, whole (malloc'd) */
+static char *protocol_md(void)
+{
+	char path[700];
+	size_t n;
+	snprintf(path, sizeof path, "%s/../../docs/protocol.md", t_env("REMAT_TESTDATA"));
+	return t_read_file(path, &n);
+}
+
+/* The line of doc that begins "| `name` |", or NULL; its length into *len */
+static const char *row_of(const char *doc, const char *name, size_t *len)
+{
+	char head[128];
+	snprintf(head, sizeof head, "\n| `%s` |", name);
+	const char *at = strstr(doc, head);
+	if (!at)
+		return NULL;
+	at++;
+	const char *end = strchr(at, '\n');
+	*len = end ? (size_t)(end - at) : strlen(at);
+	return at;
+}
+
+/* Cell k (from 0) of a table row "| a | b | c |" into out (a bar after a backslash is
+ * inside a cell) */
+static void cell(const char *row, size_t len, int k, char *out, size_t cap)
+{
+	size_t start = 0;
+	int bars = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < len; i++) {
+		if (row[i] != '|' || (i > 0 && row[i - 1] == '\\'))
+			continue;
+		if (bars == k + 1) {
+			snprintf(out, cap, "%.*s", (int)(i - start), row + start);
+			return;
+		}
+		bars++;
+		start = i + 1;
+	}
+}
+
+/* 1 when text holds the backticked word w (as "`w`") */
+static int has_code(const char *text, const char *w)
+{
+	char pat[96];
+	int n = snprintf(pat, sizeof pat, "`%.80s`", w);
+	return n < (int)sizeof pat && strstr(text, pat) != NULL;
+}
+
+START_TEST(test_protodoc_commands)
+{
+	char *doc = protocol_md();
+	static const char *const scopes[] = {[PROTO_SCOPE_DAEMON] = "daemon",
+		[PROTO_SCOPE_JOB] = "job", [PROTO_SCOPE_CONN] = "connection"};
+	int n = 0;
+	for (const proto_command *c = proto_commands(); c->name; c++, n++) {
+		size_t len;
+		const char *row = row_of(doc, c->name, &len);
+		ck_assert_msg(row, "docs/protocol.md has no row for the command %s", c->name);
+		char scope[64], args[4096];
+		cell(row, len, 1, scope, sizeof scope);
+		cell(row, len, 2, args, sizeof args);
+		ck_assert_msg(strstr(scope, scopes[c->scope]) == scope + 1, "%s: scope '%s', "
+			"proto says %s", c->name, scope, scopes[c->scope]);
+		ck_assert_msg(!strstr(scope, "(deferred)") == !c->deferred, "%s: '%s', but its "
+			"reply is %sdeferred", c->name, scope, c->deferred ? "" : "not ");
+		/* one of two: "`job` or `spec` obj", "`budget_bytes` int > 0 or `budget`" */
+		int alt = strstr(args, " or `") != NULL;
+		const char *a;
+		int opt;
+		for (int i = 0; (a = proto_command_arg(c, i, &opt)); i++) {
+			char q[80];
+			snprintf(q, sizeof q, "%s?", a);
+			int marked = has_code(args, q), plain = has_code(args, a);
+			ck_assert_msg(marked || plain, "%s: its argument '%s' is not in its row",
+				c->name, a);
+			ck_assert_msg(opt ? marked || alt : plain, "%s: '%s' is %s, the row says %s",
+				c->name, a, opt ? "optional" : "required", marked ? "optional" :
+				"required");
+		}
+	}
+	/* every row of the Commands table is a command */
+	const char *t = strstr(doc, "| command | scope | arguments | returns |");
+	ck_assert_ptr_nonnull(t);
+	int rows = 0;
+	for (const char *p = strstr(t, "\n| `"); p && p[1] == '|'; p = strchr(p + 1, '\n')) {
+		char name[64] = "";
+		sscanf(p, "\n| `%63[^`]`", name);
+		ck_assert_msg(proto_command_find(name), "docs/protocol.md has a row for '%s', "
+			"which is no command", name);
+		rows++;
+	}
+	ck_assert_int_eq(rows, n);
+	free(doc);
+}
+END_TEST
+
+START_TEST(test_protodoc_events_errors)
+{
+	char *doc = protocol_md();
+	const char *t = strstr(doc, "| event | data |");
+	ck_assert_ptr_nonnull(t);
+	for (int e = 0; e < PROTO_EV_COUNT; e++) {
+		size_t len;
+		ck_assert_msg(row_of(t, proto_event_name((proto_event)e), &len),
+			"docs/protocol.md's Events table has no row for %s",
+			proto_event_name((proto_event)e));
+	}
+	int rows = 0;
+	for (const char *p = strstr(t, "\n| `"); p && p[1] == '|'; p = strchr(p + 1, '\n')) {
+		char name[64] = "";
+		sscanf(p, "\n| `%63[^`]`", name);
+		ck_assert_msg(proto_event_known(name), "the Events table has a row for '%s', "
+			"which is no event", name);
+		rows++;
+	}
+	ck_assert_int_eq(rows, PROTO_EV_COUNT);
+	/* "Error classes: `ParseError`, `InvalidRequest`, ..., `Internal`." in proto's order */
+	const char *at = strstr(doc, "Error classes: ");
+	ck_assert_ptr_nonnull(at);
+	for (int c = PROTO_ERR_PARSE_ERROR; c <= PROTO_ERR_INTERNAL; c++) {
+		char w[64];
+		snprintf(w, sizeof w, "`%s`", proto_errclass_name((proto_errclass)c));
+		const char *next = strstr(at, w);
+		ck_assert_msg(next && next - at < 64, "error class %s is not next in the "
+			"document's list", w);
+		at = next + strlen(w);
+	}
+	ck_assert_msg(*at == '.', "the document lists error classes proto does not have");
+	free(doc);
+}
+END_TEST
+
+Suite *suite_protodoc(void)
+{
+	Suite *s = suite_create("protodoc");
+	TCase *tc = tcase_create("protodoc");
+	tcase_add_test(tc, test_protodoc_commands);
+	tcase_add_test(tc, test_protodoc_events_errors);
+	suite_add_tcase(s, tc);
+	return s;
+}
