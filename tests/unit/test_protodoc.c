@@ -90,9 +90,9 @@ START_TEST(test_protodoc_commands)
 			int marked = has_code(args, q), plain = has_code(args, a);
 			ck_assert_msg(marked || plain, "%s: its argument '%s' is not in its row",
 				c->name, a);
-			ck_assert_msg(opt ? marked || alt : plain, "%s: '%s' is %s, the row says %s",
-				c->name, a, opt ? "optional" : "required", marked ? "optional" :
-				"required");
+			ck_assert_msg(opt ? marked || alt : plain, "%s: '%s' is %s, the row says "
+				"%s", c->name, a, opt ? "optional" : "required",
+				marked ? "optional" : "required");
 		}
 	}
 	/* every row of the Commands table is a command */
