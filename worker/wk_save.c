@@ -20,6 +20,7 @@ typedef struct save_job {
 	int json;
 	wk_run_ctl *run;       /* gets the outcome */
 	int step;           /* the step saved */
+	int live;           /* written from the live tensors (no snapshot) */
 	char target[ENG_PATH_LEN + 80]; /* the checkpoint directory it writes, for messages */
 	int has_cmd;
 	wk_ctl_cmd cmd;    /* a ckpt-save to answer: its connection and id (own reference) */
@@ -34,7 +35,8 @@ static void on_saved(void *ud, int ok, const eng_ckpt_result *res, const char *m
 		wk_metrics_sync(j->run->mx); /* the log that led to the checkpoint, on disk too */
 		j->run->last_saved = res->step;
 		j->run->save_ms = res->ms;
-		j->run->stall_ms = res->stall_ms;
+		if (!j->live) /* a snapshot's copy (a live save's stall is the whole save) */
+			j->run->stall_ms = res->stall_ms;
 		snprintf(j->run->last_path, sizeof j->run->last_path, "%s", res->path);
 		wk_ctl_event_saved(j->c, res->path, res->step, res->bytes);
 		if (!j->json)
@@ -120,6 +122,7 @@ int wk_save_async(eng_trainer *tr, wk_ctl *c, eng_ckpt_writer *w, const char *na
 	j->json = json;
 	j->run = run;
 	j->step = tr->step;
+	j->live = live;
 	if (name)
 		snprintf(j->target, sizeof j->target, "%s/%s", tr->spec.save_dir, name);
 	else

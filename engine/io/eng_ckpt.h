@@ -119,7 +119,8 @@ typedef struct eng_ckpt_result {
 	int step;
 	size_t bytes;             /* of the four files */
 	double ms;                /* writing, fsyncs and renames */
-	double stall_ms;          /* the snapshot's copy */
+	double stall_ms;          /* how long training waited: the snapshot's copy, or, written
+				   * from the live tensors, the whole save */
 	char warning[ENG_ERR_LEN]; /* the save succeeded, but: what `keep` could not prune */
 } eng_ckpt_result;
 

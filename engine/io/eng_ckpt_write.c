@@ -563,7 +563,8 @@ int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, in
 			sizeof res->warning - strlen(res->warning));
 	res->step = s->step;
 	res->ms = eng_now_ms() - t0;
-	res->stall_ms = s->stall_ms;
+	/* written from the live tensors, training waited for all of it */
+	res->stall_ms = s->borrowed ? res->ms : s->stall_ms;
 	rc = 0;
 	goto out;
 fail:
