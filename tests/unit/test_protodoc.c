@@ -63,6 +63,27 @@ static int has_code(const char *text, const char *w)
 	return n < (int)sizeof pat && strstr(text, pat) != NULL;
 }
 
+static int is_command(const char *name)
+{
+	return proto_command_find(name) != NULL;
+}
+
+/* The rows of the table under header, each of which must name something known: how many */
+static int table_rows(const char *doc, const char *header, int (*known)(const char *))
+{
+	const char *t = strstr(doc, header);
+	int rows = 0;
+	ck_assert_msg(t, "docs/protocol.md has no table '%s'", header);
+	for (const char *p = strstr(t, "\n| `"); p && p[1] == '|'; p = strchr(p + 1, '\n')) {
+		char name[64] = "";
+		sscanf(p, "\n| `%63[^`]`", name);
+		ck_assert_msg(known(name), "'%s' has a row for '%s', which proto does not know",
+			header, name);
+		rows++;
+	}
+	return rows;
+}
+
 START_TEST(test_protodoc_commands)
 {
 	char *doc = protocol_md();
@@ -95,18 +116,8 @@ START_TEST(test_protodoc_commands)
 				marked ? "optional" : "required");
 		}
 	}
-	/* every row of the Commands table is a command */
-	const char *t = strstr(doc, "| command | scope | arguments | returns |");
-	ck_assert_ptr_nonnull(t);
-	int rows = 0;
-	for (const char *p = strstr(t, "\n| `"); p && p[1] == '|'; p = strchr(p + 1, '\n')) {
-		char name[64] = "";
-		sscanf(p, "\n| `%63[^`]`", name);
-		ck_assert_msg(proto_command_find(name), "docs/protocol.md has a row for '%s', "
-			"which is no command", name);
-		rows++;
-	}
-	ck_assert_int_eq(rows, n);
+	ck_assert_int_eq(table_rows(doc, "| command | scope | arguments | returns |",
+				 is_command), n);
 	free(doc);
 }
 END_TEST
@@ -122,15 +133,7 @@ START_TEST(test_protodoc_events_errors)
 			"docs/protocol.md's Events table has no row for %s",
 			proto_event_name((proto_event)e));
 	}
-	int rows = 0;
-	for (const char *p = strstr(t, "\n| `"); p && p[1] == '|'; p = strchr(p + 1, '\n')) {
-		char name[64] = "";
-		sscanf(p, "\n| `%63[^`]`", name);
-		ck_assert_msg(proto_event_known(name), "the Events table has a row for '%s', "
-			"which is no event", name);
-		rows++;
-	}
-	ck_assert_int_eq(rows, PROTO_EV_COUNT);
+	ck_assert_int_eq(table_rows(doc, "| event | data |", proto_event_known), PROTO_EV_COUNT);
 	/* "Error classes: `ParseError`, `InvalidRequest`, ..., `Internal`." in proto's order */
 	const char *at = strstr(doc, "Error classes: ");
 	ck_assert_ptr_nonnull(at);
