@@ -34,7 +34,7 @@ check() {
 			bad=$((bad + 1))
 		fi
 	done
-	outside=$(grep -n -E 'DESIGN §|DESIGN\.md' "$@" /dev/null | grep -v '^tests/design\.sh:')
+	outside=$(grep -n -E 'DESIGN §|DESIGN\.md' "$@" /dev/null)
 	if [ -n "$outside" ]; then
 		printf '%s\n' "$outside" | sed 's/^/design: points outside the repository: /' >&2
 		bad=$((bad + 1))
@@ -42,9 +42,11 @@ check() {
 	return "$bad"
 }
 
+# the repository's files (this one aside: it plants a bad reference of its own)
 files=$(git ls-files '*.c' '*.h' '*.cu' '*.md' '*.sh' '*.py' '*.[1-8]' Makefile 2>/dev/null)
 [ -n "$files" ] || files=$(find . -path ./build -prune -o -type f \( -name '*.[ch]' -o \
 	-name '*.md' -o -name '*.sh' -o -name '*.py' \) -print | sed 's|^\./||')
+files=$(printf '%s\n' $files | grep -v '^tests/design\.sh$')
 
 if [ "${1:-}" = "--planted" ]; then
 	tmp=$(mktemp -d) || exit 1
