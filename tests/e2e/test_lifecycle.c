@@ -333,7 +333,7 @@ START_TEST(test_lifecycle_reason_from_this_run)
 		"if [ -e second ]; then echo 'remat-train: the second run failed' >&2; exit 3; fi\n"
 		": > second\n"
 		"'%s' \"$@\" & p=$!\n"
-		"until ls -d '%s'/step_* >/dev/null 2>&1; do sleep 0.05; done\n"
+		"until [ -e '%s'/latest ]; do sleep 0.05; done\n"
 		"kill -9 $p; wait $p\n"
 		"echo \"mpirun noticed that process rank 1 with PID $p on node h2 exited on"
 		" signal 9 (Killed).\" >&2\n"

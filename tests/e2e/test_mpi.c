@@ -302,6 +302,11 @@ START_TEST(test_mpi_daemon_set_mem)
 	int nr;
 	long long before = rank_acts(&c, id, 1, &nr);
 	ck_assert_int_eq(nr, 2);
+	/* paused while the text is looked at: 250 steps of tiny end within seconds, and an
+	 * ended job's status is rematd's record, without its ranks */
+	json_decref(td_request(&c, "{\"execute\":\"job-pause\",\"arguments\":{\"job\":"
+		"\"%s\"}}", id));
+	json_decref(td_wait_state(&c, id, "paused", MPI_MS));
 	/* rematctl mem and status show both ranks in text too, a row each */
 	static const char *const shows[][3] = {{"mem", "2 ranks", "TRACKED PEAK"},
 		{"status", "ranks:", "HIDDEN MS"}};
@@ -317,6 +322,9 @@ START_TEST(test_mpi_daemon_set_mem)
 	int rc = td_ctl(&d, &out, "watch", id, "--count", "1", NULL);
 	ck_assert_msg(rc == 0 && strstr(out, " ranks 2"), "rematctl watch: %d %s", rc, out);
 	free(out);
+	json_decref(td_request(&c, "{\"execute\":\"job-resume\",\"arguments\":{\"job\":"
+		"\"%s\"}}", id));
+	json_decref(td_wait_state(&c, id, "running", MPI_MS));
 	json_t *r = td_request(&c, "{\"execute\":\"remat-set\",\"arguments\":{\"job\":\"%s\","
 		"\"sections\":{\"h.0-1\":\"full\"}}}", id);
 	int at = (int)json_integer_value(json_object_get(td_expect_return(r), "applies_at_step"));
