@@ -98,11 +98,6 @@ const char *eng_dp_describe(void)
 	return dp_desc;
 }
 
-void eng_dp_my_part(size_t n, size_t *lo, size_t *hi)
-{
-	eng_config_opt_part(n, dp_size, dp_rank, lo, hi);
-}
-
 /* dp_counts and dp_displs: every rank's part of n floats; -1 when one is too long for MPI */
 static int parts_of(size_t n, eng_err *err)
 {

@@ -38,10 +38,7 @@ const char *eng_dp_describe(void);
 /* x(n) <- the sum over ranks of every rank's x(n), the same bits on every rank: the
  * reduce-scatter then the all-gather below. */
 int eng_dp_sum_floats(float *x, size_t n, eng_err *err);
-/* The parts of a vector of n floats: this rank's is [lo, hi) of eng_config_opt_part(n,
- * size, rank), whole slices of kn_sumsq. */
-void eng_dp_my_part(size_t n, size_t *lo, size_t *hi);
-/* This rank's part of x(n) <- its sum over ranks (the rest of x is left undefined). */
+/* This rank's part of x(n) (eng_config_opt_part's) <- its sum over ranks (the rest undefined). */
 int eng_dp_reduce_scatter(float *x, size_t n, eng_err *err);
 /* Every rank's part of x(n) to every rank: x the same bits everywhere after. */
 int eng_dp_allgather(float *x, size_t n, eng_err *err);
@@ -53,7 +50,7 @@ int eng_dp_gather_parts(const float *mine, size_t n, float *all, eng_err *err);
  * DDP's buckets): a thread of its own sums x(n), bucket floats at a time from its end, each
  * bucket once the caller has said all of it is final, so that the sum runs while the
  * backward goes on. Each float is summed along a chain of the ranks that ends at its owner
- * (eng_dp_my_part's): ((x[o+1] + x[o+2]) + ...) + x[o], every message 1 MiB, the order
+ * (eng_config_opt_part's): ((x[o+1] + x[o+2]) + ...) + x[o], every message 1 MiB, the order
  * fixed by the ranks alone (with 2 ranks a + b, the bits of MPI's sum), whatever the
  * bucket size or the timing. Without a bucket (0), or where MPI gives no
  * MPI_THREAD_SERIALIZED, the same sums run in eng_dp_reducer_finish. Between a round's

@@ -56,12 +56,6 @@ int eng_dp_sum_floats(float *x, size_t n, eng_err *err)
 	return 0;
 }
 
-void eng_dp_my_part(size_t n, size_t *lo, size_t *hi)
-{
-	*lo = 0;
-	*hi = n;
-}
-
 int eng_dp_reduce_scatter(float *x, size_t n, eng_err *err)
 {
 	return eng_dp_sum_floats(x, n, err);
