@@ -296,6 +296,28 @@ int proto_job_state_find(const char *name);
 /* 1 for finished, stopped, failed, interrupted: no worker, none to come unless resumed. */
 int proto_job_state_final(int s);
 
+/* What changed a job's policy, as REMAT_APPLIED's and REMAT_FAILED's `cause` says: one
+ * table for the worker and the clients. */
+typedef enum proto_cause {
+	PROTO_CAUSE_START,      /* the run's first step: the spec's policy, or a resume's */
+	PROTO_CAUSE_SET,        /* a remat-set request (its `change` number) */
+	PROTO_CAUSE_SCHEDULE,   /* a --remat-schedule entry */
+	PROTO_CAUSE_CONTROLLER, /* the memory controller (its REMAT_AUTO says why) */
+	PROTO_CAUSE_PROFILE,    /* remat-profile's patterns, and its return to the policy */
+	PROTO_CAUSE_OOM,        /* an allocation refused: a smaller policy instead */
+	PROTO_CAUSE_N
+} proto_cause;
+
+/* "start", "remat-set", ... as on the wire; "unknown" out of range. */
+const char *proto_cause_name(int c);
+
+/* Every key of a job-status reply, NULL-terminated: whoever answers (a worker, or rematd
+ * from its record) gives each of them in every state, null where it has no value
+ * (docs/protocol.md's table says which); rematd's stale answer adds `stale`. */
+extern const char *const proto_status_keys[];
+/* The keys of proto_status_keys that ret lacks, set to null. */
+void proto_status_complete(json_t *ret);
+
 /* The keys of a job spec that name files, as {section, key}: rematd refuses relative ones
  * (the worker runs in the job's directory), rematctl makes them absolute first. */
 #define PROTO_SPEC_PATHS 7

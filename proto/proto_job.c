@@ -1,7 +1,7 @@
 /* proto_job.c - the vocabulary of a job every peer shares (see proto.h): its states, the
- * keys of a spec that name files, and the grammar of a policy's text (SEL=MODE items).
- * No I/O. Not here: what a selector or a mode means (the engine's eng_policy.c, and
- * proto_mode_* in proto_cmd.c).
+ * causes of a policy change, the keys of a job-status reply, the keys of a spec that name
+ * files, and the grammar of a policy's text (SEL=MODE items). No I/O. Not here: what a
+ * selector or a mode means (the engine's eng_policy.c, and proto_mode_* in proto_cmd.c).
  */
 #include "proto.h"
 #include "proto_int.h"
@@ -19,6 +19,28 @@ static const char *const job_state_names[PROTO_JOB_NSTATES] = {
 	[PROTO_JOB_INTERRUPTED] = "interrupted",
 };
 
+static const char *const cause_names[PROTO_CAUSE_N] = {
+	[PROTO_CAUSE_START] = "start",           [PROTO_CAUSE_SET] = "remat-set",
+	[PROTO_CAUSE_SCHEDULE] = "schedule",     [PROTO_CAUSE_CONTROLLER] = "controller",
+	[PROTO_CAUSE_PROFILE] = "remat-profile", [PROTO_CAUSE_OOM] = "out of memory",
+};
+
+const char *const proto_status_keys[] = {
+	"job", "name", "state", "step", "steps", "loss", "lr", "tokens_per_s", "step_ms",
+	"oom_retries", "auto_budget_bytes", "auto", "policy", "last_checkpoint",
+	"last_save_error", "reason", "exit_status", "signal", "pid", "uid", "tokenizing",
+	"memory", "arch", "params", "trainable_params", "quantized", "val_loss", "val_step",
+	"grad_accum", "precision", "tokens", "elapsed_s", "eta_s", "hparams", "ranks",
+	"per_rank", "allreduce", NULL,
+};
+
+void proto_status_complete(json_t *ret)
+{
+	for (int i = 0; json_is_object(ret) && proto_status_keys[i]; i++)
+		if (!json_object_get(ret, proto_status_keys[i]))
+			json_object_set_new(ret, proto_status_keys[i], json_null());
+}
+
 const char *const proto_spec_paths[PROTO_SPEC_PATHS][2] = {
 	{"data", "train"}, {"data", "val"}, {"model", "init_from"}, {"save", "dir"},
 	{"parallel", "hostfile"}, {"data", "tokenizer"}, {"data", "cache"},
@@ -27,6 +49,11 @@ const char *const proto_spec_paths[PROTO_SPEC_PATHS][2] = {
 const char *proto_job_state_name(int s)
 {
 	return s >= 0 && s < PROTO_JOB_NSTATES ? job_state_names[s] : "unknown";
+}
+
+const char *proto_cause_name(int c)
+{
+	return c >= 0 && c < PROTO_CAUSE_N ? cause_names[c] : "unknown";
 }
 
 int proto_job_state_find(const char *name)

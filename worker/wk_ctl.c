@@ -98,9 +98,8 @@ void wk_ctl_attach(wk_ctl *c, eng_trainer *tr)
 	pthread_mutex_unlock(&c->mu);
 	uv_async_send(&c->async);
 	wk_ctl_set_state(c, CTL_RUNNING, "training");
-	/* the policy the run starts with, for a client that subscribed while it started */
-	wk_ctl__emit(c, EV_APPLIED, json_pack("{s:i,s:o}", "step", tr->step + 1, "policy",
-		eng_policy_json(&tr->policy)));
+	/* the policy the run starts with is said once its first step has run (wk_policy_said):
+	 * a remat-set taken while the job started may be the one it runs */
 }
 
 int wk_ctl_unreachable(wk_ctl *c)
@@ -247,7 +246,16 @@ void wk_ctl_set_hparams(wk_ctl *c, json_t *hp)
 	json_decref(hp);
 }
 
-void wk_ctl_policy_applied(wk_ctl *c, int first_step)
+/* REMAT_APPLIED's and REMAT_FAILED's own fields: what caused the change, and the change
+ * number of the request it carries out (null: none) */
+static json_t *with_cause(json_t *d, proto_cause cause, int change)
+{
+	json_object_set_new(d, "cause", json_string(proto_cause_name(cause)));
+	json_object_set_new(d, "change", change > 0 ? json_integer(change) : json_null());
+	return d;
+}
+
+void wk_ctl_policy_applied(wk_ctl *c, int first_step, proto_cause cause, int change)
 {
 	if (!c)
 		return;
@@ -266,10 +274,11 @@ void wk_ctl_policy_applied(wk_ctl *c, int first_step)
 	pthread_mutex_unlock(&c->mu);
 	json_t *d = json_pack("{s:i,s:o}", "step", first_step, "policy",
 		eng_policy_json(&tr->policy));
-	wk_ctl__emit(c, EV_APPLIED, d);
+	wk_ctl__emit(c, EV_APPLIED, with_cause(d, cause, change));
 }
 
-void wk_ctl_policy_at_resume(wk_ctl *c, const eng_policy *p, int first_step)
+void wk_ctl_policy_at_resume(wk_ctl *c, const eng_policy *p, int first_step,
+	proto_cause cause, int change)
 {
 	if (!c)
 		return;
@@ -278,7 +287,7 @@ void wk_ctl_policy_at_resume(wk_ctl *c, const eng_policy *p, int first_step)
 	pthread_mutex_unlock(&c->mu);
 	json_t *d = json_pack("{s:i,s:o,s:b}", "step", first_step, "policy", eng_policy_json(p),
 		"at_resume", 1);
-	wk_ctl__emit(c, EV_APPLIED, d);
+	wk_ctl__emit(c, EV_APPLIED, with_cause(d, cause, change));
 }
 
 void wk_ctl_set_probe(wk_ctl *c, int until)
@@ -372,15 +381,15 @@ void wk_ctl_set_memfig(wk_ctl *c, const wk_ctl_memfig *m)
 }
 
 void wk_ctl_event_remat_failed(wk_ctl *c, int step, json_t *asked, json_t *policy,
-	const char *why)
+	const char *why, proto_cause cause, int change)
 {
 	if (!c) {
 		json_decref(asked);
 		json_decref(policy);
 		return;
 	}
-	wk_ctl_event(c, PROTO_EV_REMAT_FAILED, json_pack("{s:i,s:o,s:o,s:s}", "step", step,
-		"asked", asked, "policy", policy, "reason", why));
+	wk_ctl_event(c, PROTO_EV_REMAT_FAILED, with_cause(json_pack("{s:i,s:o,s:o,s:s}", "step",
+		step, "asked", asked, "policy", policy, "reason", why), cause, change));
 }
 
 void wk_ctl_event_auto(wk_ctl *c, int step, json_t *policy, const char *why,
@@ -390,9 +399,11 @@ void wk_ctl_event_auto(wk_ctl *c, int step, json_t *policy, const char *why,
 		json_decref(policy);
 		return;
 	}
-	json_t *d = json_pack("{s:i,s:o,s:s,s:I,s:I,s:I}", "step", step, "policy", policy,
-		"reason", why, "budget_bytes", (json_int_t)budget, "predicted_peak_bytes",
-		(json_int_t)predicted, "measured_peak_bytes", (json_int_t)measured);
+	/* off (budget 0): no budget, nothing predicted, as remat-auto's reply says it */
+	json_t *d = json_pack("{s:i,s:o,s:s,s:o,s:o,s:I}", "step", step, "policy", policy,
+		"reason", why, "budget_bytes", budget ? json_integer((json_int_t)budget) :
+		json_null(), "predicted_peak_bytes", budget ? json_integer((json_int_t)predicted) :
+		json_null(), "measured_peak_bytes", (json_int_t)measured);
 	if (d)
 		wk_ctl__emit(c, EV_AUTO, d);
 }

@@ -70,6 +70,8 @@ typedef struct wk_ctl_cmd {
 	eng_policy policy;        /* CTL_OP_POLICY: the whole new policy */
 	int force;                /* CTL_OP_POLICY: the controller lets go (remat-set force) */
 	int applies_at;           /* CTL_OP_POLICY: the step the reply said it applies at */
+	int change;               /* CTL_OP_POLICY, CTL_OP_SET: the job's change number, as
+				   * the reply and the event that applies it say */
 	int budget_change;        /* CTL_OP_AUTO, or a forced CTL_OP_POLICY under a
 				   * controller: the budget changes when it applies */
 	eng_budget_src source;    /* CTL_OP_AUTO: where budget came from */
@@ -136,12 +138,14 @@ void wk_ctl_set_ranks(wk_ctl *c, wk_ctl_rank *rows, int n);
 /* Values job-set gave (stolen), merged into job-status' "hparams". */
 void wk_ctl_set_hparams(wk_ctl *c, json_t *hp);
 /* Publishes the policy and per-section bytes after a policy change; queues REMAT_APPLIED
- * naming the first step that runs under it. */
-void wk_ctl_policy_applied(wk_ctl *c, int first_step);
+ * naming the first step that runs under it, what caused it, and the change number of the
+ * request it carries out (0: none, null on the wire). */
+void wk_ctl_policy_applied(wk_ctl *c, int first_step, proto_cause cause, int change);
 
 /* The run ends before the step a policy was asked for (p): it is the one the job resumes
  * with, and REMAT_APPLIED says so (at_resume true, step the first a resume runs). */
-void wk_ctl_policy_at_resume(wk_ctl *c, const eng_policy *p, int first_step);
+void wk_ctl_policy_at_resume(wk_ctl *c, const eng_policy *p, int first_step,
+	proto_cause cause, int change);
 
 /* A probe of the sections' costs (remat-profile) runs until step `until` (0: none now):
  * remat-set is refused until then. */
@@ -156,10 +160,10 @@ void wk_ctl_set_auto(wk_ctl *c, const wk_ctl_auto *a);
 void wk_ctl_applied(wk_ctl *c, const wk_ctl_cmd *q);
 /* The run's memory terms now (training thread, at a boundary). */
 void wk_ctl_set_memfig(wk_ctl *c, const wk_ctl_memfig *m);
-/* A policy asked for (remat-set, a schedule entry) was not what step `step` ran under:
- * REMAT_FAILED with why and both policies (stolen). */
+/* A policy asked for (remat-set, a schedule entry: cause, change) was not what step `step`
+ * ran under: REMAT_FAILED with why and both policies (stolen). */
 void wk_ctl_event_remat_failed(wk_ctl *c, int step, json_t *asked, json_t *policy,
-	const char *why);
+	const char *why, proto_cause cause, int change);
 void wk_ctl_event_auto(wk_ctl *c, int step, json_t *policy, const char *why,
 	size_t budget, size_t predicted, size_t measured);
 

@@ -106,6 +106,7 @@ HANDLER(cmd_status)
 		}
 		json_object_set_new(r, "per_rank", pr);
 	}
+	proto_status_complete(r); /* the same keys in every state: null where none */
 	return r;
 }
 
@@ -335,10 +336,11 @@ HANDLER(cmd_remat_set)
 	q->op = CTL_OP_POLICY;
 	q->policy = c->remat.pending = p;
 	q->applies_at = applies_at(c);
+	q->change = ++c->remat.changes;
 	q->budget_change = q->force && budget_now(c);
 	wk_ctl__enqueue(c, q);
-	json_t *r = json_pack("{s:i,s:o}", "applies_at_step", q->applies_at, "policy",
-		eng_policy_json(&p));
+	json_t *r = json_pack("{s:i,s:i,s:o}", "applies_at_step", q->applies_at, "change",
+		q->change, "policy", eng_policy_json(&p));
 	if (!budget_now(c)) {
 		json_object_set_new(r, "controller", json_null());
 		return r;
@@ -591,8 +593,10 @@ HANDLER(cmd_set)
 		return NULL;
 	q->op = CTL_OP_SET;
 	q->set = json_deep_copy(set);
+	q->change = ++c->remat.changes;
 	wk_ctl__enqueue(c, q);
-	return json_pack("{s:i,s:O}", "applies_at_step", applies_at(c), "set", set);
+	return json_pack("{s:i,s:i,s:O}", "applies_at_step", applies_at(c), "change", q->change,
+		"set", set);
 }
 
 /* What a worker answers, and whether it needs the trainer (while the job starts, those

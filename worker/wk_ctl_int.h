@@ -105,6 +105,7 @@ typedef struct ctl_remat {
 	int auto_queued;       /* budget changes queued or taken and not yet applied: the
 				* budget changes at the next boundary to auto_next (0: off) */
 	size_t auto_next;
+	int changes;           /* remat-set and job-set requests taken, numbered from 1 */
 } ctl_remat;
 
 /* The memory figures (guarded by wk_ctl.mu). */

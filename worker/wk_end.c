@@ -105,7 +105,8 @@ static int end_run(eng_trainer *tr, wk_ctl *c, wk_run_ctl *run, int json, eng_er
 	}
 	/* a policy asked for whose step never came: the one a resume starts with */
 	if (run->has_pending && run->pending_said)
-		wk_ctl_policy_at_resume(c, &run->pending, tr->step + 1);
+		wk_ctl_policy_at_resume(c, &run->pending, tr->step + 1, run->pending_cause,
+			run->pending_change);
 	for (wk_ctl_cmd *k = run->stops; k; k = k->next)
 		wk_ctl_reply(c, k, stop_reply(tr, run, ckpt));
 	if (run->stop || *run->sig)

@@ -37,14 +37,17 @@ void wk_policy_probe(eng_trainer *tr, wk_ctl *c, wk_run_ctl *rc, int rounds)
 	wk_ctl_set_probe(c, tr->step + rc->probe_left);
 }
 
-/* A policy asked for from step `at` on: the next step's, once fitted (policy_want).
- * said: a user asked, and is told when it cannot be applied. */
-void wk_policy_ask(wk_run_ctl *rc, const eng_policy *p, int at, int said)
+/* A policy asked for from step `at` on: the next step's, once fitted (policy_want). A
+ * remat-set or a schedule entry is told when it cannot be applied. */
+void wk_policy_ask(wk_run_ctl *rc, const eng_policy *p, int at, proto_cause cause,
+	int change)
 {
 	rc->pending = *p;
 	rc->has_pending = 1;
 	rc->pending_at = at;
-	rc->pending_said = said;
+	rc->pending_said = cause == PROTO_CAUSE_SET || cause == PROTO_CAUSE_SCHEDULE;
+	rc->pending_cause = cause;
+	rc->pending_change = change;
 	if (rc->autoc.on) /* the controller holds it while it fits */
 		rc->pinned = 1;
 }
@@ -55,7 +58,7 @@ static void probe_end(eng_trainer *tr, wk_ctl *c, wk_run_ctl *rc)
 	rc->probe_left = 0;
 	wk_ctl_set_probe(c, 0);
 	if (!eng_policy_equal(&tr->policy, &rc->probe_base))
-		wk_policy_ask(rc, &rc->probe_base, tr->step + 1, 0);
+		wk_policy_ask(rc, &rc->probe_base, tr->step + 1, PROTO_CAUSE_PROFILE, 0);
 }
 
 /* Before a step: the probe's policy for it, when a probe runs. */
@@ -244,7 +247,7 @@ void wk_policy_paused(eng_trainer *tr, wk_ctl *c, wk_run_ctl *rc)
 		fprintf(stderr, "remat-train: paused: %s: the next step lays its policy out\n",
 			err.msg);
 	if (!eng_policy_equal(&before, &tr->policy))
-		wk_ctl_policy_applied(c, step);
+		wk_ctl_policy_applied(c, step, PROTO_CAUSE_CONTROLLER, 0);
 	snprintf(why, sizeof why, "paused: laid out now within the budget of %.1f MiB (%s)",
 		rc->autoc.budget / 1048576.0, eng_policy_equal(&before, &tr->policy) ?
 		"the policy fits it" : rc->auto_why);
@@ -273,39 +276,65 @@ static void pending_failed(eng_trainer *tr, wk_ctl *c, wk_run_ctl *rc, int step)
 	eng_policy_format(&rc->pending, text, sizeof text);
 	fprintf(stderr, "remat-train: step %d: policy %s not applied: %s\n", step, text, why);
 	wk_ctl_event_remat_failed(c, rc->pending_at > step ? rc->pending_at : step,
-		eng_policy_json(&rc->pending), eng_policy_json(&tr->policy), why);
+		eng_policy_json(&rc->pending), eng_policy_json(&tr->policy), why,
+		rc->pending_cause, rc->pending_change);
 }
 
-/* After a step: what changed its policy, said. `asked` is what was wanted (NULL: the
- * policy of the step before), `before` that policy. A policy asked for is consumed: said
- * applied (REMAT_APPLIED) or not (REMAT_FAILED). */
+/* What changed the policy of step `step` from the one before (a policy asked for that it
+ * took is the asker's: *change its number) */
+static proto_cause change_cause(const wk_run_ctl *rc, int oom, int took, int by_auto,
+	int step, int *change)
+{
+	*change = took && !oom ? rc->pending_change : 0;
+	if (oom)
+		return PROTO_CAUSE_OOM;
+	if (took)
+		return rc->pending_cause;
+	if (rc->probe_left)
+		return PROTO_CAUSE_PROFILE;
+	if (by_auto || step > rc->start_step + 1)
+		return PROTO_CAUSE_CONTROLLER;
+	return PROTO_CAUSE_START;
+}
+
+/* After a step: what changed its policy, said; the run's first step says the policy it
+ * started with. `asked` is what was wanted (NULL: the policy of the step before), `before`
+ * that policy. A policy asked for is consumed: said applied (REMAT_APPLIED) or not
+ * (REMAT_FAILED). */
 void wk_policy_said(eng_trainer *tr, wk_ctl *c, wk_run_ctl *rc, const eng_policy *before,
 	const eng_policy *asked, int by_auto, int step, int json)
 {
 	char why[sizeof rc->auto_why + ENG_ERR_LEN];
-	int oom = tr->oom_why[0] != '\0';
+	int oom = tr->oom_why[0] != '\0', first = step == rc->start_step + 1, told = 0, took = 0;
 	if (oom) {
 		char buf[8192];
 		eng_policy_format(&tr->policy, buf, sizeof buf);
 		fprintf(stderr, "remat-train: step %d: out of memory (%s): %s instead\n", step,
 			tr->oom_why, buf);
 	}
-	int same = eng_policy_equal(&tr->policy, before);
+	int same = eng_policy_equal(&tr->policy, before), change;
 	if (rc->has_pending && !rc->probe_left) {
-		int applied = eng_policy_equal(&tr->policy, &rc->pending);
-		if (rc->pending_said && !applied)
+		took = eng_policy_equal(&tr->policy, &rc->pending);
+		if (rc->pending_said && !took)
 			pending_failed(tr, c, rc, step);
 		else if (rc->pending_said && same) /* asked for the policy there was: it is */
-			wk_ctl_policy_applied(c, step);
+			told = 1;
+	}
+	proto_cause cause = change_cause(rc, oom, took, by_auto, step, &change);
+	if (told || (same && first))
+		wk_ctl_policy_applied(c, step, told ? cause : PROTO_CAUSE_START, change);
+	if (rc->has_pending && !rc->probe_left) {
 		rc->has_pending = 0;
 		wk_policy_publish_auto(c, rc); /* a hold may have ended */
 	}
 	if (same)
 		return;
-	json_t *d = json_pack("{s:i,s:o}", "step", step, "policy", eng_policy_json(&tr->policy));
+	json_t *d = json_pack("{s:i,s:o,s:s}", "step", step, "policy", eng_policy_json(&tr->policy),
+		"cause", proto_cause_name(cause));
+	json_object_set_new(d, "change", change ? json_integer(change) : json_null());
 	wk_metrics_change(rc->mx, PROTO_EV_REMAT_APPLIED, d); /* what a plot marks */
 	json_decref(d);
-	wk_ctl_policy_applied(c, step);
+	wk_ctl_policy_applied(c, step, cause, change);
 	print_policy(tr, json, step);
 	if (!rc->autoc.on)
 		return;

@@ -27,7 +27,7 @@
  * line printed, HPARAMS_APPLIED with the values now (also a line of metrics.jsonl),
  * job-status' hparams. */
 static void apply_set(eng_trainer *tr, wk_ctl *c, wk_metrics *mx, const json_t *set,
-	int json)
+	int change, int json)
 {
 	const eng_spec *s = &tr->spec;
 	eng_err err;
@@ -53,7 +53,8 @@ static void apply_set(eng_trainer *tr, wk_ctl *c, wk_metrics *mx, const json_t *
 	}
 	if (!json)
 		printf("%s\n", line);
-	json_t *ev = json_pack("{s:i,s:O,s:o}", "step", tr->step + 1, "set", set, "now", hp);
+	json_t *ev = json_pack("{s:i,s:O,s:o,s:i}", "step", tr->step + 1, "set", set, "now", hp,
+		"change", change);
 	wk_metrics_change(mx, PROTO_EV_HPARAMS_APPLIED, ev);
 	wk_ctl_event(c, PROTO_EV_HPARAMS_APPLIED, ev);
 	wk_ctl_set_hparams(c, json_deep_copy(set));
@@ -82,7 +83,8 @@ static void apply_cmds(eng_trainer *tr, wk_ctl *c, wk_ctl_cmd *cmds, wk_run_ctl 
 				wk_policy_auto(c, rc, 0, ENG_BUDGET_SIZE, tr->step + 1, "off: remat set "
 					 "--force gave the policy to the user");
 			rc->pin_why[0] = '\0';
-			wk_policy_ask(rc, &cmd->policy, cmd->applies_at, 1);
+			wk_policy_ask(rc, &cmd->policy, cmd->applies_at, PROTO_CAUSE_SET,
+				cmd->change);
 			wk_policy_publish_auto(c, rc);
 			break;
 		case CTL_OP_PAUSE:
@@ -122,7 +124,7 @@ static void apply_cmds(eng_trainer *tr, wk_ctl *c, wk_ctl_cmd *cmds, wk_run_ctl 
 			wk_end_eval(tr, c, rc, json, cmd);
 			break;
 		case CTL_OP_SET:
-			apply_set(tr, c, rc->mx, cmd->set, json);
+			apply_set(tr, c, rc->mx, cmd->set, cmd->change, json);
 			break;
 		case CTL_OP_SAVE:
 			/* a name that is taken: refused before any snapshot (never a replacement) */
@@ -228,7 +230,7 @@ static int sched_ask(const eng_trainer *tr, wk_run_ctl *rc, const char *text)
 		fprintf(stderr, "remat-train: --remat-schedule '%s': %s\n", text, err.msg);
 		return -1;
 	}
-	wk_policy_ask(rc, &p, tr->step + 1, 1);
+	wk_policy_ask(rc, &p, tr->step + 1, PROTO_CAUSE_SCHEDULE, 0);
 	return 0;
 }
 

@@ -41,6 +41,9 @@ typedef struct wk_run_ctl {
 	int has_pending;
 	int pending_at;          /* the step it was promised for */
 	int pending_said;        /* a user asked: not applying it is said (REMAT_FAILED) */
+	proto_cause pending_cause; /* who asked, and the change number of its request (0:
+				    * none), as the event that applies it says */
+	int pending_change;
 	_Atomic double save_ms;  /* the last save's write (set by the writer thread), what a
 				  * save without a snapshot costs the step that waits for it;
 				  * 0: none yet */
@@ -63,9 +66,10 @@ typedef struct wk_run_ctl {
  * each of its steps, wk_policy_probe_next. */
 void wk_policy_probe(eng_trainer *tr, wk_ctl *c, wk_run_ctl *rc, int rounds);
 void wk_policy_probe_next(eng_trainer *tr, wk_ctl *c, wk_run_ctl *rc, int json);
-/* A policy asked for from step `at` on (said: a user asked, and is told when it cannot be
- * applied). */
-void wk_policy_ask(wk_run_ctl *rc, const eng_policy *p, int at, int said);
+/* A policy asked for from step `at` on by `cause` (remat-set: the request's change
+ * number; a remat-set or a schedule entry is told when it cannot be applied). */
+void wk_policy_ask(wk_run_ctl *rc, const eng_policy *p, int at, proto_cause cause,
+	int change);
 /* The controller on a budget from `step` on, or off (budget 0, for why). */
 void wk_policy_auto(wk_ctl *c, wk_run_ctl *rc, size_t budget, eng_budget_src src, int step,
 	const char *why);
