@@ -344,6 +344,8 @@ int sv_conn_wants(const sv_conn *k, const char *job, uint32_t bit)
 }
 
 /* Sends the STEP event held back in slot s, if any. */
+/* The STEP held back in s sent, unless an unsubscribe answered since removed it: no event
+ * it removed follows its reply. */
 static void step_flush(sv_conn *k, sv_step_slot *s)
 {
 	if (!s->pending)
@@ -351,7 +353,8 @@ static void step_flush(sv_conn *k, sv_step_slot *s)
 	sv_msg *m = s->pending;
 	s->pending = NULL;
 	s->last_ms = uv_now(k->timer.loop);
-	sv_conn_send(k, m);
+	if (sv_conn_wants(k, s->job, SV_EV_STEP))
+		sv_conn_send(k, m);
 	sv_msg_unref(m);
 }
 
