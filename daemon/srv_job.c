@@ -52,12 +52,13 @@ void srv_job_save_record(srv_job *job)
 	srv_log("job %s: cannot write its record: %s", job->id, srv_quote(err, strlen(err), q));
 }
 
-void srv_job_emit_state(srv_job *job, const char *from)
+/* JOB_STATE_CHANGED from `from` to `to` (a state, or "removed") for reason: the record's
+ * exit status (null while it has none), the signal that ended its worker, and an ended
+ * job's last checkpoint */
+static void publish_state(srv_job *job, const char *from, const char *to, const char *reason)
 {
-	/* the service manager's STATUS= lists the jobs and their states */
-	job->srv->on_jobs_changed(job->srv);
-	json_t *data = json_pack("{s:s, s:s, s:s, s:s}", "job", job->id, "from", from, "to",
-		proto_job_state_name(job->state), "reason", job->reason);
+	json_t *data = json_pack("{s:s, s:s, s:s, s:s}", "job", job->id, "from", from, "to", to,
+		"reason", reason);
 	if (!data)
 		return;
 	json_object_set_new(data, "exit_status",
@@ -76,6 +77,13 @@ void srv_job_emit_state(srv_job *job, const char *from)
 	}
 	srv_conn_publish(job->srv, job->id, "JOB_STATE_CHANGED", m);
 	sv_msg_unref(m);
+}
+
+void srv_job_emit_state(srv_job *job, const char *from)
+{
+	/* the service manager's STATUS= lists the jobs and their states */
+	job->srv->on_jobs_changed(job->srv);
+	publish_state(job, from, proto_job_state_name(job->state), job->reason);
 }
 
 void srv_job_set_state(srv_job *job, proto_job_state to, const char *reason)
@@ -303,13 +311,7 @@ json_t *srv_job_remove(srv_job *job, proto_errclass *ec, char *desc, size_t desc
 	/* only when no checkpoint is left in it */
 	unlinkat(srv->jobs_d.fd, job->id, AT_REMOVEDIR);
 	srv_log("job %s removed", job->id);
-	json_t *data = json_pack("{s:s,s:s,s:s,s:s}", "job", job->id, "from",
-		proto_job_state_name(job->state), "to", "removed", "reason", "job-remove");
-	sv_msg *m = data ? sv_msg_take(proto_event_line("JOB_STATE_CHANGED", data)) : NULL;
-	json_decref(data);
-	if (m)
-		srv_conn_publish(srv, job->id, "JOB_STATE_CHANGED", m);
-	sv_msg_unref(m);
+	publish_state(job, proto_job_state_name(job->state), "removed", "job-remove");
 	for (int i = 0; i < srv->n_jobs; i++)
 		if (srv->jobs[i] == job)
 			srv_job__table_take(srv, i);
@@ -388,6 +390,7 @@ json_t *srv_job_status(const srv_job *job)
 	json_object_set_new(o, "tokenizing", job_tokenizing(job));
 	json_object_set_new(o, "memory", srv_pool_job_json(job));
 	srv_job__model_fields(job, o);
+	proto_status_complete(o); /* what only a worker knows (its rate, ranks ...): null */
 	return o;
 }
 

@@ -131,6 +131,7 @@ static void worker_note_return(srv_job *job, const srv_pending *p, json_t *ret)
 		/* whose job it is is rematd's to know, and its part of the pool */
 		json_object_set_new(ret, "uid", json_integer((json_int_t)job->owner.uid));
 		json_object_set_new(ret, "memory", srv_pool_job_json(job));
+		proto_status_complete(ret); /* a worker's keys and rematd's: all of them */
 	} else if (strcmp(execute, "job-stop") == 0) {
 		/* what it saved, or dropped: a shutdown's reply lists it */
 		json_decref(job->stop_ret);
