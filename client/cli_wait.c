@@ -3,7 +3,10 @@
  * Events that arrive with the reply (cli_conn_call hands them over before the step to wait
  * for is known) are kept and judged first, in the order they came; then the connection is
  * read until one decides. An event of another job, or one of this job that decides
- * nothing (an earlier change applied, a state that is not final), is passed over.
+ * nothing (an earlier change applied, a state that is not final), is passed over. The
+ * change is known by its number (the reply's `change`): REMAT_APPLIED or REMAT_FAILED of
+ * that number or a later one (a later set built on it, said at the same boundary) decides;
+ * the controller's and a schedule's own changes do not.
  */
 #include "cli_wait.h"
 
@@ -26,6 +29,7 @@ typedef struct waiter {
 	const char *only; /* whose events count; NULL: every one (a worker's own socket) */
 	json_t *early;	  /* events that came before the reply (array) */
 	double step;	  /* the reply's applies_at_step */
+	double change;	  /* the reply's change number; 0: it gave none (match by step) */
 	int at_resume;	  /* the job is ending first: the change is the policy it resumes with */
 } waiter;
 
@@ -113,15 +117,18 @@ static int outcome(waiter *w, const json_t *msg)
 	if (!name || !data || (w->only && (!job || strcmp(job, w->only) != 0)))
 		return -1;
 	int stepped = cli_jnum(data, "step", &step);
+	double change;
+	if (w->change > 0 && (!strcmp(name, "REMAT_APPLIED") || !strcmp(name, "REMAT_FAILED")))
+		stepped = cli_jnum(data, "change", &change) && change >= w->change;
 	/* applied at its step, or later where the boundary came late (a pause); a job that
 	 * ends first says the policy is the one it resumes with, and then that it ended */
 	if (strcmp(name, "REMAT_APPLIED") == 0 && json_is_true(json_object_get(data, "at_resume"))) {
 		w->at_resume = 1;
 		return -1;
 	}
-	if (strcmp(name, "REMAT_APPLIED") == 0 && stepped && step >= w->step)
+	if (strcmp(name, "REMAT_APPLIED") == 0 && stepped && (w->change > 0 || step >= w->step))
 		return say_applied(w, msg, data);
-	if (strcmp(name, "REMAT_FAILED") == 0 && stepped && step == w->step)
+	if (strcmp(name, "REMAT_FAILED") == 0 && stepped && (w->change > 0 || step == w->step))
 		return say_failed(w, msg, data);
 	if (strcmp(name, "JOB_STATE_CHANGED") == 0 && cli_state_final(cli_jstr(data, "to")))
 		return say_ended(w, msg, data);
@@ -167,6 +174,8 @@ static int take_reply(const cli_command *cmd, waiter *w, const json_t *ret)
 			"for\n");
 		return CLI_EXIT_FAIL;
 	}
+	if (!cli_jnum(ret, "change", &w->change))
+		w->change = 0;
 	return -1;
 }
 
@@ -204,7 +213,7 @@ static int wait_outcome(cli_conn *c, waiter *w, int wait_ms)
 
 int cli_wait_run(cli_conn *c, const cli_command *cmd, const cli_args *a, const json_t *req)
 {
-	waiter w = {a, a->job ? a->job : cli_conn_job(c), a->job, json_array(), 0, 0};
+	waiter w = {a, a->job ? a->job : cli_conn_job(c), a->job, json_array(), 0, 0, 0};
 	int reply_ms = a->timeout_ms > 0 ? a->timeout_ms : CLI_TIMEOUT_MS;
 	json_t *ret = NULL, *ev;
 	size_t i;

@@ -1445,7 +1445,9 @@ END_TEST
 /* The stand-in: answers from the canned figures (each job-status followed by a REMAT_FAILED
  * of step 12: the view must say it), and remat-set by what it asks for: h.0=full applies at
  * step 7 (after an earlier step's REMAT_APPLIED and another step's REMAT_FAILED, which
- * decide nothing), h.0=off is refused at step 7, h.0=selective is answered and then the
+ * decide nothing), h.1=full answers change 5 and is carried out by change 6 at step 8
+ * (after the controller's change at step 7 and change 4's REMAT_FAILED, which decide
+ * nothing), h.0=off is refused at step 7, h.0=selective is answered and then the
  * worker says it is the policy a resume runs under (REMAT_APPLIED at_resume) and exits 3
  * (the job fails first), --force answers "controller":"off" and applies,
  * anything else does not fit the budget. Every outcome follows its reply at once: a client
@@ -1474,6 +1476,14 @@ static const char stand_in[] =
 	"  ev REMAT_FAILED '\"step\":6,\"asked\":" SW_POLICY("off") ",\"policy\":"
 	SW_POLICY("full") ",\"reason\":\"another change\"'\n"
 	"  ev REMAT_APPLIED '\"step\":7,\"policy\":" SW_POLICY("full") "' ;;\n"
+	"*'\"remat-set\"'*'\"h.1\":\"full\"'*) ret '{\"applies_at_step\":7,\"change\":5,"
+	"\"policy\":" SW_POLICY("full") ",\"controller\":null}'\n"
+	"  ev REMAT_APPLIED '\"step\":7,\"policy\":" SW_POLICY("off") ",\"cause\":\"controller\","
+	"\"change\":null'\n"
+	"  ev REMAT_FAILED '\"step\":7,\"asked\":" SW_POLICY("off") ",\"policy\":"
+	SW_POLICY("off") ",\"reason\":\"an earlier set\",\"cause\":\"remat-set\",\"change\":4'\n"
+	"  ev REMAT_APPLIED '\"step\":8,\"policy\":" SW_POLICY("full") ",\"cause\":\"remat-set\","
+	"\"change\":6' ;;\n"
 	"*'\"remat-set\"'*'\"h.0\":\"off\"'*) ret '{\"applies_at_step\":7,\"policy\":"
 	SW_POLICY("off") ",\"controller\":null}'\n"
 	"  ev REMAT_FAILED '\"step\":7,\"asked\":" SW_POLICY("off") ",\"policy\":"
@@ -1507,8 +1517,10 @@ static void stand_in_job(td_daemon *d)
 
 /* remat set --wait: subscribed before it sends, so an outcome right behind the reply is
  * seen; applied (0, an earlier step's REMAT_APPLIED and another step's REMAT_FAILED passed
- * over), refused at its step (1, the reason and the policy the step ran under), an error
- * reply (1), --force (the controller off, then applied), the job ending first (1). */
+ * over; by the reply's change number, the controller's change and an earlier change's
+ * failure passed over), refused at its step (1, the reason and the policy the step ran
+ * under), an error reply (1), --force (the controller off, then applied), the job ending
+ * first (1). */
 START_TEST(test_rematctl_remat_set_wait)
 {
 	td_daemon d;
@@ -1520,6 +1532,12 @@ START_TEST(test_rematctl_remat_set_wait)
 	ck_assert_str_eq(out, "j1: applies at step 7: h.0-1=full,head=off; the memory controller "
 		"holds it under the budget (predicted 340.0 MiB of 370.0 MiB)\n"
 		"j1: applied at step 7: h.0-1=full,head=off\n");
+	free(out);
+	/* by its change number: change 6, a later set built on it, carries it out */
+	rc = ctl_d(&d, &out, "--timeout", "20", "remat", "set", "j1", "h.1=full", "--wait",
+		NULL);
+	ck_assert_msg(rc == 0 && strstr(out, "\nj1: applied at step 8: h.0-1=full,head=off\n"),
+		"by change: status %d: %s", rc, out);
 	free(out);
 	rc = ctl_d(&d, &out, "--timeout", "20", "remat", "set", "j1", "h.0=off", "--wait", NULL);
 	ck_assert_msg(rc == 1, "refused: status %d: %s", rc, out);
