@@ -772,6 +772,124 @@ START_TEST(test_lifecycle_events_promises)
 }
 END_TEST
 
+/* The number a request's reply gave as "change" (r taken) */
+static int change_of(json_t *r)
+{
+	int n = (int)json_integer_value(json_object_get(td_expect_return(r), "change"));
+	json_decref(r);
+	return n;
+}
+
+/* An event's cause and change, as "cause:N" (null: "cause:-") */
+static const char *cause_of(const json_t *ev, char *buf, size_t len)
+{
+	json_t *n = json_object_get(ev, "change");
+	if (json_is_integer(n))
+		snprintf(buf, len, "%s:%d", td_str((json_t *)ev, "cause"),
+			(int)json_integer_value(n));
+	else
+		snprintf(buf, len, "%s:-", td_str((json_t *)ev, "cause"));
+	return buf;
+}
+
+/* Events say which request caused them: a remat-set kept while the job starts is the one
+ * REMAT_APPLIED of step 1 (no second one for the spec's policy); sets taken at one boundary
+ * are said once, with the last one's change; job-set's HPARAMS_APPLIED its own; the
+ * controller's changes are the controller's; "off" is a null budget in REMAT_AUTO as in
+ * remat-auto's reply; unsubscribe's reply is the last of the STEP events it removed; a
+ * removed job's JOB_STATE_CHANGED has its exit status and last checkpoint. */
+START_TEST(test_lifecycle_events_name_requests)
+{
+	setenv("REMAT_START_DELAY_MS", START_DELAY, 1);
+	td_daemon d;
+	td_conn c = real_daemon(&d), e = td_open(&d), s = td_open(&d);
+	json_decref(td_request(&e, "{\"execute\":\"subscribe\",\"arguments\":{\"events\":["
+		"\"REMAT_APPLIED\",\"REMAT_FAILED\",\"HPARAMS_APPLIED\",\"REMAT_AUTO\","
+		"\"JOB_STATE_CHANGED\"]}}"));
+	char save[700], job[16], cs[64];
+	snprintf(save, sizeof save, "%s/save", d.dir);
+	char *spec = spec_of(1000000, save, NULL);
+	snprintf(job, sizeof job, "%s", td_job_start(&c, spec, "starting"));
+#define SET(sections) change_of(td_request(&c, "{\"execute\":\"remat-set\",\"arguments\":" \
+	"{\"job\":\"%s\",\"sections\":{" sections "}}}", job))
+	ck_assert_int_eq(SET("\"h.0\":\"selective\""), 1);
+	json_t *ev = td_wait_event(&e, job, "REMAT_APPLIED", T_JOB_MS);
+	ck_assert_int_eq(json_integer_value(json_object_get(ev, "step")), 1);
+	ck_assert_str_eq(cause_of(ev, cs, sizeof cs), "remat-set:1");
+	ck_assert_str_eq(td_str(json_object_get(ev, "policy"), "h.0"), "selective");
+	json_decref(ev);
+
+	/* two sets and a job-set taken at one boundary (the job paused) */
+	json_decref(td_request(&c, "{\"execute\":\"job-pause\",\"arguments\":{\"job\":\"%s\"}}",
+		job));
+	json_decref(td_wait_state(&e, job, "paused", T_READ_MS));
+	ck_assert_int_eq(SET("\"h.0\":\"full\""), 2);
+	ck_assert_int_eq(SET("\"h.1\":\"full\""), 3);
+#undef SET
+	ck_assert_int_eq(change_of(td_request(&c, "{\"execute\":\"job-set\",\"arguments\":{"
+		"\"job\":\"%s\",\"set\":{\"lr\":0.002}}}", job)), 4);
+	json_decref(td_request(&c, "{\"execute\":\"job-resume\",\"arguments\":{\"job\":\"%s\"}}",
+		job));
+	ev = td_wait_event(&e, job, "HPARAMS_APPLIED", T_JOB_MS);
+	ck_assert_int_eq(json_integer_value(json_object_get(ev, "change")), 4);
+	json_decref(ev);
+	ev = td_wait_event(&e, job, "REMAT_APPLIED", T_JOB_MS);
+	ck_assert_str_eq(cause_of(ev, cs, sizeof cs), "remat-set:3");
+	ck_assert_str_eq(td_str(json_object_get(ev, "policy"), "h.0-1"), "full");
+	json_decref(ev);
+
+	/* the controller's own change, and off said as null */
+	json_decref(td_expect_return(td_request(&c, "{\"execute\":\"remat-auto\",\"arguments\":"
+		"{\"job\":\"%s\",\"budget_bytes\":4294967296}}", job)));
+	ev = td_wait_event(&e, job, "REMAT_APPLIED", T_JOB_MS);
+	ck_assert_str_eq(cause_of(ev, cs, sizeof cs), "controller:-");
+	json_decref(ev);
+	json_decref(td_expect_return(td_request(&c, "{\"execute\":\"remat-auto\",\"arguments\":"
+		"{\"job\":\"%s\",\"budget\":\"off\"}}", job)));
+	for (ev = NULL; !ev || !json_is_null(json_object_get(ev, "policy"));) {
+		json_decref(ev);
+		ev = td_wait_event(&e, job, "REMAT_AUTO", T_JOB_MS);
+	}
+	ck_assert(json_is_null(json_object_get(ev, "budget_bytes")) &&
+		  json_is_null(json_object_get(ev, "predicted_peak_bytes")));
+	json_decref(ev);
+
+	/* no STEP after unsubscribe's reply (a tiny step is faster than the pacing: one is
+	 * held back nearly always) */
+	for (int round = 0; round < 3; round++) {
+		td_send(&s, "{\"execute\":\"subscribe\",\"arguments\":{\"events\":[\"STEP\"]}}");
+		json_decref(td_reply(&s, T_READ_MS));
+		td_sleep_ms(120);
+		td_send(&s, "{\"execute\":\"unsubscribe\",\"arguments\":{\"events\":[\"STEP\"]}}");
+		json_t *m;
+		while ((m = td_read_msg(&s, T_READ_MS)) && json_object_get(m, "event"))
+			json_decref(m);
+		ck_assert_ptr_nonnull(json_object_get(m, "return"));
+		json_decref(m);
+		m = td_read_msg(&s, 300);
+		ck_assert_msg(m == NULL, "a line after unsubscribe's reply: %s",
+			td_str(m, "event"));
+	}
+
+	json_decref(td_request(&c, "{\"execute\":\"job-stop\",\"arguments\":{\"job\":\"%s\"}}",
+		job));
+	json_decref(td_wait_state(&e, job, "stopped", T_JOB_MS));
+	json_decref(td_request(&c, "{\"execute\":\"job-remove\",\"arguments\":{\"job\":\"%s\"}}",
+		job));
+	ev = td_wait_state(&e, job, "removed", T_READ_MS);
+	ck_assert_msg(json_integer_value(json_object_get(ev, "exit_status")) == 0 &&
+		      json_is_integer(json_object_get(ev, "exit_status")) &&
+		      strstr(td_str(ev, "last_checkpoint"), save), "removed: no exit status or "
+		"checkpoint");
+	json_decref(ev);
+	td_close(&s);
+	td_close(&e);
+	td_close(&c);
+	td_daemon_stop(&d);
+	free(spec);
+}
+END_TEST
+
 /* A client on a worker's own socket sees its last STEP, though STEP events are paced. */
 START_TEST(test_lifecycle_control_sees_final_step)
 {
@@ -902,6 +1020,7 @@ Suite *suite_lifecycle(void)
 	tcase_add_test(tc, test_lifecycle_unanswered_query);
 	tcase_add_test(tc, test_lifecycle_idle_connections);
 	tcase_add_test(tc, test_lifecycle_events_promises);
+	tcase_add_test(tc, test_lifecycle_events_name_requests);
 	tcase_add_test(tc, test_lifecycle_control_sees_final_step);
 	tcase_add_test(tc, test_lifecycle_auto_budget);
 	suite_add_tcase(s, tc);

@@ -104,6 +104,7 @@ int main(void)
 	srunner_add_suite(sr, suite_daemon());
 	srunner_add_suite(sr, suite_proto());
 	srunner_add_suite(sr, suite_protodoc());
+	srunner_add_suite(sr, suite_docstates());
 	srunner_add_suite(sr, suite_client());
 	srunner_add_suite(sr, suite_e2e());
 	srunner_add_suite(sr, suite_mpi());

@@ -122,6 +122,44 @@ char *t_data(const char *rel)
 	return p;
 }
 
+char *t_protocol_md(void)
+{
+	char path[700];
+	size_t n;
+	snprintf(path, sizeof path, "%s/../../docs/protocol.md", t_env("REMAT_TESTDATA"));
+	return t_read_file(path, &n);
+}
+
+const char *t_doc_row(const char *doc, const char *name, size_t *len)
+{
+	char head[128];
+	snprintf(head, sizeof head, "\n| `%s` |", name);
+	const char *at = strstr(doc, head);
+	if (!at)
+		return NULL;
+	at++;
+	const char *end = strchr(at, '\n');
+	*len = end ? (size_t)(end - at) : strlen(at);
+	return at;
+}
+
+void t_doc_cell(const char *row, size_t len, int k, char *out, size_t cap)
+{
+	size_t start = 0;
+	int bars = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < len; i++) {
+		if (row[i] != '|' || (i > 0 && row[i - 1] == '\\'))
+			continue;
+		if (bars == k + 1) {
+			snprintf(out, cap, "%.*s", (int)(i - start), row + start);
+			return;
+		}
+		bars++;
+		start = i + 1;
+	}
+}
+
 char *t_read_file(const char *path, size_t *len)
 {
 	FILE *f = fopen(path, "rb");

@@ -45,6 +45,13 @@ int t_asan_skips(const char *test);
 /* The whole file at path (malloc'd, with a NUL after its len bytes); fails the test when
  * it cannot be read. */
 char *t_read_file(const char *path, size_t *len);
+/* docs/protocol.md, whole (malloc'd). */
+char *t_protocol_md(void);
+/* The line of a Markdown doc that begins "| `name` |", or NULL; its length into *len. */
+const char *t_doc_row(const char *doc, const char *name, size_t *len);
+/* Cell k (from 0) of a table row "| a | b | c |" into out (a bar after a backslash is
+ * inside a cell). */
+void t_doc_cell(const char *row, size_t len, int k, char *out, size_t cap);
 /* A fresh directory REMAT_TMP/<prefix>XXXXXX (mkdtemp: made here, 0700, never one that was
  * there before); its path malloc'd. */
 char *t_tmp_dir(const char *prefix);

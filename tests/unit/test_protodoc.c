@@ -13,48 +13,6 @@
 
 #include "t_util.h"
 
-/* docs/protocol.md, whole (malloc'd) */
-static char *protocol_md(void)
-{
-	char path[700];
-	size_t n;
-	snprintf(path, sizeof path, "%s/../../docs/protocol.md", t_env("REMAT_TESTDATA"));
-	return t_read_file(path, &n);
-}
-
-/* The line of doc that begins "| `name` |", or NULL; its length into *len */
-static const char *row_of(const char *doc, const char *name, size_t *len)
-{
-	char head[128];
-	snprintf(head, sizeof head, "\n| `%s` |", name);
-	const char *at = strstr(doc, head);
-	if (!at)
-		return NULL;
-	at++;
-	const char *end = strchr(at, '\n');
-	*len = end ? (size_t)(end - at) : strlen(at);
-	return at;
-}
-
-/* Cell k (from 0) of a table row "| a | b | c |" into out (a bar after a backslash is
- * inside a cell) */
-static void cell(const char *row, size_t len, int k, char *out, size_t cap)
-{
-	size_t start = 0;
-	int bars = 0;
-	out[0] = '\0';
-	for (size_t i = 0; i < len; i++) {
-		if (row[i] != '|' || (i > 0 && row[i - 1] == '\\'))
-			continue;
-		if (bars == k + 1) {
-			snprintf(out, cap, "%.*s", (int)(i - start), row + start);
-			return;
-		}
-		bars++;
-		start = i + 1;
-	}
-}
-
 /* 1 when text holds the backticked word w (as "`w`") */
 static int has_code(const char *text, const char *w)
 {
@@ -86,17 +44,17 @@ static int table_rows(const char *doc, const char *header, int (*known)(const ch
 
 START_TEST(test_protodoc_commands)
 {
-	char *doc = protocol_md();
+	char *doc = t_protocol_md();
 	static const char *const scopes[] = {[PROTO_SCOPE_DAEMON] = "daemon",
 		[PROTO_SCOPE_JOB] = "job", [PROTO_SCOPE_CONN] = "connection"};
 	int n = 0;
 	for (const proto_command *c = proto_commands(); c->name; c++, n++) {
 		size_t len;
-		const char *row = row_of(doc, c->name, &len);
+		const char *row = t_doc_row(doc, c->name, &len);
 		ck_assert_msg(row, "docs/protocol.md has no row for the command %s", c->name);
 		char scope[64], args[4096];
-		cell(row, len, 1, scope, sizeof scope);
-		cell(row, len, 2, args, sizeof args);
+		t_doc_cell(row, len, 1, scope, sizeof scope);
+		t_doc_cell(row, len, 2, args, sizeof args);
 		ck_assert_msg(strstr(scope, scopes[c->scope]) == scope + 1, "%s: scope '%s', "
 			"proto says %s", c->name, scope, scopes[c->scope]);
 		ck_assert_msg(!strstr(scope, "(deferred)") == !c->deferred, "%s: '%s', but its "
@@ -124,12 +82,12 @@ END_TEST
 
 START_TEST(test_protodoc_events_errors)
 {
-	char *doc = protocol_md();
+	char *doc = t_protocol_md();
 	const char *t = strstr(doc, "| event | data |");
 	ck_assert_ptr_nonnull(t);
 	for (int e = 0; e < PROTO_EV_COUNT; e++) {
 		size_t len;
-		ck_assert_msg(row_of(t, proto_event_name((proto_event)e), &len),
+		ck_assert_msg(t_doc_row(t, proto_event_name((proto_event)e), &len),
 			"docs/protocol.md's Events table has no row for %s",
 			proto_event_name((proto_event)e));
 	}

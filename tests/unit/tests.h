@@ -37,6 +37,7 @@ Suite *suite_cli(void);
 Suite *suite_daemon(void);
 Suite *suite_proto(void);
 Suite *suite_protodoc(void); /* tests/unit/test_protodoc.c */
+Suite *suite_docstates(void); /* tests/e2e/test_docstates.c */
 Suite *suite_client(void);
 Suite *suite_e2e(void);
 Suite *suite_mpi(void); /* tests/e2e/test_mpi.c: skipped with one line without Open MPI */
