@@ -4,12 +4,12 @@
 
     client.py [--socket PATH] start SPEC.json [--name NAME]
     client.py [--socket PATH] watch JOB [--count N]
-    client.py [--socket PATH] set JOB SELECTOR=MODE [SELECTOR=MODE ...]
+    client.py [--socket PATH] set JOB SELECTOR=MODE [SELECTOR=MODE ...] [--wait]
 
 The socket: --socket, else $REMAT_SOCKET, else $XDG_RUNTIME_DIR/remat/rematd.sock when it
 exists, else /run/remat/rematd.sock (rematctl(1)'s order). Exit status: 0, 1 when rematd
-answered an error (its class and description on stderr) or a watched job failed, 2 for a
-usage or connection error.
+answered an error (its class and description on stderr), a watched job failed, or a change
+waited for was not applied, 2 for a usage or connection error.
 """
 import argparse
 import json
@@ -126,10 +126,33 @@ def remat_set(conn, args):
         if not eq or not sel or not mode:
             raise SystemExit(f"client.py: '{a}' is not SELECTOR=MODE")
         sections[sel] = mode
+    if args.wait:  # subscribed first: the outcome may follow the reply at once
+        conn.request("subscribe", {"job": args.job, "events": [
+            "REMAT_APPLIED", "REMAT_FAILED", "JOB_STATE_CHANGED"]})
     r = conn.request("remat-set", {"job": args.job, "sections": sections})
     policy = " ".join(f"{k}={v}" for k, v in r["policy"].items())
     print(f"applies at step {r['applies_at_step']}: {policy}")
-    return 0
+    if not args.wait:
+        return 0
+    # the event whose change is this request's or a later one's (a later set built on it)
+    while True:
+        e = conn.event()
+        d = e.get("data", {})
+        if d.get("job") != args.job:
+            continue
+        if e["event"] == "JOB_STATE_CHANGED" and d["to"] in ENDED:
+            print(f"{args.job} {d['to']} first: not applied", file=sys.stderr)
+            return 1
+        if d.get("at_resume"):  # the job ends first: the policy a resume runs under
+            continue
+        mine = (d.get("change") or 0) >= r["change"]
+        if e["event"] in ("REMAT_APPLIED", "REMAT_FAILED") and mine:
+            policy = " ".join(f"{k}={v}" for k, v in d["policy"].items())
+            if e["event"] == "REMAT_FAILED":
+                print(f"not applied at step {d['step']}: {d['reason']}", file=sys.stderr)
+                return 1
+            print(f"applied at step {d['step']} ({d['cause']}, change {d['change']}): {policy}")
+            return 0
 
 
 def main():
@@ -147,6 +170,7 @@ def main():
     r = sub.add_parser("set", help="remat-set: checkpointing by section")
     r.add_argument("job")
     r.add_argument("assign", nargs="+")
+    r.add_argument("--wait", action="store_true", help="until its step says it applied")
     r.set_defaults(run=remat_set)
     args = p.parse_args()
     try:
