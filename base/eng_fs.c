@@ -307,15 +307,16 @@ int eng_fs_remove_file(const eng_dir *d, const char *name, eng_err *err)
 	return 0;
 }
 
-int eng_fs_remove_dir(const eng_dir *d, const char *name, eng_err *err)
+/* Removes the directory `name` in d (checked by the caller: a real directory of ours),
+ * its files and links, and, at depth 0, the directories it holds the same way. */
+static int remove_tree(const eng_dir *d, const char *name, int depth, eng_err *err)
 {
-	int r = eng_fs_entry(d, name, 1, "remove", err);
-	if (r <= 0)
-		return r;
 	/* O_NOFOLLOW: a link swapped in since the check is refused, not entered */
 	int fd = openat(d->fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return eng_errf(err, "cannot open '%s' in '%s': %s", name, d->path, strerror(errno));
+	eng_dir in = {fd, ""};
+	snprintf(in.path, sizeof in.path, "%.*s/%s", (int)(sizeof in.path / 2), d->path, name);
 	DIR *dir = fdopendir(fd);
 	if (!dir) {
 		close(fd);
@@ -332,13 +333,16 @@ int eng_fs_remove_dir(const eng_dir *d, const char *name, eng_err *err)
 				continue;
 			rc = eng_errf(err, "cannot remove '%s/%s' in '%s': %s", name, e->d_name,
 				d->path, strerror(errno));
-		} else if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+		} else if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode) &&
+			   !(S_ISDIR(st.st_mode) && depth == 0)) {
 			rc = eng_errf(err, "refusing to remove '%s' in '%s': it holds '%s', %s, which "
 					   "no checkpoint has", name, d->path, e->d_name,
 				eng_fs_kind(st.st_mode));
 		} else if (st.st_uid != geteuid()) {
 			rc = eng_errf(err, "refusing to remove '%s' in '%s': its file '%s' belongs to "
 					   "uid %lu", name, d->path, e->d_name, (unsigned long)st.st_uid);
+		} else if (S_ISDIR(st.st_mode)) { /* a LoRA checkpoint's own base */
+			rc = remove_tree(&in, e->d_name, depth + 1, err);
 		} else if (unlinkat(fd, e->d_name, 0) < 0 && errno != ENOENT) {
 			/* a link is removed itself: unlinkat never follows one */
 			rc = eng_errf(err, "cannot remove '%s/%s' in '%s': %s", name, e->d_name,
@@ -349,6 +353,12 @@ int eng_fs_remove_dir(const eng_dir *d, const char *name, eng_err *err)
 	if (rc == 0 && unlinkat(d->fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		rc = eng_errf(err, "cannot remove '%s' in '%s': %s", name, d->path, strerror(errno));
 	return rc;
+}
+
+int eng_fs_remove_dir(const eng_dir *d, const char *name, eng_err *err)
+{
+	int r = eng_fs_entry(d, name, 1, "remove", err);
+	return r <= 0 ? r : remove_tree(d, name, 0, err);
 }
 
 int eng_dir_make_at(eng_dir *out, const eng_dir *parent, const char *name, mode_t mode,

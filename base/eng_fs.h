@@ -112,9 +112,10 @@ int eng_fs_entry(const eng_dir *d, const char *name, int want_dir, const char *v
 
 /* Removes a regular file of ours (eng_fs_entry's rules). Absent is success. */
 int eng_fs_remove_file(const eng_dir *d, const char *name, eng_err *err);
-/* Removes a directory of ours that holds only regular files and symlinks (a checkpoint):
- * the links themselves are removed, never what they point to; a subdirectory or another
- * user's file inside is refused. Absent is success. */
+/* Removes a directory of ours that holds only regular files, symlinks and directories of
+ * the same (a checkpoint, and the base a LoRA checkpoint carries): the links themselves
+ * are removed, never what they point to; a directory deeper down, or another user's file
+ * or directory inside, is refused. Absent is success. */
 int eng_fs_remove_dir(const eng_dir *d, const char *name, eng_err *err);
 /* mkdirat, mode 0777 before the umask; "cannot create 'name' in 'dir': ..." */
 int eng_fs_mkdir(const eng_dir *d, const char *name, eng_err *err);

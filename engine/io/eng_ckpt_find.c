@@ -126,7 +126,29 @@ static int check_one(const tensor_check *k, const char *name, int ndim, int64_t 
 	return 0;
 }
 
-/* A LoRA checkpoint's base as adapter_config.json names it (base): itself, whose files
+/* 1 when the directory open as fd is ckpt's own base: ckpt's ENG_PEFT_BASE_DIR (given
+ * files BASE_FILES) or, from an older remat, ckpt itself (F(0)) */
+static int own_base(int fd, const char *ckpt, unsigned files)
+{
+	eng_dir cd, sub;
+	eng_err e;
+	struct stat sb, sc;
+	int same = 0;
+	if (eng_dir_open(&cd, ckpt, &e) < 0)
+		return 0;
+	if (files & F(BASE_W)) {
+		if (eng_dir_open_at(&sub, &cd, ENG_PEFT_BASE_DIR, &e) == 0) {
+			same = fstat(fd, &sb) == 0 && fstat(sub.fd, &sc) == 0;
+			eng_dir_close(&sub);
+		}
+	} else {
+		same = fstat(fd, &sb) == 0 && fstat(cd.fd, &sc) == 0;
+	}
+	eng_dir_close(&cd);
+	return same && sb.st_dev == sc.st_dev && sb.st_ino == sc.st_ino;
+}
+
+/* A LoRA checkpoint's base as adapter_config.json names it (base): its own, whose files
  * (model.safetensors, config.json) trainer_state.json must list, or an external one it
  * must have pinned ("lora_base"), found as it was saved */
 static int lora_base_fits(const json_t *o, const char *ckpt, const char *base,
@@ -134,15 +156,11 @@ static int lora_base_fits(const json_t *o, const char *ckpt, const char *base,
 {
 	char pin[ENG_PEFT_PIN_LEN];
 	json_t *was = json_object_get(o, "lora_base"), *now;
-	eng_dir bd, cd;
-	struct stat sb, sc;
+	eng_dir bd;
 	if (eng_dir_open(&bd, base, err) < 0)
 		return -1;
-	int self = eng_dir_open(&cd, ckpt, err) == 0 && fstat(bd.fd, &sb) == 0 &&
-		   fstat(cd.fd, &sc) == 0 && sb.st_dev == sc.st_dev && sb.st_ino == sc.st_ino;
-	eng_dir_close(&cd);
-	int rc = -1;
-	if (self != ((files & F(0)) != 0) || self == (was != NULL))
+	int self = own_base(bd.fd, ckpt, files), rc = -1;
+	if (self != ((files & (F(0) | F(BASE_W))) != 0) || self == (was != NULL))
 		eng_errf(err, "checkpoint '%s': adapter_config.json's base and trainer_state.json "
 			      "disagree (%s)", ckpt, self ?
 			      "it names itself but its base's files are not listed" :
@@ -247,7 +265,7 @@ static int checksums(const char *ckpt, const json_t *files, unsigned want, eng_e
 					   "for %s", ckpt, name);
 			break;
 		}
-		int fd = eng_fs_open_read_at(&d, name, "checkpoint file", &sb, err);
+		int fd = eng_ckpt__open_file(&d, name, &sb, err);
 		if (fd < 0 && errno == ENOENT)
 			eng_errf(err, "checkpoint '%s': %s is missing: %s", ckpt, name,
 				strerror(ENOENT));
@@ -280,7 +298,9 @@ int eng_ckpt_verify(const char *ckpt, eng_err *err)
 	eng_st_file st = {0};
 	/* a LoRA run's (its adapter_config.json listed) holds its base, or names it */
 	unsigned want_files = !json_object_get(files, ENG_PEFT_CONFIG) ? FULL_FILES :
-		LORA_FILES | (json_object_get(files, "model.safetensors") ? F(0) | F(1) : 0);
+		LORA_FILES | (json_object_get(files, eng_ckpt__files[BASE_W]) ? BASE_FILES :
+		json_object_get(files, eng_ckpt__files[0]) ? F(0) | F(1) : 0);
+	unsigned weights = want_files & F(BASE_W) ? BASE_W : 0; /* the base's weights */
 	for (int k = 0; k < ENG_CKPT_TOK_FILES; k++) /* the tokenizer's, those it carries */
 		want_files |= json_object_get(files, eng_ckpt__files[TOK_FILE0 + k])
 			? F(TOK_FILE0 + k) : 0;
@@ -297,9 +317,9 @@ int eng_ckpt_verify(const char *ckpt, eng_err *err)
 		frozen_of_state(o, ckpt, &cfg, err) < 0 ||
 		((want_files & F(4)) && lora_base_fits(o, ckpt, base, want_files, err) < 0))
 		goto out;
-	join(p, sizeof p, ckpt, "/model.safetensors");
-	if ((want_files & F(0)) && (eng_st_read(&st, p, err) < 0 ||
-		check_tensors(ckpt, "model.safetensors", &st, &cfg, model_prefix, 1, err) < 0))
+	path2(p, sizeof p, ckpt, eng_ckpt__files[weights]);
+	if ((want_files & F(weights)) && (eng_st_read(&st, p, err) < 0 ||
+		check_tensors(ckpt, eng_ckpt__files[weights], &st, &cfg, model_prefix, 1, err) < 0))
 		goto out;
 	eng_st_free(&st);
 	join(p, sizeof p, ckpt, "/" ENG_PEFT_WEIGHTS);

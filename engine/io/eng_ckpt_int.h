@@ -6,8 +6,10 @@
 #define ENG_CKPT_INT_H
 
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "eng_ckpt.h"
+#include "eng_fs.h"
 
 #define CKPT_PATH (ENG_PATH_LEN + 128) /* room for a save dir, a name and a file name */
 #define CKPT_MAX_LIST 4096             /* checkpoints considered in one save directory */
@@ -15,14 +17,23 @@
 
 /* The files of a checkpoint besides trainer_state.json, in the order they are written: a
  * full checkpoint's first three; a LoRA run's adapters as PEFT saves them and the moments,
- * and its base's weights and config.json only when the base is nowhere else on disk
- * (eng_ckpt_write.c). */
-#define NFILES (5 + ENG_CKPT_TOK_FILES)
+ * and its base's weights and config.json in its subdirectory base/ (ENG_PEFT_BASE_DIR)
+ * only when the base is nowhere else on disk (eng_ckpt_write.c). A checkpoint of an older
+ * remat holds such a base beside its adapters (F(0), F(1): base_model_name_or_path "."). */
+#define NFILES (7 + ENG_CKPT_TOK_FILES)
 extern const char *const eng_ckpt__files[NFILES];
 #define F(i) (1u << (i))
 #define FULL_FILES (F(0) | F(1) | F(2))
 #define LORA_FILES (F(2) | F(3) | F(4))
 #define TOK_FILE0 5 /* eng_ckpt__files[TOK_FILE0 + k] is eng_ckpt_tok_names[k] */
+#define BASE_W (TOK_FILE0 + ENG_CKPT_TOK_FILES) /* "base/model.safetensors" */
+#define BASE_C (BASE_W + 1)                     /* "base/config.json" */
+#define BASE_FILES (F(BASE_W) | F(BASE_C))
+
+/* Opens file `name` of the checkpoint directory d for reading: in d, or in its
+ * subdirectory for a name "sub/file" (one level, the subdirectory opened without following
+ * a link); the descriptor, its stat in *sb, or -1 with err (errno kept). */
+int eng_ckpt__open_file(const eng_dir *d, const char *name, struct stat *sb, eng_err *err);
 
 /* buf = a + b; -1 when it does not fit (a path is never silently cut). Not inlined: the
  * length check is here, and gcc's truncation warning cannot see it at call sites. Unused

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,11 +28,26 @@
 #include "eng_util.h"
 #include "proto.h"
 
-/* The files of a checkpoint besides trainer_state.json, in the order they are written: a
- * full checkpoint's first three; a LoRA run's adapters as PEFT saves them and the moments,
- * and its base's weights and config.json only when the base is nowhere else on disk. */
+/* The files of a checkpoint besides trainer_state.json (eng_ckpt_int.h) */
 const char *const eng_ckpt__files[NFILES] = {"model.safetensors", "config.json",
-	"optimizer.safetensors", ENG_PEFT_WEIGHTS, ENG_PEFT_CONFIG, ENG_CKPT_TOK_NAMES};
+	"optimizer.safetensors", ENG_PEFT_WEIGHTS, ENG_PEFT_CONFIG, ENG_CKPT_TOK_NAMES,
+	ENG_PEFT_BASE_DIR "/model.safetensors", ENG_PEFT_BASE_DIR "/config.json"};
+
+int eng_ckpt__open_file(const eng_dir *d, const char *name, struct stat *sb, eng_err *err)
+{
+	const char *slash = strchr(name, '/');
+	char dir[32];
+	eng_dir sub;
+	if (!slash)
+		return eng_fs_open_read_at(d, name, "checkpoint file", sb, err);
+	snprintf(dir, sizeof dir, "%.*s", (int)(slash - name), name);
+	if (eng_dir_open_at(&sub, d, dir, err) < 0)
+		return -1;
+	int fd = eng_fs_open_read_at(&sub, slash + 1, "checkpoint file", sb, err), e = errno;
+	eng_dir_close(&sub);
+	errno = e;
+	return fd;
+}
 
 
 /* The files snapshot s writes */
@@ -42,7 +58,7 @@ static unsigned files_of(const eng_ckpt_snap *s)
 		tok |= s->tok->len[k] ? F(TOK_FILE0 + k) : 0;
 	if (!s->cfg.lora_r)
 		return FULL_FILES | tok;
-	return LORA_FILES | tok | (s->lora_base[0] ? 0 : F(0) | F(1));
+	return LORA_FILES | tok | (s->lora_base[0] ? 0 : BASE_FILES);
 }
 
 /* Test hook: REMAT_CKPT_DELAY_US sleeps between the steps of a save, so the crash test can
@@ -319,15 +335,10 @@ static int hash_at(const eng_dir *d, const char *name, char hex[65], size_t *siz
 	eng_err *err)
 {
 	struct stat st;
-	int fd = openat(d->fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = eng_ckpt__open_file(d, name, &st, err);
 	if (fd < 0)
-		return eng_errf(err, "cannot read back '%s' in '%s': %s", name, d->path,
-			strerror(errno));
-	int rc = fstat(fd, &st);
-	if (rc < 0)
-		eng_errf(err, "cannot read back '%s' in '%s': %s", name, d->path, strerror(errno));
-	else
-		rc = eng_sha256_fd(fd, name, hex, err);
+		return -1;
+	int rc = eng_sha256_fd(fd, name, hex, err);
 	close(fd);
 	*size = rc == 0 ? (size_t)st.st_size : 0;
 	return rc;
@@ -474,20 +485,42 @@ int eng_ckpt_name_free(const char *dir, const char *name, eng_err *err)
 	return rc;
 }
 
-/* Writes the four files of snapshot s into the fresh directory d. */
-static int write_files(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, eng_err *err)
+/* The weights and config.json of snapshot s (a LoRA run's: its base's) into d */
+static int write_model(const eng_ckpt_snap *s, const eng_dir *d, eng_err *err)
 {
-	unsigned files = files_of(s);
 	test_delay();
-	if ((files & F(0)) &&
-		write_tensors(s, d, "model.safetensors", "", s->params, NULL, NULL, err) < 0)
+	if (write_tensors(s, d, "model.safetensors", "", s->params, NULL, NULL, err) < 0)
 		return -1;
 	test_delay();
-	if ((files & F(1)) && eng_hfconfig_write_at(d, "config.json", &s->cfg, err) < 0)
+	return eng_hfconfig_write_at(d, "config.json", &s->cfg, err);
+}
+
+/* A LoRA checkpoint's own base: the subdirectory ENG_PEFT_BASE_DIR of d, durably */
+static int write_own_base(const eng_ckpt_snap *s, const eng_dir *d, eng_err *err)
+{
+	eng_dir bd;
+	if (eng_dir_make_at(&bd, d, ENG_PEFT_BASE_DIR, 0755, 1, err) != 0)
+		return -1;
+	int rc = write_model(s, &bd, err) < 0 || eng_fs_sync_dir(&bd, err) < 0 ? -1 : 0;
+	eng_dir_close(&bd);
+	return rc;
+}
+
+/* Writes the files of snapshot s into the fresh directory d; own_base: the absolute path
+ * its own base will have (ENG_PEFT_BASE_DIR in the checkpoint's final directory), which
+ * adapter_config.json names so that PEFT and transformers find it from any working
+ * directory (they read base_model_name_or_path as a path from theirs). */
+static int write_files(const eng_ckpt_snap *s, const eng_dir *d, const char *own_base,
+	size_t *bytes, eng_err *err)
+{
+	unsigned files = files_of(s);
+	if ((files & F(0)) && write_model(s, d, err) < 0)
+		return -1;
+	if ((files & F(BASE_W)) && write_own_base(s, d, err) < 0)
 		return -1;
 	test_delay();
 	if ((files & F(3)) && eng_peft_write_at(d, &s->cfg, s->tensors, s->ntensors, s->params,
-				      s->lora_base[0] ? s->lora_base : ".", err) < 0)
+				      s->lora_base[0] ? s->lora_base : own_base, err) < 0)
 		return -1;
 	if (write_tensors(s, d, "optimizer.safetensors", "exp_avg.", s->m, "exp_avg_sq.", s->v,
 		    err) < 0)
@@ -502,10 +535,22 @@ static int write_files(const eng_ckpt_snap *s, const eng_dir *d, size_t *bytes, 
 	return write_state(s, d, bytes, err);
 }
 
+/* The absolute path checkpoint `name` of save directory dir gives its own base */
+static int own_base_path(const char *dir, const char *name, char *out, size_t len,
+	eng_err *err)
+{
+	char real[PATH_MAX];
+	if (!realpath(dir, real))
+		return eng_errf(err, "save directory '%s': %s", dir, strerror(errno));
+	int n = snprintf(out, len, "%s/%s/" ENG_PEFT_BASE_DIR, real, name);
+	return n < 0 || (size_t)n >= len ? eng_errf(err, "save directory path too long") : 0;
+}
+
 int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, int keep,
 	eng_ckpt_result *res, eng_err *err)
 {
 	char base[CKPT_NAME_MAX + 1], tmp[CKPT_NAME_MAX + 8], old[CKPT_NAME_MAX + 8];
+	char own[PATH_MAX + CKPT_NAME_MAX + 16];
 	eng_dir sd = {-1, ""}, td = {-1, ""};
 	double t0 = eng_now_ms();
 	int rc = -1, had_old = 0;
@@ -532,7 +577,10 @@ int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, in
 		named_taken(&sd, name, base, err) < 0 ||
 		eng_fs_remove_dir(&sd, tmp, err) < 0 || eng_fs_mkdir(&sd, tmp, err) < 0)
 		goto out;
-	if (eng_dir_open_at(&td, &sd, tmp, err) < 0 || write_files(s, &td, &res->bytes, err) < 0)
+	if (own_base_path(dir, base, own, sizeof own, err) < 0)
+		goto out;
+	if (eng_dir_open_at(&td, &sd, tmp, err) < 0 ||
+		write_files(s, &td, own, &res->bytes, err) < 0)
 		goto fail;
 	test_delay();
 	/* A periodic save of the same step again (the final save right after a periodic one)

@@ -88,8 +88,22 @@ static int read_targets(const char *path, json_t *root, const eng_config *c, uns
 	return 0;
 }
 
+/* 1 when b names a checkpoint's own base (its last component ENG_PEFT_BASE_DIR) and dir
+ * holds that subdirectory (looked at without following a link): the copy that moved with
+ * it, which the name written when it was saved may no longer reach */
+static int carried_base(const char *dir, const char *b)
+{
+	const char *last = strrchr(b, '/');
+	struct stat st;
+	if (strcmp(last ? last + 1 : b, ENG_PEFT_BASE_DIR) != 0)
+		return 0;
+	char p[PATH_MAX];
+	int n = snprintf(p, sizeof p, "%s/" ENG_PEFT_BASE_DIR, dir);
+	return n > 0 && (size_t)n < sizeof p && lstat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 /* base_model_name_or_path into base: a path, absolute or relative to dir, of a base model
- * directory that is not itself an adapter's */
+ * directory that is not itself an adapter's; a checkpoint's own base where it carries it */
 static int read_base(const char *path, const char *dir, json_t *root, char *base,
 	size_t baselen, eng_err *err)
 {
@@ -99,7 +113,12 @@ static int read_base(const char *path, const char *dir, json_t *root, char *base
 	int n;
 	if (!b || !*b)
 		return bad(err, path, "no 'base_model_name_or_path': the base model's directory");
-	n = b[0] == '/' ? snprintf(base, baselen, "%s", b) : snprintf(base, baselen, "%s/%s", dir, b);
+	if (carried_base(dir, b))
+		n = snprintf(base, baselen, "%s/" ENG_PEFT_BASE_DIR, dir);
+	else if (b[0] == '/')
+		n = snprintf(base, baselen, "%s", b);
+	else
+		n = snprintf(base, baselen, "%s/%s", dir, b);
 	if (n < 0 || (size_t)n >= baselen)
 		return bad(err, path, "'base_model_name_or_path' is too long");
 	if (eng_dir_open(&d, base, &e) < 0)

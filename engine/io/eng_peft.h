@@ -6,7 +6,9 @@
  *
  * What model.init_from may name besides the base models of eng_import.h: such an adapter
  * directory, its base found by base_model_name_or_path (a path, absolute or relative to the
- * adapter directory: a Hub id is not a path and is refused).
+ * adapter directory: a Hub id is not a path and is refused; a path ending in
+ * ENG_PEFT_BASE_DIR where the adapter directory has that subdirectory: the copy it carries,
+ * wherever the directory has moved).
  */
 #ifndef ENG_PEFT_H
 #define ENG_PEFT_H
@@ -21,6 +23,10 @@
 #define ENG_PEFT_CONFIG "adapter_config.json"
 #define ENG_PEFT_WEIGHTS "adapter_model.safetensors"
 #define ENG_PEFT_PREFIX "base_model.model."
+/* Where a checkpoint that carries its base holds it (config.json, model.safetensors): a
+ * directory of its own, with no adapter_config.json (transformers, asked to load a base
+ * from a directory that has one, would load the adapters into it too) */
+#define ENG_PEFT_BASE_DIR "base"
 
 /* 1 when dir holds adapter_config.json (an adapter directory), 0 otherwise (a file, no
  * directory); the entry looked at through the directory's descriptor, not followed. */

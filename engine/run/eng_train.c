@@ -84,17 +84,21 @@ static int lora_base_of(eng_trainer *tr, eng_err *err)
 	if (n >= sizeof tr->lora_base)
 		return eng_errf(err, "the base model's path is too long");
 	/* a base the checkpoints cannot name: an llm.c file (no directory), another LoRA
-	 * run's checkpoint holding its base (an adapter directory itself), or any run's
-	 * checkpoint (they come and go as save.keep says): copied in. Its entries looked at
-	 * through its descriptor, never a link's. */
+	 * run's checkpoint holding its base (an adapter directory itself, or the base
+	 * directory inside one), or any run's checkpoint (they come and go as save.keep
+	 * says): copied in. Its entries looked at through its descriptor, never a link's. */
 	int fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return errno == ENOTDIR ? 0 : eng_errf(err, "the base model '%.200s': %s", real,
 						   strerror(errno));
 	d.fd = fd;
 	memcpy(d.path, real, n + 1);
+	int up = openat(d.fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int copy = eng_peft_is_adapter_at(&d) ||
-		   fstatat(d.fd, "trainer_state.json", &st, AT_SYMLINK_NOFOLLOW) == 0;
+		   fstatat(d.fd, "trainer_state.json", &st, AT_SYMLINK_NOFOLLOW) == 0 ||
+		   (up >= 0 && fstatat(up, "trainer_state.json", &st, AT_SYMLINK_NOFOLLOW) == 0);
+	if (up >= 0)
+		close(up);
 	if (!copy && s->save_dir[0] && realpath(s->save_dir, save)) {
 		size_t k = strlen(save);
 		copy = strncmp(real, save, k) == 0 && (real[k] == '/' || real[k] == '\0');

@@ -279,6 +279,47 @@ static int write_one(const eng_dir *d, int which, const eng_config *cfg, eng_err
 	}
 }
 
+/* Removing a checkpoint (pruned, a leftover .tmp) that carries its base in base/: the
+ * subdirectory goes with it, a link in it is removed and never followed (the victim stays),
+ * a directory deeper down is refused, and so (as root) is another user's base/. */
+START_TEST(test_links_remove_with_base)
+{
+	char *root = t_tmp_dir("lk_base"), *victim = make_victim(root, "base");
+	eng_dir d;
+	eng_err err = {0};
+	dir_open(&d, root);
+	static const char *const made[] = {"ck", "ck/base", "deep", "deep/base",
+		"deep/base/more", "theirs", "theirs/base"};
+	for (size_t i = 0; i < sizeof made / sizeof made[0]; i++) {
+		char *p = path_join(root, made[i]);
+		ck_assert_int_eq(mkdir(p, 0755), 0);
+		free(p);
+	}
+	char *f = path_join(root, "ck/base/model.safetensors"), *l = path_join(root,
+		"ck/base/config.json");
+	write_text(f, "weights");
+	ck_assert_int_eq(symlink(victim, l), 0);
+	ck_assert_msg(eng_fs_remove_dir(&d, "ck", &err) == 0, "%s", err.msg);
+	ck_assert_int_ne(access(f, F_OK), 0);
+	victim_intact(victim, "a link in base/ removed");
+	ck_assert_int_eq(eng_fs_remove_dir(&d, "deep", &err), -1);
+	refused_for(&err, "base", "which no checkpoint has", "a directory in base/");
+	if (can_chown("test_links_remove_with_base")) {
+		char *t = path_join(root, "theirs/base");
+		ck_assert_int_eq(chown(t, TD_NOBODY, TD_NOBODY), 0);
+		ck_assert_int_eq(eng_fs_remove_dir(&d, "theirs", &err), -1);
+		refused_for(&err, "theirs", "belongs to uid 65534", "another user's base/");
+		ck_assert_int_eq(access(t, F_OK), 0);
+		free(t);
+	}
+	eng_dir_close(&d);
+	free(f);
+	free(l);
+	free(victim);
+	free(root);
+}
+END_TEST
+
 START_TEST(test_links_checkpoint_files)
 {
 	static const char *const names[] = {"model.safetensors", "optimizer.safetensors",
@@ -623,6 +664,7 @@ Suite *suite_links(void)
 	tcase_add_test(tc, test_links_latest);
 	tcase_add_test(tc, test_links_latest_tmp);
 	tcase_add_test(tc, test_links_checkpoint_files);
+	tcase_add_test(tc, test_links_remove_with_base);
 	tcase_add_test(tc, test_links_named_save_twice);
 	tcase_add_test(tc, test_links_named_save_twice_ctl);
 	suite_add_tcase(s, tc);

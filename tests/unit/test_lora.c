@@ -195,11 +195,50 @@ START_TEST(test_lora_checkpoint_external_base)
 }
 END_TEST
 
-/* A LoRA run of a preset (no base on disk): its checkpoints hold the base too, named ".",
- * and load back as the trained model */
+static float batch_loss(const char *from, const char *data, eng_model *keep);
+
+/* tests/data/peft_resolve.py ADAPTER run from the working directory cwd: PEFT's and
+ * transformers' way to the base and the adapters' files. Its exit status, its output in
+ * *out; -1 (a line said) without python3. */
+static int peft_resolve(const char *cwd, const char *adapter, char **out)
+{
+	if (access("/usr/bin/python3", X_OK) != 0) {
+		fprintf(stderr, "lora: PEFT's resolution not checked: no /usr/bin/python3 "
+				"(scripts/deps.sh installs python3)\n");
+		return -1;
+	}
+	char *script = t_data("peft_resolve.py");
+	char *argv[] = {"/bin/sh", "-c", "cd \"$1\" && exec /usr/bin/python3 \"$2\" \"$3\"",
+		"sh", (char *)cwd, script, (char *)adapter, NULL};
+	int rc = t_run(argv, out);
+	free(script);
+	return rc;
+}
+
+/* The checkpoint at path, as PEFT opens it from / and from tmp: its base is own (the
+ * absolute path of its base/ directory) */
+static void peft_finds(const char *path, const char *own, const char *tmp)
+{
+	const char *const cwds[] = {"/", tmp};
+	char want[PATH_MAX + 16];
+	snprintf(want, sizeof want, "base %s\nok\n", own);
+	for (int i = 0; i < 2; i++) {
+		char *out = NULL;
+		int rc = peft_resolve(cwds[i], path, &out);
+		ck_assert_msg(rc < 0 || (rc == 0 && !strcmp(out, want)), "PEFT from %s: %d\n%s",
+			cwds[i], rc, out ? out : "");
+		free(out);
+	}
+}
+
+/* A LoRA run of a preset (no base on disk): its checkpoints hold the base too, in base/,
+ * named by its absolute path, so that PEFT and transformers find it from any working
+ * directory (tests/data/peft_resolve.py follows them); they load back as the trained
+ * model, also once moved elsewhere (remat takes the base they carry) */
 START_TEST(test_lora_checkpoint_own_base)
 {
 	char *root = t_tmp_dir("lora_own"), path[ENG_PATH_LEN + 64], file[ENG_PATH_LEN + 128];
+	char own[PATH_MAX + 16];
 	eng_trainer a, b;
 	eng_step_stats st;
 	eng_err err;
@@ -208,8 +247,13 @@ START_TEST(test_lora_checkpoint_own_base)
 		ck_assert_msg(eng_trainer_step_as(&a, NULL, &st, &err) == 0, "%s", err.msg);
 	t_save(&a, path, sizeof path);
 	snprintf(file, sizeof file, "%s/" ENG_PEFT_CONFIG, path);
-	read_peft_config(file, ".", &a.model);
+	ck_assert_ptr_nonnull(realpath(path, own));
+	strcat(own, "/" ENG_PEFT_BASE_DIR);
+	read_peft_config(file, own, &a.model);
+	peft_finds(path, own, root);
 	snprintf(file, sizeof file, "%s/model.safetensors", path);
+	ck_assert_int_ne(access(file, F_OK), 0); /* nothing a loader without peft takes */
+	snprintf(file, sizeof file, "%s/" ENG_PEFT_BASE_DIR "/model.safetensors", path);
 	eng_st_file f;
 	ck_assert_msg(eng_st_read(&f, file, &err) == 0, "%s", err.msg);
 	ck_assert_int_eq(f.n, eng_lora_base_tensors(&a.model.cfg)); /* the base's alone */
@@ -236,9 +280,21 @@ START_TEST(test_lora_checkpoint_own_base)
 	ck_assert_msg(eng_trainer_step_as(&b, NULL, &st, &err) == 0, "%s", err.msg);
 	t_save(&b, path2, sizeof path2);
 	snprintf(file, sizeof file, "%s/" ENG_PEFT_CONFIG, path2);
-	read_peft_config(file, ".", &b.model);
+	ck_assert_ptr_nonnull(realpath(path2, own));
+	strcat(own, "/" ENG_PEFT_BASE_DIR);
+	read_peft_config(file, own, &b.model);
 	ck_assert_msg(eng_ckpt_verify(path2, &err) == 0, "%s", err.msg);
 	eng_trainer_free(&b);
+	/* moved: the name written no longer reaches its base; remat takes the one it carries */
+	float before = batch_loss(path2, data, NULL), after;
+	char moved[ENG_PATH_LEN + 80], name[80], there[ENG_PATH_LEN + 160];
+	snprintf(moved, sizeof moved, "%s.moved", save2);
+	snprintf(name, sizeof name, "%s", strrchr(path2, '/') + 1);
+	ck_assert_int_eq(rename(save2, moved), 0);
+	snprintf(there, sizeof there, "%s/%s", moved, name);
+	ck_assert_msg(eng_ckpt_verify(there, &err) == 0, "%s", err.msg);
+	after = batch_loss(there, data, NULL);
+	ck_assert(memcmp(&before, &after, sizeof before) == 0);
 	eng_trainer_free(&a);
 	free(data);
 	free(root);
