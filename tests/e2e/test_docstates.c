@@ -64,19 +64,22 @@ static void start(ds *t, int steps, char *id)
 	snprintf(id, 16, "%s", td_job_start(&t->c, spec, NULL));
 }
 
-/* job's state now ("gone" once removed) */
+/* job's state now ("gone" once removed); an ended job's worker may still be exiting: its
+ * state is "exiting" until rematd has reaped it (its pid null) */
 static const char *state_of(ds *t, const char *job)
 {
 	static char st[32];
 	json_t *r = td_request(&t->c, "{\"execute\":\"job-status\",\"arguments\":{\"job\":"
-		"\"%s\"}}", job);
-	snprintf(st, sizeof st, "%s", json_object_get(r, "return") ?
-		td_str(json_object_get(r, "return"), "state") : "gone");
+		"\"%s\"}}", job), *ret = json_object_get(r, "return");
+	snprintf(st, sizeof st, "%s", ret ? td_str(ret, "state") : "gone");
+	if (ret && proto_job_state_final(proto_job_state_find(st)) &&
+		!json_is_null(json_object_get(ret, "pid")))
+		snprintf(st, sizeof st, "exiting");
 	json_decref(r);
 	return st;
 }
 
-/* Waits until job is in state `to` */
+/* Waits until job is in state `to` (an ended one: its worker reaped) */
 static void wait_for(ds *t, const char *job, const char *to)
 {
 	long end = td_ms() + T_JOB_MS;

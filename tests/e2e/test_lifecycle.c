@@ -792,6 +792,26 @@ static const char *cause_of(const json_t *ev, char *buf, size_t len)
 	return buf;
 }
 
+/* No STEP after unsubscribe's reply, on s (a tiny step is faster than the pacing: one is
+ * held back nearly always) */
+static void no_step_after_unsubscribe(td_conn *s)
+{
+	for (int round = 0; round < 3; round++) {
+		td_send(s, "{\"execute\":\"subscribe\",\"arguments\":{\"events\":[\"STEP\"]}}");
+		json_decref(td_reply(s, T_READ_MS));
+		td_sleep_ms(120);
+		td_send(s, "{\"execute\":\"unsubscribe\",\"arguments\":{\"events\":[\"STEP\"]}}");
+		json_t *m;
+		while ((m = td_read_msg(s, T_READ_MS)) && json_object_get(m, "event"))
+			json_decref(m);
+		ck_assert_ptr_nonnull(json_object_get(m, "return"));
+		json_decref(m);
+		m = td_read_msg(s, 300);
+		ck_assert_msg(m == NULL, "a line after unsubscribe's reply: %s",
+			td_str(m, "event"));
+	}
+}
+
 /* Events say which request caused them: a remat-set kept while the job starts is the one
  * REMAT_APPLIED of step 1 (no second one for the spec's policy); sets taken at one boundary
  * are said once, with the last one's change; job-set's HPARAMS_APPLIED its own; the
@@ -854,23 +874,7 @@ START_TEST(test_lifecycle_events_name_requests)
 		  json_is_null(json_object_get(ev, "predicted_peak_bytes")));
 	json_decref(ev);
 
-	/* no STEP after unsubscribe's reply (a tiny step is faster than the pacing: one is
-	 * held back nearly always) */
-	for (int round = 0; round < 3; round++) {
-		td_send(&s, "{\"execute\":\"subscribe\",\"arguments\":{\"events\":[\"STEP\"]}}");
-		json_decref(td_reply(&s, T_READ_MS));
-		td_sleep_ms(120);
-		td_send(&s, "{\"execute\":\"unsubscribe\",\"arguments\":{\"events\":[\"STEP\"]}}");
-		json_t *m;
-		while ((m = td_read_msg(&s, T_READ_MS)) && json_object_get(m, "event"))
-			json_decref(m);
-		ck_assert_ptr_nonnull(json_object_get(m, "return"));
-		json_decref(m);
-		m = td_read_msg(&s, 300);
-		ck_assert_msg(m == NULL, "a line after unsubscribe's reply: %s",
-			td_str(m, "event"));
-	}
-
+	no_step_after_unsubscribe(&s);
 	json_decref(td_request(&c, "{\"execute\":\"job-stop\",\"arguments\":{\"job\":\"%s\"}}",
 		job));
 	json_decref(td_wait_state(&e, job, "stopped", T_JOB_MS));
