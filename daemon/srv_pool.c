@@ -278,6 +278,10 @@ void srv_pool_spawned(srv_job *job)
 	job->pool.seen_step = 0; /* a resume's worker counts from its checkpoint's step */
 	if (!job->srv->pool.on || job->pool.least <= 0 || job->pool.own)
 		return;
+	/* a new worker holds no budget yet, whatever an earlier one of the job held: one that
+	 * refuses its admission has none, and is admitted again at its own least (readmit),
+	 * not left to run outside the pool under a share it never took */
+	job->pool.share = 0;
 	tell(job, job_least(job), "admit", "admitted at its least");
 }
 

@@ -168,12 +168,18 @@ static json_t *replay_for(td_conn *ev, td_conn *rq, replay *r, const char *job,
 {
 	long end = td_ms() + ms;
 	while (td_ms() < end) {
-		json_t *o = td_read_msg(ev, 100);
+		/* the resident memory is weighed against the shares told only when every event
+		 * sent before it was read has been replayed: a grow is published before the job
+		 * can take it, and a job that took one since the last event read is no breach */
 		long long rss = 0;
 		for (int i = 0; i < r->n; i++)
 			rss += r->pid[i] ? rss_of(r->pid[i]) : 0;
-		ck_assert_msg(rss <= r->pool, "the jobs hold %lld bytes, the pool is %lld", rss,
-			r->pool);
+		json_t *o = td_read_msg(ev, 0);
+		if (!o) {
+			ck_assert_msg(rss <= r->pool, "the jobs hold %lld bytes, the pool is %lld",
+				rss, r->pool);
+			o = td_read_msg(ev, 100);
+		}
 		const char *name = json_string_value(json_object_get(o, "event"));
 		json_t *d = json_object_get(o, "data");
 		const char *of = d ? td_str(d, "job") : NULL;
