@@ -120,8 +120,14 @@ void t_mpi_train1(const char *spec)
 
 void t_same_weights(const char *a, const char *b, const char *what)
 {
-	static const char *const files[] = {"model.safetensors", "optimizer.safetensors"};
-	for (int i = 0; i < 2; i++) {
+	/* a LoRA run's: its adapters, and the base it carries (base/) */
+	static const char *const full[] = {"model.safetensors", "optimizer.safetensors", NULL},
+		*const lora[] = {"adapter_model.safetensors", "base/model.safetensors",
+			"optimizer.safetensors", NULL};
+	char conf[800];
+	snprintf(conf, sizeof conf, "%s/adapter_config.json", a);
+	const char *const *files = access(conf, F_OK) == 0 ? lora : full;
+	for (int i = 0; files[i]; i++) {
 		char pa[800], pb[800];
 		size_t na, nb;
 		snprintf(pa, sizeof pa, "%s/%s", a, files[i]);
