@@ -1,8 +1,10 @@
 /* test_protodoc.c - docs/protocol.md against proto's own tables, so that neither drifts:
  * every command has its row in the Commands table (and every row a command), with its
  * scope, "(deferred)" exactly when its reply waits for a step boundary, and each argument
- * of its schema named, with "?" exactly when it is optional; every event has its row in the
- * Events table (and every row an event); the error classes listed are proto's, in order.
+ * of its schema named, with "?" exactly when it is optional, and job-status's every key of
+ * its reply (proto_status_keys); every event has its row in the Events table (and every
+ * row an event), REMAT_APPLIED's naming every cause of a policy change; the error classes
+ * listed are proto's, in order.
  */
 #include "proto.h"
 #include "tests.h"
@@ -76,6 +78,14 @@ START_TEST(test_protodoc_commands)
 	}
 	ck_assert_int_eq(table_rows(doc, "| command | scope | arguments | returns |",
 				 is_command), n);
+	/* job-status's row names every key its reply has in every state */
+	size_t len;
+	const char *row = t_doc_row(doc, "job-status", &len);
+	char *text = strndup(row, len);
+	for (int i = 0; proto_status_keys[i]; i++)
+		ck_assert_msg(has_code(text, proto_status_keys[i]), "job-status's row does not name "
+			"its key %s", proto_status_keys[i]);
+	free(text);
 	free(doc);
 }
 END_TEST
@@ -92,6 +102,16 @@ START_TEST(test_protodoc_events_errors)
 			proto_event_name((proto_event)e));
 	}
 	ck_assert_int_eq(table_rows(doc, "| event | data |", proto_event_known), PROTO_EV_COUNT);
+	/* REMAT_APPLIED's row names every cause proto has (`"start"`, ...) */
+	size_t len;
+	char row[4096], name[64];
+	const char *r = t_doc_row(t, "REMAT_APPLIED", &len);
+	snprintf(row, sizeof row, "%.*s", (int)len, r);
+	for (int c = 0; c < PROTO_CAUSE_N; c++) {
+		snprintf(name, sizeof name, "\"%s\"", proto_cause_name(c));
+		ck_assert_msg(has_code(row, name), "REMAT_APPLIED's row does not name the cause %s",
+			name);
+	}
 	/* "Error classes: `ParseError`, `InvalidRequest`, ..., `Internal`." in proto's order */
 	const char *at = strstr(doc, "Error classes: ");
 	ck_assert_ptr_nonnull(at);
