@@ -220,7 +220,7 @@ static int peft_resolve(const char *cwd, const char *adapter, char **out)
 static void peft_finds(const char *path, const char *own, const char *tmp)
 {
 	const char *const cwds[] = {"/", tmp};
-	char want[PATH_MAX + 16];
+	char want[PATH_MAX + 64];
 	snprintf(want, sizeof want, "base %s\nok\n", own);
 	for (int i = 0; i < 2; i++) {
 		char *out = NULL;
