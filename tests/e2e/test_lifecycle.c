@@ -859,13 +859,17 @@ START_TEST(test_lifecycle_events_name_requests)
 	json_decref(ev);
 
 	/* the controller's own change, and off said as null */
-	json_decref(td_expect_return(td_request(&c, "{\"execute\":\"remat-auto\",\"arguments\":"
-		"{\"job\":\"%s\",\"budget_bytes\":4294967296}}", job)));
+	json_t *r = td_request(&c, "{\"execute\":\"remat-auto\",\"arguments\":{\"job\":\"%s\","
+		"\"budget_bytes\":4294967296}}", job);
+	td_expect_return(r);
+	json_decref(r);
 	ev = td_wait_event(&e, job, "REMAT_APPLIED", T_JOB_MS);
 	ck_assert_str_eq(cause_of(ev, cs, sizeof cs), "controller:-");
 	json_decref(ev);
-	json_decref(td_expect_return(td_request(&c, "{\"execute\":\"remat-auto\",\"arguments\":"
-		"{\"job\":\"%s\",\"budget\":\"off\"}}", job)));
+	r = td_request(&c, "{\"execute\":\"remat-auto\",\"arguments\":{\"job\":\"%s\","
+		"\"budget\":\"off\"}}", job);
+	td_expect_return(r);
+	json_decref(r);
 	for (ev = NULL; !ev || !json_is_null(json_object_get(ev, "policy"));) {
 		json_decref(ev);
 		ev = td_wait_event(&e, job, "REMAT_AUTO", T_JOB_MS);
