@@ -343,7 +343,6 @@ int sv_conn_wants(const sv_conn *k, const char *job, uint32_t bit)
 	return 0;
 }
 
-/* Sends the STEP event held back in slot s, if any. */
 /* The STEP held back in s sent, unless an unsubscribe answered since removed it: no event
  * it removed follows its reply. */
 static void step_flush(sv_conn *k, sv_step_slot *s)

@@ -550,7 +550,7 @@ int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, in
 	eng_ckpt_result *res, eng_err *err)
 {
 	char base[CKPT_NAME_MAX + 1], tmp[CKPT_NAME_MAX + 8], old[CKPT_NAME_MAX + 8];
-	char own[PATH_MAX + CKPT_NAME_MAX + 16];
+	char own[PATH_MAX + CKPT_NAME_MAX + 16] = "";
 	eng_dir sd = {-1, ""}, td = {-1, ""};
 	double t0 = eng_now_ms();
 	int rc = -1, had_old = 0;
@@ -577,7 +577,8 @@ int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, in
 		named_taken(&sd, name, base, err) < 0 ||
 		eng_fs_remove_dir(&sd, tmp, err) < 0 || eng_fs_mkdir(&sd, tmp, err) < 0)
 		goto out;
-	if (own_base_path(dir, base, own, sizeof own, err) < 0)
+	/* only a LoRA run that carries its base names it by a path of the save directory */
+	if ((files_of(s) & F(BASE_W)) && own_base_path(dir, base, own, sizeof own, err) < 0)
 		goto out;
 	if (eng_dir_open_at(&td, &sd, tmp, err) < 0 ||
 		write_files(s, &td, own, &res->bytes, err) < 0)
