@@ -211,8 +211,9 @@ static void placement_args(argv_b *b, const eng_check_info *ci)
 	}
 }
 
-int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, char **args,
-	char *store, size_t storelen, char *err, size_t errlen)
+int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *pool_arg,
+	const char *spec_path, char **args, char *store, size_t storelen, char *err,
+	size_t errlen)
 {
 	srv_server *srv = job->srv;
 	argv_b b = {args, store, storelen, 0, 0, 0};
@@ -255,6 +256,8 @@ int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, cha
 	arg(&b, "%s", metrics);
 	arg(&b, "--job-id");
 	arg(&b, "%s", job->id);
+	if (pool_arg)
+		arg(&b, "--pool-budget"), arg(&b, "%s", pool_arg);
 	arg(&b, "%s", spec);
 	if (b.full) {
 		snprintf(err, errlen, "mpirun's arguments are too long");

@@ -10,7 +10,7 @@
 
 #define SRV_MPI_SOCKET "ctl.sock" /* in the job's directory, until rank 0 has connected */
 #define SRV_MPI_SPEC "rank.json"  /* the spec the ranks read when they are not rematd's */
-#define SRV_MPI_MAX_ARGS 64 /* 20 of rematd's own, --mca KEY VALUE for each allowed key */
+#define SRV_MPI_MAX_ARGS 64 /* 22 of rematd's own, --mca KEY VALUE for each allowed key */
 
 /* At job-start, from remat-train --check's answer: -1 (why in desc) when the job wants
  * ranks and rematd has no mpirun. */
@@ -24,10 +24,11 @@ int srv_mpi_ranks(const srv_job *job);
  * metrics.jsonl (created, the owner's: rank 0 opens it), then the arguments into args
  * (SRV_MPI_MAX_ARGS, pointing into store): mpirun's, or with as_arg (rematd root, the owner
  * not) remat-train --as as_arg --exec mpirun..., so that mpirun, its daemons and every rank
- * are the owner's from the start, reading a copy of the spec that is theirs. 0, or -1 with
- * why in err. */
-int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *spec_path, char **args,
-	char *store, size_t storelen, char *err, size_t errlen);
+ * are the owner's from the start, reading a copy of the spec that is theirs; pool_arg
+ * (NULL: none) is each rank's --pool-budget. 0, or -1 with why in err. */
+int srv_mpi_prepare(srv_job *job, const char *as_arg, const char *pool_arg,
+	const char *spec_path, char **args, char *store, size_t storelen, char *err,
+	size_t errlen);
 
 /* After the spawn: waits for rank 0's connection (a peer of another user is refused and
  * waited past), then calls connected with its socket (*fd, which connected takes: -1

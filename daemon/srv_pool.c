@@ -272,17 +272,22 @@ static void tell(srv_job *job, long long bytes, const char *phase, const char *w
 	json_decref(args);
 }
 
-void srv_pool_spawned(srv_job *job)
+long long srv_pool_spawning(srv_job *job)
 {
-	job->pool.admitted = 0;
-	job->pool.seen_step = 0; /* a resume's worker counts from its checkpoint's step */
-	if (!job->srv->pool.on || job->pool.least <= 0 || job->pool.own)
-		return;
-	/* a new worker holds no budget yet, whatever an earlier one of the job held: one that
-	 * refuses its admission has none, and is admitted again at its own least (readmit),
-	 * not left to run outside the pool under a share it never took */
-	job->pool.share = 0;
-	tell(job, job_least(job), "admit", "admitted at its least");
+	srv_pool_job *pj = &job->pool;
+	pj->admitted = 0;
+	pj->seen_step = 0; /* a resume's worker counts from its checkpoint's step */
+	pj->share = pj->told_from = 0; /* whatever an earlier worker of the job held */
+	pj->ack_step = 0;
+	if (!job->srv->pool.on || pj->least <= 0 || pj->own)
+		return 0;
+	/* given on its command line, not told: a budget it cannot refuse (a least above it,
+	 * measured, runs the least policy and says so, and the pool divides again) */
+	pj->share = job_least(job);
+	srv_copy_text(pj->why, sizeof pj->why, "admitted at its least");
+	srv_log("job %s: pool share %.1f MiB (admit: %s)", job->id, MIB(pj->share), pj->why);
+	publish(job, "admit", 0);
+	return pj->share / ranks_of(job); /* each rank's */
 }
 
 /* ---- the division ---- */
@@ -401,31 +406,6 @@ out:
 	return rc;
 }
 
-/* A job that refused the least it was admitted at is told its own (what it refused and a
- * twentieth, its floor, or its worker's word): first in the room a division makes for it
- * when the others hold too much (-1: that division is under way, and tells it after).
- * Where even the others' leasts leave less (its least, measured, is above what its
- * admission counted), the pool is overcommitted: said in the log, as that is what the job
- * holds regardless. */
-static int readmit(srv_job *job)
-{
-	int n;
-	long long reserved, taken = pool_taken(job->srv, &n, &reserved);
-	if (taken > job->srv->pool.bytes && reserved <= job->srv->pool.bytes &&
-		job->pool.readmit == 1) {
-		job->pool.readmit = 2; /* asked once: a least that moves again is told as is */
-		srv_pool_changed(job->srv, "a job's own least is larger than planned");
-		return -1;
-	}
-	job->pool.readmit = 0;
-	if (taken > job->srv->pool.bytes)
-		srv_log("job %s: the pool is overcommitted by %.1f MiB: the job's least, measured, "
-			"is above what its admission counted", job->id,
-			MIB(taken - job->srv->pool.bytes));
-	tell(job, job_least(job), "admit", "its own least, larger than planned");
-	return 0;
-}
-
 /* Tells the grows the division holds, once no shrink is awaited. */
 static void grow_waiting(srv_server *srv)
 {
@@ -445,10 +425,6 @@ static void grow_waiting(srv_server *srv)
 		srv_pool_changed(srv, "a job refused a share below its least");
 		return;
 	}
-	for (int i = 0; i < srv->n_jobs; i++)
-		if (srv->jobs[i]->pool.readmit && in_pool(srv->jobs[i]) &&
-			readmit(srv->jobs[i]) < 0)
-			return; /* the division that makes its room tells the grows */
 	for (int i = 0; i < srv->n_jobs; i++) {
 		srv_job *j = srv->jobs[i];
 		if (divisible(j) && j->pool.want > j->pool.share)
@@ -485,7 +461,12 @@ static void divide(srv_server *srv)
 			candidates(srv->jobs[i], avail, srv->jobs[i]->pool.rate, &c[n]);
 			n += c[n].n > 0;
 		}
-	if (!n || avail <= 0 || choose(c, n, avail, choice) < 0) {
+	int fits = n && avail > 0 && choose(c, n, avail, choice) == 0;
+	if (n && !fits) /* what the jobs hold regardless: their least, measured, came above
+			 * what their admission counted */
+		srv_log("the pool is overcommitted: the running jobs' least, measured, passes the "
+			"%.1f MiB the others leave them", MIB(avail > 0 ? avail : 0));
+	if (!fits) {
 		grow_waiting(srv); /* nothing to size: what waited on the squeezes follows them */
 		goto out;
 	}
@@ -603,7 +584,6 @@ void srv_pool_auto_reply(srv_job *job, const json_t *ret)
 		if (pj->floor < told + told / 20)
 			pj->floor = told + told / 20;
 		job->srv->pool.refused = 1;
-		pj->readmit = !pj->share; /* no budget at all yet: its least, once there is room */
 		grow_waiting(job->srv);
 		return;
 	}

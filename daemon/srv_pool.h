@@ -12,8 +12,11 @@
  *    for its reserve; else the others are shrunk first (a division) and it starts once
  *    their shrinks are acknowledged ("admitted: waiting for the running jobs to give back
  *    ...").
- *  - A job starts with its reserve as its controller's budget (a remat-auto of rematd's
- *    own, kept by the worker for its first step), then takes part in the division.
+ *  - A job starts with its reserve as its controller's budget, given on its worker's command
+ *    line (remat-train --pool-budget: never refused, as a spec's remat.budget), then takes
+ *    part in the division. A least its worker measures above it is run all the same (the
+ *    least policy, said by REMAT_AUTO): the division after its first step sizes it from
+ *    that least, the others shrunk first.
  *  - Division: the running jobs without a budget of their own share what the others
  *    (starting, paused, stopping, their own budget) leave: each at least its least, at
  *    most its `off` policy's peak, so that the sum over jobs of priority x added step
@@ -80,8 +83,6 @@ typedef struct srv_pool_job {
 	long long rss;        /* the last MEMORY event's resident bytes */
 	int seen_step;        /* the last step its worker ran, or laid out while paused,
 			       * under the budget told last (this worker's) */
-	int readmit;          /* it refused the least it was admitted at: told its own,
-			       * larger, once the others made room (2: a division asked to) */
 	int known;            /* the figures above were set (priority and own are kept
 			       * across a resume and a restart of rematd) */
 	char why[96];         /* why its share was told last */
@@ -109,9 +110,10 @@ void srv_pool_job_terms(srv_job *job, const json_t *spec, int resume);
 /* Whether the queued job may start now: 1 (its reserve taken); 0 or -1, it waits, its
  * reason saying for what (-1: a new reason, for the record). Always 1 without a pool. */
 int srv_pool_admit(srv_job *job);
-/* Its worker spawned: its controller's budget told (its reserve), when it has none of
- * its own. */
-void srv_pool_spawned(srv_job *job);
+/* Its worker about to be spawned: the budget its controller keeps from its first step
+ * (remat-train --pool-budget, each rank's bytes), its reserve, published as its share; 0
+ * when the pool gives it none (no pool, a budget of its own, outside the pool). */
+long long srv_pool_spawning(srv_job *job);
 
 /* The job's state changed, or it ended: re-divides. */
 void srv_pool_changed(srv_server *srv, const char *why);

@@ -526,7 +526,6 @@ void srv_worker_channel_open(srv_job *job, int *fd)
 		worker_chan_end(job);
 		return;
 	}
-	srv_pool_spawned(job); /* its controller's budget, kept for its first step */
 }
 
 /* The job's file name in its directory, opened to append (created 0600): reached through
@@ -620,10 +619,16 @@ void srv_worker_spawn(srv_job *job)
 	off_t log_size = lseek(log_fd, 0, SEEK_END);
 	job->log_from = log_size > 0 ? (long long)log_size : 0;
 	/* as its owner when rematd is root and the owner is not (remat-train drops first) */
-	char as_arg[ENG_CRED_ARG_LEN], mpi_store[4 * SRV_PATH_LEN];
+	char as_arg[ENG_CRED_ARG_LEN], mpi_store[4 * SRV_PATH_LEN], pool_arg[24];
 	char *args[SRV_MPI_MAX_ARGS] = {srv->worker_path, "--control-fd", WORKER_FD_ARG,
 		"--job-id", job->id, "--metrics-fd", METRICS_FD_ARG};
 	int mpi = srv_mpi_ranks(job) > 1, n = 7 + srv_cred_args(srv, &job->owner, as_arg, args + 7);
+	long long share = srv_pool_spawning(job); /* its controller's budget from step 1 */
+	snprintf(pool_arg, sizeof pool_arg, "%lld", share);
+	if (share > 0 && !mpi) {
+		args[n++] = "--pool-budget";
+		args[n++] = pool_arg;
+	}
 	uv_stdio_container_t stdio[SRV_WORKER_METRICS_FD + 1];
 	stdio[0].flags = UV_IGNORE; /* /dev/null */
 	stdio[1].flags = UV_INHERIT_FD;
@@ -632,8 +637,8 @@ void srv_worker_spawn(srv_job *job)
 	stdio[2].data.fd = log_fd;
 	if (mpi) {
 		/* mpirun -np N remat-train: rank 0 connects to a socket of the job's */
-		if (srv_mpi_prepare(job, n > 7 ? as_arg : NULL, spec_path, args, mpi_store,
-			    sizeof mpi_store, err, sizeof err) < 0)
+		if (srv_mpi_prepare(job, n > 7 ? as_arg : NULL, share > 0 ? pool_arg : NULL,
+			    spec_path, args, mpi_store, sizeof mpi_store, err, sizeof err) < 0)
 			goto fail;
 	} else {
 		args[n] = spec_path;

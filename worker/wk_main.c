@@ -2,7 +2,7 @@
  *
  *   remat-train [--json] [--metrics FILE] [--remat-schedule STEP:POLICY,...] [--timing]
  *               [--control PATH | --control-fd N [--metrics-fd N]] [--job-id ID]
- *               [--as UID:GID[:GROUPS]] JOB.json
+ *               [--pool-budget BYTES] [--as UID:GID[:GROUPS]] JOB.json
  *   remat-train --check [--as UID:GID[:GROUPS]] JOB.json
  *   remat-train --info
  *   remat-train --export-llmc CKPT_DIR OUT.bin [--bf16]
@@ -25,6 +25,10 @@
  * --control PATH listens on a socket of its own for rematctl; --control-fd N speaks to
  * rematd over an inherited socketpair (wk_ctl.c): both take the protocol's commands,
  * applied here at step boundaries.
+ * --pool-budget BYTES (rematd, a job of its memory pool): the budget the memory controller
+ * keeps from the first step, the job's share of the pool (the spec has no remat.budget of
+ * its own); as the spec's budget, it is never refused: a least above it runs the least
+ * policy and says so, and the pool divides again.
  * --as (rematd as root, for a client of another uid): reads JOB.json, then becomes that
  * user (groups, gid, uid) before any file the spec names is opened (eng_cred.h).
  * --check trains nothing: it validates the whole job as its start would (eng_trainer_check:
@@ -95,7 +99,8 @@ static void usage(FILE *f)
 		   "                   [--remat-schedule STEP:POLICY[,STEP:POLICY...]]\n"
 		   "                   [--control PATH | --control-fd N [--metrics-fd N] |\n"
 		   "                    --control-connect PATH]\n"
-		   "                   [--job-id ID] [--as UID:GID[:GROUPS]] JOB.json\n"
+		   "                   [--job-id ID] [--pool-budget BYTES]\n"
+		   "                   [--as UID:GID[:GROUPS]] JOB.json\n"
 		   "       remat-train --check [--as UID:GID[:GROUPS]] JOB.json\n"
 		   "       remat-train --info\n"
 		   "       remat-train --export-llmc CKPT_DIR OUT.bin [--bf16]\n"
@@ -277,6 +282,7 @@ typedef struct train_opts {
 	int json, check, bf16, timing;
 	int ctl_fd;                        /* --control-fd, -1 none */
 	int metrics_fd;                    /* --metrics-fd, -1 none */
+	size_t pool_budget;                /* --pool-budget BYTES, 0 none */
 	const char *job, *sched_arg, *ctl_path, *job_id, *as, *export_from, *export_to;
 	int merge;          /* --merge-lora: export_from/export_to are its two directories */
 	const char *metrics;               /* --metrics FILE */
@@ -368,6 +374,15 @@ static int parse_one(int argc, char **argv, int *i, train_opts *o)
 			usage(stderr);
 			return 2;
 		}
+	} else if (strcmp(a, "--pool-budget") == 0 && more) {
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(argv[++*i], &end, 10);
+		if (*end || end == argv[*i] || errno || v == 0 || argv[*i][0] == '-') {
+			usage(stderr);
+			return 2;
+		}
+		o->pool_budget = (size_t)v;
 	} else if (strcmp(a, "--job-id") == 0 && more) {
 		o->job_id = argv[++*i];
 	} else if (strcmp(a, "--export-llmc") == 0 && *i + 2 < argc && !o->export_from) {
@@ -404,7 +419,7 @@ static int parse_one(int argc, char **argv, int *i, train_opts *o)
 static int args_fit(const train_opts *o)
 {
 	int run_opts = o->json || o->sched_arg || o->timing || o->ctl_path || o->ctl_fd >= 0 ||
-		o->metrics || o->metrics_fd >= 0 || o->ctl_connect;
+		o->metrics || o->metrics_fd >= 0 || o->ctl_connect || o->pool_budget;
 	if (o->exec) /* --as and --exec alone */
 		return o->as && !o->job && !o->json && !o->check && !o->sample.ckpt ? -1
 			: (usage(stderr), 2);
@@ -672,6 +687,10 @@ int main(int argc, char **argv)
 			return print_check(check_failed(&err));
 		return check_job(&spec);
 	}
+	/* rematd's pool share: the spec's budget where it has none, kept from the first step
+	 * (the check that refuses a budget below the least is --check's, not this run's) */
+	if (spec_rc == 0 && o.pool_budget && !spec.remat_budget && !spec.remat_budget_cgroup)
+		spec.remat_budget = o.pool_budget;
 	wk_metrics mx;
 	int together = 0;
 	wk_metrics_init(&mx);

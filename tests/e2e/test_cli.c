@@ -640,17 +640,23 @@ START_TEST(test_cli_train_step_lines)
 }
 END_TEST
 
+/* Runs remat-train with args (--json among them); fills rows, returns their count. */
+static int json_run_args(const char **args, json_t **rows, int max)
+{
+	char *out;
+	int rc = t_train_run(&out, 0, args);
+	ck_assert_msg(rc == 0, "exit status %d:\n%s", rc, out);
+	int n = json_lines(out, rows, max);
+	free(out);
+	return n;
+}
+
 /* Runs a job with --json (and a schedule, or NULL); fills rows, returns their count. */
 static int json_run(const char *job, const char *sched, json_t **rows, int max)
 {
 	const char *with[] = {"--json", "--remat-schedule", sched, job, NULL};
 	const char *without[] = {"--json", job, NULL};
-	char *out;
-	int rc = t_train_run(&out, 0, sched ? with : without);
-	ck_assert_msg(rc == 0, "exit status %d:\n%s", rc, out);
-	int n = json_lines(out, rows, max);
-	free(out);
-	return n;
+	return json_run_args(sched ? with : without, rows, max);
 }
 
 static void free_rows(json_t **rows, int n)
@@ -993,7 +999,9 @@ END_TEST
 
 /* "remat": {"budget": N} halfway between what off and the least policy need: the memory
  * controller picks a policy that fits from the first step, every step stays under the
- * budget, and the losses are an off run's, bit for bit. */
+ * budget, and the losses are an off run's, bit for bit. rematd's --pool-budget does the
+ * same where the spec has none, and one below the least is run (the least policy), never
+ * refused. */
 START_TEST(test_cli_budget_controller)
 {
 	need_gpl();
@@ -1018,6 +1026,41 @@ START_TEST(test_cli_budget_controller)
 			      "%.9g without a budget", i + 1, jnum(rows[i], "loss"), jnum(ref[i], "loss"));
 	}
 	free_rows(rows, n);
+	/* rematd's --pool-budget, the same budget where the spec has none: the same policies */
+	char b[32], small[32];
+	snprintf(b, sizeof b, "%lld", budget);
+	const char *pool[] = {"--json", "--pool-budget", b, plain, NULL};
+	json_t *prow[8], *lrow[8];
+	int p = json_run_args(pool, prow, 8);
+	ck_assert_int_eq(p, 3);
+	for (int i = 0; i < p; i++) {
+		ck_assert_msg(jint(prow[i], "peak_bytes") <= budget, "--pool-budget, step %d: %lld "
+			      "over %lld", i + 1, jint(prow[i], "peak_bytes"), budget);
+		ck_assert(jnum(prow[i], "loss") == jnum(ref[i], "loss"));
+	}
+	/* one below the least is never refused: the least policy runs, and says so */
+	snprintf(small, sizeof small, "%lld", least / 2);
+	const char *below[] = {"--json", "--pool-budget", small, plain, NULL};
+	int l = json_run_args(below, lrow, 8);
+	ck_assert_int_eq(l, 3);
+	json_t *leastp = json_pack("{s:s,s:s}", "h.0-1", "full", "head", "chunked");
+	for (int i = 0; i < l; i++)
+		ck_assert_msg(json_equal(json_object_get(lrow[i], "policy"), leastp), "step %d: "
+			"not the least policy under a budget below it", i + 1);
+	json_decref(leastp);
+	/* a size of bytes, above 0 */
+	const char *bad[][5] = {{"--pool-budget", "0", plain, NULL},
+		{"--pool-budget", "-5", plain, NULL}, {"--pool-budget", "12x", plain, NULL},
+		{"--check", "--pool-budget", "5", plain, NULL}};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		char *err;
+		int rc = t_train_run(&err, 1, bad[i]);
+		ck_assert_msg(rc == 2 && strstr(err, "usage:"), "%s %s: %d\n%s", bad[i][0],
+			bad[i][1], rc, err);
+		free(err);
+	}
+	free_rows(prow, p);
+	free_rows(lrow, l);
 	free_rows(ref, m);
 	free(job);
 	free(plain);

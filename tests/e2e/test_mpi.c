@@ -451,9 +451,9 @@ START_TEST(test_mpi_daemon_pool)
 		char *text = t_read_file(spec[i], &n), id[16];
 		snprintf(id, sizeof id, "%s", td_job_start(&rq, text, NULL));
 		free(text);
-		/* its admission's share (the planned least), then its controller's first budget
-		 * and the share told last before it (its own least, measured, when it refused
-		 * the planned one: under AddressSanitizer, whose shadow is the ranks' memory) */
+		/* its admission's share (the planned least), then its controller's first budget,
+		 * each rank's part of it (remat-train --pool-budget), and the share said last
+		 * before it */
 		told[i] = share[i] = budget[i] = 0;
 		for (long end = td_ms() + MPI_MS; !budget[i] && td_ms() < end;) {
 			json_t *o = td_read_msg(&c, 1000);
