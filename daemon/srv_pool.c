@@ -285,9 +285,16 @@ long long srv_pool_spawning(srv_job *job)
 	 * measured, runs the least policy and says so, and the pool divides again) */
 	pj->share = job_least(job);
 	srv_copy_text(pj->why, sizeof pj->why, "admitted at its least");
-	srv_log("job %s: pool share %.1f MiB (admit: %s)", job->id, MIB(pj->share), pj->why);
-	publish(job, "admit", 0);
 	return pj->share / ranks_of(job); /* each rank's */
+}
+
+void srv_pool_started(srv_job *job)
+{
+	if (!job->pool.share)
+		return;
+	srv_log("job %s: pool share %.1f MiB (admit: %s)", job->id, MIB(job->pool.share),
+		job->pool.why);
+	publish(job, "admit", 0);
 }
 
 /* ---- the division ---- */

@@ -114,6 +114,8 @@ int srv_pool_admit(srv_job *job);
  * (remat-train --pool-budget, each rank's bytes), its reserve, published as its share; 0
  * when the pool gives it none (no pool, a budget of its own, outside the pool). */
 long long srv_pool_spawning(srv_job *job);
+/* Its worker started: that share said (POOL_CHANGED "admit"), when the pool gave one. */
+void srv_pool_started(srv_job *job);
 
 /* The job's state changed, or it ended: re-divides. */
 void srv_pool_changed(srv_server *srv, const char *why);

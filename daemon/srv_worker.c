@@ -648,6 +648,7 @@ void srv_worker_spawn(srv_job *job)
 	if (worker_start(job, args, stdio, mpi ? 3 : SRV_WORKER_METRICS_FD + 1, err,
 		sizeof err) < 0)
 		goto fail;
+	srv_pool_started(job);
 	if (sv[1] >= 0)
 		close(sv[1]);
 	close(log_fd);
