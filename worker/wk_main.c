@@ -459,7 +459,8 @@ static int parse_args(int argc, char **argv, train_opts *o)
 }
 
 /* Reads the spec (rematd's file, read with rematd's rights), becomes --as's user when
- * asked, then parses it: from here on, everything the spec names is opened as that user.
+ * asked, then parses it (--pool-budget its budget where it gives none): from here on,
+ * everything the spec names is opened as that user.
  * 0; -1 with the spec's problem in err; or an exit status (>0) when --as fails (said). */
 static int load_spec(const train_opts *o, eng_spec *spec, eng_err *err)
 {
@@ -475,6 +476,11 @@ static int load_spec(const train_opts *o, eng_spec *spec, eng_err *err)
 		fprintf(stderr, "remat-train: %s\n", why);
 	else if (!text || eng_spec_parse_buf(spec, text, len, o->job, err) < 0)
 		rc = -1;
+	/* rematd's pool share: the spec's budget where it has none, kept from the first step
+	 * (the check that refuses a budget below the least is --check's, which takes no
+	 * --pool-budget) */
+	else if (o->pool_budget && !spec->remat_budget && !spec->remat_budget_cgroup)
+		spec->remat_budget = o->pool_budget;
 	free(text);
 	return rc;
 }
@@ -687,10 +693,6 @@ int main(int argc, char **argv)
 			return print_check(check_failed(&err));
 		return check_job(&spec);
 	}
-	/* rematd's pool share: the spec's budget where it has none, kept from the first step
-	 * (the check that refuses a budget below the least is --check's, not this run's) */
-	if (spec_rc == 0 && o.pool_budget && !spec.remat_budget && !spec.remat_budget_cgroup)
-		spec.remat_budget = o.pool_budget;
 	wk_metrics mx;
 	int together = 0;
 	wk_metrics_init(&mx);

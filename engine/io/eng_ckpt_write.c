@@ -535,15 +535,44 @@ static int write_files(const eng_ckpt_snap *s, const eng_dir *d, const char *own
 	return write_state(s, d, bytes, err);
 }
 
-/* The absolute path checkpoint `name` of save directory dir gives its own base */
-static int own_base_path(const char *dir, const char *name, char *out, size_t len,
+/* The absolute path checkpoint `name` of the save directory open in sd gives its own
+ * base: read from the descriptor (the directory written into, whatever links its given
+ * path went through), not looked up again by name */
+static int own_base_path(const eng_dir *sd, const char *name, char *out, size_t len,
 	eng_err *err)
 {
-	char real[PATH_MAX];
-	if (!realpath(dir, real))
-		return eng_errf(err, "save directory '%s': %s", dir, strerror(errno));
-	int n = snprintf(out, len, "%s/%s/" ENG_PEFT_BASE_DIR, real, name);
-	return n < 0 || (size_t)n >= len ? eng_errf(err, "save directory path too long") : 0;
+	char link[64], real[PATH_MAX];
+	snprintf(link, sizeof link, "/proc/self/fd/%d", sd->fd);
+	ssize_t n = readlink(link, real, sizeof real - 1);
+	if (n < 0)
+		return eng_errf(err, "save directory '%s': its path: %s", sd->path,
+			strerror(errno));
+	real[n] = '\0';
+	int w = snprintf(out, len, "%s/%s/" ENG_PEFT_BASE_DIR, real, name);
+	return w < 0 || (size_t)w >= len ? eng_errf(err, "save directory path too long") : 0;
+}
+
+/* The written directory tmp of sd becomes checkpoint base. A periodic save of the same
+ * step again (the final save right after a periodic one) replaces it: the old one is moved
+ * aside to `old` first (*had_old) and removed by the caller last, so a crash in between
+ * leaves a complete directory under one name. A name the caller chose is never replaced
+ * (checked again here: it may have appeared while the files were written). */
+static int swap_in(const eng_dir *sd, const char *name, const char *base, const char *tmp,
+	const char *old, int *had_old, eng_err *err)
+{
+	*had_old = 0;
+	if (eng_fs_remove_dir(sd, old, err) < 0 || named_taken(sd, name, base, err) < 0)
+		return -1;
+	int r = eng_fs_entry(sd, base, 1, "replace", err);
+	if (r < 0 || (r == 1 && eng_fs_rename(sd, base, old, err) < 0))
+		return -1;
+	if (eng_fs_rename(sd, tmp, base, err) < 0) {
+		if (r == 1)
+			renameat(sd->fd, old, sd->fd, base);
+		return -1;
+	}
+	*had_old = r == 1;
+	return 0;
 }
 
 int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, int keep,
@@ -578,27 +607,14 @@ int eng_ckpt_write(const eng_ckpt_snap *s, const char *dir, const char *name, in
 		eng_fs_remove_dir(&sd, tmp, err) < 0 || eng_fs_mkdir(&sd, tmp, err) < 0)
 		goto out;
 	/* only a LoRA run that carries its base names it by a path of the save directory */
-	if ((files_of(s) & F(BASE_W)) && own_base_path(dir, base, own, sizeof own, err) < 0)
+	if ((files_of(s) & F(BASE_W)) && own_base_path(&sd, base, own, sizeof own, err) < 0)
 		goto out;
 	if (eng_dir_open_at(&td, &sd, tmp, err) < 0 ||
 		write_files(s, &td, own, &res->bytes, err) < 0)
 		goto fail;
 	test_delay();
-	/* A periodic save of the same step again (the final save right after a periodic one)
-	 * replaces it: the old one is moved aside first and removed last, so a crash in between
-	 * leaves a complete directory under one name. A name the caller chose is never
-	 * replaced (checked again here: it may have appeared while the files were written). */
-	if (eng_fs_remove_dir(&sd, old, err) < 0 || named_taken(&sd, name, base, err) < 0)
+	if (swap_in(&sd, name, base, tmp, old, &had_old, err) < 0)
 		goto fail;
-	int r = eng_fs_entry(&sd, base, 1, "replace", err);
-	if (r < 0 || (r == 1 && eng_fs_rename(&sd, base, old, err) < 0))
-		goto fail;
-	had_old = r == 1;
-	if (eng_fs_rename(&sd, tmp, base, err) < 0) {
-		if (had_old)
-			renameat(sd.fd, old, sd.fd, base);
-		goto fail;
-	}
 	if (eng_fs_sync_dir(&sd, err) < 0)
 		goto out;
 	test_delay();
