@@ -1,15 +1,19 @@
 /* bench_gpu.c - bench-gpu: training steps on the GPU under each recompute policy, one table.
  *
  *   bench-gpu [PRESET [BATCH [SEQ [STEPS]]]]     defaults: gpt2-small 16 1024 8
+ *   bench-gpu --tokens FILE [PRESET [BATCH [SEQ [STEPS]]]]
  *
  * Builds a device cuda run (remat's own trainer: forward, backward, global norm, AdamW) on
  * random tokens written to a temporary llm.c shard, then for each policy (off, selective,
  * full, offload, full with the head chunked) takes STEPS steps, drops the first two, and
  * prints the median step time, tokens/s, what the allocator holds at the peak (all
- * categories, and activations alone), what cudaMemGetInfo says is in use on the device (the
+ * categories, and activations alone), the planner's peak for the policy (what the run holds
+ * whatever its policy, as its allocator counts it, and the plan's activations: what `remat
+ * plan` and the controller predict), what cudaMemGetInfo says is in use on the device (the
  * allocator, plus the CUDA context and the libraries' own memory), and the pinned host
- * memory of offloaded activations. Precision and attention follow REMAT_CUDA_PRECISION and
- * REMAT_CUDA_ATTENTION (eng_cuda.h). A measurement, never a test: tests/cuda/run-on-gpu.sh
+ * memory of offloaded activations. With --tokens it writes the same shard to FILE instead
+ * and exits: the tokens llm.c's train_gpt2cu trains on beside it (tests/cuda/llmc.sh).
+ * Precision and attention follow REMAT_CUDA_PRECISION and REMAT_CUDA_ATTENTION (eng_cuda.h). A measurement, never a test: tests/cuda/run-on-gpu.sh
  * runs it after the tests.
  */
 #include <stdio.h>
@@ -19,6 +23,7 @@
 
 #include "eng_cuda.h"
 #include "eng_cuda_mem.h"
+#include "eng_plan.h"
 #include "eng_train.h"
 
 #define MAX_STEPS 64
@@ -49,8 +54,27 @@ static int write_tokens(const char *path, size_t n, int V)
 	return fclose(f) == 0 && ok ? 0 : -1;
 }
 
+/* The planner's peak of policy p for the run: its fixed bytes and the plan's activations */
+static size_t planned(const eng_trainer *tr, const eng_policy *p)
+{
+	const eng_model *m = &tr->model;
+	eng_plan pl;
+	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, p, &pl);
+	return eng_trainer_fixed_bytes(tr, NULL) + pl.peak_bytes;
+}
+
 int main(int argc, char **argv)
 {
+	const char *keep = NULL; /* --tokens FILE: the shard written there, and nothing run */
+	if (argc > 1 && strcmp(argv[1], "--tokens") == 0) {
+		if (argc < 3 || !argv[2][0]) {
+			fprintf(stderr, "bench-gpu: --tokens needs a file\n");
+			return 2;
+		}
+		keep = argv[2];
+		argv += 2;
+		argc -= 2;
+	}
 	const char *preset = argc > 1 ? argv[1] : "gpt2-small";
 	int B = argc > 2 ? atoi(argv[2]) : 16, T = argc > 3 ? atoi(argv[3]) : 1024;
 	int steps = argc > 4 ? atoi(argv[4]) : 8;
@@ -59,13 +83,21 @@ int main(int argc, char **argv)
 	eng_config cfg;
 	if (B < 1 || T < 1 || steps <= DROP || steps > MAX_STEPS ||
 		eng_config_preset(preset, &cfg, &err) < 0) {
-		fprintf(stderr, "usage: bench-gpu [PRESET [BATCH [SEQ [STEPS (%d..%d)]]]]%s%s\n",
+		fprintf(stderr, "usage: bench-gpu [--tokens FILE] [PRESET [BATCH [SEQ [STEPS "
+				"(%d..%d)]]]]%s%s\n",
 			DROP + 1, MAX_STEPS, err.msg[0] ? "\n" : "", err.msg[0] ? err.msg : "");
 		return 2;
 	}
+	size_t ntok = (size_t)B * T * (steps + 2) + 1;
+	if (keep) {
+		if (write_tokens(keep, ntok, cfg.vocab_size) < 0) {
+			fprintf(stderr, "bench-gpu: cannot write %s\n", keep);
+			return 1;
+		}
+		return 0;
+	}
 	int fd = mkstemp(path);
-	if (fd < 0 || (close(fd), write_tokens(path, (size_t)B * T * (steps + 2) + 1,
-					cfg.vocab_size)) < 0) {
+	if (fd < 0 || (close(fd), write_tokens(path, ntok, cfg.vocab_size)) < 0) {
 		fprintf(stderr, "bench-gpu: cannot write %s\n", path);
 		return 1;
 	}
@@ -84,8 +116,8 @@ int main(int argc, char **argv)
 	printf("bench-gpu: %s (L %d, C %d, NH %d, V %d), batch %d x %d, %d steps per policy "
 	       "(first %d dropped)\n%s\n\n", preset, cfg.n_layer, cfg.n_embd, cfg.n_head,
 		cfg.vocab_size, B, T, steps, DROP, eng_trainer_backend(&tr));
-	printf("%-18s %9s %10s %12s %12s %12s %10s %9s\n", "policy", "ms/step", "tokens/s",
-		"peak MiB", "activ. MiB", "device MiB", "pinned MiB", "recomp ms");
+	printf("%-18s %9s %10s %10s %10s %10s %10s %10s %9s\n", "policy", "ms/step", "tokens/s",
+		"peak MiB", "plan MiB", "activ. MiB", "device MiB", "pinned MiB", "recomp ms");
 	int rc = 0;
 	for (size_t k = 0; k < sizeof policies / sizeof policies[0]; k++) {
 		eng_policy p;
@@ -116,8 +148,9 @@ int main(int argc, char **argv)
 		double med = ms[n / 2];
 		eng_cuda_mem_stats ds;
 		eng_cuda_mem_get_stats(&ds);
-		printf("%-18s %9.1f %10.0f %12.1f %12.1f %12.1f %10.1f %9.1f\n", policies[k], med,
-			B * T / (med / 1e3), ds.total_peak_reset / 1048576.0,
+		printf("%-18s %9.1f %10.0f %10.1f %10.1f %10.1f %10.1f %10.1f %9.1f\n", policies[k],
+			med, B * T / (med / 1e3), ds.total_peak_reset / 1048576.0,
+			planned(&tr, &p) / 1048576.0,
 			ds.current[ENG_MEM_ACTIVATIONS] / 1048576.0,
 			(ds.device_total - ds.device_free) / 1048576.0, ds.pinned / 1048576.0,
 			rc_ms / n);

@@ -1,14 +1,18 @@
 #!/bin/sh
 # run-on-gpu.sh - the CUDA backend on a GPU machine, in one shot: build with CUDA=1, run the
 # CUDA test suites (cuda, cuda-kernels, sdpa, then cuda-dp, whose rank tests need mpirun)
-# printing every measured error, then the GPU benchmark, and print one table. Each stage
-# has a time limit, so the whole stays under 9 minutes (build 150 s, tests 300 s, benchmark
-# 80 s); the exit status is 0 only when the build and every test passed.
+# printing every measured error, then the GPU benchmark, and print one table; then, given a
+# checkout of llm.c (LLMC), llm.c's train_gpt2cu on the benchmark's shape and tokens
+# (tests/cuda/llmc.sh) and remat's tokens/s under `off` against it. Each stage has a time
+# limit, so the whole stays under 9.5 minutes (build 150 s, tests 300 s, benchmark 80 s,
+# llm.c what is left of 570 s, skipped with under 45 s); the exit status is 0 only when
+# the build and every test passed (and llm.c's stage, when it ran).
 #
 #   sh tests/cuda/run-on-gpu.sh [BUILD_DIR]      default build-gpu
 #
 # Environment: JOBS (make -j, default nproc), PRESET BATCH SEQ STEPS (benchmark shape,
-# default gpt2-small 16 1024 8), REMAT_CUDA_PRECISION, REMAT_CUDA_ATTENTION (eng_cuda.h).
+# default gpt2-small 16 1024 8), REMAT_CUDA_PRECISION, REMAT_CUDA_ATTENTION (eng_cuda.h),
+# LLMC (a checkout of karpathy/llm.c: nothing is downloaded; gpt2-small only).
 # Needs the packages of scripts/deps.sh and the CUDA toolkit (nvcc, cuBLAS, cuDNN); it
 # installs nothing (`make binaries`, not `make`), so it works offline.
 set -u
@@ -51,10 +55,30 @@ tests_ok=1
 grep -q "run-on-gpu: tests: .*exit 0$" "$BUILD/tests.log" || tests_ok=0
 
 echo
-stage benchmark 80 "$BUILD/bin/bench-gpu" "$PRESET" "$BATCH" "$SEQ" "$STEPS"
-bench_rc=$?
+stage benchmark 80 "$BUILD/bin/bench-gpu" "$PRESET" "$BATCH" "$SEQ" "$STEPS" |
+	tee "$BUILD/bench.log"
+bench_rc=0
+grep -q "run-on-gpu: benchmark: .*exit 0$" "$BUILD/bench.log" || bench_rc=1
+
+# llm.c beside it: what is left of 570 s, never under 45
+llmc_ok=1
+left=$(( 570 - ($(date +%s) - T0) ))
+if [ -n "${LLMC:-}" ] && [ "$PRESET" = gpt2-small ] && [ $left -ge 45 ]; then
+	echo
+	stage llm.c $(( left < 150 ? left : 150 )) sh tests/cuda/llmc.sh "$LLMC" "$BUILD" \
+		"$BATCH" "$SEQ" "$STEPS" | tee "$BUILD/llmc.log"
+	grep -q "run-on-gpu: llm.c: .*exit 0$" "$BUILD/llmc.log" || llmc_ok=0
+	ours=$(awk '$1 == "off" && $3 ~ /^[0-9]+$/ { print $3 }' "$BUILD/bench.log")
+	theirs=$(sed -n 's/^llmc: .* ms\/step, \([0-9]*\) tokens\/s.*/\1/p' "$BUILD/llmc.log")
+	[ -n "$ours" ] && [ -n "$theirs" ] && awk -v a="$ours" -v b="$theirs" 'BEGIN {
+		printf "run-on-gpu: remat off %d tokens/s, llm.c -r 0 %d: %.2fx (goal 0.9x)\n",
+			a, b, a / b }'
+elif [ -n "${LLMC:-}" ]; then
+	echo "run-on-gpu: llm.c skipped (preset $PRESET, $left s left of 570)"
+fi
 
 echo
 echo "run-on-gpu: tests $( [ $tests_ok -eq 1 ] && echo passed || echo FAILED), benchmark" \
-	"exit $bench_rc, $(( $(date +%s) - T0 )) s in all"
-[ $tests_ok -eq 1 ] && [ $bench_rc -eq 0 ]
+	"exit $bench_rc, llm.c $( [ -z "${LLMC:-}" ] && echo "not given (LLMC)" ||
+	{ [ $llmc_ok -eq 1 ] && echo ok || echo FAILED; } ), $(( $(date +%s) - T0 )) s in all"
+[ $tests_ok -eq 1 ] && [ $bench_rc -eq 0 ] && [ $llmc_ok -eq 1 ]
