@@ -27,6 +27,7 @@
  * (cuDNN's backward may accumulate in an order that varies run to run).
  */
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -636,6 +637,81 @@ START_TEST(test_cuda_oom_retry_every_site)
 }
 END_TEST
 
+/* The measured peaks of a remat-train run of `steps` steps of mini at B x 256 on the GPU
+ * with the spec's "remat" object remat: each step's into peaks, as the controller weighs it
+ * (the device's tracked peak and what else its used memory held), the last step's policy
+ * as JSON into policy. Returns the most. */
+static double budget_run(int B, const char *remat, int steps, double *peaks, char **policy)
+{
+	char *dir = NULL, *job = NULL, *out = NULL, text[1024];
+	ck_assert(asprintf(&dir, "%s/cuda-budget", t_env("REMAT_TMP")) > 0);
+	mkdir(dir, 0777);
+	ck_assert(asprintf(&job, "%s/job.json", dir) > 0);
+	snprintf(text, sizeof text,
+		"{\"model\":{\"preset\":\"mini\"},\"data\":{\"train\":\"" GPL "\",\"format\":"
+		"\"bytes\"},\"batch\":%d,\"seq_len\":256,\"steps\":%d,\"device\":\"cuda\","
+		"\"remat\":%s}", B, steps, remat);
+	t_write_file(job, text, strlen(text));
+	const char *args[] = {"--json", job, NULL};
+	int rc = t_train_run(&out, 0, args), n = 0;
+	ck_assert_msg(rc == 0, "remat-train exited %d:\n%s", rc, out);
+	double most = 0;
+	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+		json_t *o = strncmp(line, "{\"step\"", 7) == 0 ? json_loads(line, 0, NULL) : NULL;
+		if (!o)
+			continue;
+		double m = json_number_value(json_object_get(o, "peak_bytes")) +
+			   json_number_value(json_object_get(o, "untracked_bytes"));
+		ck_assert_msg(m > 0, "step line without a measured peak: %s", line);
+		ck_assert_int_lt(n, steps);
+		peaks[n++] = m;
+		most = m > most ? m : most;
+		free(*policy);
+		*policy = json_dumps(json_object_get(o, "policy"), JSON_SORT_KEYS | JSON_COMPACT);
+		json_decref(o);
+	}
+	ck_assert_msg(n == steps, "%d step lines of %d", n, steps);
+	free(out);
+	free(job);
+	free(dir);
+	return most;
+}
+
+/* The controller keeps a device budget set between the least policy's peak (every block
+ * full, the head chunked) and off's, both measured first the way the controller measures
+ * (the device's used memory): every step of the budgeted run stays at or under it, and the
+ * run uses the room: its policy is neither (issue 34's last check). B rows of 256: enough
+ * that the activations' gap stands out of what the CUDA context and the libraries hold. */
+START_TEST(test_cuda_controller_keeps_budget)
+{
+	enum { PROBE = 3, RUN = 8, B = 32 };
+	double pk[RUN];
+	char *pol_off = NULL, *pol_least = NULL, *pol = NULL, remat[128];
+	double off = budget_run(B, "{\"default\":\"off\"}", PROBE, pk, &pol_off);
+	double least = budget_run(B, "{\"default\":\"full\",\"sections\":{\"head\":"
+		"\"chunked\"}}", PROBE, pk, &pol_least);
+	ck_assert_msg(off > least * 1.1, "off's peak %.1f MiB is not above the least's %.1f MiB "
+		"by a tenth: no room for a budget between them", off / 1048576, least / 1048576);
+	double budget = (off + least) / 2;
+	snprintf(remat, sizeof remat, "{\"budget\":%.0f}", budget);
+	double most = budget_run(B, remat, RUN, pk, &pol);
+	for (int i = 0; i < RUN; i++)
+		ck_assert_msg(pk[i] <= budget, "step %d: %.1f MiB over the budget of %.1f MiB "
+			"(least %.1f, off %.1f)", i + 1, pk[i] / 1048576, budget / 1048576,
+			least / 1048576, off / 1048576);
+	ck_assert_msg(strcmp(pol, pol_least) != 0 && strcmp(pol, pol_off) != 0, "under a "
+		"budget of %.1f MiB (least %.1f, off %.1f) the run ended under %s", budget / 1048576,
+		least / 1048576, off / 1048576, pol);
+	if (verbose())
+		fprintf(stderr, "cuda: budget %.1f MiB between least %.1f and off %.1f: most %.1f, "
+			"policy %s\n", budget / 1048576, least / 1048576, off / 1048576,
+			most / 1048576, pol);
+	free(pol_off);
+	free(pol_least);
+	free(pol);
+}
+END_TEST
+
 Suite *suite_cuda(void)
 {
 	Suite *s = suite_create("cuda");
@@ -662,6 +738,7 @@ Suite *suite_cuda(void)
 	tcase_add_test(tc, test_cuda_memory_returned);
 	tcase_add_test(tc, test_cuda_remat_train);
 	tcase_add_test(tc, test_cuda_oom_retry_every_site);
+	tcase_add_test(tc, test_cuda_controller_keeps_budget);
 	suite_add_tcase(s, tc);
 	return s;
 }
