@@ -187,6 +187,12 @@ ok "$(echo "$pool_wall < $seq_wall && $pool_wall < $half_wall" | bc)" "the pool'
 # fastest policy its room takes then: its untracked term is the most of the last 8 steps'),
 # and at most one more towards speed after its calm gap (ENG_AUTO_GAP, 5 steps)
 ok "$([ "$back" -ge 0 ] && [ "$back" -le 8 ] && echo 1 || echo 0)" "the job left alone runs under off again within 8 steps ($back)"
+if [ "$back" -lt 0 ] || [ "$back" -gt 8 ]; then # what b was told and did, to say why
+	echo "pool: rematd's lines on b, and the events of b's budget and policy:"
+	grep ' j2[:( ]' "$dir/pool.log" | tail -n 12
+	grep -E '"event":"(POOL_CHANGED|REMAT_AUTO|REMAT_APPLIED)".*"job":"j2"|"job":"j1".*"to":"finished"' \
+		"$dir/pool-events" | cut -c1-400 | tail -n 12
+fi
 if [ -n "$json_out" ]; then
 	cat > "$json_out" <<JSON
 {"preset": "$preset", "steps": $steps, "least_bytes": $least, "off_bytes": $off,
