@@ -63,11 +63,17 @@ const char *eng_err_json(const json_error_t *je, char *buf, size_t n)
 	return buf;
 }
 
+#define ERR_PLAIN "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+
 const char *eng_err_plain(const char *name)
 {
 	size_t n = strlen(name);
-	if (n == 0 || n > 128 || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-					"0123456789._-") != n)
-		return "(a name not shown)";
-	return name;
+	return n == 0 || n > 128 || strspn(name, ERR_PLAIN) != n ? "(a name not shown)" : name;
+}
+
+const char *eng_err_path(const char *path)
+{
+	size_t n = strlen(path);
+	return n == 0 || n > 200 || strspn(path, ERR_PLAIN "/+@=,") != n ? "(a path not shown)"
+		: path;
 }

@@ -54,6 +54,11 @@ const char *eng_err_json(const struct json_error_t *je, char *buf, size_t n);
  * is 1..128 characters of [A-Za-z0-9._-] (every name a model file's format uses), else
  * "(a name not shown)", so that a message never carries other bytes of the file. */
 const char *eng_err_plain(const char *name);
+/* A path a file holds (adapter_config.json's base_model_name_or_path, and the paths made
+ * from it) as a message may show it: itself when it is 1..200 characters of
+ * [A-Za-z0-9._/+@=,-], else "(a path not shown)": a downloaded file's bytes never reach a
+ * message, nor a terminal's escapes. */
+const char *eng_err_path(const char *path);
 
 /* Internal invariant: prints file:line and aborts. Never used on outside input. */
 #define ENG_ASSERT(cond)                                                                   \

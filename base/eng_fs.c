@@ -188,8 +188,11 @@ FILE *eng_fs_fopen_at(const eng_dir *d, const char *name, const char *what, eng_
 int eng_dir_open(eng_dir *d, const char *path, eng_err *err)
 {
 	d->fd = -1;
-	if (strlen(path) >= sizeof d->path)
-		return eng_errf(err, "directory path too long (%zu bytes)", strlen(path));
+	if (strlen(path) >= sizeof d->path) {
+		eng_errf(err, "directory path too long (%zu bytes)", strlen(path));
+		errno = ENAMETOOLONG;
+		return -1;
+	}
 	snprintf(d->path, sizeof d->path, "%s", path);
 	d->fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (d->fd < 0) {

@@ -23,6 +23,7 @@
 #include "cli_conn.h"
 #include "cli_fmt.h"
 #include "cli_logs.h"
+#include "eng_fs.h"
 
 static long long plan_budget = -1; /* --budget: set by build_remat, read by show_plan */
 
@@ -90,8 +91,8 @@ static json_t *spec_load(const char *path, int show)
 	if (f != stdin)
 		fclose(f);
 	if (!spec) {
-		fprintf(stderr, CLI_NAME ": cannot parse '%s': line %d column %d: %s\n", path,
-			je.line, je.column, je.text);
+		fprintf(stderr, CLI_NAME ": cannot parse '%s': %s\n", path,
+			eng_err_json(&je, err, sizeof err)); /* never the file's bytes */
 		return NULL;
 	}
 	if (!getcwd(cwd, sizeof cwd)) {
@@ -308,9 +309,19 @@ static int build_set(const cli_command *cmd, const cli_args *a, json_t **req)
 	return CLI_EXIT_OK;
 }
 
+/* The timeline's JSON and a newline into f (eng_fs_write's fill) */
+static int fill_trace(FILE *f, void *data, eng_err *err)
+{
+	if (json_dumpf(data, f, JSON_COMPACT) < 0 && !ferror(f))
+		return eng_errf(err, "the timeline could not be written as JSON");
+	fputc('\n', f); /* a write error: the final flush says it */
+	return 0;
+}
+
 /* --trace FILE: the last step's timeline, as the worker gave it, into FILE (the client's
- * own file, written with its own rights; "-" for stdout). A symbolic link there is not
- * followed: rematctl run as root in a shared directory writes no file a link names. */
+ * own file, written with its own rights; "-" for stdout), replaced as the engine replaces
+ * a file (eng_fs_write): a symbolic link, a hard link or another user's file there is
+ * refused, so rematctl run as root in a shared directory writes through no planted name. */
 static int write_trace(const cli_args *a, const json_t *ret)
 {
 	if (!a->trace)
@@ -322,21 +333,12 @@ static int write_trace(const cli_args *a, const json_t *ret)
 		return CLI_EXIT_FAIL;
 	}
 	int to_stdout = !strcmp(a->trace, "-");
-	int fd = to_stdout ? -1 : open(a->trace, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
-		O_CLOEXEC, 0644);
-	FILE *f = to_stdout ? stdout : fd >= 0 ? fdopen(fd, "w") : NULL;
-	if (!f) {
-		fprintf(stderr, CLI_NAME ": cannot write '%s': %s\n", a->trace, errno == ELOOP
-			? "it is a symbolic link (not followed)" : strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		return CLI_EXIT_FAIL;
-	}
-	int bad = json_dumpf(data, f, JSON_COMPACT) < 0;
-	bad |= fputc('\n', f) == EOF;
-	bad |= to_stdout ? fflush(f) != 0 : fclose(f) != 0;
+	eng_err e = {0};
+	int bad = to_stdout ? fill_trace(stdout, data, &e) < 0 || fflush(stdout) != 0
+		: eng_fs_write(a->trace, fill_trace, data, &e) < 0;
 	if (bad) {
-		fprintf(stderr, CLI_NAME ": cannot write '%s': %s\n", a->trace, strerror(errno));
+		fprintf(stderr, CLI_NAME ": cannot write '%s': %s\n", a->trace, e.msg[0] ? e.msg
+			: strerror(errno));
 		return CLI_EXIT_FAIL;
 	}
 	if (!to_stdout && !a->json) {

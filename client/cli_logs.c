@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "cli_fmt.h"
 #include "cli_plot.h"
+#include "eng_fs.h"
 
 /* One page of job-metrics from *offset: CLI_OK with *ret (lines, next, size, state). */
 static int page(cli_conn *c, const cli_args *a, long long offset, json_t **ret)
@@ -229,26 +230,26 @@ static cli_series series_of(const pts *p, int k)
 	return s;
 }
 
-/* The loss (train and val) as an image at path, created anew (0644, never through a
- * link), with the marks. */
+/* The image im into f's file (eng_fs_write's fill) */
+static int fill_image(FILE *f, void *im, eng_err *err)
+{
+	char why[256];
+	if (fflush(f) != 0 || cli_plot_image_write(fileno(f), im, why, sizeof why) < 0)
+		return eng_errf(err, "%s", ferror(f) ? strerror(errno) : why);
+	return 0;
+}
+
+/* The loss (train and val) as an image at path, with the marks, replaced as the engine
+ * replaces a file (eng_fs_write: never through a symbolic or hard link, nor over another
+ * user's file). */
 static int write_image(const char *path, cli_plot_format fmt, const cli_series *loss, int n,
 	const marks *mk)
 {
 	cli_plot_image im = {"loss", "step", "loss", loss, n, mk->m, mk->n, CLI_PNG_W, CLI_PNG_H,
 		fmt};
-	char err[256];
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		fprintf(stderr, CLI_NAME ": cannot write '%s': %s\n", path, strerror(errno));
-		return CLI_EXIT_FAIL;
-	}
-	int rc = cli_plot_image_write(fd, &im, err, sizeof err);
-	if (close(fd) < 0 && rc == 0) {
-		snprintf(err, sizeof err, "%s", strerror(errno));
-		rc = -1;
-	}
-	if (rc < 0) {
-		fprintf(stderr, CLI_NAME ": '%s': %s\n", path, err);
+	eng_err e = {0};
+	if (eng_fs_write(path, fill_image, &im, &e) < 0) {
+		fprintf(stderr, CLI_NAME ": cannot write '%s': %s\n", path, e.msg);
 		return CLI_EXIT_FAIL;
 	}
 	return CLI_EXIT_OK;

@@ -26,10 +26,12 @@ static json_t *resume_spec(const srv_job *job, char *desc, size_t desclen)
 {
 	char path[SRV_PATH_LEN + 16];
 	json_error_t je;
+	char why[96];
 	snprintf(path, sizeof path, "%s/job.json", job->dir);
 	json_t *spec = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
 	if (!json_is_object(spec)) {
-		srv_fmt(desc, desclen, "cannot read job %s's spec: %s", job->id, je.text);
+		srv_fmt(desc, desclen, "cannot read job %s's spec: %s", job->id,
+			spec ? "not a JSON object" : eng_err_json(&je, why, sizeof why));
 		json_decref(spec);
 		return NULL;
 	}

@@ -89,7 +89,7 @@ static srv_job *load_one(srv_server *srv, unsigned num)
 	srv_job *job = o ? srv_job_alloc(srv) : NULL;
 	if (!job) {
 		srv_log("job record %s: %s: skipped", srv_quote(path, strlen(path), q),
-			o ? "out of memory" : je.text);
+			o ? "out of memory" : eng_err_json(&je, why, sizeof why));
 		json_decref(o);
 		return NULL;
 	}

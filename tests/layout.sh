@@ -13,7 +13,7 @@
 #   engine/run/    the trainer, the controller, costs, sampling: + engine/io/
 #   worker/        remat-train: everything above but daemon/ and client/
 #   daemon/        rematd: proto/, base/, serve/, engine/core/ (libremat-core.a) and itself
-#   client/        rematctl: proto/ and itself
+#   client/        rematctl: proto/, base/ (errors, safe file access) and itself
 #
 # Headers are named "x.h" by file name alone (system headers are free). Prints one line
 # when all is well; otherwise each include out of place, and exits 1.
@@ -88,7 +88,7 @@ out=$(
 	check engine/run "$run"
 	check worker "$run|$serve|$(hdrs worker)"
 	check daemon "$serve|$core|$(hdrs daemon)"
-	check client "$proto|$(hdrs client)"
+	check client "$base|$(hdrs client)"
 )
 if [ -n "$out" ]; then
 	printf '%s\n' "$out" >&2

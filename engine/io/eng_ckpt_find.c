@@ -157,8 +157,9 @@ static int lora_base_fits(const json_t *o, const char *ckpt, const char *base,
 	char pin[ENG_PEFT_PIN_LEN];
 	json_t *was = json_object_get(o, "lora_base"), *now;
 	eng_dir bd;
-	if (eng_dir_open(&bd, base, err) < 0)
-		return -1;
+	if (eng_dir_open(&bd, base, NULL) < 0) /* a path the file holds: eng_err_path */
+		return eng_errf(err, "checkpoint '%s': its base '%s': %s", ckpt, eng_err_path(base),
+			strerror(errno));
 	int self = own_base(bd.fd, ckpt, files), rc = -1;
 	if (self != ((files & (F(0) | F(BASE_W))) != 0) || self == (was != NULL))
 		eng_errf(err, "checkpoint '%s': adapter_config.json's base and trainer_state.json "
@@ -170,8 +171,9 @@ static int lora_base_fits(const json_t *o, const char *ckpt, const char *base,
 	else if (eng_peft_base_pin(&bd, pin, sizeof pin, err) == 0) {
 		now = json_loads(pin, 0, NULL);
 		rc = now && json_equal(was, now) ? 0 :
-			eng_errf(err, "checkpoint '%s': its base '%.200s' changed since it was saved "
-				      "(its config.json, or its weights' size, inode or time)", ckpt, base);
+			eng_errf(err, "checkpoint '%s': its base '%s' changed since it was saved "
+				      "(its config.json, or its weights' size, inode or time)",
+				ckpt, eng_err_path(base));
 		json_decref(now);
 	}
 	eng_dir_close(&bd);

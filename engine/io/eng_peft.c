@@ -122,13 +122,14 @@ static int read_base(const char *path, const char *dir, json_t *root, char *base
 	if (n < 0 || (size_t)n >= baselen)
 		return bad(err, path, "'base_model_name_or_path' is too long");
 	if (eng_dir_open(&d, base, &e) < 0)
-		return bad(err, path, "'base_model_name_or_path' \"%.200s\" is not a directory here "
-				      "(a Hub id must be downloaded first; give its path)", b);
+		return bad(err, path, "'base_model_name_or_path' \"%s\" is not a directory here "
+				      "(a Hub id must be downloaded first; give its path)",
+			eng_err_path(b));
 	/* "." (a checkpoint holding its base): the directory's config.json and weights */
 	int adapter = strcmp(b, ".") != 0 && eng_peft_is_adapter_at(&d);
 	eng_dir_close(&d);
-	return adapter ? bad(err, path, "its base \"%.200s\" is an adapter directory itself", b)
-		       : 0;
+	return adapter ? bad(err, path, "its base \"%s\" is an adapter directory itself",
+				 eng_err_path(b)) : 0;
 }
 
 /* base_model_quantization (remat's; PEFT ignores a key it does not know): the 4-bit
@@ -346,7 +347,7 @@ static int open_base_file(const eng_dir *d, const char *name, eng_err *err)
 		errno = EINVAL;
 	}
 	if (fd < 0)
-		eng_errf(err, "cannot read %s of the base '%.200s': %s", name, d->path,
+		eng_errf(err, "cannot read %s of the base '%s': %s", name, eng_err_path(d->path),
 			errno == EINVAL ? "not a regular file" : strerror(errno));
 	return fd;
 }
@@ -384,8 +385,8 @@ static int weights_stat(const eng_dir *d, long long *size, long long *ino, long 
 	json_decref(root);
 	if (fd >= 0)
 		close(fd);
-	return rc < 0 ? eng_errf(err, "the base '%.200s': no model.safetensors nor shards of an "
-				     "index that could be read", d->path) : 0;
+	return rc < 0 ? eng_errf(err, "the base '%s': no model.safetensors nor shards of an "
+				     "index that could be read", eng_err_path(d->path)) : 0;
 }
 
 int eng_peft_base_pin(const eng_dir *d, char *out, size_t outlen, eng_err *err)

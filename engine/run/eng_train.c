@@ -79,7 +79,8 @@ static int lora_base_of(eng_trainer *tr, eng_err *err)
 		snprintf(base, sizeof base, "%s", s->init_from);
 	}
 	if (!realpath(base, real))
-		return eng_errf(err, "the base model '%.200s': %s", base, strerror(errno));
+		return eng_errf(err, "the base model '%s': %s", eng_err_path(base),
+			strerror(errno));
 	size_t n = strlen(real);
 	if (n >= sizeof tr->lora_base)
 		return eng_errf(err, "the base model's path is too long");
@@ -89,8 +90,8 @@ static int lora_base_of(eng_trainer *tr, eng_err *err)
 	 * says): copied in. Its entries looked at through its descriptor, never a link's. */
 	int fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
-		return errno == ENOTDIR ? 0 : eng_errf(err, "the base model '%.200s': %s", real,
-						   strerror(errno));
+		return errno == ENOTDIR ? 0 : eng_errf(err, "the base model '%s': %s",
+						   eng_err_path(real), strerror(errno));
 	d.fd = fd;
 	memcpy(d.path, real, n + 1);
 	int up = openat(d.fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -771,6 +771,21 @@ START_TEST(test_rematctl_usage_errors)
 }
 END_TEST
 
+/* A spec file that is not JSON: rematctl says where jansson stopped and why, never the
+ * file's bytes (jansson's own text quotes the token at fault) */
+START_TEST(test_rematctl_spec_bytes_not_echoed)
+{
+	char *dir = t_tmp_dir("ctl_spec"), path[600], *out = NULL;
+	snprintf(path, sizeof path, "%s/job.json", dir);
+	t_write_file(path, "{\"model\": SECRETTOKEN}", 22);
+	int rc = ctl(&out, "--socket", "/nonexistent/remat.sock", "start", path, NULL);
+	ck_assert_msg(rc != 0 && strstr(out, "cannot parse") && strstr(out, "line 1") &&
+		!strstr(out, "SECRET"), "status %d:\n%s", rc, out);
+	free(out);
+	free(dir);
+}
+END_TEST
+
 START_TEST(test_rematctl_cannot_connect)
 {
 	char *out = NULL;
@@ -1603,6 +1618,21 @@ START_TEST(test_rematctl_plot_process_peak)
 }
 END_TEST
 
+/* plot --svg at: refused, saying why, and the file kept still begins with head */
+static void plot_refused(const td_daemon *d, const char *job, const char *at, const char *why,
+	const char *kept, const char *head, size_t len)
+{
+	char *out = NULL;
+	size_t n;
+	int rc = ctl_d(d, &out, "plot", job, "--svg", at, NULL);
+	ck_assert_msg(rc == 1 && strstr(out, "cannot write") && strstr(out, why),
+		"plot: status %d:\n%s", rc, out);
+	free(out);
+	char *img = t_read_file(kept, &n);
+	ck_assert(n >= len && memcmp(img, head, len) == 0);
+	free(img);
+}
+
 /* plot --png and --svg: both images written, the SVG well marked where the log shows a
  * setting changed (the worker's REMAT_APPLIED and HPARAMS_APPLIED lines; a resume, which
  * drops the marks of the steps logged again); a link at the path is refused, not
@@ -1610,7 +1640,7 @@ END_TEST
 START_TEST(test_rematctl_plot_images_marked)
 {
 	td_daemon d;
-	char *out = NULL, png[700], svg[700], link[700];
+	char *out = NULL, png[700], svg[700], sym[700];
 	size_t n;
 	td_daemon_paths(&d);
 	/* steps 1-12 (a policy from step 6, a job-set from 11), then a resume from step 9 to
@@ -1646,14 +1676,16 @@ START_TEST(test_rematctl_plot_images_marked)
 		!strstr(img, "at step 11"), "%s:\n%.3000s", svg, img);
 	free(img);
 	/* a link where the image goes: refused, its target left alone */
-	snprintf(link, sizeof link, "%s/link.svg", d.dir);
-	ck_assert_int_eq(symlink(png, link), 0);
-	rc = ctl_d(&d, &out, "plot", job, "--svg", link, NULL);
-	ck_assert_msg(rc == 1 && strstr(out, "cannot write"), "plot: status %d:\n%s", rc, out);
-	free(out);
-	img = t_read_file(png, &n);
-	ck_assert(memcmp(img, "\x89PNG", 4) == 0);
-	free(img);
+	snprintf(sym, sizeof sym, "%s/link.svg", d.dir);
+	ck_assert_int_eq(symlink(png, sym), 0);
+	plot_refused(&d, job, sym, "symbolic link", png, "\x89PNG", 4);
+	/* a hard link there (another name of a file elsewhere): refused, that file unchanged */
+	char other[600], hard[600];
+	snprintf(other, sizeof other, "%s/other.svg", d.dir);
+	t_write_file(other, "keep", 4);
+	snprintf(hard, sizeof hard, "%s/hard.svg", d.dir);
+	ck_assert_int_eq(link(other, hard), 0);
+	plot_refused(&d, job, hard, "hard link", other, "keep", 4);
 	td_close(&c);
 	free(w);
 	td_daemon_stop(&d);
@@ -1867,6 +1899,7 @@ Suite *suite_client(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_rematctl_usage_errors);
 	tcase_add_test(tc, test_rematctl_cannot_connect);
+	tcase_add_test(tc, test_rematctl_spec_bytes_not_echoed);
 	tcase_add_test(tc, test_rematctl_replies);
 	tcase_add_test(tc, test_rematctl_mem_device);
 	tcase_add_test(tc, test_rematctl_floats_shortest);

@@ -1146,15 +1146,27 @@ START_TEST(test_daemon_memlog)
 	json_decref(snap);
 	free(text);
 	/* a link where the file goes is not followed: what it names stays untouched */
-	char link[700], target[700];
-	snprintf(link, sizeof link, "%s/link.json", d.dir);
+	char sym[700], target[700];
+	snprintf(sym, sizeof sym, "%s/link.json", d.dir);
 	snprintf(target, sizeof target, "%s/elsewhere.json", d.dir);
-	ck_assert_int_eq(symlink(target, link), 0);
-	argv[9] = link;
+	ck_assert_int_eq(symlink(target, sym), 0);
+	argv[9] = sym;
 	rc = t_run(argv, &out);
 	ck_assert_msg(rc == 1 && strstr(out, "symbolic link"), "%d: %s", rc, out);
 	ck_assert_int_eq(access(target, F_OK), -1);
 	free(out);
+	/* nor written through a hard link: the file it shares stays as it was */
+	char hard[700];
+	snprintf(hard, sizeof hard, "%s/hard.json", d.dir);
+	t_write_file(target, "keep", 4);
+	ck_assert_int_eq(link(target, hard), 0);
+	argv[9] = hard;
+	rc = t_run(argv, &out);
+	ck_assert_msg(rc == 1 && strstr(out, "hard link"), "%d: %s", rc, out);
+	free(out);
+	text = t_read_file(target, &len);
+	ck_assert(len == 4 && memcmp(text, "keep", 4) == 0);
+	free(text);
 	td_daemon_stop(&d);
 	td_close(&c);
 }

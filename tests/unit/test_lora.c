@@ -420,6 +420,38 @@ START_TEST(test_lora_refused)
 }
 END_TEST
 
+/* adapter_config.json's base_model_name_or_path is a downloaded file's text: a message
+ * names a missing base by it only when it is a plain path, never with a terminal's escapes
+ * or anything else it may hold */
+START_TEST(test_lora_base_path_not_echoed)
+{
+	static const struct {
+		const char *json, *shown, *hidden;
+	} cases[] = {
+		{"/nonexistent/plain-base", "\"/nonexistent/plain-base\" is not a directory", NULL},
+		{"/nonexistent/\\u001b[31mSECRET\\nline", "(a path not shown)", "SECRET"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char *dir = t_tmp_dir("peft_hostile"), path[ENG_PATH_LEN], text[512];
+		char base[ENG_PATH_LEN];
+		eng_config cfg;
+		eng_err err = {0};
+		snprintf(text, sizeof text, "{\"peft_type\":\"LORA\",\"r\":4,\"lora_alpha\":8,"
+			"\"base_model_name_or_path\":\"%s\"}", cases[i].json);
+		snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+		t_write_file(path, text, strlen(text));
+		ck_assert_int_eq(eng_peft_read_config(dir, &cfg, base, sizeof base, &err), -1);
+		ck_assert_msg(strstr(err.msg, cases[i].shown), "%s", err.msg);
+		ck_assert_msg(!cases[i].hidden || !strstr(err.msg, cases[i].hidden), "%s", err.msg);
+		ck_assert_msg(!strchr(err.msg, '\033') && !strchr(err.msg, '\n'), "%s", err.msg);
+		free(dir);
+	}
+	ck_assert_str_eq(eng_err_path("/a/b_c-1.0/model+x@y=z,w"), "/a/b_c-1.0/model+x@y=z,w");
+	ck_assert_str_eq(eng_err_path(""), "(a path not shown)");
+	ck_assert_str_eq(eng_err_path("/a b"), "(a path not shown)");
+}
+END_TEST
+
 Suite *suite_lora(void)
 {
 	Suite *s = suite_create("lora");
@@ -427,6 +459,7 @@ Suite *suite_lora(void)
 	tcase_set_timeout(tc, TIMEOUT);
 	tcase_add_test(tc, test_lora_checkpoint_external_base);
 	tcase_add_test(tc, test_lora_checkpoint_own_base);
+	tcase_add_test(tc, test_lora_base_path_not_echoed);
 	tcase_add_loop_test(tc, test_lora_refused, 0, (int)(sizeof bad / sizeof bad[0]));
 	tcase_add_loop_test(tc, test_lora_merge, 0, 2);
 	suite_add_tcase(s, tc);
