@@ -227,6 +227,9 @@ void srv_waiter_push(srv_waiter **list, srv_waiter *w);
 /* 1 when a job of owner must run as another user than rematd's: rematd is root and the
  * owner is not. */
 int srv_cred_drops(const srv_server *srv, const eng_cred *owner);
+/* 1 for root and rematd's own user: exempt from the caps each other user has (on
+ * connections, queued jobs, specs being checked), and theirs is the connections' reserve */
+int srv_privileged(const srv_server *srv, uid_t uid);
 /* The arguments a remat-train run for owner takes: "--as" and its value (in buf,
  * ENG_CRED_ARG_LEN bytes) into args[0..1] when srv_cred_drops; returns how many (0, 2). */
 int srv_cred_args(const srv_server *srv, const eng_cred *owner, char *buf, char **args);

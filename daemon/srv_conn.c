@@ -126,12 +126,6 @@ static int conn_peer_allowed(const srv_server *srv, const eng_cred *cr)
 	return 0;
 }
 
-/* root and rematd's own user: exempt from the per-user cap, and theirs is the reserve */
-static int conn_privileged(const srv_server *srv, uid_t uid)
-{
-	return uid == 0 || uid == srv->uid;
-}
-
 /* Why c may not be served now (into desc), or 0 when it may: the limits on connections. */
 static int conn_over_limit(const srv_server *srv, const srv_conn *c, char *desc,
 	size_t desclen)
@@ -142,10 +136,10 @@ static int conn_over_limit(const srv_server *srv, const srv_conn *c, char *desc,
 			PROTO_MAX_CONNECTIONS);
 		return 1;
 	}
-	if (conn_privileged(srv, c->uid))
+	if (srv_privileged(srv, c->uid))
 		return 0;
 	for (const srv_conn *o = srv->conns; o; o = o->next) {
-		if (!o->served || conn_privileged(srv, o->uid))
+		if (!o->served || srv_privileged(srv, o->uid))
 			continue;
 		others++;
 		mine += o->uid == c->uid;

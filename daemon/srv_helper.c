@@ -32,6 +32,8 @@ struct srv_helper {
 	size_t len;                  /* bytes in buf */
 	char buf[SRV_HELPER_OUT + 1];
 	char what[32];               /* "check", "info": for messages */
+	int has_uid;                 /* 1 when it runs for a user (as): uid */
+	uid_t uid;
 	char spec_name[64];          /* its spec file in STATE_DIR/tmp, "" when none */
 	char spec_path[SRV_PATH_LEN + 80]; /* the same as a path, the helper's argument */
 	srv_helper_done_fn done;
@@ -44,6 +46,14 @@ int srv_helper_count(const srv_server *srv)
 	int n = 0;
 	for (const srv_helper *h = srv->helpers; h; h = h->next)
 		n++;
+	return n;
+}
+
+int srv_helper_count_of(const srv_server *srv, uid_t uid)
+{
+	int n = 0;
+	for (const srv_helper *h = srv->helpers; h; h = h->next)
+		n += h->has_uid && h->uid == uid;
 	return n;
 }
 
@@ -210,6 +220,8 @@ int srv_helper_run(srv_server *srv, const char *what, const char *const *args,
 	h->done = done;
 	h->ud = ud;
 	snprintf(h->what, sizeof h->what, "%s", what);
+	h->has_uid = as != NULL;
+	h->uid = as ? as->uid : 0;
 	argv[n++] = srv->worker_path;
 	for (int i = 0; args[i] && i < HELPER_MAX_ARGS; i++)
 		argv[n++] = (char *)args[i];

@@ -18,6 +18,8 @@
 
 #define SRV_HELPER_OUT (256u << 10) /* bytes of a helper's output read; more is an error */
 #define SRV_HELPER_MAX 16           /* helpers at once; job-start past it: Busy */
+#define SRV_HELPER_PER_UID (SRV_HELPER_MAX / 4) /* of them for one user but root or rematd's:
+				     * no user holds every check slot */
 #define SRV_CHECK_MS 120000         /* a --check may take this long (it hashes init_from) */
 #define SRV_INFO_MS 30000           /* --info (the first CUDA probe of a GPU machine) */
 #define SRV_INFO_WAIT_MS 3000       /* how long the first start waits for it before serving */
@@ -36,8 +38,9 @@ int srv_helper_run(srv_server *srv, const char *what, const char *const *args,
 	const json_t *spec, const eng_cred *as, int timeout_ms, srv_helper_done_fn done,
 	void *ud, char *err, size_t errlen);
 
-/* Helpers running now. */
+/* Helpers running now; those running for uid. */
 int srv_helper_count(const srv_server *srv);
+int srv_helper_count_of(const srv_server *srv, uid_t uid);
 /* SIGKILLs every helper (shutdown) and calls their done callbacks at once, with no answer
  * and why: their requests are answered before the connections close. */
 void srv_helper_kill_all(srv_server *srv, const char *why);

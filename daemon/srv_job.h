@@ -77,6 +77,8 @@
 				     * this while another process holds it */
 #define SRV_RESCAN_TRIES 30         /* at most this many times */
 #define SRV_MAX_QUEUED 256          /* jobs waiting for a slot; job-start past it: Busy */
+#define SRV_QUEUED_PER_UID (SRV_MAX_QUEUED / 4) /* of them one user's but root or rematd's:
+				     * no user fills the queue for the others */
 #define SRV_NAME_LEN 64             /* longest job name kept */
 #define SRV_REASON_LEN 512          /* longest reason kept for a state change */
 #define SRV_EXECUTE_LEN 64          /* longest command name (proto_request.execute) */

@@ -182,10 +182,17 @@ int srv_job__check_run(srv_server *srv, job_check *k, srv_conn *c, proto_errclas
 	char *desc, size_t desclen)
 {
 	static const char *const args[] = {"--check", NULL};
+	*ec = PROTO_ERR_BUSY;
 	if (srv_helper_count(srv) >= SRV_HELPER_MAX) {
-		*ec = PROTO_ERR_BUSY;
 		srv_fmt(desc, desclen, "%d specs are being checked already; try again",
 			SRV_HELPER_MAX);
+		return -1;
+	}
+	if (!srv_privileged(srv, k->owner.uid) &&
+		srv_helper_count_of(srv, k->owner.uid) >= SRV_HELPER_PER_UID) {
+		srv_fmt(desc, desclen, "%d specs of uid %lu are being checked already (at most %d "
+			"a user); try again", SRV_HELPER_PER_UID, (unsigned long)k->owner.uid,
+			SRV_HELPER_PER_UID);
 		return -1;
 	}
 	if (srv_helper_run(srv, "check", args, k->spec, &k->owner, SRV_CHECK_MS, check_answered,

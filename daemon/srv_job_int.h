@@ -60,4 +60,13 @@ eng_check_info *srv_job__check_info(const eng_check_info *ci);
 int srv_job__write_file(srv_job *job, const char *name, const json_t *spec, char *desc,
 	size_t desclen);
 
+/* ---- save directories (srv_job_start.c) ---- */
+
+/* The job other than self (may be NULL) that holds save_dir, or NULL: a live or queued one
+ * writing there, or an ended one that a resume would go on from there (stopped, failed,
+ * interrupted: every record but a finished one's, until job-remove forgets it). */
+srv_job *srv_job__using(srv_server *srv, const char *save_dir, const srv_job *self);
+/* Why save is refused, other holding it, into desc. */
+void srv_job__using_text(const srv_job *other, const char *save, char *desc, size_t desclen);
+
 #endif

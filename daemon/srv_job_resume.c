@@ -104,6 +104,12 @@ int srv_job_resume(srv_job *job, srv_conn *c, const json_t *id, proto_errclass *
 			"in a moment", job->id, proto_job_state_name(job->state));
 		return -1;
 	}
+	srv_job *other = job->save_dir[0] ? srv_job__using(srv, job->save_dir, job) : NULL;
+	if (other) { /* another job writes there, or would go on from there */
+		*ec = PROTO_ERR_BUSY;
+		srv_job__using_text(other, job->save_dir, desc, desclen);
+		return -1;
+	}
 	job_check *k = calloc(1, sizeof *k);
 	if (!k) {
 		*ec = PROTO_ERR_INTERNAL;
@@ -150,6 +156,9 @@ static json_t *resume_checked(srv_server *srv, job_check *k, const eng_check_inf
 	job->info = srv_job__check_info(ci);
 	job->step = ci->resume_step;
 	srv_pool_job_init(job, k->spec, 1);
+	*ec = PROTO_ERR_INVALID_PARAMETER;
+	if (srv_pool_could_fit(job, desc, desclen) < 0) /* a pool made smaller since */
+		return NULL;
 	if (ckpt) {
 		/* the newest one, found as its owner: newer than the record's when the worker
 		 * saved on its way out of a daemon that had died */

@@ -35,6 +35,31 @@ static int job_count(const srv_server *srv, proto_job_state s)
 	return n;
 }
 
+/* 0 when the queue has room for one more job of uid: SRV_MAX_QUEUED in all, and
+ * SRV_QUEUED_PER_UID of one user but root or rematd's (with_checks: the checks under way
+ * counted as queued, before a start's own); else -1 with why in desc (Busy). */
+static int queue_room(const srv_server *srv, uid_t uid, int with_checks, char *desc,
+	size_t desclen)
+{
+	int all = job_count(srv, PROTO_JOB_QUEUED), mine = 0;
+	for (int i = 0; i < srv->n_jobs; i++)
+		mine += srv->jobs[i]->state == PROTO_JOB_QUEUED && srv->jobs[i]->owner.uid == uid;
+	if (with_checks) {
+		all += srv_helper_count(srv);
+		mine += srv_helper_count_of(srv, uid);
+	}
+	if (all >= SRV_MAX_QUEUED) {
+		srv_fmt(desc, desclen, "too many jobs queued (at most %d)", SRV_MAX_QUEUED);
+		return -1;
+	}
+	if (!srv_privileged(srv, uid) && mine >= SRV_QUEUED_PER_UID) {
+		srv_fmt(desc, desclen, "uid %lu has %d jobs queued (at most %d a user)",
+			(unsigned long)uid, mine, SRV_QUEUED_PER_UID);
+		return -1;
+	}
+	return 0;
+}
+
 /* ---- job-start ---- */
 
 /* Reserves a fresh id and creates its directory. */
@@ -101,24 +126,35 @@ out:
 	return rc;
 }
 
-/* A live or queued job already writing to save_dir, or NULL. */
-static srv_job *job_using(srv_server *srv, const char *save_dir)
+srv_job *srv_job__using(srv_server *srv, const char *save_dir, const srv_job *self)
 {
 	for (int i = 0; i < srv->n_jobs; i++) {
 		srv_job *j = srv->jobs[i];
-		if (!proto_job_state_final(j->state) && strcmp(j->save_dir, save_dir) == 0)
+		if (j != self && j->state != PROTO_JOB_FINISHED &&
+			strcmp(j->save_dir, save_dir) == 0)
 			return j;
 	}
 	return NULL;
+}
+
+void srv_job__using_text(const srv_job *other, const char *save, char *desc, size_t desclen)
+{
+	char q[SRV_QUOTE_BUF];
+	int ended = proto_job_state_final(other->state);
+	srv_fmt(desc, desclen, "save directory %s is used by job %s (%s): two jobs never share "
+		"one%s%s%s", srv_quote(save, strlen(save), q), other->id,
+		proto_job_state_name(other->state), ended ? " (its resume goes on from there: "
+		"resume it, or forget it with job-remove, " : "", ended ? other->id : "",
+		ended ? " first)" : "");
 }
 
 /* 0 when a spec that passed its check may become a job now: the daemon is not shutting
  * down, its save directory (save, may be NULL) is no other job's, the queue has room, a
  * data parallel job can be launched. Else -1 with ec/desc. */
 static int job_may_create(srv_server *srv, const eng_check_info *ci, const char *save,
-	proto_errclass *ec, char *desc, size_t desclen)
+	uid_t owner, proto_errclass *ec, char *desc, size_t desclen)
 {
-	srv_job *other = save && save[0] ? job_using(srv, save) : NULL;
+	srv_job *other = save && save[0] ? srv_job__using(srv, save, NULL) : NULL;
 	*ec = PROTO_ERR_BUSY;
 	if (srv->shutting_down) {
 		*ec = PROTO_ERR_INVALID_STATE;
@@ -126,16 +162,11 @@ static int job_may_create(srv_server *srv, const eng_check_info *ci, const char 
 		return -1;
 	}
 	if (other) {
-		char q[SRV_QUOTE_BUF];
-		srv_fmt(desc, desclen, "save directory %s is used by job %s (%s): two jobs never "
-			"share one", srv_quote(save, strlen(save), q), other->id,
-			proto_job_state_name(other->state));
+		srv_job__using_text(other, save, desc, desclen);
 		return -1;
 	}
-	if (job_count(srv, PROTO_JOB_QUEUED) >= SRV_MAX_QUEUED) {
-		srv_fmt(desc, desclen, "too many jobs queued (at most %d)", SRV_MAX_QUEUED);
+	if (queue_room(srv, owner, 0, desc, desclen) < 0)
 		return -1;
-	}
 	if (srv_mpi_check(srv, ci, desc, desclen) < 0) {
 		*ec = PROTO_ERR_INVALID_PARAMETER;
 		return -1;
@@ -174,7 +205,7 @@ static srv_job *job_create(srv_server *srv, job_check *k, const eng_check_info *
 	proto_errclass *ec, char *desc, size_t desclen)
 {
 	const char *save = ci->save_dir;
-	if (job_may_create(srv, ci, save, ec, desc, desclen) < 0)
+	if (job_may_create(srv, ci, save, k->owner.uid, ec, desc, desclen) < 0)
 		return NULL;
 	srv_job *job = srv_job_alloc(srv);
 	if (!job) {
@@ -186,16 +217,19 @@ static srv_job *job_create(srv_server *srv, job_check *k, const eng_check_info *
 		free(job);
 		return NULL;
 	}
+	job->info = srv_job__check_info(ci);
+	srv_auto_from_spec(&job->autoc, k->spec);
+	srv_pool_job_init(job, k->spec, 0);
+	*ec = PROTO_ERR_INVALID_PARAMETER;
+	if (srv_pool_could_fit(job, desc, desclen) < 0)
+		goto fail;
 	*ec = PROTO_ERR_IO_ERROR;
 	if (job_reserve(srv, job, desc, desclen) < 0 ||
 		job_files(job, k, save, ec, desc, desclen) < 0)
 		goto fail;
 	srv_copy_text(job->name, sizeof job->name, ci->name[0] ? ci->name : "job");
 	job->steps = ci->steps;
-	job->info = srv_job__check_info(ci);
 	job->policy = eng_policy_json(&ci->policy);
-	srv_auto_from_spec(&job->autoc, k->spec);
-	srv_pool_job_init(job, k->spec, 0);
 	job->created = (int64_t)time(NULL);
 	snprintf(job->reason, sizeof job->reason, "job-start");
 	srv_job_save_record(job);
@@ -266,8 +300,7 @@ int srv_job_start(srv_conn *c, const json_t *spec, const char *name, const json_
 		return -1;
 	}
 	*ec = PROTO_ERR_BUSY;
-	if (job_count(srv, PROTO_JOB_QUEUED) + srv_helper_count(srv) >= SRV_MAX_QUEUED) {
-		srv_fmt(desc, desclen, "too many jobs queued (at most %d)", SRV_MAX_QUEUED);
+	if (queue_room(srv, c->cred.uid, 1, desc, desclen) < 0) {
 		srv_job__check_free(k);
 		return -1;
 	}

@@ -142,12 +142,16 @@ static long long job_least(const srv_job *job)
 	return least > pj->floor ? least : pj->floor;
 }
 
-/* What a job reserves: its own budget (the spec's remat.budget, once known), else its
- * least. */
+/* 1 when the job reserves its own budget (the spec's remat.budget, once known) */
+static int reserves_own(const srv_job *job)
+{
+	return job->pool.own && job->autoc.on && job->autoc.budget_bytes;
+}
+
+/* What a job reserves: its own budget, else its least. */
 static long long job_reserve(const srv_job *job)
 {
-	return job->pool.own && job->autoc.on && job->autoc.budget_bytes
-		? job->autoc.budget_bytes * ranks_of(job) : job_least(job);
+	return reserves_own(job) ? job->autoc.budget_bytes * ranks_of(job) : job_least(job);
 }
 
 /* The budget a job of the pool may hold now: its share (the one before while a shrink
@@ -190,6 +194,19 @@ static int wait_because(srv_job *job, const char *why)
 	if (strcmp(job->reason, why) == 0)
 		return 0;
 	srv_copy_text(job->reason, sizeof job->reason, why);
+	return -1;
+}
+
+int srv_pool_could_fit(const srv_job *job, char *desc, size_t desclen)
+{
+	const srv_server *srv = job->srv;
+	long long need = job_reserve(job);
+	if (!srv->pool.on || job->pool.least <= 0 || need <= srv->pool.bytes)
+		return 0;
+	srv_fmt(desc, desclen, "the job needs at least %.1f MiB of the pool (%s), and the pool "
+		"is %.1f MiB (rematd --memory): it could never be admitted", MIB(need),
+		reserves_own(job) ? "its remat.budget" : "its least policy's peak",
+		MIB(srv->pool.bytes));
 	return -1;
 }
 

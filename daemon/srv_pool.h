@@ -107,6 +107,10 @@ void srv_pool_job_init(srv_job *job, const json_t *spec, int resume);
  * ended ones), whose plan is made then. */
 void srv_pool_job_terms(srv_job *job, const json_t *spec, int resume);
 
+/* 0 when the job could be admitted once the pool is free: what it reserves (its own
+ * budget, else its least) is no more than the pool; else -1 with why in desc (a job that
+ * waited for it would wait for ever, and every job queued behind it too). */
+int srv_pool_could_fit(const srv_job *job, char *desc, size_t desclen);
 /* Whether the queued job may start now: 1 (its reserve taken); 0 or -1, it waits, its
  * reason saying for what (-1: a new reason, for the record). Always 1 without a pool. */
 int srv_pool_admit(srv_job *job);

@@ -127,6 +127,11 @@ int srv_cred_drops(const srv_server *srv, const eng_cred *owner)
 	return srv->uid == 0 && owner->uid != 0;
 }
 
+int srv_privileged(const srv_server *srv, uid_t uid)
+{
+	return uid == 0 || uid == srv->uid;
+}
+
 int srv_cred_args(const srv_server *srv, const eng_cred *owner, char *buf, char **args)
 {
 	if (!srv_cred_drops(srv, owner))

@@ -63,6 +63,47 @@ static size_t planned(const eng_trainer *tr, const eng_policy *p)
 	return eng_trainer_fixed_bytes(tr, NULL) + pl.peak_bytes;
 }
 
+/* STEPS steps of tr under policy name, the first DROP left out: its table row. 0, or 1
+ * when the policy or a step failed (said in its row). */
+static int bench_policy(eng_trainer *tr, const char *name, int steps)
+{
+	eng_policy p;
+	eng_err err;
+	double ms[MAX_STEPS], rc_ms = 0;
+	if (eng_trainer_parse_policy(tr, name, &p, &err) < 0 ||
+		eng_trainer_set_policy(tr, &p, &err) < 0) {
+		printf("%-18s %s\n", name, err.msg);
+		return 1;
+	}
+	eng_cuda_mem_reset_peak();
+	int n = 0, rc = 0;
+	for (int s = 0; s < steps; s++) {
+		eng_step_stats st;
+		if (eng_trainer_step_as(tr, NULL, &st, &err) < 0) {
+			printf("%-18s %s\n", name, err.msg);
+			rc = 1;
+			break;
+		}
+		if (s >= DROP) {
+			ms[n++] = st.step_ms;
+			rc_ms += st.recompute_ms;
+		}
+	}
+	if (n == 0)
+		return rc;
+	qsort(ms, (size_t)n, sizeof ms[0], cmp_double);
+	double med = ms[n / 2];
+	eng_cuda_mem_stats ds;
+	eng_cuda_mem_get_stats(&ds);
+	printf("%-18s %9.1f %10.0f %10.1f %10.1f %10.1f %10.1f %10.1f %9.1f\n", name, med,
+		tr->model.B * tr->model.T / (med / 1e3), ds.total_peak_reset / 1048576.0,
+		planned(tr, &p) / 1048576.0, ds.current[ENG_MEM_ACTIVATIONS] / 1048576.0,
+		(ds.device_total - ds.device_free) / 1048576.0, ds.pinned / 1048576.0,
+		rc_ms / n);
+	fflush(stdout);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	const char *keep = NULL; /* --tokens FILE: the shard written there, and nothing run */
@@ -119,43 +160,8 @@ int main(int argc, char **argv)
 	printf("%-18s %9s %10s %10s %10s %10s %10s %10s %9s\n", "policy", "ms/step", "tokens/s",
 		"peak MiB", "plan MiB", "activ. MiB", "device MiB", "pinned MiB", "recomp ms");
 	int rc = 0;
-	for (size_t k = 0; k < sizeof policies / sizeof policies[0]; k++) {
-		eng_policy p;
-		double ms[MAX_STEPS], rc_ms = 0;
-		if (eng_trainer_parse_policy(&tr, policies[k], &p, &err) < 0 ||
-			eng_trainer_set_policy(&tr, &p, &err) < 0) {
-			printf("%-18s %s\n", policies[k], err.msg);
-			rc = 1;
-			continue;
-		}
-		eng_cuda_mem_reset_peak();
-		int n = 0;
-		for (int s = 0; s < steps; s++) {
-			eng_step_stats st;
-			if (eng_trainer_step_as(&tr, NULL, &st, &err) < 0) {
-				printf("%-18s %s\n", policies[k], err.msg);
-				rc = 1;
-				break;
-			}
-			if (s >= DROP) {
-				ms[n++] = st.step_ms;
-				rc_ms += st.recompute_ms;
-			}
-		}
-		if (n == 0)
-			continue;
-		qsort(ms, (size_t)n, sizeof ms[0], cmp_double);
-		double med = ms[n / 2];
-		eng_cuda_mem_stats ds;
-		eng_cuda_mem_get_stats(&ds);
-		printf("%-18s %9.1f %10.0f %10.1f %10.1f %10.1f %10.1f %10.1f %9.1f\n", policies[k],
-			med, B * T / (med / 1e3), ds.total_peak_reset / 1048576.0,
-			planned(&tr, &p) / 1048576.0,
-			ds.current[ENG_MEM_ACTIVATIONS] / 1048576.0,
-			(ds.device_total - ds.device_free) / 1048576.0, ds.pinned / 1048576.0,
-			rc_ms / n);
-		fflush(stdout);
-	}
+	for (size_t k = 0; k < sizeof policies / sizeof policies[0]; k++)
+		rc |= bench_policy(&tr, policies[k], steps);
 	eng_trainer_free(&tr);
 	return rc;
 }

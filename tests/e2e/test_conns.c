@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "proto.h"
+#include "t_util.h"
 
 #define CONN_PER_UID (PROTO_MAX_CONNECTIONS / 2) /* rematd's SRV_CONN_PER_UID */
 
@@ -148,6 +149,50 @@ static void peer_fill(const char *sock, int in, int out)
 	_exit(0);
 }
 
+/* What a peer runs as uid TD_NOBODY (in group TD_PEER_GROUP): it writes its finding to out
+ * and closes it, then may wait until in closes. */
+typedef void (*peer_fn)(const char *sock, int in, int out);
+
+/* Forks the peer fn on sock; what it writes goes into msg (len bytes). Returns its pid and
+ * into *hold the end it waits on: peer_end lets it go. */
+static pid_t peer_run(const char *sock, peer_fn fn, char *msg, size_t len, int *hold)
+{
+	int to_child[2], from_child[2];
+	ck_assert_int_eq(pipe(to_child), 0);
+	ck_assert_int_eq(pipe(from_child), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		gid_t g = (gid_t)atoi(TD_PEER_GROUP);
+		close(to_child[1]);
+		close(from_child[0]);
+		if (setgroups(1, &g) < 0 || setgid(TD_NOBODY) < 0 || setuid(TD_NOBODY) < 0)
+			_exit(126);
+		fn(sock, to_child[0], from_child[1]);
+		_exit(0);
+	}
+	close(to_child[0]);
+	close(from_child[1]);
+	size_t n = 0;
+	ssize_t r;
+	while (n + 1 < len && (r = read(from_child[0], msg + n, len - 1 - n)) > 0)
+		n += (size_t)r;
+	msg[n] = '\0';
+	close(from_child[0]);
+	*hold = to_child[1];
+	return pid;
+}
+
+/* The peer let go, and ended well. */
+static void peer_end(pid_t pid, int hold)
+{
+	int status;
+	close(hold);
+	waitpid(pid, &status, 0);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the peer: status %d",
+		status);
+}
+
 START_TEST(test_conns_per_uid_cap)
 {
 	if (geteuid() != 0) {
@@ -160,39 +205,147 @@ START_TEST(test_conns_per_uid_cap)
 	const char *extra[] = {"--group", TD_PEER_GROUP, NULL};
 	td_daemon_start(&d, extra);
 	probe_gone(&d);
-	int to_child[2], from_child[2];
-	ck_assert_int_eq(pipe(to_child), 0);
-	ck_assert_int_eq(pipe(from_child), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		gid_t g = (gid_t)atoi(TD_PEER_GROUP);
-		close(to_child[1]);
-		close(from_child[0]);
-		if (setgroups(1, &g) < 0 || setgid(TD_NOBODY) < 0 || setuid(TD_NOBODY) < 0)
-			_exit(126);
-		peer_fill(d.sock, to_child[0], from_child[1]);
-	}
-	close(to_child[0]);
-	close(from_child[1]);
-	char msg[1300] = "";
-	ssize_t n = 0, r;
-	while ((size_t)n + 1 < sizeof msg && (r = read(from_child[0], msg + n,
-		sizeof msg - 1 - (size_t)n)) > 0)
-		n += r;
-	msg[n] = '\0';
-	close(from_child[0]);
+	char msg[1300];
+	int hold = -1;
+	pid_t pid = peer_run(d.sock, peer_fill, msg, sizeof msg, &hold);
 	/* the other user holds its share, and root still gets in */
 	int alive = td_try_info(&d);
-	close(to_child[1]);
-	int status;
-	waitpid(pid, &status, 0);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the peer: status %d",
-		status);
+	peer_end(pid, hold);
 	ck_assert_msg(atoi(msg) == CONN_PER_UID && strstr(msg, "Busy") &&
 		strstr(msg, "too many connections of uid 65534"), "uid %d: %s", TD_NOBODY, msg);
 	ck_assert_msg(alive, "root was refused while uid %d held %d places", TD_NOBODY,
 		CONN_PER_UID);
+	td_daemon_stop(&d);
+}
+END_TEST
+
+/* ---- one user's checks ---- */
+
+#define CHECKS_PER_UID 4 /* rematd's SRV_HELPER_PER_UID */
+
+/* In the child, as uid TD_NOBODY: one more job-start than CHECKS_PER_UID on one
+ * connection; writes the reply to the last (the others wait on their checks) to out, then
+ * holds the connection until in closes. */
+static void peer_checks(const char *sock, int in, int out)
+{
+	char line[2048] = "no reply", req[512];
+	int fd = td_connect(sock);
+	if (fd < 0 || peer_line(fd, line, sizeof line) < 0)
+		_exit(2);
+	for (int i = 1; i <= CHECKS_PER_UID + 1; i++) {
+		int n = snprintf(req, sizeof req, "{\"execute\":\"job-start\",\"id\":%d,"
+			"\"arguments\":{\"spec\":" T_TINY_SPEC "}}\n", i);
+		if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
+			_exit(3);
+	}
+	char want[32];
+	snprintf(want, sizeof want, "\"id\":%d", CHECKS_PER_UID + 1);
+	while (peer_line(fd, line, sizeof line) == 0 && !strstr(line, want))
+		;
+	size_t n = strlen(line);
+	if (write(out, line, n) != (ssize_t)n)
+		_exit(1);
+	close(out);
+	char b;
+	while (read(in, &b, 1) > 0)
+		;
+	_exit(0);
+}
+
+/* A user holds at most CHECKS_PER_UID of rematd's spec checks at once: the next is Busy,
+ * saying so, and root still gets its own checked (no user holds every check slot). */
+START_TEST(test_conns_checks_per_uid_cap)
+{
+	if (geteuid() != 0) {
+		printf("test_conns_checks_per_uid_cap: skipped: needs root (a peer of another "
+			"uid)\n");
+		return;
+	}
+	td_daemon d;
+	td_daemon_paths(&d);
+	ck_assert_int_eq(chmod(d.dir, 0711), 0);
+	/* checks that take 3 s: the peer's stay under way while it asks for one more */
+	char path[700], body[1024];
+	snprintf(path, sizeof path, "%s/slow-check.sh", d.dir);
+	snprintf(body, sizeof body, "#!/bin/sh\n[ \"$1\" = --check ] && sleep 3\n"
+		"exec '%s' \"$@\"\n", t_env("REMAT_TRAIN"));
+	t_write_file(path, body, strlen(body));
+	ck_assert_int_eq(chmod(path, 0755), 0);
+	const char *extra[] = {"--group", TD_PEER_GROUP, "--worker", path, NULL};
+	td_daemon_start(&d, extra);
+	char msg[2100];
+	int hold = -1;
+	pid_t pid = peer_run(d.sock, peer_checks, msg, sizeof msg, &hold);
+	td_conn c = td_open(&d);
+	json_t *mine = td_request(&c, "{\"execute\":\"job-start\",\"arguments\":{\"spec\":"
+		T_TINY_SPEC "}}");
+	peer_end(pid, hold);
+	ck_assert_msg(strstr(msg, "Busy") && strstr(msg, "at most 4 a user"), "uid %d: %s",
+		TD_NOBODY, msg);
+	ck_assert_msg(json_object_get(mine, "return"), "root: %s", json_dumps(mine, 0));
+	json_decref(mine);
+	td_close(&c);
+	td_daemon_stop(&d);
+}
+END_TEST
+
+#define QUEUED_PER_UID 64 /* rematd's SRV_QUEUED_PER_UID */
+
+/* In the child, as uid TD_NOBODY: job-starts in rounds of CHECKS_PER_UID until one is
+ * refused (at most QUEUED_PER_UID + 2); writes "accepted refusal" to out. */
+static void peer_queue(const char *sock, int in, int out)
+{
+	(void)in;
+	char line[2048] = "no reply", req[512], msg[2100];
+	int fd = td_connect(sock), accepted = 0, refused = 0;
+	if (fd < 0 || peer_line(fd, line, sizeof line) < 0)
+		_exit(2);
+	for (int sent = 0; !refused && sent < QUEUED_PER_UID + 2;) {
+		int round = 0;
+		for (; round < CHECKS_PER_UID && sent < QUEUED_PER_UID + 2; round++, sent++) {
+			int n = snprintf(req, sizeof req, "{\"execute\":\"job-start\",\"id\":%d,"
+				"\"arguments\":{\"spec\":" T_TINY_SPEC "}}\n", sent + 1);
+			if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
+				_exit(3);
+		}
+		for (int i = 0; i < round; i++) {
+			if (peer_line(fd, line, sizeof line) < 0)
+				_exit(4);
+			if (strstr(line, "\"return\""))
+				accepted++;
+			else if (!refused++)
+				snprintf(msg, sizeof msg, "%s", line);
+		}
+	}
+	int n = snprintf(line, sizeof line, "%d %s", accepted, refused ? msg : "none refused");
+	_exit(write(out, line, (size_t)n) == n ? 0 : 1);
+}
+
+/* A user holds at most QUEUED_PER_UID places in the queue: one job runs (a worker that
+ * never goes on), QUEUED_PER_UID wait, and the next start is Busy, saying so. */
+START_TEST(test_conns_queue_per_uid_cap)
+{
+	if (geteuid() != 0) {
+		printf("test_conns_queue_per_uid_cap: skipped: needs root (a peer of another "
+			"uid)\n");
+		return;
+	}
+	td_daemon d;
+	td_daemon_paths(&d);
+	ck_assert_int_eq(chmod(d.dir, 0711), 0);
+	char *w = td_script(&d, "worker.sh", "exec sleep 600");
+	/* its silent worker is killed a second after the shutdown asks it to stop */
+	const char *extra[] = {"--group", TD_PEER_GROUP, "--worker", w, "--max-jobs", "1",
+		"--stop-timeout", "1", NULL};
+	td_daemon_start(&d, extra);
+	char msg[2200];
+	int hold = -1;
+	pid_t pid = peer_run(d.sock, peer_queue, msg, sizeof msg, &hold);
+	peer_end(pid, hold);
+	ck_assert_msg(atoi(msg) == QUEUED_PER_UID + 1 && strstr(msg, "Busy") &&
+		strstr(msg, "has 64 jobs queued (at most 64 a user)"), "uid %d: %s", TD_NOBODY,
+		msg);
+	free(w);
 	td_daemon_stop(&d);
 }
 END_TEST
@@ -383,6 +536,8 @@ Suite *suite_conns(void)
 	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, test_conns_spoken_idle_closed);
 	tcase_add_test(tc, test_conns_per_uid_cap);
+	tcase_add_test(tc, test_conns_checks_per_uid_cap);
+	tcase_add_test(tc, test_conns_queue_per_uid_cap);
 	tcase_add_test(tc, test_conns_shutdown_during_check);
 	tcase_add_test(tc, test_conns_change_timed_out_is_queued);
 	tcase_add_test(tc, test_conns_ended_job_figures);

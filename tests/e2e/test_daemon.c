@@ -1080,6 +1080,33 @@ START_TEST(test_daemon_profile_fills_costs)
 }
 END_TEST
 
+/* rematctl's argv with argv[at] its --trace FILE: FILE a symbolic link (to a file not
+ * there) or a hard link (to one there), in dir, is refused, and what it names stays as it
+ * was (absent; its 4 bytes) */
+static void trace_links_refused(char **argv, int at, const char *dir)
+{
+	char sym[700], hard[700], target[700], *out, *text;
+	size_t len;
+	snprintf(sym, sizeof sym, "%s/link.json", dir);
+	snprintf(hard, sizeof hard, "%s/hard.json", dir);
+	snprintf(target, sizeof target, "%s/elsewhere.json", dir);
+	ck_assert_int_eq(symlink(target, sym), 0);
+	argv[at] = sym;
+	int rc = t_run(argv, &out);
+	ck_assert_msg(rc == 1 && strstr(out, "symbolic link"), "%d: %s", rc, out);
+	ck_assert_int_eq(access(target, F_OK), -1);
+	free(out);
+	t_write_file(target, "keep", 4);
+	ck_assert_int_eq(link(target, hard), 0);
+	argv[at] = hard;
+	rc = t_run(argv, &out);
+	ck_assert_msg(rc == 1 && strstr(out, "hard link"), "%d: %s", rc, out);
+	free(out);
+	text = t_read_file(target, &len);
+	ck_assert(len == 4 && memcmp(text, "keep", 4) == 0);
+	free(text);
+}
+
 /* remat-memlog through rematd: the last steps' peaks (each category within the step's
  * peak, every section named), the last step's timeline in PyTorch's snapshot and as a
  * Chrome trace, bad arguments refused; rematctl remat memlog --trace writes the file. */
@@ -1145,28 +1172,7 @@ START_TEST(test_daemon_memlog)
 	ck_assert_msg(json_is_array(json_object_get(snap, "device_traces")), "%s", path);
 	json_decref(snap);
 	free(text);
-	/* a link where the file goes is not followed: what it names stays untouched */
-	char sym[700], target[700];
-	snprintf(sym, sizeof sym, "%s/link.json", d.dir);
-	snprintf(target, sizeof target, "%s/elsewhere.json", d.dir);
-	ck_assert_int_eq(symlink(target, sym), 0);
-	argv[9] = sym;
-	rc = t_run(argv, &out);
-	ck_assert_msg(rc == 1 && strstr(out, "symbolic link"), "%d: %s", rc, out);
-	ck_assert_int_eq(access(target, F_OK), -1);
-	free(out);
-	/* nor written through a hard link: the file it shares stays as it was */
-	char hard[700];
-	snprintf(hard, sizeof hard, "%s/hard.json", d.dir);
-	t_write_file(target, "keep", 4);
-	ck_assert_int_eq(link(target, hard), 0);
-	argv[9] = hard;
-	rc = t_run(argv, &out);
-	ck_assert_msg(rc == 1 && strstr(out, "hard link"), "%d: %s", rc, out);
-	free(out);
-	text = t_read_file(target, &len);
-	ck_assert(len == 4 && memcmp(text, "keep", 4) == 0);
-	free(text);
+	trace_links_refused(argv, 9, d.dir);
 	td_daemon_stop(&d);
 	td_close(&c);
 }

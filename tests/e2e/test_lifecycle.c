@@ -639,6 +639,49 @@ START_TEST(test_lifecycle_spec_refused_at_start)
 }
 END_TEST
 
+/* ---- a stopped job keeps its save directory ---- */
+
+/* A stopped job's resume goes on from the newest checkpoint of its save directory: another
+ * job started there is refused (Busy, saying how to free it) until the stopped one is
+ * forgotten (job-remove), and then it starts. */
+START_TEST(test_lifecycle_stopped_job_keeps_save_dir)
+{
+	td_daemon d;
+	td_conn c = real_daemon(&d);
+	char save[700], first[16];
+	json_decref(td_request(&c, "{\"execute\":\"subscribe\"}"));
+	snprintf(save, sizeof save, "%s/kept", d.dir);
+	char *spec = spec_of(1000000, save, NULL);
+	snprintf(first, sizeof first, "%s", td_job_start(&c, spec, NULL));
+	json_decref(wait_step(&c, first, 1, T_JOB_MS));
+	json_t *r = td_request(&c, "{\"execute\":\"job-stop\",\"arguments\":{\"job\":\"%s\","
+		"\"save\":false}}", first);
+	td_expect_return(r);
+	json_decref(r);
+	json_decref(td_wait_state(&c, first, "stopped", T_JOB_MS));
+	r = td_request(&c, "{\"execute\":\"job-start\",\"arguments\":{\"spec\":%s}}", spec);
+	const char *busy = td_expect_error(r, "Busy");
+	ck_assert_msg(strstr(busy, first) && strstr(busy, "stopped") &&
+		strstr(busy, "job-remove"), "desc: %s", busy);
+	json_decref(r);
+	for (long end = td_ms() + T_JOB_MS;; td_sleep_ms(100)) { /* its worker reaped */
+		r = td_request(&c, "{\"execute\":\"job-remove\",\"arguments\":{\"job\":\"%s\"}}",
+			first);
+		if (!json_object_get(r, "error") || td_ms() > end)
+			break;
+		json_decref(r);
+	}
+	td_expect_return(r);
+	json_decref(r);
+	const char *second = td_job_start(&c, spec, NULL);
+	json_decref(td_request(&c, "{\"execute\":\"job-stop\",\"arguments\":{\"job\":\"%s\","
+		"\"save\":false}}", second));
+	free(spec);
+	td_close(&c);
+	td_daemon_stop(&d);
+}
+END_TEST
+
 /* ---- a worker that never answers ---- */
 
 START_TEST(test_lifecycle_unanswered_query)
@@ -1025,6 +1068,7 @@ Suite *suite_lifecycle(void)
 	tcase_add_test(tc, test_lifecycle_queue_cancel_plan_remove);
 	tcase_add_test(tc, test_lifecycle_plan_llama_lora);
 	tcase_add_test(tc, test_lifecycle_spec_refused_at_start);
+	tcase_add_test(tc, test_lifecycle_stopped_job_keeps_save_dir);
 	tcase_add_test(tc, test_lifecycle_unanswered_query);
 	tcase_add_test(tc, test_lifecycle_idle_connections);
 	tcase_add_test(tc, test_lifecycle_events_promises);

@@ -490,6 +490,38 @@ START_TEST(test_pool_daemon_restart)
 }
 END_TEST
 
+/* A job that could never be admitted (its own budget, or its least, above the whole pool)
+ * is refused at job-start: queued, it would wait for ever, and every job behind it too */
+START_TEST(test_pool_never_admitted_refused)
+{
+	static const struct {
+		const char *pool, *extra, *what;
+	} cases[] = {
+		{"256MiB", ",\"remat\":{\"budget\":\"1GiB\"}", "its remat.budget"},
+		{"16MiB", "", "its least policy's peak"},
+	};
+	char spec[1024];
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		td_daemon d;
+		td_conn ev, rq;
+		pool_daemon(&d, cases[i].pool, &ev, &rq);
+		json_t *r = td_request(&rq, "{\"execute\":\"job-start\",\"arguments\":"
+			"{\"spec\":%s}}", spec_of(spec, sizeof spec, cases[i].extra));
+		json_t *e = json_object_get(r, "error");
+		ck_assert_msg(e && !strcmp(td_str(e, "class"), "InvalidParameter") &&
+			strstr(td_str(e, "desc"), "could never be admitted") &&
+			strstr(td_str(e, "desc"), cases[i].what), "pool %s: %s", cases[i].pool,
+			json_dumps(r, JSON_COMPACT));
+		json_decref(r);
+		r = td_request(&rq, "{\"execute\":\"job-list\"}");
+		ck_assert_int_eq(json_array_size(json_object_get(json_object_get(r, "return"),
+			"jobs")), 0);
+		json_decref(r);
+		pool_daemon_end(&d, &ev, &rq);
+	}
+}
+END_TEST
+
 START_TEST(test_pool_bad_option)
 {
 	td_daemon d;
@@ -511,6 +543,7 @@ Suite *suite_pool(void)
 	tcase_add_test(tc, test_pool_priority_and_own_budget);
 	tcase_add_test(tc, test_pool_paused_squeezed_and_set_priority);
 	tcase_add_test(tc, test_pool_daemon_restart);
+	tcase_add_test(tc, test_pool_never_admitted_refused);
 	tcase_add_test(tc, test_pool_bad_option);
 	suite_add_tcase(s, tc);
 	return s;
