@@ -176,6 +176,8 @@ struct srv_job {
 	char final_from[16];            /* the state it went from then (for rematd's event) */
 	int stop_requested;             /* 1 once job-stop was sent to it */
 	int stop_saving;                /* 1 while rematd's own job-stop {save} is awaited */
+	int shutdown_cancelled;         /* 1: a queued job the shutdown under way stopped (queued
+					 * again when the shutdown is called off) */
 	uint64_t running_ms;            /* when it last entered running (reply time limits) */
 	proto_framer framer;            /* the worker's line being assembled */
 	uint64_t next_wid;              /* the last id used on the channel */

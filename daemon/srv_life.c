@@ -161,7 +161,7 @@ void srv_life_timers_close(srv_server *srv)
 /* ---- shutdown ---- */
 
 /* job-stop {save} to every worker (starting ones too: they answer at their first step
- * boundary); queued jobs become stopped. */
+ * boundary); queued jobs become stopped (queued again if the shutdown is called off). */
 static void stop_all(srv_server *srv, int save)
 {
 	for (int i = 0; i < srv->n_jobs; i++) {
@@ -171,6 +171,7 @@ static void stop_all(srv_server *srv, int save)
 		job->stop_ret = NULL;
 		if (job->state == PROTO_JOB_QUEUED) {
 			srv_job_cancel(job, "daemon shut down before it ran");
+			job->shutdown_cancelled = 1;
 			continue;
 		}
 		if (!srv_job_live(job))
@@ -241,6 +242,20 @@ void srv_shutdown(srv_server *srv, int save, int by_signal, srv_waiter *waiter,
 	srv_shutdown_progress(srv);
 }
 
+/* The queued jobs a shutdown that is called off had stopped: queued again, in their order */
+static void requeue_cancelled(srv_server *srv)
+{
+	for (int i = 0; i < srv->n_jobs; i++) {
+		srv_job *job = srv->jobs[i];
+		if (job->shutdown_cancelled && job->state == PROTO_JOB_STOPPED) {
+			srv_log("job %s queued again: the shutdown was called off", job->id);
+			srv_job_set_state(job, PROTO_JOB_QUEUED, "queued again: the shutdown was "
+				"called off");
+		}
+		job->shutdown_cancelled = 0;
+	}
+}
+
 void srv_shutdown_save_failed(srv_server *srv, srv_job *job, const char *desc)
 {
 	char q[SRV_QUOTE_BUF], msg[PROTO_DESC_LEN];
@@ -269,6 +284,7 @@ void srv_shutdown_save_failed(srv_server *srv, srv_job *job, const char *desc)
 		uv_timer_stop(&srv->extend_timer);
 	srv_conn_answer_waiters(srv, &srv->shutdown_waiters, NULL, PROTO_ERR_IO_ERROR, msg);
 	srv->status[0] = '\0';
+	requeue_cancelled(srv);
 	srv_life_ready(srv);
 	srv_job_schedule(srv);
 }

@@ -170,6 +170,31 @@ static char *fill_up(const char *dir, long long keep)
 	return path;
 }
 
+/* daemon-shutdown --save while job's save cannot be written: called off, with the reason;
+ * the daemon serves on, job runs on, and a job queued behind it, which the shutdown had
+ * stopped, is queued again */
+static void shutdown_called_off(const td_daemon *d, td_conn *c, const char *job)
+{
+	char *behind = spec_of(1000000, NULL, NULL), second[16];
+	snprintf(second, sizeof second, "%s", td_job_start(c, behind, "queued"));
+	json_t *r = td_request(c, "{\"execute\":\"daemon-shutdown\",\"arguments\":"
+		"{\"save\":true}}");
+	const char *desc = td_expect_error(r, "IOError");
+	ck_assert_msg(strstr(desc, "called off") && strstr(desc, job), "desc: %s", desc);
+	json_decref(r);
+	td_alive(d);
+	json_t *st = td_job_status(c, job);
+	ck_assert_str_eq(td_str(st, "state"), "running");
+	json_decref(st);
+	st = td_job_status(c, second);
+	ck_assert_msg(!strcmp(td_str(st, "state"), "queued") && strstr(td_str(st, "reason"),
+		"called off"), "the job behind: %s, %s", td_str(st, "state"), td_str(st, "reason"));
+	json_decref(st);
+	json_decref(td_request(c, "{\"execute\":\"job-stop\",\"arguments\":{\"job\":\"%s\","
+		"\"save\":false}}", second));
+	free(behind);
+}
+
 START_TEST(test_lifecycle_disk_full)
 {
 	td_daemon d;
@@ -212,15 +237,7 @@ START_TEST(test_lifecycle_disk_full)
 	json_decref(st);
 	json_decref(wait_step(&c, job, at + 2, T_JOB_MS));
 
-	/* daemon-shutdown --save: called off, with the reason; the daemon serves on */
-	r = td_request(&c, "{\"execute\":\"daemon-shutdown\",\"arguments\":{\"save\":true}}");
-	desc = td_expect_error(r, "IOError");
-	ck_assert_msg(strstr(desc, "called off") && strstr(desc, job), "desc: %s", desc);
-	json_decref(r);
-	td_alive(&d);
-	st = td_job_status(&c, job);
-	ck_assert_str_eq(td_str(st, "state"), "running");
-	json_decref(st);
+	shutdown_called_off(&d, &c, job);
 
 	/* space again: the same stop works, nothing was lost */
 	ck_assert_int_eq(unlink(filler), 0);
