@@ -27,23 +27,18 @@
 #define JOB_SAVE_MODE 0700      /* STATE_DIR/jobs/ID/checkpoints, the owner's */
 #define JOB_ID_TRIES 64         /* ids skipped because their directory exists already */
 
-static int job_count(const srv_server *srv, proto_job_state s)
-{
-	int n = 0;
-	for (int i = 0; i < srv->n_jobs; i++)
-		n += srv->jobs[i]->state == s;
-	return n;
-}
-
 /* 0 when the queue has room for one more job of uid: SRV_MAX_QUEUED in all, and
  * SRV_QUEUED_PER_UID of one user but root or rematd's (with_checks: the checks under way
  * counted as queued, before a start's own); else -1 with why in desc (Busy). */
 static int queue_room(const srv_server *srv, uid_t uid, int with_checks, char *desc,
 	size_t desclen)
 {
-	int all = job_count(srv, PROTO_JOB_QUEUED), mine = 0;
+	int all = 0, mine = 0;
 	for (int i = 0; i < srv->n_jobs; i++)
-		mine += srv->jobs[i]->state == PROTO_JOB_QUEUED && srv->jobs[i]->owner.uid == uid;
+		if (srv->jobs[i]->state == PROTO_JOB_QUEUED) {
+			all++;
+			mine += srv->jobs[i]->owner.uid == uid;
+		}
 	if (with_checks) {
 		all += srv_helper_count(srv);
 		mine += srv_helper_count_of(srv, uid);

@@ -196,6 +196,9 @@ int eng_trainer_set_check(const eng_trainer *tr, const json_t *set, eng_err *err
  * The total; by category into out when not NULL. A save's snapshot is not in it: it is
  * optional (eng_trainer_snapshot_bytes). */
 size_t eng_trainer_fixed_bytes(const eng_trainer *tr, size_t out[ENG_MEM_NCAT]);
+/* The planner's peak of policy p for this run: eng_trainer_fixed_bytes and the plan's
+ * activations (as the run's own retries bound a policy). */
+size_t eng_trainer_predicted_peak(const eng_trainer *tr, const eng_policy *p);
 /* The bytes a save's snapshot holds while it is written (rank 0 with save.dir; else 0). */
 size_t eng_trainer_snapshot_bytes(const eng_trainer *tr);
 /* The run's untracked term (eng_trainer.untracked). */

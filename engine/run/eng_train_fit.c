@@ -27,8 +27,7 @@ int eng_train_laid_out(const eng_trainer *tr)
 	return tr->be->ops->policy(tr->be)->n_layer == L;
 }
 
-/* The planner's peak of policy p for this run, its fixed part included. */
-static size_t predicted(const eng_trainer *tr, const eng_policy *p)
+size_t eng_trainer_predicted_peak(const eng_trainer *tr, const eng_policy *p)
 {
 	const eng_model *m = &tr->model;
 	eng_plan pl;
@@ -122,7 +121,8 @@ int eng_train_lay_out(eng_trainer *tr, eng_policy *p, int *tries, eng_err *err)
 		return cannot_fit(tr, "", err);
 	for (;;) {
 		size_t bound = fit_bound(tr, *tries);
-		if (bound && !eng_policy_equal(p, &least) && predicted(tr, p) > bound) {
+		if (bound && !eng_policy_equal(p, &least) &&
+			eng_trainer_predicted_peak(tr, p) > bound) {
 			fit_policy(tr, bound, p, &need); /* the least when nothing fits */
 			tr->oom_retries++;
 		}

@@ -23,7 +23,6 @@
 
 #include "eng_cuda.h"
 #include "eng_cuda_mem.h"
-#include "eng_plan.h"
 #include "eng_train.h"
 
 #define MAX_STEPS 64
@@ -52,15 +51,6 @@ static int write_tokens(const char *path, size_t n, int V)
 		ok = fwrite(&t, 2, 1, f) == 1;
 	}
 	return fclose(f) == 0 && ok ? 0 : -1;
-}
-
-/* The planner's peak of policy p for the run: its fixed bytes and the plan's activations */
-static size_t planned(const eng_trainer *tr, const eng_policy *p)
-{
-	const eng_model *m = &tr->model;
-	eng_plan pl;
-	eng_plan_policy(&m->cfg, m->B, m->T, m->chunk_rows, p, &pl);
-	return eng_trainer_fixed_bytes(tr, NULL) + pl.peak_bytes;
 }
 
 /* STEPS steps of tr under policy name, the first DROP left out: its table row. 0, or 1
@@ -97,7 +87,8 @@ static int bench_policy(eng_trainer *tr, const char *name, int steps)
 	eng_cuda_mem_get_stats(&ds);
 	printf("%-18s %9.1f %10.0f %10.1f %10.1f %10.1f %10.1f %10.1f %9.1f\n", name, med,
 		tr->model.B * tr->model.T / (med / 1e3), ds.total_peak_reset / 1048576.0,
-		planned(tr, &p) / 1048576.0, ds.current[ENG_MEM_ACTIVATIONS] / 1048576.0,
+		eng_trainer_predicted_peak(tr, &p) / 1048576.0,
+		ds.current[ENG_MEM_ACTIVATIONS] / 1048576.0,
 		(ds.device_total - ds.device_free) / 1048576.0, ds.pinned / 1048576.0,
 		rc_ms / n);
 	fflush(stdout);

@@ -43,9 +43,16 @@ if [ "${major:-0}" -ge 13 ] && grep -q "$call" "$dir/llmc/cuda_utils.cuh" 2>/dev
 	echo "llmc: nvcc $major: llm.c's cudaMemAdvise call rewritten to CUDA 13's" \
 		"cudaMemLocation form"
 fi
-# NVML only where its header is (llm.c reads the GPU's clocks through it when it is)
+# NVML: llm.c reads the GPU's clocks through it when the toolkit has its header, and then
+# links the toolkit's link-time copy (lib64/stubs, NVIDIA's name for it) or else the
+# driver's libnvidia-ml.so.1, which is what runs either way
 ld="-lcublas -lcublasLt -L$cuda/lib64 -Xlinker -rpath,$cuda/lib64"
-[ -f "$cuda/include/nvml.h" ] && ld="$ld -L$cuda/lib64/stubs -lnvidia-ml"
+if [ -f "$cuda/lib64/stubs/libnvidia-ml.so" ]; then
+	nvml="-L$cuda/lib64/stubs -lnvidia-ml"
+else
+	nvml="-l:libnvidia-ml.so.1"
+fi
+[ -f "$cuda/include/nvml.h" ] && ld="$ld $nvml"
 if ! make -C "$dir" train_gpt2cu NO_MULTI_GPU=1 NO_USE_MPI=1 USE_CUDNN=0 NVCC="$nvcc" \
 	NVCC_LDFLAGS="$ld" ${LLMC_ARCH:+GPU_COMPUTE_CAPABILITY=$LLMC_ARCH} \
 	>"$dir/build.log" 2>&1; then

@@ -643,9 +643,7 @@ END_TEST
  * as JSON into policy. Returns the most. */
 static double budget_run(int B, const char *remat, int steps, double *peaks, char **policy)
 {
-	char *dir = NULL, *job = NULL, *out = NULL, text[1024];
-	ck_assert(asprintf(&dir, "%s/cuda-budget", t_env("REMAT_TMP")) > 0);
-	mkdir(dir, 0777);
+	char *dir = t_tmp_dir("cuda_budget"), *job = NULL, *out = NULL, text[1024];
 	ck_assert(asprintf(&job, "%s/job.json", dir) > 0);
 	snprintf(text, sizeof text,
 		"{\"model\":{\"preset\":\"mini\"},\"data\":{\"train\":\"" GPL "\",\"format\":"

@@ -149,6 +149,19 @@ static void peer_fill(const char *sock, int in, int out)
 	_exit(0);
 }
 
+/* 0, with a line saying why test skips, when this process cannot be root for a peer of
+ * another uid; else 1, d's paths set and its directory open to that peer. */
+static int peer_daemon_paths(const char *test, td_daemon *d)
+{
+	if (geteuid() != 0) {
+		printf("%s: skipped: needs root (a peer of another uid)\n", test);
+		return 0;
+	}
+	td_daemon_paths(d);
+	ck_assert_int_eq(chmod(d->dir, 0711), 0);
+	return 1;
+}
+
 /* What a peer runs as uid TD_NOBODY (in group TD_PEER_GROUP): it writes its finding to out
  * and closes it, then may wait until in closes. */
 typedef void (*peer_fn)(const char *sock, int in, int out);
@@ -195,13 +208,9 @@ static void peer_end(pid_t pid, int hold)
 
 START_TEST(test_conns_per_uid_cap)
 {
-	if (geteuid() != 0) {
-		printf("test_conns_per_uid_cap: skipped: needs root (a peer of another uid)\n");
-		return;
-	}
 	td_daemon d;
-	td_daemon_paths(&d);
-	ck_assert_int_eq(chmod(d.dir, 0711), 0);
+	if (!peer_daemon_paths("test_conns_per_uid_cap", &d))
+		return;
 	const char *extra[] = {"--group", TD_PEER_GROUP, NULL};
 	td_daemon_start(&d, extra);
 	probe_gone(&d);
@@ -256,14 +265,9 @@ static void peer_checks(const char *sock, int in, int out)
  * saying so, and root still gets its own checked (no user holds every check slot). */
 START_TEST(test_conns_checks_per_uid_cap)
 {
-	if (geteuid() != 0) {
-		printf("test_conns_checks_per_uid_cap: skipped: needs root (a peer of another "
-			"uid)\n");
-		return;
-	}
 	td_daemon d;
-	td_daemon_paths(&d);
-	ck_assert_int_eq(chmod(d.dir, 0711), 0);
+	if (!peer_daemon_paths("test_conns_checks_per_uid_cap", &d))
+		return;
 	/* checks that take 3 s: the peer's stay under way while it asks for one more */
 	char path[700], body[1024];
 	snprintf(path, sizeof path, "%s/slow-check.sh", d.dir);
@@ -325,14 +329,9 @@ static void peer_queue(const char *sock, int in, int out)
  * never goes on), QUEUED_PER_UID wait, and the next start is Busy, saying so. */
 START_TEST(test_conns_queue_per_uid_cap)
 {
-	if (geteuid() != 0) {
-		printf("test_conns_queue_per_uid_cap: skipped: needs root (a peer of another "
-			"uid)\n");
-		return;
-	}
 	td_daemon d;
-	td_daemon_paths(&d);
-	ck_assert_int_eq(chmod(d.dir, 0711), 0);
+	if (!peer_daemon_paths("test_conns_queue_per_uid_cap", &d))
+		return;
 	char *w = td_script(&d, "worker.sh", "exec sleep 600");
 	/* its silent worker is killed a second after the shutdown asks it to stop */
 	const char *extra[] = {"--group", TD_PEER_GROUP, "--worker", w, "--max-jobs", "1",
