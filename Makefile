@@ -73,6 +73,44 @@ CUDA_SRC    = $(wildcard kernels/cuda/kc_*.cu)
 endif
 CUDA_OBJ    = $(CUDA_SRC:%.cu=$(BUILD)/%.o)
 
+# ---- the CUDA backend on the CPU (tests/cuda/emu/, run by tests/cuda/emu/run-on-cpu.sh) ----
+# CUDA_EMU=DIR, DIR a checkout of ROCm/HIP-CPU: the same backend built for this CPU. The
+# files with kernels go through HIP-CPU (their launches rewritten, kc_emu.h in place of the
+# CUDA headers); the host-side .cu files are compiled as they are by the C++ compiler; the
+# CUDA runtime is emu_rt.c (HIP-CPU's blocks run on TBB) and cuBLASLt emu_lt.cpp, built as
+# the library kc_blas.cu opens. cuDNN stays NVIDIA's, which finds no driver and says so.
+ifdef CUDA_EMU
+.DEFAULT_GOAL := all
+ifndef HAVE_CUDA
+$(error CUDA_EMU needs the CUDA toolkit's headers: nvcc was not found)
+endif
+EMU_DIR      = tests/cuda/emu
+EMU_KERNELS  = $(shell grep -l __global__ $(CUDA_SRC))
+EMU_CXXFLAGS = -std=c++17 -O2 -g -ffp-contract=off -Wall -Wextra -Werror -fPIC
+CUDA_OBJ    += $(BUILD)/$(EMU_DIR)/emu_rt.o
+LDLIBS      := $(subst -lcudart_static,-ltbb,$(LDLIBS))
+CUBLAS_MAJOR = $(shell sed -n 's/^\#define CUBLAS_VER_MAJOR \([0-9]*\).*/\1/p' \
+	$(CUDA_HOME)/include/cublas_api.h)
+EMU_LT       = $(BUILD)/emu/libcublasLt.so.$(CUBLAS_MAJOR)
+
+$(EMU_KERNELS:%.cu=$(BUILD)/%.o): $(BUILD)/%.o: %.cu $(EMU_DIR)/kc_emu.h
+	@mkdir -p $(dir $@)
+	perl -0777 -pe 's/(\w+(?:<\w+>)?)<<<(.*?)>>>/KC_EMU_LAUNCH($$1, $$2)/gs' $< > $(@:.o=.emu.cpp)
+	$(CXX) $(EMU_CXXFLAGS) -I$(EMU_DIR)/include -isystem $(CUDA_EMU)/include -I. -Ikernels \
+		-Ikernels/cuda -MMD -MP -MT $@ -c $(@:.o=.emu.cpp) -o $@
+
+$(patsubst %.cu,$(BUILD)/%.o,$(filter-out $(EMU_KERNELS),$(CUDA_SRC))): $(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -x c++ -I$(CUDA_HOME)/include -I. $(ENGINE_INC) -Ikernels \
+		-Ikernels/cuda -DKC_CUDA_LIBDIR='"$(CUDA_LIBDIR)"' -MMD -MP -c $< -o $@
+
+$(EMU_LT): $(EMU_DIR)/emu_lt.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -shared -I$(CUDA_HOME)/include -I$(BLAS_INC) -o $@ $< $(BLAS_LIBS)
+
+binaries: $(EMU_LT)
+endif
+
 # ---- MPI (engine/model/dp/) ----
 # Data parallelism over Open MPI when its headers are there (scripts/deps.sh installs
 # libopenmpi-dev); MPI=0 builds without (engine/model/dp/eng_nodp.c: one process). Only the worker
@@ -272,10 +310,11 @@ test: all
 	$(TEST_ENV) $(TESTS)
 
 # The GPU's suites alone, each with its own closing line (tests/cuda/run-on-gpu.sh).
+CUDA_SUITES ?= cuda $(if $(HAVE_CUDA),cuda-kernels sdpa) cuda-dp
 .PHONY: test-cuda
 test-cuda: binaries
 	@rm -rf $(BUILD)/tmp && mkdir -p $(BUILD)/tmp
-	@rc=0; for s in cuda $(if $(HAVE_CUDA),cuda-kernels sdpa) cuda-dp; do \
+	@rc=0; for s in $(CUDA_SUITES); do \
 		CK_RUN_SUITE=$$s $(TEST_ENV) $(TESTS) || rc=1; done; exit $$rc
 
 fuzz: all $(FUZZ) $(FUZZ_ST) $(FUZZ_TOK)

@@ -544,7 +544,7 @@ __global__ void sumsq_parts(double *part, const float *x, size_t n)
 	sh[threadIdx.x] = acc;
 	__syncthreads();
 	for (int w = SUMSQ_THREADS / 2; w > 0; w /= 2) {
-		if (threadIdx.x < w)
+		if ((int)threadIdx.x < w)
 			sh[threadIdx.x] += sh[threadIdx.x + w];
 		__syncthreads();
 	}

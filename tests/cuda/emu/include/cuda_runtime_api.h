@@ -1,0 +1,2 @@
+/* cuda_runtime_api.h - the CUDA emulation's stand-in for the kernels of kernels/cuda/ (../kc_emu.h) */
+#include "../kc_emu.h"
