@@ -209,6 +209,7 @@ static int lt_matmul(kc_blas *h, cudaStream_t st, int trans_a, int trans_b, int 
 	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
 	cublasLtMatmulPreference_t pref = NULL;
 	cublasLtMatmulHeuristicResult_t heur;
+	cublasStatus_t hs;
 	int found = 0, rc = 0;
 	kc_colmajor cm;
 	kc_gemm_colmajor(trans_a, trans_b, M, N, K, lda, sA, ldb, sB, ldc, sC, &cm);
@@ -237,9 +238,16 @@ static int lt_matmul(kc_blas *h, cudaStream_t st, int trans_a, int trans_b, int 
 	LT_CHECK(LT(cublasLtMatmulPreferenceCreate)(&pref));
 	LT_CHECK(LT(cublasLtMatmulPreferenceSetAttribute)(pref,
 		CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &h->ws_bytes, sizeof h->ws_bytes));
-	LT_CHECK(LT(cublasLtMatmulAlgoGetHeuristic)(h->handle, desc, la, lb, lc, lc, pref, 1, &heur,
-		&found));
-	if (found == 0 || heur.state != CUBLAS_STATUS_SUCCESS) {
+	/* cuBLASLt says it has no algorithm in two ways: NOT_SUPPORTED (its documented answer
+	 * when no heuristic serves the configuration, an epilogue it lacks for these types),
+	 * or success with nothing found */
+	hs = LT(cublasLtMatmulAlgoGetHeuristic)(h->handle, desc, la, lb, lc, lc, pref, 1, &heur,
+		&found);
+	if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED) {
+		rc = kc_seterr("cublasLtMatmulAlgoGetHeuristic: %s", LT(cublasLtGetStatusString)(hs));
+		goto out;
+	}
+	if (hs == CUBLAS_STATUS_NOT_SUPPORTED || found == 0 || heur.state != CUBLAS_STATUS_SUCCESS) {
 		*no_algo = 1;
 		rc = -1;
 		goto out;
