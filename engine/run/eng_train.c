@@ -220,9 +220,11 @@ int eng_trainer_init_hooks(eng_trainer *tr, const eng_spec *spec, const eng_trai
 	if (trainer_data(tr, err) < 0 || ops->create(&tr->be, &tr->model, s, err) < 0)
 		goto fail;
 	/* under a budget the first step lays out the controller's policy: the run never holds
-	 * one over it, not even before that step */
+	 * one over it, not even before that step (on the device as on the host: laying out
+	 * the spec's policy here put off's activations on the GPU before the controller's
+	 * first choice, and step 1's peak was off's whatever the budget) */
 	int tries = 0;
-	if (ops->tracked_host && (s->remat_budget || s->remat_budget_cgroup))
+	if (s->remat_budget || s->remat_budget_cgroup)
 		tr->policy = p;
 	else if (eng_train_lay_out(tr, &p, &tries, err) < 0)
 		goto fail;
