@@ -48,6 +48,7 @@
 #define GPL "/usr/share/common-licenses/GPL-3" /* Debian's base-files: a byte corpus */
 #define TIMEOUT 300 /* seconds per GPU test: CUDA, cuBLASLt and cuDNN load in each */
 #define STEPS 3
+#define GPL_LR 1e-3 /* gpl_trainer's learning rate */
 
 static int verbose(void)
 {
@@ -57,18 +58,18 @@ static int verbose(void)
 static void check_err(const char *what, double e, double tol)
 {
 	if (verbose())
-		fprintf(stderr, "cuda: %-52s rel L2 %.3e (tolerance %.0e)\n", what, e, tol);
-	ck_assert_msg(e <= tol, "%s: rel L2 error %.3e > %.0e", what, e, tol);
+		fprintf(stderr, "cuda: %-52s rel L2 %.3e (tolerance %.2g)\n", what, e, tol);
+	ck_assert_msg(e <= tol, "%s: rel L2 error %.3e > %.2g", what, e, tol);
 }
 
-/* A tiny byte-level trainer on device dev, batch 4 x 64, seed 7, constant lr 1e-3. */
+/* A tiny byte-level trainer on device dev, batch 4 x 64, seed 7, constant lr GPL_LR. */
 static void gpl_trainer(eng_trainer *tr, const char *dev, double clip, const char *extra)
 {
 	t_trainer(tr,
 		"{\"model\":{\"preset\":\"tiny\"},\"data\":{\"train\":\"" GPL "\",\"format\":"
 		"\"bytes\"},\"batch\":4,\"seq_len\":64,\"steps\":%d,\"seed\":7,\"threads\":2,"
-		"\"device\":\"%s\",\"optim\":{\"lr\":1e-3,\"grad_clip\":%g},\"schedule\":\"constant\""
-		"%s}", STEPS + 2, dev, clip, extra ? extra : "");
+		"\"device\":\"%s\",\"optim\":{\"lr\":%g,\"grad_clip\":%g},\"schedule\":\"constant\""
+		"%s}", STEPS + 2, dev, GPL_LR, clip, extra ? extra : "");
 }
 
 static void set_policy(eng_trainer *tr, const char *text)
@@ -218,20 +219,63 @@ typedef struct tolset {
 static const tolset tol_fp32 = {1e-5, 1e-4, 1e-4, 1e-4};
 static const tolset tol_bf16 = {2e-2, 3e-2, 1.5e-1, 1.5e-1};
 
-static double worst_tensor(const eng_model *m, const float *a, const float *b,
+/* The key bias (the middle third of c_attn.bias) has a gradient of zero in exact arithmetic:
+ * adding b_k to every key adds q.b_k to a whole row of scores, which softmax ignores. What a
+ * backend computes there is its own rounding noise, and AdamW, dividing by the gradient's
+ * size, makes of that noise updates of up to about lr a step whose signs follow the order
+ * of summation. Two correct backends part there (the emulated device measured 1.0-1.5
+ * relative in float32 and 1.4e3 in bf16, against a CPU value of 3e-6 after 3 steps), so the
+ * weights are compared without it, and key_bias_bounded checks what AdamW allows instead. */
+static int key_bias(const eng_ptensor *t)
+{
+	const char *s = strstr(t->name, ".attn.c_attn.bias");
+	return s && s[strlen(".attn.c_attn.bias")] == '\0' && t->numel % 3 == 0;
+}
+
+/* the worst relative L2 error over the tensors, the key biases' middle third left out when
+ * skip_key is set (see key_bias) */
+static double worst_tensor(const eng_model *m, const float *a, const float *b, int skip_key,
 	const char **name)
 {
 	double worst = 0;
 	*name = "";
 	for (int i = 0; i < m->ntensors; i++) {
 		const eng_ptensor *t = &m->tensors[i];
-		double e = t_rel_l2(a + t->offset, b + t->offset, t->numel);
+		const float *x = a + t->offset, *y = b + t->offset;
+		double e;
+		if (skip_key && key_bias(t)) {
+			size_t c = t->numel / 3;
+			e = fmax(t_rel_l2(x, y, c), t_rel_l2(x + 2 * c, y + 2 * c, c));
+		} else {
+			e = t_rel_l2(x, y, t->numel);
+		}
 		if (e > worst) {
 			worst = e;
 			*name = t->name;
 		}
 	}
 	return worst;
+}
+
+/* every key bias within steps * 2 lr of its start (0): AdamW moves a parameter by at most
+ * about lr a step whatever its gradient (|m^| / sqrt(v^) stays near 1 over a few steps) */
+static void key_bias_bounded(const eng_model *m, const float *p, const char *who, double lr)
+{
+	double bound = 2.0 * STEPS * lr;
+	for (int i = 0; i < m->ntensors; i++) {
+		const eng_ptensor *t = &m->tensors[i];
+		if (!key_bias(t))
+			continue;
+		size_t c = t->numel / 3;
+		double worst = 0;
+		for (size_t j = 0; j < c; j++)
+			worst = fmax(worst, fabs(p[t->offset + c + j]));
+		if (verbose())
+			fprintf(stderr, "cuda: %s %s key third, largest %.3e (bound %.0e)\n", who,
+				t->name, worst, bound);
+		ck_assert_msg(worst <= bound, "%s %s: a key bias of %.3e, past AdamW's %.0e", who,
+			t->name, worst, bound);
+	}
 }
 
 /* _i: 0 float32, 1 bf16 (cuDNN attention where it serves), 2 bf16 with our attention */
@@ -268,16 +312,18 @@ START_TEST(test_cuda_matches_cpu)
 		}
 		const char *name;
 		float *g = gpu_grads(&gpu);
-		double e = worst_tensor(m, g, m->grads, &name);
+		double e = worst_tensor(m, g, m->grads, 0, &name);
 		snprintf(what, sizeof what, "%s step 1 worst gradient %s", prec, name);
 		check_err(what, e, tol->grad);
 		free(g);
 	}
 	sync_host(&gpu);
 	const char *name;
-	double e = worst_tensor(m, gpu.model.params, m->params, &name);
+	double e = worst_tensor(m, gpu.model.params, m->params, 1, &name);
 	snprintf(what, sizeof what, "%s weights after %d steps, worst %s", prec, STEPS, name);
 	check_err(what, e, tol->weight);
+	key_bias_bounded(m, m->params, "cpu", GPL_LR);
+	key_bias_bounded(m, gpu.model.params, prec, GPL_LR);
 	free(act);
 	eng_trainer_free(&gpu);
 	eng_trainer_free(&cpu);
