@@ -29,7 +29,8 @@ size_t eng_act_elems(const eng_act_field *f, const eng_config *cfg, int B, int T
 
 size_t eng_act_bytes(const eng_act_field *f, const eng_config *cfg, int B, int T, int R)
 {
-	return (cfg->mm_bf16 && f->mm ? 2 : 4) * eng_act_elems(f, cfg, B, T, R);
+	int two = (cfg->mm_bf16 && f->mm) || (cfg->act_bf16 && !f->f32);
+	return (two ? 2 : 4) * eng_act_elems(f, cfg, B, T, R);
 }
 
 int eng_act_offloaded(int k)

@@ -128,8 +128,10 @@ extern const eng_act_field eng_head_fields[ENG_HEAD_N];
  * family has not (ln1_mean under RMSNorm): never allocated. */
 size_t eng_act_elems(const eng_act_field *f, const eng_config *cfg, int B, int T, int R);
 
-/* Bytes of field f on the CPU: float32, but 2 a matmul input (mm) takes under precision
- * bf16 (cfg->mm_bf16). What the CPU model lays out and the planner counts. */
+/* Bytes of field f: float32, but 2 a matmul input (mm) takes under the CPU's precision bf16
+ * (cfg->mm_bf16), and 2 every field but the float32 ones under a GPU's bf16
+ * (cfg->act_bf16). What the CPU model lays out, the GPU model's layout_mem too, and the
+ * planner counts. */
 size_t eng_act_bytes(const eng_act_field *f, const eng_config *cfg, int B, int T, int R);
 
 /* 1 when an offloaded block's host copy holds block field k: what `off` keeps, but x. */

@@ -41,6 +41,11 @@ typedef struct eng_config {
 	 * in bf16 (eng_acts.h `mm`). In the shape so that every size the engine derives from
 	 * it (the model's buffers, the planner, the accounting) sees it. */
 	int mm_bf16;
+	/* Not the model's but its run's, as mm_bf16: 1 when a GPU run keeps its activations
+	 * in bf16 (device cuda's precision bf16, eng_cuda.h), every field but the float32 ones
+	 * (eng_acts.h `f32`) 2 bytes. Only the planner's and the accounting's sizes follow it:
+	 * the host mirror of a GPU run lays out no activations. */
+	int act_bf16;
 	eng_arch arch;            /* ENG_ARCH_GPT2 (0) or ENG_ARCH_LLAMA */
 	/* llama only (0 under gpt2) */
 	int n_kv_head;            /* NKV, key/value heads; NH % NKV == 0 */

@@ -193,9 +193,10 @@ json_t *eng_policy_json(const eng_policy *p)
 
 json_t *eng_config_json(const eng_config *c)
 {
-	json_t *o = json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:s}", "n_layer", c->n_layer, "n_embd",
-		c->n_embd, "n_head", c->n_head, "n_positions", c->n_positions, "vocab_size",
-		c->vocab_size, "mm_bf16", c->mm_bf16, "arch", eng_arch_name(c->arch));
+	json_t *o = json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:b,s:s}", "n_layer", c->n_layer,
+		"n_embd", c->n_embd, "n_head", c->n_head, "n_positions", c->n_positions,
+		"vocab_size", c->vocab_size, "mm_bf16", c->mm_bf16, "act_bf16", c->act_bf16,
+		"arch", eng_arch_name(c->arch));
 	if (o && c->lora_r) { /* the adapters' activations are the planner's to count */
 		json_object_set_new(o, "lora_r", json_integer(c->lora_r));
 		json_object_set_new(o, "lora_alpha", json_real(c->lora_alpha));
@@ -234,6 +235,7 @@ void eng_config_from_json(const json_t *o, eng_config *c)
 	c->n_positions = int_of(o, "n_positions");
 	c->vocab_size = int_of(o, "vocab_size");
 	c->mm_bf16 = json_is_true(json_object_get(o, "mm_bf16")); /* the CPU's bf16 */
+	c->act_bf16 = json_is_true(json_object_get(o, "act_bf16")); /* a GPU's */
 	c->lora_r = int_of(o, "lora_r");
 	c->lora_alpha = json_number_value(json_object_get(o, "lora_alpha"));
 	c->lora_units = (unsigned)int_of(o, "lora_units") & ((1u << ENG_LORA_UNITS) - 1);

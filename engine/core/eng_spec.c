@@ -258,8 +258,12 @@ int eng_spec_finish(eng_spec *spec, const eng_config *cfg, eng_err *err)
 	if (eng_config_validate(cfg, "model", err) < 0)
 		return -1;
 	spec->cfg = *cfg;
-	/* the matmuls in bf16: the CPU's precision bf16 (a GPU's bf16 is its own, eng_cuda.h) */
+	/* the matmuls in bf16: the CPU's precision bf16 (a GPU's bf16 is its own, eng_cuda.h:
+	 * its activations in bf16, its default; REMAT_CUDA_PRECISION, which the worker's
+	 * backend reads when the spec names none, may make it float32 there) */
 	spec->cfg.mm_bf16 = spec->device == ENG_DEVICE_CPU && spec->precision == ENG_PREC_BF16;
+	spec->cfg.act_bf16 = spec->device == ENG_DEVICE_CUDA &&
+			     (!spec->has_precision || spec->precision == ENG_PREC_BF16);
 	if (spec->seq_len == 0)
 		spec->seq_len = cfg->n_positions < SPEC_DEFAULT_SEQ ? cfg->n_positions
 								    : SPEC_DEFAULT_SEQ;

@@ -98,7 +98,8 @@ static size_t logits_bytes(const eng_cuda *g)
 	return nchunks * ec_chunk_bytes(g);
 }
 
-/* The activation tables' sizes on this device (es, or 4 for float32 fields), the device
+/* The activation tables' sizes on this device (eng_act_bytes: es, cfg.act_bf16 saying
+ * which, or 4 for float32 fields), the device
  * allocator, pinned host memory for offloaded blocks; and an offload slot's layout: the
  * fields `off` keeps but x, one after the other. */
 static void layout_mem(eng_cuda *g)
@@ -106,13 +107,11 @@ static void layout_mem(eng_cuda *g)
 	eng_layout_mem *mem = &g->mem;
 	for (int k = 0; k < ENG_ACT_N; k++) {
 		const eng_act_field *f = &eng_block_fields[k];
-		mem->block_bytes[k] = (f->f32 ? 4 : g->es) *
-				      eng_act_elems(f, &g->cfg, g->B, g->T, g->chunk_rows);
+		mem->block_bytes[k] = eng_act_bytes(f, &g->cfg, g->B, g->T, g->chunk_rows);
 	}
 	for (int k = 0; k < ENG_HEAD_N; k++) {
 		const eng_act_field *f = &eng_head_fields[k];
-		mem->head_bytes[k] = (f->f32 ? 4 : g->es) *
-				     eng_act_elems(f, &g->cfg, g->B, g->T, g->chunk_rows);
+		mem->head_bytes[k] = eng_act_bytes(f, &g->cfg, g->B, g->T, g->chunk_rows);
 	}
 	/* logits rows Vp apart, each chunk aligned, kept or rebuilt alike */
 	mem->head_bytes[ENG_HEAD_logits] = logits_bytes(g);
@@ -283,6 +282,7 @@ int eng_cuda_new(eng_cuda **out, const eng_model *host, const eng_cuda_opts *o, 
 	g->chunk_rows = host->chunk_rows;
 	g->dt = o->fp32 ? KC_F32 : KC_BF16;
 	g->es = kc_dtype_size(g->dt);
+	g->cfg.act_bf16 = g->dt == KC_BF16; /* layout_mem's sizes through eng_act_bytes */
 	g->Vp = (int)eng_round_up((size_t)g->cfg.vocab_size, EC_VOCAB_ALIGN);
 	g->ntensors = host->ntensors;
 	g->nfloats = host->nfloats;
