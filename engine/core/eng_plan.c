@@ -76,10 +76,11 @@ void eng_plan_block(const eng_config *cfg, int B, int T, eng_mode mode, eng_plan
 	if (mode == ENG_MODE_OFFLOAD) {
 		/* the rest of what off keeps goes to host memory and comes back into one of the
 		 * device slots; nothing is recomputed */
-		for (int k = 0; k < ENG_ACT_N; k++)
+		for (int k = 0; k < ENG_ACT_N; k++) {
+			const eng_act_field *f = &eng_block_fields[k];
 			if (eng_act_offloaded(k))
-				s->workspace_bytes += ENG_LAYOUT_SLOTS *
-						      eng_act_bytes(&eng_block_fields[k], cfg, B, T, 0);
+				s->workspace_bytes += ENG_LAYOUT_SLOTS * eng_act_bytes(f, cfg, B, T, 0);
+		}
 	}
 	s->extra_flops = mode == ENG_MODE_SELECTIVE ? flops_sel
 		       : mode == ENG_MODE_FULL      ? flops_full : 0.0;

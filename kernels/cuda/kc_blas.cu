@@ -244,10 +244,12 @@ static int lt_matmul(kc_blas *h, cudaStream_t st, int trans_a, int trans_b, int 
 	hs = LT(cublasLtMatmulAlgoGetHeuristic)(h->handle, desc, la, lb, lc, lc, pref, 1, &heur,
 		&found);
 	if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED) {
-		rc = kc_seterr("cublasLtMatmulAlgoGetHeuristic: %s", LT(cublasLtGetStatusString)(hs));
+		rc = kc_seterr("cublasLtMatmulAlgoGetHeuristic: %s",
+			LT(cublasLtGetStatusString)(hs));
 		goto out;
 	}
-	if (hs == CUBLAS_STATUS_NOT_SUPPORTED || found == 0 || heur.state != CUBLAS_STATUS_SUCCESS) {
+	if (hs == CUBLAS_STATUS_NOT_SUPPORTED || found == 0 ||
+		heur.state != CUBLAS_STATUS_SUCCESS) {
 		*no_algo = 1;
 		rc = -1;
 		goto out;

@@ -307,10 +307,11 @@ extern "C" cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_
 		size_t oc = (size_t)q * c->stride;
 		lt_unpack(fa, a, A, (size_t)q * a->stride);
 		lt_unpack(fb, b, B, (size_t)q * b->stride);
+		CBLAS_TRANSPOSE ta = d->ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
+		CBLAS_TRANSPOSE tb = d->tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans;
 		if (m > 0 && n > 0 && k > 0)
-			cblas_sgemm(CblasColMajor, d->ta == CUBLAS_OP_N ? CblasNoTrans : CblasTrans,
-				d->tb == CUBLAS_OP_N ? CblasNoTrans : CblasTrans, (int)m, (int)n, (int)k,
-				al_, fa, (int)a->rows, fb, (int)b->rows, 0.0f, fd, (int)m);
+			cblas_sgemm(CblasColMajor, ta, tb, (int)m, (int)n, (int)k, al_, fa,
+				(int)a->rows, fb, (int)b->rows, 0.0f, fd, (int)m);
 		else
 			memset(fd, 0, m * n * sizeof(float));
 		for (uint64_t j = 0; j < n; j++)

@@ -187,8 +187,8 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
 cudaError_t cudaMemset(void *p, int v, size_t n)
 {
 	if (!on_device(p, n)) {
-		fprintf(stderr, "cuda emulation: cudaMemset of %zu bytes at %p: not inside a device "
-				"buffer\n", n, p);
+		fprintf(stderr, "cuda emulation: cudaMemset of %zu bytes at %p: not inside a "
+				"device buffer\n", n, p);
 		return fail(cudaErrorInvalidValue);
 	}
 	memset(p, v, n);

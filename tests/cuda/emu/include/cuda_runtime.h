@@ -1,2 +1,3 @@
-/* cuda_runtime.h - the CUDA emulation's stand-in for the kernels of kernels/cuda/ (../kc_emu.h) */
+/* cuda_runtime.h - the CUDA emulation's stand-in for the kernels of kernels/cuda/:
+ * everything is in ../kc_emu.h */
 #include "../kc_emu.h"
