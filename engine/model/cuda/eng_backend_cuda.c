@@ -202,7 +202,9 @@ static int cuda_create(eng_backend **out, eng_model *host, const eng_spec *s, en
 		return -1;
 	if (s->has_precision) /* the spec's, over REMAT_CUDA_PRECISION */
 		o.fp32 = s->precision == ENG_PREC_FP32;
-	host->cfg.act_bf16 = !o.fp32; /* what the planner counts for this run */
+	/* what the planner counts for this run, and (eng_cuda_new copies the host's config)
+	 * what the GPU model's layout_mem sizes its activations by */
+	host->cfg.act_bf16 = !o.fp32;
 	o.gpu = eng_dp_local_rank(); /* ranks on one machine take its GPUs in turn */
 	o.accum = s->grad_accum > 1;
 	cuda_backend *c = calloc(1, sizeof *c);

@@ -282,7 +282,6 @@ int eng_cuda_new(eng_cuda **out, const eng_model *host, const eng_cuda_opts *o, 
 	g->chunk_rows = host->chunk_rows;
 	g->dt = o->fp32 ? KC_F32 : KC_BF16;
 	g->es = kc_dtype_size(g->dt);
-	g->cfg.act_bf16 = g->dt == KC_BF16; /* layout_mem's sizes through eng_act_bytes */
 	g->Vp = (int)eng_round_up((size_t)g->cfg.vocab_size, EC_VOCAB_ALIGN);
 	g->ntensors = host->ntensors;
 	g->nfloats = host->nfloats;

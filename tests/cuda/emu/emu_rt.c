@@ -61,11 +61,20 @@ void kc_emu_launch_failed(cudaError_t e, const char *what)
 	fail(e);
 }
 
-static size_t device_total(void)
+static pthread_once_t total_once = PTHREAD_ONCE_INIT;
+static size_t total_bytes; /* the device's size, read once */
+
+static void total_read(void)
 {
 	const char *s = getenv("REMAT_EMU_DEVICE_MIB");
 	long long mib = s ? atoll(s) : 0;
-	return (size_t)(mib > 0 ? mib : 16384) << 20;
+	total_bytes = (size_t)(mib > 0 ? mib : 16384) << 20;
+}
+
+static size_t device_total(void)
+{
+	pthread_once(&total_once, total_read);
+	return total_bytes;
 }
 
 /* the live buffer holding [p, p + n), or NULL; emu_mu held */
